@@ -1,0 +1,526 @@
+//! One device: its queue, the open command batch, the poller, the buffer pool, the pipeline
+//! cache and the memory accounting. Everything that talks to wgpu for execution lives here.
+
+use crate::pipeline::{Checks, Pipeline, PipelineCache, PipelineStats};
+use crate::pool::{size_class, Pool};
+use crate::runtime::AdapterInfo;
+use crate::{Error, Result};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// Dispatches recorded before the batch is submitted on its own.
+const MAX_BATCH_DISPATCHES: usize = 1024;
+/// Largest parameter block one dispatch may carry.
+pub(crate) const MAX_PARAMS_BYTES: usize = 1024;
+
+const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+const STAGING_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes of every GPU buffer Kiln holds (live tensors, the pool, staging).
+    pub allocated_bytes: u64,
+    /// Bytes held by live tensors.
+    pub in_use_bytes: u64,
+    /// The highest `in_use_bytes` seen.
+    pub peak_bytes: u64,
+    pub live_buffers: u64,
+    /// Bytes kept in the pool for reuse.
+    pub pooled_bytes: u64,
+}
+
+#[derive(Default)]
+struct Mem {
+    allocated: AtomicU64,
+    in_use: AtomicU64,
+    peak: AtomicU64,
+    live: AtomicU64,
+}
+
+struct Batch {
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+    dispatches: usize,
+    params: Vec<u8>,
+}
+
+/// A GPU buffer owned by a tensor; goes back to the pool on drop.
+pub(crate) struct GpuBuffer {
+    pub(crate) buffer: Option<wgpu::Buffer>,
+    pub(crate) class: u64,
+    device: Arc<Device>,
+}
+
+impl GpuBuffer {
+    pub(crate) fn raw(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            let d = &self.device;
+            d.mem.in_use.fetch_sub(self.class, Ordering::Relaxed);
+            d.mem.live.fetch_sub(1, Ordering::Relaxed);
+            d.pool.release(self.class, STORAGE_USAGE, b);
+        }
+    }
+}
+
+/// One buffer bound to a dispatch at `slot`: the whole buffer, or its first `size` bytes.
+pub(crate) struct Binding<'a> {
+    pub(crate) slot: u32,
+    pub(crate) buffer: &'a wgpu::Buffer,
+    pub(crate) size: Option<u64>,
+}
+
+struct Poller {
+    pending: Mutex<usize>,
+    wake: Condvar,
+}
+
+pub struct Device {
+    pub(crate) info: AdapterInfo,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) limits: wgpu::Limits,
+    pub(crate) features: wgpu::Features,
+    batch: Mutex<Batch>,
+    params_buffer: wgpu::Buffer,
+    params_capacity: usize,
+    pub(crate) pool: Pool,
+    pub(crate) pipelines: PipelineCache,
+    mem: Mem,
+    lost: Arc<AtomicBool>,
+    lost_reason: Arc<Mutex<String>>,
+    uncaptured: Arc<Mutex<Vec<String>>>,
+    poller: Arc<Poller>,
+    timeout: Duration,
+    poison: AtomicBool,
+}
+
+impl Device {
+    pub(crate) fn create(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
+        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
+        let features = adapter.features() & wanted;
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("kiln"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| Error::NoAdapter(format!("cannot open a device on {}: {e}", info.name)))?;
+
+        let lost = Arc::new(AtomicBool::new(false));
+        let lost_reason = Arc::new(Mutex::new(String::new()));
+        let poller = Arc::new(Poller { pending: Mutex::new(0), wake: Condvar::new() });
+        {
+            let (lost, reason, poller) = (lost.clone(), lost_reason.clone(), poller.clone());
+            device.set_device_lost_callback(move |r, msg| {
+                *reason.lock().unwrap() = format!("{r:?}: {msg}");
+                lost.store(true, Ordering::SeqCst);
+                poller.wake.notify_all();
+            });
+        }
+        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        {
+            let sink = uncaptured.clone();
+            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                sink.lock().unwrap().push(e.to_string());
+            }));
+        }
+        // Parameter blocks of one batch share one uniform buffer, written once at submit.
+        let params_capacity = 1 << 20;
+        let params_buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln params"),
+            size: params_capacity as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let timeout_ms = std::env::var("KILN_TIMEOUT_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(600_000);
+        // Keep at most a quarter of the largest buffer's worth (and at most 4 GiB) in the pool.
+        let pool_cap = (limits.max_buffer_size / 4).clamp(64 << 20, 4 << 30);
+        let dev = Arc::new(Device {
+            info,
+            device,
+            queue,
+            limits,
+            features,
+            batch: Mutex::new(Batch { encoder: None, pass: None, dispatches: 0, params: Vec::new() }),
+            params_buffer,
+            params_capacity,
+            pool: Pool::new(pool_cap),
+            pipelines: PipelineCache::default(),
+            mem: Mem::default(),
+            lost,
+            lost_reason,
+            uncaptured,
+            poller,
+            timeout: Duration::from_millis(timeout_ms),
+            poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
+        });
+        Self::start_poller(&dev);
+        Ok(dev)
+    }
+
+    /// The one thread that waits on the device; callers wait on channels.
+    fn start_poller(dev: &Arc<Device>) {
+        let weak = Arc::downgrade(dev);
+        let poller = dev.poller.clone();
+        std::thread::Builder::new()
+            .name("kiln-poller".into())
+            .spawn(move || loop {
+                {
+                    let mut pending = poller.pending.lock().unwrap();
+                    while *pending == 0 {
+                        let (p, _) = poller.wake.wait_timeout(pending, Duration::from_secs(1)).unwrap();
+                        pending = p;
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                    }
+                }
+                let Some(dev) = weak.upgrade() else { return };
+                if dev.is_lost() {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                let _ = dev.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: Some(Duration::from_millis(100)) });
+            })
+            .expect("kiln: cannot start the poller thread");
+    }
+
+    pub fn info(&self) -> &AdapterInfo {
+        &self.info
+    }
+
+    pub fn has_f16(&self) -> bool {
+        self.features.contains(wgpu::Features::SHADER_F16)
+    }
+
+    pub fn has_subgroups(&self) -> bool {
+        self.features.contains(wgpu::Features::SUBGROUP)
+    }
+
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn check_alive(&self) -> Result<()> {
+        if self.is_lost() {
+            return Err(Error::DeviceLost(format!(
+                "the device {} was lost ({}); the next call on a new tensor re-creates it",
+                self.info.name,
+                self.lost_reason.lock().unwrap()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Errors wgpu reported outside any scope since the last check.
+    fn take_uncaptured(&self) -> Result<()> {
+        let errs = std::mem::take(&mut *self.uncaptured.lock().unwrap());
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Internal(errs.join("; ")))
+        }
+    }
+
+    /// The largest tensor one buffer can hold on this device, in bytes.
+    pub fn max_tensor_bytes(&self) -> u64 {
+        self.limits.max_buffer_size.min(self.limits.max_storage_buffer_binding_size as u64)
+    }
+
+    pub(crate) fn alloc(self: &Arc<Device>, bytes: u64) -> Result<GpuBuffer> {
+        self.check_alive()?;
+        let max = self.max_tensor_bytes();
+        if bytes > max {
+            return Err(Error::OutOfMemory(format!(
+                "a buffer of {bytes} bytes is over this device's limit of {max} bytes per buffer"
+            )));
+        }
+        let class = size_class(bytes).min(max.max(16)).max(bytes.next_multiple_of(4));
+        let buffer = match self.pool.take(class, STORAGE_USAGE) {
+            Some(b) => b,
+            None => {
+                let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let b = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: class,
+                    usage: STORAGE_USAGE,
+                    mapped_at_creation: false,
+                });
+                if let Some(e) = pollster::block_on(scope.pop()) {
+                    return Err(Error::OutOfMemory(format!("allocating {class} bytes failed: {e}")));
+                }
+                self.mem.allocated.fetch_add(class, Ordering::Relaxed);
+                b
+            }
+        };
+        if self.poison.load(Ordering::Relaxed) {
+            self.queue.write_buffer(&buffer, 0, &vec![0xFF; class as usize]);
+        }
+        let now = self.mem.in_use.fetch_add(class, Ordering::Relaxed) + class;
+        self.mem.peak.fetch_max(now, Ordering::Relaxed);
+        self.mem.live.fetch_add(1, Ordering::Relaxed);
+        Ok(GpuBuffer { buffer: Some(buffer), class, device: self.clone() })
+    }
+
+    /// Test aid: fill every buffer handed to a tensor with 0xFF bytes (NaN for floats), so a
+    /// kernel that leaves an element unwritten is caught. Also on with `KILN_POISON=1`.
+    pub fn set_poison_allocations(&self, on: bool) {
+        self.poison.store(on, Ordering::Relaxed);
+    }
+
+    pub fn memory_stats(&self) -> MemoryStats {
+        MemoryStats {
+            allocated_bytes: self.mem.allocated.load(Ordering::Relaxed),
+            in_use_bytes: self.mem.in_use.load(Ordering::Relaxed),
+            peak_bytes: self.mem.peak.load(Ordering::Relaxed),
+            live_buffers: self.mem.live.load(Ordering::Relaxed),
+            pooled_bytes: self.pool.cached_bytes(),
+        }
+    }
+
+    /// Gives every pooled buffer back to the driver.
+    pub fn empty_cache(&self) {
+        let freed = self.pool.clear();
+        self.mem.allocated.fetch_sub(freed, Ordering::Relaxed);
+    }
+
+    pub fn pipeline_stats(&self) -> PipelineStats {
+        self.pipelines.stats()
+    }
+
+    pub(crate) fn pipeline(&self, key: &str, checks: Checks, source: impl FnOnce() -> String) -> Result<Arc<Pipeline>> {
+        self.check_alive()?;
+        self.pipelines.get_or_compile(&self.device, key, "main", checks, source)
+    }
+
+    /// Host bytes into a buffer. Runs before any later-recorded GPU work (see `Pool`).
+    pub(crate) fn upload(&self, buf: &GpuBuffer, data: &[u8]) -> Result<()> {
+        self.check_alive()?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        if data.len() % 4 == 0 {
+            self.queue.write_buffer(buf.raw(), 0, data);
+        } else {
+            let mut padded = data.to_vec();
+            padded.resize(data.len().next_multiple_of(4), 0);
+            self.queue.write_buffer(buf.raw(), 0, &padded);
+        }
+        Ok(())
+    }
+
+    /// Records one dispatch into the open batch; `params` is a uniform block bound at its slot.
+    pub(crate) fn dispatch(&self, pipe: &Pipeline, bindings: &[Binding<'_>], params: Option<(u32, &[u8])>, groups: [u32; 3]) -> Result<()> {
+        self.check_alive()?;
+        let max = self.limits.max_compute_workgroups_per_dimension;
+        if groups.iter().any(|&g| g > max) {
+            return Err(Error::InvalidArgument(format!("workgroup count {groups:?} is over this device's limit of {max} per dimension")));
+        }
+        if groups.contains(&0) {
+            return Ok(());
+        }
+        let mut batch = self.batch.lock().unwrap();
+        let align = (self.limits.min_uniform_buffer_offset_alignment as usize).max(16);
+        let param_len = params.map_or(0, |(_, p)| p.len().next_multiple_of(16).max(16));
+        if param_len > MAX_PARAMS_BYTES {
+            return Err(Error::InvalidArgument(format!("uniform block of {param_len} bytes is over {MAX_PARAMS_BYTES}")));
+        }
+        if batch.dispatches >= MAX_BATCH_DISPATCHES || batch.params.len().next_multiple_of(align) + param_len > self.params_capacity {
+            self.submit_locked(&mut batch)?;
+        }
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bindings
+            .iter()
+            .map(|b| wgpu::BindGroupEntry {
+                binding: b.slot,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: b.buffer,
+                    offset: 0,
+                    size: b.size.map(|s| wgpu::BufferSize::new(s.max(4)).unwrap()),
+                }),
+            })
+            .collect();
+        if let Some((slot, p)) = params {
+            let offset = batch.params.len().next_multiple_of(align);
+            batch.params.resize(offset, 0);
+            batch.params.extend_from_slice(p);
+            batch.params.resize(offset + param_len, 0);
+            entries.push(wgpu::BindGroupEntry {
+                binding: slot,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &self.params_buffer,
+                    offset: offset as u64,
+                    size: wgpu::BufferSize::new(param_len as u64),
+                }),
+            });
+        }
+        let bind_group = match &pipe.layout {
+            Some(layout) => Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries })),
+            None => None,
+        };
+        if batch.encoder.is_none() {
+            batch.encoder = Some(self.device.create_command_encoder(&Default::default()));
+        }
+        if batch.pass.is_none() {
+            let pass = batch.encoder.as_mut().unwrap().begin_compute_pass(&Default::default()).forget_lifetime();
+            batch.pass = Some(pass);
+        }
+        let pass = batch.pass.as_mut().unwrap();
+        pass.set_pipeline(&pipe.pipeline);
+        if let Some(bg) = &bind_group {
+            pass.set_bind_group(0, bg, &[]);
+        }
+        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        batch.dispatches += 1;
+        Ok(())
+    }
+
+    /// Records a buffer-to-buffer copy in the batch, after every dispatch recorded so far.
+    pub(crate) fn copy(&self, src: &wgpu::Buffer, src_off: u64, dst: &wgpu::Buffer, dst_off: u64, bytes: u64) -> Result<()> {
+        self.check_alive()?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let mut batch = self.batch.lock().unwrap();
+        batch.pass = None;
+        let enc = batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
+        enc.copy_buffer_to_buffer(src, src_off, dst, dst_off, bytes);
+        batch.dispatches += 1;
+        Ok(())
+    }
+
+    fn submit_locked(&self, batch: &mut Batch) -> Result<Option<wgpu::SubmissionIndex>> {
+        batch.pass = None;
+        let Some(encoder) = batch.encoder.take() else {
+            return Ok(None);
+        };
+        if !batch.params.is_empty() {
+            self.queue.write_buffer(&self.params_buffer, 0, &batch.params);
+            batch.params.clear();
+        }
+        batch.dispatches = 0;
+        let idx = self.queue.submit([encoder.finish()]);
+        let destroyed = self.pool.on_submit();
+        self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
+        self.take_uncaptured()?;
+        Ok(Some(idx))
+    }
+
+    /// Submits the open batch without waiting.
+    pub fn flush(&self) -> Result<()> {
+        self.check_alive()?;
+        let mut batch = self.batch.lock().unwrap();
+        self.submit_locked(&mut batch).map(|_| ())
+    }
+
+    /// Waits for a callback-fed channel through the poller thread.
+    fn wait<T>(&self, rx: mpsc::Receiver<T>) -> Result<T> {
+        *self.poller.pending.lock().unwrap() += 1;
+        self.poller.wake.notify_all();
+        let out = rx.recv_timeout(self.timeout);
+        *self.poller.pending.lock().unwrap() -= 1;
+        match out {
+            Ok(v) => Ok(v),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.check_alive()?;
+                Err(Error::Timeout(format!("GPU work did not finish within {:?} (KILN_TIMEOUT_MS)", self.timeout)))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.check_alive()?;
+                Err(Error::Internal("the GPU callback was dropped".into()))
+            }
+        }
+    }
+
+    /// Submits everything queued and waits until the GPU has finished it.
+    pub fn synchronize(&self) -> Result<()> {
+        self.check_alive()?;
+        {
+            let mut batch = self.batch.lock().unwrap();
+            self.submit_locked(&mut batch)?;
+        }
+        let (tx, rx) = mpsc::channel();
+        self.queue.on_submitted_work_done(move || {
+            let _ = tx.send(());
+        });
+        self.wait(rx)?;
+        self.take_uncaptured()
+    }
+
+    /// Copies `bytes` bytes of `src` back to the host (submits the batch first).
+    pub(crate) fn read(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, out: &mut [u8]) -> Result<()> {
+        self.check_alive()?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let padded = bytes.next_multiple_of(4);
+        let class = size_class(padded);
+        let staging = match self.pool.take(class, STAGING_USAGE) {
+            Some(b) => b,
+            None => {
+                self.mem.allocated.fetch_add(class, Ordering::Relaxed);
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("kiln staging"),
+                    size: class,
+                    usage: STAGING_USAGE,
+                    mapped_at_creation: false,
+                })
+            }
+        };
+        {
+            let mut batch = self.batch.lock().unwrap();
+            batch.pass = None;
+            let enc = batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
+            enc.copy_buffer_to_buffer(src, 0, &staging, 0, padded);
+            self.submit_locked(&mut batch)?;
+        }
+        let (tx, rx) = mpsc::channel();
+        staging.slice(..padded).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let mapped = self.wait(rx)?;
+        mapped.map_err(|e| Error::Internal(format!("mapping the staging buffer failed: {e}")))?;
+        {
+            let view = staging
+                .slice(..padded)
+                .get_mapped_range()
+                .map_err(|e| Error::Internal(format!("reading the staging buffer failed: {e}")))?;
+            out[..bytes as usize].copy_from_slice(&view[..bytes as usize]);
+        }
+        staging.unmap();
+        if let Some(destroyed) = self.pool.release_idle(class, STAGING_USAGE, staging) {
+            self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
+        }
+        self.take_uncaptured()
+    }
+}
+
+/// Splits `groups` workgroups over x and y so that neither exceeds the per-dimension limit.
+/// Kernels rebuild the linear index as `gid.x + gid.y * num_workgroups.x * WG`.
+pub(crate) fn grid(groups: u64, max_per_dim: u32) -> Result<[u32; 3]> {
+    let max = max_per_dim as u64;
+    if groups <= max {
+        return Ok([groups as u32, 1, 1]);
+    }
+    let y = groups.div_ceil(max);
+    if y > max {
+        return Err(Error::InvalidArgument(format!("{groups} workgroups are more than this device can dispatch")));
+    }
+    let x = groups.div_ceil(y);
+    Ok([x as u32, y as u32, 1])
+}

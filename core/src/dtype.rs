@@ -1,0 +1,146 @@
+//! Element types. The numeric values are the C ABI's `KilnDType` and never change.
+
+use crate::{Error, Result};
+use half::f16;
+
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32 = 0,
+    F16 = 1,
+    I32 = 2,
+    U32 = 3,
+}
+
+impl DType {
+    pub const ALL: [DType; 4] = [DType::F32, DType::F16, DType::I32, DType::U32];
+
+    pub fn from_u32(v: u32) -> Result<DType> {
+        match v {
+            0 => Ok(DType::F32),
+            1 => Ok(DType::F16),
+            2 => Ok(DType::I32),
+            3 => Ok(DType::U32),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown dtype value {v} (supported: 0=f32, 1=f16, 2=i32, 3=u32)"
+            ))),
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<DType> {
+        match name.to_ascii_lowercase().as_str() {
+            "f32" | "float32" => Ok(DType::F32),
+            "f16" | "float16" | "half" => Ok(DType::F16),
+            "i32" | "int32" => Ok(DType::I32),
+            "u32" | "uint32" => Ok(DType::U32),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown dtype {name:?} (supported: f32, f16, i32, u32)"
+            ))),
+        }
+    }
+
+    pub fn size(self) -> usize {
+        match self {
+            DType::F16 => 2,
+            _ => 4,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+        }
+    }
+
+    /// The WGSL scalar type a tensor of this dtype is stored as.
+    pub fn wgsl(self) -> &'static str {
+        self.name()
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16)
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A host element type that maps to a Kiln dtype.
+pub trait Element: bytemuck::Pod + Copy + Send + Sync + 'static {
+    const DTYPE: DType;
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+impl Element for f16 {
+    const DTYPE: DType = DType::F16;
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+}
+impl Element for i32 {
+    const DTYPE: DType = DType::I32;
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as i32
+    }
+}
+impl Element for u32 {
+    const DTYPE: DType = DType::U32;
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as u32
+    }
+}
+
+/// Encodes one f64 value as the little-endian bytes of one element of `dtype`
+/// (used for scalar operands and fills).
+pub fn scalar_bytes(dtype: DType, v: f64) -> Vec<u8> {
+    match dtype {
+        DType::F32 => (v as f32).to_le_bytes().to_vec(),
+        DType::F16 => f16::from_f64(v).to_le_bytes().to_vec(),
+        DType::I32 => (v as i32).to_le_bytes().to_vec(),
+        DType::U32 => (v as u32).to_le_bytes().to_vec(),
+    }
+}
+
+/// Decodes little-endian bytes of `dtype` into f64 values (for references, printing and checks).
+pub fn bytes_to_f64(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+    match dtype {
+        DType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+        DType::F16 => bytes.chunks_exact(2).map(|c| f16::from_le_bytes(c.try_into().unwrap()).to_f64()).collect(),
+        DType::I32 => bytes.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+        DType::U32 => bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+    }
+}
+
+/// Encodes f64 values as little-endian bytes of `dtype` (rounding to the dtype).
+pub fn f64_to_bytes(dtype: DType, vals: &[f64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(vals.len() * dtype.size());
+    for &v in vals {
+        out.extend_from_slice(&scalar_bytes(dtype, v));
+    }
+    out
+}

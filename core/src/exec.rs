@@ -1,0 +1,104 @@
+//! The one path every built-in op takes to the GPU: render a kernel from its template, fetch
+//! it from the pipeline cache, bind tensors and a parameter block, dispatch.
+
+use crate::device::{grid, Binding, Device};
+use crate::pipeline::Checks;
+use crate::tensor::Tensor;
+use crate::{DType, Error, Result};
+use std::sync::Arc;
+
+/// Threads per workgroup of the 1-D kernels; shaders use the same number.
+pub(crate) const WG: u32 = 256;
+
+/// A uniform parameter block, laid out as WGSL lays out a struct of u32/f32 fields and
+/// `array<vec4<u32>, 2>` dimension lists.
+#[derive(Default)]
+pub(crate) struct Params(Vec<u32>);
+
+impl Params {
+    pub(crate) fn new() -> Params {
+        Params(Vec::new())
+    }
+    pub(crate) fn u32(mut self, v: impl TryInto<u32>) -> Params {
+        self.0.push(v.try_into().unwrap_or(u32::MAX));
+        self
+    }
+    pub(crate) fn i32(mut self, v: i32) -> Params {
+        self.0.push(v as u32);
+        self
+    }
+    pub(crate) fn f32(mut self, v: f32) -> Params {
+        self.0.push(v.to_bits());
+        self
+    }
+    /// Eight u32s, 16-byte aligned (WGSL `array<vec4<u32>, 2>`); missing entries are `fill`.
+    pub(crate) fn dims8(mut self, dims: &[usize], fill: u32) -> Params {
+        while self.0.len() % 4 != 0 {
+            self.0.push(0);
+        }
+        for i in 0..8 {
+            self.0.push(dims.get(i).map_or(fill, |&d| d as u32));
+        }
+        self
+    }
+    pub(crate) fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.0)
+    }
+}
+
+/// WGSL header lines for kernels touching f16 data.
+pub(crate) fn enables(dtypes: &[DType]) -> &'static str {
+    if dtypes.contains(&DType::F16) {
+        "enable f16;\n"
+    } else {
+        ""
+    }
+}
+
+/// Rejects f16 on adapters without SHADER_F16.
+pub(crate) fn check_f16(device: &Device, dtypes: &[DType]) -> Result<()> {
+    if dtypes.contains(&DType::F16) && !device.has_f16() {
+        return Err(Error::Unsupported(format!("the adapter {} has no f16 shader support", device.info().name)));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_same_device(ts: &[&Tensor]) -> Result<Arc<Device>> {
+    let first = ts.first().ok_or_else(|| Error::Internal("op with no tensors".into()))?;
+    for t in &ts[1..] {
+        first.same_device(t)?;
+    }
+    Ok(first.device.clone())
+}
+
+/// Workgroups for `threads` threads of `WG`, spread over x and y past the per-dimension limit.
+pub(crate) fn groups_1d(device: &Device, threads: usize) -> Result<[u32; 3]> {
+    grid((threads as u64).div_ceil(WG as u64), device.limits().max_compute_workgroups_per_dimension)
+}
+
+/// One built-in kernel launch.
+pub(crate) struct Launch<'a> {
+    /// Cache key: kernel name plus everything that changes the rendered source.
+    pub key: String,
+    pub source: Box<dyn FnOnce() -> String + 'a>,
+    pub tensors: &'a [&'a Tensor],
+    pub params: Option<Params>,
+    pub groups: [u32; 3],
+}
+
+impl Launch<'_> {
+    pub(crate) fn run(self, device: &Device) -> Result<()> {
+        if self.groups.contains(&0) {
+            return Ok(());
+        }
+        let pipe = device.pipeline(&self.key, Checks::Bounded, self.source)?;
+        let bindings: Vec<Binding<'_>> = self
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Binding { slot: i as u32, buffer: t.raw(), size: None })
+            .collect();
+        let slot = self.tensors.len() as u32;
+        device.dispatch(&pipe, &bindings, self.params.as_ref().map(|p| (slot, p.bytes())), self.groups)
+    }
+}

@@ -1,0 +1,31 @@
+//! kiln-core: one WebGPU compute runtime shared by Rust, C, Julia, Elixir and Python.
+//!
+//! ```no_run
+//! use kiln_core::{ops, Tensor};
+//! let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+//! let b = ops::matmul(&a, &a)?;
+//! assert_eq!(b.to_vec::<f32>()?, vec![7.0, 10.0, 15.0, 22.0]);
+//! # Ok::<(), kiln_core::Error>(())
+//! ```
+
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub(crate) mod exec;
+pub mod kernel;
+pub mod ops;
+pub mod pipeline;
+pub(crate) mod pool;
+pub mod reference;
+pub mod runtime;
+pub mod shape;
+pub mod tensor;
+
+pub use device::{Device, MemoryStats};
+pub use dtype::{DType, Element};
+pub use error::{Error, ErrorCode, Result};
+pub use half::f16;
+pub use kernel::Kernel;
+pub use pipeline::PipelineStats;
+pub use runtime::{adapters, device, runtime, select_adapter, synchronize, AdapterInfo};
+pub use tensor::Tensor;

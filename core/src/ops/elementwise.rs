@@ -1,0 +1,435 @@
+//! Elementwise ops: unary, binary (numpy broadcasting, scalar forms), comparisons, where,
+//! cast, fill, arange and copy. All run `shaders/elementwise.wgsl`.
+
+use crate::dtype::DType;
+use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
+use crate::pipeline::render;
+use crate::shape::{broadcast_shapes, broadcast_strides, numel};
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use std::sync::Arc;
+
+const TEMPLATE: &str = include_str!("../../../shaders/elementwise.wgsl");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tanh,
+    Sigmoid,
+    Relu,
+    /// GELU with the exact erf.
+    Gelu,
+    /// GELU with the tanh approximation.
+    GeluTanh,
+    Silu,
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 14] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::GeluTanh,
+        UnaryOp::Silu,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<UnaryOp> {
+        Self::ALL
+            .into_iter()
+            .find(|op| op.name() == name)
+            .ok_or_else(|| Error::InvalidArgument(format!("unknown unary op {name:?}")))
+    }
+
+    /// Whether the op is defined on integer tensors (the rest need a float dtype).
+    pub fn allows_int(self) -> bool {
+        matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
+    }
+
+    fn expr(self, dtype: DType) -> &'static str {
+        match (self, dtype) {
+            (UnaryOp::Neg, DType::U32) => "0u - x0",
+            (UnaryOp::Neg, _) => "-x0",
+            (UnaryOp::Abs, DType::U32) => "x0",
+            (UnaryOp::Abs, _) => "abs(x0)",
+            (UnaryOp::Relu, DType::U32) => "x0",
+            (UnaryOp::Relu, DType::I32) => "max(x0, 0)",
+            (UnaryOp::Relu, _) => "max(x0, 0.0)",
+            (UnaryOp::Exp, _) => "exp(x0)",
+            (UnaryOp::Log, _) => "log(x0)",
+            (UnaryOp::Sqrt, _) => "sqrt(x0)",
+            (UnaryOp::Rsqrt, _) => "1.0 / sqrt(x0)",
+            (UnaryOp::Sin, _) => "sin(x0)",
+            (UnaryOp::Cos, _) => "cos(x0)",
+            (UnaryOp::Tanh, _) => "tanh_stable(x0)",
+            (UnaryOp::Sigmoid, _) => "1.0 / (1.0 + exp(-x0))",
+            (UnaryOp::Gelu, _) => "0.5 * x0 * (1.0 + erf_approx(x0 * 0.70710678118654752))",
+            (UnaryOp::GeluTanh, _) => "0.5 * x0 * (1.0 + tanh_stable(0.79788456080286536 * (x0 + 0.044715 * x0 * x0 * x0)))",
+            (UnaryOp::Silu, _) => "x0 / (1.0 + exp(-x0))",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 13] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<BinaryOp> {
+        Self::ALL
+            .into_iter()
+            .find(|op| op.name() == name)
+            .ok_or_else(|| Error::InvalidArgument(format!("unknown binary op {name:?}")))
+    }
+
+    /// Comparisons give u32 0/1 whatever the input dtype.
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
+    }
+
+    fn expr(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "x0 + x1",
+            BinaryOp::Sub => "x0 - x1",
+            BinaryOp::Mul => "x0 * x1",
+            BinaryOp::Div => "x0 / x1",
+            BinaryOp::Pow => "pow(x0, x1)",
+            BinaryOp::Maximum => "max(x0, x1)",
+            BinaryOp::Minimum => "min(x0, x1)",
+            BinaryOp::Eq => "select(0u, 1u, x0 == x1)",
+            BinaryOp::Ne => "select(0u, 1u, x0 != x1)",
+            BinaryOp::Lt => "select(0u, 1u, x0 < x1)",
+            BinaryOp::Le => "select(0u, 1u, x0 <= x1)",
+            BinaryOp::Gt => "select(0u, 1u, x0 > x1)",
+            BinaryOp::Ge => "select(0u, 1u, x0 >= x1)",
+        }
+    }
+}
+
+/// The type an input of `dtype` is computed in: f32 for floats, itself otherwise.
+fn compute_type(dtype: DType) -> &'static str {
+    if dtype.is_float() {
+        "f32"
+    } else {
+        dtype.wgsl()
+    }
+}
+
+/// Runs the elementwise kernel: `out = expr(x0, x1, x2)` over the broadcast of `inputs`.
+/// `scalars` are raw bits handed to the kernel as `p.bits`, `p.bits2`.
+pub(crate) fn elementwise(
+    name: &str,
+    inputs: &[&Tensor],
+    out_shape: &[usize],
+    out_dtype: DType,
+    expr: &str,
+    scalars: [u32; 2],
+    device: &Arc<crate::Device>,
+) -> Result<Tensor> {
+    let mut dtypes: Vec<DType> = inputs.iter().map(|t| t.dtype()).collect();
+    dtypes.push(out_dtype);
+    check_f16(device, &dtypes)?;
+    let out = Tensor::empty_on(device, out_shape, out_dtype)?;
+    let n = numel(out_shape);
+    if n == 0 {
+        return Ok(out);
+    }
+    if n > u32::MAX as usize {
+        return Err(Error::InvalidArgument(format!("{n} elements are more than one kernel can index")));
+    }
+    let contiguous = inputs.iter().all(|t| t.shape() == out_shape);
+    let mut strides = [vec![], vec![], vec![]];
+    for (k, t) in inputs.iter().enumerate() {
+        strides[k] = broadcast_strides(t.shape(), out_shape);
+    }
+    let mut bindings = String::new();
+    let mut loads = String::new();
+    for (k, t) in inputs.iter().enumerate() {
+        bindings += &format!("@group(0) @binding({k}) var<storage, read> in{k}: array<{}>;\n", t.dtype().wgsl());
+        let comp = ["x", "y", "z"][k];
+        loads += &format!("    let x{k} = {}(in{k}[o.{comp}]);\n", compute_type(t.dtype()));
+    }
+    bindings += &format!("@group(0) @binding({}) var<storage, read_write> out: array<{}>;", inputs.len(), out_dtype.wgsl());
+    let key = format!(
+        "elementwise:{name}:{}:{}:{contiguous}:{expr}",
+        inputs.iter().map(|t| t.dtype().name()).collect::<Vec<_>>().join(","),
+        out_dtype
+    );
+    let params = Params::new()
+        .u32(n)
+        .u32(out_shape.len())
+        .u32(scalars[0])
+        .u32(scalars[1])
+        .dims8(out_shape, 1)
+        .dims8(&strides[0], 0)
+        .dims8(&strides[1], 0)
+        .dims8(&strides[2], 0);
+    let params_binding = inputs.len() + 1;
+    let index = if contiguous { "vec3<u32>(i)" } else { "offsets(i)" };
+    let mut tensors: Vec<&Tensor> = inputs.to_vec();
+    tensors.push(&out);
+    let enable = enables(&dtypes);
+    Launch {
+        key,
+        source: Box::new(move || {
+            render(
+                TEMPLATE,
+                &[
+                    ("ENABLE", enable),
+                    ("BINDINGS", &bindings),
+                    ("PARAMS", &params_binding.to_string()),
+                    ("INDEX", index),
+                    ("LOADS", &loads),
+                    ("TO", out_dtype.wgsl()),
+                    ("EXPR", expr),
+                ],
+            )
+        }),
+        tensors: &tensors,
+        params: Some(params),
+        groups: groups_1d(device, n)?,
+    }
+    .run(device)?;
+    Ok(out)
+}
+
+pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+    let dt = x.dtype();
+    if !dt.is_float() && !op.allows_int() {
+        return Err(Error::DTypeMismatch(format!("{} needs a float tensor (f32 or f16), got {dt}", op.name())));
+    }
+    elementwise(op.name(), &[x], x.shape(), dt, op.expr(dt), [0, 0], x.device())
+}
+
+fn check_binary_dtypes(op: BinaryOp, a: DType, b: DType) -> Result<()> {
+    if a != b {
+        return Err(Error::DTypeMismatch(format!("{} of {a} and {b}: dtypes must match (cast one first)", op.name())));
+    }
+    if op == BinaryOp::Pow && !a.is_float() {
+        return Err(Error::DTypeMismatch(format!("pow needs a float tensor (f32 or f16), got {a}")));
+    }
+    Ok(())
+}
+
+pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let device = check_same_device(&[a, b])?;
+    check_binary_dtypes(op, a.dtype(), b.dtype())?;
+    let shape = broadcast_shapes(a.shape(), b.shape())?;
+    let out_dtype = if op.is_comparison() { DType::U32 } else { a.dtype() };
+    elementwise(op.name(), &[a, b], &shape, out_dtype, op.expr(), [0, 0], &device)
+}
+
+/// `a OP s` (or `s OP a` when `scalar_first`), the scalar taking `a`'s dtype.
+pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: f64, scalar_first: bool) -> Result<Tensor> {
+    let st = Tensor::from_bytes_on(a.device(), &crate::dtype::scalar_bytes(a.dtype(), s), &[], a.dtype())?;
+    if scalar_first {
+        binary(op, &st, a)
+    } else {
+        binary(op, a, &st)
+    }
+}
+
+/// `cond ? a : b` elementwise, broadcasting all three; `cond` is true where non-zero.
+pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let device = check_same_device(&[cond, a, b])?;
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch(format!("where: branches are {} and {}", a.dtype(), b.dtype())));
+    }
+    let shape = broadcast_shapes(&broadcast_shapes(cond.shape(), a.shape())?, b.shape())?;
+    let zero = format!("{}(0)", compute_type(cond.dtype()));
+    let expr = format!("select(x2, x1, x0 != {zero})");
+    elementwise("where", &[cond, a, b], &shape, a.dtype(), &expr, [0, 0], &device)
+}
+
+/// Converts to `dtype` (float to int truncates toward zero, saturating).
+pub fn cast(x: &Tensor, dtype: DType) -> Result<Tensor> {
+    if x.dtype() == dtype {
+        return copy(x);
+    }
+    elementwise("cast", &[x], x.shape(), dtype, "x0", [0, 0], x.device())
+}
+
+/// A new tensor with the same contents (a GPU-side copy).
+pub fn copy(x: &Tensor) -> Result<Tensor> {
+    let out = Tensor::empty_on(x.device(), x.shape(), x.dtype())?;
+    x.device().copy(x.raw(), 0, out.raw(), 0, (x.nbytes() as u64).next_multiple_of(4))?;
+    Ok(out)
+}
+
+/// Raw bits of `v` as a value of `dtype` (f16 travels as f32 and is rounded on store).
+fn scalar_bits(dtype: DType, v: f64) -> u32 {
+    match dtype {
+        DType::F32 | DType::F16 => (v as f32).to_bits(),
+        DType::I32 => (v as i32) as u32,
+        DType::U32 => v as u32,
+    }
+}
+
+fn scalar_expr(dtype: DType, field: &str) -> String {
+    match dtype {
+        DType::F32 | DType::F16 => format!("bitcast<f32>(p.{field})"),
+        DType::I32 => format!("bitcast<i32>(p.{field})"),
+        DType::U32 => format!("p.{field}"),
+    }
+}
+
+pub fn full_on(device: &Arc<crate::Device>, shape: &[usize], dtype: DType, value: f64) -> Result<Tensor> {
+    let expr = scalar_expr(dtype, "bits");
+    elementwise("full", &[], shape, dtype, &expr, [scalar_bits(dtype, value), 0], device)
+}
+
+pub fn full(shape: &[usize], dtype: DType, value: f64) -> Result<Tensor> {
+    full_on(&crate::runtime::device()?, shape, dtype, value)
+}
+
+pub fn zeros(shape: &[usize], dtype: DType) -> Result<Tensor> {
+    full(shape, dtype, 0.0)
+}
+
+pub fn ones(shape: &[usize], dtype: DType) -> Result<Tensor> {
+    full(shape, dtype, 1.0)
+}
+
+/// Overwrites every element of `x` with `value`.
+pub fn fill(x: &Tensor, value: f64) -> Result<()> {
+    let t = full_on(x.device(), x.shape(), x.dtype(), value)?;
+    x.device().copy(t.raw(), 0, x.raw(), 0, (x.nbytes() as u64).next_multiple_of(4))
+}
+
+/// `start, start + step, …` below `stop` (numpy's `arange`), as a 1-D tensor.
+pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
+    if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
+        return Err(Error::InvalidArgument(format!("arange: bad range start={start} stop={stop} step={step}")));
+    }
+    let n = ((stop - start) / step).ceil().max(0.0) as usize;
+    let expr = match dtype {
+        DType::F32 | DType::F16 => "bitcast<f32>(p.bits) + f32(i) * bitcast<f32>(p.bits2)",
+        DType::I32 => "bitcast<i32>(p.bits) + i32(i) * bitcast<i32>(p.bits2)",
+        DType::U32 => "p.bits + i * p.bits2",
+    };
+    if dtype == DType::U32 && (start < 0.0 || step < 0.0) {
+        return Err(Error::InvalidArgument("arange: a u32 range needs a non-negative start and step".into()));
+    }
+    let device = crate::runtime::device()?;
+    elementwise("arange", &[], &[n], dtype, expr, [scalar_bits(dtype, start), scalar_bits(dtype, step)], &device)
+}
+
+macro_rules! unary_fns {
+    ($($name:ident => $op:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Elementwise `", stringify!($name), "`.")]
+            pub fn $name(x: &Tensor) -> Result<Tensor> {
+                unary(UnaryOp::$op, x)
+            }
+        )*
+    };
+}
+
+unary_fns!(
+    neg => Neg, abs => Abs, exp => Exp, log => Log, sqrt => Sqrt, rsqrt => Rsqrt, sin => Sin,
+    cos => Cos, tanh => Tanh, sigmoid => Sigmoid, relu => Relu, gelu => Gelu,
+    gelu_tanh => GeluTanh, silu => Silu,
+);
+
+macro_rules! binary_fns {
+    ($($name:ident, $scalar:ident => $op:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Elementwise `", stringify!($name), "` with numpy broadcasting.")]
+            pub fn $name(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+                binary(BinaryOp::$op, a, b)
+            }
+            #[doc = concat!("`", stringify!($name), "` with a scalar right operand.")]
+            pub fn $scalar(a: &Tensor, s: f64) -> Result<Tensor> {
+                binary_scalar(BinaryOp::$op, a, s, false)
+            }
+        )*
+    };
+}
+
+binary_fns!(
+    add, add_scalar => Add, sub, sub_scalar => Sub, mul, mul_scalar => Mul, div, div_scalar => Div,
+    pow, pow_scalar => Pow, maximum, maximum_scalar => Maximum, minimum, minimum_scalar => Minimum,
+    eq, eq_scalar => Eq, ne, ne_scalar => Ne, lt, lt_scalar => Lt, le, le_scalar => Le,
+    gt, gt_scalar => Gt, ge, ge_scalar => Ge,
+);

@@ -1,0 +1,84 @@
+//! Shape arithmetic shared by every op: element counts, strides, numpy broadcasting, axes.
+
+use crate::{Error, Result};
+
+pub const MAX_RANK: usize = 8;
+
+pub fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// Row-major (C order) strides in elements.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+pub fn check_rank(shape: &[usize]) -> Result<()> {
+    if shape.len() > MAX_RANK {
+        return Err(Error::InvalidArgument(format!(
+            "rank {} is above the maximum of {MAX_RANK}",
+            shape.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The numpy broadcast of two shapes.
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(Error::ShapeMismatch(format!(
+                "shapes {a:?} and {b:?} do not broadcast (dimension {i}: {da} vs {db})"
+            )));
+        };
+    }
+    Ok(out)
+}
+
+/// Element strides of `shape` seen through the broadcast to `out` (0 on broadcast dimensions).
+pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let st = strides(shape);
+    let off = out.len() - shape.len();
+    (0..out.len())
+        .map(|i| if i < off || shape[i - off] == 1 { 0 } else { st[i - off] })
+        .collect()
+}
+
+/// Normalises a possibly negative axis against `rank`.
+pub fn normalize_axis(axis: isize, rank: usize) -> Result<usize> {
+    let r = rank as isize;
+    let a = if axis < 0 { axis + r } else { axis };
+    if a < 0 || a >= r {
+        return Err(Error::InvalidArgument(format!(
+            "axis {axis} is out of range for a tensor of rank {rank}"
+        )));
+    }
+    Ok(a as usize)
+}
+
+/// Normalises and sorts a set of axes; `None` means every axis. Duplicates are an error.
+pub fn normalize_axes(axes: Option<&[isize]>, rank: usize) -> Result<Vec<usize>> {
+    let mut out = match axes {
+        None => (0..rank).collect::<Vec<_>>(),
+        Some(list) => list.iter().map(|&a| normalize_axis(a, rank)).collect::<Result<Vec<_>>>()?,
+    };
+    out.sort_unstable();
+    let before = out.len();
+    out.dedup();
+    if out.len() != before {
+        return Err(Error::InvalidArgument(format!("repeated axis in {axes:?}")));
+    }
+    Ok(out)
+}

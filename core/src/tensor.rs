@@ -1,0 +1,177 @@
+//! Tensors: a dtype, a shape and a GPU buffer on one device. Cloning and reshaping share the
+//! buffer; the buffer goes back to the device's pool when the last handle is dropped.
+
+use crate::device::{Device, GpuBuffer};
+use crate::dtype::{bytes_to_f64, DType, Element};
+use crate::shape::{check_rank, numel};
+use crate::{runtime, Error, Result};
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) buf: Arc<GpuBuffer>,
+    pub(crate) device: Arc<Device>,
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor(shape={:?}, dtype={})", self.shape, self.dtype)
+    }
+}
+
+fn nbytes_of(shape: &[usize], dtype: DType) -> Result<u64> {
+    shape
+        .iter()
+        .try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64))
+        .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} has more elements than fit in memory")))
+}
+
+impl Tensor {
+    /// An uninitialised tensor on `device` (ops write every element before it is read).
+    pub fn empty_on(device: &Arc<Device>, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        check_rank(shape)?;
+        let bytes = nbytes_of(shape, dtype)?;
+        let buf = device.alloc(bytes)?;
+        Ok(Tensor { buf: Arc::new(buf), device: device.clone(), shape: shape.to_vec(), dtype })
+    }
+
+    pub fn empty(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Self::empty_on(&runtime::device()?, shape, dtype)
+    }
+
+    /// Uploads little-endian bytes; `bytes.len()` must equal the shape's size in bytes.
+    pub fn from_bytes_on(device: &Arc<Device>, bytes: &[u8], shape: &[usize], dtype: DType) -> Result<Tensor> {
+        check_rank(shape)?;
+        let want = nbytes_of(shape, dtype)?;
+        if bytes.len() as u64 != want {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes given for shape {shape:?} of {dtype}, which needs {want}",
+                bytes.len()
+            )));
+        }
+        let t = Self::empty_on(device, shape, dtype)?;
+        device.upload(&t.buf, bytes)?;
+        Ok(t)
+    }
+
+    pub fn from_bytes(bytes: &[u8], shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Self::from_bytes_on(&runtime::device()?, bytes, shape, dtype)
+    }
+
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor> {
+        Self::from_bytes(bytemuck::cast_slice(data), shape, T::DTYPE)
+    }
+
+    pub fn from_slice_on<T: Element>(device: &Arc<Device>, data: &[T], shape: &[usize]) -> Result<Tensor> {
+        Self::from_bytes_on(device, bytemuck::cast_slice(data), shape, T::DTYPE)
+    }
+
+    /// A rank-0 tensor holding `value` converted to `dtype`.
+    pub fn scalar(value: f64, dtype: DType) -> Result<Tensor> {
+        Self::from_bytes(&crate::dtype::scalar_bytes(dtype, value), &[], dtype)
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+    pub fn nbytes(&self) -> usize {
+        self.numel() * self.dtype.size()
+    }
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    pub(crate) fn raw(&self) -> &wgpu::Buffer {
+        self.buf.raw()
+    }
+
+    /// Whether two tensors share one GPU buffer.
+    pub fn shares_buffer(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.buf, &other.buf)
+    }
+
+    /// Same data, new shape (no copy). One dimension may be -1 and is inferred.
+    pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        let n = self.numel();
+        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let holes = shape.iter().filter(|&&d| d == -1).count();
+        if holes > 1 || shape.iter().any(|&d| d < -1) {
+            return Err(Error::InvalidArgument(format!("bad shape {shape:?}: at most one -1 and no other negative size")));
+        }
+        let new: Vec<usize> = shape
+            .iter()
+            .map(|&d| if d == -1 { if known == 0 { 0 } else { n / known } } else { d as usize })
+            .collect();
+        if numel(&new) != n {
+            return Err(Error::ShapeMismatch(format!("cannot reshape {:?} ({n} elements) to {shape:?}", self.shape)));
+        }
+        check_rank(&new)?;
+        Ok(Tensor { shape: new, ..self.clone() })
+    }
+
+    pub(crate) fn with_shape(&self, shape: Vec<usize>) -> Tensor {
+        debug_assert_eq!(numel(&shape), self.numel());
+        Tensor { shape, ..self.clone() }
+    }
+
+    /// Reads the tensor back into `out` (exactly `nbytes()` long). Submits queued work.
+    pub fn read_into(&self, out: &mut [u8]) -> Result<()> {
+        if out.len() != self.nbytes() {
+            return Err(Error::InvalidArgument(format!(
+                "a buffer of {} bytes given for a tensor of {} bytes",
+                out.len(),
+                self.nbytes()
+            )));
+        }
+        self.device.read(self.raw(), self.nbytes() as u64, out)
+    }
+
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.nbytes()];
+        self.read_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Reads back on Kiln's runtime without blocking the caller's thread.
+    pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
+        let t = self.clone();
+        runtime::runtime()
+            .tokio()
+            .spawn_blocking(move || t.to_bytes())
+            .await
+            .map_err(|e| Error::Internal(format!("readback task failed: {e}")))?
+    }
+
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::DTypeMismatch(format!("to_vec::<{}> on a {} tensor", T::DTYPE, self.dtype)));
+        }
+        let bytes = self.to_bytes()?;
+        let mut out = vec![T::zeroed(); self.numel()];
+        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&bytes);
+        Ok(out)
+    }
+
+    /// The values as f64, whatever the dtype (for checks and printing).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        Ok(bytes_to_f64(self.dtype, &self.to_bytes()?))
+    }
+
+    pub(crate) fn same_device(&self, other: &Tensor) -> Result<()> {
+        if !Arc::ptr_eq(&self.device, &other.device) {
+            return Err(Error::InvalidArgument("tensors live on different devices".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,57 @@
+// Every elementwise op (unary, binary, comparisons, where, cast, fill, arange) is this one
+// kernel: out[i] = EXPR(x0, x1, x2), where xk is input k read at its numpy-broadcast offset.
+// Float inputs are read as f32, so f16 data is computed in f32 and rounded once on store.
+{{ENABLE}}
+struct Params {
+    n: u32,
+    rank: u32,
+    bits: u32,   // scalar operand as the raw bits of its dtype (fill value, arange start)
+    bits2: u32,  // second scalar operand (arange step)
+    shape: array<vec4<u32>, 2>,
+    s0: array<vec4<u32>, 2>,
+    s1: array<vec4<u32>, 2>,
+    s2: array<vec4<u32>, 2>,
+}
+
+{{BINDINGS}}
+@group(0) @binding({{PARAMS}}) var<uniform> p: Params;
+
+// Element offsets of output element i in each input (stride 0 on broadcast dimensions).
+fn offsets(i: u32) -> vec3<u32> {
+    var rem = i;
+    var o = vec3<u32>(0u);
+    for (var k = 0u; k < p.rank; k++) {
+        let d = p.rank - 1u - k;
+        let q = d / 4u;
+        let r = d % 4u;
+        let c = rem % p.shape[q][r];
+        rem = rem / p.shape[q][r];
+        o += c * vec3<u32>(p.s0[q][r], p.s1[q][r], p.s2[q][r]);
+    }
+    return o;
+}
+
+fn erf_approx(x: f32) -> f32 {
+    // Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7); WGSL has no erf.
+    let t = 1.0 / (1.0 + 0.3275911 * abs(x));
+    let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
+    return select(-y, y, x >= 0.0);
+}
+
+fn tanh_stable(x: f32) -> f32 {
+    // exp of a non-positive argument never overflows, unlike a naive (e^2x - 1) / (e^2x + 1).
+    let e = exp(-2.0 * abs(x));
+    let t = (1.0 - e) / (1.0 + e);
+    return select(-t, t, x >= 0.0);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= p.n) {
+        return;
+    }
+    let o = {{INDEX}};
+{{LOADS}}
+    out[i] = {{TO}}({{EXPR}});
+}
