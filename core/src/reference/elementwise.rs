@@ -138,12 +138,13 @@ pub fn where_(c: &[f64], c_shape: &[usize], a: &[f64], a_shape: &[usize], b: &[f
     Ok((vals, out))
 }
 
-/// numpy `astype` with WGSL's float-to-int rule (truncate, saturate).
+/// numpy `astype` with WGSL's float-to-int rule: truncate toward zero, clamped to the range
+/// of f32 values that fit (so the top is 2147483520 for i32 and 4294967040 for u32).
 pub fn cast(x: &[f64], to: DType) -> Vec<f64> {
     x.iter()
         .map(|&v| match to {
-            DType::I32 => (v as i32) as f64,
-            DType::U32 => (v as u32) as f64,
+            DType::I32 => v.trunc().clamp(-2147483648.0, 2147483520.0),
+            DType::U32 => v.trunc().clamp(0.0, 4294967040.0),
             _ => round_to(to, v),
         })
         .collect()

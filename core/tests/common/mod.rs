@@ -1,0 +1,78 @@
+//! Shared test helpers: seeded random inputs, tolerance checks, output poisoning.
+#![allow(dead_code)]
+
+use kiln_core::{dtype::f64_to_bytes, DType, Tensor};
+
+/// SplitMix64: a tiny seeded generator so tests need no extra crate.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+    }
+    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next_u64() % ((hi - lo + 1) as u64)) as i64
+    }
+}
+
+/// Random values of `dtype` in [lo, hi] (rounded to the dtype), uploaded, and the host copy.
+pub fn rand_tensor(rng: &mut Rng, shape: &[usize], dtype: DType, lo: f64, hi: f64) -> (Tensor, Vec<f64>) {
+    let n: usize = shape.iter().product();
+    let vals: Vec<f64> = (0..n)
+        .map(|_| match dtype {
+            DType::I32 | DType::U32 => rng.int(lo as i64, hi as i64) as f64,
+            _ => kiln_core::reference::round_to(dtype, rng.uniform(lo, hi)),
+        })
+        .collect();
+    let t = Tensor::from_bytes(&f64_to_bytes(dtype, &vals), shape, dtype).unwrap();
+    (t, vals)
+}
+
+/// Asserts |got - want| <= atol + rtol * |want| elementwise (NaN never passes unless both NaN).
+#[track_caller]
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], atol: f64, rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length {} vs reference {}", got.len(), want.len());
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs();
+        assert!(ok, "{what}: element {i}: got {g}, reference {w} (atol {atol}, rtol {rtol})");
+    }
+}
+
+/// Tolerance for results of a given dtype: (atol, rtol).
+pub fn tol(dtype: DType) -> (f64, f64) {
+    match dtype {
+        DType::F32 => (1e-5, 1e-5),
+        DType::F16 => (2e-3, 2e-3),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// Turns on output poisoning for the default device (every new tensor starts as 0xFF bytes).
+pub fn poison() {
+    kiln_core::device().unwrap().set_poison_allocations(true);
+}
+
+/// Shapes every op family is tried on: empty, one element, primes, more than one workgroup.
+pub const AWKWARD: &[&[usize]] = &[&[0], &[1], &[7], &[13, 17], &[3, 1, 257], &[2, 0, 3], &[1031]];
+
+pub fn has_f16() -> bool {
+    kiln_core::device().unwrap().has_f16()
+}
+
+pub fn float_dtypes() -> Vec<DType> {
+    if has_f16() {
+        vec![DType::F32, DType::F16]
+    } else {
+        vec![DType::F32]
+    }
+}
