@@ -2,7 +2,14 @@
 //! definition (numpy semantics), not from the kernels, and are what the tests and `kiln demo`
 //! check the GPU against.
 
+pub mod attention;
+pub mod conv;
 pub mod elementwise;
+pub mod matmul;
+pub mod movement;
+pub mod norm;
+pub mod random;
+pub mod reduce;
 
 use crate::DType;
 
