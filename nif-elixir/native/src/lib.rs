@@ -1,0 +1,1 @@
+//! Elixir NIF (being written).
