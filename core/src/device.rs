@@ -407,6 +407,9 @@ impl Device {
     fn submit_locked(&self, batch: &mut Batch) -> Result<Option<wgpu::SubmissionIndex>> {
         batch.pass = None;
         let Some(encoder) = batch.encoder.take() else {
+            // Nothing recorded: buffers freed since the last submit have no pending reader.
+            let destroyed = self.pool.on_submit();
+            self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
             return Ok(None);
         };
         if !batch.params.is_empty() {

@@ -61,6 +61,17 @@ fn shader_error(kind: &str, text: String, loc: Option<naga::SourceLocation>) -> 
     }
 }
 
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("entry", &self.entry)
+            .field("storage", &self.storage)
+            .field("uniform", &self.uniform)
+            .field("workgroup_size", &self.workgroup_size)
+            .finish()
+    }
+}
+
 impl Kernel {
     pub fn new(source: &str, entry: &str) -> Result<Kernel> {
         Self::new_on(&runtime::device()?, source, entry)

@@ -1,0 +1,69 @@
+mod common;
+use common::*;
+use kiln_core::reference::elementwise as cpu;
+use kiln_core::ops::{self, BinaryOp};
+use kiln_core::{DType, Tensor};
+
+#[test]
+fn adapters_are_listed_and_one_is_chosen() {
+    let list = kiln_core::adapters();
+    assert!(!list.is_empty());
+    assert_eq!(list.iter().filter(|a| a.chosen).count(), 1);
+    let d = kiln_core::device().unwrap();
+    assert!(d.info().max_buffer_size > 0);
+    let e = kiln_core::select_adapter("no-such-adapter-xyz").unwrap_err();
+    assert_eq!(e.code(), kiln_core::ErrorCode::NoAdapter);
+}
+
+#[test]
+fn memory_is_accounted_and_pooled() {
+    let dev = kiln_core::device().unwrap();
+    let before = dev.memory_stats();
+    let t = Tensor::empty(&[1 << 20], DType::F32).unwrap();
+    let during = dev.memory_stats();
+    assert!(during.in_use_bytes >= before.in_use_bytes + (4 << 20) || during.live_buffers > before.live_buffers);
+    assert!(during.peak_bytes >= during.in_use_bytes);
+    drop(t);
+    dev.synchronize().unwrap();
+    let after = dev.memory_stats();
+    assert!(after.pooled_bytes >= 4 << 20);
+}
+
+#[test]
+fn sixteen_threads_get_correct_results() {
+    let handles: Vec<_> = (0..16u64)
+        .map(|tid| {
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(100 + tid);
+                for round in 0..10 {
+                    let n = 1 + (tid as usize * 37 + round * 11) % 600;
+                    let (a, av) = rand_tensor(&mut rng, &[n], DType::F32, -2.0, 2.0);
+                    let (b, bv) = rand_tensor(&mut rng, &[n], DType::F32, -2.0, 2.0);
+                    let c = ops::mul(&ops::add(&a, &b).unwrap(), &a).unwrap();
+                    let (s, _) = cpu::binary(BinaryOp::Add, &av, &[n], &bv, &[n], DType::F32).unwrap();
+                    let (want, _) = cpu::binary(BinaryOp::Mul, &s, &[n], &av, &[n], DType::F32).unwrap();
+                    assert_close(&format!("thread {tid} round {round}"), &c.to_f64_vec().unwrap(), &want, 1e-6, 1e-6);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn many_small_dependent_ops_batch_then_read_once() {
+    let mut x = Tensor::from_slice(&[0i32; 33], &[33]).unwrap();
+    for _ in 0..1500 {
+        x = ops::add_scalar(&x, 1.0).unwrap();
+    }
+    assert_eq!(x.to_vec::<i32>().unwrap(), vec![1500; 33]);
+}
+
+#[test]
+fn async_readback() {
+    let t = Tensor::from_slice(&[1u32, 2, 3], &[3]).unwrap();
+    let bytes = kiln_core::runtime().tokio().block_on(t.to_bytes_async()).unwrap();
+    assert_eq!(bytes, t.to_bytes().unwrap());
+}
