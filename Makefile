@@ -1,0 +1,31 @@
+# Kiln: `make demo` and `make test` work on a fresh Debian/Ubuntu machine with Rust installed;
+# each installs the system packages it needs (scripts/ensure-deps.sh).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+CARGO ?= cargo
+# One release build serves the tests, the CLI, libkiln, the Python module and the NIF.
+PROFILE ?= release
+KILN := target/$(PROFILE)/kiln
+
+.PHONY: all demo test deps rust-test cli conformance clean-venvs
+
+all: cli
+
+deps:
+	@scripts/ensure-deps.sh vulkan
+
+cli: deps
+	$(CARGO) build --release -p kiln-cli
+
+demo: cli
+	$(KILN) demo
+
+rust-test: deps
+	$(CARGO) test --release -p kiln-core -p kiln-cli
+
+# Each binding adds its own targets in mk/*.mk; `test` runs every suite.
+-include mk/*.mk
+
+TEST_TARGETS ?=
+test: rust-test $(TEST_TARGETS)
+	@echo "make test: all suites passed"

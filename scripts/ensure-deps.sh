@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs, on a fresh Debian/Ubuntu machine, the system packages Kiln's build and tests need,
+# and only those that are missing. Usage: scripts/ensure-deps.sh [vulkan] [elixir] [valgrind] [venv]
+set -euo pipefail
+want=("$@")
+[ ${#want[@]} -eq 0 ] && want=(vulkan)
+pkgs=()
+for w in "${want[@]}"; do
+  case "$w" in
+    vulkan)
+      ldconfig -p | grep -q 'libvulkan.so.1' || pkgs+=(libvulkan1)
+      ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || pkgs+=(mesa-vulkan-drivers) ;;
+    elixir)
+      command -v mix >/dev/null 2>&1 || pkgs+=(elixir erlang-nox)
+      [ -n "$(find /usr/lib/erlang -name erl_nif.h 2>/dev/null | head -1)" ] || pkgs+=(erlang-dev) ;;
+    valgrind)
+      command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind) ;;
+    pkgconfig)
+      command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config) ;;
+    venv)
+      python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv) ;;
+    *) echo "ensure-deps: unknown group $w" >&2; exit 2 ;;
+  esac
+done
+if [ ${#pkgs[@]} -gt 0 ]; then
+  echo "ensure-deps: installing ${pkgs[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
