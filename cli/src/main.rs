@@ -1,1 +1,103 @@
-fn main(){}
+//! The `kiln` command: list adapters, run the op demo, run a custom kernel on .npy files,
+//! benchmark the op library.
+
+mod bench;
+mod demo;
+mod npy;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "kiln", version, about = "Kiln: one WebGPU compute runtime for Rust, C, Julia, Elixir and Python")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every adapter and mark the one Kiln uses (KILN_ADAPTER / KILN_BACKENDS override).
+    Devices,
+    /// Run every op family on the chosen adapter and check it against the CPU reference.
+    Demo(demo::Args),
+    /// Run a custom WGSL kernel on .npy inputs and write .npy outputs.
+    Run(run::Args),
+    /// Time the op library at realistic sizes (GB/s, TFLOP/s).
+    Bench(bench::Args),
+}
+
+fn devices() -> anyhow::Result<()> {
+    let list = kiln_core::adapters();
+    if list.is_empty() {
+        kiln_core::device()?;
+    }
+    println!(
+        "{:<3} {:<2} {:<40} {:<14} {:<8} {:<28} {:>10} {:>10} {:>5} {:>4} {:>4}",
+        "#", "", "name", "type", "backend", "driver", "max buf", "max wg/dim", "f16", "ts", "sg"
+    );
+    for a in list {
+        let driver = format!("{} {}", a.driver, a.driver_info);
+        println!(
+            "{:<3} {:<2} {:<40} {:<14} {:<8} {:<28} {:>10} {:>10} {:>5} {:>4} {:>4}",
+            a.index,
+            if a.chosen { "*" } else { "" },
+            truncate(&a.name, 40),
+            a.device_type,
+            a.backend,
+            truncate(driver.trim(), 28),
+            human_bytes(a.max_buffer_size),
+            a.max_compute_workgroups_per_dimension,
+            yes(a.shader_f16),
+            yes(a.timestamp_query),
+            yes(a.subgroups)
+        );
+    }
+    println!("* = chosen. Override with KILN_ADAPTER=<index or name part>, KILN_BACKENDS=vulkan,gl,metal,dx12.");
+    Ok(())
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
+pub(crate) fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Devices => devices(),
+        Command::Demo(args) => demo::main(args),
+        Command::Run(args) => run::main(args),
+        Command::Bench(args) => bench::main(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kiln: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,30 @@
+"""Prints the side-by-side table of a kiln bench JSON and a torch_bench JSON (same run)."""
+import json
+import sys
+
+kiln, torch_ = (json.load(open(p)) for p in sys.argv[1:3])
+native = {r["op"]: r for r in torch_["results"]}
+print(f"device: {kiln['device']} | driver: {kiln['driver']} | torch {torch_['torch']} on {torch_['device']}")
+print()
+print("| op | size | Kiln | PyTorch CUDA | ratio (Kiln/native) |")
+print("|---|---|---:|---:|---:|")
+
+
+def fig(r):
+    if r.get("tflops"):
+        return r["tflops"], f"{r['tflops']:.2f} TFLOP/s"
+    if r.get("gbps"):
+        return r["gbps"], f"{r['gbps']:.0f} GB/s"
+    if r.get("us_per_op"):
+        return 1.0 / r["us_per_op"], f"{r['us_per_op']:.1f} µs/op"
+    return 1.0 / r["seconds"], f"{r['seconds'] * 1e3:.3f} ms"
+
+
+for r in kiln["results"]:
+    n = native.get(r["op"])
+    kv, ks = fig(r)
+    if n is None:
+        print(f"| {r['op']} | {r['size']} | {ks} | — | — |")
+        continue
+    nv, ns = fig(n)
+    print(f"| {r['op']} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} |")

@@ -1,0 +1,129 @@
+"""The same ops at the same sizes as `kiln bench`, through PyTorch CUDA (the native baseline).
+
+Timing matches kiln's: warm-up, then the median over reps of a timed loop that ends with
+torch.cuda.synchronize(); two input sets alternate. TF32 is off for f32 matmul.
+"""
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+dev = "cuda"
+quick = "--quick" in sys.argv
+reps = 5
+
+
+def rand(shape, dtype=torch.float32, seed=0):
+    g = torch.Generator(device=dev).manual_seed(seed)
+    return torch.rand(shape, generator=g, device=dev, dtype=dtype) * 2 - 1
+
+
+def pair(shape, dtype=torch.float32, seed=0):
+    return [rand(shape, dtype, seed), rand(shape, dtype, seed + 1)]
+
+
+def time_op(f):
+    for i in range(2):
+        f(i)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    f(0)
+    torch.cuda.synchronize()
+    one = time.perf_counter() - t
+    iters = int(min(200, max(3, 0.05 / max(one, 1e-6))))
+    samples = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for i in range(iters):
+            f(i)
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t) / iters)
+    return float(np.median(samples))
+
+
+def main():
+    out = []
+    big = (1 << 18) if quick else (64 << 20)
+    rows, cols = (256, 1024) if quick else (16384, 4096)
+    mm = 256 if quick else 4096
+    x, y = pair([big], seed=1), pair([big], seed=3)
+    size = f"{big * 4 >> 20} MiB f32"
+    F = torch.nn.functional
+    benches = [
+        ("relu", size, 8.0 * big, 0, lambda i: torch.relu(x[i % 2])),
+        ("exp", size, 8.0 * big, 0, lambda i: torch.exp(x[i % 2])),
+        ("gelu", size, 8.0 * big, 0, lambda i: F.gelu(x[i % 2])),
+        ("add", size, 12.0 * big, 0, lambda i: x[i % 2] + y[i % 2]),
+        ("mul_scalar", size, 8.0 * big, 0, lambda i: x[i % 2] * 1.5),
+    ]
+    m = pair([rows, cols], seed=5)
+    ms, mb = f"{rows}x{cols} f32", 4.0 * rows * cols
+    w, b = rand([cols], seed=9), rand([cols], seed=10)
+    benches += [
+        ("sum_rows", ms, mb, 0, lambda i: m[i % 2].sum(-1)),
+        ("sum_all", ms, mb, 0, lambda i: m[i % 2].sum()),
+        ("mean_rows", ms, mb, 0, lambda i: m[i % 2].mean(-1)),
+        ("max_rows", ms, mb, 0, lambda i: m[i % 2].amax(-1)),
+        ("sum_cols", ms, mb, 0, lambda i: m[i % 2].sum(0)),
+        ("softmax", ms, 2 * mb, 0, lambda i: torch.softmax(m[i % 2], -1)),
+        ("layer_norm", ms, 2 * mb, 0, lambda i: F.layer_norm(m[i % 2], (cols,), w, b, 1e-5)),
+        ("rms_norm", ms, 2 * mb, 0, lambda i: F.rms_norm(m[i % 2], (cols,), w, 1e-5)),
+    ]
+    for dt, name in [(torch.float32, "matmul_f32"), (torch.float16, "matmul_f16")]:
+        a, bm = pair([mm, mm], dt, 11), pair([mm, mm], dt, 13)
+        benches.append((name, f"{mm}x{mm}x{mm}", 0, 2.0 * mm ** 3, lambda i, a=a, bm=bm: a[i % 2] @ bm[i % 2]))
+    bt, n = (4, 128) if quick else (32, 1024)
+    a, bm = pair([bt, n, n], seed=15), pair([bt, n, n], seed=17)
+    benches.append(("matmul_batched_f32", f"{bt}x{n}x{n}x{n}", 0, 2.0 * bt * n ** 3, lambda i: a[i % 2] @ bm[i % 2]))
+    nb, c, hw = (2, 16, 14) if quick else (32, 64, 56)
+    xc, wc = pair([nb, c, hw, hw], seed=19), rand([c, c, 3, 3], seed=21)
+    benches.append(("conv2d_3x3", f"{nb}x{c}x{hw}x{hw} k3 p1", 0, 2.0 * nb * c * hw * hw * c * 9,
+                    lambda i: F.conv2d(xc[i % 2], wc, padding=1)))
+    bh, l, d = (2, 128, 64) if quick else (64, 1024, 64)
+    q, k, v = pair([bh, l, d], seed=23), rand([bh, l, d], seed=25), rand([bh, l, d], seed=27)
+    benches.append(("attention_causal", f"{bh}x{l}x{d}", 0, 4.0 * bh * l * l * d / 2,
+                    lambda i: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True)))
+    for name, sz, nbytes, flops, f in benches:
+        s = time_op(f)
+        out.append({"op": name, "size": sz, "seconds": s,
+                    "gbps": nbytes / s / 1e9 if nbytes else None,
+                    "tflops": flops / s / 1e12 if flops else None})
+    # 1000 dependent tiny ops, then one read.
+    samples = []
+    for _ in range(max(reps, 3)):
+        xs = torch.zeros(256, device=dev)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(1000):
+            xs = xs + 1.0
+        xs.cpu()
+        samples.append((time.perf_counter() - t) / 1000)
+    s = float(np.median(samples))
+    out.append({"op": "small_ops_1000", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6})
+    n = (1 << 20) if quick else (64 << 20)
+    host = np.arange(n, dtype=np.float32)
+    up, down = [], []
+    for _ in range(reps):
+        t = time.perf_counter()
+        g = torch.from_numpy(host).to(dev)
+        torch.cuda.synchronize()
+        up.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        g.cpu()
+        down.append(time.perf_counter() - t)
+    for name, s in [("upload", float(np.median(up))), ("readback", float(np.median(down)))]:
+        out.append({"op": name, "size": f"{n * 4 >> 20} MiB", "seconds": s, "gbps": 4.0 * n / s / 1e9})
+    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": out}
+    path = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    if path:
+        with open(path, "w") as fh:
+            json.dump(doc, fh, indent=2)
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()

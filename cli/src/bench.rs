@@ -1,0 +1,257 @@
+//! `kiln bench`: each op at realistic sizes on the chosen adapter. Each figure is the median of
+//! several repetitions of a timed loop (warm-up first; two input sets alternate so caches don't
+//! flatter; the loop ends with a synchronize, so the time covers the GPU work end to end).
+//! Memory-bound ops report GB/s (bytes read + written), matmul and conv TFLOP/s.
+
+use anyhow::Result;
+use kiln_core::ops;
+use kiln_core::{DType, Tensor};
+use serde_json::json;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<String>,
+    /// Small sizes (for a smoke run on a software adapter).
+    #[arg(long)]
+    quick: bool,
+    /// Only run benchmarks whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Repetitions per figure (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+}
+
+type OpFn = Box<dyn Fn(usize) -> kiln_core::Result<Tensor>>;
+
+struct Bench {
+    name: &'static str,
+    size: String,
+    bytes: f64,
+    flops: f64,
+    run: OpFn,
+}
+
+fn rand(shape: &[usize], dtype: DType, seed: u64) -> Result<Tensor> {
+    Ok(ops::random_uniform(shape, dtype, seed, -1.0, 1.0)?)
+}
+
+/// Two input sets per bench, alternated by iteration index.
+fn pair(shape: &[usize], dtype: DType, seed: u64) -> Result<[Tensor; 2]> {
+    Ok([rand(shape, dtype, seed)?, rand(shape, dtype, seed + 1)?])
+}
+
+fn benches(quick: bool) -> Result<Vec<Bench>> {
+    let mut v: Vec<Bench> = Vec::new();
+    let big = if quick { 1 << 18 } else { 64 << 20 }; // 256 MiB of f32
+    let (rows, cols) = if quick { (256, 1024) } else { (16384, 4096) };
+    let mm = if quick { 256 } else { 4096 };
+    let f4 = 4.0;
+
+    let x = pair(&[big], DType::F32, 1)?;
+    let y = pair(&[big], DType::F32, 3)?;
+    let size = format!("{} MiB f32", big * 4 >> 20);
+    for (name, op) in [("relu", ops::UnaryOp::Relu), ("exp", ops::UnaryOp::Exp), ("gelu", ops::UnaryOp::Gelu)] {
+        let x = x.clone();
+        v.push(Bench { name, size: size.clone(), bytes: 2.0 * f4 * big as f64, flops: 0.0, run: Box::new(move |i| ops::unary(op, &x[i % 2])) });
+    }
+    {
+        let (x, y) = (x.clone(), y.clone());
+        v.push(Bench { name: "add", size: size.clone(), bytes: 3.0 * f4 * big as f64, flops: 0.0, run: Box::new(move |i| ops::add(&x[i % 2], &y[i % 2])) });
+    }
+    {
+        let x = x.clone();
+        v.push(Bench { name: "mul_scalar", size: size.clone(), bytes: 2.0 * f4 * big as f64, flops: 0.0, run: Box::new(move |i| ops::mul_scalar(&x[i % 2], 1.5)) });
+    }
+    let m = pair(&[rows, cols], DType::F32, 5)?;
+    let msize = format!("{rows}x{cols} f32");
+    let mbytes = f4 * (rows * cols) as f64;
+    macro_rules! rowop {
+        ($name:expr, $bytes:expr, $f:expr) => {{
+            let m = m.clone();
+            let f = $f;
+            v.push(Bench { name: $name, size: msize.clone(), bytes: $bytes, flops: 0.0, run: Box::new(move |i| f(&m[i % 2])) });
+        }};
+    }
+    rowop!("sum_rows", mbytes, |t: &Tensor| ops::sum(t, Some(&[-1]), false));
+    rowop!("sum_all", mbytes, |t: &Tensor| ops::sum(t, None, false));
+    rowop!("mean_rows", mbytes, |t: &Tensor| ops::mean(t, Some(&[-1]), false));
+    rowop!("max_rows", mbytes, |t: &Tensor| ops::max(t, Some(&[-1]), false));
+    rowop!("sum_cols", mbytes, |t: &Tensor| ops::sum(t, Some(&[0]), false));
+    rowop!("softmax", 2.0 * mbytes, |t: &Tensor| ops::softmax(t, -1));
+    let w = rand(&[cols], DType::F32, 9)?;
+    let b = rand(&[cols], DType::F32, 10)?;
+    {
+        let (w, b) = (w.clone(), b.clone());
+        rowop!("layer_norm", 2.0 * mbytes, move |t: &Tensor| ops::layer_norm(t, Some(&w), Some(&b), 1e-5));
+    }
+    rowop!("rms_norm", 2.0 * mbytes, move |t: &Tensor| ops::rms_norm(t, Some(&w), 1e-5));
+
+    for dt in [DType::F32, DType::F16] {
+        if dt == DType::F16 && !kiln_core::device()?.has_f16() {
+            continue;
+        }
+        let a = pair(&[mm, mm], dt, 11)?;
+        let bm = pair(&[mm, mm], dt, 13)?;
+        v.push(Bench {
+            name: if dt == DType::F32 { "matmul_f32" } else { "matmul_f16" },
+            size: format!("{mm}x{mm}x{mm}"),
+            bytes: 0.0,
+            flops: 2.0 * (mm as f64).powi(3),
+            run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
+        });
+    }
+    {
+        let (bt, n) = if quick { (4, 128) } else { (32, 1024) };
+        let a = pair(&[bt, n, n], DType::F32, 15)?;
+        let bm = pair(&[bt, n, n], DType::F32, 17)?;
+        v.push(Bench {
+            name: "matmul_batched_f32",
+            size: format!("{bt}x{n}x{n}x{n}"),
+            bytes: 0.0,
+            flops: 2.0 * bt as f64 * (n as f64).powi(3),
+            run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
+        });
+    }
+    {
+        let (n, c, hw) = if quick { (2, 16, 14) } else { (32, 64, 56) };
+        let x = pair(&[n, c, hw, hw], DType::F32, 19)?;
+        let w = rand(&[c, c, 3, 3], DType::F32, 21)?;
+        v.push(Bench {
+            name: "conv2d_3x3",
+            size: format!("{n}x{c}x{hw}x{hw} k3 p1"),
+            bytes: 0.0,
+            flops: 2.0 * (n * c * hw * hw * c * 9) as f64,
+            run: Box::new(move |i| ops::conv2d(&x[i % 2], &w, None, [1, 1], [1, 1], [1, 1], 1)),
+        });
+    }
+    {
+        let (bh, l, d) = if quick { (2, 128, 64) } else { (64, 1024, 64) };
+        let q = pair(&[bh, l, d], DType::F32, 23)?;
+        let k = rand(&[bh, l, d], DType::F32, 25)?;
+        let vv = rand(&[bh, l, d], DType::F32, 27)?;
+        v.push(Bench {
+            name: "attention_causal",
+            size: format!("{bh}x{l}x{d}"),
+            bytes: 0.0,
+            flops: 4.0 * (bh * l * l * d) as f64 / 2.0,
+            run: Box::new(move |i| ops::attention(&q[i % 2], &k, &vv, true, None)),
+        });
+    }
+    Ok(v)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    xs[xs.len() / 2]
+}
+
+/// Seconds per call of `f`, median over `reps` timed loops.
+fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Result<f64> {
+    let dev = kiln_core::device()?;
+    for i in 0..2 {
+        f(i)?;
+    }
+    dev.synchronize()?;
+    let t = Instant::now();
+    f(0)?;
+    dev.synchronize()?;
+    let one = t.elapsed().as_secs_f64();
+    let iters = ((0.05 / one.max(1e-6)) as usize).clamp(3, 200);
+    let mut samples = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        for i in 0..iters {
+            drop(f(i)?);
+            // Submit per call so freed outputs return to the pool instead of piling up.
+            dev.flush()?;
+        }
+        dev.synchronize()?;
+        samples.push(t.elapsed().as_secs_f64() / iters as f64);
+    }
+    Ok(median(samples))
+}
+
+pub fn main(args: Args) -> Result<()> {
+    let dev = kiln_core::device()?;
+    let info = dev.info().clone();
+    println!("kiln bench on {} ({} {}, {})", info.name, info.driver, info.driver_info, info.backend);
+    let mut results = Vec::new();
+    println!("{:<20} {:<22} {:>10} {:>10} {:>10}", "op", "size", "ms", "GB/s", "TFLOP/s");
+    let want = |name: &str| args.filter.as_deref().is_none_or(|f| name.contains(f));
+    for b in benches(args.quick)? {
+        if !want(b.name) {
+            continue;
+        }
+        let s = match time_op(&b.run, args.reps) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("{:<20} {:<22} error: {e}", b.name, b.size);
+                continue;
+            }
+        };
+        let gbps = (b.bytes > 0.0).then(|| b.bytes / s / 1e9);
+        let tflops = (b.flops > 0.0).then(|| b.flops / s / 1e12);
+        println!(
+            "{:<20} {:<22} {:>10.4} {:>10} {:>10}",
+            b.name,
+            b.size,
+            s * 1e3,
+            gbps.map_or("-".into(), |g| format!("{g:.1}")),
+            tflops.map_or("-".into(), |t| format!("{t:.2}"))
+        );
+        results.push(json!({"op": b.name, "size": b.size, "seconds": s, "gbps": gbps, "tflops": tflops}));
+    }
+    if want("small_ops") {
+        // 1000 dependent tiny ops queued, then one readback.
+        let n_ops = 1000;
+        let mut samples = Vec::new();
+        for _ in 0..args.reps.max(3) {
+            let mut x = Tensor::from_slice(&[0.0f32; 256], &[256])?;
+            dev.synchronize()?;
+            let t = Instant::now();
+            for _ in 0..n_ops {
+                x = ops::add_scalar(&x, 1.0)?;
+            }
+            let v = x.to_vec::<f32>()?;
+            samples.push(t.elapsed().as_secs_f64() / n_ops as f64);
+            anyhow::ensure!(v[0] == n_ops as f32, "small-op chain gave {}", v[0]);
+        }
+        let s = median(samples);
+        println!("{:<20} {:<22} {:>10.2} µs/op", "small_ops_1000", "256 f32, dependent", s * 1e6);
+        results.push(json!({"op": "small_ops_1000", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6}));
+    }
+    if want("transfer") {
+        let n = if args.quick { 1 << 20 } else { 64 << 20 };
+        let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let bytes = (n * 4) as f64;
+        let mut up = Vec::new();
+        let mut down = Vec::new();
+        for _ in 0..args.reps {
+            let t = Instant::now();
+            let g = Tensor::from_slice(&host, &[n])?;
+            dev.synchronize()?;
+            up.push(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let back = g.to_vec::<f32>()?;
+            down.push(t.elapsed().as_secs_f64());
+            anyhow::ensure!(back[n - 1] == (n - 1) as f32, "readback mismatch");
+        }
+        for (name, s) in [("upload", median(up)), ("readback", median(down))] {
+            println!("{:<20} {:<22} {:>10.3} {:>10.1}", name, format!("{} MiB", n * 4 >> 20), s * 1e3, bytes / s / 1e9);
+            results.push(json!({"op": name, "size": format!("{} MiB", n * 4 >> 20), "seconds": s, "gbps": bytes / s / 1e9}));
+        }
+    }
+    if let Some(path) = args.json {
+        let doc = json!({
+            "device": info.name, "driver": format!("{} {}", info.driver, info.driver_info),
+            "backend": info.backend, "quick": args.quick, "results": results,
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&doc)?)?;
+        println!("wrote {path}");
+    }
+    Ok(())
+}
