@@ -1,1 +1,108 @@
-//! (being written)
+//! Scaled dot-product attention, fused into one kernel (`shaders/attention.wgsl`): one
+//! workgroup per query row with an online softmax, so the Lq x Lk score matrix never exists.
+
+use crate::device::grid;
+use crate::exec::{check_f16, check_same_device, enables, Launch, Params};
+use crate::pipeline::render;
+use crate::shape::{broadcast_shapes, numel};
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+
+const TEMPLATE: &str = include_str!("../../../shaders/attention.wgsl");
+/// Threads per workgroup of the attention kernel (the shader's WG).
+const WG: usize = 64;
+
+/// Element strides of each batch dimension of an operand with batch shape `own` seen through
+/// the broadcast batch shape `out` (0 where broadcast), for matrices of `mat` elements.
+fn batch_strides(own: &[usize], out: &[usize], mat: usize) -> Vec<usize> {
+    let off = out.len() - own.len();
+    let mut strides = vec![0; out.len()];
+    let mut s = mat;
+    for d in (0..own.len()).rev() {
+        if own[d] != 1 {
+            strides[d + off] = s;
+        }
+        s *= own[d];
+    }
+    strides
+}
+
+/// softmax(q kᵀ · scale) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv] (leading
+/// dimensions broadcast, numpy style), giving [..., Lq, Dv]. `scale` defaults to 1/sqrt(D).
+/// `causal` masks key j > query i (top-left aligned, as PyTorch's `is_causal`). A query with no
+/// key (Lk = 0) gives zeros. f32 and f16 (computed in f32).
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: Option<f32>) -> Result<Tensor> {
+    let device = check_same_device(&[q, k, v])?;
+    let dtype = q.dtype();
+    if k.dtype() != dtype || v.dtype() != dtype {
+        return Err(Error::DTypeMismatch(format!(
+            "attention: q {dtype}, k {}, v {}: dtypes must match",
+            k.dtype(),
+            v.dtype()
+        )));
+    }
+    if !dtype.is_float() {
+        return Err(Error::DTypeMismatch(format!("attention needs float tensors (f32 or f16), got {dtype}")));
+    }
+    check_f16(&device, &[dtype])?;
+    if q.ndim() < 2 || k.ndim() < 2 || v.ndim() < 2 {
+        return Err(Error::ShapeMismatch(format!(
+            "attention: q, k and v need at least 2 dimensions, got {:?}, {:?}, {:?}",
+            q.shape(),
+            k.shape(),
+            v.shape()
+        )));
+    }
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    let (lq, d) = (qs[qs.len() - 2], qs[qs.len() - 1]);
+    let (lk, dk) = (ks[ks.len() - 2], ks[ks.len() - 1]);
+    let (lv, dv) = (vs[vs.len() - 2], vs[vs.len() - 1]);
+    if d != dk {
+        return Err(Error::ShapeMismatch(format!("attention: q {qs:?} and k {ks:?} differ in the last dimension")));
+    }
+    if lk != lv {
+        return Err(Error::ShapeMismatch(format!("attention: k {ks:?} and v {vs:?} differ in the key dimension")));
+    }
+    let (qb, kb, vb) = (&qs[..qs.len() - 2], &ks[..ks.len() - 2], &vs[..vs.len() - 2]);
+    let batch_shape = broadcast_shapes(&broadcast_shapes(qb, kb)?, vb)?;
+    let mut out_shape = batch_shape.clone();
+    out_shape.push(lq);
+    out_shape.push(dv);
+    let out = Tensor::empty_on(&device, &out_shape, dtype)?;
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    for t in [q, k, v, &out] {
+        if t.numel() > u32::MAX as usize {
+            return Err(Error::InvalidArgument("attention: operands of more than 2^32 elements".into()));
+        }
+    }
+    let rows = numel(&batch_shape) * lq;
+    let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
+    let params = Params::new()
+        .u32(lq)
+        .u32(lk)
+        .u32(d)
+        .u32(dv)
+        .u32(rows)
+        .u32(causal as u32)
+        .f32(scale)
+        .u32(batch_shape.len())
+        .dims8(&batch_shape, 1)
+        .dims8(&batch_strides(qb, &batch_shape, lq * d), 0)
+        .dims8(&batch_strides(kb, &batch_shape, lk * d), 0)
+        .dims8(&batch_strides(vb, &batch_shape, lk * dv), 0);
+    let dvt = dv.div_ceil(WG).max(1);
+    let tensors = [q, k, v, &out];
+    Launch {
+        key: format!("attention:{dtype}:{dvt}"),
+        source: Box::new(move || {
+            render(TEMPLATE, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("DVT", &dvt.to_string())])
+        }),
+        tensors: &tensors,
+        params: Some(params),
+        groups: grid(rows as u64, device.limits().max_compute_workgroups_per_dimension)?,
+    }
+    .run(&device)?;
+    Ok(out)
+}

@@ -1,1 +1,235 @@
-//! (being written)
+//! `conv2d`, `max_pool2d` and `avg_pool2d` over NCHW tensors (PyTorch semantics), run by
+//! `shaders/conv.wgsl` and `shaders/pool.wgsl`. Unbatched [C, H, W] input is taken too and
+//! gives an unbatched result.
+
+use crate::dtype::DType;
+use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
+use crate::pipeline::render;
+use crate::reference::conv::out_size;
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+
+const CONV: &str = include_str!("../../../shaders/conv.wgsl");
+const POOL: &str = include_str!("../../../shaders/pool.wgsl");
+
+fn acc_type(dtype: DType) -> &'static str {
+    if dtype.is_float() {
+        "f32"
+    } else {
+        dtype.wgsl()
+    }
+}
+
+/// [N, C, H, W] of a 3-D or 4-D input, and whether it was batched.
+fn nchw(op: &str, x: &Tensor) -> Result<([usize; 4], bool)> {
+    match *x.shape() {
+        [n, c, h, w] => Ok(([n, c, h, w], true)),
+        [c, h, w] => Ok(([1, c, h, w], false)),
+        _ => Err(Error::ShapeMismatch(format!("{op}: input must be [N, C, H, W] or [C, H, W], got {:?}", x.shape()))),
+    }
+}
+
+fn check_positive(op: &str, what: &str, v: [usize; 2]) -> Result<()> {
+    if v.contains(&0) {
+        return Err(Error::InvalidArgument(format!("{op}: {what} {v:?} must be at least 1")));
+    }
+    Ok(())
+}
+
+fn check_size(total: usize) -> Result<()> {
+    if total > u32::MAX as usize {
+        return Err(Error::InvalidArgument(format!("{total} elements are more than one kernel can index")));
+    }
+    Ok(())
+}
+
+/// 2-D convolution (cross-correlation, as PyTorch): x [N, C, H, W], w [O, C/groups, KH, KW],
+/// bias [O]; gives [N, O, OH, OW] with OH = (H + 2 ph - dh (KH - 1) - 1) / sh + 1.
+pub fn conv2d(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) -> Result<Tensor> {
+    let mut all = vec![x, w];
+    all.extend(bias);
+    let device = check_same_device(&all)?;
+    let dtype = x.dtype();
+    if all.iter().any(|t| t.dtype() != dtype) {
+        return Err(Error::DTypeMismatch(format!(
+            "conv2d: input {dtype}, weight {}{}: dtypes must match",
+            w.dtype(),
+            bias.map_or(String::new(), |b| format!(", bias {}", b.dtype()))
+        )));
+    }
+    check_f16(&device, &[dtype])?;
+    check_positive("conv2d", "stride", stride)?;
+    check_positive("conv2d", "dilation", dilation)?;
+    if groups == 0 {
+        return Err(Error::InvalidArgument("conv2d: groups must be at least 1".into()));
+    }
+    let ([n, c, h, wd], batched) = nchw("conv2d", x)?;
+    let [o, cg, kh, kw] = match *w.shape() {
+        [o, cg, kh, kw] => [o, cg, kh, kw],
+        _ => return Err(Error::ShapeMismatch(format!("conv2d: weight must be [O, C/groups, KH, KW], got {:?}", w.shape()))),
+    };
+    if c % groups != 0 || o % groups != 0 {
+        return Err(Error::ShapeMismatch(format!(
+            "conv2d: input channels {c} and output channels {o} must both be divisible by groups {groups}"
+        )));
+    }
+    if cg * groups != c {
+        return Err(Error::ShapeMismatch(format!(
+            "conv2d: weight {:?} expects {} input channels per group, the input has {c} channels in {groups} groups",
+            w.shape(),
+            cg
+        )));
+    }
+    if let Some(b) = bias {
+        if b.shape() != [o] {
+            return Err(Error::ShapeMismatch(format!("conv2d: bias must be [{o}], got {:?}", b.shape())));
+        }
+    }
+    if kh == 0 || kw == 0 {
+        return Err(Error::ShapeMismatch(format!("conv2d: empty kernel {:?}", w.shape())));
+    }
+    let oh = out_size(h, kh, stride[0], padding[0], dilation[0])?;
+    let ow = out_size(wd, kw, stride[1], padding[1], dilation[1])?;
+    let out_shape: Vec<usize> = if batched { vec![n, o, oh, ow] } else { vec![o, oh, ow] };
+    let out = Tensor::empty_on(&device, &out_shape, dtype)?;
+    let total = out.numel();
+    if total == 0 {
+        return Ok(out);
+    }
+    check_size(total)?;
+    check_size(x.numel())?;
+    let og = o / groups;
+    let params = Params::new()
+        .u32(total)
+        .u32(c)
+        .u32(h)
+        .u32(wd)
+        .u32(o)
+        .u32(oh)
+        .u32(ow)
+        .u32(kh)
+        .u32(kw)
+        .u32(stride[0])
+        .u32(stride[1])
+        .u32(padding[0])
+        .u32(padding[1])
+        .u32(dilation[0])
+        .u32(dilation[1])
+        .u32(cg)
+        .u32(og);
+    let has_bias = bias.is_some();
+    let mut tensors: Vec<&Tensor> = vec![x, w];
+    tensors.extend(bias);
+    tensors.push(&out);
+    let out_slot = tensors.len() - 1;
+    let acc = acc_type(dtype);
+    Launch {
+        key: format!("conv2d:{dtype}:{has_bias}"),
+        source: Box::new(move || {
+            let (decl, init) = if has_bias {
+                (
+                    format!("@group(0) @binding(2) var<storage, read> bias: array<{}>;", dtype.wgsl()),
+                    format!("{acc}(bias[oc])"),
+                )
+            } else {
+                (String::new(), format!("{acc}(0)"))
+            };
+            render(
+                CONV,
+                &[
+                    ("ENABLE", enables(&[dtype])),
+                    ("T", dtype.wgsl()),
+                    ("ACC", acc),
+                    ("BIAS_DECL", &decl),
+                    ("BIAS_INIT", &init),
+                    ("OUT", &out_slot.to_string()),
+                    ("PARAMS", &(out_slot + 1).to_string()),
+                ],
+            )
+        }),
+        tensors: &tensors,
+        params: Some(params),
+        groups: groups_1d(&device, total)?,
+    }
+    .run(&device)?;
+    Ok(out)
+}
+
+fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], max: bool) -> Result<Tensor> {
+    let device = x.device().clone();
+    let dtype = x.dtype();
+    if !max && !dtype.is_float() {
+        return Err(Error::DTypeMismatch(format!("{op} needs a float tensor (f32 or f16), got {dtype}")));
+    }
+    check_f16(&device, &[dtype])?;
+    check_positive(op, "kernel", kernel)?;
+    check_positive(op, "stride", stride)?;
+    if padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1] {
+        return Err(Error::InvalidArgument(format!("{op}: padding {padding:?} must be at most half the kernel {kernel:?}")));
+    }
+    let ([n, c, h, w], batched) = nchw(op, x)?;
+    let oh = out_size(h, kernel[0], stride[0], padding[0], 1)?;
+    let ow = out_size(w, kernel[1], stride[1], padding[1], 1)?;
+    let out_shape: Vec<usize> = if batched { vec![n, c, oh, ow] } else { vec![c, oh, ow] };
+    let out = Tensor::empty_on(&device, &out_shape, dtype)?;
+    let total = out.numel();
+    if total == 0 {
+        return Ok(out);
+    }
+    check_size(total)?;
+    check_size(x.numel())?;
+    let params = Params::new()
+        .u32(total)
+        .u32(h)
+        .u32(w)
+        .u32(oh)
+        .u32(ow)
+        .u32(kernel[0])
+        .u32(kernel[1])
+        .u32(stride[0])
+        .u32(stride[1])
+        .u32(padding[0])
+        .u32(padding[1]);
+    let acc = acc_type(dtype);
+    let (combine, finish) = match (max, dtype.is_float()) {
+        // NaN propagates, as in PyTorch.
+        (true, true) => ("if (!found || v > acc || v != v) { acc = v; }", "acc"),
+        (true, false) => ("if (!found || v > acc) { acc = v; }", "acc"),
+        (false, _) => ("acc += v;", "acc / f32(p.kh * p.kw)"),
+    };
+    let tensors = [x, &out];
+    Launch {
+        key: format!("{op}:{dtype}"),
+        source: Box::new(move || {
+            render(
+                POOL,
+                &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("ACC", acc), ("COMBINE", combine), ("FINISH", finish)],
+            )
+        }),
+        tensors: &tensors,
+        params: Some(params),
+        groups: groups_1d(&device, total)?,
+    }
+    .run(&device)?;
+    Ok(out)
+}
+
+/// Max over each `kernel` window (NCHW or CHW). Padding never wins; it may be at most half the
+/// kernel, as in PyTorch. Any dtype.
+pub fn max_pool2d(x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<Tensor> {
+    pool2d("max_pool2d", x, kernel, stride, padding, true)
+}
+
+/// Mean over each `kernel` window (NCHW or CHW), padded taps counted as zeros in a divisor of
+/// KH * KW (PyTorch's count_include_pad=True). Float dtypes.
+pub fn avg_pool2d(x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<Tensor> {
+    pool2d("avg_pool2d", x, kernel, stride, padding, false)
+}

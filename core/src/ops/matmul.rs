@@ -1,1 +1,265 @@
-//! (being written)
+//! `matmul` with numpy semantics (2-D, batched with broadcast batch dimensions, 1-D operands
+//! promoted), run by the tiled kernel in `shaders/matmul.wgsl`.
+//!
+//! The tile shapes live in [`MatmulTiles`] and are chosen per problem by [`pick_tiles`] from the
+//! adapter's limits; `KILN_MATMUL_TILES=bm,bn,bk,tm,tn` overrides the choice (for tuning).
+
+use crate::device::{grid, Device};
+use crate::dtype::DType;
+use crate::exec::{check_f16, check_same_device, enables, Launch, Params};
+use crate::pipeline::render;
+use crate::reference::matmul::matmul_shape;
+use crate::shape::{broadcast_shapes, numel};
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use std::sync::OnceLock;
+
+const TEMPLATE: &str = include_str!("../../../shaders/matmul.wgsl");
+
+/// One tiling of the matmul kernel: a workgroup computes a `bm` x `bn` tile of C with
+/// (`bn`/`tn`) x (`bm`/`tm`) threads, each owning a `tm` x `tn` block of registers, and walks K in
+/// steps of `bk` through workgroup memory. `tm` and `tn` are multiples of 4 (vec4 accumulators).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatmulTiles {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub tm: u32,
+    pub tn: u32,
+}
+
+impl MatmulTiles {
+    /// Big square problems on a real GPU: 256 threads, 8x8 per thread, 16 KiB of tiles.
+    pub const LARGE: MatmulTiles = MatmulTiles { bm: 128, bn: 128, bk: 16, tm: 8, tn: 8 };
+    /// Medium problems: 256 threads, 4x4 per thread, 8 KiB.
+    pub const MEDIUM: MatmulTiles = MatmulTiles { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
+    /// Small matrices: 64 threads.
+    pub const SMALL: MatmulTiles = MatmulTiles { bm: 32, bn: 32, bk: 16, tm: 4, tn: 4 };
+    /// M <= 4 (vector-matrix): one row of 32 threads along N.
+    pub const ROW: MatmulTiles = MatmulTiles { bm: 4, bn: 128, bk: 32, tm: 4, tn: 4 };
+    /// N <= 4 (matrix-vector): one column of 32 threads along M.
+    pub const COL: MatmulTiles = MatmulTiles { bm: 128, bn: 4, bk: 32, tm: 4, tn: 4 };
+    /// M, N <= 4 (vector-vector, tiny batched products): one thread.
+    pub const TINY: MatmulTiles = MatmulTiles { bm: 4, bn: 4, bk: 32, tm: 4, tn: 4 };
+
+    pub fn threads_x(self) -> u32 {
+        self.bn / self.tn
+    }
+    pub fn threads_y(self) -> u32 {
+        self.bm / self.tm
+    }
+    /// Bytes of workgroup memory (tiles are held as 4-byte values, f16 widened).
+    pub fn shared_bytes(self) -> u32 {
+        (self.bm + self.bn) * self.bk * 4
+    }
+
+    /// Whether the tiling is well formed.
+    pub fn valid(self) -> bool {
+        let ok = |v: u32| v > 0;
+        ok(self.bm) && ok(self.bn) && ok(self.bk) && ok(self.tm) && ok(self.tn)
+            && self.tm % 4 == 0
+            && self.tn % 4 == 0
+            && self.bm % self.tm == 0
+            && self.bn % self.tn == 0
+    }
+
+    /// Whether the adapter can run a workgroup of this tiling.
+    pub fn fits(self, limits: &wgpu::Limits) -> bool {
+        self.valid()
+            && self.threads_x() <= limits.max_compute_workgroup_size_x
+            && self.threads_y() <= limits.max_compute_workgroup_size_y
+            && self.threads_x() * self.threads_y() <= limits.max_compute_invocations_per_workgroup
+            && self.shared_bytes() <= limits.max_compute_workgroup_storage_size
+    }
+
+    fn parse(s: &str) -> Option<MatmulTiles> {
+        let v: Vec<u32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
+        let t = match v[..] {
+            [bm, bn, bk, tm, tn] => MatmulTiles { bm, bn, bk, tm, tn },
+            _ => return None,
+        };
+        t.valid().then_some(t)
+    }
+}
+
+fn env_tiles() -> Option<MatmulTiles> {
+    static T: OnceLock<Option<MatmulTiles>> = OnceLock::new();
+    *T.get_or_init(|| std::env::var("KILN_MATMUL_TILES").ok().and_then(|s| MatmulTiles::parse(&s)))
+}
+
+/// The tiling used for an `m` x `k` by `k` x `n` product on `device`.
+pub fn pick_tiles(device: &Device, m: usize, n: usize, _k: usize) -> MatmulTiles {
+    let limits = device.limits();
+    if let Some(t) = env_tiles().filter(|t| t.fits(limits)) {
+        return t;
+    }
+    let wanted = if m <= 4 && n <= 4 {
+        MatmulTiles::TINY
+    } else if n <= 4 {
+        MatmulTiles::COL
+    } else if m <= 4 {
+        MatmulTiles::ROW
+    } else if m >= 512 && n >= 512 {
+        MatmulTiles::LARGE
+    } else if m >= 64 && n >= 64 {
+        MatmulTiles::MEDIUM
+    } else {
+        MatmulTiles::SMALL
+    };
+    [wanted, MatmulTiles::MEDIUM, MatmulTiles::SMALL, MatmulTiles::TINY]
+        .into_iter()
+        .find(|t| t.fits(limits))
+        .unwrap_or(MatmulTiles::TINY)
+}
+
+const LANES: [&str; 4] = ["x", "y", "z", "w"];
+
+/// The unrolled register-block code: accumulator declarations, the per-k update, the store.
+fn generate(t: MatmulTiles, dtype: DType) -> (String, String, String) {
+    let float = dtype.is_float();
+    let acc_t = if float { "f32" } else { dtype.wgsl() };
+    let (cm, cn) = (t.tm / 4, t.tn / 4);
+    let mut decl = String::new();
+    let mut inner = String::new();
+    let mut store = String::new();
+    for c in 0..cm {
+        for r in 0..4 {
+            for j in 0..cn {
+                decl += &format!("    var acc_{c}_{r}_{j} = vec4<{acc_t}>(0);\n");
+            }
+        }
+    }
+    for c in 0..cm {
+        inner += &format!("            let a{c} = As[kk * (BM / 4u) + {c}u * WGY + ty];\n");
+    }
+    for j in 0..cn {
+        inner += &format!("            let b{j} = Bs[kk * (BN / 4u) + {j}u * WGX + tx];\n");
+    }
+    for c in 0..cm {
+        for (r, lane) in LANES.iter().enumerate() {
+            for j in 0..cn {
+                if float {
+                    inner += &format!("            acc_{c}_{r}_{j} = fma(vec4<f32>(a{c}.{lane}), b{j}, acc_{c}_{r}_{j});\n");
+                } else {
+                    inner += &format!("            acc_{c}_{r}_{j} += a{c}.{lane} * b{j};\n");
+                }
+            }
+        }
+    }
+    let out_t = dtype.wgsl();
+    for c in 0..cm {
+        for r in 0..4 {
+            store += &format!("    {{\n        let row = row0 + ({c}u * WGY + ty) * 4u + {r}u;\n        if (row < p.m) {{\n            let base = coff + row * p.n;\n");
+            for j in 0..cn {
+                for (s, lane) in LANES.iter().enumerate() {
+                    store += &format!(
+                        "            {{ let col = col0 + ({j}u * WGX + tx) * 4u + {s}u; if (col < p.n) {{ c[base + col] = {out_t}(acc_{c}_{r}_{j}.{lane}); }} }}\n"
+                    );
+                }
+            }
+            store += "        }\n    }\n";
+        }
+    }
+    (decl, inner, store)
+}
+
+/// Element strides of each batch dimension of an operand with batch shape `own` seen through
+/// the broadcast batch shape `out` (0 where broadcast), for matrices of `mat` elements.
+fn batch_strides(own: &[usize], out: &[usize], mat: usize) -> Vec<usize> {
+    let off = out.len() - own.len();
+    let mut strides = vec![0; out.len()];
+    let mut s = mat;
+    for d in (0..own.len()).rev() {
+        if own[d] != 1 {
+            strides[d + off] = s;
+        }
+        s *= own[d];
+    }
+    strides
+}
+
+/// numpy `matmul(a, b)`: 2-D products, batched products with broadcast batch dimensions, and
+/// 1-D operands promoted (a vector on the left is a row, on the right a column; the promoted
+/// dimension is dropped from the result, so vector @ vector is rank 0). f16 accumulates in f32;
+/// i32/u32 wrap.
+pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let device = check_same_device(&[a, b])?;
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch(format!("matmul of {} and {}: dtypes must match (cast one first)", a.dtype(), b.dtype())));
+    }
+    let dtype = a.dtype();
+    check_f16(&device, &[dtype])?;
+    let out_shape = matmul_shape(a.shape(), b.shape())?;
+    let a2: Vec<usize> = if a.ndim() == 1 { vec![1, a.shape()[0]] } else { a.shape().to_vec() };
+    let b2: Vec<usize> = if b.ndim() == 1 { vec![b.shape()[0], 1] } else { b.shape().to_vec() };
+    let (mut m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let n = b2[b2.len() - 1];
+    let mut ab = a2[..a2.len() - 2].to_vec();
+    let bb = b2[..b2.len() - 2].to_vec();
+    // A batched A times one B is one tall product: fold A's batch into M.
+    if bb.is_empty() && !ab.is_empty() {
+        m *= numel(&ab);
+        ab.clear();
+    }
+    let batch_shape = broadcast_shapes(&ab, &bb)?;
+    let batch = numel(&batch_shape);
+    let out = Tensor::empty_on(&device, &out_shape, dtype)?;
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    if out.numel() > u32::MAX as usize || a.numel() > u32::MAX as usize || b.numel() > u32::MAX as usize {
+        return Err(Error::InvalidArgument("matmul: operands of more than 2^32 elements".into()));
+    }
+    let tiles = pick_tiles(&device, m, n, k);
+    let ntiles = n.div_ceil(tiles.bn as usize);
+    let mtiles = m.div_ceil(tiles.bm as usize);
+    let groups = ntiles as u64 * mtiles as u64 * batch as u64;
+    if groups > u32::MAX as u64 {
+        return Err(Error::InvalidArgument(format!("matmul: {groups} workgroups are more than one dispatch can number")));
+    }
+    let dims = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
+    let params = Params::new()
+        .u32(m)
+        .u32(n)
+        .u32(k)
+        .u32(groups)
+        .u32(ntiles)
+        .u32(mtiles)
+        .u32(batch_shape.len())
+        .u32(0u32)
+        .dims8(&batch_shape, 1)
+        .dims8(&batch_strides(&ab, &batch_shape, m * k), 0)
+        .dims8(&batch_strides(&bb, &batch_shape, k * n), 0);
+    let key = format!("matmul:{dtype}:{}x{}x{}:{}x{}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
+    let tensors = [a, b, &out];
+    Launch {
+        key,
+        source: Box::new(move || {
+            let (decl, inner, store) = generate(tiles, dtype);
+            let acc = if dtype.is_float() { "f32" } else { dtype.wgsl() };
+            render(
+                TEMPLATE,
+                &[
+                    ("ENABLE", enables(&[dtype])),
+                    ("T", dtype.wgsl()),
+                    ("ACC", acc),
+                    ("BM", &tiles.bm.to_string()),
+                    ("BN", &tiles.bn.to_string()),
+                    ("BK", &tiles.bk.to_string()),
+                    ("WGX", &tiles.threads_x().to_string()),
+                    ("WGY", &tiles.threads_y().to_string()),
+                    ("AS_LEN", &(tiles.bk * tiles.bm / 4).to_string()),
+                    ("BS_LEN", &(tiles.bk * tiles.bn / 4).to_string()),
+                    ("ACC_DECL", &decl),
+                    ("INNER", &inner),
+                    ("STORE", &store),
+                ],
+            )
+        }),
+        tensors: &tensors,
+        params: Some(params),
+        groups: dims,
+    }
+    .run(&device)?;
+    Ok(out)
+}

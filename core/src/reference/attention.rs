@@ -1,1 +1,69 @@
-//! (being written)
+//! CPU reference for scaled dot-product attention, in f64 over plain row-major slices.
+
+use crate::shape::broadcast_shapes;
+use crate::{Error, Result};
+
+/// softmax(q kᵀ · scale, masked) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; the
+/// leading dimensions broadcast. `causal` masks key j > query i (top-left aligned, as PyTorch's
+/// `is_causal`). `scale` defaults to 1/sqrt(D). A row with no key gives zeros.
+pub fn attention(
+    q: &[f64],
+    q_shape: &[usize],
+    k: &[f64],
+    k_shape: &[usize],
+    v: &[f64],
+    v_shape: &[usize],
+    causal: bool,
+    scale: Option<f64>,
+) -> Result<(Vec<f64>, Vec<usize>)> {
+    if q_shape.len() < 2 || k_shape.len() < 2 || v_shape.len() < 2 {
+        return Err(Error::ShapeMismatch("attention: q, k and v need at least 2 dimensions".into()));
+    }
+    let (lq, d) = (q_shape[q_shape.len() - 2], q_shape[q_shape.len() - 1]);
+    let (lk, dk) = (k_shape[k_shape.len() - 2], k_shape[k_shape.len() - 1]);
+    let (lv, dv) = (v_shape[v_shape.len() - 2], v_shape[v_shape.len() - 1]);
+    if d != dk || lk != lv {
+        return Err(Error::ShapeMismatch(format!("attention: q {q_shape:?}, k {k_shape:?}, v {v_shape:?} do not agree")));
+    }
+    let qb = &q_shape[..q_shape.len() - 2];
+    let kb = &k_shape[..k_shape.len() - 2];
+    let vb = &v_shape[..v_shape.len() - 2];
+    let batch_shape = broadcast_shapes(&broadcast_shapes(qb, kb)?, vb)?;
+    let batch: usize = batch_shape.iter().product();
+    let scale = scale.unwrap_or(1.0 / (d as f64).sqrt());
+    let mut out = vec![0.0; batch * lq * dv];
+    let mut scores = vec![0.0; lk];
+    for bi in 0..batch {
+        let qo = super::broadcast_index(bi, &batch_shape, qb) * lq * d;
+        let ko = super::broadcast_index(bi, &batch_shape, kb) * lk * d;
+        let vo = super::broadcast_index(bi, &batch_shape, vb) * lk * dv;
+        for i in 0..lq {
+            let nk = if causal { lk.min(i + 1) } else { lk };
+            let mut mx = f64::NEG_INFINITY;
+            for j in 0..nk {
+                let mut s = 0.0;
+                for t in 0..d {
+                    s += q[qo + i * d + t] * k[ko + j * d + t];
+                }
+                scores[j] = s * scale;
+                mx = mx.max(scores[j]);
+            }
+            let mut sum = 0.0;
+            for s in scores.iter_mut().take(nk) {
+                *s = (*s - mx).exp();
+                sum += *s;
+            }
+            let o = &mut out[(bi * lq + i) * dv..(bi * lq + i + 1) * dv];
+            for j in 0..nk {
+                let p = scores[j] / sum;
+                for t in 0..dv {
+                    o[t] += p * v[vo + j * dv + t];
+                }
+            }
+        }
+    }
+    let mut shape = batch_shape;
+    shape.push(lq);
+    shape.push(dv);
+    Ok((out, shape))
+}

@@ -1,0 +1,180 @@
+mod common;
+use common::*;
+use kiln_core::ops;
+use kiln_core::reference::conv as cpu;
+use kiln_core::{DType, ErrorCode, Tensor};
+
+fn conv_tol(dt: DType, taps: usize) -> (f64, f64) {
+    match dt {
+        DType::F32 => (2e-6 * (taps as f64 + 1.0), 1e-5),
+        DType::F16 => (2e-3 + 2e-5 * taps as f64, 2e-3),
+        _ => (0.0, 0.0),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_conv(rng: &mut Rng, x_shape: [usize; 4], w_shape: [usize; 4], bias: bool, stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], groups: usize, dt: DType) {
+    let (x, xv) = rand_tensor(rng, &x_shape, dt, -1.0, 1.0);
+    let (w, wv) = rand_tensor(rng, &w_shape, dt, -1.0, 1.0);
+    let (b, bv) = rand_tensor(rng, &[w_shape[0]], dt, -1.0, 1.0);
+    let what = format!("conv2d x{x_shape:?} w{w_shape:?} bias={bias} s{stride:?} p{padding:?} d{dilation:?} g{groups} {dt}");
+    let y = ops::conv2d(&x, &w, bias.then_some(&b), stride, padding, dilation, groups).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (want, shape) = cpu::conv2d(&xv, x_shape, &wv, w_shape, bias.then_some(&bv[..]), stride, padding, dilation, groups).unwrap();
+    assert_eq!(y.shape(), &shape[..], "{what}");
+    let (atol, rtol) = conv_tol(dt, w_shape[1] * w_shape[2] * w_shape[3]);
+    assert_close(&what, &y.to_f64_vec().unwrap(), &want, atol, rtol);
+}
+
+#[test]
+fn conv2d_matches_reference() {
+    poison();
+    let mut rng = Rng::new(21);
+    // (x, w, bias, stride, padding, dilation, groups)
+    #[allow(clippy::type_complexity)]
+    let cases: &[([usize; 4], [usize; 4], bool, [usize; 2], [usize; 2], [usize; 2], usize)] = &[
+        ([1, 1, 5, 5], [1, 1, 3, 3], false, [1, 1], [0, 0], [1, 1], 1),
+        ([2, 3, 7, 11], [4, 3, 3, 3], true, [1, 1], [1, 1], [1, 1], 1),
+        ([2, 3, 13, 7], [5, 3, 3, 2], true, [2, 3], [1, 0], [1, 1], 1),
+        ([1, 4, 17, 13], [6, 2, 3, 3], true, [1, 2], [2, 1], [2, 3], 2),
+        ([3, 6, 11, 11], [6, 1, 3, 3], true, [1, 1], [1, 1], [1, 1], 6), // depthwise
+        ([2, 6, 7, 5], [12, 1, 5, 3], false, [2, 1], [2, 1], [1, 1], 6), // depthwise, multiplier 2
+        ([2, 8, 9, 9], [5, 8, 1, 1], true, [1, 1], [0, 0], [1, 1], 1),   // 1x1
+        ([1, 8, 9, 9], [4, 2, 1, 1], false, [2, 2], [0, 0], [1, 1], 4),  // grouped 1x1, strided
+        ([1, 2, 3, 3], [3, 2, 3, 3], true, [1, 1], [0, 0], [1, 1], 1),   // one output pixel
+        ([1, 2, 1, 1], [3, 2, 3, 3], true, [1, 1], [1, 1], [1, 1], 1),   // all padding but the centre
+        ([2, 3, 31, 29], [7, 3, 5, 5], true, [3, 2], [2, 2], [2, 1], 1), // prime sizes
+        ([0, 3, 5, 5], [2, 3, 3, 3], true, [1, 1], [0, 0], [1, 1], 1),   // empty batch
+        ([1, 3, 5, 5], [0, 3, 3, 3], false, [1, 1], [0, 0], [1, 1], 1),  // no output channels
+        ([1, 0, 5, 5], [2, 0, 3, 3], true, [1, 1], [0, 0], [1, 1], 1),   // no input channels: bias only
+    ];
+    for dt in float_dtypes() {
+        for &(xs, ws, bias, s, p, d, g) in cases {
+            check_conv(&mut rng, xs, ws, bias, s, p, d, g, dt);
+        }
+    }
+    // Integers, exact.
+    for &(xs, ws, bias, s, p, d, g) in &cases[..6] {
+        let (x, xv) = rand_tensor(&mut rng, &xs, DType::I32, -20.0, 20.0);
+        let (w, wv) = rand_tensor(&mut rng, &ws, DType::I32, -20.0, 20.0);
+        let (b, bv) = rand_tensor(&mut rng, &[ws[0]], DType::I32, -20.0, 20.0);
+        let y = ops::conv2d(&x, &w, bias.then_some(&b), s, p, d, g).unwrap();
+        let (want, _) = cpu::conv2d(&xv, xs, &wv, ws, bias.then_some(&bv[..]), s, p, d, g).unwrap();
+        assert_eq!(y.to_f64_vec().unwrap(), want, "i32 conv {xs:?} {ws:?}");
+    }
+}
+
+#[test]
+fn conv2d_unbatched_input() {
+    poison();
+    let mut rng = Rng::new(22);
+    let (x, xv) = rand_tensor(&mut rng, &[3, 7, 6], DType::F32, -1.0, 1.0);
+    let (w, wv) = rand_tensor(&mut rng, &[2, 3, 3, 3], DType::F32, -1.0, 1.0);
+    let y = ops::conv2d(&x, &w, None, [1, 1], [1, 1], [1, 1], 1).unwrap();
+    assert_eq!(y.shape(), &[2, 7, 6]);
+    let (want, _) = cpu::conv2d(&xv, [1, 3, 7, 6], &wv, [2, 3, 3, 3], None, [1, 1], [1, 1], [1, 1], 1).unwrap();
+    assert_close("unbatched conv", &y.to_f64_vec().unwrap(), &want, 1e-5, 1e-5);
+}
+
+#[test]
+fn conv2d_errors() {
+    let x = Tensor::from_slice(&[0.0f32; 2 * 4 * 5 * 5], &[2, 4, 5, 5]).unwrap();
+    let w = Tensor::from_slice(&[0.0f32; 3 * 4 * 3 * 3], &[3, 4, 3, 3]).unwrap();
+    let conv = |x: &Tensor, w: &Tensor, b: Option<&Tensor>, s, p, d, g| ops::conv2d(x, w, b, s, p, d, g).unwrap_err().code();
+    // Channels not divisible by groups.
+    assert_eq!(conv(&x, &w, None, [1, 1], [0, 0], [1, 1], 3), ErrorCode::ShapeMismatch);
+    // Weight channels disagree with input channels / groups.
+    let w2 = Tensor::from_slice(&[0.0f32; 4 * 4 * 3 * 3], &[4, 4, 3, 3]).unwrap();
+    assert_eq!(conv(&x, &w2, None, [1, 1], [0, 0], [1, 1], 2), ErrorCode::ShapeMismatch);
+    // Kernel larger than the padded input (also through dilation).
+    let big = Tensor::from_slice(&[0.0f32; 3 * 4 * 7 * 3], &[3, 4, 7, 3]).unwrap();
+    assert_eq!(conv(&x, &big, None, [1, 1], [0, 0], [1, 1], 1), ErrorCode::ShapeMismatch);
+    assert_eq!(conv(&x, &w, None, [1, 1], [0, 0], [3, 1], 1), ErrorCode::ShapeMismatch);
+    assert!(ops::conv2d(&x, &big, None, [1, 1], [1, 0], [1, 1], 1).is_ok());
+    // Zero stride, dilation or groups.
+    assert_eq!(conv(&x, &w, None, [0, 1], [0, 0], [1, 1], 1), ErrorCode::InvalidArgument);
+    assert_eq!(conv(&x, &w, None, [1, 1], [0, 0], [1, 0], 1), ErrorCode::InvalidArgument);
+    assert_eq!(conv(&x, &w, None, [1, 1], [0, 0], [1, 1], 0), ErrorCode::InvalidArgument);
+    // Bad bias, ranks and dtypes.
+    let b = Tensor::from_slice(&[0.0f32; 4], &[4]).unwrap();
+    assert_eq!(conv(&x, &w, Some(&b), [1, 1], [0, 0], [1, 1], 1), ErrorCode::ShapeMismatch);
+    let bi = Tensor::from_slice(&[0i32; 3], &[3]).unwrap();
+    assert_eq!(conv(&x, &w, Some(&bi), [1, 1], [0, 0], [1, 1], 1), ErrorCode::DTypeMismatch);
+    let wi = Tensor::from_slice(&[0i32; 3 * 4 * 3 * 3], &[3, 4, 3, 3]).unwrap();
+    assert_eq!(conv(&x, &wi, None, [1, 1], [0, 0], [1, 1], 1), ErrorCode::DTypeMismatch);
+    let flat = x.reshape(&[8, 25]).unwrap();
+    assert_eq!(conv(&flat, &w, None, [1, 1], [0, 0], [1, 1], 1), ErrorCode::ShapeMismatch);
+    assert_eq!(conv(&x, &w.reshape(&[3, 36]).unwrap(), None, [1, 1], [0, 0], [1, 1], 1), ErrorCode::ShapeMismatch);
+}
+
+#[test]
+fn pools_match_reference() {
+    poison();
+    let mut rng = Rng::new(23);
+    // (x, kernel, stride, padding)
+    #[allow(clippy::type_complexity)]
+    let cases: &[([usize; 4], [usize; 2], [usize; 2], [usize; 2])] = &[
+        ([1, 1, 4, 4], [2, 2], [2, 2], [0, 0]),
+        ([2, 3, 7, 11], [3, 3], [2, 2], [1, 1]),
+        ([2, 3, 13, 7], [3, 2], [1, 2], [1, 1]),
+        ([1, 5, 17, 19], [5, 3], [3, 1], [2, 0]),
+        ([3, 2, 1, 1], [1, 1], [1, 1], [0, 0]),
+        ([1, 2, 2, 3], [2, 2], [1, 1], [1, 1]),  // windows mostly padding
+        ([1, 1, 31, 29], [4, 4], [4, 3], [2, 1]),
+        ([0, 3, 5, 5], [2, 2], [2, 2], [0, 0]),
+    ];
+    for dt in float_dtypes() {
+        for &(xs, k, s, p) in cases {
+            // Negative values everywhere: a padded zero winning the max would show.
+            let (x, xv) = rand_tensor(&mut rng, &xs, dt, -10.0, -0.5);
+            let what = format!("x{xs:?} k{k:?} s{s:?} p{p:?} {dt}");
+            let y = ops::max_pool2d(&x, k, s, p).unwrap();
+            let (want, shape) = cpu::max_pool2d(&xv, xs, k, s, p).unwrap();
+            assert_eq!(y.shape(), &shape[..], "{what}");
+            assert_eq!(y.to_f64_vec().unwrap(), want, "max_pool2d {what}");
+            let (x, xv) = rand_tensor(&mut rng, &xs, dt, -1.0, 1.0);
+            let y = ops::avg_pool2d(&x, k, s, p).unwrap();
+            let (want, shape) = cpu::avg_pool2d(&xv, xs, k, s, p).unwrap();
+            assert_eq!(y.shape(), &shape[..], "{what}");
+            let (atol, rtol) = tol(dt);
+            assert_close(&format!("avg_pool2d {what}"), &y.to_f64_vec().unwrap(), &want, atol * 4.0, rtol * 4.0);
+        }
+    }
+    for dt in [DType::I32, DType::U32] {
+        let (x, xv) = rand_tensor(&mut rng, &[2, 3, 9, 8], dt, 0.0, 1000.0);
+        let y = ops::max_pool2d(&x, [3, 3], [2, 2], [1, 1]).unwrap();
+        let (want, _) = cpu::max_pool2d(&xv, [2, 3, 9, 8], [3, 3], [2, 2], [1, 1]).unwrap();
+        assert_eq!(y.to_f64_vec().unwrap(), want, "{dt} max_pool2d");
+    }
+    // Unbatched CHW.
+    let (x, xv) = rand_tensor(&mut rng, &[3, 6, 5], DType::F32, -1.0, 1.0);
+    let y = ops::max_pool2d(&x, [2, 2], [2, 2], [1, 0]).unwrap();
+    assert_eq!(y.shape(), &[3, 4, 2]);
+    assert_eq!(y.to_f64_vec().unwrap(), cpu::max_pool2d(&xv, [1, 3, 6, 5], [2, 2], [2, 2], [1, 0]).unwrap().0);
+}
+
+#[test]
+fn pool_errors() {
+    let x = Tensor::from_slice(&[0.0f32; 2 * 3 * 5 * 5], &[2, 3, 5, 5]).unwrap();
+    assert_eq!(ops::max_pool2d(&x, [2, 2], [0, 1], [0, 0]).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(ops::avg_pool2d(&x, [0, 2], [1, 1], [0, 0]).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(ops::max_pool2d(&x, [2, 2], [1, 1], [2, 0]).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(ops::max_pool2d(&x, [6, 2], [1, 1], [0, 0]).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    assert_eq!(ops::max_pool2d(&x.reshape(&[6, 25]).unwrap(), [1, 1], [1, 1], [0, 0]).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    let xi = Tensor::from_slice(&[0i32; 25], &[1, 1, 5, 5]).unwrap();
+    assert_eq!(ops::avg_pool2d(&xi, [2, 2], [2, 2], [0, 0]).unwrap_err().code(), ErrorCode::DTypeMismatch);
+}
+
+#[test]
+fn conv_and_pool_are_deterministic() {
+    let mut rng = Rng::new(24);
+    let (x, _) = rand_tensor(&mut rng, &[2, 4, 13, 11], DType::F32, -1.0, 1.0);
+    let (w, _) = rand_tensor(&mut rng, &[6, 2, 3, 3], DType::F32, -1.0, 1.0);
+    let run = || {
+        let y = ops::conv2d(&x, &w, None, [1, 2], [1, 1], [2, 1], 2).unwrap().to_bytes().unwrap();
+        let z = ops::avg_pool2d(&x, [3, 3], [2, 2], [1, 1]).unwrap().to_bytes().unwrap();
+        (y, z)
+    };
+    let first = run();
+    assert_eq!(run(), first);
+    assert_eq!(run(), first);
+}

@@ -1,0 +1,166 @@
+mod common;
+use common::*;
+use kiln_core::ops;
+use kiln_core::reference::matmul as cpu;
+use kiln_core::{DType, ErrorCode, Tensor};
+
+/// Tolerance for a product with inner dimension k of values in [-1, 1].
+fn mm_tol(dt: DType, k: usize) -> (f64, f64) {
+    match dt {
+        DType::F32 => (1e-6 * (k as f64 + 1.0), 1e-5),
+        DType::F16 => (1e-3 + 2e-5 * k as f64, 2e-3),
+        _ => (0.0, 0.0),
+    }
+}
+
+fn check(rng: &mut Rng, sa: &[usize], sb: &[usize], dt: DType) {
+    let (lo, hi) = if dt.is_float() { (-1.0, 1.0) } else if dt == DType::U32 { (0.0, 9.0) } else { (-9.0, 9.0) };
+    let (a, av) = rand_tensor(rng, sa, dt, lo, hi);
+    let (b, bv) = rand_tensor(rng, sb, dt, lo, hi);
+    let c = ops::matmul(&a, &b).unwrap_or_else(|e| panic!("matmul {sa:?} x {sb:?} {dt}: {e}"));
+    let (want, shape) = cpu::matmul(&av, sa, &bv, sb).unwrap();
+    assert_eq!(c.shape(), &shape[..], "{sa:?} x {sb:?}");
+    assert_eq!(c.dtype(), dt);
+    let k = if sa.len() == 1 { sa[0] } else { sa[sa.len() - 1] };
+    let (atol, rtol) = mm_tol(dt, k);
+    assert_close(&format!("matmul {sa:?} x {sb:?} {dt}"), &c.to_f64_vec().unwrap(), &want, atol, rtol);
+}
+
+#[test]
+fn matmul_2d_awkward_sizes_f32() {
+    poison();
+    let mut rng = Rng::new(11);
+    let sizes = [0usize, 1, 7, 64, 65, 129];
+    for &m in &sizes {
+        for &n in &sizes {
+            for &k in &sizes {
+                check(&mut rng, &[m, k], &[k, n], DType::F32);
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_2d_awkward_sizes_f16() {
+    if !has_f16() {
+        eprintln!("adapter has no f16: skipped");
+        return;
+    }
+    poison();
+    let mut rng = Rng::new(12);
+    let sizes = [0usize, 1, 7, 65, 129];
+    for &m in &sizes {
+        for &n in &sizes {
+            for &k in &[0usize, 1, 64, 129] {
+                check(&mut rng, &[m, k], &[k, n], DType::F16);
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_batched_broadcast_and_vectors() {
+    poison();
+    let mut rng = Rng::new(13);
+    let cases: &[(&[usize], &[usize])] = &[
+        (&[2, 1, 5, 3], &[4, 3, 6]),
+        (&[1, 5, 3], &[2, 3, 4]),
+        (&[3, 1, 7, 9], &[1, 2, 9, 65]),
+        (&[3, 5, 4], &[4, 6]),       // batched A, one B: folded into one tall product
+        (&[2, 3, 5, 4], &[4]),       // batched matrix-vector
+        (&[4], &[3, 4, 6]),          // vector-matrix, batched
+        (&[65, 70], &[70]),          // matrix-vector
+        (&[70], &[70, 33]),          // vector-matrix
+        (&[7], &[7]),                // vector-vector: rank 0
+        (&[1], &[1, 1]),
+        (&[0, 3, 4], &[4, 2]),       // empty batch
+        (&[2, 0, 3, 4], &[1, 4, 5]), // empty broadcast batch
+        (&[2, 3, 0], &[0, 5]),       // K = 0: zeros
+        (&[0], &[0]),                // empty vectors: 0.0
+        (&[1, 1, 1, 1, 1, 2, 3], &[2, 3, 1]),
+    ];
+    for dt in float_dtypes().into_iter().chain([DType::I32, DType::U32]) {
+        for (sa, sb) in cases {
+            check(&mut rng, sa, sb, dt);
+        }
+    }
+}
+
+#[test]
+fn matmul_rank0_and_empty_results() {
+    let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let b = Tensor::from_slice(&[4.0f32, 5.0, 6.0], &[3]).unwrap();
+    let c = ops::matmul(&a, &b).unwrap();
+    assert_eq!(c.shape(), &[] as &[usize]);
+    assert_eq!(c.to_vec::<f32>().unwrap(), vec![32.0]);
+    let z = ops::matmul(&Tensor::from_slice::<f32>(&[], &[2, 0]).unwrap(), &Tensor::from_slice::<f32>(&[], &[0, 3]).unwrap()).unwrap();
+    assert_eq!(z.to_vec::<f32>().unwrap(), vec![0.0; 6]);
+}
+
+#[test]
+fn matmul_integers_wrap() {
+    poison();
+    let big = [i32::MAX, 3, -7, i32::MIN + 5, 123_456_789, 99_999];
+    let a = Tensor::from_slice(&big, &[2, 3]).unwrap();
+    let b = Tensor::from_slice(&[3i32, -2, 7, 11, 65_537, -9], &[3, 2]).unwrap();
+    let got = ops::matmul(&a, &b).unwrap().to_vec::<i32>().unwrap();
+    let bv = [3i32, -2, 7, 11, 65_537, -9];
+    let mut want = vec![0i32; 4];
+    for i in 0..2 {
+        for j in 0..2 {
+            for l in 0..3 {
+                want[i * 2 + j] = want[i * 2 + j].wrapping_add(big[i * 3 + l].wrapping_mul(bv[l * 2 + j]));
+            }
+        }
+    }
+    assert_eq!(got, want);
+    let ua: Vec<u32> = big.iter().map(|&v| v as u32).collect();
+    let ub: Vec<u32> = bv.iter().map(|&v| v as u32).collect();
+    let got = ops::matmul(&Tensor::from_slice(&ua, &[2, 3]).unwrap(), &Tensor::from_slice(&ub, &[3, 2]).unwrap())
+        .unwrap()
+        .to_vec::<u32>()
+        .unwrap();
+    let want: Vec<u32> = want.iter().map(|&v| v as u32).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn matmul_errors() {
+    let a = Tensor::from_slice(&[0.0f32; 6], &[2, 3]).unwrap();
+    let b = Tensor::from_slice(&[0.0f32; 8], &[4, 2]).unwrap();
+    assert_eq!(ops::matmul(&a, &b).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    let v = Tensor::from_slice(&[0.0f32; 2], &[2]).unwrap();
+    assert_eq!(ops::matmul(&a, &v).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    assert_eq!(ops::matmul(&v, &a.reshape(&[3, 2]).unwrap().reshape(&[2, 3]).unwrap()).unwrap().shape(), &[3]);
+    let s = Tensor::from_slice(&[1.0f32], &[]).unwrap();
+    assert_eq!(ops::matmul(&s, &a).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    assert_eq!(ops::matmul(&a, &s).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    let bi = Tensor::from_slice(&[0i32; 6], &[3, 2]).unwrap();
+    assert_eq!(ops::matmul(&a, &bi).unwrap_err().code(), ErrorCode::DTypeMismatch);
+    let x = Tensor::from_slice(&[0.0f32; 2 * 2 * 3], &[2, 2, 3]).unwrap();
+    let y = Tensor::from_slice(&[0.0f32; 3 * 3 * 2], &[3, 3, 2]).unwrap();
+    assert_eq!(ops::matmul(&x, &y).unwrap_err().code(), ErrorCode::ShapeMismatch);
+}
+
+#[test]
+fn matmul_is_deterministic() {
+    let mut rng = Rng::new(14);
+    let (a, _) = rand_tensor(&mut rng, &[2, 129, 65], DType::F32, -1.0, 1.0);
+    let (b, _) = rand_tensor(&mut rng, &[65, 131], DType::F32, -1.0, 1.0);
+    let first = ops::matmul(&a, &b).unwrap().to_bytes().unwrap();
+    for _ in 0..3 {
+        assert_eq!(ops::matmul(&a, &b).unwrap().to_bytes().unwrap(), first);
+    }
+}
+
+#[test]
+fn matmul_more_than_65535_workgroups() {
+    // A vector times 70 000 small matrices: one workgroup per batch entry, more than the
+    // per-dimension dispatch limit of 65 535.
+    poison();
+    let mut rng = Rng::new(15);
+    let max = kiln_core::device().unwrap().limits().max_compute_workgroups_per_dimension as usize;
+    let batch = max + 4465;
+    check(&mut rng, &[3], &[batch, 3, 2], DType::F32);
+    check(&mut rng, &[batch, 1, 2], &[batch, 2, 1], DType::F32);
+}

@@ -1,0 +1,112 @@
+// Batched matmul C[b] = A[b] @ B[b], A [M, K], B [K, N], row-major, batch dims broadcast.
+//
+// Each workgroup computes one BM x BN tile of C. Its WGX x WGY threads each own a TM x TN
+// register block, stored as (TM) x (TN/4) vec4 accumulators. The K dimension is walked in steps
+// of BK through workgroup memory: A's tile is stored transposed ([BK][BM], vec4 along m) and
+// B's as is ([BK][BN], vec4 along n), so every thread reads whole vec4s and neighbouring
+// threads read neighbouring vec4s (thread (tx, ty) owns vec4 columns tx, tx + WGX, ... and vec4
+// rows ty, ty + WGY, ...). Out-of-range rows, columns and k are loaded as zeros, so any M, N, K
+// works (K = 0 gives zeros). Floats accumulate in f32 (f16 data is widened on load), integers in
+// their own type with wrapping arithmetic.
+//
+// Workgroups are numbered linearly over (n-tile, m-tile, batch), n fastest, and that number is
+// spread over x, y and z of the dispatch, so no dimension passes the per-dimension limit.
+{{ENABLE}}
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    groups: u32,   // ntiles * mtiles * batch
+    ntiles: u32,
+    mtiles: u32,
+    brank: u32,    // number of broadcast batch dimensions (<= 6)
+    pad: u32,
+    bshape: array<vec4<u32>, 2>,   // broadcast batch shape
+    astride: array<vec4<u32>, 2>,  // element stride of A per batch dimension (0 = broadcast)
+    bstride: array<vec4<u32>, 2>,
+}
+
+@group(0) @binding(0) var<storage, read> a: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> b: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> c: array<{{T}}>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+const BM = {{BM}}u;
+const BN = {{BN}}u;
+const BK = {{BK}}u;
+const WGX = {{WGX}}u; // BN / TN
+const WGY = {{WGY}}u; // BM / TM
+const NT = WGX * WGY;
+
+var<workgroup> As: array<vec4<{{ACC}}>, {{AS_LEN}}>; // [BK][BM / 4]
+var<workgroup> Bs: array<vec4<{{ACC}}>, {{BS_LEN}}>; // [BK][BN / 4]
+
+@compute @workgroup_size({{WGX}}, {{WGY}}, 1)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_id) lid3: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let g = wid.x + (wid.y + wid.z * nwg.y) * nwg.x;
+    if (g >= p.groups) {
+        return;
+    }
+    let nt = g % p.ntiles;
+    let rest = g / p.ntiles;
+    let mt = rest % p.mtiles;
+    let bi = rest / p.mtiles;
+
+    var aoff = 0u;
+    var boff = 0u;
+    var r = bi;
+    for (var i = 0u; i < p.brank; i++) {
+        let d = p.brank - 1u - i;
+        let q = d / 4u;
+        let s = d % 4u;
+        let ci = r % p.bshape[q][s];
+        r = r / p.bshape[q][s];
+        aoff += ci * p.astride[q][s];
+        boff += ci * p.bstride[q][s];
+    }
+    let coff = bi * p.m * p.n;
+    let row0 = mt * BM;
+    let col0 = nt * BN;
+    let tx = lid3.x;
+    let ty = lid3.y;
+
+{{ACC_DECL}}
+    for (var k0 = 0u; k0 < p.k; k0 += BK) {
+        // A tile: consecutive threads take consecutive k of one row (coalesced reads).
+        for (var l = lid; l < BM * BK; l += NT) {
+            let mm = l / BK;
+            let kk = l % BK;
+            let gr = row0 + mm;
+            let gk = k0 + kk;
+            var v = {{ACC}}(0);
+            if (gr < p.m && gk < p.k) {
+                v = {{ACC}}(a[aoff + gr * p.k + gk]);
+            }
+            As[kk * (BM / 4u) + mm / 4u][mm % 4u] = v;
+        }
+        // B tile: consecutive threads take consecutive n of one k.
+        for (var l = lid; l < BK * BN; l += NT) {
+            let kk = l / BN;
+            let nn = l % BN;
+            let gk = k0 + kk;
+            let gc = col0 + nn;
+            var v = {{ACC}}(0);
+            if (gk < p.k && gc < p.n) {
+                v = {{ACC}}(b[boff + gk * p.n + gc]);
+            }
+            Bs[kk * (BN / 4u) + nn / 4u][nn % 4u] = v;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < BK; kk++) {
+{{INNER}}
+        }
+        workgroupBarrier();
+    }
+
+{{STORE}}
+}

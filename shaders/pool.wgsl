@@ -1,0 +1,54 @@
+// max_pool2d / avg_pool2d over NCHW planes, one thread per output element. Padded taps are
+// skipped: they never win the max and add zero to the sum; the average divides by the whole
+// window (kh * kw), as PyTorch's count_include_pad=True. Floats are computed in f32.
+{{ENABLE}}
+struct Params {
+    total: u32,
+    h: u32,
+    w: u32,
+    oh: u32,
+    ow: u32,
+    kh: u32,
+    kw: u32,
+    sh: u32,
+    sw: u32,
+    ph: u32,
+    pw: u32,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(1) var<storage, read_write> out: array<{{T}}>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= p.total) {
+        return;
+    }
+    let ox = i % p.ow;
+    var t = i / p.ow;
+    let oy = t % p.oh;
+    let plane = t / p.oh;
+    let base = plane * p.h * p.w;
+    let y0 = i32(oy * p.sh) - i32(p.ph);
+    let x0 = i32(ox * p.sw) - i32(p.pw);
+    var acc = {{ACC}}(0);
+    var found = false;
+    for (var ky = 0u; ky < p.kh; ky++) {
+        let iy = y0 + i32(ky);
+        if (iy < 0 || iy >= i32(p.h)) {
+            continue;
+        }
+        for (var kx = 0u; kx < p.kw; kx++) {
+            let ix = x0 + i32(kx);
+            if (ix < 0 || ix >= i32(p.w)) {
+                continue;
+            }
+            let v = {{ACC}}(x[base + u32(iy) * p.w + u32(ix)]);
+            {{COMBINE}}
+            found = true;
+        }
+    }
+    out[i] = {{T}}({{FINISH}});
+}
