@@ -18,3 +18,23 @@ pub use movement::*;
 pub use norm::*;
 pub use random::*;
 pub use reduce::*;
+
+/// Every op of the shared API, by its name in every binding (C adds the `kiln_` prefix, Elixir
+/// and Julia follow their own casing). The conformance suite checks each binding against it.
+pub const OP_NAMES: &[&str] = &[
+    // creation and random
+    "zeros", "ones", "full", "arange", "random_uniform", "random_normal",
+    // unary
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
+    // binary and comparisons
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "where", "cast",
+    // linear algebra, reductions, normalisation
+    "matmul", "sum", "mean", "max", "min", "var", "argmax", "argmin",
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm",
+    // convolution and pooling
+    "conv2d", "max_pool2d", "avg_pool2d",
+    // data movement
+    "reshape", "permute", "transpose", "concat", "slice", "index_select", "gather",
+    // nn
+    "embedding", "rope", "attention",
+];
