@@ -3,7 +3,10 @@
 // Thread t writes elements 4t .. 4t+3 from the four words of one Philox block. The bits come
 // from u32 integer arithmetic only, so every device (and reference/random.rs) sees the same
 // bits; only the float mapping below runs in floating point.
-//   uniform: u = (w >> 8) * 2^-24 in [0, 1);  v = min(fma(span, u, low), cap)
+//   uniform: u = (w >> 8) * 2^-24 in [0, 1);  v = min((span * u) + low, cap), two separately
+//            rounded f32 operations (the product passes through an integer xor with a uniform
+//            zero, so no compiler can contract it into an fma: fma is fused on some GPUs
+//            and not on others, and the bits must match everywhere)
 //   normal:  Box-Muller on word pairs (w0, w1), (w2, w3):
 //            u1 = ((w0 >> 8) + 1) * 2^-24 in (0, 1], th = 2pi * ((w1 >> 8) * 2^-24 - 1/2)
 //            r = sqrt(-2 ln u1); elements r cos th, r sin th; v = mean + std * z
@@ -12,7 +15,7 @@ struct Params {
     n: u32,
     key0: u32,
     key1: u32,
-    pad: u32,
+    zero: u32, // always 0: an opaque value the compiler cannot fold
     a: f32,    // low (uniform) or mean (normal)
     b: f32,    // high - low (uniform) or std (normal)
     cap: f32,  // largest value of the output dtype below high (uniform)
@@ -54,7 +57,8 @@ fn unit(w: u32) -> f32 {
 }
 
 fn uniform_value(w: u32) -> f32 {
-    return min(fma(p.b, unit(w), p.a), p.cap);
+    let t = bitcast<f32>(bitcast<u32>(p.b * unit(w)) ^ p.zero);
+    return min(t + p.a, p.cap);
 }
 
 fn normal_pair(w0: u32, w1: u32) -> vec2<f32> {

@@ -54,7 +54,8 @@ fn generate(name: &str, shape: &[usize], dtype: DType, seed: u64, a: f32, b: f32
 }
 
 /// Uniform numbers in [low, high) of `dtype` (f32 or f16). Bit-identical on every device for
-/// f32: `u = (w >> 8) * 2^-24`, `v = min(fma(f32(high - low), u, f32(low)), cap)` where `cap`
+/// f32: `u = (w >> 8) * 2^-24`, `v = min(f32(high - low) * u + f32(low), cap)` (two roundings,
+/// never contracted into an fma) where `cap`
 /// is the largest value of the dtype below `high`.
 pub fn random_uniform(shape: &[usize], dtype: DType, seed: u64, low: f64, high: f64) -> Result<Tensor> {
     if !(low.is_finite() && high.is_finite() && low <= high) {

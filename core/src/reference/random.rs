@@ -95,7 +95,8 @@ pub fn uniform(n: usize, dtype: DType, seed: u64, low: f64, high: f64) -> Vec<f6
     stream(seed, n)
         .into_iter()
         .map(|w| {
-            let v = span.mul_add(unit(w) as f32, lo).min(cap);
+            // Two roundings, never fused (the kernel keeps them apart the same way).
+            let v = (span * unit(w) as f32 + lo).min(cap);
             if dtype == DType::F16 {
                 f16::from_f32(v).to_f64()
             } else {
