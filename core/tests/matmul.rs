@@ -164,3 +164,69 @@ fn matmul_more_than_65535_workgroups() {
     check(&mut rng, &[3], &[batch, 3, 2], DType::F32);
     check(&mut rng, &[batch, 1, 2], &[batch, 2, 1], DType::F32);
 }
+
+#[test]
+fn matmul_every_tiling() {
+    // pick_tiles only takes LARGE for big products: run every tiling on awkward shapes here.
+    poison();
+    let mut rng = Rng::new(16);
+    let extra = kiln_core::ops::MatmulTiles { bm: 8, bn: 12, bk: 5, tm: 8, tn: 4 };
+    for tiles in kiln_core::ops::MatmulTiles::ALL.into_iter().chain([extra]) {
+        for (sa, sb) in [(&[131usize, 37][..], &[37usize, 133][..]), (&[2, 1, 5, 3], &[4, 3, 6]), (&[7, 16], &[16]), (&[1, 0], &[0, 3])] {
+            let (a, av) = rand_tensor(&mut rng, sa, DType::F32, -1.0, 1.0);
+            let (b, bv) = rand_tensor(&mut rng, sb, DType::F32, -1.0, 1.0);
+            let c = ops::matmul_with_tiles(&a, &b, tiles).unwrap();
+            let (want, shape) = cpu::matmul(&av, sa, &bv, sb).unwrap();
+            assert_eq!(c.shape(), &shape[..]);
+            assert_close(&format!("{tiles:?} {sa:?} x {sb:?}"), &c.to_f64_vec().unwrap(), &want, 1e-4, 1e-5);
+        }
+    }
+    let a = Tensor::from_slice(&[0.0f32; 4], &[2, 2]).unwrap();
+    let bad = kiln_core::ops::MatmulTiles { bm: 8, bn: 8, bk: 8, tm: 3, tn: 4 };
+    assert_eq!(ops::matmul_with_tiles(&a, &a, bad).unwrap_err().code(), ErrorCode::InvalidArgument);
+    let huge = kiln_core::ops::MatmulTiles { bm: 4096, bn: 4096, bk: 64, tm: 4, tn: 4 };
+    assert_eq!(ops::matmul_with_tiles(&a, &a, huge).unwrap_err().code(), ErrorCode::InvalidArgument);
+}
+
+/// A timing run for a real GPU (`cargo test --release --test matmul -- --ignored --nocapture`):
+/// 4096³ f32 with each large tiling, checked on sampled entries.
+#[test]
+#[ignore]
+fn matmul_bench_4096() {
+    use kiln_core::ops::MatmulTiles;
+    let n: usize = std::env::var("KILN_BENCH_N").ok().and_then(|s| s.parse().ok()).unwrap_or(4096);
+    let dev = kiln_core::device().unwrap();
+    eprintln!("device: {} ({})", dev.info().name, dev.info().backend);
+    let mut rng = Rng::new(17);
+    let (a, av) = rand_tensor(&mut rng, &[n, n], DType::F32, -1.0, 1.0);
+    let (b, bv) = rand_tensor(&mut rng, &[n, n], DType::F32, -1.0, 1.0);
+    let mut configs = vec![MatmulTiles::LARGE, MatmulTiles::MEDIUM];
+    for s in std::env::var("KILN_BENCH_TILES").unwrap_or_default().split(';').filter(|s| !s.is_empty()) {
+        let v: Vec<u32> = s.split(',').map(|x| x.parse().unwrap()).collect();
+        configs.push(MatmulTiles { bm: v[0], bn: v[1], bk: v[2], tm: v[3], tn: v[4] });
+    }
+    for t in configs {
+        let c = match ops::matmul_with_tiles(&a, &b, t) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{t:?}: {e}");
+                continue;
+            }
+        };
+        let got = c.to_vec::<f32>().unwrap();
+        for s in 0..64 {
+            let (i, j) = ((s * 977) % n, (s * 1913 + 5) % n);
+            let want: f64 = (0..n).map(|l| av[i * n + l] * bv[l * n + j]).sum();
+            assert!((got[i * n + j] as f64 - want).abs() < 1e-3 * (n as f64).sqrt(), "{t:?} ({i},{j}): {} vs {want}", got[i * n + j]);
+        }
+        let reps = 10;
+        let start = std::time::Instant::now();
+        let mut outs = Vec::new();
+        for _ in 0..reps {
+            outs.push(ops::matmul_with_tiles(&a, &b, t).unwrap());
+        }
+        kiln_core::synchronize().unwrap();
+        let secs = start.elapsed().as_secs_f64() / reps as f64;
+        eprintln!("{t:?}: {:.3} ms, {:.2} TFLOP/s", secs * 1e3, 2.0 * (n as f64).powi(3) / secs / 1e12);
+    }
+}

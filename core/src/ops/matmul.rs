@@ -41,6 +41,8 @@ impl MatmulTiles {
     pub const COL: MatmulTiles = MatmulTiles { bm: 128, bn: 4, bk: 32, tm: 4, tn: 4 };
     /// M, N <= 4 (vector-vector, tiny batched products): one thread.
     pub const TINY: MatmulTiles = MatmulTiles { bm: 4, bn: 4, bk: 32, tm: 4, tn: 4 };
+    /// Every predefined tiling.
+    pub const ALL: [MatmulTiles; 6] = [Self::LARGE, Self::MEDIUM, Self::SMALL, Self::ROW, Self::COL, Self::TINY];
 
     pub fn threads_x(self) -> u32 {
         self.bn / self.tn
@@ -57,10 +59,10 @@ impl MatmulTiles {
     pub fn valid(self) -> bool {
         let ok = |v: u32| v > 0;
         ok(self.bm) && ok(self.bn) && ok(self.bk) && ok(self.tm) && ok(self.tn)
-            && self.tm % 4 == 0
-            && self.tn % 4 == 0
-            && self.bm % self.tm == 0
-            && self.bn % self.tn == 0
+            && self.tm.is_multiple_of(4)
+            && self.tn.is_multiple_of(4)
+            && self.bm.is_multiple_of(self.tm)
+            && self.bn.is_multiple_of(self.tn)
     }
 
     /// Whether the adapter can run a workgroup of this tiling.
@@ -183,6 +185,19 @@ fn batch_strides(own: &[usize], out: &[usize], mat: usize) -> Vec<usize> {
 /// dimension is dropped from the result, so vector @ vector is rank 0). f16 accumulates in f32;
 /// i32/u32 wrap.
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    matmul_impl(a, b, None)
+}
+
+/// `matmul` with a given tiling instead of [`pick_tiles`]'s choice (for tuning and tests);
+/// InvalidArgument where the tiling is malformed or the adapter cannot run it.
+pub fn matmul_with_tiles(a: &Tensor, b: &Tensor, tiles: MatmulTiles) -> Result<Tensor> {
+    if !tiles.fits(a.device().limits()) {
+        return Err(Error::InvalidArgument(format!("matmul tiling {tiles:?} is malformed or over this adapter's limits")));
+    }
+    matmul_impl(a, b, Some(tiles))
+}
+
+fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Tensor> {
     let device = check_same_device(&[a, b])?;
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch(format!("matmul of {} and {}: dtypes must match (cast one first)", a.dtype(), b.dtype())));
@@ -210,7 +225,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if out.numel() > u32::MAX as usize || a.numel() > u32::MAX as usize || b.numel() > u32::MAX as usize {
         return Err(Error::InvalidArgument("matmul: operands of more than 2^32 elements".into()));
     }
-    let tiles = pick_tiles(&device, m, n, k);
+    let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n, k));
     let ntiles = n.div_ceil(tiles.bn as usize);
     let mtiles = m.div_ceil(tiles.bm as usize);
     let groups = ntiles as u64 * mtiles as u64 * batch as u64;

@@ -6,6 +6,7 @@ use crate::{Error, Result};
 /// softmax(q kᵀ · scale, masked) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; the
 /// leading dimensions broadcast. `causal` masks key j > query i (top-left aligned, as PyTorch's
 /// `is_causal`). `scale` defaults to 1/sqrt(D). A row with no key gives zeros.
+#[allow(clippy::too_many_arguments)]
 pub fn attention(
     q: &[f64],
     q_shape: &[usize],
