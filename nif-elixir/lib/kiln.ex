@@ -1,0 +1,676 @@
+defmodule Kiln do
+  @moduledoc """
+  Kiln for Elixir: GPU tensors and WGSL kernels over kiln-core (WebGPU through wgpu), with Nx's
+  conventions where they apply.
+
+  Tensors are `%Kiln.Tensor{}` structs with a `shape` tuple and a `type`: `{:f, 32}`,
+  `{:f, 16}`, `{:s, 32}` or `{:u, 32}`. Every op returns a new tensor, so ops pipe; an op that
+  fails raises `Kiln.Error` (with `:code`, `:status` and `:message`).
+
+      iex> Kiln.tensor([[1.0, 2.0], [3.0, 4.0]])
+      ...> |> Kiln.matmul(Kiln.tensor([[1.0], [1.0]]))
+      ...> |> Kiln.add(0.5)
+      ...> |> Kiln.to_list()
+      [[3.5], [7.5]]
+
+      iex> Kiln.tensor([1, 2, 3], type: {:u, 32})
+      #Kiln.Tensor<u32[3] [1, 2, 3]>
+
+  GPU work runs on dirty schedulers: a long kernel never holds up a normal BEAM scheduler.
+  Tensors are freed when garbage-collected, or at once with `free/1`.
+
+  Floats that are not finite read back as `:nan`, `:infinity` and `:neg_infinity`, and those
+  atoms are accepted wherever a number is.
+  """
+
+  import Kernel, except: [abs: 1, div: 2, max: 2, min: 2]
+
+  alias Kiln.{Error, Native, Tensor}
+
+  @type tensor :: Tensor.t()
+  @type type :: Tensor.type()
+  @type scalar :: number | :nan | :infinity | :neg_infinity
+
+  # ---------------------------------------------------------------------------------------------
+  # Types and conversion helpers
+
+  @native_of %{{:f, 32} => :f32, {:f, 16} => :f16, {:s, 32} => :i32, {:u, 32} => :u32}
+  @type_of %{f32: {:f, 32}, f16: {:f, 16}, i32: {:s, 32}, u32: {:u, 32}}
+  @aliases %{f32: {:f, 32}, f16: {:f, 16}, s32: {:s, 32}, i32: {:s, 32}, u32: {:u, 32}}
+
+  @specials [:nan, :infinity, :neg_infinity]
+  defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity]
+
+  @doc """
+  Normalizes a type: `{:f, 32}`, `{:f, 16}`, `{:s, 32}`, `{:u, 32}` or the atoms `:f32`, `:f16`,
+  `:s32` (`:i32`), `:u32`. Anything else raises `Kiln.Error` with code `:invalid_argument`.
+
+      iex> Kiln.normalize_type(:f16)
+      {:f, 16}
+  """
+  def normalize_type(type) when is_map_key(@native_of, type), do: type
+  def normalize_type(type) when is_map_key(@aliases, type), do: Map.fetch!(@aliases, type)
+
+  def normalize_type(type),
+    do: raise(Error.new(:invalid_argument, "unknown type #{inspect(type)} (supported: {:f, 32}, {:f, 16}, {:s, 32}, {:u, 32})"))
+
+  @doc false
+  def type_name({:f, 32}), do: "f32"
+  def type_name({:f, 16}), do: "f16"
+  def type_name({:s, 32}), do: "s32"
+  def type_name({:u, 32}), do: "u32"
+
+  defp native_type(type), do: Map.fetch!(@native_of, normalize_type(type))
+
+  @doc false
+  def unwrap!({:ok, v}), do: v
+  def unwrap!({:error, e}), do: raise(Error.from_native(e))
+
+  defp wrap({ref, shape, dt}), do: %Tensor{ref: ref, shape: List.to_tuple(shape), type: Map.fetch!(@type_of, dt)}
+  defp out(reply), do: reply |> unwrap!() |> wrap()
+
+  defp ref!(%Tensor{ref: r}), do: r
+  defp ref!(other), do: raise(Error.new(:invalid_argument, "expected a %Kiln.Tensor{}, got #{inspect(other)}"))
+
+  defp opt_ref(nil), do: nil
+  defp opt_ref(t), do: ref!(t)
+
+  defp shape_list!(shape) when is_tuple(shape), do: shape_list!(Tuple.to_list(shape))
+
+  defp shape_list!(shape) when is_list(shape) do
+    if Enum.all?(shape, &(is_integer(&1) and &1 >= 0)) do
+      shape
+    else
+      raise Error.new(:invalid_argument, "a shape is a tuple of non-negative integers, got #{inspect(shape)}")
+    end
+  end
+
+  defp shape_list!(shape), do: raise(Error.new(:invalid_argument, "a shape is a tuple of non-negative integers, got #{inspect(shape)}"))
+
+  defp int!(v, _what) when is_integer(v), do: v
+  defp int!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be an integer, got #{inspect(v)}"))
+
+  defp axes!(nil), do: nil
+  defp axes!(a) when is_integer(a), do: [a]
+  defp axes!(a) when is_list(a), do: Enum.map(a, &int!(&1, "an axis"))
+  defp axes!(a), do: raise(Error.new(:invalid_argument, "axes must be a list of integers, got #{inspect(a)}"))
+
+  defp float!(v, _what) when is_scalar(v), do: v
+  defp float!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be a number, got #{inspect(v)}"))
+
+  defp pair!(v, _what) when is_integer(v) and v >= 0, do: [v, v]
+  defp pair!({a, b}, what), do: pair!([a, b], what)
+  defp pair!([a, b], _what) when is_integer(a) and is_integer(b) and a >= 0 and b >= 0, do: [a, b]
+  defp pair!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be an integer or a pair {h, w}, got #{inspect(v)}"))
+
+  defp opts!(opts, defaults) when is_list(opts) do
+    case Keyword.validate(opts, defaults) do
+      {:ok, kw} -> kw
+      {:error, bad} -> raise Error.new(:invalid_argument, "unknown options #{inspect(bad)} (known: #{inspect(Keyword.keys(defaults))})")
+    end
+  end
+
+  defp opts!(opts, _), do: raise(Error.new(:invalid_argument, "options must be a keyword list, got #{inspect(opts)}"))
+
+  # ---------------------------------------------------------------------------------------------
+  # Creation, upload and readback
+
+  @doc """
+  A tensor from a number or a (nested, rectangular) list. The type defaults to `{:f, 32}` when
+  any element is a float (or `:nan`/`:infinity`/`:neg_infinity`), `{:s, 32}` otherwise.
+
+      iex> t = Kiln.tensor([[1, 2, 3], [4, 5, 6]])
+      iex> {Kiln.shape(t), Kiln.type(t)}
+      {{2, 3}, {:s, 32}}
+
+      iex> Kiln.tensor(2.5, type: {:f, 16}) |> Kiln.to_list()
+      2.5
+  """
+  @spec tensor(scalar | list | tensor, keyword) :: tensor
+  def tensor(data, opts \\ [])
+
+  def tensor(%Tensor{} = t, opts) do
+    kw = opts!(opts, type: nil)
+    if kw[:type] && normalize_type(kw[:type]) != t.type, do: cast(t, kw[:type]), else: t
+  end
+
+  def tensor(data, opts) do
+    kw = opts!(opts, type: nil)
+    {shape, flat} = flatten(data)
+    type = if kw[:type], do: normalize_type(kw[:type]), else: infer_type(flat)
+    from_flat(flat, type, shape)
+  end
+
+  defp infer_type(flat), do: if(Enum.any?(flat, &(is_float(&1) or &1 in @specials)), do: {:f, 32}, else: {:s, 32})
+
+  defp flatten(x) when is_scalar(x), do: {[], [x]}
+  defp flatten([]), do: {[0], []}
+
+  defp flatten(list) when is_list(list) do
+    parts = Enum.map(list, &flatten/1)
+    [{inner, _} | _] = parts
+
+    unless Enum.all?(parts, fn {s, _} -> s == inner end),
+      do: raise(Error.new(:shape_mismatch, "the nested list is not rectangular: #{inspect(Enum.map(parts, &elem(&1, 0)))}"))
+
+    {[length(list) | inner], Enum.flat_map(parts, &elem(&1, 1))}
+  end
+
+  defp flatten(other),
+    do: raise(Error.new(:invalid_argument, "Kiln.tensor/2 takes numbers or nested lists of numbers, got #{inspect(other)}"))
+
+  defp from_flat(flat, {:f, 16}, shape) do
+    # Rounded to f16 on the device (round to nearest even, overflow to infinity) as every
+    # other binding does.
+    from_flat(flat, {:f, 32}, shape) |> cast({:f, 16})
+  end
+
+  defp from_flat(flat, type, shape) do
+    bin = for x <- flat, into: <<>>, do: encode(x, type)
+    out(Native.from_binary(bin, native_type(type), shape))
+  end
+
+  @f32_max 3.4028235677973366e38
+  defp encode(:nan, {:f, 32}), do: <<0x7FC00000::32-little>>
+  defp encode(:infinity, {:f, 32}), do: <<0x7F800000::32-little>>
+  defp encode(:neg_infinity, {:f, 32}), do: <<0xFF800000::32-little>>
+  defp encode(x, {:f, 32}) when x >= @f32_max, do: encode(:infinity, {:f, 32})
+  defp encode(x, {:f, 32}) when x <= -@f32_max, do: encode(:neg_infinity, {:f, 32})
+  defp encode(x, {:f, 32}), do: <<x::float-32-little>>
+  defp encode(x, {:s, 32}) when is_float(x), do: encode(trunc(x), {:s, 32})
+  defp encode(x, {:s, 32}) when is_integer(x) and x >= -2_147_483_648 and x <= 2_147_483_647, do: <<x::signed-32-little>>
+  defp encode(x, {:u, 32}) when is_float(x), do: encode(trunc(x), {:u, 32})
+  defp encode(x, {:u, 32}) when is_integer(x) and x >= 0 and x <= 4_294_967_295, do: <<x::unsigned-32-little>>
+
+  defp encode(x, type),
+    do: raise(Error.new(:invalid_argument, "#{inspect(x)} does not fit in #{type_name(type)}"))
+
+  @doc """
+  A tensor from the little-endian bytes of `type` elements in row-major order. The binary's
+  size must match the shape.
+
+      iex> Kiln.from_binary(<<1::32-little, 2::32-little>>, {:u, 32}, {2}) |> Kiln.to_list()
+      [1, 2]
+
+      iex> Kiln.from_binary(<<1, 2, 3>>, {:f, 32}, {1})
+      ** (Kiln.Error) invalid_argument (1): 3 bytes given for shape [1] of f32, which needs 4
+  """
+  @spec from_binary(binary, type, tuple | list) :: tensor
+  def from_binary(binary, type, shape) when is_binary(binary) do
+    out(Native.from_binary(binary, native_type(type), shape_list!(shape)))
+  end
+
+  def from_binary(other, _type, _shape),
+    do: raise(Error.new(:invalid_argument, "from_binary/3 takes a binary, got #{inspect(other)}"))
+
+  @doc """
+  The tensor's bytes (little-endian, row-major). Waits for the GPU on a dirty scheduler.
+
+      iex> Kiln.tensor([1, 2], type: {:s, 32}) |> Kiln.to_binary()
+      <<1, 0, 0, 0, 2, 0, 0, 0>>
+  """
+  @spec to_binary(tensor) :: binary
+  def to_binary(t), do: unwrap!(Native.to_binary(ref!(t)))
+
+  @doc """
+  The values as a nested list (a number for a rank-0 tensor).
+
+      iex> Kiln.tensor([[1.5, 2.0], [3.0, 4.0]]) |> Kiln.to_list()
+      [[1.5, 2.0], [3.0, 4.0]]
+  """
+  @spec to_list(tensor) :: list | scalar
+  def to_list(%Tensor{shape: shape} = t), do: nest(to_flat_list(t), Tuple.to_list(shape))
+
+  @doc "The single value of a tensor with one element."
+  def to_number(%Tensor{} = t) do
+    case to_flat_list(t) do
+      [x] -> x
+      vals -> raise Error.new(:shape_mismatch, "to_number/1 needs one element, the tensor has #{length(vals)}")
+    end
+  end
+
+  @doc false
+  def to_flat_list(%Tensor{type: type} = t), do: decode(to_binary(t), type)
+
+  defp decode(bin, {:f, 32}), do: for(<<x::binary-4 <- bin>>, do: dec_f32(x))
+  defp decode(bin, {:f, 16}), do: for(<<x::binary-2 <- bin>>, do: dec_f16(x))
+  defp decode(bin, {:s, 32}), do: for(<<x::signed-32-little <- bin>>, do: x)
+  defp decode(bin, {:u, 32}), do: for(<<x::unsigned-32-little <- bin>>, do: x)
+
+  defp dec_f32(<<x::float-32-little>>), do: x
+  defp dec_f32(<<bits::32-little>>), do: special(Bitwise.band(bits, 0x7FFFFF), Bitwise.bsr(bits, 31))
+  defp dec_f16(<<x::float-16-little>>), do: x
+  defp dec_f16(<<bits::16-little>>), do: special(Bitwise.band(bits, 0x3FF), Bitwise.bsr(bits, 15))
+
+  defp special(0, 0), do: :infinity
+  defp special(0, 1), do: :neg_infinity
+  defp special(_, _), do: :nan
+
+  defp nest([x], []), do: x
+  defp nest(flat, [_]), do: flat
+
+  defp nest(flat, [d | rest]) do
+    inner = Enum.product(rest)
+
+    if inner == 0,
+      do: List.duplicate(nest([], rest), d),
+      else: flat |> Enum.chunk_every(inner) |> Enum.map(&nest(&1, rest))
+  end
+
+  @doc false
+  def format_number(x, _type) when is_integer(x), do: Integer.to_string(x)
+  def format_number(x, _type) when is_atom(x), do: Atom.to_string(x)
+
+  def format_number(x, {:f, bits}) do
+    # The shortest decimal that reads back as the same f32 / f16 value.
+    digits = if bits == 32, do: 0..8, else: 0..4
+
+    Enum.find_value(digits, fn d ->
+      {y, ""} = Float.parse(:erlang.float_to_binary(x, [{:scientific, d}]))
+      if same_float?(x, y, bits), do: :erlang.float_to_binary(y, [:short])
+    end) || :erlang.float_to_binary(x, [:short])
+  end
+
+  defp same_float?(x, y, 32), do: <<x::float-32>> == <<y::float-32>>
+  defp same_float?(x, y, 16), do: (try do <<x::float-16>> == <<y::float-16>> rescue _ -> false end)
+
+  @doc "The shape tuple.\n\n    iex> Kiln.shape(Kiln.tensor([[1, 2, 3]]))\n    {1, 3}\n"
+  def shape(%Tensor{shape: s}), do: s
+  @doc "The type tuple.\n\n    iex> Kiln.type(Kiln.tensor([1.0]))\n    {:f, 32}\n"
+  def type(%Tensor{type: t}), do: t
+  @doc "The number of dimensions."
+  def rank(%Tensor{shape: s}), do: tuple_size(s)
+  @doc "The number of elements."
+  def size(%Tensor{shape: s}), do: s |> Tuple.to_list() |> Enum.product()
+
+  @doc """
+  Frees the tensor's GPU memory now, instead of at garbage collection. Any later use of the
+  tensor raises `Kiln.Error` (`:invalid_argument`). Views made by `reshape/2` share the memory
+  and keep it alive. Returns `:ok`.
+
+      iex> t = Kiln.tensor([1.0, 2.0])
+      iex> Kiln.free(t)
+      :ok
+      iex> Kiln.to_list(t)
+      ** (Kiln.Error) invalid_argument (1): the tensor was freed with Kiln.free/1 and cannot be used
+  """
+  def free(t) do
+    unwrap!(Native.free(ref!(t)))
+    :ok
+  end
+
+  @doc "Zeros of `shape` (`type:` defaults to `{:f, 32}`)."
+  def zeros(shape, opts \\ []), do: creation(:zeros, shape, opts)
+  @doc "Ones of `shape` (`type:` defaults to `{:f, 32}`).\n\n    iex> Kiln.ones({2}, type: {:s, 32}) |> Kiln.to_list()\n    [1, 1]\n"
+  def ones(shape, opts \\ []), do: creation(:ones, shape, opts)
+  @doc "An uninitialised tensor of `shape` (`type:` defaults to `{:f, 32}`)."
+  def empty(shape, opts \\ []), do: creation(:empty, shape, opts)
+
+  defp creation(fun, shape, opts) do
+    kw = opts!(opts, type: {:f, 32})
+    out(apply(Native, fun, [shape_list!(shape), native_type(kw[:type])]))
+  end
+
+  @doc """
+  `shape` filled with `value` (`type:` defaults to `{:f, 32}`).
+
+      iex> Kiln.full({2, 2}, 7, type: {:s, 32}) |> Kiln.to_list()
+      [[7, 7], [7, 7]]
+  """
+  def full(shape, value, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32})
+    out(Native.full(shape_list!(shape), native_type(kw[:type]), float!(value, "the fill value")))
+  end
+
+  @doc """
+  `start, start + step, …` below `stop`, numpy's `arange`. The type defaults to `{:s, 32}` when
+  the three are integers, `{:f, 32}` otherwise.
+
+      iex> Kiln.arange(0, 5) |> Kiln.to_list()
+      [0, 1, 2, 3, 4]
+      iex> Kiln.arange(1.0, 2.0, step: 0.25) |> Kiln.to_list()
+      [1.0, 1.25, 1.5, 1.75]
+  """
+  def arange(start, stop, opts \\ []) do
+    kw = opts!(opts, step: 1, type: nil)
+    step = kw[:step]
+
+    for v <- [start, stop, step], not is_number(v),
+        do: raise(Error.new(:invalid_argument, "arange takes numbers, got #{inspect(v)}"))
+
+    type = kw[:type] || if(Enum.all?([start, stop, step], &is_integer/1), do: {:s, 32}, else: {:f, 32})
+    out(Native.arange(start / 1, stop / 1, step / 1, native_type(type)))
+  end
+
+  @doc "Overwrites every element of `t` with `value` (in place) and returns `t`."
+  def fill(t, value) do
+    unwrap!(Native.fill(ref!(t), float!(value, "the fill value")))
+    t
+  end
+
+  @doc "A new tensor with the same contents (a GPU-side copy)."
+  def copy(t), do: out(Native.copy(ref!(t)))
+
+  # ---------------------------------------------------------------------------------------------
+  # Elementwise
+
+  @unary ~w(neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu gelu_tanh silu)a
+
+  for op <- @unary do
+    @doc """
+    Elementwise `#{op}`. `#{op}` needs a float tensor#{if op in [:neg, :abs, :relu], do: " or an integer one", else: ""}.
+    """
+    def unquote(op)(t), do: out(Native.unary(unquote(Atom.to_string(op)), ref!(t)))
+  end
+
+  @doc "Applies the unary op named by `op` (one of #{inspect(@unary)})."
+  def unary(op, t) when op in @unary, do: apply(__MODULE__, op, [t])
+  def unary(op, _t), do: raise(Error.new(:invalid_argument, "unknown unary op #{inspect(op)}"))
+
+  @binary ~w(add sub mul div pow maximum minimum eq ne lt le gt ge)a
+
+  for op <- @binary do
+    cmp? = op in [:eq, :ne, :lt, :le, :gt, :ge]
+
+    @doc """
+    Elementwise `#{op}` with numpy broadcasting#{if cmp?, do: ", giving `{:u, 32}` 0/1", else: ""}.
+    Either side may be a number, which takes the tensor's type; two tensors must have the same
+    type.
+    """
+    def unquote(op)(a, b), do: binary_op(unquote(Atom.to_string(op)), a, b)
+
+    @doc "`#{op}(t, s)` with a number `s` (kiln-core's `#{op}_scalar`)."
+    def unquote(:"#{op}_scalar")(t, s) when is_scalar(s), do: binary_op(unquote(Atom.to_string(op)), t, s)
+  end
+
+  @doc "Applies the binary op named by `op` (one of #{inspect(@binary)})."
+  def binary(op, a, b) when op in @binary, do: binary_op(Atom.to_string(op), a, b)
+  def binary(op, _a, _b), do: raise(Error.new(:invalid_argument, "unknown binary op #{inspect(op)}"))
+
+  defp binary_op(op, %Tensor{} = a, %Tensor{} = b), do: out(Native.binary(op, a.ref, b.ref))
+  defp binary_op(op, %Tensor{} = a, s) when is_scalar(s), do: out(Native.binary_scalar(op, a.ref, s, false))
+  defp binary_op(op, s, %Tensor{} = b) when is_scalar(s), do: out(Native.binary_scalar(op, b.ref, s, true))
+
+  defp binary_op(op, a, b) when is_scalar(a) and is_scalar(b),
+    do: binary_op(op, tensor(a, type: infer_type([a, b])), b)
+
+  defp binary_op(op, a, b),
+    do: raise(Error.new(:invalid_argument, "#{op} takes tensors or numbers, got #{inspect(a)} and #{inspect(b)}"))
+
+  @doc """
+  `cond ? on_true : on_false` elementwise, broadcasting all three; `cond` is true where
+  non-zero. A number branch takes the other branch's type. (kiln-core's `where_`; `select/3` is
+  Nx's name.)
+
+      iex> Kiln.where(Kiln.tensor([1, 0, 2]), Kiln.tensor([1.0, 2.0, 3.0]), 0.0) |> Kiln.to_list()
+      [1.0, 0.0, 3.0]
+  """
+  def where(cond, on_true, on_false) do
+    {a, b} =
+      case {on_true, on_false} do
+        {%Tensor{} = a, s} when is_scalar(s) -> {a, tensor(s, type: a.type)}
+        {s, %Tensor{} = b} when is_scalar(s) -> {tensor(s, type: b.type), b}
+        pair -> pair
+      end
+
+    out(Native.where_(ref!(cond), ref!(a), ref!(b)))
+  end
+
+  @doc "Nx's name for `where/3`."
+  def select(cond, on_true, on_false), do: where(cond, on_true, on_false)
+
+  @doc """
+  Converts to `type` (float to integer truncates toward zero, saturating as WGSL does).
+
+      iex> Kiln.tensor([1.7, -2.7]) |> Kiln.cast({:s, 32}) |> Kiln.to_list()
+      [1, -2]
+  """
+  def cast(t, type), do: out(Native.cast(ref!(t), native_type(type)))
+  @doc "Nx's name for `cast/2`."
+  def as_type(t, type), do: cast(t, type)
+
+  # ---------------------------------------------------------------------------------------------
+  # Random
+
+  @doc """
+  Uniform numbers in `[low, high)`, counter-based: the same `seed` gives the same numbers on
+  every device. Options: `type:` (a float type, default `{:f, 32}`), `seed:` (default 0),
+  `low:` (0.0), `high:` (1.0).
+  """
+  def random_uniform(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32}, seed: 0, low: 0.0, high: 1.0)
+
+    out(
+      Native.random_uniform(shape_list!(shape), native_type(kw[:type]), seed!(kw[:seed]), float!(kw[:low], "low"), float!(kw[:high], "high"))
+    )
+  end
+
+  @doc """
+  Normal numbers (counter-based, same numbers on every device). Options: `type:` (a float
+  type, default `{:f, 32}`), `seed:` (0), `mean:` (0.0), `std:` (1.0).
+  """
+  def random_normal(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32}, seed: 0, mean: 0.0, std: 1.0)
+
+    out(
+      Native.random_normal(shape_list!(shape), native_type(kw[:type]), seed!(kw[:seed]), float!(kw[:mean], "mean"), float!(kw[:std], "std"))
+    )
+  end
+
+  defp seed!(s) when is_integer(s) and s >= 0 and s < 0x10000000000000000, do: s
+  defp seed!(s), do: raise(Error.new(:invalid_argument, "a seed is an integer in 0..2^64-1, got #{inspect(s)}"))
+
+  # ---------------------------------------------------------------------------------------------
+  # Matmul
+
+  @doc """
+  numpy matmul: 1-D operands are promoted, batch dimensions broadcast.
+
+      iex> Kiln.matmul(Kiln.tensor([[1.0, 2.0], [3.0, 4.0]]), Kiln.tensor([[1.0, 2.0], [3.0, 4.0]])) |> Kiln.to_list()
+      [[7.0, 10.0], [15.0, 22.0]]
+  """
+  def matmul(a, b), do: out(Native.matmul(ref!(a), ref!(b)))
+
+  # ---------------------------------------------------------------------------------------------
+  # Reductions
+
+  for op <- [:sum, :mean, :max, :min] do
+    @doc """
+    `#{op}` over `axes:` (a list of axes, negative from the end; default all), keeping the
+    reduced axes as size 1 with `keep_axes: true`.
+    """
+    def unquote(op)(t, opts \\ []) do
+      kw = opts!(opts, axes: nil, keep_axes: false)
+      out(Native.reduce(unquote(Atom.to_string(op)), ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true))
+    end
+  end
+
+  @doc "Variance over `axes:` with `ddof:` (default 0) and `keep_axes:`."
+  def var(t, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false, ddof: 0)
+    ddof = kw[:ddof]
+    unless is_integer(ddof) and ddof >= 0, do: raise(Error.new(:invalid_argument, "ddof must be a non-negative integer"))
+    out(Native.var(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, ddof))
+  end
+
+  @doc "Nx's name for `var/2`."
+  def variance(t, opts \\ []), do: var(t, opts)
+
+  for op <- [:argmax, :argmin] do
+    @doc """
+    Index (`{:u, 32}`) of the #{if op == :argmax, do: "largest", else: "smallest"} value along
+    `axis:` (default: the flattened tensor), keeping it as size 1 with `keep_axis: true`.
+    """
+    def unquote(op)(t, opts \\ []) do
+      kw = opts!(opts, axis: nil, keep_axis: false)
+      axis = if kw[:axis] == nil, do: nil, else: int!(kw[:axis], "axis")
+      out(Native.arg_reduce(unquote(Atom.to_string(op)), ref!(t), axis, kw[:keep_axis] == true))
+    end
+  end
+
+  # ---------------------------------------------------------------------------------------------
+  # Normalisation
+
+  @doc "Softmax along `axis:` (default -1)."
+  def softmax(t, opts \\ []) do
+    kw = opts!(opts, axis: -1)
+    out(Native.softmax(ref!(t), int!(kw[:axis], "axis")))
+  end
+
+  @doc "Log-softmax along `axis:` (default -1)."
+  def log_softmax(t, opts \\ []) do
+    kw = opts!(opts, axis: -1)
+    out(Native.log_softmax(ref!(t), int!(kw[:axis], "axis")))
+  end
+
+  @doc "Layer norm over the last axis, with optional `weight:` and `bias:` tensors and `eps:` (1.0e-5)."
+  def layer_norm(t, opts \\ []) do
+    kw = opts!(opts, weight: nil, bias: nil, eps: 1.0e-5)
+    out(Native.layer_norm(ref!(t), opt_ref(kw[:weight]), opt_ref(kw[:bias]), float!(kw[:eps], "eps")))
+  end
+
+  @doc "RMS norm over the last axis, with an optional `weight:` tensor and `eps:` (1.0e-6)."
+  def rms_norm(t, opts \\ []) do
+    kw = opts!(opts, weight: nil, eps: 1.0e-6)
+    out(Native.rms_norm(ref!(t), opt_ref(kw[:weight]), float!(kw[:eps], "eps")))
+  end
+
+  @doc "Inference batch norm: `x` is `[N, C, ...]`, `mean` and `var` are `[C]`; optional `weight:`, `bias:`, `eps:` (1.0e-5)."
+  def batch_norm(t, mean, var, opts \\ []) do
+    kw = opts!(opts, weight: nil, bias: nil, eps: 1.0e-5)
+    out(Native.batch_norm(ref!(t), ref!(mean), ref!(var), opt_ref(kw[:weight]), opt_ref(kw[:bias]), float!(kw[:eps], "eps")))
+  end
+
+  # ---------------------------------------------------------------------------------------------
+  # Convolution and pooling (NCHW)
+
+  @doc """
+  2-D convolution, NCHW; `w` is `[O, C/groups, KH, KW]`. Options: `bias:` (a `[O]` tensor),
+  `stride:`, `padding:`, `dilation:` (an integer or `{h, w}`; defaults 1, 0, 1), `groups:` (1).
+  """
+  def conv2d(x, w, opts \\ []) do
+    kw = opts!(opts, bias: nil, stride: 1, padding: 0, dilation: 1, groups: 1)
+
+    out(
+      Native.conv2d(ref!(x), ref!(w), opt_ref(kw[:bias]), pair!(kw[:stride], "stride"), pair!(kw[:padding], "padding"),
+        pair!(kw[:dilation], "dilation"), int!(kw[:groups], "groups"))
+    )
+  end
+
+  @doc "2-D max pooling, NCHW: `kernel` and the options `stride:` (default `kernel`), `padding:` (0)."
+  def max_pool2d(x, kernel, opts \\ []), do: pool(:max_pool2d, x, kernel, opts)
+
+  @doc "2-D average pooling, NCHW (padding counts in the average, as PyTorch's default)."
+  def avg_pool2d(x, kernel, opts \\ []), do: pool(:avg_pool2d, x, kernel, opts)
+
+  defp pool(fun, x, kernel, opts) do
+    kw = opts!(opts, stride: nil, padding: 0)
+    k = pair!(kernel, "kernel")
+    out(apply(Native, fun, [ref!(x), k, pair!(kw[:stride] || k, "stride"), pair!(kw[:padding], "padding")]))
+  end
+
+  # ---------------------------------------------------------------------------------------------
+  # Movement
+
+  @doc """
+  Same data, new shape (no copy). One dimension may be `:auto` (or -1).
+
+      iex> Kiln.arange(0, 6) |> Kiln.reshape({2, :auto}) |> Kiln.to_list()
+      [[0, 1, 2], [3, 4, 5]]
+  """
+  def reshape(t, shape) do
+    dims = if is_tuple(shape), do: Tuple.to_list(shape), else: shape
+
+    unless is_list(dims), do: raise(Error.new(:invalid_argument, "reshape takes a shape tuple, got #{inspect(shape)}"))
+
+    dims = Enum.map(dims, fn :auto -> -1; d -> int!(d, "a dimension") end)
+    out(Native.reshape(ref!(t), dims))
+  end
+
+  @doc "Reorders the axes: `permute(t, [1, 0])` is a 2-D transpose."
+  def permute(t, axes) when is_list(axes), do: out(Native.permute(ref!(t), axes!(axes)))
+  def permute(t, axes) when is_tuple(axes), do: permute(t, Tuple.to_list(axes))
+
+  @doc "Swaps axes `a0` and `a1` (defaults: the last two)."
+  def transpose(t, a0 \\ -2, a1 \\ -1), do: out(Native.transpose(ref!(t), int!(a0, "axis"), int!(a1, "axis")))
+
+  @doc "Joins tensors along `axis:` (default 0)."
+  def concat(tensors, opts \\ []) when is_list(tensors) do
+    kw = opts!(opts, axis: 0)
+    out(Native.concat(Enum.map(tensors, &ref!/1), int!(kw[:axis], "axis")))
+  end
+
+  @doc "Nx's name for `concat/2`."
+  def concatenate(tensors, opts \\ []), do: concat(tensors, opts)
+
+  @doc """
+  `t[start:stop:step]` along `axis`, numpy's clamping of `start` and `stop` (negative from the
+  end); `step >= 1`.
+  """
+  def slice(t, axis, start, stop, step \\ 1),
+    do: out(Native.slice(ref!(t), int!(axis, "axis"), int!(start, "start"), int!(stop, "stop"), int!(step, "step")))
+
+  @doc "numpy `take`: picks `indices` (a 1-D `{:s, 32}` or `{:u, 32}` tensor) along `axis`."
+  def index_select(t, axis, indices), do: out(Native.index_select(ref!(t), int!(axis, "axis"), ref!(indices)))
+
+  @doc "torch.gather: `index` has `t`'s rank; `out[i][j] = t[index[i][j]][j]` for axis 0."
+  def gather(t, axis, index), do: out(Native.gather(ref!(t), int!(axis, "axis"), ref!(index)))
+
+  # ---------------------------------------------------------------------------------------------
+  # Neural-network ops
+
+  @doc "Rows of `weight` (`[V, D]`) picked by `ids` (any shape, integer type): `[..ids, D]`."
+  def embedding(weight, ids), do: out(Native.embedding(ref!(weight), ref!(ids)))
+
+  @doc "Rotary position embedding over `x` `[..., L, D]` (rotate-half pairs); `pos_offset:` (0), `base:` (10000.0)."
+  def rope(x, opts \\ []) do
+    kw = opts!(opts, pos_offset: 0, base: 10_000.0)
+    off = kw[:pos_offset]
+    unless is_integer(off) and off >= 0, do: raise(Error.new(:invalid_argument, "pos_offset must be a non-negative integer"))
+    out(Native.rope(ref!(x), off, float!(kw[:base], "base")))
+  end
+
+  @doc """
+  Scaled dot-product attention: `q [..., Lq, D]`, `k [..., Lk, D]`, `v [..., Lk, Dv]`. Options:
+  `causal:` (false; masks key j > query i), `scale:` (default `1/sqrt(D)`).
+  """
+  def attention(q, k, v, opts \\ []) do
+    kw = opts!(opts, causal: false, scale: nil)
+    scale = if kw[:scale] == nil, do: nil, else: float!(kw[:scale], "scale")
+    out(Native.attention(ref!(q), ref!(k), ref!(v), kw[:causal] == true, scale))
+  end
+
+  # ---------------------------------------------------------------------------------------------
+  # Runtime
+
+  @doc """
+  The GPU adapters, best first, the default one marked `chosen: true`:
+  `{:ok, [map]} | {:error, %Kiln.Error{}}`.
+  """
+  def devices do
+    case Native.devices() do
+      {:ok, list} -> {:ok, list}
+      {:error, e} -> {:error, Error.from_native(e)}
+    end
+  end
+
+  @doc "Like `devices/0`, raising `Kiln.Error`."
+  def devices! do
+    case devices() do
+      {:ok, list} -> list
+      {:error, e} -> raise e
+    end
+  end
+
+  @doc "Waits until all queued GPU work is done."
+  def synchronize, do: unwrap!(Native.synchronize())
+
+  @doc "Memory counters of the default device (bytes allocated, in use, peak, pooled; live buffers)."
+  def memory_stats, do: unwrap!(Native.memory_stats())
+
+  @doc "Gives the pooled GPU buffers back to the driver."
+  def empty_cache, do: unwrap!(Native.empty_cache())
+
+  @doc "Whether the default device supports `{:f, 16}`."
+  def f16_supported?, do: unwrap!(Native.has_f16())
+end

@@ -1,0 +1,167 @@
+defmodule Kiln.Native do
+  @moduledoc false
+  # The NIF boundary. Every function here is replaced by the Rust one from priv/kiln_nif.so
+  # (nif-elixir/native). Before loading, the library is checked for the hash of the sources this
+  # module was compiled against, so a stale build is refused with a clear message instead of
+  # being called with the wrong conventions.
+
+  @on_load :__load__
+
+  @src_dir Path.expand("../../native/src", __DIR__)
+  @sources @src_dir |> Path.join("*.rs") |> Path.wildcard() |> Enum.sort()
+  for f <- @sources, do: @external_resource(f)
+
+  fnv = fn bytes, h ->
+    for <<b <- bytes>>, reduce: h do
+      h -> Bitwise.band(Bitwise.bxor(h, b) * 0x100000001B3, 0xFFFFFFFFFFFFFFFF)
+    end
+  end
+
+  @source_hash (for f <- @sources, reduce: 0xCBF29CE484222325 do
+                  h ->
+                    h = fnv.(Path.basename(f), h)
+                    h = fnv.(<<0>>, h)
+                    h = fnv.(File.read!(f), h)
+                    fnv.(<<0>>, h)
+                end)
+               |> Integer.to_string(16)
+               |> String.downcase()
+               |> String.pad_leading(16, "0")
+
+  @marker "kiln-nif-source-hash:" <> @source_hash
+  @src_priv Path.expand("../../priv", __DIR__)
+  @build_cmd "make elixir-nif (from the repository root) or `mix compile` in nif-elixir/"
+
+  @doc false
+  def source_hash_expected, do: @source_hash
+
+  @doc false
+  def library_path do
+    dir =
+      case :code.priv_dir(:kiln) do
+        {:error, _} -> @src_priv
+        d -> List.to_string(d)
+      end
+
+    Path.join(dir, "kiln_nif.so")
+  end
+
+  @doc false
+  def __load__ do
+    path = library_path()
+
+    status =
+      case File.read(path) do
+        {:error, :enoent} ->
+          {:error, "the Kiln NIF is missing: #{path} does not exist. Build it with #{@build_cmd}"}
+
+        {:error, reason} ->
+          {:error, "cannot read the Kiln NIF #{path}: #{:file.format_error(reason)}"}
+
+        {:ok, bytes} ->
+          if :binary.match(bytes, @marker) == :nomatch do
+            {:error,
+             "the Kiln NIF at #{path} is stale (built from other sources than lib/kiln/native.ex " <>
+               "was compiled against). Rebuild it with #{@build_cmd}"}
+          else
+            case :erlang.load_nif(String.to_charlist(Path.rootname(path)), 0) do
+              :ok -> :ok
+              {:error, {reason, text}} -> {:error, "cannot load the Kiln NIF #{path}: #{reason}: #{text}. Rebuild it with #{@build_cmd}"}
+            end
+          end
+      end
+
+    :persistent_term.put({__MODULE__, :status}, status)
+    # Always :ok: a missing NIF must give a clear Kiln.Error at the first call, not an
+    # UndefinedFunctionError from a module that failed to load.
+    :ok
+  end
+
+  @doc false
+  def status, do: :persistent_term.get({__MODULE__, :status}, {:error, "the Kiln NIF was never loaded"})
+
+  @doc false
+  def not_loaded(name) do
+    message =
+      case status() do
+        :ok -> "#{name} is not implemented by this build of the Kiln NIF. Rebuild it with #{@build_cmd}"
+        {:error, msg} -> msg
+      end
+
+    {code, status} = if status() == :ok, do: {:unsupported, 11}, else: {:nif_not_loaded, 13}
+    raise Kiln.Error, code: code, status: status, message: message
+  end
+
+  @nifs [
+    source_hash: 0,
+    from_binary: 3,
+    to_binary: 1,
+    free: 1,
+    is_freed: 1,
+    # creation
+    zeros: 2,
+    ones: 2,
+    full: 3,
+    arange: 4,
+    empty: 2,
+    fill: 2,
+    copy: 1,
+    # elementwise
+    unary: 2,
+    binary: 3,
+    binary_scalar: 4,
+    where_: 3,
+    cast: 2,
+    # kernels and runtime
+    kernel_compile: 2,
+    kernel_dispatch: 4,
+    devices: 0,
+    synchronize: 0,
+    memory_stats: 0,
+    empty_cache: 0,
+    has_f16: 0,
+    # random
+    random_uniform: 5,
+    random_normal: 5,
+    # matmul
+    matmul: 2,
+    # reduce
+    reduce: 4,
+    var: 4,
+    arg_reduce: 4,
+    # norm
+    softmax: 2,
+    log_softmax: 2,
+    layer_norm: 4,
+    rms_norm: 3,
+    batch_norm: 6,
+    # conv / pool
+    conv2d: 7,
+    max_pool2d: 4,
+    avg_pool2d: 4,
+    # movement
+    reshape: 2,
+    permute: 2,
+    transpose: 3,
+    concat: 2,
+    slice: 5,
+    index_select: 3,
+    gather: 3,
+    # nn
+    embedding: 2,
+    rope: 3,
+    attention: 5
+  ]
+
+  @doc false
+  def nifs, do: @nifs
+
+  for {name, arity} <- @nifs do
+    args = Macro.generate_arguments(arity, __MODULE__)
+    # The arguments are unused until the NIF replaces this body.
+    def unquote(name)(unquote_splicing(args)) do
+      _ = {unquote_splicing(args)}
+      not_loaded(unquote(name))
+    end
+  end
+end

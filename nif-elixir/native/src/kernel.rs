@@ -1,0 +1,167 @@
+//! Custom WGSL kernels and the runtime: compile, dispatch, devices, synchronize, memory stats.
+
+use crate::{guard, Reply, TRef};
+use kiln_core::{Error, Kernel};
+use rustler::{NifMap, ResourceArc};
+
+pub struct KernelRes(Kernel);
+
+// The kernel is immutable after compilation; a panic cannot leave it half-updated.
+impl std::panic::RefUnwindSafe for KernelRes {}
+
+#[rustler::resource_impl]
+impl rustler::Resource for KernelRes {}
+
+#[derive(NifMap)]
+pub struct Binding {
+    binding: u32,
+    name: String,
+    dtype: Option<String>,
+    min_bytes: u64,
+    writable: bool,
+}
+
+#[derive(NifMap)]
+pub struct KernelInfo {
+    entry: String,
+    workgroup_size: (u32, u32, u32),
+    bindings: Vec<Binding>,
+    uniform_bytes: Option<u64>,
+}
+
+/// naga parse + validation + pipeline compile: CPU work, so a dirty CPU scheduler.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn kernel_compile(source: String, entry: String) -> Reply<(ResourceArc<KernelRes>, KernelInfo)> {
+    guard(|| {
+        let k = Kernel::new(&source, &entry)?;
+        let [x, y, z] = k.workgroup_size();
+        let info = KernelInfo {
+            entry: k.entry().to_string(),
+            workgroup_size: (x, y, z),
+            bindings: k
+                .storage_bindings()
+                .iter()
+                .map(|b| Binding {
+                    binding: b.binding,
+                    name: b.name.clone(),
+                    dtype: b.dtype.map(|d| d.name().to_string()),
+                    min_bytes: b.min_bytes,
+                    writable: b.writable,
+                })
+                .collect(),
+            uniform_bytes: k.uniform_binding().map(|u| u.min_bytes),
+        };
+        Ok((ResourceArc::new(KernelRes(k)), info))
+    })
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn kernel_dispatch(
+    k: ResourceArc<KernelRes>,
+    tensors: Vec<TRef>,
+    workgroups: (u32, u32, u32),
+    uniforms: rustler::Binary,
+) -> Reply<()> {
+    guard(|| {
+        let ts = tensors.iter().map(|t| t.get()).collect::<kiln_core::Result<Vec<_>>>()?;
+        let refs: Vec<&kiln_core::Tensor> = ts.iter().collect();
+        let u = if uniforms.is_empty() { None } else { Some(uniforms.as_slice()) };
+        k.0.dispatch(&refs, u, [workgroups.0, workgroups.1, workgroups.2])
+    })
+}
+
+#[derive(NifMap)]
+pub struct DeviceInfo {
+    index: usize,
+    name: String,
+    vendor: u32,
+    device_id: u32,
+    device_type: String,
+    backend: String,
+    driver: String,
+    driver_info: String,
+    max_buffer_size: u64,
+    max_storage_buffer_binding_size: u64,
+    max_compute_workgroups_per_dimension: u32,
+    max_compute_invocations_per_workgroup: u32,
+    max_compute_workgroup_storage_size: u32,
+    shader_f16: bool,
+    timestamp_query: bool,
+    subgroups: bool,
+    chosen: bool,
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn devices() -> Reply<Vec<DeviceInfo>> {
+    guard(|| {
+        let list = kiln_core::adapters();
+        if list.is_empty() {
+            // Asking for the device gives core's NO_ADAPTER error with its install hint.
+            kiln_core::device()?;
+            return Err(Error::NoAdapter("no GPU adapter found".into()));
+        }
+        Ok(list
+            .into_iter()
+            .map(|a| DeviceInfo {
+                index: a.index,
+                name: a.name,
+                vendor: a.vendor,
+                device_id: a.device_id,
+                device_type: a.device_type,
+                backend: a.backend,
+                driver: a.driver,
+                driver_info: a.driver_info,
+                max_buffer_size: a.max_buffer_size,
+                max_storage_buffer_binding_size: a.max_storage_buffer_binding_size,
+                max_compute_workgroups_per_dimension: a.max_compute_workgroups_per_dimension,
+                max_compute_invocations_per_workgroup: a.max_compute_invocations_per_workgroup,
+                max_compute_workgroup_storage_size: a.max_compute_workgroup_storage_size,
+                shader_f16: a.shader_f16,
+                timestamp_query: a.timestamp_query,
+                subgroups: a.subgroups,
+                chosen: a.chosen,
+            })
+            .collect())
+    })
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn synchronize() -> Reply<()> {
+    guard(kiln_core::synchronize)
+}
+
+#[derive(NifMap)]
+pub struct MemStats {
+    allocated_bytes: u64,
+    in_use_bytes: u64,
+    peak_bytes: u64,
+    live_buffers: u64,
+    pooled_bytes: u64,
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn memory_stats() -> Reply<MemStats> {
+    guard(|| {
+        let s = kiln_core::device()?.memory_stats();
+        Ok(MemStats {
+            allocated_bytes: s.allocated_bytes,
+            in_use_bytes: s.in_use_bytes,
+            peak_bytes: s.peak_bytes,
+            live_buffers: s.live_buffers,
+            pooled_bytes: s.pooled_bytes,
+        })
+    })
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn empty_cache() -> Reply<()> {
+    guard(|| {
+        kiln_core::device()?.empty_cache();
+        Ok(())
+    })
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn has_f16() -> Reply<bool> {
+    guard(|| Ok(kiln_core::device()?.has_f16()))
+}
