@@ -2,6 +2,7 @@
 //! benchmark the op library.
 
 mod bench;
+mod conformance;
 mod demo;
 mod npy;
 mod run;
@@ -26,6 +27,8 @@ enum Command {
     Run(run::Args),
     /// Time the op library at realistic sizes (GB/s, TFLOP/s).
     Bench(bench::Args),
+    /// Run the cross-language conformance vectors (tests/conformance) through kiln-core.
+    Conformance(conformance::Args),
 }
 
 fn devices() -> anyhow::Result<()> {
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::main(args),
         Command::Run(args) => run::main(args),
         Command::Bench(args) => bench::main(args),
+        Command::Conformance(args) => conformance::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

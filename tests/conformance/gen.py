@@ -1,0 +1,696 @@
+#!/usr/bin/env python3
+"""Writes the cross-language conformance vectors: for every op of kiln_core::ops::OP_NAMES (and
+custom kernels) at least three cases (typical, edge, larger than a workgroup), each with its
+inputs and the expected output computed here with numpy in float64 (never through Kiln) and
+rounded to the output dtype, plus a tolerance.
+
+    gen.py --out tests/conformance/out [--seed N]
+
+Writes OUT/manifest.json (the canonical manifest), OUT/manifest.txt (the same cases in a
+line format for the C, Elixir and Julia runners; see FORMAT.md) and OUT/data/*.bin (raw
+little-endian tensors) and OUT/data/*.wgsl (custom kernel sources).
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32}
+LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}
+
+
+def op_names():
+    """kiln_core::ops::OP_NAMES, read from core/src/ops/mod.rs (the single source of truth)."""
+    src = open(os.path.join(ROOT, "core", "src", "ops", "mod.rs")).read()
+    m = re.search(r"pub const OP_NAMES: &\[&str\] = &\[(.*?)\];", src, re.S)
+    if not m:
+        sys.exit("gen.py: OP_NAMES not found in core/src/ops/mod.rs")
+    body = re.sub(r"//[^\n]*", "", m.group(1))
+    return re.findall(r'"([a-z0-9_]+)"', body)
+
+
+# ---------------------------------------------------------------------------------------------
+# The independent reference for the Philox random generator (Random123 philox4x32_R(10)).
+
+M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+W0, W1 = 0x9E3779B9, 0xBB67AE85
+MASK = np.uint64(0xFFFFFFFF)
+
+
+def philox_stream(seed, n):
+    """Words 0..n-1 of the stream: element e is word e % 4 of the block for counter (e/4,0,0,0)."""
+    blocks = (n + 3) // 4
+    c0 = np.arange(blocks, dtype=np.uint64)
+    c1 = np.zeros(blocks, np.uint64)
+    c2 = np.zeros(blocks, np.uint64)
+    c3 = np.zeros(blocks, np.uint64)
+    k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+    for _ in range(10):
+        p0 = M0 * c0
+        p1 = M1 * c2
+        h0, l0 = p0 >> np.uint64(32), p0 & MASK
+        h1, l1 = p1 >> np.uint64(32), p1 & MASK
+        c0, c1, c2, c3 = h1 ^ c1 ^ np.uint64(k0), l1, h0 ^ c3 ^ np.uint64(k1), l0
+        k0, k1 = (k0 + W0) & 0xFFFFFFFF, (k1 + W1) & 0xFFFFFFFF
+    words = np.stack([c0, c1, c2, c3], axis=1).reshape(-1)[:n]
+    return words.astype(np.uint32)
+
+
+def _philox_kat():
+    """Random123 kat_vectors for philox4x32 10 (counter 0, key 0)."""
+    w = philox_stream(0, 4)
+    assert [int(v) for v in w] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8], [hex(v) for v in w]
+
+
+def uniform_ref(n, dtype, seed, low, high):
+    lo = np.float32(low)
+    span = np.float32(high - low)
+    if dtype == "f16":
+        h = np.float16(high)
+        cap = np.nextafter(h, np.float16(-np.inf)) if float(h) >= high else h
+        cap = np.float32(cap)
+    else:
+        h = np.float32(high)
+        cap = np.nextafter(h, np.float32(-np.inf)) if float(h) >= high else h
+    cap = max(np.float32(cap), lo)
+    w = philox_stream(seed, n)
+    u = ((w >> np.uint32(8)).astype(np.float64) / float(1 << 24)).astype(np.float32)
+    # v = min(f32(span * u) + low, cap): multiply and add rounded separately, in float32
+    # (core keeps them unfused so that every device gives the same bits).
+    t = (np.float32(span) * u).astype(np.float32)
+    v = np.minimum((t + np.float32(lo)).astype(np.float32), np.float32(cap))
+    return v.astype(NP[dtype])
+
+
+def normal_ref(n, dtype, seed, mean, std):
+    m = n + (n % 2)
+    w = philox_stream(seed, m).astype(np.float64)
+    w0, w1 = w[0::2], w[1::2]
+    u1 = (np.floor(w0 / 256.0) + 1.0) / float(1 << 24)
+    th = 2.0 * math.pi * (np.floor(w1 / 256.0) / float(1 << 24) - 0.5)
+    r = np.sqrt(-2.0 * np.log(u1))
+    z = np.stack([r * np.cos(th), r * np.sin(th)], axis=1).reshape(-1)[:n]
+    mf, sf = float(np.float32(mean)), float(np.float32(std))
+    return mf + sf * z
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy references (float64) for the rest of the op set.
+
+def erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x) if x.size else x.astype(np.float64)
+
+
+UNARY = {
+    "neg": lambda x: -x,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "relu": lambda x: np.maximum(x, 0),
+    "gelu": lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+}
+# Input ranges where each unary op is well defined.
+UNARY_RANGE = {"log": (0.05, 6.0), "sqrt": (0.0, 9.0), "rsqrt": (0.05, 9.0), "exp": (-6.0, 6.0)}
+
+BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "eq": lambda a, b: (a == b).astype(np.float64),
+    "ne": lambda a, b: (a != b).astype(np.float64),
+    "lt": lambda a, b: (a < b).astype(np.float64),
+    "le": lambda a, b: (a <= b).astype(np.float64),
+    "gt": lambda a, b: (a > b).astype(np.float64),
+    "ge": lambda a, b: (a >= b).astype(np.float64),
+}
+COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+
+def conv2d_ref(x, w, b, stride, padding, dilation, groups):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    sh, sw = stride
+    ph, pw = padding
+    dh, dw = dilation
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    out = np.zeros((n, o, max(oh, 0), max(ow, 0)))
+    og = o // groups
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+                wt = w[g * og:(g + 1) * og, :, i, j]  # [og, cg]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, wt)
+    if b is not None:
+        out += b[None, :, None, None]
+    return out
+
+
+def pool_ref(x, kernel, stride, padding, kind):
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    ph, pw = padding
+    oh = (h + 2 * ph - kh) // sh + 1
+    ow = (w + 2 * pw - kw) // sw + 1
+    fillv = -np.inf if kind == "max" else 0.0
+    xp = np.full((n, c, h + 2 * ph, w + 2 * pw), fillv)
+    xp[:, :, ph:ph + h, pw:pw + w] = x
+    wins = np.stack([xp[:, :, i: i + sh * (oh - 1) + 1: sh, j: j + sw * (ow - 1) + 1: sw] for i in range(kh) for j in range(kw)])
+    return wins.max(axis=0) if kind == "max" else wins.sum(axis=0) / (kh * kw)
+
+
+def softmax_ref(x, axis):
+    m = x.max(axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def rope_ref(x, pos_offset, base):
+    L, D = x.shape[-2], x.shape[-1]
+    h = D // 2
+    out = x.copy()
+    if h == 0 or L == 0:
+        return out
+    pos = (pos_offset + np.arange(L, dtype=np.float64))[:, None]
+    theta = pos * np.power(float(base), -2.0 * np.arange(h, dtype=np.float64) / D)[None, :]
+    s, c = np.sin(theta), np.cos(theta)
+    x0, x1 = x[..., :h], x[..., h:2 * h]
+    out[..., :h] = x0 * c - x1 * s
+    out[..., h:2 * h] = x1 * c + x0 * s
+    return out
+
+
+def attention_ref(q, k, v, causal, scale):
+    d = q.shape[-1]
+    sc = (1.0 / math.sqrt(d)) if scale is None else float(np.float32(scale))
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * sc
+    if causal:
+        lq, lk = s.shape[-2], s.shape[-1]
+        mask = np.arange(lk)[None, :] > np.arange(lq)[:, None]
+        s = np.where(mask, -np.inf, s)
+    return np.matmul(softmax_ref(s, -1), v)
+
+
+def gather_ref(x, axis, index):
+    ax = axis % x.ndim
+    idx = list(np.indices(index.shape, sparse=True))
+    idx[ax] = index.astype(np.int64)
+    return x[tuple(idx)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Case building
+
+class Gen:
+    def __init__(self, out, seed):
+        self.out = out
+        self.rng = np.random.default_rng(seed)
+        self.cases = []
+        self.data = os.path.join(out, "data")
+
+    def rand(self, shape, dtype="f32", lo=-2.0, hi=2.0):
+        if dtype in ("i32", "u32"):
+            return self.rng.integers(int(lo), int(hi) + 1, size=shape).astype(NP[dtype])
+        return self.rng.uniform(lo, hi, size=shape).astype(NP[dtype])
+
+    def write(self, name, arr, dtype):
+        path = os.path.join(self.data, name)
+        np.ascontiguousarray(arr, dtype=LE[dtype]).tofile(path)
+        return "data/" + name
+
+    def case(self, cid, op, params, inputs, expected, out_dtype, tol):
+        """inputs: list of (name, array, dtype); expected: float64 values (rounded here)."""
+        assert all(c["id"] != cid for c in self.cases), cid
+        ins = []
+        for name, arr, dt in inputs:
+            arr = np.asarray(arr)
+            ins.append({"name": name, "dtype": dt, "shape": list(arr.shape), "file": self.write(f"{cid}.{name}.bin", arr, dt)})
+        exp = np.asarray(expected)
+        if out_dtype in ("i32", "u32"):
+            e = exp.astype(NP[out_dtype])
+        else:
+            e = exp.astype(np.float64).astype(NP[out_dtype])
+        atol, rtol = tol
+        self.cases.append({
+            "id": cid,
+            "op": op,
+            "params": params,
+            "inputs": ins,
+            "expected": {"dtype": out_dtype, "shape": list(e.shape), "file": self.write(f"{cid}.expected.bin", e, out_dtype)},
+            "atol": float(atol),
+            "rtol": float(rtol),
+        })
+
+
+def ftol(dt, scale=1.0):
+    return (1e-5 * scale, 1e-5 * scale) if dt == "f32" else ((0.0, 0.0) if dt in ("i32", "u32") else (2e-3 * scale, 2e-3 * scale))
+
+
+def f64(a):
+    return np.asarray(a).astype(np.float64)
+
+
+def build(g):
+    # ---- creation
+    for cid, shape, dt in [("typical", [3, 5], "f32"), ("edge_empty", [0, 4], "f32"), ("large_i32", [1031], "i32"), ("edge_f16", [7], "f16")]:
+        g.case(f"zeros.{cid}", "zeros", {"shape": shape, "dtype": dt}, [], np.zeros(shape), dt, (0, 0))
+        g.case(f"ones.{cid}", "ones", {"shape": shape, "dtype": dt}, [], np.ones(shape), dt, (0, 0))
+    for cid, shape, dt, v in [("typical", [4, 6], "f32", 2.5), ("edge_scalar", [], "f32", -1.25), ("large_u32", [3, 1, 257], "u32", 7.0),
+                              ("edge_f16", [13], "f16", 0.333), ("neg_i32", [5], "i32", -3.0)]:
+        g.case(f"full.{cid}", "full", {"shape": shape, "dtype": dt, "value": v}, [], np.full(shape, v), dt, ftol(dt) if dt == "f16" else (0, 0))
+    for cid, (a, b, s, dt) in {"typical": (0.0, 10.0, 1.0, "f32"), "edge_empty": (5.0, 5.0, 1.0, "f32"), "neg_step_i32": (10.0, -7.0, -3.0, "i32"),
+                               "large": (-3.0, 600.0, 0.5, "f32"), "f16": (0.0, 2.0, 0.125, "f16"), "u32": (2.0, 1031.0, 1.0, "u32")}.items():
+        n = max(int(math.ceil((b - a) / s)), 0)
+        want = a + np.arange(n, dtype=np.float64) * s
+        g.case(f"arange.{cid}", "arange", {"start": a, "stop": b, "step": s, "dtype": dt}, [], want, dt, ftol(dt))
+
+    # ---- random (counter-based: expected values from the numpy Philox above)
+    for cid, shape, dt, seed, lo, hi in [("typical", [4, 8], "f32", 42, 0.0, 1.0), ("edge_one", [1], "f32", 0, -3.0, 5.5),
+                                          ("large_prime", [1031], "f32", (1 << 40) + 7, -1.0, 1.0), ("edge_f16", [3, 7], "f16", 7, 2.0, 3.0),
+                                          ("edge_empty", [0], "f32", 1, 0.0, 1.0), ("narrow", [2, 129], "f32", 123456789, 1e-3, 2e-3)]:
+        n = int(np.prod(shape))
+        want = uniform_ref(n, dt, seed, lo, hi).reshape(shape)
+        tol = (0.0, 0.0) if dt == "f32" else ftol(dt)  # f32 is bit-exact
+        g.case(f"random_uniform.{cid}", "random_uniform", {"shape": shape, "dtype": dt, "seed": seed, "low": lo, "high": hi}, [], f64(want), dt, tol)
+    for cid, shape, dt, seed, m, s in [("typical", [4, 8], "f32", 42, 0.0, 1.0), ("edge_odd", [7], "f32", 3, 2.0, 0.5),
+                                        ("large", [3, 345], "f32", (1 << 33) + 1, -1.0, 3.0), ("edge_f16", [2, 5], "f16", 9, 0.0, 1.0),
+                                        ("edge_empty", [2, 0], "f32", 5, 0.0, 1.0)]:
+        n = int(np.prod(shape))
+        want = normal_ref(n, dt, seed, m, s).reshape(shape)
+        tol = (2e-5 * (s + 1.0), 1e-5) if dt == "f32" else (2e-3 * (s + 1.0), 2e-3)
+        g.case(f"random_normal.{cid}", "random_normal", {"shape": shape, "dtype": dt, "seed": seed, "mean": m, "std": s}, [], want, dt, tol)
+
+    # ---- unary
+    for op, f in UNARY.items():
+        lo, hi = UNARY_RANGE.get(op, (-3.0, 3.0))
+        for cid, shape, dt in [("typical", [6, 7], "f32"), ("edge_empty", [0], "f32"), ("edge_one", [1], "f32"),
+                               ("large_prime", [3, 1, 257], "f32"), ("edge_f16", [13, 17], "f16")]:
+            x = g.rand(shape, dt, lo, hi)
+            sc = 4.0 if op in ("gelu", "gelu_tanh", "tanh", "exp", "sigmoid", "silu", "sin", "cos") else 1.0
+            atol, rtol = ftol(dt, sc)
+            if op == "exp":
+                rtol = max(rtol, 2e-5 if dt == "f32" else 2e-3)
+            g.case(f"{op}.{cid}", op, {}, [("x", x, dt)], f(f64(x)), dt, (atol, rtol))
+        if op in ("neg", "abs", "relu"):
+            x = g.rand([5, 9], "i32", -50, 50)
+            g.case(f"{op}.i32", op, {}, [("x", x, "i32")], f(f64(x)), "i32", (0, 0))
+
+    # ---- binary and comparisons
+    for op, f in BINARY.items():
+        cmp_ = op in COMPARE
+        lo, hi = ((0.2, 3.0) if op == "pow" else (-3.0, 3.0))
+        shapes = [("typical", [5, 6], [5, 6], "f32"), ("edge_broadcast", [3, 1, 7], [4, 1], "f32"),
+                  ("edge_empty", [0, 3], [1, 3], "f32"), ("large_prime", [1031], [1031], "f32"), ("edge_f16", [13, 17], [17], "f16")]
+        for cid, sa, sb, dt in shapes:
+            a = g.rand(sa, dt, lo, hi)
+            b = g.rand(sb, dt, (0.5 if op in ("div",) else lo), hi)
+            if op == "pow":
+                b = g.rand(sb, dt, -2.0, 2.0)
+            if op == "div":
+                b = (b * np.where(g.rng.random(sb) < 0.5, -1, 1)).astype(NP[dt])
+            if cmp_ or op in ("maximum", "minimum"):
+                # Quantised values so that equal elements occur.
+                a = (np.round(f64(a))).astype(NP[dt])
+                b = (np.round(f64(b))).astype(NP[dt])
+            want = f(f64(a), f64(b))
+            out_dt = "u32" if cmp_ else dt
+            sc = 4.0 if op in ("pow", "div") else 1.0
+            g.case(f"{op}.{cid}", op, {}, [("a", a, dt), ("b", b, dt)], want, out_dt, ftol(out_dt, sc))
+        # The scalar forms, scalar on the right and on the left (argument order matters).
+        a = g.rand([4, 9], "f32", lo, hi)
+        s = 1.5 if op != "pow" else 0.5
+        if cmp_:
+            a = np.round(f64(a)).astype(np.float32)
+            s = 1.0
+        out_dt = "u32" if cmp_ else "f32"
+        g.case(f"{op}.scalar", op, {"scalar": s, "scalar_first": False}, [("a", a, "f32")], f(f64(a), s), out_dt, ftol(out_dt, 4.0))
+        a2 = g.rand([4, 9], "f32", 0.5, 3.0) if op in ("div", "pow") else a
+        g.case(f"{op}.scalar_first", op, {"scalar": s if op != "pow" else 2.0, "scalar_first": True}, [("a", a2, "f32")],
+               f(np.float64(s if op != "pow" else 2.0), f64(a2)), out_dt, ftol(out_dt, 4.0))
+        if op in ("add", "sub", "mul", "maximum", "minimum", "lt", "eq"):
+            a = g.rand([6, 5], "i32", -100, 100)
+            b = g.rand([5], "i32", -100, 100)
+            out_dt = "u32" if cmp_ else "i32"
+            g.case(f"{op}.i32", op, {}, [("a", a, "i32"), ("b", b, "i32")], f(f64(a), f64(b)), out_dt, (0, 0))
+
+    # ---- where
+    for cid, sc_, sa, sb, dt in [("typical", [4, 5], [4, 5], [4, 5], "f32"), ("edge_broadcast", [3, 1], [1, 7], [7], "f32"),
+                                 ("edge_empty", [0, 2], [0, 2], [2], "f32"), ("large", [1031], [1031], [1], "f32"), ("edge_f16", [5, 3], [5, 3], [3], "f16")]:
+        c = (g.rng.random(sc_) < 0.5).astype(np.uint32)
+        a, b = g.rand(sa, dt), g.rand(sb, dt)
+        g.case(f"where.{cid}", "where", {}, [("cond", c, "u32"), ("a", a, dt), ("b", b, dt)], np.where(c != 0, f64(a), f64(b)), dt, (0, 0))
+    c = g.rand([9], "i32", -2, 2)
+    a, b = g.rand([9], "i32", -9, 9), g.rand([9], "i32", -9, 9)
+    g.case("where.i32_cond", "where", {}, [("cond", c, "i32"), ("a", a, "i32"), ("b", b, "i32")], np.where(c != 0, f64(a), f64(b)), "i32", (0, 0))
+
+    # ---- cast
+    x = g.rand([4, 6], "f32", -100.0, 100.0)
+    g.case("cast.typical_f32_i32", "cast", {"dtype": "i32"}, [("x", x, "f32")], np.trunc(f64(x)), "i32", (0, 0))
+    x = g.rand([1031], "i32", -100000, 100000)
+    g.case("cast.large_i32_f32", "cast", {"dtype": "f32"}, [("x", x, "i32")], f64(x), "f32", (0, 0))
+    x = g.rand([13, 3], "f32", -4.0, 4.0)
+    g.case("cast.edge_f32_f16", "cast", {"dtype": "f16"}, [("x", x, "f32")], f64(x), "f16", ftol("f16"))
+    x = g.rand([0], "u32", 0, 9)
+    g.case("cast.edge_empty_u32_f32", "cast", {"dtype": "f32"}, [("x", x, "u32")], f64(x), "f32", (0, 0))
+    x = g.rand([7], "f32", -3.0, 3.0)
+    g.case("cast.same_dtype", "cast", {"dtype": "f32"}, [("x", x, "f32")], f64(x), "f32", (0, 0))
+
+    # ---- matmul
+    for cid, sa, sb, dt in [("typical", [8, 12], [12, 5], "f32"), ("edge_vec_mat", [7], [7, 3], "f32"), ("edge_mat_vec", [4, 7], [7], "f32"),
+                            ("edge_batch_broadcast", [2, 1, 3, 5], [4, 5, 6], "f32"), ("edge_empty_k", [3, 0], [0, 4], "f32"),
+                            ("large", [37, 70], [70, 41], "f32"), ("edge_f16", [9, 16], [16, 11], "f16")]:
+        a, b = g.rand(sa, dt, -1, 1), g.rand(sb, dt, -1, 1)
+        k = sa[-1]
+        tol = (1e-6 * (k + 1), 1e-5) if dt == "f32" else (1e-3 + 2e-5 * k, 2e-3)
+        g.case(f"matmul.{cid}", "matmul", {}, [("a", a, dt), ("b", b, dt)], np.matmul(f64(a), f64(b)), dt, tol)
+
+    # ---- reductions
+    red = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+    for op, f in red.items():
+        for cid, shape, axes, keep, dt in [("typical", [5, 7], [1], False, "f32"), ("edge_neg_axes_keep", [3, 4, 5], [-1, 0], True, "f32"),
+                                           ("all", [6, 5], None, False, "f32"), ("large", [3, 1031], [-1], False, "f32"),
+                                           ("edge_f16", [4, 13], [0], True, "f16"), ("edge_one", [1], None, True, "f32"),
+                                           ("i32", [7, 9], [0], False, "i32")]:
+            x = g.rand(shape, dt, -50, 50) if dt == "i32" else g.rand(shape, dt)
+            if op == "mean" and dt == "i32":
+                continue
+            ax = None if axes is None else tuple(axes)
+            want = f(f64(x), axis=ax, keepdims=keep)
+            n = int(np.prod(shape)) if axes is None else int(np.prod([shape[a] for a in axes]))
+            atol, rtol = ftol(dt)
+            if op == "sum" and dt != "i32":
+                atol += (1.2e-7 if dt == "f32" else 1e-3) * n * 2
+            g.case(f"{op}.{cid}", op, {"axes": axes, "keepdims": keep}, [("x", x, dt)], want, dt, (atol, rtol))
+    for cid, shape, axes, keep, ddof, dt in [("typical", [5, 7], [1], False, 0, "f32"), ("edge_ddof1_neg", [4, 6, 3], [-2], True, 1, "f32"),
+                                             ("all", [9, 4], None, False, 0, "f32"), ("large", [2, 777], [1], False, 1, "f32"),
+                                             ("edge_f16", [3, 11], [1], False, 0, "f16")]:
+        x = g.rand(shape, dt)
+        ax = None if axes is None else tuple(axes)
+        want = np.var(f64(x), axis=ax, ddof=ddof, keepdims=keep)
+        atol, rtol = ftol(dt, 4.0)
+        g.case(f"var.{cid}", "var", {"axes": axes, "keepdims": keep, "ddof": ddof}, [("x", x, dt)], want, dt, (atol, rtol))
+    for op, f in (("argmax", np.argmax), ("argmin", np.argmin)):
+        for cid, shape, axis, keep, dt in [("typical", [5, 7], 1, False, "f32"), ("flat", [4, 6], None, False, "f32"),
+                                           ("edge_neg_axis_keep", [3, 4, 5], -2, True, "f32"), ("large", [2, 1031], -1, False, "f32"),
+                                           ("edge_f16", [6, 9], 0, False, "f16"), ("i32", [4, 10], 1, True, "i32")]:
+            x = g.rand(shape, dt, -1000, 1000) if dt == "i32" else g.rand(shape, dt)
+            if dt == "i32":
+                x = g.rng.permutation(np.arange(-20, 20)).astype(np.int32).reshape(shape)
+            if dt == "f16":
+                x = (g.rng.permutation(54) / 8.0 - 3).astype(np.float16).reshape(shape)  # no ties
+            want = f(f64(x), axis=axis, keepdims=keep)
+            g.case(f"{op}.{cid}", op, {"axis": axis, "keepdims": keep}, [("x", x, dt)], want, "u32", (0, 0))
+
+    # ---- normalisation
+    for op in ("softmax", "log_softmax"):
+        for cid, shape, axis, dt in [("typical", [4, 9], -1, "f32"), ("edge_axis0", [5, 3], 0, "f32"), ("edge_one", [1], 0, "f32"),
+                                     ("large", [3, 1031], 1, "f32"), ("edge_f16", [6, 17], -1, "f16"), ("middle_axis", [2, 7, 3], -2, "f32")]:
+            x = g.rand(shape, dt, -4, 4)
+            s = softmax_ref(f64(x), axis)
+            want = s if op == "softmax" else np.log(s)
+            g.case(f"{op}.{cid}", op, {"axis": axis}, [("x", x, dt)], want, dt, ftol(dt, 4.0))
+    for cid, shape, w, b, eps, dt in [("typical", [4, 16], True, True, 1e-5, "f32"), ("edge_no_affine", [3, 7], False, False, 1e-5, "f32"),
+                                      ("edge_one", [5, 1], True, False, 1e-3, "f32"), ("large", [3, 1031], True, True, 1e-5, "f32"),
+                                      ("edge_f16", [2, 24], True, True, 1e-3, "f16")]:
+        x = g.rand(shape, dt, -3, 3)
+        n = shape[-1]
+        ins = [("x", x, dt)]
+        ww = g.rand([n], dt, 0.5, 1.5) if w else None
+        bb = g.rand([n], dt, -1, 1) if b else None
+        if w:
+            ins.append(("weight", ww, dt))
+        if b:
+            ins.append(("bias", bb, dt))
+        xf = f64(x)
+        m = xf.mean(-1, keepdims=True)
+        v = ((xf - m) ** 2).mean(-1, keepdims=True)
+        y = (xf - m) / np.sqrt(v + float(np.float32(eps)))
+        if w:
+            y = y * f64(ww)
+        if b:
+            y = y + f64(bb)
+        g.case(f"layer_norm.{cid}", "layer_norm", {"eps": eps}, ins, y, dt, ftol(dt, 8.0))
+    for cid, shape, w, eps, dt in [("typical", [4, 16], True, 1e-6, "f32"), ("edge_no_weight", [3, 5], False, 1e-6, "f32"),
+                                   ("edge_one", [1, 1], True, 1e-5, "f32"), ("large", [2, 1031], True, 1e-6, "f32"), ("edge_f16", [3, 20], True, 1e-3, "f16")]:
+        x = g.rand(shape, dt, -3, 3)
+        n = shape[-1]
+        ins = [("x", x, dt)]
+        ww = g.rand([n], dt, 0.5, 1.5) if w else None
+        if w:
+            ins.append(("weight", ww, dt))
+        xf = f64(x)
+        y = xf / np.sqrt((xf ** 2).mean(-1, keepdims=True) + float(np.float32(eps)))
+        if w:
+            y = y * f64(ww)
+        g.case(f"rms_norm.{cid}", "rms_norm", {"eps": eps}, ins, y, dt, ftol(dt, 8.0))
+    for cid, shape, w, b, dt in [("typical", [2, 3, 4, 5], True, True, "f32"), ("edge_2d_no_affine", [5, 3], False, False, "f32"),
+                                 ("edge_weight_only", [1, 2, 7], True, False, "f32"), ("large", [2, 4, 17, 19], True, True, "f32"),
+                                 ("edge_f16", [2, 3, 6], True, True, "f16")]:
+        c = shape[1]
+        x = g.rand(shape, dt, -3, 3)
+        mean, var = g.rand([c], dt, -1, 1), g.rand([c], dt, 0.2, 2.0)
+        ins = [("x", x, dt), ("mean", mean, dt), ("var", var, dt)]
+        ww = g.rand([c], dt, 0.5, 1.5) if w else None
+        bb = g.rand([c], dt, -1, 1) if b else None
+        if w:
+            ins.append(("weight", ww, dt))
+        if b:
+            ins.append(("bias", bb, dt))
+        bshape = [1, c] + [1] * (len(shape) - 2)
+        eps = 1e-5
+        y = (f64(x) - f64(mean).reshape(bshape)) / np.sqrt(f64(var).reshape(bshape) + float(np.float32(eps)))
+        if w:
+            y = y * f64(ww).reshape(bshape)
+        if b:
+            y = y + f64(bb).reshape(bshape)
+        g.case(f"batch_norm.{cid}", "batch_norm", {"eps": eps}, ins, y, dt, ftol(dt, 8.0))
+
+    # ---- convolution and pooling
+    for cid, xs, ws, bias, st, pd, dl, gr, dt in [
+        ("typical", [1, 3, 8, 8], [4, 3, 3, 3], True, [1, 1], [1, 1], [1, 1], 1, "f32"),
+        ("edge_stride_dilation_groups", [2, 4, 9, 7], [6, 2, 2, 3], False, [2, 1], [0, 2], [2, 1], 2, "f32"),
+        ("edge_1x1", [1, 1, 1, 1], [1, 1, 1, 1], True, [1, 1], [0, 0], [1, 1], 1, "f32"),
+        ("large", [2, 3, 19, 23], [8, 3, 3, 3], True, [1, 1], [1, 1], [1, 1], 1, "f32"),
+        ("edge_f16", [1, 2, 6, 6], [3, 2, 3, 3], True, [1, 1], [0, 0], [1, 1], 1, "f16"),
+    ]:
+        x, w = g.rand(xs, dt, -1, 1), g.rand(ws, dt, -1, 1)
+        ins = [("x", x, dt), ("w", w, dt)]
+        b = g.rand([ws[0]], dt, -1, 1) if bias else None
+        if bias:
+            ins.append(("bias", b, dt))
+        want = conv2d_ref(f64(x), f64(w), None if b is None else f64(b), st, pd, dl, gr)
+        taps = ws[1] * ws[2] * ws[3]
+        tol = (2e-6 * (taps + 1), 1e-5) if dt == "f32" else (2e-3 + 2e-5 * taps, 2e-3)
+        g.case(f"conv2d.{cid}", "conv2d", {"stride": st, "padding": pd, "dilation": dl, "groups": gr}, ins, want, dt, tol)
+    for op, kind in (("max_pool2d", "max"), ("avg_pool2d", "avg")):
+        for cid, xs, k, st, pd, dt in [("typical", [1, 2, 8, 8], [2, 2], [2, 2], [0, 0], "f32"),
+                                       ("edge_pad_odd", [2, 3, 7, 5], [3, 3], [2, 1], [1, 1], "f32"),
+                                       ("edge_1x1", [1, 1, 1, 1], [1, 1], [1, 1], [0, 0], "f32"),
+                                       ("large", [2, 4, 23, 29], [3, 3], [1, 1], [1, 1], "f32"),
+                                       ("edge_f16", [1, 2, 6, 6], [2, 3], [2, 2], [0, 1], "f16")]:
+            x = g.rand(xs, dt, -3, 3)
+            want = pool_ref(f64(x), k, st, pd, kind)
+            tol = (0, 0) if kind == "max" else ftol(dt, 4.0)
+            g.case(f"{op}.{cid}", op, {"kernel": k, "stride": st, "padding": pd}, [("x", x, dt)], want, dt, tol)
+
+    # ---- movement
+    for cid, xs, new, dt in [("typical", [4, 6], [3, 8], "f32"), ("edge_infer", [2, 3, 5], [-1, 5], "f32"), ("edge_scalar", [1], [], "f32"),
+                             ("large_i32", [1031], [1031, 1], "i32"), ("edge_f16", [6, 2], [3, 4], "f16")]:
+        x = g.rand(xs, dt, -9, 9)
+        g.case(f"reshape.{cid}", "reshape", {"shape": new}, [("x", x, dt)], f64(x).reshape(new), dt, (0, 0))
+    for cid, xs, axes, dt in [("typical", [3, 4], [1, 0], "f32"), ("edge_neg_axes", [2, 3, 5], [-1, 0, -2], "f32"),
+                              ("edge_one", [1, 1], [1, 0], "f32"), ("large", [4, 5, 67], [2, 0, 1], "f32"), ("edge_f16", [3, 2, 7, 2], [3, 1, 0, 2], "f16")]:
+        x = g.rand(xs, dt)
+        g.case(f"permute.{cid}", "permute", {"axes": axes}, [("x", x, dt)], np.transpose(f64(x), axes), dt, (0, 0))
+    for cid, xs, a0, a1, dt in [("typical", [3, 4], 0, 1, "f32"), ("edge_neg", [2, 3, 5], -1, 0, "f32"), ("edge_same", [4, 2], 1, 1, "f32"),
+                                ("large", [7, 300], 0, 1, "f32"), ("edge_f16_u32", [3, 2, 5], -3, -2, "u32")]:
+        x = g.rand(xs, dt, 0, 99) if dt == "u32" else g.rand(xs, dt)
+        g.case(f"transpose.{cid}", "transpose", {"axis0": a0, "axis1": a1}, [("x", x, dt)], np.swapaxes(f64(x), a0, a1), dt, (0, 0))
+    for cid, shapes, axis, dt in [("typical", [[2, 3], [4, 3]], 0, "f32"), ("edge_neg_axis_three", [[2, 1], [2, 5], [2, 0]], -1, "f32"),
+                                  ("edge_one", [[1]], 0, "f32"), ("large", [[3, 400], [3, 331]], 1, "f32"), ("edge_f16", [[2, 3, 2], [2, 1, 2]], 1, "f16")]:
+        xs = [g.rand(s, dt) for s in shapes]
+        g.case(f"concat.{cid}", "concat", {"axis": axis}, [(f"x{i}", x, dt) for i, x in enumerate(xs)],
+               np.concatenate([f64(x) for x in xs], axis=axis), dt, (0, 0))
+    for cid, xs, axis, start, stop, step, dt in [("typical", [10, 4], 0, 2, 8, 1, "f32"), ("edge_neg_clamp", [5, 9], -1, -7, 100, 3, "f32"),
+                                                 ("edge_empty", [6], 0, 4, 2, 1, "f32"), ("large", [2, 1031], 1, 1, 1030, 2, "f32"),
+                                                 ("edge_f16", [3, 7], 1, -100, -2, 2, "f16")]:
+        x = g.rand(xs, dt)
+        sl = [slice(None)] * len(xs)
+        sl[axis] = slice(start, stop, step)
+        g.case(f"slice.{cid}", "slice", {"axis": axis, "start": start, "stop": stop, "step": step}, [("x", x, dt)], f64(x)[tuple(sl)], dt, (0, 0))
+    for cid, xs, axis, idx, idt, dt in [("typical", [6, 4], 0, [5, 0, 2, 2], "i32", "f32"), ("edge_neg_axis_u32", [3, 7], -1, [6, 1], "u32", "f32"),
+                                        ("edge_empty", [4, 3], 0, [], "i32", "f32"), ("large", [3, 9], 1, list(range(9)) * 40, "i32", "f32"),
+                                        ("edge_f16", [5, 2], 0, [4, 4, 0], "u32", "f16")]:
+        x = g.rand(xs, dt)
+        i = np.array(idx, dtype=NP[idt])
+        g.case(f"index_select.{cid}", "index_select", {"axis": axis}, [("x", x, dt), ("indices", i, idt)], np.take(f64(x), i.astype(np.int64), axis=axis), dt, (0, 0))
+    for cid, xs, axis, ishape, idt, dt in [("typical", [4, 5], 0, [3, 5], "i32", "f32"), ("edge_neg_axis_smaller", [3, 6], -1, [2, 4], "u32", "f32"),
+                                           ("edge_one", [1], 0, [1], "i32", "f32"), ("large", [3, 400], 1, [3, 401], "i32", "f32"),
+                                           ("edge_f16", [2, 3, 4], 1, [2, 5, 4], "i32", "f16")]:
+        x = g.rand(xs, dt)
+        ax = axis % len(xs)
+        index = g.rng.integers(0, xs[ax], size=ishape).astype(NP[idt])
+        g.case(f"gather.{cid}", "gather", {"axis": axis}, [("x", x, dt), ("index", index, idt)], gather_ref(f64(x), axis, index), dt, (0, 0))
+
+    # ---- nn
+    for cid, v, d, ishape, idt, dt in [("typical", [10, 8], None, [5], "i32", "f32"), ("edge_2d_ids_u32", [7, 3], None, [2, 3], "u32", "f32"),
+                                       ("edge_empty", [4, 2], None, [0], "i32", "f32"), ("large", [50, 33], None, [40], "i32", "f32"),
+                                       ("edge_f16", [6, 4], None, [3, 1], "i32", "f16")]:
+        w = g.rand(v, dt)
+        ids = g.rng.integers(0, v[0], size=ishape).astype(NP[idt])
+        g.case(f"embedding.{cid}", "embedding", {}, [("weight", w, dt), ("ids", ids, idt)], f64(w)[ids.astype(np.int64)], dt, (0, 0))
+    for cid, xs, pos, base, dt in [("typical", [4, 8], 0, 10000.0, "f32"), ("edge_offset_batch", [2, 3, 5, 6], 7, 500.0, "f32"),
+                                   ("edge_one_row", [1, 2], 3, 10000.0, "f32"), ("large", [2, 40, 64], 11, 10000.0, "f32"), ("edge_f16", [3, 16], 2, 10000.0, "f16")]:
+        x = g.rand(xs, dt)
+        tol = (2e-4, 1e-4) if dt == "f32" else (4e-3, 4e-3)
+        g.case(f"rope.{cid}", "rope", {"pos_offset": pos, "base": base}, [("x", x, dt)], rope_ref(f64(x), pos, float(np.float32(base))), dt, tol)
+    for cid, qs, ks, vs, causal, scale, dt in [("typical", [2, 5, 8], [2, 7, 8], [2, 7, 4], False, None, "f32"),
+                                               ("edge_causal_scale", [1, 2, 6, 4], [1, 2, 6, 4], [1, 2, 6, 3], True, 0.3, "f32"),
+                                               ("edge_one", [1, 1], [1, 1], [1, 1], False, None, "f32"),
+                                               ("large", [2, 70, 16], [2, 90, 16], [2, 90, 16], True, None, "f32"),
+                                               ("edge_f16", [3, 4, 8], [3, 5, 8], [3, 5, 8], False, None, "f16")]:
+        q, k, v = g.rand(qs, dt, -1, 1), g.rand(ks, dt, -1, 1), g.rand(vs, dt, -1, 1)
+        tol = (2e-5, 1e-4) if dt == "f32" else (4e-3, 4e-3)
+        g.case(f"attention.{cid}", "attention", {"causal": causal, "scale": scale}, [("q", q, dt), ("k", k, dt), ("v", v, dt)],
+               attention_ref(f64(q), f64(k), f64(v), causal, scale), dt, tol)
+
+    # ---- custom kernels (Kernel::new + dispatch; the output binding is written in place)
+    saxpy = """struct P { a: f32, n: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn saxpy(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i < p.n) { y[i] = p.a * x[i] + y[i]; }
+}
+"""
+    for cid, n in [("typical", 100), ("edge_one", 1), ("large_prime", 1031)]:
+        x, y = g.rand([n]), g.rand([n])
+        a = np.float32(2.5 if cid != "edge_one" else -0.75)
+        uni = np.array([a], "<f4").tobytes() + np.array([n], "<u4").tobytes()
+        path = os.path.join(g.data, f"kernel.saxpy_{cid}.wgsl")
+        open(path, "w").write(saxpy)
+        want = f64(np.float32(a) * x) + f64(y)
+        g.case(f"kernel.saxpy_{cid}", "kernel", {"source": f"data/kernel.saxpy_{cid}.wgsl", "entry": "saxpy",
+                                                 "workgroups": [(n + 63) // 64, 1, 1], "uniforms": uni.hex(), "output": 1},
+               [("x", x, "f32"), ("y", y, "f32")], want, "f32", (1e-6, 1e-6))
+    scan = """@group(0) @binding(0) var<storage, read> a: array<u32>;
+@group(0) @binding(1) var<storage, read> b: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(8, 8)
+fn mix2d(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let w = 37u;
+    if (gid.x < w && gid.y < 19u) {
+        let i = gid.y * w + gid.x;
+        out[i] = (a[i] ^ (b[i] << 3u)) + gid.y * 1000u + gid.x;
+    }
+}
+"""
+    open(os.path.join(g.data, "kernel.mix2d.wgsl"), "w").write(scan)
+    a, b = g.rng.integers(0, 1 << 28, size=[19, 37]).astype(np.uint32), g.rng.integers(0, 1 << 20, size=[19, 37]).astype(np.uint32)
+    o = np.zeros([19, 37], np.uint32)
+    yy, xx = np.indices([19, 37])
+    want = ((a.astype(np.int64) ^ ((b.astype(np.int64) << 3) & 0xFFFFFFFF)) + yy * 1000 + xx) & 0xFFFFFFFF
+    g.case("kernel.mix2d_u32_2d", "kernel", {"source": "data/kernel.mix2d.wgsl", "entry": "mix2d", "workgroups": [5, 3, 1], "uniforms": None, "output": 2},
+           [("a", a, "u32"), ("b", b, "u32"), ("out", o, "u32")], want, "u32", (0, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Writers
+
+def fmt_float(v):
+    r = repr(float(v))
+    if r in ("inf", "-inf", "nan"):
+        raise ValueError("non-finite parameter")
+    return r
+
+
+def txt_param(key, v):
+    if v is None:
+        return f"p {key} n"
+    if isinstance(v, bool):
+        return f"p {key} b {int(v)}"
+    if isinstance(v, int):
+        return f"p {key} i {v}"
+    if isinstance(v, float):
+        return f"p {key} f {fmt_float(v)}"
+    if isinstance(v, str):
+        assert v and not any(c.isspace() for c in v), v
+        return f"p {key} s {v}"
+    if isinstance(v, list):
+        assert all(isinstance(x, int) and not isinstance(x, bool) for x in v), (key, v)
+        return f"p {key} I {len(v)}" + "".join(f" {x}" for x in v)
+    raise TypeError(f"{key}: {v!r}")
+
+
+def write_txt(path, ops, cases):
+    lines = ["kiln-conformance 1", f"ops {len(ops)} " + " ".join(ops)]
+    for c in cases:
+        lines.append(f"case {c['id']} {c['op']}")
+        for k, v in c["params"].items():
+            lines.append(txt_param(k, v))
+        for i in c["inputs"]:
+            lines.append(f"in {i['name']} {i['dtype']} {len(i['shape'])}" + "".join(f" {d}" for d in i["shape"]) + f" {i['file']}")
+        e = c["expected"]
+        lines.append(f"out {e['dtype']} {len(e['shape'])}" + "".join(f" {d}" for d in e["shape"]) + f" {e['file']} {fmt_float(c['atol'])} {fmt_float(c['rtol'])}")
+        lines.append("end")
+    lines.append(f"cases {len(cases)}")
+    open(path, "w").write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(HERE, "out"))
+    ap.add_argument("--seed", type=int, default=20240611)
+    args = ap.parse_args()
+    _philox_kat()
+    ops = op_names()
+    out = args.out
+    if os.path.isdir(os.path.join(out, "data")):
+        shutil.rmtree(os.path.join(out, "data"))
+    os.makedirs(os.path.join(out, "data"), exist_ok=True)
+    g = Gen(out, args.seed)
+    build(g)
+    # Every op of the shared API (and custom kernels) has at least three cases.
+    counts = {}
+    for c in g.cases:
+        counts[c["op"]] = counts.get(c["op"], 0) + 1
+    short = [op for op in ops + ["kernel"] if counts.get(op, 0) < 3]
+    unknown = sorted(set(counts) - set(ops) - {"kernel"})
+    if short or unknown:
+        sys.exit(f"gen.py: ops with fewer than 3 cases: {short}; cases for ops not in OP_NAMES: {unknown}")
+    manifest = {"format": "kiln-conformance", "version": 1, "seed": args.seed, "ops": ops, "extra_ops": ["kernel"], "cases": g.cases}
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    write_txt(os.path.join(out, "manifest.txt"), ops + ["kernel"], g.cases)
+    print(f"gen.py: {len(g.cases)} cases for {len(ops)} ops + custom kernels (seed {args.seed}) in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Python runner of the conformance suite: every case of manifest.json through `import kiln`
+(the PyO3 binding), never through another language.
+
+    py_runner.py MANIFEST.json OUT.json
+
+Writes {"language": "python", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]}.
+numpy is used only to read the vector files and to compare; every op runs through kiln.
+"""
+
+import hashlib
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+import kiln
+
+LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}
+
+# Each shared op name and the names the Python binding may give it, in order of preference
+# (the array-API spellings are the binding's own choice; the semantics must be the core op's).
+# transpose(x, axis0, axis1) in kiln-core is numpy's swapaxes; kiln.transpose is numpy's.
+ALIASES = {
+    "neg": ["neg", "negative"],
+    "sub": ["sub", "subtract"],
+    "mul": ["mul", "multiply"],
+    "div": ["div", "divide"],
+    "eq": ["eq", "equal"],
+    "ne": ["ne", "not_equal"],
+    "lt": ["lt", "less"],
+    "le": ["le", "less_equal"],
+    "gt": ["gt", "greater"],
+    "ge": ["ge", "greater_equal"],
+    "cast": ["cast", "astype"],
+    "permute": ["permute", "permute_dims"],
+    "transpose": ["swapaxes"],
+    "kernel": ["Kernel"],
+}
+
+
+def resolve(op):
+    for name in ALIASES.get(op, [op]):
+        f = getattr(kiln, name, None)
+        if callable(f):
+            return f
+    return None
+
+
+def load(d, spec):
+    raw = open(os.path.join(d, spec["file"]), "rb").read()
+    return raw, spec["dtype"], tuple(spec["shape"])
+
+
+def upload(d, spec):
+    raw, dt, shape = load(d, spec)
+    return kiln.from_bytes(raw, list(shape), dt)
+
+
+def run(op, f, p, ins, d):
+    x = ins[0][1] if ins else None
+    get = dict(ins).get
+    if op in ("zeros", "ones"):
+        return f(p["shape"], dtype=p["dtype"])
+    if op == "full":
+        return f(p["shape"], p["value"], dtype=p["dtype"])
+    if op == "arange":
+        return f(float(p["start"]), float(p["stop"]), float(p["step"]), dtype=p["dtype"])
+    if op == "random_uniform":
+        return f(p["shape"], p["seed"], p["low"], p["high"], dtype=p["dtype"])
+    if op == "random_normal":
+        return f(p["shape"], p["seed"], p["mean"], p["std"], dtype=p["dtype"])
+    if op == "where":
+        return f(get("cond"), get("a"), get("b"))
+    if op == "cast":
+        return f(x, p["dtype"])
+    if op in ("sum", "mean", "max", "min"):
+        axes = None if p["axes"] is None else tuple(p["axes"])
+        return f(x, axis=axes, keepdims=p["keepdims"])
+    if op == "var":
+        axes = None if p["axes"] is None else tuple(p["axes"])
+        return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
+    if op in ("argmax", "argmin"):
+        return f(x, axis=p["axis"], keepdims=p["keepdims"])
+    if op in ("softmax", "log_softmax"):
+        return f(x, p["axis"])
+    if op == "layer_norm":
+        return f(x, get("weight"), get("bias"), eps=p["eps"])
+    if op == "rms_norm":
+        return f(x, get("weight"), eps=p["eps"])
+    if op == "batch_norm":
+        return f(x, get("mean"), get("var"), get("weight"), get("bias"), eps=p["eps"])
+    if op == "conv2d":
+        return f(x, get("w"), get("bias"), stride=tuple(p["stride"]), padding=tuple(p["padding"]),
+                 dilation=tuple(p["dilation"]), groups=p["groups"])
+    if op in ("max_pool2d", "avg_pool2d"):
+        return f(x, tuple(p["kernel"]), stride=tuple(p["stride"]), padding=tuple(p["padding"]))
+    if op == "reshape":
+        return f(x, tuple(p["shape"]))
+    if op == "permute":
+        return f(x, tuple(p["axes"]))
+    if op == "transpose":
+        return f(x, p["axis0"], p["axis1"])
+    if op == "concat":
+        return f([t for _, t in ins], axis=p["axis"])
+    if op == "slice":
+        return f(x, p["axis"], p["start"], p["stop"], p["step"])
+    if op == "index_select":
+        return f(x, p["axis"], get("indices"))
+    if op == "gather":
+        return f(x, p["axis"], get("index"))
+    if op == "embedding":
+        return f(get("weight"), get("ids"))
+    if op == "rope":
+        return f(x, p["pos_offset"], p["base"])
+    if op == "attention":
+        return f(get("q"), get("k"), get("v"), causal=p["causal"], scale=p["scale"])
+    if op == "kernel":
+        src = open(os.path.join(d, p["source"])).read()
+        k = f(src, p["entry"])
+        uni = None if p["uniforms"] is None else bytes.fromhex(p["uniforms"])
+        k(*[t for _, t in ins], workgroups=tuple(p["workgroups"]), uniforms=uni)
+        return ins[p["output"]][1]
+    if "scalar" in p:
+        s = float(p["scalar"])
+        return f(s, x) if p["scalar_first"] else f(x, s)
+    if len(ins) == 2:
+        return f(get("a"), get("b"))
+    if len(ins) == 1:
+        return f(x)
+    raise ValueError(f"the Python runner has no calling convention for op {op}")
+
+
+def dtype_name(t):
+    return {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32"}.get(np.dtype(t.dtype).name, str(t.dtype))
+
+
+def check(case, d, y):
+    raw, dt, shape = load(d, case["expected"])
+    got = y.tobytes()
+    digest = hashlib.sha256(got).hexdigest()
+    if dtype_name(y) != dt or tuple(y.shape) != shape:
+        return "fail", digest, f"output {dtype_name(y)} {tuple(y.shape)}, expected {dt} {shape}"
+    g = np.frombuffer(got, LE[dt]).astype(np.float64)
+    w = np.frombuffer(raw, LE[dt]).astype(np.float64)
+    if g.size != w.size:
+        return "fail", digest, f"{g.size} bytes-worth of elements, expected {w.size}"
+    atol, rtol = case["atol"], case["rtol"]
+    with np.errstate(invalid="ignore"):
+        ok = (np.isnan(g) & np.isnan(w)) | (g == w) | (np.abs(g - w) <= atol + rtol * np.abs(w))
+    if ok.all():
+        return "pass", digest, ""
+    i = int(np.argmin(ok))
+    return "fail", digest, f"{int((~ok).sum())} of {w.size} elements outside atol {atol} rtol {rtol}; first: element {i}: got {g[i]}, expected {w[i]}"
+
+
+def main():
+    manifest, out = sys.argv[1], sys.argv[2]
+    d = os.path.dirname(os.path.abspath(manifest))
+    m = json.load(open(manifest))
+    ops = m["ops"] + m.get("extra_ops", [])
+    fns = {op: resolve(op) for op in ops}
+    missing = [op for op in ops if fns[op] is None]
+    results = []
+    for case in m["cases"]:
+        op = case["op"]
+        r = {"id": case["id"], "op": op, "status": "", "sha256": "", "message": ""}
+        if fns.get(op) is None:
+            r.update(status="missing", message=f"op {op} is not exposed by the Python binding (tried {ALIASES.get(op, [op])})")
+        else:
+            try:
+                ins = [(s["name"], upload(d, s)) for s in case["inputs"]]
+                y = run(op, fns[op], case["params"], ins, d)
+                r["status"], r["sha256"], r["message"] = check(case, d, y)
+            except Exception as e:  # a binding error is a failed case, not a crashed runner
+                r.update(status="error", message=f"{type(e).__name__}: {e}")
+                if os.environ.get("KILN_CONFORMANCE_TRACE"):
+                    traceback.print_exc()
+        results.append(r)
+    json.dump({"language": "python", "binding": "kiln (PyO3)", "missing_ops": missing, "cases": results}, open(out, "w"), indent=1)
+    npass = sum(r["status"] == "pass" for r in results)
+    print(f"conformance (python): {npass}/{len(results)} cases pass; results in {out}")
+
+
+if __name__ == "__main__":
+    main()
