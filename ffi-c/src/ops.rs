@@ -1,0 +1,687 @@
+//! Every op of kiln-core, one C function each, with the same name. Each is a pointer check
+//! and a call: the op logic lives in kiln-core.
+//!
+//! (First written by a small generator; edited by hand since.)
+
+use crate::boundary::{call, call_out, opt_tensor, opt_value, slice, tensor};
+use crate::types::{KilnStatus, KilnTensor};
+use kiln_core::{ops, Tensor};
+use std::os::raw::c_char;
+// The header shows `KilnDType`; Rust receives the raw value.
+use std::primitive::u32 as KilnDType;
+
+type Out = *mut *mut KilnTensor;
+
+fn unary(name: &str, x: *const KilnTensor, out: Out, f: fn(&Tensor) -> kiln_core::Result<Tensor>) -> KilnStatus {
+    call_out(name, out, || f(tensor(x, "x")?))
+}
+
+fn binary(name: &str, a: *const KilnTensor, b: *const KilnTensor, out: Out, f: fn(&Tensor, &Tensor) -> kiln_core::Result<Tensor>) -> KilnStatus {
+    call_out(name, out, || f(tensor(a, "a")?, tensor(b, "b")?))
+}
+
+fn scalar(name: &str, a: *const KilnTensor, s: f64, out: Out, f: fn(&Tensor, f64) -> kiln_core::Result<Tensor>) -> KilnStatus {
+    call_out(name, out, || f(tensor(a, "a")?, s))
+}
+
+fn axes<'a>(axes: *const isize, naxes: usize) -> kiln_core::Result<Option<&'a [isize]>> {
+    if axes.is_null() && naxes == 0 {
+        Ok(None)
+    } else {
+        slice(axes, naxes, "axes").map(Some)
+    }
+}
+
+fn reduce(
+    name: &str,
+    x: *const KilnTensor,
+    ax: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    out: Out,
+    f: fn(&Tensor, Option<&[isize]>, bool) -> kiln_core::Result<Tensor>,
+) -> KilnStatus {
+    call_out(name, out, || f(tensor(x, "x")?, axes(ax, naxes)?, keepdims))
+}
+
+fn shape<'a>(shape: *const usize, ndim: usize) -> kiln_core::Result<&'a [usize]> {
+    slice(shape, ndim, "shape")
+}
+
+// ---- unary ------------------------------------------------------------------------------------
+
+/// Elementwise -x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_neg(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_neg", x, out, ops::neg)
+}
+
+/// Elementwise |x|, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_abs(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_abs", x, out, ops::abs)
+}
+
+/// Elementwise e^x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_exp(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_exp", x, out, ops::exp)
+}
+
+/// Elementwise the natural logarithm of x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_log(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_log", x, out, ops::log)
+}
+
+/// Elementwise the square root of x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sqrt(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_sqrt", x, out, ops::sqrt)
+}
+
+/// Elementwise 1 / sqrt(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_rsqrt(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_rsqrt", x, out, ops::rsqrt)
+}
+
+/// Elementwise sin(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sin(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_sin", x, out, ops::sin)
+}
+
+/// Elementwise cos(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_cos(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_cos", x, out, ops::cos)
+}
+
+/// Elementwise tanh(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_tanh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_tanh", x, out, ops::tanh)
+}
+
+/// Elementwise 1 / (1 + e^-x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sigmoid(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_sigmoid", x, out, ops::sigmoid)
+}
+
+/// Elementwise max(x, 0), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_relu(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_relu", x, out, ops::relu)
+}
+
+/// Elementwise GELU with the exact erf, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_gelu(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_gelu", x, out, ops::gelu)
+}
+
+/// Elementwise GELU with the tanh approximation, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_gelu_tanh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_gelu_tanh", x, out, ops::gelu_tanh)
+}
+
+/// Elementwise x * sigmoid(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
+/// integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_silu(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_silu", x, out, ops::silu)
+}
+
+/// Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
+/// "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu"); an unknown name is
+/// KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unary(op: *const c_char, x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_unary", out, || {
+        let op = ops::UnaryOp::parse(crate::boundary::cstr(op, "op")?)?;
+        ops::unary(op, tensor(x, "x")?)
+    })
+}
+
+// ---- binary and comparisons -----------------------------------------------------------------
+
+/// Elementwise a + b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_add(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_add", a, b, out, ops::add)
+}
+
+/// kiln_add with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_add_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_add_scalar", a, s, out, ops::add_scalar)
+}
+
+/// Elementwise a - b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sub(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_sub", a, b, out, ops::sub)
+}
+
+/// kiln_sub with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sub_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_sub_scalar", a, s, out, ops::sub_scalar)
+}
+
+/// Elementwise a * b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_mul(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_mul", a, b, out, ops::mul)
+}
+
+/// kiln_mul with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_mul_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_mul_scalar", a, s, out, ops::mul_scalar)
+}
+
+/// Elementwise a / b (integer division truncates toward zero) with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_div(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_div", a, b, out, ops::div)
+}
+
+/// kiln_div with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_div_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_div_scalar", a, s, out, ops::div_scalar)
+}
+
+/// Elementwise a raised to b (float dtypes only) with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_pow(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_pow", a, b, out, ops::pow)
+}
+
+/// kiln_pow with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_pow_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_pow_scalar", a, s, out, ops::pow_scalar)
+}
+
+/// Elementwise the larger of a and b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_maximum(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_maximum", a, b, out, ops::maximum)
+}
+
+/// kiln_maximum with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_maximum_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_maximum_scalar", a, s, out, ops::maximum_scalar)
+}
+
+/// Elementwise the smaller of a and b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_minimum(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_minimum", a, b, out, ops::minimum)
+}
+
+/// kiln_minimum with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_minimum_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_minimum_scalar", a, s, out, ops::minimum_scalar)
+}
+
+/// Elementwise a == b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_eq(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_eq", a, b, out, ops::eq)
+}
+
+/// kiln_eq with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_eq_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_eq_scalar", a, s, out, ops::eq_scalar)
+}
+
+/// Elementwise a != b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_ne(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_ne", a, b, out, ops::ne)
+}
+
+/// kiln_ne with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_ne_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_ne_scalar", a, s, out, ops::ne_scalar)
+}
+
+/// Elementwise a < b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_lt(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_lt", a, b, out, ops::lt)
+}
+
+/// kiln_lt with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_lt_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_lt_scalar", a, s, out, ops::lt_scalar)
+}
+
+/// Elementwise a <= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_le(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_le", a, b, out, ops::le)
+}
+
+/// kiln_le with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_le_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_le_scalar", a, s, out, ops::le_scalar)
+}
+
+/// Elementwise a > b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_gt(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_gt", a, b, out, ops::gt)
+}
+
+/// kiln_gt with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_gt_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_gt_scalar", a, s, out, ops::gt_scalar)
+}
+
+/// Elementwise a >= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_ge(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_ge", a, b, out, ops::ge)
+}
+
+/// kiln_ge with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_ge_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_ge_scalar", a, s, out, ops::ge_scalar)
+}
+
+/// Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
+/// "eq", "ne", "lt", "le", "gt", "ge") with numpy broadcasting. `op`, `a`, `b`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_binary(op: *const c_char, a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_binary", out, || {
+        let op = ops::BinaryOp::parse(crate::boundary::cstr(op, "op")?)?;
+        ops::binary(op, tensor(a, "a")?, tensor(b, "b")?)
+    })
+}
+
+/// Binary op by name with a scalar `s` (converted to `a`'s dtype): `a OP s`, or `s OP a`
+/// when `scalar_first` is true. `op`, `a`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_binary_scalar(op: *const c_char, a: *const KilnTensor, s: f64, scalar_first: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_binary_scalar", out, || {
+        let op = ops::BinaryOp::parse(crate::boundary::cstr(op, "op")?)?;
+        ops::binary_scalar(op, tensor(a, "a")?, s, scalar_first)
+    })
+}
+
+/// `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is true where
+/// non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_where(cond: *const KilnTensor, a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_where", out, || ops::where_(tensor(cond, "cond")?, tensor(a, "a")?, tensor(b, "b")?))
+}
+
+/// Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_cast(x: *const KilnTensor, dtype: KilnDType, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_cast", out, || ops::cast(tensor(x, "x")?, crate::boundary::dtype(dtype)?))
+}
+
+// ---- creation -------------------------------------------------------------------------------
+
+/// A new tensor with the contents of `x` (a GPU-side copy). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_copy(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_copy", x, out, ops::copy)
+}
+
+/// A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the
+/// dtype). `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_full(shape: *const usize, ndim: usize, dtype: KilnDType, value: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_full", out, || ops::full(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?, value))
+}
+
+/// kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_zeros(shape: *const usize, ndim: usize, dtype: KilnDType, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_zeros", out, || ops::zeros(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?))
+}
+
+/// kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_ones(shape: *const usize, ndim: usize, dtype: KilnDType, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_ones", out, || ops::ones(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?))
+}
+
+/// Overwrites every element of `x` with `value` (in place; queued like any op). `x`:
+/// non-null. Thread-safe, but racing writes to one tensor have no defined order.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_fill(x: *const KilnTensor, value: f64) -> KilnStatus {
+    call("kiln_fill", || ops::fill(tensor(x, "x")?, value))
+}
+
+/// `start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`.
+/// `step` must be non-zero and all three finite. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_arange(start: f64, stop: f64, step: f64, dtype: KilnDType, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_arange", out, || ops::arange(start, stop, step, crate::boundary::dtype(dtype)?))
+}
+
+// ---- random ---------------------------------------------------------------------------------
+
+/// Uniform random numbers in [low, high) of shape `shape[0..ndim]` (float dtypes). Counter
+/// based: the same `seed` gives the same numbers on every device. `shape` may be NULL when
+/// `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_random_uniform(shape: *const usize, ndim: usize, dtype: KilnDType, seed: u64, low: f64, high: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_random_uniform", out, || ops::random_uniform(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?, seed, low, high))
+}
+
+/// Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as
+/// kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_random_normal(shape: *const usize, ndim: usize, dtype: KilnDType, seed: u64, mean: f64, std: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_random_normal", out, || ops::random_normal(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?, seed, mean, std))
+}
+
+// ---- matmul ---------------------------------------------------------------------------------
+
+/// Matrix product with numpy `matmul` rules: 1-D operands are promoted, batch dimensions
+/// broadcast; [.., M, K] x [.., K, N] gives [.., M, N]. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_matmul(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_matmul", a, b, out, ops::matmul)
+}
+
+// ---- reductions -----------------------------------------------------------------------------
+
+/// Sum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
+/// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+/// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sum(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+    reduce("kiln_sum", x, axes, naxes, keepdims, out, ops::sum)
+}
+
+/// Mean over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
+/// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+/// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_mean(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+    reduce("kiln_mean", x, axes, naxes, keepdims, out, ops::mean)
+}
+
+/// Maximum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
+/// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+/// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_max(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+    reduce("kiln_max", x, axes, naxes, keepdims, out, ops::max)
+}
+
+/// Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
+/// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+/// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_min(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+    reduce("kiln_min", x, axes, naxes, keepdims, out, ops::min)
+}
+
+/// Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0:
+/// population, 1: sample). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_var(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, ddof: usize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_var", out, || ops::var(tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, ddof))
+}
+
+/// Index (u32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
+/// NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
+/// non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_argmax(x: *const KilnTensor, axis: *const isize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_argmax", out, || ops::argmax(tensor(x, "x")?, opt_value(axis), keepdims))
+}
+
+/// Index (u32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
+/// NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
+/// non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_argmin(x: *const KilnTensor, axis: *const isize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_argmin", out, || ops::argmin(tensor(x, "x")?, opt_value(axis), keepdims))
+}
+
+// ---- normalization --------------------------------------------------------------------------
+
+/// Softmax along `axis` (negative counts from the end). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_softmax(x: *const KilnTensor, axis: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_softmax", out, || ops::softmax(tensor(x, "x")?, axis))
+}
+
+/// Log-softmax along `axis`. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_log_softmax(x: *const KilnTensor, axis: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_log_softmax", out, || ops::log_softmax(tensor(x, "x")?, axis))
+}
+
+/// Layer normalization over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
+/// `weight` and `bias` (shape [last dim]) are optional (NULL = 1 and 0). `x`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_layer_norm(x: *const KilnTensor, weight: *const KilnTensor, bias: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_layer_norm", out, || ops::layer_norm(tensor(x, "x")?, opt_tensor(weight), opt_tensor(bias), eps))
+}
+
+/// RMS normalization over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight`
+/// optional (NULL = 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_rms_norm(x: *const KilnTensor, weight: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_rms_norm", out, || ops::rms_norm(tensor(x, "x")?, opt_tensor(weight), eps))
+}
+
+/// Batch normalization (inference) of `x` [N, C, ...] with per-channel `mean` and `var` [C]
+/// and optional `weight`, `bias` [C] (NULL = 1 and 0). `x`, `mean`, `var`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_batch_norm(x: *const KilnTensor, mean: *const KilnTensor, var: *const KilnTensor, weight: *const KilnTensor, bias: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_batch_norm", out, || {
+        ops::batch_norm(tensor(x, "x")?, tensor(mean, "mean")?, tensor(var, "var")?, opt_tensor(weight), opt_tensor(bias), eps)
+    })
+}
+
+// ---- convolution and pooling ----------------------------------------------------------------
+
+/// 2-D convolution (cross-correlation, as PyTorch) of `x` [N, C, H, W] with `w`
+/// [O, C/groups, KH, KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW].
+/// Strides and dilations must be >= 1, `groups` must divide C and O. `x`, `w`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_conv2d(
+    x: *const KilnTensor,
+    w: *const KilnTensor,
+    bias: *const KilnTensor,
+    stride_h: usize,
+    stride_w: usize,
+    pad_h: usize,
+    pad_w: usize,
+    dilation_h: usize,
+    dilation_w: usize,
+    groups: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_conv2d", out, || {
+        ops::conv2d(tensor(x, "x")?, tensor(w, "w")?, opt_tensor(bias), [stride_h, stride_w], [pad_h, pad_w], [dilation_h, dilation_w], groups)
+    })
+}
+
+/// Max pooling (padding never wins) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_max_pool2d(
+    x: *const KilnTensor,
+    kernel_h: usize,
+    kernel_w: usize,
+    stride_h: usize,
+    stride_w: usize,
+    pad_h: usize,
+    pad_w: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_max_pool2d", out, || ops::max_pool2d(tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w]))
+}
+
+/// Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_avg_pool2d(
+    x: *const KilnTensor,
+    kernel_h: usize,
+    kernel_w: usize,
+    stride_h: usize,
+    stride_w: usize,
+    pad_h: usize,
+    pad_w: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_avg_pool2d", out, || ops::avg_pool2d(tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w]))
+}
+
+// ---- movement -------------------------------------------------------------------------------
+
+/// The same data with shape `shape[0..ndim]` (no copy; one entry may be -1 and is
+/// inferred). The result shares `x`'s buffer but is a separate handle to free. `x`, `out`:
+/// non-null; `shape` may be NULL when `ndim` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_reshape(x: *const KilnTensor, shape: *const isize, ndim: usize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_reshape", out, || ops::reshape(tensor(x, "x")?, slice(shape, ndim, "shape")?))
+}
+
+/// Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank).
+/// `x`, `out`: non-null; `axes` may be NULL when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_permute(x: *const KilnTensor, axes: *const isize, naxes: usize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_permute", out, || ops::permute(tensor(x, "x")?, slice(axes, naxes, "axes")?))
+}
+
+/// Swaps axes `axis0` and `axis1`. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_transpose(x: *const KilnTensor, axis0: isize, axis1: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_transpose", out, || ops::transpose(tensor(x, "x")?, axis0, axis1))
+}
+
+/// Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
+/// `tensors`, its entries and `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_concat(tensors: *const *const KilnTensor, n: usize, axis: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_concat", out, || {
+        let ptrs = slice(tensors, n, "tensors")?;
+        let ts = ptrs.iter().enumerate().map(|(i, &p)| tensor(p, &format!("tensors[{i}]"))).collect::<kiln_core::Result<Vec<&Tensor>>>()?;
+        ops::concat(&ts, axis)
+    })
+}
+
+/// `x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count
+/// from the end, `step` >= 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_slice(x: *const KilnTensor, axis: isize, start: isize, stop: isize, step: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_slice", out, || ops::slice(tensor(x, "x")?, axis, start, stop, step))
+}
+
+/// Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range
+/// indices read as 0). `x`, `indices`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_index_select(x: *const KilnTensor, axis: isize, indices: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_index_select", out, || ops::index_select(tensor(x, "x")?, axis, tensor(indices, "indices")?))
+}
+
+/// torch.gather along `axis`: `index` (i32/u32) has `x`'s rank and gives the result's shape.
+/// `x`, `index`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_gather(x: *const KilnTensor, axis: isize, index: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_gather", out, || ops::gather(tensor(x, "x")?, axis, tensor(index, "index")?))
+}
+
+// ---- nn -------------------------------------------------------------------------------------
+
+/// Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): gives [..ids, D].
+/// `weight`, `ids`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_embedding(weight: *const KilnTensor, ids: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_embedding", out, || ops::embedding(tensor(weight, "weight")?, tensor(ids, "ids")?))
+}
+
+/// Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle
+/// (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_rope(x: *const KilnTensor, pos_offset: usize, base: f32, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_rope", out, || ops::rope(tensor(x, "x")?, pos_offset, base))
+}
+
+/// Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D],
+/// k [..., Lk, D], v [..., Lk, Dv]. `*scale` when `scale` is non-null, else 1/sqrt(D);
+/// `causal` masks key j > query i. `q`, `k`, `v`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_attention(q: *const KilnTensor, k: *const KilnTensor, v: *const KilnTensor, causal: bool, scale: *const f32, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_attention", out, || ops::attention(tensor(q, "q")?, tensor(k, "k")?, tensor(v, "v")?, causal, opt_value(scale)))
+}
+
