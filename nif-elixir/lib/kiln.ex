@@ -98,9 +98,9 @@ defmodule Kiln do
   defp float!(v, _what) when is_scalar(v), do: v
   defp float!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be a number, got #{inspect(v)}"))
 
-  defp pair!(v, _what) when is_integer(v) and v >= 0, do: [v, v]
-  defp pair!({a, b}, what), do: pair!([a, b], what)
-  defp pair!([a, b], _what) when is_integer(a) and is_integer(b) and a >= 0 and b >= 0, do: [a, b]
+  defp pair!(v, _what) when is_integer(v) and v >= 0, do: {v, v}
+  defp pair!([a, b], what), do: pair!({a, b}, what)
+  defp pair!({a, b}, _what) when is_integer(a) and is_integer(b) and a >= 0 and b >= 0, do: {a, b}
   defp pair!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be an integer or a pair {h, w}, got #{inspect(v)}"))
 
   defp opts!(opts, defaults) when is_list(opts) do
