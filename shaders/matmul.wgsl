@@ -6,7 +6,8 @@
 // B's as is ([BK][BN], vec4 along n), so every thread reads whole vec4s and neighbouring
 // threads read neighbouring vec4s (thread (tx, ty) owns vec4 columns tx, tx + WGX, ... and vec4
 // rows ty, ty + WGY, ...). Out-of-range rows, columns and k are loaded as zeros, so any M, N, K
-// works (K = 0 gives zeros). Floats accumulate in f32 (f16 data is widened on load), integers in
+// works (K = 0 gives zeros). Where K (for A) or N (for B) is a multiple of 4, the operand is
+// read as vec4s. Floats accumulate in f32 (f16 data is widened on load), integers in
 // their own type with wrapping arithmetic.
 //
 // Workgroups are numbered linearly over (n-tile, m-tile, batch), n fastest, and that number is
@@ -26,8 +27,8 @@ struct Params {
     bstride: array<vec4<u32>, 2>,
 }
 
-@group(0) @binding(0) var<storage, read> a: array<{{T}}>;
-@group(0) @binding(1) var<storage, read> b: array<{{T}}>;
+@group(0) @binding(0) var<storage, read> a: array<{{A_ELEM}}>;
+@group(0) @binding(1) var<storage, read> b: array<{{B_ELEM}}>;
 @group(0) @binding(2) var<storage, read_write> c: array<{{T}}>;
 @group(0) @binding(3) var<uniform> p: Params;
 
@@ -77,31 +78,7 @@ fn main(
 
 {{ACC_DECL}}
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
-        // A tile: consecutive threads take consecutive k of one row (coalesced reads).
-        for (var l = lid; l < BM * BK; l += NT) {
-            let mm = l / BK;
-            let kk = l % BK;
-            let gr = row0 + mm;
-            let gk = k0 + kk;
-            var v = {{ACC}}(0);
-            if (gr < p.m && gk < p.k) {
-                v = {{ACC}}(a[aoff + gr * p.k + gk]);
-            }
-            As[kk * (BM / 4u) + mm / 4u][mm % 4u] = v;
-        }
-        // B tile: consecutive threads take consecutive n of one k.
-        for (var l = lid; l < BK * BN; l += NT) {
-            let kk = l / BN;
-            let nn = l % BN;
-            let gk = k0 + kk;
-            let gc = col0 + nn;
-            var v = {{ACC}}(0);
-            if (gk < p.k && gc < p.n) {
-                v = {{ACC}}(b[boff + gk * p.n + gc]);
-            }
-            Bs[kk * (BN / 4u) + nn / 4u][nn % 4u] = v;
-        }
-        workgroupBarrier();
+{{LOAD_A}}{{LOAD_B}}        workgroupBarrier();
         for (var kk = 0u; kk < BK; kk++) {
 {{INNER}}
         }
