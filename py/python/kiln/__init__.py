@@ -1,0 +1,77 @@
+"""Kiln: one WebGPU compute runtime shared by Rust, C, Julia, Elixir and Python.
+
+``import kiln`` gives a numpy-style API over kiln-core: ``kiln.asarray``, ``kiln.zeros``, the
+``Tensor`` type with numpy operators, functions for every op (numpy / array-API names and
+keywords), custom WGSL kernels (``kiln.Kernel``), ``kiln.random`` and the runtime controls
+(``kiln.devices``, ``kiln.memory_stats``, ``kiln.synchronize``). Errors are ``kiln.KilnError``
+and its subclasses, each with a stable ``.code``.
+"""
+
+from __future__ import annotations
+
+import numpy as _np
+
+from . import _kiln
+from ._errors import (
+    CODE_NAMES,
+    DeviceLostError,
+    DTypeError,
+    InternalError,
+    InvalidArgumentError,
+    KilnError,
+    NoAdapterError,
+    OutOfMemoryError,
+    QuotaExceededError,
+    ShapeError,
+    ShaderError,
+    TimeoutError,
+    UnsupportedError,
+)
+from ._kiln import *  # noqa: F401,F403  (every op, Tensor, Kernel, Device, runtime controls)
+from ._kiln import Device, Kernel, Tensor, __version__
+from ._kiln import where  # `where` is a keyword-free name but not picked up by * on every version
+from . import random
+
+#: Kiln's dtypes are numpy dtype objects, so ``t.dtype == numpy.float32`` holds.
+float32 = _np.dtype("float32")
+float16 = _np.dtype("float16")
+int32 = _np.dtype("int32")
+uint32 = _np.dtype("uint32")
+dtypes = (float32, float16, int32, uint32)
+
+# numpy / array-API aliases and kiln-core's own names (the same function objects).
+neg = negative = _kiln.negative
+absolute = _kiln.abs
+sub = subtract = _kiln.subtract
+mul = multiply = _kiln.multiply
+div = true_divide = divide = _kiln.divide
+power = _kiln.pow
+eq = equal = _kiln.equal
+ne = not_equal = _kiln.not_equal
+lt = less = _kiln.less
+le = less_equal = _kiln.less_equal
+gt = greater = _kiln.greater
+ge = greater_equal = _kiln.greater_equal
+where_ = _kiln.where
+cast = _kiln.astype
+permute = _kiln.permute_dims
+concatenate = _kiln.concat
+select_device = _kiln.select_adapter
+adapters = _kiln.devices
+random_uniform = _kiln.random_uniform
+random_normal = _kiln.random_normal
+
+_ALIASES = [
+    "neg", "absolute", "sub", "mul", "div", "true_divide", "power", "eq", "ne", "lt", "le", "gt",
+    "ge", "where_", "cast", "permute", "concatenate", "select_device", "adapters",
+]
+_OPTIONAL = ["conv2d", "max_pool2d", "avg_pool2d", "attention"]
+
+__all__ = sorted(
+    {n for n in dir(_kiln) if not n.startswith("_")}
+    | set(_ALIASES)
+    | {"float32", "float16", "int32", "uint32", "dtypes", "random", "KilnError", "InvalidArgumentError",
+       "ShapeError", "DTypeError", "OutOfMemoryError", "QuotaExceededError", "ShaderError",
+       "DeviceLostError", "NoAdapterError", "TimeoutError", "UnsupportedError", "InternalError",
+       "CODE_NAMES", "__version__"}
+)

@@ -1,0 +1,372 @@
+//! Argument conversion: dtypes, shapes, axes, numpy arrays in (one upload copy) and out (one
+//! readback copy), and the operand rules for Python scalars.
+
+use crate::errors::{dtype_err, gpu, invalid, to_pyerr};
+use crate::tensor::PyTensor;
+use kiln_core::{DType, Tensor};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySequence, PyString, PyTuple, PyType};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub const SUPPORTED: &str = "float32, float16, int32, uint32 (float64 is converted to float32)";
+
+static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+static NP_GENERIC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static DESCRS: [PyOnceLock<Py<PyArrayDescr>>; 4] =
+    [PyOnceLock::new(), PyOnceLock::new(), PyOnceLock::new(), PyOnceLock::new()];
+static WARNED_F64: AtomicBool = AtomicBool::new(false);
+
+pub fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    NUMPY.get_or_try_init(py, || py.import("numpy").map(Bound::unbind)).map(|m| m.bind(py))
+}
+
+pub fn np_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "float32",
+        DType::F16 => "float16",
+        DType::I32 => "int32",
+        DType::U32 => "uint32",
+    }
+}
+
+/// The numpy dtype object of a Kiln dtype (what `Tensor.dtype` returns).
+pub fn np_dtype(py: Python<'_>, dtype: DType) -> PyResult<Bound<'_, PyArrayDescr>> {
+    let cell = &DESCRS[dtype as usize];
+    cell.get_or_try_init(py, || PyArrayDescr::new(py, np_name(dtype)).map(Bound::unbind))
+        .map(|d| d.bind(py).clone())
+}
+
+/// What a numpy dtype means to Kiln.
+enum Kind {
+    Native(DType),
+    F64,
+    /// Another real numeric dtype (bool, int8..int64, uint*, float variants): converted only
+    /// when a dtype is asked for explicitly, or when it came from Python ints.
+    OtherNumeric,
+    Unsupported,
+}
+
+/// Byte-swapped arrays of a supported dtype classify as that dtype and are converted to native
+/// order on the way in (see `to_tensor`).
+fn classify(d: &Bound<'_, PyArrayDescr>) -> Kind {
+    match (d.kind(), d.itemsize()) {
+        (b'f', 4) => Kind::Native(DType::F32),
+        (b'f', 2) => Kind::Native(DType::F16),
+        (b'i', 4) => Kind::Native(DType::I32),
+        (b'u', 4) => Kind::Native(DType::U32),
+        (b'f', 8) => Kind::F64,
+        (b'b' | b'i' | b'u' | b'f', _) => Kind::OtherNumeric,
+        _ => Kind::Unsupported,
+    }
+}
+
+/// Parses a dtype argument: None, a string ("float32", "f32", ...), a numpy dtype or type.
+pub fn parse_dtype(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DType>> {
+    let Some(obj) = obj else { return Ok(None) };
+    if obj.is_none() {
+        return Ok(None);
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        if let Ok(d) = DType::parse(&s.to_cow()?) {
+            return Ok(Some(d));
+        }
+    }
+    let descr = match obj.cast::<PyArrayDescr>() {
+        Ok(d) => d.clone(),
+        Err(_) => match PyArrayDescr::new(py, obj) {
+            Ok(d) => d,
+            Err(_) => return Err(dtype_err(py, format!("unknown dtype {obj}; supported: {SUPPORTED}"))),
+        },
+    };
+    match classify(&descr) {
+        Kind::Native(d) => Ok(Some(d)),
+        _ => Err(dtype_err(py, format!("dtype {descr} is not supported; supported: {SUPPORTED}"))),
+    }
+}
+
+pub fn dtype_or(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, default: DType) -> PyResult<DType> {
+    Ok(parse_dtype(py, obj)?.unwrap_or(default))
+}
+
+/// A shape argument: an int or a sequence of ints.
+pub fn parse_shape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    let to_dim = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
+        let n: i64 = v.extract().map_err(|_| invalid(py, format!("shape entries must be ints, got {v}")))?;
+        usize::try_from(n).map_err(|_| invalid(py, format!("negative dimension {n} in a shape")))
+    };
+    if obj.is_instance_of::<PyInt>() {
+        return Ok(vec![to_dim(obj)?]);
+    }
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        return Err(invalid(py, format!("a shape must be an int or a sequence of ints, got a tensor of shape {:?}", t.get().t.shape())));
+    }
+    let seq = obj.cast::<PySequence>().map_err(|_| invalid(py, format!("a shape must be an int or a sequence of ints, got {obj}")))?;
+    let mut out = Vec::with_capacity(seq.len()?);
+    for item in seq.try_iter()? {
+        out.push(to_dim(&item?)?);
+    }
+    Ok(out)
+}
+
+/// A signed shape (for reshape, which allows one -1).
+pub fn parse_ishape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
+    if obj.is_instance_of::<PyInt>() {
+        return Ok(vec![obj.extract()?]);
+    }
+    let seq = obj.cast::<PySequence>().map_err(|_| invalid(py, format!("a shape must be an int or a sequence of ints, got {obj}")))?;
+    let mut out = Vec::with_capacity(seq.len()?);
+    for item in seq.try_iter()? {
+        let item = item?;
+        out.push(item.extract().map_err(|_| invalid(py, format!("shape entries must be ints, got {item}")))?);
+    }
+    Ok(out)
+}
+
+/// An axis argument: None (all axes), an int, or a sequence of ints.
+pub fn parse_axes(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<isize>>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => {
+            if let Ok(a) = o.extract::<isize>() {
+                return Ok(Some(vec![a]));
+            }
+            let seq = o.cast::<PySequence>().map_err(|_| invalid(py, format!("axis must be None, an int or a tuple of ints, got {o}")))?;
+            let mut out = Vec::new();
+            for item in seq.try_iter()? {
+                let item = item?;
+                out.push(item.extract().map_err(|_| invalid(py, format!("axis entries must be ints, got {item}")))?);
+            }
+            Ok(Some(out))
+        }
+    }
+}
+
+/// An int or a pair of ints (conv/pool arguments).
+pub fn parse_pair(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<[usize; 2]> {
+    if let Ok(v) = obj.extract::<usize>() {
+        return Ok([v, v]);
+    }
+    if let Ok((a, b)) = obj.extract::<(usize, usize)>() {
+        return Ok([a, b]);
+    }
+    Err(invalid(py, format!("{name} must be a non-negative int or a pair of them, got {obj}")))
+}
+
+/// Pointer to host memory handed to a core call with the GIL released. The owner (a numpy
+/// array) is kept alive by the caller for the duration of the call.
+struct HostPtr(*mut u8, usize);
+unsafe impl Send for HostPtr {}
+
+fn warn_f64(py: Python<'_>) -> PyResult<()> {
+    if !WARNED_F64.swap(true, Ordering::Relaxed) {
+        let cat = py.get_type::<pyo3::exceptions::PyUserWarning>();
+        PyErr::warn(
+            py,
+            &cat,
+            c"kiln: float64 input is converted to float32 (WebGPU has no portable float64); this warning is shown once per process",
+            2,
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether `obj` holds plain Python numbers (lists, tuples, ints, floats), whose numpy
+/// default dtypes (int64, float64) say nothing about what the user wants.
+fn is_python_data(obj: &Bound<'_, PyAny>) -> bool {
+    obj.is_instance_of::<PyList>()
+        || obj.is_instance_of::<PyTuple>()
+        || obj.is_instance_of::<PyInt>()
+        || (obj.is_instance_of::<PyFloat>() && obj.get_type().is(&py_float_type(obj.py())))
+}
+
+fn py_float_type(py: Python<'_>) -> Bound<'_, PyType> {
+    py.get_type::<PyFloat>()
+}
+
+/// Uploads a C-contiguous, aligned, native-order numpy array of a supported dtype (one copy).
+fn upload(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, dtype: DType) -> PyResult<Tensor> {
+    let shape = arr.shape().to_vec();
+    let n: usize = shape.iter().product::<usize>() * dtype.size();
+    let ptr = unsafe { (*arr.as_array_ptr()).fields.data as *mut u8 };
+    let host = HostPtr(ptr, n);
+    gpu(py, move || {
+        let h = host;
+        let bytes: &[u8] = if h.1 == 0 { &[] } else { unsafe { std::slice::from_raw_parts(h.0, h.1) } };
+        Tensor::from_bytes(bytes, &shape, dtype)
+    })
+}
+
+/// `kiln.asarray`: Tensors pass through (cast if `dtype` differs); anything numpy can read
+/// (arrays, buffer-protocol objects, nested lists, scalars) is uploaded with one copy.
+pub fn to_tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<DType>) -> PyResult<Tensor> {
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        let t = &t.get().t;
+        return match dtype {
+            Some(d) if d != t.dtype() => gpu(py, || kiln_core::ops::cast(t, d)),
+            _ => Ok(t.clone()),
+        };
+    }
+    let np = numpy(py)?;
+    let python_data = is_python_data(obj);
+    let arr: Bound<'_, PyUntypedArray> = match obj.cast::<PyUntypedArray>() {
+        Ok(a) => a.clone(),
+        Err(_) => np
+            .call_method1("asarray", (obj,))
+            .map_err(|e| invalid(py, format!("cannot convert {} to a tensor: {e}", obj.get_type().name().map(|n| n.to_string()).unwrap_or_default())))?
+            .cast_into::<PyUntypedArray>()
+            .map_err(|e| invalid(py, e.to_string()))?,
+    };
+    let descr = arr.dtype();
+    let target = match (classify(&descr), dtype) {
+        (Kind::Unsupported, _) => {
+            return Err(dtype_err(py, format!("arrays of dtype {descr} are not supported; supported: {SUPPORTED}")))
+        }
+        (_, Some(d)) => d,
+        (Kind::Native(d), None) => d,
+        (Kind::F64, None) => {
+            if !python_data {
+                warn_f64(py)?;
+            }
+            DType::F32
+        }
+        (Kind::OtherNumeric, None) if python_data && descr.kind() == b'i' => {
+            // Python ints: numpy's int64 becomes int32 when every value fits.
+            if arr.len() > 0 {
+                let lo: i64 = arr.call_method0("min")?.extract()?;
+                let hi: i64 = arr.call_method0("max")?.extract()?;
+                if lo < i32::MIN as i64 || hi > i32::MAX as i64 {
+                    return Err(pyo3::exceptions::PyOverflowError::new_err(format!(
+                        "Python ints in [{lo}, {hi}] do not fit int32; pass a numpy array with dtype uint32 or float32"
+                    )));
+                }
+            }
+            DType::I32
+        }
+        (Kind::OtherNumeric, None) => {
+            return Err(dtype_err(
+                py,
+                format!("arrays of dtype {descr} are not supported; supported: {SUPPORTED} (pass dtype= to convert)"),
+            ))
+        }
+    };
+    let same = matches!(classify(&descr), Kind::Native(d) if d == target) && descr.is_native_byteorder().unwrap_or(true);
+    let arr = if !same {
+        arr.call_method1("astype", (np_dtype(py, target)?,))?.cast_into::<PyUntypedArray>().map_err(|e| invalid(py, e.to_string()))?
+    } else if !arr.is_c_contiguous() || !arr.is_aligned() {
+        np.call_method1("ascontiguousarray", (&arr,))?.cast_into::<PyUntypedArray>().map_err(|e| invalid(py, e.to_string()))?
+    } else {
+        arr
+    };
+    upload(py, &arr, target)
+}
+
+/// Reads a tensor back into a new numpy array (one copy, the GIL released while waiting).
+pub fn to_numpy<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    let np = numpy(py)?;
+    let shape = PyTuple::new(py, t.shape())?;
+    let arr = np.call_method1("empty", (shape, np_dtype(py, t.dtype())?))?;
+    let a = arr.cast::<PyUntypedArray>().map_err(|e| invalid(py, e.to_string()))?;
+    let n = t.nbytes();
+    let host = HostPtr(unsafe { (*a.as_array_ptr()).fields.data as *mut u8 }, n);
+    gpu(py, move || {
+        let h = host;
+        let out: &mut [u8] = if h.1 == 0 { &mut [] } else { unsafe { std::slice::from_raw_parts_mut(h.0, h.1) } };
+        t.read_into(out)
+    })?;
+    Ok(arr)
+}
+
+/// One operand of a binary op: a tensor, or a Python / numpy scalar.
+pub enum Operand {
+    Tensor(Tensor),
+    Scalar(f64, bool),
+}
+
+fn np_generic(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    NP_GENERIC.import(py, "numpy", "generic")
+}
+
+/// Classifies an operand; `None` when it is not something Kiln can take (operators then
+/// return NotImplemented). Arrays and lists are uploaded.
+pub fn operand(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Operand>> {
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        return Ok(Some(Operand::Tensor(t.get().t.clone())));
+    }
+    if obj.is_instance_of::<PyBool>() || obj.is_instance_of::<PyInt>() {
+        return match obj.extract::<i64>() {
+            Ok(v) => Ok(Some(Operand::Scalar(v as f64, true))),
+            Err(_) => Err(pyo3::exceptions::PyOverflowError::new_err(format!("Python int {obj} is out of range"))),
+        };
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        return Ok(Some(Operand::Scalar(obj.extract::<f64>()?, false)));
+    }
+    if obj.is_instance(np_generic(py)?)? {
+        let kind = obj.getattr("dtype")?.cast_into::<PyArrayDescr>().map(|d| d.kind()).unwrap_or(b'O');
+        return match kind {
+            b'b' | b'i' | b'u' => Ok(Some(Operand::Scalar(obj.extract::<i64>().or_else(|_| obj.call_method0("__int__")?.extract())? as f64, true))),
+            b'f' => Ok(Some(Operand::Scalar(obj.call_method0("__float__")?.extract()?, false))),
+            _ => Ok(None),
+        };
+    }
+    if obj.is_instance_of::<PyUntypedArray>() || obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        return Ok(Some(Operand::Tensor(to_tensor(py, obj, None)?)));
+    }
+    Ok(None)
+}
+
+/// Checks that a scalar fits the tensor's dtype (no silent truncation of 1.5 into an int32
+/// tensor, no negative into uint32), then hands it over as f64.
+pub fn scalar_for(py: Python<'_>, dtype: DType, v: f64, is_int: bool) -> PyResult<f64> {
+    match dtype {
+        DType::F32 | DType::F16 => Ok(v),
+        DType::I32 | DType::U32 => {
+            if !is_int && v.fract() != 0.0 {
+                return Err(dtype_err(py, format!("the float {v} cannot be combined with a {dtype} tensor without truncation; cast the tensor with astype(float32) first")));
+            }
+            let (lo, hi) = if dtype == DType::I32 { (i32::MIN as f64, i32::MAX as f64) } else { (0.0, u32::MAX as f64) };
+            if !(lo..=hi).contains(&v) {
+                return Err(pyo3::exceptions::PyOverflowError::new_err(format!("the scalar {v} is out of range for {dtype}")));
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// A required tensor argument: a Tensor, or anything `asarray` takes.
+pub fn tensor_arg(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        return Ok(t.get().t.clone());
+    }
+    to_tensor(py, obj, None)
+}
+
+/// An optional tensor argument (None allowed).
+pub fn opt_tensor_arg(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Tensor>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => tensor_arg(py, o).map(Some),
+    }
+}
+
+/// A tensor argument that may also be a Python scalar, taking `like`'s dtype in that case.
+pub fn tensor_or_scalar_like(py: Python<'_>, obj: &Bound<'_, PyAny>, like: Option<DType>) -> PyResult<Tensor> {
+    match operand(py, obj)? {
+        Some(Operand::Tensor(t)) => Ok(t),
+        Some(Operand::Scalar(v, is_int)) => {
+            let dtype = like.unwrap_or(if is_int { DType::I32 } else { DType::F32 });
+            let v = scalar_for(py, dtype, v, is_int)?;
+            gpu(py, move || Tensor::scalar(v, dtype))
+        }
+        None => to_tensor(py, obj, None),
+    }
+}
+
+#[allow(dead_code)]
+pub fn core_err(py: Python<'_>, e: kiln_core::Error) -> PyErr {
+    to_pyerr(py, e)
+}

@@ -1,0 +1,706 @@
+//! Module-level functions: creation, elementwise, matmul, reduce, norm, movement, nn, random.
+//! Each is argument conversion around one kiln-core call; no op logic lives here.
+
+use crate::convert::{
+    dtype_or, opt_tensor_arg, operand, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, scalar_for, tensor_arg,
+    tensor_or_scalar_like, to_tensor, Operand,
+};
+use crate::errors::{gpu, invalid};
+use crate::tensor::{binary_op, PyTensor};
+use kiln_core::ops::{self, BinaryOp, UnaryOp};
+use kiln_core::{DType, Tensor};
+use pyo3::prelude::*;
+use pyo3::types::{PyFloat, PyInt, PySequence, PyTuple};
+
+type PyT = PyResult<PyTensor>;
+
+fn ok(t: Tensor) -> PyTensor {
+    PyTensor::new(t)
+}
+
+// ---------------------------------------------------------------------------------------------
+// creation
+
+/// Converts ``obj`` to a tensor: numpy arrays, buffer-protocol objects, nested lists and
+/// scalars are uploaded with one copy (non-contiguous arrays are made contiguous first);
+/// a Tensor is returned as is, or cast when ``dtype`` differs. Supported dtypes: float32,
+/// float16, int32, uint32; float64 arrays become float32 (with one warning per process);
+/// Python ints become int32 and Python floats float32.
+#[pyfunction]
+#[pyo3(signature = (obj, /, dtype=None, *, device=None, copy=None))]
+pub fn asarray(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>, copy: Option<bool>) -> PyT {
+    let _ = device;
+    let d = parse_dtype(py, dtype)?;
+    let t = to_tensor(py, obj, d)?;
+    if copy == Some(true) && obj.cast::<PyTensor>().is_ok_and(|o| o.get().t.shares_buffer(&t)) {
+        return gpu(py, || ops::copy(&t)).map(ok);
+    }
+    Ok(ok(t))
+}
+
+/// Uploads raw little-endian ``data`` (bytes-like) as a tensor of ``shape`` and ``dtype``.
+#[pyfunction]
+#[pyo3(signature = (data, shape, dtype=None))]
+pub fn from_bytes(py: Python<'_>, data: &[u8], shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+    let s = parse_shape(py, shape)?;
+    let d = dtype_or(py, dtype, DType::F32)?;
+    gpu(py, || Tensor::from_bytes(data, &s, d)).map(ok)
+}
+
+/// A tensor of ``shape`` filled with zeros.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype=None, *, device=None))]
+pub fn zeros(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let _ = device;
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    gpu(py, || ops::zeros(&s, d)).map(ok)
+}
+
+/// A tensor of ``shape`` filled with ones.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype=None, *, device=None))]
+pub fn ones(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let _ = device;
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    gpu(py, || ops::ones(&s, d)).map(ok)
+}
+
+/// An uninitialised tensor of ``shape`` (its contents are whatever the buffer held).
+#[pyfunction]
+#[pyo3(signature = (shape, dtype=None, *, device=None))]
+pub fn empty(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let _ = device;
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    gpu(py, || Tensor::empty(&s, d)).map(ok)
+}
+
+fn scalar_default_dtype(v: &Bound<'_, PyAny>) -> DType {
+    if v.is_instance_of::<PyInt>() {
+        DType::I32
+    } else {
+        DType::F32
+    }
+}
+
+/// A tensor of ``shape`` filled with ``fill_value`` (int values give int32, floats float32,
+/// unless ``dtype`` says otherwise).
+#[pyfunction]
+#[pyo3(signature = (shape, fill_value, dtype=None, *, device=None))]
+pub fn full(py: Python<'_>, shape: &Bound<'_, PyAny>, fill_value: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let _ = device;
+    let s = parse_shape(py, shape)?;
+    let d = dtype_or(py, dtype, scalar_default_dtype(fill_value))?;
+    let (v, is_int) = scalar_arg(py, fill_value)?;
+    let v = scalar_for(py, d, v, is_int)?;
+    gpu(py, || ops::full(&s, d, v)).map(ok)
+}
+
+fn scalar_arg(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<(f64, bool)> {
+    match operand(py, v)? {
+        Some(Operand::Scalar(v, is_int)) => Ok((v, is_int)),
+        _ => Err(invalid(py, format!("expected a Python or numpy scalar, got {}", v.get_type()))),
+    }
+}
+
+fn like_args(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<(Vec<usize>, DType)> {
+    let t = tensor_arg(py, x)?;
+    let d = dtype_or(py, dtype, t.dtype())?;
+    Ok((t.shape().to_vec(), d))
+}
+
+/// Zeros with the shape (and by default the dtype) of ``x``.
+#[pyfunction]
+#[pyo3(signature = (x, /, dtype=None, *, device=None))]
+pub fn zeros_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let _ = device;
+    let (s, d) = like_args(py, x, dtype)?;
+    gpu(py, || ops::zeros(&s, d)).map(ok)
+}
+
+/// Ones with the shape (and by default the dtype) of ``x``.
+#[pyfunction]
+#[pyo3(signature = (x, /, dtype=None, *, device=None))]
+pub fn ones_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let _ = device;
+    let (s, d) = like_args(py, x, dtype)?;
+    gpu(py, || ops::ones(&s, d)).map(ok)
+}
+
+/// ``fill_value`` everywhere, with the shape (and by default the dtype) of ``x``.
+#[pyfunction]
+#[pyo3(signature = (x, /, fill_value, dtype=None, *, device=None))]
+pub fn full_like(py: Python<'_>, x: &Bound<'_, PyAny>, fill_value: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let _ = device;
+    let (s, d) = like_args(py, x, dtype)?;
+    let (v, is_int) = scalar_arg(py, fill_value)?;
+    let v = scalar_for(py, d, v, is_int)?;
+    gpu(py, || ops::full(&s, d, v)).map(ok)
+}
+
+/// An uninitialised tensor with the shape (and by default the dtype) of ``x``.
+#[pyfunction]
+#[pyo3(signature = (x, /, dtype=None, *, device=None))]
+pub fn empty_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let _ = device;
+    let (s, d) = like_args(py, x, dtype)?;
+    gpu(py, || Tensor::empty(&s, d)).map(ok)
+}
+
+/// Evenly spaced values in ``[start, stop)`` (numpy's ``arange``; ``arange(n)`` is
+/// ``arange(0, n)``). All-int arguments give int32, otherwise float32, unless ``dtype`` is given.
+#[pyfunction]
+#[pyo3(signature = (start, /, stop=None, step=None, *, dtype=None, device=None))]
+pub fn arange(
+    py: Python<'_>,
+    start: &Bound<'_, PyAny>,
+    stop: Option<&Bound<'_, PyAny>>,
+    step: Option<&Bound<'_, PyAny>>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
+    let _ = device;
+    let stop = stop.filter(|s| !s.is_none());
+    let step = step.filter(|s| !s.is_none());
+    let all_int = start.is_instance_of::<PyInt>()
+        && stop.is_none_or(|s| s.is_instance_of::<PyInt>())
+        && step.is_none_or(|s| s.is_instance_of::<PyInt>());
+    let d = dtype_or(py, dtype, if all_int { DType::I32 } else { DType::F32 })?;
+    let f = |o: &Bound<'_, PyAny>| -> PyResult<f64> {
+        if o.is_instance_of::<PyFloat>() || o.is_instance_of::<PyInt>() {
+            o.extract()
+        } else {
+            scalar_arg(py, o).map(|v| v.0)
+        }
+    };
+    let (a, b) = match stop {
+        Some(s) => (f(start)?, f(s)?),
+        None => (0.0, f(start)?),
+    };
+    let st = match step {
+        Some(s) => f(s)?,
+        None => 1.0,
+    };
+    gpu(py, || ops::arange(a, b, st, d)).map(ok)
+}
+
+/// A GPU-side copy of ``x``.
+#[pyfunction]
+pub fn copy(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::copy(&x)).map(ok)
+}
+
+/// Overwrites every element of the tensor ``x`` with ``value``, in place.
+#[pyfunction]
+pub fn fill(py: Python<'_>, x: &Bound<'_, PyTensor>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    let t = &x.get().t;
+    let (v, is_int) = scalar_arg(py, value)?;
+    let v = scalar_for(py, t.dtype(), v, is_int)?;
+    gpu(py, || ops::fill(t, v))
+}
+
+/// ``x`` converted to ``dtype`` (float to int truncates toward zero, saturating as WGSL does).
+#[pyfunction]
+#[pyo3(signature = (x, dtype, /, *, copy=true))]
+pub fn astype(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: &Bound<'_, PyAny>, copy: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let d = parse_dtype(py, Some(dtype))?.expect("dtype given");
+    if d == x.dtype() && !copy {
+        return Ok(ok(x));
+    }
+    gpu(py, || ops::cast(&x, d)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
+// elementwise
+
+fn unary(py: Python<'_>, op: UnaryOp, x: &Bound<'_, PyAny>) -> PyT {
+    let t;
+    let x = match x.cast::<PyTensor>() {
+        Ok(p) => &p.get().t,
+        Err(_) => {
+            t = to_tensor(py, x, None)?;
+            &t
+        }
+    };
+    gpu(py, || ops::unary(op, x)).map(ok)
+}
+
+macro_rules! unary_fns {
+    ($($name:ident => $op:ident, $doc:literal;)*) => {
+        $(
+            #[doc = $doc]
+            #[pyfunction]
+            pub fn $name(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
+                unary(py, UnaryOp::$op, x)
+            }
+        )*
+    };
+}
+
+unary_fns! {
+    negative => Neg, "Elementwise ``-x``.";
+    abs => Abs, "Elementwise absolute value.";
+    exp => Exp, "Elementwise ``e**x``.";
+    log => Log, "Elementwise natural logarithm.";
+    sqrt => Sqrt, "Elementwise square root.";
+    rsqrt => Rsqrt, "Elementwise ``1 / sqrt(x)``.";
+    sin => Sin, "Elementwise sine.";
+    cos => Cos, "Elementwise cosine.";
+    tanh => Tanh, "Elementwise hyperbolic tangent.";
+    sigmoid => Sigmoid, "Elementwise logistic sigmoid ``1 / (1 + exp(-x))``.";
+    relu => Relu, "Elementwise ``max(x, 0)``.";
+    gelu_tanh => GeluTanh, "GELU with the tanh approximation.";
+    silu => Silu, "Elementwise ``x * sigmoid(x)``.";
+}
+
+/// GELU: exact (erf) by default, the tanh approximation with ``approximate="tanh"``.
+#[pyfunction]
+#[pyo3(signature = (x, approximate="none"))]
+pub fn gelu(py: Python<'_>, x: &Bound<'_, PyAny>, approximate: &str) -> PyT {
+    match approximate {
+        "none" => unary(py, UnaryOp::Gelu, x),
+        "tanh" => unary(py, UnaryOp::GeluTanh, x),
+        other => Err(invalid(py, format!("gelu: approximate must be \"none\" or \"tanh\", got {other:?}"))),
+    }
+}
+
+/// `a OP b`, either of them a tensor, an array-like or a Python scalar.
+fn binary(py: Python<'_>, op: BinaryOp, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyT {
+    let not_taken = |o: &Bound<'_, PyAny>| invalid(py, format!("{}: cannot take an operand of type {}", op.name(), o.get_type()));
+    match operand(py, a)? {
+        Some(Operand::Tensor(ta)) => binary_op(py, op, &ta, b, false)?.map(ok).ok_or_else(|| not_taken(b)),
+        Some(Operand::Scalar(..)) => match operand(py, b)? {
+            Some(Operand::Tensor(tb)) => binary_op(py, op, &tb, a, true)?.map(ok).ok_or_else(|| not_taken(a)),
+            Some(Operand::Scalar(..)) => {
+                let ta = tensor_or_scalar_like(py, a, None)?;
+                binary_op(py, op, &ta, b, false)?.map(ok).ok_or_else(|| not_taken(b))
+            }
+            None => Err(not_taken(b)),
+        },
+        None => Err(not_taken(a)),
+    }
+}
+
+macro_rules! binary_fns {
+    ($($name:ident => $op:ident, $doc:literal;)*) => {
+        $(
+            #[doc = $doc]
+            #[pyfunction]
+            pub fn $name(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
+                binary(py, BinaryOp::$op, x1, x2)
+            }
+        )*
+    };
+}
+
+binary_fns! {
+    add => Add, "``x1 + x2`` with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    subtract => Sub, "``x1 - x2`` with numpy broadcasting.";
+    multiply => Mul, "``x1 * x2`` with numpy broadcasting.";
+    divide => Div, "``x1 / x2`` with numpy broadcasting (integer tensors divide truncating toward zero, as WGSL does).";
+    pow => Pow, "``x1 ** x2`` with numpy broadcasting (float dtypes).";
+    maximum => Maximum, "Elementwise maximum with numpy broadcasting.";
+    minimum => Minimum, "Elementwise minimum with numpy broadcasting.";
+    equal => Eq, "``x1 == x2`` as a uint32 0/1 tensor.";
+    not_equal => Ne, "``x1 != x2`` as a uint32 0/1 tensor.";
+    less => Lt, "``x1 < x2`` as a uint32 0/1 tensor.";
+    less_equal => Le, "``x1 <= x2`` as a uint32 0/1 tensor.";
+    greater => Gt, "``x1 > x2`` as a uint32 0/1 tensor.";
+    greater_equal => Ge, "``x1 >= x2`` as a uint32 0/1 tensor.";
+}
+
+/// ``x1`` where ``condition`` is non-zero, else ``x2`` (all three broadcast; Python scalars
+/// take the other branch's dtype).
+#[pyfunction]
+#[pyo3(name = "where")]
+pub fn where_(py: Python<'_>, condition: &Bound<'_, PyAny>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
+    let c = tensor_arg(py, condition)?;
+    let (a, b) = match (operand(py, x1)?, operand(py, x2)?) {
+        (Some(Operand::Tensor(a)), _) => {
+            let d = a.dtype();
+            (a, tensor_or_scalar_like(py, x2, Some(d))?)
+        }
+        (_, Some(Operand::Tensor(b))) => {
+            let d = b.dtype();
+            (tensor_or_scalar_like(py, x1, Some(d))?, b)
+        }
+        _ => {
+            let a = tensor_or_scalar_like(py, x1, None)?;
+            let d = a.dtype();
+            (a, tensor_or_scalar_like(py, x2, Some(d))?)
+        }
+    };
+    gpu(py, || ops::where_(&c, &a, &b)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
+// matmul
+
+/// numpy ``matmul``: 1-D operands are promoted, batch dimensions broadcast.
+#[pyfunction]
+pub fn matmul(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
+    let (a, b) = (tensor_arg(py, x1)?, tensor_arg(py, x2)?);
+    gpu(py, || ops::matmul(&a, &b)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
+// reduce
+
+type ReduceFn = fn(&Tensor, Option<&[isize]>, bool) -> kiln_core::Result<Tensor>;
+
+pub fn reduce_with(py: Python<'_>, x: &Tensor, axis: Option<&Bound<'_, PyAny>>, keepdims: bool, f: ReduceFn) -> PyT {
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || f(x, axes.as_deref(), keepdims)).map(ok)
+}
+
+macro_rules! reduce_fns {
+    ($($name:ident, $doc:literal;)*) => {
+        $(
+            #[doc = $doc]
+            #[pyfunction]
+            #[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+            pub fn $name(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
+                let x = tensor_arg(py, x)?;
+                reduce_with(py, &x, axis, keepdims, ops::$name)
+            }
+        )*
+    };
+}
+
+reduce_fns! {
+    sum, "Sum over ``axis`` (None: all axes; an int or a tuple, negative counts from the end).";
+    mean, "Mean over ``axis`` (None: all axes).";
+    max, "Maximum over ``axis`` (None: all axes).";
+    min, "Minimum over ``axis`` (None: all axes).";
+}
+
+/// Variance over ``axis`` with ``correction`` (numpy's ``ddof``; either keyword) degrees of
+/// freedom removed from the divisor.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, correction=None, keepdims=false, ddof=None))]
+pub fn var(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, correction: Option<f64>, keepdims: bool, ddof: Option<f64>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let c = match (correction, ddof) {
+        (Some(_), Some(_)) => return Err(invalid(py, "var: give correction or ddof, not both")),
+        (Some(c), None) | (None, Some(c)) => c,
+        (None, None) => 0.0,
+    };
+    if c < 0.0 || c.fract() != 0.0 {
+        return Err(invalid(py, format!("var: correction must be a non-negative integer, got {c}")));
+    }
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::var(&x, axes.as_deref(), keepdims, c as usize)).map(ok)
+}
+
+/// Index (uint32) of the maximum along ``axis``; None: index into the flattened tensor.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn argmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<isize>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::argmax(&x, axis, keepdims)).map(ok)
+}
+
+/// Index (uint32) of the minimum along ``axis``; None: index into the flattened tensor.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<isize>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::argmin(&x, axis, keepdims)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
+// norm
+
+/// ``exp(x - max) / sum(exp(x - max))`` along ``axis``.
+#[pyfunction]
+#[pyo3(signature = (x, axis=-1))]
+pub fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::softmax(&x, axis)).map(ok)
+}
+
+/// ``x - logsumexp(x)`` along ``axis``.
+#[pyfunction]
+#[pyo3(signature = (x, axis=-1))]
+pub fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::log_softmax(&x, axis)).map(ok)
+}
+
+/// Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias``
+/// (biased variance; ``weight`` and ``bias`` have the last axis' length, or are None).
+#[pyfunction]
+#[pyo3(signature = (x, weight=None, bias=None, eps=1e-5))]
+pub fn layer_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, bias: Option<&Bound<'_, PyAny>>, eps: f32) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
+    gpu(py, || ops::layer_norm(&x, w.as_ref(), b.as_ref(), eps)).map(ok)
+}
+
+/// RMS normalisation over the last axis: ``x / sqrt(mean(x**2) + eps) * weight``.
+#[pyfunction]
+#[pyo3(signature = (x, weight=None, eps=1e-6))]
+pub fn rms_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, eps: f32) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let w = opt_tensor_arg(py, weight)?;
+    gpu(py, || ops::rms_norm(&x, w.as_ref(), eps)).map(ok)
+}
+
+/// Inference batch norm for ``x`` of shape [N, C, ...] with per-channel ``mean``, ``var``,
+/// ``weight`` and ``bias`` of shape [C].
+#[pyfunction]
+#[pyo3(signature = (x, mean, var, weight=None, bias=None, eps=1e-5))]
+pub fn batch_norm(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    mean: &Bound<'_, PyAny>,
+    var: &Bound<'_, PyAny>,
+    weight: Option<&Bound<'_, PyAny>>,
+    bias: Option<&Bound<'_, PyAny>>,
+    eps: f32,
+) -> PyT {
+    let (x, m, v) = (tensor_arg(py, x)?, tensor_arg(py, mean)?, tensor_arg(py, var)?);
+    let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
+    gpu(py, || ops::batch_norm(&x, &m, &v, w.as_ref(), b.as_ref(), eps)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
+// movement
+
+/// Same data, new shape (no copy); one dimension may be -1.
+#[pyfunction]
+#[pyo3(signature = (x, /, shape, *, copy=None))]
+pub fn reshape(py: Python<'_>, x: &Bound<'_, PyAny>, shape: &Bound<'_, PyAny>, copy: Option<bool>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let s = parse_ishape(py, shape)?;
+    let r = gpu(py, || ops::reshape(&x, &s))?;
+    if copy == Some(true) {
+        return gpu(py, || ops::copy(&r)).map(ok);
+    }
+    Ok(ok(r))
+}
+
+fn axes_list(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
+    parse_axes(py, Some(obj))?.ok_or_else(|| invalid(py, "axes must be a sequence of ints"))
+}
+
+/// Reorders the axes: output axis i is input axis ``axes[i]``.
+#[pyfunction]
+pub fn permute_dims(py: Python<'_>, x: &Bound<'_, PyAny>, axes: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let a = axes_list(py, axes)?;
+    gpu(py, || ops::permute(&x, &a)).map(ok)
+}
+
+/// numpy ``transpose``: ``transpose(x)`` reverses the axes, ``transpose(x, axes)`` permutes
+/// them; ``transpose(x, a0, a1)`` (two ints) swaps two axes, as kiln-core's ``transpose``.
+#[pyfunction]
+#[pyo3(signature = (x, *axes))]
+pub fn transpose(py: Python<'_>, x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    if axes.len() == 2 {
+        if let (Ok(a0), Ok(a1)) = (axes.get_item(0)?.extract::<isize>(), axes.get_item(1)?.extract::<isize>()) {
+            return gpu(py, || ops::transpose(&x, a0, a1)).map(ok);
+        }
+    }
+    let a = match axes.len() {
+        0 => (0..x.ndim() as isize).rev().collect(),
+        1 if axes.get_item(0)?.is_none() => (0..x.ndim() as isize).rev().collect(),
+        1 => axes_list(py, &axes.get_item(0)?)?,
+        _ => axes_list(py, axes.as_any())?,
+    };
+    gpu(py, || ops::permute(&x, &a)).map(ok)
+}
+
+/// Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).
+#[pyfunction]
+pub fn swapaxes(py: Python<'_>, x: &Bound<'_, PyAny>, axis1: isize, axis2: isize) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::transpose(&x, axis1, axis2)).map(ok)
+}
+
+/// Swaps the last two axes.
+#[pyfunction]
+pub fn matrix_transpose(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::transpose(&x, -2, -1)).map(ok)
+}
+
+/// Joins tensors along an existing ``axis`` (shapes must match elsewhere, dtypes must match).
+#[pyfunction]
+#[pyo3(signature = (arrays, /, *, axis=0))]
+pub fn concat(py: Python<'_>, arrays: &Bound<'_, PyAny>, axis: isize) -> PyT {
+    let seq = arrays.cast::<PySequence>().map_err(|_| invalid(py, "concat takes a sequence of tensors"))?;
+    let mut ts = Vec::with_capacity(seq.len()?);
+    for item in seq.try_iter()? {
+        ts.push(tensor_arg(py, &item?)?);
+    }
+    gpu(py, || {
+        let refs: Vec<&Tensor> = ts.iter().collect();
+        ops::concat(&refs, axis)
+    })
+    .map(ok)
+}
+
+/// ``x[start:stop:step]`` along ``axis`` (numpy clamping; ``step`` >= 1). A copy.
+#[pyfunction]
+#[pyo3(signature = (x, axis, start=None, stop=None, step=1))]
+pub fn slice(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize, start: Option<isize>, stop: Option<isize>, step: isize) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let start = start.unwrap_or(0);
+    let stop = stop.unwrap_or(isize::MAX);
+    gpu(py, || ops::slice(&x, axis, start, stop, step)).map(ok)
+}
+
+/// numpy ``take``: elements at the 1-D int32/uint32 ``indices`` along ``axis`` (None: of the
+/// flattened tensor). Out-of-range indices read as 0.
+#[pyfunction]
+#[pyo3(signature = (x, indices, /, *, axis=None))]
+pub fn take(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: Option<isize>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let idx = tensor_arg(py, indices)?;
+    match axis {
+        Some(a) => gpu(py, || ops::index_select(&x, a, &idx)).map(ok),
+        None => gpu(py, || ops::index_select(&ops::reshape(&x, &[-1])?, 0, &idx)).map(ok),
+    }
+}
+
+/// kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).
+#[pyfunction]
+pub fn index_select(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize, indices: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let idx = tensor_arg(py, indices)?;
+    gpu(py, || ops::index_select(&x, axis, &idx)).map(ok)
+}
+
+/// torch ``gather``: ``out[i][j] = x[index[i][j]][j]`` for ``axis=0`` (``index`` has x's rank).
+#[pyfunction]
+pub fn gather(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize, index: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let idx = tensor_arg(py, index)?;
+    gpu(py, || ops::gather(&x, axis, &idx)).map(ok)
+}
+
+/// numpy ``take_along_axis`` (``gather`` with numpy's argument order).
+#[pyfunction]
+pub fn take_along_axis(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: isize) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let idx = tensor_arg(py, indices)?;
+    gpu(py, || ops::gather(&x, axis, &idx)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
+// nn
+
+/// Rows of ``weight`` [V, D] picked by int32/uint32 ``ids`` of any shape: shape ``ids.shape + (D,)``.
+#[pyfunction]
+pub fn embedding(py: Python<'_>, weight: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>) -> PyT {
+    let (w, i) = (tensor_arg(py, weight)?, tensor_arg(py, ids)?);
+    gpu(py, || ops::embedding(&w, &i)).map(ok)
+}
+
+/// Rotary position embedding of ``x`` [..., L, D] (rotate-half pairs (i, i + D/2), angle
+/// ``(pos_offset + l) * base**(-2i/D)``).
+#[pyfunction]
+#[pyo3(signature = (x, pos_offset=0, base=10000.0))]
+pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: usize, base: f32) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::rope(&x, pos_offset, base)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
+// random
+
+/// Uniform random numbers in ``[low, high)`` (counter-based: the same seed gives the same
+/// numbers on every device).
+#[pyfunction]
+#[pyo3(signature = (shape, seed, low=0.0, high=1.0, dtype=None))]
+pub fn random_uniform(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: u64, low: f64, high: f64, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    gpu(py, || ops::random_uniform(&s, d, seed, low, high)).map(ok)
+}
+
+/// Normal random numbers with ``mean`` and ``std`` (counter-based, device independent).
+#[pyfunction]
+#[pyo3(signature = (shape, seed, mean=0.0, std=1.0, dtype=None))]
+pub fn random_normal(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: u64, mean: f64, std: f64, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    gpu(py, || ops::random_normal(&s, d, seed, mean, std)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
+// conv / pool / attention
+
+/// 2-D convolution (cross-correlation, as PyTorch) of ``x`` [N, C, H, W] (or [C, H, W]) with
+/// ``w`` [O, C/groups, KH, KW] and optional ``bias`` [O]. ``stride``, ``padding`` and
+/// ``dilation`` are ints or (h, w) pairs.
+#[pyfunction]
+#[pyo3(signature = (x, w, bias=None, stride=None, padding=None, dilation=None, groups=1))]
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    bias: Option<&Bound<'_, PyAny>>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+    dilation: Option<&Bound<'_, PyAny>>,
+    groups: usize,
+) -> PyT {
+    let (x, w, b) = (tensor_arg(py, x)?, tensor_arg(py, w)?, opt_tensor_arg(py, bias)?);
+    let s = pair_or(py, "stride", stride, 1)?;
+    let p = pair_or(py, "padding", padding, 0)?;
+    let d = pair_or(py, "dilation", dilation, 1)?;
+    gpu(py, || ops::conv2d(&x, &w, b.as_ref(), s, p, d, groups)).map(ok)
+}
+
+fn pair_or(py: Python<'_>, name: &str, v: Option<&Bound<'_, PyAny>>, default: usize) -> PyResult<[usize; 2]> {
+    match v.filter(|v| !v.is_none()) {
+        Some(v) => parse_pair(py, name, v),
+        None => Ok([default, default]),
+    }
+}
+
+fn pool_args(
+    py: Python<'_>,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+) -> PyResult<([usize; 2], [usize; 2], [usize; 2])> {
+    let k = parse_pair(py, "kernel_size", kernel_size)?;
+    let s = match stride.filter(|s| !s.is_none()) {
+        Some(s) => parse_pair(py, "stride", s)?,
+        None => k,
+    };
+    Ok((k, s, pair_or(py, "padding", padding, 0)?))
+}
+
+/// Max over each ``kernel_size`` window of ``x`` [N, C, H, W] (or [C, H, W]); ``stride``
+/// defaults to ``kernel_size`` (PyTorch semantics).
+#[pyfunction]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+pub fn max_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let (k, s, p) = pool_args(py, kernel_size, stride, padding)?;
+    gpu(py, || ops::max_pool2d(&x, k, s, p)).map(ok)
+}
+
+/// Mean over each ``kernel_size`` window (padding counts in the divisor, as PyTorch's
+/// default); ``stride`` defaults to ``kernel_size``.
+#[pyfunction]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+pub fn avg_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let (k, s, p) = pool_args(py, kernel_size, stride, padding)?;
+    gpu(py, || ops::avg_pool2d(&x, k, s, p)).map(ok)
+}
+
+/// Scaled dot-product attention: ``softmax(q @ k.mT * scale) @ v`` for q [..., Lq, D],
+/// k [..., Lk, D], v [..., Lk, Dv]; ``scale`` defaults to 1/sqrt(D); ``causal`` masks key j > query i.
+#[pyfunction]
+#[pyo3(signature = (q, k, v, causal=false, scale=None))]
+pub fn attention(py: Python<'_>, q: &Bound<'_, PyAny>, k: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>, causal: bool, scale: Option<f32>) -> PyT {
+    let (q, k, v) = (tensor_arg(py, q)?, tensor_arg(py, k)?, tensor_arg(py, v)?);
+    gpu(py, || ops::attention(&q, &k, &v, causal, scale)).map(ok)
+}
