@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Shows that the conformance suite catches a broken binding and names the op and the language:
+#   1. C: libkiln with kiln_sub's two arguments swapped (break_shim.c, LD_PRELOAD);
+#   2. Elixir: a copy of nif-elixir whose Kiln.where/3 swaps its two branches.
+# Each broken run goes into a scratch results folder next to a correct Rust run; compare.py
+# must fail and print "C: op `sub`" / "Elixir: op `where`". The working tree is not modified.
+# Usage (from the repository root, after the vectors, the kiln CLI, libkiln and the NIF exist):
+#   tests/conformance/break_check.sh
+set -euo pipefail
+OUT=tests/conformance/out
+PY=${PY:-.venv-py/bin/python}
+CC=${CC:-cc}
+SCRATCH=$(mktemp -d /tmp/kiln-break.XXXXXX)
+trap 'rm -rf "$SCRATCH"' EXIT
+mkdir -p "$SCRATCH/results" build/conformance
+target/release/kiln conformance "$OUT/manifest.json" "$SCRATCH/results/rust.json"
+
+# 1. C with kiln_sub's arguments swapped.
+$CC -std=c11 -Wall -Wextra -O2 -Iinclude tests/conformance/c_runner.c -o build/conformance/c_runner \
+    -Ltarget/release -lkiln -Wl,-rpath,"$PWD/target/release" -lm -ldl
+$CC -std=c11 -Wall -Wextra -O2 -shared -fPIC -Iinclude tests/conformance/break_shim.c -o "$SCRATCH/break_shim.so" -ldl
+LD_PRELOAD="$SCRATCH/break_shim.so" build/conformance/c_runner "$OUT/manifest.txt" "$SCRATCH/results/c.json"
+
+# 2. Elixir with Kiln.where's branches swapped (in a copy of the mix project).
+mkdir -p "$SCRATCH/ex"
+cp -r nif-elixir/lib nif-elixir/mix.exs nif-elixir/priv "$SCRATCH/ex/"
+mkdir -p "$SCRATCH/ex/native" && cp -r nif-elixir/native/src "$SCRATCH/ex/native/"  # the NIF's source-hash check reads them
+"$PY" - "$SCRATCH/ex/lib/kiln.ex" <<'PYEOF'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+old = "out(Native.where_(ref!(cond), ref!(a), ref!(b)))"
+assert old in s, "Kiln.where/3 changed: update break_check.sh"
+open(p, "w").write(s.replace(old, "out(Native.where_(ref!(cond), ref!(b), ref!(a)))"))
+PYEOF
+(cd "$SCRATCH/ex" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" mix run "$OLDPWD/tests/conformance/ex_runner.exs" \
+    "$OLDPWD/$OUT/manifest.txt" "$SCRATCH/results/elixir.json")
+
+set +e
+"$PY" tests/conformance/compare.py --manifest "$OUT/manifest.json" --results "$SCRATCH/results" --julia-skipped > "$SCRATCH/compare.txt"
+rc=$?
+set -e
+cat "$SCRATCH/compare.txt"
+ok=1
+[ $rc -ne 0 ] || { echo "break-check: compare.py passed with broken bindings" >&2; ok=0; }
+grep -q 'C: op `sub` case sub\.' "$SCRATCH/compare.txt" || { echo "break-check: the C failure of op sub was not named" >&2; ok=0; }
+grep -q 'Elixir: op `where` case where\.' "$SCRATCH/compare.txt" || { echo "break-check: the Elixir failure of op where was not named" >&2; ok=0; }
+if grep -E '^  (C|Elixir): op `' "$SCRATCH/compare.txt" | grep -vqE 'op `(sub|where)`'; then
+    echo "break-check: ops other than sub / where were blamed" >&2; ok=0
+fi
+[ $ok -eq 1 ] || exit 1
+echo "break-check: the suite failed and named C/sub and Elixir/where, as it should"

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The comparison step of the conformance suite.
+
+    compare.py --manifest OUT/manifest.json --results OUT/results [--header include/kiln.h]
+               [--julia-src julia/src] [--julia-skipped]
+
+Reads each language's results (rust.json, c.json, python.json, elixir.json, julia.json), prints
+a table (cases, passed, failed, missing ops, identical digests) and fails unless every case
+passes in every language that can run here, every case's output digest is identical across
+languages, and every binding exposes every op of kiln_core::ops::OP_NAMES (and custom
+kernels). Static exposure checks, beside the ones the runners make at run time: every op has
+a `kiln_<op>` in kiln.h (C), and a `kiln_<op>` @ccall in julia/src (Julia, which wraps the C
+ABI). Each problem is printed naming the op and the language.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+LANGS = [("rust", "Rust"), ("c", "C"), ("python", "Python"), ("elixir", "Elixir"), ("julia", "Julia")]
+
+
+def c_symbols(op):
+    return ["kiln_kernel_compile", "kiln_kernel_dispatch"] if op == "kernel" else [f"kiln_{op}"]
+
+
+def static_c(header, ops):
+    if not os.path.exists(header):
+        return None, f"{header} not found"
+    text = open(header).read()
+    missing = [op for op in ops if not all(re.search(rf"\b{s}\s*\(", text) for s in c_symbols(op))]
+    return missing, None
+
+
+def static_julia(src, ops):
+    if not os.path.isdir(src):
+        return None, f"{src} not found"
+    text = ""
+    for dirpath, _, files in os.walk(src):
+        for f in files:
+            if f.endswith(".jl"):
+                text += open(os.path.join(dirpath, f)).read()
+    missing = [op for op in ops if not all(re.search(rf"\b{s}\b", text) for s in c_symbols(op))]
+    return missing, None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--manifest", required=True)
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--header", default="include/kiln.h")
+    ap.add_argument("--julia-src", default="julia/src")
+    ap.add_argument("--julia-skipped", action="store_true", help="julia is not on the PATH: Julia only gets the static checks")
+    args = ap.parse_args()
+
+    m = json.load(open(args.manifest))
+    ops = m["ops"] + m.get("extra_ops", [])
+    cases = [c["id"] for c in m["cases"]]
+    op_of = {c["id"]: c["op"] for c in m["cases"]}
+    problems = []
+    results = {}
+    notes = {}
+    for key, name in LANGS:
+        path = os.path.join(args.results, f"{key}.json")
+        if key == "julia" and args.julia_skipped:
+            notes[key] = "did not take part: no `julia` on the PATH (static checks only)"
+            continue
+        if not os.path.exists(path):
+            notes[key] = "NO RESULTS: the runner did not run or crashed"
+            problems.append(f"{name}: no results ({path}): the {name} runner did not run or crashed")
+            continue
+        r = json.load(open(path))
+        byid = {c["id"]: c for c in r["cases"]}
+        results[key] = (r, byid)
+        for op in r.get("missing_ops", []):
+            problems.append(f"{name}: the binding lacks op `{op}`")
+        for cid in cases:
+            c = byid.get(cid)
+            if c is None:
+                problems.append(f"{name}: op `{op_of[cid]}` case {cid}: not run")
+            elif c["status"] != "pass" and c["status"] != "missing":
+                problems.append(f"{name}: op `{c['op']}` case {cid}: {c['status'].upper()}: {c['message']}")
+
+    # Static exposure checks.
+    cm, err = static_c(args.header, ops)
+    if err:
+        problems.append(f"C: static check: {err}")
+    else:
+        for op in cm:
+            problems.append(f"C: kiln.h lacks op `{op}` ({', '.join(c_symbols(op))})")
+    jm, err = static_julia(args.julia_src, ops)
+    if err:
+        problems.append(f"Julia: static check: {err}: the Julia binding lacks every op")
+    else:
+        for op in jm:
+            problems.append(f"Julia: julia/src has no @ccall of {', '.join(c_symbols(op))}: the binding lacks op `{op}`")
+
+    # Digests: per case, the majority digest among the languages that produced one.
+    differs = {key: [] for key in results}
+    identical_cases = 0
+    for cid in cases:
+        digs = {key: byid[cid]["sha256"] for key, (_, byid) in results.items() if cid in byid and byid[cid]["sha256"]}
+        if not digs:
+            continue
+        counts = {}
+        for d in digs.values():
+            counts[d] = counts.get(d, 0) + 1
+        top = max(counts.values())
+        majority = [d for d, n in counts.items() if n == top]
+        if len(counts) == 1 and len(digs) == len(results):
+            identical_cases += 1
+            continue
+        for key, d in digs.items():
+            if len(counts) > 1 and (d not in majority or len(majority) > 1):
+                differs[key].append(cid)
+        if len(digs) < len(results):
+            for key in results:
+                if key not in digs:
+                    differs[key].append(cid)
+    for key, ids in differs.items():
+        name = dict(LANGS)[key]
+        for cid in ids:
+            problems.append(f"{name}: op `{op_of[cid]}` case {cid}: output digest differs from the other languages' (or is absent)")
+
+    # Table.
+    print()
+    print(f"Kiln conformance: {len(cases)} cases, {len(ops)} ops (kiln_core::ops::OP_NAMES + custom kernels), seed {m.get('seed')}")
+    print(f"{'language':<10} {'cases':>6} {'passed':>7} {'failed':>7} {'missing ops':>12}  identical digests")
+    for key, name in LANGS:
+        if key not in results:
+            print(f"{name:<10} {'-':>6} {'-':>7} {'-':>7} {'-':>12}  {notes.get(key, '')}")
+            continue
+        r, byid = results[key]
+        n = len(byid)
+        npass = sum(c["status"] == "pass" for c in byid.values())
+        miss = len(r.get("missing_ops", []))
+        ident = "yes" if not differs[key] else f"NO ({len(differs[key])} cases differ)"
+        print(f"{name:<10} {n:>6} {npass:>7} {n - npass:>7} {miss:>12}  {ident}")
+    static = []
+    static.append("C kiln.h: " + ("all ops" if cm == [] else ("missing " + ", ".join(cm) if cm else "not checked")))
+    static.append("Julia @ccall: " + ("all ops" if jm == [] else ("missing " + ", ".join(jm) if jm else "not checked")))
+    print("static exposure: " + "; ".join(static))
+    ran = [dict(LANGS)[k] for k in results]
+    all_ident = identical_cases == len(cases) and len(results) > 1
+    print(f"identical across languages ({', '.join(ran)}): {'yes' if all_ident else 'no'} ({identical_cases}/{len(cases)} cases)")
+    if problems:
+        print(f"\nconformance: FAILED ({len(problems)} problems)")
+        for p in problems[:200]:
+            print("  " + p)
+        if len(problems) > 200:
+            print(f"  ... and {len(problems) - 200} more")
+        sys.exit(1)
+    print("\nconformance: all cases pass in every language, digests identical")
+
+
+if __name__ == "__main__":
+    main()
