@@ -149,8 +149,12 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// Seconds per call of `f`, median over `reps` timed loops.
-fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Result<f64> {
+/// Seconds per call of `f`, median over `reps` timed loops, and the CPU-side seconds per call
+/// (recording and submitting, before the final wait): when the two are close, the op is bound by
+/// host overhead, not by the GPU.
+fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Result<(f64, f64)> {
+    // KILN_BENCH_FLUSH=0 queues the whole loop into one batch (outputs then pile up until it ends).
+    let flush = std::env::var("KILN_BENCH_FLUSH").map_or(true, |v| v != "0");
     let dev = kiln_core::device()?;
     for i in 0..2 {
         f(i)?;
@@ -162,17 +166,21 @@ fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Resul
     let one = t.elapsed().as_secs_f64();
     let iters = ((0.05 / one.max(1e-6)) as usize).clamp(3, 200);
     let mut samples = Vec::new();
+    let mut cpu = Vec::new();
     for _ in 0..reps {
         let t = Instant::now();
         for i in 0..iters {
             drop(f(i)?);
             // Submit per call so freed outputs return to the pool instead of piling up.
-            dev.flush()?;
+            if flush {
+                dev.flush()?;
+            }
         }
+        cpu.push(t.elapsed().as_secs_f64() / iters as f64);
         dev.synchronize()?;
         samples.push(t.elapsed().as_secs_f64() / iters as f64);
     }
-    Ok(median(samples))
+    Ok((median(samples), median(cpu)))
 }
 
 pub fn main(args: Args) -> Result<()> {
@@ -180,13 +188,13 @@ pub fn main(args: Args) -> Result<()> {
     let info = dev.info().clone();
     println!("kiln bench on {} ({} {}, {})", info.name, info.driver, info.driver_info, info.backend);
     let mut results = Vec::new();
-    println!("{:<20} {:<22} {:>10} {:>10} {:>10}", "op", "size", "ms", "GB/s", "TFLOP/s");
+    println!("{:<20} {:<22} {:>10} {:>10} {:>10} {:>10}", "op", "size", "ms", "GB/s", "TFLOP/s", "host ms");
     let want = |name: &str| args.filter.as_deref().is_none_or(|f| name.contains(f));
     for b in benches(args.quick)? {
         if !want(b.name) {
             continue;
         }
-        let s = match time_op(&b.run, args.reps) {
+        let (s, host) = match time_op(&b.run, args.reps) {
             Ok(s) => s,
             Err(e) => {
                 println!("{:<20} {:<22} error: {e}", b.name, b.size);
@@ -196,14 +204,15 @@ pub fn main(args: Args) -> Result<()> {
         let gbps = (b.bytes > 0.0).then(|| b.bytes / s / 1e9);
         let tflops = (b.flops > 0.0).then(|| b.flops / s / 1e12);
         println!(
-            "{:<20} {:<22} {:>10.4} {:>10} {:>10}",
+            "{:<20} {:<22} {:>10.4} {:>10} {:>10} {:>10.4}",
             b.name,
             b.size,
             s * 1e3,
             gbps.map_or("-".into(), |g| format!("{g:.1}")),
-            tflops.map_or("-".into(), |t| format!("{t:.2}"))
+            tflops.map_or("-".into(), |t| format!("{t:.2}")),
+            host * 1e3
         );
-        results.push(json!({"op": b.name, "size": b.size, "seconds": s, "gbps": gbps, "tflops": tflops}));
+        results.push(json!({"op": b.name, "size": b.size, "seconds": s, "host_seconds": host, "gbps": gbps, "tflops": tflops}));
     }
     if want("small_ops") {
         // 1000 dependent tiny ops queued, then one readback.

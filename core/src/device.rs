@@ -243,7 +243,10 @@ impl Device {
         self.limits.max_buffer_size.min(self.limits.max_storage_buffer_binding_size as u64)
     }
 
-    pub(crate) fn alloc(self: &Arc<Device>, bytes: u64) -> Result<GpuBuffer> {
+    /// A buffer of at least `bytes`. With `gpu_written`, the first write will be a GPU command
+    /// recorded after this call, so a buffer freed earlier in the open batch may be reused; a
+    /// buffer the host will upload into (`queue.write_buffer` runs before the batch) may not.
+    pub(crate) fn alloc(self: &Arc<Device>, bytes: u64, gpu_written: bool) -> Result<GpuBuffer> {
         self.check_alive()?;
         let max = self.max_tensor_bytes();
         if bytes > max {
@@ -252,7 +255,11 @@ impl Device {
             )));
         }
         let class = size_class(bytes).min(max.max(16)).max(bytes.next_multiple_of(4));
-        let buffer = match self.pool.take(class, STORAGE_USAGE) {
+        let poison = self.poison.load(Ordering::Relaxed);
+        let reused = self.pool.take(class, STORAGE_USAGE).or_else(|| {
+            (gpu_written && !poison).then(|| self.pool.take_deferred(class, STORAGE_USAGE)).flatten()
+        });
+        let buffer = match reused {
             Some(b) => b,
             None => {
                 let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
@@ -269,7 +276,7 @@ impl Device {
                 b
             }
         };
-        if self.poison.load(Ordering::Relaxed) {
+        if poison {
             self.queue.write_buffer(&buffer, 0, &vec![0xFF; class as usize]);
         }
         let now = self.mem.in_use.fetch_add(class, Ordering::Relaxed) + class;

@@ -40,6 +40,14 @@ impl Pool {
         Some(buf)
     }
 
+    /// A buffer freed during the open batch, for an output that only GPU commands recorded
+    /// later in the same batch will write (they run after every earlier reader).
+    pub(crate) fn take_deferred(&self, class: u64, usage: wgpu::BufferUsages) -> Option<wgpu::Buffer> {
+        let mut deferred = self.deferred.lock().unwrap();
+        let i = deferred.iter().rposition(|(k, _)| *k == (class, usage.bits()))?;
+        Some(deferred.swap_remove(i).1)
+    }
+
     /// A buffer whose last use may still be in the open batch.
     pub(crate) fn release(&self, class: u64, usage: wgpu::BufferUsages, buf: wgpu::Buffer) {
         self.deferred.lock().unwrap().push(((class, usage.bits()), buf));

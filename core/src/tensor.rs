@@ -31,9 +31,13 @@ fn nbytes_of(shape: &[usize], dtype: DType) -> Result<u64> {
 impl Tensor {
     /// An uninitialised tensor on `device` (ops write every element before it is read).
     pub fn empty_on(device: &Arc<Device>, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Self::alloc_on(device, shape, dtype, true)
+    }
+
+    fn alloc_on(device: &Arc<Device>, shape: &[usize], dtype: DType, gpu_written: bool) -> Result<Tensor> {
         check_rank(shape)?;
         let bytes = nbytes_of(shape, dtype)?;
-        let buf = device.alloc(bytes)?;
+        let buf = device.alloc(bytes, gpu_written)?;
         Ok(Tensor { buf: Arc::new(buf), device: device.clone(), shape: shape.to_vec(), dtype })
     }
 
@@ -51,7 +55,7 @@ impl Tensor {
                 bytes.len()
             )));
         }
-        let t = Self::empty_on(device, shape, dtype)?;
+        let t = Self::alloc_on(device, shape, dtype, false)?;
         device.upload(&t.buf, bytes)?;
         Ok(t)
     }
