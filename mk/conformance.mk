@@ -32,7 +32,7 @@ conformance-runners: cli c-lib py-install elixir-deps elixir-nif conformance-vec
 	-$(CONF_PY) $(CONF_DIR)/py_runner.py $(CONF_OUT)/manifest.json $(CONF_RES)/python.json
 	-cd nif-elixir && KILN_NIF_SKIP_CARGO=1 mix run ../$(CONF_DIR)/ex_runner.exs ../$(CONF_OUT)/manifest.txt ../$(CONF_RES)/elixir.json
 	-@if command -v julia >/dev/null 2>&1; then \
-		KILN_LIB=$(CONF_LIB)/libkiln.so julia --project=julia $(CONF_DIR)/jl_runner.jl $(CONF_OUT)/manifest.txt $(CONF_RES)/julia.json; \
+		KILN_LIB=$(CONF_LIB)/libkiln.so julia $(CONF_DIR)/jl_runner.jl $(CONF_OUT)/manifest.txt $(CONF_RES)/julia.json; \
 	else \
 		echo "conformance: no 'julia' on the PATH: the Julia runner does not take part (static checks only)"; \
 	fi
