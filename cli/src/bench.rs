@@ -153,8 +153,8 @@ fn median(mut xs: Vec<f64>) -> f64 {
 /// (recording and submitting, before the final wait): when the two are close, the op is bound by
 /// host overhead, not by the GPU.
 fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Result<(f64, f64)> {
-    // KILN_BENCH_FLUSH=0 queues the whole loop into one batch (outputs then pile up until it ends).
-    let flush = std::env::var("KILN_BENCH_FLUSH").map_or(true, |v| v != "0");
+    // Ops queue into Kiln's batch as in real use; KILN_BENCH_FLUSH=1 submits after every call.
+    let flush = std::env::var("KILN_BENCH_FLUSH").is_ok_and(|v| v == "1");
     let dev = kiln_core::device()?;
     for i in 0..2 {
         f(i)?;
@@ -171,7 +171,6 @@ fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Resul
         let t = Instant::now();
         for i in 0..iters {
             drop(f(i)?);
-            // Submit per call so freed outputs return to the pool instead of piling up.
             if flush {
                 dev.flush()?;
             }

@@ -300,14 +300,21 @@ pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     elementwise(op.name(), &[a, b], &shape, out_dtype, op.expr(), [0, 0], &device)
 }
 
-/// `a OP s` (or `s OP a` when `scalar_first`), the scalar taking `a`'s dtype.
+/// `a OP s` (or `s OP a` when `scalar_first`), the scalar taking `a`'s dtype. The scalar
+/// travels in the kernel's parameter block, so no tensor is uploaded for it.
 pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: f64, scalar_first: bool) -> Result<Tensor> {
-    let st = Tensor::from_bytes_on(a.device(), &crate::dtype::scalar_bytes(a.dtype(), s), &[], a.dtype())?;
-    if scalar_first {
-        binary(op, &st, a)
+    let dt = a.dtype();
+    check_binary_dtypes(op, dt, dt)?;
+    let s = crate::reference::round_to(dt, s);
+    let scalar = format!("({})", scalar_expr(dt, "bits"));
+    let expr = op.expr();
+    let expr = if scalar_first {
+        expr.replace("x0", "\u{1}").replace("x1", "x0").replace('\u{1}', &scalar)
     } else {
-        binary(op, a, &st)
-    }
+        expr.replace("x1", &scalar)
+    };
+    let out_dtype = if op.is_comparison() { DType::U32 } else { dt };
+    elementwise(op.name(), &[a], a.shape(), out_dtype, &expr, [scalar_bits(dt, s), 0], a.device())
 }
 
 /// `cond ? a : b` elementwise, broadcasting all three; `cond` is true where non-zero.
