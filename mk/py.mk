@@ -23,7 +23,7 @@ py-venv: $(PY_VENV)/.kiln-venv-ready
 # --no-build-isolation: use the venv's maturin rather than fetching one per build; the wheel is
 # built by maturin in release mode into the workspace target/ (shared with every other crate).
 py-install: py-venv deps
-	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) $(PY_PYTHON) -m pip install --no-build-isolation --force-reinstall --no-deps ./py
+	PATH="$(abspath $(PY_VENV))/bin:$$PATH" CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) $(PY_PYTHON) -m pip install --no-build-isolation --force-reinstall --no-deps ./py
 
 py-test: py-install
 	$(PY_PYTHON) -m pytest -q py/tests

@@ -58,6 +58,44 @@ def overhead(iters):
     return rows
 
 
+def latency(iters):
+    """One tiny op followed by synchronize (submit + wait), from Python; PyTorch beside it when
+    it is installed with CUDA."""
+    a = kiln.asarray(np.ones(1024, np.float32))
+    b = a + 1.0
+    kiln.synchronize()
+    rows = []
+
+    def kiln_step():
+        kiln.add(a, a)
+        kiln.synchronize()
+
+    rows.append(dict(what="kiln: add + synchronize", us=per_call(kiln_step, iters) * 1e6))
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            x = torch.ones(1024, device="cuda")
+
+            def torch_step():
+                torch.add(x, x)
+                torch.cuda.synchronize()
+
+            for _ in range(100):
+                torch_step()
+            best = float("inf")
+            for _ in range(5):
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    torch_step()
+                best = min(best, (time.perf_counter() - t0) / iters)
+            rows.append(dict(what="torch: add + cuda.synchronize", us=best * 1e6))
+    except ImportError:
+        pass
+    del b
+    return rows
+
+
 def bandwidth(sizes_mib):
     rows = []
     for mib in sizes_mib:
@@ -103,6 +141,11 @@ def main():
     worst = max(r["overhead_us"] for r in ov)
     print(f"worst overhead: {worst:.2f} µs (target < 10 µs): {'OK' if worst < 10 else 'OVER'}")
     print()
+    print("Latency of one tiny op + synchronize")
+    lat = latency(max(100, args.iters // 4))
+    for r in lat:
+        print(f"{r['what']:34s} {r['us']:10.2f} µs")
+    print()
     print("numpy round trip (f32; upload = asarray + synchronize, readback = .numpy())")
     print(f"{'MiB':>6s} {'upload GB/s':>12s} {'readback GB/s':>14s} {'upload ms':>10s} {'readback ms':>12s}")
     bw = bandwidth([int(s) for s in args.sizes_mib.split(",") if s])
@@ -110,7 +153,7 @@ def main():
         print(f"{r['mib']:6d} {r['upload_gbs']:12.2f} {r['readback_gbs']:14.2f} {r['upload_ms']:10.2f} {r['readback_ms']:12.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(device=dev.as_dict(), overhead=ov, bandwidth=bw), f, indent=2)
+            json.dump(dict(device=dev.as_dict(), overhead=ov, latency=lat, bandwidth=bw), f, indent=2)
 
 
 if __name__ == "__main__":
