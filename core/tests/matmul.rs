@@ -200,7 +200,7 @@ fn matmul_bench_4096() {
     let mut rng = Rng::new(17);
     let (a, av) = rand_tensor(&mut rng, &[n, n], DType::F32, -1.0, 1.0);
     let (b, bv) = rand_tensor(&mut rng, &[n, n], DType::F32, -1.0, 1.0);
-    let mut configs = vec![MatmulTiles::LARGE, MatmulTiles::MEDIUM];
+    let mut configs = vec![MatmulTiles::LARGE, MatmulTiles::HUGE, MatmulTiles::MEDIUM];
     for s in std::env::var("KILN_BENCH_TILES").unwrap_or_default().split(';').filter(|s| !s.is_empty()) {
         let v: Vec<u32> = s.split(',').map(|x| x.parse().unwrap()).collect();
         configs.push(MatmulTiles { bm: v[0], bn: v[1], bk: v[2], tm: v[3], tn: v[4] });
