@@ -45,13 +45,11 @@ fn tanh_stable(x: f32) -> f32 {
     return select(-t, t, x >= 0.0);
 }
 
+// BODY is one of two forms, rendered by ops/elementwise.rs:
+// - scalar: i = linear thread index; o = offsets(i) (or i when nothing broadcasts); loads; store.
+// - vec4 (every operand has the output's shape and n % 4 == 0): thread q moves elements
+//   4q..4q+3 with one 16-byte load per input and one store, computing each lane as above.
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
-    if (i >= p.n) {
-        return;
-    }
-    let o = {{INDEX}};
-{{LOADS}}
-    out[i] = {{TO}}({{EXPR}});
+{{BODY}}
 }

@@ -178,9 +178,9 @@ impl Device {
             .name("kiln-poller".into())
             .spawn(move || loop {
                 {
-                    let mut pending = poller.pending.lock().unwrap();
+                    let mut pending = poller.pending.lock().unwrap_or_else(|p| p.into_inner());
                     while *pending == 0 {
-                        let (p, _) = poller.wake.wait_timeout(pending, Duration::from_secs(1)).unwrap();
+                        let (p, _) = poller.wake.wait_timeout(pending, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner());
                         pending = p;
                         if weak.strong_count() == 0 {
                             return;
@@ -192,7 +192,15 @@ impl Device {
                     std::thread::sleep(Duration::from_millis(10));
                     continue;
                 }
-                let _ = dev.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: Some(Duration::from_millis(100)) });
+                // A panic inside wgpu must not take the poller down: every waiter depends on it.
+                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    dev.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: Some(Duration::from_millis(100)) })
+                }));
+                if let Err(payload) = polled {
+                    let e = Error::from_panic(payload);
+                    dev.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).push(format!("poll panicked: {e}"));
+                    std::thread::sleep(Duration::from_millis(10));
+                }
             })
             .expect("kiln: cannot start the poller thread");
     }
