@@ -44,4 +44,4 @@ conformance: conformance-runners
 conformance-break-check: cli c-lib py-venv elixir-deps elixir-nif conformance-vectors
 	PY=$(CONF_PY) CC=$(CONF_CC) $(CONF_DIR)/break_check.sh
 
-TEST_TARGETS += conformance
+TEST_TARGETS += conformance conformance-break-check
