@@ -161,9 +161,9 @@ impl Tensor {
         if T::DTYPE != self.dtype {
             return Err(Error::DTypeMismatch(format!("to_vec::<{}> on a {} tensor", T::DTYPE, self.dtype)));
         }
-        let bytes = self.to_bytes()?;
+        // One copy: straight from the staging buffer into the result.
         let mut out = vec![T::zeroed(); self.numel()];
-        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&bytes);
+        self.read_into(bytemuck::cast_slice_mut::<T, u8>(&mut out))?;
         Ok(out)
     }
 
