@@ -1,0 +1,1154 @@
+"""
+    Kiln
+
+Julia bindings to Kiln, one WebGPU compute runtime shared by Rust, C, Julia, Elixir and Python,
+through its C ABI (`libkiln`, `include/kiln.h`).
+
+`KilnArray{T,N}` is a GPU tensor with Julia semantics: column-major, 1-based, `dims=1` is
+the first dimension. A Julia array of size `(d1, …, dn)` is handed to Kiln as the row-major
+tensor of shape `(dn, …, d1)` with the same bytes (no copy, no transpose); `A * B` is
+Kiln's `matmul(B, A)`. Element types: `Float32`, `Float16` (where the adapter supports it),
+`Int32`, `UInt32`.
+
+The library is found through `ENV["KILN_LIB"]` (a path to `libkiln.so`), else the repository's
+build output `target/release/libkiln.so` (`make c-lib`).
+"""
+module Kiln
+
+using Libdl
+using LinearAlgebra
+import Statistics
+
+export KilnArray, KilnError, KilnVector, KilnMatrix
+
+# --------------------------------------------------------------------------------------------
+# The library
+# --------------------------------------------------------------------------------------------
+
+# A constant name for @ccall; __init__ dlopens the real file first, and libkiln.so carries
+# the soname "libkiln.so", so every @ccall resolves to that already-loaded copy.
+const libkiln = "libkiln." * Libdl.dlext
+const ABI_VERSION = 0x00000001
+const LIBPATH = Ref{String}("")
+const LIBHANDLE = Ref{Ptr{Cvoid}}(C_NULL)
+
+function _find_library()
+    p = get(ENV, "KILN_LIB", "")
+    if !isempty(p)
+        isfile(p) || error("Kiln: ENV[\"KILN_LIB\"] = $(repr(p)) is not a file")
+        return abspath(p)
+    end
+    repo = normpath(joinpath(@__DIR__, "..", ".."))
+    for profile in ("release", "debug")
+        cand = joinpath(repo, "target", profile, libkiln)
+        isfile(cand) && return cand
+    end
+    error("Kiln: cannot find $libkiln. Build it with `make c-lib` in $repo, " *
+          "or set ENV[\"KILN_LIB\"] to the path of $libkiln")
+end
+
+function __init__()
+    path = _find_library()
+    LIBPATH[] = path
+    dir = dirname(path)
+    dir in Libdl.DL_LOAD_PATH || pushfirst!(Libdl.DL_LOAD_PATH, dir)
+    LIBHANDLE[] = Libdl.dlopen(path, Libdl.RTLD_NOW | Libdl.RTLD_GLOBAL)
+    v = @ccall libkiln.kiln_abi_version()::UInt32
+    v == ABI_VERSION || error("Kiln: $path has C ABI version $v, this package needs $ABI_VERSION")
+    return nothing
+end
+
+"""The path of the loaded libkiln."""
+libpath() = LIBPATH[]
+
+"""The version string of the loaded libkiln, e.g. \"0.1.0\"."""
+version() = unsafe_string(@ccall libkiln.kiln_version()::Cstring)
+
+# Opaque C types (only ever used behind pointers).
+struct KilnTensor end
+struct KilnKernel end
+
+# Mirrors of the C structs (checked field by field against kiln.h by scripts/check_julia_ccalls.py).
+struct KilnDeviceInfo
+    index::Csize_t
+    name::NTuple{256,UInt8}
+    backend::NTuple{16,UInt8}
+    device_type::NTuple{16,UInt8}
+    driver::NTuple{128,UInt8}
+    vendor::UInt32
+    device_id::UInt32
+    max_buffer_size::UInt64
+    max_storage_buffer_binding_size::UInt64
+    shader_f16::Bool
+    chosen::Bool
+end
+
+struct KilnMemoryStats
+    allocated_bytes::UInt64
+    in_use_bytes::UInt64
+    peak_bytes::UInt64
+    live_buffers::UInt64
+    pooled_bytes::UInt64
+end
+
+struct KilnPipelineStats
+    pipelines::UInt64
+    hits::UInt64
+    misses::UInt64
+    compile_seconds::Cdouble
+end
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+
+"""
+    KilnError(code, name, msg)
+
+An error reported by Kiln: `code` is the stable status number (DESIGN.md), `name` its symbol
+(`:SHAPE_MISMATCH`, `:SHADER`, …), `msg` the library's message.
+"""
+struct KilnError <: Exception
+    code::Int
+    name::Symbol
+    msg::String
+end
+
+Base.showerror(io::IO, e::KilnError) = print(io, "KilnError(", e.name, ", code ", e.code, "): ", e.msg)
+
+status_name(code::Integer) = Symbol(unsafe_string(@ccall libkiln.kiln_status_name(UInt32(code)::UInt32)::Cstring))
+
+function _last_message()
+    n = @ccall libkiln.kiln_last_error_message(C_NULL::Ptr{UInt8}, 0::Csize_t)::Csize_t
+    buf = Vector{UInt8}(undef, n)
+    @ccall libkiln.kiln_last_error_message(buf::Ptr{UInt8}, n::Csize_t)::Csize_t
+    return String(buf[1:end-1])
+end
+
+# Must be called right after the failing ccall (no yield in between: the message is per thread).
+@inline function check(status::UInt32)
+    status == 0x00000000 && return nothing
+    msg = _last_message()
+    throw(KilnError(Int(status), status_name(status), msg))
+end
+
+# The calls that wait for the GPU (read-back, synchronize) run in Julia's GC-safe state, so
+# that a long wait does not stop other threads' garbage collections: between
+# jl_gc_safe_enter and jl_gc_safe_leave there is only the ccall, on values that are already
+# raw pointers and bits (nothing allocates there).
+
+# --------------------------------------------------------------------------------------------
+# Element types
+# --------------------------------------------------------------------------------------------
+
+const KilnEltype = Union{Float32,Float16,Int32,UInt32}
+
+dtype_code(::Type{Float32}) = 0x00000000
+dtype_code(::Type{Float16}) = 0x00000001
+dtype_code(::Type{Int32}) = 0x00000002
+dtype_code(::Type{UInt32}) = 0x00000003
+dtype_code(::Type{T}) where {T} =
+    throw(ArgumentError("Kiln has no element type $T (supported: Float32, Float16, Int32, UInt32)"))
+
+function eltype_of(code::UInt32)
+    code == 0 && return Float32
+    code == 1 && return Float16
+    code == 2 && return Int32
+    code == 3 && return UInt32
+    throw(KilnError(13, :INTERNAL, "unknown dtype code $code"))
+end
+
+# The Kiln type a host element type is stored as (Float64 has no portable GPU type).
+kiln_eltype(::Type{T}) where {T<:KilnEltype} = T
+const _f64_warned = Ref(false)
+function kiln_eltype(::Type{Float64})
+    if !_f64_warned[]
+        _f64_warned[] = true
+        @warn "Kiln: Float64 data is stored as Float32 (WGSL has no portable f64); this warning is shown once"
+    end
+    return Float32
+end
+kiln_eltype(::Type{<:Union{Int8,Int16,Int64}}) = Int32
+kiln_eltype(::Type{<:Union{Bool,UInt8,UInt16,UInt64}}) = UInt32
+kiln_eltype(::Type{T}) where {T} = dtype_code(T)
+
+# --------------------------------------------------------------------------------------------
+# KilnArray
+# --------------------------------------------------------------------------------------------
+
+"""
+    KilnArray{T,N} <: AbstractArray{T,N}
+
+An `N`-dimensional GPU array of `T` (a handle to a Kiln tensor). Create one with
+`KilnArray(A)`, read it back with `Array(x)`. Freed by its finalizer, or at once with
+[`Kiln.free!`](@ref). Scalar indexing is not supported (read back with `Array` instead).
+"""
+mutable struct KilnArray{T<:KilnEltype,N} <: AbstractArray{T,N}
+    handle::Ptr{KilnTensor}
+    dims::NTuple{N,Int}
+    function KilnArray{T,N}(h::Ptr{KilnTensor}, dims::NTuple{N,Int}) where {T<:KilnEltype,N}
+        x = new{T,N}(h, dims)
+        finalizer(_finalize, x)
+        return x
+    end
+end
+
+const KilnVector{T} = KilnArray{T,1}
+const KilnMatrix{T} = KilnArray{T,2}
+const KilnVecOrMat{T} = Union{KilnArray{T,1},KilnArray{T,2}}
+
+function _finalize(x::KilnArray)
+    h = x.handle
+    if h != C_NULL
+        x.handle = C_NULL
+        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::Cvoid
+    end
+    return nothing
+end
+
+"""
+    Kiln.free!(x::KilnArray)
+
+Releases the GPU buffer now (it returns to Kiln's pool). `x` must not be used afterwards.
+Calling it twice is harmless.
+"""
+free!(x::KilnArray) = _finalize(x)
+
+"""Whether `x` still holds a tensor (it has not been freed)."""
+isvalid(x::KilnArray) = x.handle != C_NULL
+
+function ptr(x::KilnArray)
+    h = x.handle
+    h == C_NULL && throw(ArgumentError("this KilnArray was freed with Kiln.free!"))
+    return h
+end
+ptr(::Nothing) = Ptr{KilnTensor}(C_NULL)
+
+Base.unsafe_convert(::Type{Ptr{KilnTensor}}, x::KilnArray) = ptr(x)
+
+Base.size(x::KilnArray) = x.dims
+Base.length(x::KilnArray) = prod(x.dims)
+Base.IndexStyle(::Type{<:KilnArray}) = IndexLinear()
+
+# The row-major shape Kiln sees: the Julia dims reversed.
+_cshape(dims) = Csize_t[dims[i] for i in length(dims):-1:1]
+
+# Wraps a new tensor handle from the library, reading its dtype and shape.
+function wrap(h::Ptr{KilnTensor})
+    h == C_NULL && throw(KilnError(13, :INTERNAL, "the library returned a NULL tensor"))
+    nd = Ref{Csize_t}(0)
+    dt = Ref{UInt32}(0)
+    try
+        check(@ccall libkiln.kiln_tensor_ndim(h::Ptr{KilnTensor}, nd::Ref{Csize_t})::UInt32)
+        shape = Vector{Csize_t}(undef, max(Int(nd[]), 1))
+        check(@ccall libkiln.kiln_tensor_shape(h::Ptr{KilnTensor}, shape::Ptr{Csize_t}, length(shape)::Csize_t)::UInt32)
+        check(@ccall libkiln.kiln_tensor_dtype(h::Ptr{KilnTensor}, dt::Ref{UInt32})::UInt32)
+        n = Int(nd[])
+        dims = ntuple(i -> Int(shape[n - i + 1]), n)
+        return KilnArray{eltype_of(dt[]),n}(h, dims)
+    catch
+        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::Cvoid
+        rethrow()
+    end
+end
+
+# Calls `f(out::Ref{Ptr{KilnTensor}}) -> status` and wraps the new tensor.
+@inline function _new(f)
+    out = Ref{Ptr{KilnTensor}}(C_NULL)
+    check(f(out))
+    return wrap(out[])
+end
+
+"""
+    KilnArray(A::AbstractArray)
+    KilnArray{T}(A::AbstractArray)
+
+Uploads `A` to the GPU. `Float64` becomes `Float32` (with a one-time warning), other integer
+types `Int32`/`UInt32`; `KilnArray{T}` converts to `T` explicitly.
+"""
+KilnArray(A::AbstractArray{T}) where {T} = KilnArray{kiln_eltype(T)}(A)
+KilnArray{T}(A::AbstractArray{S,N}) where {T<:KilnEltype,S,N} = KilnArray{T,N}(A)
+function KilnArray{T,N}(A::AbstractArray{S,N}) where {T<:KilnEltype,S,N}
+    host = A isa Array{T,N} ? A : convert(Array{T,N}, A)
+    return _upload(host)
+end
+KilnArray(x::KilnArray) = x
+KilnArray{T}(x::KilnArray) where {T<:KilnEltype} = cast(x, T)
+KilnArray{T,N}(x::KilnArray{S,N}) where {T<:KilnEltype,S,N} = cast(x, T)
+
+function _upload(A::Array{T,N}) where {T<:KilnEltype,N}
+    shape = _cshape(size(A))
+    nbytes = sizeof(A)
+    return _new() do out
+        @ccall libkiln.kiln_tensor_from_host(dtype_code(T)::UInt32, shape::Ptr{Csize_t}, N::Csize_t,
+                                             A::Ptr{Cvoid}, nbytes::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""
+    Array(x::KilnArray)
+
+Waits for the GPU work that produces `x` and copies it into a new `Array` (same bytes: no
+transpose).
+"""
+function Base.Array{T,N}(x::KilnArray{T,N}) where {T,N}
+    A = Array{T,N}(undef, x.dims)
+    _read!(A, x)
+    return A
+end
+Base.Array{T}(x::KilnArray{T,N}) where {T,N} = Array{T,N}(x)
+Base.Array(x::KilnArray{T,N}) where {T,N} = Array{T,N}(x)
+Base.collect(x::KilnArray) = Array(x)
+Base.convert(::Type{Array}, x::KilnArray) = Array(x)
+
+function _read!(A::Array{T}, x::KilnArray{T}) where {T}
+    length(A) == length(x) || throw(DimensionMismatch("destination has $(length(A)) elements, source $(length(x))"))
+    GC.@preserve A x begin
+        h = ptr(x)
+        p = Ptr{Cvoid}(pointer(A))
+        n = Csize_t(sizeof(A))
+        gc = ccall(:jl_gc_safe_enter, Int8, ())
+        st = @ccall libkiln.kiln_tensor_to_host(h::Ptr{KilnTensor}, p::Ptr{Cvoid}, n::Csize_t)::UInt32
+        ccall(:jl_gc_safe_leave, Cvoid, (Int8,), gc)
+        check(st)
+    end
+    return A
+end
+
+"""Reads a 0-dimensional KilnArray back as a scalar."""
+function _scalar(x::KilnArray{T,0}) where {T}
+    A = Array{T,0}(undef)
+    _read!(A, x)
+    free!(x)
+    return A[]
+end
+
+Base.getindex(x::KilnArray{T,0}) where {T} = Array(x)[]
+
+function Base.show(io::IO, ::MIME"text/plain", x::KilnArray{T,N}) where {T,N}
+    if !isvalid(x)
+        print(io, "KilnArray{$T, $N} (freed)")
+        return
+    end
+    print(io, Base.dims2string(size(x)), " KilnArray{$T, $N}")
+    if length(x) > 0
+        println(io, ":")
+        Base.print_array(IOContext(io, :compact => true, :limit => true), Array(x))
+    end
+end
+function Base.show(io::IO, x::KilnArray{T,N}) where {T,N}
+    isvalid(x) || return print(io, "KilnArray{$T, $N} (freed)")
+    print(io, "KilnArray(")
+    show(io, Array(x))
+    print(io, ")")
+end
+
+Base.:(==)(a::KilnArray, b::KilnArray) = size(a) == size(b) && Array(a) == Array(b)
+Base.:(==)(a::KilnArray, b::AbstractArray) = size(a) == size(b) && Array(a) == b
+Base.:(==)(a::AbstractArray, b::KilnArray) = b == a
+Base.isapprox(a::KilnArray, b::AbstractArray; kw...) = isapprox(Array(a), b; kw...)
+Base.isapprox(a::AbstractArray, b::KilnArray; kw...) = isapprox(a, Array(b); kw...)
+Base.isapprox(a::KilnArray, b::KilnArray; kw...) = isapprox(Array(a), Array(b); kw...)
+
+Base.similar(x::KilnArray{T}, ::Type{S}, dims::Dims) where {T,S<:KilnEltype} = empty(S, dims...)
+Base.similar(x::KilnArray{T}, dims::Dims) where {T} = empty(T, dims...)
+
+# --------------------------------------------------------------------------------------------
+# Creation
+# --------------------------------------------------------------------------------------------
+
+_dims(d::Tuple{Vararg{Integer}}) = map(Int, d)
+_dims(d::Integer...) = map(Int, d)
+
+"""An uninitialised KilnArray (contents unspecified until written, e.g. by a kernel)."""
+function empty(::Type{T}, dims::Integer...) where {T<:KilnEltype}
+    shape = _cshape(dims)
+    return _new() do out
+        @ccall libkiln.kiln_tensor_empty(dtype_code(T)::UInt32, shape::Ptr{Csize_t}, length(shape)::Csize_t,
+                                         out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""`Kiln.fill(v, dims...)`: a KilnArray of `typeof(v)` (Kiln's element type for it) filled with `v`."""
+fill(v::T, dims::Integer...) where {T<:Real} = full(kiln_eltype(T), v, dims...)
+fill(v::Real, dims::Tuple{Vararg{Integer}}) = fill(v, dims...)
+
+function full(::Type{T}, v::Real, dims::Integer...) where {T<:KilnEltype}
+    shape = _cshape(dims)
+    return _new() do out
+        @ccall libkiln.kiln_full(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
+                                 Float64(v)::Cdouble, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""`Kiln.zeros(T=Float32, dims...)`"""
+function zeros(::Type{T}, dims::Integer...) where {T<:KilnEltype}
+    shape = _cshape(dims)
+    return _new() do out
+        @ccall libkiln.kiln_zeros(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
+                                  out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+zeros(dims::Integer...) = zeros(Float32, dims...)
+
+"""`Kiln.ones(T=Float32, dims...)`"""
+function ones(::Type{T}, dims::Integer...) where {T<:KilnEltype}
+    shape = _cshape(dims)
+    return _new() do out
+        @ccall libkiln.kiln_ones(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
+                                 out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+ones(dims::Integer...) = ones(Float32, dims...)
+
+"""
+    Kiln.arange(start, stop, step=1; T=Float32)
+
+`start, start + step, …` strictly below `stop` (numpy's `arange`, stop excluded), as a
+KilnVector.
+"""
+function arange(start::Real, stop::Real, step::Real=1; T::Type=Float32)
+    return _new() do out
+        @ccall libkiln.kiln_arange(Float64(start)::Cdouble, Float64(stop)::Cdouble, Float64(step)::Cdouble,
+                                   dtype_code(T)::UInt32, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""`KilnArray(r::AbstractRange)` is built on the GPU for evenly spaced integer ranges."""
+function KilnArray(r::AbstractRange{<:Integer})
+    isempty(r) && return KilnArray(Int32[])
+    return arange(first(r), last(r) + sign(step(r)), step(r); T=Int32)
+end
+
+Base.copy(x::KilnArray) = _new() do out
+    @ccall libkiln.kiln_copy(x::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+end
+
+function Base.fill!(x::KilnArray, v::Real)
+    check(@ccall libkiln.kiln_fill(x::Ptr{KilnTensor}, Float64(v)::Cdouble)::UInt32)
+    return x
+end
+
+"""
+    Kiln.rand(T=Float32, dims...; seed=rand(UInt64), low=0, high=1)
+
+Uniform random numbers in `[low, high)`. Counter based: the same seed gives the same numbers
+on every device.
+"""
+function rand(::Type{T}, dims::Integer...; seed::Integer=Base.rand(UInt64), low::Real=0, high::Real=1) where {T<:KilnEltype}
+    shape = _cshape(dims)
+    return _new() do out
+        @ccall libkiln.kiln_random_uniform(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
+                                           UInt64(seed)::UInt64, Float64(low)::Cdouble, Float64(high)::Cdouble,
+                                           out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+rand(dims::Integer...; kw...) = rand(Float32, dims...; kw...)
+
+"""
+    Kiln.randn(T=Float32, dims...; seed=rand(UInt64), mean=0, std=1)
+
+Normal random numbers (counter based, as [`Kiln.rand`](@ref)).
+"""
+function randn(::Type{T}, dims::Integer...; seed::Integer=Base.rand(UInt64), mean::Real=0, std::Real=1) where {T<:KilnEltype}
+    shape = _cshape(dims)
+    return _new() do out
+        @ccall libkiln.kiln_random_normal(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
+                                          UInt64(seed)::UInt64, Float64(mean)::Cdouble, Float64(std)::Cdouble,
+                                          out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+randn(dims::Integer...; kw...) = randn(Float32, dims...; kw...)
+
+"""`Kiln.cast(x, T)`: converts the elements (float to integer truncates toward zero, saturating)."""
+function cast(x::KilnArray{S}, ::Type{T}) where {S,T<:KilnEltype}
+    S === T && return x
+    return _new() do out
+        @ccall libkiln.kiln_cast(x::Ptr{KilnTensor}, dtype_code(T)::UInt32, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+Base.convert(::Type{KilnArray{T}}, x::KilnArray) where {T<:KilnEltype} = cast(x, T)
+Base.convert(::Type{KilnArray{T,N}}, x::KilnArray{S,N}) where {T<:KilnEltype,S,N} = cast(x, T)
+
+# --------------------------------------------------------------------------------------------
+# Elementwise ops and broadcasting
+# --------------------------------------------------------------------------------------------
+
+function _unary(name::String, x::KilnArray)
+    return _new() do out
+        @ccall libkiln.kiln_unary(name::Cstring, x::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+# Same element type for both operands, by Julia's promotion (as a Kiln type).
+function _promote(a::KilnArray{A}, b::KilnArray{B}) where {A,B}
+    A === B && return a, b
+    T = kiln_eltype(promote_type(A, B))
+    return cast(a, T), cast(b, T)
+end
+
+function _binary(name::String, a::KilnArray, b::KilnArray)
+    a, b = _promote(a, b)
+    return _new() do out
+        @ccall libkiln.kiln_binary(name::Cstring, a::Ptr{KilnTensor}, b::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+function _binary_scalar(name::String, a::KilnArray{T}, s::Real, scalar_first::Bool) where {T}
+    # An integer array with a non-integer scalar computes in Float32 (Julia would widen too).
+    if T <: Integer && !(s isa Integer)
+        a = cast(a, Float32)
+    end
+    return _new() do out
+        @ccall libkiln.kiln_binary_scalar(name::Cstring, a::Ptr{KilnTensor}, Float64(s)::Cdouble, scalar_first::Bool,
+                                          out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+# Julia's `/` gives floats for integers.
+_floaty(x::KilnArray{T}) where {T} = T <: AbstractFloat ? x : cast(x, Float32)
+
+"""Elementwise `1/sqrt(x)` (broadcast it: `Kiln.rsqrt.(x)`)."""
+rsqrt(x::Real) = inv(sqrt(x))
+"""Elementwise logistic sigmoid."""
+sigmoid(x::Real) = inv(one(x) + exp(-x))
+"""Elementwise `max(x, 0)`."""
+relu(x::Real) = max(x, zero(x))
+"""Elementwise GELU with the exact erf (uses an erf approximation on the host side)."""
+gelu(x::Real) = x * (1 + _erf(x / sqrt(oftype(float(x), 2)))) / 2
+"""Elementwise GELU with the tanh approximation."""
+gelu_tanh(x::Real) = x * (1 + tanh(sqrt(2 / oftype(float(x), pi)) * (x + oftype(float(x), 0.044715) * x^3))) / 2
+"""Elementwise `x * sigmoid(x)`."""
+silu(x::Real) = x * sigmoid(x)
+
+# erf without SpecialFunctions (host-side scalar version only; the GPU uses its own).
+function _erf(x::Real)
+    t = 1 / (1 + 0.3275911 * abs(x))
+    y = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x)
+    return oftype(float(x), copysign(y, x))
+end
+
+struct KilnStyle <: Broadcast.AbstractArrayStyle{Any} end
+KilnStyle(::Val) = KilnStyle()
+Base.BroadcastStyle(::Type{<:KilnArray}) = KilnStyle()
+
+const UNARY = (
+    (:-, "neg"), (:abs, "abs"), (:exp, "exp"), (:log, "log"), (:sqrt, "sqrt"), (:rsqrt, "rsqrt"),
+    (:sin, "sin"), (:cos, "cos"), (:tanh, "tanh"), (:sigmoid, "sigmoid"), (:relu, "relu"),
+    (:gelu, "gelu"), (:gelu_tanh, "gelu_tanh"), (:silu, "silu"),
+)
+const FLOAT_ONLY = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu")
+
+for (f, name) in UNARY
+    if name in FLOAT_ONLY
+        @eval Broadcast.broadcasted(::KilnStyle, ::typeof($f), x::KilnArray) = _unary($name, _floaty(x))
+    else
+        @eval Broadcast.broadcasted(::KilnStyle, ::typeof($f), x::KilnArray) = _unary($name, x)
+    end
+end
+Base.:-(x::KilnArray) = _unary("neg", x)
+
+const BINARY = (
+    (:+, "add"), (:-, "sub"), (:*, "mul"), (:max, "maximum"), (:min, "minimum"),
+    (:(==), "eq"), (:!=, "ne"), (:<, "lt"), (:<=, "le"), (:>, "gt"), (:>=, "ge"),
+)
+for (f, name) in BINARY
+    @eval begin
+        Broadcast.broadcasted(::KilnStyle, ::typeof($f), a::KilnArray, b::KilnArray) = _binary($name, a, b)
+        Broadcast.broadcasted(::KilnStyle, ::typeof($f), a::KilnArray, s::Real) = _binary_scalar($name, a, s, false)
+        Broadcast.broadcasted(::KilnStyle, ::typeof($f), s::Real, a::KilnArray) = _binary_scalar($name, a, s, true)
+    end
+end
+# `/` and `^` compute in floating point (Julia semantics for integer arrays).
+Broadcast.broadcasted(::KilnStyle, ::typeof(/), a::KilnArray, b::KilnArray) = _binary("div", _floaty(a), _floaty(b))
+Broadcast.broadcasted(::KilnStyle, ::typeof(/), a::KilnArray, s::Real) = _binary_scalar("div", _floaty(a), s, false)
+Broadcast.broadcasted(::KilnStyle, ::typeof(/), s::Real, a::KilnArray) = _binary_scalar("div", _floaty(a), s, true)
+Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray, b::KilnArray) = _binary("pow", _floaty(a), _floaty(b))
+Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray, s::Real) = _binary_scalar("pow", _floaty(a), s, false)
+Broadcast.broadcasted(::KilnStyle, ::typeof(^), s::Real, a::KilnArray) = _binary_scalar("pow", _floaty(a), s, true)
+function Broadcast.broadcasted(::KilnStyle, ::typeof(Base.literal_pow), ::typeof(^), a::KilnArray{T}, ::Val{p}) where {T,p}
+    T <: Integer && p == 2 && return _binary("mul", a, a)
+    return _binary_scalar("pow", _floaty(a), p, false)
+end
+# Integer division (÷) truncates toward zero, as Julia's `div`.
+Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _binary("div", a, b)
+Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, s::Integer) = _binary_scalar("div", a, s, false)
+
+# ifelse.(cond, a, b): Kiln's `where` (cond non-zero = true).
+_tensor_like(s::Real, ::Type{T}) where {T} = full(T, s)
+function Broadcast.broadcasted(::KilnStyle, ::typeof(ifelse), c::KilnArray, a::Union{KilnArray,Real}, b::Union{KilnArray,Real})
+    T = a isa KilnArray ? eltype(a) : b isa KilnArray ? eltype(b) : kiln_eltype(typeof(a))
+    ta = a isa KilnArray ? a : _tensor_like(a, T)
+    tb = b isa KilnArray ? b : _tensor_like(b, T)
+    ta, tb = _promote(ta, tb)
+    return _new() do out
+        @ccall libkiln.kiln_where(c::Ptr{KilnTensor}, ta::Ptr{KilnTensor}, tb::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+# Float32.(x) and friends: cast.
+Broadcast.broadcasted(::KilnStyle, ::Type{T}, x::KilnArray) where {T<:KilnEltype} = cast(x, T)
+
+# Anything else would need a kernel per Julia function: say so instead of computing on the host.
+function Base.copy(bc::Broadcast.Broadcasted{KilnStyle})
+    throw(ArgumentError("Kiln: broadcasting $(bc.f) over these arguments is not supported on the GPU. " *
+                        "Supported: the unary ops $(join(first.(UNARY), ", ")), the binary ops " *
+                        "$(join(first.(BINARY), ", ")), /, ^, div, ifelse and element-type conversion, " *
+                        "on KilnArrays and real scalars. Read back with Array(x) to use other functions."))
+end
+
+# Non-dotted arithmetic with Julia's rules (same sizes for + and -; scalars for * and /).
+function _same_size(a, b, op)
+    size(a) == size(b) || throw(DimensionMismatch("$op: sizes $(size(a)) and $(size(b)) differ (use .$op to broadcast)"))
+end
+Base.:+(a::KilnArray, b::KilnArray) = (_same_size(a, b, "+"); _binary("add", a, b))
+Base.:-(a::KilnArray, b::KilnArray) = (_same_size(a, b, "-"); _binary("sub", a, b))
+Base.:*(a::KilnArray, s::Real) = _binary_scalar("mul", a, s, false)
+Base.:*(s::Real, a::KilnArray) = _binary_scalar("mul", a, s, true)
+Base.:/(a::KilnArray, s::Real) = _binary_scalar("div", _floaty(a), s, false)
+
+# --------------------------------------------------------------------------------------------
+# Matrix product
+# --------------------------------------------------------------------------------------------
+
+function _matmul(a::KilnArray, b::KilnArray)
+    a, b = _promote(a, b)
+    return _new() do out
+        @ccall libkiln.kiln_matmul(a::Ptr{KilnTensor}, b::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+# Julia A * B (column-major) is Kiln's matmul(B, A) on the row-major views of the same bytes.
+function Base.:*(A::KilnMatrix, B::KilnMatrix)
+    size(A, 2) == size(B, 1) || throw(DimensionMismatch("A has size $(size(A)), B has size $(size(B))"))
+    return _matmul(B, A)
+end
+function Base.:*(A::KilnMatrix, v::KilnVector)
+    size(A, 2) == length(v) || throw(DimensionMismatch("A has size $(size(A)), v has length $(length(v))"))
+    return _matmul(v, A)
+end
+
+"""
+    Kiln.matmul(A, B)
+
+Batched matrix product in Julia order: for `A` of size `(m, k, batch...)` and `B` of size
+`(k, n, batch...)` gives `(m, n, batch...)` (batch dimensions broadcast).
+"""
+matmul(A::KilnArray, B::KilnArray) = _matmul(B, A)
+
+# --------------------------------------------------------------------------------------------
+# Reductions
+# --------------------------------------------------------------------------------------------
+
+# Julia dims (1-based, first = fastest) -> Kiln axes (0-based, last = fastest). Dims beyond
+# ndims are size 1 in Julia and are dropped here. `nothing` = every axis.
+function _axes(x::KilnArray{T,N}, dims) where {T,N}
+    dims isa Colon && return nothing
+    ds = dims isa Integer ? (dims,) : Tuple(dims)
+    for d in ds
+        d >= 1 || throw(ArgumentError("dimension must be ≥ 1, got $d"))
+    end
+    return Cptrdiff_t[N - d for d in ds if d <= N]
+end
+
+function _reduce(name::Symbol, x::KilnArray, axes::Union{Nothing,Vector{Cptrdiff_t}}, keepdims::Bool)
+    ax = axes === nothing ? Cptrdiff_t[] : axes
+    ap = axes === nothing ? Ptr{Cptrdiff_t}(C_NULL) : pointer(ax)
+    na = Csize_t(length(ax))
+    return GC.@preserve ax begin
+        _new() do out
+            if name === :sum
+                @ccall libkiln.kiln_sum(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            elseif name === :mean
+                @ccall libkiln.kiln_mean(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            elseif name === :max
+                @ccall libkiln.kiln_max(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            else
+                @ccall libkiln.kiln_min(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            end
+        end
+    end
+end
+
+function _reduction(name::Symbol, x::KilnArray, dims)
+    ax = _axes(x, dims)
+    if ax === nothing
+        return _scalar(_reduce(name, x, nothing, false))
+    elseif isempty(ax)
+        return copy(x)
+    end
+    return _reduce(name, x, ax, true)
+end
+
+function Base.sum(x::KilnArray{T}; dims=:) where {T}
+    r = _reduction(:sum, x, dims)
+    # Base widens small-integer sums to the machine integer.
+    return dims isa Colon && T <: Integer ? (T <: Signed ? Int(r) : UInt(r)) : r
+end
+Base.maximum(x::KilnArray; dims=:) = _reduction(:max, x, dims)
+Base.minimum(x::KilnArray; dims=:) = _reduction(:min, x, dims)
+Statistics.mean(x::KilnArray; dims=:) = _reduction(:mean, _floaty(x), dims)
+
+function _var(x::KilnArray, dims, corrected::Bool)
+    ax = _axes(x, dims)
+    whole = ax === nothing
+    ax2 = whole ? Cptrdiff_t[] : ax
+    ap = whole ? Ptr{Cptrdiff_t}(C_NULL) : pointer(ax2)
+    xf = _floaty(x)
+    r = GC.@preserve ax2 begin
+        _new() do out
+            @ccall libkiln.kiln_var(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
+                                    Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+    return whole ? _scalar(r) : r
+end
+Statistics.var(x::KilnArray; dims=:, corrected::Bool=true) = _var(x, dims, corrected)
+function Statistics.std(x::KilnArray; dims=:, corrected::Bool=true)
+    v = _var(x, dims, corrected)
+    return v isa KilnArray ? sqrt.(v) : sqrt(v)
+end
+
+function _arg(name::Symbol, x::KilnArray{T,N}, dims) where {T,N}
+    if dims isa Colon
+        r = _new() do out
+            if name === :argmax
+                @ccall libkiln.kiln_argmax(x::Ptr{KilnTensor}, C_NULL::Ptr{Cptrdiff_t}, false::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            else
+                @ccall libkiln.kiln_argmin(x::Ptr{KilnTensor}, C_NULL::Ptr{Cptrdiff_t}, false::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            end
+        end
+        i = Int(_scalar(r)) + 1   # the row-major flat index is Julia's linear index
+        return N == 1 ? i : CartesianIndices(size(x))[i]
+    end
+    dims isa Integer || throw(ArgumentError("Kiln: argmax/argmin take one dimension or dims=:"))
+    1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
+    axis = Ref{Cptrdiff_t}(N - dims)
+    r = _new() do out
+        if name === :argmax
+            @ccall libkiln.kiln_argmax(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, true::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+        else
+            @ccall libkiln.kiln_argmin(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, true::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+    return _binary_scalar("add", r, 1, false)   # 1-based positions along `dims`
+end
+
+"""
+    argmax(x::KilnArray; dims=:)
+
+With `dims=:` the index of the largest element (an `Int` for vectors, a `CartesianIndex`
+otherwise), as Base. With `dims=d` a `KilnArray{UInt32}` of 1-based positions along `d` (Base
+returns `CartesianIndex`es there).
+"""
+Base.argmax(x::KilnArray; dims=:) = _arg(:argmax, x, dims)
+Base.argmin(x::KilnArray; dims=:) = _arg(:argmin, x, dims)
+
+# --------------------------------------------------------------------------------------------
+# Normalization
+# --------------------------------------------------------------------------------------------
+
+_axis(x::KilnArray{T,N}, d::Integer) where {T,N} =
+    1 <= d <= N ? Cptrdiff_t(N - d) : throw(ArgumentError("dims=$d out of range for a $N-dimensional array"))
+
+"""`Kiln.softmax(x; dims=1)`: softmax along `dims` (the first dimension by default, as NNlib)."""
+softmax(x::KilnArray; dims::Integer=1) = _new() do out
+    @ccall libkiln.kiln_softmax(x::Ptr{KilnTensor}, _axis(x, dims)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
+end
+
+"""`Kiln.logsoftmax(x; dims=1)` (also `Kiln.log_softmax`)."""
+logsoftmax(x::KilnArray; dims::Integer=1) = _new() do out
+    @ccall libkiln.kiln_log_softmax(x::Ptr{KilnTensor}, _axis(x, dims)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
+end
+const log_softmax = logsoftmax
+
+"""
+    Kiln.layer_norm(x; weight=nothing, bias=nothing, eps=1f-5)
+
+Normalizes over the first dimension (features first, as Flux): `(x - mean) / sqrt(var + eps)
+* weight + bias`, with `weight` and `bias` vectors of length `size(x, 1)`.
+"""
+function layer_norm(x::KilnArray; weight::Union{Nothing,KilnArray}=nothing, bias::Union{Nothing,KilnArray}=nothing, eps::Real=1f-5)
+    GC.@preserve weight bias begin
+        _new() do out
+            @ccall libkiln.kiln_layer_norm(x::Ptr{KilnTensor}, ptr(weight)::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor},
+                                           Float32(eps)::Cfloat, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+"""`Kiln.rms_norm(x; weight=nothing, eps=1f-6)`: `x / sqrt(mean(x²) + eps) * weight` over the first dimension."""
+function rms_norm(x::KilnArray; weight::Union{Nothing,KilnArray}=nothing, eps::Real=1f-6)
+    GC.@preserve weight begin
+        _new() do out
+            @ccall libkiln.kiln_rms_norm(x::Ptr{KilnTensor}, ptr(weight)::Ptr{KilnTensor}, Float32(eps)::Cfloat,
+                                         out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+"""
+    Kiln.batch_norm(x, mean, var; weight=nothing, bias=nothing, eps=1f-5)
+
+Inference batch normalization of `x` of size `(…, C, N)` (channels next to last, as Flux's
+WHCN) with per-channel vectors of length `C`.
+"""
+function batch_norm(x::KilnArray, mean::KilnArray, var::KilnArray; weight::Union{Nothing,KilnArray}=nothing,
+                    bias::Union{Nothing,KilnArray}=nothing, eps::Real=1f-5)
+    GC.@preserve weight bias begin
+        _new() do out
+            @ccall libkiln.kiln_batch_norm(x::Ptr{KilnTensor}, mean::Ptr{KilnTensor}, var::Ptr{KilnTensor},
+                                           ptr(weight)::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor}, Float32(eps)::Cfloat,
+                                           out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+# --------------------------------------------------------------------------------------------
+# Convolution and pooling (WHCN, as Flux)
+# --------------------------------------------------------------------------------------------
+
+_pair(v::Integer) = (Int(v), Int(v))
+_pair(v::Tuple{Integer,Integer}) = (Int(v[1]), Int(v[2]))
+
+"""
+    Kiln.conv2d(x, w; bias=nothing, stride=1, pad=0, dilation=1, groups=1)
+
+2-D cross-correlation (as PyTorch; no kernel flip) of `x` of size `(W, H, C, N)` with `w` of
+size `(KW, KH, C ÷ groups, O)`; gives `(OW, OH, O, N)`. `stride`, `pad` and `dilation` are
+integers or `(w, h)` tuples, in the same order as the dimensions.
+"""
+function conv2d(x::KilnArray, w::KilnArray; bias::Union{Nothing,KilnArray}=nothing, stride=1, pad=0, dilation=1, groups::Integer=1)
+    sw, sh = _pair(stride)
+    pw, ph = _pair(pad)
+    dw, dh = _pair(dilation)
+    GC.@preserve bias begin
+        _new() do out
+            @ccall libkiln.kiln_conv2d(x::Ptr{KilnTensor}, w::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor},
+                                       sh::Csize_t, sw::Csize_t, ph::Csize_t, pw::Csize_t, dh::Csize_t, dw::Csize_t,
+                                       groups::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+"""`Kiln.maxpool(x, k; stride=k, pad=0)`: max pooling of `x` `(W, H, C, N)` with a `k = (kw, kh)` window."""
+function maxpool(x::KilnArray, k; stride=k, pad=0)
+    kw, kh = _pair(k)
+    sw, sh = _pair(stride)
+    pw, ph = _pair(pad)
+    _new() do out
+        @ccall libkiln.kiln_max_pool2d(x::Ptr{KilnTensor}, kh::Csize_t, kw::Csize_t, sh::Csize_t, sw::Csize_t,
+                                       ph::Csize_t, pw::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""`Kiln.meanpool(x, k; stride=k, pad=0)`: average pooling (padding counts in the average)."""
+function meanpool(x::KilnArray, k; stride=k, pad=0)
+    kw, kh = _pair(k)
+    sw, sh = _pair(stride)
+    pw, ph = _pair(pad)
+    _new() do out
+        @ccall libkiln.kiln_avg_pool2d(x::Ptr{KilnTensor}, kh::Csize_t, kw::Csize_t, sh::Csize_t, sw::Csize_t,
+                                       ph::Csize_t, pw::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+const max_pool2d = maxpool
+const avg_pool2d = meanpool
+
+# --------------------------------------------------------------------------------------------
+# Movement
+# --------------------------------------------------------------------------------------------
+
+function Base.reshape(x::KilnArray{T,N}, dims::Dims) where {T,N}
+    prod(dims) == length(x) || throw(DimensionMismatch("new dimensions $dims must be consistent with array size $(length(x))"))
+    shape = Cptrdiff_t[dims[i] for i in length(dims):-1:1]
+    return _new() do out
+        @ccall libkiln.kiln_reshape(x::Ptr{KilnTensor}, shape::Ptr{Cptrdiff_t}, length(shape)::Csize_t,
+                                    out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+Base.vec(x::KilnArray) = reshape(x, (length(x),))
+
+function Base.permutedims(x::KilnArray{T,N}, perm) where {T,N}
+    p = collect(Int, perm)
+    (length(p) == N && sort(p) == 1:N) || throw(ArgumentError("no valid permutation of dimensions: $perm"))
+    # Result Kiln axis c is Julia dim N - c; it takes x's Julia dim p[N - c], i.e. Kiln axis N - p[N - c].
+    axes = Cptrdiff_t[N - p[N - c] for c in 0:N-1]
+    return _new() do out
+        @ccall libkiln.kiln_permute(x::Ptr{KilnTensor}, axes::Ptr{Cptrdiff_t}, length(axes)::Csize_t,
+                                    out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+Base.permutedims(x::KilnMatrix) = permutedims(x, (2, 1))
+Base.permutedims(x::KilnVector) = reshape(x, (1, length(x)))
+
+"""`Kiln.swapdims(x, d1, d2)`: exchanges two dimensions (Kiln's `transpose`)."""
+function swapdims(x::KilnArray{T,N}, d1::Integer, d2::Integer) where {T,N}
+    a, b = _axis(x, d1), _axis(x, d2)
+    return _new() do out
+        @ccall libkiln.kiln_transpose(x::Ptr{KilnTensor}, a::Cptrdiff_t, b::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+function _cat(xs, d::Integer)
+    isempty(xs) && throw(ArgumentError("cat of no arrays"))
+    d >= 1 || throw(ArgumentError("dims must be ≥ 1"))
+    M = max(d, maximum(ndims, xs))
+    T = kiln_eltype(mapreduce(eltype, promote_type, xs))
+    parts = [reshape(cast(x, T), (size(x)..., ntuple(_ -> 1, M - ndims(x))...)) for x in xs]
+    ptrs = Ptr{KilnTensor}[ptr(p) for p in parts]
+    return GC.@preserve parts ptrs begin
+        _new() do out
+            @ccall libkiln.kiln_concat(ptrs::Ptr{Ptr{KilnTensor}}, length(ptrs)::Csize_t, Cptrdiff_t(M - d)::Cptrdiff_t,
+                                       out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+Base.cat(x::KilnArray, xs::KilnArray...; dims::Integer) = _cat(KilnArray[x, xs...], dims)
+Base.vcat(x::KilnVector{T}, xs::KilnVector{T}...) where {T} = _cat(KilnArray[x, xs...], 1)
+Base.vcat(x::KilnMatrix{T}, xs::KilnMatrix{T}...) where {T} = _cat(KilnArray[x, xs...], 1)
+Base.hcat(x::KilnVector{T}, xs::KilnVector{T}...) where {T} = _cat(KilnArray[x, xs...], 2)
+Base.hcat(x::KilnMatrix{T}, xs::KilnMatrix{T}...) where {T} = _cat(KilnArray[x, xs...], 2)
+
+function _slice(x::KilnArray{T,N}, d::Integer, start::Integer, stop::Integer, step::Integer) where {T,N}
+    return _new() do out
+        @ccall libkiln.kiln_slice(x::Ptr{KilnTensor}, Cptrdiff_t(N - d)::Cptrdiff_t, Cptrdiff_t(start)::Cptrdiff_t,
+                                  Cptrdiff_t(stop)::Cptrdiff_t, Cptrdiff_t(step)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+function _index_select(x::KilnArray{T,N}, d::Integer, idx::AbstractVector{<:Integer}) where {T,N}
+    ids = KilnArray{Int32}(Int32.(idx) .- Int32(1))
+    return _new() do out
+        @ccall libkiln.kiln_index_select(x::Ptr{KilnTensor}, Cptrdiff_t(N - d)::Cptrdiff_t, ids::Ptr{KilnTensor},
+                                         out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+const KilnIndex = Union{Colon,Integer,AbstractRange{<:Integer},AbstractVector{<:Integer}}
+
+"""
+    x[i, j, …]
+
+Slicing with ranges (positive steps), `:`, integer vectors (Kiln's `index_select`) and
+integers (which drop the dimension, as Base). All-integer (scalar) indexing is not supported:
+read back with `Array(x)`.
+"""
+function Base.getindex(x::KilnArray{T,N}, I::Vararg{KilnIndex,N}) where {T,N}
+    all(i -> i isa Integer, I) &&
+        throw(ArgumentError("Kiln: scalar indexing of a KilnArray is not supported (it would read the GPU " *
+                            "once per element); use Array(x)[…] or a slice such as x[i:i, …]"))
+    checkbounds(x, I...)
+    y = x
+    for d in 1:N
+        i = I[d]
+        if i isa Colon
+            continue
+        elseif i isa Integer
+            y = _slice(y, d, i - 1, i, 1)
+        elseif i isa AbstractRange
+            st = step(i)
+            st > 0 || throw(ArgumentError("Kiln: ranges with a step ≤ 0 are not supported"))
+            y = isempty(i) ? _slice(y, d, 0, 0, 1) : _slice(y, d, first(i) - 1, last(i), st)
+        else
+            y = _index_select(y, d, i)
+        end
+    end
+    kept = Tuple(size(y, d) for d in 1:N if !(I[d] isa Integer))
+    return length(kept) == N ? y : reshape(y, kept)
+end
+Base.getindex(x::KilnArray, ::Colon) = copy(vec(x))
+Base.getindex(x::KilnArray{T,1}, ::Colon) where {T} = copy(x)
+
+_ids(ids::KilnArray{<:Union{Int32,UInt32}}) = _binary_scalar("sub", ids, 1, false)
+_ids(ids::AbstractArray{<:Integer}) = KilnArray{Int32}(Int32.(ids) .- Int32(1))
+
+"""
+    Kiln.gather(x, index; dims)
+
+`out[I] = x[I with dimension dims replaced by index[I]]` (torch.gather in Julia terms);
+`index` holds 1-based positions and has `x`'s number of dimensions.
+"""
+function gather(x::KilnArray, index; dims::Integer)
+    idx = _ids(index)
+    return _new() do out
+        @ccall libkiln.kiln_gather(x::Ptr{KilnTensor}, _axis(x, dims)::Cptrdiff_t, idx::Ptr{KilnTensor},
+                                   out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""
+    Kiln.embedding(weight, ids)
+
+Columns of `weight` (size `(D, V)`, as Flux's `Embedding`) picked by the 1-based `ids` (any
+shape): gives `(D, size(ids)...)`. Out-of-range ids read as 0.
+"""
+function embedding(weight::KilnMatrix, ids)
+    idx = _ids(ids)
+    return _new() do out
+        @ccall libkiln.kiln_embedding(weight::Ptr{KilnTensor}, idx::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""
+    Kiln.rope(x; pos_offset=0, base=10000f0)
+
+Rotary position embedding of `x` of size `(D, L, batch...)`: features `i` and `i + D/2` rotate
+by `(pos_offset + l) * base^(-2i/D)` at position `l` (0-based).
+"""
+rope(x::KilnArray; pos_offset::Integer=0, base::Real=10000f0) = _new() do out
+    @ccall libkiln.kiln_rope(x::Ptr{KilnTensor}, Csize_t(pos_offset)::Csize_t, Float32(base)::Cfloat,
+                             out::Ref{Ptr{KilnTensor}})::UInt32
+end
+
+"""
+    Kiln.attention(q, k, v; causal=false, scale=1/sqrt(D))
+
+Scaled dot-product attention with `q` `(D, Lq, batch...)`, `k` `(D, Lk, batch...)`, `v`
+`(Dv, Lk, batch...)`; gives `(Dv, Lq, batch...)`. `causal` masks keys after the query.
+"""
+function attention(q::KilnArray, k::KilnArray, v::KilnArray; causal::Bool=false, scale::Union{Nothing,Real}=nothing)
+    s = Ref{Cfloat}(scale === nothing ? 0f0 : Float32(scale))
+    sp = scale === nothing ? Ptr{Cfloat}(C_NULL) : Base.unsafe_convert(Ptr{Cfloat}, s)
+    return GC.@preserve s begin
+        _new() do out
+            @ccall libkiln.kiln_attention(q::Ptr{KilnTensor}, k::Ptr{KilnTensor}, v::Ptr{KilnTensor}, causal::Bool,
+                                          sp::Ptr{Cfloat}, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+# --------------------------------------------------------------------------------------------
+# Custom kernels
+# --------------------------------------------------------------------------------------------
+
+"""
+    k = Kiln.Kernel(source, entry="main")
+    k(xs::KilnArray...; workgroups=(x, y, z), uniforms=nothing)
+
+A custom WGSL compute kernel. Calling it binds the arrays, in order, to the kernel's storage
+bindings (in binding-number order) and `uniforms` (`nothing`, a byte vector, an array of bits
+values or one isbits struct) to its uniform binding, and dispatches `workgroups`. Arrays bound
+read_write are updated in place. The kernel sees each array's elements in Julia's linear
+(column-major) order. Invalid WGSL throws `KilnError` with code `:SHADER` and line:column.
+"""
+mutable struct Kernel
+    handle::Ptr{KilnKernel}
+    entry::String
+    function Kernel(source::AbstractString, entry::AbstractString="main")
+        out = Ref{Ptr{KilnKernel}}(C_NULL)
+        check(@ccall libkiln.kiln_kernel_compile(String(source)::Cstring, String(entry)::Cstring,
+                                                 out::Ref{Ptr{KilnKernel}})::UInt32)
+        k = new(out[], String(entry))
+        finalizer(free!, k)
+        return k
+    end
+end
+
+function free!(k::Kernel)
+    h = k.handle
+    if h != C_NULL
+        k.handle = C_NULL
+        @ccall libkiln.kiln_kernel_free(h::Ptr{KilnKernel})::Cvoid
+    end
+    return nothing
+end
+
+function Base.unsafe_convert(::Type{Ptr{KilnKernel}}, k::Kernel)
+    k.handle == C_NULL && throw(ArgumentError("this Kernel was freed"))
+    return k.handle
+end
+
+Base.show(io::IO, k::Kernel) = print(io, "Kiln.Kernel(", repr(k.entry), k.handle == C_NULL ? ", freed)" : ")")
+
+_uniform_bytes(::Nothing) = UInt8[]
+_uniform_bytes(v::AbstractVector{UInt8}) = Vector{UInt8}(v)
+function _uniform_bytes(v::AbstractArray{T}) where {T}
+    isbitstype(T) || throw(ArgumentError("uniforms: element type $T is not a bits type"))
+    a = collect(v)
+    buf = Vector{UInt8}(undef, sizeof(a))
+    GC.@preserve a buf unsafe_copyto!(pointer(buf), Ptr{UInt8}(pointer(a)), sizeof(a))
+    return buf
+end
+function _uniform_bytes(x::T) where {T}
+    isbitstype(T) || throw(ArgumentError("uniforms: $T is not a bits type"))
+    r = Ref(x)
+    buf = Vector{UInt8}(undef, sizeof(T))
+    GC.@preserve r buf unsafe_copyto!(pointer(buf), Ptr{UInt8}(Base.unsafe_convert(Ptr{T}, r)), sizeof(T))
+    return buf
+end
+
+function (k::Kernel)(xs::KilnArray...; workgroups=(1, 1, 1), uniforms=nothing)
+    wg = workgroups isa Integer ? (workgroups, 1, 1) : workgroups
+    length(wg) == 3 || (wg = (wg..., ntuple(_ -> 1, 3 - length(wg))...))
+    u = _uniform_bytes(uniforms)
+    ptrs = Ptr{KilnTensor}[ptr(x) for x in xs]
+    up = isempty(u) ? Ptr{Cvoid}(C_NULL) : Ptr{Cvoid}(pointer(u))
+    GC.@preserve xs ptrs u begin
+        check(@ccall libkiln.kiln_kernel_dispatch(k::Ptr{KilnKernel}, ptrs::Ptr{Ptr{KilnTensor}}, length(ptrs)::Csize_t,
+                                                  up::Ptr{Cvoid}, length(u)::Csize_t, UInt32(wg[1])::UInt32,
+                                                  UInt32(wg[2])::UInt32, UInt32(wg[3])::UInt32)::UInt32)
+    end
+    return nothing
+end
+
+# --------------------------------------------------------------------------------------------
+# Devices, memory, synchronization
+# --------------------------------------------------------------------------------------------
+
+_cstr(t::NTuple{N,UInt8}) where {N} = String(UInt8[c for c in t if c != 0x00])
+
+"""`Kiln.devices()`: every adapter Kiln can use, best first, as named tuples."""
+function devices()
+    n = Ref{Csize_t}(0)
+    check(@ccall libkiln.kiln_device_count(n::Ref{Csize_t})::UInt32)
+    list = NamedTuple[]
+    for i in 0:Int(n[])-1
+        r = Ref{KilnDeviceInfo}()
+        check(@ccall libkiln.kiln_device_info(i::Csize_t, r::Ref{KilnDeviceInfo})::UInt32)
+        d = r[]
+        push!(list, (index=Int(d.index), name=_cstr(d.name), backend=_cstr(d.backend),
+                     device_type=_cstr(d.device_type), driver=_cstr(d.driver), vendor=d.vendor,
+                     device_id=d.device_id, max_buffer_size=Int(d.max_buffer_size),
+                     max_storage_buffer_binding_size=Int(d.max_storage_buffer_binding_size),
+                     shader_f16=d.shader_f16, chosen=d.chosen))
+    end
+    return list
+end
+
+"""`Kiln.select_device(spec)`: use the adapter matching `spec` (an index or part of its name) from now on."""
+function select_device(spec::Union{AbstractString,Integer})
+    idx = Ref{Csize_t}(0)
+    check(@ccall libkiln.kiln_device_select(string(spec)::Cstring, idx::Ref{Csize_t})::UInt32)
+    return Int(idx[])
+end
+
+"""`Kiln.synchronize()`: waits until the GPU has finished all queued work."""
+function synchronize()
+    gc = ccall(:jl_gc_safe_enter, Int8, ())
+    st = @ccall libkiln.kiln_synchronize()::UInt32
+    ccall(:jl_gc_safe_leave, Cvoid, (Int8,), gc)
+    check(st)
+end
+
+"""`Kiln.memory_stats()`: the current device's memory counters."""
+function memory_stats()
+    r = Ref{KilnMemoryStats}()
+    check(@ccall libkiln.kiln_memory_stats(r::Ref{KilnMemoryStats})::UInt32)
+    m = r[]
+    return (allocated_bytes=Int(m.allocated_bytes), in_use_bytes=Int(m.in_use_bytes), peak_bytes=Int(m.peak_bytes),
+            live_buffers=Int(m.live_buffers), pooled_bytes=Int(m.pooled_bytes))
+end
+
+"""`Kiln.pipeline_stats()`: the current device's pipeline-cache counters."""
+function pipeline_stats()
+    r = Ref{KilnPipelineStats}()
+    check(@ccall libkiln.kiln_pipeline_stats(r::Ref{KilnPipelineStats})::UInt32)
+    p = r[]
+    return (pipelines=Int(p.pipelines), hits=Int(p.hits), misses=Int(p.misses), compile_seconds=p.compile_seconds)
+end
+
+"""`Kiln.empty_cache()`: returns pooled GPU buffers to the driver."""
+empty_cache() = check(@ccall libkiln.kiln_empty_cache()::UInt32)
+
+end # module

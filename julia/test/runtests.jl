@@ -1,0 +1,328 @@
+# Kiln.jl tests: every result is compared with Julia's own Base (or a few lines of plain
+# Julia) on the same inputs. Run with `make julia-test` (needs `julia` on the PATH and
+# target/release/libkiln.so, or ENV["KILN_LIB"]).
+using Test
+using Random
+using Statistics
+using LinearAlgebra
+using Kiln
+
+const rng = MersenneTwister(20240611)
+r32(dims...) = rand(rng, Float32, dims...) .* 2f0 .- 1f0
+approx(a, b; atol=1f-5, rtol=1f-5) = isapprox(a, b; atol=atol, rtol=rtol)
+
+@testset "Kiln.jl" begin
+    @testset "round trip, size, eltype, show" begin
+        for A in (r32(3, 5), r32(7), r32(2, 3, 4), Int32[1 -2; 3 4], UInt32[5, 6, 7], zeros(Float32, 0, 3))
+            x = KilnArray(A)
+            @test size(x) == size(A)
+            @test eltype(x) == eltype(A)
+            @test ndims(x) == ndims(A)
+            @test Array(x) == A
+            @test Array(x) isa Array{eltype(A),ndims(A)}
+        end
+        x = KilnArray(r32(2, 3))
+        s = sprint(show, MIME("text/plain"), x)
+        @test occursin("2×3 KilnArray{Float32, 2}", s)
+        @test KilnArray(Float64[1.5, 2.5]) |> eltype == Float32   # Float64 stored as Float32
+        @test Array(KilnArray(1:5)) == Int32.(1:5)
+    end
+
+    @testset "column-major layout, no transpose" begin
+        A = Float32[1 2 3; 4 5 6]          # 2×3; memory 1 4 2 5 3 6
+        x = KilnArray(A)
+        @test Array(reshape(x, 3, 2)) == reshape(A, 3, 2)
+        @test Array(vec(x)) == vec(A)
+        @test Array(x[2, :]) == A[2, :]
+        @test Array(x[:, 2:3]) == A[:, 2:3]
+        @test Array(x[1:2, 1:2:3]) == A[1:2, 1:2:3]
+        @test Array(x[[2, 1], :]) == A[[2, 1], :]
+        @test_throws ArgumentError x[1, 1]
+        @test_throws BoundsError x[3, :]
+    end
+
+    @testset "broadcasting: unary" begin
+        A = r32(4, 5) .* 3f0
+        P = abs.(A) .+ 0.1f0
+        x, p = KilnArray(A), KilnArray(P)
+        @test approx(Array(.-x), .-A)
+        @test approx(Array(-x), -A)
+        @test approx(Array(abs.(x)), abs.(A))
+        @test approx(Array(exp.(x)), exp.(A))
+        @test approx(Array(log.(p)), log.(P))
+        @test approx(Array(sqrt.(p)), sqrt.(P))
+        @test approx(Array(Kiln.rsqrt.(p)), 1 ./ sqrt.(P))
+        @test approx(Array(sin.(x)), sin.(A))
+        @test approx(Array(cos.(x)), cos.(A))
+        @test approx(Array(tanh.(x)), tanh.(A))
+        @test approx(Array(Kiln.sigmoid.(x)), 1 ./ (1 .+ exp.(-A)))
+        @test Array(Kiln.relu.(x)) == max.(A, 0f0)
+        @test approx(Array(Kiln.silu.(x)), A ./ (1 .+ exp.(-A)))
+        @test approx(Array(Kiln.gelu_tanh.(x)), Kiln.gelu_tanh.(A); atol=1f-4)
+        @test approx(Array(Kiln.gelu.(x)), Kiln.gelu.(A); atol=1f-3)  # host side uses an erf approximation
+        @test approx(Array(exp.(x .+ 1f0)), exp.(A .+ 1f0))           # fused expression
+    end
+
+    @testset "broadcasting: binary, scalars, comparisons" begin
+        A, B, c, r = r32(3, 4), r32(3, 4), r32(3), r32(1, 4)
+        B[abs.(B) .< 0.1f0] .= 0.5f0
+        x, y, cx, rx = KilnArray(A), KilnArray(B), KilnArray(c), KilnArray(r)
+        @test approx(Array(x .+ y), A .+ B)
+        @test approx(Array(x .- y), A .- B)
+        @test approx(Array(x .* y), A .* B)
+        @test approx(Array(x ./ y), A ./ B)
+        @test Array(max.(x, y)) == max.(A, B)
+        @test Array(min.(x, y)) == min.(A, B)
+        @test approx(Array(x .+ cx), A .+ c)       # (3,4) .+ (3,)
+        @test approx(Array(x .* rx), A .* r)       # (3,4) .* (1,4)
+        @test approx(Array(cx .+ rx), c .+ r)      # (3,) .+ (1,4) -> (3,4)
+        @test approx(Array(x .* 2.5f0), A .* 2.5f0)
+        @test approx(Array(1f0 .- x), 1f0 .- A)
+        @test approx(Array(2 .* x), 2 .* A)
+        @test approx(Array(x / 4), A / 4)
+        @test approx(Array(x + y), A + B)
+        @test_throws DimensionMismatch x + cx
+        @test approx(Array(abs.(x) .^ 2), abs.(A) .^ 2)
+        @test approx(Array(abs.(x) .^ 0.5f0), abs.(A) .^ 0.5f0)
+        @test Array(x .< y) == UInt32.(A .< B)
+        @test Array(x .>= 0) == UInt32.(A .>= 0)
+        @test Array(x .== x) == ones(UInt32, 3, 4)
+        @test Array(ifelse.(x .> 0, x, y)) == ifelse.(A .> 0, A, B)
+        I = Int32[7 -7; 9 100]
+        J = Int32[2 2; -4 7]
+        @test Array(KilnArray(I) .+ KilnArray(J)) == I .+ J
+        @test Array(div.(KilnArray(I), KilnArray(J))) == div.(I, J)
+        @test approx(Array(KilnArray(I) ./ KilnArray(J)), Float32.(I ./ J))   # / gives floats
+        @test Array(Float32.(KilnArray(I))) == Float32.(I)
+        @test Array(KilnArray(I) .+ x[1:2, 1:2]) ≈ I .+ A[1:2, 1:2]          # promotion to Float32
+        @test_throws ArgumentError Array(x .+ [1f0 2f0 3f0 4f0])               # host arrays are not mixed in
+    end
+
+    @testset "matrix product" begin
+        A, B, v = r32(5, 7), r32(7, 3), r32(7)
+        @test approx(Array(KilnArray(A) * KilnArray(B)), A * B; atol=1f-4)
+        @test approx(Array(KilnArray(A) * KilnArray(v)), A * v; atol=1f-4)
+        @test_throws DimensionMismatch KilnArray(A) * KilnArray(A)
+        Ab, Bb = r32(4, 6, 2), r32(6, 3, 2)
+        C = Kiln.matmul(KilnArray(Ab), KilnArray(Bb))
+        @test size(C) == (4, 3, 2)
+        @test approx(Array(C)[:, :, 2], Ab[:, :, 2] * Bb[:, :, 2]; atol=1f-4)
+    end
+
+    @testset "reductions" begin
+        A = r32(4, 7, 3)
+        x = KilnArray(A)
+        for d in (1, 2, 3, (1, 3))
+            @test approx(Array(sum(x; dims=d)), sum(A; dims=d); atol=1f-4)
+            @test Array(maximum(x; dims=d)) == maximum(A; dims=d)
+            @test Array(minimum(x; dims=d)) == minimum(A; dims=d)
+            @test approx(Array(mean(x; dims=d)), mean(A; dims=d))
+            @test approx(Array(var(x; dims=d)), var(A; dims=d); atol=1f-4)
+        end
+        @test approx(sum(x), sum(A); atol=1f-3)
+        @test maximum(x) == maximum(A)
+        @test minimum(x) == minimum(A)
+        @test approx(mean(x), mean(A))
+        @test approx(var(x; corrected=false), var(A; corrected=false); atol=1f-4)
+        @test approx(std(x), std(A); atol=1f-4)
+        @test size(sum(x; dims=4)) == size(A)
+        @test argmax(x) == argmax(A)
+        @test argmin(x) == argmin(A)
+        v = r32(9)
+        @test argmax(KilnArray(v)) == argmax(v)
+        @test Array(argmax(x; dims=2)) == UInt32.(getindex.(argmax(A; dims=2), 2))
+        @test sum(KilnArray(Int32[1, 2, 3])) === 6
+    end
+
+    @testset "normalization" begin
+        A = r32(9, 5)
+        x = KilnArray(A)
+        sm(A; dims) = (e = exp.(A .- maximum(A; dims=dims)); e ./ sum(e; dims=dims))
+        @test approx(Array(Kiln.softmax(x)), sm(A; dims=1))
+        @test approx(Array(Kiln.softmax(x; dims=2)), sm(A; dims=2))
+        @test approx(Array(Kiln.logsoftmax(x)), log.(sm(A; dims=1)); atol=1f-4)
+        g, b = r32(9), r32(9)
+        mu = mean(A; dims=1)
+        s2 = var(A; dims=1, corrected=false)
+        @test approx(Array(Kiln.layer_norm(x; weight=KilnArray(g), bias=KilnArray(b))),
+                     (A .- mu) ./ sqrt.(s2 .+ 1f-5) .* g .+ b; atol=1f-4)
+        @test approx(Array(Kiln.rms_norm(x; weight=KilnArray(g))),
+                     A ./ sqrt.(mean(A .^ 2; dims=1) .+ 1f-6) .* g; atol=1f-4)
+        X = r32(4, 3, 2)                      # (L, C, N)
+        m, vr, w, bb = r32(3), abs.(r32(3)) .+ 0.5f0, r32(3), r32(3)
+        want = (X .- reshape(m, 1, 3)) ./ sqrt.(reshape(vr, 1, 3) .+ 1f-5) .* reshape(w, 1, 3) .+ reshape(bb, 1, 3)
+        got = Kiln.batch_norm(KilnArray(X), KilnArray(m), KilnArray(vr); weight=KilnArray(w), bias=KilnArray(bb))
+        @test approx(Array(got), want; atol=1f-4)
+    end
+
+    @testset "convolution and pooling (WHCN)" begin
+        W, H, C, N, O, K = 5, 6, 4, 2, 6, 3
+        X = r32(W, H, C, N)
+        Wt = r32(K, K, C ÷ 2, O)
+        bias = r32(O)
+        # plain Julia cross-correlation, groups = 2, stride (w=2, h=1), pad (w=0, h=1)
+        OW, OH = (W - K) ÷ 2 + 1, (H + 2 - K) + 1
+        want = zeros(Float32, OW, OH, O, N)
+        for n in 1:N, o in 1:O, oh in 1:OH, ow in 1:OW
+            g = (o - 1) ÷ (O ÷ 2)
+            acc = Float64(bias[o])
+            for ci in 1:C÷2, kh in 1:K, kw in 1:K
+                ih, iw = oh - 1 - 1 + kh, (ow - 1) * 2 + kw
+                (1 <= ih <= H && 1 <= iw <= W) || continue
+                acc += X[iw, ih, g * (C ÷ 2) + ci, n] * Wt[kw, kh, ci, o]
+            end
+            want[ow, oh, o, n] = acc
+        end
+        got = Kiln.conv2d(KilnArray(X), KilnArray(Wt); bias=KilnArray(bias), stride=(2, 1), pad=(0, 1), groups=2)
+        @test size(got) == size(want)
+        @test approx(Array(got), want; atol=1f-4)
+        mp = Kiln.maxpool(KilnArray(X), (2, 2))
+        @test Array(mp) == [maximum(X[2i-1:2i, 2j-1:2j, c, n]) for i in 1:2, j in 1:3, c in 1:C, n in 1:N]
+        ap = Kiln.meanpool(KilnArray(X), (2, 2))
+        @test approx(Array(ap), [mean(X[2i-1:2i, 2j-1:2j, c, n]) for i in 1:2, j in 1:3, c in 1:C, n in 1:N])
+    end
+
+    @testset "movement" begin
+        A = r32(2, 3, 4)
+        x = KilnArray(A)
+        @test Array(permutedims(x, (3, 1, 2))) == permutedims(A, (3, 1, 2))
+        @test Array(permutedims(x, (2, 3, 1))) == permutedims(A, (2, 3, 1))
+        M = r32(3, 5)
+        @test Array(permutedims(KilnArray(M))) == permutedims(M)
+        @test Array(Kiln.swapdims(x, 1, 3)) == permutedims(A, (3, 2, 1))
+        B = r32(2, 3, 2)
+        @test Array(cat(x, KilnArray(B); dims=3)) == cat(A, B; dims=3)
+        @test Array(vcat(KilnArray(M), KilnArray(M))) == vcat(M, M)
+        @test Array(hcat(KilnArray(M), KilnArray(M))) == hcat(M, M)
+        v, w = r32(4), r32(4)
+        @test Array(hcat(KilnArray(v), KilnArray(w))) == hcat(v, w)
+        @test Array(vcat(KilnArray(v), KilnArray(w))) == vcat(v, w)
+        idx = Int32[3 1; 2 5; 1 3]            # 1-based positions along dims=2 of the 3×5 matrix M
+        @test Array(Kiln.gather(KilnArray(M), idx; dims=2)) == [M[i, idx[i, j]] for i in 1:3, j in 1:2]
+        E = r32(4, 6)                         # (D, V)
+        ids = [6 1 2; 3 3 5]
+        emb = Kiln.embedding(KilnArray(E), ids)
+        @test size(emb) == (4, 2, 3)
+        got = Array(emb)
+        @test all(got[:, i, j] == E[:, ids[i, j]] for i in 1:2, j in 1:3)
+    end
+
+    @testset "nn: rope and attention" begin
+        D, L, Bt = 6, 5, 2
+        X = r32(D, L, Bt)
+        want = similar(X)
+        for b in 1:Bt, l in 1:L, i in 1:D÷2
+            th = (3 + l - 1) * 10000.0^(-2 * (i - 1) / D)
+            x0, x1 = X[i, l, b], X[i+D÷2, l, b]
+            want[i, l, b] = x0 * cos(th) - x1 * sin(th)
+            want[i+D÷2, l, b] = x1 * cos(th) + x0 * sin(th)
+        end
+        @test approx(Array(Kiln.rope(KilnArray(X); pos_offset=3)), want; atol=1f-4)
+        Dk, Lq, Lk, Dv = 4, 3, 5, 2
+        Q, Kt, V = r32(Dk, Lq, Bt), r32(Dk, Lk, Bt), r32(Dv, Lk, Bt)
+        for causal in (false, true)
+            lq = causal ? Lk : Lq
+            Qc = causal ? r32(Dk, Lk, Bt) : Q
+            scale = causal ? 0.7f0 : 1 / sqrt(Float32(Dk))
+            want = zeros(Float32, Dv, lq, Bt)
+            for b in 1:Bt
+                S = (Kt[:, :, b]' * Qc[:, :, b]) .* scale          # (Lk, lq)
+                if causal
+                    for i in 1:lq, j in 1:Lk
+                        j > i && (S[j, i] = -Inf32)
+                    end
+                end
+                P = exp.(S .- maximum(S; dims=1))
+                P ./= sum(P; dims=1)
+                want[:, :, b] = V[:, :, b] * P
+            end
+            got = Kiln.attention(KilnArray(Qc), KilnArray(Kt), KilnArray(V); causal=causal,
+                                 scale=causal ? 0.7f0 : nothing)
+            @test approx(Array(got), want; atol=1f-4)
+        end
+    end
+
+    @testset "creation and random" begin
+        @test Array(Kiln.zeros(Float32, 2, 3)) == zeros(Float32, 2, 3)
+        @test Array(Kiln.ones(Int32, 4)) == ones(Int32, 4)
+        @test Array(Kiln.fill(7f0, 2, 2)) == fill(7f0, 2, 2)
+        x = Kiln.ones(Float32, 3)
+        y = copy(x)
+        fill!(x, -2)
+        @test Array(x) == fill(-2f0, 3)
+        @test Array(y) == ones(Float32, 3)
+        @test approx(Array(Kiln.arange(0, 5, 0.5)), collect(0f0:0.5f0:4.5f0))
+        u1 = Array(Kiln.rand(Float32, 1000; seed=42, low=-2, high=3))
+        u2 = Array(Kiln.rand(Float32, 1000; seed=42, low=-2, high=3))
+        @test u1 == u2
+        @test all(-2 .<= u1 .< 3)
+        @test abs(mean(u1) - 0.5) < 0.2
+        n = Array(Kiln.randn(Float32, 4000; seed=7, mean=1, std=2))
+        @test abs(mean(n) - 1) < 0.2 && abs(std(n) - 2) < 0.2
+        @test Array(Kiln.cast(KilnArray(Float32[-2.7, 2.9]), Int32)) == Int32[-2, 2]
+    end
+
+    @testset "custom kernels" begin
+        src = """
+        struct P { add: i32, n: u32 }
+        @group(0) @binding(0) var<storage, read_write> a: array<i32>;
+        @group(0) @binding(1) var<uniform> p: P;
+        @compute @workgroup_size(64)
+        fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+            if (id.x < p.n) { a[id.x] = a[id.x] + p.add; }
+        }
+        """
+        k = Kiln.Kernel(src, "main")
+        A = Int32.(reshape(0:299, 20, 15))
+        x = KilnArray(A)
+        k(x; workgroups=(5, 1, 1), uniforms=(Int32(7), UInt32(300)))
+        @test Array(x) == A .+ Int32(7)
+        Kiln.free!(k)
+        err = try
+            Kiln.Kernel("@compute @workgroup_size(1)\nfn main() { let x = ; }\n")
+            nothing
+        catch e
+            e
+        end
+        @test err isa KilnError
+        @test err.name == :SHADER && err.code == 7
+        @test occursin("2:", err.msg)
+    end
+
+    @testset "errors and freeing" begin
+        x, y = KilnArray(r32(3)), KilnArray(r32(4))
+        err = try
+            x .+ y
+        catch e
+            e
+        end
+        @test err isa KilnError && err.name == :SHAPE_MISMATCH
+        @test_throws KilnError Kiln.select_device("no-such-adapter")
+        @test_throws ArgumentError Kiln.softmax(KilnArray(r32(2, 2)); dims=3)
+        z = KilnArray(r32(5))
+        @test Kiln.isvalid(z)
+        Kiln.free!(z)
+        @test !Kiln.isvalid(z)
+        Kiln.free!(z)                             # twice is harmless
+        @test_throws ArgumentError Array(z)
+        before = Kiln.memory_stats().live_buffers
+        for _ in 1:20
+            KilnArray(r32(16))
+        end
+        GC.gc(); GC.gc()
+        Kiln.synchronize()
+        @test Kiln.memory_stats().live_buffers <= before + 2   # finalizers freed the temporaries
+        @test !isempty(Kiln.devices())
+        @test count(d -> d.chosen, Kiln.devices()) == 1
+        @test Kiln.pipeline_stats().pipelines > 0
+    end
+
+    @testset "threads" begin
+        results = Vector{Bool}(undef, 8)
+        Threads.@threads for i in 1:8
+            A = Float32.(reshape(1:12, 3, 4)) .* i
+            results[i] = Array(KilnArray(A) .* 2f0) == A .* 2f0
+        end
+        @test all(results)
+    end
+end
