@@ -46,8 +46,14 @@ def static_julia(src, ops):
     # wrappers generated in a loop (@eval over Symbol("kiln_", op)), the op as a quoted symbol.
     generated = re.search(r'Symbol\(\s*"kiln_"|:kiln_\$|"kiln_\$', text) is not None
 
+    # Unary and binary ops may go through the generic entry points with the op's name as a
+    # string: kiln_unary("exp", ...), kiln_binary("add", ...), kiln_binary_scalar.
+    generic = re.search(r"\bkiln_(unary|binary|binary_scalar)\b", text) is not None
+
     def has(op):
         if all(re.search(rf"\b{s}\b", text) for s in c_symbols(op)):
+            return True
+        if generic and re.search(rf'"{op}"', text):
             return True
         return generated and op != "kernel" and re.search(rf":{op}\b", text) is not None
 
