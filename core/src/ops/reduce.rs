@@ -1,1 +1,274 @@
-//! (being written)
+//! Reductions: sum, mean, var, max, min, argmax, argmin (numpy semantics). All run
+//! `shaders/reduce.wgsl` on x viewed as [outer, r, inner]; reduced axes that are not one
+//! contiguous run are first moved to the end by a private gather (`shaders/reduce_permute.wgsl`).
+//! Results are deterministic: fixed folding and tree orders, no atomics.
+
+use crate::dtype::DType;
+use crate::exec::{check_f16, enables, groups_1d, Launch, Params};
+use crate::pipeline::render;
+use crate::shape::{normalize_axes, normalize_axis, numel, strides};
+use crate::tensor::Tensor;
+use crate::{device::grid, Error, Result};
+
+const TEMPLATE: &str = include_str!("../../../shaders/reduce.wgsl");
+const PERMUTE: &str = include_str!("../../../shaders/reduce_permute.wgsl");
+
+/// Runs shorter than this (with inner == 1) use one thread per row instead of a workgroup.
+const ROW_MIN: usize = 32;
+/// Column reductions with fewer columns than this and a run at least `LONG_RUN` long are
+/// transposed first so that a whole workgroup folds each run.
+const FEW_COLUMNS: usize = 4096;
+const LONG_RUN: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Sum,
+    Mean,
+    Var,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Sum => "sum",
+            Op::Mean => "mean",
+            Op::Var => "var",
+            Op::Max => "max",
+            Op::Min => "min",
+            Op::ArgMax => "argmax",
+            Op::ArgMin => "argmin",
+        }
+    }
+    fn extreme(self) -> bool {
+        matches!(self, Op::Max | Op::Min | Op::ArgMax | Op::ArgMin)
+    }
+    fn largest(self) -> bool {
+        matches!(self, Op::Max | Op::ArgMax)
+    }
+}
+
+/// How x is walked: [outer, r, inner], after an optional permutation putting reduced axes last.
+struct Plan {
+    outer: usize,
+    r: usize,
+    inner: usize,
+    perm: Option<Vec<usize>>,
+}
+
+/// `axes` normalised and sorted; every dimension of `shape` is non-zero.
+fn plan(shape: &[usize], axes: &[usize]) -> Plan {
+    let red = |d: &usize| axes.contains(d);
+    // Size-1 dimensions neither add work nor break contiguity.
+    let dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+    let pos: Vec<usize> = dims.iter().enumerate().filter(|(_, d)| red(d)).map(|(k, _)| k).collect();
+    let prod = |ds: &[usize]| ds.iter().map(|&d| shape[d]).product::<usize>();
+    let kept: Vec<usize> = (0..shape.len()).filter(|d| !red(d)).collect();
+    let transposed = || Plan { outer: prod(&kept), r: prod(axes), inner: 1, perm: Some(kept.iter().chain(axes).copied().collect()) };
+    let Some((&first, &last)) = pos.first().zip(pos.last()) else {
+        return Plan { outer: numel(shape), r: 1, inner: 1, perm: None };
+    };
+    if last - first + 1 != pos.len() {
+        return transposed();
+    }
+    let p = Plan { outer: prod(&dims[..first]), r: prod(&dims[first..=last]), inner: prod(&dims[last + 1..]), perm: None };
+    if p.inner > 1 && p.outer * p.inner < FEW_COLUMNS && p.r >= LONG_RUN {
+        return transposed();
+    }
+    p
+}
+
+/// Private permute: a contiguous copy of `x` with its axes in the order `perm`.
+fn permute_copy(x: &Tensor, perm: &[usize]) -> Result<Tensor> {
+    let device = x.device();
+    let shape: Vec<usize> = perm.iter().map(|&d| x.shape()[d]).collect();
+    let st = strides(x.shape());
+    let pst: Vec<usize> = perm.iter().map(|&d| st[d]).collect();
+    let out = Tensor::empty_on(device, &shape, x.dtype())?;
+    let n = numel(&shape);
+    let dt = x.dtype();
+    let params = Params::new().u32(n).u32(shape.len()).dims8(&shape, 1).dims8(&pst, 0);
+    Launch {
+        key: format!("reduce_permute:{dt}"),
+        source: Box::new(move || render(PERMUTE, &[("ENABLE", enables(&[dt])), ("T", dt.wgsl())])),
+        tensors: &[x, &out],
+        params: Some(params),
+        groups: groups_1d(device, n)?,
+    }
+    .run(device)?;
+    Ok(out)
+}
+
+fn out_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
+    (0..shape.len())
+        .filter_map(|d| if axes.contains(&d) { keepdims.then_some(1) } else { Some(shape[d]) })
+        .collect()
+}
+
+/// The one reduction driver. `axes` are normalised and sorted; `arg` ops use a single axis or
+/// every axis (flattened index).
+fn reduce(op: Op, x: &Tensor, axes: &[usize], oshape: Vec<usize>, ddof: usize) -> Result<Tensor> {
+    let device = x.device().clone();
+    let dt = x.dtype();
+    if matches!(op, Op::Mean | Op::Var) && !dt.is_float() {
+        return Err(Error::DTypeMismatch(format!("{} needs a float tensor (f32 or f16), got {dt}", op.name())));
+    }
+    check_f16(&device, &[dt])?;
+    let odt = match op {
+        Op::ArgMax | Op::ArgMin => DType::U32,
+        _ => dt,
+    };
+    if x.numel() > u32::MAX as usize {
+        return Err(Error::InvalidArgument(format!("{} elements are more than one kernel can index", x.numel())));
+    }
+    let n_out = numel(&oshape);
+    let r_total: usize = axes.iter().map(|&d| x.shape()[d]).product();
+    if n_out > 0 && r_total == 0 {
+        return match op {
+            Op::Sum => crate::ops::full_on(&device, &oshape, odt, 0.0),
+            Op::Mean | Op::Var => crate::ops::full_on(&device, &oshape, odt, f64::NAN),
+            _ => Err(Error::InvalidArgument(format!(
+                "{} of an empty axis: a zero-size reduction has no identity (x shape {:?})",
+                op.name(),
+                x.shape()
+            ))),
+        };
+    }
+    let out = Tensor::empty_on(&device, &oshape, odt)?;
+    if n_out == 0 {
+        return Ok(out);
+    }
+    let p = plan(x.shape(), axes);
+    let permuted;
+    let src = match &p.perm {
+        Some(perm) => {
+            permuted = permute_copy(x, perm)?;
+            &permuted
+        }
+        None => x,
+    };
+    let row = p.inner == 1 && p.r >= ROW_MIN;
+    let acc = if dt.is_float() { "f32" } else { dt.wgsl() };
+    let isnan = if dt.is_float() { "return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;" } else { "return false;" };
+    let combine = if op.extreme() { "if (takes(a, b)) {\n        return b;\n    }\n    return a;" } else { "return Acc(a.v + b.v, 0u);" };
+    let elem = match op {
+        Op::Var => "let v = load(k);\n    if (phase == 0u) {\n        return Acc(v, 0u);\n    }\n    let d = v - mean;\n    return Acc(d * d, 0u);",
+        _ if op.extreme() => "return Acc(load(k), j);",
+        _ => "return Acc(load(k), 0u);",
+    };
+    let init = if op.extreme() { "return elem(base + j0 * stride, j0, 0u, 0.0);".to_string() } else { format!("return Acc({acc}(0), 0u);") };
+    let result = match op {
+        Op::Mean | Op::Var => format!("return {}(a.v / p.denom);", odt.wgsl()),
+        Op::ArgMax | Op::ArgMin => "return a.i;".to_string(),
+        _ => format!("return {}(a.v);", odt.wgsl()),
+    };
+    let (row_body, col_body) = if op == Op::Var {
+        (
+            "    let m = row_pass(lid, base, 0u, 0.0);\n    let a = row_pass(lid, base, 1u, m.v / f32(p.r));",
+            "    let m = col_pass(base, stride, 0u, 0.0);\n    let a = col_pass(base, stride, 1u, m.v / f32(p.r));",
+        )
+    } else {
+        ("    let a = row_pass(lid, base, 0u, 0.0);", "    let a = col_pass(base, stride, 0u, 0.0);")
+    };
+    let denom = match op {
+        Op::Mean => p.r as f32,
+        Op::Var => p.r.saturating_sub(ddof) as f32,
+        _ => 1.0,
+    };
+    let (rows, groups) = if row {
+        (p.outer, grid(p.outer as u64, device.limits().max_compute_workgroups_per_dimension)?)
+    } else {
+        (p.outer * p.inner, groups_1d(&device, p.outer * p.inner)?)
+    };
+    let params = Params::new().u32(rows).u32(p.r).u32(p.inner).f32(denom);
+    let cmp = if op.largest() { ">" } else { "<" };
+    let (row_entry, col_entry) = if row { ("main", "unused_col") } else { ("unused_row", "main") };
+    Launch {
+        key: format!("reduce:{}:{dt}:{}", op.name(), if row { "row" } else { "col" }),
+        source: Box::new(move || {
+            render(
+                TEMPLATE,
+                &[
+                    ("ENABLE", enables(&[dt])),
+                    ("T", dt.wgsl()),
+                    ("O", odt.wgsl()),
+                    ("A", acc),
+                    ("ISNAN", isnan),
+                    ("CMP", cmp),
+                    ("COMBINE", combine),
+                    ("ELEM", elem),
+                    ("INIT", &init),
+                    ("RESULT", &result),
+                    ("ROW_ENTRY", row_entry),
+                    ("COL_ENTRY", col_entry),
+                    ("ROW_BODY", row_body),
+                    ("COL_BODY", col_body),
+                ],
+            )
+        }),
+        tensors: &[src, &out],
+        params: Some(params),
+        groups,
+    }
+    .run(&device)?;
+    Ok(out)
+}
+
+fn reduce_axes(op: Op, x: &Tensor, axes: Option<&[isize]>, keepdims: bool, ddof: usize) -> Result<Tensor> {
+    let ax = normalize_axes(axes, x.ndim())?;
+    let oshape = out_shape(x.shape(), &ax, keepdims);
+    reduce(op, x, &ax, oshape, ddof)
+}
+
+fn arg_reduce(op: Op, x: &Tensor, axis: Option<isize>, keepdims: bool) -> Result<Tensor> {
+    match axis {
+        None => {
+            // The flattened index: reduce the tensor seen as one row.
+            let flat = x.with_shape(vec![x.numel()]);
+            let y = reduce(op, &flat, &[0], vec![], 0)?;
+            Ok(y.with_shape(if keepdims { vec![1; x.ndim()] } else { vec![] }))
+        }
+        Some(a) => {
+            let a = normalize_axis(a, x.ndim())?;
+            reduce(op, x, &[a], out_shape(x.shape(), &[a], keepdims), 0)
+        }
+    }
+}
+
+/// Sum over `axes` (None = all). Integer sums wrap; the sum over an empty axis is 0.
+pub fn sum(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
+    reduce_axes(Op::Sum, x, axes, keepdims, 0)
+}
+
+/// Arithmetic mean over `axes` (float dtypes; NaN over an empty axis).
+pub fn mean(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
+    reduce_axes(Op::Mean, x, axes, keepdims, 0)
+}
+
+/// Variance over `axes`, sum((x - mean)^2) / (n - ddof), two-pass (float dtypes).
+pub fn var(x: &Tensor, axes: Option<&[isize]>, keepdims: bool, ddof: usize) -> Result<Tensor> {
+    reduce_axes(Op::Var, x, axes, keepdims, ddof)
+}
+
+/// Maximum over `axes` (NaN propagates); an empty axis is an InvalidArgument error.
+pub fn max(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
+    reduce_axes(Op::Max, x, axes, keepdims, 0)
+}
+
+/// Minimum over `axes` (NaN propagates); an empty axis is an InvalidArgument error.
+pub fn min(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
+    reduce_axes(Op::Min, x, axes, keepdims, 0)
+}
+
+/// u32 index of the first maximum along `axis` (None = index into the flattened tensor).
+pub fn argmax(x: &Tensor, axis: Option<isize>, keepdims: bool) -> Result<Tensor> {
+    arg_reduce(Op::ArgMax, x, axis, keepdims)
+}
+
+/// u32 index of the first minimum along `axis` (None = index into the flattened tensor).
+pub fn argmin(x: &Tensor, axis: Option<isize>, keepdims: bool) -> Result<Tensor> {
+    arg_reduce(Op::ArgMin, x, axis, keepdims)
+}

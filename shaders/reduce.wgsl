@@ -1,0 +1,121 @@
+// Reductions (sum, mean, var, max, min, argmax, argmin) over x viewed as [outer, r, inner].
+// Two entry points, one of them rendered as `main`:
+//  - row: inner == 1, one 256-thread workgroup per row (workgroups spread over x and y),
+//    each thread folds the elements j = lid, lid + 256, ... then a fixed tree in workgroup memory;
+//  - col: one thread per (outer, inner) column folding j = 0 .. r - 1 in order.
+// Both orders are fixed, so repeated runs give identical bytes (no atomics). Floats accumulate in
+// f32 (f16 data included); integers in their own type, wrapping.
+{{ENABLE}}
+struct Params {
+    rows: u32,   // row kernel: outer; col kernel: outer * inner
+    r: u32,      // length of the reduced run
+    inner: u32,
+    denom: f32,  // mean: r; var: r - ddof
+}
+
+@group(0) @binding(0) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(1) var<storage, read_write> out: array<{{O}}>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+// v: the running value; i: the position of the winner along the reduced run (max/min family).
+struct Acc {
+    v: {{A}},
+    i: u32,
+}
+
+fn load(k: u32) -> {{A}} {
+    return {{A}}(x[k]);
+}
+
+fn is_nan(v: {{A}}) -> bool {
+    {{ISNAN}}
+}
+
+// Whether b replaces a in the max/min family: NaN wins (numpy propagates it), then the larger
+// (smaller) value, then the lower position (first occurrence).
+fn takes(a: Acc, b: Acc) -> bool {
+    let an = is_nan(a.v);
+    let bn = is_nan(b.v);
+    if (an || bn) {
+        if (an && bn) {
+            return b.i < a.i;
+        }
+        return bn;
+    }
+    if (b.v != a.v) {
+        return b.v {{CMP}} a.v;
+    }
+    return b.i < a.i;
+}
+
+fn combine(a: Acc, b: Acc) -> Acc {
+    {{COMBINE}}
+}
+
+// Element at offset k, position j along the run; phase 1 of var squares the deviation from mean.
+fn elem(k: u32, j: u32, phase: u32, mean: f32) -> Acc {
+    {{ELEM}}
+}
+
+// Starting value of a fold whose first position is j0.
+fn init(base: u32, stride: u32, j0: u32) -> Acc {
+    {{INIT}}
+}
+
+fn result(a: Acc) -> {{O}} {
+    {{RESULT}}
+}
+
+var<workgroup> sh: array<Acc, 256>;
+
+fn row_pass(lid: u32, base: u32, phase: u32, mean: f32) -> Acc {
+    var acc = init(base, 1u, lid % p.r);
+    for (var j = lid; j < p.r; j += 256u) {
+        acc = combine(acc, elem(base + j, j, phase, mean));
+    }
+    sh[lid] = acc;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            sh[lid] = combine(sh[lid], sh[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    let total = sh[0];
+    workgroupBarrier();
+    return total;
+}
+
+fn col_pass(base: u32, stride: u32, phase: u32, mean: f32) -> Acc {
+    var acc = init(base, stride, 0u);
+    for (var j = 0u; j < p.r; j++) {
+        acc = combine(acc, elem(base + j * stride, j, phase, mean));
+    }
+    return acc;
+}
+
+@compute @workgroup_size(256)
+fn {{ROW_ENTRY}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.rows) {
+        return;
+    }
+    let base = row * p.r;
+{{ROW_BODY}}
+    if (lid == 0u) {
+        out[row] = result(a);
+    }
+}
+
+@compute @workgroup_size(256)
+fn {{COL_ENTRY}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let t = gid.x + gid.y * nwg.x * 256u;
+    if (t >= p.rows) {
+        return;
+    }
+    let o = t / p.inner;
+    let base = o * p.r * p.inner + t % p.inner;
+    let stride = p.inner;
+{{COL_BODY}}
+    out[t] = result(a);
+}
