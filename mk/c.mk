@@ -2,6 +2,7 @@
 # Included by the top-level Makefile.
 #
 #   make c-lib             build target/release/libkiln.{so,a}
+#   make c-rust-test       unit tests of the FFI boundary (cargo test -p kiln-ffi)
 #   make c-header          regenerate include/kiln.h with cbindgen
 #   make c-header-check    fail when the committed include/kiln.h differs from a fresh one
 #   make c-compile-check   kiln.h as C11 and as C++17 with -Wall -Wextra -Werror (-pedantic)
@@ -29,13 +30,17 @@ VALGRIND_FLAGS := --error-exitcode=99 --leak-check=full --show-leak-kinds=defini
 # Libraries a static libkiln.a needs (from `rustc --print native-static-libs`).
 KILN_STATIC_LIBS := -ldl -lgcc_s -lutil -lrt -lpthread -lm -lc
 
-.PHONY: c-lib c-header c-header-check c-compile-check c-test c-test-run c-valgrind \
+.PHONY: c-rust-test c-lib c-header c-header-check c-compile-check c-test c-test-run c-valgrind \
 	julia-check julia-test install cbindgen-tool
 
-TEST_TARGETS += c-header-check c-compile-check c-test julia-check julia-test
+TEST_TARGETS += c-header-check c-compile-check c-rust-test c-test julia-check julia-test
 
 c-lib:
 	$(CARGO) build --release -p kiln-ffi
+
+# The boundary's own unit tests (panic -> KILN_ERR_PANIC, per-thread messages, pointer checks).
+c-rust-test:
+	$(CARGO) test --release -p kiln-ffi --lib
 
 # cbindgen is installed with cargo when missing (crates.io must be reachable then).
 cbindgen-tool:
@@ -109,7 +114,7 @@ julia-check:
 
 julia-test: c-lib
 	@if command -v julia >/dev/null 2>&1; then \
-		KILN_LIB=$(abspath $(KILN_LIBDIR))/libkiln.so julia --project=julia -e 'using Pkg; Pkg.instantiate(); include("julia/test/runtests.jl")'; \
+		KILN_LIB=$(abspath $(KILN_LIBDIR))/libkiln.so julia --project=julia -e 'using Pkg; Pkg.test()'; \
 	else \
 		echo "julia-test: SKIPPED: no 'julia' on the PATH (julia-check, the static @ccall check, did run)"; \
 	fi

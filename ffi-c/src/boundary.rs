@@ -122,3 +122,77 @@ pub(crate) fn opt_value<T: Copy>(p: *const T) -> Option<T> {
     // SAFETY: non-null pointers point to one readable T.
     (!p.is_null()).then(|| unsafe { *p })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::KilnStatus::*;
+
+    fn message() -> String {
+        last_error().1
+    }
+
+    #[test]
+    fn a_panic_becomes_kiln_err_panic_with_its_message() {
+        let s = call("kiln_test_fn", || panic!("boom {}", 42));
+        assert_eq!(s, KILN_ERR_PANIC);
+        assert_eq!(last_error().0, KILN_ERR_PANIC);
+        assert!(message().contains("kiln_test_fn") && message().contains("boom 42"), "{}", message());
+        let mut out: *mut KilnTensor = 1 as *mut KilnTensor;
+        let s = call_out("kiln_test_out", &mut out, || panic!("inside"));
+        assert_eq!(s, KILN_ERR_PANIC);
+        assert!(out.is_null(), "*out is NULL after a panic");
+    }
+
+    #[test]
+    fn errors_keep_code_and_message_and_success_leaves_them() {
+        let s = call("kiln_x", || Err(Error::ShapeMismatch("a and b".into())));
+        assert_eq!(s, KILN_ERR_SHAPE_MISMATCH);
+        assert_eq!(message(), "kiln_x: shape mismatch: a and b");
+        assert_eq!(call("kiln_y", || Ok(())), KILN_OK);
+        assert_eq!(message(), "kiln_x: shape mismatch: a and b");
+    }
+
+    #[test]
+    fn the_last_error_is_per_thread() {
+        call("kiln_main", || Err(Error::InvalidArgument("main thread".into())));
+        std::thread::spawn(|| {
+            assert_eq!(last_error().0, KILN_OK);
+            call("kiln_other", || Err(Error::Timeout("other thread".into())));
+            assert!(message().contains("other thread"));
+        })
+        .join()
+        .unwrap();
+        assert!(message().contains("main thread"));
+    }
+
+    #[test]
+    fn pointer_checks() {
+        assert_eq!(tensor(std::ptr::null(), "x").unwrap_err().code(), kiln_core::ErrorCode::NullPointer);
+        assert!(slice::<u8>(std::ptr::null(), 0, "data").unwrap().is_empty());
+        let e = slice::<u8>(std::ptr::null(), 3, "data").unwrap_err();
+        assert_eq!(e.message(), "data is NULL but its length is 3");
+        assert_eq!(cstr(std::ptr::null(), "src").unwrap_err().code(), kiln_core::ErrorCode::NullPointer);
+        let bad = [0xffu8, 0];
+        assert_eq!(cstr(bad.as_ptr() as *const c_char, "src").unwrap_err().code(), kiln_core::ErrorCode::InvalidArgument);
+        assert_eq!(dtype(3).unwrap(), kiln_core::DType::U32);
+        assert!(dtype(4).unwrap_err().message().contains("unknown dtype value 4"));
+        assert_eq!(opt_value::<isize>(std::ptr::null()), None);
+        assert_eq!(opt_value(&-2isize as *const isize), Some(-2));
+    }
+
+    #[test]
+    fn last_error_message_truncates_on_a_char_boundary() {
+        call("kiln_z", || Err(Error::InvalidArgument("ééé".into())));
+        let full = message();
+        let need = unsafe { crate::kiln_last_error_message(std::ptr::null_mut(), 0) };
+        assert_eq!(need, full.len() + 1);
+        // cut in the middle of the first 'é' (2 bytes): the copy stops before it
+        let cut = full.find('é').unwrap() + 1;
+        let mut buf = vec![0x55 as c_char; cut + 1];
+        let got = unsafe { crate::kiln_last_error_message(buf.as_mut_ptr(), buf.len()) };
+        assert_eq!(got, need);
+        let s = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert_eq!(s, &full[..cut - 1]);
+    }
+}
