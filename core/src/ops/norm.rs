@@ -1,1 +1,240 @@
-//! (being written)
+//! Normalization: softmax, log_softmax (along any axis, max-subtracted), layer_norm and rms_norm
+//! (over the last axis), batch_norm (inference form, x [N, C, ...]). Float dtypes only; f16 data
+//! is computed in f32. Kernels: `shaders/norm.wgsl`, `shaders/norm_batch.wgsl`.
+
+use crate::dtype::DType;
+use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
+use crate::pipeline::render;
+use crate::shape::{normalize_axis, numel};
+use crate::tensor::Tensor;
+use crate::{device::grid, Error, Result};
+
+const TEMPLATE: &str = include_str!("../../../shaders/norm.wgsl");
+const BATCH: &str = include_str!("../../../shaders/norm_batch.wgsl");
+
+/// Runs shorter than this (with inner == 1) use one thread per row instead of a workgroup.
+const ROW_MIN: usize = 32;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Softmax,
+    LogSoftmax,
+    LayerNorm,
+    RmsNorm,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Softmax => "softmax",
+            Kind::LogSoftmax => "log_softmax",
+            Kind::LayerNorm => "layer_norm",
+            Kind::RmsNorm => "rms_norm",
+        }
+    }
+    /// Statistics s1, s2 with `SUM(kind, a)` / `MAX()` standing for the row or column folds.
+    fn stats(self) -> &'static str {
+        match self {
+            Kind::Softmax | Kind::LogSoftmax => "    let s1 = MAX();\n    let s2 = SUM(2u, s1);",
+            Kind::LayerNorm => "    let s1 = SUM(0u, 0.0) / f32(p.r);\n    let s2 = 1.0 / sqrt(SUM(1u, s1) / f32(p.r) + p.eps);",
+            Kind::RmsNorm => "    let s1 = 0.0;\n    let s2 = 1.0 / sqrt(SUM(3u, 0.0) / f32(p.r) + p.eps);",
+        }
+    }
+    fn final_expr(self) -> &'static str {
+        match self {
+            Kind::Softmax => "return exp(v - s1) / s2;",
+            Kind::LogSoftmax => "return v - s1 - log(s2);",
+            Kind::LayerNorm => "return (v - s1) * s2 * wt(j) + bs(j);",
+            Kind::RmsNorm => "return v * s2 * wt(j);",
+        }
+    }
+}
+
+fn need_float(name: &str, x: &Tensor) -> Result<()> {
+    if !x.dtype().is_float() {
+        return Err(Error::DTypeMismatch(format!("{name} needs a float tensor (f32 or f16), got {}", x.dtype())));
+    }
+    Ok(())
+}
+
+/// Checks an optional per-channel parameter: same device, same dtype as x, shape [n].
+fn check_param(name: &str, what: &str, x: &Tensor, p: Option<&Tensor>, n: usize) -> Result<()> {
+    if let Some(p) = p {
+        check_same_device(&[x, p])?;
+        if p.dtype() != x.dtype() {
+            return Err(Error::DTypeMismatch(format!("{name}: {what} is {} but x is {}", p.dtype(), x.dtype())));
+        }
+        if p.shape() != [n] {
+            return Err(Error::ShapeMismatch(format!("{name}: {what} has shape {:?}, expected [{n}]", p.shape())));
+        }
+    }
+    Ok(())
+}
+
+/// Bindings after x (slot 0): the optional weight and bias, then out and the params block;
+/// returns the WGSL and the `wt` / `bs` bodies.
+fn param_bindings(first: usize, dt: DType, w: bool, b: bool) -> (String, String, String) {
+    let mut slot = first;
+    let mut s = String::new();
+    let mut wt = "return 1.0;".to_string();
+    let mut bs = "return 0.0;".to_string();
+    if w {
+        s += &format!("@group(0) @binding({slot}) var<storage, read> w: array<{}>;\n", dt.wgsl());
+        wt = "return f32(w[j]);".into();
+        slot += 1;
+    }
+    if b {
+        s += &format!("@group(0) @binding({slot}) var<storage, read> bb: array<{}>;\n", dt.wgsl());
+        bs = "return f32(bb[j]);".into();
+        slot += 1;
+    }
+    s += &format!("@group(0) @binding({slot}) var<storage, read_write> out: array<{}>;\n", dt.wgsl());
+    s += &format!("@group(0) @binding({}) var<uniform> p: Params;", slot + 1);
+    (s, wt, bs)
+}
+
+/// Runs `kind` over x seen as [outer, r, inner].
+#[allow(clippy::too_many_arguments)]
+fn run(kind: Kind, x: &Tensor, outer: usize, r: usize, inner: usize, w: Option<&Tensor>, b: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    let device = x.device().clone();
+    let dt = x.dtype();
+    check_f16(&device, &[dt])?;
+    let out = Tensor::empty_on(&device, x.shape(), dt)?;
+    let n = x.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    if n > u32::MAX as usize {
+        return Err(Error::InvalidArgument(format!("{n} elements are more than one kernel can index")));
+    }
+    let row = inner == 1 && r >= ROW_MIN;
+    let (rows, groups) = if row {
+        (outer, grid(outer as u64, device.limits().max_compute_workgroups_per_dimension)?)
+    } else {
+        (outer * inner, groups_1d(&device, outer * inner)?)
+    };
+    let (bindings, wt, bs) = param_bindings(1, dt, w.is_some(), b.is_some());
+    let stats = kind.stats();
+    let row_stats = stats.replace("SUM(", "row_sum(lid, base, ").replace("MAX()", "row_max(lid, base)");
+    let col_stats = stats.replace("SUM(", "col_sum(base, stride, ").replace("MAX()", "col_max(base, stride)");
+    let (row_entry, col_entry) = if row { ("main", "unused_col") } else { ("unused_row", "main") };
+    let mut tensors: Vec<&Tensor> = vec![x];
+    tensors.extend(w);
+    tensors.extend(b);
+    tensors.push(&out);
+    let params = Params::new().u32(rows).u32(r).u32(inner).f32(eps);
+    Launch {
+        key: format!("norm:{}:{dt}:{}:{}:{}", kind.name(), if row { "row" } else { "col" }, w.is_some(), b.is_some()),
+        source: Box::new(move || {
+            render(
+                TEMPLATE,
+                &[
+                    ("ENABLE", enables(&[dt])),
+                    ("T", dt.wgsl()),
+                    ("O", dt.wgsl()),
+                    ("BINDINGS", &bindings),
+                    ("WT", &wt),
+                    ("BS", &bs),
+                    ("FINAL", kind.final_expr()),
+                    ("ROW_ENTRY", row_entry),
+                    ("COL_ENTRY", col_entry),
+                    ("ROW_STATS", &row_stats),
+                    ("COL_STATS", &col_stats),
+                ],
+            )
+        }),
+        tensors: &tensors,
+        params: Some(params),
+        groups,
+    }
+    .run(&device)?;
+    Ok(out)
+}
+
+fn along_axis(kind: Kind, x: &Tensor, axis: isize) -> Result<Tensor> {
+    need_float(kind.name(), x)?;
+    // A rank-0 tensor is treated as shape [1] (axis 0 or -1), as PyTorch does.
+    let shape = if x.ndim() == 0 { vec![1] } else { x.shape().to_vec() };
+    let a = normalize_axis(axis, shape.len())?;
+    run(kind, x, numel(&shape[..a]), shape[a], numel(&shape[a + 1..]), None, None, 0.0)
+}
+
+/// exp(x - max) / sum(exp(x - max)) along `axis`.
+pub fn softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
+    along_axis(Kind::Softmax, x, axis)
+}
+
+/// x - max - log(sum(exp(x - max))) along `axis`.
+pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
+    along_axis(Kind::LogSoftmax, x, axis)
+}
+
+fn last_axis(name: &str, x: &Tensor) -> Result<usize> {
+    need_float(name, x)?;
+    x.shape().last().copied().ok_or_else(|| Error::InvalidArgument(format!("{name} needs a tensor of rank >= 1")))
+}
+
+/// (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance);
+/// `weight` and `bias` have shape [last] or are None.
+pub fn layer_norm(x: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    let n = last_axis("layer_norm", x)?;
+    check_param("layer_norm", "weight", x, weight, n)?;
+    check_param("layer_norm", "bias", x, bias, n)?;
+    let outer = if n == 0 { 0 } else { x.numel() / n };
+    run(Kind::LayerNorm, x, outer, n, 1, weight, bias, eps)
+}
+
+/// x / sqrt(mean(x^2) + eps) * weight over the last axis; `weight` has shape [last] or is None.
+pub fn rms_norm(x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    let n = last_axis("rms_norm", x)?;
+    check_param("rms_norm", "weight", x, weight, n)?;
+    let outer = if n == 0 { 0 } else { x.numel() / n };
+    run(Kind::RmsNorm, x, outer, n, 1, weight, None, eps)
+}
+
+/// Inference batch norm: (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] for x of
+/// shape [N, C, ...]; `mean`, `var`, `weight` and `bias` have shape [C].
+pub fn batch_norm(x: &Tensor, mean: &Tensor, var: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    need_float("batch_norm", x)?;
+    if x.ndim() < 2 {
+        return Err(Error::ShapeMismatch(format!("batch_norm needs x of shape [N, C, ...], got {:?}", x.shape())));
+    }
+    let c = x.shape()[1];
+    check_param("batch_norm", "mean", x, Some(mean), c)?;
+    check_param("batch_norm", "var", x, Some(var), c)?;
+    check_param("batch_norm", "weight", x, weight, c)?;
+    check_param("batch_norm", "bias", x, bias, c)?;
+    let device = x.device().clone();
+    let dt = x.dtype();
+    check_f16(&device, &[dt])?;
+    let out = Tensor::empty_on(&device, x.shape(), dt)?;
+    let n = x.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    if n > u32::MAX as usize {
+        return Err(Error::InvalidArgument(format!("{n} elements are more than one kernel can index")));
+    }
+    let spatial = numel(&x.shape()[2..]);
+    let (bindings, wt, bs) = param_bindings(3, dt, weight.is_some(), bias.is_some());
+    let (wt, bs) = (wt.replace("[j]", "[c]"), bs.replace("[j]", "[c]"));
+    let mut tensors: Vec<&Tensor> = vec![x, mean, var];
+    tensors.extend(weight);
+    tensors.extend(bias);
+    tensors.push(&out);
+    let params = Params::new().u32(n).u32(c).u32(spatial).f32(eps);
+    Launch {
+        key: format!("norm:batch_norm:{dt}:{}:{}", weight.is_some(), bias.is_some()),
+        source: Box::new(move || {
+            render(
+                BATCH,
+                &[("ENABLE", enables(&[dt])), ("T", dt.wgsl()), ("O", dt.wgsl()), ("BINDINGS", &bindings), ("WT", &wt), ("BS", &bs)],
+            )
+        }),
+        tensors: &tensors,
+        params: Some(params),
+        groups: groups_1d(&device, n)?,
+    }
+    .run(&device)?;
+    Ok(out)
+}
