@@ -566,7 +566,9 @@ Broadcast.broadcasted(::KilnStyle, ::typeof(/), s::Real, a::KilnArray) = _binary
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray, b::KilnArray) = _binary("pow", _floaty(a), _floaty(b))
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray, s::Real) = _binary_scalar("pow", _floaty(a), s, false)
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), s::Real, a::KilnArray) = _binary_scalar("pow", _floaty(a), s, true)
-function Broadcast.broadcasted(::KilnStyle, ::typeof(Base.literal_pow), ::typeof(^), a::KilnArray{T}, ::Val{p}) where {T,p}
+# `x .^ 2` lowers to broadcasted(literal_pow, ^, x, Val(2)); it is caught before Base wraps
+# `^` and `Val(2)` in Refs for the style dispatch.
+function Broadcast.broadcasted(::typeof(Base.literal_pow), ::typeof(^), a::KilnArray{T}, ::Val{p}) where {T,p}
     T <: Integer && p == 2 && return _binary("mul", a, a)
     return _binary_scalar("pow", _floaty(a), p, false)
 end
