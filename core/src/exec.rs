@@ -23,10 +23,6 @@ impl Params {
         self.0.push(v.try_into().unwrap_or(u32::MAX));
         self
     }
-    pub(crate) fn i32(mut self, v: i32) -> Params {
-        self.0.push(v as u32);
-        self
-    }
     pub(crate) fn f32(mut self, v: f32) -> Params {
         self.0.push(v.to_bits());
         self

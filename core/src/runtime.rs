@@ -32,7 +32,8 @@ pub struct AdapterInfo {
 
 pub struct Runtime {
     tokio: tokio::runtime::Runtime,
-    pub(crate) instance: wgpu::Instance,
+    /// Owns the adapters below; kept for the life of the process.
+    _instance: wgpu::Instance,
     adapters: Vec<wgpu::Adapter>,
     chosen: Mutex<Option<usize>>,
     devices: Mutex<HashMap<usize, Arc<Device>>>,
@@ -106,7 +107,7 @@ impl Runtime {
             let i = a.get_info();
             (type_rank(i.device_type), backend_rank(i.backend))
         });
-        Runtime { tokio, instance, adapters, chosen: Mutex::new(None), devices: Mutex::new(HashMap::new()) }
+        Runtime { tokio, _instance: instance, adapters, chosen: Mutex::new(None), devices: Mutex::new(HashMap::new()) }
     }
 
     /// Runs a future on Kiln's runtime (used by bindings that reply by message).
