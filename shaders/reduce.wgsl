@@ -3,14 +3,20 @@
 //  - row: inner == 1, one 256-thread workgroup per row (workgroups spread over x and y),
 //    each thread folds the elements j = lid, lid + 256, ... then a fixed tree in workgroup memory;
 //  - col: one thread per (outer, inner) column folding j = 0 .. r - 1 in order.
+// Long runs with few outputs are split in fixed pieces (`chunk`): each piece writes a partial
+// result and a second launch folds the partials, so the GPU has enough threads to stay busy.
 // Both orders are fixed, so repeated runs give identical bytes (no atomics). Floats accumulate in
 // f32 (f16 data included); integers in their own type, wrapping.
 {{ENABLE}}
 struct Params {
-    rows: u32,   // row kernel: outer; col kernel: outer * inner
-    r: u32,      // length of the reduced run
+    rows: u32,     // row kernel: outer * nchunks; col kernel: outer * nchunks * inner
+    r: u32,        // length of the reduced run
     inner: u32,
-    denom: f32,  // mean: r; var: r - ddof
+    denom: f32,    // mean: r; var: r - ddof
+    chunk: u32,    // the run is folded in pieces of this length (r when not split)
+    nchunks: u32,  // pieces per run; each writes one partial result
+    pad0: u32,
+    pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> x: array<{{T}}>;
@@ -68,9 +74,9 @@ fn result(a: Acc) -> {{O}} {
 
 var<workgroup> sh: array<Acc, 256>;
 
-fn row_pass(lid: u32, base: u32, phase: u32, mean: f32) -> Acc {
-    var acc = init(base, 1u, lid % p.r);
-    for (var j = lid; j < p.r; j += 256u) {
+fn row_pass(lid: u32, base: u32, len: u32, phase: u32, mean: f32) -> Acc {
+    var acc = init(base, 1u, lid % len);
+    for (var j = lid; j < len; j += 256u) {
         acc = combine(acc, elem(base + j, j, phase, mean));
     }
     sh[lid] = acc;
@@ -86,9 +92,9 @@ fn row_pass(lid: u32, base: u32, phase: u32, mean: f32) -> Acc {
     return total;
 }
 
-fn col_pass(base: u32, stride: u32, phase: u32, mean: f32) -> Acc {
+fn col_pass(base: u32, stride: u32, len: u32, phase: u32, mean: f32) -> Acc {
     var acc = init(base, stride, 0u);
-    for (var j = 0u; j < p.r; j++) {
+    for (var j = 0u; j < len; j++) {
         acc = combine(acc, elem(base + j * stride, j, phase, mean));
     }
     return acc;
@@ -96,14 +102,16 @@ fn col_pass(base: u32, stride: u32, phase: u32, mean: f32) -> Acc {
 
 @compute @workgroup_size(256)
 fn {{ROW_ENTRY}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let row = wid.x + wid.y * nwg.x;
-    if (row >= p.rows) {
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= p.rows) {
         return;
     }
-    let base = row * p.r;
+    let start = (g % p.nchunks) * p.chunk;
+    let len = min(p.chunk, p.r - start);
+    let base = (g / p.nchunks) * p.r + start;
 {{ROW_BODY}}
     if (lid == 0u) {
-        out[row] = result(a);
+        out[g] = result(a);
     }
 }
 
@@ -113,8 +121,10 @@ fn {{COL_ENTRY}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     if (t >= p.rows) {
         return;
     }
-    let o = t / p.inner;
-    let base = o * p.r * p.inner + t % p.inner;
+    let q = t / p.inner;
+    let start = (q % p.nchunks) * p.chunk;
+    let len = min(p.chunk, p.r - start);
+    let base = ((q / p.nchunks) * p.r + start) * p.inner + t % p.inner;
     let stride = p.inner;
 {{COL_BODY}}
     out[t] = result(a);

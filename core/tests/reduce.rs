@@ -32,6 +32,10 @@ const CASES: &[(&[usize], Axes)] = &[
     (&[2, 41, 3], Some(&[1])),
     (&[4, 1, 33], Some(&[2])),
     (&[], None),
+    // Long runs with few outputs are split into pieces and folded in a second launch.
+    (&[2, 20011], Some(&[1])),
+    (&[40009], None),
+    (&[97, 5, 3], Some(&[0])),
 ];
 
 fn range(dt: DType) -> (f64, f64) {

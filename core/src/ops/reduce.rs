@@ -111,6 +111,20 @@ fn out_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
 /// The one reduction driver. `axes` are normalised and sorted; `arg` ops use a single axis or
 /// every axis (flattened index).
 fn reduce(op: Op, x: &Tensor, axes: &[usize], oshape: Vec<usize>, ddof: usize) -> Result<Tensor> {
+    reduce_as(op, x, axes, oshape, ddof, None, None)
+}
+
+/// `reduce` with the output dtype and the mean's divisor forced (the second stage of a split
+/// reduction folds f32 partials into the caller's dtype and divides by the whole run).
+fn reduce_as(
+    op: Op,
+    x: &Tensor,
+    axes: &[usize],
+    oshape: Vec<usize>,
+    ddof: usize,
+    odt_override: Option<DType>,
+    denom_override: Option<f32>,
+) -> Result<Tensor> {
     let device = x.device().clone();
     let dt = x.dtype();
     if matches!(op, Op::Mean | Op::Var) && !dt.is_float() {
@@ -119,8 +133,9 @@ fn reduce(op: Op, x: &Tensor, axes: &[usize], oshape: Vec<usize>, ddof: usize) -
     check_f16(&device, &[dt])?;
     let odt = match op {
         Op::ArgMax | Op::ArgMin => DType::U32,
-        _ => dt,
+        _ => odt_override.unwrap_or(dt),
     };
+    check_f16(&device, &[odt])?;
     if x.numel() > u32::MAX as usize {
         return Err(Error::InvalidArgument(format!("{} elements are more than one kernel can index", x.numel())));
     }
@@ -151,6 +166,48 @@ fn reduce(op: Op, x: &Tensor, axes: &[usize], oshape: Vec<usize>, ddof: usize) -
         None => x,
     };
     let row = p.inner == 1 && p.r >= ROW_MIN;
+    let denom = denom_override.unwrap_or(match op {
+        Op::Mean => p.r as f32,
+        Op::Var => p.r.saturating_sub(ddof) as f32,
+        _ => 1.0,
+    });
+    if let Some(chunk) = split(op, &p, row) {
+        // Stage 1: each piece of each run folds into an f32 (or integer) partial; stage 2 folds
+        // the partials of [outer, pieces, inner] over the middle axis, dividing by the whole run.
+        let nchunks = p.r.div_ceil(chunk);
+        let part_dt = if dt.is_float() { DType::F32 } else { dt };
+        let partial = Tensor::empty_on(&device, &[p.outer, nchunks, p.inner], part_dt)?;
+        let stage1 = if op == Op::Mean { Op::Sum } else { op };
+        launch(stage1, src, &p, row, chunk, &partial, 1.0)?;
+        let folded = reduce_as(op, &partial, &[1], vec![p.outer * p.inner], 0, Some(odt), Some(denom))?;
+        return Ok(folded.with_shape(oshape));
+    }
+    launch(op, src, &p, row, p.r, &out, denom)?;
+    Ok(out)
+}
+
+/// Whether to split each run into pieces, and the piece length: only for the ops whose partial
+/// results fold with the same operation, when there are too few outputs to fill the GPU.
+fn split(op: Op, p: &Plan, row: bool) -> Option<usize> {
+    if !matches!(op, Op::Sum | Op::Mean | Op::Max | Op::Min) {
+        return None;
+    }
+    // (outputs, shortest run worth splitting, shortest piece, threads or workgroups to aim for)
+    let (outputs, min_run, min_piece, target) =
+        if row { (p.outer, 16384, 4096, 8192) } else { (p.outer * p.inner, 64, 16, 262144) };
+    if p.r < min_run || outputs >= target / 4 {
+        return None;
+    }
+    let pieces = p.r.div_ceil(min_piece).min((target / outputs).max(1));
+    (pieces >= 2).then(|| p.r.div_ceil(pieces))
+}
+
+/// One reduction launch over `src` seen as `p`, folding runs in pieces of `chunk` into `out`.
+fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor, denom: f32) -> Result<()> {
+    let device = src.device().clone();
+    let dt = src.dtype();
+    let odt = out.dtype();
+    let nchunks = p.r.div_ceil(chunk.max(1)).max(1);
     let acc = if dt.is_float() { "f32" } else { dt.wgsl() };
     let isnan = if dt.is_float() { "return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;" } else { "return false;" };
     let combine = if op.extreme() { "if (takes(a, b)) {\n        return b;\n    }\n    return a;" } else { "return Acc(a.v + b.v, 0u);" };
@@ -167,32 +224,29 @@ fn reduce(op: Op, x: &Tensor, axes: &[usize], oshape: Vec<usize>, ddof: usize) -
     };
     let (row_body, col_body) = if op == Op::Var {
         (
-            "    let m = row_pass(lid, base, 0u, 0.0);\n    let a = row_pass(lid, base, 1u, m.v / f32(p.r));",
-            "    let m = col_pass(base, stride, 0u, 0.0);\n    let a = col_pass(base, stride, 1u, m.v / f32(p.r));",
+            "    let m = row_pass(lid, base, len, 0u, 0.0);\n    let a = row_pass(lid, base, len, 1u, m.v / f32(p.r));",
+            "    let m = col_pass(base, stride, len, 0u, 0.0);\n    let a = col_pass(base, stride, len, 1u, m.v / f32(p.r));",
         )
     } else {
-        ("    let a = row_pass(lid, base, 0u, 0.0);", "    let a = col_pass(base, stride, 0u, 0.0);")
-    };
-    let denom = match op {
-        Op::Mean => p.r as f32,
-        Op::Var => p.r.saturating_sub(ddof) as f32,
-        _ => 1.0,
+        ("    let a = row_pass(lid, base, len, 0u, 0.0);", "    let a = col_pass(base, stride, len, 0u, 0.0);")
     };
     let (rows, groups) = if row {
-        (p.outer, grid(p.outer as u64, device.limits().max_compute_workgroups_per_dimension)?)
+        let rows = p.outer * nchunks;
+        (rows, grid(rows as u64, device.limits().max_compute_workgroups_per_dimension)?)
     } else {
-        (p.outer * p.inner, groups_1d(&device, p.outer * p.inner)?)
+        let rows = p.outer * nchunks * p.inner;
+        (rows, groups_1d(&device, rows)?)
     };
-    let params = Params::new().u32(rows).u32(p.r).u32(p.inner).f32(denom);
+    let params = Params::new().u32(rows).u32(p.r).u32(p.inner).f32(denom).u32(chunk).u32(nchunks).u32(0).u32(0);
     let cmp = if op.largest() { ">" } else { "<" };
     let (row_entry, col_entry) = if row { ("main", "unused_col") } else { ("unused_row", "main") };
     Launch {
-        key: format!("reduce:{}:{dt}:{}", op.name(), if row { "row" } else { "col" }),
+        key: format!("reduce:{}:{dt}:{odt}:{}", op.name(), if row { "row" } else { "col" }),
         source: Box::new(move || {
             render(
                 TEMPLATE,
                 &[
-                    ("ENABLE", enables(&[dt])),
+                    ("ENABLE", enables(&[dt, odt])),
                     ("T", dt.wgsl()),
                     ("O", odt.wgsl()),
                     ("A", acc),
@@ -209,12 +263,11 @@ fn reduce(op: Op, x: &Tensor, axes: &[usize], oshape: Vec<usize>, ddof: usize) -
                 ],
             )
         }),
-        tensors: &[src, &out],
+        tensors: &[src, out],
         params: Some(params),
         groups,
     }
-    .run(&device)?;
-    Ok(out)
+    .run(&device)
 }
 
 fn reduce_axes(op: Op, x: &Tensor, axes: Option<&[isize]>, keepdims: bool, ddof: usize) -> Result<Tensor> {
