@@ -19,7 +19,8 @@ struct Params {
     pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<{{T}}>;
+// x is array<T>, or array<vec4<T>> for rows of whole vec4s (then read 16 bytes at a time).
+@group(0) @binding(0) var<storage, read> x: array<{{XT}}>;
 @group(0) @binding(1) var<storage, read_write> out: array<{{O}}>;
 @group(0) @binding(2) var<uniform> p: Params;
 
@@ -30,7 +31,7 @@ struct Acc {
 }
 
 fn load(k: u32) -> {{A}} {
-    return {{A}}(x[k]);
+    return {{A}}({{LOADX}});
 }
 
 fn is_nan(v: {{A}}) -> bool {
@@ -58,9 +59,13 @@ fn combine(a: Acc, b: Acc) -> Acc {
     {{COMBINE}}
 }
 
-// Element at offset k, position j along the run; phase 1 of var squares the deviation from mean.
-fn elem(k: u32, j: u32, phase: u32, mean: f32) -> Acc {
+// Value v at position j along the run; phase 1 of var squares the deviation from mean.
+fn elem_v(v: {{A}}, j: u32, phase: u32, mean: f32) -> Acc {
     {{ELEM}}
+}
+
+fn elem(k: u32, j: u32, phase: u32, mean: f32) -> Acc {
+    return elem_v(load(k), j, phase, mean);
 }
 
 // Starting value of a fold whose first position is j0.
@@ -76,9 +81,7 @@ var<workgroup> sh: array<Acc, 256>;
 
 fn row_pass(lid: u32, base: u32, len: u32, phase: u32, mean: f32) -> Acc {
     var acc = init(base, 1u, lid % len);
-    for (var j = lid; j < len; j += 256u) {
-        acc = combine(acc, elem(base + j, j, phase, mean));
-    }
+{{ROW_LOOP}}
     sh[lid] = acc;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {

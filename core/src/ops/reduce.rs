@@ -199,7 +199,7 @@ fn split(op: Op, p: &Plan, row: bool) -> Option<usize> {
         return None;
     }
     let pieces = p.r.div_ceil(min_piece).min((target / outputs).max(1));
-    (pieces >= 2).then(|| p.r.div_ceil(pieces))
+    (pieces >= 2).then(|| p.r.div_ceil(pieces).next_multiple_of(4))
 }
 
 /// One reduction launch over `src` seen as `p`, folding runs in pieces of `chunk` into `out`.
@@ -212,9 +212,9 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     let isnan = if dt.is_float() { "return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;" } else { "return false;" };
     let combine = if op.extreme() { "if (takes(a, b)) {\n        return b;\n    }\n    return a;" } else { "return Acc(a.v + b.v, 0u);" };
     let elem = match op {
-        Op::Var => "let v = load(k);\n    if (phase == 0u) {\n        return Acc(v, 0u);\n    }\n    let d = v - mean;\n    return Acc(d * d, 0u);",
-        _ if op.extreme() => "return Acc(load(k), j);",
-        _ => "return Acc(load(k), 0u);",
+        Op::Var => "if (phase == 0u) {\n        return Acc(v, 0u);\n    }\n    let d = v - mean;\n    return Acc(d * d, 0u);",
+        _ if op.extreme() => "return Acc(v, j);",
+        _ => "return Acc(v, 0u);",
     };
     let init = if op.extreme() { "return elem(base + j0 * stride, j0, 0u, 0.0);".to_string() } else { format!("return Acc({acc}(0), 0u);") };
     let result = match op {
@@ -239,9 +239,19 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     };
     let params = Params::new().u32(rows).u32(p.r).u32(p.inner).f32(denom).u32(chunk).u32(nchunks).u32(0).u32(0);
     let cmp = if op.largest() { ">" } else { "<" };
+    // Rows of 4-byte values whose runs and pieces are whole vec4s are read 16 bytes at a time
+    // (positions stay exact, so max/min ties still resolve in order; argmax/argmin keep the
+    // scalar loop).
+    let vec4 = row && !matches!(op, Op::ArgMax | Op::ArgMin) && dt.size() == 4 && p.r % 4 == 0 && chunk % 4 == 0;
+    let row_loop = if vec4 {
+        "    for (var j = lid; j < len / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        for (var c = 0u; c < 4u; c++) {\n            acc = combine(acc, elem_v({{A}}(v[c]), 4u * j + c, phase, mean));\n        }\n    }".replace("{{A}}", acc)
+    } else {
+        "    for (var j = lid; j < len; j += 256u) {\n        acc = combine(acc, elem(base + j, j, phase, mean));\n    }".to_string()
+    };
+    let (xt, loadx) = if vec4 { (format!("vec4<{}>", dt.wgsl()), "x[k / 4u][k % 4u]") } else { (dt.wgsl().to_string(), "x[k]") };
     let (row_entry, col_entry) = if row { ("main", "unused_col") } else { ("unused_row", "main") };
     Launch {
-        key: format!("reduce:{}:{dt}:{odt}:{}", op.name(), if row { "row" } else { "col" }),
+        key: format!("reduce:{}:{dt}:{odt}:{}:{vec4}", op.name(), if row { "row" } else { "col" }),
         source: Box::new(move || {
             render(
                 TEMPLATE,
@@ -257,6 +267,9 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
                     ("INIT", &init),
                     ("RESULT", &result),
                     ("ROW_ENTRY", row_entry),
+                    ("ROW_LOOP", &row_loop),
+                    ("XT", &xt),
+                    ("LOADX", loadx),
                     ("COL_ENTRY", col_entry),
                     ("ROW_BODY", row_body),
                     ("COL_BODY", col_body),
