@@ -89,6 +89,10 @@ pub struct Device {
     pub(crate) queue: wgpu::Queue,
     pub(crate) limits: wgpu::Limits,
     pub(crate) features: wgpu::Features,
+    /// The adapter's cooperative-matrix configurations (empty without the feature).
+    pub(crate) coop_props: Vec<wgpu::CooperativeMatrixProperties>,
+    /// The subgroup size where the adapter has only one (NVIDIA: 32).
+    pub(crate) subgroup_size: Option<u32>,
     batch: Mutex<Batch>,
     params_buffer: wgpu::Buffer,
     params_capacity: usize,
@@ -106,13 +110,29 @@ pub struct Device {
 impl Device {
     pub(crate) fn create(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
         let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
-        let features = adapter.features() & wanted;
+        let mut features = adapter.features() & wanted;
+        // Cooperative matrices (tensor cores) only where the adapter offers them; the feature is
+        // experimental in wgpu 30, so it needs the opt-in token, asked for only in that case.
+        // Only the f16 matmul uses it (ops/matmul.rs), behind its own checks and tests.
+        let coop = adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && std::env::var_os("KILN_NO_COOP").is_none();
+        let coop_props = if coop { adapter.cooperative_matrix_properties() } else { Vec::new() };
+        let experimental = if coop && !coop_props.is_empty() {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            // SAFETY: opting in to wgpu's experimental cooperative-matrix API, used only by the
+            // f16 matmul kernel, whose results the test-suite checks against a CPU reference.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
+        let ainfo = adapter.get_info();
+        let subgroup_size = (ainfo.subgroup_min_size == ainfo.subgroup_max_size).then_some(ainfo.subgroup_min_size);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("kiln"),
             required_features: features,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features: experimental,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
@@ -153,6 +173,8 @@ impl Device {
             queue,
             limits,
             features,
+            coop_props,
+            subgroup_size,
             batch: Mutex::new(Batch { encoder: None, pass: None, dispatches: 0, params: Vec::new() }),
             params_buffer,
             params_capacity,
@@ -215,6 +237,12 @@ impl Device {
 
     pub fn has_subgroups(&self) -> bool {
         self.features.contains(wgpu::Features::SUBGROUP)
+    }
+
+    /// Whether the device has wgpu's (experimental) cooperative matrices (tensor cores).
+    /// `KILN_NO_COOP=1` turns them off.
+    pub fn has_cooperative_matrix(&self) -> bool {
+        self.features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
     }
 
     pub fn limits(&self) -> &wgpu::Limits {

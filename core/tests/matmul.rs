@@ -230,3 +230,79 @@ fn matmul_bench_4096() {
         eprintln!("{t:?}: {:.3} ms, {:.2} TFLOP/s", secs * 1e3, 2.0 * (n as f64).powi(3) / secs / 1e12);
     }
 }
+
+/// f16 through cooperative matrices where the device has them (e.g. NVIDIA through Vulkan's
+/// VK_KHR_cooperative_matrix), else through the tiled kernel (lavapipe): either way checked
+/// against the f64 reference on ragged shapes, batches and both tilings of the coop kernel.
+/// With f32 accumulation (f16 x f16 -> f32 configurations) the tolerance is the usual f16 one;
+/// hardware with only f16 accumulators rounds every partial sum to f16, so the error grows like
+/// k * 2^-11 * |partial sums| and the tolerance is loosened accordingly.
+#[test]
+fn matmul_f16_cooperative_or_fallback() {
+    if !has_f16() {
+        eprintln!("adapter has no f16: skipped");
+        return;
+    }
+    use kiln_core::ops::matmul::{coop_accumulator, uses_cooperative_matrix};
+    let dev = kiln_core::device().unwrap();
+    let acc = coop_accumulator(&dev);
+    eprintln!("device {}: cooperative matrix {}, f16 accumulator {acc:?}", dev.info().name, dev.has_cooperative_matrix());
+    if !dev.has_cooperative_matrix() {
+        assert_eq!(acc, None);
+    }
+    poison();
+    let mut rng = Rng::new(18);
+    let cases: &[(&[usize], &[usize])] = &[
+        (&[16, 16], &[16, 16]),
+        (&[17, 31], &[31, 19]),
+        (&[64, 64], &[64, 64]),
+        (&[65, 129], &[129, 67]),
+        (&[130, 33], &[33, 131]),
+        (&[2, 1, 37, 48], &[3, 48, 20]), // broadcast batch
+        (&[3, 40, 24], &[24, 18]),       // batched A, one B: one tall product
+        (&[520, 70], &[70, 516]),        // the large coop tiling, ragged edges
+        (&[15, 64], &[64, 64]),          // below one tile: always the tiled kernel
+        (&[64, 8], &[8, 64]),
+    ];
+    for (sa, sb) in cases {
+        let (m, k, n) = (sa[sa.len() - 2], sa[sa.len() - 1], sb[sb.len() - 1]);
+        let coop = uses_cooperative_matrix(&dev, m, n, k) || uses_cooperative_matrix(&dev, m * sa[0], n, k);
+        if acc.is_none() {
+            assert!(!coop, "{sa:?} x {sb:?}: the coop path without cooperative matrices");
+        } else if m >= 16 && n >= 16 && k >= 16 {
+            assert!(coop, "{sa:?} x {sb:?}: the tiled kernel on a device with cooperative matrices");
+        }
+        let (a, av) = rand_tensor(&mut rng, sa, DType::F16, -1.0, 1.0);
+        let (b, bv) = rand_tensor(&mut rng, sb, DType::F16, -1.0, 1.0);
+        let c = ops::matmul(&a, &b).unwrap_or_else(|e| panic!("matmul {sa:?} x {sb:?} f16: {e}"));
+        let (want, shape) = cpu::matmul(&av, sa, &bv, sb).unwrap();
+        assert_eq!(c.shape(), &shape[..]);
+        let (atol, rtol) = match (coop, acc) {
+            (true, Some("f16")) => (2e-3 + 1e-3 * k as f64, 1e-2),
+            _ => mm_tol(DType::F16, k),
+        };
+        assert_close(&format!("matmul {sa:?} x {sb:?} f16 (coop: {coop})"), &c.to_f64_vec().unwrap(), &want, atol, rtol);
+    }
+}
+
+/// The cooperative-matrix kernel's WGSL goes through naga (parse, validate, SPIR-V) on every
+/// machine, so a template error shows here even where no device can run it.
+#[test]
+fn matmul_coop_kernel_validates() {
+    use wgpu::naga;
+    for acc in ["f32", "f16"] {
+        for sg in [32, 64] {
+            for large in [false, true] {
+                for (va, vb) in [(false, false), (true, true), (true, false)] {
+                    let src = kiln_core::ops::matmul::coop_source_for_tests(acc, sg, large, va, vb);
+                    let what = format!("acc {acc}, subgroup {sg}, large {large}, vec {va}/{vb}");
+                    let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
+                    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+                        .validate(&module)
+                        .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                    naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap_or_else(|e| panic!("{what}: {e}"));
+                }
+            }
+        }
+    }
+}

@@ -308,6 +308,11 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
     if out.numel() > u32::MAX as usize || a.numel() > u32::MAX as usize || b.numel() > u32::MAX as usize {
         return Err(Error::InvalidArgument("matmul: operands of more than 2^32 elements".into()));
     }
+    if tiles.is_none() && dtype == DType::F16 {
+        if let Some(coop) = pick_coop(&device, m, n, k) {
+            return coop::run(&device, a, b, out, coop, m, n, k, &batch_shape, &ab, &bb);
+        }
+    }
     let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n, k));
     let ntiles = n.div_ceil(tiles.bn as usize);
     let mtiles = m.div_ceil(tiles.bm as usize);
@@ -369,4 +374,294 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
         tensors.iter().enumerate().map(|(i, t)| Binding { slot: i as u32, buffer: t.raw(), size: None }).collect();
     device.dispatch(&pipe, &bindings, Some((3, params.bytes())), dims)?;
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// f16 on cooperative matrices (tensor cores), where the device has wgpu's experimental
+// cooperative-matrix feature with a 16x16x16 f16 configuration and one subgroup size. Anything
+// else (other dtypes, explicit tilings, small or vector products, adapters without the feature,
+// `KILN_NO_COOP=1`) runs the tiled kernel above.
+
+const COOP_TEMPLATE: &str = include_str!("../../../shaders/matmul_coop.wgsl");
+
+/// A tiling of `shaders/matmul_coop.wgsl`: `warps_m` x `warps_n` subgroups, each owning
+/// `tm` x `tn` 16x16 accumulators, walking K in steps of `bk` (a multiple of 16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoopTiles {
+    warps_m: u32,
+    warps_n: u32,
+    tm: u32,
+    tn: u32,
+    bk: u32,
+    /// The subgroup size (invocations per subgroup).
+    sg: u32,
+    /// Accumulator type: "f32" where the hardware has f16 x f16 -> f32, else "f16".
+    acc: &'static str,
+}
+
+impl CoopTiles {
+    fn bm(self) -> u32 {
+        self.warps_m * self.tm * 16
+    }
+    fn bn(self) -> u32 {
+        self.warps_n * self.tn * 16
+    }
+    fn threads(self) -> u32 {
+        self.warps_m * self.warps_n * self.sg
+    }
+    fn shared_bytes(self) -> u32 {
+        let acc_bytes = if self.acc == "f32" { 4 } else { 2 };
+        (self.bm() * (self.bk + 8) + self.bk * (self.bn() + 8)) * 2 + self.warps_m * self.warps_n * 256 * acc_bytes
+    }
+    fn fits(self, limits: &wgpu::Limits) -> bool {
+        self.threads() <= limits.max_compute_workgroup_size_x
+            && self.threads() <= limits.max_compute_invocations_per_workgroup
+            && self.shared_bytes() <= limits.max_compute_workgroup_storage_size
+    }
+}
+
+/// The accumulator type the device's cooperative matrices offer for 16x16x16 f16 products:
+/// f32 where there is an f16 x f16 -> f32 configuration, else f16; None without one.
+pub fn coop_accumulator(device: &Device) -> Option<&'static str> {
+    if !(device.has_cooperative_matrix() && device.has_subgroups() && device.has_f16()) {
+        return None;
+    }
+    use wgpu::CooperativeScalarType as S;
+    let has = |cr: S| {
+        device.coop_props.iter().any(|p| p.m_size == 16 && p.n_size == 16 && p.k_size == 16 && p.ab_type == S::F16 && p.cr_type == cr)
+    };
+    if has(S::F32) {
+        Some("f32")
+    } else if has(S::F16) {
+        Some("f16")
+    } else {
+        None
+    }
+}
+
+/// Whether `matmul` of f16 `m` x `k` by `k` x `n` runs on cooperative matrices on `device`.
+pub fn uses_cooperative_matrix(device: &Device, m: usize, n: usize, k: usize) -> bool {
+    pick_coop(device, m, n, k).is_some()
+}
+
+fn pick_coop(device: &Device, m: usize, n: usize, k: usize) -> Option<CoopTiles> {
+    let acc = coop_accumulator(device)?;
+    let sg = device.subgroup_size.filter(|s| (8..=128).contains(s))?;
+    // Below one 16x16x16 step the tensor-core tiles are mostly padding.
+    if m < 16 || n < 16 || k < 16 {
+        return None;
+    }
+    let large = CoopTiles { warps_m: 2, warps_n: 4, tm: 4, tn: 2, bk: 32, sg, acc };
+    let small = CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc };
+    let wanted = if m >= 512 && n >= 512 { large } else { small };
+    [wanted, small].into_iter().find(|t| t.fits(device.limits()))
+}
+
+mod coop {
+    use super::*;
+
+    fn generate(t: CoopTiles) -> (String, String, String) {
+        let acc = t.acc;
+        let mut decl = String::new();
+        let mut inner = String::new();
+        let mut store = String::new();
+        for i in 0..t.tm {
+            for j in 0..t.tn {
+                decl += &format!("    var acc_{i}_{j} = coop_mat16x16<{acc}, C>();\n");
+            }
+        }
+        for i in 0..t.tm {
+            inner += &format!("            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n");
+        }
+        for j in 0..t.tn {
+            inner += &format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n");
+        }
+        for i in 0..t.tm {
+            for j in 0..t.tn {
+                inner += &format!("            acc_{i}_{j} = coopMultiplyAdd(a{i}, b{j}, acc_{i}_{j});\n");
+            }
+        }
+        for i in 0..t.tm {
+            for j in 0..t.tn {
+                store += &format!(
+                    "    coopStoreT(acc_{i}_{j}, &Cs[sg * 256u], 16u);
+    workgroupBarrier();
+    for (var e = lane; e < 256u; e += SG) {{
+        let row = row0 + wr + {i}u * 16u + e / 16u;
+        let col = col0 + wc + {j}u * 16u + e % 16u;
+        if (row < p.m && col < p.n) {{
+            c[coff + row * p.n + col] = f16(Cs[sg * 256u + e]);
+        }}
+    }}
+    workgroupBarrier();
+"
+                );
+            }
+        }
+        (decl, inner, store)
+    }
+
+    fn loads(vec_a: bool, vec_b: bool) -> (String, String) {
+        let la = if vec_a {
+            "        // A tile, vec4 along k (K a multiple of 4).
+        for (var l = lid; l < BM * BK / 4u; l += NT) {
+            let mm = l / (BK / 4u);
+            let kq = l % (BK / 4u);
+            let gr = row0 + mm;
+            let gk = k0 + kq * 4u;
+            var v = vec4<f16>(0);
+            if (gr < p.m && gk < p.k) {
+                v = a[(aoff + gr * p.k + gk) / 4u];
+            }
+            let o = mm * SA + kq * 4u;
+            As[o] = v.x;
+            As[o + 1u] = v.y;
+            As[o + 2u] = v.z;
+            As[o + 3u] = v.w;
+        }
+"
+        } else {
+            "        // A tile: consecutive invocations take consecutive k of one row.
+        for (var l = lid; l < BM * BK; l += NT) {
+            let mm = l / BK;
+            let kk = l % BK;
+            let gr = row0 + mm;
+            let gk = k0 + kk;
+            var v = f16(0);
+            if (gr < p.m && gk < p.k) {
+                v = a[aoff + gr * p.k + gk];
+            }
+            As[mm * SA + kk] = v;
+        }
+"
+        };
+        let lb = if vec_b {
+            "        // B tile, vec4 along n (N a multiple of 4).
+        for (var l = lid; l < BK * BN / 4u; l += NT) {
+            let kk = l / (BN / 4u);
+            let nq = l % (BN / 4u);
+            let gk = k0 + kk;
+            let gc = col0 + nq * 4u;
+            var v = vec4<f16>(0);
+            if (gk < p.k && gc < p.n) {
+                v = b[(boff + gk * p.n + gc) / 4u];
+            }
+            let o = kk * SB + nq * 4u;
+            Bs[o] = v.x;
+            Bs[o + 1u] = v.y;
+            Bs[o + 2u] = v.z;
+            Bs[o + 3u] = v.w;
+        }
+"
+        } else {
+            "        // B tile: consecutive invocations take consecutive n of one k.
+        for (var l = lid; l < BK * BN; l += NT) {
+            let kk = l / BN;
+            let nn = l % BN;
+            let gk = k0 + kk;
+            let gc = col0 + nn;
+            var v = f16(0);
+            if (gk < p.k && gc < p.n) {
+                v = b[boff + gk * p.n + gc];
+            }
+            Bs[kk * SB + nn] = v;
+        }
+"
+        };
+        (la.to_string(), lb.to_string())
+    }
+
+    /// The WGSL of one tiling (also used by the tests to check it through naga).
+    pub(crate) fn source(t: CoopTiles, vec_a: bool, vec_b: bool) -> String {
+        let (decl, inner, store) = generate(t);
+        let (load_a, load_b) = loads(vec_a, vec_b);
+        let warps = t.warps_m * t.warps_n;
+        render(
+            COOP_TEMPLATE,
+            &[
+                ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
+                ("A_ELEM", if vec_a { "vec4<f16>" } else { "f16" }),
+                ("B_ELEM", if vec_b { "vec4<f16>" } else { "f16" }),
+                ("ACC", t.acc),
+                ("BM", &t.bm().to_string()),
+                ("BN", &t.bn().to_string()),
+                ("BK", &t.bk.to_string()),
+                ("WARPS_N", &t.warps_n.to_string()),
+                ("WTM", &(t.tm * 16).to_string()),
+                ("WTN", &(t.tn * 16).to_string()),
+                ("SG", &t.sg.to_string()),
+                ("NT", &t.threads().to_string()),
+                ("AS_LEN", &(t.bm() * (t.bk + 8)).to_string()),
+                ("BS_LEN", &(t.bk * (t.bn() + 8)).to_string()),
+                ("CS_LEN", &(warps * 256).to_string()),
+                ("LOAD_A", &load_a),
+                ("LOAD_B", &load_b),
+                ("ACC_DECL", &decl),
+                ("INNER", &inner),
+                ("STORE", &store),
+            ],
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run(
+        device: &std::sync::Arc<Device>,
+        a: &Tensor,
+        b: &Tensor,
+        out: Tensor,
+        t: CoopTiles,
+        m: usize,
+        n: usize,
+        k: usize,
+        batch_shape: &[usize],
+        ab: &[usize],
+        bb: &[usize],
+    ) -> Result<Tensor> {
+        let batch = numel(batch_shape);
+        let ntiles = n.div_ceil(t.bn() as usize);
+        let mtiles = m.div_ceil(t.bm() as usize);
+        let groups = ntiles as u64 * mtiles as u64 * batch as u64;
+        if groups > u32::MAX as u64 {
+            return Err(Error::InvalidArgument(format!("matmul: {groups} workgroups are more than one dispatch can number")));
+        }
+        let dims = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
+        let params = Params::new()
+            .u32(m)
+            .u32(n)
+            .u32(k)
+            .u32(groups)
+            .u32(ntiles)
+            .u32(mtiles)
+            .u32(batch_shape.len())
+            .u32(0u32)
+            .dims8(batch_shape, 1)
+            .dims8(&batch_strides(ab, batch_shape, m * k), 0)
+            .dims8(&batch_strides(bb, batch_shape, k * n), 0);
+        let vec_a = k % 4 == 0;
+        let vec_b = n % 4 == 0;
+        let key = format!("matmul_coop:{}x{}:{}x{}:{}:{}:{}:{vec_a}:{vec_b}", t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc);
+        // Every global index is guarded against M, N, K and the workgroup-memory indices are in
+        // range by construction; the tests run ragged shapes through this kernel on devices that
+        // have it.
+        let pipe = device.pipeline(&key, Checks::Unchecked, move || source(t, vec_a, vec_b))?;
+        let bindings = [
+            Binding { slot: 0, buffer: a.raw(), size: None },
+            Binding { slot: 1, buffer: b.raw(), size: None },
+            Binding { slot: 2, buffer: out.raw(), size: None },
+        ];
+        device.dispatch(&pipe, &bindings, Some((3, params.bytes())), dims)?;
+        Ok(out)
+    }
+}
+
+/// The cooperative-matrix kernel's WGSL for a given shape class (tests validate it with naga
+/// where no device runs it): `acc` "f32" or "f16", subgroup size `sg`, `large` tiling or not.
+#[doc(hidden)]
+pub fn coop_source_for_tests(acc: &'static str, sg: u32, large: bool, vec_a: bool, vec_b: bool) -> String {
+    let t = if large {
+        CoopTiles { warps_m: 2, warps_n: 4, tm: 4, tn: 2, bk: 32, sg, acc }
+    } else {
+        CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc }
+    };
+    coop::source(t, vec_a, vec_b)
 }
