@@ -12,11 +12,12 @@ struct Params {
     eps: f32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<{{T}}>;
+// x (and out) are array<vec4<f32>> for f32 rows of whole vec4s: 16-byte loads and stores.
+@group(0) @binding(0) var<storage, read> x: array<{{XT}}>;
 {{BINDINGS}}
 
 fn ld(k: u32) -> f32 {
-    return f32(x[k]);
+    return f32({{LDX}});
 }
 
 fn wt(j: u32) -> f32 {
@@ -55,9 +56,7 @@ var<workgroup> sh: array<f32, 256>;
 
 fn row_sum(lid: u32, base: u32, kind: u32, a: f32) -> f32 {
     var acc = 0.0;
-    for (var j = lid; j < p.r; j += 256u) {
-        acc += term(kind, ld(base + j), a);
-    }
+{{ROW_SUM_LOOP}}
     sh[lid] = acc;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
@@ -73,9 +72,7 @@ fn row_sum(lid: u32, base: u32, kind: u32, a: f32) -> f32 {
 
 fn row_max(lid: u32, base: u32) -> f32 {
     var acc = ld(base + lid % p.r);
-    for (var j = lid; j < p.r; j += 256u) {
-        acc = max(acc, ld(base + j));
-    }
+{{ROW_MAX_LOOP}}
     sh[lid] = acc;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
@@ -113,9 +110,7 @@ fn {{ROW_ENTRY}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
     let base = row * p.r;
 {{ROW_STATS}}
-    for (var j = lid; j < p.r; j += 256u) {
-        out[base + j] = {{O}}(final_value(ld(base + j), s1, s2, j));
-    }
+{{ROW_FINAL}}
 }
 
 @compute @workgroup_size(256)
@@ -129,6 +124,6 @@ fn {{COL_ENTRY}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
 {{COL_STATS}}
     for (var j = 0u; j < p.r; j++) {
         let k = base + j * stride;
-        out[k] = {{O}}(final_value(ld(k), s1, s2, j));
+        {{COL_STORE}}
     }
 }

@@ -73,7 +73,7 @@ fn check_param(name: &str, what: &str, x: &Tensor, p: Option<&Tensor>, n: usize)
 
 /// Bindings after x (slot 0): the optional weight and bias, then out and the params block;
 /// returns the WGSL and the `wt` / `bs` bodies.
-fn param_bindings(first: usize, dt: DType, w: bool, b: bool) -> (String, String, String) {
+fn param_bindings(first: usize, dt: DType, w: bool, b: bool, out_t: &str) -> (String, String, String) {
     let mut slot = first;
     let mut s = String::new();
     let mut wt = "return 1.0;".to_string();
@@ -88,7 +88,7 @@ fn param_bindings(first: usize, dt: DType, w: bool, b: bool) -> (String, String,
         bs = "return f32(bb[j]);".into();
         slot += 1;
     }
-    s += &format!("@group(0) @binding({slot}) var<storage, read_write> out: array<{}>;\n", dt.wgsl());
+    s += &format!("@group(0) @binding({slot}) var<storage, read_write> out: array<{out_t}>;\n");
     s += &format!("@group(0) @binding({}) var<uniform> p: Params;", slot + 1);
     (s, wt, bs)
 }
@@ -113,7 +113,27 @@ fn run(kind: Kind, x: &Tensor, outer: usize, r: usize, inner: usize, w: Option<&
     } else {
         (outer * inner, groups_1d(&device, outer * inner)?)
     };
-    let (bindings, wt, bs) = param_bindings(1, dt, w.is_some(), b.is_some());
+    // f32 rows of whole vec4s move 16 bytes per load and store.
+    let vec4 = row && dt == DType::F32 && r % 4 == 0;
+    let elem_t = if vec4 { "vec4<f32>".to_string() } else { dt.wgsl().to_string() };
+    let (bindings, wt, bs) = param_bindings(1, dt, w.is_some(), b.is_some(), &elem_t);
+    let (ldx, row_sum_loop, row_max_loop, row_final, col_store) = if vec4 {
+        (
+            "x[k / 4u][k % 4u]",
+            "    for (var j = lid; j < p.r / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        acc += (term(kind, v.x, a) + term(kind, v.y, a)) + (term(kind, v.z, a) + term(kind, v.w, a));\n    }",
+            "    for (var j = lid; j < p.r / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        acc = max(acc, max(max(v.x, v.y), max(v.z, v.w)));\n    }",
+            "    for (var j = lid; j < p.r / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        let c = 4u * j;\n        out[base / 4u + j] = vec4<f32>(final_value(v.x, s1, s2, c), final_value(v.y, s1, s2, c + 1u), final_value(v.z, s1, s2, c + 2u), final_value(v.w, s1, s2, c + 3u));\n    }",
+            "out[k / 4u][k % 4u] = final_value(ld(k), s1, s2, j);".to_string(),
+        )
+    } else {
+        (
+            "x[k]",
+            "    for (var j = lid; j < p.r; j += 256u) {\n        acc += term(kind, ld(base + j), a);\n    }",
+            "    for (var j = lid; j < p.r; j += 256u) {\n        acc = max(acc, ld(base + j));\n    }",
+            "    for (var j = lid; j < p.r; j += 256u) {\n        out[base + j] = {{O}}(final_value(ld(base + j), s1, s2, j));\n    }",
+            format!("out[k] = {}(final_value(ld(k), s1, s2, j));", dt.wgsl()),
+        )
+    };
     let stats = kind.stats();
     let row_stats = stats.replace("SUM(", "row_sum(lid, base, ").replace("MAX()", "row_max(lid, base)");
     let col_stats = stats.replace("SUM(", "col_sum(base, stride, ").replace("MAX()", "col_max(base, stride)");
@@ -124,13 +144,18 @@ fn run(kind: Kind, x: &Tensor, outer: usize, r: usize, inner: usize, w: Option<&
     tensors.push(&out);
     let params = Params::new().u32(rows).u32(r).u32(inner).f32(eps);
     Launch {
-        key: format!("norm:{}:{dt}:{}:{}:{}", kind.name(), if row { "row" } else { "col" }, w.is_some(), b.is_some()),
+        key: format!("norm:{}:{dt}:{}:{}:{}:{vec4}", kind.name(), if row { "row" } else { "col" }, w.is_some(), b.is_some()),
         source: Box::new(move || {
             render(
                 TEMPLATE,
                 &[
                     ("ENABLE", enables(&[dt])),
-                    ("T", dt.wgsl()),
+                    ("XT", &elem_t),
+                    ("LDX", ldx),
+                    ("ROW_SUM_LOOP", row_sum_loop),
+                    ("ROW_MAX_LOOP", row_max_loop),
+                    ("ROW_FINAL", &row_final.replace("{{O}}", dt.wgsl())),
+                    ("COL_STORE", &col_store),
                     ("O", dt.wgsl()),
                     ("BINDINGS", &bindings),
                     ("WT", &wt),
@@ -216,7 +241,7 @@ pub fn batch_norm(x: &Tensor, mean: &Tensor, var: &Tensor, weight: Option<&Tenso
         return Err(Error::InvalidArgument(format!("{n} elements are more than one kernel can index")));
     }
     let spatial = numel(&x.shape()[2..]);
-    let (bindings, wt, bs) = param_bindings(3, dt, weight.is_some(), bias.is_some());
+    let (bindings, wt, bs) = param_bindings(3, dt, weight.is_some(), bias.is_some(), dt.wgsl());
     let (wt, bs) = (wt.replace("[j]", "[c]"), bs.replace("[j]", "[c]"));
     let mut tensors: Vec<&Tensor> = vec![x, mean, var];
     tensors.extend(weight);
