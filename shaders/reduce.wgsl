@@ -95,9 +95,19 @@ fn row_pass(lid: u32, base: u32, len: u32, phase: u32, mean: f32) -> Acc {
     return total;
 }
 
+// Four loads in flight per step (a dependent chain of single loads leaves the GPU waiting on
+// memory); the fold order is still j = 0, 1, 2, ...
 fn col_pass(base: u32, stride: u32, len: u32, phase: u32, mean: f32) -> Acc {
     var acc = init(base, stride, 0u);
-    for (var j = 0u; j < len; j++) {
+    var j = 0u;
+    for (; j + 4u <= len; j += 4u) {
+        let e0 = elem(base + j * stride, j, phase, mean);
+        let e1 = elem(base + (j + 1u) * stride, j + 1u, phase, mean);
+        let e2 = elem(base + (j + 2u) * stride, j + 2u, phase, mean);
+        let e3 = elem(base + (j + 3u) * stride, j + 3u, phase, mean);
+        acc = combine(combine(combine(combine(acc, e0), e1), e2), e3);
+    }
+    for (; j < len; j++) {
         acc = combine(acc, elem(base + j * stride, j, phase, mean));
     }
     return acc;

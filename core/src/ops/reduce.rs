@@ -194,7 +194,7 @@ fn split(op: Op, p: &Plan, row: bool) -> Option<usize> {
     }
     // (outputs, shortest run worth splitting, shortest piece, threads or workgroups to aim for)
     let (outputs, min_run, min_piece, target) =
-        if row { (p.outer, 16384, 4096, 8192) } else { (p.outer * p.inner, 64, 16, 262144) };
+        if row { (p.outer, 16384, 4096, 8192) } else { (p.outer * p.inner, 64, 16, 1 << 20) };
     if p.r < min_run || outputs >= target / 4 {
         return None;
     }
@@ -244,7 +244,19 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     // scalar loop).
     let vec4 = row && !matches!(op, Op::ArgMax | Op::ArgMin) && dt.size() == 4 && p.r % 4 == 0 && chunk % 4 == 0;
     let row_loop = if vec4 {
-        "    for (var j = lid; j < len / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        for (var c = 0u; c < 4u; c++) {\n            acc = combine(acc, elem_v({{A}}(v[c]), 4u * j + c, phase, mean));\n        }\n    }".replace("{{A}}", acc)
+        // Four 16-byte loads in flight per step, folded in the same order as the plain loop.
+        concat!(
+            "    let b4 = base / 4u;\n    let n4 = len / 4u;\n    var j = lid;\n",
+            "    for (; j + 768u < n4; j += 1024u) {\n",
+            "        let w = array<vec4<{{T}}>, 4>(x[b4 + j], x[b4 + j + 256u], x[b4 + j + 512u], x[b4 + j + 768u]);\n",
+            "        for (var u = 0u; u < 4u; u++) {\n            for (var c = 0u; c < 4u; c++) {\n",
+            "                acc = combine(acc, elem_v({{A}}(w[u][c]), 4u * (j + 256u * u) + c, phase, mean));\n",
+            "            }\n        }\n    }\n",
+            "    for (; j < n4; j += 256u) {\n        let v = x[b4 + j];\n        for (var c = 0u; c < 4u; c++) {\n",
+            "            acc = combine(acc, elem_v({{A}}(v[c]), 4u * j + c, phase, mean));\n        }\n    }",
+        )
+        .replace("{{A}}", acc)
+        .replace("{{T}}", dt.wgsl())
     } else {
         "    for (var j = lid; j < len; j += 256u) {\n        acc = combine(acc, elem(base + j, j, phase, mean));\n    }".to_string()
     };
