@@ -105,6 +105,8 @@ pub struct Device {
     poller: Arc<Poller>,
     timeout: Duration,
     poison: AtomicBool,
+    /// The index of the latest submit, which the poller waits on.
+    last_submission: Mutex<Option<wgpu::SubmissionIndex>>,
 }
 
 impl Device {
@@ -187,6 +189,7 @@ impl Device {
             poller,
             timeout: Duration::from_millis(timeout_ms),
             poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
+            last_submission: Mutex::new(None),
         });
         Self::start_poller(&dev);
         Ok(dev)
@@ -216,7 +219,14 @@ impl Device {
                 }
                 // A panic inside wgpu must not take the poller down: every waiter depends on it.
                 let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    dev.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: Some(Duration::from_millis(100)) })
+                    // Wait on the submission index Kiln recorded, not on "the latest": wgpu-core can
+                    // panic ("current submission index should be at least the wait submission
+                    // index") when `None` races with a submit on another thread.
+                    let last = dev.last_submission.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    match last {
+                        Some(idx) => dev.device.poll(wgpu::PollType::Wait { submission_index: Some(idx), timeout: Some(Duration::from_millis(100)) }),
+                        None => dev.device.poll(wgpu::PollType::Poll),
+                    }
                 }));
                 if let Err(payload) = polled {
                     let e = Error::from_panic(payload);
@@ -461,6 +471,7 @@ impl Device {
         }
         batch.dispatches = 0;
         let idx = self.queue.submit([encoder.finish()]);
+        *self.last_submission.lock().unwrap_or_else(|p| p.into_inner()) = Some(idx.clone());
         let destroyed = self.pool.on_submit();
         self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
         self.take_uncaptured()?;
