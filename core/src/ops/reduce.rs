@@ -210,7 +210,13 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     let nchunks = p.r.div_ceil(chunk.max(1)).max(1);
     let acc = if dt.is_float() { "f32" } else { dt.wgsl() };
     let isnan = if dt.is_float() { "return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;" } else { "return false;" };
-    let combine = if op.extreme() { "if (takes(a, b)) {\n        return b;\n    }\n    return a;" } else { "return Acc(a.v + b.v, 0u);" };
+    let combine = match op {
+        Op::ArgMax | Op::ArgMin => "if (takes(a, b)) {\n        return b;\n    }\n    return a;",
+        // Values only: the first NaN wins, else the larger (smaller) value; no position ties.
+        Op::Max => "if (is_nan(a.v)) {\n        return a;\n    }\n    if (is_nan(b.v)) {\n        return b;\n    }\n    return Acc(max(a.v, b.v), 0u);",
+        Op::Min => "if (is_nan(a.v)) {\n        return a;\n    }\n    if (is_nan(b.v)) {\n        return b;\n    }\n    return Acc(min(a.v, b.v), 0u);",
+        _ => "return Acc(a.v + b.v, 0u);",
+    };
     let elem = match op {
         Op::Var => "if (phase == 0u) {\n        return Acc(v, 0u);\n    }\n    let d = v - mean;\n    return Acc(d * d, 0u);",
         _ if op.extreme() => "return Acc(v, j);",
@@ -244,19 +250,23 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     // scalar loop).
     let vec4 = row && !matches!(op, Op::ArgMax | Op::ArgMin) && dt.size() == 4 && p.r % 4 == 0 && chunk % 4 == 0;
     let row_loop = if vec4 {
-        // Four 16-byte loads in flight per step, folded in the same order as the plain loop.
-        concat!(
-            "    let b4 = base / 4u;\n    let n4 = len / 4u;\n    var j = lid;\n",
-            "    for (; j + 768u < n4; j += 1024u) {\n",
-            "        let w = array<vec4<{{T}}>, 4>(x[b4 + j], x[b4 + j + 256u], x[b4 + j + 512u], x[b4 + j + 768u]);\n",
-            "        for (var u = 0u; u < 4u; u++) {\n            for (var c = 0u; c < 4u; c++) {\n",
-            "                acc = combine(acc, elem_v({{A}}(w[u][c]), 4u * (j + 256u * u) + c, phase, mean));\n",
-            "            }\n        }\n    }\n",
-            "    for (; j < n4; j += 256u) {\n        let v = x[b4 + j];\n        for (var c = 0u; c < 4u; c++) {\n",
-            "            acc = combine(acc, elem_v({{A}}(v[c]), 4u * j + c, phase, mean));\n        }\n    }",
-        )
-        .replace("{{A}}", acc)
-        .replace("{{T}}", dt.wgsl())
+        // Four 16-byte loads in flight per step, folded in the same order as the plain loop
+        // (straight-line code: a private array indexed in a loop would spill to memory).
+        let lanes = ["x", "y", "z", "w"];
+        let mut b = String::from("    let b4 = base / 4u;\n    let n4 = len / 4u;\n    var j = lid;\n    for (; j + 768u < n4; j += 1024u) {\n");
+        for u in 0..4 {
+            b += &format!("        let v{u} = x[b4 + j + {}u];\n", 256 * u);
+        }
+        for u in 0..4 {
+            for (c, lane) in lanes.iter().enumerate() {
+                b += &format!("        acc = combine(acc, elem_v({acc}(v{u}.{lane}), 4u * (j + {}u) + {c}u, phase, mean));\n", 256 * u);
+            }
+        }
+        b += "    }\n    for (; j < n4; j += 256u) {\n        let v = x[b4 + j];\n";
+        for (c, lane) in lanes.iter().enumerate() {
+            b += &format!("        acc = combine(acc, elem_v({acc}(v.{lane}), 4u * j + {c}u, phase, mean));\n");
+        }
+        b + "    }"
     } else {
         "    for (var j = lid; j < len; j += 256u) {\n        acc = combine(acc, elem(base + j, j, phase, mean));\n    }".to_string()
     };
