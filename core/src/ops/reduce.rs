@@ -194,7 +194,7 @@ fn split(op: Op, p: &Plan, row: bool) -> Option<usize> {
     }
     // (outputs, shortest run worth splitting, shortest piece, threads or workgroups to aim for)
     let (outputs, min_run, min_piece, target) =
-        if row { (p.outer, 16384, 4096, 8192) } else { (p.outer * p.inner, 64, 16, 1 << 20) };
+        if row { (p.outer, 16384, 4096, 2048) } else { (p.outer * p.inner, 64, 16, 1 << 20) };
     if p.r < min_run || outputs >= target / 4 {
         return None;
     }
