@@ -368,12 +368,19 @@ impl Device {
         if data.is_empty() {
             return Ok(());
         }
-        if data.len() % 4 == 0 {
-            self.queue.write_buffer(buf.raw(), 0, data);
-        } else {
-            let mut padded = data.to_vec();
-            padded.resize(data.len().next_multiple_of(4), 0);
-            self.queue.write_buffer(buf.raw(), 0, &padded);
+        // In pieces: wgpu stages each write in its own host-visible allocation, and pieces of this
+        // size come from its pooled memory blocks instead of a fresh mapping (and page faults)
+        // the size of the whole tensor.
+        const PIECE: usize = 8 << 20;
+        let whole = data.len() / 4 * 4;
+        for start in (0..whole).step_by(PIECE) {
+            let end = (start + PIECE).min(whole);
+            self.queue.write_buffer(buf.raw(), start as u64, &data[start..end]);
+        }
+        if whole < data.len() {
+            let mut tail = data[whole..].to_vec();
+            tail.resize(4, 0);
+            self.queue.write_buffer(buf.raw(), whole as u64, &tail);
         }
         Ok(())
     }

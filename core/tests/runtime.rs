@@ -67,3 +67,12 @@ fn async_readback() {
     let bytes = kiln_core::runtime().tokio().block_on(t.to_bytes_async()).unwrap();
     assert_eq!(bytes, t.to_bytes().unwrap());
 }
+
+#[test]
+fn uploads_larger_than_one_staging_piece_round_trip() {
+    // 12 MiB + 2 bytes of f16: several 8 MiB pieces and an odd tail.
+    let n = 6 * 1024 * 1024 + 1;
+    let host: Vec<kiln_core::f16> = (0..n).map(|i| kiln_core::f16::from_f32((i % 2048) as f32)).collect();
+    let t = Tensor::from_slice(&host, &[n]).unwrap();
+    assert_eq!(t.to_vec::<kiln_core::f16>().unwrap(), host);
+}
