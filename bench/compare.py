@@ -14,7 +14,8 @@ def fig(r):
     if r.get("tflops"):
         return r["tflops"], f"{r['tflops']:.2f} TFLOP/s"
     if r.get("gbps"):
-        return r["gbps"], f"{r['gbps']:.0f} GB/s"
+        g = r["gbps"]
+        return g, (f"{g:.0f} GB/s" if g >= 100 else f"{g:.1f} GB/s")
     if r.get("us_per_op"):
         return 1.0 / r["us_per_op"], f"{r['us_per_op']:.1f} µs/op"
     return 1.0 / r["seconds"], f"{r['seconds'] * 1e3:.3f} ms"
