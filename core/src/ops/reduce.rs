@@ -1,17 +1,16 @@
 //! Reductions: sum, mean, var, max, min, argmax, argmin (numpy semantics). All run
 //! `shaders/reduce.wgsl` on x viewed as [outer, r, inner]; reduced axes that are not one
-//! contiguous run are first moved to the end by a private gather (`shaders/reduce_permute.wgsl`).
+//! contiguous run are first moved to the end by `ops::permute`.
 //! Results are deterministic: fixed folding and tree orders, no atomics.
 
 use crate::dtype::DType;
 use crate::exec::{check_f16, enables, groups_1d, Launch, Params};
 use crate::pipeline::render;
-use crate::shape::{normalize_axes, normalize_axis, numel, strides};
+use crate::shape::{normalize_axes, normalize_axis, numel};
 use crate::tensor::Tensor;
 use crate::{device::grid, Error, Result};
 
 const TEMPLATE: &str = include_str!("../../../shaders/reduce.wgsl");
-const PERMUTE: &str = include_str!("../../../shaders/reduce_permute.wgsl");
 
 /// Runs shorter than this (with inner == 1) use one thread per row instead of a workgroup.
 const ROW_MIN: usize = 32;
@@ -81,27 +80,6 @@ fn plan(shape: &[usize], axes: &[usize]) -> Plan {
     p
 }
 
-/// Private permute: a contiguous copy of `x` with its axes in the order `perm`.
-fn permute_copy(x: &Tensor, perm: &[usize]) -> Result<Tensor> {
-    let device = x.device();
-    let shape: Vec<usize> = perm.iter().map(|&d| x.shape()[d]).collect();
-    let st = strides(x.shape());
-    let pst: Vec<usize> = perm.iter().map(|&d| st[d]).collect();
-    let out = Tensor::empty_on(device, &shape, x.dtype())?;
-    let n = numel(&shape);
-    let dt = x.dtype();
-    let params = Params::new().u32(n).u32(shape.len()).dims8(&shape, 1).dims8(&pst, 0);
-    Launch {
-        key: format!("reduce_permute:{dt}"),
-        source: Box::new(move || render(PERMUTE, &[("ENABLE", enables(&[dt])), ("T", dt.wgsl())])),
-        tensors: &[x, &out],
-        params: Some(params),
-        groups: groups_1d(device, n)?,
-    }
-    .run(device)?;
-    Ok(out)
-}
-
 fn out_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
     (0..shape.len())
         .filter_map(|d| if axes.contains(&d) { keepdims.then_some(1) } else { Some(shape[d]) })
@@ -160,7 +138,8 @@ fn reduce_as(
     let permuted;
     let src = match &p.perm {
         Some(perm) => {
-            permuted = permute_copy(x, perm)?;
+            let axes: Vec<isize> = perm.iter().map(|&d| d as isize).collect();
+            permuted = crate::ops::permute(x, &axes)?;
             &permuted
         }
         None => x,
