@@ -267,3 +267,20 @@ fn errors_for_bad_axes() {
     // The device still works afterwards.
     assert_eq!(ops::sum(&x, None, false).unwrap().to_vec::<f32>().unwrap(), vec![6.0]);
 }
+
+#[test]
+fn nan_propagates_through_vec4_row_max_and_min() {
+    // Rows of 64 f32 take the vec4 path (one NaN test per vec4); row 1 holds a NaN mid-row.
+    let mut v: Vec<f32> = (0..3 * 64).map(|i| ((i * 37 % 101) as f32) - 50.0).collect();
+    v[64 + 45] = f32::NAN;
+    let x = Tensor::from_slice(&v, &[3, 64]).unwrap();
+    let xv = x.to_f64_vec().unwrap();
+    for (got, (want, _)) in [
+        (ops::max(&x, Some(&[1]), false).unwrap(), cpu::max(&xv, &[3, 64], Some(&[1]), false).unwrap()),
+        (ops::min(&x, Some(&[1]), false).unwrap(), cpu::min(&xv, &[3, 64], Some(&[1]), false).unwrap()),
+    ] {
+        let got = got.to_f64_vec().unwrap();
+        assert!(got[1].is_nan() && want[1].is_nan(), "{got:?}");
+        assert_eq!((got[0], got[2]), (want[0], want[2]));
+    }
+}
