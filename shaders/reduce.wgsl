@@ -128,9 +128,6 @@ fn {{ROW_ENTRY}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
 }
 
-// COL4: for columns of whole vec4s, the entry point `main` rendered by ops/reduce.rs
-// (`col4_entry`); empty otherwise.
-{{COL4}}
 @compute @workgroup_size(256)
 fn {{COL_ENTRY}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let t = gid.x + gid.y * nwg.x * 256u;

@@ -36,9 +36,6 @@ const CASES: &[(&[usize], Axes)] = &[
     (&[2, 20011], Some(&[1])),
     (&[40009], None),
     (&[97, 5, 3], Some(&[0])),
-    // Columns in groups of four (vec4 loads), split into pieces too.
-    (&[70, 8], Some(&[0])),
-    (&[5, 3, 12], Some(&[-2])),
 ];
 
 fn range(dt: DType) -> (f64, f64) {

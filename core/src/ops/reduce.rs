@@ -215,12 +215,7 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     } else {
         ("    let a = row_pass(lid, base, len, 0u, 0.0);", "    let a = col_pass(base, stride, len, 0u, 0.0);")
     };
-    // Columns of 4-byte values in groups of 4 adjacent ones: one 16-byte load feeds 4 folds.
-    let col4 = !row && p.inner % 4 == 0 && dt.size() == 4 && matches!(op, Op::Sum | Op::Mean | Op::Max | Op::Min);
-    let (rows, groups) = if col4 {
-        let rows = p.outer * nchunks * (p.inner / 4);
-        (rows, groups_1d(&device, rows)?)
-    } else if row {
+    let (rows, groups) = if row {
         let rows = p.outer * nchunks;
         (rows, grid(rows as u64, device.limits().max_compute_workgroups_per_dimension)?)
     } else {
@@ -232,8 +227,8 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     // Rows of 4-byte values whose runs and pieces are whole vec4s are read 16 bytes at a time
     // (positions stay exact, so max/min ties still resolve in order; argmax/argmin keep the
     // scalar loop).
-    let vec4 = col4 || (row && !matches!(op, Op::ArgMax | Op::ArgMin) && dt.size() == 4 && p.r % 4 == 0 && chunk % 4 == 0);
-    let row_loop = if vec4 && row {
+    let vec4 = row && !matches!(op, Op::ArgMax | Op::ArgMin) && dt.size() == 4 && p.r % 4 == 0 && chunk % 4 == 0;
+    let row_loop = if vec4 {
         // Four 16-byte loads in flight per step, folded in the same order as the plain loop
         // (straight-line code: a private array indexed in a loop would spill to memory).
         let lanes = ["x", "y", "z", "w"];
@@ -275,16 +270,9 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
         "    for (var j = lid; j < len; j += 256u) {\n        acc = combine(acc, elem(base + j, j, phase, mean));\n    }".to_string()
     };
     let (xt, loadx) = if vec4 { (format!("vec4<{}>", dt.wgsl()), "x[k / 4u][k % 4u]") } else { (dt.wgsl().to_string(), "x[k]") };
-    let (row_entry, col_entry) = if col4 {
-        ("unused_row", "unused_col")
-    } else if row {
-        ("main", "unused_col")
-    } else {
-        ("unused_row", "main")
-    };
-    let col4_entry = if col4 { col4_entry(op, acc) } else { String::new() };
+    let (row_entry, col_entry) = if row { ("main", "unused_col") } else { ("unused_row", "main") };
     Launch {
-        key: format!("reduce:{}:{dt}:{odt}:{}:{vec4}", op.name(), if row { "row" } else if col4 { "col4" } else { "col" }),
+        key: format!("reduce:{}:{dt}:{odt}:{}:{vec4}", op.name(), if row { "row" } else { "col" }),
         source: Box::new(move || {
             render(
                 TEMPLATE,
@@ -299,7 +287,6 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
                     ("ELEM", elem),
                     ("INIT", &init),
                     ("RESULT", &result),
-                    ("COL4", &col4_entry),
                     ("ROW_ENTRY", row_entry),
                     ("ROW_LOOP", &row_loop),
                     ("XT", &xt),
@@ -371,46 +358,4 @@ pub fn argmax(x: &Tensor, axis: Option<isize>, keepdims: bool) -> Result<Tensor>
 /// u32 index of the first minimum along `axis` (None = index into the flattened tensor).
 pub fn argmin(x: &Tensor, axis: Option<isize>, keepdims: bool) -> Result<Tensor> {
     arg_reduce(Op::ArgMin, x, axis, keepdims)
-}
-
-/// The entry point of the 4-column fold: thread t owns columns 4i..4i+3 of one piece, reads a
-/// vec4 per row (four rows in flight per step) and keeps one accumulator per column.
-fn col4_entry(op: Op, acc: &str) -> String {
-    let lanes = ["x", "y", "z", "w"];
-    let mut b = String::from(concat!(
-        "@compute @workgroup_size(256)\n",
-        "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n",
-        "    let t = gid.x + gid.y * nwg.x * 256u;\n",
-        "    if (t >= p.rows) {\n        return;\n    }\n",
-        "    let i4n = p.inner / 4u;\n    let q = t / i4n;\n",
-        "    let start = (q % p.nchunks) * p.chunk;\n    let len = min(p.chunk, p.r - start);\n",
-        "    let base4 = ((q / p.nchunks) * p.r + start) * i4n + t % i4n;\n",
-        "    let first = x[base4];\n",
-    ));
-    for (c, lane) in lanes.iter().enumerate() {
-        let init = if matches!(op, Op::Max | Op::Min) {
-            format!("elem_v({acc}(first.{lane}), 0u, 0u, 0.0)")
-        } else {
-            format!("Acc({acc}(0), 0u)")
-        };
-        b += &format!("    var a{c} = {init};\n");
-    }
-    b += "    var j = 0u;\n    for (; j + 4u <= len; j += 4u) {\n";
-    for u in 0..4 {
-        b += &format!("        let v{u} = x[base4 + (j + {u}u) * i4n];\n");
-    }
-    for u in 0..4 {
-        for (c, lane) in lanes.iter().enumerate() {
-            b += &format!("        a{c} = combine(a{c}, elem_v({acc}(v{u}.{lane}), j + {u}u, 0u, 0.0));\n");
-        }
-    }
-    b += "    }\n    for (; j < len; j++) {\n        let v = x[base4 + j * i4n];\n";
-    for (c, lane) in lanes.iter().enumerate() {
-        b += &format!("        a{c} = combine(a{c}, elem_v({acc}(v.{lane}), j, 0u, 0.0));\n");
-    }
-    b += "    }\n    let o = q * p.inner + (t % i4n) * 4u;\n";
-    for c in 0..4 {
-        b += &format!("    out[o + {c}u] = result(a{c});\n");
-    }
-    b + "}\n"
 }
