@@ -232,39 +232,19 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
         // Four 16-byte loads in flight per step, folded in the same order as the plain loop
         // (straight-line code: a private array indexed in a loop would spill to memory).
         let lanes = ["x", "y", "z", "w"];
-        // Folds the vec4 `v` whose first position is `pos` into acc.
-        let fold = |v: &str, pos: &str| -> String {
-            let lanewise: String = lanes
-                .iter()
-                .enumerate()
-                .map(|(c, lane)| format!("        acc = combine(acc, elem_v({acc}({v}.{lane}), {pos} + {c}u, phase, mean));\n"))
-                .collect();
-            match op {
-                // Values-only max/min: one NaN test per vec4 and the native max of its lanes
-                // (lane by lane only when a NaN is there, so the first NaN still wins).
-                Op::Max | Op::Min => {
-                    let f = if op == Op::Max { "max" } else { "min" };
-                    let folded = format!("        acc = combine(acc, Acc({f}({f}({v}.x, {v}.y), {f}({v}.z, {v}.w)), 0u));\n");
-                    if dt.is_float() {
-                        format!(
-                            "        if (any((bitcast<vec4<u32>>({v}) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u))) {{\n{lanewise}        }} else {{\n{folded}        }}\n"
-                        )
-                    } else {
-                        folded
-                    }
-                }
-                _ => lanewise,
-            }
-        };
         let mut b = String::from("    let b4 = base / 4u;\n    let n4 = len / 4u;\n    var j = lid;\n    for (; j + 768u < n4; j += 1024u) {\n");
         for u in 0..4 {
             b += &format!("        let v{u} = x[b4 + j + {}u];\n", 256 * u);
         }
         for u in 0..4 {
-            b += &fold(&format!("v{u}"), &format!("4u * (j + {}u)", 256 * u));
+            for (c, lane) in lanes.iter().enumerate() {
+                b += &format!("        acc = combine(acc, elem_v({acc}(v{u}.{lane}), 4u * (j + {}u) + {c}u, phase, mean));\n", 256 * u);
+            }
         }
         b += "    }\n    for (; j < n4; j += 256u) {\n        let v = x[b4 + j];\n";
-        b += &fold("v", "4u * j");
+        for (c, lane) in lanes.iter().enumerate() {
+            b += &format!("        acc = combine(acc, elem_v({acc}(v.{lane}), 4u * j + {c}u, phase, mean));\n");
+        }
         b + "    }"
     } else {
         "    for (var j = lid; j < len; j += 256u) {\n        acc = combine(acc, elem(base + j, j, phase, mean));\n    }".to_string()
