@@ -226,33 +226,6 @@ pub(crate) fn elementwise(
     for (k, t) in inputs.iter().enumerate() {
         strides[k] = broadcast_strides(t.shape(), out_shape);
     }
-    let wrap = |t: &str| if vec4 { format!("vec4<{t}>") } else { t.to_string() };
-    let mut bindings = String::new();
-    for (k, t) in inputs.iter().enumerate() {
-        bindings += &format!("@group(0) @binding({k}) var<storage, read> in{k}: array<{}>;\n", wrap(t.dtype().wgsl()));
-    }
-    bindings += &format!("@group(0) @binding({}) var<storage, read_write> out: array<{}>;", inputs.len(), wrap(out_dtype.wgsl()));
-    let to = out_dtype.wgsl();
-    let body = if vec4 {
-        let mut b = String::from("    let q = gid.x + gid.y * nwg.x * 256u;\n    if (q >= p.n / 4u) {\n        return;\n    }\n");
-        for k in 0..inputs.len() {
-            b += &format!("    let v{k} = in{k}[q];\n");
-        }
-        b += &format!("    var r: vec4<{to}>;\n    for (var c = 0u; c < 4u; c++) {{\n        let i = q * 4u + c;\n");
-        for (k, t) in inputs.iter().enumerate() {
-            b += &format!("        let x{k} = {}(v{k}[c]);\n", compute_type(t.dtype()));
-        }
-        b += &format!("        r[c] = {to}({expr});\n    }}\n    out[q] = r;");
-        b
-    } else {
-        let index = if contiguous { "vec3<u32>(i)" } else { "offsets(i)" };
-        let mut b = format!("    let i = gid.x + gid.y * nwg.x * 256u;\n    if (i >= p.n) {{\n        return;\n    }}\n    let o = {index};\n");
-        for (k, t) in inputs.iter().enumerate() {
-            b += &format!("    let x{k} = {}(in{k}[o.{}]);\n", compute_type(t.dtype()), ["x", "y", "z"][k]);
-        }
-        b += &format!("    out[i] = {to}({expr});");
-        b
-    };
     let key = format!(
         "elementwise:{name}:{}:{}:{contiguous}:{vec4}:{expr}",
         inputs.iter().map(|t| t.dtype().name()).collect::<Vec<_>>().join(","),
@@ -272,9 +245,37 @@ pub(crate) fn elementwise(
     tensors.push(&out);
     let enable = enables(&dtypes);
     let threads = if vec4 { n / 4 } else { n };
+    // The WGSL is generated only on a pipeline-cache miss: on the hot path an op costs a key.
     Launch {
         key,
         source: Box::new(move || {
+            let wrap = |t: &str| if vec4 { format!("vec4<{t}>") } else { t.to_string() };
+            let mut bindings = String::new();
+            for (k, t) in inputs.iter().enumerate() {
+                bindings += &format!("@group(0) @binding({k}) var<storage, read> in{k}: array<{}>;\n", wrap(t.dtype().wgsl()));
+            }
+            bindings += &format!("@group(0) @binding({}) var<storage, read_write> out: array<{}>;", inputs.len(), wrap(out_dtype.wgsl()));
+            let to = out_dtype.wgsl();
+            let body = if vec4 {
+                let mut b = String::from("    let q = gid.x + gid.y * nwg.x * 256u;\n    if (q >= p.n / 4u) {\n        return;\n    }\n");
+                for k in 0..inputs.len() {
+                    b += &format!("    let v{k} = in{k}[q];\n");
+                }
+                b += &format!("    var r: vec4<{to}>;\n    for (var c = 0u; c < 4u; c++) {{\n        let i = q * 4u + c;\n");
+                for (k, t) in inputs.iter().enumerate() {
+                    b += &format!("        let x{k} = {}(v{k}[c]);\n", compute_type(t.dtype()));
+                }
+                b += &format!("        r[c] = {to}({expr});\n    }}\n    out[q] = r;");
+                b
+            } else {
+                let index = if contiguous { "vec3<u32>(i)" } else { "offsets(i)" };
+                let mut b = format!("    let i = gid.x + gid.y * nwg.x * 256u;\n    if (i >= p.n) {{\n        return;\n    }}\n    let o = {index};\n");
+                for (k, t) in inputs.iter().enumerate() {
+                    b += &format!("    let x{k} = {}(in{k}[o.{}]);\n", compute_type(t.dtype()), ["x", "y", "z"][k]);
+                }
+                b += &format!("    out[i] = {to}({expr});");
+                b
+            };
             render(
                 TEMPLATE,
                 &[("ENABLE", enable), ("BINDINGS", &bindings), ("PARAMS", &params_binding.to_string()), ("BODY", &body)],
