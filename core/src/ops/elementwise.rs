@@ -261,12 +261,17 @@ pub(crate) fn elementwise(
                 for k in 0..inputs.len() {
                     b += &format!("    let v{k} = in{k}[q];\n");
                 }
-                b += &format!("    var r: vec4<{to}>;\n    for (var c = 0u; c < 4u; c++) {{\n        let i = q * 4u + c;\n");
-                for (k, t) in inputs.iter().enumerate() {
-                    b += &format!("        let x{k} = {}(v{k}[c]);\n", compute_type(t.dtype()));
+                // Straight-line lanes (no loop, no dynamic component index) so every lane
+                // stays in registers.
+                b += &format!("    var r: vec4<{to}>;\n");
+                for (c, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                    b += &format!("    {{\n        let i = q * 4u + {c}u;\n");
+                    for (k, t) in inputs.iter().enumerate() {
+                        b += &format!("        let x{k} = {}(v{k}.{lane});\n", compute_type(t.dtype()));
+                    }
+                    b += &format!("        r.{lane} = {to}({expr});\n    }}\n");
                 }
-                b += &format!("        r[c] = {to}({expr});\n    }}\n    out[q] = r;");
-                b
+                b + "    out[q] = r;"
             } else {
                 let index = if contiguous { "vec3<u32>(i)" } else { "offsets(i)" };
                 let mut b = format!("    let i = gid.x + gid.y * nwg.x * 256u;\n    if (i >= p.n) {{\n        return;\n    }}\n    let o = {index};\n");
