@@ -371,11 +371,24 @@ impl Device {
         // In pieces: wgpu stages each write in its own host-visible allocation, and pieces of this
         // size come from its pooled memory blocks instead of a fresh mapping (and page faults)
         // the size of the whole tensor.
+        // Big uploads spread the pieces over a few threads: one thread's copy into
+        // write-combined staging memory tops out well below the bus.
         const PIECE: usize = 8 << 20;
+        const THREADS: usize = 4;
         let whole = data.len() / 4 * 4;
-        for start in (0..whole).step_by(PIECE) {
+        let pieces: Vec<usize> = (0..whole).step_by(PIECE).collect();
+        let write = |start: usize| {
             let end = (start + PIECE).min(whole);
             self.queue.write_buffer(buf.raw(), start as u64, &data[start..end]);
+        };
+        if pieces.len() < 2 * THREADS {
+            pieces.iter().for_each(|&p| write(p));
+        } else {
+            std::thread::scope(|scope| {
+                for share in pieces.chunks(pieces.len().div_ceil(THREADS)) {
+                    scope.spawn(|| share.iter().for_each(|&p| write(p)));
+                }
+            });
         }
         if whole < data.len() {
             let mut tail = data[whole..].to_vec();

@@ -76,3 +76,12 @@ fn uploads_larger_than_one_staging_piece_round_trip() {
     let t = Tensor::from_slice(&host, &[n]).unwrap();
     assert_eq!(t.to_vec::<kiln_core::f16>().unwrap(), host);
 }
+
+#[test]
+fn big_uploads_written_by_several_threads_round_trip() {
+    // 68 MiB: nine 8 MiB pieces, written by several threads.
+    let n = 17 * 1024 * 1024;
+    let host: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    let t = Tensor::from_slice(&host, &[n]).unwrap();
+    assert!(t.to_vec::<u32>().unwrap() == host);
+}
