@@ -130,9 +130,8 @@ fn reduce_as(
             ))),
         };
     }
-    let out = Tensor::empty_on(&device, &oshape, odt)?;
     if n_out == 0 {
-        return Ok(out);
+        return Tensor::empty_on(&device, &oshape, odt);
     }
     let p = plan(x.shape(), axes);
     let permuted;
@@ -161,6 +160,7 @@ fn reduce_as(
         let folded = reduce_as(op, &partial, &[1], vec![p.outer * p.inner], 0, Some(odt), Some(denom))?;
         return Ok(folded.with_shape(oshape));
     }
+    let out = Tensor::empty_on(&device, &oshape, odt)?;
     launch(op, src, &p, row, p.r, &out, denom)?;
     Ok(out)
 }
