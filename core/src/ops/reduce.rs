@@ -192,8 +192,9 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     let combine = match op {
         Op::ArgMax | Op::ArgMin => "if (takes(a, b)) {\n        return b;\n    }\n    return a;",
         // Values only: the first NaN wins, else the larger (smaller) value; no position ties.
-        Op::Max => "if (is_nan(a.v)) {\n        return a;\n    }\n    if (is_nan(b.v)) {\n        return b;\n    }\n    return Acc(max(a.v, b.v), 0u);",
-        Op::Min => "if (is_nan(a.v)) {\n        return a;\n    }\n    if (is_nan(b.v)) {\n        return b;\n    }\n    return Acc(min(a.v, b.v), 0u);",
+        // Branch-free (select), so the unrolled fold stays straight-line.
+        Op::Max => "return Acc(select(select(max(a.v, b.v), b.v, is_nan(b.v)), a.v, is_nan(a.v)), 0u);",
+        Op::Min => "return Acc(select(select(min(a.v, b.v), b.v, is_nan(b.v)), a.v, is_nan(a.v)), 0u);",
         _ => "return Acc(a.v + b.v, 0u);",
     };
     let elem = match op {
