@@ -12,13 +12,8 @@ ELIXIR_NIF      := $(ELIXIR_DIR)/priv/kiln_nif.so
 .PHONY: elixir-deps elixir-nif elixir-test
 
 elixir-deps:
-	@if ! command -v mix >/dev/null 2>&1 || ! command -v elixir >/dev/null 2>&1; then \
-		echo "installing elixir, erlang-dev, erlang-nox with apt-get"; \
-		SUDO=$$(command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo); \
-		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y elixir erlang-dev erlang-nox; \
-	else \
-		echo "elixir: $$(elixir --version 2>/dev/null | tail -n 1)"; \
-	fi
+	@scripts/ensure-deps.sh elixir
+	@echo "elixir: $$(elixir --version 2>/dev/null | tail -n 1)"
 
 elixir-nif:
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) $(CARGO) build -p kiln-nif --release
