@@ -56,6 +56,11 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// `broadcast_strides` for the batch dimensions of stacked matrices of `mat` elements each.
+pub(crate) fn batch_strides(own: &[usize], out: &[usize], mat: usize) -> Vec<usize> {
+    broadcast_strides(own, out).into_iter().map(|s| s * mat).collect()
+}
+
 /// Normalises a possibly negative axis against `rank`.
 pub fn normalize_axis(axis: isize, rank: usize) -> Result<usize> {
     let r = rank as isize;

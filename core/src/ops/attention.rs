@@ -12,20 +12,6 @@ const TEMPLATE: &str = include_str!("../../../shaders/attention.wgsl");
 /// Threads per workgroup of the attention kernel (the shader's WG).
 const WG: usize = 64;
 
-/// Element strides of each batch dimension of an operand with batch shape `own` seen through
-/// the broadcast batch shape `out` (0 where broadcast), for matrices of `mat` elements.
-fn batch_strides(own: &[usize], out: &[usize], mat: usize) -> Vec<usize> {
-    let off = out.len() - own.len();
-    let mut strides = vec![0; out.len()];
-    let mut s = mat;
-    for d in (0..own.len()).rev() {
-        if own[d] != 1 {
-            strides[d + off] = s;
-        }
-        s *= own[d];
-    }
-    strides
-}
 
 /// softmax(q kᵀ · scale) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv] (leading
 /// dimensions broadcast, numpy style), giving [..., Lq, Dv]. `scale` defaults to 1/sqrt(D).
@@ -89,9 +75,9 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: Option
         .f32(scale)
         .u32(batch_shape.len())
         .dims8(&batch_shape, 1)
-        .dims8(&batch_strides(qb, &batch_shape, lq * d), 0)
-        .dims8(&batch_strides(kb, &batch_shape, lk * d), 0)
-        .dims8(&batch_strides(vb, &batch_shape, lk * dv), 0);
+        .dims8(&crate::shape::batch_strides(qb, &batch_shape, lq * d), 0)
+        .dims8(&crate::shape::batch_strides(kb, &batch_shape, lk * d), 0)
+        .dims8(&crate::shape::batch_strides(vb, &batch_shape, lk * dv), 0);
     let dvt = dv.div_ceil(WG).max(1);
     let tensors = [q, k, v, &out];
     Launch {

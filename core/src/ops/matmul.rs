@@ -248,20 +248,6 @@ fn loads(t: MatmulTiles, acc: &str, vec_a: bool, vec_b: bool) -> (String, String
     (la, lb)
 }
 
-/// Element strides of each batch dimension of an operand with batch shape `own` seen through
-/// the broadcast batch shape `out` (0 where broadcast), for matrices of `mat` elements.
-fn batch_strides(own: &[usize], out: &[usize], mat: usize) -> Vec<usize> {
-    let off = out.len() - own.len();
-    let mut strides = vec![0; out.len()];
-    let mut s = mat;
-    for d in (0..own.len()).rev() {
-        if own[d] != 1 {
-            strides[d + off] = s;
-        }
-        s *= own[d];
-    }
-    strides
-}
 
 /// numpy `matmul(a, b)`: 2-D products, batched products with broadcast batch dimensions, and
 /// 1-D operands promoted (a vector on the left is a row, on the right a column; the promoted
@@ -331,8 +317,8 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
         .u32(batch_shape.len())
         .u32(0u32)
         .dims8(&batch_shape, 1)
-        .dims8(&batch_strides(&ab, &batch_shape, m * k), 0)
-        .dims8(&batch_strides(&bb, &batch_shape, k * n), 0);
+        .dims8(&crate::shape::batch_strides(&ab, &batch_shape, m * k), 0)
+        .dims8(&crate::shape::batch_strides(&bb, &batch_shape, k * n), 0);
     let vec_a = k % 4 == 0 && tiles.bk % 4 == 0;
     let vec_b = n % 4 == 0;
     let key = format!("matmul:{dtype}:{}x{}x{}:{}x{}:{vec_a}:{vec_b}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
@@ -722,8 +708,8 @@ mod coop {
             .u32(batch_shape.len())
             .u32(0u32)
             .dims8(batch_shape, 1)
-            .dims8(&batch_strides(ab, batch_shape, m * k), 0)
-            .dims8(&batch_strides(bb, batch_shape, k * n), 0);
+            .dims8(&crate::shape::batch_strides(ab, batch_shape, m * k), 0)
+            .dims8(&crate::shape::batch_strides(bb, batch_shape, k * n), 0);
         let vec_a = k % 4 == 0;
         let vec_b = n % 4 == 0;
         let key = format!(
