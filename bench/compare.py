@@ -6,8 +6,8 @@ kiln, torch_ = (json.load(open(p)) for p in sys.argv[1:3])
 native = {r["op"]: r for r in torch_["results"]}
 print(f"device: {kiln['device']} | driver: {kiln['driver']} | torch {torch_['torch']} on {torch_['device']}")
 print()
-print("| op | size | Kiln | PyTorch CUDA | ratio (Kiln/native) |")
-print("|---|---|---:|---:|---:|")
+print("| op | size | Kiln | PyTorch CUDA | ratio (Kiln/native) | wall-clock ratio |")
+print("|---|---|---:|---:|---:|---:|")
 
 
 def fig(r):
@@ -21,11 +21,18 @@ def fig(r):
     return 1.0 / r["seconds"], f"{r['seconds'] * 1e3:.3f} ms"
 
 
+def wall_ratio(k, n):
+    """Native wall seconds over Kiln's, where both sides kept a wall-clock figure."""
+    if k.get("wall_seconds") and n.get("wall_seconds"):
+        return f"{n['wall_seconds'] / k['wall_seconds']:.2f}"
+    return "—"
+
+
 for r in kiln["results"]:
     n = native.get(r["op"])
     kv, ks = fig(r)
     if n is None:
-        print(f"| {r['op']} | {r['size']} | {ks} | — | — |")
+        print(f"| {r['op']} | {r['size']} | {ks} | — | — | — |")
         continue
     nv, ns = fig(n)
-    print(f"| {r['op']} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} |")
+    print(f"| {r['op']} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} |")

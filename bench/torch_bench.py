@@ -1,7 +1,9 @@
 """The same ops at the same sizes as `kiln bench`, through PyTorch CUDA (the native baseline).
 
-Timing matches kiln's: warm-up, then the median over reps of a timed loop that ends with
-torch.cuda.synchronize(); two input sets alternate. TF32 is off for f32 matmul.
+Timing matches kiln's: warm-up, then the median over reps of a timed loop; two input sets
+alternate. The figure is GPU time from a CUDA event pair around the loop (Kiln: timestamp
+queries around its passes); the wall clock to the final torch.cuda.synchronize() is kept as
+`wall_seconds`. TF32 is off for f32 matmul.
 """
 import json
 import sys
@@ -27,6 +29,7 @@ def pair(shape, dtype=torch.float32, seed=0):
 
 
 def time_op(f):
+    """(GPU seconds per call from a CUDA event pair around the loop, wall seconds per call)."""
     for i in range(2):
         f(i)
     torch.cuda.synchronize()
@@ -35,14 +38,18 @@ def time_op(f):
     torch.cuda.synchronize()
     one = time.perf_counter() - t
     iters = int(min(200, max(3, 0.05 / max(one, 1e-6))))
-    samples = []
+    gpu, wall = [], []
     for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         t = time.perf_counter()
+        start.record()
         for i in range(iters):
             f(i)
+        end.record()
         torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t) / iters)
-    return float(np.median(samples))
+        wall.append((time.perf_counter() - t) / iters)
+        gpu.append(start.elapsed_time(end) * 1e-3 / iters)
+    return float(np.median(gpu)), float(np.median(wall))
 
 
 def main():
@@ -88,8 +95,8 @@ def main():
     benches.append(("attention_causal", f"{bh}x{l}x{d}", 0, 4.0 * bh * l * l * d / 2,
                     lambda i: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True)))
     for name, sz, nbytes, flops, f in benches:
-        s = time_op(f)
-        out.append({"op": name, "size": sz, "seconds": s,
+        s, wall = time_op(f)
+        out.append({"op": name, "size": sz, "seconds": s, "timer": "gpu", "gpu_seconds": s, "wall_seconds": wall,
                     "gbps": nbytes / s / 1e9 if nbytes else None,
                     "tflops": flops / s / 1e12 if flops else None})
     # 1000 dependent tiny ops, then one read.

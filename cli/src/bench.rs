@@ -1,6 +1,9 @@
 //! `kiln bench`: each op at realistic sizes on the chosen adapter. Each figure is the median of
 //! several repetitions of a timed loop (warm-up first; two input sets alternate so caches don't
-//! flatter; the loop ends with a synchronize, so the time covers the GPU work end to end).
+//! flatter). Where the adapter has timestamp queries the figure is GPU time (first pass begin to
+//! last pass end, as a CUDA event pair would measure); elsewhere, or with `--wall-clock`, the
+//! wall clock around the loop and its final synchronize. Small-op chains and transfers are
+//! always wall clock: host cost is what they measure.
 //! Memory-bound ops report GB/s (bytes read + written), matmul and conv TFLOP/s.
 
 use anyhow::Result;
@@ -23,6 +26,9 @@ pub struct Args {
     /// Repetitions per figure (the median is reported).
     #[arg(long, default_value_t = 5)]
     reps: usize,
+    /// Time with the wall clock even where the adapter has GPU timestamp queries.
+    #[arg(long)]
+    wall_clock: bool,
 }
 
 type OpFn = Box<dyn Fn(usize) -> kiln_core::Result<Tensor>>;
@@ -149,10 +155,26 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// Seconds per call of `f`, median over `reps` timed loops, and the CPU-side seconds per call
-/// (recording and submitting, before the final wait): when the two are close, the op is bound by
-/// host overhead, not by the GPU.
-fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Result<(f64, f64)> {
+/// One op's figures, each the median over the repetitions, per call.
+struct Timing {
+    /// GPU time from timestamp queries (first pass begin to last pass end), where the adapter
+    /// has them.
+    gpu: Option<f64>,
+    /// Wall clock around the loop, synchronize included.
+    wall: f64,
+    /// Host time recording and submitting, before the final wait: when close to `wall`, the op
+    /// is bound by host overhead, not by the GPU.
+    host: f64,
+}
+
+impl Timing {
+    /// The figure reported: GPU time where measured, else wall clock.
+    fn seconds(&self) -> f64 {
+        self.gpu.unwrap_or(self.wall)
+    }
+}
+
+fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize, use_timer: bool) -> Result<Timing> {
     // Ops queue into Kiln's batch as in real use; KILN_BENCH_FLUSH=1 submits after every call.
     let flush = std::env::var("KILN_BENCH_FLUSH").is_ok_and(|v| v == "1");
     let dev = kiln_core::device()?;
@@ -165,9 +187,9 @@ fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Resul
     dev.synchronize()?;
     let one = t.elapsed().as_secs_f64();
     let iters = ((0.05 / one.max(1e-6)) as usize).clamp(3, 200);
-    let mut samples = Vec::new();
-    let mut cpu = Vec::new();
+    let (mut gpu, mut wall, mut host) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..reps {
+        let timed = use_timer && dev.start_gpu_timer()?;
         let t = Instant::now();
         for i in 0..iters {
             drop(f(i)?);
@@ -175,11 +197,16 @@ fn time_op(f: &dyn Fn(usize) -> kiln_core::Result<Tensor>, reps: usize) -> Resul
                 dev.flush()?;
             }
         }
-        cpu.push(t.elapsed().as_secs_f64() / iters as f64);
+        host.push(t.elapsed().as_secs_f64() / iters as f64);
         dev.synchronize()?;
-        samples.push(t.elapsed().as_secs_f64() / iters as f64);
+        wall.push(t.elapsed().as_secs_f64() / iters as f64);
+        if timed {
+            if let Some(g) = dev.stop_gpu_timer()? {
+                gpu.push(g.span_s / iters as f64);
+            }
+        }
     }
-    Ok((median(samples), median(cpu)))
+    Ok(Timing { gpu: (gpu.len() == reps).then(|| median(gpu)), wall: median(wall), host: median(host) })
 }
 
 pub fn main(args: Args) -> Result<()> {
@@ -187,31 +214,39 @@ pub fn main(args: Args) -> Result<()> {
     let info = dev.info().clone();
     println!("kiln bench on {} ({} {}, {})", info.name, info.driver, info.driver_info, info.backend);
     let mut results = Vec::new();
-    println!("{:<20} {:<22} {:>10} {:>10} {:>10} {:>10}", "op", "size", "ms", "GB/s", "TFLOP/s", "host ms");
+    let use_timer = !args.wall_clock && info.timestamp_query;
+    let clock = if use_timer { "GPU timestamp queries" } else { "wall clock" };
+    println!("timing: {clock} (median of {} repetitions; wall ms includes recording and the final wait)", args.reps);
+    println!("{:<20} {:<22} {:>10} {:>10} {:>10} {:>10} {:>10}", "op", "size", "ms", "GB/s", "TFLOP/s", "wall ms", "host ms");
     let want = |name: &str| args.filter.as_deref().is_none_or(|f| name.contains(f));
     for b in benches(args.quick)? {
         if !want(b.name) {
             continue;
         }
-        let (s, host) = match time_op(&b.run, args.reps) {
-            Ok(s) => s,
+        let t = match time_op(&b.run, args.reps, use_timer) {
+            Ok(t) => t,
             Err(e) => {
                 println!("{:<20} {:<22} error: {e}", b.name, b.size);
                 continue;
             }
         };
+        let s = t.seconds();
         let gbps = (b.bytes > 0.0).then(|| b.bytes / s / 1e9);
         let tflops = (b.flops > 0.0).then(|| b.flops / s / 1e12);
         println!(
-            "{:<20} {:<22} {:>10.4} {:>10} {:>10} {:>10.4}",
+            "{:<20} {:<22} {:>10.4} {:>10} {:>10} {:>10.4} {:>10.4}",
             b.name,
             b.size,
             s * 1e3,
             gbps.map_or("-".into(), |g| format!("{g:.1}")),
             tflops.map_or("-".into(), |t| format!("{t:.2}")),
-            host * 1e3
+            t.wall * 1e3,
+            t.host * 1e3
         );
-        results.push(json!({"op": b.name, "size": b.size, "seconds": s, "host_seconds": host, "gbps": gbps, "tflops": tflops}));
+        results.push(json!({
+            "op": b.name, "size": b.size, "seconds": s, "timer": if t.gpu.is_some() { "gpu" } else { "wall" },
+            "gpu_seconds": t.gpu, "wall_seconds": t.wall, "host_seconds": t.host, "gbps": gbps, "tflops": tflops,
+        }));
     }
     if want("small_ops") {
         // 1000 dependent tiny ops queued, then one readback.

@@ -1,6 +1,7 @@
 //! One device: its queue, the open command batch, the poller, the buffer pool, the pipeline
 //! cache and the memory accounting. Everything that talks to wgpu for execution lives here.
 
+use crate::gpu_timer::{summarize, GpuTime, Timer};
 use crate::pipeline::{Checks, Pipeline, PipelineCache, PipelineStats};
 use crate::pool::{size_class, Pool};
 use crate::runtime::AdapterInfo;
@@ -11,6 +12,10 @@ use std::time::Duration;
 
 /// Dispatches recorded before the batch is submitted on its own.
 const MAX_BATCH_DISPATCHES: usize = 1024;
+/// A batch is submitted once its dispatches have bound this many bytes, so that the GPU starts
+/// on big work while the host records what follows (a submit costs the host ~20 µs; this much
+/// memory traffic keeps the GPU busy for ~60 µs or more). Chains of small ops stay in one batch.
+const FLUSH_BYTES: u64 = 256 << 20;
 /// Largest parameter block one dispatch may carry.
 pub(crate) const MAX_PARAMS_BYTES: usize = 1024;
 
@@ -44,7 +49,11 @@ struct Batch {
     encoder: Option<wgpu::CommandEncoder>,
     pass: Option<wgpu::ComputePass<'static>>,
     dispatches: usize,
+    /// Bytes bound by the dispatches recorded since the last submit (see `FLUSH_BYTES`).
+    bound_bytes: u64,
     params: Vec<u8>,
+    /// While a GPU timer runs, each pass opened writes begin/end timestamps into it.
+    timer: Option<Timer>,
 }
 
 /// A GPU buffer owned by a tensor; goes back to the pool on drop.
@@ -177,7 +186,7 @@ impl Device {
             features,
             coop_props,
             subgroup_size,
-            batch: Mutex::new(Batch { encoder: None, pass: None, dispatches: 0, params: Vec::new() }),
+            batch: Mutex::new(Batch { encoder: None, pass: None, dispatches: 0, bound_bytes: 0, params: Vec::new(), timer: None }),
             params_buffer,
             params_capacity,
             pool: Pool::new(pool_cap),
@@ -446,20 +455,22 @@ impl Device {
             Some(layout) => Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries })),
             None => None,
         };
-        if batch.encoder.is_none() {
-            batch.encoder = Some(self.device.create_command_encoder(&Default::default()));
-        }
-        if batch.pass.is_none() {
-            let pass = batch.encoder.as_mut().unwrap().begin_compute_pass(&Default::default()).forget_lifetime();
-            batch.pass = Some(pass);
-        }
-        let pass = batch.pass.as_mut().unwrap();
+        let Batch { encoder, pass, timer, .. } = &mut *batch;
+        let encoder = encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
+        let pass = pass.get_or_insert_with(|| {
+            let timestamp_writes = timer.as_mut().and_then(|t| t.next_pass());
+            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes }).forget_lifetime()
+        });
         pass.set_pipeline(&pipe.pipeline);
         if let Some(bg) = &bind_group {
             pass.set_bind_group(0, bg, &[]);
         }
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         batch.dispatches += 1;
+        batch.bound_bytes += bindings.iter().map(|b| b.size.unwrap_or_else(|| b.buffer.size())).sum::<u64>();
+        if batch.bound_bytes >= FLUSH_BYTES {
+            self.submit_locked(&mut batch)?;
+        }
         Ok(())
     }
 
@@ -490,6 +501,7 @@ impl Device {
             batch.params.clear();
         }
         batch.dispatches = 0;
+        batch.bound_bytes = 0;
         let idx = self.queue.submit([encoder.finish()]);
         *self.last_submission.lock().unwrap_or_else(|p| p.into_inner()) = Some(idx.clone());
         let destroyed = self.pool.on_submit();
@@ -537,6 +549,51 @@ impl Device {
         });
         self.wait(rx)?;
         self.take_uncaptured()
+    }
+
+    /// Starts timing GPU work with timestamp queries: every compute pass recorded from now on
+    /// writes its begin and end time. Returns false (and times nothing) where the adapter has no
+    /// timestamp queries. Work recorded before this call is submitted first and not counted.
+    pub fn start_gpu_timer(&self) -> Result<bool> {
+        self.check_alive()?;
+        if !self.features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return Ok(false);
+        }
+        let mut batch = self.batch.lock().unwrap();
+        self.submit_locked(&mut batch)?;
+        batch.timer = Some(Timer::new(&self.device));
+        Ok(true)
+    }
+
+    /// Waits for the work recorded since `start_gpu_timer` and returns how long the GPU took.
+    /// None when no timer ran, no pass was recorded, or more passes ran than one timer can hold
+    /// (`Timer::CAPACITY / 2`).
+    pub fn stop_gpu_timer(self: &Arc<Device>) -> Result<Option<GpuTime>> {
+        self.check_alive()?;
+        let resolved = {
+            let mut batch = self.batch.lock().unwrap();
+            // Close the open pass so that its end timestamp is written before the resolve.
+            batch.pass = None;
+            let Some(timer) = batch.timer.take() else { return Ok(None) };
+            if timer.used == 0 || timer.overflowed {
+                return Ok(None);
+            }
+            let bytes = timer.used as u64 * wgpu::QUERY_SIZE as u64;
+            let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kiln timer resolve"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let enc = batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
+            enc.resolve_query_set(&timer.set, 0..timer.used, &buf, 0);
+            (buf, bytes)
+        };
+        let (buf, bytes) = resolved;
+        let mut raw = vec![0u8; bytes as usize];
+        self.read(&buf, bytes, &mut raw)?;
+        let ticks: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        Ok(summarize(&ticks, self.queue.get_timestamp_period() as f64))
     }
 
     /// Copies `bytes` bytes of `src` back to the host (submits the batch first).

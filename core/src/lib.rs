@@ -12,6 +12,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub(crate) mod exec;
+pub mod gpu_timer;
 pub mod kernel;
 pub mod ops;
 pub mod pipeline;
@@ -23,6 +24,7 @@ pub mod tensor;
 
 pub use device::{Device, MemoryStats};
 pub use dtype::{DType, Element};
+pub use gpu_timer::GpuTime;
 pub use error::{Error, ErrorCode, Result};
 pub use half::f16;
 pub use kernel::Kernel;
