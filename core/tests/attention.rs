@@ -102,3 +102,30 @@ fn attention_is_deterministic() {
         assert_eq!(ops::attention(&q, &k, &v, true, None).unwrap().to_bytes().unwrap(), first);
     }
 }
+
+#[test]
+fn attention_through_matmul_matches_reference() {
+    // f32 problems with at least 2^16 scores and 64 keys take the matmul path (s = q kᵀ, masked
+    // softmax, p v); these shapes cross that line in each way the fused kernel is tested.
+    poison();
+    let mut rng = Rng::new(35);
+    #[allow(clippy::type_complexity)]
+    let cases: &[(&[usize], &[usize], &[usize])] = &[
+        (&[2, 3, 200, 32], &[2, 3, 170, 32], &[2, 3, 170, 70]), // Lq > Lk, D != Dv
+        (&[2, 1, 100, 16], &[1, 3, 300, 16], &[3, 300, 8]),     // broadcast batch dims
+        (&[1, 67, 8], &[1, 1031, 8], &[1, 1031, 5]),            // Lq < Lk, prime lengths
+        (&[70001, 8], &[64, 8], &[64, 3]),                      // more than 65535 rows
+    ];
+    for (qs, ks, vs) in cases {
+        for causal in [false, true] {
+            check(&mut rng, qs, ks, vs, causal, None, DType::F32);
+        }
+    }
+    check(&mut rng, &[300, 10], &[257, 10], &[257, 3], true, Some(-2.5), DType::F32);
+    // Same bytes on every run, as the fused kernel.
+    let (q, _) = rand_tensor(&mut rng, &[2, 300, 16], DType::F32, -1.0, 1.0);
+    let (k, _) = rand_tensor(&mut rng, &[2, 260, 16], DType::F32, -1.0, 1.0);
+    let (v, _) = rand_tensor(&mut rng, &[2, 260, 20], DType::F32, -1.0, 1.0);
+    let first = ops::attention(&q, &k, &v, true, None).unwrap().to_bytes().unwrap();
+    assert_eq!(ops::attention(&q, &k, &v, true, None).unwrap().to_bytes().unwrap(), first);
+}
