@@ -178,3 +178,30 @@ fn conv_and_pool_are_deterministic() {
     assert_eq!(run(), first);
     assert_eq!(run(), first);
 }
+
+#[test]
+fn conv2d_through_matmul_matches_reference() {
+    // f32 convolutions without groups and with at least 2^22 multiply-adds run as im2col +
+    // matmul (a 1x1, stride-1, unpadded kernel skips im2col); these shapes cross that line.
+    poison();
+    let mut rng = Rng::new(22);
+    #[allow(clippy::type_complexity)]
+    let cases: &[([usize; 4], [usize; 4], bool, [usize; 2], [usize; 2], [usize; 2])] = &[
+        ([2, 16, 30, 29], [24, 16, 3, 3], true, [1, 1], [1, 1], [1, 1]),
+        ([2, 16, 30, 29], [24, 16, 3, 3], false, [1, 1], [1, 1], [1, 1]),
+        ([3, 64, 23, 19], [128, 64, 1, 1], true, [1, 1], [0, 0], [1, 1]),  // 1x1: no im2col
+        ([2, 64, 23, 19], [96, 64, 1, 1], false, [2, 2], [0, 0], [1, 1]), // strided 1x1: im2col
+        ([2, 8, 67, 53], [40, 8, 5, 3], true, [2, 1], [2, 1], [2, 1]),    // stride, padding, dilation
+        ([8, 64, 64, 64], [8, 64, 3, 3], true, [1, 1], [1, 1], [1, 1]),   // im2col over 65535 workgroups
+    ];
+    for &(xs, ws, bias, s, p, d) in cases {
+        check_conv(&mut rng, xs, ws, bias, s, p, d, 1, DType::F32);
+    }
+    // Unbatched input takes the same path and stays unbatched.
+    let (x, xv) = rand_tensor(&mut rng, &[16, 40, 40], DType::F32, -1.0, 1.0);
+    let (w, wv) = rand_tensor(&mut rng, &[32, 16, 3, 3], DType::F32, -1.0, 1.0);
+    let y = ops::conv2d(&x, &w, None, [1, 1], [1, 1], [1, 1], 1).unwrap();
+    assert_eq!(y.shape(), &[32, 40, 40]);
+    let (want, _) = cpu::conv2d(&xv, [1, 16, 40, 40], &wv, [32, 16, 3, 3], None, [1, 1], [1, 1], [1, 1], 1).unwrap();
+    assert_close("unbatched conv2d through matmul", &y.to_f64_vec().unwrap(), &want, 2e-6 * 145.0, 1e-5);
+}

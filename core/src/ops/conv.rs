@@ -1,6 +1,12 @@
 //! `conv2d`, `max_pool2d` and `avg_pool2d` over NCHW tensors (PyTorch semantics), run by
 //! `shaders/conv.wgsl` and `shaders/pool.wgsl`. Unbatched [C, H, W] input is taken too and
 //! gives an unbatched result.
+//!
+//! Big f32 convolutions without groups run as a matmul instead (`through_matmul`): im2col
+//! (`shaders/im2col.wgsl`; a 1x1 kernel with stride 1 and no padding needs none), then
+//! w [O, C*KH*KW] @ cols [N, C*KH*KW, OH*OW], which is already NCHW. The direct kernel (one
+//! thread per output, every tap from global memory) stays for f16, integers, groups, small
+//! problems and im2col buffers over `COLS_MAX_BYTES`.
 
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
@@ -11,6 +17,11 @@ use crate::{Error, Result};
 
 const CONV: &str = include_str!("../../../shaders/conv.wgsl");
 const POOL: &str = include_str!("../../../shaders/pool.wgsl");
+const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
+/// The matmul path from this many multiply-adds (below, the direct kernel is as fast)...
+const GEMM_MIN_MACS: usize = 1 << 22;
+/// ... while the im2col buffer stays within this size.
+const COLS_MAX_BYTES: usize = 1 << 30;
 
 fn acc_type(dtype: DType) -> &'static str {
     if dtype.is_float() {
@@ -106,6 +117,12 @@ pub fn conv2d(
     }
     check_size(total)?;
     check_size(x.numel())?;
+    let taps = cg * kh * kw;
+    let cols_bytes = n * taps * oh * ow * 4;
+    if dtype == DType::F32 && groups == 1 && total * taps >= GEMM_MIN_MACS && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
+        let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation };
+        return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
+    }
     let og = o / groups;
     let params = Params::new()
         .u32(total)
@@ -161,6 +178,70 @@ pub fn conv2d(
     }
     .run(&device)?;
     Ok(out)
+}
+
+/// The sizes of one convolution.
+struct Geometry {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    o: usize,
+    oh: usize,
+    ow: usize,
+    kh: usize,
+    kw: usize,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+}
+
+/// f32 conv2d without groups as im2col + matmul; gives [N, O, OH, OW].
+fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -> Result<Tensor> {
+    let device = x.device().clone();
+    let taps = g.c * g.kh * g.kw;
+    let pixels = g.oh * g.ow;
+    let direct = g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0];
+    let cols = if direct {
+        // A 1x1 kernel reads each pixel once, in place: x already is [N, C, H*W].
+        x.with_shape(vec![g.n, taps, pixels])
+    } else {
+        let cols = Tensor::empty_on(&device, &[g.n, taps, pixels], DType::F32)?;
+        let total = cols.numel();
+        check_size(total)?;
+        let params = Params::new()
+            .u32(total)
+            .u32(g.c)
+            .u32(g.h)
+            .u32(g.w)
+            .u32(g.oh)
+            .u32(g.ow)
+            .u32(g.kh)
+            .u32(g.kw)
+            .u32(g.stride[0])
+            .u32(g.stride[1])
+            .u32(g.padding[0])
+            .u32(g.padding[1])
+            .u32(g.dilation[0])
+            .u32(g.dilation[1])
+            .u32(0)
+            .u32(0);
+        Launch {
+            key: "im2col".into(),
+            source: Box::new(|| IM2COL.to_string()),
+            tensors: &[x, &cols],
+            params: Some(params),
+            groups: groups_1d(&device, total)?,
+        }
+        .run(&device)?;
+        cols
+    };
+    let y = crate::ops::matmul(&w.with_shape(vec![g.o, taps]), &cols)?;
+    drop(cols);
+    match bias {
+        Some(b) => crate::ops::add(&y, &b.with_shape(vec![g.o, 1])),
+        None => Ok(y),
+    }
 }
 
 fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], max: bool) -> Result<Tensor> {

@@ -1,0 +1,52 @@
+// im2col for conv2d through matmul (ops/conv.rs): x [N, C, H, W] f32 becomes
+// cols [N, C*KH*KW, OH*OW], cols[n, (c, ky, kx), (oy, ox)] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
+// (0 in the padding). Then out[n] = w[O, C*KH*KW] @ cols[n] is already NCHW. One thread per
+// element of cols; consecutive threads write consecutive (oy, ox), so stores coalesce.
+struct Params {
+    total: u32,
+    c: u32,
+    h: u32,
+    w: u32,
+    oh: u32,
+    ow: u32,
+    kh: u32,
+    kw: u32,
+    sh: u32,
+    sw: u32,
+    ph: u32,
+    pw: u32,
+    dh: u32,
+    dw: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> cols: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let t = gid.x + gid.y * nwg.x * 256u;
+    if (t >= p.total) {
+        return;
+    }
+    let np = p.oh * p.ow;
+    let nk = p.c * p.kh * p.kw;
+    let pix = t % np;
+    let kk = (t / np) % nk;
+    let n = t / (np * nk);
+    let ox = pix % p.ow;
+    let oy = pix / p.ow;
+    let kx = kk % p.kw;
+    let ky = (kk / p.kw) % p.kh;
+    let c = kk / (p.kw * p.kh);
+    // Signed, so that taps left of or above the image test negative.
+    let iy = i32(oy * p.sh + ky * p.dh) - i32(p.ph);
+    let ix = i32(ox * p.sw + kx * p.dw) - i32(p.pw);
+    var v = 0.0;
+    if (iy >= 0 && iy < i32(p.h) && ix >= 0 && ix < i32(p.w)) {
+        v = x[((n * p.c + c) * p.h + u32(iy)) * p.w + u32(ix)];
+    }
+    cols[t] = v;
+}
