@@ -243,6 +243,11 @@ pub fn main(args: Args) -> Result<()> {
             t.wall * 1e3,
             t.host * 1e3
         );
+        if std::env::var_os("KILN_BENCH_MEMORY").is_some() {
+            let m = dev.memory_stats();
+            let st = dev.pipeline_stats();
+            println!("    memory: {m:?}; pipelines: {st:?}");
+        }
         results.push(json!({
             "op": b.name, "size": b.size, "seconds": s, "timer": if t.gpu.is_some() { "gpu" } else { "wall" },
             "gpu_seconds": t.gpu, "wall_seconds": t.wall, "host_seconds": t.host, "gbps": gbps, "tflops": tflops,

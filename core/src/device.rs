@@ -658,9 +658,8 @@ impl Device {
             copy_parallel(&mut out[..bytes as usize], &view[..bytes as usize]);
         }
         staging.unmap();
-        if let Some(destroyed) = self.pool.release_idle(class, STAGING_USAGE, staging) {
-            self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
-        }
+        let destroyed = self.pool.release_idle(class, STAGING_USAGE, staging);
+        self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
         self.take_uncaptured()
     }
 }
