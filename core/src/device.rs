@@ -575,12 +575,17 @@ impl Device {
     /// Starts timing GPU work with timestamp queries: every compute pass recorded from now on
     /// writes its begin and end time. Returns false (and times nothing) where the adapter has no
     /// timestamp queries. Work recorded before this call is submitted first and not counted.
+    /// One timer per device at a time (InvalidArgument otherwise); passes other threads record
+    /// meanwhile are timed too.
     pub fn start_gpu_timer(&self) -> Result<bool> {
         self.check_alive()?;
         if !self.features.contains(wgpu::Features::TIMESTAMP_QUERY) {
             return Ok(false);
         }
         let mut batch = self.batch.lock().unwrap();
+        if batch.timer.is_some() {
+            return Err(Error::InvalidArgument("a GPU timer is already running on this device (one at a time)".into()));
+        }
         self.submit_locked(&mut batch)?;
         batch.timer = Some(Timer::new(&self.device));
         Ok(true)

@@ -99,6 +99,7 @@ fn gpu_timer_times_the_passes_it_covers() {
         assert_eq!(dev.stop_gpu_timer().unwrap(), None);
         return;
     }
+    assert_eq!(dev.start_gpu_timer().unwrap_err().code(), kiln_core::ErrorCode::InvalidArgument, "one timer at a time");
     let mut y = x.clone();
     for _ in 0..20 {
         y = ops::mul_scalar(&ops::add_scalar(&y, 1.0).unwrap(), 0.5).unwrap();

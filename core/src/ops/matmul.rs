@@ -444,7 +444,15 @@ fn pick_coop(device: &Device, m: usize, n: usize, k: usize) -> Option<CoopTiles>
     // (2x4 subgroups of 4x2 without prefetch: 72; 2x4 of 4x2 with prefetch: 105).
     let large = CoopTiles { warps_m: 2, warps_n: 2, tm: 4, tn: 4, bk: 32, sg, acc, prefetch: true };
     let small = CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc, prefetch: false };
-    let wanted = if m >= 512 && n >= 512 { large } else { small };
+    let mut wanted = if m >= 512 && n >= 512 { large } else { small };
+    // Tuning: KILN_COOP_TILES=warps_m,warps_n,tm,tn,bk (prefetch kept).
+    if let Some(v) = std::env::var("KILN_COOP_TILES").ok().map(|s| s.split(',').filter_map(|x| x.trim().parse::<u32>().ok()).collect::<Vec<_>>()) {
+        if let [warps_m, warps_n, tm, tn, bk] = v[..] {
+            if bk % 16 == 0 && bk > 0 && warps_m * warps_n * tm * tn > 0 {
+                wanted = CoopTiles { warps_m, warps_n, tm, tn, bk, ..wanted };
+            }
+        }
+    }
     [wanted, small].into_iter().find(|t| t.fits(device.limits()))
 }
 
