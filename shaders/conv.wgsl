@@ -3,25 +3,7 @@
 // Taps that fall in the padding are skipped (zero padding). Floats accumulate in f32 (f16 data
 // widened on load), integers in their own type (wrapping).
 {{ENABLE}}
-struct Params {
-    total: u32,
-    c: u32,
-    h: u32,
-    w: u32,
-    o: u32,
-    oh: u32,
-    ow: u32,
-    kh: u32,
-    kw: u32,
-    sh: u32,
-    sw: u32,
-    ph: u32,
-    pw: u32,
-    dh: u32,
-    dw: u32,
-    cg: u32,   // input channels per group
-    og: u32,   // output channels per group
-}
+{{CONV_PARAMS}}
 
 @group(0) @binding(0) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> wt: array<{{T}}>;

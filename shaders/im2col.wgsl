@@ -2,24 +2,7 @@
 // cols [N, C*KH*KW, OH*OW], cols[n, (c, ky, kx), (oy, ox)] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
 // (0 in the padding). Then out[n] = w[O, C*KH*KW] @ cols[n] is already NCHW. One thread per
 // element of cols; consecutive threads write consecutive (oy, ox), so stores coalesce.
-struct Params {
-    total: u32,
-    c: u32,
-    h: u32,
-    w: u32,
-    oh: u32,
-    ow: u32,
-    kh: u32,
-    kw: u32,
-    sh: u32,
-    sw: u32,
-    ph: u32,
-    pw: u32,
-    dh: u32,
-    dw: u32,
-    pad0: u32,
-    pad1: u32,
-}
+{{CONV_PARAMS}}
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> cols: array<f32>;

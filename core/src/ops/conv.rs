@@ -18,6 +18,26 @@ use crate::{Error, Result};
 const CONV: &str = include_str!("../../../shaders/conv.wgsl");
 const POOL: &str = include_str!("../../../shaders/pool.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
+/// The parameter block of conv.wgsl and im2col.wgsl (one struct, built by `Geometry::params`).
+const CONV_PARAMS: &str = "struct Params {
+    total: u32,
+    c: u32,
+    h: u32,
+    w: u32,
+    o: u32,
+    oh: u32,
+    ow: u32,
+    kh: u32,
+    kw: u32,
+    sh: u32,
+    sw: u32,
+    ph: u32,
+    pw: u32,
+    dh: u32,
+    dw: u32,
+    cg: u32,   // input channels per group
+    og: u32,   // output channels per group
+}";
 /// The matmul path from this many multiply-adds (below, the direct kernel is as fast)...
 const GEMM_MIN_MACS: usize = 1 << 22;
 /// ... while the im2col buffer stays within this size.
@@ -117,31 +137,13 @@ pub fn conv2d(
     }
     check_size(total)?;
     check_size(x.numel())?;
+    let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation, groups };
     let taps = cg * kh * kw;
     let cols_bytes = n * taps * oh * ow * 4;
     if dtype == DType::F32 && groups == 1 && total * taps >= GEMM_MIN_MACS && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
-        let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation };
         return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
     }
-    let og = o / groups;
-    let params = Params::new()
-        .u32(total)
-        .u32(c)
-        .u32(h)
-        .u32(wd)
-        .u32(o)
-        .u32(oh)
-        .u32(ow)
-        .u32(kh)
-        .u32(kw)
-        .u32(stride[0])
-        .u32(stride[1])
-        .u32(padding[0])
-        .u32(padding[1])
-        .u32(dilation[0])
-        .u32(dilation[1])
-        .u32(cg)
-        .u32(og);
+    let params = geo.params(total);
     let has_bias = bias.is_some();
     let mut tensors: Vec<&Tensor> = vec![x, w];
     tensors.extend(bias);
@@ -163,6 +165,7 @@ pub fn conv2d(
                 CONV,
                 &[
                     ("ENABLE", enables(&[dtype])),
+                    ("CONV_PARAMS", CONV_PARAMS),
                     ("T", dtype.wgsl()),
                     ("ACC", acc),
                     ("BIAS_DECL", &decl),
@@ -194,6 +197,31 @@ struct Geometry {
     stride: [usize; 2],
     padding: [usize; 2],
     dilation: [usize; 2],
+    groups: usize,
+}
+
+impl Geometry {
+    /// The `CONV_PARAMS` block for a launch over `total` elements.
+    fn params(&self, total: usize) -> Params {
+        Params::new()
+            .u32(total)
+            .u32(self.c)
+            .u32(self.h)
+            .u32(self.w)
+            .u32(self.o)
+            .u32(self.oh)
+            .u32(self.ow)
+            .u32(self.kh)
+            .u32(self.kw)
+            .u32(self.stride[0])
+            .u32(self.stride[1])
+            .u32(self.padding[0])
+            .u32(self.padding[1])
+            .u32(self.dilation[0])
+            .u32(self.dilation[1])
+            .u32(self.c / self.groups)
+            .u32(self.o / self.groups)
+    }
 }
 
 /// f32 conv2d without groups as im2col + matmul; gives [N, O, OH, OW].
@@ -209,26 +237,10 @@ fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -
         let cols = Tensor::empty_on(&device, &[g.n, taps, pixels], DType::F32)?;
         let total = cols.numel();
         check_size(total)?;
-        let params = Params::new()
-            .u32(total)
-            .u32(g.c)
-            .u32(g.h)
-            .u32(g.w)
-            .u32(g.oh)
-            .u32(g.ow)
-            .u32(g.kh)
-            .u32(g.kw)
-            .u32(g.stride[0])
-            .u32(g.stride[1])
-            .u32(g.padding[0])
-            .u32(g.padding[1])
-            .u32(g.dilation[0])
-            .u32(g.dilation[1])
-            .u32(0)
-            .u32(0);
+        let params = g.params(total);
         Launch {
             key: "im2col".into(),
-            source: Box::new(|| IM2COL.to_string()),
+            source: Box::new(|| render(IM2COL, &[("CONV_PARAMS", CONV_PARAMS)])),
             tensors: &[x, &cols],
             params: Some(params),
             groups: groups_1d(&device, total)?,
