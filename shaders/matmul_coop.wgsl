@@ -6,8 +6,8 @@
 // invocations; each subgroup owns TM x TN 16x16 accumulators ({{ACC}}). K is walked in steps of
 // BK: the A tile [BM][BK] and the B tile [BK][BN] are copied into workgroup memory as f16, with
 // zeros where rows, columns or k fall outside M, N, K, so any shape works (K = 0 gives zeros).
-// With prefetch (PREFETCH_DECL / PREFETCH_NEXT, generated in ops/matmul.rs) each invocation
-// holds its share of the next K step's tiles in registers: the loop stores them to workgroup
+// Each invocation holds its share of the next K step's tiles in registers (PREFETCH_DECL /
+// PREFETCH_NEXT, generated in ops/matmul.rs): the loop stores them to workgroup
 // memory, and after the barrier reads the following step from global memory while the
 // cooperative products of this one run.
 // The rows of the workgroup tiles are padded by 8 halves (16 bytes: the alignment cooperative
@@ -17,19 +17,7 @@
 //
 // Workgroups are numbered linearly over (n-tile, m-tile, batch) as in matmul.wgsl.
 {{ENABLE}}
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    groups: u32,   // ntiles * mtiles * batch
-    ntiles: u32,
-    mtiles: u32,
-    brank: u32,    // number of broadcast batch dimensions (<= 6)
-    pad: u32,
-    bshape: array<vec4<u32>, 2>,   // broadcast batch shape
-    astride: array<vec4<u32>, 2>,  // element stride of A per batch dimension (0 = broadcast)
-    bstride: array<vec4<u32>, 2>,
-}
+{{MATMUL_COMMON}}
 
 @group(0) @binding(0) var<storage, read> a: array<{{A_ELEM}}>;
 @group(0) @binding(1) var<storage, read> b: array<{{B_ELEM}}>;
@@ -62,26 +50,12 @@ fn main(
     if (g >= p.groups) {
         return;
     }
-    let nt = g % p.ntiles;
-    let rest = g / p.ntiles;
-    let mt = rest % p.mtiles;
-    let bi = rest / p.mtiles;
-
-    var aoff = 0u;
-    var boff = 0u;
-    var r = bi;
-    for (var i = 0u; i < p.brank; i++) {
-        let d = p.brank - 1u - i;
-        let q = d / 4u;
-        let s = d % 4u;
-        let ci = r % p.bshape[q][s];
-        r = r / p.bshape[q][s];
-        aoff += ci * p.astride[q][s];
-        boff += ci * p.bstride[q][s];
-    }
-    let coff = bi * p.m * p.n;
-    let row0 = mt * BM;
-    let col0 = nt * BN;
+    let tile = tile_of(g);
+    let aoff = tile.aoff;
+    let boff = tile.boff;
+    let coff = tile.coff;
+    let row0 = tile.mt * BM;
+    let col0 = tile.nt * BN;
     // This subgroup's corner in the workgroup tile.
     let wr = (sg / WARPS_N) * {{WTM}}u;
     let wc = (sg % WARPS_N) * {{WTN}}u;

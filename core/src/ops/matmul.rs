@@ -16,6 +16,7 @@ use crate::{Error, Result};
 use std::sync::OnceLock;
 
 const TEMPLATE: &str = include_str!("../../../shaders/matmul.wgsl");
+const COMMON: &str = include_str!("../../../shaders/matmul_common.wgsl");
 
 /// One tiling of the matmul kernel: a workgroup computes a `bm` x `bn` tile of C with
 /// (`bn`/`tn`) x (`bm`/`tm`) threads, each owning a `tm` x `tn` block of registers, and walks K in
@@ -333,6 +334,7 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
                 TEMPLATE,
                 &[
                     ("ENABLE", enables(&[dtype])),
+                    ("MATMUL_COMMON", COMMON),
                     ("T", t),
                     ("A_ELEM", if vec_a { &vt } else { t }),
                     ("B_ELEM", if vec_b { &vt } else { t }),
@@ -383,8 +385,6 @@ pub(crate) struct CoopTiles {
     sg: u32,
     /// Accumulator type: "f32" where the hardware has f16 x f16 -> f32, else "f16".
     acc: &'static str,
-    /// Load the next K step from global memory into registers while this one computes.
-    prefetch: bool,
 }
 
 impl CoopTiles {
@@ -432,6 +432,14 @@ pub fn uses_cooperative_matrix(device: &Device, m: usize, n: usize, k: usize) ->
     pick_coop(device, m, n, k).is_some()
 }
 
+/// The (large, small) cooperative-matrix tilings for subgroup size `sg` and accumulator `acc`.
+fn coop_tilings(sg: u32, acc: &'static str) -> (CoopTiles, CoopTiles) {
+    (
+        CoopTiles { warps_m: 2, warps_n: 2, tm: 4, tn: 4, bk: 32, sg, acc },
+        CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc },
+    )
+}
+
 fn pick_coop(device: &Device, m: usize, n: usize, k: usize) -> Option<CoopTiles> {
     let acc = coop_accumulator(device)?;
     let sg = device.subgroup_size.filter(|s| (8..=128).contains(s))?;
@@ -442,10 +450,9 @@ fn pick_coop(device: &Device, m: usize, n: usize, k: usize) -> Option<CoopTiles>
     // 128x128 tiles of 2x2 subgroups, each owning 4x4 accumulators (every A/B fragment used four
     // times), with the next K step prefetched into registers: 158 TFLOP/s at 4096^3 on an H200
     // (2x4 subgroups of 4x2 without prefetch: 72; 2x4 of 4x2 with prefetch: 105).
-    let large = CoopTiles { warps_m: 2, warps_n: 2, tm: 4, tn: 4, bk: 32, sg, acc, prefetch: true };
-    let small = CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc, prefetch: false };
+    let (large, small) = coop_tilings(sg, acc);
     let mut wanted = if m >= 512 && n >= 512 { large } else { small };
-    // Tuning: KILN_COOP_TILES=warps_m,warps_n,tm,tn,bk (prefetch kept).
+    // Tuning: KILN_COOP_TILES=warps_m,warps_n,tm,tn,bk.
     if let Some(v) = std::env::var("KILN_COOP_TILES").ok().map(|s| s.split(',').filter_map(|x| x.trim().parse::<u32>().ok()).collect::<Vec<_>>()) {
         if let [warps_m, warps_n, tm, tn, bk] = v[..] {
             if bk % 16 == 0 && bk > 0 && warps_m * warps_n * tm * tn > 0 {
@@ -498,76 +505,6 @@ mod coop {
             }
         }
         (decl, inner, store)
-    }
-
-    fn loads(vec_a: bool, vec_b: bool) -> (String, String) {
-        let la = if vec_a {
-            "        // A tile, vec4 along k (K a multiple of 4).
-        for (var l = lid; l < BM * BK / 4u; l += NT) {
-            let mm = l / (BK / 4u);
-            let kq = l % (BK / 4u);
-            let gr = row0 + mm;
-            let gk = k0 + kq * 4u;
-            var v = vec4<f16>(0);
-            if (gr < p.m && gk < p.k) {
-                v = a[(aoff + gr * p.k + gk) / 4u];
-            }
-            let o = mm * SA + kq * 4u;
-            As[o] = v.x;
-            As[o + 1u] = v.y;
-            As[o + 2u] = v.z;
-            As[o + 3u] = v.w;
-        }
-"
-        } else {
-            "        // A tile: consecutive invocations take consecutive k of one row.
-        for (var l = lid; l < BM * BK; l += NT) {
-            let mm = l / BK;
-            let kk = l % BK;
-            let gr = row0 + mm;
-            let gk = k0 + kk;
-            var v = f16(0);
-            if (gr < p.m && gk < p.k) {
-                v = a[aoff + gr * p.k + gk];
-            }
-            As[mm * SA + kk] = v;
-        }
-"
-        };
-        let lb = if vec_b {
-            "        // B tile, vec4 along n (N a multiple of 4).
-        for (var l = lid; l < BK * BN / 4u; l += NT) {
-            let kk = l / (BN / 4u);
-            let nq = l % (BN / 4u);
-            let gk = k0 + kk;
-            let gc = col0 + nq * 4u;
-            var v = vec4<f16>(0);
-            if (gk < p.k && gc < p.n) {
-                v = b[(boff + gk * p.n + gc) / 4u];
-            }
-            let o = kk * SB + nq * 4u;
-            Bs[o] = v.x;
-            Bs[o + 1u] = v.y;
-            Bs[o + 2u] = v.z;
-            Bs[o + 3u] = v.w;
-        }
-"
-        } else {
-            "        // B tile: consecutive invocations take consecutive n of one k.
-        for (var l = lid; l < BK * BN; l += NT) {
-            let kk = l / BN;
-            let nn = l % BN;
-            let gk = k0 + kk;
-            let gc = col0 + nn;
-            var v = f16(0);
-            if (gk < p.k && gc < p.n) {
-                v = b[boff + gk * p.n + gc];
-            }
-            Bs[kk * SB + nn] = v;
-        }
-"
-        };
-        (la.to_string(), lb.to_string())
     }
 
     /// Register-prefetched tile loads: each invocation holds its share of the next A and B
@@ -648,17 +585,13 @@ mod coop {
     /// The WGSL of one tiling (also used by the tests to check it through naga).
     pub(crate) fn source(t: CoopTiles, vec_a: bool, vec_b: bool) -> String {
         let (decl, inner, store) = generate(t);
-        let (pre_decl, load_a, load_b, pre_next) = if t.prefetch {
-            prefetched(t, vec_a, vec_b)
-        } else {
-            let (la, lb) = loads(vec_a, vec_b);
-            (String::new(), la, lb, String::new())
-        };
+        let (pre_decl, load_a, load_b, pre_next) = prefetched(t, vec_a, vec_b);
         let warps = t.warps_m * t.warps_n;
         render(
             COOP_TEMPLATE,
             &[
                 ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
+                ("MATMUL_COMMON", COMMON),
                 ("A_ELEM", if vec_a { "vec4<f16>" } else { "f16" }),
                 ("B_ELEM", if vec_b { "vec4<f16>" } else { "f16" }),
                 ("ACC", t.acc),
@@ -721,8 +654,8 @@ mod coop {
         let vec_a = k % 4 == 0;
         let vec_b = n % 4 == 0;
         let key = format!(
-            "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{}:{vec_a}:{vec_b}",
-            t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc, t.prefetch
+            "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{vec_a}:{vec_b}",
+            t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc
         );
         // Every global index is guarded against M, N, K and the workgroup-memory indices are in
         // range by construction; the tests run ragged shapes through this kernel on devices that
@@ -742,10 +675,6 @@ mod coop {
 /// where no device runs it): `acc` "f32" or "f16", subgroup size `sg`, `large` tiling or not.
 #[doc(hidden)]
 pub fn coop_source_for_tests(acc: &'static str, sg: u32, large: bool, vec_a: bool, vec_b: bool) -> String {
-    let t = if large {
-        CoopTiles { warps_m: 2, warps_n: 2, tm: 4, tn: 4, bk: 32, sg, acc, prefetch: true }
-    } else {
-        CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 2, bk: 32, sg, acc, prefetch: false }
-    };
-    coop::source(t, vec_a, vec_b)
+    let (large_t, small_t) = coop_tilings(sg, acc);
+    coop::source(if large { large_t } else { small_t }, vec_a, vec_b)
 }
