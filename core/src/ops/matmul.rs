@@ -250,6 +250,44 @@ fn loads(t: MatmulTiles, acc: &str, vec_a: bool, vec_b: bool) -> (String, String
 }
 
 
+/// One product as the kernels see it: [batch..] x (M x K by K x N), with A's and B's own batch
+/// dimensions (`ab`, `bb`) broadcast to `batch_shape`.
+struct Problem<'a> {
+    m: usize,
+    n: usize,
+    k: usize,
+    batch_shape: &'a [usize],
+    ab: &'a [usize],
+    bb: &'a [usize],
+}
+
+impl Problem<'_> {
+    /// The parameter block of shaders/matmul_common.wgsl and the dispatch size for output tiles
+    /// of `bm` x `bn`.
+    fn launch(&self, device: &Device, bm: u32, bn: u32) -> Result<(Params, [u32; 3])> {
+        let ntiles = self.n.div_ceil(bn as usize);
+        let mtiles = self.m.div_ceil(bm as usize);
+        let groups = ntiles as u64 * mtiles as u64 * numel(self.batch_shape) as u64;
+        if groups > u32::MAX as u64 {
+            return Err(Error::InvalidArgument(format!("matmul: {groups} workgroups are more than one dispatch can number")));
+        }
+        let dims = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
+        let params = Params::new()
+            .u32(self.m)
+            .u32(self.n)
+            .u32(self.k)
+            .u32(groups)
+            .u32(ntiles)
+            .u32(mtiles)
+            .u32(self.batch_shape.len())
+            .u32(0u32)
+            .dims8(self.batch_shape, 1)
+            .dims8(&crate::shape::batch_strides(self.ab, self.batch_shape, self.m * self.k), 0)
+            .dims8(&crate::shape::batch_strides(self.bb, self.batch_shape, self.k * self.n), 0);
+        Ok((params, dims))
+    }
+}
+
 /// numpy `matmul(a, b)`: 2-D products, batched products with broadcast batch dimensions, and
 /// 1-D operands promoted (a vector on the left is a row, on the right a column; the promoted
 /// dimension is dropped from the result, so vector @ vector is rank 0). f16 accumulates in f32;
@@ -287,7 +325,6 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
         ab.clear();
     }
     let batch_shape = broadcast_shapes(&ab, &bb)?;
-    let batch = numel(&batch_shape);
     let out = Tensor::empty_on(&device, &out_shape, dtype)?;
     if out.numel() == 0 {
         return Ok(out);
@@ -295,31 +332,14 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
     if out.numel() > u32::MAX as usize || a.numel() > u32::MAX as usize || b.numel() > u32::MAX as usize {
         return Err(Error::InvalidArgument("matmul: operands of more than 2^32 elements".into()));
     }
+    let problem = Problem { m, n, k, batch_shape: &batch_shape, ab: &ab, bb: &bb };
     if tiles.is_none() && dtype == DType::F16 {
         if let Some(coop) = pick_coop(&device, m, n, k) {
-            return coop::run(&device, a, b, out, coop, m, n, k, &batch_shape, &ab, &bb);
+            return coop::run(&device, a, b, out, coop, &problem);
         }
     }
     let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n, k));
-    let ntiles = n.div_ceil(tiles.bn as usize);
-    let mtiles = m.div_ceil(tiles.bm as usize);
-    let groups = ntiles as u64 * mtiles as u64 * batch as u64;
-    if groups > u32::MAX as u64 {
-        return Err(Error::InvalidArgument(format!("matmul: {groups} workgroups are more than one dispatch can number")));
-    }
-    let dims = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
-    let params = Params::new()
-        .u32(m)
-        .u32(n)
-        .u32(k)
-        .u32(groups)
-        .u32(ntiles)
-        .u32(mtiles)
-        .u32(batch_shape.len())
-        .u32(0u32)
-        .dims8(&batch_shape, 1)
-        .dims8(&crate::shape::batch_strides(&ab, &batch_shape, m * k), 0)
-        .dims8(&crate::shape::batch_strides(&bb, &batch_shape, k * n), 0);
+    let (params, dims) = problem.launch(&device, tiles.bm, tiles.bn)?;
     let vec_a = k % 4 == 0 && tiles.bk % 4 == 0;
     let vec_b = n % 4 == 0;
     let key = format!("matmul:{dtype}:{}x{}x{}:{}x{}:{vec_a}:{vec_b}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
@@ -617,40 +637,16 @@ mod coop {
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         device: &std::sync::Arc<Device>,
         a: &Tensor,
         b: &Tensor,
         out: Tensor,
         t: CoopTiles,
-        m: usize,
-        n: usize,
-        k: usize,
-        batch_shape: &[usize],
-        ab: &[usize],
-        bb: &[usize],
+        problem: &Problem<'_>,
     ) -> Result<Tensor> {
-        let batch = numel(batch_shape);
-        let ntiles = n.div_ceil(t.bn() as usize);
-        let mtiles = m.div_ceil(t.bm() as usize);
-        let groups = ntiles as u64 * mtiles as u64 * batch as u64;
-        if groups > u32::MAX as u64 {
-            return Err(Error::InvalidArgument(format!("matmul: {groups} workgroups are more than one dispatch can number")));
-        }
-        let dims = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
-        let params = Params::new()
-            .u32(m)
-            .u32(n)
-            .u32(k)
-            .u32(groups)
-            .u32(ntiles)
-            .u32(mtiles)
-            .u32(batch_shape.len())
-            .u32(0u32)
-            .dims8(batch_shape, 1)
-            .dims8(&crate::shape::batch_strides(ab, batch_shape, m * k), 0)
-            .dims8(&crate::shape::batch_strides(bb, batch_shape, k * n), 0);
+        let (params, dims) = problem.launch(device, t.bm(), t.bn())?;
+        let (k, n) = (problem.k, problem.n);
         let vec_a = k % 4 == 0;
         let vec_b = n % 4 == 0;
         let key = format!(
