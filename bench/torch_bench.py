@@ -111,6 +111,17 @@ def main():
         samples.append((time.perf_counter() - t) / 1000)
     s = float(np.median(samples))
     out.append({"op": "small_ops_1000", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6})
+    # One tiny op, then wait for it: the round trip an interactive caller pays.
+    xs = torch.zeros(256, device=dev)
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(200):
+        t = time.perf_counter()
+        ys = xs + 1.0
+        torch.cuda.synchronize()
+        samples.append(time.perf_counter() - t)
+    s = float(np.median(samples))
+    out.append({"op": "latency_1op", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6})
     n = (1 << 20) if quick else (64 << 20)
     host = np.arange(n, dtype=np.float32)
     up, down = [], []

@@ -272,6 +272,22 @@ pub fn main(args: Args) -> Result<()> {
         println!("{:<20} {:<22} {:>10.2} µs/op", "small_ops_1000", "256 f32, dependent", s * 1e6);
         results.push(json!({"op": "small_ops_1000", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6}));
     }
+    if want("latency") {
+        // One tiny op, submitted and waited for: the round trip an interactive caller pays.
+        let x = Tensor::from_slice(&[0.0f32; 256], &[256])?;
+        dev.synchronize()?;
+        let mut samples = Vec::new();
+        for _ in 0..200 {
+            let t = Instant::now();
+            let y = ops::add_scalar(&x, 1.0)?;
+            dev.synchronize()?;
+            samples.push(t.elapsed().as_secs_f64());
+            drop(y);
+        }
+        let s = median(samples);
+        println!("{:<20} {:<22} {:>10.2} µs", "latency_1op", "256 f32, op + sync", s * 1e6);
+        results.push(json!({"op": "latency_1op", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6}));
+    }
     if want("transfer") {
         let n = if args.quick { 1 << 20 } else { 64 << 20 };
         let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
