@@ -7,8 +7,8 @@ use crate::pool::{size_class, Pool};
 use crate::runtime::AdapterInfo;
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// Dispatches recorded before the batch is submitted on its own.
 const MAX_BATCH_DISPATCHES: usize = 1024;
@@ -94,6 +94,11 @@ pub(crate) struct Binding<'a> {
     pub(crate) size: Option<u64>,
 }
 
+struct Poller {
+    pending: Mutex<usize>,
+    wake: Condvar,
+}
+
 pub struct Device {
     pub(crate) info: AdapterInfo,
     pub(crate) device: wgpu::Device,
@@ -113,10 +118,11 @@ pub struct Device {
     lost: Arc<AtomicBool>,
     lost_reason: Arc<Mutex<String>>,
     uncaptured: Arc<Mutex<Vec<String>>>,
+    poller: Arc<Poller>,
     timeout: Duration,
     poison: AtomicBool,
     flush_bytes: u64,
-    /// The index of the latest submit (what a wait with no index of its own waits on).
+    /// The index of the latest submit, which the poller waits on.
     last_submission: Mutex<Option<wgpu::SubmissionIndex>>,
 }
 
@@ -153,11 +159,13 @@ impl Device {
 
         let lost = Arc::new(AtomicBool::new(false));
         let lost_reason = Arc::new(Mutex::new(String::new()));
+        let poller = Arc::new(Poller { pending: Mutex::new(0), wake: Condvar::new() });
         {
-            let (lost, reason) = (lost.clone(), lost_reason.clone());
+            let (lost, reason, poller) = (lost.clone(), lost_reason.clone(), poller.clone());
             device.set_device_lost_callback(move |r, msg| {
                 *reason.lock().unwrap() = format!("{r:?}: {msg}");
                 lost.store(true, Ordering::SeqCst);
+                poller.wake.notify_all();
             });
         }
         let uncaptured = Arc::new(Mutex::new(Vec::new()));
@@ -204,12 +212,56 @@ impl Device {
             lost,
             lost_reason,
             uncaptured,
+            poller,
             timeout: Duration::from_millis(timeout_ms),
             poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
             flush_bytes,
             last_submission: Mutex::new(None),
         });
+        Self::start_poller(&dev);
         Ok(dev)
+    }
+
+    /// The one thread that waits on the device; callers wait on channels.
+    fn start_poller(dev: &Arc<Device>) {
+        let weak = Arc::downgrade(dev);
+        let poller = dev.poller.clone();
+        std::thread::Builder::new()
+            .name("kiln-poller".into())
+            .spawn(move || loop {
+                {
+                    let mut pending = poller.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    while *pending == 0 {
+                        let (p, _) = poller.wake.wait_timeout(pending, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner());
+                        pending = p;
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                    }
+                }
+                let Some(dev) = weak.upgrade() else { return };
+                if dev.is_lost() {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                // A panic inside wgpu must not take the poller down: every waiter depends on it.
+                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    // Wait on the submission index Kiln recorded, not on "the latest": wgpu-core can
+                    // panic ("current submission index should be at least the wait submission
+                    // index") when `None` races with a submit on another thread.
+                    let last = dev.last_submission.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    match last {
+                        Some(idx) => dev.device.poll(wgpu::PollType::Wait { submission_index: Some(idx), timeout: Some(Duration::from_millis(100)) }),
+                        None => dev.device.poll(wgpu::PollType::Poll),
+                    }
+                }));
+                if let Err(payload) = polled {
+                    let e = Error::from_panic(payload);
+                    dev.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).push(format!("poll panicked: {e}"));
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            })
+            .expect("kiln: cannot start the poller thread");
     }
 
     pub fn info(&self) -> &AdapterInfo {
@@ -484,75 +536,39 @@ impl Device {
         self.submit_locked(&mut batch).map(|_| ())
     }
 
-    /// Waits, on the calling thread, until `rx` delivers what a wgpu callback sends, polling the
-    /// device for submission `idx` (else the latest recorded one). Several threads may wait at
-    /// once: wgpu's poll is thread-safe, and each waits on an index Kiln recorded (wgpu-core can
-    /// panic when a wait for "the latest" races a submit on another thread). Waiting here rather
-    /// than handing off to a poller thread saves two thread wake-ups per round trip
-    /// (op + synchronize on the H200: 91 µs with a poller thread).
-    fn wait<T>(&self, idx: Option<wgpu::SubmissionIndex>, rx: mpsc::Receiver<T>) -> Result<T> {
-        let deadline = Instant::now() + self.timeout;
-        let mut target = idx.or_else(|| idx_again(&self.last_submission));
-        let mut retried = false;
-        let out = loop {
-            match rx.try_recv() {
-                Ok(v) => break Ok(v),
-                Err(mpsc::TryRecvError::Disconnected) => {
-                    self.check_alive()?;
-                    break Err(Error::Internal("the GPU callback was dropped".into()));
-                }
-                Err(mpsc::TryRecvError::Empty) => {}
-            }
-            self.check_alive()?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break Err(Error::Timeout(format!("GPU work did not finish within {:?} (KILN_TIMEOUT_MS)", self.timeout)));
-            }
-            let wait_on = target.take();
-            let waited = wait_on.is_some();
-            // A panic inside wgpu must not unwind into the caller (or across FFI).
-            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match wait_on {
-                Some(i) => self.device.poll(wgpu::PollType::Wait { submission_index: Some(i), timeout: Some(left.min(Duration::from_millis(100))) }),
-                None => self.device.poll(wgpu::PollType::Poll),
-            }));
-            match polled {
-                // Waited for the index: the callback normally ran inside that poll. If it did
-                // not, its work was in a later submit (another thread's): wait for the latest
-                // once, then poll.
-                Ok(Ok(_)) if waited => {
-                    if !retried {
-                        retried = true;
-                        target = idx_again(&self.last_submission);
-                    }
-                }
-                Ok(Err(wgpu::PollError::Timeout)) if waited => {
-                    target = idx_again(&self.last_submission);
-                }
-                Ok(_) => std::thread::sleep(Duration::from_micros(50)),
-                Err(payload) => {
-                    let e = Error::from_panic(payload);
-                    self.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).push(format!("poll panicked: {e}"));
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        };
+    /// Waits for a callback-fed channel through the poller thread.
+    fn wait<T>(&self, rx: mpsc::Receiver<T>) -> Result<T> {
+        *self.poller.pending.lock().unwrap() += 1;
+        self.poller.wake.notify_all();
+        let out = rx.recv_timeout(self.timeout);
+        *self.poller.pending.lock().unwrap() -= 1;
         // The host waited for the GPU: the next queue of work starts with an early submit again.
         self.batch.lock().unwrap().flush_at = self.flush_bytes;
-        out
+        match out {
+            Ok(v) => Ok(v),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.check_alive()?;
+                Err(Error::Timeout(format!("GPU work did not finish within {:?} (KILN_TIMEOUT_MS)", self.timeout)))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.check_alive()?;
+                Err(Error::Internal("the GPU callback was dropped".into()))
+            }
+        }
     }
 
     /// Submits everything queued and waits until the GPU has finished it.
     pub fn synchronize(&self) -> Result<()> {
         self.check_alive()?;
-        let idx = {
+        {
             let mut batch = self.batch.lock().unwrap();
-            self.submit_locked(&mut batch)?
-        };
+            self.submit_locked(&mut batch)?;
+        }
         let (tx, rx) = mpsc::channel();
         self.queue.on_submitted_work_done(move || {
             let _ = tx.send(());
         });
-        self.wait(idx, rx)?;
+        self.wait(rx)?;
         self.take_uncaptured()
     }
 
@@ -626,18 +642,18 @@ impl Device {
                 })
             }
         };
-        let idx = {
+        {
             let mut batch = self.batch.lock().unwrap();
             batch.pass = None;
             let enc = batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
             enc.copy_buffer_to_buffer(src, 0, &staging, 0, padded);
-            self.submit_locked(&mut batch)?
-        };
+            self.submit_locked(&mut batch)?;
+        }
         let (tx, rx) = mpsc::channel();
         staging.slice(..padded).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        let mapped = self.wait(idx, rx)?;
+        let mapped = self.wait(rx)?;
         mapped.map_err(|e| Error::Internal(format!("mapping the staging buffer failed: {e}")))?;
         {
             let view = staging
@@ -683,10 +699,4 @@ fn copy_parallel(dst: &mut [u8], src: &[u8]) {
             scope.spawn(move || d.copy_from_slice(s));
         }
     });
-}
-
-/// The latest recorded submission index, to wait on again after a wait timed out (work submitted
-/// meanwhile may be what the callback needs).
-fn idx_again(last: &Mutex<Option<wgpu::SubmissionIndex>>) -> Option<wgpu::SubmissionIndex> {
-    last.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
