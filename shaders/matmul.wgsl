@@ -53,9 +53,7 @@ fn main(
 {{ACC_DECL}}
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
 {{LOAD_A}}{{LOAD_B}}        workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk++) {
-{{INNER}}
-        }
+{{K_STEPS}}
         workgroupBarrier();
     }
 

@@ -31,11 +31,11 @@ pub struct MatmulTiles {
 }
 
 impl MatmulTiles {
-    /// Big problems on a real GPU: 256 threads, 4x8 per thread, 12 KiB of tiles. The fastest
-    /// of the tilings tried on an H200 through Vulkan at 4096³ f32 (35.5 TFLOP/s, 69% of
-    /// PyTorch's 51.2; 128x128 with 8x8 per thread gave 24.1).
+    /// Big problems: 256 threads, 4x8 per thread, 12 KiB of tiles. On an H200 through Vulkan:
+    /// 31.7 TFLOP/s at 4096³ f32, 34.9 on 32 x 1024³.
     pub const LARGE: MatmulTiles = MatmulTiles { bm: 64, bn: 128, bk: 16, tm: 4, tn: 8 };
-    /// 128x128 tiles, 8x8 per thread (16 KiB): a candidate for other GPUs.
+    /// Very big products: 128x128 tiles, 8x8 per thread (16 KiB), k steps unrolled. On an H200:
+    /// 35.2 TFLOP/s at 4096³ (LARGE: 31.7); on 32 x 1024³ the same as LARGE.
     pub const HUGE: MatmulTiles = MatmulTiles { bm: 128, bn: 128, bk: 16, tm: 8, tn: 8 };
     /// Medium problems: 256 threads, 4x4 per thread, 8 KiB.
     pub const MEDIUM: MatmulTiles = MatmulTiles { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
@@ -55,6 +55,13 @@ impl MatmulTiles {
     }
     pub fn threads_y(self) -> u32 {
         self.bm / self.tm
+    }
+    /// Whether the kernel spells out the k steps with constant tile offsets: register blocks of
+    /// 64 and more need it (measured on the H200 at 4096³: 128x128 with 8x8 per thread went
+    /// 24 -> 35 TFLOP/s; smaller blocks measured the same either way, and unrolled bodies cost
+    /// software adapters long compiles).
+    pub fn unrolled(self) -> bool {
+        self.tm * self.tn >= 64
     }
     /// Bytes of workgroup memory (tiles are held as 4-byte values, f16 widened).
     pub fn shared_bytes(self) -> u32 {
@@ -107,6 +114,8 @@ pub fn pick_tiles(device: &Device, m: usize, n: usize, _k: usize) -> MatmulTiles
         MatmulTiles::COL
     } else if m <= 4 {
         MatmulTiles::ROW
+    } else if m >= 2048 && n >= 2048 {
+        MatmulTiles::HUGE
     } else if m >= 512 && n >= 512 {
         MatmulTiles::LARGE
     } else if m >= 64 && n >= 64 {
@@ -114,7 +123,7 @@ pub fn pick_tiles(device: &Device, m: usize, n: usize, _k: usize) -> MatmulTiles
     } else {
         MatmulTiles::SMALL
     };
-    [wanted, MatmulTiles::MEDIUM, MatmulTiles::SMALL, MatmulTiles::TINY]
+    [wanted, MatmulTiles::LARGE, MatmulTiles::MEDIUM, MatmulTiles::SMALL, MatmulTiles::TINY]
         .into_iter()
         .find(|t| t.fits(limits))
         .unwrap_or(MatmulTiles::TINY)
@@ -137,22 +146,28 @@ fn generate(t: MatmulTiles, dtype: DType) -> (String, String, String) {
             }
         }
     }
-    for c in 0..cm {
-        inner += &format!("            let a{c} = As[kk * (BM / 4u) + {c}u * WGY + ty];\n");
-    }
-    for j in 0..cn {
-        inner += &format!("            let b{j} = Bs[kk * (BN / 4u) + {j}u * WGX + tx];\n");
-    }
-    for c in 0..cm {
-        for (r, lane) in LANES.iter().enumerate() {
-            for j in 0..cn {
-                if float {
-                    inner += &format!("            acc_{c}_{r}_{j} = fma(vec4<f32>(a{c}.{lane}), b{j}, acc_{c}_{r}_{j});\n");
-                } else {
-                    inner += &format!("            acc_{c}_{r}_{j} += a{c}.{lane} * b{j};\n");
+    let unroll = t.unrolled();
+    let steps: Vec<String> = if unroll { (0..t.bk).map(|k| format!("{k}u")).collect() } else { vec!["kk".into()] };
+    for kk in &steps {
+        inner += "            {\n";
+        for c in 0..cm {
+            inner += &format!("            let a{c} = As[{kk} * (BM / 4u) + {c}u * WGY + ty];\n");
+        }
+        for j in 0..cn {
+            inner += &format!("            let b{j} = Bs[{kk} * (BN / 4u) + {j}u * WGX + tx];\n");
+        }
+        for c in 0..cm {
+            for (r, lane) in LANES.iter().enumerate() {
+                for j in 0..cn {
+                    if float {
+                        inner += &format!("            acc_{c}_{r}_{j} = fma(vec4<f32>(a{c}.{lane}), b{j}, acc_{c}_{r}_{j});\n");
+                    } else {
+                        inner += &format!("            acc_{c}_{r}_{j} += a{c}.{lane} * b{j};\n");
+                    }
                 }
             }
         }
+        inner += "            }\n";
     }
     let out_t = dtype.wgsl();
     for c in 0..cm {
@@ -369,7 +384,7 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
                     ("AS_LEN", &(tiles.bk * tiles.bm / 4).to_string()),
                     ("BS_LEN", &(tiles.bk * tiles.bn / 4).to_string()),
                     ("ACC_DECL", &decl),
-                    ("INNER", &inner),
+                    ("K_STEPS", &if tiles.unrolled() { inner.clone() } else { format!("        for (var kk = 0u; kk < BK; kk++) {{\n{inner}        }}\n") }),
                     ("STORE", &store),
                 ],
             )
