@@ -255,22 +255,43 @@ pub fn main(args: Args) -> Result<()> {
     }
     if want("small_ops") {
         // 1000 dependent tiny ops queued, then one readback.
+        // Also split out, per op: host time recording, and GPU time (timestamps) in a second,
+        // timed round, to show which side bounds the chain.
         let n_ops = 1000;
-        let mut samples = Vec::new();
-        for _ in 0..args.reps.max(3) {
+        let (mut samples, mut record, mut gpu) = (Vec::new(), Vec::new(), Vec::new());
+        for rep in 0..2 * args.reps.max(3) {
+            let timed = rep % 2 == 1 && info.timestamp_query && dev.start_gpu_timer()?;
             let mut x = Tensor::from_slice(&[0.0f32; 256], &[256])?;
-            dev.synchronize()?;
+            if !timed {
+                dev.synchronize()?;
+            }
             let t = Instant::now();
             for _ in 0..n_ops {
                 x = ops::add_scalar(&x, 1.0)?;
             }
+            let recorded = t.elapsed().as_secs_f64() / n_ops as f64;
             let v = x.to_vec::<f32>()?;
-            samples.push(t.elapsed().as_secs_f64() / n_ops as f64);
             anyhow::ensure!(v[0] == n_ops as f32, "small-op chain gave {}", v[0]);
+            if timed {
+                if let Some(g) = dev.stop_gpu_timer()? {
+                    gpu.push(g.span_s / n_ops as f64);
+                }
+            } else {
+                samples.push(t.elapsed().as_secs_f64() / n_ops as f64);
+                record.push(recorded);
+            }
         }
         let s = median(samples);
-        println!("{:<20} {:<22} {:>10.2} µs/op", "small_ops_1000", "256 f32, dependent", s * 1e6);
-        results.push(json!({"op": "small_ops_1000", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6}));
+        let (rec, g) = (median(record), (!gpu.is_empty()).then(|| median(gpu)));
+        println!(
+            "{:<20} {:<22} {:>10.2} µs/op (recording {:.2} µs/op, GPU {} µs/op)",
+            "small_ops_1000",
+            "256 f32, dependent",
+            s * 1e6,
+            rec * 1e6,
+            g.map_or("-".into(), |g| format!("{:.2}", g * 1e6))
+        );
+        results.push(json!({"op": "small_ops_1000", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6, "record_seconds": rec, "gpu_seconds": g}));
     }
     if want("latency") {
         // One tiny op, submitted and waited for: the round trip an interactive caller pays.
