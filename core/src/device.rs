@@ -17,7 +17,8 @@ const MAX_BATCH_DISPATCHES: usize = 1024;
 /// many as the last (up to `FLUSH_GROWTH` times this), back to the start whenever the host
 /// waits for the GPU. A submit costs the host ~50 µs and the GPU a short gap (measured on the
 /// H200: submitting every 256 MiB cost big ops 15-30%), so a long queue of big work gets a few
-/// submits, not one per op; chains of small ops stay in one batch.
+/// submits, not one per op (and a chain of small ops one after 256 of them, see
+/// `DISPATCH_FLOOR_BYTES`).
 /// `KILN_FLUSH_BYTES` overrides the first threshold (0: no early submits).
 const FLUSH_BYTES: u64 = 256 << 20;
 /// Each dispatch counts as at least this many bytes: a dispatch costs the GPU ~2 µs however
