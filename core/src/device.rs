@@ -169,7 +169,11 @@ impl Device {
         {
             let (lost, reason, poller) = (lost.clone(), lost_reason.clone(), poller.clone());
             device.set_device_lost_callback(move |r, msg| {
-                *reason.lock().unwrap() = format!("{r:?}: {msg}");
+                // Keep the first reason (`destroy` records its own before wgpu reports it).
+                let mut reason = reason.lock().unwrap_or_else(|p| p.into_inner());
+                if reason.is_empty() {
+                    *reason = format!("{r:?}: {msg}");
+                }
                 lost.store(true, Ordering::SeqCst);
                 poller.wake.notify_all();
             });
@@ -290,6 +294,15 @@ impl Device {
 
     pub fn limits(&self) -> &wgpu::Limits {
         &self.limits
+    }
+
+    /// Destroys this device now and gives its memory back: every later call on it or on its
+    /// tensors returns DeviceLost, and the next `kiln_core::device()` creates a fresh device.
+    /// For releasing the GPU early, and for fault drills (the same path as a real loss).
+    pub fn destroy(&self) {
+        *self.lost_reason.lock().unwrap_or_else(|p| p.into_inner()) = "destroyed on request".into();
+        self.lost.store(true, Ordering::SeqCst);
+        self.device.destroy();
     }
 
     pub fn is_lost(&self) -> bool {
