@@ -86,14 +86,15 @@ def main():
     bt, n = (4, 128) if quick else (32, 1024)
     a, bm = pair([bt, n, n], seed=15), pair([bt, n, n], seed=17)
     benches.append(("matmul_batched_f32", f"{bt}x{n}x{n}x{n}", 0, 2.0 * bt * n ** 3, lambda i: a[i % 2] @ bm[i % 2]))
-    nb, c, hw = (2, 16, 14) if quick else (32, 64, 56)
-    xc, wc = pair([nb, c, hw, hw], seed=19), rand([c, c, 3, 3], seed=21)
-    benches.append(("conv2d_3x3", f"{nb}x{c}x{hw}x{hw} k3 p1", 0, 2.0 * nb * c * hw * hw * c * 9,
-                    lambda i: F.conv2d(xc[i % 2], wc, padding=1)))
-    bh, l, d = (2, 128, 64) if quick else (64, 1024, 64)
-    q, k, v = pair([bh, l, d], seed=23), rand([bh, l, d], seed=25), rand([bh, l, d], seed=27)
-    benches.append(("attention_causal", f"{bh}x{l}x{d}", 0, 4.0 * bh * l * l * d / 2,
-                    lambda i: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True)))
+    for dt, sfx in [(torch.float32, ""), (torch.float16, "_f16")]:
+        nb, c, hw = (2, 16, 14) if quick else (32, 64, 56)
+        xc, wc = pair([nb, c, hw, hw], dt, 19), rand([c, c, 3, 3], dt, 21)
+        benches.append(("conv2d_3x3" + sfx, f"{nb}x{c}x{hw}x{hw} k3 p1", 0, 2.0 * nb * c * hw * hw * c * 9,
+                        lambda i, xc=xc, wc=wc: F.conv2d(xc[i % 2], wc, padding=1)))
+        bh, l, d = (2, 128, 64) if quick else (64, 1024, 64)
+        q, k, v = pair([bh, l, d], dt, 23), rand([bh, l, d], dt, 25), rand([bh, l, d], dt, 27)
+        benches.append(("attention_causal" + sfx, f"{bh}x{l}x{d}", 0, 4.0 * bh * l * l * d / 2,
+                        lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True)))
     for name, sz, nbytes, flops, f in benches:
         s, wall = time_op(f)
         out.append({"op": name, "size": sz, "seconds": s, "timer": "gpu", "gpu_seconds": s, "wall_seconds": wall,

@@ -122,25 +122,27 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
         });
     }
-    {
+    for dt in [DType::F32, DType::F16] {
+        if dt == DType::F16 && !kiln_core::device()?.has_f16() {
+            continue;
+        }
+        let f16 = dt == DType::F16;
         let (n, c, hw) = if quick { (2, 16, 14) } else { (32, 64, 56) };
-        let x = pair(&[n, c, hw, hw], DType::F32, 19)?;
-        let w = rand(&[c, c, 3, 3], DType::F32, 21)?;
+        let x = pair(&[n, c, hw, hw], dt, 19)?;
+        let w = rand(&[c, c, 3, 3], dt, 21)?;
         v.push(Bench {
-            name: "conv2d_3x3",
+            name: if f16 { "conv2d_3x3_f16" } else { "conv2d_3x3" },
             size: format!("{n}x{c}x{hw}x{hw} k3 p1"),
             bytes: 0.0,
             flops: 2.0 * (n * c * hw * hw * c * 9) as f64,
             run: Box::new(move |i| ops::conv2d(&x[i % 2], &w, None, [1, 1], [1, 1], [1, 1], 1)),
         });
-    }
-    {
         let (bh, l, d) = if quick { (2, 128, 64) } else { (64, 1024, 64) };
-        let q = pair(&[bh, l, d], DType::F32, 23)?;
-        let k = rand(&[bh, l, d], DType::F32, 25)?;
-        let vv = rand(&[bh, l, d], DType::F32, 27)?;
+        let q = pair(&[bh, l, d], dt, 23)?;
+        let k = rand(&[bh, l, d], dt, 25)?;
+        let vv = rand(&[bh, l, d], dt, 27)?;
         v.push(Bench {
-            name: "attention_causal",
+            name: if f16 { "attention_causal_f16" } else { "attention_causal" },
             size: format!("{bh}x{l}x{d}"),
             bytes: 0.0,
             flops: 4.0 * (bh * l * l * d) as f64 / 2.0,

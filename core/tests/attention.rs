@@ -105,8 +105,8 @@ fn attention_is_deterministic() {
 
 #[test]
 fn attention_through_matmul_matches_reference() {
-    // f32 problems with at least 2^16 scores and 64 keys take the matmul path (s = q kᵀ, masked
-    // softmax, p v); these shapes cross that line in each way the fused kernel is tested.
+    // Problems with at least 2^16 scores and 64 keys take the f32 matmul path (s = q kᵀ, masked
+    // softmax, p v; f16 cast to f32 and back); these shapes cross that line in each way the fused kernel is tested.
     poison();
     let mut rng = Rng::new(35);
     #[allow(clippy::type_complexity)]
@@ -116,9 +116,11 @@ fn attention_through_matmul_matches_reference() {
         (&[1, 67, 8], &[1, 1031, 8], &[1, 1031, 5]),            // Lq < Lk, prime lengths
         (&[70001, 8], &[64, 8], &[64, 3]),                      // more than 65535 rows
     ];
-    for (qs, ks, vs) in cases {
-        for causal in [false, true] {
-            check(&mut rng, qs, ks, vs, causal, None, DType::F32);
+    for dt in float_dtypes() {
+        for (qs, ks, vs) in cases {
+            for causal in [false, true] {
+                check(&mut rng, qs, ks, vs, causal, None, dt);
+            }
         }
     }
     check(&mut rng, &[300, 10], &[257, 10], &[257, 3], true, Some(-2.5), DType::F32);

@@ -181,8 +181,8 @@ fn conv_and_pool_are_deterministic() {
 
 #[test]
 fn conv2d_through_matmul_matches_reference() {
-    // f32 convolutions without groups and with at least 2^22 multiply-adds run as im2col +
-    // matmul (a 1x1, stride-1, unpadded kernel skips im2col); these shapes cross that line.
+    // Float convolutions without groups and with at least 2^22 multiply-adds run as im2col +
+    // f32 matmul (f16 cast to f32 and back) (a 1x1, stride-1, unpadded kernel skips im2col); these shapes cross that line.
     poison();
     let mut rng = Rng::new(22);
     #[allow(clippy::type_complexity)]
@@ -194,8 +194,10 @@ fn conv2d_through_matmul_matches_reference() {
         ([2, 8, 67, 53], [40, 8, 5, 3], true, [2, 1], [2, 1], [2, 1]),    // stride, padding, dilation
         ([8, 64, 64, 64], [8, 64, 3, 3], true, [1, 1], [1, 1], [1, 1]),   // im2col over 65535 workgroups
     ];
-    for &(xs, ws, bias, s, p, d) in cases {
-        check_conv(&mut rng, xs, ws, bias, s, p, d, 1, DType::F32);
+    for dt in float_dtypes() {
+        for &(xs, ws, bias, s, p, d) in cases {
+            check_conv(&mut rng, xs, ws, bias, s, p, d, 1, dt);
+        }
     }
     // Unbatched input takes the same path and stays unbatched.
     let (x, xv) = rand_tensor(&mut rng, &[16, 40, 40], DType::F32, -1.0, 1.0);

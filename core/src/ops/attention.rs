@@ -1,11 +1,12 @@
 //! Scaled dot-product attention, two ways:
-//! - through the matmul kernels (f32, when the score matrix is big enough to pay for four
-//!   launches and small enough to hold): s = q kᵀ, a masked softmax over each row
+//! - through the f32 matmul kernels (f16 operands cast to f32 and the result back), when the
+//!   score matrix is big enough to pay for four launches and small enough to hold: s = q kᵀ, a
+//!   masked softmax over each row
 //!   (`shaders/attention_softmax.wgsl`), then p v. Measured on the H200 at 64x1024x64 causal:
 //!   about 10x the fused kernel, since the tiled matmuls reuse each loaded K and V row many times.
 //! - fused into one kernel (`shaders/attention.wgsl`): one workgroup per query row with an online
-//!   softmax, so the Lq x Lk score matrix never exists. For f16 (scores stay f32), small
-//!   problems, and score matrices over `SCORES_MAX_BYTES`.
+//!   softmax, so the Lq x Lk score matrix never exists. For small problems and score matrices
+//!   over `SCORES_MAX_BYTES`.
 
 use crate::device::grid;
 use crate::dtype::DType;
@@ -79,8 +80,14 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: Option
     let rows = numel(&batch_shape) * lq;
     let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
     let scores = rows * lk;
-    if dtype == DType::F32 && lk >= MIN_KEYS && scores >= MIN_SCORES && scores * 4 <= SCORES_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
-        return through_matmul(q, k, v, rows, lq, lk, causal, scale);
+    if lk >= MIN_KEYS && scores >= MIN_SCORES && scores * 4 <= SCORES_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
+        if dtype == DType::F32 {
+            return through_matmul(q, k, v, rows, lq, lk, causal, scale);
+        }
+        // f16: the same path in f32 (as the fused kernel computes), rounded once at the end.
+        let f = |t: &Tensor| crate::ops::cast(t, DType::F32);
+        let y = through_matmul(&f(q)?, &f(k)?, &f(v)?, rows, lq, lk, causal, scale)?;
+        return crate::ops::cast(&y, dtype);
     }
     let params = Params::new()
         .u32(lq)

@@ -2,11 +2,12 @@
 //! `shaders/conv.wgsl` and `shaders/pool.wgsl`. Unbatched [C, H, W] input is taken too and
 //! gives an unbatched result.
 //!
-//! Big f32 convolutions without groups run as a matmul instead (`through_matmul`): im2col
+//! Big float convolutions without groups run as an f32 matmul instead (`through_matmul`; f16
+//! operands are cast to f32 and the result back): im2col
 //! (`shaders/im2col.wgsl`; a 1x1 kernel with stride 1 and no padding needs none), then
 //! w [O, C*KH*KW] @ cols [N, C*KH*KW, OH*OW], which is already NCHW. The direct kernel (one
-//! thread per output, every tap from global memory) stays for f16, integers, groups, small
-//! problems and im2col buffers over `COLS_MAX_BYTES`.
+//! thread per output, every tap from global memory) stays for integers, groups, small problems
+//! and im2col buffers over `COLS_MAX_BYTES`.
 
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
@@ -140,8 +141,15 @@ pub fn conv2d(
     let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation, groups };
     let taps = cg * kh * kw;
     let cols_bytes = n * taps * oh * ow * 4;
-    if dtype == DType::F32 && groups == 1 && total * taps >= GEMM_MIN_MACS && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
-        return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
+    if dtype.is_float() && groups == 1 && total * taps >= GEMM_MIN_MACS && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
+        if dtype == DType::F32 {
+            return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
+        }
+        // f16: the same path in f32 (as the direct kernel accumulates), rounded once at the end.
+        let f = |t: &Tensor| crate::ops::cast(t, DType::F32);
+        let b32 = bias.map(f).transpose()?;
+        let y = through_matmul(&f(x)?, &f(w)?, b32.as_ref(), &geo)?;
+        return Ok(crate::ops::cast(&y, dtype)?.with_shape(out_shape));
     }
     let params = geo.params(total);
     let has_bias = bias.is_some();
