@@ -1,11 +1,12 @@
-// im2col for conv2d through matmul (ops/conv.rs): x [N, C, H, W] f32 becomes
+// im2col for conv2d through matmul (ops/conv.rs): x [N, C, H, W] ({{T}}) becomes
 // cols [N, C*KH*KW, OH*OW], cols[n, (c, ky, kx), (oy, ox)] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
 // (0 in the padding). Then out[n] = w[O, C*KH*KW] @ cols[n] is already NCHW. One thread per
 // element of cols; consecutive threads write consecutive (oy, ox), so stores coalesce.
+{{ENABLE}}
 {{CONV_PARAMS}}
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> cols: array<f32>;
+@group(0) @binding(0) var<storage, read> x: array<{{T}}>;
+@group(0) @binding(1) var<storage, read_write> cols: array<{{T}}>;
 @group(0) @binding(2) var<uniform> p: Params;
 
 @compute @workgroup_size(256)
@@ -27,7 +28,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     // Signed, so that taps left of or above the image test negative.
     let iy = i32(oy * p.sh + ky * p.dh) - i32(p.ph);
     let ix = i32(ox * p.sw + kx * p.dw) - i32(p.pw);
-    var v = 0.0;
+    var v = {{T}}(0);
     if (iy >= 0 && iy < i32(p.h) && ix >= 0 && ix < i32(p.w)) {
         v = x[((n * p.c + c) * p.h + u32(iy)) * p.w + u32(ix)];
     }

@@ -2,8 +2,8 @@
 //! `shaders/conv.wgsl` and `shaders/pool.wgsl`. Unbatched [C, H, W] input is taken too and
 //! gives an unbatched result.
 //!
-//! Big float convolutions without groups run as an f32 matmul instead (`through_matmul`; f16
-//! operands are cast to f32 and the result back): im2col
+//! Big float convolutions without groups run as a matmul instead (`through_matmul`; f16 on the
+//! f16 matmul, tensor cores where the device has them): im2col
 //! (`shaders/im2col.wgsl`; a 1x1 kernel with stride 1 and no padding needs none), then
 //! w [O, C*KH*KW] @ cols [N, C*KH*KW, OH*OW], which is already NCHW. The direct kernel (one
 //! thread per output, every tap from global memory) stays for integers, groups, small problems
@@ -140,16 +140,9 @@ pub fn conv2d(
     check_size(x.numel())?;
     let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation, groups };
     let taps = cg * kh * kw;
-    let cols_bytes = n * taps * oh * ow * 4;
+    let cols_bytes = n * taps * oh * ow * dtype.size();
     if dtype.is_float() && groups == 1 && total * taps >= GEMM_MIN_MACS && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
-        if dtype == DType::F32 {
-            return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
-        }
-        // f16: the same path in f32 (as the direct kernel accumulates), rounded once at the end.
-        let f = |t: &Tensor| crate::ops::cast(t, DType::F32);
-        let b32 = bias.map(f).transpose()?;
-        let y = through_matmul(&f(x)?, &f(w)?, b32.as_ref(), &geo)?;
-        return Ok(crate::ops::cast(&y, dtype)?.with_shape(out_shape));
+        return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
     }
     let params = geo.params(total);
     let has_bias = bias.is_some();
@@ -232,7 +225,8 @@ impl Geometry {
     }
 }
 
-/// f32 conv2d without groups as im2col + matmul; gives [N, O, OH, OW].
+/// Float conv2d without groups as im2col + matmul (f16 through the f16 matmul: tensor cores
+/// where the device has them, f32 accumulation either way); gives [N, O, OH, OW].
 fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -> Result<Tensor> {
     let device = x.device().clone();
     let taps = g.c * g.kh * g.kw;
@@ -242,13 +236,14 @@ fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -
         // A 1x1 kernel reads each pixel once, in place: x already is [N, C, H*W].
         x.with_shape(vec![g.n, taps, pixels])
     } else {
-        let cols = Tensor::empty_on(&device, &[g.n, taps, pixels], DType::F32)?;
+        let dtype = x.dtype();
+        let cols = Tensor::empty_on(&device, &[g.n, taps, pixels], dtype)?;
         let total = cols.numel();
         check_size(total)?;
         let params = g.params(total);
         Launch {
-            key: "im2col".into(),
-            source: Box::new(|| render(IM2COL, &[("CONV_PARAMS", CONV_PARAMS)])),
+            key: format!("im2col:{dtype}"),
+            source: Box::new(move || render(IM2COL, &[("ENABLE", enables(&[dtype])), ("CONV_PARAMS", CONV_PARAMS), ("T", dtype.wgsl())])),
             tensors: &[x, &cols],
             params: Some(params),
             groups: groups_1d(&device, total)?,
