@@ -59,7 +59,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
 
     let x = pair(&[big], DType::F32, 1)?;
     let y = pair(&[big], DType::F32, 3)?;
-    let size = format!("{} MiB f32", big * 4 >> 20);
+    let size = format!("{} MiB f32", (big * 4) >> 20);
     for (name, op) in [("relu", ops::UnaryOp::Relu), ("exp", ops::UnaryOp::Exp), ("gelu", ops::UnaryOp::Gelu)] {
         let x = x.clone();
         v.push(Bench { name, size: size.clone(), bytes: 2.0 * f4 * big as f64, flops: 0.0, run: Box::new(move |i| ops::unary(op, &x[i % 2])) });
@@ -328,8 +328,8 @@ pub fn main(args: Args) -> Result<()> {
             anyhow::ensure!(back[n - 1] == (n - 1) as f32, "readback mismatch");
         }
         for (name, s) in [("upload", median(up)), ("readback", median(down))] {
-            println!("{:<20} {:<22} {:>10.3} {:>10.1}", name, format!("{} MiB", n * 4 >> 20), s * 1e3, bytes / s / 1e9);
-            results.push(json!({"op": name, "size": format!("{} MiB", n * 4 >> 20), "seconds": s, "gbps": bytes / s / 1e9}));
+            println!("{:<20} {:<22} {:>10.3} {:>10.1}", name, format!("{} MiB", (n * 4) >> 20), s * 1e3, bytes / s / 1e9);
+            results.push(json!({"op": name, "size": format!("{} MiB", (n * 4) >> 20), "seconds": s, "gbps": bytes / s / 1e9}));
         }
     }
     if let Some(path) = args.json {

@@ -268,7 +268,7 @@ fn families(inp: &mut Inputs, cases: &mut Vec<Case>) -> Result<()> {
         row(cases, "index_select", format!("{sh:?} axis -1, 6 indices"), exact,
             move || ops::index_select(&x5, -1, &it)?.to_f64_vec(),
             move || cpu::movement::index_select(&xv5, &sh5, -1, &idx.iter().map(|&i| i as i64).collect::<Vec<_>>()).unwrap().0);
-        let gidx: Vec<i32> = (0..7 * 11 * 4).map(|i| (i * 7 % 13) as i32).collect();
+        let gidx: Vec<i32> = (0..7 * 11 * 4).map(|i| i * 7 % 13).collect();
         let gt = Tensor::from_slice(&gidx, &[7, 11, 4])?;
         let (x6, xv6, sh6) = (x.clone(), xv.clone(), sh.clone());
         row(cases, "gather", format!("{sh:?} axis 2, index [7,11,4]"), exact,
@@ -367,7 +367,7 @@ pub fn main(args: Args) -> Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    println!("{:<14} {:<34} {:>10} {:>10} {:>10}  {}", "op", "shape", "GPU ms", "CPU ms", "max err", "ok");
+    println!("{:<14} {:<34} {:>10} {:>10} {:>10}  ok", "op", "shape", "GPU ms", "CPU ms", "max err");
     for (op, shape, g, c, e, ok, note) in &rows {
         println!("{op:<14} {shape:<34} {g:>10.3} {c:>10.3} {e:>10.2e}  {}{}", if *ok { "ok" } else { "FAIL " }, note);
     }

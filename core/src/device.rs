@@ -332,7 +332,7 @@ impl Device {
 
     /// The largest tensor one buffer can hold on this device, in bytes.
     pub fn max_tensor_bytes(&self) -> u64 {
-        self.limits.max_buffer_size.min(self.limits.max_storage_buffer_binding_size as u64)
+        self.limits.max_buffer_size.min(self.limits.max_storage_buffer_binding_size)
     }
 
     /// A buffer of at least `bytes`. With `gpu_written`, the first write will be a GPU command
@@ -488,10 +488,7 @@ impl Device {
                 }),
             });
         }
-        let bind_group = match &pipe.layout {
-            Some(layout) => Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries })),
-            None => None,
-        };
+        let bind_group = pipe.layout.as_ref().map(|layout| self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries }));
         let Batch { encoder, pass, timer, .. } = &mut *batch;
         let encoder = encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
         let pass = pass.get_or_insert_with(|| {

@@ -29,7 +29,7 @@ impl Params {
     }
     /// Eight u32s, 16-byte aligned (WGSL `array<vec4<u32>, 2>`); missing entries are `fill`.
     pub(crate) fn dims8(mut self, dims: &[usize], fill: u32) -> Params {
-        while self.0.len() % 4 != 0 {
+        while !self.0.len().is_multiple_of(4) {
             self.0.push(0);
         }
         for i in 0..8 {

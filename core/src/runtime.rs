@@ -138,7 +138,7 @@ impl Runtime {
             driver: i.driver,
             driver_info: i.driver_info,
             max_buffer_size: l.max_buffer_size,
-            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size as u64,
+            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
             max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
             max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,

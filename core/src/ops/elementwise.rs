@@ -221,7 +221,7 @@ pub(crate) fn elementwise(
     let contiguous = inputs.iter().all(|t| t.shape() == out_shape);
     // Whole vec4s per thread where nothing broadcasts: one wide load per input and one wide
     // store instead of four narrow ones (memory-bound kernels reach far more bandwidth).
-    let vec4 = contiguous && n % 4 == 0;
+    let vec4 = contiguous && n.is_multiple_of(4);
     let mut strides = [vec![], vec![], vec![]];
     for (k, t) in inputs.iter().enumerate() {
         strides[k] = broadcast_strides(t.shape(), out_shape);

@@ -355,8 +355,8 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
     }
     let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n, k));
     let (params, dims) = problem.launch(&device, tiles.bm, tiles.bn)?;
-    let vec_a = k % 4 == 0 && tiles.bk % 4 == 0;
-    let vec_b = n % 4 == 0;
+    let vec_a = k % 4 == 0 && tiles.bk.is_multiple_of(4);
+    let vec_b = n.is_multiple_of(4);
     let key = format!("matmul:{dtype}:{}x{}x{}:{}x{}:{vec_a}:{vec_b}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
     let tensors = [a, b, &out];
     let source = move || {

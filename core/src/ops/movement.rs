@@ -96,7 +96,7 @@ fn launch(device: &Arc<Device>, mode: Mode, src: &Tensor, idx: Option<&Tensor>, 
     // A contiguous run with 4-byte aligned ends is a plain buffer copy.
     if matches!(mode, Mode::Copy | Mode::Scatter) && plan.shape.len() <= 1 && plan.stride.first().is_none_or(|&s| s == 1) {
         let bytes = n * size;
-        if (plan.base * size) % 4 == 0 && bytes % 4 == 0 {
+        if (plan.base * size).is_multiple_of(4) && bytes.is_multiple_of(4) {
             let (so, doff) = if mode == Mode::Copy { (plan.base * size, 0) } else { (0, plan.base * size) };
             return device.copy(src.raw(), so as u64, out.raw(), doff as u64, bytes as u64);
         }

@@ -114,7 +114,7 @@ fn run(kind: Kind, x: &Tensor, outer: usize, r: usize, inner: usize, w: Option<&
         (outer * inner, groups_1d(&device, outer * inner)?)
     };
     // f32 rows of whole vec4s move 16 bytes per load and store.
-    let vec4 = row && dt == DType::F32 && r % 4 == 0;
+    let vec4 = row && dt == DType::F32 && r.is_multiple_of(4);
     let elem_t = if vec4 { "vec4<f32>".to_string() } else { dt.wgsl().to_string() };
     let (bindings, wt, bs) = param_bindings(1, dt, w.is_some(), b.is_some(), &elem_t);
     let (ldx, row_sum_loop, row_max_loop, row_final, col_store) = if vec4 {

@@ -228,7 +228,7 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     // Rows of 4-byte values whose runs and pieces are whole vec4s are read 16 bytes at a time
     // (positions stay exact, so max/min ties still resolve in order; argmax/argmin keep the
     // scalar loop).
-    let vec4 = row && !matches!(op, Op::ArgMax | Op::ArgMin) && dt.size() == 4 && p.r % 4 == 0 && chunk % 4 == 0;
+    let vec4 = row && !matches!(op, Op::ArgMax | Op::ArgMin) && dt.size() == 4 && p.r.is_multiple_of(4) && chunk.is_multiple_of(4);
     let row_loop = if vec4 {
         // Four 16-byte loads in flight per step, folded in the same order as the plain loop
         // (straight-line code: a private array indexed in a loop would spill to memory).
