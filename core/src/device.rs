@@ -8,7 +8,7 @@ use crate::runtime::AdapterInfo;
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Dispatches recorded before the batch is submitted on its own.
 const MAX_BATCH_DISPATCHES: usize = 1024;
@@ -27,6 +27,10 @@ const FLUSH_BYTES: u64 = 256 << 20;
 /// records the rest.
 const DISPATCH_FLOOR_BYTES: u64 = 1 << 20;
 const FLUSH_GROWTH: u64 = 16;
+/// How long a waiter checks for its result without blocking before it parks on its channel.
+/// Measured on the H200, one tiny op + synchronize: 91-109 µs parked on the channel at once
+/// (two thread wake-ups through the poller), 41-53 µs with this check first.
+const SPIN: Duration = Duration::from_micros(200);
 /// Largest parameter block one dispatch may carry.
 pub(crate) const MAX_PARAMS_BYTES: usize = 1024;
 
@@ -557,7 +561,24 @@ impl Device {
     fn wait<T>(&self, rx: mpsc::Receiver<T>) -> Result<T> {
         *self.poller.pending.lock().unwrap() += 1;
         self.poller.wake.notify_all();
-        let out = rx.recv_timeout(self.timeout);
+        // A short GPU round trip finishes before the poller and this thread could trade wake-ups:
+        // check without blocking for a while (`poll(Poll)` never waits, so the poller stays the
+        // one thread that waits on the device), then wait on the channel.
+        let start = Instant::now();
+        let mut early = None;
+        while start.elapsed() < SPIN {
+            if let Ok(v) = rx.try_recv() {
+                early = Some(v);
+                break;
+            }
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll)));
+            // Leave the core to others between checks (a software adapter computes on the CPU).
+            std::thread::yield_now();
+        }
+        let out = match early {
+            Some(v) => Ok(v),
+            None => rx.recv_timeout(self.timeout.saturating_sub(start.elapsed())),
+        };
         *self.poller.pending.lock().unwrap() -= 1;
         // The host waited for the GPU: the next queue of work starts with an early submit again.
         self.batch.lock().unwrap().flush_at = self.flush_bytes;
