@@ -132,6 +132,9 @@ pub struct Device {
     timeout: Duration,
     poison: AtomicBool,
     flush_bytes: u64,
+    /// Held by whoever polls the device (the poller, or a waiter's non-blocking check): wgpu-core
+    /// 30 panics when two polls retire the same submissions concurrently.
+    poll_lock: Mutex<()>,
     /// The index of the latest submit, which the poller waits on.
     last_submission: Mutex<Option<wgpu::SubmissionIndex>>,
 }
@@ -230,6 +233,7 @@ impl Device {
             timeout: Duration::from_millis(timeout_ms),
             poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
             flush_bytes,
+            poll_lock: Mutex::new(()),
             last_submission: Mutex::new(None),
         });
         Self::start_poller(&dev);
@@ -259,6 +263,7 @@ impl Device {
                     continue;
                 }
                 // A panic inside wgpu must not take the poller down: every waiter depends on it.
+                let polling = dev.poll_lock.lock().unwrap_or_else(|p| p.into_inner());
                 let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     // Wait on the submission index Kiln recorded, not on "the latest": wgpu-core can
                     // panic ("current submission index should be at least the wait submission
@@ -269,6 +274,7 @@ impl Device {
                         None => dev.device.poll(wgpu::PollType::Poll),
                     }
                 }));
+                drop(polling);
                 if let Err(payload) = polled {
                     let e = Error::from_panic(payload);
                     dev.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).push(format!("poll panicked: {e}"));
@@ -559,11 +565,10 @@ impl Device {
 
     /// Waits for a callback-fed channel through the poller thread.
     fn wait<T>(&self, rx: mpsc::Receiver<T>) -> Result<T> {
-        *self.poller.pending.lock().unwrap() += 1;
-        self.poller.wake.notify_all();
         // A short GPU round trip finishes before the poller and this thread could trade wake-ups:
-        // check without blocking for a while (`poll(Poll)` never waits, so the poller stays the
-        // one thread that waits on the device), then wait on the channel.
+        // first check without blocking for a while (`poll(Poll)` never waits, and only while no
+        // other poll runs: wgpu-core asserts, and panics, when two polls finish the same
+        // submissions at once), then hand the wait to the poller and park on the channel.
         let start = Instant::now();
         let mut early = None;
         while start.elapsed() < SPIN {
@@ -571,15 +576,28 @@ impl Device {
                 early = Some(v);
                 break;
             }
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll)));
+            let guard = match self.poll_lock.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if guard.is_some() {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll)));
+            }
+            drop(guard);
             // Leave the core to others between checks (a software adapter computes on the CPU).
             std::thread::yield_now();
         }
         let out = match early {
             Some(v) => Ok(v),
-            None => rx.recv_timeout(self.timeout.saturating_sub(start.elapsed())),
+            None => {
+                *self.poller.pending.lock().unwrap() += 1;
+                self.poller.wake.notify_all();
+                let out = rx.recv_timeout(self.timeout.saturating_sub(start.elapsed()));
+                *self.poller.pending.lock().unwrap() -= 1;
+                out
+            }
         };
-        *self.poller.pending.lock().unwrap() -= 1;
         // The host waited for the GPU: the next queue of work starts with an early submit again.
         self.batch.lock().unwrap().flush_at = self.flush_bytes;
         match out {
