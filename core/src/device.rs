@@ -30,6 +30,7 @@ const FLUSH_GROWTH: u64 = 16;
 /// How long a waiter checks for its result without blocking before it parks on its channel.
 /// Measured on the H200, one tiny op + synchronize: 91-109 µs parked on the channel at once
 /// (two thread wake-ups through the poller), 41-53 µs with this check first.
+/// `KILN_WAIT_SPIN_US` overrides it (0: park at once, no core spent checking).
 const SPIN: Duration = Duration::from_micros(200);
 /// Largest parameter block one dispatch may carry.
 pub(crate) const MAX_PARAMS_BYTES: usize = 1024;
@@ -132,6 +133,8 @@ pub struct Device {
     timeout: Duration,
     poison: AtomicBool,
     flush_bytes: u64,
+    /// How long a waiter checks before it parks (`SPIN`).
+    wait_spin: Duration,
     /// Held by whoever polls the device (the poller, or a waiter's non-blocking check): wgpu-core
     /// 30 panics when two polls retire the same submissions concurrently.
     poll_lock: Mutex<()>,
@@ -233,6 +236,7 @@ impl Device {
             timeout: Duration::from_millis(timeout_ms),
             poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
             flush_bytes,
+            wait_spin: std::env::var("KILN_WAIT_SPIN_US").ok().and_then(|s| s.parse().ok()).map_or(SPIN, Duration::from_micros),
             poll_lock: Mutex::new(()),
             last_submission: Mutex::new(None),
         });
@@ -571,7 +575,7 @@ impl Device {
         // submissions at once), then hand the wait to the poller and park on the channel.
         let start = Instant::now();
         let mut early = None;
-        while start.elapsed() < SPIN {
+        while start.elapsed() < self.wait_spin {
             if let Ok(v) = rx.try_recv() {
                 early = Some(v);
                 break;
