@@ -2,19 +2,7 @@
 // skipped: they never win the max and add zero to the sum; the average divides by the whole
 // window (kh * kw), as PyTorch's count_include_pad=True. Floats are computed in f32.
 {{ENABLE}}
-struct Params {
-    total: u32,
-    h: u32,
-    w: u32,
-    oh: u32,
-    ow: u32,
-    kh: u32,
-    kw: u32,
-    sh: u32,
-    sw: u32,
-    ph: u32,
-    pw: u32,
-}
+{{CONV_PARAMS}}
 
 @group(0) @binding(0) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> out: array<{{T}}>;

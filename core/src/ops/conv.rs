@@ -19,7 +19,8 @@ use crate::{Error, Result};
 const CONV: &str = include_str!("../../../shaders/conv.wgsl");
 const POOL: &str = include_str!("../../../shaders/pool.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
-/// The parameter block of conv.wgsl and im2col.wgsl (one struct, built by `Geometry::params`).
+/// The parameter block of conv.wgsl, im2col.wgsl and pool.wgsl (one struct, built by
+/// `Geometry::params`).
 const CONV_PARAMS: &str = "struct Params {
     total: u32,
     c: u32,
@@ -282,18 +283,9 @@ fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding:
     }
     check_size(total)?;
     check_size(x.numel())?;
-    let params = Params::new()
-        .u32(total)
-        .u32(h)
-        .u32(w)
-        .u32(oh)
-        .u32(ow)
-        .u32(kernel[0])
-        .u32(kernel[1])
-        .u32(stride[0])
-        .u32(stride[1])
-        .u32(padding[0])
-        .u32(padding[1]);
+    // The pools share conv2d's parameter block (one channel per group, no dilation).
+    let geo = Geometry { n, c, h, w, o: c, oh, ow, kh: kernel[0], kw: kernel[1], stride, padding, dilation: [1, 1], groups: c.max(1) };
+    let params = geo.params(total);
     let acc = acc_type(dtype);
     let (combine, finish) = match (max, dtype.is_float()) {
         // NaN propagates, as in PyTorch.
@@ -307,7 +299,14 @@ fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding:
         source: Box::new(move || {
             render(
                 POOL,
-                &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("ACC", acc), ("COMBINE", combine), ("FINISH", finish)],
+                &[
+                    ("ENABLE", enables(&[dtype])),
+                    ("CONV_PARAMS", CONV_PARAMS),
+                    ("T", dtype.wgsl()),
+                    ("ACC", acc),
+                    ("COMBINE", combine),
+                    ("FINISH", finish),
+                ],
             )
         }),
         tensors: &tensors,
