@@ -497,6 +497,9 @@ def build(g):
         ("edge_1x1", [1, 1, 1, 1], [1, 1, 1, 1], True, [1, 1], [0, 0], [1, 1], 1, "f32"),
         ("large", [2, 3, 19, 23], [8, 3, 3, 3], True, [1, 1], [1, 1], [1, 1], 1, "f32"),
         ("edge_f16", [1, 2, 6, 6], [3, 2, 3, 3], True, [1, 1], [0, 0], [1, 1], 1, "f16"),
+        # Past 2^22 multiply-adds: im2col + matmul inside Kiln.
+        ("large_matmul", [2, 16, 30, 29], [24, 16, 3, 3], True, [1, 1], [1, 1], [1, 1], 1, "f32"),
+        ("large_matmul_f16", [2, 16, 30, 29], [24, 16, 3, 3], True, [2, 1], [1, 0], [1, 2], 1, "f16"),
     ]:
         x, w = g.rand(xs, dt, -1, 1), g.rand(ws, dt, -1, 1)
         ins = [("x", x, dt), ("w", w, dt)]
@@ -573,7 +576,10 @@ def build(g):
                                                ("edge_causal_scale", [1, 2, 6, 4], [1, 2, 6, 4], [1, 2, 6, 3], True, 0.3, "f32"),
                                                ("edge_one", [1, 1], [1, 1], [1, 1], False, None, "f32"),
                                                ("large", [2, 70, 16], [2, 90, 16], [2, 90, 16], True, None, "f32"),
-                                               ("edge_f16", [3, 4, 8], [3, 5, 8], [3, 5, 8], False, None, "f16")]:
+                                               ("edge_f16", [3, 4, 8], [3, 5, 8], [3, 5, 8], False, None, "f16"),
+                                               # 2^16 scores and 64 keys or more: q kT, masked softmax, p v inside Kiln.
+                                               ("large_matmul", [2, 300, 16], [2, 260, 16], [2, 260, 20], True, None, "f32"),
+                                               ("large_matmul_f16", [300, 16], [260, 16], [260, 8], False, 0.5, "f16")]:
         q, k, v = g.rand(qs, dt, -1, 1), g.rand(ks, dt, -1, 1), g.rand(vs, dt, -1, 1)
         tol = (2e-5, 1e-4) if dt == "f32" else (4e-3, 4e-3)
         g.case(f"attention.{cid}", "attention", {"causal": causal, "scale": scale}, [("q", q, dt), ("k", k, dt), ("v", v, dt)],
