@@ -17,16 +17,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= p.total) {
         return;
     }
-    let ox = i % p.ow;
-    var t = i / p.ow;
-    let oy = t % p.oh;
-    t = t / p.oh;
-    let oc = t % p.o;
-    let ni = t / p.o;
+    let win = window_of(i);
+    let oc = win.plane % p.o;
+    let ni = win.plane / p.o;
     let g = oc / p.og;
     var acc = {{BIAS_INIT}};
-    let y0 = i32(oy * p.sh) - i32(p.ph);
-    let x0 = i32(ox * p.sw) - i32(p.pw);
+    let y0 = win.y0;
+    let x0 = win.x0;
     for (var ci = 0u; ci < p.cg; ci++) {
         let xbase = (ni * p.c + g * p.cg + ci) * p.h * p.w;
         let wbase = (oc * p.cg + ci) * p.kh * p.kw;

@@ -17,17 +17,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let np = p.oh * p.ow;
     let nk = p.c * p.kh * p.kw;
-    let pix = t % np;
+    let win = window_of(t % np);
     let kk = (t / np) % nk;
     let n = t / (np * nk);
-    let ox = pix % p.ow;
-    let oy = pix / p.ow;
     let kx = kk % p.kw;
     let ky = (kk / p.kw) % p.kh;
     let c = kk / (p.kw * p.kh);
     // Signed, so that taps left of or above the image test negative.
-    let iy = i32(oy * p.sh + ky * p.dh) - i32(p.ph);
-    let ix = i32(ox * p.sw + kx * p.dw) - i32(p.pw);
+    let iy = win.y0 + i32(ky * p.dh);
+    let ix = win.x0 + i32(kx * p.dw);
     var v = {{T}}(0);
     if (iy >= 0 && iy < i32(p.h) && ix >= 0 && ix < i32(p.w)) {
         v = x[((n * p.c + c) * p.h + u32(iy)) * p.w + u32(ix)];

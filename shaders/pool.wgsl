@@ -14,13 +14,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= p.total) {
         return;
     }
-    let ox = i % p.ow;
-    var t = i / p.ow;
-    let oy = t % p.oh;
-    let plane = t / p.oh;
-    let base = plane * p.h * p.w;
-    let y0 = i32(oy * p.sh) - i32(p.ph);
-    let x0 = i32(ox * p.sw) - i32(p.pw);
+    let win = window_of(i);
+    let base = win.plane * p.h * p.w;
+    let y0 = win.y0;
+    let x0 = win.x0;
     var acc = {{ACC}}(0);
     var found = false;
     for (var ky = 0u; ky < p.kh; ky++) {

@@ -52,6 +52,14 @@ pub(crate) fn enables(dtypes: &[DType]) -> &'static str {
 }
 
 /// Rejects f16 on adapters without SHADER_F16.
+/// InvalidArgument when `n` elements are more than a kernel's u32 index can reach.
+pub(crate) fn check_indexable(n: usize) -> Result<()> {
+    if n > u32::MAX as usize {
+        return Err(Error::InvalidArgument(format!("{n} elements are more than one kernel can index")));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_f16(device: &Device, dtypes: &[DType]) -> Result<()> {
     if dtypes.contains(&DType::F16) && !device.has_f16() {
         return Err(Error::Unsupported(format!("the adapter {} has no f16 shader support", device.info().name)));

@@ -10,7 +10,7 @@
 //! and im2col buffers over `COLS_MAX_BYTES`.
 
 use crate::dtype::DType;
-use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
+use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
 use crate::pipeline::render;
 use crate::reference::conv::out_size;
 use crate::tensor::Tensor;
@@ -19,27 +19,9 @@ use crate::{Error, Result};
 const CONV: &str = include_str!("../../../shaders/conv.wgsl");
 const POOL: &str = include_str!("../../../shaders/pool.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
-/// The parameter block of conv.wgsl, im2col.wgsl and pool.wgsl (one struct, built by
-/// `Geometry::params`).
-const CONV_PARAMS: &str = "struct Params {
-    total: u32,
-    c: u32,
-    h: u32,
-    w: u32,
-    o: u32,
-    oh: u32,
-    ow: u32,
-    kh: u32,
-    kw: u32,
-    sh: u32,
-    sw: u32,
-    ph: u32,
-    pw: u32,
-    dh: u32,
-    dw: u32,
-    cg: u32,   // input channels per group
-    og: u32,   // output channels per group
-}";
+/// The parameter block and window decode shared by conv.wgsl, im2col.wgsl and pool.wgsl (the
+/// block is built by `Geometry::params`).
+const CONV_PARAMS: &str = include_str!("../../../shaders/window_common.wgsl");
 /// The matmul path from this many multiply-adds (below, the direct kernel is as fast)...
 const GEMM_MIN_MACS: usize = 1 << 22;
 /// ... while the im2col buffer stays within this size.
@@ -65,13 +47,6 @@ fn nchw(op: &str, x: &Tensor) -> Result<([usize; 4], bool)> {
 fn check_positive(op: &str, what: &str, v: [usize; 2]) -> Result<()> {
     if v.contains(&0) {
         return Err(Error::InvalidArgument(format!("{op}: {what} {v:?} must be at least 1")));
-    }
-    Ok(())
-}
-
-fn check_size(total: usize) -> Result<()> {
-    if total > u32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("{total} elements are more than one kernel can index")));
     }
     Ok(())
 }
@@ -137,8 +112,8 @@ pub fn conv2d(
     if total == 0 {
         return Ok(out);
     }
-    check_size(total)?;
-    check_size(x.numel())?;
+    check_indexable(total)?;
+    check_indexable(x.numel())?;
     let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation, groups };
     let taps = cg * kh * kw;
     let cols_bytes = n * taps * oh * ow * dtype.size();
@@ -240,7 +215,7 @@ fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -
         let dtype = x.dtype();
         let cols = Tensor::empty_on(&device, &[g.n, taps, pixels], dtype)?;
         let total = cols.numel();
-        check_size(total)?;
+        check_indexable(total)?;
         let params = g.params(total);
         Launch {
             key: format!("im2col:{dtype}"),
@@ -281,8 +256,8 @@ fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding:
     if total == 0 {
         return Ok(out);
     }
-    check_size(total)?;
-    check_size(x.numel())?;
+    check_indexable(total)?;
+    check_indexable(x.numel())?;
     // The pools share conv2d's parameter block (one channel per group, no dilation).
     let geo = Geometry { n, c, h, w, o: c, oh, ow, kh: kernel[0], kw: kernel[1], stride, padding, dilation: [1, 1], groups: c.max(1) };
     let params = geo.params(total);

@@ -2,7 +2,7 @@
 //! cast, fill, arange and copy. All run `shaders/elementwise.wgsl`.
 
 use crate::dtype::DType;
-use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
+use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
 use crate::pipeline::render;
 use crate::shape::{broadcast_shapes, broadcast_strides, numel};
 use crate::tensor::Tensor;
@@ -215,9 +215,7 @@ pub(crate) fn elementwise(
     if n == 0 {
         return Ok(out);
     }
-    if n > u32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("{n} elements are more than one kernel can index")));
-    }
+    check_indexable(n)?;
     let contiguous = inputs.iter().all(|t| t.shape() == out_shape);
     // Whole vec4s per thread where nothing broadcasts: one wide load per input and one wide
     // store instead of four narrow ones (memory-bound kernels reach far more bandwidth).

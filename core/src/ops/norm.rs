@@ -3,7 +3,7 @@
 //! is computed in f32. Kernels: `shaders/norm.wgsl`, `shaders/norm_batch.wgsl`.
 
 use crate::dtype::DType;
-use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
+use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
 use crate::pipeline::render;
 use crate::shape::{normalize_axis, numel};
 use crate::tensor::Tensor;
@@ -104,9 +104,7 @@ fn run(kind: Kind, x: &Tensor, outer: usize, r: usize, inner: usize, w: Option<&
     if n == 0 {
         return Ok(out);
     }
-    if n > u32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("{n} elements are more than one kernel can index")));
-    }
+    check_indexable(n)?;
     let row = inner == 1 && r >= ROW_MIN;
     let (rows, groups) = if row {
         (outer, grid(outer as u64, device.limits().max_compute_workgroups_per_dimension)?)
@@ -237,9 +235,7 @@ pub fn batch_norm(x: &Tensor, mean: &Tensor, var: &Tensor, weight: Option<&Tenso
     if n == 0 {
         return Ok(out);
     }
-    if n > u32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("{n} elements are more than one kernel can index")));
-    }
+    check_indexable(n)?;
     let spatial = numel(&x.shape()[2..]);
     let (bindings, wt, bs) = param_bindings(3, dt, weight.is_some(), bias.is_some(), dt.wgsl());
     let (wt, bs) = (wt.replace("[j]", "[c]"), bs.replace("[j]", "[c]"));

@@ -4,7 +4,7 @@
 //! Results are deterministic: fixed folding and tree orders, no atomics.
 
 use crate::dtype::DType;
-use crate::exec::{check_f16, enables, groups_1d, Launch, Params};
+use crate::exec::{check_f16, check_indexable, enables, groups_1d, Launch, Params};
 use crate::pipeline::render;
 use crate::shape::{normalize_axes, normalize_axis, numel};
 use crate::tensor::Tensor;
@@ -114,9 +114,7 @@ fn reduce_as(
         _ => odt_override.unwrap_or(dt),
     };
     check_f16(&device, &[odt])?;
-    if x.numel() > u32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("{} elements are more than one kernel can index", x.numel())));
-    }
+    check_indexable(x.numel())?;
     let n_out = numel(&oshape);
     let r_total: usize = axes.iter().map(|&d| x.shape()[d]).product();
     if n_out > 0 && r_total == 0 {
