@@ -1,8 +1,7 @@
 //! Scaled dot-product attention, two ways:
 //! - through the f32 matmul kernels (f16 operands cast to f32 and the result back), when the
 //!   score matrix is big enough to pay for four launches and small enough to hold: s = q kᵀ, a
-//!   masked softmax over each row
-//!   (`shaders/attention_softmax.wgsl`), then p v. Measured on the H200 at 64x1024x64 causal:
+//!   masked softmax over each row (`shaders/attention_softmax.wgsl`), then p v. Measured on the H200 at 64x1024x64 causal:
 //!   about 10x the fused kernel, since the tiled matmuls reuse each loaded K and V row many times.
 //! - fused into one kernel (`shaders/attention.wgsl`): one workgroup per query row with an online
 //!   softmax, so the Lq x Lk score matrix never exists. For small problems and score matrices
