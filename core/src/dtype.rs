@@ -63,6 +63,24 @@ impl DType {
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16)
     }
+
+    /// The one check every binding's scalars go through (`full`, `fill`, `arange`, `x OP s`):
+    /// an integer tensor takes only whole, finite values in its range, never a silently
+    /// truncated, wrapped or NaN-turned-zero one. Floats take anything (out of range rounds to ±inf,
+    /// as IEEE 754 does).
+    pub fn check_scalar(self, v: f64) -> Result<()> {
+        let (lo, hi) = match self {
+            DType::F32 | DType::F16 => return Ok(()),
+            DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+            DType::U32 => (0.0, u32::MAX as f64),
+        };
+        if v.is_nan() || v.fract() != 0.0 || v < lo || v > hi {
+            return Err(Error::InvalidArgument(format!(
+                "scalar {v} is not a {self} value (whole numbers from {lo} to {hi}; cast the tensor to a float dtype for other values)"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Display for DType {
@@ -143,4 +161,29 @@ pub fn f64_to_bytes(dtype: DType, vals: &[f64]) -> Vec<u8> {
         out.extend_from_slice(&scalar_bytes(dtype, v));
     }
     out
+}
+
+#[cfg(test)]
+mod scalar_tests {
+    use super::DType;
+
+    #[test]
+    fn integer_scalars_must_be_whole_and_in_range() {
+        for v in [f64::NAN, 1.5, -0.5, 1e30, 2f64.powi(40), f64::INFINITY, f64::NEG_INFINITY, 2147483648.0, -2147483649.0] {
+            assert!(DType::I32.check_scalar(v).is_err(), "i32 accepted {v}");
+        }
+        for v in [-5.0, -1.0, 4294967296.0, 0.5, f64::NAN] {
+            assert!(DType::U32.check_scalar(v).is_err(), "u32 accepted {v}");
+        }
+        for v in [0.0, -0.0, -2147483648.0, 2147483647.0, 7.0] {
+            DType::I32.check_scalar(v).unwrap();
+        }
+        for v in [0.0, 4294967295.0] {
+            DType::U32.check_scalar(v).unwrap();
+        }
+        for v in [f64::NAN, f64::INFINITY, 1e300, -0.0] {
+            DType::F32.check_scalar(v).unwrap();
+            DType::F16.check_scalar(v).unwrap();
+        }
+    }
 }

@@ -29,5 +29,5 @@ pub use error::{Error, ErrorCode, Result};
 pub use half::f16;
 pub use kernel::Kernel;
 pub use pipeline::PipelineStats;
-pub use runtime::{adapters, device, runtime, select_adapter, synchronize, AdapterInfo};
+pub use runtime::{adapters, device, reset_devices, runtime, select_adapter, synchronize, AdapterInfo};
 pub use tensor::Tensor;

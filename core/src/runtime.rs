@@ -231,6 +231,25 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// Destroys every device created so far (their tensors and kernels answer DeviceLost from
+    /// then on); the next call that needs a device creates a fresh one. The public way out of a
+    /// timeout or any other stuck state, exposed in every binding.
+    pub fn reset_devices(&self) {
+        let devices: Vec<Arc<Device>> = self.devices.lock().unwrap().drain().map(|(_, d)| d).collect();
+        for d in devices {
+            d.destroy();
+        }
+    }
+}
+
+/// Destroys the process's devices; the next call creates a fresh one (see `Runtime::reset_devices`).
+pub fn reset_devices() {
+    if let Some(rt) = RUNTIME.get() {
+        rt.reset_devices();
+    }
+}
+
 /// The default device of the process-wide runtime.
 pub fn device() -> Result<Arc<Device>> {
     runtime().device()

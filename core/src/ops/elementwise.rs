@@ -323,6 +323,7 @@ pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
 pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: f64, scalar_first: bool) -> Result<Tensor> {
     let dt = a.dtype();
     check_binary_dtypes(op, dt, dt)?;
+    dt.check_scalar(s)?;
     let s = crate::reference::round_to(dt, s);
     let scalar = format!("({})", scalar_expr(dt, "bits"));
     let expr = op.expr();
@@ -380,6 +381,7 @@ fn scalar_expr(dtype: DType, field: &str) -> String {
 }
 
 pub fn full_on(device: &Arc<crate::Device>, shape: &[usize], dtype: DType, value: f64) -> Result<Tensor> {
+    dtype.check_scalar(value)?;
     let expr = scalar_expr(dtype, "bits");
     elementwise("full", &[], shape, dtype, &expr, [scalar_bits(dtype, value), 0], device)
 }
@@ -413,6 +415,8 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> 
         DType::I32 => "bitcast<i32>(p.bits) + i32(i) * bitcast<i32>(p.bits2)",
         DType::U32 => "p.bits + i * p.bits2",
     };
+    dtype.check_scalar(start)?;
+    dtype.check_scalar(step)?;
     if dtype == DType::U32 && (start < 0.0 || step < 0.0) {
         return Err(Error::InvalidArgument("arange: a u32 range needs a non-negative start and step".into()));
     }
