@@ -32,6 +32,17 @@ const FLUSH_GROWTH: u64 = 16;
 /// (two thread wake-ups through the poller), 41-53 µs with this check first.
 /// `KILN_WAIT_SPIN_US` overrides it (0: park at once, no core spent checking).
 const SPIN: Duration = Duration::from_micros(200);
+
+/// How often a parked waiter looks whether its device was lost meanwhile.
+const LOST_CHECK: Duration = Duration::from_millis(50);
+
+/// The default `KILN_TIMEOUT_MS`: long enough for any single wait of real work (the longest
+/// test on a software adapter waits a few seconds), short enough that a runaway kernel gives
+/// an interactive caller its error within a minute.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+
+/// Devices given up after a timeout, never dropped (see `Device::abandon`).
+static ABANDONED: Mutex<Vec<Arc<Device>>> = Mutex::new(Vec::new());
 /// Largest parameter block one dispatch may carry.
 pub(crate) const MAX_PARAMS_BYTES: usize = 1024;
 
@@ -140,6 +151,8 @@ pub struct Device {
     poll_lock: Mutex<()>,
     /// The index of the latest submit, which the poller waits on.
     last_submission: Mutex<Option<wgpu::SubmissionIndex>>,
+    /// This device's own Arc, for `abandon`.
+    me: std::sync::Weak<Device>,
 }
 
 impl Device {
@@ -204,10 +217,11 @@ impl Device {
             mapped_at_creation: false,
         });
         let flush_bytes = std::env::var("KILN_FLUSH_BYTES").ok().and_then(|s| s.parse().ok()).unwrap_or(FLUSH_BYTES);
-        let timeout_ms = std::env::var("KILN_TIMEOUT_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(600_000);
+        let timeout_ms = std::env::var("KILN_TIMEOUT_MS").ok().and_then(|s| s.parse().ok()).filter(|&ms| ms > 0).unwrap_or(DEFAULT_TIMEOUT_MS);
         // Keep at most a quarter of the largest buffer's worth (and at most 4 GiB) in the pool.
         let pool_cap = (limits.max_buffer_size / 4).clamp(64 << 20, 4 << 30);
-        let dev = Arc::new(Device {
+        let dev = Arc::new_cyclic(|me| Device {
+            me: me.clone(),
             info,
             device,
             queue,
@@ -317,6 +331,25 @@ impl Device {
         *self.lost_reason.lock().unwrap_or_else(|p| p.into_inner()) = "destroyed on request".into();
         self.lost.store(true, Ordering::SeqCst);
         self.device.destroy();
+    }
+
+    /// Gives up on a device whose work does not finish: marks it lost (every later call on it
+    /// answers DeviceLost at once, none reaches `queue.submit`, which blocked forever after a
+    /// timeout) and keeps it alive for the rest of the process, because dropping a wgpu queue
+    /// waits for the GPU to go idle, which a runaway kernel may never let it do.
+    fn abandon(&self, reason: String) {
+        {
+            let mut r = self.lost_reason.lock().unwrap_or_else(|p| p.into_inner());
+            if r.is_empty() {
+                *r = reason;
+            }
+        }
+        self.lost.store(true, Ordering::SeqCst);
+        self.device.destroy();
+        if let Some(me) = self.me.upgrade() {
+            ABANDONED.lock().unwrap_or_else(|p| p.into_inner()).push(me);
+        }
+        self.poller.wake.notify_all();
     }
 
     pub fn is_lost(&self) -> bool {
@@ -465,6 +498,10 @@ impl Device {
         if groups.iter().any(|&g| g > max) {
             return Err(Error::InvalidArgument(format!("workgroup count {groups:?} is over this device's limit of {max} per dimension")));
         }
+        // Drivers count workgroups in 32 bits: (4096, 4096, 257) ran x*y*z mod 2^32 of them.
+        if groups.iter().map(|&g| g as u64).product::<u64>() > u32::MAX as u64 {
+            return Err(Error::InvalidArgument(format!("workgroup count {groups:?} is over 2^32 - 1 workgroups in total")));
+        }
         if groups.contains(&0) {
             return Ok(());
         }
@@ -597,7 +634,15 @@ impl Device {
             None => {
                 *self.poller.pending.lock().unwrap() += 1;
                 self.poller.wake.notify_all();
-                let out = rx.recv_timeout(self.timeout.saturating_sub(start.elapsed()));
+                // In slices, so that a device lost or abandoned by another thread meanwhile
+                // releases this waiter at once instead of at its own deadline.
+                let out = loop {
+                    let left = self.timeout.saturating_sub(start.elapsed());
+                    match rx.recv_timeout(left.min(LOST_CHECK)) {
+                        Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() && !self.is_lost() => continue,
+                        other => break other,
+                    }
+                };
                 *self.poller.pending.lock().unwrap() -= 1;
                 out
             }
@@ -608,7 +653,12 @@ impl Device {
             Ok(v) => Ok(v),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 self.check_alive()?;
-                Err(Error::Timeout(format!("GPU work did not finish within {:?} (KILN_TIMEOUT_MS)", self.timeout)))
+                self.abandon(format!("GPU work ran past the {:?} timeout (KILN_TIMEOUT_MS)", self.timeout));
+                Err(Error::Timeout(format!(
+                    "GPU work did not finish within {:?} (KILN_TIMEOUT_MS); the device was reset: its tensors and kernels \
+                     are lost, and the next call creates a fresh device",
+                    self.timeout
+                )))
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 self.check_alive()?;

@@ -8,6 +8,35 @@ pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
+/// `a + b` for a size, an offset or a count, or InvalidArgument naming `what` (release builds
+/// wrap on overflow: an absurd padding would otherwise turn into a small, wrong shape).
+pub fn add(a: usize, b: usize, what: &str) -> Result<usize> {
+    a.checked_add(b).ok_or_else(|| too_large(what))
+}
+
+/// `a * b`, as `add`.
+pub fn mul(a: usize, b: usize, what: &str) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| too_large(what))
+}
+
+fn too_large(what: &str) -> Error {
+    Error::InvalidArgument(format!("{what} is too large (size arithmetic overflows)"))
+}
+
+/// The element count of a valid shape. Valid means the product of its dimensions, zeros counted
+/// as ones, fits in an `isize`: a zero-size tensor of shape [0, 2^40, 2^40] would otherwise have
+/// strides that overflow. Every tensor's shape passes through here when it is created.
+pub fn checked_numel(shape: &[usize]) -> Result<usize> {
+    let mut span: usize = 1;
+    for &d in shape {
+        span = span
+            .checked_mul(d.max(1))
+            .filter(|&v| v <= isize::MAX as usize)
+            .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} has more elements than can be addressed")))?;
+    }
+    Ok(numel(shape))
+}
+
 /// Row-major (C order) strides in elements.
 pub fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1usize; shape.len()];

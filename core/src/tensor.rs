@@ -3,7 +3,7 @@
 
 use crate::device::{Device, GpuBuffer};
 use crate::dtype::{bytes_to_f64, DType, Element};
-use crate::shape::{check_rank, numel};
+use crate::shape::{check_rank, checked_numel, numel};
 use crate::{runtime, Error, Result};
 use std::sync::Arc;
 
@@ -22,9 +22,9 @@ impl std::fmt::Debug for Tensor {
 }
 
 fn nbytes_of(shape: &[usize], dtype: DType) -> Result<u64> {
-    shape
-        .iter()
-        .try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64))
+    let n = checked_numel(shape)?;
+    (n as u64)
+        .checked_mul(dtype.size() as u64)
         .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} has more elements than fit in memory")))
 }
 
@@ -108,16 +108,17 @@ impl Tensor {
     /// Same data, new shape (no copy). One dimension may be -1 and is inferred.
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         let n = self.numel();
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
         let holes = shape.iter().filter(|&&d| d == -1).count();
         if holes > 1 || shape.iter().any(|&d| d < -1) {
             return Err(Error::InvalidArgument(format!("bad shape {shape:?}: at most one -1 and no other negative size")));
         }
+        let given: Vec<usize> = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).collect();
+        let known = checked_numel(&given)?;
         let new: Vec<usize> = shape
             .iter()
             .map(|&d| if d == -1 { if known == 0 { 0 } else { n / known } } else { d as usize })
             .collect();
-        if numel(&new) != n {
+        if checked_numel(&new)? != n {
             return Err(Error::ShapeMismatch(format!("cannot reshape {:?} ({n} elements) to {shape:?}", self.shape)));
         }
         check_rank(&new)?;

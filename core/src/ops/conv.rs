@@ -115,6 +115,7 @@ pub fn conv2d(
     check_indexable(total)?;
     check_indexable(x.numel())?;
     let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation, groups };
+    geo.check("conv2d")?;
     let taps = cg * kh * kw;
     let cols_bytes = n * taps * oh * ow * dtype.size();
     if dtype.is_float() && groups == 1 && total * taps >= GEMM_MIN_MACS && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
@@ -178,6 +179,24 @@ struct Geometry {
 }
 
 impl Geometry {
+    /// The kernels index windows in 32-bit integers (`oh * stride - padding + kh * dilation`):
+    /// a geometry past that would silently wrap, so it is refused here.
+    fn check(&self, op: &str) -> Result<()> {
+        let reach = |i: usize| -> Option<usize> {
+            let last = [self.oh, self.ow][i].saturating_sub(1).checked_mul(self.stride[i])?;
+            last.checked_add(([self.kh, self.kw][i] - 1).checked_mul(self.dilation[i])?)
+        };
+        let fields = [self.stride, self.padding, self.dilation].concat();
+        let fits = |v: usize| v <= i32::MAX as usize;
+        if !fields.into_iter().all(fits) || ![0, 1].into_iter().all(|i| reach(i).is_some_and(fits)) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: stride {:?}, padding {:?} and dilation {:?} reach past 2^31 (the kernels index in 32 bits)",
+                self.stride, self.padding, self.dilation
+            )));
+        }
+        Ok(())
+    }
+
     /// The `CONV_PARAMS` block for a launch over `total` elements.
     fn params(&self, total: usize) -> Params {
         Params::new()
@@ -244,7 +263,7 @@ fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding:
     check_f16(&device, &[dtype])?;
     check_positive(op, "kernel", kernel)?;
     check_positive(op, "stride", stride)?;
-    if padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1] {
+    if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
         return Err(Error::InvalidArgument(format!("{op}: padding {padding:?} must be at most half the kernel {kernel:?}")));
     }
     let ([n, c, h, w], batched) = nchw(op, x)?;
@@ -260,6 +279,7 @@ fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding:
     check_indexable(x.numel())?;
     // The pools share conv2d's parameter block (one channel per group, no dilation).
     let geo = Geometry { n, c, h, w, o: c, oh, ow, kh: kernel[0], kw: kernel[1], stride, padding, dilation: [1, 1], groups: c.max(1) };
+    geo.check(op)?;
     let params = geo.params(total);
     let acc = acc_type(dtype);
     let (combine, finish) = match (max, dtype.is_float()) {

@@ -217,7 +217,8 @@ pub fn slice_range(n: usize, start: isize, stop: isize, step: isize) -> Result<(
     let n = n as isize;
     let clamp = |v: isize| if v < 0 { (v + n).max(0) } else { v.min(n) };
     let (s, e) = (clamp(start), clamp(stop));
-    let count = if e > s { (e - s + step - 1) / step } else { 0 };
+    // Not `(e - s + step - 1) / step`: that overflows for a huge step.
+    let count = if e > s { (e - s - 1) / step + 1 } else { 0 };
     Ok((s as usize, count as usize))
 }
 
@@ -230,7 +231,7 @@ pub fn slice(x: &Tensor, axis: isize, start: isize, stop: isize, step: isize) ->
     let mut shape = x.shape().to_vec();
     shape[ax] = count;
     let mut stride = st.clone();
-    stride[ax] = st[ax] * step as usize;
+    stride[ax] = crate::shape::mul(st[ax], step as usize, "slice: the step")?;
     let base = if count == 0 { 0 } else { s * st[ax] };
     strided_copy(x, shape, stride, base)
 }
@@ -256,7 +257,7 @@ pub fn concat(xs: &[&Tensor], axis: isize) -> Result<Tensor> {
                 t.shape()
             )));
         }
-        shape[ax] += t.shape()[ax];
+        shape[ax] = crate::shape::add(shape[ax], t.shape()[ax], "concat: the joined axis")?;
     }
     check_f16(&device, &[first.dtype()])?;
     let out = Tensor::empty_on(&device, &shape, first.dtype())?;

@@ -8,14 +8,13 @@ pub fn out_size(size: usize, k: usize, stride: usize, pad: usize, dil: usize) ->
     if stride == 0 || dil == 0 || k == 0 {
         return Err(Error::InvalidArgument(format!("stride {stride}, dilation {dil} and kernel {k} must be at least 1")));
     }
-    let span = dil * (k - 1) + 1;
-    if span > size + 2 * pad {
-        return Err(Error::ShapeMismatch(format!(
-            "a kernel spanning {span} is larger than the padded input of {}",
-            size + 2 * pad
-        )));
+    use crate::shape::{add, mul};
+    let span = add(mul(dil, k - 1, "dilation * (kernel - 1)")?, 1, "the kernel span")?;
+    let padded = add(size, mul(pad, 2, "padding")?, "the padded input")?;
+    if span > padded {
+        return Err(Error::ShapeMismatch(format!("a kernel spanning {span} is larger than the padded input of {padded}")));
     }
-    Ok((size + 2 * pad - span) / stride + 1)
+    Ok((padded - span) / stride + 1)
 }
 
 /// conv2d: x [N, C, H, W], w [O, C/groups, KH, KW], bias [O]; returns the output and its shape.
