@@ -38,6 +38,20 @@ fn parse_list(s: &str) -> Result<Vec<usize>> {
     s.split(',').map(|p| p.trim().parse::<usize>().with_context(|| format!("bad number {p:?} in {s:?}"))).collect()
 }
 
+/// X[,Y[,Z]] as u32 counts: a fourth value or one past u32 is an error, never dropped or
+/// truncated (`4294967296` used to become 0 and run nothing).
+fn parse_workgroups(s: &str) -> Result<[u32; 3]> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() > 3 {
+        bail!("--workgroups {s:?}: give X, X,Y or X,Y,Z (at most three counts)");
+    }
+    let mut wg = [1u32; 3];
+    for (slot, p) in wg.iter_mut().zip(&parts) {
+        *slot = p.parse::<u32>().with_context(|| format!("--workgroups {s:?}: {p:?} is not a count from 0 to {}", u32::MAX))?;
+    }
+    Ok(wg)
+}
+
 fn uniform_bytes(specs: &[String]) -> Result<Option<Vec<u8>>> {
     if specs.is_empty() {
         return Ok(None);
@@ -59,6 +73,10 @@ pub fn main(args: Args) -> Result<()> {
     let src = std::fs::read_to_string(&args.kernel).with_context(|| format!("reading {}", args.kernel))?;
     let kernel = Kernel::new(&src, &args.entry).map_err(|e| anyhow::anyhow!("{}: {e}", args.kernel))?;
     let inputs = args.inputs.iter().map(|p| crate::npy::read(p)).collect::<Result<Vec<_>>>()?;
+    if args.output_shapes.len() > args.outputs.len() || args.output_dtypes.len() > args.outputs.len() {
+        bail!("more --output-shape/--output-dtype values than --output files");
+    }
+    let wg = parse_workgroups(&args.workgroups)?;
     let mut outputs = Vec::new();
     for (i, _) in args.outputs.iter().enumerate() {
         let shape = match args.output_shapes.get(i) {
@@ -71,12 +89,10 @@ pub fn main(args: Args) -> Result<()> {
         };
         outputs.push(kiln_core::ops::zeros(&shape, dtype)?);
     }
-    let mut wg = parse_list(&args.workgroups)?;
-    wg.resize(3, 1);
     let all: Vec<&Tensor> = inputs.iter().chain(outputs.iter()).collect();
     let uniforms = uniform_bytes(&args.uniforms)?;
     let start = std::time::Instant::now();
-    kernel.dispatch(&all, uniforms.as_deref(), [wg[0] as u32, wg[1] as u32, wg[2] as u32])?;
+    kernel.dispatch(&all, uniforms.as_deref(), wg)?;
     kiln_core::synchronize()?;
     let elapsed = start.elapsed();
     for (path, t) in args.outputs.iter().zip(&outputs) {
@@ -85,4 +101,19 @@ pub fn main(args: Args) -> Result<()> {
     }
     println!("kernel {} ran in {:.3} ms on {}", args.entry, elapsed.as_secs_f64() * 1e3, kiln_core::device()?.info().name);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_workgroups;
+
+    #[test]
+    fn workgroups_are_rejected_never_truncated() {
+        assert_eq!(parse_workgroups("7").unwrap(), [7, 1, 1]);
+        assert_eq!(parse_workgroups("1, 2,3").unwrap(), [1, 2, 3]);
+        assert_eq!(parse_workgroups("4294967295").unwrap(), [u32::MAX, 1, 1]);
+        for bad in ["4294967296", "1,2,3,4", "-1", "", "1,,2", "2.5", "0x10"] {
+            assert!(parse_workgroups(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }
