@@ -4,6 +4,7 @@
 mod bench;
 mod conformance;
 mod demo;
+mod fuzz;
 mod npy;
 mod run;
 
@@ -29,6 +30,9 @@ enum Command {
     Bench(bench::Args),
     /// Run the cross-language conformance vectors (tests/conformance) through kiln-core.
     Conformance(conformance::Args),
+    /// Attack the kernel compiler (wgsl) or the op API (ops) with seeded random input for a
+    /// bounded time; fails on a panic, an INTERNAL error or a device that stops working.
+    Fuzz(fuzz::Args),
 }
 
 fn devices() -> anyhow::Result<()> {
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Conformance(args) => conformance::main(args),
+        Command::Fuzz(args) => fuzz::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
