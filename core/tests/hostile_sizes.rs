@@ -96,6 +96,8 @@ fn integer_scalars_out_of_range_are_errors_in_every_op() {
     invalid(ops::full(&[2], DType::I32, 0.5), "full i32 0.5");
     invalid(ops::fill(&i, f64::NAN), "fill i32 NaN");
     invalid(ops::arange(0.0, 4.0, 0.5, DType::I32), "arange i32 step 0.5");
+    invalid(ops::arange(2147483640.0, 2147483700.0, 1.0, DType::I32), "arange i32 past 2^31");
+    assert_eq!(ops::arange(2147483645.0, 2147483648.0, 1.0, DType::I32).unwrap().to_vec::<i32>().unwrap(), vec![2147483645, 2147483646, 2147483647]);
     assert_eq!(i.to_vec::<i32>().unwrap(), vec![1, -2, 3]);
     assert_eq!(ops::add_scalar(&i, -3.0).unwrap().to_vec::<i32>().unwrap(), vec![-2, -5, 0]);
     assert_eq!(ops::full(&[2], DType::U32, 4294967295.0).unwrap().to_vec::<u32>().unwrap(), vec![u32::MAX; 2]);

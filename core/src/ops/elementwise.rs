@@ -410,6 +410,10 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> 
         return Err(Error::InvalidArgument(format!("arange: bad range start={start} stop={stop} step={step}")));
     }
     let n = ((stop - start) / step).ceil().max(0.0) as usize;
+    // The last value must be one of the dtype's too (an i32 range past 2^31 would wrap).
+    if n > 0 {
+        dtype.check_scalar(start + (n - 1) as f64 * step)?;
+    }
     let expr = match dtype {
         DType::F32 | DType::F16 => "bitcast<f32>(p.bits) + f32(i) * bitcast<f32>(p.bits2)",
         DType::I32 => "bitcast<i32>(p.bits) + i32(i) * bitcast<i32>(p.bits2)",
