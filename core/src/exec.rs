@@ -1,7 +1,7 @@
 //! The one path every built-in op takes to the GPU: render a kernel from its template, fetch
 //! it from the pipeline cache, bind tensors and a parameter block, dispatch.
 
-use crate::device::{grid, Binding, Device};
+use crate::device::{Binding, Device};
 use crate::pipeline::Checks;
 use crate::tensor::Tensor;
 use crate::{DType, Error, Result};
@@ -105,4 +105,19 @@ impl Launch<'_> {
         let slot = self.tensors.len() as u32;
         device.dispatch(&pipe, &bindings, self.params.as_ref().map(|p| (slot, p.bytes())), self.groups)
     }
+}
+
+/// Splits `groups` workgroups over x and y so that neither exceeds the per-dimension limit.
+/// Kernels rebuild the linear index as `gid.x + gid.y * num_workgroups.x * WG`.
+pub(crate) fn grid(groups: u64, max_per_dim: u32) -> Result<[u32; 3]> {
+    let max = max_per_dim as u64;
+    if groups <= max {
+        return Ok([groups as u32, 1, 1]);
+    }
+    let y = groups.div_ceil(max);
+    if y > max {
+        return Err(Error::InvalidArgument(format!("{groups} workgroups are more than this device can dispatch")));
+    }
+    let x = groups.div_ceil(y);
+    Ok([x as u32, y as u32, 1])
 }

@@ -8,6 +8,7 @@
 //! # Ok::<(), kiln_core::Error>(())
 //! ```
 
+pub mod adapter;
 pub mod device;
 pub mod dtype;
 pub mod error;

@@ -1,34 +1,12 @@
 //! The one process-wide runtime: a tokio runtime, one wgpu Instance, the adapter list and one
 //! lazily created device per adapter, shared by every caller and every language binding.
 
+pub use crate::adapter::AdapterInfo;
 use crate::device::Device;
 use crate::{Error, Result};
 use once_cell::sync::OnceCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-/// What Kiln knows about one adapter (as listed by `kiln devices` and every binding).
-#[derive(Clone, Debug)]
-pub struct AdapterInfo {
-    pub index: usize,
-    pub name: String,
-    pub vendor: u32,
-    pub device_id: u32,
-    pub device_type: String,
-    pub backend: String,
-    pub driver: String,
-    pub driver_info: String,
-    pub max_buffer_size: u64,
-    pub max_storage_buffer_binding_size: u64,
-    pub max_compute_workgroups_per_dimension: u32,
-    pub max_compute_invocations_per_workgroup: u32,
-    pub max_compute_workgroup_storage_size: u32,
-    pub shader_f16: bool,
-    pub timestamp_query: bool,
-    pub subgroups: bool,
-    /// Whether this is the adapter Kiln uses by default.
-    pub chosen: bool,
-}
 
 pub struct Runtime {
     tokio: tokio::runtime::Runtime,

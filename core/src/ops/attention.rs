@@ -7,7 +7,7 @@
 //!   softmax, so the Lq x Lk score matrix never exists. For small problems and score matrices
 //!   over `SCORES_MAX_BYTES`.
 
-use crate::device::grid;
+use crate::exec::grid;
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_same_device, enables, Launch, Params};
 use crate::pipeline::render;

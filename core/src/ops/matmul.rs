@@ -4,7 +4,8 @@
 //! The tile shapes live in [`MatmulTiles`] and are chosen per problem by [`pick_tiles`] from the
 //! adapter's limits; `KILN_MATMUL_TILES=bm,bn,bk,tm,tn` overrides the choice (for tuning).
 
-use crate::device::{grid, Binding, Device};
+use crate::device::{Binding, Device};
+use crate::exec::grid;
 use crate::pipeline::Checks;
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_same_device, enables, Params};

@@ -7,7 +7,7 @@ use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups
 use crate::pipeline::render;
 use crate::shape::{normalize_axis, numel};
 use crate::tensor::Tensor;
-use crate::{device::grid, Error, Result};
+use crate::{exec::grid, Error, Result};
 
 const TEMPLATE: &str = include_str!("../../../shaders/norm.wgsl");
 const BATCH: &str = include_str!("../../../shaders/norm_batch.wgsl");

@@ -39,7 +39,7 @@ fn generate(name: &str, shape: &[usize], dtype: DType, seed: u64, a: f32, b: f32
         .f32(cap)
         .u32(0u32);
     let threads = (n as u64).div_ceil(4);
-    let groups = crate::device::grid(threads.div_ceil(RANDOM_WG), device.limits().max_compute_workgroups_per_dimension)?;
+    let groups = crate::exec::grid(threads.div_ceil(RANDOM_WG), device.limits().max_compute_workgroups_per_dimension)?;
     let enable = enables(&[dtype]);
     let t = dtype.wgsl();
     Launch {

@@ -8,7 +8,7 @@ use crate::exec::{check_f16, check_indexable, enables, groups_1d, Launch, Params
 use crate::pipeline::render;
 use crate::shape::{normalize_axes, normalize_axis, numel};
 use crate::tensor::Tensor;
-use crate::{device::grid, Error, Result};
+use crate::{exec::grid, Error, Result};
 
 const TEMPLATE: &str = include_str!("../../../shaders/reduce.wgsl");
 

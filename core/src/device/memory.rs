@@ -1,0 +1,128 @@
+//! Buffers and what they cost: allocation through the pool, the memory counters, poisoning
+//! for tests, and giving cached memory back.
+
+use super::Device;
+use crate::pool::size_class;
+use crate::{Error, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes of every GPU buffer Kiln holds (live tensors, the pool, staging).
+    pub allocated_bytes: u64,
+    /// Bytes held by live tensors.
+    pub in_use_bytes: u64,
+    /// The highest `in_use_bytes` seen.
+    pub peak_bytes: u64,
+    pub live_buffers: u64,
+    /// Bytes kept in the pool for reuse.
+    pub pooled_bytes: u64,
+}
+
+#[derive(Default)]
+pub(super) struct Mem {
+    pub(super) allocated: AtomicU64,
+    pub(super) in_use: AtomicU64,
+    pub(super) peak: AtomicU64,
+    pub(super) live: AtomicU64,
+}
+
+/// A GPU buffer owned by a tensor; goes back to the pool on drop.
+pub(crate) struct GpuBuffer {
+    pub(crate) buffer: Option<wgpu::Buffer>,
+    pub(crate) class: u64,
+    device: Arc<Device>,
+}
+
+impl GpuBuffer {
+    pub(crate) fn raw(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            let d = &self.device;
+            d.mem.in_use.fetch_sub(self.class, Ordering::Relaxed);
+            d.mem.live.fetch_sub(1, Ordering::Relaxed);
+            d.pool.release(self.class, STORAGE_USAGE, b);
+        }
+    }
+}
+
+impl Device {
+    /// The largest tensor one buffer can hold on this device, in bytes.
+    pub fn max_tensor_bytes(&self) -> u64 {
+        self.limits.max_buffer_size.min(self.limits.max_storage_buffer_binding_size)
+    }
+
+    /// A buffer of at least `bytes`. With `gpu_written`, the first write will be a GPU command
+    /// recorded after this call, so a buffer freed earlier in the open batch may be reused; a
+    /// buffer the host will upload into (`queue.write_buffer` runs before the batch) may not.
+    pub(crate) fn alloc(self: &Arc<Device>, bytes: u64, gpu_written: bool) -> Result<GpuBuffer> {
+        self.check_alive()?;
+        let max = self.max_tensor_bytes();
+        if bytes > max {
+            return Err(Error::OutOfMemory(format!(
+                "a buffer of {bytes} bytes is over this device's limit of {max} bytes per buffer"
+            )));
+        }
+        let class = size_class(bytes).min(max.max(16)).max(bytes.next_multiple_of(4));
+        let poison = self.poison.load(Ordering::Relaxed);
+        let reused = self.pool.take(class, STORAGE_USAGE).or_else(|| {
+            (gpu_written && !poison).then(|| self.pool.take_deferred(class, STORAGE_USAGE)).flatten()
+        });
+        let buffer = match reused {
+            Some(b) => b,
+            None => {
+                let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let b = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: class,
+                    usage: STORAGE_USAGE,
+                    mapped_at_creation: false,
+                });
+                if let Some(e) = pollster::block_on(scope.pop()) {
+                    return Err(Error::OutOfMemory(format!("allocating {class} bytes failed: {e}")));
+                }
+                self.mem.allocated.fetch_add(class, Ordering::Relaxed);
+                b
+            }
+        };
+        if poison {
+            self.queue.write_buffer(&buffer, 0, &vec![0xFF; class as usize]);
+        }
+        let now = self.mem.in_use.fetch_add(class, Ordering::Relaxed) + class;
+        self.mem.peak.fetch_max(now, Ordering::Relaxed);
+        self.mem.live.fetch_add(1, Ordering::Relaxed);
+        Ok(GpuBuffer { buffer: Some(buffer), class, device: self.clone() })
+    }
+
+    /// Test aid: fill every buffer handed to a tensor with 0xFF bytes (NaN for floats), so a
+    /// kernel that leaves an element unwritten is caught. Also on with `KILN_POISON=1`.
+    pub fn set_poison_allocations(&self, on: bool) {
+        self.poison.store(on, Ordering::Relaxed);
+    }
+
+    pub fn memory_stats(&self) -> MemoryStats {
+        MemoryStats {
+            allocated_bytes: self.mem.allocated.load(Ordering::Relaxed),
+            in_use_bytes: self.mem.in_use.load(Ordering::Relaxed),
+            peak_bytes: self.mem.peak.load(Ordering::Relaxed),
+            live_buffers: self.mem.live.load(Ordering::Relaxed),
+            pooled_bytes: self.pool.cached_bytes(),
+        }
+    }
+
+    /// Gives every pooled buffer back to the driver.
+    pub fn empty_cache(&self) {
+        let freed = self.pool.clear();
+        self.mem.allocated.fetch_sub(freed, Ordering::Relaxed);
+    }
+}

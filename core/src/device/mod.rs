@@ -1,0 +1,239 @@
+//! One device: its queue, the open command batch, the poller, the buffer pool, the pipeline
+//! cache and the memory accounting. Everything that talks to wgpu for execution lives in this
+//! module, one concept per file: `batch` (recording, submits and the flush policy), `wait` (the
+//! poller, waits, timeouts), `memory` (allocation and accounting), `transfer` (upload and
+//! readback), `timing` (GPU timers).
+
+mod batch;
+mod memory;
+mod timing;
+mod transfer;
+mod wait;
+
+pub use memory::MemoryStats;
+pub use wait::DEFAULT_TIMEOUT_MS;
+pub(crate) use memory::GpuBuffer;
+
+use crate::adapter::AdapterInfo;
+use crate::pipeline::{Checks, Pipeline, PipelineCache, PipelineStats};
+use crate::pool::Pool;
+use crate::{Error, Result};
+use batch::{Batch, FLUSH_BYTES};
+use memory::Mem;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+use wait::{Poller, SPIN};
+
+/// Largest parameter block one dispatch may carry.
+pub(crate) const MAX_PARAMS_BYTES: usize = 1024;
+
+/// One buffer bound to a dispatch at `slot`: the whole buffer, or its first `size` bytes.
+pub(crate) struct Binding<'a> {
+    pub(crate) slot: u32,
+    pub(crate) buffer: &'a wgpu::Buffer,
+    pub(crate) size: Option<u64>,
+}
+
+pub struct Device {
+    pub(crate) info: AdapterInfo,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) limits: wgpu::Limits,
+    pub(crate) features: wgpu::Features,
+    /// The adapter's cooperative-matrix configurations (empty without the feature).
+    pub(crate) coop_props: Vec<wgpu::CooperativeMatrixProperties>,
+    /// The subgroup size where the adapter has only one (NVIDIA: 32).
+    pub(crate) subgroup_size: Option<u32>,
+    batch: Mutex<Batch>,
+    params_buffer: wgpu::Buffer,
+    params_capacity: usize,
+    pub(crate) pool: Pool,
+    pub(crate) pipelines: PipelineCache,
+    mem: Mem,
+    lost: Arc<AtomicBool>,
+    lost_reason: Arc<Mutex<String>>,
+    uncaptured: Arc<Mutex<Vec<String>>>,
+    poller: Arc<Poller>,
+    timeout: Duration,
+    poison: AtomicBool,
+    flush_bytes: u64,
+    /// How long a waiter checks before it parks (`SPIN`).
+    wait_spin: Duration,
+    /// Held by whoever polls the device (the poller, or a waiter's non-blocking check): wgpu-core
+    /// 30 panics when two polls retire the same submissions concurrently.
+    poll_lock: Mutex<()>,
+    /// The index of the latest submit, which the poller waits on.
+    last_submission: Mutex<Option<wgpu::SubmissionIndex>>,
+    /// This device's own Arc, for `abandon`.
+    me: std::sync::Weak<Device>,
+}
+
+impl Device {
+    pub(crate) fn create(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
+        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
+        let mut features = adapter.features() & wanted;
+        // Cooperative matrices (tensor cores) only where the adapter offers them; the feature is
+        // experimental in wgpu 30, so it needs the opt-in token, asked for only in that case.
+        // Only the f16 matmul uses it (ops/matmul.rs), behind its own checks and tests.
+        let coop = adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && std::env::var_os("KILN_NO_COOP").is_none();
+        let coop_props = if coop { adapter.cooperative_matrix_properties() } else { Vec::new() };
+        let experimental = if coop && !coop_props.is_empty() {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            // SAFETY: opting in to wgpu's experimental cooperative-matrix API, used only by the
+            // f16 matmul kernel, whose results the test-suite checks against a CPU reference.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
+        let ainfo = adapter.get_info();
+        let subgroup_size = (ainfo.subgroup_min_size == ainfo.subgroup_max_size).then_some(ainfo.subgroup_min_size);
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("kiln"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: experimental,
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| Error::NoAdapter(format!("cannot open a device on {}: {e}", info.name)))?;
+
+        let lost = Arc::new(AtomicBool::new(false));
+        let lost_reason = Arc::new(Mutex::new(String::new()));
+        let poller = Arc::new(Poller { pending: Mutex::new(0), wake: Condvar::new() });
+        {
+            let (lost, reason, poller) = (lost.clone(), lost_reason.clone(), poller.clone());
+            device.set_device_lost_callback(move |r, msg| {
+                // Keep the first reason (`destroy` records its own before wgpu reports it).
+                let mut reason = reason.lock().unwrap_or_else(|p| p.into_inner());
+                if reason.is_empty() {
+                    *reason = format!("{r:?}: {msg}");
+                }
+                lost.store(true, Ordering::SeqCst);
+                poller.wake.notify_all();
+            });
+        }
+        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        {
+            let sink = uncaptured.clone();
+            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                sink.lock().unwrap().push(e.to_string());
+            }));
+        }
+        // Parameter blocks of one batch share one uniform buffer, written once at submit.
+        let params_capacity = 1 << 20;
+        let params_buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln params"),
+            size: params_capacity as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let flush_bytes = std::env::var("KILN_FLUSH_BYTES").ok().and_then(|s| s.parse().ok()).unwrap_or(FLUSH_BYTES);
+        let timeout_ms = std::env::var("KILN_TIMEOUT_MS").ok().and_then(|s| s.parse().ok()).filter(|&ms| ms > 0).unwrap_or(DEFAULT_TIMEOUT_MS);
+        // Keep at most a quarter of the largest buffer's worth (and at most 4 GiB) in the pool.
+        let pool_cap = (limits.max_buffer_size / 4).clamp(64 << 20, 4 << 30);
+        let dev = Arc::new_cyclic(|me| Device {
+            me: me.clone(),
+            info,
+            device,
+            queue,
+            limits,
+            features,
+            coop_props,
+            subgroup_size,
+            batch: Mutex::new(Batch {
+                encoder: None,
+                pass: None,
+                dispatches: 0,
+                bound_bytes: 0,
+                flush_at: flush_bytes,
+                params: Vec::new(),
+                timer: None,
+            }),
+            params_buffer,
+            params_capacity,
+            pool: Pool::new(pool_cap),
+            pipelines: PipelineCache::default(),
+            mem: Mem::default(),
+            lost,
+            lost_reason,
+            uncaptured,
+            poller,
+            timeout: Duration::from_millis(timeout_ms),
+            poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
+            flush_bytes,
+            wait_spin: std::env::var("KILN_WAIT_SPIN_US").ok().and_then(|s| s.parse().ok()).map_or(SPIN, Duration::from_micros),
+            poll_lock: Mutex::new(()),
+            last_submission: Mutex::new(None),
+        });
+        Self::start_poller(&dev);
+        Ok(dev)
+    }
+
+    pub fn info(&self) -> &AdapterInfo {
+        &self.info
+    }
+
+    pub fn has_f16(&self) -> bool {
+        self.features.contains(wgpu::Features::SHADER_F16)
+    }
+
+    pub fn has_subgroups(&self) -> bool {
+        self.features.contains(wgpu::Features::SUBGROUP)
+    }
+
+    /// Whether the device has wgpu's (experimental) cooperative matrices (tensor cores).
+    /// `KILN_NO_COOP=1` turns them off.
+    pub fn has_cooperative_matrix(&self) -> bool {
+        self.features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+    }
+
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    /// Destroys this device now and gives its memory back: every later call on it or on its
+    /// tensors returns DeviceLost, and the next `kiln_core::device()` creates a fresh device.
+    /// For releasing the GPU early, and for fault drills (the same path as a real loss).
+    pub fn destroy(&self) {
+        *self.lost_reason.lock().unwrap_or_else(|p| p.into_inner()) = "destroyed on request".into();
+        self.lost.store(true, Ordering::SeqCst);
+        self.device.destroy();
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn check_alive(&self) -> Result<()> {
+        if self.is_lost() {
+            return Err(Error::DeviceLost(format!(
+                "the device {} was lost ({}); the next call on a new tensor re-creates it",
+                self.info.name,
+                self.lost_reason.lock().unwrap()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Errors wgpu reported outside any scope since the last check.
+    pub(super) fn take_uncaptured(&self) -> Result<()> {
+        let errs = std::mem::take(&mut *self.uncaptured.lock().unwrap());
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Internal(errs.join("; ")))
+        }
+    }
+
+    pub fn pipeline_stats(&self) -> PipelineStats {
+        self.pipelines.stats()
+    }
+
+    pub(crate) fn pipeline(&self, key: &str, checks: Checks, source: impl FnOnce() -> String) -> Result<Arc<Pipeline>> {
+        self.check_alive()?;
+        self.pipelines.get_or_compile(&self.device, key, "main", checks, source)
+    }
+}

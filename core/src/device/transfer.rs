@@ -1,0 +1,110 @@
+//! Host <-> GPU copies: uploads in pieces, readback through pooled staging buffers.
+
+use super::{Device, GpuBuffer};
+use crate::pool::size_class;
+use crate::{Error, Result};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+
+const STAGING_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
+
+impl Device {
+    /// Host bytes into a buffer. Runs before any later-recorded GPU work (see `Pool`).
+    pub(crate) fn upload(&self, buf: &GpuBuffer, data: &[u8]) -> Result<()> {
+        self.check_alive()?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // In pieces: wgpu stages each write in its own host-visible allocation, and pieces of this
+        // size come from its pooled memory blocks instead of a fresh mapping (and page faults)
+        // the size of the whole tensor.
+        // Big uploads spread the pieces over a few threads: one thread's copy into
+        // write-combined staging memory tops out well below the bus.
+        const PIECE: usize = 8 << 20;
+        const THREADS: usize = 4;
+        let whole = data.len() / 4 * 4;
+        let pieces: Vec<usize> = (0..whole).step_by(PIECE).collect();
+        let write = |start: usize| {
+            let end = (start + PIECE).min(whole);
+            self.queue.write_buffer(buf.raw(), start as u64, &data[start..end]);
+        };
+        if pieces.len() < 2 * THREADS {
+            pieces.iter().for_each(|&p| write(p));
+        } else {
+            std::thread::scope(|scope| {
+                for share in pieces.chunks(pieces.len().div_ceil(THREADS)) {
+                    scope.spawn(|| share.iter().for_each(|&p| write(p)));
+                }
+            });
+        }
+        if whole < data.len() {
+            let mut tail = data[whole..].to_vec();
+            tail.resize(4, 0);
+            self.queue.write_buffer(buf.raw(), whole as u64, &tail);
+        }
+        Ok(())
+    }
+
+    /// Copies `bytes` bytes of `src` back to the host (submits the batch first).
+    pub(crate) fn read(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, out: &mut [u8]) -> Result<()> {
+        self.check_alive()?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let padded = bytes.next_multiple_of(4);
+        let class = size_class(padded);
+        let staging = match self.pool.take(class, STAGING_USAGE) {
+            Some(b) => b,
+            None => {
+                self.mem.allocated.fetch_add(class, Ordering::Relaxed);
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("kiln staging"),
+                    size: class,
+                    usage: STAGING_USAGE,
+                    mapped_at_creation: false,
+                })
+            }
+        };
+        {
+            let mut batch = self.batch.lock().unwrap();
+            batch.pass = None;
+            let enc = batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
+            enc.copy_buffer_to_buffer(src, 0, &staging, 0, padded);
+            self.submit_locked(&mut batch)?;
+        }
+        let (tx, rx) = mpsc::channel();
+        staging.slice(..padded).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let mapped = self.wait(rx)?;
+        mapped.map_err(|e| Error::Internal(format!("mapping the staging buffer failed: {e}")))?;
+        {
+            let view = staging
+                .slice(..padded)
+                .get_mapped_range()
+                .map_err(|e| Error::Internal(format!("reading the staging buffer failed: {e}")))?;
+            copy_parallel(&mut out[..bytes as usize], &view[..bytes as usize]);
+        }
+        staging.unmap();
+        let destroyed = self.pool.release_idle(class, STAGING_USAGE, staging);
+        self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
+        self.take_uncaptured()
+    }
+}
+
+/// `dst.copy_from_slice(src)`, by up to four threads for big copies: one thread's copy out of
+/// mapped staging memory (and into freshly faulted pages) tops out far below the bus.
+fn copy_parallel(dst: &mut [u8], src: &[u8]) {
+    const PIECE: usize = 8 << 20;
+    const THREADS: usize = 4;
+    if dst.len() < 2 * THREADS * PIECE {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let share = dst.len().div_ceil(THREADS);
+    std::thread::scope(|scope| {
+        for (d, s) in dst.chunks_mut(share).zip(src.chunks(share)) {
+            scope.spawn(move || d.copy_from_slice(s));
+        }
+    });
+}
