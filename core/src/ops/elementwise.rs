@@ -10,6 +10,9 @@ use crate::{Error, Result};
 use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("../../../shaders/elementwise.wgsl");
+/// The `k_` functions (special values, pow, sin/cos reduction, floor division): rendered into a
+/// kernel only when its expression calls one.
+const SPECIAL: &str = include_str!("../../../shaders/elementwise_special.wgsl");
 
 /// Unary elementwise ops. Floats follow IEEE 754, the Array API standard's special-case tables
 /// and numpy: NaN in gives NaN out, the sign of zero is kept where the standard keeps it
@@ -103,7 +106,7 @@ impl UnaryOp {
         matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
     }
 
-    /// The WGSL for `op(x0)` (the `k_` functions are in shaders/elementwise.wgsl).
+    /// The WGSL for `op(x0)` (the `k_` functions are in shaders/elementwise_special.wgsl).
     fn expr(self, dtype: DType) -> &'static str {
         match (self, dtype) {
             (UnaryOp::Neg, DType::U32) => "0u - x0",
@@ -211,7 +214,7 @@ impl BinaryOp {
     }
 
     /// The WGSL for `x0 OP x1` on operands of `dtype` (the `k_` functions are in
-    /// shaders/elementwise.wgsl). Float compares are ordered (false for NaN), so `!=` is
+    /// shaders/elementwise_special.wgsl). Float compares are ordered (false for NaN), so `!=` is
     /// written as `!(x0 == x1)`: naga's SPIR-V for `!=` is ordered too and says NaN != NaN
     /// is false.
     fn expr(self, dtype: DType) -> &'static str {
@@ -338,7 +341,13 @@ pub(crate) fn elementwise(
             };
             render(
                 TEMPLATE,
-                &[("ENABLE", enable), ("BINDINGS", &bindings), ("PARAMS", &params_binding.to_string()), ("BODY", &body)],
+                &[
+                    ("ENABLE", enable),
+                    ("BINDINGS", &bindings),
+                    ("PARAMS", &params_binding.to_string()),
+                    ("SPECIAL", if expr.contains("k_") { SPECIAL } else { "" }),
+                    ("BODY", &body),
+                ],
             )
         }),
         tensors: &tensors,
