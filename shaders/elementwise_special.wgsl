@@ -1,6 +1,6 @@
 // Special values for the elementwise kernel (shaders/elementwise.wgsl): ops/elementwise.rs
-// inserts these functions only into kernels whose expression calls one of them (a `k_` name),
-// so add, cast, fill and the rest compile without them.
+// inserts into a kernel only the functions its expression calls, and those they call (each
+// top-level `fn` or `var<private>` below, with the comment lines right above it, is one item).
 //
 // WGSL lets an implementation assume that no NaN or infinity reaches a
 // float comparison, and a GPU may treat subnormal operands as zero, so every special value is
@@ -246,13 +246,44 @@ fn k_div(a: f32, b: f32) -> f32 {
     return select(a / b, (a * 0.25) / (b * 0.25), (bitcast<u32>(b) & 0x7fffffffu) > 0x7e800000u);
 }
 
-// numpy's maximum / minimum: NaN if either is NaN; on a tie (±0) the second operand.
+// x's place in the order of the reals, from its bits: a monotone map to i32 with -0 and +0 both
+// 0, subnormals kept apart from 0 (a float compare may read them as 0 on a GPU that flushes).
+// Only for non-NaN x.
+fn k_ord(x: f32) -> i32 {
+    let b = bitcast<i32>(x);
+    return select(b, -(b & 0x7fffffff), b < 0);
+}
+
+fn k_either_nan(a: f32, b: f32) -> bool {
+    return k_is_nan(a) || k_is_nan(b);
+}
+
+// IEEE comparisons: false if either is NaN (so != is true), -0 == +0.
+fn k_eq(a: f32, b: f32) -> bool {
+    return !k_either_nan(a, b) && k_ord(a) == k_ord(b);
+}
+
+fn k_lt(a: f32, b: f32) -> bool {
+    return !k_either_nan(a, b) && k_ord(a) < k_ord(b);
+}
+
+fn k_le(a: f32, b: f32) -> bool {
+    return !k_either_nan(a, b) && k_ord(a) <= k_ord(b);
+}
+
+// numpy's maximum / minimum: NaN if either is NaN; on a tie (-0 vs +0) the second operand.
 fn k_max(a: f32, b: f32) -> f32 {
-    return select(b, a, a > b || k_is_nan(a));
+    if (k_is_nan(a)) {
+        return a;
+    }
+    return select(b, a, !k_is_nan(b) && k_ord(a) > k_ord(b));
 }
 
 fn k_min(a: f32, b: f32) -> f32 {
-    return select(b, a, a < b || k_is_nan(a));
+    if (k_is_nan(a)) {
+        return a;
+    }
+    return select(b, a, !k_is_nan(b) && k_ord(a) < k_ord(b));
 }
 
 // x^n by repeated squaring for a whole n with |n| <= 32 (exact where the result is: (-2)^3 = -8).

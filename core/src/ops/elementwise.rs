@@ -214,9 +214,9 @@ impl BinaryOp {
     }
 
     /// The WGSL for `x0 OP x1` on operands of `dtype` (the `k_` functions are in
-    /// shaders/elementwise_special.wgsl). Float compares are ordered (false for NaN), so `!=` is
-    /// written as `!(x0 == x1)`: naga's SPIR-V for `!=` is ordered too and says NaN != NaN
-    /// is false.
+    /// shaders/elementwise_special.wgsl). Float comparisons, maximum and minimum order the
+    /// operands by their bits (NaN apart): WGSL's `!=` becomes an ordered compare in naga's
+    /// SPIR-V (NaN != NaN gave false), and a GPU that flushes subnormals compares them as 0.
     fn expr(self, dtype: DType) -> &'static str {
         let float = dtype.is_float();
         match self {
@@ -237,14 +237,59 @@ impl BinaryOp {
             BinaryOp::Maximum => "max(x0, x1)",
             BinaryOp::Minimum if float => "k_min(x0, x1)",
             BinaryOp::Minimum => "min(x0, x1)",
+            BinaryOp::Eq if float => "select(0u, 1u, k_eq(x0, x1))",
+            BinaryOp::Ne if float => "select(1u, 0u, k_eq(x0, x1))",
+            BinaryOp::Lt if float => "select(0u, 1u, k_lt(x0, x1))",
+            BinaryOp::Le if float => "select(0u, 1u, k_le(x0, x1))",
+            BinaryOp::Gt if float => "select(0u, 1u, k_lt(x1, x0))",
+            BinaryOp::Ge if float => "select(0u, 1u, k_le(x1, x0))",
             BinaryOp::Eq => "select(0u, 1u, x0 == x1)",
-            BinaryOp::Ne => "select(1u, 0u, x0 == x1)",
+            BinaryOp::Ne => "select(0u, 1u, x0 != x1)",
             BinaryOp::Lt => "select(0u, 1u, x0 < x1)",
             BinaryOp::Le => "select(0u, 1u, x0 <= x1)",
             BinaryOp::Gt => "select(0u, 1u, x0 > x1)",
             BinaryOp::Ge => "select(0u, 1u, x0 >= x1)",
         }
     }
+}
+
+/// The items of shaders/elementwise_special.wgsl that `expr` needs: those it calls and, in turn,
+/// those they call. The file is a list of blank-line separated blocks, each one top-level `fn`
+/// or `var<private>` with its comment lines (a block with neither is a comment).
+fn special_functions(expr: &str) -> String {
+    let items: Vec<(&str, &str)> = SPECIAL
+        .split("\n\n")
+        .filter_map(|block| {
+            let name = block.lines().find_map(|l| {
+                l.strip_prefix("fn ")
+                    .and_then(|r| r.split('(').next())
+                    .or_else(|| l.strip_prefix("var<private> ").and_then(|r| r.split(':').next()))
+            })?;
+            Some((name.trim(), block))
+        })
+        .collect();
+    let uses = |text: &str, name: &str| text.contains(&format!("{name}(")) || text.contains(&format!("{name}["));
+    let mut needed: Vec<bool> = items.iter().map(|(n, _)| uses(expr, n)).collect();
+    loop {
+        let mut changed = false;
+        for i in 0..items.len() {
+            for j in 0..items.len() {
+                if needed[i] && !needed[j] && uses(items[i].1, items[j].0) {
+                    needed[j] = true;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut out = String::new();
+    for ((_, block), _) in items.iter().zip(&needed).filter(|(_, &k)| k) {
+        out += block.trim_matches('\n');
+        out += "\n\n";
+    }
+    out
 }
 
 /// The type an input of `dtype` is computed in: f32 for floats, itself otherwise.
@@ -345,7 +390,7 @@ pub(crate) fn elementwise(
                     ("ENABLE", enable),
                     ("BINDINGS", &bindings),
                     ("PARAMS", &params_binding.to_string()),
-                    ("SPECIAL", if expr.contains("k_") { SPECIAL } else { "" }),
+                    ("SPECIAL", &special_functions(expr)),
                     ("BODY", &body),
                 ],
             )
@@ -406,9 +451,13 @@ pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         return Err(Error::DTypeMismatch(format!("where: branches are {} and {}", a.dtype(), b.dtype())));
     }
     let shape = broadcast_shapes(&broadcast_shapes(cond.shape(), a.shape())?, b.shape())?;
-    // `!(c == 0)`, not `c != 0`: a NaN condition is true (numpy), and an ordered `!=` says false.
-    let zero = format!("{}(0)", compute_type(cond.dtype()));
-    let expr = format!("select(x1, x2, x0 == {zero})");
+    // Float conditions are false only for ±0, read from the bits: NaN is true (numpy), and so is
+    // a subnormal (which a GPU may compare as 0).
+    let expr = if cond.dtype().is_float() {
+        "select(x1, x2, (bitcast<u32>(x0) & 0x7fffffffu) == 0u)".to_string()
+    } else {
+        format!("select(x1, x2, x0 == {}(0))", compute_type(cond.dtype()))
+    };
     elementwise("where", &[cond, a, b], &shape, a.dtype(), &expr, [0, 0], &device)
 }
 
