@@ -392,3 +392,32 @@ fn sin_cos_accurate_at_every_magnitude() {
         }
     }
 }
+
+#[test]
+fn pow_negative_bases_on_awkward_shapes() {
+    // Random negative and positive bases against whole exponents (signed powers) and against
+    // fractional ones (NaN for a negative base), broadcast over awkward shapes.
+    poison();
+    let mut rng = Rng::new(13);
+    for dt in float_dtypes() {
+        for (sa, sb) in [(&[7][..], &[7][..]), (&[13, 17], &[17]), (&[3, 1, 257], &[1, 5, 1]), (&[1031], &[]), (&[2, 0, 3], &[3])] {
+            let (a, av) = rand_tensor(&mut rng, sa, dt, -3.0, 3.0);
+            for whole in [true, false] {
+                let (b, bv) = if whole {
+                    let (_, bi) = rand_tensor(&mut rng, sb, DType::I32, -6.0, 6.0);
+                    (upload(&bi, sb, dt), bi)
+                } else {
+                    rand_tensor(&mut rng, sb, dt, -2.5, 2.5)
+                };
+                let y = ops::pow(&a, &b).unwrap();
+                let (want, shape) = cpu::binary(BinaryOp::Pow, &av, sa, &bv, sb, dt).unwrap();
+                assert_eq!(y.shape(), &shape[..]);
+                let (atol, rtol) = tol(dt);
+                let got = y.to_f64_vec().unwrap();
+                for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    assert!(special_ok(g, w, atol, rtol * 4.0), "pow {dt} {sa:?} {sb:?} whole={whole}: element {i}: got {g}, want {w}");
+                }
+            }
+        }
+    }
+}
