@@ -224,7 +224,7 @@ fn assert_special(what: &str, inputs: &[&[f64]], got: &[f64], dt: DType, want: i
 fn specials(dt: DType) -> Vec<f64> {
     let mut v = vec![
         0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5,
-        0.25, 1e-3, -1e-3, 1e-10, -1e-10, 10.0, -10.0, 88.0, -88.0, 100.0, -100.0, 1.5707964, 3.1415927, -4.712389, 1e10,
+        0.25, 1e-3, -1e-3, 1e-10, -1e-10, 10.0, -10.0, 88.0, -88.0, 100.0, -100.0, std::f32::consts::FRAC_PI_2 as f64, std::f32::consts::PI as f64, -3.0 * std::f32::consts::FRAC_PI_2 as f64, 1e10,
         -1e10, 7.93e14,
     ];
     match dt {
