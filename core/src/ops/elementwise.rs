@@ -19,7 +19,8 @@ const SPECIAL: &str = include_str!("../../../shaders/elementwise_special.wgsl");
 /// (`neg`, `abs`, `sqrt(-0) = -0`, `sin`, `tanh`, …), and ±inf give the limits. The special
 /// values are recognised from the bits, so they hold whatever a GPU's float compares assume.
 /// A GPU may read subnormal operands of arithmetic as ±0 and flush subnormal results to ±0
-/// (WGSL allows both); `log`, `sqrt`, `rsqrt`, `sin`, `tanh` read subnormal inputs exactly.
+/// (WGSL allows both, the H100 does it); `log`, `sqrt`, `rsqrt`, `sin`, `cos`, `tanh` and `relu`
+/// read subnormal inputs from the bits, exactly on every device (docs/elementwise-accuracy.md).
 /// f16 tensors are computed in f32 and rounded once on store (overflow gives ±inf).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
