@@ -1,6 +1,7 @@
 // Every elementwise op (unary, binary, comparisons, where, cast, fill, arange) is this one
 // kernel: out[i] = EXPR(x0, x1, x2), where xk is input k read at its numpy-broadcast offset.
 // Float inputs are read as f32, so f16 data is computed in f32 and rounded once on store.
+// SPECIAL is shaders/elementwise_special.wgsl (the k_ functions) where EXPR calls one, else empty.
 {{ENABLE}}
 struct Params {
     n: u32,
@@ -31,20 +32,7 @@ fn offsets(i: u32) -> vec3<u32> {
     return o;
 }
 
-fn erf_approx(x: f32) -> f32 {
-    // Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7); WGSL has no erf.
-    let t = 1.0 / (1.0 + 0.3275911 * abs(x));
-    let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
-    return select(-y, y, x >= 0.0);
-}
-
-fn tanh_stable(x: f32) -> f32 {
-    // exp of a non-positive argument never overflows, unlike a naive (e^2x - 1) / (e^2x + 1).
-    let e = exp(-2.0 * abs(x));
-    let t = (1.0 - e) / (1.0 + e);
-    return select(-t, t, x >= 0.0);
-}
-
+{{SPECIAL}}
 // BODY is one of two forms, rendered by ops/elementwise.rs:
 // - scalar: i = linear thread index; o = offsets(i) (or i when nothing broadcasts); loads; store.
 // - vec4 (every operand has the output's shape and n % 4 == 0): thread q moves elements

@@ -216,13 +216,17 @@ fn hex(s: &str) -> Result<Vec<u8>> {
 }
 
 /// Compares `got` with `want` (both in the expected dtype): |g - w| <= atol + rtol |w|, NaN
-/// equal to NaN, infinities equal to themselves.
+/// equal to NaN, infinities equal to themselves, and a zero only to a zero of the same sign.
 fn check(dt: DType, got: &[u8], want: &[u8], atol: f64, rtol: f64) -> Option<String> {
     let (g, w) = (bytes_to_f64(dt, got), bytes_to_f64(dt, want));
     let mut bad = 0;
     let mut first = None;
     for (i, (&g, &w)) in g.iter().zip(&w).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs();
+        let ok = if g == 0.0 && w == 0.0 {
+            g.is_sign_negative() == w.is_sign_negative()
+        } else {
+            (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs()
+        };
         if !ok {
             bad += 1;
             first.get_or_insert(format!("element {i}: got {g}, expected {w}"));

@@ -61,18 +61,25 @@ fn binary_ops_broadcast_like_numpy() {
     ];
     for dt in DType::ALL.into_iter().filter(|d| *d != DType::F16 || has_f16()) {
         for op in BinaryOp::ALL {
-            if op == BinaryOp::Pow && !dt.is_float() {
-                continue;
-            }
             for (sa, sb) in pairs {
                 let (lo, hi) = match (op, dt) {
+                    (BinaryOp::Pow, DType::I32) => (-3.0, 7.0),
+                    (BinaryOp::Pow, DType::U32) => (0.0, 9.0),
                     (BinaryOp::Pow, _) => (0.1, 3.0),
                     (_, DType::U32) => (0.0, 1000.0),
                     (_, DType::I32) => (-1000.0, 1000.0),
                     _ => (-5.0, 5.0),
                 };
                 let (a, av) = rand_tensor(&mut rng, sa, dt, lo, hi);
-                let (b, bv) = rand_tensor(&mut rng, sb, dt, lo.max(if op == BinaryOp::Div && dt.is_float() { 0.5 } else { lo }), hi);
+                let (b, bv) = match (op, dt) {
+                    (BinaryOp::Div, DType::F32 | DType::F16) => rand_tensor(&mut rng, sb, dt, 0.5, hi),
+                    // Small divisors, so that zero and both signs occur.
+                    (BinaryOp::Div, DType::I32) => rand_tensor(&mut rng, sb, dt, -9.0, 9.0),
+                    (BinaryOp::Div, DType::U32) => rand_tensor(&mut rng, sb, dt, 0.0, 9.0),
+                    (BinaryOp::Pow, DType::I32) => rand_tensor(&mut rng, sb, dt, -2.0, 12.0),
+                    (BinaryOp::Pow, DType::U32) => rand_tensor(&mut rng, sb, dt, 0.0, 12.0),
+                    _ => rand_tensor(&mut rng, sb, dt, lo, hi),
+                };
                 let y = ops::binary(op, &a, &b).unwrap();
                 let (want, shape) = cpu::binary(op, &av, sa, &bv, sb, dt).unwrap();
                 assert_eq!(y.shape(), &shape[..]);
@@ -83,13 +90,6 @@ fn binary_ops_broadcast_like_numpy() {
             }
         }
     }
-}
-
-#[test]
-fn integer_division_follows_wgsl() {
-    let a = Tensor::from_slice(&[7i32, -7, 5, i32::MIN, 9], &[5]).unwrap();
-    let b = Tensor::from_slice(&[2i32, 2, 0, -1, -4], &[5]).unwrap();
-    assert_eq!(ops::div(&a, &b).unwrap().to_vec::<i32>().unwrap(), vec![3, -3, 5, i32::MIN, -2]);
 }
 
 #[test]
@@ -169,5 +169,255 @@ fn repeated_runs_give_identical_bytes() {
     let first = ops::gelu(&x).unwrap().to_bytes().unwrap();
     for _ in 0..3 {
         assert_eq!(ops::gelu(&x).unwrap().to_bytes().unwrap(), first);
+    }
+}
+
+// ---- Special values: ±0 (sign checked bitwise), ±inf, NaN, the largest and smallest normal,
+// subnormals, negative bases with whole and fractional exponents. The reference is the f64 one.
+
+/// Whether the device reads subnormal operands of arithmetic as zero (WGSL allows it; lavapipe
+/// does not). Only then may an element with a subnormal input match the reference evaluated
+/// with that input flushed to a zero of its sign instead.
+fn device_flushes_subnormals() -> bool {
+    let x = Tensor::from_slice(&[1e-40f32], &[1]).unwrap();
+    ops::mul_scalar(&x, 1.0).unwrap().to_vec::<f32>().unwrap()[0] == 0.0
+}
+
+fn flush(dt: DType, v: f64) -> f64 {
+    let min_normal = match dt {
+        DType::F32 => f32::MIN_POSITIVE as f64,
+        DType::F16 => 6.103515625e-5,
+        _ => return v,
+    };
+    // f16 is computed in f32, where its subnormals are normal: only f32 subnormals flush.
+    if dt == DType::F32 && v != 0.0 && v.abs() < min_normal {
+        0.0f64.copysign(v)
+    } else {
+        v
+    }
+}
+
+/// The special-value rule: NaN where the reference is NaN, the same infinity, a zero of the same
+/// sign (bitwise), else within atol + rtol |want|.
+fn special_ok(got: f64, want: f64, atol: f64, rtol: f64) -> bool {
+    if want.is_nan() || got.is_nan() {
+        return want.is_nan() && got.is_nan();
+    }
+    if want.is_infinite() || want == 0.0 {
+        return got.to_bits() == want.to_bits();
+    }
+    got == want || (got - want).abs() <= atol + rtol * want.abs()
+}
+
+#[track_caller]
+fn assert_special(what: &str, inputs: &[&[f64]], got: &[f64], dt: DType, want: impl Fn(&[f64]) -> f64, atol: f64, rtol: f64) {
+    let daz = device_flushes_subnormals();
+    for (i, &g) in got.iter().enumerate() {
+        let xs: Vec<f64> = inputs.iter().map(|x| x[i]).collect();
+        let w = want(&xs);
+        let flushed: Vec<f64> = xs.iter().map(|&v| flush(dt, v)).collect();
+        let ok = special_ok(g, w, atol, rtol) || (daz && flushed != xs && special_ok(g, want(&flushed), atol, rtol));
+        assert!(ok, "{what}: inputs {xs:?}: got {g:e} (bits {:#x}), reference {w:e}", g.to_bits());
+    }
+}
+
+fn specials(dt: DType) -> Vec<f64> {
+    let mut v = vec![
+        0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5,
+        0.25, 1e-3, -1e-3, 1e-10, -1e-10, 10.0, -10.0, 88.0, -88.0, 100.0, -100.0, std::f32::consts::FRAC_PI_2 as f64, std::f32::consts::PI as f64, -3.0 * std::f32::consts::FRAC_PI_2 as f64, 1e10,
+        -1e10, 7.93e14,
+    ];
+    match dt {
+        DType::F32 => v.extend([
+            f32::MAX as f64, -f32::MAX as f64, 3e38, -3e38, f32::MIN_POSITIVE as f64, -f32::MIN_POSITIVE as f64,
+            1e-40, -1e-40, 1.401298464324817e-45, -1.401298464324817e-45, 1e30, -1e30,
+        ]),
+        DType::F16 => v.extend([65504.0, -65504.0, 6.103515625e-5, -6.103515625e-5, 5.960464477539063e-8, -5.960464477539063e-8, 1e-6, 11.0, 12.0, 1000.0]),
+        _ => {}
+    }
+    v.into_iter().map(|x| kiln_core::reference::round_to(dt, x)).collect()
+}
+
+fn upload(v: &[f64], shape: &[usize], dt: DType) -> Tensor {
+    Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(dt, v), shape, dt).unwrap()
+}
+
+#[test]
+fn unary_ops_on_special_values() {
+    poison();
+    for dt in float_dtypes() {
+        let xv = specials(dt);
+        // Odd length and a 2-D shape: the scalar kernel path; a multiple of 4: the vec4 path.
+        for n in [xv.len(), xv.len() / 4 * 4] {
+            let x = upload(&xv[..n], &[n], dt);
+            for op in UnaryOp::ALL {
+                let y = ops::unary(op, &x).unwrap().to_f64_vec().unwrap();
+                let (atol, rtol) = tol(dt);
+                let atol = if op == UnaryOp::Gelu && dt == DType::F32 { 3e-6 } else { atol };
+                assert_special(&format!("{} {dt} n={n}", op.name()), &[&xv[..n]], &y, dt, |x| cpu::unary_value(op, x[0], dt), atol, rtol);
+            }
+        }
+    }
+}
+
+#[test]
+fn binary_ops_on_special_values() {
+    poison();
+    for dt in float_dtypes() {
+        let mut v = vec![
+            0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 2.5, -2.5,
+            33.0, -33.0, 1e4, -7.0,
+        ];
+        if dt == DType::F32 {
+            v.extend([1e-40, -1e-40, f32::MIN_POSITIVE as f64, f32::MAX as f64, -f32::MAX as f64, 1e10, 16777215.0, -16777215.0, 16777216.0]);
+        } else {
+            v.extend([65504.0, -65504.0, 5.960464477539063e-8, 6.103515625e-5, 2049.0, -2049.0]);
+        }
+        let v: Vec<f64> = v.into_iter().map(|x| kiln_core::reference::round_to(dt, x)).collect();
+        let n = v.len();
+        // Every pair: a as a column, b as a row (broadcast), and the flat contiguous form.
+        let a = upload(&v, &[n, 1], dt);
+        let b = upload(&v, &[1, n], dt);
+        let av: Vec<f64> = (0..n * n).map(|i| v[i / n]).collect();
+        let bv: Vec<f64> = (0..n * n).map(|i| v[i % n]).collect();
+        let (af, bf) = (upload(&av, &[n * n], dt), upload(&bv, &[n * n], dt));
+        for op in BinaryOp::ALL {
+            let out_dt = if op.is_comparison() { DType::U32 } else { dt };
+            let (atol, rtol) = tol(out_dt);
+            for (what, y) in [("broadcast", ops::binary(op, &a, &b).unwrap()), ("flat", ops::binary(op, &af, &bf).unwrap())] {
+                assert_special(&format!("{} {dt} {what}", op.name()), &[&av, &bv], &y.to_f64_vec().unwrap(), dt, |x| cpu::binary_value(op, x[0], x[1], dt), atol, rtol * 4.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn special_cases_named_in_the_issues() {
+    let f = |v: &[f32]| Tensor::from_slice(v, &[v.len()]).unwrap();
+    let pow = |a: &[f32], b: &[f32]| ops::pow(&f(a), &f(b)).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(pow(&[-2.0, -2.0, 0.0, -3.0], &[3.0, 2.0, 0.0, 3.0]), vec![-8.0, 4.0, 1.0, -27.0]);
+    let p = pow(&[f32::NAN, f32::NAN, 1.0, -8.0], &[1.0, 0.0, f32::NAN, 1.0 / 3.0]);
+    assert!(p[0].is_nan() && p[1] == 1.0 && p[2] == 1.0 && p[3].is_nan(), "{p:?}");
+    let t = ops::tanh(&f(&[-0.0, 0.0])).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(t.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), vec![0x8000_0000, 0]);
+    let m = ops::maximum(&f(&[f32::NAN, 1.0]), &f(&[1.0, f32::NAN])).unwrap().to_vec::<f32>().unwrap();
+    assert!(m.iter().all(|v| v.is_nan()), "{m:?}");
+    let m = ops::minimum(&f(&[f32::NAN, 1.0]), &f(&[1.0, f32::NAN])).unwrap().to_vec::<f32>().unwrap();
+    assert!(m.iter().all(|v| v.is_nan()), "{m:?}");
+    let nan = f(&[f32::NAN, 1.0]);
+    assert_eq!(ops::eq(&nan, &nan).unwrap().to_vec::<u32>().unwrap(), vec![0, 1]);
+    assert_eq!(ops::ne(&nan, &nan).unwrap().to_vec::<u32>().unwrap(), vec![1, 0]);
+    // cos(7.93e14) gave 1.0 with the builtin; numpy: -0.0617... (f64 of the f32 argument).
+    let x = 7.93e14f32;
+    let c = ops::cos(&f(&[x])).unwrap().to_vec::<f32>().unwrap()[0];
+    assert!((c as f64 - (x as f64).cos()).abs() < 2.5e-7, "cos({x}) = {c}, want {}", (x as f64).cos());
+    // `x ** 2` and `2 ** x` in the scalar forms, negative bases included.
+    let x = f(&[-2.0, -1.5, -0.0, f32::NAN]);
+    let sq = ops::pow_scalar(&x, 2.0).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(&sq[..3], &[4.0, 2.25, 0.0]);
+    assert!(sq[3].is_nan());
+    let cube = ops::pow_scalar(&x, 3.0).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(cube[2].to_bits(), 0x8000_0000, "(-0)^3 = -0");
+    let r = ops::binary_scalar(BinaryOp::Pow, &x, 2.0, true).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!((r[0], r[2]), (0.25, 1.0));
+    assert!((r[1] - 0.5f32.powf(1.5)).abs() < 1e-6 && r[3].is_nan(), "{r:?}");
+    // where: a NaN condition is true (numpy's truthiness).
+    let w = ops::where_(&f(&[f32::NAN, 0.0, -0.0]), &f(&[1.0; 3]), &f(&[2.0; 3])).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(w, vec![1.0, 2.0, 2.0]);
+}
+
+#[test]
+fn integer_division_is_floor_division() {
+    let a = Tensor::from_slice(&[7i32, -7, 7, -7, 5, -5, 0, i32::MIN, i32::MIN, i32::MAX, -1, 6, -6], &[13]).unwrap();
+    let b = Tensor::from_slice(&[2i32, 2, -2, -2, 0, 0, 0, -1, 1, -1, 3, 3, 3], &[13]).unwrap();
+    let want = vec![3, -4, -4, 3, 0, 0, 0, i32::MIN, i32::MIN, -i32::MAX, -1, 2, -2];
+    assert_eq!(ops::div(&a, &b).unwrap().to_vec::<i32>().unwrap(), want);
+    let av = a.to_f64_vec().unwrap();
+    let bv = b.to_f64_vec().unwrap();
+    let refv: Vec<i32> = av.iter().zip(&bv).map(|(&x, &y)| cpu::binary_value(BinaryOp::Div, x, y, DType::I32) as i32).collect();
+    assert_eq!(refv, want, "reference");
+    assert_eq!(ops::div_scalar(&a, -2.0).unwrap().to_vec::<i32>().unwrap()[..4], [-4, 3, -4, 3]);
+    assert_eq!(ops::binary_scalar(BinaryOp::Div, &b, 7.0, true).unwrap().to_vec::<i32>().unwrap()[..6], [3, 3, -4, -4, 0, 0]);
+    let a = Tensor::from_slice(&[7u32, 0, u32::MAX, 9], &[4]).unwrap();
+    let b = Tensor::from_slice(&[2u32, 0, 0, 10], &[4]).unwrap();
+    assert_eq!(ops::div(&a, &b).unwrap().to_vec::<u32>().unwrap(), vec![3, 0, 0, 0]);
+    // Random signs and magnitudes, zeros included, against the reference.
+    let mut rng = Rng::new(11);
+    let (a, av) = rand_tensor(&mut rng, &[3, 1, 257], DType::I32, -2147483648.0, 2147483647.0);
+    let (b, bv) = rand_tensor(&mut rng, &[5, 1], DType::I32, -3.0, 3.0);
+    let (want, _) = cpu::binary(BinaryOp::Div, &av, &[3, 1, 257], &bv, &[5, 1], DType::I32).unwrap();
+    assert_eq!(ops::div(&a, &b).unwrap().to_f64_vec().unwrap(), want);
+}
+
+#[test]
+fn integer_pow_wraps_like_numpy() {
+    let a = Tensor::from_slice(&[0i32, 0, 2, -2, -3, 3, 7, 1, -1, -1, 2, 0, 5, i32::MIN], &[14]).unwrap();
+    let b = Tensor::from_slice(&[0i32, 5, 10, 3, 3, 40, 0, -5, -5, -4, -1, -1, 31, 2], &[14]).unwrap();
+    let got = ops::pow(&a, &b).unwrap().to_vec::<i32>().unwrap();
+    // numpy: 3**40 in int32 wraps to 689956897; negative exponents: documented rule.
+    assert_eq!(got, vec![1, 0, 1024, -8, -27, 689956897, 1, 1, -1, 1, 0, 0, 5i32.wrapping_pow(31), 0]);
+    let av = a.to_f64_vec().unwrap();
+    let bv = b.to_f64_vec().unwrap();
+    let refv: Vec<i32> = av.iter().zip(&bv).map(|(&x, &y)| cpu::binary_value(BinaryOp::Pow, x, y, DType::I32) as i32).collect();
+    assert_eq!(refv, got, "reference");
+    let a = Tensor::from_slice(&[0u32, 3, 2, 4_000_000_000, 1], &[5]).unwrap();
+    let b = Tensor::from_slice(&[0u32, 40, 32, 2, u32::MAX], &[5]).unwrap();
+    assert_eq!(ops::pow(&a, &b).unwrap().to_vec::<u32>().unwrap(), vec![1, 3u32.wrapping_pow(40), 0, 4_000_000_000u32.wrapping_pow(2), 1]);
+    assert_eq!(ops::pow_scalar(&a, 2.0).unwrap().to_vec::<u32>().unwrap()[..3], [0, 9, 4]);
+}
+
+#[test]
+fn sin_cos_accurate_at_every_magnitude() {
+    // Payne-Hanek reduction: the same absolute error from 2^-20 to f32::MAX (the builtin gave
+    // cos(7.93e14) = 1.0 and errors of 2 past 2^30 on lavapipe).
+    let mut rng = Rng::new(12);
+    let mut xv = vec![];
+    for e in -20..128 {
+        for _ in 0..24 {
+            let s = if rng.uniform(0.0, 1.0) < 0.5 { -1.0 } else { 1.0 };
+            xv.push(((s * rng.uniform(1.0, 2.0)) as f32 * 2f32.powi(e)) as f64);
+        }
+    }
+    // Near multiples of pi/2, where the reduction cancels most.
+    for k in 1..200 {
+        let m = k as f64 * std::f64::consts::FRAC_PI_2;
+        xv.extend([m as f32 as f64, (m as f32).next_up() as f64, (m as f32).next_down() as f64]);
+    }
+    xv.extend([16367173.0 * 2f64.powi(72), 3.2471e38f32 as f64, 1e22f32 as f64, f32::MAX as f64]);
+    let x = upload(&xv, &[xv.len()], DType::F32);
+    for (op, f) in [(UnaryOp::Sin, f64::sin as fn(f64) -> f64), (UnaryOp::Cos, f64::cos)] {
+        let y = ops::unary(op, &x).unwrap().to_f64_vec().unwrap();
+        for (&g, &v) in y.iter().zip(&xv) {
+            assert!(g.abs() <= 1.0 && (g - f(v)).abs() <= 2.5e-7, "{}({v:e}) = {g}, want {}", op.name(), f(v));
+        }
+    }
+}
+
+#[test]
+fn pow_negative_bases_on_awkward_shapes() {
+    // Random negative and positive bases against whole exponents (signed powers) and against
+    // fractional ones (NaN for a negative base), broadcast over awkward shapes.
+    poison();
+    let mut rng = Rng::new(13);
+    for dt in float_dtypes() {
+        for (sa, sb) in [(&[7][..], &[7][..]), (&[13, 17], &[17]), (&[3, 1, 257], &[1, 5, 1]), (&[1031], &[]), (&[2, 0, 3], &[3])] {
+            let (a, av) = rand_tensor(&mut rng, sa, dt, -3.0, 3.0);
+            for whole in [true, false] {
+                let (b, bv) = if whole {
+                    let (_, bi) = rand_tensor(&mut rng, sb, DType::I32, -6.0, 6.0);
+                    (upload(&bi, sb, dt), bi)
+                } else {
+                    rand_tensor(&mut rng, sb, dt, -2.5, 2.5)
+                };
+                let y = ops::pow(&a, &b).unwrap();
+                let (want, shape) = cpu::binary(BinaryOp::Pow, &av, sa, &bv, sb, dt).unwrap();
+                assert_eq!(y.shape(), &shape[..]);
+                let (atol, rtol) = tol(dt);
+                let got = y.to_f64_vec().unwrap();
+                for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    assert!(special_ok(g, w, atol, rtol * 4.0), "pow {dt} {sa:?} {sb:?} whole={whole}: element {i}: got {g}, want {w}");
+                }
+            }
+        }
     }
 }

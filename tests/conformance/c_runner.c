@@ -395,7 +395,8 @@ static void run_case(Case *c, bool missing, FILE *out, bool first, int *npass) {
     if (wn != nb) { strcpy(status, "fail"); snprintf(msg, sizeof msg, "%zu output bytes, expected %zu", nb, wn); }
     for (size_t i = 0; wn == nb && i < n; i++) {
         double g = elem(got, dt, i), w = elem(want, dt, i);
-        bool ok = (isnan(g) && isnan(w)) || g == w || fabs(g - w) <= c->atol + c->rtol * fabs(w);
+        bool ok = (g == 0 && w == 0) ? !signbit(g) == !signbit(w)  /* -0 and +0 differ */
+                                     : (isnan(g) && isnan(w)) || g == w || fabs(g - w) <= c->atol + c->rtol * fabs(w);
         if (!ok && bad++ == 0)
             snprintf(msg, sizeof msg, "element %zu: got %.9g, expected %.9g (atol %g rtol %g)", i, g, w, c->atol, c->rtol);
     }

@@ -139,7 +139,14 @@ defmodule Kiln.Conformance do
   defp special(false, 1), do: :neg_infinity
 
   defp close?(g, w, _atol, _rtol) when is_atom(g) or is_atom(w), do: g == w
+  # A zero matches only a zero of the same sign (-0.0 == 0.0 in Erlang, so the bits decide).
+  defp close?(g, w, _atol, _rtol) when g == 0 and w == 0, do: sign_bit(g) == sign_bit(w)
   defp close?(g, w, atol, rtol), do: g == w or abs(g - w) <= atol + rtol * abs(w)
+
+  defp sign_bit(v) do
+    <<s::1, _::63>> = <<v::float-64>>
+    s
+  end
 
   def check(out, dir, y) do
     got = Kiln.to_binary(y)

@@ -110,6 +110,21 @@ def erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x) if x.size else x.astype(np.float64)
 
 
+def limit_at_neg_inf(f):
+    """gelu, gelu_tanh, silu: their limit -0 at -inf (the formulas give -inf * 0 = NaN there)."""
+    return lambda x: np.where(x == -np.inf, -0.0, f(x))
+
+
+def maximum_ref(a, b):
+    """numpy's maximum: NaN if either is NaN, else the larger; on a tie (-0, +0) the second
+    operand (numpy 2's result; the Array API leaves the sign of zero there open)."""
+    return np.where(np.isnan(a) | np.isnan(b), np.nan, np.where(a > b, a, b))
+
+
+def minimum_ref(a, b):
+    return np.where(np.isnan(a) | np.isnan(b), np.nan, np.where(a < b, a, b))
+
+
 UNARY = {
     "neg": lambda x: -x,
     "abs": np.abs,
@@ -121,10 +136,10 @@ UNARY = {
     "cos": np.cos,
     "tanh": np.tanh,
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "relu": lambda x: np.maximum(x, 0),
-    "gelu": lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0))),
-    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
-    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "relu": lambda x: maximum_ref(x, np.zeros_like(x)),
+    "gelu": limit_at_neg_inf(lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))),
+    "gelu_tanh": limit_at_neg_inf(lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))),
+    "silu": limit_at_neg_inf(lambda x: x / (1.0 + np.exp(-x))),
 }
 # Input ranges where each unary op is well defined.
 UNARY_RANGE = {"log": (0.05, 6.0), "sqrt": (0.0, 9.0), "rsqrt": (0.05, 9.0), "exp": (-6.0, 6.0)}
@@ -135,8 +150,8 @@ BINARY = {
     "mul": np.multiply,
     "div": np.divide,
     "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
+    "maximum": maximum_ref,
+    "minimum": minimum_ref,
     "eq": lambda a, b: (a == b).astype(np.float64),
     "ne": lambda a, b: (a != b).astype(np.float64),
     "lt": lambda a, b: (a < b).astype(np.float64),
@@ -145,6 +160,27 @@ BINARY = {
     "ge": lambda a, b: (a >= b).astype(np.float64),
 }
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+# Special values (IEEE 754 / the Array API standard's special cases): signed zeros, infinities,
+# NaN, the largest finite values, the smallest normals and subnormals, negative bases for pow.
+# The runners tell -0 from +0 and need NaN where NaN is expected.
+F32_MAX = float(np.finfo(np.float32).max)
+F32_TINY = float(np.finfo(np.float32).tiny)
+UNARY_SPECIALS = {
+    "f32": [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 1e-3, -1e-3, 1e-10, -1e-10, 10.0, -10.0,
+            88.0, -88.0, 100.0, -100.0, 1.5707964, 3.1415927, -4.712389, 1e10, -1e10, 7.93e14, 1e30, -1e30, 3e38, -3e38,
+            F32_MAX, -F32_MAX, F32_TINY, -F32_TINY, 1e-40, -1e-40, 1.4e-45, -1.4e-45],
+    "f16": [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 1e-3, -1e-3, 10.0, -10.0, 11.0, 12.0,
+            -20.0, 100.0, -100.0, 1000.0, 65504.0, -65504.0, 6.103515625e-05, -6.103515625e-05, 5.96e-08, -5.96e-08, 1e-06],
+}
+# Binary operands: no subnormals (a GPU may read them as zero in arithmetic, which WGSL allows;
+# the core tests cover them where the device keeps them).
+BINARY_SPECIALS = {
+    "f32": [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 2.5, -2.5, 33.0, -33.0,
+            1e4, -7.0, F32_MAX, -F32_MAX, F32_TINY, 1e10, 16777215.0, -16777215.0, 16777216.0],
+    "f16": [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 2.5, -2.5, 33.0, -33.0,
+            -7.0, 65504.0, -65504.0, 6.103515625e-05, 2049.0, -2049.0],
+}
 
 
 def conv2d_ref(x, w, b, stride, padding, dilation, groups):
@@ -254,7 +290,8 @@ class Gen:
         if out_dtype in ("i32", "u32"):
             e = exp.astype(NP[out_dtype])
         else:
-            e = exp.astype(np.float64).astype(NP[out_dtype])
+            with np.errstate(over="ignore"):  # past the dtype's range: inf, as intended
+                e = exp.astype(np.float64).astype(NP[out_dtype])
         atol, rtol = tol
         self.cases.append({
             "id": cid,
@@ -319,6 +356,12 @@ def build(g):
         if op in ("neg", "abs", "relu"):
             x = g.rand([5, 9], "i32", -50, 50)
             g.case(f"{op}.i32", op, {}, [("x", x, "i32")], f(f64(x)), "i32", (0, 0))
+        for dt, vals in UNARY_SPECIALS.items():
+            x = np.array(vals, dtype=NP[dt])
+            with np.errstate(all="ignore"):
+                want = f(f64(x))
+            sc = 4.0 if op in ("gelu", "gelu_tanh", "tanh", "exp", "sigmoid", "silu", "sin", "cos") else 1.0
+            g.case(f"{op}.special_{dt}", op, {}, [("x", x, dt)], want, dt, ftol(dt, sc))
 
     # ---- binary and comparisons
     for op, f in BINARY.items():
@@ -357,6 +400,52 @@ def build(g):
             b = g.rand([5], "i32", -100, 100)
             out_dt = "u32" if cmp_ else "i32"
             g.case(f"{op}.i32", op, {}, [("a", a, "i32"), ("b", b, "i32")], f(f64(a), f64(b)), out_dt, (0, 0))
+        # Every pair of special values: a as a column against b as a row.
+        for dt, vals in BINARY_SPECIALS.items():
+            v = np.array(vals, dtype=NP[dt])
+            a, b = v.reshape(-1, 1), v
+            with np.errstate(all="ignore"):
+                want = f(f64(a), f64(b))
+            out_dt = "u32" if cmp_ else dt
+            g.case(f"{op}.special_{dt}", op, {}, [("a", a, dt), ("b", b, dt)], want, out_dt, ftol(out_dt, 4.0))
+
+    # ---- integer division is numpy's floor division (x // 0 = 0, i32 min // -1 wraps)
+    i32min = -2 ** 31
+    a = np.array([7, -7, 7, -7, 5, -5, 0, i32min, i32min, 2 ** 31 - 1, -1, 6, -6], np.int32)
+    b = np.array([2, 2, -2, -2, 0, 0, 0, -1, 1, -1, 3, 3, 3], np.int32)
+    with np.errstate(all="ignore"):
+        g.case("div.i32_floor", "div", {}, [("a", a, "i32"), ("b", b, "i32")], np.floor_divide(a, b), "i32", (0, 0))
+        a, b = g.rand([4, 257], "i32", -100000, 100000), g.rand([257], "i32", -5, 5)
+        g.case("div.i32_floor_large", "div", {}, [("a", a, "i32"), ("b", b, "i32")], np.floor_divide(a, b), "i32", (0, 0))
+        a = np.array([7, 0, 2 ** 32 - 1, 9, 2 ** 31], np.uint32)
+        b = np.array([2, 0, 0, 10, 3], np.uint32)
+        g.case("div.u32", "div", {}, [("a", a, "u32"), ("b", b, "u32")], np.floor_divide(a, b), "u32", (0, 0))
+        a = np.array([7, -7, 0, 9], np.int32)
+        g.case("div.i32_scalar", "div", {"scalar": -2.0, "scalar_first": False}, [("a", a, "i32")], np.floor_divide(a, np.int32(-2)), "i32", (0, 0))
+        # ---- integer power: numpy's, wrapping modulo 2^32
+        a = np.array([0, 0, 2, -2, -3, 3, 7, 5, i32min, -1], np.int32)
+        b = np.array([0, 5, 10, 3, 3, 40, 0, 31, 2, 7], np.int32)
+        g.case("pow.i32", "pow", {}, [("a", a, "i32"), ("b", b, "i32")], np.power(a, b), "i32", (0, 0))
+        a = np.array([0, 3, 2, 4000000000, 1], np.uint32)
+        b = np.array([0, 40, 32, 2, 2 ** 32 - 1], np.uint32)
+        g.case("pow.u32", "pow", {}, [("a", a, "u32"), ("b", b, "u32")], np.power(a, b), "u32", (0, 0))
+    # A negative integer exponent, which numpy refuses: Kiln's documented rule, the integer
+    # part of 1 / x^|y| (1 for x = 1, +-1 for x = -1, else 0).
+    a = np.array([1, -1, -1, 2, -2, 0, 7], np.int32)
+    b = np.array([-3, -3, -4, -1, -1, -1, -2], np.int32)
+    g.case("pow.i32_negative_exponent", "pow", {}, [("a", a, "i32"), ("b", b, "i32")], np.array([1, -1, 1, 0, 0, 0, 0]), "i32", (0, 0))
+    # Negative bases with whole exponents (and a fractional one: NaN), the scalar forms too.
+    a = np.array([-2.0, -2.0, -3.0, -1.5, -0.0, -0.0, 0.0, np.nan, 1.0, -8.0], np.float32)
+    b = np.array([3.0, 2.0, 3.0, -2.0, 3.0, -3.0, 0.0, 0.0, np.nan, 1.0 / 3.0], np.float32)
+    with np.errstate(all="ignore"):
+        g.case("pow.negative_base", "pow", {}, [("a", a, "f32"), ("b", b, "f32")], np.power(f64(a), f64(b)), "f32", ftol("f32"))
+        g.case("pow.scalar_square_negative", "pow", {"scalar": 2.0, "scalar_first": False}, [("a", a, "f32")], np.power(f64(a), 2.0), "f32", ftol("f32"))
+        g.case("pow.scalar_cube_negative", "pow", {"scalar": 3.0, "scalar_first": False}, [("a", a, "f32")], np.power(f64(a), 3.0), "f32", ftol("f32"))
+        g.case("pow.scalar_first_negative", "pow", {"scalar": -2.0, "scalar_first": True}, [("a", a, "f32")], np.power(-2.0, f64(a)), "f32", ftol("f32"))
+    # where: a NaN condition is true (numpy's truthiness), -0 false.
+    c = np.array([np.nan, 0.0, -0.0, 1.0, -np.inf], np.float32)
+    a, b = g.rand([5], "f32"), g.rand([5], "f32")
+    g.case("where.nan_cond", "where", {}, [("cond", c, "f32"), ("a", a, "f32"), ("b", b, "f32")], np.where(c != 0, f64(a), f64(b)), "f32", (0, 0))
 
     # ---- where
     for cid, sc_, sa, sb, dt in [("typical", [4, 5], [4, 5], [4, 5], "f32"), ("edge_broadcast", [3, 1], [1, 7], [7], "f32"),

@@ -264,7 +264,9 @@ end
 const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin")
 squeeze1(t) = Tuple(d for d in t if d != 1)
 
-close_enough(g, w, atol, rtol) = (isnan(g) && isnan(w)) || g == w || abs(g - w) <= atol + rtol * abs(w)
+# A zero matches only a zero of the same sign (-0.0 == 0.0 in Julia, so signbit decides).
+close_enough(g, w, atol, rtol) = (g == 0 && w == 0) ? signbit(g) == signbit(w) :
+    (isnan(g) && isnan(w)) || g == w || abs(g - w) <= atol + rtol * abs(w)
 
 function check(c::Case, dir, y)
     A = y isa KilnArray ? Array(y) : y isa AbstractArray ? y : fill(y)   # a Julia scalar from dims=:

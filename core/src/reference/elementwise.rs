@@ -46,6 +46,10 @@ fn wrap(dtype: DType, v: f64) -> f64 {
     }
 }
 
+/// `op(x)` in f64 from the op's definition (Rust's std functions, which follow IEEE 754 and C99
+/// on ±0, ±inf and NaN), rounded to `dtype`. Where a definition needs a rule of its own it is
+/// written out: relu is numpy's `maximum(x, 0)`, and gelu / gelu_tanh / silu take their limit
+/// -0 at -inf (the formulas would give `-inf * 0 = NaN`).
 pub fn unary_value(op: UnaryOp, x: f64, dtype: DType) -> f64 {
     let v = match op {
         UnaryOp::Neg => -x,
@@ -58,7 +62,8 @@ pub fn unary_value(op: UnaryOp, x: f64, dtype: DType) -> f64 {
         UnaryOp::Cos => x.cos(),
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::Relu => maximum(x, 0.0),
+        UnaryOp::Gelu | UnaryOp::GeluTanh | UnaryOp::Silu if x == f64::NEG_INFINITY => -0.0,
         UnaryOp::Gelu => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
         UnaryOp::GeluTanh => {
             let k = (2.0 / std::f64::consts::PI).sqrt();
@@ -74,6 +79,65 @@ pub fn unary(op: UnaryOp, x: &[f64], dtype: DType) -> Vec<f64> {
     x.iter().map(|&v| unary_value(op, v, dtype)).collect()
 }
 
+/// numpy's `maximum`: NaN when either operand is NaN (the Array API standard), else the larger;
+/// on a tie (`-0` and `+0`) the second operand, as numpy 2 gives.
+pub fn maximum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// numpy's `minimum`; the rules of [`maximum`].
+pub fn minimum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Integer power with numpy's wrap-around modulo 2^32; a negative exponent (numpy refuses it)
+/// gives the integer part of 1 / x^|y|.
+fn int_pow(a: f64, b: f64, dtype: DType) -> f64 {
+    if dtype == DType::I32 {
+        let (x, y) = (a as i32, b as i32);
+        if y < 0 {
+            return match x {
+                1 => 1.0,
+                -1 => if y % 2 == 0 { 1.0 } else { -1.0 },
+                _ => 0.0,
+            };
+        }
+        x.wrapping_pow(y as u32) as f64
+    } else {
+        (a as u32).wrapping_pow(b as u32) as f64
+    }
+}
+
+/// numpy's floor division `//` on integers: toward -inf, `x // 0 = 0`, `i32::MIN // -1` wraps.
+fn floor_div(a: f64, b: f64, dtype: DType) -> f64 {
+    if b == 0.0 {
+        return 0.0;
+    }
+    match dtype {
+        DType::I32 => {
+            // In i64, where i32::MIN / -1 = 2^31 exists; the cast back wraps it to i32::MIN.
+            let (x, y) = (a as i64, b as i64);
+            let q = x / y;
+            let q = if x % y != 0 && ((x < 0) != (y < 0)) { q - 1 } else { q };
+            q as i32 as f64
+        }
+        _ => ((a as u32) / (b as u32)) as f64,
+    }
+}
+
+/// `a OP b` in f64 from the op's definition, rounded to `dtype` (comparisons give 0/1).
 pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
     let int = !dtype.is_float();
     let v = match op {
@@ -87,20 +151,13 @@ pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
                 a * b
             }
         }
-        // WGSL integer division truncates, x / 0 is x, and i32::MIN / -1 is i32::MIN.
-        BinaryOp::Div if int => {
-            if b == 0.0 {
-                a
-            } else if dtype == DType::I32 && a == i32::MIN as f64 && b == -1.0 {
-                a
-            } else {
-                (a / b).trunc()
-            }
-        }
+        BinaryOp::Div if int => floor_div(a, b, dtype),
         BinaryOp::Div => a / b,
+        BinaryOp::Pow if int => int_pow(a, b, dtype),
+        // f64::powf is C99 pow: every special case of IEEE 754 / the Array API standard.
         BinaryOp::Pow => a.powf(b),
-        BinaryOp::Maximum => a.max(b),
-        BinaryOp::Minimum => a.min(b),
+        BinaryOp::Maximum => maximum(a, b),
+        BinaryOp::Minimum => minimum(a, b),
         BinaryOp::Eq => (a == b) as u32 as f64,
         BinaryOp::Ne => (a != b) as u32 as f64,
         BinaryOp::Lt => (a < b) as u32 as f64,
