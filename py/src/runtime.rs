@@ -217,6 +217,22 @@ fn workgroups_arg(py: Python<'_>, w: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
     }
 }
 
+/// Stack of the thread that compiles a kernel. The shader compiler recurses on deep expressions
+/// (a long flat `a + a + ...`, issue 19): on the caller's stack (8 MiB for the main thread, often
+/// less for other threads) that was a SIGSEGV. The reservation is virtual; only what the compiler
+/// touches is committed.
+const COMPILE_STACK: usize = 256 << 20;
+
+/// Runs `f` on a fresh thread with `COMPILE_STACK` of stack, a panic there becoming `Error::Panic`.
+fn on_compile_stack<T: Send + 'static>(f: impl FnOnce() -> kiln_core::Result<T> + Send + 'static) -> kiln_core::Result<T> {
+    let worker = std::thread::Builder::new()
+        .name("kiln-compile".into())
+        .stack_size(COMPILE_STACK)
+        .spawn(f)
+        .map_err(|e| kiln_core::Error::Internal(format!("cannot start the kernel-compile thread: {e}")))?;
+    worker.join().unwrap_or_else(|p| Err(kiln_core::Error::from_panic(p)))
+}
+
 #[pymethods]
 impl PyKernel {
     #[new]
@@ -227,7 +243,7 @@ impl PyKernel {
             Some(e) if !e.is_none() => text_arg(py, "entry point name", e)?,
             _ => "main".to_string(),
         };
-        let k = gpu(py, move || Kernel::new(&source, &entry))?;
+        let k = gpu(py, move || on_compile_stack(move || Kernel::new(&source, &entry)))?;
         Ok(PyKernel { k: Arc::new(k) })
     }
 
