@@ -7,7 +7,8 @@ defmodule KilnHostileTest do
   Findings that could take the VM down before their fix (a stack overflow in the shader
   compiler on a dirty scheduler, a driver segfault, the OOM killer, a compile that never ends)
   run in a separate `elixir` OS process with a memory limit and a time limit, so this suite
-  reports a failure instead of dying; the child checks survival itself and prints ALIVE.
+  reports a failure instead of dying; the child checks survival itself and prints ALIVE. They are
+  tagged `:isolated` (`mix test --exclude isolated` skips them; they take minutes on lavapipe).
 
   Not async: `reset_devices/0` destroys the device every other test's tensors live on.
   """
@@ -101,6 +102,7 @@ defmodule KilnHostileTest do
   # scheduler's small stack ~600 terms (a 4 KB source) killed the whole BEAM. Now: a :shader
   # error, or (if the compiler takes it) the right sum; never a crash.
   for terms <- [600, 5_000, 50_000] do
+    @tag :isolated
     test "(1) a #{terms}-term flat expression is a shader error or the right sum, never a crash" do
       terms = unquote(terms)
 
@@ -127,6 +129,7 @@ defmodule KilnHostileTest do
 
   # (2) A 64 MiB var<workgroup> array compiled (the limit is 32 KiB or the device's), and
   # lavapipe segfaulted compiling it. Now: a :shader error before the driver sees it.
+  @tag :isolated
   test "(2) workgroup memory over the device limit is a shader error" do
     run_isolated(
       ~S"""
@@ -159,6 +162,7 @@ defmodule KilnHostileTest do
 
   # (3) A large private array never finished compiling in the driver (N=4096: >300 s; N=16M ate
   # all RAM). Now: a :shader error, quickly.
+  @tag :isolated
   test "(3) a huge private array is a shader error, quickly" do
     run_isolated(
       ~S"""
@@ -192,6 +196,7 @@ defmodule KilnHostileTest do
 
   # (6) Kernel source size and compile time were unbounded (6.5 MB: not done in 10 minutes).
   # Now: a clear error, quickly.
+  @tag :isolated
   test "(6) a 6.5 MB kernel source is a clear error, quickly" do
     run_isolated(
       ~S"""
@@ -219,6 +224,7 @@ defmodule KilnHostileTest do
 
   # (8) A dispatch of more than 2^32 workgroups in total ran only (x*y*z mod 2^32) of them. Now:
   # an error, and nothing runs.
+  @tag :isolated
   test "(8) a dispatch of more than 2^32 workgroups is an error and runs nothing" do
     run_isolated(
       ~S"""

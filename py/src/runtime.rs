@@ -225,12 +225,22 @@ const COMPILE_STACK: usize = 256 << 20;
 
 /// Runs `f` on a fresh thread with `COMPILE_STACK` of stack, a panic there becoming `Error::Panic`.
 fn on_compile_stack<T: Send + 'static>(f: impl FnOnce() -> kiln_core::Result<T> + Send + 'static) -> kiln_core::Result<T> {
-    let worker = std::thread::Builder::new()
-        .name("kiln-compile".into())
-        .stack_size(COMPILE_STACK)
-        .spawn(f)
-        .map_err(|e| kiln_core::Error::Internal(format!("cannot start the kernel-compile thread: {e}")))?;
-    worker.join().unwrap_or_else(|p| Err(kiln_core::Error::from_panic(p)))
+    // Where address space is scarce (ulimit -v, strict overcommit) a smaller reservation is
+    // tried before giving up: the stack only needs to be large for pathological sources.
+    let f = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
+    let mut last = None;
+    for size in [COMPILE_STACK, COMPILE_STACK / 8] {
+        let job = f.clone();
+        let spawned = std::thread::Builder::new().name("kiln-compile".into()).stack_size(size).spawn(move || {
+            let f = job.lock().unwrap_or_else(|p| p.into_inner()).take().expect("the compile job runs once");
+            f()
+        });
+        match spawned {
+            Ok(worker) => return worker.join().unwrap_or_else(|p| Err(kiln_core::Error::from_panic(p))),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(kiln_core::Error::Internal(format!("cannot start the kernel-compile thread: {}", last.map(|e| e.to_string()).unwrap_or_default())))
 }
 
 #[pymethods]
