@@ -514,6 +514,7 @@ defmodule KilnHostileTest do
   end
 
   defp show(v) when is_integer(v) and abs(v) > 0x1_0000_0000_0000_0000, do: "a #{byte_size(Integer.to_string(v))}-digit integer"
+  defp show(v) when is_binary(v) and byte_size(v) > 64, do: "a #{byte_size(v)}-byte binary"
   defp show(v), do: inspect(v, limit: 5)
 
   test "(14) no bad argument anywhere raises anything but Kiln.Error", %{before: before} do
@@ -525,6 +526,32 @@ defmodule KilnHostileTest do
             acc
           rescue
             Kiln.Error -> acc
+            e -> ["#{name}(#{show(v)}): #{inspect(e.__struct__)}: #{Exception.message(e)}" | acc]
+          catch
+            kind, reason -> ["#{name}(#{show(v)}): #{kind} #{inspect(reason)}" | acc]
+          end
+      end
+
+    assert bad == [], Enum.join(Enum.reverse(bad), "\n")
+    alive!(before)
+  end
+
+  test "(14) the NIF itself answers :invalid_argument for hostile terms: no badarg, no panic", %{before: before} do
+    # Kiln.Native directly (not through Kiln.SafeNative's safety net): the NIF's own decoders
+    # must turn every bad first argument into {:error, {:invalid_argument, 1, message}}.
+    values = @hostile ++ [String.duplicate("x", 1_000_000), Enum.to_list(1..100_000), self(), fn -> :ok end]
+
+    bad =
+      for {name, arity} <- Kiln.Native.nifs(), arity > 0, v <- values, reduce: [] do
+        acc ->
+          try do
+            case apply(Kiln.Native, name, List.duplicate(v, arity)) do
+              {:error, {:invalid_argument, 1, m}} when is_binary(m) and byte_size(m) < 1000 -> acc
+              # a well-typed string where a kernel source is expected: the shader compiler's error
+              {:error, {:shader, 7, m}} when name == :kernel_compile and is_binary(v) and is_binary(m) -> acc
+              other -> ["#{name}(#{show(v)}): returned #{inspect(other, limit: 5)}" | acc]
+            end
+          rescue
             e -> ["#{name}(#{show(v)}): #{inspect(e.__struct__)}: #{Exception.message(e)}" | acc]
           catch
             kind, reason -> ["#{name}(#{show(v)}): #{kind} #{inspect(reason)}" | acc]

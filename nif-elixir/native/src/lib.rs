@@ -85,7 +85,7 @@ pub fn guard<T>(f: impl FnOnce() -> kiln_core::Result<T>) -> Reply<T> {
 /// A decoding failure as `{:error, {:invalid_argument, 1, "<what>, got <term>"}}`: `Kiln.unwrap!`
 /// raises it as `Kiln.Error`.
 pub fn bad_arg(term: Term, what: &str) -> rustler::Error {
-    let mut shown = format!("{term:?}");
+    let mut shown = describe(term);
     if shown.len() > 200 {
         let mut cut = 200;
         while !shown.is_char_boundary(cut) {
@@ -95,6 +95,31 @@ pub fn bad_arg(term: Term, what: &str) -> rustler::Error {
         shown.push_str("...");
     }
     rustler::Error::Term(Box::new(KError(Error::InvalidArgument(format!("{what}, got {shown}")))))
+}
+
+/// A short picture of a term for an error message: printed in full when small, summarised when
+/// it is a large binary, list, tuple or map (printing a 100 MB binary would take a while).
+fn describe(term: Term) -> String {
+    match term.get_type() {
+        TermType::Binary => match term.decode::<rustler::Binary>() {
+            Ok(b) if b.len() > 64 => format!("a binary of {} bytes", b.len()),
+            _ => format!("{term:?}"),
+        },
+        TermType::List => match term.list_length() {
+            Ok(n) if n > 16 => format!("a list of {n} elements"),
+            Ok(_) => format!("{term:?}"),
+            Err(_) => "an improper list".to_string(),
+        },
+        TermType::Tuple => match rustler::types::tuple::get_tuple(term) {
+            Ok(t) if t.len() > 8 => format!("a tuple of {} elements", t.len()),
+            _ => format!("{term:?}"),
+        },
+        TermType::Map => match term.map_size() {
+            Ok(n) if n > 8 => format!("a map of {n} entries"),
+            _ => format!("{term:?}"),
+        },
+        _ => format!("{term:?}"),
+    }
 }
 
 /// An integer that fits 64 bits (signed or unsigned), or None (a float, a bignum, not a number).
@@ -132,12 +157,19 @@ impl<'a, T: IntTarget> Decoder<'a> for Int<T> {
     }
 }
 
+/// The elements of a proper list; None for anything else. (rustler's `Vec` decoder panics on an
+/// improper list such as `[1 | 2]`; `enif_get_list_length` refuses one.)
+fn list_items<'a>(term: Term<'a>) -> Option<Vec<Term<'a>>> {
+    term.list_length().ok()?;
+    term.decode().ok()
+}
+
 /// A list argument whose elements decode as `T` (shapes, axes, tensors).
 pub struct List<T>(pub Vec<T>);
 
 impl<'a, T: Decoder<'a>> Decoder<'a> for List<T> {
     fn decode(term: Term<'a>) -> NifResult<Self> {
-        let items: Vec<Term<'a>> = term.decode().map_err(|_| bad_arg(term, "expected a list"))?;
+        let items = list_items(term).ok_or_else(|| bad_arg(term, "expected a list"))?;
         items.into_iter().map(T::decode).collect::<NifResult<Vec<T>>>().map(List)
     }
 }
@@ -148,7 +180,7 @@ pub struct Shape(pub Vec<usize>);
 impl<'a> Decoder<'a> for Shape {
     fn decode(term: Term<'a>) -> NifResult<Self> {
         let what = "a shape is a list of non-negative integers below 2^64";
-        let items: Vec<Term<'a>> = term.decode().map_err(|_| bad_arg(term, what))?;
+        let items = list_items(term).ok_or_else(|| bad_arg(term, what))?;
         items
             .into_iter()
             .map(|d| int_of(d).and_then(|v| usize::try_from(v).ok()).ok_or_else(|| bad_arg(term, what)))
