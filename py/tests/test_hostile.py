@@ -82,7 +82,8 @@ def run_isolated(body, timeout):
     try:
         r = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=timeout, preexec_fn=limit)
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the child did not finish within {timeout} s (a hang); stderr tail: {str(e.stderr)[-2000:]}")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr)
+        pytest.fail(f"the child did not finish within {timeout} s (a hang); stderr tail: {err[-2000:]}")
     took = time.monotonic() - t0
     assert r.returncode == 0 and "ALIVE" in r.stdout, (
         f"the child died or failed: exit status {r.returncode} after {took:.1f} s\n"
