@@ -25,7 +25,10 @@ defmodule Kiln do
 
   import Kernel, except: [abs: 1, div: 2, max: 2, min: 2]
 
-  alias Kiln.{Error, Native, Tensor}
+  alias Kiln.{Error, Tensor}
+  # Every NIF call goes through Kiln.SafeNative: a bad argument is a Kiln.Error, never a bare
+  # ArgumentError.
+  alias Kiln.SafeNative, as: Native
 
   @type tensor :: Tensor.t()
   @type type :: Tensor.type()
@@ -75,10 +78,21 @@ defmodule Kiln do
   defp opt_ref(nil), do: nil
   defp opt_ref(t), do: ref!(t)
 
+  defp not_a_tensor!(other), do: raise(Error.new(:invalid_argument, "expected a %Kiln.Tensor{}, got #{inspect(other)}"))
+
+  # Improper lists ([1 | 2]) are refused up front, before Enum sees them.
+  defp proper?([]), do: true
+  defp proper?([_ | t]), do: proper?(t)
+  defp proper?(_), do: false
+
+  defp proper_list!(l, what) do
+    if proper?(l), do: l, else: raise(Error.new(:invalid_argument, "#{what} must be a list, got #{inspect(l)}"))
+  end
+
   defp shape_list!(shape) when is_tuple(shape), do: shape_list!(Tuple.to_list(shape))
 
   defp shape_list!(shape) when is_list(shape) do
-    if Enum.all?(shape, &(is_integer(&1) and &1 >= 0)) do
+    if proper?(shape) and Enum.all?(shape, &(is_integer(&1) and &1 >= 0)) do
       shape
     else
       raise Error.new(:invalid_argument, "a shape is a tuple of non-negative integers, got #{inspect(shape)}")
@@ -92,11 +106,28 @@ defmodule Kiln do
 
   defp axes!(nil), do: nil
   defp axes!(a) when is_integer(a), do: [a]
-  defp axes!(a) when is_list(a), do: Enum.map(a, &int!(&1, "an axis"))
+  defp axes!(a) when is_list(a), do: a |> proper_list!("axes") |> Enum.map(&int!(&1, "an axis"))
   defp axes!(a), do: raise(Error.new(:invalid_argument, "axes must be a list of integers, got #{inspect(a)}"))
 
+  defp float!(v, what) when is_integer(v), do: num!(v, what)
   defp float!(v, _what) when is_scalar(v), do: v
   defp float!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be a number, got #{inspect(v)}"))
+
+  # A number on its way to kiln-core, which alone decides whether it fits the tensor's type
+  # (whole, finite and in range for an integer tensor; INVALID_ARGUMENT otherwise). Nothing is
+  # truncated here: integers pass as they are, and those beyond 64 bits (which no integer type
+  # takes) as the nearest float, or an error beyond the float range.
+  @int_lo -0x8000000000000000
+  @int_hi 0xFFFFFFFFFFFFFFFF
+  defp num!(v, _what) when is_integer(v) and v >= @int_lo and v <= @int_hi, do: v
+
+  defp num!(v, what) when is_integer(v) do
+    :erlang.float(v)
+  rescue
+    ArgumentError -> raise Error.new(:invalid_argument, "#{what} #{v} is too large for any Kiln type")
+  end
+
+  defp num!(v, _what), do: v
 
   defp pair!(v, _what) when is_integer(v) and v >= 0, do: {v, v}
   defp pair!([a, b], what), do: pair!({a, b}, what)
@@ -104,6 +135,9 @@ defmodule Kiln do
   defp pair!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be an integer or a pair {h, w}, got #{inspect(v)}"))
 
   defp opts!(opts, defaults) when is_list(opts) do
+    unless Keyword.keyword?(opts),
+      do: raise(Error.new(:invalid_argument, "options must be a keyword list, got #{inspect(opts)}"))
+
     case Keyword.validate(opts, defaults) do
       {:ok, kw} -> kw
       {:error, bad} -> raise Error.new(:invalid_argument, "unknown options #{inspect(bad)} (known: #{inspect(Keyword.keys(defaults))})")
@@ -147,7 +181,7 @@ defmodule Kiln do
   defp flatten([]), do: {[0], []}
 
   defp flatten(list) when is_list(list) do
-    parts = Enum.map(list, &flatten/1)
+    parts = list |> proper_list!("tensor data") |> Enum.map(&flatten/1)
     [{inner, _} | _] = parts
 
     unless Enum.all?(parts, fn {s, _} -> s == inner end),
@@ -220,6 +254,7 @@ defmodule Kiln do
   """
   @spec to_list(tensor) :: list | scalar
   def to_list(%Tensor{shape: shape} = t), do: nest(to_flat_list(t), Tuple.to_list(shape))
+  def to_list(other), do: not_a_tensor!(other)
 
   @doc "The single value of a tensor with one element."
   def to_number(%Tensor{} = t) do
@@ -229,8 +264,11 @@ defmodule Kiln do
     end
   end
 
+  def to_number(other), do: not_a_tensor!(other)
+
   @doc false
   def to_flat_list(%Tensor{type: type} = t), do: decode(to_binary(t), type)
+  def to_flat_list(other), do: not_a_tensor!(other)
 
   defp decode(bin, {:f, 32}), do: for(<<x::binary-4 <- bin>>, do: dec_f32(x))
   defp decode(bin, {:f, 16}), do: for(<<x::binary-2 <- bin>>, do: dec_f16(x))
@@ -276,12 +314,16 @@ defmodule Kiln do
 
   @doc "The shape tuple.\n\n    iex> Kiln.shape(Kiln.tensor([[1, 2, 3]]))\n    {1, 3}\n"
   def shape(%Tensor{shape: s}), do: s
+  def shape(other), do: not_a_tensor!(other)
   @doc "The type tuple.\n\n    iex> Kiln.type(Kiln.tensor([1.0]))\n    {:f, 32}\n"
   def type(%Tensor{type: t}), do: t
+  def type(other), do: not_a_tensor!(other)
   @doc "The number of dimensions."
   def rank(%Tensor{shape: s}), do: tuple_size(s)
+  def rank(other), do: not_a_tensor!(other)
   @doc "The number of elements."
   def size(%Tensor{shape: s}), do: s |> Tuple.to_list() |> Enum.product()
+  def size(other), do: not_a_tensor!(other)
 
   @doc """
   Frees the tensor's GPU memory now, instead of at garbage collection. Any later use of the
@@ -339,7 +381,7 @@ defmodule Kiln do
         do: raise(Error.new(:invalid_argument, "arange takes numbers, got #{inspect(v)}"))
 
     type = kw[:type] || if(Enum.all?([start, stop, step], &is_integer/1), do: {:s, 32}, else: {:f, 32})
-    out(Native.arange(start / 1, stop / 1, step / 1, native_type(type)))
+    out(Native.arange(num!(start, "start"), num!(stop, "stop"), num!(step, "step"), native_type(type)))
   end
 
   @doc "Overwrites every element of `t` with `value` (in place) and returns `t`."
@@ -374,8 +416,9 @@ defmodule Kiln do
 
     @doc """
     Elementwise `#{op}` with numpy broadcasting#{if cmp?, do: ", giving `{:u, 32}` 0/1", else: ""}.
-    Either side may be a number, which takes the tensor's type; two tensors must have the same
-    type.
+    Either side may be a number, which takes the tensor's type (kiln-core refuses NaN, fractions
+    and values out of range for an integer tensor with `:invalid_argument`); two tensors must have
+    the same type.#{if op == :div, do: "\n\nOn integer tensors `div` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0`. Float tensors divide\nas IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}
     """
     def unquote(op)(a, b), do: binary_op(unquote(Atom.to_string(op)), a, b)
 
@@ -388,8 +431,8 @@ defmodule Kiln do
   def binary(op, _a, _b), do: raise(Error.new(:invalid_argument, "unknown binary op #{inspect(op)}"))
 
   defp binary_op(op, %Tensor{} = a, %Tensor{} = b), do: out(Native.binary(op, a.ref, b.ref))
-  defp binary_op(op, %Tensor{} = a, s) when is_scalar(s), do: out(Native.binary_scalar(op, a.ref, s, false))
-  defp binary_op(op, s, %Tensor{} = b) when is_scalar(s), do: out(Native.binary_scalar(op, b.ref, s, true))
+  defp binary_op(op, %Tensor{} = a, s) when is_scalar(s), do: out(Native.binary_scalar(op, a.ref, num!(s, "the scalar"), false))
+  defp binary_op(op, s, %Tensor{} = b) when is_scalar(s), do: out(Native.binary_scalar(op, b.ref, num!(s, "the scalar"), true))
 
   defp binary_op(op, a, b) when is_scalar(a) and is_scalar(b),
     do: binary_op(op, tensor(a, type: infer_type([a, b])), b)
@@ -408,8 +451,9 @@ defmodule Kiln do
   def where(cond, on_true, on_false) do
     {a, b} =
       case {on_true, on_false} do
-        {%Tensor{} = a, s} when is_scalar(s) -> {a, tensor(s, type: a.type)}
-        {s, %Tensor{} = b} when is_scalar(s) -> {tensor(s, type: b.type), b}
+        # full/3, not tensor/2: kiln-core checks the number against the type (no truncation).
+        {%Tensor{} = a, s} when is_scalar(s) -> {a, full({}, s, type: a.type)}
+        {s, %Tensor{} = b} when is_scalar(s) -> {full({}, s, type: b.type), b}
         pair -> pair
       end
 
@@ -583,22 +627,27 @@ defmodule Kiln do
 
     unless is_list(dims), do: raise(Error.new(:invalid_argument, "reshape takes a shape tuple, got #{inspect(shape)}"))
 
-    dims = Enum.map(dims, fn :auto -> -1; d -> int!(d, "a dimension") end)
+    dims = dims |> proper_list!("a shape") |> Enum.map(fn :auto -> -1; d -> int!(d, "a dimension") end)
     out(Native.reshape(ref!(t), dims))
   end
 
   @doc "Reorders the axes: `permute(t, [1, 0])` is a 2-D transpose."
   def permute(t, axes) when is_list(axes), do: out(Native.permute(ref!(t), axes!(axes)))
   def permute(t, axes) when is_tuple(axes), do: permute(t, Tuple.to_list(axes))
+  def permute(_t, axes), do: raise(Error.new(:invalid_argument, "permute takes a list of axes, got #{inspect(axes)}"))
 
   @doc "Swaps axes `a0` and `a1` (defaults: the last two)."
   def transpose(t, a0 \\ -2, a1 \\ -1), do: out(Native.transpose(ref!(t), int!(a0, "axis"), int!(a1, "axis")))
 
   @doc "Joins tensors along `axis:` (default 0)."
-  def concat(tensors, opts \\ []) when is_list(tensors) do
+  def concat(tensors, opts \\ [])
+
+  def concat(tensors, opts) when is_list(tensors) do
     kw = opts!(opts, axis: 0)
-    out(Native.concat(Enum.map(tensors, &ref!/1), int!(kw[:axis], "axis")))
+    out(Native.concat(tensors |> proper_list!("concat's tensors") |> Enum.map(&ref!/1), int!(kw[:axis], "axis")))
   end
+
+  def concat(other, _opts), do: raise(Error.new(:invalid_argument, "concat takes a list of tensors, got #{inspect(other)}"))
 
   @doc "Nx's name for `concat/2`."
   def concatenate(tensors, opts \\ []), do: concat(tensors, opts)
@@ -664,6 +713,16 @@ defmodule Kiln do
 
   @doc "Waits until all queued GPU work is done."
   def synchronize, do: unwrap!(Native.synchronize())
+
+  @doc """
+  Destroys the process's GPU devices and starts over: tensors and kernels made before raise
+  `Kiln.Error` with code `:device_lost` from then on, and the next call that needs a device
+  creates a fresh one. The way out of a `:timeout` or any other stuck state. Returns `:ok`.
+  """
+  def reset_devices do
+    unwrap!(Native.reset_devices())
+    :ok
+  end
 
   @doc "Memory counters of the default device (bytes allocated, in use, peak, pooled; live buffers)."
   def memory_stats, do: unwrap!(Native.memory_stats())

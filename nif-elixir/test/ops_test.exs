@@ -116,8 +116,8 @@ defmodule KilnOpsTest do
       tb = t(b, [101], {:s, 32})
       assert Kiln.add(ta, tb) |> flat() == Enum.zip_with(a, b, &+/2)
       assert Kiln.mul(ta, tb) |> flat() == Enum.zip_with(a, b, &*/2)
-      # WGSL integer division truncates toward zero.
-      assert Kiln.div(ta, tb) |> flat() == Enum.zip_with(a, b, &Kernel.div/2)
+      # Integer div is floor division (numpy's //, every binding's rule), not WGSL's truncation.
+      assert Kiln.div(ta, tb) |> flat() == Enum.zip_with(a, b, &Integer.floor_div/2)
       assert Kiln.sub(ta, 5) |> flat() == Enum.map(a, &(&1 - 5))
       assert Kiln.sub(5, ta) |> flat() == Enum.map(a, &(5 - &1))
       assert Kiln.sub_scalar(ta, 5) |> flat() == Enum.map(a, &(&1 - 5))

@@ -5,9 +5,10 @@ use crate::errors::{dtype_err, gpu, invalid, to_pyerr};
 use crate::tensor::PyTensor;
 use kiln_core::{DType, Tensor};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySequence, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PySequence, PyString, PyTuple, PyType};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub const SUPPORTED: &str = "float32, float16, int32, uint32 (float64 is converted to float32)";
@@ -69,7 +70,9 @@ pub fn parse_dtype(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<O
         return Ok(None);
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        if let Ok(d) = DType::parse(&s.to_cow()?) {
+        // A string that is not valid UTF-8 (a lone surrogate) names no dtype either.
+        let name = s.to_cow().map_err(|_| dtype_err(py, format!("unknown dtype {obj:?}; supported: {SUPPORTED}")))?;
+        if let Ok(d) = DType::parse(&name) {
             return Ok(Some(d));
         }
     }
@@ -86,6 +89,11 @@ pub fn parse_dtype(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<O
     }
 }
 
+/// A dtype argument that must be given (``astype``): None is a DTypeError, never a panic.
+pub fn required_dtype(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<DType> {
+    parse_dtype(py, Some(obj))?.ok_or_else(|| dtype_err(py, format!("a dtype is required, got None; supported: {SUPPORTED}")))
+}
+
 pub fn dtype_or(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, default: DType) -> PyResult<DType> {
     Ok(parse_dtype(py, obj)?.unwrap_or(default))
 }
@@ -93,8 +101,12 @@ pub fn dtype_or(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, default: DType) 
 /// A shape argument: an int or a sequence of ints.
 pub fn parse_shape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
     let to_dim = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
-        let n: i64 = v.extract().map_err(|_| invalid(py, format!("shape entries must be ints, got {v}")))?;
-        usize::try_from(n).map_err(|_| invalid(py, format!("negative dimension {n} in a shape")))
+        match int_value(v) {
+            Some(IntValue::Small(n)) if n < 0 => Err(invalid(py, format!("negative dimension {n} in a shape"))),
+            Some(IntValue::Small(n)) => Ok(n as usize),
+            Some(IntValue::Big) => Err(invalid(py, format!("dimension {v} in a shape is too large"))),
+            None => Err(invalid(py, format!("shape entries must be ints, got {v}"))),
+        }
     };
     if obj.is_instance_of::<PyInt>() {
         return Ok(vec![to_dim(obj)?]);
@@ -112,14 +124,20 @@ pub fn parse_shape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize
 
 /// A signed shape (for reshape, which allows one -1).
 pub fn parse_ishape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
+    let to_dim = |v: &Bound<'_, PyAny>| -> PyResult<isize> {
+        match int_value(v) {
+            Some(IntValue::Small(n)) => isize::try_from(n).map_err(|_| invalid(py, format!("dimension {n} in a shape is too large"))),
+            Some(IntValue::Big) => Err(invalid(py, format!("dimension {v} in a shape is too large"))),
+            None => Err(invalid(py, format!("shape entries must be ints, got {v}"))),
+        }
+    };
     if obj.is_instance_of::<PyInt>() {
-        return Ok(vec![obj.extract()?]);
+        return Ok(vec![to_dim(obj)?]);
     }
     let seq = obj.cast::<PySequence>().map_err(|_| invalid(py, format!("a shape must be an int or a sequence of ints, got {obj}")))?;
     let mut out = Vec::with_capacity(seq.len()?);
     for item in seq.try_iter()? {
-        let item = item?;
-        out.push(item.extract().map_err(|_| invalid(py, format!("shape entries must be ints, got {item}")))?);
+        out.push(to_dim(&item?)?);
     }
     Ok(out)
 }
@@ -130,14 +148,20 @@ pub fn parse_axes(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Op
         None => Ok(None),
         Some(o) if o.is_none() => Ok(None),
         Some(o) => {
-            if let Ok(a) = o.extract::<isize>() {
-                return Ok(Some(vec![a]));
+            let axis = |v: &Bound<'_, PyAny>| -> PyResult<isize> {
+                match int_value(v) {
+                    Some(IntValue::Small(n)) => isize::try_from(n).map_err(|_| invalid(py, format!("axis {n} is out of range"))),
+                    Some(IntValue::Big) => Err(invalid(py, format!("axis {v} is out of range"))),
+                    None => Err(invalid(py, format!("axis entries must be ints, got {v}"))),
+                }
+            };
+            if int_value(o).is_some() {
+                return Ok(Some(vec![axis(o)?]));
             }
             let seq = o.cast::<PySequence>().map_err(|_| invalid(py, format!("axis must be None, an int or a tuple of ints, got {o}")))?;
             let mut out = Vec::new();
             for item in seq.try_iter()? {
-                let item = item?;
-                out.push(item.extract().map_err(|_| invalid(py, format!("axis entries must be ints, got {item}")))?);
+                out.push(axis(&item?)?);
             }
             Ok(Some(out))
         }
@@ -153,6 +177,91 @@ pub fn parse_pair(py: Python<'_>, name: &str, obj: &Bound<'_, PyAny>) -> PyResul
         return Ok([a, b]);
     }
     Err(invalid(py, format!("{name} must be a non-negative int or a pair of them, got {obj}")))
+}
+
+/// What an int-like Python object holds: a value that fits i64, or one that does not.
+enum IntValue {
+    Small(i64),
+    Big,
+}
+
+/// Python ints and objects with ``__index__`` (numpy integers); None for anything else
+/// (floats, strings, None).
+fn int_value(v: &Bound<'_, PyAny>) -> Option<IntValue> {
+    match v.extract::<i64>() {
+        Ok(n) => Some(IntValue::Small(n)),
+        Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => Some(IntValue::Big),
+        Err(_) => None,
+    }
+}
+
+/// The integer types an `Int` argument can be.
+pub trait IntTarget: Copy + TryFrom<i64> + TryFrom<u64> + std::fmt::Display {
+    const LO: Self;
+    const HI: Self;
+}
+
+macro_rules! int_target {
+    ($($t:ty),*) => {$(impl IntTarget for $t { const LO: Self = <$t>::MIN; const HI: Self = <$t>::MAX; })*};
+}
+int_target!(isize, usize, u64, u32, i64);
+
+/// An integer argument (an axis, a seed, an offset, a group count): a Python int or anything
+/// with ``__index__``. A value out of range for `T` (2**64, a negative count) is an
+/// InvalidArgumentError naming the range, never pyo3's OverflowError; a non-integer is pyo3's
+/// TypeError (with the argument's name).
+pub struct Int<T>(pub T);
+
+impl<'a, 'py, T: IntTarget> FromPyObject<'a, 'py> for Int<T> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let obj = obj.to_owned();
+        let py = obj.py();
+        let out_of_range = || invalid(py, format!("the integer {obj} is out of range here (expected {} to {})", T::LO, T::HI));
+        match obj.extract::<i64>() {
+            Ok(v) => T::try_from(v).map(Int).map_err(|_| out_of_range()),
+            Err(e) if e.is_instance_of::<PyOverflowError>(py) => match obj.extract::<u64>() {
+                Ok(v) => T::try_from(v).map(Int).map_err(|_| out_of_range()),
+                Err(_) => Err(out_of_range()),
+            },
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A float argument (eps, base, low, high, scale): a Python number. An int too large for a
+/// float (2**1100) is an InvalidArgumentError, never pyo3's OverflowError.
+pub struct Float(pub f64);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Float {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let obj = obj.to_owned();
+        let py = obj.py();
+        match obj.extract::<f64>() {
+            Ok(v) => Ok(Float(v)),
+            Err(e) if e.is_instance_of::<PyOverflowError>(py) => Err(invalid(py, format!("the number {obj} is too large for a float"))),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Text handed to kiln-core (kernel sources, entry points): a str, or bytes holding UTF-8. A
+/// str with a lone surrogate, or bytes that are not UTF-8, is an InvalidArgumentError.
+pub fn text_arg(py: Python<'_>, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s.to_cow().map(|c| c.into_owned()).map_err(|_| {
+            invalid(py, format!("the {what} is not valid Unicode text (it holds a lone surrogate); pass a str without surrogates"))
+        });
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return std::str::from_utf8(b.as_bytes())
+            .map(str::to_string)
+            .map_err(|e| invalid(py, format!("the {what} is not valid UTF-8 (at byte {})", e.valid_up_to())));
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!("the {what} must be a str, got {}", obj.get_type())))
 }
 
 /// Pointer to host memory handed to a core call with the GIL released. The owner (a numpy
@@ -296,10 +405,7 @@ pub fn operand(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Operan
         return Ok(Some(Operand::Tensor(t.get().t.clone())));
     }
     if obj.is_instance_of::<PyBool>() || obj.is_instance_of::<PyInt>() {
-        return match obj.extract::<i64>() {
-            Ok(v) => Ok(Some(Operand::Scalar(v as f64, true))),
-            Err(_) => Err(pyo3::exceptions::PyOverflowError::new_err(format!("Python int {obj} is out of range"))),
-        };
+        return Ok(Some(Operand::Scalar(int_as_f64(py, obj)?, true)));
     }
     if obj.is_instance_of::<PyFloat>() {
         return Ok(Some(Operand::Scalar(obj.extract::<f64>()?, false)));
@@ -307,7 +413,7 @@ pub fn operand(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Operan
     if obj.is_instance(np_generic(py)?)? {
         let kind = obj.getattr("dtype")?.cast_into::<PyArrayDescr>().map(|d| d.kind()).unwrap_or(b'O');
         return match kind {
-            b'b' | b'i' | b'u' => Ok(Some(Operand::Scalar(obj.extract::<i64>().or_else(|_| obj.call_method0("__int__")?.extract())? as f64, true))),
+            b'b' | b'i' | b'u' => Ok(Some(Operand::Scalar(int_as_f64(py, &obj.call_method0("__int__")?)?, true))),
             b'f' => Ok(Some(Operand::Scalar(obj.call_method0("__float__")?.extract()?, false))),
             _ => Ok(None),
         };
@@ -318,22 +424,18 @@ pub fn operand(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Operan
     Ok(None)
 }
 
-/// Checks that a scalar fits the tensor's dtype (no silent truncation of 1.5 into an int32
-/// tensor, no negative into uint32), then hands it over as f64.
-pub fn scalar_for(py: Python<'_>, dtype: DType, v: f64, is_int: bool) -> PyResult<f64> {
-    match dtype {
-        DType::F32 | DType::F16 => Ok(v),
-        DType::I32 | DType::U32 => {
-            if !is_int && v.fract() != 0.0 {
-                return Err(dtype_err(py, format!("the float {v} cannot be combined with a {dtype} tensor without truncation; cast the tensor with astype(float32) first")));
-            }
-            let (lo, hi) = if dtype == DType::I32 { (i32::MIN as f64, i32::MAX as f64) } else { (0.0, u32::MAX as f64) };
-            if !(lo..=hi).contains(&v) {
-                return Err(pyo3::exceptions::PyOverflowError::new_err(format!("the scalar {v} is out of range for {dtype}")));
-            }
-            Ok(v)
-        }
+/// A Python int as the f64 every binding hands to kiln-core, which alone decides whether it
+/// fits the tensor's dtype (`DType::check_scalar`: whole, finite, in range, else
+/// INVALID_ARGUMENT). Ints beyond 64 bits travel rounded to f64 (no integer dtype takes them, and
+/// float tensors round them anyway); beyond f64's range they are an InvalidArgumentError here.
+fn int_as_f64(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+    if let Ok(v) = obj.extract::<i64>() {
+        return Ok(v as f64);
     }
+    if let Ok(v) = obj.extract::<u64>() {
+        return Ok(v as f64);
+    }
+    obj.extract::<f64>().map_err(|_| invalid(py, format!("the integer {obj} is too large for any Kiln dtype")))
 }
 
 /// A required tensor argument: a Tensor, or anything `asarray` takes.
@@ -359,8 +461,10 @@ pub fn tensor_or_scalar_like(py: Python<'_>, obj: &Bound<'_, PyAny>, like: Optio
         Some(Operand::Tensor(t)) => Ok(t),
         Some(Operand::Scalar(v, is_int)) => {
             let dtype = like.unwrap_or(if is_int { DType::I32 } else { DType::F32 });
-            let v = scalar_for(py, dtype, v, is_int)?;
-            gpu(py, move || Tensor::scalar(v, dtype))
+            gpu(py, move || {
+                dtype.check_scalar(v)?;
+                Tensor::scalar(v, dtype)
+            })
         }
         None => to_tensor(py, obj, None),
     }

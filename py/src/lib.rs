@@ -26,7 +26,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m,
         // runtime
         runtime::devices, runtime::default_device, runtime::select_adapter, runtime::memory_stats,
-        runtime::pipeline_stats, runtime::synchronize, runtime::empty_cache, runtime::_bench_core,
+        runtime::pipeline_stats, runtime::synchronize, runtime::empty_cache, runtime::reset_devices, runtime::_bench_core,
         errors::_raise_error, errors::_panic, tensor::_tensor,
         // creation
         ops::asarray, ops::from_bytes, ops::zeros, ops::ones, ops::empty, ops::full, ops::zeros_like,
@@ -35,7 +35,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::negative, ops::abs, ops::exp, ops::log, ops::sqrt, ops::rsqrt, ops::sin, ops::cos, ops::tanh,
         ops::sigmoid, ops::relu, ops::gelu, ops::gelu_tanh, ops::silu,
         // binary, compare, select
-        ops::add, ops::subtract, ops::multiply, ops::divide, ops::pow, ops::maximum, ops::minimum,
+        ops::add, ops::subtract, ops::multiply, ops::divide, ops::floor_divide, ops::remainder, ops::pow, ops::maximum, ops::minimum,
         ops::equal, ops::not_equal, ops::less, ops::less_equal, ops::greater, ops::greater_equal,
         ops::where_,
         // matmul, reduce, norm

@@ -2,15 +2,15 @@
 //! Each is argument conversion around one kiln-core call; no op logic lives here.
 
 use crate::convert::{
-    dtype_or, opt_tensor_arg, operand, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, scalar_for, tensor_arg,
-    tensor_or_scalar_like, to_tensor, Operand,
+    dtype_or, opt_tensor_arg, operand, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype, tensor_arg,
+    tensor_or_scalar_like, to_tensor, Float, Int, Operand,
 };
 use crate::errors::{gpu, invalid};
-use crate::tensor::{binary_op, PyTensor};
+use crate::tensor::{binary_op, floor_divide_op, remainder_op, true_divide_op, PyTensor};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use kiln_core::{DType, Tensor};
 use pyo3::prelude::*;
-use pyo3::types::{PyFloat, PyInt, PySequence, PyTuple};
+use pyo3::types::{PyInt, PySequence, PyTuple};
 
 type PyT = PyResult<PyTensor>;
 
@@ -90,8 +90,8 @@ pub fn full(py: Python<'_>, shape: &Bound<'_, PyAny>, fill_value: &Bound<'_, PyA
     let _ = device;
     let s = parse_shape(py, shape)?;
     let d = dtype_or(py, dtype, scalar_default_dtype(fill_value))?;
-    let (v, is_int) = scalar_arg(py, fill_value)?;
-    let v = scalar_for(py, d, v, is_int)?;
+    // kiln-core checks the value against the dtype (DType::check_scalar): no truncation here.
+    let (v, _) = scalar_arg(py, fill_value)?;
     gpu(py, || ops::full(&s, d, v)).map(ok)
 }
 
@@ -132,8 +132,7 @@ pub fn ones_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, 
 pub fn full_like(py: Python<'_>, x: &Bound<'_, PyAny>, fill_value: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
     let _ = device;
     let (s, d) = like_args(py, x, dtype)?;
-    let (v, is_int) = scalar_arg(py, fill_value)?;
-    let v = scalar_for(py, d, v, is_int)?;
+    let (v, _) = scalar_arg(py, fill_value)?;
     gpu(py, || ops::full(&s, d, v)).map(ok)
 }
 
@@ -165,13 +164,8 @@ pub fn arange(
         && stop.is_none_or(|s| s.is_instance_of::<PyInt>())
         && step.is_none_or(|s| s.is_instance_of::<PyInt>());
     let d = dtype_or(py, dtype, if all_int { DType::I32 } else { DType::F32 })?;
-    let f = |o: &Bound<'_, PyAny>| -> PyResult<f64> {
-        if o.is_instance_of::<PyFloat>() || o.is_instance_of::<PyInt>() {
-            o.extract()
-        } else {
-            scalar_arg(py, o).map(|v| v.0)
-        }
-    };
+    // Ints of any size and floats reach kiln-core as f64, which checks them against the dtype.
+    let f = |o: &Bound<'_, PyAny>| -> PyResult<f64> { scalar_arg(py, o).map(|v| v.0) };
     let (a, b) = match stop {
         Some(s) => (f(start)?, f(s)?),
         None => (0.0, f(start)?),
@@ -194,8 +188,7 @@ pub fn copy(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
 #[pyfunction]
 pub fn fill(py: Python<'_>, x: &Bound<'_, PyTensor>, value: &Bound<'_, PyAny>) -> PyResult<()> {
     let t = &x.get().t;
-    let (v, is_int) = scalar_arg(py, value)?;
-    let v = scalar_for(py, t.dtype(), v, is_int)?;
+    let (v, _) = scalar_arg(py, value)?;
     gpu(py, || ops::fill(t, v))
 }
 
@@ -204,7 +197,7 @@ pub fn fill(py: Python<'_>, x: &Bound<'_, PyTensor>, value: &Bound<'_, PyAny>) -
 #[pyo3(signature = (x, dtype, /, *, copy=true))]
 pub fn astype(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: &Bound<'_, PyAny>, copy: bool) -> PyT {
     let x = tensor_arg(py, x)?;
-    let d = parse_dtype(py, Some(dtype))?.expect("dtype given");
+    let d = required_dtype(py, dtype)?;
     if d == x.dtype() && !copy {
         return Ok(ok(x));
     }
@@ -298,7 +291,6 @@ binary_fns! {
     add => Add, "``x1 + x2`` with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
     subtract => Sub, "``x1 - x2`` with numpy broadcasting.";
     multiply => Mul, "``x1 * x2`` with numpy broadcasting.";
-    divide => Div, "``x1 / x2`` with numpy broadcasting (integer tensors divide truncating toward zero, as WGSL does).";
     pow => Pow, "``x1 ** x2`` with numpy broadcasting (float dtypes).";
     maximum => Maximum, "Elementwise maximum with numpy broadcasting.";
     minimum => Minimum, "Elementwise minimum with numpy broadcasting.";
@@ -308,6 +300,53 @@ binary_fns! {
     less_equal => Le, "``x1 <= x2`` as a uint32 0/1 tensor.";
     greater => Gt, "``x1 > x2`` as a uint32 0/1 tensor.";
     greater_equal => Ge, "``x1 >= x2`` as a uint32 0/1 tensor.";
+}
+
+/// `x1 OP x2` for the division family: either side a tensor, an array-like or a scalar.
+fn division(
+    py: Python<'_>,
+    name: &str,
+    f: fn(Python<'_>, &Tensor, &Bound<'_, PyAny>, bool) -> PyResult<Option<Tensor>>,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+) -> PyT {
+    let not_taken = |o: &Bound<'_, PyAny>| invalid(py, format!("{name}: cannot take an operand of type {}", o.get_type()));
+    match operand(py, a)? {
+        Some(Operand::Tensor(ta)) => f(py, &ta, b, false)?.map(ok).ok_or_else(|| not_taken(b)),
+        Some(Operand::Scalar(..)) => match operand(py, b)? {
+            Some(Operand::Tensor(tb)) => f(py, &tb, a, true)?.map(ok).ok_or_else(|| not_taken(a)),
+            Some(Operand::Scalar(..)) => {
+                let ta = tensor_or_scalar_like(py, a, None)?;
+                f(py, &ta, b, false)?.map(ok).ok_or_else(|| not_taken(b))
+            }
+            None => Err(not_taken(b)),
+        },
+        None => Err(not_taken(a)),
+    }
+}
+
+/// ``x1 / x2``, numpy's true division, with numpy broadcasting. Integer operands (tensors or
+/// Python ints) are converted to **float32** first and the result is float32: Kiln has no
+/// float64, so integers beyond 2**24 lose precision where numpy's float64 result would not.
+/// Division by zero gives ±inf, or NaN for 0 / 0, as numpy.
+#[pyfunction]
+pub fn divide(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
+    division(py, "divide", true_divide_op, x1, x2)
+}
+
+/// ``x1 // x2``, numpy's floor division, for integer tensors (int32, uint32): the quotient
+/// rounded toward negative infinity, and ``x // 0 == 0`` as numpy gives (kiln-core's integer
+/// ``div``). Float tensors raise DTypeError: kiln-core has no floor op yet.
+#[pyfunction]
+pub fn floor_divide(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
+    division(py, "floor_divide", floor_divide_op, x1, x2)
+}
+
+/// ``x1 % x2``, numpy's remainder, for integer tensors: ``x1 - (x1 // x2) * x2``, taking the
+/// sign of ``x2``, and ``x % 0 == 0`` as numpy gives. Float tensors raise DTypeError.
+#[pyfunction]
+pub fn remainder(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
+    division(py, "remainder", remainder_op, x1, x2)
 }
 
 /// ``x1`` where ``condition`` is non-zero, else ``x2`` (all three broadcast; Python scalars
@@ -379,8 +418,9 @@ reduce_fns! {
 /// freedom removed from the divisor.
 #[pyfunction]
 #[pyo3(signature = (x, /, *, axis=None, correction=None, keepdims=false, ddof=None))]
-pub fn var(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, correction: Option<f64>, keepdims: bool, ddof: Option<f64>) -> PyT {
+pub fn var(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, correction: Option<Float>, keepdims: bool, ddof: Option<Float>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let (correction, ddof) = (correction.map(|c| c.0), ddof.map(|c| c.0));
     let c = match (correction, ddof) {
         (Some(_), Some(_)) => return Err(invalid(py, "var: give correction or ddof, not both")),
         (Some(c), None) | (None, Some(c)) => c,
@@ -396,16 +436,18 @@ pub fn var(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>
 /// Index (uint32) of the maximum along ``axis``; None: index into the flattened tensor.
 #[pyfunction]
 #[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-pub fn argmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<isize>, keepdims: bool) -> PyT {
+pub fn argmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, keepdims: bool) -> PyT {
     let x = tensor_arg(py, x)?;
+    let axis = axis.map(|a| a.0);
     gpu(py, || ops::argmax(&x, axis, keepdims)).map(ok)
 }
 
 /// Index (uint32) of the minimum along ``axis``; None: index into the flattened tensor.
 #[pyfunction]
 #[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<isize>, keepdims: bool) -> PyT {
+pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, keepdims: bool) -> PyT {
     let x = tensor_arg(py, x)?;
+    let axis = axis.map(|a| a.0);
     gpu(py, || ops::argmin(&x, axis, keepdims)).map(ok)
 }
 
@@ -414,35 +456,39 @@ pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<isize>, keepdim
 
 /// ``exp(x - max) / sum(exp(x - max))`` along ``axis``.
 #[pyfunction]
-#[pyo3(signature = (x, axis=-1))]
-pub fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize) -> PyT {
+#[pyo3(signature = (x, axis=Int(-1)))]
+pub fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let axis = axis.0;
     gpu(py, || ops::softmax(&x, axis)).map(ok)
 }
 
 /// ``x - logsumexp(x)`` along ``axis``.
 #[pyfunction]
-#[pyo3(signature = (x, axis=-1))]
-pub fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize) -> PyT {
+#[pyo3(signature = (x, axis=Int(-1)))]
+pub fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let axis = axis.0;
     gpu(py, || ops::log_softmax(&x, axis)).map(ok)
 }
 
 /// Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias``
 /// (biased variance; ``weight`` and ``bias`` have the last axis' length, or are None).
 #[pyfunction]
-#[pyo3(signature = (x, weight=None, bias=None, eps=1e-5))]
-pub fn layer_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, bias: Option<&Bound<'_, PyAny>>, eps: f32) -> PyT {
+#[pyo3(signature = (x, weight=None, bias=None, eps=Float(1e-5)))]
+pub fn layer_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, bias: Option<&Bound<'_, PyAny>>, eps: Float) -> PyT {
     let x = tensor_arg(py, x)?;
+    let eps = eps.0 as f32;
     let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
     gpu(py, || ops::layer_norm(&x, w.as_ref(), b.as_ref(), eps)).map(ok)
 }
 
 /// RMS normalisation over the last axis: ``x / sqrt(mean(x**2) + eps) * weight``.
 #[pyfunction]
-#[pyo3(signature = (x, weight=None, eps=1e-6))]
-pub fn rms_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, eps: f32) -> PyT {
+#[pyo3(signature = (x, weight=None, eps=Float(1e-6)))]
+pub fn rms_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, eps: Float) -> PyT {
     let x = tensor_arg(py, x)?;
+    let eps = eps.0 as f32;
     let w = opt_tensor_arg(py, weight)?;
     gpu(py, || ops::rms_norm(&x, w.as_ref(), eps)).map(ok)
 }
@@ -450,7 +496,7 @@ pub fn rms_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, 
 /// Inference batch norm for ``x`` of shape [N, C, ...] with per-channel ``mean``, ``var``,
 /// ``weight`` and ``bias`` of shape [C].
 #[pyfunction]
-#[pyo3(signature = (x, mean, var, weight=None, bias=None, eps=1e-5))]
+#[pyo3(signature = (x, mean, var, weight=None, bias=None, eps=Float(1e-5)))]
 pub fn batch_norm(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
@@ -458,8 +504,9 @@ pub fn batch_norm(
     var: &Bound<'_, PyAny>,
     weight: Option<&Bound<'_, PyAny>>,
     bias: Option<&Bound<'_, PyAny>>,
-    eps: f32,
+    eps: Float,
 ) -> PyT {
+    let eps = eps.0 as f32;
     let (x, m, v) = (tensor_arg(py, x)?, tensor_arg(py, mean)?, tensor_arg(py, var)?);
     let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
     gpu(py, || ops::batch_norm(&x, &m, &v, w.as_ref(), b.as_ref(), eps)).map(ok)
@@ -515,8 +562,9 @@ pub fn transpose(py: Python<'_>, x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>
 
 /// Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).
 #[pyfunction]
-pub fn swapaxes(py: Python<'_>, x: &Bound<'_, PyAny>, axis1: isize, axis2: isize) -> PyT {
+pub fn swapaxes(py: Python<'_>, x: &Bound<'_, PyAny>, axis1: Int<isize>, axis2: Int<isize>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let (axis1, axis2) = (axis1.0, axis2.0);
     gpu(py, || ops::transpose(&x, axis1, axis2)).map(ok)
 }
 
@@ -529,8 +577,9 @@ pub fn matrix_transpose(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
 
 /// Joins tensors along an existing ``axis`` (shapes must match elsewhere, dtypes must match).
 #[pyfunction]
-#[pyo3(signature = (arrays, /, *, axis=0))]
-pub fn concat(py: Python<'_>, arrays: &Bound<'_, PyAny>, axis: isize) -> PyT {
+#[pyo3(signature = (arrays, /, *, axis=Int(0)))]
+pub fn concat(py: Python<'_>, arrays: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
+    let axis = axis.0;
     let seq = arrays.cast::<PySequence>().map_err(|_| invalid(py, "concat takes a sequence of tensors"))?;
     let mut ts = Vec::with_capacity(seq.len()?);
     for item in seq.try_iter()? {
@@ -545,9 +594,10 @@ pub fn concat(py: Python<'_>, arrays: &Bound<'_, PyAny>, axis: isize) -> PyT {
 
 /// ``x[start:stop:step]`` along ``axis`` (numpy clamping; ``step`` >= 1). A copy.
 #[pyfunction]
-#[pyo3(signature = (x, axis, start=None, stop=None, step=1))]
-pub fn slice(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize, start: Option<isize>, stop: Option<isize>, step: isize) -> PyT {
+#[pyo3(signature = (x, axis, start=None, stop=None, step=Int(1)))]
+pub fn slice(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, start: Option<Int<isize>>, stop: Option<Int<isize>>, step: Int<isize>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let (axis, start, stop, step) = (axis.0, start.map(|v| v.0), stop.map(|v| v.0), step.0);
     let start = start.unwrap_or(0);
     let stop = stop.unwrap_or(isize::MAX);
     gpu(py, || ops::slice(&x, axis, start, stop, step)).map(ok)
@@ -557,8 +607,9 @@ pub fn slice(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize, start: Option<is
 /// flattened tensor). Out-of-range indices read as 0.
 #[pyfunction]
 #[pyo3(signature = (x, indices, /, *, axis=None))]
-pub fn take(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: Option<isize>) -> PyT {
+pub fn take(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: Option<Int<isize>>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let axis = axis.map(|a| a.0);
     let idx = tensor_arg(py, indices)?;
     match axis {
         Some(a) => gpu(py, || ops::index_select(&x, a, &idx)).map(ok),
@@ -568,24 +619,27 @@ pub fn take(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, ax
 
 /// kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).
 #[pyfunction]
-pub fn index_select(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize, indices: &Bound<'_, PyAny>) -> PyT {
+pub fn index_select(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, indices: &Bound<'_, PyAny>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let axis = axis.0;
     let idx = tensor_arg(py, indices)?;
     gpu(py, || ops::index_select(&x, axis, &idx)).map(ok)
 }
 
 /// torch ``gather``: ``out[i][j] = x[index[i][j]][j]`` for ``axis=0`` (``index`` has x's rank).
 #[pyfunction]
-pub fn gather(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize, index: &Bound<'_, PyAny>) -> PyT {
+pub fn gather(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, index: &Bound<'_, PyAny>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let axis = axis.0;
     let idx = tensor_arg(py, index)?;
     gpu(py, || ops::gather(&x, axis, &idx)).map(ok)
 }
 
 /// numpy ``take_along_axis`` (``gather`` with numpy's argument order).
 #[pyfunction]
-pub fn take_along_axis(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: isize) -> PyT {
+pub fn take_along_axis(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
     let x = tensor_arg(py, x)?;
+    let axis = axis.0;
     let idx = tensor_arg(py, indices)?;
     gpu(py, || ops::gather(&x, axis, &idx)).map(ok)
 }
@@ -603,9 +657,10 @@ pub fn embedding(py: Python<'_>, weight: &Bound<'_, PyAny>, ids: &Bound<'_, PyAn
 /// Rotary position embedding of ``x`` [..., L, D] (rotate-half pairs (i, i + D/2), angle
 /// ``(pos_offset + l) * base**(-2i/D)``).
 #[pyfunction]
-#[pyo3(signature = (x, pos_offset=0, base=10000.0))]
-pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: usize, base: f32) -> PyT {
+#[pyo3(signature = (x, pos_offset=Int(0), base=Float(10000.0)))]
+pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: Int<usize>, base: Float) -> PyT {
     let x = tensor_arg(py, x)?;
+    let (pos_offset, base) = (pos_offset.0, base.0 as f32);
     gpu(py, || ops::rope(&x, pos_offset, base)).map(ok)
 }
 
@@ -615,16 +670,18 @@ pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: usize, base: f32) 
 /// Uniform random numbers in ``[low, high)`` (counter-based: the same seed gives the same
 /// numbers on every device).
 #[pyfunction]
-#[pyo3(signature = (shape, seed, low=0.0, high=1.0, dtype=None))]
-pub fn random_uniform(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: u64, low: f64, high: f64, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+#[pyo3(signature = (shape, seed, low=Float(0.0), high=Float(1.0), dtype=None))]
+pub fn random_uniform(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: Int<u64>, low: Float, high: Float, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+    let (seed, low, high) = (seed.0, low.0, high.0);
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || ops::random_uniform(&s, d, seed, low, high)).map(ok)
 }
 
 /// Normal random numbers with ``mean`` and ``std`` (counter-based, device independent).
 #[pyfunction]
-#[pyo3(signature = (shape, seed, mean=0.0, std=1.0, dtype=None))]
-pub fn random_normal(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: u64, mean: f64, std: f64, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+#[pyo3(signature = (shape, seed, mean=Float(0.0), std=Float(1.0), dtype=None))]
+pub fn random_normal(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: Int<u64>, mean: Float, std: Float, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+    let (seed, mean, std) = (seed.0, mean.0, std.0);
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || ops::random_normal(&s, d, seed, mean, std)).map(ok)
 }
@@ -636,7 +693,7 @@ pub fn random_normal(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: u64, mean: 
 /// ``w`` [O, C/groups, KH, KW] and optional ``bias`` [O]. ``stride``, ``padding`` and
 /// ``dilation`` are ints or (h, w) pairs.
 #[pyfunction]
-#[pyo3(signature = (x, w, bias=None, stride=None, padding=None, dilation=None, groups=1))]
+#[pyo3(signature = (x, w, bias=None, stride=None, padding=None, dilation=None, groups=Int(1)))]
 #[allow(clippy::too_many_arguments)]
 pub fn conv2d(
     py: Python<'_>,
@@ -646,8 +703,9 @@ pub fn conv2d(
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
     dilation: Option<&Bound<'_, PyAny>>,
-    groups: usize,
+    groups: Int<usize>,
 ) -> PyT {
+    let groups = groups.0;
     let (x, w, b) = (tensor_arg(py, x)?, tensor_arg(py, w)?, opt_tensor_arg(py, bias)?);
     let s = pair_or(py, "stride", stride, 1)?;
     let p = pair_or(py, "padding", padding, 0)?;
@@ -700,7 +758,8 @@ pub fn avg_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, 
 /// k [..., Lk, D], v [..., Lk, Dv]; ``scale`` defaults to 1/sqrt(D); ``causal`` masks key j > query i.
 #[pyfunction]
 #[pyo3(signature = (q, k, v, causal=false, scale=None))]
-pub fn attention(py: Python<'_>, q: &Bound<'_, PyAny>, k: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>, causal: bool, scale: Option<f32>) -> PyT {
+pub fn attention(py: Python<'_>, q: &Bound<'_, PyAny>, k: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>, causal: bool, scale: Option<Float>) -> PyT {
+    let scale = scale.map(|s| s.0 as f32);
     let (q, k, v) = (tensor_arg(py, q)?, tensor_arg(py, k)?, tensor_arg(py, v)?);
     gpu(py, || ops::attention(&q, &k, &v, causal, scale)).map(ok)
 }

@@ -1,6 +1,6 @@
 //! Devices, memory and pipeline statistics, synchronize, and custom WGSL kernels.
 
-use crate::convert::{numpy, tensor_arg};
+use crate::convert::{numpy, tensor_arg, text_arg, Int};
 use crate::errors::{check, gpu, invalid};
 use crate::tensor::PyTensor;
 use kiln_core::{AdapterInfo, Kernel, Tensor};
@@ -99,8 +99,8 @@ impl PyDevice {
 
 /// Every adapter Kiln can see, best first; ``chosen`` marks the default.
 #[pyfunction]
-pub fn devices(py: Python<'_>) -> Vec<PyDevice> {
-    py.detach(kiln_core::adapters).into_iter().map(PyDevice::from_info).collect()
+pub fn devices(py: Python<'_>) -> PyResult<Vec<PyDevice>> {
+    Ok(gpu(py, || Ok(kiln_core::adapters()))?.into_iter().map(PyDevice::from_info).collect())
 }
 
 /// The device new tensors are created on (created on first use).
@@ -151,6 +151,17 @@ pub fn pipeline_stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
 #[pyfunction]
 pub fn synchronize(py: Python<'_>) -> PyResult<()> {
     gpu(py, kiln_core::synchronize)
+}
+
+/// Destroys the process's devices (every adapter Kiln has opened) and starts over: tensors and
+/// kernels made before raise ``DeviceLostError`` from then on, and the next call that needs a
+/// device creates a fresh one. The way out of a ``TimeoutError`` or any other stuck state.
+#[pyfunction]
+pub fn reset_devices(py: Python<'_>) -> PyResult<()> {
+    gpu(py, || {
+        kiln_core::reset_devices();
+        Ok(())
+    })
 }
 
 /// Gives every pooled (freed, cached) buffer of the default device back to the driver.
@@ -206,13 +217,43 @@ fn workgroups_arg(py: Python<'_>, w: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
     }
 }
 
+/// Stack of the thread that compiles a kernel. The shader compiler recurses on deep expressions
+/// (a long flat `a + a + ...`, issue 19): on the caller's stack (8 MiB for the main thread, often
+/// less for other threads) that was a SIGSEGV. The reservation is virtual; only what the compiler
+/// touches is committed.
+const COMPILE_STACK: usize = 256 << 20;
+
+/// Runs `f` on a fresh thread with `COMPILE_STACK` of stack, a panic there becoming `Error::Panic`.
+fn on_compile_stack<T: Send + 'static>(f: impl FnOnce() -> kiln_core::Result<T> + Send + 'static) -> kiln_core::Result<T> {
+    // Where address space is scarce (ulimit -v, strict overcommit) a smaller reservation is
+    // tried before giving up: the stack only needs to be large for pathological sources.
+    let f = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
+    let mut last = None;
+    for size in [COMPILE_STACK, COMPILE_STACK / 8] {
+        let job = f.clone();
+        let spawned = std::thread::Builder::new().name("kiln-compile".into()).stack_size(size).spawn(move || {
+            let f = job.lock().unwrap_or_else(|p| p.into_inner()).take().expect("the compile job runs once");
+            f()
+        });
+        match spawned {
+            Ok(worker) => return worker.join().unwrap_or_else(|p| Err(kiln_core::Error::from_panic(p))),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(kiln_core::Error::Internal(format!("cannot start the kernel-compile thread: {}", last.map(|e| e.to_string()).unwrap_or_default())))
+}
+
 #[pymethods]
 impl PyKernel {
     #[new]
-    #[pyo3(signature = (source, entry="main"))]
-    fn new(py: Python<'_>, source: String, entry: &str) -> PyResult<PyKernel> {
-        let entry = entry.to_string();
-        let k = gpu(py, move || Kernel::new(&source, &entry))?;
+    #[pyo3(signature = (source, entry=None))]
+    fn new(py: Python<'_>, source: &Bound<'_, PyAny>, entry: Option<&Bound<'_, PyAny>>) -> PyResult<PyKernel> {
+        let source = text_arg(py, "kernel source", source)?;
+        let entry = match entry {
+            Some(e) if !e.is_none() => text_arg(py, "entry point name", e)?,
+            _ => "main".to_string(),
+        };
+        let k = gpu(py, move || on_compile_stack(move || Kernel::new(&source, &entry)))?;
         Ok(PyKernel { k: Arc::new(k) })
     }
 
@@ -292,8 +333,9 @@ impl PyKernel {
 /// Test/benchmark aid: runs ``op`` ``iters`` times on kiln-core directly (no Python in the
 /// loop) and returns the seconds per call, to measure the binding's own overhead.
 #[pyfunction]
-#[pyo3(signature = (op, a, b=None, iters=1000))]
-pub fn _bench_core(py: Python<'_>, op: &str, a: &Bound<'_, PyAny>, b: Option<&Bound<'_, PyAny>>, iters: usize) -> PyResult<f64> {
+#[pyo3(signature = (op, a, b=None, iters=Int(1000)))]
+pub fn _bench_core(py: Python<'_>, op: &str, a: &Bound<'_, PyAny>, b: Option<&Bound<'_, PyAny>>, iters: Int<usize>) -> PyResult<f64> {
+    let iters = iters.0;
     use kiln_core::ops;
     let a = tensor_arg(py, a)?;
     let b = match b {

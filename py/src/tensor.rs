@@ -1,10 +1,10 @@
 //! `kiln.Tensor`: a handle on a kiln-core tensor (frozen, so it is safe from any thread).
 
-use crate::convert::{np_dtype, numpy, operand, parse_dtype, parse_ishape, scalar_for, to_numpy, to_tensor, Operand};
-use crate::errors::{gpu, invalid};
+use crate::convert::{np_dtype, numpy, operand, parse_dtype, parse_ishape, required_dtype, to_numpy, to_tensor, Int, Operand};
+use crate::errors::{dtype_err, gpu, invalid};
 use crate::runtime::PyDevice;
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
-use kiln_core::Tensor;
+use kiln_core::{DType, Tensor};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -33,10 +33,105 @@ pub fn binary_op(py: Python<'_>, op: BinaryOp, a: &Tensor, b: &Bound<'_, PyAny>,
             let (x, y) = if reflected { (&b, a) } else { (a, &b) };
             gpu(py, || ops::binary(op, x, y)).map(Some)
         }
-        Some(Operand::Scalar(v, is_int)) => {
-            let v = scalar_for(py, a.dtype(), v, is_int)?;
-            gpu(py, || ops::binary_scalar(op, a, v, reflected)).map(Some)
+        // kiln-core checks the scalar against a's dtype (DType::check_scalar): NaN, 1.5, 1e30
+        // or 2**40 with an int32 tensor is INVALID_ARGUMENT, never truncated or wrapped.
+        Some(Operand::Scalar(v, _)) => gpu(py, || ops::binary_scalar(op, a, v, reflected)).map(Some),
+    }
+}
+
+/// An integer tensor as float32 (true division's operands); float tensors as they are.
+fn as_float(t: &Tensor) -> kiln_core::Result<Tensor> {
+    if t.dtype().is_float() {
+        Ok(t.clone())
+    } else {
+        ops::cast(t, DType::F32)
+    }
+}
+
+/// `a / b` (`b / a` when `reflected`), numpy's true division: integer tensors are divided as
+/// float32 (Kiln has no float64), so `-7 / 2 == -3.5` and `1 / 0 == inf`.
+pub fn true_divide_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
+    match operand(py, b)? {
+        None => Ok(None),
+        Some(Operand::Tensor(b)) => gpu(py, || {
+            let (a, b) = (as_float(a)?, as_float(&b)?);
+            let (x, y) = if reflected { (&b, &a) } else { (&a, &b) };
+            ops::binary(BinaryOp::Div, x, y)
+        })
+        .map(Some),
+        Some(Operand::Scalar(v, _)) => gpu(py, || ops::binary_scalar(BinaryOp::Div, &as_float(a)?, v, reflected)).map(Some),
+    }
+}
+
+fn no_float_floor(py: Python<'_>, what: &str, dtype: DType) -> PyErr {
+    dtype_err(
+        py,
+        format!(
+            "{what} of {dtype} tensors is not supported yet (kiln-core has no floor op); it works on int32 and uint32 \
+             tensors; for floats use kiln.divide (true division)"
+        ),
+    )
+}
+
+/// `a // b` (`b // a` when `reflected`), numpy's floor division on integer tensors: kiln-core's
+/// integer `div` (rounds toward negative infinity; `x // 0 == 0`).
+pub fn floor_divide_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
+    let Some(b) = operand(py, b)? else { return Ok(None) };
+    if a.dtype().is_float() {
+        return Err(no_float_floor(py, "floor division (//)", a.dtype()));
+    }
+    match b {
+        Operand::Tensor(b) => {
+            if b.dtype().is_float() {
+                return Err(no_float_floor(py, "floor division (//)", b.dtype()));
+            }
+            let (x, y) = if reflected { (&b, a) } else { (a, &b) };
+            gpu(py, || ops::binary(BinaryOp::Div, x, y)).map(Some)
         }
+        Operand::Scalar(v, _) => gpu(py, || ops::binary_scalar(BinaryOp::Div, a, v, reflected)).map(Some),
+    }
+}
+
+/// `a % b` (`b % a` when `reflected`), numpy's remainder on integer tensors, composed from
+/// kiln-core ops: `x - (x // y) * y`, and 0 where `y == 0` (numpy's `x % 0`).
+pub fn remainder_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
+    let Some(b) = operand(py, b)? else { return Ok(None) };
+    if a.dtype().is_float() {
+        return Err(no_float_floor(py, "remainder (%)", a.dtype()));
+    }
+    let dt = a.dtype();
+    let mask_zero = |y: &Tensor, r: Tensor| -> kiln_core::Result<Tensor> {
+        let is_zero = ops::binary_scalar(BinaryOp::Eq, y, 0.0, false)?;
+        ops::where_(&is_zero, &Tensor::scalar(0.0, dt)?, &r)
+    };
+    match b {
+        Operand::Tensor(b) => {
+            if b.dtype().is_float() {
+                return Err(no_float_floor(py, "remainder (%)", b.dtype()));
+            }
+            let (x, y) = if reflected { (&b, a) } else { (a, &b) };
+            gpu(py, || {
+                let q = ops::binary(BinaryOp::Div, x, y)?;
+                let r = ops::binary(BinaryOp::Sub, x, &ops::binary(BinaryOp::Mul, &q, y)?)?;
+                mask_zero(y, r)
+            })
+            .map(Some)
+        }
+        Operand::Scalar(v, _) => gpu(py, || {
+            dt.check_scalar(v)?;
+            if reflected {
+                // v % a
+                let q = ops::binary_scalar(BinaryOp::Div, a, v, true)?;
+                let r = ops::binary_scalar(BinaryOp::Sub, &ops::binary(BinaryOp::Mul, &q, a)?, v, true)?;
+                mask_zero(a, r)
+            } else if v == 0.0 {
+                ops::zeros(a.shape(), dt)
+            } else {
+                let q = ops::binary_scalar(BinaryOp::Div, a, v, false)?;
+                ops::binary(BinaryOp::Sub, a, &ops::binary_scalar(BinaryOp::Mul, &q, v, false)?)
+            }
+        })
+        .map(Some),
     }
 }
 
@@ -165,7 +260,7 @@ impl PyTensor {
     /// A copy converted to ``dtype`` (float to int truncates toward zero, saturating).
     #[pyo3(signature = (dtype, copy=true))]
     fn astype(&self, py: Python<'_>, dtype: &Bound<'_, PyAny>, copy: bool) -> PyResult<PyTensor> {
-        let d = parse_dtype(py, Some(dtype))?.expect("dtype given");
+        let d = required_dtype(py, dtype)?;
         if d == self.t.dtype() && !copy {
             return Ok(PyTensor::new(self.t.clone()));
         }
@@ -262,12 +357,31 @@ impl PyTensor {
         wrap(py, binary_op(py, BinaryOp::Mul, &self.t, other, true)?)
     }
 
+    /// True division (numpy's ``/``): integer tensors give float32 (Kiln has no float64).
     fn __truediv__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        wrap(py, binary_op(py, BinaryOp::Div, &self.t, other, false)?)
+        wrap(py, true_divide_op(py, &self.t, other, false)?)
     }
 
     fn __rtruediv__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        wrap(py, binary_op(py, BinaryOp::Div, &self.t, other, true)?)
+        wrap(py, true_divide_op(py, &self.t, other, true)?)
+    }
+
+    /// Floor division (numpy's ``//``) of integer tensors; ``x // 0 == 0``.
+    fn __floordiv__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, floor_divide_op(py, &self.t, other, false)?)
+    }
+
+    fn __rfloordiv__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, floor_divide_op(py, &self.t, other, true)?)
+    }
+
+    /// Remainder (numpy's ``%``) of integer tensors; ``x % 0 == 0``.
+    fn __mod__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, remainder_op(py, &self.t, other, false)?)
+    }
+
+    fn __rmod__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, remainder_op(py, &self.t, other, true)?)
     }
 
     fn __pow__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, modulo: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -352,13 +466,15 @@ impl PyTensor {
 
     /// Index of the maximum (see ``kiln.argmax``).
     #[pyo3(signature = (axis=None, keepdims=false))]
-    fn argmax(&self, py: Python<'_>, axis: Option<isize>, keepdims: bool) -> PyResult<PyTensor> {
+    fn argmax(&self, py: Python<'_>, axis: Option<Int<isize>>, keepdims: bool) -> PyResult<PyTensor> {
+        let axis = axis.map(|a| a.0);
         gpu(py, || ops::argmax(&self.t, axis, keepdims)).map(PyTensor::new)
     }
 
     /// Index of the minimum (see ``kiln.argmin``).
     #[pyo3(signature = (axis=None, keepdims=false))]
-    fn argmin(&self, py: Python<'_>, axis: Option<isize>, keepdims: bool) -> PyResult<PyTensor> {
+    fn argmin(&self, py: Python<'_>, axis: Option<Int<isize>>, keepdims: bool) -> PyResult<PyTensor> {
+        let axis = axis.map(|a| a.0);
         gpu(py, || ops::argmin(&self.t, axis, keepdims)).map(PyTensor::new)
     }
 }

@@ -30,10 +30,14 @@ defmodule Kiln.Kernel do
 
   @type t :: %__MODULE__{}
 
-  @doc "Compiles `source` with entry point `entry`: `{:ok, kernel} | {:error, %Kiln.Error{}}`."
+  @doc """
+  Compiles `source` with entry point `entry`: `{:ok, kernel} | {:error, %Kiln.Error{}}`.
+  Both must be UTF-8 strings (another binary is an `:invalid_argument` error). The compiler runs
+  on a thread of its own with a large stack, so no source can overflow the scheduler's.
+  """
   @spec compile(String.t(), String.t()) :: {:ok, t} | {:error, Kiln.Error.t()}
   def compile(source, entry) when is_binary(source) and is_binary(entry) do
-    case Kiln.Native.kernel_compile(source, entry) do
+    case Kiln.SafeNative.kernel_compile(source, entry) do
       {:ok, {ref, info}} ->
         {:ok,
          %__MODULE__{
@@ -71,6 +75,9 @@ defmodule Kiln.Kernel do
 
   def dispatch(%__MODULE__{ref: ref}, tensors, workgroups, uniforms)
       when is_list(tensors) and is_binary(uniforms) do
+    unless proper?(tensors),
+      do: raise(Kiln.Error.new(:invalid_argument, "dispatch expects a list of tensors, got #{inspect(tensors)}"))
+
     refs =
       Enum.map(tensors, fn
         %Kiln.Tensor{ref: r} -> r
@@ -87,10 +94,14 @@ defmodule Kiln.Kernel do
     if Enum.any?(Tuple.to_list(wg), &(&1 < 0 or &1 > 0xFFFFFFFF)),
       do: raise(Kiln.Error.new(:invalid_argument, "workgroup counts must fit in u32, got #{inspect(wg)}"))
 
-    Kiln.unwrap!(Kiln.Native.kernel_dispatch(ref, refs, wg, uniforms))
+    Kiln.unwrap!(Kiln.SafeNative.kernel_dispatch(ref, refs, wg, uniforms))
     :ok
   end
 
   def dispatch(_kernel, _tensors, _workgroups, _uniforms),
     do: raise(Kiln.Error.new(:invalid_argument, "dispatch(kernel, [tensor], workgroups, uniforms_binary)"))
+
+  defp proper?([]), do: true
+  defp proper?([_ | t]), do: proper?(t)
+  defp proper?(_), do: false
 end

@@ -117,6 +117,7 @@ defmodule Kiln.Native do
     kernel_dispatch: 4,
     devices: 0,
     synchronize: 0,
+    reset_devices: 0,
     memory_stats: 0,
     empty_cache: 0,
     has_f16: 0,
@@ -163,5 +164,54 @@ defmodule Kiln.Native do
       _ = {unquote_splicing(args)}
       not_loaded(unquote(name))
     end
+  end
+end
+
+defmodule Kiln.SafeNative do
+  @moduledoc false
+  # The NIF functions as `Kiln` and `Kiln.Kernel` call them (`alias Kiln.SafeNative, as: Native`).
+  #
+  # The NIF decodes every argument with its own types and answers
+  # `{:error, {:invalid_argument, 1, message}}` for a bad one, so `Kiln.unwrap!/1` raises
+  # `Kiln.Error`. This layer is the safety net for whatever still reaches rustler as a `badarg`
+  # (an `ArgumentError` raised by the NIF call itself, not by code it called): it becomes the
+  # same `{:error, _}` reply, or a raised `Kiln.Error` for the NIFs that do not reply with a
+  # tuple. A panic that escaped the NIF's own guard (rustler raises `:nif_panicked`) becomes a
+  # `:panic` `Kiln.Error`. Nothing raises a bare `ArgumentError` to the user.
+
+  @plain [source_hash: 0, is_freed: 1]
+
+  for {name, arity} <- Kiln.Native.nifs() do
+    args = Macro.generate_arguments(arity, __MODULE__)
+    plain? = {name, arity} in @plain
+
+    def unquote(name)(unquote_splicing(args)) do
+      Kiln.Native.unquote(name)(unquote_splicing(args))
+    rescue
+      e in [ArgumentError, ErlangError] ->
+        Kiln.SafeNative.__failed__(unquote(name), unquote(args), unquote(plain?), e, __STACKTRACE__)
+    end
+  end
+
+  @doc false
+  def __failed__(name, args, plain?, e, stacktrace) do
+    from_nif? = match?([{Kiln.Native, ^name, _, _} | _], stacktrace)
+
+    error =
+      cond do
+        from_nif? and is_struct(e, ArgumentError) ->
+          Kiln.Error.new(
+            :invalid_argument,
+            "#{name}: an argument has the wrong type or is out of range: #{inspect(args, limit: 8, printable_limit: 80)}"
+          )
+
+        is_struct(e, ErlangError) and e.original == :nif_panicked ->
+          Kiln.Error.new(:panic, "#{name}: the native code panicked")
+
+        true ->
+          reraise e, stacktrace
+      end
+
+    if plain?, do: raise(error), else: {:error, {error.code, error.status, error.message}}
   end
 end

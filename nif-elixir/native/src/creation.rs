@@ -1,31 +1,32 @@
-//! Creation: zeros, ones, full, arange, empty, fill, copy.
+//! Creation: zeros, ones, full, arange, empty, fill, copy. Fill values and arange bounds reach
+//! kiln-core as the f64 they are; core checks them against the dtype (DType::check_scalar).
 
-use crate::{guard, tensor_reply, Dt, Out, Reply, Scalar, TRef};
+use crate::{guard, tensor_reply, Dt, Out, Reply, Scalar, Shape, TRef};
 use kiln_core::{ops, Tensor};
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn zeros(shape: Vec<usize>, dtype: Dt) -> Reply<Out> {
-    tensor_reply(|| ops::zeros(&shape, dtype.0))
+fn zeros(shape: Shape, dtype: Dt) -> Reply<Out> {
+    tensor_reply(|| ops::zeros(&shape.0, dtype.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn ones(shape: Vec<usize>, dtype: Dt) -> Reply<Out> {
-    tensor_reply(|| ops::ones(&shape, dtype.0))
+fn ones(shape: Shape, dtype: Dt) -> Reply<Out> {
+    tensor_reply(|| ops::ones(&shape.0, dtype.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn full(shape: Vec<usize>, dtype: Dt, value: Scalar) -> Reply<Out> {
-    tensor_reply(|| ops::full(&shape, dtype.0, value.0))
+fn full(shape: Shape, dtype: Dt, value: Scalar) -> Reply<Out> {
+    tensor_reply(|| ops::full(&shape.0, dtype.0, value.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn arange(start: f64, stop: f64, step: f64, dtype: Dt) -> Reply<Out> {
-    tensor_reply(|| ops::arange(start, stop, step, dtype.0))
+fn arange(start: Scalar, stop: Scalar, step: Scalar, dtype: Dt) -> Reply<Out> {
+    tensor_reply(|| ops::arange(start.0, stop.0, step.0, dtype.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn empty(shape: Vec<usize>, dtype: Dt) -> Reply<Out> {
-    tensor_reply(|| Tensor::empty(&shape, dtype.0))
+fn empty(shape: Shape, dtype: Dt) -> Reply<Out> {
+    tensor_reply(|| Tensor::empty(&shape.0, dtype.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]

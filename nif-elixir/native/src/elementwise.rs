@@ -1,22 +1,24 @@
 //! Elementwise: unary, binary (broadcasting), scalar forms, compare, where, cast. The op names
 //! are parsed by kiln-core's own `UnaryOp::parse` / `BinaryOp::parse`.
 
-use crate::{tensor_reply, Dt, Out, Reply, Scalar, TRef};
+use crate::{tensor_reply, Dt, Flag, Out, Reply, Scalar, TRef, Text};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn unary(op: String, x: TRef) -> Reply<Out> {
-    tensor_reply(|| ops::unary(UnaryOp::parse(&op)?, &x.get()?))
+fn unary(op: Text, x: TRef) -> Reply<Out> {
+    tensor_reply(|| ops::unary(UnaryOp::parse(&op.0)?, &x.get()?))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn binary(op: String, a: TRef, b: TRef) -> Reply<Out> {
-    tensor_reply(|| ops::binary(BinaryOp::parse(&op)?, &a.get()?, &b.get()?))
+fn binary(op: Text, a: TRef, b: TRef) -> Reply<Out> {
+    tensor_reply(|| ops::binary(BinaryOp::parse(&op.0)?, &a.get()?, &b.get()?))
 }
 
+/// `a OP s`: the scalar reaches kiln-core untouched, which rejects NaN, fractions and values
+/// out of range for an integer tensor (INVALID_ARGUMENT).
 #[rustler::nif(schedule = "DirtyIo")]
-fn binary_scalar(op: String, a: TRef, s: Scalar, scalar_first: bool) -> Reply<Out> {
-    tensor_reply(|| ops::binary_scalar(BinaryOp::parse(&op)?, &a.get()?, s.0, scalar_first))
+fn binary_scalar(op: Text, a: TRef, s: Scalar, scalar_first: Flag) -> Reply<Out> {
+    tensor_reply(|| ops::binary_scalar(BinaryOp::parse(&op.0)?, &a.get()?, s.0, scalar_first.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]

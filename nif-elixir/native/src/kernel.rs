@@ -1,8 +1,8 @@
 //! Custom WGSL kernels and the runtime: compile, dispatch, devices, synchronize, memory stats.
 
-use crate::{guard, Reply, TRef};
+use crate::{bad_arg, guard, Bytes, Groups, List, Reply, TRef, Text};
 use kiln_core::{Error, Kernel};
-use rustler::{NifMap, ResourceArc};
+use rustler::{Decoder, NifMap, NifResult, ResourceArc, Term};
 
 pub struct KernelRes(Kernel);
 
@@ -11,6 +11,41 @@ impl std::panic::RefUnwindSafe for KernelRes {}
 
 #[rustler::resource_impl]
 impl rustler::Resource for KernelRes {}
+
+/// A kernel argument: the resource inside a `%Kiln.Kernel{}`.
+pub struct KRef(ResourceArc<KernelRes>);
+
+impl<'a> Decoder<'a> for KRef {
+    fn decode(term: Term<'a>) -> NifResult<Self> {
+        term.decode::<ResourceArc<KernelRes>>().map(KRef).map_err(|_| bad_arg(term, "expected a compiled Kiln.Kernel"))
+    }
+}
+
+/// Stack of the thread that compiles a kernel. A dirty scheduler's own stack is small (a few
+/// hundred KiB): deep recursion in the shader compiler (a long flat expression, issue 19) used to
+/// overflow it and take the whole BEAM down. The reservation is virtual; only what the compiler
+/// touches is committed.
+const COMPILE_STACK: usize = 256 << 20;
+
+/// Runs `f` on a fresh thread with `COMPILE_STACK` of stack, a panic there becoming `Error::Panic`.
+fn on_compile_stack<T: Send + 'static>(f: impl FnOnce() -> kiln_core::Result<T> + Send + 'static) -> kiln_core::Result<T> {
+    // Where address space is scarce (ulimit -v, strict overcommit) a smaller reservation is
+    // tried before giving up: the stack only needs to be large for pathological sources.
+    let f = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
+    let mut last = None;
+    for size in [COMPILE_STACK, COMPILE_STACK / 8] {
+        let job = f.clone();
+        let spawned = std::thread::Builder::new().name("kiln-nif-compile".into()).stack_size(size).spawn(move || {
+            let f = job.lock().unwrap_or_else(|p| p.into_inner()).take().expect("the compile job runs once");
+            f()
+        });
+        match spawned {
+            Ok(worker) => return worker.join().unwrap_or_else(|p| Err(Error::from_panic(p))),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Error::Internal(format!("cannot start the kernel-compile thread: {}", last.map(|e| e.to_string()).unwrap_or_default())))
+}
 
 #[derive(NifMap)]
 pub struct Binding {
@@ -29,11 +64,13 @@ pub struct KernelInfo {
     uniform_bytes: Option<u64>,
 }
 
-/// naga parse + validation + pipeline compile: CPU work, so a dirty CPU scheduler.
+/// naga parse + validation + pipeline compile: CPU work, so a dirty CPU scheduler, which waits
+/// for it on a thread with a large stack. `source` and `entry` must be UTF-8.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn kernel_compile(source: String, entry: String) -> Reply<(ResourceArc<KernelRes>, KernelInfo)> {
-    guard(|| {
-        let k = Kernel::new(&source, &entry)?;
+fn kernel_compile(source: Text, entry: Text) -> Reply<(ResourceArc<KernelRes>, KernelInfo)> {
+    let (source, entry) = (source.0, entry.0);
+    guard(move || {
+        let k = on_compile_stack(move || Kernel::new(&source, &entry))?;
         let [x, y, z] = k.workgroup_size();
         let info = KernelInfo {
             entry: k.entry().to_string(),
@@ -56,17 +93,12 @@ fn kernel_compile(source: String, entry: String) -> Reply<(ResourceArc<KernelRes
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn kernel_dispatch(
-    k: ResourceArc<KernelRes>,
-    tensors: Vec<TRef>,
-    workgroups: (u32, u32, u32),
-    uniforms: rustler::Binary,
-) -> Reply<()> {
+fn kernel_dispatch(k: KRef, tensors: List<TRef>, workgroups: Groups, uniforms: Bytes) -> Reply<()> {
     guard(|| {
-        let ts = tensors.iter().map(|t| t.get()).collect::<kiln_core::Result<Vec<_>>>()?;
+        let ts = tensors.0.iter().map(|t| t.get()).collect::<kiln_core::Result<Vec<_>>>()?;
         let refs: Vec<&kiln_core::Tensor> = ts.iter().collect();
-        let u = if uniforms.is_empty() { None } else { Some(uniforms.as_slice()) };
-        k.0.dispatch(&refs, u, [workgroups.0, workgroups.1, workgroups.2])
+        let u = if uniforms.0.is_empty() { None } else { Some(uniforms.0.as_slice()) };
+        k.0 .0.dispatch(&refs, u, workgroups.0)
     })
 }
 
@@ -128,6 +160,16 @@ fn devices() -> Reply<Vec<DeviceInfo>> {
 #[rustler::nif(schedule = "DirtyIo")]
 fn synchronize() -> Reply<()> {
     guard(kiln_core::synchronize)
+}
+
+/// Destroys the process's devices; tensors and kernels made before answer DEVICE_LOST, and the
+/// next call creates a fresh device.
+#[rustler::nif(schedule = "DirtyIo")]
+fn reset_devices() -> Reply<()> {
+    guard(|| {
+        kiln_core::reset_devices();
+        Ok(())
+    })
 }
 
 #[derive(NifMap)]

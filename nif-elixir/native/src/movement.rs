@@ -1,43 +1,47 @@
 //! Movement: reshape, permute, transpose, concat, slice, index_select, gather.
 
-use crate::{tensor_reply, Out, Reply, TRef};
+use crate::{tensor_reply, Axes, Int, List, Out, Reply, TRef};
 use kiln_core::ops;
 
-#[rustler::nif(schedule = "DirtyIo")]
-fn reshape(x: TRef, shape: Vec<isize>) -> Reply<Out> {
-    tensor_reply(|| ops::reshape(&x.get()?, &shape))
+fn ints(l: &Axes) -> Vec<isize> {
+    l.0.iter().map(|i| i.0).collect()
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn permute(x: TRef, axes: Vec<isize>) -> Reply<Out> {
-    tensor_reply(|| ops::permute(&x.get()?, &axes))
+fn reshape(x: TRef, shape: Axes) -> Reply<Out> {
+    tensor_reply(|| ops::reshape(&x.get()?, &ints(&shape)))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn transpose(x: TRef, a0: isize, a1: isize) -> Reply<Out> {
-    tensor_reply(|| ops::transpose(&x.get()?, a0, a1))
+fn permute(x: TRef, axes: Axes) -> Reply<Out> {
+    tensor_reply(|| ops::permute(&x.get()?, &ints(&axes)))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn concat(xs: Vec<TRef>, axis: isize) -> Reply<Out> {
+fn transpose(x: TRef, a0: Int<isize>, a1: Int<isize>) -> Reply<Out> {
+    tensor_reply(|| ops::transpose(&x.get()?, a0.0, a1.0))
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn concat(xs: List<TRef>, axis: Int<isize>) -> Reply<Out> {
     tensor_reply(|| {
-        let ts = xs.iter().map(|t| t.get()).collect::<kiln_core::Result<Vec<_>>>()?;
+        let ts = xs.0.iter().map(|t| t.get()).collect::<kiln_core::Result<Vec<_>>>()?;
         let refs: Vec<&kiln_core::Tensor> = ts.iter().collect();
-        ops::concat(&refs, axis)
+        ops::concat(&refs, axis.0)
     })
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn slice(x: TRef, axis: isize, start: isize, stop: isize, step: isize) -> Reply<Out> {
-    tensor_reply(|| ops::slice(&x.get()?, axis, start, stop, step))
+fn slice(x: TRef, axis: Int<isize>, start: Int<isize>, stop: Int<isize>, step: Int<isize>) -> Reply<Out> {
+    tensor_reply(|| ops::slice(&x.get()?, axis.0, start.0, stop.0, step.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn index_select(x: TRef, axis: isize, indices: TRef) -> Reply<Out> {
-    tensor_reply(|| ops::index_select(&x.get()?, axis, &indices.get()?))
+fn index_select(x: TRef, axis: Int<isize>, indices: TRef) -> Reply<Out> {
+    tensor_reply(|| ops::index_select(&x.get()?, axis.0, &indices.get()?))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn gather(x: TRef, axis: isize, index: TRef) -> Reply<Out> {
-    tensor_reply(|| ops::gather(&x.get()?, axis, &index.get()?))
+fn gather(x: TRef, axis: Int<isize>, index: TRef) -> Reply<Out> {
+    tensor_reply(|| ops::gather(&x.get()?, axis.0, &index.get()?))
 }

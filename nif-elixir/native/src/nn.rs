@@ -1,6 +1,6 @@
 //! Neural-network ops: embedding, rope, attention.
 
-use crate::{tensor_reply, Out, Reply, TRef};
+use crate::{tensor_reply, Flag, Int, Opt, Out, Reply, Scalar, TRef};
 use kiln_core::ops;
 
 #[rustler::nif(schedule = "DirtyIo")]
@@ -9,11 +9,11 @@ fn embedding(weight: TRef, ids: TRef) -> Reply<Out> {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn rope(x: TRef, pos_offset: usize, base: f64) -> Reply<Out> {
-    tensor_reply(|| ops::rope(&x.get()?, pos_offset, base as f32))
+fn rope(x: TRef, pos_offset: Int<usize>, base: Scalar) -> Reply<Out> {
+    tensor_reply(|| ops::rope(&x.get()?, pos_offset.0, base.0 as f32))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn attention(q: TRef, k: TRef, v: TRef, causal: bool, scale: Option<f64>) -> Reply<Out> {
-    tensor_reply(|| ops::attention(&q.get()?, &k.get()?, &v.get()?, causal, scale.map(|s| s as f32)))
+fn attention(q: TRef, k: TRef, v: TRef, causal: Flag, scale: Opt<Scalar>) -> Reply<Out> {
+    tensor_reply(|| ops::attention(&q.get()?, &k.get()?, &v.get()?, causal.0, scale.0.map(|s| s.0 as f32)))
 }

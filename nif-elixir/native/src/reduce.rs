@@ -1,36 +1,38 @@
 //! Reductions: sum mean max min (axes), var (ddof), argmax argmin (one axis or flattened).
 
-use crate::{tensor_reply, Out, Reply, TRef};
+use crate::{axes, tensor_reply, Axes, Flag, Int, Opt, Out, Reply, TRef, Text};
 use kiln_core::{ops, Error};
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn reduce(op: String, x: TRef, axes: Option<Vec<isize>>, keepdims: bool) -> Reply<Out> {
+fn reduce(op: Text, x: TRef, axes_: Opt<Axes>, keepdims: Flag) -> Reply<Out> {
     tensor_reply(|| {
         let x = x.get()?;
-        let axes = axes.as_deref();
-        match op.as_str() {
-            "sum" => ops::sum(&x, axes, keepdims),
-            "mean" => ops::mean(&x, axes, keepdims),
-            "max" => ops::max(&x, axes, keepdims),
-            "min" => ops::min(&x, axes, keepdims),
-            _ => Err(Error::InvalidArgument(format!("unknown reduction {op:?}"))),
+        let a = axes(&axes_);
+        let a = a.as_deref();
+        match op.0.as_str() {
+            "sum" => ops::sum(&x, a, keepdims.0),
+            "mean" => ops::mean(&x, a, keepdims.0),
+            "max" => ops::max(&x, a, keepdims.0),
+            "min" => ops::min(&x, a, keepdims.0),
+            other => Err(Error::InvalidArgument(format!("unknown reduction {other:?}"))),
         }
     })
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn var(x: TRef, axes: Option<Vec<isize>>, keepdims: bool, ddof: usize) -> Reply<Out> {
-    tensor_reply(|| ops::var(&x.get()?, axes.as_deref(), keepdims, ddof))
+fn var(x: TRef, axes_: Opt<Axes>, keepdims: Flag, ddof: Int<usize>) -> Reply<Out> {
+    tensor_reply(|| ops::var(&x.get()?, axes(&axes_).as_deref(), keepdims.0, ddof.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn arg_reduce(op: String, x: TRef, axis: Option<isize>, keepdims: bool) -> Reply<Out> {
+fn arg_reduce(op: Text, x: TRef, axis: Opt<Int<isize>>, keepdims: Flag) -> Reply<Out> {
     tensor_reply(|| {
         let x = x.get()?;
-        match op.as_str() {
-            "argmax" => ops::argmax(&x, axis, keepdims),
-            "argmin" => ops::argmin(&x, axis, keepdims),
-            _ => Err(Error::InvalidArgument(format!("unknown arg-reduction {op:?}"))),
+        let axis = axis.0.map(|a| a.0);
+        match op.0.as_str() {
+            "argmax" => ops::argmax(&x, axis, keepdims.0),
+            "argmin" => ops::argmin(&x, axis, keepdims.0),
+            other => Err(Error::InvalidArgument(format!("unknown arg-reduction {other:?}"))),
         }
     })
 }

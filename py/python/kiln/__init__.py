@@ -45,6 +45,8 @@ absolute = _kiln.abs
 sub = subtract = _kiln.subtract
 mul = multiply = _kiln.multiply
 div = true_divide = divide = _kiln.divide
+floor_divide = _kiln.floor_divide
+mod = remainder = _kiln.remainder
 power = _kiln.pow
 eq = equal = _kiln.equal
 ne = not_equal = _kiln.not_equal
@@ -62,7 +64,7 @@ random_uniform = _kiln.random_uniform
 random_normal = _kiln.random_normal
 
 _ALIASES = [
-    "neg", "absolute", "sub", "mul", "div", "true_divide", "power", "eq", "ne", "lt", "le", "gt",
+    "neg", "absolute", "sub", "mul", "div", "true_divide", "mod", "power", "eq", "ne", "lt", "le", "gt",
     "ge", "where_", "cast", "permute", "concatenate", "select_device", "adapters",
 ]
 _OPTIONAL = ["conv2d", "max_pool2d", "avg_pool2d", "attention"]
