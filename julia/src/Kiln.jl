@@ -201,7 +201,7 @@ function _finalize(x::KilnArray)
     h = x.handle
     if h != C_NULL
         x.handle = C_NULL
-        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::Cvoid
+        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::UInt32  # fails only for a handle not ours
     end
     return nothing
 end
@@ -247,7 +247,7 @@ function wrap(h::Ptr{KilnTensor})
         dims = ntuple(i -> Int(shape[n - i + 1]), n)
         return KilnArray{eltype_of(dt[]),n}(h, dims)
     catch
-        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::Cvoid
+        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::UInt32  # fails only for a handle not ours
         rethrow()
     end
 end
@@ -1051,7 +1051,7 @@ function free!(k::Kernel)
     h = k.handle
     if h != C_NULL
         k.handle = C_NULL
-        @ccall libkiln.kiln_kernel_free(h::Ptr{KilnKernel})::Cvoid
+        @ccall libkiln.kiln_kernel_free(h::Ptr{KilnKernel})::UInt32  # as kiln_tensor_free
     end
     return nothing
 end
