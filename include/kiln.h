@@ -365,6 +365,15 @@ KilnStatus kiln_device_select(const char *spec, size_t *out_index);
 KilnStatus kiln_synchronize(void);
 
 /**
+ * Destroys every device this process has created (the way out of a timeout or any other
+ * stuck state); the next call that needs a device creates a fresh one. Tensors and kernels
+ * made before stay valid handles but answer KILN_ERR_DEVICE_LOST from then on (free them
+ * as usual). Thread-safe; work other threads are queuing at the same moment may fail with
+ * KILN_ERR_DEVICE_LOST.
+ */
+KilnStatus kiln_reset_devices(void);
+
+/**
  * Writes the current device's memory counters to `*out`. `out`: non-null. Thread-safe.
  */
 KilnStatus kiln_memory_stats(struct KilnMemoryStats *out);

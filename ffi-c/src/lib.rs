@@ -178,6 +178,19 @@ pub extern "C" fn kiln_synchronize() -> KilnStatus {
     call("kiln_synchronize", kiln_core::synchronize)
 }
 
+/// Destroys every device this process has created (the way out of a timeout or any other
+/// stuck state); the next call that needs a device creates a fresh one. Tensors and kernels
+/// made before stay valid handles but answer KILN_ERR_DEVICE_LOST from then on (free them
+/// as usual). Thread-safe; work other threads are queuing at the same moment may fail with
+/// KILN_ERR_DEVICE_LOST.
+#[no_mangle]
+pub extern "C" fn kiln_reset_devices() -> KilnStatus {
+    call("kiln_reset_devices", || {
+        kiln_core::reset_devices();
+        Ok(())
+    })
+}
+
 /// Writes the current device's memory counters to `*out`. `out`: non-null. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_memory_stats(out: *mut KilnMemoryStats) -> KilnStatus {

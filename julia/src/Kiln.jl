@@ -1150,6 +1150,15 @@ function pipeline_stats()
     return (pipelines=Int(p.pipelines), hits=Int(p.hits), misses=Int(p.misses), compile_seconds=p.compile_seconds)
 end
 
+"""
+    Kiln.reset_devices!()
+
+Destroys every device this process has created (the way out of a timeout or any other stuck
+state); the next call that needs a device creates a fresh one. Arrays and kernels made before
+throw `KilnError` with code `:DEVICE_LOST` from then on (they are still freed normally).
+"""
+reset_devices!() = check(@ccall libkiln.kiln_reset_devices()::UInt32)
+
 """`Kiln.empty_cache()`: returns pooled GPU buffers to the driver."""
 empty_cache() = check(@ccall libkiln.kiln_empty_cache()::UInt32)
 

@@ -21,5 +21,6 @@ int kiln_header_check_c(void) {
     KilnStatus s = kiln_tensor_from_host(KILN_F32, shape, 2, data, sizeof data, &t);
     (void)m; (void)p; (void)d; (void)k;
     KilnStatus f = kiln_tensor_free(t); /* frees return a status (a bad handle is an error) */
-    return (int)s + (int)f;
+    KilnStatus r = kiln_reset_devices();
+    return (int)s + (int)f + (int)r;
 }
