@@ -401,6 +401,12 @@ static void test_max_pool2d_huge_padding(void) {
 static void test_zero_size_concat_overflow(void) {
     size_t s[2] = {0, HUGE_PAD};
     KilnTensor *a = NULL, *o = NULL;
+#if SIZE_MAX > 0xFFFFFFFFu
+    /* a zero-size shape whose other dimensions multiply past 2^64 (its strides would) */
+    size_t wide[3] = {0, (size_t)1 << 40, (size_t)1 << 40};
+    EXPECT_ERR(KILN_ERR_INVALID_ARGUMENT, "kiln_tensor_empty: ", kiln_tensor_empty(KILN_F32, wide, 3, &o));
+    DROP(o);
+#endif
     KilnStatus st = kiln_tensor_empty(KILN_F32, s, 2, &a);
     if (st != KILN_OK) {
         /* rejected at creation: that closes the finding too, if it is a clear error */
