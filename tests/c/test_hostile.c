@@ -478,20 +478,35 @@ static void test_flat_expression_20000(void) {
     free(src);
 }
 
+/* o[0] = ((((i[0])))) with `depth` pairs of parentheses: the most recursion per source byte. */
+static char *nested_kernel(int depth) {
+    const char *head = "@group(0) @binding(0) var<storage, read> i: array<f32>;\n"
+                       "@group(0) @binding(1) var<storage, read_write> o: array<f32>;\n"
+                       "@compute @workgroup_size(1)\nfn main() {\n    o[0] = ";
+    const char *tail = ";\n}\n";
+    size_t n = strlen(head) + (size_t)depth * 2 + 4 + strlen(tail) + 1;
+    char *src = malloc(n), *p = src;
+    p += sprintf(p, "%s", head);
+    for (int d = 0; d < depth; d++) *p++ = '(';
+    p += sprintf(p, "i[0]");
+    for (int d = 0; d < depth; d++) *p++ = ')';
+    sprintf(p, "%s", tail);
+    return src;
+}
+
 /* The Elixir finding: a caller with a small stack (the BEAM's dirty schedulers) died at ~600
  * terms. From a thread with a 256 KiB stack, 2,000 terms must either compile and compute
  * 2,000 or be refused with KILN_ERR_SHADER. */
-typedef struct { KilnStatus s; float result; char msg[256]; } SmallStack;
+typedef struct { char *src; float input; KilnStatus s; float result; char msg[256]; } SmallStack;
 
+/* Compiles r->src, runs it on i = [r->input], o = [0] and reads o[0] back into r->result. */
 static void *small_stack_compile(void *arg) {
     SmallStack *r = (SmallStack *)arg;
-    char *src = flat_kernel(2000);
     KilnKernel *k = NULL;
-    r->s = kiln_kernel_compile(src, "main", &k);
-    free(src);
+    r->s = kiln_kernel_compile(r->src, "main", &k);
     r->result = -1;
     if (r->s != KILN_OK) { kiln_last_error_message(r->msg, sizeof r->msg); return NULL; }
-    float one = 1, zero = 0;
+    float one = r->input, zero = 0;
     size_t s1[1] = {1};
     KilnTensor *ti = NULL, *to = NULL;
     if (kiln_tensor_from_host(KILN_F32, s1, 1, &one, sizeof one, &ti) == KILN_OK &&
@@ -507,20 +522,33 @@ static void *small_stack_compile(void *arg) {
     return NULL;
 }
 
-static void test_flat_expression_small_stack(void) {
+/* Runs `src` from a thread with a 256 KiB stack: it must compile and compute `want`, or be
+ * refused with KILN_ERR_SHADER; anything else (a crash above all) fails. */
+static void on_small_stack(char *src, float input, float want, const char *what) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
     pthread_t th;
-    SmallStack r = {KILN_ERR_INTERNAL, 0, {0}};
+    SmallStack r = {src, input, KILN_ERR_INTERNAL, 0, {0}};
     if (pthread_create(&th, &attr, small_stack_compile, &r) != 0) { KT_FAIL("pthread_create"); exit(1); }
     pthread_join(th, NULL);
     pthread_attr_destroy(&attr);
+    free(src);
     if (r.s == KILN_OK) {
-        if (r.result != 2000.0f) KT_FAIL("2,000-term kernel computed %g, want 2000", r.result);
+        if (r.result != want) KT_FAIL("%s computed %g, want %g", what, r.result, want);
     } else if (r.s != KILN_ERR_SHADER) {
-        KT_FAIL("2,000-term kernel on a small stack -> %s: %s", kiln_status_name(r.s), r.msg);
+        KT_FAIL("%s on a small stack -> %s: %s", what, kiln_status_name(r.s), r.msg);
     }
+}
+
+static void test_flat_expression_small_stack(void) {
+    on_small_stack(flat_kernel(2000), 1.0f, 2000.0f, "a 2,000-term flat expression");
+}
+
+/* 25,000 nested parentheses: about 50 KB, under the 64 KiB source limit kiln-core is getting,
+ * and far past what a 256 KiB stack holds if naga recursed on it. */
+static void test_nested_parentheses_small_stack(void) {
+    on_small_stack(nested_kernel(25000), 7.0f, 7.0f, "25,000 nested parentheses");
 }
 
 /* A 64 MiB var<workgroup> array (the limit is 16 to 32 KiB) must be refused before the
@@ -561,6 +589,7 @@ int main(int argc, char **argv) {
         {"zero_size_concat_overflow", test_zero_size_concat_overflow},
         {"dispatch_over_2_32_groups", test_dispatch_over_2_32_groups},
         {"flat_expression_small_stack", test_flat_expression_small_stack},
+        {"nested_parentheses_small_stack", test_nested_parentheses_small_stack},
         {"flat_expression_20000", test_flat_expression_20000},
         {"huge_workgroup_array", test_huge_workgroup_array},
     };
@@ -581,7 +610,7 @@ int main(int argc, char **argv) {
         int selected = argc == 1;
         for (int a = 1; a < argc; a++) selected |= strcmp(argv[a], tests[i].name) == 0;
         if (!selected) continue;
-        printf("%-28s ", tests[i].name);
+        printf("%-31s ", tests[i].name);
         fflush(stdout);
         int before = kt_failures;
         tests[i].fn();
