@@ -534,6 +534,7 @@ static void on_small_stack(char *src, float input, float want, const char *what)
     pthread_join(th, NULL);
     pthread_attr_destroy(&attr);
     free(src);
+    printf("(%s) ", r.s == KILN_OK ? "compiled" : r.s == KILN_ERR_SHADER ? "refused: SHADER" : "?");
     if (r.s == KILN_OK) {
         if (r.result != want) KT_FAIL("%s computed %g, want %g", what, r.result, want);
     } else if (r.s != KILN_ERR_SHADER) {
