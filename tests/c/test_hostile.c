@@ -272,6 +272,64 @@ static void test_free_during_read(void) {
     }
 }
 
+/* Freeing a kernel while other threads dispatch it: each dispatch that returned OK ran
+ * exactly once (a thread's own tensor counts them), the ones after the free are refused. */
+enum { DISPATCHERS = 3 };
+static KilnKernel *shared_k;
+static atomic_int dispatched[DISPATCHERS];
+
+typedef struct { int id; int invalid; int other; float value; } Dispatcher;
+
+static void *dispatcher(void *arg) {
+    Dispatcher *d = (Dispatcher *)arg;
+    float zero[2] = {0, 0};
+    KilnTensor *t = f32_of(zero, 2);
+    const KilnTensor *bind[1] = {t};
+    for (int it = 0; it < 100000; it++) {
+        KilnStatus s = kiln_kernel_dispatch(shared_k, bind, 1, NULL, 0, 1, 1, 1);
+        if (s == KILN_OK) {
+            atomic_fetch_add(&dispatched[d->id], 1);
+        } else if (s == KILN_ERR_INVALID_ARGUMENT && strstr(kt_msg(), "already freed")) {
+            d->invalid++;
+            break;
+        } else {
+            d->other++;
+            fprintf(stderr, "dispatcher %d: %s: %s\n", d->id, kiln_status_name(s), kt_msg());
+            break;
+        }
+    }
+    float got[2] = {-1, -1};
+    if (kiln_tensor_to_host(t, got, sizeof got) != KILN_OK) d->other++;
+    d->value = got[0];
+    if (got[1] != got[0]) d->other++;
+    kiln_tensor_free(t);
+    return NULL;
+}
+
+static void test_free_kernel_during_dispatch(void) {
+    OK(kiln_kernel_compile(INC, "main", &shared_k));
+    pthread_t th[DISPATCHERS];
+    Dispatcher ds[DISPATCHERS];
+    for (int i = 0; i < DISPATCHERS; i++) {
+        ds[i] = (Dispatcher){i, 0, 0, -1};
+        atomic_store(&dispatched[i], 0);
+        if (pthread_create(&th[i], NULL, dispatcher, &ds[i]) != 0) { KT_FAIL("pthread_create"); exit(1); }
+    }
+    for (int i = 0; i < DISPATCHERS; i++)
+        while (atomic_load(&dispatched[i]) < 2) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    OK(kiln_kernel_free(shared_k));
+    for (int i = 0; i < DISPATCHERS; i++) {
+        pthread_join(th[i], NULL);
+        int n = atomic_load(&dispatched[i]);
+        if (ds[i].other) KT_FAIL("dispatcher %d: an unexpected error", i);
+        if (ds[i].invalid != 1) KT_FAIL("dispatcher %d never saw the free (INVALID_ARGUMENT)", i);
+        if (ds[i].value != (float)n) KT_FAIL("dispatcher %d: %d dispatches returned OK but its tensor counts %g", i, n, ds[i].value);
+    }
+}
+
 /* kiln_reset_devices: old tensors answer DEVICE_LOST (and can still be freed), new work runs
  * on a fresh device. The survivor is re-made afterwards. */
 static void test_reset_devices(void) {
@@ -583,6 +641,7 @@ int main(int argc, char **argv) {
         {"foreign_pointers", test_foreign_pointers},
         {"freed_kernel_dispatch", test_freed_kernel_dispatch},
         {"free_during_read", test_free_during_read},
+        {"free_kernel_during_dispatch", test_free_kernel_during_dispatch},
         {"reset_devices", test_reset_devices},
         {"integer_scalars", test_integer_scalars},
         {"conv2d_huge_padding", test_conv2d_huge_padding},
