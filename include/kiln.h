@@ -8,12 +8,15 @@
  *    results through out-parameters.  On failure kiln_last_error_message() gives the
  *    calling thread's message (the function name, the error category, the details).
  *    The exceptions, which cannot fail, are kiln_abi_version, kiln_version,
- *    kiln_status_name, kiln_last_error_message, kiln_last_error_status, kiln_tensor_free and
- *    kiln_kernel_free.
+ *    kiln_status_name, kiln_last_error_message and kiln_last_error_status.
  *  - Ownership: a tensor written to a `KilnTensor **out` is new and owned by the caller,
  *    who releases it with kiln_tensor_free (kernels: kiln_kernel_free).  On failure *out is
  *    set to NULL.  Input tensors are only borrowed for the duration of the call.  Host
  *    arrays (shapes, axes, data, uniforms) are copied; the caller keeps them.
+ *  - Handles: a KilnTensor * or KilnKernel * is a checked handle, not an address (never
+ *    dereference it).  A freed, foreign or garbage handle, or one of the other kind, gives
+ *    KILN_ERR_INVALID_ARGUMENT (a double free included), never a crash, and a freed handle
+ *    never names a newer object.
  *  - Nullability: pointers are required (non-NULL) unless the comment says "nullable" or
  *    "may be NULL".  A NULL required pointer gives KILN_ERR_NULL_POINTER, never a crash.
  *  - Data layout: tensors are contiguous and row-major (C order): the last index varies
@@ -23,7 +26,8 @@
  *  - dtypes: a KilnDType argument may hold any value; an unknown one gives
  *    KILN_ERR_INVALID_ARGUMENT.
  *  - Threads: every function is thread-safe.  Tensors and kernels may be used from several
- *    threads at once; a tensor must not be freed while another thread still uses it.
+ *    threads at once.  Freeing one while another thread uses it is safe: a call already
+ *    running keeps it until it returns; later calls get KILN_ERR_INVALID_ARGUMENT.
  *    Work is queued on the device and runs asynchronously; reading a tensor back
  *    (kiln_tensor_to_host) or kiln_synchronize waits for it.
  *  - Panics inside the library are caught at the boundary and reported as KILN_ERR_PANIC.
@@ -176,7 +180,8 @@ typedef uint32_t KilnDType;
 
 /**
  * A compiled custom WGSL compute kernel. Opaque. Created by kiln_kernel_compile, released
- * with kiln_kernel_free; may be dispatched from several threads at once.
+ * with kiln_kernel_free; may be dispatched from several threads at once. Like KilnTensor,
+ * a `KilnKernel *` is a checked handle, not an address.
  */
 typedef struct KilnKernel KilnKernel;
 
@@ -184,7 +189,13 @@ typedef struct KilnKernel KilnKernel;
  * A tensor: a dtype, a shape (rank 0 to 8, row-major) and a GPU buffer. Opaque.
  * Created by kiln_tensor_from_host, kiln_tensor_empty and every op; owned by the caller
  * and released with kiln_tensor_free. A tensor may be read (used as an op input, read
- * back) from several threads at once; it must not be freed while another thread uses it.
+ * back) from several threads at once.
+ *
+ * A `KilnTensor *` is a handle, not an address: never dereference it. Kiln looks every
+ * handle up in a process-wide table, so a freed, foreign or garbage handle (or a kernel
+ * handle) gives KILN_ERR_INVALID_ARGUMENT, never a crash, and a freed handle never names a
+ * newer tensor. Freeing a tensor another thread is using is safe (that call keeps it alive
+ * until it returns).
  */
 typedef struct KilnTensor KilnTensor;
 
@@ -354,6 +365,15 @@ KilnStatus kiln_device_select(const char *spec, size_t *out_index);
 KilnStatus kiln_synchronize(void);
 
 /**
+ * Destroys every device this process has created (the way out of a timeout or any other
+ * stuck state); the next call that needs a device creates a fresh one. Tensors and kernels
+ * made before stay valid handles but answer KILN_ERR_DEVICE_LOST from then on (free them
+ * as usual). Thread-safe; work other threads are queuing at the same moment may fail with
+ * KILN_ERR_DEVICE_LOST.
+ */
+KilnStatus kiln_reset_devices(void);
+
+/**
  * Writes the current device's memory counters to `*out`. `out`: non-null. Thread-safe.
  */
 KilnStatus kiln_memory_stats(struct KilnMemoryStats *out);
@@ -405,10 +425,13 @@ KilnStatus kiln_tensor_to_host(const struct KilnTensor *t, void *buf, size_t nby
 
 /**
  * Releases a tensor; its GPU buffer goes back to Kiln's pool once no pending work uses it.
- * NULL is ignored. The pointer must not be used afterwards, and must not be in use by
- * another thread. Never fails.
+ * NULL is ignored (KILN_OK). A handle that is not a live tensor (freed already, a kernel, a
+ * foreign or garbage pointer) gives KILN_ERR_INVALID_ARGUMENT and changes nothing: handles
+ * are table entries, never dereferenced (see KilnTensor). Freeing a tensor while another
+ * thread is inside a call that uses it is safe: that call finishes with the tensor, later
+ * calls with the handle get KILN_ERR_INVALID_ARGUMENT. Thread-safe.
  */
-void kiln_tensor_free(struct KilnTensor *t);
+KilnStatus kiln_tensor_free(struct KilnTensor *t);
 
 /**
  * Writes the rank of `t` (0 to 8) to `*out`. `t`, `out`: non-null. Thread-safe.
@@ -474,10 +497,13 @@ KilnStatus kiln_kernel_dispatch(const struct KilnKernel *kernel,
                                 uint32_t z);
 
 /**
- * Releases a kernel. NULL is ignored. Dispatches already queued still run. Must not be in
- * use by another thread. Never fails.
+ * Releases a kernel. NULL is ignored (KILN_OK). Dispatches already queued still run, and
+ * so does a dispatch another thread is making with it. A handle that is not a live kernel
+ * (freed already, a tensor, a foreign or garbage pointer) gives KILN_ERR_INVALID_ARGUMENT
+ * and changes nothing; later dispatches with a freed kernel get KILN_ERR_INVALID_ARGUMENT.
+ * Thread-safe.
  */
-void kiln_kernel_free(struct KilnKernel *kernel);
+KilnStatus kiln_kernel_free(struct KilnKernel *kernel);
 
 /**
  * Elementwise -x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take

@@ -8,6 +8,8 @@
 #   make c-compile-check   kiln.h as C11 and as C++17 with -Wall -Wextra -Werror (-pedantic)
 #   make c-test            install into build/c/prefix, build tests/c against it with
 #                          pkg-config, run them, then run them again under valgrind memcheck
+#                          (test_hostile: issue 19's hostile-input suite; `build/c/bin/test_hostile
+#                          NAME` runs one of its tests)
 #   make julia-check       every @ccall in julia/src against include/kiln.h (static)
 #   make julia-test        julia/test/runtests.jl when `julia` is on the PATH
 #   make install PREFIX=…  lib/libkiln.{so,a}, include/kiln.h, lib/pkgconfig/kiln.pc
@@ -23,7 +25,7 @@ C_BUILD := build/c
 C_PREFIX := $(abspath $(C_BUILD)/prefix)
 KILN_LIBDIR := target/$(PROFILE)
 C_WARN := -Wall -Wextra -Werror -pedantic
-C_TESTS := test_kiln test_threads example
+C_TESTS := test_kiln test_threads test_hostile example
 VALGRIND_FLAGS := --error-exitcode=99 --leak-check=full --show-leak-kinds=definite \
 	--errors-for-leak-kinds=definite --undef-value-errors=no --num-callers=30 \
 	--suppressions=tests/c/valgrind.supp --gen-suppressions=all
@@ -82,16 +84,18 @@ c-test: deps
 		-I$(C_PREFIX)/include $(C_PREFIX)/lib/libkiln.a $(KILN_STATIC_LIBS)
 	$(MAKE) --no-print-directory c-test-run c-valgrind
 
+# Each test's exit status counts (a failing test in the middle used to be masked by the
+# loop's last one).
 c-test-run:
 	@for t in $(C_TESTS) example_static; do \
-		echo "== $$t"; $(C_BUILD)/bin/$$t; \
+		echo "== $$t"; $(C_BUILD)/bin/$$t || { echo "c-test: $$t failed (exit status $$?)" >&2; exit 1; }; \
 	done
 	@echo "c-test: all C tests passed"
 
 # Memcheck: invalid reads/writes anywhere and definite leaks fail the run; the suppressions
 # cover only the Vulkan loader, the driver (Mesa lavapipe) and LLVM.
 c-valgrind:
-	@for t in example test_kiln; do \
+	@for t in example test_kiln test_hostile; do \
 		echo "== valgrind $$t"; \
 		KILN_TEST_QUICK=1 valgrind $(VALGRIND_FLAGS) --log-file=$(C_BUILD)/valgrind-$$t.log $(C_BUILD)/bin/$$t \
 			|| { echo "valgrind: errors in $$t (see $(C_BUILD)/valgrind-$$t.log)" >&2; \

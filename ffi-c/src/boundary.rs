@@ -1,12 +1,14 @@
 //! The one boundary every entry point goes through: catch panics, turn errors into a status,
-//! keep the calling thread's last error message; and the pointer checks.
+//! keep the calling thread's last error message; and the pointer and handle checks.
 
-use crate::types::{status_of, KilnStatus, KilnTensor};
-use kiln_core::{Error, Result, Tensor};
+use crate::handles;
+use crate::types::{status_of, KilnKernel, KilnStatus, KilnTensor};
+use kiln_core::{Error, Kernel, Result, Tensor};
 use std::cell::RefCell;
 use std::ffi::CStr;
 use std::os::raw::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 thread_local! {
     static LAST_ERROR: RefCell<(KilnStatus, String)> = const { RefCell::new((KilnStatus::KILN_OK, String::new())) };
@@ -38,34 +40,55 @@ pub(crate) fn call(func: &str, f: impl FnOnce() -> Result<()>) -> KilnStatus {
 }
 
 /// Like `call` for a function with a `KilnTensor **out`: `*out` is set to NULL first and to a
-/// new tensor owned by the caller on success.
+/// new tensor handle owned by the caller on success.
 pub(crate) fn call_out(func: &str, out: *mut *mut KilnTensor, f: impl FnOnce() -> Result<Tensor>) -> KilnStatus {
     call(func, || {
         let out = out_ptr(out, "out")?;
         *out = std::ptr::null_mut();
         let t = f()?;
-        *out = Box::into_raw(Box::new(KilnTensor(t)));
+        *out = std::ptr::without_provenance_mut(handles::tensors().insert(t)?);
         Ok(())
     })
+}
+
+/// A new kernel handle for `k`.
+pub(crate) fn new_kernel(k: Kernel) -> Result<*mut KilnKernel> {
+    Ok(std::ptr::without_provenance_mut(handles::kernels().insert(k)?))
 }
 
 fn null(what: &str) -> Error {
     Error::NullPointer(format!("{what} is NULL"))
 }
 
-/// A required tensor argument.
-pub(crate) fn tensor<'a>(p: *const KilnTensor, what: &str) -> Result<&'a Tensor> {
+/// A required tensor argument: the tensor behind a live handle, held for the duration of the
+/// call (another thread's kiln_tensor_free cannot release it under us). A handle that is not a
+/// live tensor (freed, a kernel, garbage) is INVALID_ARGUMENT; it is never dereferenced.
+pub(crate) fn tensor(p: *const KilnTensor, what: &str) -> Result<Arc<Tensor>> {
     if p.is_null() {
         return Err(null(what));
     }
-    // SAFETY: the caller passes a live tensor from this library (documented contract).
-    Ok(unsafe { &(*p).0 })
+    handles::tensors().get(p.addr(), what)
 }
 
-/// An optional tensor argument (NULL = none).
-pub(crate) fn opt_tensor<'a>(p: *const KilnTensor) -> Option<&'a Tensor> {
-    // SAFETY: as in `tensor`.
-    (!p.is_null()).then(|| unsafe { &(*p).0 })
+/// An optional tensor argument (NULL = none); a non-NULL one is checked as in `tensor`.
+pub(crate) fn opt_tensor(p: *const KilnTensor, what: &str) -> Result<Option<Arc<Tensor>>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    tensor(p, what).map(Some)
+}
+
+/// `tensors[0..n]`, each a required tensor (named "tensors[i]" in messages).
+pub(crate) fn tensor_array(tensors: *const *const KilnTensor, n: usize) -> Result<Vec<Arc<Tensor>>> {
+    slice(tensors, n, "tensors")?.iter().enumerate().map(|(i, &p)| tensor(p, &format!("tensors[{i}]"))).collect()
+}
+
+/// A required kernel argument (as `tensor`).
+pub(crate) fn kernel(p: *const KilnKernel, what: &str) -> Result<Arc<Kernel>> {
+    if p.is_null() {
+        return Err(null(what));
+    }
+    handles::kernels().get(p.addr(), what)
 }
 
 /// A required out-parameter.

@@ -10,10 +10,11 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod boundary;
+mod handles;
 mod ops;
 pub mod types;
 
-use boundary::{call, call_out, cstr, out_ptr, slice, slice_mut, tensor};
+use boundary::{call, call_out, cstr, out_ptr, slice, slice_mut, tensor, tensor_array};
 use kiln_core::{Error, Kernel, Tensor};
 use std::os::raw::{c_char, c_void};
 // The header shows `KilnDType`; Rust receives the raw value.
@@ -177,6 +178,19 @@ pub extern "C" fn kiln_synchronize() -> KilnStatus {
     call("kiln_synchronize", kiln_core::synchronize)
 }
 
+/// Destroys every device this process has created (the way out of a timeout or any other
+/// stuck state); the next call that needs a device creates a fresh one. Tensors and kernels
+/// made before stay valid handles but answer KILN_ERR_DEVICE_LOST from then on (free them
+/// as usual). Thread-safe; work other threads are queuing at the same moment may fail with
+/// KILN_ERR_DEVICE_LOST.
+#[no_mangle]
+pub extern "C" fn kiln_reset_devices() -> KilnStatus {
+    call("kiln_reset_devices", || {
+        kiln_core::reset_devices();
+        Ok(())
+    })
+}
+
 /// Writes the current device's memory counters to `*out`. `out`: non-null. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_memory_stats(out: *mut KilnMemoryStats) -> KilnStatus {
@@ -265,7 +279,7 @@ pub unsafe extern "C" fn kiln_tensor_empty(dtype: KilnDType, shape: *const usize
 #[no_mangle]
 pub unsafe extern "C" fn kiln_tensor_to_host(t: *const KilnTensor, buf: *mut c_void, nbytes: usize) -> KilnStatus {
     call("kiln_tensor_to_host", || {
-        let t = tensor(t, "t")?;
+        let t = &tensor(t, "t")?;
         if nbytes != t.nbytes() {
             return Err(Error::InvalidArgument(format!(
                 "a buffer of {nbytes} bytes given for a tensor of {} bytes (shape {:?}, {})",
@@ -280,20 +294,26 @@ pub unsafe extern "C" fn kiln_tensor_to_host(t: *const KilnTensor, buf: *mut c_v
 }
 
 /// Releases a tensor; its GPU buffer goes back to Kiln's pool once no pending work uses it.
-/// NULL is ignored. The pointer must not be used afterwards, and must not be in use by
-/// another thread. Never fails.
+/// NULL is ignored (KILN_OK). A handle that is not a live tensor (freed already, a kernel, a
+/// foreign or garbage pointer) gives KILN_ERR_INVALID_ARGUMENT and changes nothing: handles
+/// are table entries, never dereferenced (see KilnTensor). Freeing a tensor while another
+/// thread is inside a call that uses it is safe: that call finishes with the tensor, later
+/// calls with the handle get KILN_ERR_INVALID_ARGUMENT. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_free(t: *mut KilnTensor) {
-    if !t.is_null() {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(Box::from_raw(t))));
-    }
+pub unsafe extern "C" fn kiln_tensor_free(t: *mut KilnTensor) -> KilnStatus {
+    call("kiln_tensor_free", || {
+        if !t.is_null() {
+            drop(handles::tensors().remove(t.addr(), "t")?);
+        }
+        Ok(())
+    })
 }
 
 /// Writes the rank of `t` (0 to 8) to `*out`. `t`, `out`: non-null. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_tensor_ndim(t: *const KilnTensor, out: *mut usize) -> KilnStatus {
     call("kiln_tensor_ndim", || {
-        let t = tensor(t, "t")?;
+        let t = &tensor(t, "t")?;
         *out_ptr(out, "out")? = t.ndim();
         Ok(())
     })
@@ -305,7 +325,7 @@ pub unsafe extern "C" fn kiln_tensor_ndim(t: *const KilnTensor, out: *mut usize)
 #[no_mangle]
 pub unsafe extern "C" fn kiln_tensor_shape(t: *const KilnTensor, out: *mut usize, len: usize) -> KilnStatus {
     call("kiln_tensor_shape", || {
-        let t = tensor(t, "t")?;
+        let t = &tensor(t, "t")?;
         if len < t.ndim() {
             return Err(Error::InvalidArgument(format!("room for {len} dimensions given for a tensor of rank {}", t.ndim())));
         }
@@ -319,7 +339,7 @@ pub unsafe extern "C" fn kiln_tensor_shape(t: *const KilnTensor, out: *mut usize
 #[no_mangle]
 pub unsafe extern "C" fn kiln_tensor_dtype(t: *const KilnTensor, out: *mut KilnDType) -> KilnStatus {
     call("kiln_tensor_dtype", || {
-        let t = tensor(t, "t")?;
+        let t = &tensor(t, "t")?;
         *out_ptr(out, "out")? = types::dtype_value(t.dtype());
         Ok(())
     })
@@ -330,7 +350,7 @@ pub unsafe extern "C" fn kiln_tensor_dtype(t: *const KilnTensor, out: *mut KilnD
 #[no_mangle]
 pub unsafe extern "C" fn kiln_tensor_numel(t: *const KilnTensor, out: *mut usize) -> KilnStatus {
     call("kiln_tensor_numel", || {
-        let t = tensor(t, "t")?;
+        let t = &tensor(t, "t")?;
         *out_ptr(out, "out")? = t.numel();
         Ok(())
     })
@@ -341,7 +361,7 @@ pub unsafe extern "C" fn kiln_tensor_numel(t: *const KilnTensor, out: *mut usize
 #[no_mangle]
 pub unsafe extern "C" fn kiln_tensor_nbytes(t: *const KilnTensor, out: *mut usize) -> KilnStatus {
     call("kiln_tensor_nbytes", || {
-        let t = tensor(t, "t")?;
+        let t = &tensor(t, "t")?;
         *out_ptr(out, "out")? = t.nbytes();
         Ok(())
     })
@@ -375,8 +395,7 @@ pub unsafe extern "C" fn kiln_kernel_compile(source: *const c_char, entry: *cons
         *out = std::ptr::null_mut();
         let src = cstr(source, "source")?;
         let entry = cstr(entry, "entry")?;
-        let k = Kernel::new(src, entry)?;
-        *out = Box::into_raw(Box::new(KilnKernel(k)));
+        *out = boundary::new_kernel(Kernel::new(src, entry)?)?;
         Ok(())
     })
 }
@@ -400,16 +419,9 @@ pub unsafe extern "C" fn kiln_kernel_dispatch(
     z: u32,
 ) -> KilnStatus {
     call("kiln_kernel_dispatch", || {
-        if kernel.is_null() {
-            return Err(Error::NullPointer("kernel is NULL".into()));
-        }
-        let k = &(*kernel).0;
-        let ptrs = slice(tensors, ntensors, "tensors")?;
-        let ts = ptrs
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| tensor(p, &format!("tensors[{i}]")))
-            .collect::<kiln_core::Result<Vec<&Tensor>>>()?;
+        let k = boundary::kernel(kernel, "kernel")?;
+        let held = tensor_array(tensors, ntensors)?;
+        let ts: Vec<&Tensor> = held.iter().map(|t| &**t).collect();
         let u = if uniforms.is_null() {
             if uniforms_len != 0 {
                 return Err(Error::NullPointer(format!("uniforms is NULL but uniforms_len is {uniforms_len}")));
@@ -422,19 +434,25 @@ pub unsafe extern "C" fn kiln_kernel_dispatch(
     })
 }
 
-/// Releases a kernel. NULL is ignored. Dispatches already queued still run. Must not be in
-/// use by another thread. Never fails.
+/// Releases a kernel. NULL is ignored (KILN_OK). Dispatches already queued still run, and
+/// so does a dispatch another thread is making with it. A handle that is not a live kernel
+/// (freed already, a tensor, a foreign or garbage pointer) gives KILN_ERR_INVALID_ARGUMENT
+/// and changes nothing; later dispatches with a freed kernel get KILN_ERR_INVALID_ARGUMENT.
+/// Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_kernel_free(kernel: *mut KilnKernel) {
-    if !kernel.is_null() {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(Box::from_raw(kernel))));
-    }
+pub unsafe extern "C" fn kiln_kernel_free(kernel: *mut KilnKernel) -> KilnStatus {
+    call("kiln_kernel_free", || {
+        if !kernel.is_null() {
+            drop(handles::kernels().remove(kernel.addr(), "kernel")?);
+        }
+        Ok(())
+    })
 }
 
 #[allow(dead_code)]
 fn assert_thread_safe() {
     fn is<T: Send + Sync>() {}
-    is::<KilnTensor>();
-    is::<KilnKernel>();
+    is::<Tensor>();
+    is::<Kernel>();
 }
 

@@ -3,7 +3,7 @@
 //!
 //! (First written by a small generator; edited by hand since.)
 
-use crate::boundary::{call, call_out, opt_tensor, opt_value, slice, tensor};
+use crate::boundary::{call, call_out, opt_tensor, opt_value, slice, tensor, tensor_array};
 use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::{ops, Tensor};
 use std::os::raw::c_char;
@@ -13,15 +13,15 @@ use std::primitive::u32 as KilnDType;
 type Out = *mut *mut KilnTensor;
 
 fn unary(name: &str, x: *const KilnTensor, out: Out, f: fn(&Tensor) -> kiln_core::Result<Tensor>) -> KilnStatus {
-    call_out(name, out, || f(tensor(x, "x")?))
+    call_out(name, out, || f(&*tensor(x, "x")?))
 }
 
 fn binary(name: &str, a: *const KilnTensor, b: *const KilnTensor, out: Out, f: fn(&Tensor, &Tensor) -> kiln_core::Result<Tensor>) -> KilnStatus {
-    call_out(name, out, || f(tensor(a, "a")?, tensor(b, "b")?))
+    call_out(name, out, || f(&*tensor(a, "a")?, &*tensor(b, "b")?))
 }
 
 fn scalar(name: &str, a: *const KilnTensor, s: f64, out: Out, f: fn(&Tensor, f64) -> kiln_core::Result<Tensor>) -> KilnStatus {
-    call_out(name, out, || f(tensor(a, "a")?, s))
+    call_out(name, out, || f(&*tensor(a, "a")?, s))
 }
 
 fn axes<'a>(axes: *const isize, naxes: usize) -> kiln_core::Result<Option<&'a [isize]>> {
@@ -41,7 +41,7 @@ fn reduce(
     out: Out,
     f: fn(&Tensor, Option<&[isize]>, bool) -> kiln_core::Result<Tensor>,
 ) -> KilnStatus {
-    call_out(name, out, || f(tensor(x, "x")?, axes(ax, naxes)?, keepdims))
+    call_out(name, out, || f(&*tensor(x, "x")?, axes(ax, naxes)?, keepdims))
 }
 
 fn shape<'a>(shape: *const usize, ndim: usize) -> kiln_core::Result<&'a [usize]> {
@@ -155,7 +155,7 @@ pub unsafe extern "C" fn kiln_silu(x: *const KilnTensor, out: *mut *mut KilnTens
 pub unsafe extern "C" fn kiln_unary(op: *const c_char, x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_unary", out, || {
         let op = ops::UnaryOp::parse(crate::boundary::cstr(op, "op")?)?;
-        ops::unary(op, tensor(x, "x")?)
+        ops::unary(op, &*tensor(x, "x")?)
     })
 }
 
@@ -350,7 +350,7 @@ pub unsafe extern "C" fn kiln_ge_scalar(a: *const KilnTensor, s: f64, out: *mut 
 pub unsafe extern "C" fn kiln_binary(op: *const c_char, a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_binary", out, || {
         let op = ops::BinaryOp::parse(crate::boundary::cstr(op, "op")?)?;
-        ops::binary(op, tensor(a, "a")?, tensor(b, "b")?)
+        ops::binary(op, &*tensor(a, "a")?, &*tensor(b, "b")?)
     })
 }
 
@@ -360,7 +360,7 @@ pub unsafe extern "C" fn kiln_binary(op: *const c_char, a: *const KilnTensor, b:
 pub unsafe extern "C" fn kiln_binary_scalar(op: *const c_char, a: *const KilnTensor, s: f64, scalar_first: bool, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_binary_scalar", out, || {
         let op = ops::BinaryOp::parse(crate::boundary::cstr(op, "op")?)?;
-        ops::binary_scalar(op, tensor(a, "a")?, s, scalar_first)
+        ops::binary_scalar(op, &*tensor(a, "a")?, s, scalar_first)
     })
 }
 
@@ -369,14 +369,14 @@ pub unsafe extern "C" fn kiln_binary_scalar(op: *const c_char, a: *const KilnTen
 /// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_where(cond: *const KilnTensor, a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_where", out, || ops::where_(tensor(cond, "cond")?, tensor(a, "a")?, tensor(b, "b")?))
+    call_out("kiln_where", out, || ops::where_(&*tensor(cond, "cond")?, &*tensor(a, "a")?, &*tensor(b, "b")?))
 }
 
 /// Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`:
 /// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_cast(x: *const KilnTensor, dtype: KilnDType, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_cast", out, || ops::cast(tensor(x, "x")?, crate::boundary::dtype(dtype)?))
+    call_out("kiln_cast", out, || ops::cast(&*tensor(x, "x")?, crate::boundary::dtype(dtype)?))
 }
 
 // ---- creation -------------------------------------------------------------------------------
@@ -413,7 +413,7 @@ pub unsafe extern "C" fn kiln_ones(shape: *const usize, ndim: usize, dtype: Kiln
 /// non-null. Thread-safe, but racing writes to one tensor have no defined order.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_fill(x: *const KilnTensor, value: f64) -> KilnStatus {
-    call("kiln_fill", || ops::fill(tensor(x, "x")?, value))
+    call("kiln_fill", || ops::fill(&*tensor(x, "x")?, value))
 }
 
 /// `start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`.
@@ -489,7 +489,7 @@ pub unsafe extern "C" fn kiln_min(x: *const KilnTensor, axes: *const isize, naxe
 /// population, 1: sample). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_var(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, ddof: usize, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_var", out, || ops::var(tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, ddof))
+    call_out("kiln_var", out, || ops::var(&*tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, ddof))
 }
 
 /// Index (u32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
@@ -497,7 +497,7 @@ pub unsafe extern "C" fn kiln_var(x: *const KilnTensor, axes: *const isize, naxe
 /// non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_argmax(x: *const KilnTensor, axis: *const isize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_argmax", out, || ops::argmax(tensor(x, "x")?, opt_value(axis), keepdims))
+    call_out("kiln_argmax", out, || ops::argmax(&*tensor(x, "x")?, opt_value(axis), keepdims))
 }
 
 /// Index (u32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
@@ -505,7 +505,7 @@ pub unsafe extern "C" fn kiln_argmax(x: *const KilnTensor, axis: *const isize, k
 /// non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_argmin(x: *const KilnTensor, axis: *const isize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_argmin", out, || ops::argmin(tensor(x, "x")?, opt_value(axis), keepdims))
+    call_out("kiln_argmin", out, || ops::argmin(&*tensor(x, "x")?, opt_value(axis), keepdims))
 }
 
 // ---- normalization --------------------------------------------------------------------------
@@ -514,13 +514,13 @@ pub unsafe extern "C" fn kiln_argmin(x: *const KilnTensor, axis: *const isize, k
 /// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_softmax(x: *const KilnTensor, axis: isize, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_softmax", out, || ops::softmax(tensor(x, "x")?, axis))
+    call_out("kiln_softmax", out, || ops::softmax(&*tensor(x, "x")?, axis))
 }
 
 /// Log-softmax along `axis`. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_log_softmax(x: *const KilnTensor, axis: isize, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_log_softmax", out, || ops::log_softmax(tensor(x, "x")?, axis))
+    call_out("kiln_log_softmax", out, || ops::log_softmax(&*tensor(x, "x")?, axis))
 }
 
 /// Layer normalization over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
@@ -528,14 +528,14 @@ pub unsafe extern "C" fn kiln_log_softmax(x: *const KilnTensor, axis: isize, out
 /// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_layer_norm(x: *const KilnTensor, weight: *const KilnTensor, bias: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_layer_norm", out, || ops::layer_norm(tensor(x, "x")?, opt_tensor(weight), opt_tensor(bias), eps))
+    call_out("kiln_layer_norm", out, || ops::layer_norm(&*tensor(x, "x")?, opt_tensor(weight, "weight")?.as_deref(), opt_tensor(bias, "bias")?.as_deref(), eps))
 }
 
 /// RMS normalization over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight`
 /// optional (NULL = 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_rms_norm(x: *const KilnTensor, weight: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_rms_norm", out, || ops::rms_norm(tensor(x, "x")?, opt_tensor(weight), eps))
+    call_out("kiln_rms_norm", out, || ops::rms_norm(&*tensor(x, "x")?, opt_tensor(weight, "weight")?.as_deref(), eps))
 }
 
 /// Batch normalization (inference) of `x` [N, C, ...] with per-channel `mean` and `var` [C]
@@ -544,7 +544,7 @@ pub unsafe extern "C" fn kiln_rms_norm(x: *const KilnTensor, weight: *const Kiln
 #[no_mangle]
 pub unsafe extern "C" fn kiln_batch_norm(x: *const KilnTensor, mean: *const KilnTensor, var: *const KilnTensor, weight: *const KilnTensor, bias: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_batch_norm", out, || {
-        ops::batch_norm(tensor(x, "x")?, tensor(mean, "mean")?, tensor(var, "var")?, opt_tensor(weight), opt_tensor(bias), eps)
+        ops::batch_norm(&*tensor(x, "x")?, &*tensor(mean, "mean")?, &*tensor(var, "var")?, opt_tensor(weight, "weight")?.as_deref(), opt_tensor(bias, "bias")?.as_deref(), eps)
     })
 }
 
@@ -569,7 +569,7 @@ pub unsafe extern "C" fn kiln_conv2d(
     out: *mut *mut KilnTensor,
 ) -> KilnStatus {
     call_out("kiln_conv2d", out, || {
-        ops::conv2d(tensor(x, "x")?, tensor(w, "w")?, opt_tensor(bias), [stride_h, stride_w], [pad_h, pad_w], [dilation_h, dilation_w], groups)
+        ops::conv2d(&*tensor(x, "x")?, &*tensor(w, "w")?, opt_tensor(bias, "bias")?.as_deref(), [stride_h, stride_w], [pad_h, pad_w], [dilation_h, dilation_w], groups)
     })
 }
 
@@ -586,7 +586,7 @@ pub unsafe extern "C" fn kiln_max_pool2d(
     pad_w: usize,
     out: *mut *mut KilnTensor,
 ) -> KilnStatus {
-    call_out("kiln_max_pool2d", out, || ops::max_pool2d(tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w]))
+    call_out("kiln_max_pool2d", out, || ops::max_pool2d(&*tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w]))
 }
 
 /// Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null.
@@ -602,7 +602,7 @@ pub unsafe extern "C" fn kiln_avg_pool2d(
     pad_w: usize,
     out: *mut *mut KilnTensor,
 ) -> KilnStatus {
-    call_out("kiln_avg_pool2d", out, || ops::avg_pool2d(tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w]))
+    call_out("kiln_avg_pool2d", out, || ops::avg_pool2d(&*tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w]))
 }
 
 // ---- movement -------------------------------------------------------------------------------
@@ -612,20 +612,20 @@ pub unsafe extern "C" fn kiln_avg_pool2d(
 /// non-null; `shape` may be NULL when `ndim` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_reshape(x: *const KilnTensor, shape: *const isize, ndim: usize, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_reshape", out, || ops::reshape(tensor(x, "x")?, slice(shape, ndim, "shape")?))
+    call_out("kiln_reshape", out, || ops::reshape(&*tensor(x, "x")?, slice(shape, ndim, "shape")?))
 }
 
 /// Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank).
 /// `x`, `out`: non-null; `axes` may be NULL when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_permute(x: *const KilnTensor, axes: *const isize, naxes: usize, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_permute", out, || ops::permute(tensor(x, "x")?, slice(axes, naxes, "axes")?))
+    call_out("kiln_permute", out, || ops::permute(&*tensor(x, "x")?, slice(axes, naxes, "axes")?))
 }
 
 /// Swaps axes `axis0` and `axis1`. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_transpose(x: *const KilnTensor, axis0: isize, axis1: isize, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_transpose", out, || ops::transpose(tensor(x, "x")?, axis0, axis1))
+    call_out("kiln_transpose", out, || ops::transpose(&*tensor(x, "x")?, axis0, axis1))
 }
 
 /// Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
@@ -633,8 +633,8 @@ pub unsafe extern "C" fn kiln_transpose(x: *const KilnTensor, axis0: isize, axis
 #[no_mangle]
 pub unsafe extern "C" fn kiln_concat(tensors: *const *const KilnTensor, n: usize, axis: isize, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_concat", out, || {
-        let ptrs = slice(tensors, n, "tensors")?;
-        let ts = ptrs.iter().enumerate().map(|(i, &p)| tensor(p, &format!("tensors[{i}]"))).collect::<kiln_core::Result<Vec<&Tensor>>>()?;
+        let held = tensor_array(tensors, n)?;
+        let ts: Vec<&Tensor> = held.iter().map(|t| &**t).collect();
         ops::concat(&ts, axis)
     })
 }
@@ -643,21 +643,21 @@ pub unsafe extern "C" fn kiln_concat(tensors: *const *const KilnTensor, n: usize
 /// from the end, `step` >= 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_slice(x: *const KilnTensor, axis: isize, start: isize, stop: isize, step: isize, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_slice", out, || ops::slice(tensor(x, "x")?, axis, start, stop, step))
+    call_out("kiln_slice", out, || ops::slice(&*tensor(x, "x")?, axis, start, stop, step))
 }
 
 /// Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range
 /// indices read as 0). `x`, `indices`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_index_select(x: *const KilnTensor, axis: isize, indices: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_index_select", out, || ops::index_select(tensor(x, "x")?, axis, tensor(indices, "indices")?))
+    call_out("kiln_index_select", out, || ops::index_select(&*tensor(x, "x")?, axis, &*tensor(indices, "indices")?))
 }
 
 /// torch.gather along `axis`: `index` (i32/u32) has `x`'s rank and gives the result's shape.
 /// `x`, `index`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_gather(x: *const KilnTensor, axis: isize, index: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_gather", out, || ops::gather(tensor(x, "x")?, axis, tensor(index, "index")?))
+    call_out("kiln_gather", out, || ops::gather(&*tensor(x, "x")?, axis, &*tensor(index, "index")?))
 }
 
 // ---- nn -------------------------------------------------------------------------------------
@@ -666,14 +666,14 @@ pub unsafe extern "C" fn kiln_gather(x: *const KilnTensor, axis: isize, index: *
 /// `weight`, `ids`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_embedding(weight: *const KilnTensor, ids: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_embedding", out, || ops::embedding(tensor(weight, "weight")?, tensor(ids, "ids")?))
+    call_out("kiln_embedding", out, || ops::embedding(&*tensor(weight, "weight")?, &*tensor(ids, "ids")?))
 }
 
 /// Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle
 /// (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_rope(x: *const KilnTensor, pos_offset: usize, base: f32, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_rope", out, || ops::rope(tensor(x, "x")?, pos_offset, base))
+    call_out("kiln_rope", out, || ops::rope(&*tensor(x, "x")?, pos_offset, base))
 }
 
 /// Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D],
@@ -682,6 +682,6 @@ pub unsafe extern "C" fn kiln_rope(x: *const KilnTensor, pos_offset: usize, base
 /// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_attention(q: *const KilnTensor, k: *const KilnTensor, v: *const KilnTensor, causal: bool, scale: *const f32, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_attention", out, || ops::attention(tensor(q, "q")?, tensor(k, "k")?, tensor(v, "v")?, causal, opt_value(scale)))
+    call_out("kiln_attention", out, || ops::attention(&*tensor(q, "q")?, &*tensor(k, "k")?, &*tensor(v, "v")?, causal, opt_value(scale)))
 }
 

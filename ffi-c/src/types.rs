@@ -57,12 +57,23 @@ pub enum KilnDType {
 /// A tensor: a dtype, a shape (rank 0 to 8, row-major) and a GPU buffer. Opaque.
 /// Created by kiln_tensor_from_host, kiln_tensor_empty and every op; owned by the caller
 /// and released with kiln_tensor_free. A tensor may be read (used as an op input, read
-/// back) from several threads at once; it must not be freed while another thread uses it.
-pub struct KilnTensor(pub(crate) kiln_core::Tensor);
+/// back) from several threads at once.
+///
+/// A `KilnTensor *` is a handle, not an address: never dereference it. Kiln looks every
+/// handle up in a process-wide table, so a freed, foreign or garbage handle (or a kernel
+/// handle) gives KILN_ERR_INVALID_ARGUMENT, never a crash, and a freed handle never names a
+/// newer tensor. Freeing a tensor another thread is using is safe (that call keeps it alive
+/// until it returns).
+pub struct KilnTensor {
+    _handle_only: (),
+}
 
 /// A compiled custom WGSL compute kernel. Opaque. Created by kiln_kernel_compile, released
-/// with kiln_kernel_free; may be dispatched from several threads at once.
-pub struct KilnKernel(pub(crate) kiln_core::Kernel);
+/// with kiln_kernel_free; may be dispatched from several threads at once. Like KilnTensor,
+/// a `KilnKernel *` is a checked handle, not an address.
+pub struct KilnKernel {
+    _handle_only: (),
+}
 
 /// One adapter as listed by kiln_device_info. Strings are NUL-terminated UTF-8 and are
 /// truncated to fit.

@@ -201,7 +201,7 @@ function _finalize(x::KilnArray)
     h = x.handle
     if h != C_NULL
         x.handle = C_NULL
-        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::Cvoid
+        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::UInt32  # fails only for a handle not ours
     end
     return nothing
 end
@@ -247,7 +247,7 @@ function wrap(h::Ptr{KilnTensor})
         dims = ntuple(i -> Int(shape[n - i + 1]), n)
         return KilnArray{eltype_of(dt[]),n}(h, dims)
     catch
-        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::Cvoid
+        @ccall libkiln.kiln_tensor_free(h::Ptr{KilnTensor})::UInt32  # fails only for a handle not ours
         rethrow()
     end
 end
@@ -1051,7 +1051,7 @@ function free!(k::Kernel)
     h = k.handle
     if h != C_NULL
         k.handle = C_NULL
-        @ccall libkiln.kiln_kernel_free(h::Ptr{KilnKernel})::Cvoid
+        @ccall libkiln.kiln_kernel_free(h::Ptr{KilnKernel})::UInt32  # as kiln_tensor_free
     end
     return nothing
 end
@@ -1149,6 +1149,15 @@ function pipeline_stats()
     p = r[]
     return (pipelines=Int(p.pipelines), hits=Int(p.hits), misses=Int(p.misses), compile_seconds=p.compile_seconds)
 end
+
+"""
+    Kiln.reset_devices!()
+
+Destroys every device this process has created (the way out of a timeout or any other stuck
+state); the next call that needs a device creates a fresh one. Arrays and kernels made before
+throw `KilnError` with code `:DEVICE_LOST` from then on (they are still freed normally).
+"""
+reset_devices!() = check(@ccall libkiln.kiln_reset_devices()::UInt32)
 
 """`Kiln.empty_cache()`: returns pooled GPU buffers to the driver."""
 empty_cache() = check(@ccall libkiln.kiln_empty_cache()::UInt32)

@@ -317,6 +317,19 @@ approx(a, b; atol=1f-5, rtol=1f-5) = isapprox(a, b; atol=atol, rtol=rtol)
         @test Kiln.pipeline_stats().pipelines > 0
     end
 
+    @testset "reset_devices!" begin
+        old = KilnArray(Float32[1, 2, 3])
+        Kiln.reset_devices!()
+        err = try
+            Array(old)
+        catch e
+            e
+        end
+        @test err isa KilnError && err.name == :DEVICE_LOST
+        Kiln.free!(old)                           # freeing a tensor of a reset device is fine
+        @test Array(KilnArray(Float32[4, 5]) .* 2f0) == Float32[8, 10]   # a fresh device
+    end
+
     @testset "threads" begin
         results = Vector{Bool}(undef, 8)
         Threads.@threads for i in 1:8

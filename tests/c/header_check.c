@@ -20,6 +20,7 @@ int kiln_header_check_c(void) {
     float data[4] = {1, 2, 3, 4};
     KilnStatus s = kiln_tensor_from_host(KILN_F32, shape, 2, data, sizeof data, &t);
     (void)m; (void)p; (void)d; (void)k;
-    kiln_tensor_free(t);
-    return (int)s;
+    KilnStatus f = kiln_tensor_free(t); /* frees return a status (a bad handle is an error) */
+    KilnStatus r = kiln_reset_devices();
+    return (int)s + (int)f + (int)r;
 }
