@@ -861,13 +861,26 @@ const avg_pool2d = meanpool
 # Movement
 # --------------------------------------------------------------------------------------------
 
-function Base.reshape(x::KilnArray{T,N}, dims::Dims) where {T,N}
+function Base.reshape(x::KilnArray, dims::Dims)
     prod(dims) == length(x) || throw(DimensionMismatch("new dimensions $dims must be consistent with array size $(length(x))"))
     shape = Cptrdiff_t[dims[i] for i in length(dims):-1:1]
     return _new() do out
         @ccall libkiln.kiln_reshape(x::Ptr{KilnTensor}, shape::Ptr{Cptrdiff_t}, length(shape)::Csize_t,
                                     out::Ref{Ptr{KilnTensor}})::UInt32
     end
+end
+# One dimension given as `:` (inferred from the others), as Base; without this method Base
+# would wrap the KilnArray in a host-side ReshapedArray.
+function Base.reshape(x::KilnArray, dims::Tuple{Vararg{Union{Int,Colon}}})
+    count(d -> d isa Colon, dims) == 1 ||
+        throw(DimensionMismatch("new dimensions $dims may have at most one omitted dimension specified by `Colon()`"))
+    known = 1
+    for d in dims
+        d isa Int && (known *= d)
+    end
+    (known != 0 && length(x) % known == 0) ||
+        throw(DimensionMismatch("array size $(length(x)) must be divisible by the product of the new dimensions $dims"))
+    return reshape(x, map(d -> d isa Colon ? length(x) ÷ known : d, dims))
 end
 Base.vec(x::KilnArray) = reshape(x, (length(x),))
 

@@ -33,6 +33,11 @@ const top = @testset "Kiln.jl" begin
         x = KilnArray(A)
         @test Array(reshape(x, 3, 2)) == reshape(A, 3, 2)
         @test Array(vec(x)) == vec(A)
+        @test reshape(x, :, 2) isa KilnArray{Float32,2}          # on the GPU, not a host ReshapedArray
+        @test Array(reshape(x, :, 2)) == reshape(A, :, 2)
+        @test Array(reshape(x, (1, :))) == reshape(A, (1, :))
+        @test_throws DimensionMismatch reshape(x, 4, :)
+        @test_throws DimensionMismatch reshape(x, :, :)
         @test Array(x[2, :]) == A[2, :]
         @test Array(x[:, 2:3]) == A[:, 2:3]
         @test Array(x[1:2, 1:2:3]) == A[1:2, 1:2:3]
