@@ -1,7 +1,7 @@
 # Julia runner of the Kiln conformance suite: every case of manifest.txt (the line format that
 # gen.py writes; see FORMAT.md) through Kiln.jl (julia/), never through another language.
 #
-#   KILN_LIB=target/release/libkiln.so julia tests/conformance/jl_runner.jl MANIFEST.txt OUT.json
+#   KILN_LIB=target/release/libkiln.so scripts/julia tests/conformance/jl_runner.jl MANIFEST.txt OUT.json
 #
 # Writes {"language": "julia", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]}.
 #
@@ -24,7 +24,8 @@
 # `make conformance` runs it with scripts/julia (Julia 1.5.3 here).
 
 const ROOT = normpath(joinpath(@__DIR__, "..", ".."))
-pushfirst!(LOAD_PATH, joinpath(ROOT, "julia"))
+# KILN_JL: another copy of Kiln.jl to test (the break check's broken one); default julia/.
+pushfirst!(LOAD_PATH, get(ENV, "KILN_JL", joinpath(ROOT, "julia")))
 using Kiln
 using SHA
 
