@@ -360,7 +360,7 @@ const top = @testset "Kiln.jl" begin
         @test sprint(show, MIME("text/plain"), z0) ==
               replace(sprint(show, MIME("text/plain"), fill(1.5f0)), r"Array\{Float32, ?0\}" => "KilnArray{Float32, 0}")
         @test sprint(show, MIME("text/plain"), KilnArray(E)) ==
-              replace(sprint(show, MIME("text/plain"), E), r"Array\{Float32, ?2\}" => "KilnArray{Float32, 2}")
+              replace(sprint(show, MIME("text/plain"), E), r"Array\{Float32, ?2\}|Matrix\{Float32\}" => "KilnArray{Float32, 2}")
         @test sprint(show, z0) == "KilnArray(" * sprint(show, fill(1.5f0)) * ")"
         @test sprint(show, KilnArray(E)) == "KilnArray(" * sprint(show, E) * ")"
         @test z0[] === 1.5f0
@@ -444,5 +444,11 @@ const top = @testset "Kiln.jl" begin
 end
 
 # One plain closing line with the count (a failure has already thrown, with Test's summary).
+# DefaultTestSet's fields are Test internals: where they differ, the summary above has the count.
 npassed(t) = t.n_passed + sum(Int[npassed(r) for r in t.results if r isa Test.DefaultTestSet])
-println("Kiln.jl on Julia $(VERSION), $(Threads.nthreads()) threads: $(npassed(top)) passed, 0 failed")
+n = try
+    npassed(top)
+catch
+    nothing
+end
+n === nothing || println("Kiln.jl on Julia $(VERSION), $(Threads.nthreads()) threads: $n passed, 0 failed")
