@@ -11,7 +11,7 @@
 #                          (test_hostile: issue 19's hostile-input suite; `build/c/bin/test_hostile
 #                          NAME` runs one of its tests)
 #   make julia-check       every @ccall in julia/src against include/kiln.h (static)
-#   make julia-test        julia/test/runtests.jl when `julia` is on the PATH
+#   (make julia-test is in mk/julia.mk)
 #   make install PREFIX=…  lib/libkiln.{so,a}, include/kiln.h, lib/pkgconfig/kiln.pc
 
 CC ?= cc
@@ -33,9 +33,9 @@ VALGRIND_FLAGS := --error-exitcode=99 --leak-check=full --show-leak-kinds=defini
 KILN_STATIC_LIBS := -ldl -lgcc_s -lutil -lrt -lpthread -lm -lc
 
 .PHONY: c-rust-test c-lib c-header c-header-check c-compile-check c-test c-test-run c-valgrind \
-	julia-check julia-test install cbindgen-tool
+	julia-check install cbindgen-tool
 
-TEST_TARGETS += c-header-check c-compile-check c-rust-test c-test julia-check julia-test
+TEST_TARGETS += c-header-check c-compile-check c-rust-test c-test julia-check
 
 c-lib:
 	$(CARGO) build --release -p kiln-ffi
@@ -115,10 +115,3 @@ install: c-lib
 
 julia-check:
 	$(PYTHON) scripts/check_julia_ccalls.py --header include/kiln.h julia/src
-
-julia-test: c-lib
-	@if command -v julia >/dev/null 2>&1; then \
-		KILN_LIB=$(abspath $(KILN_LIBDIR))/libkiln.so julia --project=julia -e 'using Pkg; Pkg.test()'; \
-	else \
-		echo "julia-test: SKIPPED: no 'julia' on the PATH (julia-check, the static @ccall check, did run)"; \
-	fi

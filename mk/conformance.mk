@@ -1,7 +1,7 @@
 # Cross-language conformance (tests/conformance/): included by the top-level Makefile.
 #   make conformance              generate the vectors (numpy in the py venv, fixed seed), run the
-#                                 Rust, C, Python, Elixir (and Julia, when `julia` is on the PATH)
-#                                 runners, each through its own binding, then compare.py: fails
+#                                 Rust, C, Python, Elixir and Julia (scripts/julia, installed on
+#                                 first use) runners, each through its own binding, then compare.py: fails
 #                                 unless every case passes everywhere with identical digests and
 #                                 every binding exposes every op of kiln_core::ops::OP_NAMES
 #   make conformance-vectors      only the vectors (tests/conformance/out, git-ignored)
@@ -23,7 +23,7 @@ conformance-vectors: py-venv
 
 # Each runner writes $(CONF_RES)/<language>.json; one that fails to build or crashes leaves no
 # file, which compare.py reports (so the runners are allowed to fail here, compare.py is not).
-conformance-runners: cli c-lib py-install elixir-deps elixir-nif conformance-vectors
+conformance-runners: cli c-lib py-install elixir-deps elixir-nif julia conformance-vectors
 	rm -rf $(CONF_RES) && mkdir -p $(CONF_RES) build/conformance
 	-$(KILN) conformance $(CONF_OUT)/manifest.json $(CONF_RES)/rust.json
 	-$(CONF_CC) -std=c11 -Wall -Wextra -O2 -Iinclude $(CONF_DIR)/c_runner.c -o build/conformance/c_runner \
@@ -31,17 +31,13 @@ conformance-runners: cli c-lib py-install elixir-deps elixir-nif conformance-vec
 		&& build/conformance/c_runner $(CONF_OUT)/manifest.txt $(CONF_RES)/c.json
 	-$(CONF_PY) $(CONF_DIR)/py_runner.py $(CONF_OUT)/manifest.json $(CONF_RES)/python.json
 	-cd nif-elixir && KILN_NIF_SKIP_CARGO=1 mix run ../$(CONF_DIR)/ex_runner.exs ../$(CONF_OUT)/manifest.txt ../$(CONF_RES)/elixir.json
-	-@if command -v julia >/dev/null 2>&1; then \
-		KILN_LIB=$(CONF_LIB)/libkiln.so julia $(CONF_DIR)/jl_runner.jl $(CONF_OUT)/manifest.txt $(CONF_RES)/julia.json; \
-	else \
-		echo "conformance: no 'julia' on the PATH: the Julia runner does not take part (static checks only)"; \
-	fi
+	-KILN_LIB=$(CONF_LIB)/libkiln.so $(JULIA) --startup-file=no $(CONF_DIR)/jl_runner.jl $(CONF_OUT)/manifest.txt $(CONF_RES)/julia.json
 
 conformance: conformance-runners
 	$(CONF_PY) $(CONF_DIR)/compare.py --manifest $(CONF_OUT)/manifest.json --results $(CONF_RES) \
-		--header include/kiln.h --julia-src julia/src $$(command -v julia >/dev/null 2>&1 || echo --julia-skipped)
+		--header include/kiln.h --julia-src julia/src
 
-conformance-break-check: cli c-lib py-venv elixir-deps elixir-nif conformance-vectors
-	PY=$(CONF_PY) CC=$(CONF_CC) $(CONF_DIR)/break_check.sh
+conformance-break-check: cli c-lib py-venv elixir-deps elixir-nif julia conformance-vectors
+	PY=$(CONF_PY) CC=$(CONF_CC) JULIA=$(JULIA) $(CONF_DIR)/break_check.sh
 
 TEST_TARGETS += conformance conformance-break-check

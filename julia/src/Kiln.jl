@@ -682,13 +682,33 @@ function _reduction(name::Symbol, x::KilnArray, dims)
     return _reduce(name, x, ax, true)
 end
 
-function Base.sum(x::KilnArray{T}; dims=:) where {T}
+# `init` as Base's: a whole reduction gives `op(result, init)` on the host; a reduction over
+# `dims` applies `init` elementwise on the GPU, in the array's element type (Kiln has no wider
+# type to promote to). An empty array's maximum/minimum is `init` (Kiln refuses it without).
+struct _NoInit end
+
+function Base.sum(x::KilnArray{T}; dims=:, init=_NoInit()) where {T}
     r = _reduction(:sum, x, dims)
     # Base widens small-integer sums to the machine integer.
-    return dims isa Colon && T <: Integer ? (T <: Signed ? Int(r) : UInt(r)) : r
+    dims isa Colon && T <: Integer && (r = T <: Signed ? Int(r) : UInt(r))
+    init isa _NoInit && return r
+    return dims isa Colon ? r + init : _binary_scalar("add", r, init, false)
 end
-Base.maximum(x::KilnArray; dims=:) = _reduction(:max, x, dims)
-Base.minimum(x::KilnArray; dims=:) = _reduction(:min, x, dims)
+Base.maximum(x::KilnArray; dims=:, init=_NoInit()) = _extremum(:max, "maximum", max, x, dims, init)
+Base.minimum(x::KilnArray; dims=:, init=_NoInit()) = _extremum(:min, "minimum", min, x, dims, init)
+
+function _extremum(kind::Symbol, name::String, op, x::KilnArray{T,N}, dims, init) where {T,N}
+    _axes(x, dims)   # validates dims
+    ds = dims isa Colon ? (1:N) : dims isa Integer ? (dims,) : Tuple(dims)
+    if any(d -> d <= N && size(x, d) == 0, ds)   # an empty reduced dimension: every result is init
+        init isa _NoInit && throw(ArgumentError("reducing over an empty collection is not allowed"))
+        dims isa Colon && return init
+        return full(T, init, ntuple(i -> i in ds ? 1 : size(x, i), N)...)
+    end
+    init isa _NoInit && return _reduction(kind, x, dims)
+    dims isa Colon && return op(_reduction(kind, x, dims), init)
+    return _binary_scalar(name, _reduction(kind, x, dims), init, false)
+end
 Statistics.mean(x::KilnArray; dims=:) = _reduction(:mean, _floaty(x), dims)
 
 function _var(x::KilnArray, dims, corrected::Bool)
@@ -861,13 +881,26 @@ const avg_pool2d = meanpool
 # Movement
 # --------------------------------------------------------------------------------------------
 
-function Base.reshape(x::KilnArray{T,N}, dims::Dims) where {T,N}
+function Base.reshape(x::KilnArray, dims::Dims)
     prod(dims) == length(x) || throw(DimensionMismatch("new dimensions $dims must be consistent with array size $(length(x))"))
     shape = Cptrdiff_t[dims[i] for i in length(dims):-1:1]
     return _new() do out
         @ccall libkiln.kiln_reshape(x::Ptr{KilnTensor}, shape::Ptr{Cptrdiff_t}, length(shape)::Csize_t,
                                     out::Ref{Ptr{KilnTensor}})::UInt32
     end
+end
+# One dimension given as `:` (inferred from the others), as Base; without this method Base
+# would wrap the KilnArray in a host-side ReshapedArray.
+function Base.reshape(x::KilnArray, dims::Tuple{Vararg{Union{Int,Colon}}})
+    count(d -> d isa Colon, dims) == 1 ||
+        throw(DimensionMismatch("new dimensions $dims may have at most one omitted dimension specified by `Colon()`"))
+    known = 1
+    for d in dims
+        d isa Int && (known *= d)
+    end
+    (known != 0 && length(x) % known == 0) ||
+        throw(DimensionMismatch("array size $(length(x)) must be divisible by the product of the new dimensions $dims"))
+    return reshape(x, map(d -> d isa Colon ? length(x) ÷ known : d, dims))
 end
 Base.vec(x::KilnArray) = reshape(x, (length(x),))
 
@@ -907,10 +940,13 @@ function _cat(xs, d::Integer)
     end
 end
 Base.cat(x::KilnArray, xs::KilnArray...; dims::Integer) = _cat(KilnArray[x, xs...], dims)
-Base.vcat(x::KilnVector{T}, xs::KilnVector{T}...) where {T} = _cat(KilnArray[x, xs...], 1)
-Base.vcat(x::KilnMatrix{T}, xs::KilnMatrix{T}...) where {T} = _cat(KilnArray[x, xs...], 1)
-Base.hcat(x::KilnVector{T}, xs::KilnVector{T}...) where {T} = _cat(KilnArray[x, xs...], 2)
-Base.hcat(x::KilnMatrix{T}, xs::KilnMatrix{T}...) where {T} = _cat(KilnArray[x, xs...], 2)
+# Same element type, mixed types (promoted as Base), vectors mixed with matrices (a vector is
+# a one-column matrix): each with and without `{T}`, to stay more specific than Base's methods.
+for f in (:vcat, :hcat), A in (:KilnVector, :KilnMatrix, :KilnVecOrMat)
+    d = f === :vcat ? 1 : 2
+    @eval Base.$f(x::$A{T}, xs::$A{T}...) where {T} = _cat(KilnArray[x, xs...], $d)
+    @eval Base.$f(x::$A, xs::$A...) = _cat(KilnArray[x, xs...], $d)
+end
 
 function _slice(x::KilnArray{T,N}, d::Integer, start::Integer, stop::Integer, step::Integer) where {T,N}
     return _new() do out
@@ -1093,6 +1129,8 @@ function (k::Kernel)(xs::KilnArray...; workgroups=(1, 1, 1), uniforms=nothing)
     end
     return nothing
 end
+
+include("interop.jl")   # copyto! and mul! in place
 
 # --------------------------------------------------------------------------------------------
 # Devices, memory, synchronization

@@ -1,6 +1,6 @@
 # Kiln.jl tests: every result is compared with Julia's own Base (or a few lines of plain
-# Julia) on the same inputs. Run with `make julia-test` (needs `julia` on the PATH and
-# target/release/libkiln.so, or ENV["KILN_LIB"]).
+# Julia) on the same inputs. Run with `make julia-test` (scripts/julia finds or installs a
+# Julia; target/release/libkiln.so, or ENV["KILN_LIB"]).
 using Test
 using Random
 using Statistics
@@ -11,7 +11,7 @@ const rng = MersenneTwister(20240611)
 r32(dims...) = rand(rng, Float32, dims...) .* 2f0 .- 1f0
 approx(a, b; atol=1f-5, rtol=1f-5) = isapprox(a, b; atol=atol, rtol=rtol)
 
-@testset "Kiln.jl" begin
+const top = @testset "Kiln.jl" begin
     @testset "round trip, size, eltype, show" begin
         for A in (r32(3, 5), r32(7), r32(2, 3, 4), Int32[1 -2; 3 4], UInt32[5, 6, 7], zeros(Float32, 0, 3))
             x = KilnArray(A)
@@ -33,6 +33,11 @@ approx(a, b; atol=1f-5, rtol=1f-5) = isapprox(a, b; atol=atol, rtol=rtol)
         x = KilnArray(A)
         @test Array(reshape(x, 3, 2)) == reshape(A, 3, 2)
         @test Array(vec(x)) == vec(A)
+        @test reshape(x, :, 2) isa KilnArray{Float32,2}          # on the GPU, not a host ReshapedArray
+        @test Array(reshape(x, :, 2)) == reshape(A, :, 2)
+        @test Array(reshape(x, (1, :))) == reshape(A, (1, :))
+        @test_throws DimensionMismatch reshape(x, 4, :)
+        @test_throws DimensionMismatch reshape(x, :, :)
         @test Array(x[2, :]) == A[2, :]
         @test Array(x[:, 2:3]) == A[:, 2:3]
         @test Array(x[1:2, 1:2:3]) == A[1:2, 1:2:3]
@@ -262,6 +267,117 @@ approx(a, b; atol=1f-5, rtol=1f-5) = isapprox(a, b; atol=atol, rtol=rtol)
         @test Array(Kiln.cast(KilnArray(Float32[-2.7, 2.9]), Int32)) == Int32[-2, 2]
     end
 
+    @testset "Base interop: similar, copyto!, fill!, init, cat, mul!, show, collect" begin
+        A = r32(3, 4)
+        x = KilnArray(A)
+        s = similar(x)
+        @test s isa KilnArray{Float32,2} && size(s) == size(A)
+        @test similar(x, Int32, (2, 5)) isa KilnArray{Int32,2} && size(similar(x, Int32, (2, 5))) == (2, 5)
+        @test similar(x, UInt32) isa KilnArray{UInt32,2} && size(similar(x, UInt32)) == size(A)
+        # copyto!: host -> GPU, GPU -> host, GPU -> GPU; each returns dest
+        d = similar(x)
+        @test copyto!(d, A) === d
+        @test Array(d) == A
+        H = zeros(Float32, 3, 4)
+        @test copyto!(H, x) === H && H == A
+        e = Kiln.zeros(Float32, 3, 4)
+        v = reshape(e, 12)                       # shares e's buffer, as a Base reshape shares memory
+        @test copyto!(e, x) === e && Array(e) == A
+        @test Array(v) == vec(A)
+        copyto!(e, KilnArray(2 .* A))
+        @test Array(v) == vec(2 .* A)
+        # a longer destination keeps its tail, as Base
+        long, longh = Kiln.fill(9f0, 20), fill(9f0, 20)
+        copyto!(long, A); copyto!(longh, A)
+        @test Array(long) == longh
+        h20, ref = fill(7f0, 20), fill(7f0, 20)
+        copyto!(h20, x); copyto!(ref, A)
+        @test h20 == ref
+        # elements converted to dest's type
+        ci = Kiln.zeros(Int32, 4)
+        copyto!(ci, [1.0, 2.0, -3.0, 4.0])
+        @test Array(ci) == Int32[1, 2, -3, 4]
+        cf = Kiln.zeros(Float32, 4)
+        copyto!(cf, KilnArray(Int32[1, -2, 3, 4]))
+        @test Array(cf) == Float32[1, -2, 3, 4]
+        @test_throws BoundsError copyto!(zeros(Float32, 2), A)     # Base
+        @test_throws BoundsError copyto!(zeros(Float32, 2), x)
+        @test_throws BoundsError copyto!(Kiln.zeros(Float32, 2), x)
+        # more than 65535 workgroups of 64: the copy kernel's 2-D grid
+        Lg = rand(rng, Float32, 4_300_001)
+        lg = Kiln.zeros(Float32, length(Lg))
+        copyto!(lg, Lg)
+        @test Array(lg) == Lg
+        if any(dv -> dv.chosen && dv.shader_f16, Kiln.devices())
+            h = Kiln.zeros(Float16, 5)
+            copyto!(h, Float16[1, 2, 3, 4, 5])
+            @test Array(h) == Float16[1, 2, 3, 4, 5]
+        end
+        # fill!
+        f = similar(x)
+        @test fill!(f, 3) === f
+        @test Array(f) == fill!(similar(A), 3)
+        # sum / maximum / minimum with init. Base has these since Julia 1.6, defined there as
+        # reduce(+ / max / min, A; dims, init), which 1.5 has too: that is the reference.
+        @test approx(sum(x; init=10f0), reduce(+, A; init=10f0))
+        @test sum(KilnArray(Float32[]); init=2f0) === reduce(+, Float32[]; init=2f0)
+        @test approx(Array(sum(x; dims=2, init=1f0)), reduce(+, A; dims=2, init=1f0))
+        for i in (5f0, -5f0)
+            @test maximum(x; init=i) === reduce(max, A; init=i)
+            @test minimum(x; init=i) === reduce(min, A; init=i)
+        end
+        @test Array(maximum(x; dims=1, init=0f0)) == reduce(max, A; dims=1, init=0f0)
+        @test Array(minimum(x; dims=(1, 2), init=0f0)) == reduce(min, A; dims=(1, 2), init=0f0)
+        E = zeros(Float32, 0, 3)
+        @test maximum(KilnArray(E); init=-1f0) === reduce(max, E; init=-1f0)
+        @test Array(maximum(KilnArray(E); dims=1, init=-1f0)) == reduce(max, E; dims=1, init=-1f0)
+        @test size(minimum(KilnArray(E); dims=2, init=-1f0)) == size(reduce(min, E; dims=2, init=-1f0))
+        @test_throws ArgumentError maximum(E)                      # Base
+        @test_throws ArgumentError maximum(KilnArray(E))
+        @test_throws ArgumentError minimum(KilnArray(E); dims=1)
+        # hcat / vcat: vectors with matrices, mixed element types (promoted as Base)
+        M, c, w = r32(3, 2), r32(3), Int32[1, 2, 3]
+        @test Array(hcat(KilnArray(M), KilnArray(c))) == hcat(M, c)
+        @test Array(hcat(KilnArray(c), KilnArray(M), KilnArray(c))) == hcat(c, M, c)
+        @test Array(vcat(KilnArray(c), KilnArray(w))) == vcat(c, w)
+        @test Array(hcat(KilnArray(M), KilnArray(w))) == hcat(M, w)
+        one1 = reshape(Float32[5], 1, 1)
+        @test Array(vcat(KilnArray(c), KilnArray(one1))) == vcat(c, one1)
+        @test Array(vcat(KilnArray(M), KilnArray(M))) == vcat(M, M)
+        # mul! in place
+        A2, B2, b2 = r32(3, 5), r32(5, 2), r32(5)
+        C = Kiln.zeros(Float32, 3, 2)
+        Cv = vec(C)                              # shares C's buffer
+        @test mul!(C, KilnArray(A2), KilnArray(B2)) === C
+        @test approx(Array(C), A2 * B2; atol=1f-4)
+        @test approx(Array(Cv), vec(A2 * B2); atol=1f-4)
+        cv = Kiln.zeros(Float32, 3)
+        mul!(cv, KilnArray(A2), KilnArray(b2))
+        @test approx(Array(cv), A2 * b2; atol=1f-4)
+        @test_throws DimensionMismatch mul!(Kiln.zeros(Float32, 2, 2), KilnArray(A2), KilnArray(B2))
+        # show of 0-dimensional and empty arrays, as Base's (with the type's name)
+        z0 = KilnArray(fill(1.5f0))
+        @test sprint(show, MIME("text/plain"), z0) ==
+              replace(sprint(show, MIME("text/plain"), fill(1.5f0)), r"Array\{Float32, ?0\}" => "KilnArray{Float32, 0}")
+        @test sprint(show, MIME("text/plain"), KilnArray(E)) ==
+              replace(sprint(show, MIME("text/plain"), E), r"Array\{Float32, ?2\}|Matrix\{Float32\}" => "KilnArray{Float32, 2}")
+        @test sprint(show, z0) == "KilnArray(" * sprint(show, fill(1.5f0)) * ")"
+        @test sprint(show, KilnArray(E)) == "KilnArray(" * sprint(show, E) * ")"
+        @test z0[] === 1.5f0
+        # collect
+        @test collect(x) isa Array{Float32,2} && collect(x) == A
+        @test collect(z0) isa Array{Float32,0} && collect(z0) == fill(1.5f0)
+        # a Julia function Kiln has no kernel for: a clear error, not a host fallback
+        err = try
+            round.(x)
+        catch ex
+            ex
+        end
+        @test err isa ArgumentError && occursin("round", err.msg) && occursin("not supported on the GPU", err.msg)
+        plus1(t) = t + 1
+        @test_throws ArgumentError plus1.(x)
+    end
+
     @testset "custom kernels" begin
         src = """
         struct P { add: i32, n: u32 }
@@ -339,3 +455,13 @@ approx(a, b; atol=1f-5, rtol=1f-5) = isapprox(a, b; atol=atol, rtol=rtol)
         @test all(results)
     end
 end
+
+# One plain closing line with the count (a failure has already thrown, with Test's summary).
+# DefaultTestSet's fields are Test internals: where they differ, the summary above has the count.
+npassed(t) = t.n_passed + sum(Int[npassed(r) for r in t.results if r isa Test.DefaultTestSet])
+n = try
+    npassed(top)
+catch
+    nothing
+end
+n === nothing || println("Kiln.jl on Julia $(VERSION), $(Threads.nthreads()) threads: $n passed, 0 failed")

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Shows that the conformance suite catches a broken binding and names the op and the language:
 #   1. C: libkiln with kiln_sub's two arguments swapped (break_shim.c, LD_PRELOAD);
-#   2. Elixir: a copy of nif-elixir whose Kiln.where/3 swaps its two branches.
+#   2. Elixir: a copy of nif-elixir whose Kiln.where/3 swaps its two branches;
+#   3. Julia: a copy of Kiln.jl whose Kiln.layer_norm passes bias and weight to kiln_layer_norm
+#      in the wrong order (same shapes: wrong numbers, no error).
 # Each broken run goes into a scratch results folder next to a correct Rust run; compare.py
-# must fail and print "C: op `sub`" / "Elixir: op `where`". The working tree is not modified.
-# Usage (from the repository root, after the vectors, the kiln CLI, libkiln and the NIF exist):
+# must fail and print "C: op `sub`" / "Elixir: op `where`" / "Julia: op `layer_norm`". The working
+# tree is not modified.
+# Usage (from the repository root, after the vectors, the kiln CLI, libkiln, the NIF and a
+# Julia (scripts/julia, or $JULIA) exist):
 #   tests/conformance/break_check.sh
 set -euo pipefail
 OUT=tests/conformance/out
 PY=${PY:-.venv-py/bin/python}
 CC=${CC:-cc}
+JULIA=${JULIA:-scripts/julia}
 SCRATCH=$(mktemp -d /tmp/kiln-break.XXXXXX)
 trap 'rm -rf "$SCRATCH"' EXIT
 mkdir -p "$SCRATCH/results" build/conformance
@@ -36,8 +41,21 @@ PYEOF
 (cd "$SCRATCH/ex" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" mix run "$OLDPWD/tests/conformance/ex_runner.exs" \
     "$OLDPWD/$OUT/manifest.txt" "$SCRATCH/results/elixir.json")
 
+# 3. Julia with kiln_layer_norm's weight and bias swapped (in a copy of julia/).
+cp -r julia "$SCRATCH/julia"
+"$PY" - "$SCRATCH/julia/src/Kiln.jl" <<'PYEOF'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+old = "kiln_layer_norm(x::Ptr{KilnTensor}, ptr(weight)::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor},"
+assert s.count(old) == 1, "Kiln.layer_norm changed: update break_check.sh"
+open(p, "w").write(s.replace(old, "kiln_layer_norm(x::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor}, ptr(weight)::Ptr{KilnTensor},"))
+PYEOF
+KILN_JL="$SCRATCH/julia" KILN_LIB="$PWD/target/release/libkiln.so" "$JULIA" --startup-file=no \
+    tests/conformance/jl_runner.jl "$OUT/manifest.txt" "$SCRATCH/results/julia.json"
+
 set +e
-"$PY" tests/conformance/compare.py --manifest "$OUT/manifest.json" --results "$SCRATCH/results" --julia-skipped > "$SCRATCH/compare.txt"
+"$PY" tests/conformance/compare.py --manifest "$OUT/manifest.json" --results "$SCRATCH/results" > "$SCRATCH/compare.txt"
 rc=$?
 set -e
 cat "$SCRATCH/compare.txt"
@@ -45,8 +63,9 @@ ok=1
 [ $rc -ne 0 ] || { echo "break-check: compare.py passed with broken bindings" >&2; ok=0; }
 grep -q 'C: op `sub` case sub\.' "$SCRATCH/compare.txt" || { echo "break-check: the C failure of op sub was not named" >&2; ok=0; }
 grep -q 'Elixir: op `where` case where\.' "$SCRATCH/compare.txt" || { echo "break-check: the Elixir failure of op where was not named" >&2; ok=0; }
-if grep -E '^  (C|Elixir): op `' "$SCRATCH/compare.txt" | grep -vqE 'op `(sub|where)`'; then
-    echo "break-check: ops other than sub / where were blamed" >&2; ok=0
+grep -q 'Julia: op `layer_norm` case layer_norm\.' "$SCRATCH/compare.txt" || { echo "break-check: the Julia failure of op layer_norm was not named" >&2; ok=0; }
+if grep -E '^  (C|Elixir|Julia): ' "$SCRATCH/compare.txt" | grep -vqE '^  (C: op `sub`|Elixir: op `where`|Julia: op `layer_norm`)'; then
+    echo "break-check: ops other than C/sub, Elixir/where, Julia/layer_norm were blamed" >&2; ok=0
 fi
 [ $ok -eq 1 ] || exit 1
-echo "break-check: the suite failed and named C/sub and Elixir/where, as it should"
+echo "break-check: the suite failed and named C/sub, Elixir/where and Julia/layer_norm, as it should"

@@ -1,7 +1,7 @@
 # Julia runner of the Kiln conformance suite: every case of manifest.txt (the line format that
 # gen.py writes; see FORMAT.md) through Kiln.jl (julia/), never through another language.
 #
-#   KILN_LIB=target/release/libkiln.so julia tests/conformance/jl_runner.jl MANIFEST.txt OUT.json
+#   KILN_LIB=target/release/libkiln.so scripts/julia tests/conformance/jl_runner.jl MANIFEST.txt OUT.json
 #
 # Writes {"language": "julia", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]}.
 #
@@ -21,11 +21,11 @@
 #   core where / unary / binary ops     -> ifelse.(c, a, b), exp.(x), a .+ b, x .- s, ...
 #   core reductions with keepdims=false -> Julia keeps reduced dims as size 1 (same bytes; the
 #                                          shape check ignores size-1 dims for reductions)
-# `julia` cannot run on the machine this was written on: it is checked against Kiln.jl's source
-# only; run `make conformance` where julia is on the PATH.
+# `make conformance` runs it with scripts/julia (Julia 1.5.3 here).
 
 const ROOT = normpath(joinpath(@__DIR__, "..", ".."))
-pushfirst!(LOAD_PATH, joinpath(ROOT, "julia"))
+# KILN_JL: another copy of Kiln.jl to test (the break check's broken one); default julia/.
+pushfirst!(LOAD_PATH, get(ENV, "KILN_JL", joinpath(ROOT, "julia")))
 using Kiln
 using SHA
 
@@ -157,8 +157,10 @@ end
 host_index(dir, s::TSpec) = Int.(read_array(dir, s)) .+ 1
 
 function run_op(op, p, c::Case, dir)
-    spec(name) = (i = findfirst(s -> s.name == name, c.inputs); i === nothing ? nothing : c.inputs[i])
-    up(name) = (s = spec(name); s === nothing ? nothing : KilnArray(read_array(dir, s)))
+    # `local`: a plain `s = …` here would be run_op's own `s` (assigned in the gather and
+    # embedding branches), captured and overwritten by every call.
+    spec(name) = (local i = findfirst(t -> t.name == name, c.inputs); i === nothing ? nothing : c.inputs[i])
+    up(name) = (local t = spec(name); t === nothing ? nothing : KilnArray(read_array(dir, t)))
     x = isempty(c.inputs) ? nothing : KilnArray(read_array(dir, c.inputs[1]))
     nx = x === nothing ? 0 : ndims(x)
     T(k) = TYPES[p[k]]
@@ -332,4 +334,4 @@ function main(args)
     println("conformance (julia): $npass/$(length(cases)) cases pass; results in $out")
 end
 
-main(ARGS)
+isempty(ARGS) || main(ARGS)
