@@ -203,7 +203,7 @@ pub unsafe extern "C" fn kiln_mul_scalar(a: *const KilnTensor, s: f64, out: *mut
     scalar("kiln_mul_scalar", a, s, out, ops::mul_scalar)
 }
 
-/// Elementwise a / b (integer division truncates toward zero) with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+/// Elementwise a / b (integers: floor division as numpy's //, x / 0 = 0) with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
 /// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_div(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {

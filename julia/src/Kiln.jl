@@ -572,9 +572,22 @@ function Broadcast.broadcasted(::typeof(Base.literal_pow), ::typeof(^), a::KilnA
     T <: Integer && p == 2 && return _binary("mul", a, a)
     return _binary_scalar("pow", _floaty(a), p, false)
 end
-# Integer division (÷) truncates toward zero, as Julia's `div`.
-Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _binary("div", a, b)
-Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, s::Integer) = _binary_scalar("div", a, s, false)
+# Kiln's integer division is floor division (Julia's `fld`, numpy's `//`), and x ÷ 0 gives 0
+# where Julia throws a DivideError.
+Broadcast.broadcasted(::KilnStyle, ::typeof(fld), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _binary("div", a, b)
+Broadcast.broadcasted(::KilnStyle, ::typeof(fld), a::KilnArray{<:Integer}, s::Integer) = _binary_scalar("div", a, s, false)
+# `div` (÷) truncates toward zero: the floor quotient, plus one where a remainder is left and
+# the operands' signs differ (and the divisor is not zero).
+function _truncdiv(a::KilnArray{T}, b::Union{KilnArray,Integer}) where {T<:Integer}
+    q = b isa KilnArray ? _binary("div", a, b) : _binary_scalar("div", a, b, false)
+    T <: Unsigned && return q
+    left = (q .* b) .!= a
+    differ = b isa KilnArray ? (a .< 0) .!= (b .< 0) : (b < 0 ? a .>= 0 : a .< 0)
+    fix = b isa KilnArray ? left .* differ .* (b .!= 0) : (b == 0 ? left .* 0 : left .* differ)
+    return q .+ T.(fix)
+end
+Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _truncdiv(a, b)
+Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, s::Integer) = _truncdiv(a, s)
 
 # ifelse.(cond, a, b): Kiln's `where` (cond non-zero = true).
 _tensor_like(s::Real, ::Type{T}) where {T} = full(T, s)
@@ -595,7 +608,7 @@ Broadcast.broadcasted(::KilnStyle, ::Type{T}, x::KilnArray) where {T<:KilnEltype
 function Base.copy(bc::Broadcast.Broadcasted{KilnStyle})
     throw(ArgumentError("Kiln: broadcasting $(bc.f) over these arguments is not supported on the GPU. " *
                         "Supported: the unary ops $(join(first.(UNARY), ", ")), the binary ops " *
-                        "$(join(first.(BINARY), ", ")), /, ^, div, ifelse and element-type conversion, " *
+                        "$(join(first.(BINARY), ", ")), /, ^, div, fld, ifelse and element-type conversion, " *
                         "on KilnArrays and real scalars. Read back with Array(x) to use other functions."))
 end
 

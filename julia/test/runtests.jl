@@ -97,6 +97,17 @@ const top = @testset "Kiln.jl" begin
         J = Int32[2 2; -4 7]
         @test Array(KilnArray(I) .+ KilnArray(J)) == I .+ J
         @test Array(div.(KilnArray(I), KilnArray(J))) == div.(I, J)
+        @test Array(fld.(KilnArray(I), KilnArray(J))) == fld.(I, J)
+        for s in (Int32(3), Int32(-3), Int32(1), Int32(-1))
+            @test Array(div.(KilnArray(I), s)) == div.(I, s)
+            @test Array(fld.(KilnArray(I), s)) == fld.(I, s)
+        end
+        U = UInt32[7 9; 100 5]
+        @test Array(div.(KilnArray(U), UInt32(4))) == div.(U, UInt32(4))
+        # Kiln's rule for a zero divisor (Julia throws): 0, in div and fld alike.
+        @test Array(div.(KilnArray(I), KilnArray(Int32[0 2; 0 7]))) == Int32[0 -3; 0 14]
+        @test Array(fld.(KilnArray(I), KilnArray(Int32[0 2; 0 7]))) == Int32[0 -4; 0 14]
+        @test Array(fld.(KilnArray(I), Int32(0))) == zeros(Int32, 2, 2)
         @test approx(Array(KilnArray(I) ./ KilnArray(J)), Float32.(I ./ J))   # / gives floats
         @test Array(Float32.(KilnArray(I))) == Float32.(I)
         @test Array(KilnArray(I) .+ x[1:2, 1:2]) ≈ I .+ A[1:2, 1:2]          # promotion to Float32

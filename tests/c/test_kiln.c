@@ -167,7 +167,8 @@ static void test_elementwise(void) {
 
     /* integer arithmetic */
     int32_t ia[4] = {7, -7, 9, 100}, ib[4] = {2, 2, -4, 7};
-    uint32_t iw[4] = {3, (uint32_t)-3, (uint32_t)-2, 14};
+    /* floor division, numpy's //: -7 div 2 = -4, 9 div -4 = -3 */
+    uint32_t iw[4] = {3, (uint32_t)-4, (uint32_t)-3, 14};
     size_t s4[1] = {4};
     kt_expect_u32(OUT(kiln_div(I(ia, s4, 1), I(ib, s4, 1), &o_)), iw, 4, "i32 div");
     free_all();
