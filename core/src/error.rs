@@ -1,4 +1,4 @@
-//! The one error type of Kiln, with the stable numeric codes every binding shares (DESIGN.md).
+//! The one error type of Kiln, with the stable numeric codes every binding shares (docs/DESIGN.md).
 
 /// Stable status codes. The numbers are part of the ABI: never renumber.
 #[repr(u32)]
@@ -21,7 +21,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// The upper-case name used in DESIGN.md and in every binding.
+    /// The upper-case name used in docs/DESIGN.md and in every binding.
     pub fn name(self) -> &'static str {
         match self {
             ErrorCode::Ok => "OK",

@@ -5,7 +5,7 @@
 use std::os::raw::c_char;
 
 /// Status of every Kiln call. The numbers are stable and shared by every binding
-/// (DESIGN.md, "Errors"); new codes may be added, existing ones never change.
+/// (docs/DESIGN.md, "Errors"); new codes may be added, existing ones never change.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KilnStatus {

@@ -105,7 +105,7 @@ end
 """
     KilnError(code, name, msg)
 
-An error reported by Kiln: `code` is the stable status number (DESIGN.md), `name` its symbol
+An error reported by Kiln: `code` is the stable status number (docs/DESIGN.md), `name` its symbol
 (`:SHAPE_MISMATCH`, `:SHADER`, …), `msg` the library's message.
 """
 struct KilnError <: Exception

@@ -5,7 +5,7 @@
 #
 # Writes {"language": "julia", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]}.
 #
-# Column-major rule (DESIGN.md): a row-major core tensor of shape (d1, ..., dn) is the Julia
+# Column-major rule (docs/DESIGN.md): a row-major core tensor of shape (d1, ..., dn) is the Julia
 # array of size (dn, ..., d1) with the same bytes. So every input file is read as an Array of
 # the reversed shape, and outputs are compared (and hashed) as the bytes of the result's Julia
 # array. Kiln.jl gives Julia semantics (julia/src/Kiln.jl), so the runner states each core op

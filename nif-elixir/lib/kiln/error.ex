@@ -7,7 +7,7 @@ defmodule Kiln.Error do
     `:dtype_mismatch`, `:out_of_memory`, `:quota_exceeded`, `:shader`, `:device_lost`,
     `:no_adapter`, `:timeout`, `:unsupported`, `:panic`, `:internal`; and `:nif_not_loaded` when
     the native library is missing or stale.
-  * `:status` - the stable numeric code shared by every Kiln binding (DESIGN.md), e.g. 3 for
+  * `:status` - the stable numeric code shared by every Kiln binding (docs/DESIGN.md), e.g. 3 for
     `:shape_mismatch`.
   * `:message` - a human message.
 

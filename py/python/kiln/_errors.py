@@ -1,5 +1,5 @@
 """Kiln's exception classes. Each carries the stable numeric ``code`` shared by every binding
-(DESIGN.md); the Rust extension picks the class from the code in one place (src/errors.rs)."""
+(docs/DESIGN.md); the Rust extension picks the class from the code in one place (src/errors.rs)."""
 
 import builtins
 
