@@ -71,8 +71,8 @@
 #define KILN_MAX_NDIM 8
 
 /**
- * Status of every Kiln call. The numbers are stable and shared by every binding
- * (DESIGN.md, "Errors"); new codes may be added, existing ones never change.
+ * Status of every Kiln call. The numbers are stable and shared by every binding (kiln-core's error
+ * table, core/src/error.rs); new codes may be added, existing ones never change.
  */
 enum KilnStatus
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -84,15 +84,16 @@ enum KilnStatus
      */
     KILN_OK = 0,
     /**
-     * A bad value: axis out of range, negative size, unknown dtype, wrong buffer length.
+     * A bad value: axis out of range, negative size, unknown dtype, freed handle, wrong buffer
+     * length.
      */
     KILN_ERR_INVALID_ARGUMENT = 1,
     /**
-     * A required pointer was NULL.
+     * A required pointer was NULL (C ABI).
      */
     KILN_ERR_NULL_POINTER = 2,
     /**
-     * Shapes do not broadcast or multiply.
+     * Shapes do not broadcast, multiply or reshape.
      */
     KILN_ERR_SHAPE_MISMATCH = 3,
     /**
@@ -104,15 +105,15 @@ enum KilnStatus
      */
     KILN_ERR_OUT_OF_MEMORY = 5,
     /**
-     * A configured limit was hit.
+     * A configured limit was hit (reserved for session quotas; not produced yet).
      */
     KILN_ERR_QUOTA_EXCEEDED = 6,
     /**
-     * WGSL failed to parse or validate (the message has line:column).
+     * WGSL failed to parse or validate, or is over a kernel limit (the message has line:column).
      */
     KILN_ERR_SHADER = 7,
     /**
-     * The device was lost.
+     * The device was lost, destroyed, reset or given up after a timeout.
      */
     KILN_ERR_DEVICE_LOST = 8,
     /**
@@ -120,7 +121,7 @@ enum KilnStatus
      */
     KILN_ERR_NO_ADAPTER = 9,
     /**
-     * The work ran past its time limit.
+     * The work, or a kernel compile, ran past its time limit.
      */
     KILN_ERR_TIMEOUT = 10,
     /**
@@ -145,8 +146,8 @@ typedef uint32_t KilnStatus;
 #endif // __cplusplus
 
 /**
- * Element types. The numbers are stable. Functions that take a `KilnDType` accept any
- * 32-bit value and return KILN_ERR_INVALID_ARGUMENT for one that is not listed here.
+ * Element types. The numbers are stable. Functions that take a `KilnDType` accept any 32-bit value
+ * and return KILN_ERR_INVALID_ARGUMENT for one that is not listed here.
  */
 enum KilnDType
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -504,341 +505,6 @@ KilnStatus kiln_kernel_dispatch(const struct KilnKernel *kernel,
  * Thread-safe.
  */
 KilnStatus kiln_kernel_free(struct KilnKernel *kernel);
-
-/**
- * Elementwise -x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_neg(const struct KilnTensor *x,
-                    struct KilnTensor **out);
-
-/**
- * Elementwise |x|, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_abs(const struct KilnTensor *x,
-                    struct KilnTensor **out);
-
-/**
- * Elementwise e^x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_exp(const struct KilnTensor *x,
-                    struct KilnTensor **out);
-
-/**
- * Elementwise the natural logarithm of x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_log(const struct KilnTensor *x,
-                    struct KilnTensor **out);
-
-/**
- * Elementwise the square root of x, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_sqrt(const struct KilnTensor *x,
-                     struct KilnTensor **out);
-
-/**
- * Elementwise 1 / sqrt(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_rsqrt(const struct KilnTensor *x,
-                      struct KilnTensor **out);
-
-/**
- * Elementwise sin(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_sin(const struct KilnTensor *x,
-                    struct KilnTensor **out);
-
-/**
- * Elementwise cos(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_cos(const struct KilnTensor *x,
-                    struct KilnTensor **out);
-
-/**
- * Elementwise tanh(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_tanh(const struct KilnTensor *x,
-                     struct KilnTensor **out);
-
-/**
- * Elementwise 1 / (1 + e^-x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_sigmoid(const struct KilnTensor *x,
-                        struct KilnTensor **out);
-
-/**
- * Elementwise max(x, 0), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_relu(const struct KilnTensor *x,
-                     struct KilnTensor **out);
-
-/**
- * Elementwise GELU with the exact erf, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_gelu(const struct KilnTensor *x,
-                     struct KilnTensor **out);
-
-/**
- * Elementwise GELU with the tanh approximation, same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_gelu_tanh(const struct KilnTensor *x,
-                          struct KilnTensor **out);
-
-/**
- * Elementwise x * sigmoid(x), same shape and dtype as `x` (float dtypes; neg, abs and relu also take
- * integers). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_silu(const struct KilnTensor *x,
-                     struct KilnTensor **out);
-
-/**
- * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
- * "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu"); an unknown name is
- * KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_unary(const char *op,
-                      const struct KilnTensor *x,
-                      struct KilnTensor **out);
-
-/**
- * Elementwise a + b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_add(const struct KilnTensor *a,
-                    const struct KilnTensor *b,
-                    struct KilnTensor **out);
-
-/**
- * kiln_add with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_add_scalar(const struct KilnTensor *a,
-                           double s,
-                           struct KilnTensor **out);
-
-/**
- * Elementwise a - b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_sub(const struct KilnTensor *a,
-                    const struct KilnTensor *b,
-                    struct KilnTensor **out);
-
-/**
- * kiln_sub with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_sub_scalar(const struct KilnTensor *a,
-                           double s,
-                           struct KilnTensor **out);
-
-/**
- * Elementwise a * b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_mul(const struct KilnTensor *a,
-                    const struct KilnTensor *b,
-                    struct KilnTensor **out);
-
-/**
- * kiln_mul with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_mul_scalar(const struct KilnTensor *a,
-                           double s,
-                           struct KilnTensor **out);
-
-/**
- * Elementwise a / b (integer division truncates toward zero) with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_div(const struct KilnTensor *a,
-                    const struct KilnTensor *b,
-                    struct KilnTensor **out);
-
-/**
- * kiln_div with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_div_scalar(const struct KilnTensor *a,
-                           double s,
-                           struct KilnTensor **out);
-
-/**
- * Elementwise a raised to b (float dtypes only) with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_pow(const struct KilnTensor *a,
-                    const struct KilnTensor *b,
-                    struct KilnTensor **out);
-
-/**
- * kiln_pow with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_pow_scalar(const struct KilnTensor *a,
-                           double s,
-                           struct KilnTensor **out);
-
-/**
- * Elementwise the larger of a and b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_maximum(const struct KilnTensor *a,
-                        const struct KilnTensor *b,
-                        struct KilnTensor **out);
-
-/**
- * kiln_maximum with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_maximum_scalar(const struct KilnTensor *a,
-                               double s,
-                               struct KilnTensor **out);
-
-/**
- * Elementwise the smaller of a and b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_minimum(const struct KilnTensor *a,
-                        const struct KilnTensor *b,
-                        struct KilnTensor **out);
-
-/**
- * kiln_minimum with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_minimum_scalar(const struct KilnTensor *a,
-                               double s,
-                               struct KilnTensor **out);
-
-/**
- * Elementwise a == b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_eq(const struct KilnTensor *a,
-                   const struct KilnTensor *b,
-                   struct KilnTensor **out);
-
-/**
- * kiln_eq with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_eq_scalar(const struct KilnTensor *a,
-                          double s,
-                          struct KilnTensor **out);
-
-/**
- * Elementwise a != b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_ne(const struct KilnTensor *a,
-                   const struct KilnTensor *b,
-                   struct KilnTensor **out);
-
-/**
- * kiln_ne with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_ne_scalar(const struct KilnTensor *a,
-                          double s,
-                          struct KilnTensor **out);
-
-/**
- * Elementwise a < b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_lt(const struct KilnTensor *a,
-                   const struct KilnTensor *b,
-                   struct KilnTensor **out);
-
-/**
- * kiln_lt with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_lt_scalar(const struct KilnTensor *a,
-                          double s,
-                          struct KilnTensor **out);
-
-/**
- * Elementwise a <= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_le(const struct KilnTensor *a,
-                   const struct KilnTensor *b,
-                   struct KilnTensor **out);
-
-/**
- * kiln_le with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_le_scalar(const struct KilnTensor *a,
-                          double s,
-                          struct KilnTensor **out);
-
-/**
- * Elementwise a > b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_gt(const struct KilnTensor *a,
-                   const struct KilnTensor *b,
-                   struct KilnTensor **out);
-
-/**
- * kiln_gt with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_gt_scalar(const struct KilnTensor *a,
-                          double s,
-                          struct KilnTensor **out);
-
-/**
- * Elementwise a >= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_ge(const struct KilnTensor *a,
-                   const struct KilnTensor *b,
-                   struct KilnTensor **out);
-
-/**
- * kiln_ge with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_ge_scalar(const struct KilnTensor *a,
-                          double s,
-                          struct KilnTensor **out);
-
-/**
- * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
- * "eq", "ne", "lt", "le", "gt", "ge") with numpy broadcasting. `op`, `a`, `b`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_binary(const char *op,
-                       const struct KilnTensor *a,
-                       const struct KilnTensor *b,
-                       struct KilnTensor **out);
-
-/**
- * Binary op by name with a scalar `s` (converted to `a`'s dtype): `a OP s`, or `s OP a`
- * when `scalar_first` is true. `op`, `a`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_binary_scalar(const char *op,
-                              const struct KilnTensor *a,
-                              double s,
-                              bool scalar_first,
-                              struct KilnTensor **out);
 
 /**
  * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is true where
@@ -1205,6 +871,341 @@ KilnStatus kiln_attention(const struct KilnTensor *q,
                           bool causal,
                           const float *scale,
                           struct KilnTensor **out);
+
+/**
+ * Elementwise -x, same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_neg(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise |x|, same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_abs(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise e^x, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_exp(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise natural logarithm ln(x), same shape and dtype as `x` (f32 and f16; an integer tensor
+ * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_log(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise square root, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_sqrt(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise 1 / sqrt(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_rsqrt(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise sin(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_sin(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise cos(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cos(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise tanh(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_tanh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise logistic sigmoid 1 / (1 + e^-x), same shape and dtype as `x` (f32 and f16; an
+ * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_sigmoid(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise max(x, 0), same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_relu(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise GELU with the exact erf, same shape and dtype as `x` (f32 and f16; an integer tensor
+ * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_gelu(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise GELU with the tanh approximation, same shape and dtype as `x` (f32 and f16; an
+ * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_gelu_tanh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise x * sigmoid(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_silu(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise floor(x), the largest whole number not above x, same shape and dtype as `x` (f32 and
+ * f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_floor(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
+ * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor"); an unknown name is
+ * KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_unary(const char *op, const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise a + b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_add(const struct KilnTensor *a,
+                    const struct KilnTensor *b,
+                    struct KilnTensor **out);
+
+/**
+ * kiln_add with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_add_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a - b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_sub(const struct KilnTensor *a,
+                    const struct KilnTensor *b,
+                    struct KilnTensor **out);
+
+/**
+ * kiln_sub with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_sub_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a * b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_mul(const struct KilnTensor *a,
+                    const struct KilnTensor *b,
+                    struct KilnTensor **out);
+
+/**
+ * kiln_mul with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_mul_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a / b (integers: floor division as numpy's //, x / 0 = 0) with numpy broadcasting;
+ * the dtypes must match. Gives a tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives
+ * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_div(const struct KilnTensor *a,
+                    const struct KilnTensor *b,
+                    struct KilnTensor **out);
+
+/**
+ * kiln_div with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_div_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a raised to b with numpy broadcasting; the dtypes must match. Gives a tensor of
+ * their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free
+ * it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_pow(const struct KilnTensor *a,
+                    const struct KilnTensor *b,
+                    struct KilnTensor **out);
+
+/**
+ * kiln_pow with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_pow_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise the larger of a and b with numpy broadcasting; the dtypes must match. Gives a tensor
+ * of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_maximum(const struct KilnTensor *a,
+                        const struct KilnTensor *b,
+                        struct KilnTensor **out);
+
+/**
+ * kiln_maximum with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_maximum_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise the smaller of a and b with numpy broadcasting; the dtypes must match. Gives a
+ * tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_minimum(const struct KilnTensor *a,
+                        const struct KilnTensor *b,
+                        struct KilnTensor **out);
+
+/**
+ * kiln_minimum with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_minimum_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a == b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_eq(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
+
+/**
+ * kiln_eq with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_eq_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a != b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_ne(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
+
+/**
+ * kiln_ne with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_ne_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a < b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_lt(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
+
+/**
+ * kiln_lt with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_lt_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a <= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_le(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
+
+/**
+ * kiln_le with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_le_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a > b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_gt(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
+
+/**
+ * kiln_gt with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_gt_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a >= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
+ * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_ge(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
+
+/**
+ * kiln_ge with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_ge_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+ * "ne", "lt", "le", "gt", "ge") with numpy broadcasting; an unknown name is
+ * KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_binary(const char *op,
+                       const struct KilnTensor *a,
+                       const struct KilnTensor *b,
+                       struct KilnTensor **out);
+
+/**
+ * Binary op by name with a scalar `s` (converted to `a`'s dtype): `a OP s`, or `s OP a` when
+ * `scalar_first` is true. `op`, `a`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_binary_scalar(const char *op,
+                              const struct KilnTensor *a,
+                              double s,
+                              bool scalar_first,
+                              struct KilnTensor **out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -209,6 +209,31 @@ fn k_relu(x: f32) -> f32 {
     return select(x, 0.0, b >= 0x80000000u && b <= 0xff800000u);
 }
 
+// floor(x) from the bits, exact on every device (the builtin on a GPU that flushes subnormals
+// gives floor(-1e-45) = -0, not -1): NaN, ±inf and whole numbers stay as they are (±0 included),
+// 0 < |x| < 1 gives +0 or -1, otherwise the fraction bits are cleared (truncation toward zero)
+// and a negative value with a fraction goes one down (exact: 1 <= |t| < 2^23). +0 or -1 is
+// made by a multiply, not `select(0u, 0xbf800000u, neg)`: lavapipe compiled that select to give
+// 0x80000000 (-0) for x = 0.5.
+fn k_floor(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let e = i32((b >> 23u) & 0xffu) - 127;
+    let neg = b >= 0x80000000u;
+    var r = b;
+    if (e < 0 && (b & 0x7fffffffu) != 0u) {
+        r = (b >> 31u) * 0xbf800000u;
+    } else if (e >= 0 && e < 23) {
+        let frac = 0x007fffffu >> u32(e);
+        if ((b & frac) != 0u) {
+            r = b & ~frac;
+            if (neg) {
+                r = bitcast<u32>(bitcast<f32>(r) - 1.0);
+            }
+        }
+    }
+    return bitcast<f32>(r);
+}
+
 // x Phi(x)-shaped activations: NaN stays NaN, the limit at -inf is -0 (the formulas would give
 // -inf * 0 = NaN there), +inf stays +inf.
 fn k_act_special(x: f32) -> bool {

@@ -5,6 +5,7 @@ mod bench;
 mod conformance;
 mod demo;
 mod fuzz;
+mod gen;
 mod npy;
 mod run;
 
@@ -33,6 +34,10 @@ enum Command {
     /// Attack the kernel compiler (wgsl) or the op API (ops) with seeded random input for a
     /// bounded time; fails on a panic, an INTERNAL error or a device that stops working.
     Fuzz(fuzz::Args),
+    /// Write the surfaces generated from kiln-core's op, error and dtype tables (the C wrappers
+    /// and enums, Python registration and stubs, Elixir and Julia op lists, the conformance op
+    /// list, the docs table): `make gen`, checked by `make gen-check`.
+    Gen(gen::Args),
 }
 
 fn devices() -> anyhow::Result<()> {
@@ -101,6 +106,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(args),
         Command::Conformance(args) => conformance::main(args),
         Command::Fuzz(args) => fuzz::main(args),
+        Command::Gen(args) => gen::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,65 +3,79 @@
 use crate::{Error, Result};
 use half::f16;
 
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DType {
-    F32 = 0,
-    F16 = 1,
-    I32 = 2,
-    U32 = 3,
+/// The dtype table: one line per element type,
+/// `value Variant "name" bytes kind ["other accepted names"] "what it is"`. It produces
+/// [`DType`] with `ALL`, `from_u32`, `parse`, `size`, `name`, `is_float` and `describe`; the C
+/// enum `KilnDType` is generated from it by `kiln gen` (ffi-c/src/status_gen.rs), and Python,
+/// Elixir and Julia take the names from it. The numbers are the C ABI's and never change.
+macro_rules! dtype_table {
+    ($( $value:literal $v:ident $name:literal $size:literal $kind:ident [$($alias:literal),*] $what:literal; )*) => {
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum DType {
+            $( #[doc = $what] $v = $value, )*
+        }
+
+        impl DType {
+            pub const ALL: [DType; 0 $(+ { let _ = $value; 1 })*] = [$(DType::$v),*];
+
+            pub fn from_u32(v: u32) -> Result<DType> {
+                match v {
+                    $($value => Ok(DType::$v),)*
+                    _ => Err(Error::InvalidArgument(format!("unknown dtype value {v} (supported: {})", Self::listing(true)))),
+                }
+            }
+
+            /// The name (`f32`) or one of its other names (`float32`), in any case.
+            pub fn parse(name: &str) -> Result<DType> {
+                match name.to_ascii_lowercase().as_str() {
+                    $($name $(| $alias)* => Ok(DType::$v),)*
+                    _ => Err(Error::InvalidArgument(format!("unknown dtype {name:?} (supported: {})", Self::listing(false)))),
+                }
+            }
+
+            pub fn size(self) -> usize {
+                match self { $(DType::$v => $size,)* }
+            }
+
+            pub fn name(self) -> &'static str {
+                match self { $(DType::$v => $name,)* }
+            }
+
+            pub fn is_float(self) -> bool {
+                match self { $(DType::$v => stringify!($kind) == "float",)* }
+            }
+
+            /// What the type is on the host (the C header's text).
+            pub fn describe(self) -> &'static str {
+                match self { $(DType::$v => $what,)* }
+            }
+
+            /// The other names `parse` accepts (`float32`, …).
+            pub fn aliases(self) -> &'static [&'static str] {
+                match self { $(DType::$v => &[$($alias),*],)* }
+            }
+        }
+    };
+}
+
+dtype_table! {
+    0 F32 "f32" 4 float ["float32"] "32-bit IEEE float (`float`).";
+    1 F16 "f16" 2 float ["float16", "half"] "16-bit IEEE float (raw `uint16_t` bits on the host); needs an adapter with SHADER_F16.";
+    2 I32 "i32" 4 int ["int32"] "32-bit signed integer (`int32_t`).";
+    3 U32 "u32" 4 int ["uint32"] "32-bit unsigned integer (`uint32_t`); comparisons produce it (0 or 1).";
 }
 
 impl DType {
-    pub const ALL: [DType; 4] = [DType::F32, DType::F16, DType::I32, DType::U32];
-
-    pub fn from_u32(v: u32) -> Result<DType> {
-        match v {
-            0 => Ok(DType::F32),
-            1 => Ok(DType::F16),
-            2 => Ok(DType::I32),
-            3 => Ok(DType::U32),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown dtype value {v} (supported: 0=f32, 1=f16, 2=i32, 3=u32)"
-            ))),
-        }
-    }
-
-    pub fn parse(name: &str) -> Result<DType> {
-        match name.to_ascii_lowercase().as_str() {
-            "f32" | "float32" => Ok(DType::F32),
-            "f16" | "float16" | "half" => Ok(DType::F16),
-            "i32" | "int32" => Ok(DType::I32),
-            "u32" | "uint32" => Ok(DType::U32),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown dtype {name:?} (supported: f32, f16, i32, u32)"
-            ))),
-        }
-    }
-
-    pub fn size(self) -> usize {
-        match self {
-            DType::F16 => 2,
-            _ => 4,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::I32 => "i32",
-            DType::U32 => "u32",
-        }
+    /// "0=f32, 1=f16, …" (with values) or "f32, f16, …".
+    fn listing(values: bool) -> String {
+        let names = Self::ALL.iter().map(|d| if values { format!("{}={}", *d as u32, d.name()) } else { d.name().to_string() });
+        names.collect::<Vec<_>>().join(", ")
     }
 
     /// The WGSL scalar type a tensor of this dtype is stored as.
     pub fn wgsl(self) -> &'static str {
         self.name()
-    }
-
-    pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16)
     }
 
     /// The one check every binding's scalars go through (`full`, `fill`, `arange`, `x OP s`):

@@ -421,3 +421,33 @@ fn pow_negative_bases_on_awkward_shapes() {
         }
     }
 }
+
+#[test]
+fn floor_keeps_special_values_and_reads_subnormals_from_the_bits() {
+    let tiny = f32::from_bits(1); // the smallest subnormal
+    let cases: [(f32, f32); 18] = [
+        (0.0, 0.0), (-0.0, -0.0), (0.5, 0.0), (-0.5, -1.0), (2.5, 2.0), (-2.5, -3.0), (1.0, 1.0), (-1.0, -1.0),
+        (tiny, 0.0), (-tiny, -1.0), (1e-40, 0.0), (-1e-40, -1.0), (8388607.5, 8388607.0), (-8388607.5, -8388608.0),
+        (16777216.0, 16777216.0), (-3e38, -3e38), (f32::INFINITY, f32::INFINITY), (f32::NEG_INFINITY, f32::NEG_INFINITY),
+    ];
+    // 19 elements (the scalar kernel) and 16 (the vec4 kernel).
+    let mut xs: Vec<f32> = cases.iter().map(|c| c.0).collect();
+    xs.push(f32::NAN);
+    for n in [xs.len(), 16] {
+        let y = ops::floor(&Tensor::from_slice(&xs[..n], &[n]).unwrap()).unwrap().to_vec::<f32>().unwrap();
+        for (i, &(x, want)) in cases.iter().enumerate().take(n) {
+            assert_eq!(y[i].to_bits(), want.to_bits(), "floor({x:e}) = {:e}, want {want:e} (n={n})", y[i]);
+        }
+        if n == xs.len() {
+            assert!(y[n - 1].is_nan());
+        }
+    }
+    let h = ops::floor(&Tensor::from_slice(&[kiln_core::f16::from_f32(-0.5), kiln_core::f16::from_f32(1.5)], &[2]).unwrap());
+    if let Ok(h) = h {
+        assert_eq!(h.to_f64_vec().unwrap(), vec![-1.0, 1.0]);
+    }
+    for dt in [DType::I32, DType::U32] {
+        let x = ops::zeros(&[3], dt).unwrap();
+        assert_eq!(ops::floor(&x).unwrap_err().code(), ErrorCode::DTypeMismatch, "{dt}");
+    }
+}

@@ -156,6 +156,20 @@ mod tests {
     }
 
     #[test]
+    fn the_c_status_enum_and_names_follow_cores_error_table() {
+        for &code in kiln_core::ErrorCode::ALL {
+            let status = crate::types::status_of(code);
+            assert_eq!(status as u32, code as u32, "{}", code.name());
+            let name = crate::status_gen::status_name(code as u32);
+            assert_eq!(name, format!("{}\0", code.name()).as_bytes());
+        }
+        assert_eq!(crate::status_gen::status_name(kiln_core::ErrorCode::ALL.len() as u32), b"UNKNOWN\0");
+        for d in kiln_core::DType::ALL {
+            assert_eq!(crate::types::dtype_value(d), d as u32);
+        }
+    }
+
+    #[test]
     fn a_panic_becomes_kiln_err_panic_with_its_message() {
         let s = call("kiln_test_fn", || panic!("boom {}", 42));
         assert_eq!(s, KILN_ERR_PANIC);

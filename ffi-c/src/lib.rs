@@ -12,6 +12,8 @@
 mod boundary;
 mod handles;
 mod ops;
+mod ops_gen;
+mod status_gen;
 pub mod types;
 
 use boundary::{call, call_out, cstr, out_ptr, slice, slice_mut, tensor, tensor_array};
@@ -43,23 +45,7 @@ pub extern "C" fn kiln_version() -> *const c_char {
 /// is not a KilnStatus). A static string: never NULL, never freed. Thread-safe.
 #[no_mangle]
 pub extern "C" fn kiln_status_name(status: u32) -> *const c_char {
-    let s: &'static str = match status {
-        0 => "OK\0",
-        1 => "INVALID_ARGUMENT\0",
-        2 => "NULL_POINTER\0",
-        3 => "SHAPE_MISMATCH\0",
-        4 => "DTYPE_MISMATCH\0",
-        5 => "OUT_OF_MEMORY\0",
-        6 => "QUOTA_EXCEEDED\0",
-        7 => "SHADER\0",
-        8 => "DEVICE_LOST\0",
-        9 => "NO_ADAPTER\0",
-        10 => "TIMEOUT\0",
-        11 => "UNSUPPORTED\0",
-        12 => "PANIC\0",
-        13 => "INTERNAL\0",
-        _ => "UNKNOWN\0",
-    };
+    let s = status_gen::status_name(status);
     s.as_ptr() as *const c_char
 }
 

@@ -4,55 +4,9 @@
 
 use std::os::raw::c_char;
 
-/// Status of every Kiln call. The numbers are stable and shared by every binding
-/// (docs/DESIGN.md, "Errors"); new codes may be added, existing ones never change.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KilnStatus {
-    /// Success.
-    KILN_OK = 0,
-    /// A bad value: axis out of range, negative size, unknown dtype, wrong buffer length.
-    KILN_ERR_INVALID_ARGUMENT = 1,
-    /// A required pointer was NULL.
-    KILN_ERR_NULL_POINTER = 2,
-    /// Shapes do not broadcast or multiply.
-    KILN_ERR_SHAPE_MISMATCH = 3,
-    /// dtypes differ or are not supported by the op.
-    KILN_ERR_DTYPE_MISMATCH = 4,
-    /// The device or the pool could not allocate.
-    KILN_ERR_OUT_OF_MEMORY = 5,
-    /// A configured limit was hit.
-    KILN_ERR_QUOTA_EXCEEDED = 6,
-    /// WGSL failed to parse or validate (the message has line:column).
-    KILN_ERR_SHADER = 7,
-    /// The device was lost.
-    KILN_ERR_DEVICE_LOST = 8,
-    /// No adapter matched.
-    KILN_ERR_NO_ADAPTER = 9,
-    /// The work ran past its time limit.
-    KILN_ERR_TIMEOUT = 10,
-    /// The adapter lacks a feature (e.g. f16).
-    KILN_ERR_UNSUPPORTED = 11,
-    /// An internal panic was caught at the boundary (a bug in Kiln: please report it).
-    KILN_ERR_PANIC = 12,
-    /// Anything else.
-    KILN_ERR_INTERNAL = 13,
-}
-
-/// Element types. The numbers are stable. Functions that take a `KilnDType` accept any
-/// 32-bit value and return KILN_ERR_INVALID_ARGUMENT for one that is not listed here.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KilnDType {
-    /// 32-bit IEEE float (`float`).
-    KILN_F32 = 0,
-    /// 16-bit IEEE float (raw `uint16_t` bits on the host); needs an adapter with SHADER_F16.
-    KILN_F16 = 1,
-    /// 32-bit signed integer (`int32_t`).
-    KILN_I32 = 2,
-    /// 32-bit unsigned integer (`uint32_t`); comparisons produce it (0 or 1).
-    KILN_U32 = 3,
-}
+// The status and dtype enums are generated from kiln-core's tables (status_gen.rs).
+pub use crate::status_gen::{KilnDType, KilnStatus};
+pub(crate) use crate::status_gen::status_of;
 
 /// A tensor: a dtype, a shape (rank 0 to 8, row-major) and a GPU buffer. Opaque.
 /// Created by kiln_tensor_from_host, kiln_tensor_empty and every op; owned by the caller
@@ -145,27 +99,6 @@ pub const KILN_VERSION_PATCH: u32 = 0;
 pub const KILN_ABI_VERSION: u32 = 1;
 /// Maximum tensor rank.
 pub const KILN_MAX_NDIM: u32 = 8;
-
-pub(crate) fn status_of(code: kiln_core::ErrorCode) -> KilnStatus {
-    use kiln_core::ErrorCode as C;
-    use KilnStatus::*;
-    match code {
-        C::Ok => KILN_OK,
-        C::InvalidArgument => KILN_ERR_INVALID_ARGUMENT,
-        C::NullPointer => KILN_ERR_NULL_POINTER,
-        C::ShapeMismatch => KILN_ERR_SHAPE_MISMATCH,
-        C::DTypeMismatch => KILN_ERR_DTYPE_MISMATCH,
-        C::OutOfMemory => KILN_ERR_OUT_OF_MEMORY,
-        C::QuotaExceeded => KILN_ERR_QUOTA_EXCEEDED,
-        C::Shader => KILN_ERR_SHADER,
-        C::DeviceLost => KILN_ERR_DEVICE_LOST,
-        C::NoAdapter => KILN_ERR_NO_ADAPTER,
-        C::Timeout => KILN_ERR_TIMEOUT,
-        C::Unsupported => KILN_ERR_UNSUPPORTED,
-        C::Panic => KILN_ERR_PANIC,
-        C::Internal => KILN_ERR_INTERNAL,
-    }
-}
 
 pub(crate) fn dtype_value(d: kiln_core::DType) -> u32 {
     d as u32

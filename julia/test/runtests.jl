@@ -66,6 +66,15 @@ const top = @testset "Kiln.jl" begin
         @test approx(Array(Kiln.gelu_tanh.(x)), Kiln.gelu_tanh.(A); atol=1f-4)
         @test approx(Array(Kiln.gelu.(x)), Kiln.gelu.(A); atol=1f-3)  # host side uses an erf approximation
         @test approx(Array(exp.(x .+ 1f0)), exp.(A .+ 1f0))           # fused expression
+        # floor: exact, with Base's special values (±0, ±Inf, NaN, subnormals)
+        F = Float32[-0.5, 0.5, 2.5, -2.5, -0f0, 0f0, Inf32, -Inf32, NaN32, -1f-40, 1f-40, 8.388607f6, -7.5f0, 3f0]
+        got = Array(floor.(KilnArray(F)))
+        @test isequal(got, floor.(F)) && all(signbit.(got) .== signbit.(floor.(F)))
+        @test approx(Array(floor.(x)), floor.(A))
+        # every unary op of the generated table broadcasts on the GPU
+        for (f, name) in Kiln.UNARY
+            @test Base.Broadcast.broadcasted(Kiln.KilnStyle(), getfield(Kiln, f), p) isa KilnArray
+        end
     end
 
     @testset "broadcasting: binary, scalars, comparisons" begin
@@ -89,6 +98,11 @@ const top = @testset "Kiln.jl" begin
         @test_throws DimensionMismatch x + cx
         @test approx(Array(abs.(x) .^ 2), abs.(A) .^ 2)
         @test approx(Array(abs.(x) .^ 0.5f0), abs.(A) .^ 0.5f0)
+        # integer powers of integer arrays stay integers (wrapping, as Base's ^)
+        ip = KilnArray(Int32[2, 3, -2]) .^ KilnArray(Int32[3, 2, 3])
+        @test ip isa KilnArray{Int32} && Array(ip) == Int32[8, 9, -8]
+        @test Array(KilnArray(Int32[2, -3]) .^ 3) == Int32[8, -27]
+        @test Array(KilnArray(UInt32[3]) .^ UInt32(40)) == UInt32[3]  .^ UInt32(40)
         @test Array(x .< y) == UInt32.(A .< B)
         @test Array(x .>= 0) == UInt32.(A .>= 0)
         @test Array(x .== x) == ones(UInt32, 3, 4)
@@ -424,6 +438,13 @@ const top = @testset "Kiln.jl" begin
             e
         end
         @test err isa KilnError && err.name == :SHAPE_MISMATCH
+        # kiln-core's error table, as libkiln names it: numbered from 0 (OK) without gaps
+        names = Symbol[]
+        while Kiln.status_name(length(names)) != :UNKNOWN
+            push!(names, Kiln.status_name(length(names)))
+        end
+        @test names[1] == :OK && length(names) >= 14 && allunique(names)
+        @test :SHAPE_MISMATCH in names && :DEVICE_LOST in names
         @test_throws KilnError Kiln.select_device("no-such-adapter")
         @test_throws ArgumentError Kiln.softmax(KilnArray(r32(2, 2)); dims=3)
         z = KilnArray(r32(5))

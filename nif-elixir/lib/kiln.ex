@@ -23,7 +23,45 @@ defmodule Kiln do
   atoms are accepted wherever a number is.
   """
 
-  import Kernel, except: [abs: 1, div: 2, max: 2, min: 2]
+  # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise.rs)
+  import Kernel, except: [abs: 1, div: 2, floor: 1, max: 2, min: 2]
+
+  # {Elixir name (Nx's where Nx has the op), kiln-core name, integers allowed?}
+  @unary_ops [
+    {:negate, "neg", true},
+    {:abs, "abs", true},
+    {:exp, "exp", false},
+    {:log, "log", false},
+    {:sqrt, "sqrt", false},
+    {:rsqrt, "rsqrt", false},
+    {:sin, "sin", false},
+    {:cos, "cos", false},
+    {:tanh, "tanh", false},
+    {:sigmoid, "sigmoid", false},
+    {:relu, "relu", true},
+    {:gelu, "gelu", false},
+    {:gelu_tanh, "gelu_tanh", false},
+    {:silu, "silu", false},
+    {:floor, "floor", false}
+  ]
+
+  # {Elixir name (Nx's where Nx has the op), kiln-core name, comparison?}
+  @binary_ops [
+    {:add, "add", false},
+    {:subtract, "sub", false},
+    {:multiply, "mul", false},
+    {:divide, "div", false},
+    {:pow, "pow", false},
+    {:maximum, "maximum", false},
+    {:minimum, "minimum", false},
+    {:equal, "eq", true},
+    {:not_equal, "ne", true},
+    {:less, "lt", true},
+    {:less_equal, "le", true},
+    {:greater, "gt", true},
+    {:greater_equal, "ge", true}
+  ]
+  # END GENERATED (kiln gen)
 
   alias Kiln.{Error, Tensor}
   # Every NIF call goes through Kiln.SafeNative: a bad argument is a Kiln.Error, never a bare
@@ -396,37 +434,45 @@ defmodule Kiln do
   # ---------------------------------------------------------------------------------------------
   # Elementwise
 
-  @unary ~w(neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu gelu_tanh silu)a
+  @unary Enum.map(@unary_ops, fn {_, core, _} -> String.to_atom(core) end)
 
-  for op <- @unary do
+  for {name, core, int?} <- @unary_ops do
     @doc """
-    Elementwise `#{op}`. `#{op}` needs a float tensor#{if op in [:neg, :abs, :relu], do: " or an integer one", else: ""}.
+    Elementwise `#{name}` (kiln-core's `#{core}`). It needs a float tensor#{if int?, do: " or an integer one", else: ""}.
     """
-    def unquote(op)(t), do: out(Native.unary(unquote(Atom.to_string(op)), ref!(t)))
+    def unquote(name)(t), do: out(Native.unary(unquote(core), ref!(t)))
+
+    if Atom.to_string(name) != core do
+      @doc "`#{name}/1` under kiln-core's name."
+      def unquote(String.to_atom(core))(t), do: unquote(name)(t)
+    end
   end
 
-  @doc "Applies the unary op named by `op` (one of #{inspect(@unary)})."
+  @doc "Applies the unary op named by `op`, kiln-core's name (one of #{inspect(@unary)})."
   def unary(op, t) when op in @unary, do: apply(__MODULE__, op, [t])
   def unary(op, _t), do: raise(Error.new(:invalid_argument, "unknown unary op #{inspect(op)}"))
 
-  @binary ~w(add sub mul div pow maximum minimum eq ne lt le gt ge)a
+  @binary Enum.map(@binary_ops, fn {_, core, _} -> String.to_atom(core) end)
 
-  for op <- @binary do
-    cmp? = op in [:eq, :ne, :lt, :le, :gt, :ge]
-
+  for {name, core, cmp?} <- @binary_ops do
     @doc """
-    Elementwise `#{op}` with numpy broadcasting#{if cmp?, do: ", giving `{:u, 32}` 0/1", else: ""}.
+    Elementwise `#{name}` (kiln-core's `#{core}`) with numpy broadcasting#{if cmp?, do: ", giving `{:u, 32}` 0/1", else: ""}.
     Either side may be a number, which takes the tensor's type (kiln-core refuses NaN, fractions
     and values out of range for an integer tensor with `:invalid_argument`); two tensors must have
-    the same type.#{if op == :div, do: "\n\nOn integer tensors `div` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0`. Float tensors divide\nas IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}
+    the same type.#{if core == "div", do: "\n\nOn integer tensors `divide` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0` (Nx's `divide` would give\nfloats). Float tensors divide as IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}
     """
-    def unquote(op)(a, b), do: binary_op(unquote(Atom.to_string(op)), a, b)
+    def unquote(name)(a, b), do: binary_op(unquote(core), a, b)
 
-    @doc "`#{op}(t, s)` with a number `s` (kiln-core's `#{op}_scalar`)."
-    def unquote(:"#{op}_scalar")(t, s) when is_scalar(s), do: binary_op(unquote(Atom.to_string(op)), t, s)
+    if Atom.to_string(name) != core do
+      @doc "`#{name}/2` under kiln-core's name."
+      def unquote(String.to_atom(core))(a, b), do: binary_op(unquote(core), a, b)
+    end
+
+    @doc "`#{core}(t, s)` with a number `s` (kiln-core's `#{core}_scalar`)."
+    def unquote(:"#{core}_scalar")(t, s) when is_scalar(s), do: binary_op(unquote(core), t, s)
   end
 
-  @doc "Applies the binary op named by `op` (one of #{inspect(@binary)})."
+  @doc "Applies the binary op named by `op`, kiln-core's name (one of #{inspect(@binary)})."
   def binary(op, a, b) when op in @binary, do: binary_op(Atom.to_string(op), a, b)
   def binary(op, _a, _b), do: raise(Error.new(:invalid_argument, "unknown binary op #{inspect(op)}"))
 

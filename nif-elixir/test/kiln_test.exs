@@ -16,6 +16,40 @@ defmodule KilnTest do
     assert Kiln.Native.source_hash() == "kiln-nif-source-hash:" <> Kiln.Native.source_hash_expected()
   end
 
+  test "the error table comes from kiln-core" do
+    native = Kiln.Native.error_codes()
+    assert Map.new(native) == Kiln.Error.codes()
+    assert Enum.map(native, &elem(&1, 1)) == Enum.to_list(0..(length(native) - 1))
+
+    for {atom, status} <- native do
+      assert Kiln.Error.status_of(atom) == status
+    end
+  end
+
+  test "Nx's names, with kiln-core's short names as aliases" do
+    a = Kiln.tensor([1.0, -2.5, 3.0])
+    b = Kiln.tensor([2.0, 2.0, -1.0])
+
+    for {nx, core} <- [subtract: :sub, multiply: :mul, divide: :div, equal: :eq, not_equal: :ne,
+                       less: :lt, less_equal: :le, greater: :gt, greater_equal: :ge] do
+      assert Kiln.to_list(apply(Kiln, nx, [a, b])) == Kiln.to_list(apply(Kiln, core, [a, b])), "#{nx}"
+    end
+
+    assert Kiln.to_list(Kiln.subtract(a, b)) == [-1.0, -4.5, 4.0]
+    assert Kiln.to_list(Kiln.multiply(a, 2)) == [2.0, -5.0, 6.0]
+    assert Kiln.to_list(Kiln.greater_equal(a, b)) == [0, 0, 1]
+    assert Kiln.to_list(Kiln.negate(a)) == Kiln.to_list(Kiln.neg(a))
+    assert Kiln.to_list(a |> Kiln.negate() |> Kiln.floor()) == [-1.0, 2.0, -3.0]
+  end
+
+  test "floor keeps the special values and refuses integers" do
+    x = Kiln.tensor([-0.5, 0.5, 2.5, -2.5, -0.0, :infinity, :neg_infinity, :nan, -1.0e-40])
+    assert [-1.0, +0.0, 2.0, -3.0, -0.0, :infinity, :neg_infinity, :nan, -1.0] == Kiln.to_list(Kiln.floor(x))
+    <<_::32, _::32, _::32, _::32, neg_zero::binary-size(4), _::binary>> = Kiln.to_binary(Kiln.floor(x))
+    assert neg_zero == <<0, 0, 0, 128>>
+    assert_raise Kiln.Error, ~r/dtype/, fn -> Kiln.floor(Kiln.tensor([1, 2], type: {:s, 32})) end
+  end
+
   describe "conversion" do
     test "round trips every type through binaries and lists" do
       f = rand_list(37, -100.0, 100.0)

@@ -96,18 +96,20 @@ end
 using Statistics
 const KS = Kiln.KilnStyle
 const KA = KilnArray{Float32,2}
-const UNARY_F = Dict("neg" => -, "abs" => abs, "exp" => exp, "log" => log, "sqrt" => sqrt, "sin" => sin,
-                     "cos" => cos, "tanh" => tanh)
-const BINARY_F = Dict("add" => +, "sub" => -, "mul" => *, "div" => /, "pow" => ^, "maximum" => max,
-                      "minimum" => min, "eq" => ==, "ne" => !=, "lt" => <, "le" => <=, "gt" => >, "ge" => >=)
-unary_f(op) = haskey(UNARY_F, op) ? UNARY_F[op] : getfield(Kiln, Symbol(op))   # rsqrt sigmoid relu gelu gelu_tanh silu
+# The elementwise ops as Kiln.jl broadcasts them: its generated UNARY / BINARY tables (from
+# kiln-core's op tables), plus `/` and `^`, which Kiln.jl writes by hand. Integer `div` is
+# Julia's `fld` (core's div is floor division).
+const UNARY_F = Dict(name => getfield(Kiln, f) for (f, name) in Kiln.UNARY)
+const BINARY_F = merge(Dict(name => getfield(Kiln, f) for (f, name) in Kiln.BINARY), Dict("div" => /, "pow" => ^))
+unary_f(op) = UNARY_F[op]
+binary_f(op, T) = op == "div" && T <: Integer ? fld : BINARY_F[op]
 
 owned(f, types) = (hasmethod(f, types) && which(f, types).module === Kiln)
 kiln_fn(name) = isdefined(Kiln, name) && parentmodule(getfield(Kiln, name)) === Kiln
 
 function exposed(op)
     try
-        op in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu") &&
+        haskey(UNARY_F, op) &&
             return owned(Broadcast.broadcasted, Tuple{KS,typeof(unary_f(op)),KA})
         haskey(BINARY_F, op) && return owned(Broadcast.broadcasted, Tuple{KS,typeof(BINARY_F[op]),KA,KA}) &&
                                        owned(Broadcast.broadcasted, Tuple{KS,typeof(BINARY_F[op]),KA,Float64})
@@ -253,9 +255,11 @@ function run_op(op, p, c::Case, dir)
         k(xs...; workgroups=Tuple(p["workgroups"]), uniforms=uni)
         return xs[p["output"]+1]
     elseif haskey(BINARY_F, op)
-        f = BINARY_F[op]
+        T = eltype(x)
+        f = binary_f(op, T)
         if haskey(p, "scalar")
-            return p["scalar_first"] ? f.(p["scalar"], x) : f.(x, p["scalar"])
+            s = T <: Integer ? T(p["scalar"]) : p["scalar"]
+            return p["scalar_first"] ? f.(s, x) : f.(x, s)
         end
         return f.(up("a"), up("b"))
     else

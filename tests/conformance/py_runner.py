@@ -23,22 +23,11 @@ LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}
 # Each shared op name and the names the Python binding may give it, in order of preference
 # (the array-API spellings are the binding's own choice; the semantics must be the core op's).
 # transpose(x, axis0, axis1) in kiln-core is numpy's swapaxes; kiln.transpose is numpy's.
-ALIASES = {
-    "neg": ["neg", "negative"],
-    "sub": ["sub", "subtract"],
-    "mul": ["mul", "multiply"],
-    "div": ["div", "divide"],
-    "eq": ["eq", "equal"],
-    "ne": ["ne", "not_equal"],
-    "lt": ["lt", "less"],
-    "le": ["le", "less_equal"],
-    "gt": ["gt", "greater"],
-    "ge": ["ge", "greater_equal"],
-    "cast": ["cast", "astype"],
-    "permute": ["permute", "permute_dims"],
-    "transpose": ["swapaxes"],
-    "kernel": ["Kernel"],
-}
+# numpy's names for kiln-core's ops, from the op table (tests/conformance/ops.json, written by
+# `kiln gen`), with kiln-core's own name as a fallback and Kernel for custom kernels.
+_TABLE = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json")))["ops"]
+ALIASES = {o["name"]: [o["python"], o["name"]] for o in _TABLE}
+ALIASES["kernel"] = ["Kernel"]
 
 
 def resolve(op):

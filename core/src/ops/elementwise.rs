@@ -14,134 +14,208 @@ const TEMPLATE: &str = include_str!("../../../shaders/elementwise.wgsl");
 /// kernel only when its expression calls one.
 const SPECIAL: &str = include_str!("../../../shaders/elementwise_special.wgsl");
 
-/// Unary elementwise ops. Floats follow IEEE 754, the Array API standard's special-case tables
-/// and numpy: NaN in gives NaN out, the sign of zero is kept where the standard keeps it
-/// (`neg`, `abs`, `sqrt(-0) = -0`, `sin`, `tanh`, …), and ±inf give the limits. The special
-/// values are recognised from the bits, so they hold whatever a GPU's float compares assume.
-/// A GPU may read subnormal operands of arithmetic as ±0 and flush subnormal results to ±0
-/// (WGSL allows both, the H100 does it); `log`, `sqrt`, `rsqrt`, `sin`, `cos`, `tanh` and `relu`
-/// read subnormal inputs from the bits, exactly on every device (docs/elementwise-accuracy.md).
-/// f16 tensors are computed in f32 and rounded once on store (overflow gives ±inf).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
+/// Counts the identifiers given (the length of the `ALL` arrays).
+macro_rules! count {
+    () => { 0 };
+    ($head:ident $($tail:ident)*) => { 1 + count!($($tail)*) };
+}
+
+/// The unary op table: one line per op, in the style of candle's `unary_op!`. Each line gives
+///
+/// `Variant name rule ["python" "elixir" "julia"] "doc phrase" { dtype pattern => "WGSL", … }`
+///
+/// and produces the enum variant (with the doc comment above the line), its name and the
+/// function `ops::name`, its dtype rule
+/// (`any`: every dtype; `float`: f32 and f16 only), its name in each binding and its WGSL
+/// expression of `x0` per dtype (the `k_` functions are in shaders/elementwise_special.wgsl).
+/// A binding name starting with `~` is written by hand in that binding (it takes extra
+/// parameters or has other semantics there); `kiln gen` lists it but writes no wrapper.
+/// `kiln gen` (cli/src/gen.rs) reads these tables through [`UnaryOp::ALL`] and the accessors.
+macro_rules! unary_ops {
+    ($(
+        $(#[$doc:meta])*
+        $v:ident $f:ident $rule:ident [$py:literal $ex:literal $jl:literal] $phrase:literal
+            { $($dt:pat => $wgsl:literal),+ $(,)? }
+    )*) => {
+        /// Unary elementwise ops. Floats follow IEEE 754, the Array API standard's special-case
+        /// tables and numpy: NaN in gives NaN out, the sign of zero is kept where the standard
+        /// keeps it (`neg`, `abs`, `sqrt(-0) = -0`, `sin`, `tanh`, `floor`, …), and ±inf give the
+        /// limits. The special values are recognised from the bits, so they hold whatever a
+        /// GPU's float compares assume. A GPU may read subnormal operands of arithmetic as ±0 and
+        /// flush subnormal results to ±0 (WGSL allows both, the H100 does it); `log`, `sqrt`,
+        /// `rsqrt`, `sin`, `cos`, `tanh`, `relu` and `floor` read subnormal inputs from the bits,
+        /// exactly on every device (docs/elementwise-accuracy.md). f16 tensors are computed in
+        /// f32 and rounded once on store (overflow gives ±inf).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum UnaryOp {
+            $( $(#[$doc])* $v, )*
+        }
+
+        impl UnaryOp {
+            /// Every unary op, in table order.
+            pub const ALL: [UnaryOp; count!($($v)*)] = [$(UnaryOp::$v),*];
+
+            pub fn name(self) -> &'static str {
+                match self { $(UnaryOp::$v => stringify!($f),)* }
+            }
+
+            /// Whether the op is defined on integer tensors (the rest need a float dtype).
+            pub fn allows_int(self) -> bool {
+                match self { $(UnaryOp::$v => stringify!($rule) == "any",)* }
+            }
+
+            /// Names in the bindings: `[python, elixir, julia]` (`~`: written by hand there).
+            pub fn binding_names(self) -> [&'static str; 3] {
+                match self { $(UnaryOp::$v => [$py, $ex, $jl],)* }
+            }
+
+            /// What the op computes, as the C header's doc comment says it ("Elementwise …").
+            pub fn doc_phrase(self) -> &'static str {
+                match self { $(UnaryOp::$v => $phrase,)* }
+            }
+
+            /// The WGSL for `op(x0)` (the `k_` functions are in shaders/elementwise_special.wgsl).
+            fn expr(self, dtype: DType) -> &'static str {
+                #[allow(unused_imports)]
+                use DType::*;
+                match self { $(UnaryOp::$v => match dtype { $($dt => $wgsl,)+ },)* }
+            }
+        }
+
+        $(
+            #[doc = concat!("Elementwise `", stringify!($f), "`: ", $phrase, " (see [`UnaryOp::", stringify!($v), "`]).")]
+            pub fn $f(x: &Tensor) -> Result<Tensor> {
+                unary(UnaryOp::$v, x)
+            }
+        )*
+    };
+}
+
+unary_ops! {
     /// `-x`; flips the sign bit (`-(+0) = -0`); integers wrap (`-i32::MIN = i32::MIN`).
-    Neg,
+    Neg neg any ["negative" "negate" "-"] "-x" { U32 => "0u - x0", _ => "-x0" }
     /// `|x|`; clears the sign bit; integers wrap (`abs(i32::MIN) = i32::MIN`).
-    Abs,
+    Abs abs any ["abs" "abs" "abs"] "|x|" { U32 => "x0", _ => "abs(x0)" }
     /// `e^x`: `exp(±0) = 1`, `exp(-inf) = +0`, `exp(+inf) = +inf`, overflow gives +inf.
-    Exp,
+    Exp exp float ["exp" "exp" "exp"] "e^x" { _ => "k_exp(x0)" }
     /// Natural log: `log(±0) = -inf`, `log(x < 0) = NaN`, `log(+inf) = +inf`, `log(1) = +0`.
-    Log,
+    Log log float ["log" "log" "log"] "natural logarithm ln(x)" { _ => "k_log(x0)" }
     /// `sqrt(±0) = ±0`, `sqrt(x < 0) = NaN`, `sqrt(+inf) = +inf`.
-    Sqrt,
+    Sqrt sqrt float ["sqrt" "sqrt" "sqrt"] "square root" { _ => "k_sqrt(x0)" }
     /// `1 / sqrt(x)`: `rsqrt(±0) = ±inf`, `rsqrt(x < 0) = NaN`, `rsqrt(+inf) = +0`.
-    Rsqrt,
+    Rsqrt rsqrt float ["rsqrt" "rsqrt" "rsqrt"] "1 / sqrt(x)" { _ => "k_rsqrt(x0)" }
     /// `sin(±0) = ±0`, `sin(±inf) = NaN`. The argument is reduced exactly (Payne-Hanek in
     /// integer arithmetic, no builtin `sin`), so the error is the same at every magnitude: at
     /// most 1.2e-7 absolute measured on lavapipe and on an H100 from 2^-20 to `f32::MAX` (tested
     /// to 2.5e-7; docs/elementwise-accuracy.md); results always lie in [-1, 1].
-    Sin,
+    Sin sin float ["sin" "sin" "sin"] "sin(x)" { _ => "k_sin_cos(x0, false)" }
     /// `cos(±0) = 1`, `cos(±inf) = NaN`; accuracy as for [`UnaryOp::Sin`].
-    Cos,
+    Cos cos float ["cos" "cos" "cos"] "cos(x)" { _ => "k_sin_cos(x0, true)" }
     /// `tanh(±0) = ±0`, `tanh(±inf) = ±1`.
-    Tanh,
+    Tanh tanh float ["tanh" "tanh" "tanh"] "tanh(x)" { _ => "k_tanh(x0)" }
     /// `1 / (1 + e^-x)`: `sigmoid(-inf) = +0`, `sigmoid(+inf) = 1`.
-    Sigmoid,
+    Sigmoid sigmoid float ["sigmoid" "sigmoid" "sigmoid"] "logistic sigmoid 1 / (1 + e^-x)" { _ => "k_sigmoid(x0)" }
     /// numpy's `maximum(x, 0)`: `relu(NaN) = NaN`, `relu(-0) = +0`.
-    Relu,
+    Relu relu any ["relu" "relu" "relu"] "max(x, 0)" { U32 => "x0", I32 => "max(x0, 0)", _ => "k_relu(x0)" }
     /// GELU with the exact erf (erf to 1.5e-7 absolute). `gelu(-inf) = -0` (the limit; the
     /// formula would give `-inf * 0 = NaN`), `gelu(+inf) = +inf`, `gelu(±0) = ±0`.
-    Gelu,
+    Gelu gelu float ["~gelu" "gelu" "gelu"] "GELU with the exact erf" { _ => "k_gelu(x0)" }
     /// GELU with the tanh approximation; special values as [`UnaryOp::Gelu`].
-    GeluTanh,
+    GeluTanh gelu_tanh float ["gelu_tanh" "gelu_tanh" "gelu_tanh"] "GELU with the tanh approximation" { _ => "k_gelu_tanh(x0)" }
     /// `x / (1 + e^-x)`; special values as [`UnaryOp::Gelu`].
-    Silu,
+    Silu silu float ["silu" "silu" "silu"] "x * sigmoid(x)" { _ => "k_silu(x0)" }
+    /// The largest whole number not above `x`, computed from the bits (exact on every device,
+    /// subnormals included: `floor(-1e-45) = -1`): `floor(±0) = ±0`, `floor(±inf) = ±inf`,
+    /// `floor(NaN) = NaN`, `floor(-0.5) = -1`, `floor(0.5) = +0`.
+    Floor floor float ["floor" "floor" "floor"] "floor(x), the largest whole number not above x" { _ => "k_floor(x0)" }
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 14] = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Sqrt,
-        UnaryOp::Rsqrt,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Tanh,
-        UnaryOp::Sigmoid,
-        UnaryOp::Relu,
-        UnaryOp::Gelu,
-        UnaryOp::GeluTanh,
-        UnaryOp::Silu,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Rsqrt => "rsqrt",
-            UnaryOp::Sin => "sin",
-            UnaryOp::Cos => "cos",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Gelu => "gelu",
-            UnaryOp::GeluTanh => "gelu_tanh",
-            UnaryOp::Silu => "silu",
-        }
-    }
-
     pub fn parse(name: &str) -> Result<UnaryOp> {
         Self::ALL
             .into_iter()
             .find(|op| op.name() == name)
             .ok_or_else(|| Error::InvalidArgument(format!("unknown unary op {name:?}")))
     }
-
-    /// Whether the op is defined on integer tensors (the rest need a float dtype).
-    pub fn allows_int(self) -> bool {
-        matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
-    }
-
-    /// The WGSL for `op(x0)` (the `k_` functions are in shaders/elementwise_special.wgsl).
-    fn expr(self, dtype: DType) -> &'static str {
-        match (self, dtype) {
-            (UnaryOp::Neg, DType::U32) => "0u - x0",
-            (UnaryOp::Neg, _) => "-x0",
-            (UnaryOp::Abs, DType::U32) => "x0",
-            (UnaryOp::Abs, _) => "abs(x0)",
-            (UnaryOp::Relu, DType::U32) => "x0",
-            (UnaryOp::Relu, DType::I32) => "max(x0, 0)",
-            (UnaryOp::Relu, _) => "k_relu(x0)",
-            (UnaryOp::Exp, _) => "k_exp(x0)",
-            (UnaryOp::Log, _) => "k_log(x0)",
-            (UnaryOp::Sqrt, _) => "k_sqrt(x0)",
-            (UnaryOp::Rsqrt, _) => "k_rsqrt(x0)",
-            (UnaryOp::Sin, _) => "k_sin_cos(x0, false)",
-            (UnaryOp::Cos, _) => "k_sin_cos(x0, true)",
-            (UnaryOp::Tanh, _) => "k_tanh(x0)",
-            (UnaryOp::Sigmoid, _) => "k_sigmoid(x0)",
-            (UnaryOp::Gelu, _) => "k_gelu(x0)",
-            (UnaryOp::GeluTanh, _) => "k_gelu_tanh(x0)",
-            (UnaryOp::Silu, _) => "k_silu(x0)",
-        }
-    }
 }
 
-/// Binary elementwise ops and comparisons (numpy broadcasting; both operands of one dtype).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
+/// The binary op table: one line per op, as [`unary_ops!`]:
+///
+/// `Variant name name_scalar kind ["python" "elixir" "julia"] "doc phrase" { dtype pattern => "WGSL", … }`
+///
+/// `kind` is `arith` (the result has the operands' dtype) or `compare` (u32 0/1). The WGSL is
+/// `x0 OP x1` on operands of the dtype. Float comparisons, maximum and minimum order the
+/// operands by their bits (NaN apart): WGSL's `!=` becomes an ordered compare in naga's SPIR-V
+/// (NaN != NaN gave false), and a GPU that flushes subnormals compares them as 0.
+macro_rules! binary_ops {
+    ($(
+        $(#[$doc:meta])*
+        $v:ident $f:ident $fs:ident $kind:ident [$py:literal $ex:literal $jl:literal] $phrase:literal
+            { $($dt:pat => $wgsl:literal),+ $(,)? }
+    )*) => {
+        /// Binary elementwise ops and comparisons (numpy broadcasting; both operands of one dtype).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum BinaryOp {
+            $( $(#[$doc])* $v, )*
+        }
+
+        impl BinaryOp {
+            /// Every binary op, in table order.
+            pub const ALL: [BinaryOp; count!($($v)*)] = [$(BinaryOp::$v),*];
+
+            pub fn name(self) -> &'static str {
+                match self { $(BinaryOp::$v => stringify!($f),)* }
+            }
+
+            /// Comparisons give u32 0/1 whatever the input dtype.
+            pub fn is_comparison(self) -> bool {
+                match self { $(BinaryOp::$v => stringify!($kind) == "compare",)* }
+            }
+
+            /// Names in the bindings: `[python, elixir, julia]` (`~`: written by hand there).
+            pub fn binding_names(self) -> [&'static str; 3] {
+                match self { $(BinaryOp::$v => [$py, $ex, $jl],)* }
+            }
+
+            /// What the op computes, as the C header's doc comment says it ("Elementwise …").
+            pub fn doc_phrase(self) -> &'static str {
+                match self { $(BinaryOp::$v => $phrase,)* }
+            }
+
+            /// The WGSL for `x0 OP x1` on operands of `dtype` (the `k_` functions are in
+            /// shaders/elementwise_special.wgsl).
+            fn expr(self, dtype: DType) -> &'static str {
+                #[allow(unused_imports)]
+                use DType::*;
+                match self { $(BinaryOp::$v => match dtype { $($dt => $wgsl,)+ },)* }
+            }
+        }
+
+        $(
+            #[doc = concat!("Elementwise ", $phrase, " with numpy broadcasting (see [`BinaryOp::", stringify!($v), "`]).")]
+            pub fn $f(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+                binary(BinaryOp::$v, a, b)
+            }
+            #[doc = concat!("`", stringify!($f), "` with a scalar right operand.")]
+            pub fn $fs(a: &Tensor, s: f64) -> Result<Tensor> {
+                binary_scalar(BinaryOp::$v, a, s, false)
+            }
+        )*
+    };
+}
+
+binary_ops! {
+    Add add add_scalar arith ["add" "add" "+"] "a + b" { _ => "x0 + x1" }
+    Sub sub sub_scalar arith ["subtract" "subtract" "-"] "a - b" { _ => "x0 - x1" }
+    Mul mul mul_scalar arith ["multiply" "multiply" "*"] "a * b" { _ => "x0 * x1" }
     /// Floats: IEEE division (`x / ±0 = ±inf`, `0 / 0 = NaN`). Integers: numpy's floor
     /// division `//`, rounding toward -inf (`-7 div 2 = -4`, `7 div -2 = -4`); `x div 0 = 0`
     /// (numpy's result, which also warns) and `i32::MIN div -1 = i32::MIN` (wraps, as numpy).
-    Div,
+    Div div div_scalar arith ["~divide" "divide" "~/"] "a / b (integers: floor division as numpy's //, x / 0 = 0)" {
+        I32 => "k_floor_div_i32(x0, x1)",
+        U32 => "k_floor_div_u32(x0, x1)",
+        _ => "k_div(x0, x1)",
+    }
     /// Floats: C99 / IEEE 754 `pow`, every special case of the Array API standard:
     /// `x^±0 = 1` and `1^y = 1` even for NaN; a negative base with a whole exponent gives the
     /// signed power (`(-2)^3 = -8`, `(-2)^2 = 4`), with a fractional one NaN; `(±0)^y` is
@@ -151,106 +225,32 @@ pub enum BinaryOp {
     /// the GPU's `pow(|x|, y)`. Integers (i32, u32): numpy's integer power, wrapping modulo
     /// 2^32 (`3^40` as numpy), `0^0 = 1`; a negative i32 exponent, which numpy refuses, gives
     /// the integer part of `1 / x^|y|`: 1 for x = 1, ±1 for x = -1, else 0 (0 for x = 0 too).
-    Pow,
+    Pow pow pow_scalar arith ["pow" "pow" "~^"] "a raised to b" {
+        I32 => "k_pow_i32(x0, x1)",
+        U32 => "k_pow_u32(x0, x1)",
+        _ => "k_pow(x0, x1)",
+    }
     /// numpy's `maximum`: NaN if either operand is NaN; on a tie (`-0` vs `+0`) the second.
-    Maximum,
+    Maximum maximum maximum_scalar arith ["maximum" "maximum" "max"] "the larger of a and b" { F32 | F16 => "k_max(x0, x1)", _ => "max(x0, x1)" }
     /// numpy's `minimum`: NaN if either operand is NaN; on a tie the second.
-    Minimum,
+    Minimum minimum minimum_scalar arith ["minimum" "minimum" "min"] "the smaller of a and b" { F32 | F16 => "k_min(x0, x1)", _ => "min(x0, x1)" }
     /// `==` (u32 0/1): false for NaN; `-0 == +0`.
-    Eq,
+    Eq eq eq_scalar compare ["equal" "equal" "=="] "a == b" { F32 | F16 => "select(0u, 1u, k_eq(x0, x1))", _ => "select(0u, 1u, x0 == x1)" }
     /// `!=`: true when either operand is NaN.
-    Ne,
+    Ne ne ne_scalar compare ["not_equal" "not_equal" "!="] "a != b" { F32 | F16 => "select(1u, 0u, k_eq(x0, x1))", _ => "select(0u, 1u, x0 != x1)" }
     /// `<` (false for NaN, like every ordered comparison).
-    Lt,
-    Le,
-    Gt,
-    Ge,
+    Lt lt lt_scalar compare ["less" "less" "<"] "a < b" { F32 | F16 => "select(0u, 1u, k_lt(x0, x1))", _ => "select(0u, 1u, x0 < x1)" }
+    Le le le_scalar compare ["less_equal" "less_equal" "<="] "a <= b" { F32 | F16 => "select(0u, 1u, k_le(x0, x1))", _ => "select(0u, 1u, x0 <= x1)" }
+    Gt gt gt_scalar compare ["greater" "greater" ">"] "a > b" { F32 | F16 => "select(0u, 1u, k_lt(x1, x0))", _ => "select(0u, 1u, x0 > x1)" }
+    Ge ge ge_scalar compare ["greater_equal" "greater_equal" ">="] "a >= b" { F32 | F16 => "select(0u, 1u, k_le(x1, x0))", _ => "select(0u, 1u, x0 >= x1)" }
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 13] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Pow,
-        BinaryOp::Maximum,
-        BinaryOp::Minimum,
-        BinaryOp::Eq,
-        BinaryOp::Ne,
-        BinaryOp::Lt,
-        BinaryOp::Le,
-        BinaryOp::Gt,
-        BinaryOp::Ge,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Pow => "pow",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-            BinaryOp::Eq => "eq",
-            BinaryOp::Ne => "ne",
-            BinaryOp::Lt => "lt",
-            BinaryOp::Le => "le",
-            BinaryOp::Gt => "gt",
-            BinaryOp::Ge => "ge",
-        }
-    }
-
     pub fn parse(name: &str) -> Result<BinaryOp> {
         Self::ALL
             .into_iter()
             .find(|op| op.name() == name)
             .ok_or_else(|| Error::InvalidArgument(format!("unknown binary op {name:?}")))
-    }
-
-    /// Comparisons give u32 0/1 whatever the input dtype.
-    pub fn is_comparison(self) -> bool {
-        matches!(self, BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
-    }
-
-    /// The WGSL for `x0 OP x1` on operands of `dtype` (the `k_` functions are in
-    /// shaders/elementwise_special.wgsl). Float comparisons, maximum and minimum order the
-    /// operands by their bits (NaN apart): WGSL's `!=` becomes an ordered compare in naga's
-    /// SPIR-V (NaN != NaN gave false), and a GPU that flushes subnormals compares them as 0.
-    fn expr(self, dtype: DType) -> &'static str {
-        let float = dtype.is_float();
-        match self {
-            BinaryOp::Add => "x0 + x1",
-            BinaryOp::Sub => "x0 - x1",
-            BinaryOp::Mul => "x0 * x1",
-            BinaryOp::Div => match dtype {
-                DType::I32 => "k_floor_div_i32(x0, x1)",
-                DType::U32 => "k_floor_div_u32(x0, x1)",
-                _ => "k_div(x0, x1)",
-            },
-            BinaryOp::Pow => match dtype {
-                DType::I32 => "k_pow_i32(x0, x1)",
-                DType::U32 => "k_pow_u32(x0, x1)",
-                _ => "k_pow(x0, x1)",
-            },
-            BinaryOp::Maximum if float => "k_max(x0, x1)",
-            BinaryOp::Maximum => "max(x0, x1)",
-            BinaryOp::Minimum if float => "k_min(x0, x1)",
-            BinaryOp::Minimum => "min(x0, x1)",
-            BinaryOp::Eq if float => "select(0u, 1u, k_eq(x0, x1))",
-            BinaryOp::Ne if float => "select(1u, 0u, k_eq(x0, x1))",
-            BinaryOp::Lt if float => "select(0u, 1u, k_lt(x0, x1))",
-            BinaryOp::Le if float => "select(0u, 1u, k_le(x0, x1))",
-            BinaryOp::Gt if float => "select(0u, 1u, k_lt(x1, x0))",
-            BinaryOp::Ge if float => "select(0u, 1u, k_le(x1, x0))",
-            BinaryOp::Eq => "select(0u, 1u, x0 == x1)",
-            BinaryOp::Ne => "select(0u, 1u, x0 != x1)",
-            BinaryOp::Lt => "select(0u, 1u, x0 < x1)",
-            BinaryOp::Le => "select(0u, 1u, x0 <= x1)",
-            BinaryOp::Gt => "select(0u, 1u, x0 > x1)",
-            BinaryOp::Ge => "select(0u, 1u, x0 >= x1)",
-        }
     }
 }
 
@@ -541,42 +541,3 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> 
     let device = crate::runtime::device()?;
     elementwise("arange", &[], &[n], dtype, expr, [scalar_bits(dtype, start), scalar_bits(dtype, step)], &device)
 }
-
-macro_rules! unary_fns {
-    ($($name:ident => $op:ident),* $(,)?) => {
-        $(
-            #[doc = concat!("Elementwise `", stringify!($name), "`.")]
-            pub fn $name(x: &Tensor) -> Result<Tensor> {
-                unary(UnaryOp::$op, x)
-            }
-        )*
-    };
-}
-
-unary_fns!(
-    neg => Neg, abs => Abs, exp => Exp, log => Log, sqrt => Sqrt, rsqrt => Rsqrt, sin => Sin,
-    cos => Cos, tanh => Tanh, sigmoid => Sigmoid, relu => Relu, gelu => Gelu,
-    gelu_tanh => GeluTanh, silu => Silu,
-);
-
-macro_rules! binary_fns {
-    ($($name:ident, $scalar:ident => $op:ident),* $(,)?) => {
-        $(
-            #[doc = concat!("Elementwise `", stringify!($name), "` with numpy broadcasting.")]
-            pub fn $name(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-                binary(BinaryOp::$op, a, b)
-            }
-            #[doc = concat!("`", stringify!($name), "` with a scalar right operand.")]
-            pub fn $scalar(a: &Tensor, s: f64) -> Result<Tensor> {
-                binary_scalar(BinaryOp::$op, a, s, false)
-            }
-        )*
-    };
-}
-
-binary_fns!(
-    add, add_scalar => Add, sub, sub_scalar => Sub, mul, mul_scalar => Mul, div, div_scalar => Div,
-    pow, pow_scalar => Pow, maximum, maximum_scalar => Maximum, minimum, minimum_scalar => Minimum,
-    eq, eq_scalar => Eq, ne, ne_scalar => Ne, lt, lt_scalar => Lt, le, le_scalar => Le,
-    gt, gt_scalar => Gt, ge, ge_scalar => Ge,
-);

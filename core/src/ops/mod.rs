@@ -19,22 +19,131 @@ pub use norm::*;
 pub use random::*;
 pub use reduce::*;
 
-/// Every op of the shared API, by its name in every binding (C adds the `kiln_` prefix, Elixir
-/// and Julia follow their own casing). The conformance suite checks each binding against it.
-pub const OP_NAMES: &[&str] = &[
-    // creation and random
-    "zeros", "ones", "full", "arange", "random_uniform", "random_normal",
-    // unary
-    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
-    // binary and comparisons
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "where", "cast",
-    // linear algebra, reductions, normalisation
-    "matmul", "sum", "mean", "max", "min", "var", "argmax", "argmin",
-    "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm",
-    // convolution and pooling
-    "conv2d", "max_pool2d", "avg_pool2d",
-    // data movement
-    "reshape", "permute", "transpose", "concat", "slice", "index_select", "gather",
-    // nn
-    "embedding", "rope", "attention",
+/// One op of the shared API, as every binding names and documents it. `kiln gen`
+/// (cli/src/gen.rs) writes the bindings' repetitive surfaces, the conformance suite's op list
+/// and the table of docs/ops-api.md from [`op_table`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpInfo {
+    /// The core name (C adds `kiln_`).
+    pub name: &'static str,
+    pub family: &'static str,
+    /// Tensor inputs (0 for creation ops; `n` for concat's list is written 1).
+    pub arity: usize,
+    /// The dtypes it takes: "any", "float" (f32, f16), "int" (i32, u32) or a phrase.
+    pub dtypes: &'static str,
+    /// The parameters after the tensors, with their types and defaults (`name: type = default`).
+    pub params: &'static str,
+    /// One line saying what it computes.
+    pub doc: &'static str,
+    /// `[python, elixir, julia]` names; a leading `~` marks a hand-written wrapper in that
+    /// binding (other semantics or extra parameters), which `kiln gen` lists but does not write.
+    pub names: [&'static str; 3],
+}
+
+impl OpInfo {
+    /// The Python name (without the `~` mark).
+    pub fn py(&self) -> &'static str {
+        self.names[0].trim_start_matches('~')
+    }
+    /// The Elixir name: Nx's where Nx has the op (`subtract`, `greater_equal`, …).
+    pub fn ex(&self) -> &'static str {
+        self.names[1].trim_start_matches('~')
+    }
+    /// The Julia function (Base's where Base has it).
+    pub fn jl(&self) -> &'static str {
+        self.names[2].trim_start_matches('~')
+    }
+}
+
+const fn op(
+    name: &'static str,
+    family: &'static str,
+    arity: usize,
+    dtypes: &'static str,
+    params: &'static str,
+    doc: &'static str,
+    names: [&'static str; 3],
+) -> OpInfo {
+    OpInfo { name, family, arity, dtypes, params, doc, names }
+}
+
+/// The ops with their own signatures (creation, random, where, cast, and every kernel family
+/// but elementwise); the unary and binary ops come from the tables in elementwise.rs.
+const BEFORE_ELEMENTWISE: &[OpInfo] = &[
+    op("zeros", "creation", 0, "any", "shape, dtype", "a tensor of zeros", ["~zeros", "~zeros", "~zeros"]),
+    op("ones", "creation", 0, "any", "shape, dtype", "a tensor of ones", ["~ones", "~ones", "~ones"]),
+    op("full", "creation", 0, "any", "shape, dtype, value: f64", "a tensor filled with `value`", ["~full", "~full", "~full"]),
+    op("arange", "creation", 0, "any", "start: f64, stop: f64, step: f64, dtype", "`start, start + step, …` below `stop` (numpy's arange)", ["~arange", "~arange", "~arange"]),
+    op("random_uniform", "random", 0, "float", "shape, dtype, seed: u64, low: f64 = 0, high: f64 = 1", "uniform numbers in [low, high), the same on every device", ["~random_uniform", "~random_uniform", "~rand"]),
+    op("random_normal", "random", 0, "float", "shape, dtype, seed: u64, mean: f64 = 0, std: f64 = 1", "normal numbers, the same on every device", ["~random_normal", "~random_normal", "~randn"]),
 ];
+
+const AFTER_ELEMENTWISE: &[OpInfo] = &[
+    op("where", "select", 3, "any", "", "`cond ? a : b` elementwise with broadcasting (cond non-zero = true)", ["~where", "~where", "~ifelse"]),
+    op("cast", "cast", 1, "any", "dtype", "conversion to `dtype` (float to int truncates, saturating)", ["~astype", "~cast", "~convert"]),
+    op("matmul", "matmul", 2, "any", "", "numpy matmul (1-D operands promoted, batch dims broadcast)", ["~matmul", "~matmul", "~*"]),
+    op("sum", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false", "sum over axes", ["~sum", "~sum", "~sum"]),
+    op("mean", "reduce", 1, "float", "axes: Option<&[isize]> = None, keepdims: bool = false", "mean over axes", ["~mean", "~mean", "~mean"]),
+    op("max", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false", "maximum over axes", ["~max", "~max", "~maximum"]),
+    op("min", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false", "minimum over axes", ["~min", "~min", "~minimum"]),
+    op("var", "reduce", 1, "float", "axes: Option<&[isize]> = None, keepdims: bool = false, ddof: usize = 0", "variance over axes", ["~var", "~var", "~var"]),
+    op("argmax", "reduce", 1, "any", "axis: Option<isize> = None, keepdims: bool = false", "index (u32) of the largest element", ["~argmax", "~argmax", "~argmax"]),
+    op("argmin", "reduce", 1, "any", "axis: Option<isize> = None, keepdims: bool = false", "index (u32) of the smallest element", ["~argmin", "~argmin", "~argmin"]),
+    op("softmax", "norm", 1, "float", "axis: isize", "softmax along an axis", ["~softmax", "~softmax", "~softmax"]),
+    op("log_softmax", "norm", 1, "float", "axis: isize", "log-softmax along an axis", ["~log_softmax", "~log_softmax", "~log_softmax"]),
+    op("layer_norm", "norm", 1, "float", "weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f32 = 1e-5", "layer normalization over the last axis", ["~layer_norm", "~layer_norm", "~layer_norm"]),
+    op("rms_norm", "norm", 1, "float", "weight: Option<&Tensor>, eps: f32 = 1e-6", "RMS normalization over the last axis", ["~rms_norm", "~rms_norm", "~rms_norm"]),
+    op("batch_norm", "norm", 3, "float", "weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f32 = 1e-5", "batch normalization (inference) of [N, C, ...] with stats [C]", ["~batch_norm", "~batch_norm", "~batch_norm"]),
+    op("conv2d", "conv/pool", 2, "any", "bias: Option<&Tensor>, stride: [usize; 2] = 1, padding: [usize; 2] = 0, dilation: [usize; 2] = 1, groups: usize = 1", "2-D convolution, NCHW", ["~conv2d", "~conv2d", "~conv2d"]),
+    op("max_pool2d", "conv/pool", 1, "any", "kernel: [usize; 2], stride: [usize; 2] = kernel, padding: [usize; 2] = 0", "max pooling, NCHW", ["~max_pool2d", "~max_pool2d", "~max_pool2d"]),
+    op("avg_pool2d", "conv/pool", 1, "any", "kernel: [usize; 2], stride: [usize; 2] = kernel, padding: [usize; 2] = 0", "average pooling (padding counts), NCHW", ["~avg_pool2d", "~avg_pool2d", "~avg_pool2d"]),
+    op("reshape", "movement", 1, "any", "shape: &[isize]", "the same data with another shape (one -1 inferred)", ["~reshape", "~reshape", "~reshape"]),
+    op("permute", "movement", 1, "any", "axes: &[isize]", "axes reordered", ["~permute_dims", "~permute", "~permutedims"]),
+    op("transpose", "movement", 1, "any", "axis0: isize, axis1: isize", "two axes swapped (numpy's swapaxes)", ["~swapaxes", "~transpose", "~swapdims"]),
+    op("concat", "movement", 1, "any", "axis: isize", "tensors joined along an axis", ["~concat", "~concat", "~cat"]),
+    op("slice", "movement", 1, "any", "axis: isize, start: isize, stop: isize, step: isize = 1", "`x[start:stop:step]` along an axis", ["~slice", "~slice", "~getindex"]),
+    op("index_select", "movement", 2, "any", "axis: isize", "entries picked by 1-D indices (numpy take)", ["~index_select", "~index_select", "~index_select"]),
+    op("gather", "movement", 2, "any", "axis: isize", "torch.gather along an axis", ["~gather", "~gather", "~gather"]),
+    op("embedding", "nn", 2, "any", "", "rows of weight [V, D] picked by ids", ["~embedding", "~embedding", "~embedding"]),
+    op("rope", "nn", 1, "float", "pos_offset: usize = 0, base: f32 = 10000", "rotary position embedding (rotate-half)", ["~rope", "~rope", "~rope"]),
+    op("attention", "nn", 3, "float", "causal: bool = false, scale: Option<f32> = None", "scaled dot-product attention", ["~attention", "~attention", "~attention"]),
+];
+
+/// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's
+/// generated surface, the conformance suite and the docs are made from (`make gen`).
+pub fn op_table() -> Vec<OpInfo> {
+    let mut t = BEFORE_ELEMENTWISE.to_vec();
+    for u in UnaryOp::ALL {
+        let dtypes = if u.allows_int() { "any" } else { "float" };
+        t.push(op(u.name(), "unary", 1, dtypes, "", u.doc_phrase(), u.binding_names()));
+    }
+    for b in BinaryOp::ALL {
+        let family = if b.is_comparison() { "compare" } else { "binary" };
+        let dtypes = if b.is_comparison() { "any (gives u32 0/1)" } else { "any" };
+        t.push(op(b.name(), family, 2, dtypes, "", b.doc_phrase(), b.binding_names()));
+    }
+    t.extend_from_slice(AFTER_ELEMENTWISE);
+    t
+}
+
+/// The names of [`op_table`], in its order. The conformance suite checks each binding against it.
+pub fn op_names() -> Vec<&'static str> {
+    op_table().iter().map(|o| o.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn op_names_are_unique_and_parse() {
+        let names = super::op_names();
+        for (i, n) in names.iter().enumerate() {
+            assert!(!names[..i].contains(n), "{n} twice");
+        }
+        for u in super::UnaryOp::ALL {
+            assert_eq!(super::UnaryOp::parse(u.name()), Ok(u));
+        }
+        for b in super::BinaryOp::ALL {
+            assert_eq!(super::BinaryOp::parse(b.name()), Ok(b));
+        }
+    }
+}

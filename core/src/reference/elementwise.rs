@@ -70,6 +70,7 @@ pub fn unary_value(op: UnaryOp, x: f64, dtype: DType) -> f64 {
             0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
         }
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
+        UnaryOp::Floor => x.floor(),
     };
     // Integer neg/abs wrap like two's complement (abs(i32::MIN) stays i32::MIN).
     round_to(dtype, wrap(dtype, v))

@@ -3,9 +3,8 @@ defmodule Kiln.Error do
   The error every Kiln call raises (ops) or returns in `{:error, %Kiln.Error{}}` (compile,
   devices).
 
-  * `:code` - an atom: `:invalid_argument`, `:null_pointer`, `:shape_mismatch`,
-    `:dtype_mismatch`, `:out_of_memory`, `:quota_exceeded`, `:shader`, `:device_lost`,
-    `:no_adapter`, `:timeout`, `:unsupported`, `:panic`, `:internal`; and `:nif_not_loaded` when
+  * `:code` - an atom, the lower-case name of a code of kiln-core's error table (`codes/0`:
+    `:invalid_argument`, `:shape_mismatch`, `:device_lost`, ...); and `:nif_not_loaded` when
     the native library is missing or stale.
   * `:status` - the stable numeric code shared by every Kiln binding (docs/DESIGN.md), e.g. 3 for
     `:shape_mismatch`.
@@ -21,6 +20,7 @@ defmodule Kiln.Error do
 
   defexception code: :internal, status: 13, message: "internal error"
 
+  # BEGIN GENERATED (kiln gen): kiln-core's error table (core/src/error.rs)
   @codes %{
     ok: 0,
     invalid_argument: 1,
@@ -37,6 +37,10 @@ defmodule Kiln.Error do
     panic: 12,
     internal: 13
   }
+  # END GENERATED (kiln gen)
+
+  @doc "Every code atom with its numeric status, from kiln-core's error table."
+  def codes, do: @codes
 
   @doc "The numeric status of a code atom (`:nif_not_loaded` counts as `:internal`)."
   def status_of(code), do: Map.get(@codes, code, 13)

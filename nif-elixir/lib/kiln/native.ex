@@ -7,9 +7,14 @@ defmodule Kiln.Native do
 
   @on_load :__load__
 
-  @src_dir Path.expand("../../native/src", __DIR__)
-  @sources @src_dir |> Path.join("*.rs") |> Path.wildcard() |> Enum.sort()
-  for f <- @sources, do: @external_resource(f)
+  # The NIF's own sources and kiln-core's (native/build.rs hashes the same files): a change to
+  # core makes a library built before it stale, so it is rebuilt rather than loaded.
+  @root Path.expand("../../..", __DIR__)
+  @sources ["nif-elixir/native/src/*.rs", "core/src/**/*.rs", "shaders/*.wgsl"]
+           |> Enum.flat_map(&Path.wildcard(Path.join(@root, &1)))
+           |> Enum.map(&Path.relative_to(&1, @root))
+           |> Enum.sort()
+  for f <- @sources, do: @external_resource(Path.join(@root, f))
 
   fnv = fn bytes, h ->
     for <<b <- bytes>>, reduce: h do
@@ -19,9 +24,9 @@ defmodule Kiln.Native do
 
   @source_hash (for f <- @sources, reduce: 0xCBF29CE484222325 do
                   h ->
-                    h = fnv.(Path.basename(f), h)
+                    h = fnv.(f, h)
                     h = fnv.(<<0>>, h)
-                    h = fnv.(File.read!(f), h)
+                    h = fnv.(File.read!(Path.join(@root, f)), h)
                     fnv.(<<0>>, h)
                 end)
                |> Integer.to_string(16)
@@ -94,6 +99,7 @@ defmodule Kiln.Native do
 
   @nifs [
     source_hash: 0,
+    error_codes: 0,
     from_binary: 3,
     to_binary: 1,
     free: 1,
@@ -179,7 +185,7 @@ defmodule Kiln.SafeNative do
   # tuple. A panic that escaped the NIF's own guard (rustler raises `:nif_panicked`) becomes a
   # `:panic` `Kiln.Error`. Nothing raises a bare `ArgumentError` to the user.
 
-  @plain [source_hash: 0, is_freed: 1]
+  @plain [source_hash: 0, error_codes: 0, is_freed: 1]
 
   for {name, arity} <- Kiln.Native.nifs() do
     args = Macro.generate_arguments(arity, __MODULE__)
