@@ -2,7 +2,7 @@
 //! readback copy), and the operand rules for Python scalars.
 
 use crate::errors::{dtype_err, gpu, invalid, to_pyerr};
-use crate::tensor::PyTensor;
+use crate::classes::PyTensor;
 use kiln_core::{DType, Tensor};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyOverflowError;

@@ -7,30 +7,14 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// The exception class (defined in `kiln/_errors.py`) for each stable error code.
-fn class_name(code: ErrorCode) -> &'static str {
-    match code {
-        ErrorCode::InvalidArgument | ErrorCode::NullPointer | ErrorCode::Ok => "InvalidArgumentError",
-        ErrorCode::ShapeMismatch => "ShapeError",
-        ErrorCode::DTypeMismatch => "DTypeError",
-        ErrorCode::OutOfMemory => "OutOfMemoryError",
-        ErrorCode::QuotaExceeded => "QuotaExceededError",
-        ErrorCode::Shader => "ShaderError",
-        ErrorCode::DeviceLost => "DeviceLostError",
-        ErrorCode::NoAdapter => "NoAdapterError",
-        ErrorCode::Timeout => "TimeoutError",
-        ErrorCode::Unsupported => "UnsupportedError",
-        ErrorCode::Panic | ErrorCode::Internal => "InternalError",
-    }
-}
-
 static ERRORS_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 /// `kiln_core::Error` → the matching `kiln.KilnError` subclass, with `.code` set.
 pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     let build = || -> PyResult<PyErr> {
         let module = ERRORS_MODULE.get_or_try_init(py, || py.import("kiln._errors").map(Bound::unbind))?;
-        let cls = module.bind(py).getattr(class_name(e.code()))?.cast_into::<PyType>()?;
+        // kiln/_errors.py picks the class from the code (KilnError for a code without its own).
+        let cls = module.bind(py).getattr("_class_for")?.call1((e.code() as u32,))?.cast_into::<PyType>()?;
         let exc = cls.call1((e.message().to_string(), e.code() as u32))?;
         Ok(PyErr::from_value(exc))
     };
@@ -49,12 +33,6 @@ where
         .map_err(|e| to_pyerr(py, e))
 }
 
-/// Maps a core result without releasing the GIL (for cheap host-only calls).
-#[inline]
-pub fn check<T>(py: Python<'_>, r: kiln_core::Result<T>) -> PyResult<T> {
-    r.map_err(|e| to_pyerr(py, e))
-}
-
 pub fn invalid(py: Python<'_>, msg: impl Into<String>) -> PyErr {
     to_pyerr(py, Error::InvalidArgument(msg.into()))
 }
@@ -63,27 +41,21 @@ pub fn dtype_err(py: Python<'_>, msg: impl Into<String>) -> PyErr {
     to_pyerr(py, Error::DTypeMismatch(msg.into()))
 }
 
+/// kiln-core's error table: `(code, NAME, meaning)` for every stable code, OK included
+/// (kiln/_errors.py builds `CODE_NAMES` from it).
+#[pyfunction]
+pub fn error_codes() -> Vec<(u32, &'static str, &'static str)> {
+    ErrorCode::ALL.iter().map(|&c| (c as u32, c.name(), c.meaning())).collect()
+}
+
 /// Test aid: raises the exception a core error with `code` would raise (the codes that no
 /// input can provoke on a healthy device, such as DEVICE_LOST, are checked through this).
 #[pyfunction]
 pub fn _raise_error(py: Python<'_>, code: u32, message: String) -> PyResult<()> {
-    let e = match code {
-        1 => Error::InvalidArgument(message),
-        2 => Error::NullPointer(message),
-        3 => Error::ShapeMismatch(message),
-        4 => Error::DTypeMismatch(message),
-        5 => Error::OutOfMemory(message),
-        6 => Error::QuotaExceeded(message),
-        7 => Error::Shader(message),
-        8 => Error::DeviceLost(message),
-        9 => Error::NoAdapter(message),
-        10 => Error::Timeout(message),
-        11 => Error::Unsupported(message),
-        12 => Error::Panic(message),
-        13 => Error::Internal(message),
-        _ => return Err(invalid(py, format!("unknown error code {code}"))),
-    };
-    Err(to_pyerr(py, e))
+    match ErrorCode::from_u32(code).and_then(|c| Error::from_code(c, message)) {
+        Some(e) => Err(to_pyerr(py, e)),
+        None => Err(invalid(py, format!("no error has code {code}"))),
+    }
 }
 
 /// Test aid: panics inside a core call, to check that the panic becomes `InternalError`.

@@ -3,9 +3,11 @@
 //! and one function per kiln-core op (ops.rs, nn.rs). The pure-Python package `kiln` re-exports
 //! it, adds aliases, `kiln.random` and the exception classes.
 
+mod classes;
 mod convert;
 mod errors;
 mod ops;
+mod ops_gen;
 mod runtime;
 mod tensor;
 
@@ -27,17 +29,12 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         // runtime
         runtime::devices, runtime::default_device, runtime::select_adapter, runtime::memory_stats,
         runtime::pipeline_stats, runtime::synchronize, runtime::empty_cache, runtime::reset_devices, runtime::_bench_core,
-        errors::_raise_error, errors::_panic, tensor::_tensor,
+        errors::error_codes, errors::_raise_error, errors::_panic, tensor::_tensor,
         // creation
         ops::asarray, ops::from_bytes, ops::zeros, ops::ones, ops::empty, ops::full, ops::zeros_like,
         ops::ones_like, ops::full_like, ops::empty_like, ops::arange, ops::copy, ops::fill, ops::astype,
-        // unary
-        ops::negative, ops::abs, ops::exp, ops::log, ops::sqrt, ops::rsqrt, ops::sin, ops::cos, ops::tanh,
-        ops::sigmoid, ops::relu, ops::gelu, ops::gelu_tanh, ops::silu,
-        // binary, compare, select
-        ops::add, ops::subtract, ops::multiply, ops::divide, ops::floor_divide, ops::remainder, ops::pow, ops::maximum, ops::minimum,
-        ops::equal, ops::not_equal, ops::less, ops::less_equal, ops::greater, ops::greater_equal,
-        ops::where_,
+        // the unary and binary ops with a wrapper of their own (the rest: ops_gen::register)
+        ops::gelu, ops::divide, ops::floor_divide, ops::remainder, ops::where_,
         // matmul, reduce, norm
         ops::matmul, ops::sum, ops::mean, ops::max, ops::min, ops::var, ops::argmax, ops::argmin,
         ops::softmax, ops::log_softmax, ops::layer_norm, ops::rms_norm, ops::batch_norm,
@@ -48,6 +45,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         // conv, pool, attention
         ops::conv2d, ops::max_pool2d, ops::avg_pool2d, ops::attention,
     );
+    ops_gen::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -6,13 +6,13 @@ use crate::convert::{
     tensor_or_scalar_like, to_tensor, Float, Int, Operand,
 };
 use crate::errors::{gpu, invalid};
-use crate::tensor::{binary_op, floor_divide_op, remainder_op, true_divide_op, PyTensor};
+use crate::tensor::{binary_op, floor_divide_op, reduce_with, remainder_op, true_divide_op, PyTensor};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use kiln_core::{DType, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PySequence, PyTuple};
 
-type PyT = PyResult<PyTensor>;
+pub(crate) type PyT = PyResult<PyTensor>;
 
 fn ok(t: Tensor) -> PyTensor {
     PyTensor::new(t)
@@ -20,6 +20,27 @@ fn ok(t: Tensor) -> PyTensor {
 
 // ---------------------------------------------------------------------------------------------
 // creation
+
+/// `device=` of the creation functions (the Array API's keyword): a tensor is made on the current
+/// device, the adapter that `kiln.select_adapter` chose (`kiln.default_device()`). None or that
+/// device is accepted; another device, or anything else, is an InvalidArgumentError rather than
+/// being ignored.
+fn check_device(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let Some(d) = device.filter(|d| !d.is_none()) else { return Ok(()) };
+    let current = crate::runtime::default_device(py)?;
+    match d.cast::<crate::runtime::PyDevice>() {
+        Ok(d) if d.get().adapter_index() == current.adapter_index() => Ok(()),
+        Ok(d) => Err(invalid(
+            py,
+            format!(
+                "device={}: tensors are made on the current device ({}); select that adapter first with kiln.select_adapter",
+                d.get().adapter_index(),
+                current.adapter_index()
+            ),
+        )),
+        Err(_) => Err(invalid(py, format!("device= takes a kiln.Device (kiln.default_device()) or None, got {}", d.get_type()))),
+    }
+}
 
 /// Converts ``obj`` to a tensor: numpy arrays, buffer-protocol objects, nested lists and
 /// scalars are uploaded with one copy (non-contiguous arrays are made contiguous first);
@@ -29,7 +50,7 @@ fn ok(t: Tensor) -> PyTensor {
 #[pyfunction]
 #[pyo3(signature = (obj, /, dtype=None, *, device=None, copy=None))]
 pub fn asarray(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>, copy: Option<bool>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let d = parse_dtype(py, dtype)?;
     let t = to_tensor(py, obj, d)?;
     if copy == Some(true) && obj.cast::<PyTensor>().is_ok_and(|o| o.get().t.shares_buffer(&t)) {
@@ -51,7 +72,7 @@ pub fn from_bytes(py: Python<'_>, data: &[u8], shape: &Bound<'_, PyAny>, dtype: 
 #[pyfunction]
 #[pyo3(signature = (shape, dtype=None, *, device=None))]
 pub fn zeros(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || ops::zeros(&s, d)).map(ok)
 }
@@ -60,7 +81,7 @@ pub fn zeros(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, 
 #[pyfunction]
 #[pyo3(signature = (shape, dtype=None, *, device=None))]
 pub fn ones(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || ops::ones(&s, d)).map(ok)
 }
@@ -69,7 +90,7 @@ pub fn ones(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, P
 #[pyfunction]
 #[pyo3(signature = (shape, dtype=None, *, device=None))]
 pub fn empty(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || Tensor::empty(&s, d)).map(ok)
 }
@@ -87,7 +108,7 @@ fn scalar_default_dtype(v: &Bound<'_, PyAny>) -> DType {
 #[pyfunction]
 #[pyo3(signature = (shape, fill_value, dtype=None, *, device=None))]
 pub fn full(py: Python<'_>, shape: &Bound<'_, PyAny>, fill_value: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let s = parse_shape(py, shape)?;
     let d = dtype_or(py, dtype, scalar_default_dtype(fill_value))?;
     // kiln-core checks the value against the dtype (DType::check_scalar): no truncation here.
@@ -112,7 +133,7 @@ fn like_args(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAn
 #[pyfunction]
 #[pyo3(signature = (x, /, dtype=None, *, device=None))]
 pub fn zeros_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     gpu(py, || ops::zeros(&s, d)).map(ok)
 }
@@ -121,7 +142,7 @@ pub fn zeros_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_,
 #[pyfunction]
 #[pyo3(signature = (x, /, dtype=None, *, device=None))]
 pub fn ones_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     gpu(py, || ops::ones(&s, d)).map(ok)
 }
@@ -130,7 +151,7 @@ pub fn ones_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, 
 #[pyfunction]
 #[pyo3(signature = (x, /, fill_value, dtype=None, *, device=None))]
 pub fn full_like(py: Python<'_>, x: &Bound<'_, PyAny>, fill_value: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     let (v, _) = scalar_arg(py, fill_value)?;
     gpu(py, || ops::full(&s, d, v)).map(ok)
@@ -140,7 +161,7 @@ pub fn full_like(py: Python<'_>, x: &Bound<'_, PyAny>, fill_value: &Bound<'_, Py
 #[pyfunction]
 #[pyo3(signature = (x, /, dtype=None, *, device=None))]
 pub fn empty_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     gpu(py, || Tensor::empty(&s, d)).map(ok)
 }
@@ -157,7 +178,7 @@ pub fn arange(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    let _ = device;
+    check_device(py, device)?;
     let stop = stop.filter(|s| !s.is_none());
     let step = step.filter(|s| !s.is_none());
     let all_int = start.is_instance_of::<PyInt>()
@@ -207,7 +228,7 @@ pub fn astype(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: &Bound<'_, PyAny>, co
 // ---------------------------------------------------------------------------------------------
 // elementwise
 
-fn unary(py: Python<'_>, op: UnaryOp, x: &Bound<'_, PyAny>) -> PyT {
+pub(crate) fn unary(py: Python<'_>, op: UnaryOp, x: &Bound<'_, PyAny>) -> PyT {
     let t;
     let x = match x.cast::<PyTensor>() {
         Ok(p) => &p.get().t,
@@ -219,33 +240,20 @@ fn unary(py: Python<'_>, op: UnaryOp, x: &Bound<'_, PyAny>) -> PyT {
     gpu(py, || ops::unary(op, x)).map(ok)
 }
 
+/// One Python function per line: `name => UnaryOp variant, "docstring";` (used by ops_gen.rs,
+/// which `kiln gen` writes from kiln-core's unary table).
 macro_rules! unary_fns {
     ($($name:ident => $op:ident, $doc:literal;)*) => {
         $(
             #[doc = $doc]
             #[pyfunction]
-            pub fn $name(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
-                unary(py, UnaryOp::$op, x)
+            pub fn $name(py: Python<'_>, x: &Bound<'_, PyAny>) -> $crate::ops::PyT {
+                $crate::ops::unary(py, kiln_core::ops::UnaryOp::$op, x)
             }
         )*
     };
 }
-
-unary_fns! {
-    negative => Neg, "Elementwise ``-x``.";
-    abs => Abs, "Elementwise absolute value.";
-    exp => Exp, "Elementwise ``e**x``.";
-    log => Log, "Elementwise natural logarithm.";
-    sqrt => Sqrt, "Elementwise square root.";
-    rsqrt => Rsqrt, "Elementwise ``1 / sqrt(x)``.";
-    sin => Sin, "Elementwise sine.";
-    cos => Cos, "Elementwise cosine.";
-    tanh => Tanh, "Elementwise hyperbolic tangent.";
-    sigmoid => Sigmoid, "Elementwise logistic sigmoid ``1 / (1 + exp(-x))``.";
-    relu => Relu, "Elementwise ``max(x, 0)``.";
-    gelu_tanh => GeluTanh, "GELU with the tanh approximation.";
-    silu => Silu, "Elementwise ``x * sigmoid(x)``.";
-}
+pub(crate) use unary_fns;
 
 /// GELU: exact (erf) by default, the tanh approximation with ``approximate="tanh"``.
 #[pyfunction]
@@ -259,7 +267,7 @@ pub fn gelu(py: Python<'_>, x: &Bound<'_, PyAny>, approximate: &str) -> PyT {
 }
 
 /// `a OP b`, either of them a tensor, an array-like or a Python scalar.
-fn binary(py: Python<'_>, op: BinaryOp, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyT {
+pub(crate) fn binary(py: Python<'_>, op: BinaryOp, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyT {
     let not_taken = |o: &Bound<'_, PyAny>| invalid(py, format!("{}: cannot take an operand of type {}", op.name(), o.get_type()));
     match operand(py, a)? {
         Some(Operand::Tensor(ta)) => binary_op(py, op, &ta, b, false)?.map(ok).ok_or_else(|| not_taken(b)),
@@ -275,32 +283,20 @@ fn binary(py: Python<'_>, op: BinaryOp, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAn
     }
 }
 
+/// One Python function per line: `name => BinaryOp variant, "docstring";` (used by
+/// ops_gen.rs, which `kiln gen` writes from kiln-core's binary table).
 macro_rules! binary_fns {
     ($($name:ident => $op:ident, $doc:literal;)*) => {
         $(
             #[doc = $doc]
             #[pyfunction]
-            pub fn $name(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
-                binary(py, BinaryOp::$op, x1, x2)
+            pub fn $name(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> $crate::ops::PyT {
+                $crate::ops::binary(py, kiln_core::ops::BinaryOp::$op, x1, x2)
             }
         )*
     };
 }
-
-binary_fns! {
-    add => Add, "``x1 + x2`` with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
-    subtract => Sub, "``x1 - x2`` with numpy broadcasting.";
-    multiply => Mul, "``x1 * x2`` with numpy broadcasting.";
-    pow => Pow, "``x1 ** x2`` with numpy broadcasting (float dtypes).";
-    maximum => Maximum, "Elementwise maximum with numpy broadcasting.";
-    minimum => Minimum, "Elementwise minimum with numpy broadcasting.";
-    equal => Eq, "``x1 == x2`` as a uint32 0/1 tensor.";
-    not_equal => Ne, "``x1 != x2`` as a uint32 0/1 tensor.";
-    less => Lt, "``x1 < x2`` as a uint32 0/1 tensor.";
-    less_equal => Le, "``x1 <= x2`` as a uint32 0/1 tensor.";
-    greater => Gt, "``x1 > x2`` as a uint32 0/1 tensor.";
-    greater_equal => Ge, "``x1 >= x2`` as a uint32 0/1 tensor.";
-}
+pub(crate) use binary_fns;
 
 /// `x1 OP x2` for the division family: either side a tensor, an array-like or a scalar.
 fn division(
@@ -385,13 +381,6 @@ pub fn matmul(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> P
 
 // ---------------------------------------------------------------------------------------------
 // reduce
-
-type ReduceFn = fn(&Tensor, Option<&[isize]>, bool) -> kiln_core::Result<Tensor>;
-
-pub fn reduce_with(py: Python<'_>, x: &Tensor, axis: Option<&Bound<'_, PyAny>>, keepdims: bool, f: ReduceFn) -> PyT {
-    let axes = parse_axes(py, axis)?;
-    gpu(py, || f(x, axes.as_deref(), keepdims)).map(ok)
-}
 
 macro_rules! reduce_fns {
     ($($name:ident, $doc:literal;)*) => {

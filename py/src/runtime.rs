@@ -1,25 +1,14 @@
 //! Devices, memory and pipeline statistics, synchronize, and custom WGSL kernels.
 
 use crate::convert::{numpy, tensor_arg, text_arg, Int};
-use crate::errors::{check, gpu, invalid};
-use crate::tensor::PyTensor;
-use kiln_core::{AdapterInfo, Kernel, Tensor};
+use crate::classes::PyTensor;
+pub use crate::classes::PyDevice;
+use crate::errors::{gpu, invalid};
+use kiln_core::{Kernel, Tensor};
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyByteArray, PyDict, PyMemoryView, PyTuple};
 use std::sync::Arc;
-
-/// One adapter Kiln can run on (what ``kiln.devices()`` lists and ``Tensor.device`` returns).
-#[pyclass(frozen, module = "kiln", name = "Device")]
-pub struct PyDevice {
-    info: AdapterInfo,
-}
-
-impl PyDevice {
-    pub fn from_info(info: AdapterInfo) -> PyDevice {
-        PyDevice { info }
-    }
-}
 
 #[pymethods]
 impl PyDevice {
@@ -344,8 +333,7 @@ pub fn _bench_core(py: Python<'_>, op: &str, a: &Bound<'_, PyAny>, b: Option<&Bo
     };
     let op = op.to_string();
     let r = gpu(py, move || {
-        let run = |i: usize| -> kiln_core::Result<Tensor> {
-            let _ = i;
+        let run = || -> kiln_core::Result<Tensor> {
             match (op.as_str(), &b) {
                 ("add", Some(b)) => ops::add(&a, b),
                 ("mul", Some(b)) => ops::mul(&a, b),
@@ -358,16 +346,15 @@ pub fn _bench_core(py: Python<'_>, op: &str, a: &Bound<'_, PyAny>, b: Option<&Bo
                 (other, _) => Err(kiln_core::Error::InvalidArgument(format!("_bench_core: unknown op {other:?}"))),
             }
         };
-        run(0)?;
+        run()?;
         kiln_core::synchronize()?;
         let t0 = std::time::Instant::now();
-        for i in 0..iters {
-            run(i)?;
+        for _ in 0..iters {
+            run()?;
         }
         let dt = t0.elapsed().as_secs_f64();
         kiln_core::synchronize()?;
         Ok(dt / iters.max(1) as f64)
     });
-    let _ = check::<()>(py, Ok(()));
     r
 }

@@ -1,29 +1,14 @@
 //! `kiln.Tensor`: a handle on a kiln-core tensor (frozen, so it is safe from any thread).
 
 use crate::convert::{np_dtype, numpy, operand, parse_dtype, parse_ishape, required_dtype, to_numpy, to_tensor, Int, Operand};
-use crate::errors::{dtype_err, gpu, invalid};
-use crate::runtime::PyDevice;
+use crate::errors::{gpu, invalid};
+use crate::classes::PyDevice;
+pub use crate::classes::PyTensor;
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use kiln_core::{DType, Tensor};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-
-/// A tensor on a Kiln device: a dtype, a shape and a GPU buffer (contiguous, row-major).
-///
-/// Create one with ``kiln.asarray``, ``kiln.zeros`` and friends; read it back with
-/// ``.numpy()`` or ``numpy.asarray(t)``. Operators follow numpy broadcasting; Python scalars
-/// take the tensor's dtype. Comparisons give uint32 0/1 tensors.
-#[pyclass(frozen, module = "kiln", name = "Tensor")]
-pub struct PyTensor {
-    pub t: Tensor,
-}
-
-impl PyTensor {
-    pub fn new(t: Tensor) -> PyTensor {
-        PyTensor { t }
-    }
-}
 
 /// `a OP b` where `a` is this tensor and `b` any operand; NotImplemented when `b` is foreign.
 pub fn binary_op(py: Python<'_>, op: BinaryOp, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
@@ -37,6 +22,15 @@ pub fn binary_op(py: Python<'_>, op: BinaryOp, a: &Tensor, b: &Bound<'_, PyAny>,
         // or 2**40 with an int32 tensor is INVALID_ARGUMENT, never truncated or wrapped.
         Some(Operand::Scalar(v, _)) => gpu(py, || ops::binary_scalar(op, a, v, reflected)).map(Some),
     }
+}
+
+type ReduceFn = fn(&Tensor, Option<&[isize]>, bool) -> kiln_core::Result<Tensor>;
+
+/// A reduction over the axes given as Python would (None, an int or a tuple): shared by the
+/// `Tensor` methods and the module functions (ops.rs).
+pub fn reduce_with(py: Python<'_>, x: &Tensor, axis: Option<&Bound<'_, PyAny>>, keepdims: bool, f: ReduceFn) -> PyResult<PyTensor> {
+    let axes = crate::convert::parse_axes(py, axis)?;
+    gpu(py, || f(x, axes.as_deref(), keepdims)).map(PyTensor::new)
 }
 
 /// An integer tensor as float32 (true division's operands); float tensors as they are.
@@ -63,28 +57,64 @@ pub fn true_divide_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflecte
     }
 }
 
-fn no_float_floor(py: Python<'_>, what: &str, dtype: DType) -> PyErr {
-    dtype_err(
-        py,
-        format!(
-            "{what} of {dtype} tensors is not supported yet (kiln-core has no floor op); it works on int32 and uint32 \
-             tensors; for floats use kiln.divide (true division)"
-        ),
-    )
+/// numpy's floor division and remainder of float tensors `x` and `y` (broadcast), composed from
+/// core ops around `floor(x / y)`, with numpy's special values (its `npy_divmod`): `x // 0` is
+/// `x / 0` (±inf, NaN for 0) and `x % 0` NaN; an infinite or NaN `x` gives NaN for both; a finite
+/// `x` against `y = ±inf` gives `x // y` = ±0 or -1 and `x % y` = `x` or `y` (by the signs); a
+/// zero remainder takes the sign of `y`. One difference remains: numpy derives the quotient from
+/// the exact `fmod`, so where `x / y` rounds up to a whole number in float32 (`1 // 0.1`) numpy
+/// gives one less (9.0, remainder 0.09999999) than `floor(x / y)` here (10.0, remainder 0).
+fn float_divmod(x: &Tensor, y: &Tensor) -> kiln_core::Result<(Tensor, Tensor)> {
+    use ops::{binary as bin, binary_scalar as sc};
+    let dt = x.dtype();
+    let nan = Tensor::scalar(f64::NAN, dt)?;
+    let q = bin(BinaryOp::Div, x, y)?;
+    let fd = ops::floor(&q)?;
+    let r = bin(BinaryOp::Sub, x, &bin(BinaryOp::Mul, &fd, y)?)?;
+    // 0 / y: a zero with the sign of y (NaN for y = 0, whose remainder is NaN anyway).
+    let zero_like_y = sc(BinaryOp::Div, y, 0.0, true)?;
+    let r = ops::where_(&sc(BinaryOp::Eq, &r, 0.0, false)?, &zero_like_y, &r)?;
+    // Masks (u32 0/1; `*` is and, `maximum` is or, `ne` is xor).
+    let x_finite = sc(BinaryOp::Eq, &bin(BinaryOp::Sub, x, x)?, 0.0, false)?;
+    let y_inf = sc(BinaryOp::Eq, &ops::abs(y)?, f64::INFINITY, false)?;
+    let signs_differ = bin(BinaryOp::Ne, &sc(BinaryOp::Lt, x, 0.0, false)?, &sc(BinaryOp::Lt, y, 0.0, false)?)?;
+    let opposite = bin(BinaryOp::Mul, &sc(BinaryOp::Ne, x, 0.0, false)?, &signs_differ)?;
+    let finite_by_inf = bin(BinaryOp::Mul, &x_finite, &y_inf)?;
+    let y_zero = sc(BinaryOp::Eq, y, 0.0, false)?;
+    // Floor division.
+    let minus_one = Tensor::scalar(-1.0, dt)?;
+    let fd = ops::where_(&finite_by_inf, &ops::where_(&opposite, &minus_one, &q)?, &fd)?;
+    let fd = ops::where_(&x_finite, &fd, &nan)?;
+    let fd = ops::where_(&y_zero, &q, &fd)?;
+    // Remainder.
+    let x_or_zero = ops::where_(&sc(BinaryOp::Eq, x, 0.0, false)?, &zero_like_y, x)?;
+    let r = ops::where_(&finite_by_inf, &ops::where_(&opposite, y, &x_or_zero)?, &r)?;
+    let r = ops::where_(&bin(BinaryOp::Maximum, &sc(BinaryOp::Eq, &x_finite, 0.0, false)?, &y_zero)?, &nan, &r)?;
+    Ok((fd, r))
 }
 
-/// `a // b` (`b // a` when `reflected`), numpy's floor division on integer tensors: kiln-core's
-/// integer `div` (rounds toward negative infinity; `x // 0 == 0`).
+/// The operands of `a OP b` (`b OP a` when `reflected`) as two tensors of `a`'s dtype.
+fn float_operands(a: &Tensor, b: Operand, reflected: bool) -> kiln_core::Result<(Tensor, Tensor)> {
+    let b = match b {
+        Operand::Tensor(t) => t,
+        Operand::Scalar(v, _) => Tensor::scalar(v, a.dtype())?,
+    };
+    Ok(if reflected { (b, a.clone()) } else { (a.clone(), b) })
+}
+
+/// `a // b` (`b // a` when `reflected`), numpy's floor division: on integer tensors kiln-core's
+/// integer `div` (rounds toward negative infinity; `x // 0 == 0`), on float tensors
+/// `float_divmod`'s quotient.
 pub fn floor_divide_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
     let Some(b) = operand(py, b)? else { return Ok(None) };
-    if a.dtype().is_float() {
-        return Err(no_float_floor(py, "floor division (//)", a.dtype()));
+    if a.dtype().is_float() || matches!(&b, Operand::Tensor(t) if t.dtype().is_float()) {
+        return gpu(py, || {
+            let (x, y) = float_operands(a, b, reflected)?;
+            float_divmod(&x, &y).map(|(q, _)| Some(q))
+        });
     }
     match b {
         Operand::Tensor(b) => {
-            if b.dtype().is_float() {
-                return Err(no_float_floor(py, "floor division (//)", b.dtype()));
-            }
             let (x, y) = if reflected { (&b, a) } else { (a, &b) };
             gpu(py, || ops::binary(BinaryOp::Div, x, y)).map(Some)
         }
@@ -92,12 +122,16 @@ pub fn floor_divide_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflect
     }
 }
 
-/// `a % b` (`b % a` when `reflected`), numpy's remainder on integer tensors, composed from
-/// kiln-core ops: `x - (x // y) * y`, and 0 where `y == 0` (numpy's `x % 0`).
+/// `a % b` (`b % a` when `reflected`), numpy's remainder (the sign of the divisor). Integer
+/// tensors: composed from kiln-core ops, `x - (x // y) * y`, and 0 where `y == 0` (numpy's
+/// `x % 0`); float tensors: `float_divmod`'s remainder.
 pub fn remainder_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
     let Some(b) = operand(py, b)? else { return Ok(None) };
-    if a.dtype().is_float() {
-        return Err(no_float_floor(py, "remainder (%)", a.dtype()));
+    if a.dtype().is_float() || matches!(&b, Operand::Tensor(t) if t.dtype().is_float()) {
+        return gpu(py, || {
+            let (x, y) = float_operands(a, b, reflected)?;
+            float_divmod(&x, &y).map(|(_, r)| Some(r))
+        });
     }
     let dt = a.dtype();
     let mask_zero = |y: &Tensor, r: Tensor| -> kiln_core::Result<Tensor> {
@@ -106,9 +140,6 @@ pub fn remainder_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected:
     };
     match b {
         Operand::Tensor(b) => {
-            if b.dtype().is_float() {
-                return Err(no_float_floor(py, "remainder (%)", b.dtype()));
-            }
             let (x, y) = if reflected { (&b, a) } else { (a, &b) };
             gpu(py, || {
                 let q = ops::binary(BinaryOp::Div, x, y)?;
@@ -433,35 +464,38 @@ impl PyTensor {
     #[allow(non_upper_case_globals)]
     const __array_priority__: f64 = 1000.0;
 
-    /// The array API namespace of Kiln tensors (the ``kiln`` module).
+    /// The array API namespace of Kiln tensors (the ``kiln`` module); ``api_version`` may name
+    /// a standard version it follows (2021.12 to 2023.12), anything else is an error.
     #[pyo3(signature = (api_version=None))]
     fn __array_namespace__<'py>(&self, py: Python<'py>, api_version: Option<&str>) -> PyResult<Bound<'py, PyModule>> {
-        let _ = api_version;
+        if let Some(v) = api_version.filter(|v| !["2021.12", "2022.12", "2023.12"].contains(v)) {
+            return Err(invalid(py, format!("__array_namespace__: api_version {v:?} is not one Kiln follows (2021.12, 2022.12, 2023.12)")));
+        }
         py.import("kiln")
     }
 
     /// Sum over ``axis`` (see ``kiln.sum``).
     #[pyo3(signature = (axis=None, keepdims=false))]
     fn sum(&self, py: Python<'_>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
-        crate::ops::reduce_with(py, &self.t, axis, keepdims, ops::sum)
+        reduce_with(py, &self.t, axis, keepdims, ops::sum)
     }
 
     /// Mean over ``axis`` (see ``kiln.mean``).
     #[pyo3(signature = (axis=None, keepdims=false))]
     fn mean(&self, py: Python<'_>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
-        crate::ops::reduce_with(py, &self.t, axis, keepdims, ops::mean)
+        reduce_with(py, &self.t, axis, keepdims, ops::mean)
     }
 
     /// Maximum over ``axis`` (see ``kiln.max``).
     #[pyo3(signature = (axis=None, keepdims=false))]
     fn max(&self, py: Python<'_>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
-        crate::ops::reduce_with(py, &self.t, axis, keepdims, ops::max)
+        reduce_with(py, &self.t, axis, keepdims, ops::max)
     }
 
     /// Minimum over ``axis`` (see ``kiln.min``).
     #[pyo3(signature = (axis=None, keepdims=false))]
     fn min(&self, py: Python<'_>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
-        crate::ops::reduce_with(py, &self.t, axis, keepdims, ops::min)
+        reduce_with(py, &self.t, axis, keepdims, ops::min)
     }
 
     /// Index of the maximum (see ``kiln.argmax``).

@@ -222,3 +222,36 @@ def test_pickling_errors():
     e = kiln.ShapeError("bad", 3)
     e2 = pickle.loads(pickle.dumps(e))
     assert type(e2) is kiln.ShapeError and e2.code == 3
+
+
+def test_device_keyword_is_honoured_or_refused():
+    dev = kiln.default_device()
+    for f in (lambda d: kiln.zeros(3, device=d), lambda d: kiln.ones(3, device=d), lambda d: kiln.empty(3, device=d),
+              lambda d: kiln.full(3, 2.0, device=d), lambda d: kiln.arange(3, device=d),
+              lambda d: kiln.asarray([1.0, 2.0], device=d), lambda d: kiln.zeros_like(kiln.ones(2), device=d),
+              lambda d: kiln.ones_like(kiln.ones(2), device=d), lambda d: kiln.full_like(kiln.ones(2), 3.0, device=d),
+              lambda d: kiln.empty_like(kiln.ones(2), device=d)):
+        assert f(None).device == dev
+        assert f(dev).device == dev
+        with pytest.raises(kiln.InvalidArgumentError, match="device="):
+            f("cuda:0")
+    others = [d for d in kiln.devices() if d != dev]
+    if others:
+        with pytest.raises(kiln.InvalidArgumentError, match="select that adapter"):
+            kiln.zeros(3, device=others[0])
+
+
+def test_array_namespace_checks_the_version():
+    t = kiln.ones(2)
+    assert t.__array_namespace__() is kiln and t.__array_namespace__(api_version="2023.12") is kiln
+    with pytest.raises(kiln.InvalidArgumentError):
+        t.__array_namespace__(api_version="1999.01")
+
+
+def test_floor_matches_numpy_on_special_values():
+    x = np.array([-0.5, 0.5, 2.5, -2.5, -0.0, 0.0, np.inf, -np.inf, np.nan, -1e-40, 1e-40, 8388607.5, -8388607.5], np.float32)
+    got = kiln.floor(kiln.asarray(x)).numpy()
+    np.testing.assert_array_equal(got, np.floor(x))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.floor(x)))
+    with pytest.raises(kiln.DTypeError):
+        kiln.floor(kiln.asarray(np.array([1, 2], np.int32)))

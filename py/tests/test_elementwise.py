@@ -253,4 +253,4 @@ def test_dtype_mismatch_is_typeerror():
         kiln.ones(3) + kiln.ones(4)
     assert isinstance(e.value, kiln.ShapeError) and e.value.code == 3
     with pytest.raises(TypeError):
-        kiln.pow(b, b)
+        kiln.pow(a, b)

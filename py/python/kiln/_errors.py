@@ -1,7 +1,11 @@
-"""Kiln's exception classes. Each carries the stable numeric ``code`` shared by every binding
-(docs/DESIGN.md); the Rust extension picks the class from the code in one place (src/errors.rs)."""
+"""Kiln's exception classes. Each carries the stable numeric ``code`` shared by every binding;
+the codes and their names come from kiln-core's error table (``_kiln.error_codes()``), and
+``_class_for`` (called by src/errors.rs for every error) picks the class from the code: a code
+without a class of its own here raises ``KilnError``."""
 
 import builtins
+
+from . import _kiln
 
 __all__ = [
     "KilnError", "InvalidArgumentError", "ShapeError", "DTypeError", "OutOfMemoryError",
@@ -9,12 +13,8 @@ __all__ = [
     "UnsupportedError", "InternalError", "CODE_NAMES",
 ]
 
-#: The stable error codes, by number.
-CODE_NAMES = {
-    0: "OK", 1: "INVALID_ARGUMENT", 2: "NULL_POINTER", 3: "SHAPE_MISMATCH", 4: "DTYPE_MISMATCH",
-    5: "OUT_OF_MEMORY", 6: "QUOTA_EXCEEDED", 7: "SHADER", 8: "DEVICE_LOST", 9: "NO_ADAPTER",
-    10: "TIMEOUT", 11: "UNSUPPORTED", 12: "PANIC", 13: "INTERNAL",
-}
+#: The stable error codes, by number (kiln-core's error table).
+CODE_NAMES = {code: name for code, name, _meaning in _kiln.error_codes()}
 
 
 class KilnError(Exception):
@@ -82,3 +82,26 @@ class UnsupportedError(KilnError):
 
 class InternalError(KilnError, RuntimeError):
     """An internal error or a caught panic (codes 12 and 13)."""
+
+
+#: The class of each code name; the names come from kiln-core's table, the classes are Python's.
+_CLASS_OF_NAME = {
+    "INVALID_ARGUMENT": InvalidArgumentError,
+    "NULL_POINTER": InvalidArgumentError,
+    "SHAPE_MISMATCH": ShapeError,
+    "DTYPE_MISMATCH": DTypeError,
+    "OUT_OF_MEMORY": OutOfMemoryError,
+    "QUOTA_EXCEEDED": QuotaExceededError,
+    "SHADER": ShaderError,
+    "DEVICE_LOST": DeviceLostError,
+    "NO_ADAPTER": NoAdapterError,
+    "TIMEOUT": TimeoutError,
+    "UNSUPPORTED": UnsupportedError,
+    "PANIC": InternalError,
+    "INTERNAL": InternalError,
+}
+
+
+def _class_for(code: int) -> type:
+    """The exception class for a stable error code (KilnError for one without its own)."""
+    return _CLASS_OF_NAME.get(CODE_NAMES.get(code, ""), KilnError)
