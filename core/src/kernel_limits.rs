@@ -195,7 +195,9 @@ pub(crate) fn check_private_memory(
 
 // ---- the compile thread ----
 
-type Job = Box<dyn FnOnce() + Send>;
+/// A compile, which returns the hand-over of its result: the thread offers itself for reuse
+/// between the two, so that a caller's next compile finds it idle instead of starting another.
+type Job = Box<dyn FnOnce() -> Box<dyn FnOnce() + Send> + Send>;
 
 static IDLE: Mutex<Vec<mpsc::Sender<Job>>> = Mutex::new(Vec::new());
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
@@ -222,12 +224,19 @@ fn start(job: Job) -> Result<()> {
         .stack_size(compile_stack_bytes())
         .spawn(move || {
             for job in rx.iter() {
-                job();
-                let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
-                if idle.len() >= KEEP_IDLE_THREADS {
+                let deliver = job();
+                let stay = {
+                    let mut idle = IDLE.lock().unwrap_or_else(|p| p.into_inner());
+                    let stay = idle.len() < KEEP_IDLE_THREADS;
+                    if stay {
+                        idle.push(me.clone());
+                    }
+                    stay
+                };
+                deliver();
+                if !stay {
                     return;
                 }
-                idle.push(me.clone());
             }
         })
         .map_err(|e| Error::OutOfMemory(format!("cannot start a kernel compile thread: {e}")))?;
@@ -265,10 +274,12 @@ pub(crate) fn run_compile<T: Send + 'static>(
     start(Box::new(move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
             .unwrap_or_else(|p| Err(Error::Shader(format!("the shader compiler panicked: {}", Error::from_panic(p).message()))));
-        if st.compare_exchange(RUNNING, DONE, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-            ABANDONED.fetch_sub(1, Ordering::SeqCst);
-        }
-        let _ = tx.send(r);
+        Box::new(move || {
+            if st.compare_exchange(RUNNING, DONE, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+                ABANDONED.fetch_sub(1, Ordering::SeqCst);
+            }
+            let _ = tx.send(r);
+        })
     }))?;
     let r = if bounded {
         match rx.recv_timeout(budget) {
