@@ -413,6 +413,8 @@ impl Device {
         let freed = self.pool.clear();
         self.mem.allocated.fetch_sub(freed, Ordering::Relaxed);
         self.pipelines.evict_unused_user();
+        // Some drivers (lavapipe) free destroyed pipelines only at the next submission.
+        self.queue.submit([]);
     }
 
     pub fn pipeline_stats(&self) -> PipelineStats {

@@ -301,7 +301,12 @@ impl Kernel {
             (Some(p), _) => p,
             (None, Some(p)) => {
                 device.pipelines.record_compile(start.elapsed());
-                device.pipelines.insert(&key, Arc::new(p))
+                let p = device.pipelines.insert(&key, Arc::new(p));
+                if device.pipelines.evicted_at_least(64) {
+                    // Lets the driver free evicted pipelines even if nothing is dispatched.
+                    device.queue.submit([]);
+                }
+                p
             }
             (None, None) => return Err(Error::Internal("kernel compiled without a pipeline".into())),
         };
