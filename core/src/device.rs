@@ -414,7 +414,9 @@ impl Device {
         self.mem.allocated.fetch_sub(freed, Ordering::Relaxed);
         self.pipelines.evict_unused_user();
         // Some drivers (lavapipe) free destroyed pipelines only at the next submission.
-        self.queue.submit([]);
+        if self.check_alive().is_ok() {
+            self.queue.submit([]);
+        }
     }
 
     pub fn pipeline_stats(&self) -> PipelineStats {
