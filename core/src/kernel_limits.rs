@@ -55,6 +55,9 @@ const MIN_COMPILE_STACK: usize = 256 << 20;
 /// Compiles whose caller gave up but which still run; past this many, new compiles are refused
 /// rather than stacking up threads that each hold a core and memory.
 const MAX_ABANDONED_COMPILES: usize = 4;
+/// Least wait for a built-in kernel's compile: they take well under a second, but must not block
+/// a caller forever on a wedged driver either.
+const BUILTIN_COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Idle compile threads kept for reuse.
 const KEEP_IDLE_THREADS: usize = 2;
 
@@ -246,19 +249,19 @@ fn start(job: Job) -> Result<()> {
 /// Runs `f` (naga parse and validation, and wgpu's shader and pipeline creation, which parses
 /// again) on a compile thread with a stack sized for the largest accepted source.
 ///
-/// With `bounded`, the caller waits at most `KILN_COMPILE_TIMEOUT_MS` and then gets
-/// `Error::Timeout`; the compile cannot be interrupted, so it goes on in the background and its
-/// result is dropped. Without, the caller waits for it (built-in kernels: trusted, small).
+/// The caller waits at most `KILN_COMPILE_TIMEOUT_MS` for a user kernel (built-in kernels, which
+/// are trusted and small, at least `BUILTIN_COMPILE_TIMEOUT`) and then gets `Error::Timeout`; a
+/// compile cannot be interrupted, so it goes on in the background and its result is dropped.
 pub(crate) fn run_compile<T: Send + 'static>(
     what: &str,
-    bounded: bool,
+    user: bool,
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     const RUNNING: u8 = 0;
     const GAVE_UP: u8 = 1;
     const DONE: u8 = 2;
-    let budget = limits().compile_timeout;
-    if bounded {
+    let budget = if user { limits().compile_timeout } else { limits().compile_timeout.max(BUILTIN_COMPILE_TIMEOUT) };
+    if user {
         let n = ABANDONED.load(Ordering::SeqCst);
         if n >= MAX_ABANDONED_COMPILES {
             return Err(Error::Timeout(format!(
@@ -281,20 +284,12 @@ pub(crate) fn run_compile<T: Send + 'static>(
             let _ = tx.send(r);
         })
     }))?;
-    let r = if bounded {
-        match rx.recv_timeout(budget) {
-            Ok(r) => return r,
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => Some(()),
+    match rx.recv_timeout(budget) {
+        Ok(r) => return r,
+        Err(mpsc::RecvTimeoutError::Timeout) => {}
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            return Err(Error::Internal(format!("the compile thread of {what} ended without a result")))
         }
-    } else {
-        match rx.recv() {
-            Ok(r) => return r,
-            Err(_) => Some(()),
-        }
-    };
-    if r.is_some() {
-        return Err(Error::Internal(format!("the compile thread of {what} ended without a result")));
     }
     // Counted before the state says so, so that the thread's decrement never comes first.
     ABANDONED.fetch_add(1, Ordering::SeqCst);
@@ -306,8 +301,9 @@ pub(crate) fn run_compile<T: Send + 'static>(
         }
     }
     Err(Error::Timeout(format!(
-        "compiling {what} took longer than the {} ms budget (KILN_COMPILE_TIMEOUT_MS); \
+        "compiling {what} took longer than {} ms (KILN_COMPILE_TIMEOUT_MS{}); \
          it goes on in the background and its result is dropped",
-        budget.as_millis()
+        budget.as_millis(),
+        if user { "" } else { ", at least 120 s for built-in kernels" }
     )))
 }

@@ -119,8 +119,8 @@ impl PipelineCache {
         let start = Instant::now();
         let src = source();
         let (dev, label, entry_name) = (device.clone(), key.to_string(), entry.to_string());
-        // Built-in kernels are trusted and small: no time budget, but the big stack still, since
-        // the caller may be on a small one (a BEAM dirty scheduler).
+        // Built-in kernels are trusted and small, but the caller may be on a small stack (a BEAM
+        // dirty scheduler) and must not wait forever on a wedged driver.
         let compiled = crate::kernel_limits::run_compile(&format!("built-in kernel {key}"), false, move || {
             compile(&dev, &label, &src, &entry_name, checks)
         });
