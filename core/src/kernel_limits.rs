@@ -8,7 +8,8 @@
 //! the source, compile on a thread whose stack is sized for the largest accepted source, bound the
 //! wait for it, and check workgroup and private memory on the naga module first.
 //!
-//! Every limit is read from its environment variable once, at the first kernel compile.
+//! Every limit is read from its environment variable once, at the first kernel compile (a value
+//! that does not parse keeps the default).
 
 use crate::{Error, Result};
 use naga::{AddressSpace, Module, TypeInner};
@@ -42,16 +43,20 @@ pub const DEFAULT_MAX_PRIVATE_BYTES: u64 = 1 << 10;
 /// size limit compiles in ~1-3 s on a loaded 2-core machine, so this only trips on a pathology.
 pub const DEFAULT_COMPILE_TIMEOUT_MS: u64 = 20_000;
 
-/// User pipelines kept in a device's cache (`KILN_PIPELINE_CACHE_ENTRIES`): 10,000 distinct
-/// kernels held 466 MiB (~47 KiB each) on lavapipe, so 512 is ~24 MiB.
+/// User pipelines kept in a device's cache (`KILN_PIPELINE_CACHE_ENTRIES`). Unbounded, 10,000
+/// distinct kernels held 466 MiB (~47 KiB each) on lavapipe; with 512, compiling and dropping
+/// 10,000 adds 52 MiB, flat after the first 1,000 (see `PipelineCache::evicted_at_least`).
 pub const DEFAULT_PIPELINE_CACHE_ENTRIES: usize = 512;
 
 /// Stack the compile thread gets per accepted source byte. Measured: a 65,000-deep `~~~x` chain
 /// (65 KB) overflows 32 MiB and fits in 64 MiB, i.e. up to ~1 KiB of stack per source byte in
 /// naga's lowering; 4 KiB per byte leaves 4x for wgpu's second parse and the driver.
-const STACK_PER_SOURCE_BYTE: usize = 4 << 10;
+const STACK_PER_SOURCE_BYTE: u64 = 4 << 10;
 /// Floor of the compile thread's stack: only address space is reserved, pages are touched on use.
-const MIN_COMPILE_STACK: usize = 256 << 20;
+const MIN_COMPILE_STACK: u64 = 256 << 20;
+/// Ceiling, so that a huge `KILN_MAX_KERNEL_SOURCE_BYTES` cannot make every compile fail to
+/// start its thread (4 GiB covers ~4 MiB of worst-case source).
+const MAX_COMPILE_STACK: u64 = 4 << 30;
 /// Compiles whose caller gave up but which still run; past this many, new compiles are refused
 /// rather than stacking up threads that each hold a core and memory.
 const MAX_ABANDONED_COMPILES: usize = 4;
@@ -206,7 +211,8 @@ static IDLE: Mutex<Vec<mpsc::Sender<Job>>> = Mutex::new(Vec::new());
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
 
 fn compile_stack_bytes() -> usize {
-    limits().max_source_bytes.saturating_mul(STACK_PER_SOURCE_BYTE).max(MIN_COMPILE_STACK)
+    let want = (limits().max_source_bytes as u64).saturating_mul(STACK_PER_SOURCE_BYTE);
+    usize::try_from(want.clamp(MIN_COMPILE_STACK, MAX_COMPILE_STACK)).unwrap_or(usize::MAX)
 }
 
 /// Hands `job` to an idle compile thread, or starts one. Threads are reused so that wgpu's
