@@ -296,7 +296,7 @@ impl Kernel {
             build_pipeline: cached.is_none(),
         };
         let start = std::time::Instant::now();
-        let compiled = kernel_limits::run_compile(&format!("kernel {entry:?}"), true, move || job.run())?;
+        let compiled = kernel_limits::run_compile(&format!("kernel {entry:?}"), move || job.run())?;
         let pipeline = match (cached, compiled.pipeline) {
             (Some(p), _) => p,
             (None, Some(p)) => {

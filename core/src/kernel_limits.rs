@@ -60,9 +60,6 @@ const MAX_COMPILE_STACK: u64 = 4 << 30;
 /// Compiles whose caller gave up but which still run; past this many, new compiles are refused
 /// rather than stacking up threads that each hold a core and memory.
 const MAX_ABANDONED_COMPILES: usize = 4;
-/// Least wait for a built-in kernel's compile: they take well under a second, but must not block
-/// a caller forever on a wedged driver either.
-const BUILTIN_COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Idle compile threads kept for reuse.
 const KEEP_IDLE_THREADS: usize = 2;
 
@@ -255,27 +252,20 @@ fn start(job: Job) -> Result<()> {
 /// Runs `f` (naga parse and validation, and wgpu's shader and pipeline creation, which parses
 /// again) on a compile thread with a stack sized for the largest accepted source.
 ///
-/// The caller waits at most `KILN_COMPILE_TIMEOUT_MS` for a user kernel (built-in kernels, which
-/// are trusted and small, at least `BUILTIN_COMPILE_TIMEOUT`) and then gets `Error::Timeout`; a
-/// compile cannot be interrupted, so it goes on in the background and its result is dropped.
-pub(crate) fn run_compile<T: Send + 'static>(
-    what: &str,
-    user: bool,
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
+/// The caller waits at most `KILN_COMPILE_TIMEOUT_MS` and then gets `Error::Timeout`; a compile
+/// cannot be interrupted, so it goes on in the background and its result is dropped.
+pub(crate) fn run_compile<T: Send + 'static>(what: &str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     const RUNNING: u8 = 0;
     const GAVE_UP: u8 = 1;
     const DONE: u8 = 2;
-    let budget = if user { limits().compile_timeout } else { limits().compile_timeout.max(BUILTIN_COMPILE_TIMEOUT) };
-    if user {
-        let n = ABANDONED.load(Ordering::SeqCst);
-        if n >= MAX_ABANDONED_COMPILES {
-            return Err(Error::Timeout(format!(
-                "{n} earlier kernel compiles that ran past the {} ms budget (KILN_COMPILE_TIMEOUT_MS) \
-                 are still running; try again when they finish",
-                budget.as_millis()
-            )));
-        }
+    let budget = limits().compile_timeout;
+    let n = ABANDONED.load(Ordering::SeqCst);
+    if n >= MAX_ABANDONED_COMPILES {
+        return Err(Error::Timeout(format!(
+            "{n} earlier kernel compiles that ran past the {} ms budget (KILN_COMPILE_TIMEOUT_MS) \
+             are still running; try again when they finish",
+            budget.as_millis()
+        )));
     }
     let state = Arc::new(AtomicU8::new(RUNNING));
     let (tx, rx) = mpsc::sync_channel(1);
@@ -307,9 +297,8 @@ pub(crate) fn run_compile<T: Send + 'static>(
         }
     }
     Err(Error::Timeout(format!(
-        "compiling {what} took longer than {} ms (KILN_COMPILE_TIMEOUT_MS{}); \
+        "compiling {what} took longer than the {} ms budget (KILN_COMPILE_TIMEOUT_MS); \
          it goes on in the background and its result is dropped",
-        budget.as_millis(),
-        if user { "" } else { ", at least 120 s for built-in kernels" }
+        budget.as_millis()
     )))
 }

@@ -118,13 +118,10 @@ impl PipelineCache {
         self.misses.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let src = source();
-        let (dev, label, entry_name) = (device.clone(), key.to_string(), entry.to_string());
-        // Built-in kernels are trusted and small, but the caller may be on a small stack (a BEAM
-        // dirty scheduler) and must not wait forever on a wedged driver.
-        let compiled = crate::kernel_limits::run_compile(&format!("built-in kernel {key}"), false, move || {
-            compile(&dev, &label, &src, &entry_name, checks)
-        });
-        let p = Arc::new(compiled.map_err(|e| match e {
+        // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
+        // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
+        // compile thread changed the timing of every op's first call for no gain.
+        let p = Arc::new(compile(device, key, &src, entry, checks).map_err(|e| match e {
             Error::Shader(m) => Error::Internal(format!("built-in kernel {key} failed to compile: {m}")),
             e => e,
         })?);
@@ -190,8 +187,8 @@ pub(crate) fn compile(device: &wgpu::Device, label: &str, src: &str, entry: &str
     compile_with(device, label, src, entry, checks, true)
 }
 
-/// Compiles on the calling thread: wgpu parses the WGSL again with naga, whose recursion needs the
-/// big stack of a `kernel_limits::run_compile` thread.
+/// Compiles on the calling thread. For user kernels that is a `kernel_limits::run_compile`
+/// thread: wgpu parses the WGSL again with naga, whose recursion needs its big stack.
 pub(crate) fn compile_with(
     device: &wgpu::Device,
     label: &str,
