@@ -15,6 +15,7 @@ pub mod error;
 pub(crate) mod exec;
 pub mod gpu_timer;
 pub mod kernel;
+pub mod kernel_limits;
 pub mod ops;
 pub mod pipeline;
 pub(crate) mod pool;

@@ -145,6 +145,22 @@ impl Device {
         Ok(Some(idx))
     }
 
+    /// Submits the open batch, or an empty one, on a live device: lets a driver that frees
+    /// destroyed objects only at a submission (lavapipe) free them. Recorded like every submit,
+    /// so the poller never waits on an index older than the queue's.
+    pub(crate) fn submit_now(&self) {
+        if self.check_alive().is_err() {
+            return;
+        }
+        let mut batch = self.batch.lock().unwrap();
+        if batch.encoder.is_some() {
+            let _ = self.submit_locked(&mut batch);
+        } else {
+            let idx = self.queue.submit([]);
+            *self.last_submission.lock().unwrap_or_else(|p| p.into_inner()) = Some(idx);
+        }
+    }
+
     /// Submits the open batch without waiting.
     pub fn flush(&self) -> Result<()> {
         self.check_alive()?;
