@@ -138,7 +138,6 @@ impl Device {
         batch.dispatches = 0;
         batch.bound_bytes = 0;
         let idx = self.queue.submit([encoder.finish()]);
-        *self.last_submission.lock().unwrap_or_else(|p| p.into_inner()) = Some(idx.clone());
         let destroyed = self.pool.on_submit();
         self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
         self.take_uncaptured()?;
@@ -146,8 +145,7 @@ impl Device {
     }
 
     /// Submits the open batch, or an empty one, on a live device: lets a driver that frees
-    /// destroyed objects only at a submission (lavapipe) free them. Recorded like every submit,
-    /// so the poller never waits on an index older than the queue's.
+    /// destroyed objects only at a submission (lavapipe) free them.
     pub(crate) fn submit_now(&self) {
         if self.check_alive().is_err() {
             return;
@@ -156,8 +154,7 @@ impl Device {
         if batch.encoder.is_some() {
             let _ = self.submit_locked(&mut batch);
         } else {
-            let idx = self.queue.submit([]);
-            *self.last_submission.lock().unwrap_or_else(|p| p.into_inner()) = Some(idx);
+            self.queue.submit([]);
         }
     }
 
