@@ -12,7 +12,7 @@
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
 use crate::pipeline::render;
-use crate::reference::conv::out_size;
+use crate::shape::window_out_size as out_size;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 

@@ -61,7 +61,7 @@ pub fn random_uniform(shape: &[usize], dtype: DType, seed: u64, low: f64, high: 
     if !(low.is_finite() && high.is_finite() && low <= high) {
         return Err(Error::InvalidArgument(format!("random_uniform: need finite low <= high, got [{low}, {high})")));
     }
-    let (lo, span, cap) = crate::reference::random::uniform_params(dtype, low, high);
+    let (lo, span, cap) = crate::numeric::uniform_params(dtype, low, high);
     generate(
         "uniform",
         shape,
