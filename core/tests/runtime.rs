@@ -50,7 +50,7 @@ fn many_small_dependent_ops_batch_then_read_once() {
 #[test]
 fn async_readback() {
     let t = Tensor::from_slice(&[1u32, 2, 3], &[3]).unwrap();
-    let bytes = kiln_core::runtime().tokio().block_on(t.to_bytes_async()).unwrap();
+    let bytes = pollster::block_on(t.to_bytes_async()).unwrap();
     assert_eq!(bytes, t.to_bytes().unwrap());
 }
 
