@@ -119,7 +119,7 @@ impl Tensor {
         let known = checked_numel(&given)?;
         let new: Vec<usize> = shape
             .iter()
-            .map(|&d| if d == -1 { if known == 0 { 0 } else { n / known } } else { d as usize })
+            .map(|&d| if d == -1 { n.checked_div(known).unwrap_or(0) } else { d as usize })
             .collect();
         if checked_numel(&new)? != n {
             return Err(Error::ShapeMismatch(format!("cannot reshape {:?} ({n} elements) to {shape:?}", self.shape)));
@@ -187,10 +187,12 @@ impl Tensor {
     }
 }
 
-/// The one-shot hand-over between a readback thread and the future awaiting its result:
-/// (the result until taken, the waker to call, whether the result was given).
+/// The one-shot hand-over between a readback thread and the future awaiting its result.
 #[derive(Default)]
-struct Handover(Mutex<(Option<Result<Vec<u8>>>, Option<Waker>, bool)>);
+struct Handover(Mutex<HandoverState>);
+
+/// (the result until taken, the waker to call, whether the result was given).
+type HandoverState = (Option<Result<Vec<u8>>>, Option<Waker>, bool);
 
 /// The readback thread's end: stores the result; on drop (also when the read panicked) makes
 /// sure there is one and wakes the future.
