@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Import cycles in core/src: which module uses which, from every `crate::` and `super::` path.
 
-    scripts/core-cycles.py [core/src]
+    scripts/core-cycles.py [--with-tests] [core/src]
 
 Every Rust file is a module (`ops/matmul.rs` is ops::matmul, `ops/mod.rs` is ops). A path
 `crate::a::b::c` names the deepest file module it reaches; a name re-exported by lib.rs or by a
 directory's mod.rs (`crate::DType`, `crate::ops::permute`) names the file that defines it. Two
 graphs are checked: between files, and between the crate's top-level modules (ops/*, reference/*
 and device/* folded into one each). A parent's mod.rs declaring and re-exporting its children is
-not an edge, and `#[cfg(test)] mod` blocks are left out (a unit test may reach the runtime). Prints every strongly connected component of more than one module and exits 1 when
+not an edge, and `#[cfg(test)] mod` blocks are left out (a unit test may reach the runtime;
+`--with-tests` counts them too). Prints every strongly connected component of more than one module and exits 1 when
 there is one.
 """
 
@@ -16,7 +17,9 @@ import os
 import re
 import sys
 
-ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "core", "src")
+WITH_TESTS = "--with-tests" in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a != "--with-tests"]
+ROOT = ARGS[0] if ARGS else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core", "src")
 ROOT = os.path.normpath(ROOT)
 
 def strip_tests(src):
@@ -43,7 +46,7 @@ for d, _, files in os.walk(ROOT):
         src = open(os.path.join(d, f)).read()
         src = re.sub(r"//[^\n]*", "", src)
         src = re.sub(r'"(\\.|[^"\\])*"', '""', src)
-        mods[tuple(rel)] = strip_tests(src)
+        mods[tuple(rel)] = src if WITH_TESTS else strip_tests(src)
 
 DEF = re.compile(r"\bpub(?:\([a-z]+\))?\s+(?:fn|struct|enum|const|static|type|trait)\s+([A-Za-z_][A-Za-z0-9_]*)")
 REEXPORT = re.compile(r"\bpub(?:\([a-z]+\))?\s+use\s+([^;]+);")
