@@ -72,7 +72,7 @@
 
 /**
  * Status of every Kiln call. The numbers are stable and shared by every binding
- * (DESIGN.md, "Errors"); new codes may be added, existing ones never change.
+ * (docs/DESIGN.md, "Errors"); new codes may be added, existing ones never change.
  */
 enum KilnStatus
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -661,7 +661,7 @@ KilnStatus kiln_mul_scalar(const struct KilnTensor *a,
                            struct KilnTensor **out);
 
 /**
- * Elementwise a / b (integer division truncates toward zero) with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
+ * Elementwise a / b (integers: floor division as numpy's //, x / 0 = 0) with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
  * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_div(const struct KilnTensor *a,
