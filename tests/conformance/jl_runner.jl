@@ -253,9 +253,12 @@ function run_op(op, p, c::Case, dir)
         k(xs...; workgroups=Tuple(p["workgroups"]), uniforms=uni)
         return xs[p["output"]+1]
     elseif haskey(BINARY_F, op)
-        f = BINARY_F[op]
+        # Kiln's integer div is floor division: Julia's `fld` (Julia's `/` on integers is float).
+        f = op == "div" && eltype(x) <: Integer ? fld : BINARY_F[op]
         if haskey(p, "scalar")
-            return p["scalar_first"] ? f.(p["scalar"], x) : f.(x, p["scalar"])
+            # A whole scalar against an integer tensor is an integer, as a Julia user writes it.
+            s = eltype(x) <: Integer && isinteger(p["scalar"]) ? Int(p["scalar"]) : p["scalar"]
+            return p["scalar_first"] ? f.(s, x) : f.(x, s)
         end
         return f.(up("a"), up("b"))
     else
