@@ -3,7 +3,7 @@
 // Taps that fall in the padding are skipped (zero padding). Floats accumulate in f32 (f16 data
 // widened on load), integers in their own type (wrapping).
 {{ENABLE}}
-{{CONV_PARAMS}}
+{{WINDOW_COMMON}}
 
 @group(0) @binding(0) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> wt: array<{{T}}>;

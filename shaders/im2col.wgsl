@@ -3,7 +3,7 @@
 // (0 in the padding). Then out[n] = w[O, C*KH*KW] @ cols[n] is already NCHW. One thread per
 // element of cols; consecutive threads write consecutive (oy, ox), so stores coalesce.
 {{ENABLE}}
-{{CONV_PARAMS}}
+{{WINDOW_COMMON}}
 
 @group(0) @binding(0) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> cols: array<{{T}}>;

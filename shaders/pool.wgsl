@@ -2,7 +2,7 @@
 // skipped: they never win the max and add zero to the sum; the average divides by the whole
 // window (kh * kw), as PyTorch's count_include_pad=True. Floats are computed in f32.
 {{ENABLE}}
-{{CONV_PARAMS}}
+{{WINDOW_COMMON}}
 
 @group(0) @binding(0) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> out: array<{{T}}>;

@@ -1,4 +1,4 @@
-// Shared by conv.wgsl, im2col.wgsl and pool.wgsl (rendered into each as CONV_PARAMS); the
+// Shared by conv.wgsl, im2col.wgsl and pool.wgsl (rendered into each as WINDOW_COMMON); the
 // parameter block is built by `Geometry::params` in ops/conv.rs.
 struct Params {
     total: u32,

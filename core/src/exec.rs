@@ -51,7 +51,6 @@ pub(crate) fn enables(dtypes: &[DType]) -> &'static str {
     }
 }
 
-/// Rejects f16 on adapters without SHADER_F16.
 /// InvalidArgument when `n` elements are more than a kernel's u32 index can reach.
 pub(crate) fn check_indexable(n: usize) -> Result<()> {
     if n > u32::MAX as usize {
@@ -60,6 +59,7 @@ pub(crate) fn check_indexable(n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Rejects f16 on adapters without SHADER_F16.
 pub(crate) fn check_f16(device: &Device, dtypes: &[DType]) -> Result<()> {
     if dtypes.contains(&DType::F16) && !device.has_f16() {
         return Err(Error::Unsupported(format!("the adapter {} has no f16 shader support", device.info().name)));
@@ -91,11 +91,20 @@ pub(crate) struct Launch<'a> {
 }
 
 impl Launch<'_> {
+    /// Compiles (or fetches) the kernel with naga's bounds checks and dispatches it: tensors
+    /// bound at slots 0.., the parameter block after them.
     pub(crate) fn run(self, device: &Device) -> Result<()> {
+        self.run_with(device, Checks::Bounded)
+    }
+
+    /// `run` with the given checks. `Checks::Unchecked` drops naga's per-access bounds clamping:
+    /// only for kernels whose every index is guarded against the problem's sizes or in range by
+    /// construction, and whose tests run ragged shapes through every variant (matmul's).
+    pub(crate) fn run_with(self, device: &Device, checks: Checks) -> Result<()> {
         if self.groups.contains(&0) {
             return Ok(());
         }
-        let pipe = device.pipeline(&self.key, Checks::Bounded, self.source)?;
+        let pipe = device.pipeline(&self.key, checks, self.source)?;
         let bindings: Vec<Binding<'_>> = self
             .tensors
             .iter()

@@ -1,10 +1,13 @@
 //! Custom WGSL kernels: validated by naga (errors carry line:column), reflected so that every
 //! dispatch is checked against the kernel's bindings (count, element type, size) before wgpu
-//! sees it. User kernels always keep naga's runtime bounds checks.
+//! sees it. User kernels always keep naga's runtime bounds checks. Compilation runs on its own
+//! thread, within the limits of `kernel_limits` (source size, stack, time, workgroup and private
+//! memory), so that no kernel can crash, hang or exhaust the process that compiles it.
 
 use crate::device::{Binding, Device, MAX_PARAMS_BYTES};
 use crate::dtype::DType;
-use crate::pipeline::{compile_with, Checks, Pipeline};
+use crate::kernel_limits;
+use crate::pipeline::{compile_with, Checks, Pipeline, USER_KEY_PREFIX};
 use crate::tensor::Tensor;
 use crate::{runtime, Error, Result};
 use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
@@ -15,11 +18,20 @@ use std::sync::Arc;
 pub struct StorageBinding {
     pub binding: u32,
     pub name: String,
-    /// The tensor dtype the binding's elements are, when it is an array of scalars or vectors.
+    /// The tensor dtype the binding's elements are made of: the one scalar type of its scalars,
+    /// vectors, matrices, atomics, or structs whose members all share one scalar type; `U32`
+    /// when a struct mixes scalar types (see `raw_words`).
     pub dtype: Option<DType>,
     /// Smallest number of bytes a bound tensor must have.
     pub min_bytes: u64,
     pub writable: bool,
+    /// The elements mix scalar types (`struct { a: f32, n: u32 }`): no tensor dtype matches them,
+    /// so the binding takes raw 32-bit words, a u32 tensor, rather than any dtype at all.
+    pub raw_words: bool,
+    /// The kernel reads the binding's runtime-sized array with `arrayLength`: a tensor bound there
+    /// must be whole 4-byte words, since bindings are rounded up to 4 bytes and `arrayLength`
+    /// would count the padding (a 3-element f16 tensor would report 4).
+    pub reads_array_length: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -47,13 +59,6 @@ fn scalar_dtype(s: naga::Scalar) -> Option<DType> {
     }
 }
 
-fn element_dtype(inner: &TypeInner) -> Option<DType> {
-    match *inner {
-        TypeInner::Scalar(s) | TypeInner::Atomic(s) | TypeInner::Vector { scalar: s, .. } => scalar_dtype(s),
-        _ => None,
-    }
-}
-
 fn shader_error(kind: &str, text: String, loc: Option<naga::SourceLocation>) -> Error {
     match loc {
         Some(l) => Error::Shader(format!("{}:{}: {kind}: {text}", l.line_number, l.line_position)),
@@ -72,19 +77,34 @@ impl std::fmt::Debug for Kernel {
     }
 }
 
-impl Kernel {
-    pub fn new(source: &str, entry: &str) -> Result<Kernel> {
-        Self::new_on(&runtime::device()?, source, entry)
-    }
+/// Everything a kernel compile needs, owned, so that it can run on a compile thread that may
+/// outlive its caller (see `kernel_limits::run_compile`).
+struct CompileJob {
+    device: wgpu::Device,
+    has_f16: bool,
+    workgroup_limit: u32,
+    source: String,
+    entry: String,
+    label: String,
+    build_pipeline: bool,
+}
 
-    pub fn new_on(device: &Arc<Device>, source: &str, entry: &str) -> Result<Kernel> {
-        device.check_alive()?;
+struct Compiled {
+    storage: Vec<StorageBinding>,
+    uniform: Option<UniformBinding>,
+    workgroup_size: [u32; 3],
+    pipeline: Option<Pipeline>,
+}
+
+impl CompileJob {
+    fn run(self) -> Result<Compiled> {
+        let (source, entry) = (self.source.as_str(), self.entry.as_str());
         let module = naga::front::wgsl::parse_str(source).map_err(|e| {
             let text = e.message().to_string();
             shader_error("parse error", text, e.location(source))
         })?;
         let mut caps = naga::valid::Capabilities::empty();
-        if device.has_f16() {
+        if self.has_f16 {
             caps |= naga::valid::Capabilities::SHADER_FLOAT16;
         }
         let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
@@ -116,6 +136,9 @@ impl Kernel {
             .update(module.to_ctx())
             .map_err(|e| Error::Shader(format!("cannot lay out the module's types: {e}")))?;
         let uses = info.get_entry_point(ep_index);
+        kernel_limits::check_workgroup_memory(&module, uses, &layouter, entry, self.workgroup_limit)?;
+        kernel_limits::check_private_memory(&module, &info, ep_index, &layouter)?;
+        let (length_read, length_untraced) = array_length_globals(&module);
         let mut storage = Vec::new();
         let mut uniform = None;
         for (handle, var) in module.global_variables.iter() {
@@ -133,15 +156,17 @@ impl Kernel {
             let name = var.name.clone().unwrap_or_default();
             match var.space {
                 AddressSpace::Storage { access } => {
-                    let (dtype, min_bytes) = match ty.inner {
-                        TypeInner::Array { base, size, stride } => {
-                            let n = match size {
-                                naga::ArraySize::Constant(n) => n.get() as u64,
-                                _ => 1,
-                            };
-                            (element_dtype(&module.types[base].inner), n * stride as u64)
+                    let (min_bytes, runtime_sized) = match ty.inner {
+                        TypeInner::Array { size: naga::ArraySize::Constant(n), stride, .. } => {
+                            (n.get() as u64 * stride as u64, false)
                         }
-                        _ => (element_dtype(&ty.inner), layouter[var.ty].size as u64),
+                        TypeInner::Array { stride, .. } => (stride as u64, true),
+                        _ => (layouter[var.ty].size as u64, ends_in_runtime_array(&module, var.ty)),
+                    };
+                    let (dtype, raw_words) = match leaf_scalar(&module, var.ty) {
+                        Leaf::One(s) => (scalar_dtype(s), false),
+                        Leaf::Mixed => (Some(DType::U32), true),
+                        Leaf::None => (None, false),
                     };
                     storage.push(StorageBinding {
                         binding: rb.binding,
@@ -149,6 +174,8 @@ impl Kernel {
                         dtype,
                         min_bytes,
                         writable: access.contains(StorageAccess::STORE),
+                        raw_words,
+                        reads_array_length: runtime_sized && (length_untraced || length_read.contains(&handle)),
                     });
                 }
                 AddressSpace::Uniform => {
@@ -166,27 +193,130 @@ impl Kernel {
             }
         }
         storage.sort_by_key(|b| b.binding);
+        let has_bindings = !storage.is_empty() || uniform.is_some();
+        let pipeline = if self.build_pipeline {
+            Some(compile_with(&self.device, &self.label, source, entry, Checks::Bounded, has_bindings)?)
+        } else {
+            None
+        };
+        Ok(Compiled { storage, uniform, workgroup_size: ep.workgroup_size, pipeline })
+    }
+}
+
+/// The scalar type(s) a type is made of.
+enum Leaf {
+    None,
+    One(naga::Scalar),
+    Mixed,
+}
+
+fn leaf_scalar(module: &naga::Module, ty: naga::Handle<naga::Type>) -> Leaf {
+    match module.types[ty].inner {
+        TypeInner::Scalar(s) | TypeInner::Atomic(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Matrix { scalar: s, .. } => {
+            Leaf::One(s)
+        }
+        TypeInner::Array { base, .. } => leaf_scalar(module, base),
+        TypeInner::Struct { ref members, .. } => {
+            let mut acc = Leaf::None;
+            for m in members {
+                acc = match (acc, leaf_scalar(module, m.ty)) {
+                    (Leaf::Mixed, _) | (_, Leaf::Mixed) => Leaf::Mixed,
+                    (Leaf::None, x) | (x, Leaf::None) => x,
+                    (Leaf::One(a), Leaf::One(b)) if a == b => Leaf::One(a),
+                    (Leaf::One(_), Leaf::One(_)) => Leaf::Mixed,
+                };
+            }
+            acc
+        }
+        _ => Leaf::None,
+    }
+}
+
+/// Whether a struct's last member is (or ends in) a runtime-sized array.
+fn ends_in_runtime_array(module: &naga::Module, ty: naga::Handle<naga::Type>) -> bool {
+    match module.types[ty].inner {
+        TypeInner::Array { size: naga::ArraySize::Dynamic, .. } => true,
+        TypeInner::Struct { ref members, .. } => members.last().is_some_and(|m| ends_in_runtime_array(module, m.ty)),
+        _ => false,
+    }
+}
+
+/// The globals whose length `arrayLength` reads, and whether some `arrayLength` reads a pointer
+/// that cannot be traced to one (then every runtime-sized binding counts as read).
+fn array_length_globals(module: &naga::Module) -> (std::collections::HashSet<naga::Handle<naga::GlobalVariable>>, bool) {
+    let mut read = std::collections::HashSet::new();
+    let mut untraced = false;
+    let functions = module.functions.iter().map(|(_, f)| f).chain(module.entry_points.iter().map(|e| &e.function));
+    for f in functions {
+        for (_, expr) in f.expressions.iter() {
+            let naga::Expression::ArrayLength(mut e) = *expr else { continue };
+            loop {
+                match f.expressions[e] {
+                    naga::Expression::GlobalVariable(g) => {
+                        read.insert(g);
+                        break;
+                    }
+                    naga::Expression::AccessIndex { base, .. } | naga::Expression::Access { base, .. } => e = base,
+                    _ => {
+                        untraced = true;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    (read, untraced)
+}
+
+impl Kernel {
+    pub fn new(source: &str, entry: &str) -> Result<Kernel> {
+        Self::new_on(&runtime::device()?, source, entry)
+    }
+
+    /// Compiles `source` on a compile thread with a stack sized for the largest accepted source,
+    /// after checking it against the limits of `kernel_limits` (size, workgroup and private
+    /// memory: `Error::Shader`); a compile past `KILN_COMPILE_TIMEOUT_MS` is `Error::Timeout`.
+    pub fn new_on(device: &Arc<Device>, source: &str, entry: &str) -> Result<Kernel> {
+        device.check_alive()?;
+        kernel_limits::check_source_size(source)?;
         let key = {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
             source.hash(&mut h);
-            format!("user:{:016x}:{entry}", h.finish())
+            format!("{USER_KEY_PREFIX}{:016x}:{entry}", h.finish())
         };
-        let has_bindings = !storage.is_empty() || uniform.is_some();
-        let pipeline = match device.pipelines.get_cached(&key) {
-            Some(p) => p,
-            None => {
-                let p = Arc::new(compile_with(&device.device, &key, source, entry, Checks::Bounded, has_bindings)?);
-                device.pipelines.insert(&key, p)
+        let cached = device.pipelines.get_cached(&key);
+        let job = CompileJob {
+            device: device.device.clone(),
+            has_f16: device.has_f16(),
+            workgroup_limit: device.limits.max_compute_workgroup_storage_size,
+            source: source.to_string(),
+            entry: entry.to_string(),
+            label: key.clone(),
+            build_pipeline: cached.is_none(),
+        };
+        let start = std::time::Instant::now();
+        let compiled = kernel_limits::run_compile(&format!("kernel {entry:?}"), move || job.run())?;
+        let pipeline = match (cached, compiled.pipeline) {
+            (Some(p), _) => p,
+            (None, Some(p)) => {
+                device.pipelines.record_compile(start.elapsed());
+                let p = device.pipelines.insert(&key, Arc::new(p));
+                if device.pipelines.evicted_at_least(64) {
+                    // Lets the driver free evicted pipelines even if nothing is dispatched.
+                    device.submit_now();
+                }
+                p
             }
+            (None, None) => return Err(Error::Internal("kernel compiled without a pipeline".into())),
         };
         Ok(Kernel {
             device: device.clone(),
             pipeline,
             entry: entry.to_string(),
-            storage,
-            uniform,
-            workgroup_size: ep.workgroup_size,
+            storage: compiled.storage,
+            uniform: compiled.uniform,
+            workgroup_size: compiled.workgroup_size,
         })
     }
 
@@ -219,6 +349,15 @@ impl Kernel {
                 return Err(Error::InvalidArgument(format!("tensor {i} lives on another device than the kernel")));
             }
             if let Some(dt) = b.dtype {
+                if b.raw_words && dt != t.dtype() {
+                    return Err(Error::DTypeMismatch(format!(
+                        "binding {} ({}) is a struct of mixed scalar types, which takes raw 32-bit words: \
+                         bind a u32 tensor holding its bytes (tensor {i} is {})",
+                        b.binding,
+                        b.name,
+                        t.dtype()
+                    )));
+                }
                 if dt != t.dtype() {
                     return Err(Error::DTypeMismatch(format!(
                         "binding {} ({}) holds {dt} but tensor {i} is {}",
@@ -235,6 +374,16 @@ impl Kernel {
                     b.name,
                     b.min_bytes,
                     t.nbytes()
+                )));
+            }
+            if b.reads_array_length && t.nbytes() % 4 != 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "binding {} ({}) is read with arrayLength, but tensor {i} has {} bytes: bindings are whole \
+                     4-byte words, so arrayLength would count the padding; give it an even number of {} elements",
+                    b.binding,
+                    b.name,
+                    t.nbytes(),
+                    t.dtype()
                 )));
             }
             for (j, (u, c)) in tensors.iter().zip(&self.storage).enumerate().skip(i + 1) {

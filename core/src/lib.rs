@@ -15,6 +15,8 @@ pub mod error;
 pub(crate) mod exec;
 pub mod gpu_timer;
 pub mod kernel;
+pub mod kernel_limits;
+pub mod numeric;
 pub mod ops;
 pub mod pipeline;
 pub(crate) mod pool;

@@ -1,4 +1,6 @@
-//! Compiled compute pipelines, cached by kernel name and specialization.
+//! Compiled compute pipelines, cached by kernel name and specialization. User kernels' entries
+//! are bounded (least recently used out first, `KILN_PIPELINE_CACHE_ENTRIES`) and dropped by
+//! `Device::empty_cache` when no live `Kernel` holds them; built-in ones stay.
 
 use crate::{Error, Result};
 use std::collections::HashMap;
@@ -14,15 +16,75 @@ pub struct Pipeline {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PipelineStats {
+    /// Pipelines in the cache, built-in and user.
     pub pipelines: u64,
+    /// Of those, user kernels' (bounded by `KILN_PIPELINE_CACHE_ENTRIES`).
+    pub user_pipelines: u64,
     pub hits: u64,
     pub misses: u64,
     pub compile_seconds: f64,
 }
 
+/// Cache keys of user kernels start with this; only those are evicted (built-in kernels are a
+/// fixed, small set per device).
+pub(crate) const USER_KEY_PREFIX: &str = "user:";
+
+struct Entry {
+    pipeline: Arc<Pipeline>,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<String, Entry>,
+    clock: u64,
+    user: usize,
+    /// Evicted since `take_evicted` last looked (see there).
+    evicted: usize,
+}
+
+impl Entries {
+    fn get(&mut self, key: &str) -> Option<Arc<Pipeline>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.map.get_mut(key).map(|e| {
+            e.last_used = clock;
+            e.pipeline.clone()
+        })
+    }
+
+    /// Stores `p` unless another thread stored `key` first, and evicts the least recently used
+    /// user pipelines past the cap (a live `Kernel` keeps its own `Arc`, so eviction never
+    /// breaks one; it only stops sharing).
+    fn insert(&mut self, key: &str, p: Arc<Pipeline>) -> Arc<Pipeline> {
+        if let Some(existing) = self.get(key) {
+            return existing;
+        }
+        let user = key.starts_with(USER_KEY_PREFIX);
+        self.map.insert(key.to_string(), Entry { pipeline: p.clone(), last_used: self.clock });
+        if user {
+            self.user += 1;
+            let cap = crate::kernel_limits::pipeline_cache_entries();
+            while self.user > cap {
+                let oldest = self
+                    .map
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(USER_KEY_PREFIX) && k.as_str() != key)
+                    .min_by_key(|(_, e)| e.last_used)
+                    .map(|(k, _)| k.clone());
+                let Some(oldest) = oldest else { break };
+                self.map.remove(&oldest);
+                self.user -= 1;
+                self.evicted += 1;
+            }
+        }
+        p
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct PipelineCache {
-    map: Mutex<HashMap<String, Arc<Pipeline>>>,
+    entries: Mutex<Entries>,
     hits: AtomicU64,
     misses: AtomicU64,
     compile_nanos: AtomicU64,
@@ -37,6 +99,10 @@ pub(crate) enum Checks {
 }
 
 impl PipelineCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub(crate) fn get_or_compile(
         &self,
         device: &wgpu::Device,
@@ -45,24 +111,27 @@ impl PipelineCache {
         checks: Checks,
         source: impl FnOnce() -> String,
     ) -> Result<Arc<Pipeline>> {
-        if let Some(p) = self.map.lock().unwrap().get(key) {
+        if let Some(p) = self.lock().get(key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(p.clone());
+            return Ok(p);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let src = source();
+        // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
+        // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
+        // compile thread changed the timing of every op's first call for no gain.
         let p = Arc::new(compile(device, key, &src, entry, checks).map_err(|e| match e {
             Error::Shader(m) => Error::Internal(format!("built-in kernel {key} failed to compile: {m}")),
             e => e,
         })?);
-        self.compile_nanos.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.record_compile(start.elapsed());
         // Two threads may compile the same key at once; the first one stored wins.
-        Ok(self.map.lock().unwrap().entry(key.to_string()).or_insert(p).clone())
+        Ok(self.lock().insert(key, p))
     }
 
     pub(crate) fn get_cached(&self, key: &str) -> Option<Arc<Pipeline>> {
-        let p = self.map.lock().unwrap().get(key).cloned();
+        let p = self.lock().get(key);
         if p.is_some() {
             self.hits.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -72,12 +141,40 @@ impl PipelineCache {
     }
 
     pub(crate) fn insert(&self, key: &str, p: Arc<Pipeline>) -> Arc<Pipeline> {
-        self.map.lock().unwrap().entry(key.to_string()).or_insert(p).clone()
+        self.lock().insert(key, p)
+    }
+
+    pub(crate) fn record_compile(&self, took: std::time::Duration) {
+        self.compile_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Drops the user pipelines no live `Kernel` holds (`Device::empty_cache`).
+    pub(crate) fn evict_unused_user(&self) {
+        let mut e = self.lock();
+        let before = e.map.len();
+        e.map.retain(|k, v| !k.starts_with(USER_KEY_PREFIX) || Arc::strong_count(&v.pipeline) > 1);
+        let removed = before - e.map.len();
+        e.user -= removed;
+    }
+
+    /// Whether `at_least` pipelines were evicted since this last said so. Drivers may free a
+    /// destroyed pipeline only at the next queue submission (lavapipe, Mesa 22.3: ~62 KiB each;
+    /// 3,000 created and dropped without a submit held 190 MiB, with one every 100 held 17 MiB),
+    /// so whoever compiles without dispatching submits an empty batch now and then.
+    pub(crate) fn evicted_at_least(&self, at_least: usize) -> bool {
+        let mut e = self.lock();
+        let due = e.evicted >= at_least;
+        if due {
+            e.evicted = 0;
+        }
+        due
     }
 
     pub(crate) fn stats(&self) -> PipelineStats {
+        let e = self.lock();
         PipelineStats {
-            pipelines: self.map.lock().unwrap().len() as u64,
+            pipelines: e.map.len() as u64,
+            user_pipelines: e.user as u64,
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             compile_seconds: self.compile_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
@@ -90,6 +187,8 @@ pub(crate) fn compile(device: &wgpu::Device, label: &str, src: &str, entry: &str
     compile_with(device, label, src, entry, checks, true)
 }
 
+/// Compiles on the calling thread. For user kernels that is a `kernel_limits::run_compile`
+/// thread: wgpu parses the WGSL again with naga, whose recursion needs its big stack.
 pub(crate) fn compile_with(
     device: &wgpu::Device,
     label: &str,

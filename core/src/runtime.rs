@@ -1,4 +1,4 @@
-//! The one process-wide runtime: a tokio runtime, one wgpu Instance, the adapter list and one
+//! The one process-wide runtime: one wgpu Instance, the adapter list and one
 //! lazily created device per adapter, shared by every caller and every language binding.
 
 pub use crate::adapter::AdapterInfo;
@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 pub struct Runtime {
-    tokio: tokio::runtime::Runtime,
     /// Owns the adapters below; kept for the life of the process.
     _instance: wgpu::Instance,
     adapters: Vec<wgpu::Adapter>,
@@ -61,12 +60,6 @@ fn backend_rank(b: wgpu::Backend) -> u32 {
 
 impl Runtime {
     fn new() -> Runtime {
-        let tokio = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("kiln-worker")
-            .enable_all()
-            .build()
-            .expect("kiln: cannot start the tokio runtime");
         // A bad KILN_BACKENDS is reported when a device is asked for (see `device`), so the
         // runtime itself always starts; here it falls back to the primary backends.
         let explicit = std::env::var("KILN_BACKENDS").ok().and_then(|s| parse_backends(&s).ok());
@@ -85,20 +78,7 @@ impl Runtime {
             let i = a.get_info();
             (type_rank(i.device_type), backend_rank(i.backend))
         });
-        Runtime { tokio, _instance: instance, adapters, chosen: Mutex::new(None), devices: Mutex::new(HashMap::new()) }
-    }
-
-    /// Runs a future on Kiln's runtime (used by bindings that reply by message).
-    pub fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: std::future::Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.tokio.spawn(fut)
-    }
-
-    pub fn tokio(&self) -> &tokio::runtime::Runtime {
-        &self.tokio
+        Runtime { _instance: instance, adapters, chosen: Mutex::new(None), devices: Mutex::new(HashMap::new()) }
     }
 
     fn info(&self, index: usize, chosen: Option<usize>) -> AdapterInfo {

@@ -1,4 +1,5 @@
-//! Shape arithmetic shared by every op: element counts, strides, numpy broadcasting, axes.
+//! Shape arithmetic shared by every op: element counts, strides, numpy broadcasting, axes, and
+//! the output shapes of matmul and of sliding windows (convolution, pooling).
 
 use crate::{Error, Result};
 
@@ -113,6 +114,42 @@ pub fn normalize_axes(axes: Option<&[isize]>, rank: usize) -> Result<Vec<usize>>
     out.dedup();
     if out.len() != before {
         return Err(Error::InvalidArgument(format!("repeated axis in {axes:?}")));
+    }
+    Ok(out)
+}
+
+/// Output size of one spatial dimension of a sliding window (convolution, pooling):
+/// `(size + 2 pad - dil (k - 1) - 1) / stride + 1`.
+pub fn window_out_size(size: usize, k: usize, stride: usize, pad: usize, dil: usize) -> Result<usize> {
+    if stride == 0 || dil == 0 || k == 0 {
+        return Err(Error::InvalidArgument(format!("stride {stride}, dilation {dil} and kernel {k} must be at least 1")));
+    }
+    let span = add(mul(dil, k - 1, "dilation * (kernel - 1)")?, 1, "the kernel span")?;
+    let padded = add(size, mul(pad, 2, "padding")?, "the padded input")?;
+    if span > padded {
+        return Err(Error::ShapeMismatch(format!("a kernel spanning {span} is larger than the padded input of {padded}")));
+    }
+    Ok((padded - span) / stride + 1)
+}
+
+/// The output shape of numpy `matmul(a, b)`; errors as the op does.
+pub fn matmul_shape(a_shape: &[usize], b_shape: &[usize]) -> Result<Vec<usize>> {
+    if a_shape.is_empty() || b_shape.is_empty() {
+        return Err(Error::ShapeMismatch("matmul: operands must have at least one dimension".into()));
+    }
+    let a2: Vec<usize> = if a_shape.len() == 1 { vec![1, a_shape[0]] } else { a_shape.to_vec() };
+    let b2: Vec<usize> = if b_shape.len() == 1 { vec![b_shape[0], 1] } else { b_shape.to_vec() };
+    let (m, ka) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if ka != kb {
+        return Err(Error::ShapeMismatch(format!("matmul: {a_shape:?} @ {b_shape:?}: inner dimensions {ka} and {kb} differ")));
+    }
+    let mut out = broadcast_shapes(&a2[..a2.len() - 2], &b2[..b2.len() - 2])?;
+    if a_shape.len() > 1 {
+        out.push(m);
+    }
+    if b_shape.len() > 1 {
+        out.push(n);
     }
     Ok(out)
 }

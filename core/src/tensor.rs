@@ -5,7 +5,10 @@ use crate::device::{Device, GpuBuffer};
 use crate::dtype::{bytes_to_f64, DType, Element};
 use crate::shape::{check_rank, checked_numel, numel};
 use crate::{runtime, Error, Result};
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 #[derive(Clone)]
 pub struct Tensor {
@@ -116,7 +119,7 @@ impl Tensor {
         let known = checked_numel(&given)?;
         let new: Vec<usize> = shape
             .iter()
-            .map(|&d| if d == -1 { if known == 0 { 0 } else { n / known } } else { d as usize })
+            .map(|&d| if d == -1 { n.checked_div(known).unwrap_or(0) } else { d as usize })
             .collect();
         if checked_numel(&new)? != n {
             return Err(Error::ShapeMismatch(format!("cannot reshape {:?} ({n} elements) to {shape:?}", self.shape)));
@@ -148,14 +151,17 @@ impl Tensor {
         Ok(out)
     }
 
-    /// Reads back on Kiln's runtime without blocking the caller's thread.
+    /// Reads back on a thread of its own, so that awaiting it does not block the caller's
+    /// executor (any executor: the future needs no runtime).
     pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
         let t = self.clone();
-        runtime::runtime()
-            .tokio()
-            .spawn_blocking(move || t.to_bytes())
-            .await
-            .map_err(|e| Error::Internal(format!("readback task failed: {e}")))?
+        let handover = Arc::new(Handover::default());
+        let filler = Filler(handover.clone());
+        std::thread::Builder::new()
+            .name("kiln-readback".into())
+            .spawn(move || filler.fill(t.to_bytes()))
+            .map_err(|e| Error::Internal(format!("cannot start a readback thread: {e}")))?;
+        Readback(handover).await
     }
 
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
@@ -178,5 +184,54 @@ impl Tensor {
             return Err(Error::InvalidArgument("tensors live on different devices".into()));
         }
         Ok(())
+    }
+}
+
+/// The one-shot hand-over between a readback thread and the future awaiting its result.
+#[derive(Default)]
+struct Handover(Mutex<HandoverState>);
+
+/// (the result until taken, the waker to call, whether the result was given).
+type HandoverState = (Option<Result<Vec<u8>>>, Option<Waker>, bool);
+
+/// The readback thread's end: stores the result; on drop (also when the read panicked) makes
+/// sure there is one and wakes the future.
+struct Filler(Arc<Handover>);
+
+impl Filler {
+    fn fill(self, r: Result<Vec<u8>>) {
+        let mut s = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
+        s.0 = Some(r);
+        s.2 = true;
+    }
+}
+
+impl Drop for Filler {
+    fn drop(&mut self) {
+        let mut s = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
+        if !s.2 {
+            s.0 = Some(Err(Error::Internal("the readback thread panicked".into())));
+            s.2 = true;
+        }
+        if let Some(w) = s.1.take() {
+            w.wake();
+        }
+    }
+}
+
+/// The awaiting end.
+struct Readback(Arc<Handover>);
+
+impl Future for Readback {
+    type Output = Result<Vec<u8>>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut s = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
+        match s.0.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                s.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
     }
 }

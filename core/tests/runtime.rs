@@ -3,9 +3,19 @@ use common::*;
 use kiln_core::reference::elementwise as cpu;
 use kiln_core::ops::{self, BinaryOp};
 use kiln_core::{DType, Tensor};
+use std::sync::{Mutex, MutexGuard};
+
+/// The tests of this file share one device and its batch; the early-submit test counts the
+/// batch's submits with a GPU timer, which another test's reads or timer would disturb, so they
+/// run one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 #[test]
 fn adapters_are_listed_and_one_is_chosen() {
+    let _serial = serial();
     let list = kiln_core::adapters();
     assert!(!list.is_empty());
     assert_eq!(list.iter().filter(|a| a.chosen).count(), 1);
@@ -17,6 +27,7 @@ fn adapters_are_listed_and_one_is_chosen() {
 
 #[test]
 fn sixteen_threads_get_correct_results() {
+    let _serial = serial();
     let handles: Vec<_> = (0..16u64)
         .map(|tid| {
             std::thread::spawn(move || {
@@ -40,6 +51,7 @@ fn sixteen_threads_get_correct_results() {
 
 #[test]
 fn many_small_dependent_ops_batch_then_read_once() {
+    let _serial = serial();
     let mut x = Tensor::from_slice(&[0i32; 33], &[33]).unwrap();
     for _ in 0..1500 {
         x = ops::add_scalar(&x, 1.0).unwrap();
@@ -49,13 +61,15 @@ fn many_small_dependent_ops_batch_then_read_once() {
 
 #[test]
 fn async_readback() {
+    let _serial = serial();
     let t = Tensor::from_slice(&[1u32, 2, 3], &[3]).unwrap();
-    let bytes = kiln_core::runtime().tokio().block_on(t.to_bytes_async()).unwrap();
+    let bytes = pollster::block_on(t.to_bytes_async()).unwrap();
     assert_eq!(bytes, t.to_bytes().unwrap());
 }
 
 #[test]
 fn uploads_larger_than_one_staging_piece_round_trip() {
+    let _serial = serial();
     // 12 MiB + 2 bytes of f16: several 8 MiB pieces and an odd tail.
     let n = 6 * 1024 * 1024 + 1;
     let host: Vec<kiln_core::f16> = (0..n).map(|i| kiln_core::f16::from_f32((i % 2048) as f32)).collect();
@@ -65,6 +79,7 @@ fn uploads_larger_than_one_staging_piece_round_trip() {
 
 #[test]
 fn big_uploads_written_by_several_threads_round_trip() {
+    let _serial = serial();
     // 68 MiB: nine 8 MiB pieces, written by several threads.
     let n = 17 * 1024 * 1024;
     let host: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
@@ -74,6 +89,7 @@ fn big_uploads_written_by_several_threads_round_trip() {
 
 #[test]
 fn gpu_timer_times_the_passes_it_covers() {
+    let _serial = serial();
     let dev = kiln_core::device().unwrap();
     // The timer belongs to the device's batch, so passes other threads record meanwhile are
     // timed too; this only checks that the figure exists and is plausible.
@@ -102,13 +118,27 @@ fn gpu_timer_times_the_passes_it_covers() {
 
 #[test]
 fn big_queued_work_is_submitted_early_and_stays_correct() {
-    // Each op binds 2 x 64 MiB, so the batch submits on its own every other op (FLUSH_BYTES),
-    // while freed intermediates are reused from the pool in between.
+    let _serial = serial();
+    // Each op binds 2 x 64 MiB, so the batch submits on its own after the second op (FLUSH_BYTES,
+    // 256 MiB), while freed intermediates are reused from the pool in between.
+    let dev = kiln_core::device().unwrap();
     let n = 16 << 20;
     let host: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
     let mut y = Tensor::from_slice(&host, &[n]).unwrap();
+    // A wait sets the flush threshold back to its start; the timer then counts the batch's
+    // passes, one per submit (a submit closes the open pass, the next dispatch opens another).
+    kiln_core::synchronize().unwrap();
+    let timed = dev.start_gpu_timer().unwrap();
     for _ in 0..5 {
         y = ops::add_scalar(&y, 1.0).unwrap();
+    }
+    if timed {
+        let t = dev.stop_gpu_timer().unwrap().expect("passes were timed");
+        let passes = t.passes;
+        assert!(passes >= 2, "5 ops binding 640 MiB ran in {passes} pass(es): no early submit");
+    } else {
+        // No timestamp queries: the submits cannot be counted here, only the results checked.
+        assert!(!dev.info().timestamp_query);
     }
     let got = y.to_vec::<f32>().unwrap();
     for i in [0, 1, 999, 1000, n / 2 + 7, n - 1] {

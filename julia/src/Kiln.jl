@@ -558,20 +558,18 @@ Broadcast.broadcasted(::KilnStyle, ::typeof(/), s::Real, a::KilnArray) = _binary
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray, b::KilnArray) = _binary("pow", _floaty(a), _floaty(b))
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray, s::Real) = _binary_scalar("pow", _floaty(a), s, false)
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), s::Real, a::KilnArray) = _binary_scalar("pow", _floaty(a), s, true)
-# Integer arrays raised to integer powers stay integers, wrapping as Julia's `^` does; a negative
-# exponent (a DomainError in Julia) gives core's rule: the integer part of 1 / x^|y|.
-# (`Union{Int32,UInt32}`, not `Integer`: a bound that is not within KilnEltype would not make
-# these methods more specific than the float ones above.)
-const _KilnInt = Union{Int32,UInt32}
-Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray{<:_KilnInt}, b::KilnArray{<:_KilnInt}) = _binary("pow", a, b)
-Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray{<:_KilnInt}, s::Integer) = _binary_scalar("pow", a, s, false)
 # `x .^ 2` lowers to broadcasted(literal_pow, ^, x, Val(2)); it is caught before Base wraps
 # `^` and `Val(2)` in Refs for the style dispatch.
 function Broadcast.broadcasted(::typeof(Base.literal_pow), ::typeof(^), a::KilnArray{T}, ::Val{p}) where {T,p}
-    T <: Integer && p == 2 && return _binary("mul", a, a)
-    T <: Integer && p isa Integer && p >= 0 && return _binary_scalar("pow", a, p, false)
+    T <: Integer && p isa Integer && return _binary_scalar("pow", a, p, false)
     return _binary_scalar("pow", _floaty(a), p, false)
 end
+# Integer powers stay integers, as in Base (wrapping on overflow; a negative exponent gives
+# trunc(1 / x^|y|) where Base throws a DomainError).
+const _KilnInt = Union{Int32,UInt32}
+Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray{<:_KilnInt}, b::KilnArray{<:_KilnInt}) = _binary("pow", a, b)
+Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray{<:_KilnInt}, s::Integer) = _binary_scalar("pow", a, s, false)
+Broadcast.broadcasted(::KilnStyle, ::typeof(^), s::Integer, a::KilnArray{<:_KilnInt}) = _binary_scalar("pow", a, s, true)
 # Kiln's integer division is floor division (Julia's `fld`, numpy's `//`), and x ÷ 0 gives 0
 # where Julia throws a DivideError.
 Broadcast.broadcasted(::KilnStyle, ::typeof(fld), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _binary("div", a, b)

@@ -116,6 +116,11 @@ const top = @testset "Kiln.jl" begin
             @test Array(div.(KilnArray(I), s)) == div.(I, s)
             @test Array(fld.(KilnArray(I), s)) == fld.(I, s)
         end
+        P = Int32[2 -3; 5 -1]
+        @test Array(KilnArray(P) .^ Int32(3)) == P .^ Int32(3)
+        @test Array(KilnArray(P) .^ KilnArray(Int32[0 1; 2 5])) == P .^ Int32[0 1; 2 5]
+        @test Array(KilnArray(P) .^ 2) == P .^ 2
+        @test eltype(KilnArray(P) .^ Int32(2)) == Int32
         U = UInt32[7 9; 100 5]
         @test Array(div.(KilnArray(U), UInt32(4))) == div.(U, UInt32(4))
         # Kiln's rule for a zero divisor (Julia throws): 0, in div and fld alike.

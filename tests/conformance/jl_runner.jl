@@ -97,12 +97,10 @@ using Statistics
 const KS = Kiln.KilnStyle
 const KA = KilnArray{Float32,2}
 # The elementwise ops as Kiln.jl broadcasts them: its generated UNARY / BINARY tables (from
-# kiln-core's op tables), plus `/` and `^`, which Kiln.jl writes by hand. Integer `div` is
-# Julia's `fld` (core's div is floor division).
+# kiln-core's op tables), plus `/` and `^`, which Kiln.jl writes by hand.
 const UNARY_F = Dict(name => getfield(Kiln, f) for (f, name) in Kiln.UNARY)
 const BINARY_F = merge(Dict(name => getfield(Kiln, f) for (f, name) in Kiln.BINARY), Dict("div" => /, "pow" => ^))
 unary_f(op) = UNARY_F[op]
-binary_f(op, T) = op == "div" && T <: Integer ? fld : BINARY_F[op]
 
 owned(f, types) = (hasmethod(f, types) && which(f, types).module === Kiln)
 kiln_fn(name) = isdefined(Kiln, name) && parentmodule(getfield(Kiln, name)) === Kiln
@@ -255,10 +253,11 @@ function run_op(op, p, c::Case, dir)
         k(xs...; workgroups=Tuple(p["workgroups"]), uniforms=uni)
         return xs[p["output"]+1]
     elseif haskey(BINARY_F, op)
-        T = eltype(x)
-        f = binary_f(op, T)
+        # Kiln's integer div is floor division: Julia's `fld` (Julia's `/` on integers is float).
+        f = op == "div" && eltype(x) <: Integer ? fld : BINARY_F[op]
         if haskey(p, "scalar")
-            s = T <: Integer ? T(p["scalar"]) : p["scalar"]
+            # A whole scalar against an integer tensor is an integer, as a Julia user writes it.
+            s = eltype(x) <: Integer && isinteger(p["scalar"]) ? Int(p["scalar"]) : p["scalar"]
             return p["scalar_first"] ? f.(s, x) : f.(x, s)
         end
         return f.(up("a"), up("b"))

@@ -138,11 +138,24 @@ impl Device {
         batch.dispatches = 0;
         batch.bound_bytes = 0;
         let idx = self.queue.submit([encoder.finish()]);
-        *self.last_submission.lock().unwrap_or_else(|p| p.into_inner()) = Some(idx.clone());
         let destroyed = self.pool.on_submit();
         self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
         self.take_uncaptured()?;
         Ok(Some(idx))
+    }
+
+    /// Submits the open batch, or an empty one, on a live device: lets a driver that frees
+    /// destroyed objects only at a submission (lavapipe) free them.
+    pub(crate) fn submit_now(&self) {
+        if self.check_alive().is_err() {
+            return;
+        }
+        let mut batch = self.batch.lock().unwrap();
+        if batch.encoder.is_some() {
+            let _ = self.submit_locked(&mut batch);
+        } else {
+            self.queue.submit([]);
+        }
     }
 
     /// Submits the open batch without waiting.

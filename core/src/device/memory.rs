@@ -120,9 +120,13 @@ impl Device {
         }
     }
 
-    /// Gives every pooled buffer back to the driver.
+    /// Gives every pooled buffer back to the driver, and drops the cached user-kernel pipelines
+    /// that no live `Kernel` holds.
     pub fn empty_cache(&self) {
         let freed = self.pool.clear();
         self.mem.allocated.fetch_sub(freed, Ordering::Relaxed);
+        self.pipelines.evict_unused_user();
+        // Some drivers (lavapipe) free destroyed pipelines only at the next submission.
+        self.submit_now();
     }
 }

@@ -63,8 +63,6 @@ pub struct Device {
     /// Held by whoever polls the device (the poller, or a waiter's non-blocking check): wgpu-core
     /// 30 panics when two polls retire the same submissions concurrently.
     poll_lock: Mutex<()>,
-    /// The index of the latest submit, which the poller waits on.
-    last_submission: Mutex<Option<wgpu::SubmissionIndex>>,
     /// This device's own Arc, for `abandon`.
     me: std::sync::Weak<Device>,
 }
@@ -166,7 +164,6 @@ impl Device {
             flush_bytes,
             wait_spin: std::env::var("KILN_WAIT_SPIN_US").ok().and_then(|s| s.parse().ok()).map_or(SPIN, Duration::from_micros),
             poll_lock: Mutex::new(()),
-            last_submission: Mutex::new(None),
         });
         Self::start_poller(&dev);
         Ok(dev)

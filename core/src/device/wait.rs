@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 /// `KILN_WAIT_SPIN_US` overrides it (0: park at once, no core spent checking).
 pub(super) const SPIN: Duration = Duration::from_micros(200);
 
+/// The poller's sleep between checks while someone waits: from the first to the second value,
+/// doubling. Waits shorter than `SPIN` never reach the poller (the waiter checks by itself), so
+/// the cap adds at most this much to a longer wait, and costs a few thousand cheap checks a
+/// second while the GPU works.
+const POLL_BACKOFF: (Duration, Duration) = (Duration::from_micros(10), Duration::from_micros(200));
+
 /// How often a parked waiter looks whether its device was lost meanwhile.
 const LOST_CHECK: Duration = Duration::from_millis(50);
 
@@ -31,44 +37,52 @@ pub(super) struct Poller {
 
 impl Device {
     /// The one thread that waits on the device; callers wait on channels.
+    ///
+    /// It checks with `poll(Poll)` and sleeps between checks (`POLL_BACKOFF`), never
+    /// `poll(Wait { .. })`: wgpu-core 30 asserts, and panics, when a waiting poll reads the fence,
+    /// a `queue.submit` on another thread (which polls inside, outside Kiln's lock) retires the
+    /// submissions meanwhile, and the waiting poll then finds the queue empty below the index it
+    /// waited for. A panic there drops the callbacks it had collected, so the waiters never hear.
     pub(super) fn start_poller(dev: &Arc<Device>) {
         let weak = Arc::downgrade(dev);
         let poller = dev.poller.clone();
         std::thread::Builder::new()
             .name("kiln-poller".into())
-            .spawn(move || loop {
-                {
-                    let mut pending = poller.pending.lock().unwrap_or_else(|p| p.into_inner());
-                    while *pending == 0 {
-                        let (p, _) = poller.wake.wait_timeout(pending, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner());
-                        pending = p;
-                        if weak.strong_count() == 0 {
-                            return;
+            .spawn(move || {
+                let mut backoff = POLL_BACKOFF.0;
+                loop {
+                    {
+                        let mut pending = poller.pending.lock().unwrap_or_else(|p| p.into_inner());
+                        if *pending == 0 {
+                            backoff = POLL_BACKOFF.0;
+                        }
+                        while *pending == 0 {
+                            let (p, _) =
+                                poller.wake.wait_timeout(pending, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner());
+                            pending = p;
+                            if weak.strong_count() == 0 {
+                                return;
+                            }
                         }
                     }
-                }
-                let Some(dev) = weak.upgrade() else { return };
-                if dev.is_lost() {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-                // A panic inside wgpu must not take the poller down: every waiter depends on it.
-                let polling = dev.poll_lock.lock().unwrap_or_else(|p| p.into_inner());
-                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    // Wait on the submission index Kiln recorded, not on "the latest": wgpu-core can
-                    // panic ("current submission index should be at least the wait submission
-                    // index") when `None` races with a submit on another thread.
-                    let last = dev.last_submission.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    match last {
-                        Some(idx) => dev.device.poll(wgpu::PollType::Wait { submission_index: Some(idx), timeout: Some(Duration::from_millis(100)) }),
-                        None => dev.device.poll(wgpu::PollType::Poll),
+                    let Some(dev) = weak.upgrade() else { return };
+                    if dev.is_lost() {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
                     }
-                }));
-                drop(polling);
-                if let Err(payload) = polled {
-                    let e = Error::from_panic(payload);
-                    dev.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).push(format!("poll panicked: {e}"));
-                    std::thread::sleep(Duration::from_millis(10));
+                    // A panic inside wgpu must not take the poller down: every waiter depends on it.
+                    let polling = dev.poll_lock.lock().unwrap_or_else(|p| p.into_inner());
+                    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dev.device.poll(wgpu::PollType::Poll)));
+                    drop(polling);
+                    drop(dev);
+                    if let Err(payload) = polled {
+                        let e = Error::from_panic(payload);
+                        if let Some(dev) = weak.upgrade() {
+                            dev.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).push(format!("poll panicked: {e}"));
+                        }
+                    }
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(POLL_BACKOFF.1);
                 }
             })
             .expect("kiln: cannot start the poller thread");

@@ -12,7 +12,7 @@
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
 use crate::pipeline::render;
-use crate::reference::conv::out_size;
+use crate::shape::window_out_size as out_size;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
@@ -21,7 +21,7 @@ const POOL: &str = include_str!("../../../shaders/pool.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
 /// The parameter block and window decode shared by conv.wgsl, im2col.wgsl and pool.wgsl (the
 /// block is built by `Geometry::params`).
-const CONV_PARAMS: &str = include_str!("../../../shaders/window_common.wgsl");
+const WINDOW_COMMON: &str = include_str!("../../../shaders/window_common.wgsl");
 /// The matmul path from this many multiply-adds (below, the direct kernel is as fast)...
 const GEMM_MIN_MACS: usize = 1 << 22;
 /// ... while the im2col buffer stays within this size.
@@ -143,7 +143,7 @@ pub fn conv2d(
                 CONV,
                 &[
                     ("ENABLE", enables(&[dtype])),
-                    ("CONV_PARAMS", CONV_PARAMS),
+                    ("WINDOW_COMMON", WINDOW_COMMON),
                     ("T", dtype.wgsl()),
                     ("ACC", acc),
                     ("BIAS_DECL", &decl),
@@ -197,7 +197,7 @@ impl Geometry {
         Ok(())
     }
 
-    /// The `CONV_PARAMS` block for a launch over `total` elements.
+    /// The parameter block of `shaders/window_common.wgsl` for a launch over `total` elements.
     fn params(&self, total: usize) -> Params {
         Params::new()
             .u32(total)
@@ -238,7 +238,7 @@ fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -
         let params = g.params(total);
         Launch {
             key: format!("im2col:{dtype}"),
-            source: Box::new(move || render(IM2COL, &[("ENABLE", enables(&[dtype])), ("CONV_PARAMS", CONV_PARAMS), ("T", dtype.wgsl())])),
+            source: Box::new(move || render(IM2COL, &[("ENABLE", enables(&[dtype])), ("WINDOW_COMMON", WINDOW_COMMON), ("T", dtype.wgsl())])),
             tensors: &[x, &cols],
             params: Some(params),
             groups: groups_1d(&device, total)?,
@@ -296,7 +296,7 @@ fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding:
                 POOL,
                 &[
                     ("ENABLE", enables(&[dtype])),
-                    ("CONV_PARAMS", CONV_PARAMS),
+                    ("WINDOW_COMMON", WINDOW_COMMON),
                     ("T", dtype.wgsl()),
                     ("ACC", acc),
                     ("COMBINE", combine),

@@ -433,7 +433,7 @@ pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: f64, scalar_first: bool) -> Re
     let dt = a.dtype();
     check_binary_dtypes(op, dt, dt)?;
     dt.check_scalar(s)?;
-    let s = crate::reference::round_to(dt, s);
+    let s = crate::numeric::round_to(dt, s);
     let scalar = format!("({})", scalar_expr(dt, "bits"));
     let expr = op.expr(dt);
     let expr = if scalar_first {

@@ -203,7 +203,7 @@ pub fn layer_norm(x: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, ep
     let n = last_axis("layer_norm", x)?;
     check_param("layer_norm", "weight", x, weight, n)?;
     check_param("layer_norm", "bias", x, bias, n)?;
-    let outer = if n == 0 { 0 } else { x.numel() / n };
+    let outer = x.numel().checked_div(n).unwrap_or(0);
     run(Kind::LayerNorm, x, outer, n, 1, weight, bias, eps)
 }
 
@@ -211,7 +211,7 @@ pub fn layer_norm(x: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, ep
 pub fn rms_norm(x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Tensor> {
     let n = last_axis("rms_norm", x)?;
     check_param("rms_norm", "weight", x, weight, n)?;
-    let outer = if n == 0 { 0 } else { x.numel() / n };
+    let outer = x.numel().checked_div(n).unwrap_or(0);
     run(Kind::RmsNorm, x, outer, n, 1, weight, None, eps)
 }
 

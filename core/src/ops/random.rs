@@ -14,6 +14,7 @@ const TEMPLATE: &str = include_str!("../../../shaders/random.wgsl");
 /// Threads per workgroup of the random kernel (each thread writes 4 elements).
 const RANDOM_WG: u64 = 64;
 
+#[allow(clippy::too_many_arguments)]
 fn generate(name: &str, shape: &[usize], dtype: DType, seed: u64, a: f32, b: f32, cap: f32, body: &str) -> Result<Tensor> {
     if !dtype.is_float() {
         return Err(Error::DTypeMismatch(format!("{name} makes float tensors (f32 or f16), not {dtype}")));
@@ -61,7 +62,7 @@ pub fn random_uniform(shape: &[usize], dtype: DType, seed: u64, low: f64, high: 
     if !(low.is_finite() && high.is_finite() && low <= high) {
         return Err(Error::InvalidArgument(format!("random_uniform: need finite low <= high, got [{low}, {high})")));
     }
-    let (lo, span, cap) = crate::reference::random::uniform_params(dtype, low, high);
+    let (lo, span, cap) = crate::numeric::uniform_params(dtype, low, high);
     generate(
         "uniform",
         shape,

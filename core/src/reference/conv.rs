@@ -1,21 +1,8 @@
 //! CPU references for `conv2d`, `max_pool2d` and `avg_pool2d` (NCHW, PyTorch semantics), in f64
 //! over plain row-major slices. Shapes are 4-D here; the ops also take unbatched 3-D input.
 
+use crate::shape::window_out_size as out_size;
 use crate::{Error, Result};
-
-/// Output size of one spatial dimension: `(size + 2 pad - dil (k - 1) - 1) / stride + 1`.
-pub fn out_size(size: usize, k: usize, stride: usize, pad: usize, dil: usize) -> Result<usize> {
-    if stride == 0 || dil == 0 || k == 0 {
-        return Err(Error::InvalidArgument(format!("stride {stride}, dilation {dil} and kernel {k} must be at least 1")));
-    }
-    use crate::shape::{add, mul};
-    let span = add(mul(dil, k - 1, "dilation * (kernel - 1)")?, 1, "the kernel span")?;
-    let padded = add(size, mul(pad, 2, "padding")?, "the padded input")?;
-    if span > padded {
-        return Err(Error::ShapeMismatch(format!("a kernel spanning {span} is larger than the padded input of {padded}")));
-    }
-    Ok((padded - span) / stride + 1)
-}
 
 /// conv2d: x [N, C, H, W], w [O, C/groups, KH, KW], bias [O]; returns the output and its shape.
 #[allow(clippy::too_many_arguments)]

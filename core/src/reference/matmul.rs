@@ -1,29 +1,8 @@
 //! CPU reference for `matmul` (numpy semantics), in f64 over plain row-major slices.
 
+pub use crate::shape::matmul_shape;
 use crate::shape::broadcast_shapes;
-use crate::{Error, Result};
-
-/// The output shape of numpy `matmul(a, b)`; errors as the op does.
-pub fn matmul_shape(a_shape: &[usize], b_shape: &[usize]) -> Result<Vec<usize>> {
-    if a_shape.is_empty() || b_shape.is_empty() {
-        return Err(Error::ShapeMismatch("matmul: operands must have at least one dimension".into()));
-    }
-    let a2: Vec<usize> = if a_shape.len() == 1 { vec![1, a_shape[0]] } else { a_shape.to_vec() };
-    let b2: Vec<usize> = if b_shape.len() == 1 { vec![b_shape[0], 1] } else { b_shape.to_vec() };
-    let (m, ka) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-    let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
-    if ka != kb {
-        return Err(Error::ShapeMismatch(format!("matmul: {a_shape:?} @ {b_shape:?}: inner dimensions {ka} and {kb} differ")));
-    }
-    let mut out = broadcast_shapes(&a2[..a2.len() - 2], &b2[..b2.len() - 2])?;
-    if a_shape.len() > 1 {
-        out.push(m);
-    }
-    if b_shape.len() > 1 {
-        out.push(n);
-    }
-    Ok(out)
-}
+use crate::Result;
 
 /// numpy `matmul`: 1-D operands promoted (and their dimension dropped from the result), batch
 /// dimensions broadcast. Sums in f64, in k order.

@@ -11,7 +11,7 @@ pub mod norm;
 pub mod random;
 pub mod reduce;
 
-use crate::DType;
+pub use crate::numeric::round_to;
 
 /// Index into an input of shape `in_shape` for element `i` of the broadcast output `out`.
 pub fn broadcast_index(i: usize, out: &[usize], in_shape: &[usize]) -> usize {
@@ -31,14 +31,4 @@ pub fn broadcast_index(i: usize, out: &[usize], in_shape: &[usize]) -> usize {
         }
     }
     idx
-}
-
-/// Rounds an f64 to what `dtype` can hold (f32 / f16 rounding, integer truncation).
-pub fn round_to(dtype: DType, v: f64) -> f64 {
-    match dtype {
-        DType::F32 => v as f32 as f64,
-        DType::F16 => half::f16::from_f64(v).to_f64(),
-        DType::I32 => v as i32 as f64,
-        DType::U32 => v as u32 as f64,
-    }
 }

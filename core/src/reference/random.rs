@@ -1,6 +1,8 @@
 //! The random generator of `ops::random` on the CPU, bit for bit: Philox-4x32-10 (Random123's
 //! `philox4x32_R(10, ...)`) keyed by the seed, counter (e / 4, 0, 0, 0), word e % 4.
 
+pub use crate::numeric::uniform_params;
+use crate::numeric::round_to;
 use crate::DType;
 use half::f16;
 
@@ -48,47 +50,6 @@ pub fn unit(w: u32) -> f64 {
     (w >> 8) as f64 / (1u64 << 24) as f64
 }
 
-fn next_down_f32(h: f32) -> f32 {
-    let b = h.to_bits();
-    if h > 0.0 {
-        f32::from_bits(b - 1)
-    } else if h == 0.0 {
-        -f32::from_bits(1)
-    } else {
-        f32::from_bits(b + 1)
-    }
-}
-
-fn next_down_f16(h: f16) -> f16 {
-    let b = h.to_bits();
-    if h > f16::ZERO {
-        f16::from_bits(b - 1)
-    } else if h == f16::ZERO {
-        -f16::from_bits(1)
-    } else {
-        f16::from_bits(b + 1)
-    }
-}
-
-/// The f32 operands of the uniform mapping: (low, high - low, cap), cap being the largest
-/// value of `dtype` below `high` (never below low).
-pub fn uniform_params(dtype: DType, low: f64, high: f64) -> (f32, f32, f32) {
-    let lo = low as f32;
-    let span = (high - low) as f32;
-    let cap = if dtype == DType::F16 {
-        let h = f16::from_f64(high);
-        (if h.to_f64() >= high { next_down_f16(h) } else { h }).to_f32()
-    } else {
-        let h = high as f32;
-        if h as f64 >= high {
-            next_down_f32(h)
-        } else {
-            h
-        }
-    };
-    (lo, span, cap.max(lo))
-}
-
 /// `random_uniform(shape, dtype, seed, low, high)` as f64 values, `n` elements; exact for f32.
 pub fn uniform(n: usize, dtype: DType, seed: u64, low: f64, high: f64) -> Vec<f64> {
     let (lo, span, cap) = uniform_params(dtype, low, high);
@@ -122,8 +83,8 @@ pub fn normal(n: usize, dtype: DType, seed: u64, mean: f64, std: f64) -> Vec<f64
     let mut out = Vec::with_capacity(n);
     for pair in words.chunks_exact(2) {
         let (z0, z1) = box_muller(pair[0], pair[1]);
-        out.push(super::round_to(dtype, m + s * z0));
-        out.push(super::round_to(dtype, m + s * z1));
+        out.push(round_to(dtype, m + s * z0));
+        out.push(round_to(dtype, m + s * z1));
     }
     out.truncate(n);
     out

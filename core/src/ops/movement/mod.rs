@@ -1,6 +1,7 @@
 //! Data movement: reshape, permute, transpose, slice, concat, index_select, gather, plus the
 //! two nn ops that are movement at heart: embedding (a row gather) and rope (a pairwise
-//! rotation). Every copy runs `shaders/movement.wgsl`; rope runs `shaders/rope.wgsl`.
+//! rotation). Every copy runs `shaders/movement.wgsl` (the indexed ones are in `index`); rope
+//! runs `shaders/rope.wgsl` (`rope`).
 //!
 //! Copies move bits: 4-byte dtypes travel as u32 words (so f32 NaN payloads survive), f16
 //! travels as WGSL f16 and needs the adapter's SHADER_F16 (else `Unsupported`).
@@ -9,13 +10,18 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_same_device, enables, groups_1d, Launch, Params};
 use crate::pipeline::render;
-use crate::shape::{check_rank, normalize_axis, numel, strides};
+use crate::shape::{normalize_axis, numel, strides};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use std::sync::Arc;
 
-const TEMPLATE: &str = include_str!("../../../shaders/movement.wgsl");
-const ROPE: &str = include_str!("../../../shaders/rope.wgsl");
+mod index;
+mod rope;
+
+pub use index::{embedding, gather, index_select};
+pub use rope::rope;
+
+const TEMPLATE: &str = include_str!("../../../../shaders/movement.wgsl");
 
 /// The WGSL type data of `dtype` is moved as.
 fn word(dtype: DType) -> &'static str {
@@ -270,138 +276,5 @@ pub fn concat(xs: &[&Tensor], axis: isize) -> Result<Tensor> {
         }
         at += t.shape()[ax];
     }
-    Ok(out)
-}
-
-fn check_index_dtype(what: &str, idx: &Tensor) -> Result<()> {
-    if !matches!(idx.dtype(), DType::I32 | DType::U32) {
-        return Err(Error::DTypeMismatch(format!("{what}: indices must be i32 or u32, got {}", idx.dtype())));
-    }
-    Ok(())
-}
-
-fn take(x: &Tensor, ax: usize, indices: &Tensor, wrap: bool) -> Result<Tensor> {
-    let device = check_same_device(&[x, indices])?;
-    let mut shape = x.shape().to_vec();
-    shape[ax] = indices.numel();
-    check_rank(&shape)?;
-    if x.shape()[ax] > i32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("index_select: axis of length {} is past i32 indexing", x.shape()[ax])));
-    }
-    check_f16(&device, &[x.dtype()])?;
-    let out = Tensor::empty_on(&device, &shape, x.dtype())?;
-    let st = strides(x.shape());
-    let mut stride = st.clone();
-    stride[ax] = 0;
-    let plan = Plan { shape, stride, base: 0, axis: ax, ax_stride: st[ax], ax_size: x.shape()[ax], wrap };
-    launch(&device, Mode::Take, x, Some(indices), &out, plan)?;
-    Ok(out)
-}
-
-/// numpy `take(x, indices, axis)` with 1-D i32/u32 indices: the output has x's shape with the
-/// axis replaced by `len(indices)`. Negative i32 indices count from the end (once); indices
-/// still out of range read as 0.
-pub fn index_select(x: &Tensor, axis: isize, indices: &Tensor) -> Result<Tensor> {
-    check_index_dtype("index_select", indices)?;
-    if indices.ndim() != 1 {
-        return Err(Error::ShapeMismatch(format!("index_select: indices must be 1-D, got shape {:?}", indices.shape())));
-    }
-    let ax = normalize_axis(axis, x.ndim())?;
-    take(x, ax, indices, true)
-}
-
-/// torch.gather: `out[c] = x[c with c[axis] = index[c]]`. `index` has x's rank and, off the
-/// axis, dimensions no larger than x's; the output has index's shape. Indices outside
-/// `[0, x.shape[axis])` read as 0.
-pub fn gather(x: &Tensor, axis: isize, index: &Tensor) -> Result<Tensor> {
-    check_index_dtype("gather", index)?;
-    let device = check_same_device(&[x, index])?;
-    let rank = x.ndim();
-    let ax = normalize_axis(axis, rank)?;
-    let fits = index.ndim() == rank && (0..rank).all(|d| d == ax || index.shape()[d] <= x.shape()[d]);
-    if !fits {
-        return Err(Error::ShapeMismatch(format!(
-            "gather along axis {ax}: index shape {:?} must have x's rank and fit in {:?} off the axis",
-            index.shape(),
-            x.shape()
-        )));
-    }
-    if x.shape()[ax] > i32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("gather: axis of length {} is past i32 indexing", x.shape()[ax])));
-    }
-    check_f16(&device, &[x.dtype()])?;
-    let out = Tensor::empty_on(&device, index.shape(), x.dtype())?;
-    let st = strides(x.shape());
-    let mut stride = st.clone();
-    stride[ax] = 0;
-    let plan = Plan { shape: index.shape().to_vec(), stride, base: 0, axis: 8, ax_stride: st[ax], ax_size: x.shape()[ax], wrap: false };
-    launch(&device, Mode::Gather, x, Some(index), &out, plan)?;
-    Ok(out)
-}
-
-/// Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): output [...ids.shape, D].
-/// Ids outside `[0, V)` (negative included) give rows of 0.
-pub fn embedding(weight: &Tensor, ids: &Tensor) -> Result<Tensor> {
-    check_index_dtype("embedding", ids)?;
-    if weight.ndim() != 2 {
-        return Err(Error::ShapeMismatch(format!("embedding: weight must be [V, D], got shape {:?}", weight.shape())));
-    }
-    let mut shape = ids.shape().to_vec();
-    shape.push(weight.shape()[1]);
-    check_rank(&shape)?;
-    let flat = ids.with_shape(vec![ids.numel()]);
-    let out = take(weight, 0, &flat, false)?;
-    Ok(out.with_shape(shape))
-}
-
-/// Rotary position embedding over the last axis of x [..., L, D], rotate-half convention:
-/// for i < D/2 the pair (x[i], x[i + D/2]) at position l is rotated by the angle
-/// (pos_offset + l) * base^(-2i/D). D must be even. Float dtypes; f16 computes in f32.
-pub fn rope(x: &Tensor, pos_offset: usize, base: f32) -> Result<Tensor> {
-    let dtype = x.dtype();
-    if !dtype.is_float() {
-        return Err(Error::DTypeMismatch(format!("rope needs a float tensor (f32 or f16), got {dtype}")));
-    }
-    let rank = x.ndim();
-    if rank < 2 {
-        return Err(Error::InvalidArgument(format!("rope: x must be [..., L, D], got shape {:?}", x.shape())));
-    }
-    let (len, d) = (x.shape()[rank - 2], x.shape()[rank - 1]);
-    if d % 2 != 0 {
-        return Err(Error::InvalidArgument(format!("rope: the last dimension must be even, got {d}")));
-    }
-    if !(base.is_finite() && base > 0.0) {
-        return Err(Error::InvalidArgument(format!("rope: base must be positive and finite, got {base}")));
-    }
-    if pos_offset.checked_add(len).is_none_or(|p| p > u32::MAX as usize) {
-        return Err(Error::InvalidArgument(format!("rope: positions up to {pos_offset} + {len} do not fit in u32")));
-    }
-    let device = x.device().clone();
-    check_f16(&device, &[dtype])?;
-    let out = Tensor::empty_on(&device, x.shape(), dtype)?;
-    let pairs = x.numel() / 2;
-    if pairs == 0 {
-        return Ok(out);
-    }
-    check_u32("rope", x.numel())?;
-    let half = d / 2;
-    let params = Params::new()
-        .u32(pairs)
-        .u32(half)
-        .u32(len)
-        .u32(pos_offset)
-        .f32((base as f64).log2() as f32)
-        .f32((1.0 / half as f64) as f32)
-        .u32(0u32)
-        .u32(0u32);
-    let enable = enables(&[dtype]);
-    Launch {
-        key: format!("rope:{dtype}"),
-        source: Box::new(move || render(ROPE, &[("ENABLE", enable), ("T", dtype.wgsl())])),
-        tensors: &[x, &out],
-        params: Some(params),
-        groups: groups_1d(&device, pairs)?,
-    }
-    .run(&device)?;
     Ok(out)
 }

@@ -1,0 +1,116 @@
+//! `matmul` with numpy semantics (2-D, batched with broadcast batch dimensions, 1-D operands
+//! promoted): the shape logic and the launch parameters here, the kernels in `tiled` (the tiled
+//! kernel of `shaders/matmul.wgsl`, every dtype, tilings in `tiles`) and `coop` (f16 on
+//! cooperative matrices where the adapter has them).
+//!
+//! The tile shapes live in [`MatmulTiles`] and are chosen per problem by [`pick_tiles`] from the
+//! adapter's limits; `KILN_MATMUL_TILES=bm,bn,bk,tm,tn` overrides the choice (for tuning).
+
+mod coop;
+mod tiled;
+mod tiles;
+
+pub use coop::{coop_accumulator, coop_source_for_tests, uses_cooperative_matrix};
+pub use tiles::{pick_tiles, MatmulTiles};
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::exec::{check_f16, check_same_device, grid, Params};
+use crate::shape::{broadcast_shapes, matmul_shape, numel};
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+
+/// The parameter block and index helpers both kernels splice in.
+const COMMON: &str = include_str!("../../../../shaders/matmul_common.wgsl");
+
+/// One product as the kernels see it: [batch..] x (M x K by K x N), with A's and B's own batch
+/// dimensions (`ab`, `bb`) broadcast to `batch_shape`.
+struct Problem<'a> {
+    m: usize,
+    n: usize,
+    k: usize,
+    batch_shape: &'a [usize],
+    ab: &'a [usize],
+    bb: &'a [usize],
+}
+
+impl Problem<'_> {
+    /// The parameter block of shaders/matmul_common.wgsl and the dispatch size for output tiles
+    /// of `bm` x `bn`.
+    fn launch(&self, device: &Device, bm: u32, bn: u32) -> Result<(Params, [u32; 3])> {
+        let ntiles = self.n.div_ceil(bn as usize);
+        let mtiles = self.m.div_ceil(bm as usize);
+        let groups = ntiles as u64 * mtiles as u64 * numel(self.batch_shape) as u64;
+        if groups > u32::MAX as u64 {
+            return Err(Error::InvalidArgument(format!("matmul: {groups} workgroups are more than one dispatch can number")));
+        }
+        let dims = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
+        let params = Params::new()
+            .u32(self.m)
+            .u32(self.n)
+            .u32(self.k)
+            .u32(groups)
+            .u32(ntiles)
+            .u32(mtiles)
+            .u32(self.batch_shape.len())
+            .u32(0u32)
+            .dims8(self.batch_shape, 1)
+            .dims8(&crate::shape::batch_strides(self.ab, self.batch_shape, self.m * self.k), 0)
+            .dims8(&crate::shape::batch_strides(self.bb, self.batch_shape, self.k * self.n), 0);
+        Ok((params, dims))
+    }
+}
+
+/// numpy `matmul(a, b)`: 2-D products, batched products with broadcast batch dimensions, and
+/// 1-D operands promoted (a vector on the left is a row, on the right a column; the promoted
+/// dimension is dropped from the result, so vector @ vector is rank 0). f16 accumulates in f32;
+/// i32/u32 wrap.
+pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    matmul_impl(a, b, None)
+}
+
+/// `matmul` with a given tiling instead of [`pick_tiles`]'s choice (for tuning and tests);
+/// InvalidArgument where the tiling is malformed or the adapter cannot run it.
+pub fn matmul_with_tiles(a: &Tensor, b: &Tensor, tiles: MatmulTiles) -> Result<Tensor> {
+    if !tiles.fits(a.device().limits()) {
+        return Err(Error::InvalidArgument(format!("matmul tiling {tiles:?} is malformed or over this adapter's limits")));
+    }
+    matmul_impl(a, b, Some(tiles))
+}
+
+fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Tensor> {
+    let device = check_same_device(&[a, b])?;
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch(format!("matmul of {} and {}: dtypes must match (cast one first)", a.dtype(), b.dtype())));
+    }
+    let dtype = a.dtype();
+    check_f16(&device, &[dtype])?;
+    let out_shape = matmul_shape(a.shape(), b.shape())?;
+    let a2: Vec<usize> = if a.ndim() == 1 { vec![1, a.shape()[0]] } else { a.shape().to_vec() };
+    let b2: Vec<usize> = if b.ndim() == 1 { vec![b.shape()[0], 1] } else { b.shape().to_vec() };
+    let (mut m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let n = b2[b2.len() - 1];
+    let mut ab = a2[..a2.len() - 2].to_vec();
+    let bb = b2[..b2.len() - 2].to_vec();
+    // A batched A times one B is one tall product: fold A's batch into M.
+    if bb.is_empty() && !ab.is_empty() {
+        m *= numel(&ab);
+        ab.clear();
+    }
+    let batch_shape = broadcast_shapes(&ab, &bb)?;
+    let out = Tensor::empty_on(&device, &out_shape, dtype)?;
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    if out.numel() > u32::MAX as usize || a.numel() > u32::MAX as usize || b.numel() > u32::MAX as usize {
+        return Err(Error::InvalidArgument("matmul: operands of more than 2^32 elements".into()));
+    }
+    let problem = Problem { m, n, k, batch_shape: &batch_shape, ab: &ab, bb: &bb };
+    if tiles.is_none() && dtype == DType::F16 {
+        if let Some(coop) = coop::pick(&device, m, n, k) {
+            return coop::run(&device, a, b, out, coop, &problem);
+        }
+    }
+    let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n));
+    tiled::run(&device, a, b, out, tiles, &problem)
+}
