@@ -3,7 +3,7 @@
 #                                 Rust, C, Python, Elixir and Julia (scripts/julia, installed on
 #                                 first use) runners, each through its own binding, then compare.py: fails
 #                                 unless every case passes everywhere with identical digests and
-#                                 every binding exposes every op of kiln_core::ops::OP_NAMES
+#                                 every binding exposes every op of kiln_core::ops::op_table()
 #   make conformance-vectors      only the vectors (tests/conformance/out, git-ignored)
 #   make conformance-break-check  show that a binding with two arguments swapped fails the suite,
 #                                 naming the op and the language (the working tree is untouched)

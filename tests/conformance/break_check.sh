@@ -27,10 +27,13 @@ $CC -std=c11 -Wall -Wextra -O2 -shared -fPIC -Iinclude tests/conformance/break_s
 LD_PRELOAD="$SCRATCH/break_shim.so" build/conformance/c_runner "$OUT/manifest.txt" "$SCRATCH/results/c.json"
 
 # 2. Elixir with Kiln.where's branches swapped (in a copy of the mix project).
-mkdir -p "$SCRATCH/ex"
-cp -r nif-elixir/lib nif-elixir/mix.exs nif-elixir/priv "$SCRATCH/ex/"
-mkdir -p "$SCRATCH/ex/native" && cp -r nif-elixir/native/src "$SCRATCH/ex/native/"  # the NIF's source-hash check reads them
-"$PY" - "$SCRATCH/ex/lib/kiln.ex" <<'PYEOF'
+# The copy keeps the repository's layout under $SCRATCH: the NIF's source-hash check reads
+# nif-elixir/native/src, core/src and shaders relative to the root above nif-elixir/.
+mkdir -p "$SCRATCH/nif-elixir/native" "$SCRATCH/core"
+cp -r nif-elixir/lib nif-elixir/mix.exs nif-elixir/priv "$SCRATCH/nif-elixir/"
+cp -r nif-elixir/native/src "$SCRATCH/nif-elixir/native/"
+cp -r core/src "$SCRATCH/core/" && cp -r shaders "$SCRATCH/"
+"$PY" - "$SCRATCH/nif-elixir/lib/kiln.ex" <<'PYEOF'
 import sys
 p = sys.argv[1]
 s = open(p).read()
@@ -38,7 +41,7 @@ old = "out(Native.where_(ref!(cond), ref!(a), ref!(b)))"
 assert old in s, "Kiln.where/3 changed: update break_check.sh"
 open(p, "w").write(s.replace(old, "out(Native.where_(ref!(cond), ref!(b), ref!(a)))"))
 PYEOF
-(cd "$SCRATCH/ex" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" mix run "$OLDPWD/tests/conformance/ex_runner.exs" \
+(cd "$SCRATCH/nif-elixir" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" mix run "$OLDPWD/tests/conformance/ex_runner.exs" \
     "$OLDPWD/$OUT/manifest.txt" "$SCRATCH/results/elixir.json")
 
 # 3. Julia with kiln_layer_norm's weight and bias swapped (in a copy of julia/).

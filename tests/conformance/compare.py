@@ -7,7 +7,7 @@
 Reads each language's results (rust.json, c.json, python.json, elixir.json, julia.json), prints
 a table (cases, passed, failed, missing ops, identical digests) and fails unless every case
 passes in every language that can run here, every case's output digest is identical across
-languages, and every binding exposes every op of kiln_core::ops::OP_NAMES (and custom
+languages, and every binding exposes every op of kiln_core::ops::op_table() (and custom
 kernels). Static exposure checks, beside the ones the runners make at run time: every op has
 a `kiln_<op>` in kiln.h (C), and a `kiln_<op>` @ccall in julia/src (Julia, which wraps the C
 ABI). Each problem is printed naming the op and the language.
@@ -140,7 +140,7 @@ def main():
 
     # Table.
     print()
-    print(f"Kiln conformance: {len(cases)} cases, {len(ops)} ops (kiln_core::ops::OP_NAMES + custom kernels), seed {m.get('seed')}")
+    print(f"Kiln conformance: {len(cases)} cases, {len(ops)} ops (kiln_core::ops::op_table() + custom kernels), seed {m.get('seed')}")
     print(f"{'language':<10} {'cases':>6} {'passed':>7} {'failed':>7} {'missing ops':>12}  identical digests")
     for key, name in LANGS:
         if key not in results:

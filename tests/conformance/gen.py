@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the cross-language conformance vectors: for every op of kiln_core::ops::OP_NAMES (and
+"""Writes the cross-language conformance vectors: for every op of kiln_core::ops::op_table() (and
 custom kernels) at least three cases (typical, edge, larger than a workgroup), each with its
 inputs and the expected output computed here with numpy in float64 (never through Kiln) and
 rounded to the output dtype, plus a tolerance.
@@ -796,7 +796,7 @@ def main():
     short = [op for op in ops + ["kernel"] if counts.get(op, 0) < 3]
     unknown = sorted(set(counts) - set(ops) - {"kernel"})
     if short or unknown:
-        sys.exit(f"gen.py: ops with fewer than 3 cases: {short}; cases for ops not in OP_NAMES: {unknown}")
+        sys.exit(f"gen.py: ops with fewer than 3 cases: {short}; cases for ops not in the op table: {unknown}")
     manifest = {"format": "kiln-conformance", "version": 1, "seed": args.seed, "ops": ops, "extra_ops": ["kernel"], "cases": g.cases}
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
