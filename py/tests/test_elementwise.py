@@ -254,3 +254,5 @@ def test_dtype_mismatch_is_typeerror():
     assert isinstance(e.value, kiln.ShapeError) and e.value.code == 3
     with pytest.raises(TypeError):
         kiln.pow(a, b)
+    # Integer pow is defined (numpy's semantics), no longer a dtype error.
+    np.testing.assert_array_equal(kiln.pow(b, b).numpy(), np.ones(3, dtype=np.int32))
