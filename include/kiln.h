@@ -873,16 +873,16 @@ KilnStatus kiln_attention(const struct KilnTensor *q,
                           struct KilnTensor **out);
 
 /**
- * Elementwise -x, same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
- * NULL on error. Thread-safe.
+ * Elementwise -x, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out` receives
+ * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
  */
 KilnStatus kiln_neg(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise |x|, same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
- * NULL on error. Thread-safe.
+ * Elementwise |x|, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
  */
 KilnStatus kiln_abs(const struct KilnTensor *x, struct KilnTensor **out);
 
@@ -944,9 +944,9 @@ KilnStatus kiln_tanh(const struct KilnTensor *x, struct KilnTensor **out);
 KilnStatus kiln_sigmoid(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise max(x, 0), same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
- * is set to NULL on error. Thread-safe.
+ * Elementwise max(x, 0), same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
  */
 KilnStatus kiln_relu(const struct KilnTensor *x, struct KilnTensor **out);
 

@@ -108,7 +108,7 @@ const OUT_DOC: &str = "`*out` receives a new tensor owned by the caller (free it
 
 fn unary_dtypes(op: UnaryOp) -> &'static str {
     if op.allows_int() {
-        "every dtype; integers wrap"
+        "every dtype"
     } else {
         "f32 and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH"
     }

@@ -8,17 +8,17 @@ use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::ops;
 use std::os::raw::c_char;
 
-/// Elementwise -x, same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`: non-null.
-/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
-/// NULL on error. Thread-safe.
+/// Elementwise -x, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out` receives
+/// a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_neg(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_neg", x, out, ops::neg)
 }
 
-/// Elementwise |x|, same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`: non-null.
-/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
-/// NULL on error. Thread-safe.
+/// Elementwise |x|, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
+/// receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+/// error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_abs(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_abs", x, out, ops::abs)
@@ -89,9 +89,9 @@ pub unsafe extern "C" fn kiln_sigmoid(x: *const KilnTensor, out: *mut *mut KilnT
     unary("kiln_sigmoid", x, out, ops::sigmoid)
 }
 
-/// Elementwise max(x, 0), same shape and dtype as `x` (every dtype; integers wrap). `x`, `out`:
-/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
-/// is set to NULL on error. Thread-safe.
+/// Elementwise max(x, 0), same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
+/// receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+/// error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_relu(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_relu", x, out, ops::relu)
