@@ -23,9 +23,9 @@ demo: cli
 rust-test: deps
 	$(CARGO) test --release -p kiln-core -p kiln-cli
 
-# Each binding adds its own targets in mk/*.mk; `test` runs every suite.
+# Each binding adds its own targets in mk/*.mk (TEST_TARGETS += ...); `test` runs every suite.
+TEST_TARGETS :=
 -include mk/*.mk
 
-TEST_TARGETS ?=
 test: rust-test $(TEST_TARGETS)
 	@echo "make test: all suites passed"

@@ -91,9 +91,9 @@ def main():
         xc, wc = pair([nb, c, hw, hw], dt, 19), rand([c, c, 3, 3], dt, 21)
         benches.append(("conv2d_3x3" + sfx, f"{nb}x{c}x{hw}x{hw} k3 p1", 0, 2.0 * nb * c * hw * hw * c * 9,
                         lambda i, xc=xc, wc=wc: F.conv2d(xc[i % 2], wc, padding=1)))
-        bh, l, d = (2, 128, 64) if quick else (64, 1024, 64)
-        q, k, v = pair([bh, l, d], dt, 23), rand([bh, l, d], dt, 25), rand([bh, l, d], dt, 27)
-        benches.append(("attention_causal" + sfx, f"{bh}x{l}x{d}", 0, 4.0 * bh * l * l * d / 2,
+        bh, seq, d = (2, 128, 64) if quick else (64, 1024, 64)
+        q, k, v = pair([bh, seq, d], dt, 23), rand([bh, seq, d], dt, 25), rand([bh, seq, d], dt, 27)
+        benches.append(("attention_causal" + sfx, f"{bh}x{seq}x{d}", 0, 4.0 * bh * seq * seq * d / 2,
                         lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True)))
     for name, sz, nbytes, flops, f in benches:
         s, wall = time_op(f)
@@ -118,7 +118,7 @@ def main():
     samples = []
     for _ in range(200):
         t = time.perf_counter()
-        ys = xs + 1.0
+        _ys = xs + 1.0
         torch.cuda.synchronize()
         samples.append(time.perf_counter() - t)
     s = float(np.median(samples))

@@ -20,7 +20,10 @@ defmodule Mix.Tasks.Compile.KilnNif do
           true
 
         System.find_executable("cargo") == nil ->
-          Mix.shell().error("kiln: cargo not found; cannot build the NIF (install Rust, then `make elixir-nif`)")
+          Mix.shell().error(
+            "kiln: cargo not found; cannot build the NIF (install Rust, then `make elixir-nif`)"
+          )
+
           false
 
         true ->

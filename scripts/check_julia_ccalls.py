@@ -113,7 +113,7 @@ def strip_julia_comments(text):
 def balanced(text, i, open_ch, close_ch):
     """Index just past the bracket that closes text[i] == open_ch."""
     assert text[i] == open_ch
-    depth, j = 0, i
+    j = i
     pairs = {"(": ")", "{": "}", "[": "]"}
     stack = []
     while j < len(text):
@@ -280,7 +280,7 @@ def check(header_text, julia_sources, require_all=False):
     OPAQUE.clear()
     OPAQUE.update(re.findall(r"typedef\s+struct\s+(\w+)\s+\1\s*;", strip_comments(header_text)))
     if not funcs:
-        return [f"no kiln_* prototypes found in the header"], {}
+        return ["no kiln_* prototypes found in the header"], {}
     used = {}
     for path, text in julia_sources:
         calls, perrs = parse_ccalls(text, path)

@@ -190,7 +190,10 @@ def sccs(graph):
     return [c for c in out if len(c) > 1]
 
 
-name = lambda m: "::".join(m) or "crate"
+def name(m):
+    return "::".join(m) or "crate"
+
+
 files = {}
 for m, src in mods.items():
     # A mod.rs declaring and re-exporting its own children is structure, not use.

@@ -62,15 +62,33 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     let size = format!("{} MiB f32", (big * 4) >> 20);
     for (name, op) in [("relu", ops::UnaryOp::Relu), ("exp", ops::UnaryOp::Exp), ("gelu", ops::UnaryOp::Gelu)] {
         let x = x.clone();
-        v.push(Bench { name, size: size.clone(), bytes: 2.0 * f4 * big as f64, flops: 0.0, run: Box::new(move |i| ops::unary(op, &x[i % 2])) });
+        v.push(Bench {
+            name,
+            size: size.clone(),
+            bytes: 2.0 * f4 * big as f64,
+            flops: 0.0,
+            run: Box::new(move |i| ops::unary(op, &x[i % 2])),
+        });
     }
     {
         let (x, y) = (x.clone(), y.clone());
-        v.push(Bench { name: "add", size: size.clone(), bytes: 3.0 * f4 * big as f64, flops: 0.0, run: Box::new(move |i| ops::add(&x[i % 2], &y[i % 2])) });
+        v.push(Bench {
+            name: "add",
+            size: size.clone(),
+            bytes: 3.0 * f4 * big as f64,
+            flops: 0.0,
+            run: Box::new(move |i| ops::add(&x[i % 2], &y[i % 2])),
+        });
     }
     {
         let x = x.clone();
-        v.push(Bench { name: "mul_scalar", size: size.clone(), bytes: 2.0 * f4 * big as f64, flops: 0.0, run: Box::new(move |i| ops::mul_scalar(&x[i % 2], 1.5)) });
+        v.push(Bench {
+            name: "mul_scalar",
+            size: size.clone(),
+            bytes: 2.0 * f4 * big as f64,
+            flops: 0.0,
+            run: Box::new(move |i| ops::mul_scalar(&x[i % 2], 1.5)),
+        });
     }
     let m = pair(&[rows, cols], DType::F32, 5)?;
     let msize = format!("{rows}x{cols} f32");
@@ -79,7 +97,13 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         ($name:expr, $bytes:expr, $f:expr) => {{
             let m = m.clone();
             let f = $f;
-            v.push(Bench { name: $name, size: msize.clone(), bytes: $bytes, flops: 0.0, run: Box::new(move |i| f(&m[i % 2])) });
+            v.push(Bench {
+                name: $name,
+                size: msize.clone(),
+                bytes: $bytes,
+                flops: 0.0,
+                run: Box::new(move |i| f(&m[i % 2])),
+            });
         }};
     }
     rowop!("sum_rows", mbytes, |t: &Tensor| ops::sum(t, Some(&[-1]), false));
@@ -219,7 +243,10 @@ pub fn main(args: Args) -> Result<()> {
     let use_timer = !args.wall_clock && info.timestamp_query;
     let clock = if use_timer { "GPU timestamp queries" } else { "wall clock" };
     println!("timing: {clock} (median of {} repetitions; wall ms includes recording and the final wait)", args.reps);
-    println!("{:<20} {:<22} {:>10} {:>10} {:>10} {:>10} {:>10}", "op", "size", "ms", "GB/s", "TFLOP/s", "wall ms", "host ms");
+    println!(
+        "{:<20} {:<22} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "op", "size", "ms", "GB/s", "TFLOP/s", "wall ms", "host ms"
+    );
     let want = |name: &str| args.filter.as_deref().is_none_or(|f| name.contains(f));
     for b in benches(args.quick)? {
         if !want(b.name) {
@@ -328,8 +355,16 @@ pub fn main(args: Args) -> Result<()> {
             anyhow::ensure!(back[n - 1] == (n - 1) as f32, "readback mismatch");
         }
         for (name, s) in [("upload", median(up)), ("readback", median(down))] {
-            println!("{:<20} {:<22} {:>10.3} {:>10.1}", name, format!("{} MiB", (n * 4) >> 20), s * 1e3, bytes / s / 1e9);
-            results.push(json!({"op": name, "size": format!("{} MiB", (n * 4) >> 20), "seconds": s, "gbps": bytes / s / 1e9}));
+            println!(
+                "{:<20} {:<22} {:>10.3} {:>10.1}",
+                name,
+                format!("{} MiB", (n * 4) >> 20),
+                s * 1e3,
+                bytes / s / 1e9
+            );
+            results.push(
+                json!({"op": name, "size": format!("{} MiB", (n * 4) >> 20), "seconds": s, "gbps": bytes / s / 1e9}),
+            );
         }
     }
     if let Some(path) = args.json {

@@ -215,7 +215,9 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
                 ops::unary(u, c.input("x")?)?
             } else if let Ok(b) = BinaryOp::parse(op) {
                 match c.p.get("scalar") {
-                    Some(s) => ops::binary_scalar(b, c.input("a")?, s.as_f64().context("scalar")?, c.b("scalar_first")?)?,
+                    Some(s) => {
+                        ops::binary_scalar(b, c.input("a")?, s.as_f64().context("scalar")?, c.b("scalar_first")?)?
+                    }
                     None => ops::binary(b, c.input("a")?, c.input("b")?)?,
                 }
             } else {
@@ -258,15 +260,17 @@ pub fn sha256_hex(data: &[u8]) -> String {
 /// through the digests every runner writes).
 pub fn sha256(data: &[u8]) -> [u8; 32] {
     const K: [u32; 64] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
-        0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc,
-        0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-        0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08,
-        0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-        0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
+        0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+        0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
+        0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+        0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+        0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+        0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
     ];
-    let mut h: [u32; 8] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
+    let mut h: [u32; 8] =
+        [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
     let mut msg = data.to_vec();
     msg.push(0x80);
     while msg.len() % 64 != 56 {
@@ -339,7 +343,8 @@ fn run_case(dir: &Path, case: &Value) -> Result<(String, String, String)> {
 }
 
 pub fn main(args: Args) -> Result<()> {
-    let text = std::fs::read_to_string(&args.manifest).with_context(|| format!("reading {}", args.manifest.display()))?;
+    let text =
+        std::fs::read_to_string(&args.manifest).with_context(|| format!("reading {}", args.manifest.display()))?;
     let m: Value = serde_json::from_str(&text)?;
     let dir = args.manifest.parent().unwrap_or(Path::new(".")).to_path_buf();
     // Exposure: every op of kiln-core's op table (and of the manifest) needs a mapping here.
@@ -375,7 +380,8 @@ pub fn main(args: Args) -> Result<()> {
         results.push(json!({"id": id, "op": op, "status": status, "sha256": sha, "message": msg}));
     }
     let out = json!({"language": "rust", "binding": "kiln-core", "missing_ops": missing, "cases": results});
-    std::fs::write(&args.out, serde_json::to_string_pretty(&out)? + "\n").with_context(|| format!("writing {}", args.out.display()))?;
+    std::fs::write(&args.out, serde_json::to_string_pretty(&out)? + "\n")
+        .with_context(|| format!("writing {}", args.out.display()))?;
     println!("conformance (rust): {pass}/{total} cases pass; results in {}", args.out.display());
     Ok(())
 }

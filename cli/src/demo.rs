@@ -158,23 +158,43 @@ fn families(inp: &mut Inputs, cases: &mut Vec<Case>) -> Result<()> {
     ];
     for (name, op, reference, axes) in table {
         let (x, xv, sh) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, name, format!("{sh:?} axes {axes:?}"), red,
+        row(
+            cases,
+            name,
+            format!("{sh:?} axes {axes:?}"),
+            red,
             move || op(&x, axes, false)?.to_f64_vec(),
-            move || reference(&xv, &sh, axes, false, DType::F32).unwrap().0);
+            move || reference(&xv, &sh, axes, false, DType::F32).unwrap().0,
+        );
     }
     {
         let (x1, xv1, sh1) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "var", format!("{sh:?} axis -1 ddof 1"), red,
+        row(
+            cases,
+            "var",
+            format!("{sh:?} axis -1 ddof 1"),
+            red,
             move || ops::var(&x1, Some(&[-1]), true, 1)?.to_f64_vec(),
-            move || cpu::reduce::var(&xv1, &sh1, Some(&[-1]), true, 1, DType::F32).unwrap().0);
+            move || cpu::reduce::var(&xv1, &sh1, Some(&[-1]), true, 1, DType::F32).unwrap().0,
+        );
         let (x2, xv2, sh2) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "argmax", format!("{sh:?} axis -1"), (0.0, 0.0),
+        row(
+            cases,
+            "argmax",
+            format!("{sh:?} axis -1"),
+            (0.0, 0.0),
             move || ops::argmax(&x2, Some(-1), false)?.to_f64_vec(),
-            move || cpu::reduce::argmax(&xv2, &sh2, Some(-1), false).unwrap().0);
+            move || cpu::reduce::argmax(&xv2, &sh2, Some(-1), false).unwrap().0,
+        );
         let (x3, xv3, sh3) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "argmin", format!("{sh:?} axis 0"), (0.0, 0.0),
+        row(
+            cases,
+            "argmin",
+            format!("{sh:?} axis 0"),
+            (0.0, 0.0),
             move || ops::argmin(&x3, Some(0), false)?.to_f64_vec(),
-            move || cpu::reduce::argmin(&xv3, &sh3, Some(0), false).unwrap().0);
+            move || cpu::reduce::argmin(&xv3, &sh3, Some(0), false).unwrap().0,
+        );
     }
     // norms over [257, 1024]
     let sh = vec![257usize, 1024];
@@ -183,62 +203,114 @@ fn families(inp: &mut Inputs, cases: &mut Vec<Case>) -> Result<()> {
     let (b, bv) = inp.tensor(&[1024], -0.5, 0.5, f)?;
     {
         let (x, xv, sh) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "softmax", format!("{sh:?} axis -1"), (1e-6, 1e-4),
+        row(
+            cases,
+            "softmax",
+            format!("{sh:?} axis -1"),
+            (1e-6, 1e-4),
             move || ops::softmax(&x, -1)?.to_f64_vec(),
-            move || cpu::norm::softmax(&xv, &sh, -1, f).unwrap().0);
+            move || cpu::norm::softmax(&xv, &sh, -1, f).unwrap().0,
+        );
     }
     {
         let (x, xv, sh) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "log_softmax", format!("{sh:?} axis 0"), (1e-5, 1e-5),
+        row(
+            cases,
+            "log_softmax",
+            format!("{sh:?} axis 0"),
+            (1e-5, 1e-5),
             move || ops::log_softmax(&x, 0)?.to_f64_vec(),
-            move || cpu::norm::log_softmax(&xv, &sh, 0, f).unwrap().0);
+            move || cpu::norm::log_softmax(&xv, &sh, 0, f).unwrap().0,
+        );
     }
     {
-        let (x, xv, sh, w, wv, b, bv) = (x.clone(), xv.clone(), sh.clone(), w.clone(), wv.clone(), b.clone(), bv.clone());
-        row(cases, "layer_norm", format!("{sh:?} w b"), (1e-4, 1e-4),
+        let (x, xv, sh, w, wv, b, bv) =
+            (x.clone(), xv.clone(), sh.clone(), w.clone(), wv.clone(), b.clone(), bv.clone());
+        row(
+            cases,
+            "layer_norm",
+            format!("{sh:?} w b"),
+            (1e-4, 1e-4),
             move || ops::layer_norm(&x, Some(&w), Some(&b), 1e-5)?.to_f64_vec(),
-            move || cpu::norm::layer_norm(&xv, &sh, Some(&wv), Some(&bv), 1e-5, f).unwrap().0);
+            move || cpu::norm::layer_norm(&xv, &sh, Some(&wv), Some(&bv), 1e-5, f).unwrap().0,
+        );
     }
     {
         let (x, xv, sh, w, wv) = (x.clone(), xv.clone(), sh.clone(), w.clone(), wv.clone());
-        row(cases, "rms_norm", format!("{sh:?} w"), (1e-4, 1e-4),
+        row(
+            cases,
+            "rms_norm",
+            format!("{sh:?} w"),
+            (1e-4, 1e-4),
             move || ops::rms_norm(&x, Some(&w), 1e-6)?.to_f64_vec(),
-            move || cpu::norm::rms_norm(&xv, &sh, Some(&wv), 1e-6, f).unwrap().0);
+            move || cpu::norm::rms_norm(&xv, &sh, Some(&wv), 1e-6, f).unwrap().0,
+        );
     }
     {
         let bsh = vec![4usize, 16, 9, 9];
         let (x, xv) = inp.tensor(&bsh, -2.0, 2.0, f)?;
         let (m, mv) = inp.tensor(&[16], -0.5, 0.5, f)?;
         let (v, vv) = inp.tensor(&[16], 0.5, 2.0, f)?;
-        row(cases, "batch_norm", format!("{bsh:?}"), (1e-5, 1e-5),
+        row(
+            cases,
+            "batch_norm",
+            format!("{bsh:?}"),
+            (1e-5, 1e-5),
             move || ops::batch_norm(&x, &m, &v, None, None, 1e-5)?.to_f64_vec(),
-            move || cpu::norm::batch_norm(&xv, &bsh, &mv, &vv, None, None, 1e-5, f).unwrap().0);
+            move || cpu::norm::batch_norm(&xv, &bsh, &mv, &vv, None, None, 1e-5, f).unwrap().0,
+        );
     }
     // matmul: 2-D with awkward sizes, batched with broadcast, matrix-vector
-    for (sa, sb) in [(vec![129usize, 257], vec![257usize, 67]), (vec![3, 1, 64, 33], vec![5, 33, 65]), (vec![301, 129], vec![129])] {
+    for (sa, sb) in
+        [(vec![129usize, 257], vec![257usize, 67]), (vec![3, 1, 64, 33], vec![5, 33, 65]), (vec![301, 129], vec![129])]
+    {
         let (a, av) = inp.tensor(&sa, -1.0, 1.0, f)?;
         let (b, bv) = inp.tensor(&sb, -1.0, 1.0, f)?;
         let label = format!("{sa:?}@{sb:?}");
-        row(cases, "matmul", label, (1e-4, 1e-4),
+        row(
+            cases,
+            "matmul",
+            label,
+            (1e-4, 1e-4),
             move || ops::matmul(&a, &b)?.to_f64_vec(),
-            move || cpu::matmul::matmul(&av, &sa, &bv, &sb).unwrap().0);
+            move || cpu::matmul::matmul(&av, &sa, &bv, &sb).unwrap().0,
+        );
     }
     // conv2d and pooling
     {
         let (x, xv) = inp.tensor(&[2, 8, 31, 29], -1.0, 1.0, f)?;
         let (w, wv) = inp.tensor(&[12, 4, 3, 3], -0.5, 0.5, f)?;
         let (b, bv) = inp.tensor(&[12], -0.5, 0.5, f)?;
-        row(cases, "conv2d", "[2,8,31,29]*[12,4,3,3] s2 p1 d1 g2".into(), (1e-4, 1e-4),
+        row(
+            cases,
+            "conv2d",
+            "[2,8,31,29]*[12,4,3,3] s2 p1 d1 g2".into(),
+            (1e-4, 1e-4),
             move || ops::conv2d(&x, &w, Some(&b), [2, 2], [1, 1], [1, 1], 2)?.to_f64_vec(),
-            move || cpu::conv::conv2d(&xv, [2, 8, 31, 29], &wv, [12, 4, 3, 3], Some(&bv), [2, 2], [1, 1], [1, 1], 2).unwrap().0);
+            move || {
+                cpu::conv::conv2d(&xv, [2, 8, 31, 29], &wv, [12, 4, 3, 3], Some(&bv), [2, 2], [1, 1], [1, 1], 2)
+                    .unwrap()
+                    .0
+            },
+        );
         let (p, pv) = inp.tensor(&[2, 8, 33, 35], -1.0, 1.0, f)?;
         let (p2, pv2) = (p.clone(), pv.clone());
-        row(cases, "max_pool2d", "[2,8,33,35] k3 s2 p1".into(), (0.0, 0.0),
+        row(
+            cases,
+            "max_pool2d",
+            "[2,8,33,35] k3 s2 p1".into(),
+            (0.0, 0.0),
             move || ops::max_pool2d(&p, [3, 3], [2, 2], [1, 1])?.to_f64_vec(),
-            move || cpu::conv::max_pool2d(&pv, [2, 8, 33, 35], [3, 3], [2, 2], [1, 1]).unwrap().0);
-        row(cases, "avg_pool2d", "[2,8,33,35] k2 s2 p0".into(), (1e-6, 1e-6),
+            move || cpu::conv::max_pool2d(&pv, [2, 8, 33, 35], [3, 3], [2, 2], [1, 1]).unwrap().0,
+        );
+        row(
+            cases,
+            "avg_pool2d",
+            "[2,8,33,35] k2 s2 p0".into(),
+            (1e-6, 1e-6),
             move || ops::avg_pool2d(&p2, [2, 2], [2, 2], [0, 0])?.to_f64_vec(),
-            move || cpu::conv::avg_pool2d(&pv2, [2, 8, 33, 35], [2, 2], [2, 2], [0, 0]).unwrap().0);
+            move || cpu::conv::avg_pool2d(&pv2, [2, 8, 33, 35], [2, 2], [2, 2], [0, 0]).unwrap().0,
+        );
     }
     // data movement
     {
@@ -246,65 +318,138 @@ fn families(inp: &mut Inputs, cases: &mut Vec<Case>) -> Result<()> {
         let (x, xv) = inp.tensor(&sh, -1.0, 1.0, f)?;
         let exact = (0.0, 0.0);
         let (x1, xv1, sh1) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "permute", format!("{sh:?} (2,0,1)"), exact,
+        row(
+            cases,
+            "permute",
+            format!("{sh:?} (2,0,1)"),
+            exact,
             move || ops::permute(&x1, &[2, 0, 1])?.to_f64_vec(),
-            move || cpu::movement::permute(&xv1, &sh1, &[2, 0, 1]).unwrap().0);
+            move || cpu::movement::permute(&xv1, &sh1, &[2, 0, 1]).unwrap().0,
+        );
         let (x2, xv2, sh2) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "transpose", format!("{sh:?} (0,-1)"), exact,
+        row(
+            cases,
+            "transpose",
+            format!("{sh:?} (0,-1)"),
+            exact,
             move || ops::transpose(&x2, 0, -1)?.to_f64_vec(),
-            move || cpu::movement::permute(&xv2, &sh2, &[2, 1, 0]).unwrap().0);
+            move || cpu::movement::permute(&xv2, &sh2, &[2, 1, 0]).unwrap().0,
+        );
         let (x3, xv3, sh3) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "slice", format!("{sh:?} axis 1 [-9:10:3]"), exact,
+        row(
+            cases,
+            "slice",
+            format!("{sh:?} axis 1 [-9:10:3]"),
+            exact,
             move || ops::slice(&x3, 1, -9, 10, 3)?.to_f64_vec(),
-            move || cpu::movement::slice(&xv3, &sh3, 1, -9, 10, 3).unwrap().0);
+            move || cpu::movement::slice(&xv3, &sh3, 1, -9, 10, 3).unwrap().0,
+        );
         let (y, yv) = inp.tensor(&[7, 5, 13], -1.0, 1.0, f)?;
         let (x4, xv4, sh4) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "concat", format!("{sh:?}+[7,5,13] axis 1"), exact,
+        row(
+            cases,
+            "concat",
+            format!("{sh:?}+[7,5,13] axis 1"),
+            exact,
             move || ops::concat(&[&x4, &y], 1)?.to_f64_vec(),
-            move || cpu::movement::concat(&[(&xv4[..], &sh4[..]), (&yv[..], &[7, 5, 13][..])], 1).unwrap().0);
+            move || cpu::movement::concat(&[(&xv4[..], &sh4[..]), (&yv[..], &[7, 5, 13][..])], 1).unwrap().0,
+        );
         let idx: Vec<i32> = vec![12, 0, 5, 5, 7, 1];
         let it = Tensor::from_slice(&idx, &[idx.len()])?;
         let (x5, xv5, sh5) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "index_select", format!("{sh:?} axis -1, 6 indices"), exact,
+        row(
+            cases,
+            "index_select",
+            format!("{sh:?} axis -1, 6 indices"),
+            exact,
             move || ops::index_select(&x5, -1, &it)?.to_f64_vec(),
-            move || cpu::movement::index_select(&xv5, &sh5, -1, &idx.iter().map(|&i| i as i64).collect::<Vec<_>>()).unwrap().0);
+            move || {
+                cpu::movement::index_select(&xv5, &sh5, -1, &idx.iter().map(|&i| i as i64).collect::<Vec<_>>())
+                    .unwrap()
+                    .0
+            },
+        );
         let gidx: Vec<i32> = (0..7 * 11 * 4).map(|i| i * 7 % 13).collect();
         let gt = Tensor::from_slice(&gidx, &[7, 11, 4])?;
         let (x6, xv6, sh6) = (x.clone(), xv.clone(), sh.clone());
-        row(cases, "gather", format!("{sh:?} axis 2, index [7,11,4]"), exact,
+        row(
+            cases,
+            "gather",
+            format!("{sh:?} axis 2, index [7,11,4]"),
+            exact,
             move || ops::gather(&x6, 2, &gt)?.to_f64_vec(),
-            move || cpu::movement::gather(&xv6, &sh6, 2, &gidx.iter().map(|&i| i as i64).collect::<Vec<_>>(), &[7, 11, 4]).unwrap());
+            move || {
+                cpu::movement::gather(&xv6, &sh6, 2, &gidx.iter().map(|&i| i as i64).collect::<Vec<_>>(), &[7, 11, 4])
+                    .unwrap()
+            },
+        );
         let x7 = x.clone();
-        row(cases, "reshape", format!("{sh:?} -> [77, -1]"), exact, move || ops::reshape(&x7, &[77, -1])?.to_f64_vec(), move || xv.clone());
+        row(
+            cases,
+            "reshape",
+            format!("{sh:?} -> [77, -1]"),
+            exact,
+            move || ops::reshape(&x7, &[77, -1])?.to_f64_vec(),
+            move || xv.clone(),
+        );
     }
     // nn: embedding, rope, attention
     {
         let (w, wv) = inp.tensor(&[50, 24], -1.0, 1.0, f)?;
         let ids: Vec<u32> = (0..37).map(|i| (i * 17 % 50) as u32).collect();
         let it = Tensor::from_slice(&ids, &[37])?;
-        row(cases, "embedding", "[50,24] by 37 ids".into(), (0.0, 0.0),
+        row(
+            cases,
+            "embedding",
+            "[50,24] by 37 ids".into(),
+            (0.0, 0.0),
             move || ops::embedding(&w, &it)?.to_f64_vec(),
-            move || cpu::movement::embedding(&wv, 50, 24, &ids.iter().map(|&i| i as i64).collect::<Vec<_>>()));
+            move || cpu::movement::embedding(&wv, 50, 24, &ids.iter().map(|&i| i as i64).collect::<Vec<_>>()),
+        );
         let sh = vec![3usize, 17, 64];
         let (x, xv) = inp.tensor(&sh, -1.0, 1.0, f)?;
-        row(cases, "rope", format!("{sh:?} offset 5"), (1e-5, 1e-5),
+        row(
+            cases,
+            "rope",
+            format!("{sh:?} offset 5"),
+            (1e-5, 1e-5),
             move || ops::rope(&x, 5, 10000.0)?.to_f64_vec(),
-            move || cpu::movement::rope(&xv, &sh, 5, 10000.0));
+            move || cpu::movement::rope(&xv, &sh, 5, 10000.0),
+        );
         let (q, qv) = inp.tensor(&[2, 3, 70, 32], -1.0, 1.0, f)?;
         let (k, kv) = inp.tensor(&[2, 3, 90, 32], -1.0, 1.0, f)?;
         let (v, vv) = inp.tensor(&[2, 3, 90, 40], -1.0, 1.0, f)?;
-        row(cases, "attention", "q[2,3,70,32] kv 90 causal".into(), (1e-5, 1e-4),
+        row(
+            cases,
+            "attention",
+            "q[2,3,70,32] kv 90 causal".into(),
+            (1e-5, 1e-4),
             move || ops::attention(&q, &k, &v, true, None)?.to_f64_vec(),
-            move || cpu::attention::attention(&qv, &[2, 3, 70, 32], &kv, &[2, 3, 90, 32], &vv, &[2, 3, 90, 40], true, None).unwrap().0);
+            move || {
+                cpu::attention::attention(&qv, &[2, 3, 70, 32], &kv, &[2, 3, 90, 32], &vv, &[2, 3, 90, 40], true, None)
+                    .unwrap()
+                    .0
+            },
+        );
     }
     // random numbers: the same bits as the CPU generator
-    row(cases, "random_uniform", "[100003] seed 7".into(), (0.0, 0.0),
+    row(
+        cases,
+        "random_uniform",
+        "[100003] seed 7".into(),
+        (0.0, 0.0),
         || ops::random_uniform(&[100003], DType::F32, 7, -2.0, 3.0)?.to_f64_vec(),
-        || cpu::random::uniform(100003, DType::F32, 7, -2.0, 3.0));
+        || cpu::random::uniform(100003, DType::F32, 7, -2.0, 3.0),
+    );
     // log and cos may differ by ulps across GPUs (the bits are exact; see reference::random).
-    row(cases, "random_normal", "[100003] seed 7".into(), (6e-5, 1e-5),
+    row(
+        cases,
+        "random_normal",
+        "[100003] seed 7".into(),
+        (6e-5, 1e-5),
         || ops::random_normal(&[100003], DType::F32, 7, 1.0, 2.0)?.to_f64_vec(),
-        || cpu::random::normal(100003, DType::F32, 7, 1.0, 2.0));
+        || cpu::random::normal(100003, DType::F32, 7, 1.0, 2.0),
+    );
     // a custom WGSL kernel
     {
         const SRC: &str = "@group(0) @binding(0) var<storage, read> a: array<f32>;\n\
@@ -314,14 +459,19 @@ fn families(inp: &mut Inputs, cases: &mut Vec<Case>) -> Result<()> {
         let n = 10007;
         let (a, av) = inp.tensor(&[n], -2.0, 2.0, f)?;
         // GPUs may fuse a * a + 1 into one fma (one rounding instead of two).
-        row(cases, "custom kernel", format!("[{n}] a*a+1"), (1e-6, 1e-6),
+        row(
+            cases,
+            "custom kernel",
+            format!("[{n}] a*a+1"),
+            (1e-6, 1e-6),
             move || {
                 let k = kiln_core::Kernel::new(SRC, "main")?;
                 let o = Tensor::empty(&[n], DType::F32)?;
                 k.dispatch(&[&a, &o], None, [(n as u32).div_ceil(64), 1, 1])?;
                 o.to_f64_vec()
             },
-            move || av.iter().map(|&x| ((x as f32) * (x as f32) + 1.0) as f64).collect());
+            move || av.iter().map(|&x| ((x as f32) * (x as f32) + 1.0) as f64).collect(),
+        );
     }
     Ok(())
 }

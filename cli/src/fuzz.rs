@@ -185,13 +185,50 @@ fn helper(x: f32) -> f32 { var t: array<f32, 16>; t[3] = x; return t[3] * x; }
 ];
 
 const TOKENS: &[&str] = &[
-    "+", "*", "-", "/", "%", "(", ")", "{", "}", "[", "]", ";", ",", "!", "&", "<", ">", "=", ".", "o[0]", "o[1]",
-    " 1e38 ", " 0xFFFFFFFFu ", " -2147483648i ", " 4294967295u ", " 1e-45 ", " 65504h ", "let z = 1;", "var q: f32;",
-    "loop { }", "return;", "break;", "fn f() {}", "workgroupBarrier();", "arrayLength(&o)",
-    "var<workgroup> big: array<f32, 16777216>;", "var<private> pr: array<f32, 1048576>;",
-    "var a: array<f32, 65536>;", "@group(0) @binding(7) var<storage, read_write> x: array<f32>;",
-    "@group(3) @binding(0) var<storage, read_write> y: array<f32>;", "enable f16;", "@workgroup_size(1024, 1024)",
-    "@workgroup_size(0)", "struct T { x: array<f32> }",
+    "+",
+    "*",
+    "-",
+    "/",
+    "%",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    ";",
+    ",",
+    "!",
+    "&",
+    "<",
+    ">",
+    "=",
+    ".",
+    "o[0]",
+    "o[1]",
+    " 1e38 ",
+    " 0xFFFFFFFFu ",
+    " -2147483648i ",
+    " 4294967295u ",
+    " 1e-45 ",
+    " 65504h ",
+    "let z = 1;",
+    "var q: f32;",
+    "loop { }",
+    "return;",
+    "break;",
+    "fn f() {}",
+    "workgroupBarrier();",
+    "arrayLength(&o)",
+    "var<workgroup> big: array<f32, 16777216>;",
+    "var<private> pr: array<f32, 1048576>;",
+    "var a: array<f32, 65536>;",
+    "@group(0) @binding(7) var<storage, read_write> x: array<f32>;",
+    "@group(3) @binding(0) var<storage, read_write> y: array<f32>;",
+    "enable f16;",
+    "@workgroup_size(1024, 1024)",
+    "@workgroup_size(0)",
+    "struct T { x: array<f32> }",
 ];
 
 fn mutate(rng: &mut Rng, src: &str) -> String {
@@ -273,8 +310,23 @@ fn wgsl_once(rng: &mut Rng, report: &mut Report) {
 const DIMS: &[usize] = &[0, 1, 1, 2, 3, 5, 7, 17, 64];
 const ABSURD: &[usize] = &[1 << 40, 1 << 62, usize::MAX, (1 << 63) + 1];
 const SCALARS: &[f64] = &[
-    0.0, -0.0, 1.0, -1.0, 2.5, -7.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 3.4e38, 1e300, 1e-45, 65504.0,
-    2147483648.0, -2147483649.0, 4294967296.0, 1e30,
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    2.5,
+    -7.0,
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    3.4e38,
+    1e300,
+    1e-45,
+    65504.0,
+    2147483648.0,
+    -2147483649.0,
+    4294967296.0,
+    1e30,
 ];
 
 fn shape(rng: &mut Rng) -> Vec<usize> {
@@ -299,7 +351,9 @@ fn tensor(rng: &mut Rng, shape: &[usize], dt: DType) -> kiln_core::Result<Tensor
     if n > 1 << 16 {
         return ops::zeros(shape, dt);
     }
-    let vals: Vec<f64> = (0..n).map(|_| if rng.chance(30) { rng.pick(SCALARS) } else { (rng.below(2001) as f64 - 1000.0) / 37.0 }).collect();
+    let vals: Vec<f64> = (0..n)
+        .map(|_| if rng.chance(30) { rng.pick(SCALARS) } else { (rng.below(2001) as f64 - 1000.0) / 37.0 })
+        .collect();
     let t = Tensor::from_slice(&vals.iter().map(|&v| v as f32).collect::<Vec<f32>>(), shape)?;
     if dt == DType::F32 {
         Ok(t)
@@ -329,8 +383,12 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
     let big = rng.chance(20);
     let (k2, s2, p2, d2) = (pair(rng, big), pair(rng, big), pair(rng, big), pair(rng, big));
     let which = rng.below(24);
-    let (un, bin) = (ops::UnaryOp::ALL[rng.below(ops::UnaryOp::ALL.len())], ops::BinaryOp::ALL[rng.below(ops::BinaryOp::ALL.len())]);
-    let what = format!("op #{which} on {sa:?} {dt} / {sb:?} {dtb}, scalar {s}, axes {ax} {ax2}, {k2:?} {s2:?} {p2:?} {d2:?}");
+    let (un, bin) = (
+        ops::UnaryOp::ALL[rng.below(ops::UnaryOp::ALL.len())],
+        ops::BinaryOp::ALL[rng.below(ops::BinaryOp::ALL.len())],
+    );
+    let what =
+        format!("op #{which} on {sa:?} {dt} / {sb:?} {dtb}, scalar {s}, axes {ax} {ax2}, {k2:?} {s2:?} {p2:?} {d2:?}");
     let r = attempt(|| -> kiln_core::Result<Tensor> {
         Ok(match which {
             0 => ops::unary(un, &a)?,
@@ -364,7 +422,9 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
         match out.to_bytes() {
             Ok(bytes) if bytes.len() == out.numel() * out.dtype().size() => {}
             Ok(bytes) => report.findings.push(format!("{what}: {} bytes for shape {:?}", bytes.len(), out.shape())),
-            Err(e) if matches!(e.code(), ErrorCode::Internal | ErrorCode::Panic) => report.findings.push(format!("{what}: read: {e}")),
+            Err(e) if matches!(e.code(), ErrorCode::Internal | ErrorCode::Panic) => {
+                report.findings.push(format!("{what}: read: {e}"))
+            }
             Err(_) => {}
         }
     }

@@ -47,7 +47,9 @@ fn parse_workgroups(s: &str) -> Result<[u32; 3]> {
     }
     let mut wg = [1u32; 3];
     for (slot, p) in wg.iter_mut().zip(&parts) {
-        *slot = p.parse::<u32>().with_context(|| format!("--workgroups {s:?}: {p:?} is not a count from 0 to {}", u32::MAX))?;
+        *slot = p
+            .parse::<u32>()
+            .with_context(|| format!("--workgroups {s:?}: {p:?} is not a count from 0 to {}", u32::MAX))?;
     }
     Ok(wg)
 }
@@ -81,7 +83,9 @@ pub fn main(args: Args) -> Result<()> {
     for (i, _) in args.outputs.iter().enumerate() {
         let shape = match args.output_shapes.get(i) {
             Some(s) => parse_list(s)?,
-            None => inputs.first().map(|t| t.shape().to_vec()).context("--output-shape is needed when there is no input")?,
+            None => {
+                inputs.first().map(|t| t.shape().to_vec()).context("--output-shape is needed when there is no input")?
+            }
         };
         let dtype = match args.output_dtypes.get(i) {
             Some(d) => DType::parse(d)?,
@@ -99,7 +103,12 @@ pub fn main(args: Args) -> Result<()> {
         crate::npy::write(path, t)?;
         println!("wrote {path}: shape {:?} {}", t.shape(), t.dtype());
     }
-    println!("kernel {} ran in {:.3} ms on {}", args.entry, elapsed.as_secs_f64() * 1e3, kiln_core::device()?.info().name);
+    println!(
+        "kernel {} ran in {:.3} ms on {}",
+        args.entry,
+        elapsed.as_secs_f64() * 1e3,
+        kiln_core::device()?.info().name
+    );
     Ok(())
 }
 

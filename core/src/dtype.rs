@@ -69,7 +69,8 @@ dtype_table! {
 impl DType {
     /// "0=f32, 1=f16, …" (with values) or "f32, f16, …".
     fn listing(values: bool) -> String {
-        let names = Self::ALL.iter().map(|d| if values { format!("{}={}", *d as u32, d.name()) } else { d.name().to_string() });
+        let names =
+            Self::ALL.iter().map(|d| if values { format!("{}={}", *d as u32, d.name()) } else { d.name().to_string() });
         names.collect::<Vec<_>>().join(", ")
     }
 
@@ -183,7 +184,9 @@ mod scalar_tests {
 
     #[test]
     fn integer_scalars_must_be_whole_and_in_range() {
-        for v in [f64::NAN, 1.5, -0.5, 1e30, 2f64.powi(40), f64::INFINITY, f64::NEG_INFINITY, 2147483648.0, -2147483649.0] {
+        for v in
+            [f64::NAN, 1.5, -0.5, 1e30, 2f64.powi(40), f64::INFINITY, f64::NEG_INFINITY, 2147483648.0, -2147483649.0]
+        {
             assert!(DType::I32.check_scalar(v).is_err(), "i32 accepted {v}");
         }
         for v in [-5.0, -1.0, 4294967296.0, 0.5, f64::NAN] {

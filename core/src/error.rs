@@ -105,6 +105,18 @@ impl Error {
     }
 }
 
+impl From<wgpu::Error> for Error {
+    fn from(e: wgpu::Error) -> Self {
+        match e {
+            wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory(e.to_string()),
+            wgpu::Error::Validation { description, .. } => Error::Internal(description),
+            wgpu::Error::Internal { description, .. } => Error::Internal(description),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,15 +139,3 @@ mod tests {
         assert_eq!(Error::ShapeMismatch("x".into()).to_string(), "shape mismatch: x");
     }
 }
-
-impl From<wgpu::Error> for Error {
-    fn from(e: wgpu::Error) -> Self {
-        match e {
-            wgpu::Error::OutOfMemory { .. } => Error::OutOfMemory(e.to_string()),
-            wgpu::Error::Validation { description, .. } => Error::Internal(description),
-            wgpu::Error::Internal { description, .. } => Error::Internal(description),
-        }
-    }
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -107,9 +107,8 @@ impl CompileJob {
         if self.has_f16 {
             caps |= naga::valid::Capabilities::SHADER_FLOAT16;
         }
-        let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
-            .validate(&module)
-            .map_err(|e| {
+        let info =
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&module).map_err(|e| {
                 let text = e.as_inner().to_string();
                 let mut full = text.clone();
                 let mut src = e.as_inner() as &dyn std::error::Error;
@@ -119,12 +118,8 @@ impl CompileJob {
                 }
                 shader_error("validation error", full, e.location(source))
             })?;
-        let (ep_index, ep) = module
-            .entry_points
-            .iter()
-            .enumerate()
-            .find(|(_, ep)| ep.name == entry)
-            .ok_or_else(|| {
+        let (ep_index, ep) =
+            module.entry_points.iter().enumerate().find(|(_, ep)| ep.name == entry).ok_or_else(|| {
                 let names: Vec<_> = module.entry_points.iter().map(|e| e.name.as_str()).collect();
                 Error::Shader(format!("no entry point named {entry:?} (the module has {names:?})"))
             })?;
@@ -212,9 +207,10 @@ enum Leaf {
 
 fn leaf_scalar(module: &naga::Module, ty: naga::Handle<naga::Type>) -> Leaf {
     match module.types[ty].inner {
-        TypeInner::Scalar(s) | TypeInner::Atomic(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Matrix { scalar: s, .. } => {
-            Leaf::One(s)
-        }
+        TypeInner::Scalar(s)
+        | TypeInner::Atomic(s)
+        | TypeInner::Vector { scalar: s, .. }
+        | TypeInner::Matrix { scalar: s, .. } => Leaf::One(s),
         TypeInner::Array { base, .. } => leaf_scalar(module, base),
         TypeInner::Struct { ref members, .. } => {
             let mut acc = Leaf::None;
@@ -243,7 +239,9 @@ fn ends_in_runtime_array(module: &naga::Module, ty: naga::Handle<naga::Type>) ->
 
 /// The globals whose length `arrayLength` reads, and whether some `arrayLength` reads a pointer
 /// that cannot be traced to one (then every runtime-sized binding counts as read).
-fn array_length_globals(module: &naga::Module) -> (std::collections::HashSet<naga::Handle<naga::GlobalVariable>>, bool) {
+fn array_length_globals(
+    module: &naga::Module,
+) -> (std::collections::HashSet<naga::Handle<naga::GlobalVariable>>, bool) {
     let mut read = std::collections::HashSet::new();
     let mut untraced = false;
     let functions = module.functions.iter().map(|(_, f)| f).chain(module.entry_points.iter().map(|e| &e.function));

@@ -170,11 +170,11 @@ pub(crate) fn check_private_memory(
         }
     }
     // The entry point's arguments are built-ins, not memory the kernel chose.
-    let functions = module
-        .functions
-        .iter()
-        .map(|(h, f)| (f, &info[h], true))
-        .chain(std::iter::once((&ep.function, ep_info, false)));
+    let functions = module.functions.iter().map(|(h, f)| (f, &info[h], true)).chain(std::iter::once((
+        &ep.function,
+        ep_info,
+        false,
+    )));
     for (f, finfo, count_arguments) in functions {
         for (_, local) in f.local_variables.iter() {
             total = total.saturating_add(bytes_of(local.ty));
@@ -271,8 +271,9 @@ pub(crate) fn run_compile<T: Send + 'static>(what: &str, f: impl FnOnce() -> Res
     let (tx, rx) = mpsc::sync_channel(1);
     let st = state.clone();
     start(Box::new(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-            .unwrap_or_else(|p| Err(Error::Shader(format!("the shader compiler panicked: {}", Error::from_panic(p).message()))));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+            Err(Error::Shader(format!("the shader compiler panicked: {}", Error::from_panic(p).message())))
+        });
         Box::new(move || {
             if st.compare_exchange(RUNNING, DONE, Ordering::SeqCst, Ordering::SeqCst).is_err() {
                 ABANDONED.fetch_sub(1, Ordering::SeqCst);

@@ -27,8 +27,8 @@ pub mod tensor;
 
 pub use device::{Device, MemoryStats};
 pub use dtype::{DType, Element};
-pub use gpu_timer::GpuTime;
 pub use error::{Error, ErrorCode, Result};
+pub use gpu_timer::GpuTime;
 pub use half::f16;
 pub use kernel::Kernel;
 pub use pipeline::PipelineStats;

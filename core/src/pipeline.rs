@@ -203,7 +203,9 @@ pub(crate) fn compile_with(
         Checks::Bounded => device.create_shader_module(desc),
         // SAFETY: only built-in kernels ask for Unchecked, and each guards every index with an
         // explicit range check that the test-suite exercises (see `Checks`).
-        Checks::Unchecked => unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) },
+        Checks::Unchecked => unsafe {
+            device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+        },
     };
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(label),

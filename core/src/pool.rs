@@ -115,7 +115,9 @@ mod tests {
     fn over_the_cap_the_oldest_buffers_go() {
         let dev = crate::device().unwrap();
         let usage = wgpu::BufferUsages::STORAGE;
-        let make = |size: u64| dev.device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage, mapped_at_creation: false });
+        let make = |size: u64| {
+            dev.device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage, mapped_at_creation: false })
+        };
         let pool = Pool::new(3 << 10);
         for _ in 0..3 {
             assert_eq!(pool.release_idle(1 << 10, usage, make(1 << 10)), 0);

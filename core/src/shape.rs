@@ -30,10 +30,9 @@ fn too_large(what: &str) -> Error {
 pub fn checked_numel(shape: &[usize]) -> Result<usize> {
     let mut span: usize = 1;
     for &d in shape {
-        span = span
-            .checked_mul(d.max(1))
-            .filter(|&v| v <= isize::MAX as usize)
-            .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} has more elements than can be addressed")))?;
+        span = span.checked_mul(d.max(1)).filter(|&v| v <= isize::MAX as usize).ok_or_else(|| {
+            Error::InvalidArgument(format!("shape {shape:?} has more elements than can be addressed"))
+        })?;
     }
     Ok(numel(shape))
 }
@@ -49,10 +48,7 @@ pub fn strides(shape: &[usize]) -> Vec<usize> {
 
 pub fn check_rank(shape: &[usize]) -> Result<()> {
     if shape.len() > MAX_RANK {
-        return Err(Error::InvalidArgument(format!(
-            "rank {} is above the maximum of {MAX_RANK}",
-            shape.len()
-        )));
+        return Err(Error::InvalidArgument(format!("rank {} is above the maximum of {MAX_RANK}", shape.len())));
     }
     Ok(())
 }
@@ -81,9 +77,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
 pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let st = strides(shape);
     let off = out.len() - shape.len();
-    (0..out.len())
-        .map(|i| if i < off || shape[i - off] == 1 { 0 } else { st[i - off] })
-        .collect()
+    (0..out.len()).map(|i| if i < off || shape[i - off] == 1 { 0 } else { st[i - off] }).collect()
 }
 
 /// `broadcast_strides` for the batch dimensions of stacked matrices of `mat` elements each.
@@ -96,9 +90,7 @@ pub fn normalize_axis(axis: isize, rank: usize) -> Result<usize> {
     let r = rank as isize;
     let a = if axis < 0 { axis + r } else { axis };
     if a < 0 || a >= r {
-        return Err(Error::InvalidArgument(format!(
-            "axis {axis} is out of range for a tensor of rank {rank}"
-        )));
+        return Err(Error::InvalidArgument(format!("axis {axis} is out of range for a tensor of rank {rank}")));
     }
     Ok(a as usize)
 }
@@ -122,12 +114,16 @@ pub fn normalize_axes(axes: Option<&[isize]>, rank: usize) -> Result<Vec<usize>>
 /// `(size + 2 pad - dil (k - 1) - 1) / stride + 1`.
 pub fn window_out_size(size: usize, k: usize, stride: usize, pad: usize, dil: usize) -> Result<usize> {
     if stride == 0 || dil == 0 || k == 0 {
-        return Err(Error::InvalidArgument(format!("stride {stride}, dilation {dil} and kernel {k} must be at least 1")));
+        return Err(Error::InvalidArgument(format!(
+            "stride {stride}, dilation {dil} and kernel {k} must be at least 1"
+        )));
     }
     let span = add(mul(dil, k - 1, "dilation * (kernel - 1)")?, 1, "the kernel span")?;
     let padded = add(size, mul(pad, 2, "padding")?, "the padded input")?;
     if span > padded {
-        return Err(Error::ShapeMismatch(format!("a kernel spanning {span} is larger than the padded input of {padded}")));
+        return Err(Error::ShapeMismatch(format!(
+            "a kernel spanning {span} is larger than the padded input of {padded}"
+        )));
     }
     Ok((padded - span) / stride + 1)
 }
@@ -142,7 +138,9 @@ pub fn matmul_shape(a_shape: &[usize], b_shape: &[usize]) -> Result<Vec<usize>> 
     let (m, ka) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if ka != kb {
-        return Err(Error::ShapeMismatch(format!("matmul: {a_shape:?} @ {b_shape:?}: inner dimensions {ka} and {kb} differ")));
+        return Err(Error::ShapeMismatch(format!(
+            "matmul: {a_shape:?} @ {b_shape:?}: inner dimensions {ka} and {kb} differ"
+        )));
     }
     let mut out = broadcast_shapes(&a2[..a2.len() - 2], &b2[..b2.len() - 2])?;
     if a_shape.len() > 1 {

@@ -113,14 +113,14 @@ impl Tensor {
         let n = self.numel();
         let holes = shape.iter().filter(|&&d| d == -1).count();
         if holes > 1 || shape.iter().any(|&d| d < -1) {
-            return Err(Error::InvalidArgument(format!("bad shape {shape:?}: at most one -1 and no other negative size")));
+            return Err(Error::InvalidArgument(format!(
+                "bad shape {shape:?}: at most one -1 and no other negative size"
+            )));
         }
         let given: Vec<usize> = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).collect();
         let known = checked_numel(&given)?;
-        let new: Vec<usize> = shape
-            .iter()
-            .map(|&d| if d == -1 { n.checked_div(known).unwrap_or(0) } else { d as usize })
-            .collect();
+        let new: Vec<usize> =
+            shape.iter().map(|&d| if d == -1 { n.checked_div(known).unwrap_or(0) } else { d as usize }).collect();
         if checked_numel(&new)? != n {
             return Err(Error::ShapeMismatch(format!("cannot reshape {:?} ({n} elements) to {shape:?}", self.shape)));
         }

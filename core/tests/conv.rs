@@ -13,13 +13,26 @@ fn conv_tol(dt: DType, taps: usize) -> (f64, f64) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn check_conv(rng: &mut Rng, x_shape: [usize; 4], w_shape: [usize; 4], bias: bool, stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], groups: usize, dt: DType) {
+fn check_conv(
+    rng: &mut Rng,
+    x_shape: [usize; 4],
+    w_shape: [usize; 4],
+    bias: bool,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+    dt: DType,
+) {
     let (x, xv) = rand_tensor(rng, &x_shape, dt, -1.0, 1.0);
     let (w, wv) = rand_tensor(rng, &w_shape, dt, -1.0, 1.0);
     let (b, bv) = rand_tensor(rng, &[w_shape[0]], dt, -1.0, 1.0);
-    let what = format!("conv2d x{x_shape:?} w{w_shape:?} bias={bias} s{stride:?} p{padding:?} d{dilation:?} g{groups} {dt}");
-    let y = ops::conv2d(&x, &w, bias.then_some(&b), stride, padding, dilation, groups).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let (want, shape) = cpu::conv2d(&xv, x_shape, &wv, w_shape, bias.then_some(&bv[..]), stride, padding, dilation, groups).unwrap();
+    let what =
+        format!("conv2d x{x_shape:?} w{w_shape:?} bias={bias} s{stride:?} p{padding:?} d{dilation:?} g{groups} {dt}");
+    let y = ops::conv2d(&x, &w, bias.then_some(&b), stride, padding, dilation, groups)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (want, shape) =
+        cpu::conv2d(&xv, x_shape, &wv, w_shape, bias.then_some(&bv[..]), stride, padding, dilation, groups).unwrap();
     assert_eq!(y.shape(), &shape[..], "{what}");
     let (atol, rtol) = conv_tol(dt, w_shape[1] * w_shape[2] * w_shape[3]);
     assert_close(&what, &y.to_f64_vec().unwrap(), &want, atol, rtol);
@@ -79,7 +92,8 @@ fn conv2d_unbatched_input() {
 fn conv2d_errors() {
     let x = Tensor::from_slice(&[0.0f32; 2 * 4 * 5 * 5], &[2, 4, 5, 5]).unwrap();
     let w = Tensor::from_slice(&[0.0f32; 3 * 4 * 3 * 3], &[3, 4, 3, 3]).unwrap();
-    let conv = |x: &Tensor, w: &Tensor, b: Option<&Tensor>, s, p, d, g| ops::conv2d(x, w, b, s, p, d, g).unwrap_err().code();
+    let conv =
+        |x: &Tensor, w: &Tensor, b: Option<&Tensor>, s, p, d, g| ops::conv2d(x, w, b, s, p, d, g).unwrap_err().code();
     // Channels not divisible by groups.
     assert_eq!(conv(&x, &w, None, [1, 1], [0, 0], [1, 1], 3), ErrorCode::ShapeMismatch);
     // Weight channels disagree with input channels / groups.
@@ -118,7 +132,7 @@ fn pools_match_reference() {
         ([2, 3, 13, 7], [3, 2], [1, 2], [1, 1]),
         ([1, 5, 17, 19], [5, 3], [3, 1], [2, 0]),
         ([3, 2, 1, 1], [1, 1], [1, 1], [0, 0]),
-        ([1, 2, 2, 3], [2, 2], [1, 1], [1, 1]),  // windows mostly padding
+        ([1, 2, 2, 3], [2, 2], [1, 1], [1, 1]), // windows mostly padding
         ([1, 1, 31, 29], [4, 4], [4, 3], [2, 1]),
         ([0, 3, 5, 5], [2, 2], [2, 2], [0, 0]),
     ];
@@ -159,7 +173,10 @@ fn pool_errors() {
     assert_eq!(ops::avg_pool2d(&x, [0, 2], [1, 1], [0, 0]).unwrap_err().code(), ErrorCode::InvalidArgument);
     assert_eq!(ops::max_pool2d(&x, [2, 2], [1, 1], [2, 0]).unwrap_err().code(), ErrorCode::InvalidArgument);
     assert_eq!(ops::max_pool2d(&x, [6, 2], [1, 1], [0, 0]).unwrap_err().code(), ErrorCode::ShapeMismatch);
-    assert_eq!(ops::max_pool2d(&x.reshape(&[6, 25]).unwrap(), [1, 1], [1, 1], [0, 0]).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    assert_eq!(
+        ops::max_pool2d(&x.reshape(&[6, 25]).unwrap(), [1, 1], [1, 1], [0, 0]).unwrap_err().code(),
+        ErrorCode::ShapeMismatch
+    );
     let xi = Tensor::from_slice(&[0i32; 25], &[1, 1, 5, 5]).unwrap();
     assert_eq!(ops::avg_pool2d(&xi, [2, 2], [2, 2], [0, 0]).unwrap_err().code(), ErrorCode::DTypeMismatch);
 }
@@ -189,7 +206,7 @@ fn conv2d_through_matmul_matches_reference() {
     let cases: &[([usize; 4], [usize; 4], bool, [usize; 2], [usize; 2], [usize; 2])] = &[
         ([2, 16, 30, 29], [24, 16, 3, 3], true, [1, 1], [1, 1], [1, 1]),
         ([2, 16, 30, 29], [24, 16, 3, 3], false, [1, 1], [1, 1], [1, 1]),
-        ([3, 64, 23, 19], [128, 64, 1, 1], true, [1, 1], [0, 0], [1, 1]),  // 1x1: no im2col
+        ([3, 64, 23, 19], [128, 64, 1, 1], true, [1, 1], [0, 0], [1, 1]), // 1x1: no im2col
         ([2, 64, 23, 19], [96, 64, 1, 1], false, [2, 2], [0, 0], [1, 1]), // strided 1x1: im2col
         ([2, 8, 67, 53], [40, 8, 5, 3], true, [2, 1], [2, 1], [2, 1]),    // stride, padding, dilation
         ([8, 64, 64, 64], [8, 64, 3, 3], true, [1, 1], [1, 1], [1, 1]),   // im2col over 65535 workgroups

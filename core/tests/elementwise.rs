@@ -26,7 +26,13 @@ fn unary_ops_match_reference_on_awkward_shapes() {
                 let (atol, rtol) = tol(dt);
                 // The erf approximation in WGSL is good to 1.5e-7 absolute.
                 let atol = if op == UnaryOp::Gelu { atol.max(3e-6) } else { atol };
-                assert_close(&format!("{} {dt} {shape:?}", op.name()), &y.to_f64_vec().unwrap(), &cpu::unary(op, &xv, dt), atol, rtol);
+                assert_close(
+                    &format!("{} {dt} {shape:?}", op.name()),
+                    &y.to_f64_vec().unwrap(),
+                    &cpu::unary(op, &xv, dt),
+                    atol,
+                    rtol,
+                );
             }
         }
     }
@@ -86,7 +92,13 @@ fn binary_ops_broadcast_like_numpy() {
                 let out_dt = if op.is_comparison() { DType::U32 } else { dt };
                 assert_eq!(y.dtype(), out_dt);
                 let (atol, rtol) = tol(out_dt);
-                assert_close(&format!("{} {dt} {sa:?} {sb:?}", op.name()), &y.to_f64_vec().unwrap(), &want, atol, rtol * 4.0);
+                assert_close(
+                    &format!("{} {dt} {sa:?} {sb:?}", op.name()),
+                    &y.to_f64_vec().unwrap(),
+                    &want,
+                    atol,
+                    rtol * 4.0,
+                );
             }
         }
     }
@@ -96,7 +108,10 @@ fn binary_ops_broadcast_like_numpy() {
 fn scalar_forms_and_where() {
     let x = Tensor::from_slice(&[1.0f32, -2.0, 3.0, -4.0], &[2, 2]).unwrap();
     assert_eq!(ops::mul_scalar(&x, 2.0).unwrap().to_vec::<f32>().unwrap(), vec![2.0, -4.0, 6.0, -8.0]);
-    assert_eq!(ops::binary_scalar(BinaryOp::Sub, &x, 1.0, true).unwrap().to_vec::<f32>().unwrap(), vec![0.0, 3.0, -2.0, 5.0]);
+    assert_eq!(
+        ops::binary_scalar(BinaryOp::Sub, &x, 1.0, true).unwrap().to_vec::<f32>().unwrap(),
+        vec![0.0, 3.0, -2.0, 5.0]
+    );
     let c = ops::gt_scalar(&x, 0.0).unwrap();
     assert_eq!(c.dtype(), DType::U32);
     assert_eq!(c.to_vec::<u32>().unwrap(), vec![1, 0, 1, 0]);
@@ -210,7 +225,15 @@ fn special_ok(got: f64, want: f64, atol: f64, rtol: f64) -> bool {
 }
 
 #[track_caller]
-fn assert_special(what: &str, inputs: &[&[f64]], got: &[f64], dt: DType, want: impl Fn(&[f64]) -> f64, atol: f64, rtol: f64) {
+fn assert_special(
+    what: &str,
+    inputs: &[&[f64]],
+    got: &[f64],
+    dt: DType,
+    want: impl Fn(&[f64]) -> f64,
+    atol: f64,
+    rtol: f64,
+) {
     let daz = device_flushes_subnormals();
     for (i, &g) in got.iter().enumerate() {
         let xs: Vec<f64> = inputs.iter().map(|x| x[i]).collect();
@@ -223,16 +246,66 @@ fn assert_special(what: &str, inputs: &[&[f64]], got: &[f64], dt: DType, want: i
 
 fn specials(dt: DType) -> Vec<f64> {
     let mut v = vec![
-        0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5,
-        0.25, 1e-3, -1e-3, 1e-10, -1e-10, 10.0, -10.0, 88.0, -88.0, 100.0, -100.0, std::f32::consts::FRAC_PI_2 as f64, std::f32::consts::PI as f64, -3.0 * std::f32::consts::FRAC_PI_2 as f64, 1e10,
-        -1e10, 7.93e14,
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        2.0,
+        -2.0,
+        3.0,
+        -3.0,
+        2.5,
+        -2.5,
+        0.25,
+        1e-3,
+        -1e-3,
+        1e-10,
+        -1e-10,
+        10.0,
+        -10.0,
+        88.0,
+        -88.0,
+        100.0,
+        -100.0,
+        std::f32::consts::FRAC_PI_2 as f64,
+        std::f32::consts::PI as f64,
+        -3.0 * std::f32::consts::FRAC_PI_2 as f64,
+        1e10,
+        -1e10,
+        7.93e14,
     ];
     match dt {
         DType::F32 => v.extend([
-            f32::MAX as f64, -f32::MAX as f64, 3e38, -3e38, f32::MIN_POSITIVE as f64, -f32::MIN_POSITIVE as f64,
-            1e-40, -1e-40, 1.401298464324817e-45, -1.401298464324817e-45, 1e30, -1e30,
+            f32::MAX as f64,
+            -f32::MAX as f64,
+            3e38,
+            -3e38,
+            f32::MIN_POSITIVE as f64,
+            -f32::MIN_POSITIVE as f64,
+            1e-40,
+            -1e-40,
+            1.401298464324817e-45,
+            -1.401298464324817e-45,
+            1e30,
+            -1e30,
         ]),
-        DType::F16 => v.extend([65504.0, -65504.0, 6.103515625e-5, -6.103515625e-5, 5.960464477539063e-8, -5.960464477539063e-8, 1e-6, 11.0, 12.0, 1000.0]),
+        DType::F16 => v.extend([
+            65504.0,
+            -65504.0,
+            6.103515625e-5,
+            -6.103515625e-5,
+            5.960464477539063e-8,
+            -5.960464477539063e-8,
+            1e-6,
+            11.0,
+            12.0,
+            1000.0,
+        ]),
         _ => {}
     }
     v.into_iter().map(|x| kiln_core::reference::round_to(dt, x)).collect()
@@ -254,7 +327,15 @@ fn unary_ops_on_special_values() {
                 let y = ops::unary(op, &x).unwrap().to_f64_vec().unwrap();
                 let (atol, rtol) = tol(dt);
                 let atol = if op == UnaryOp::Gelu && dt == DType::F32 { 3e-6 } else { atol };
-                assert_special(&format!("{} {dt} n={n}", op.name()), &[&xv[..n]], &y, dt, |x| cpu::unary_value(op, x[0], dt), atol, rtol);
+                assert_special(
+                    &format!("{} {dt} n={n}", op.name()),
+                    &[&xv[..n]],
+                    &y,
+                    dt,
+                    |x| cpu::unary_value(op, x[0], dt),
+                    atol,
+                    rtol,
+                );
             }
         }
     }
@@ -265,11 +346,38 @@ fn binary_ops_on_special_values() {
     poison();
     for dt in float_dtypes() {
         let mut v = vec![
-            0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 2.5, -2.5,
-            33.0, -33.0, 1e4, -7.0,
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1.0,
+            -1.0,
+            2.0,
+            -2.0,
+            3.0,
+            -3.0,
+            0.5,
+            -0.5,
+            2.5,
+            -2.5,
+            33.0,
+            -33.0,
+            1e4,
+            -7.0,
         ];
         if dt == DType::F32 {
-            v.extend([1e-40, -1e-40, f32::MIN_POSITIVE as f64, f32::MAX as f64, -f32::MAX as f64, 1e10, 16777215.0, -16777215.0, 16777216.0]);
+            v.extend([
+                1e-40,
+                -1e-40,
+                f32::MIN_POSITIVE as f64,
+                f32::MAX as f64,
+                -f32::MAX as f64,
+                1e10,
+                16777215.0,
+                -16777215.0,
+                16777216.0,
+            ]);
         } else {
             v.extend([65504.0, -65504.0, 5.960464477539063e-8, 6.103515625e-5, 2049.0, -2049.0]);
         }
@@ -284,8 +392,18 @@ fn binary_ops_on_special_values() {
         for op in BinaryOp::ALL {
             let out_dt = if op.is_comparison() { DType::U32 } else { dt };
             let (atol, rtol) = tol(out_dt);
-            for (what, y) in [("broadcast", ops::binary(op, &a, &b).unwrap()), ("flat", ops::binary(op, &af, &bf).unwrap())] {
-                assert_special(&format!("{} {dt} {what}", op.name()), &[&av, &bv], &y.to_f64_vec().unwrap(), dt, |x| cpu::binary_value(op, x[0], x[1], dt), atol, rtol * 4.0);
+            for (what, y) in
+                [("broadcast", ops::binary(op, &a, &b).unwrap()), ("flat", ops::binary(op, &af, &bf).unwrap())]
+            {
+                assert_special(
+                    &format!("{} {dt} {what}", op.name()),
+                    &[&av, &bv],
+                    &y.to_f64_vec().unwrap(),
+                    dt,
+                    |x| cpu::binary_value(op, x[0], x[1], dt),
+                    atol,
+                    rtol * 4.0,
+                );
             }
         }
     }
@@ -334,10 +452,14 @@ fn integer_division_is_floor_division() {
     assert_eq!(ops::div(&a, &b).unwrap().to_vec::<i32>().unwrap(), want);
     let av = a.to_f64_vec().unwrap();
     let bv = b.to_f64_vec().unwrap();
-    let refv: Vec<i32> = av.iter().zip(&bv).map(|(&x, &y)| cpu::binary_value(BinaryOp::Div, x, y, DType::I32) as i32).collect();
+    let refv: Vec<i32> =
+        av.iter().zip(&bv).map(|(&x, &y)| cpu::binary_value(BinaryOp::Div, x, y, DType::I32) as i32).collect();
     assert_eq!(refv, want, "reference");
     assert_eq!(ops::div_scalar(&a, -2.0).unwrap().to_vec::<i32>().unwrap()[..4], [-4, 3, -4, 3]);
-    assert_eq!(ops::binary_scalar(BinaryOp::Div, &b, 7.0, true).unwrap().to_vec::<i32>().unwrap()[..6], [3, 3, -4, -4, 0, 0]);
+    assert_eq!(
+        ops::binary_scalar(BinaryOp::Div, &b, 7.0, true).unwrap().to_vec::<i32>().unwrap()[..6],
+        [3, 3, -4, -4, 0, 0]
+    );
     let a = Tensor::from_slice(&[7u32, 0, u32::MAX, 9], &[4]).unwrap();
     let b = Tensor::from_slice(&[2u32, 0, 0, 10], &[4]).unwrap();
     assert_eq!(ops::div(&a, &b).unwrap().to_vec::<u32>().unwrap(), vec![3, 0, 0, 0]);
@@ -358,11 +480,15 @@ fn integer_pow_wraps_like_numpy() {
     assert_eq!(got, vec![1, 0, 1024, -8, -27, 689956897, 1, 1, -1, 1, 0, 0, 5i32.wrapping_pow(31), 0]);
     let av = a.to_f64_vec().unwrap();
     let bv = b.to_f64_vec().unwrap();
-    let refv: Vec<i32> = av.iter().zip(&bv).map(|(&x, &y)| cpu::binary_value(BinaryOp::Pow, x, y, DType::I32) as i32).collect();
+    let refv: Vec<i32> =
+        av.iter().zip(&bv).map(|(&x, &y)| cpu::binary_value(BinaryOp::Pow, x, y, DType::I32) as i32).collect();
     assert_eq!(refv, got, "reference");
     let a = Tensor::from_slice(&[0u32, 3, 2, 4_000_000_000, 1], &[5]).unwrap();
     let b = Tensor::from_slice(&[0u32, 40, 32, 2, u32::MAX], &[5]).unwrap();
-    assert_eq!(ops::pow(&a, &b).unwrap().to_vec::<u32>().unwrap(), vec![1, 3u32.wrapping_pow(40), 0, 4_000_000_000u32.wrapping_pow(2), 1]);
+    assert_eq!(
+        ops::pow(&a, &b).unwrap().to_vec::<u32>().unwrap(),
+        vec![1, 3u32.wrapping_pow(40), 0, 4_000_000_000u32.wrapping_pow(2), 1]
+    );
     assert_eq!(ops::pow_scalar(&a, 2.0).unwrap().to_vec::<u32>().unwrap()[..3], [0, 9, 4]);
 }
 
@@ -400,7 +526,9 @@ fn pow_negative_bases_on_awkward_shapes() {
     poison();
     let mut rng = Rng::new(13);
     for dt in float_dtypes() {
-        for (sa, sb) in [(&[7][..], &[7][..]), (&[13, 17], &[17]), (&[3, 1, 257], &[1, 5, 1]), (&[1031], &[]), (&[2, 0, 3], &[3])] {
+        for (sa, sb) in
+            [(&[7][..], &[7][..]), (&[13, 17], &[17]), (&[3, 1, 257], &[1, 5, 1]), (&[1031], &[]), (&[2, 0, 3], &[3])]
+        {
             let (a, av) = rand_tensor(&mut rng, sa, dt, -3.0, 3.0);
             for whole in [true, false] {
                 let (b, bv) = if whole {
@@ -415,7 +543,10 @@ fn pow_negative_bases_on_awkward_shapes() {
                 let (atol, rtol) = tol(dt);
                 let got = y.to_f64_vec().unwrap();
                 for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                    assert!(special_ok(g, w, atol, rtol * 4.0), "pow {dt} {sa:?} {sb:?} whole={whole}: element {i}: got {g}, want {w}");
+                    assert!(
+                        special_ok(g, w, atol, rtol * 4.0),
+                        "pow {dt} {sa:?} {sb:?} whole={whole}: element {i}: got {g}, want {w}"
+                    );
                 }
             }
         }
@@ -426,9 +557,24 @@ fn pow_negative_bases_on_awkward_shapes() {
 fn floor_keeps_special_values_and_reads_subnormals_from_the_bits() {
     let tiny = f32::from_bits(1); // the smallest subnormal
     let cases: [(f32, f32); 18] = [
-        (0.0, 0.0), (-0.0, -0.0), (0.5, 0.0), (-0.5, -1.0), (2.5, 2.0), (-2.5, -3.0), (1.0, 1.0), (-1.0, -1.0),
-        (tiny, 0.0), (-tiny, -1.0), (1e-40, 0.0), (-1e-40, -1.0), (8388607.5, 8388607.0), (-8388607.5, -8388608.0),
-        (16777216.0, 16777216.0), (-3e38, -3e38), (f32::INFINITY, f32::INFINITY), (f32::NEG_INFINITY, f32::NEG_INFINITY),
+        (0.0, 0.0),
+        (-0.0, -0.0),
+        (0.5, 0.0),
+        (-0.5, -1.0),
+        (2.5, 2.0),
+        (-2.5, -3.0),
+        (1.0, 1.0),
+        (-1.0, -1.0),
+        (tiny, 0.0),
+        (-tiny, -1.0),
+        (1e-40, 0.0),
+        (-1e-40, -1.0),
+        (8388607.5, 8388607.0),
+        (-8388607.5, -8388608.0),
+        (16777216.0, 16777216.0),
+        (-3e38, -3e38),
+        (f32::INFINITY, f32::INFINITY),
+        (f32::NEG_INFINITY, f32::NEG_INFINITY),
     ];
     // 19 elements (the scalar kernel) and 16 (the vec4 kernel).
     let mut xs: Vec<f32> = cases.iter().map(|c| c.0).collect();
@@ -442,7 +588,9 @@ fn floor_keeps_special_values_and_reads_subnormals_from_the_bits() {
             assert!(y[n - 1].is_nan());
         }
     }
-    let h = ops::floor(&Tensor::from_slice(&[kiln_core::f16::from_f32(-0.5), kiln_core::f16::from_f32(1.5)], &[2]).unwrap());
+    let h = ops::floor(
+        &Tensor::from_slice(&[kiln_core::f16::from_f32(-0.5), kiln_core::f16::from_f32(1.5)], &[2]).unwrap(),
+    );
     if let Ok(h) = h {
         assert_eq!(h.to_f64_vec().unwrap(), vec![-1.0, 1.0]);
     }

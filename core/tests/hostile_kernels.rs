@@ -118,7 +118,10 @@ fn workgroup_memory_past_the_device_limit_is_a_shader_error() {
         )
     };
     // 64 MiB segfaulted lavapipe before.
-    assert_shader_error(&kernel(16 << 20), &["workgroup memory", &limit.to_string(), "max_compute_workgroup_storage_size"]);
+    assert_shader_error(
+        &kernel(16 << 20),
+        &["workgroup memory", &limit.to_string(), "max_compute_workgroup_storage_size"],
+    );
     assert_shader_error(&kernel(limit / 4 + 1), &[&(limit + 4).to_string()]);
     // Two arrays that fit one by one but not together.
     let two = format!(
@@ -171,7 +174,9 @@ fn private_memory_past_the_budget_is_a_shader_error() {
         &needles,
     );
     assert_shader_error(
-        &format!("{HEAD_U32}@compute @workgroup_size(1) fn main() {{ o[0] = array<u32, 1000000>()[o[1] % 1000000u]; }}"),
+        &format!(
+            "{HEAD_U32}@compute @workgroup_size(1) fn main() {{ o[0] = array<u32, 1000000>()[o[1] % 1000000u]; }}"
+        ),
         &needles,
     );
     // Exactly the budget (scalar locals such as the loop counter are registers, not counted)
@@ -264,7 +269,12 @@ fn array_length_never_counts_padding() {
         )
         .unwrap();
         let o = Tensor::from_slice(&[0.0f32], &[1]).unwrap();
-        k.dispatch(&[&Tensor::from_slice(&[f16::ONE, f16::ONE, f16::from_f32(2.5)], &[3]).unwrap(), &o], None, [1, 1, 1]).unwrap();
+        k.dispatch(
+            &[&Tensor::from_slice(&[f16::ONE, f16::ONE, f16::from_f32(2.5)], &[3]).unwrap(), &o],
+            None,
+            [1, 1, 1],
+        )
+        .unwrap();
         assert_eq!(o.to_vec::<f32>().unwrap(), vec![2.5]);
     } else {
         eprintln!("array_length_never_counts_padding: no SHADER_F16 on this adapter, f16 part skipped");
@@ -326,7 +336,11 @@ fn child_compile_timeout() {
 fn env_overrides_the_limits() {
     run_child(
         "child_env_limits",
-        &[("KILN_MAX_KERNEL_SOURCE_BYTES", "300"), ("KILN_MAX_PRIVATE_BYTES", "16"), ("KILN_PIPELINE_CACHE_ENTRIES", "3")],
+        &[
+            ("KILN_MAX_KERNEL_SOURCE_BYTES", "300"),
+            ("KILN_MAX_PRIVATE_BYTES", "16"),
+            ("KILN_PIPELINE_CACHE_ENTRIES", "3"),
+        ],
     );
 }
 

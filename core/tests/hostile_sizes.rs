@@ -29,9 +29,13 @@ fn conv_and_pool_padding_that_overflows_is_an_error() {
     let m = invalid(ops::conv2d(&x, &k, None, [1, 1], [big, 0], [1, 1], 1), "conv2d padding 2^63");
     assert!(m.contains("padd"), "{m}");
     invalid(ops::conv2d(&x, &k, None, [1, 1], [0, usize::MAX], [1, 1], 1), "conv2d padding usize::MAX");
-    let e = ops::conv2d(&x, &ops::ones(&[1, 1, 2, 2], DType::F32).unwrap(), None, [1, 1], [0, 0], [big, 1], 1).unwrap_err();
+    let e =
+        ops::conv2d(&x, &ops::ones(&[1, 1, 2, 2], DType::F32).unwrap(), None, [1, 1], [0, 0], [big, 1], 1).unwrap_err();
     assert_eq!(e.code(), ErrorCode::ShapeMismatch, "dilation 2^63: {e}");
-    invalid(ops::conv2d(&x, &ops::ones(&[1, 1, 3, 1], DType::F32).unwrap(), None, [1, 1], [0, 0], [big, 1], 1), "dilation 2^63 * 2");
+    invalid(
+        ops::conv2d(&x, &ops::ones(&[1, 1, 3, 1], DType::F32).unwrap(), None, [1, 1], [0, 0], [big, 1], 1),
+        "dilation 2^63 * 2",
+    );
     // A geometry that fits usize but not the kernels' 32-bit window arithmetic.
     invalid(ops::conv2d(&x, &k, None, [1 << 40, 1], [0, 0], [1, 1], 1), "stride 2^40");
     // max_pool2d used to return data for padding 2^63 (2 * padding wrapped past the kernel check).
@@ -97,7 +101,10 @@ fn integer_scalars_out_of_range_are_errors_in_every_op() {
     invalid(ops::fill(&i, f64::NAN), "fill i32 NaN");
     invalid(ops::arange(0.0, 4.0, 0.5, DType::I32), "arange i32 step 0.5");
     invalid(ops::arange(2147483640.0, 2147483700.0, 1.0, DType::I32), "arange i32 past 2^31");
-    assert_eq!(ops::arange(2147483645.0, 2147483648.0, 1.0, DType::I32).unwrap().to_vec::<i32>().unwrap(), vec![2147483645, 2147483646, 2147483647]);
+    assert_eq!(
+        ops::arange(2147483645.0, 2147483648.0, 1.0, DType::I32).unwrap().to_vec::<i32>().unwrap(),
+        vec![2147483645, 2147483646, 2147483647]
+    );
     assert_eq!(i.to_vec::<i32>().unwrap(), vec![1, -2, 3]);
     assert_eq!(ops::add_scalar(&i, -3.0).unwrap().to_vec::<i32>().unwrap(), vec![-2, -5, 0]);
     assert_eq!(ops::full(&[2], DType::U32, 4294967295.0).unwrap().to_vec::<u32>().unwrap(), vec![u32::MAX; 2]);

@@ -14,7 +14,13 @@ fn mm_tol(dt: DType, k: usize) -> (f64, f64) {
 }
 
 fn check(rng: &mut Rng, sa: &[usize], sb: &[usize], dt: DType) {
-    let (lo, hi) = if dt.is_float() { (-1.0, 1.0) } else if dt == DType::U32 { (0.0, 9.0) } else { (-9.0, 9.0) };
+    let (lo, hi) = if dt.is_float() {
+        (-1.0, 1.0)
+    } else if dt == DType::U32 {
+        (0.0, 9.0)
+    } else {
+        (-9.0, 9.0)
+    };
     let (a, av) = rand_tensor(rng, sa, dt, lo, hi);
     let (b, bv) = rand_tensor(rng, sb, dt, lo, hi);
     let c = ops::matmul(&a, &b).unwrap_or_else(|e| panic!("matmul {sa:?} x {sb:?} {dt}: {e}"));
@@ -66,12 +72,12 @@ fn matmul_batched_broadcast_and_vectors() {
         (&[2, 1, 5, 3], &[4, 3, 6]),
         (&[1, 5, 3], &[2, 3, 4]),
         (&[3, 1, 7, 9], &[1, 2, 9, 65]),
-        (&[3, 5, 4], &[4, 6]),       // batched A, one B: folded into one tall product
-        (&[2, 3, 5, 4], &[4]),       // batched matrix-vector
-        (&[4], &[3, 4, 6]),          // vector-matrix, batched
-        (&[65, 70], &[70]),          // matrix-vector
-        (&[70], &[70, 33]),          // vector-matrix
-        (&[7], &[7]),                // vector-vector: rank 0
+        (&[3, 5, 4], &[4, 6]), // batched A, one B: folded into one tall product
+        (&[2, 3, 5, 4], &[4]), // batched matrix-vector
+        (&[4], &[3, 4, 6]),    // vector-matrix, batched
+        (&[65, 70], &[70]),    // matrix-vector
+        (&[70], &[70, 33]),    // vector-matrix
+        (&[7], &[7]),          // vector-vector: rank 0
         (&[1], &[1, 1]),
         (&[0, 3, 4], &[4, 2]),       // empty batch
         (&[2, 0, 3, 4], &[1, 4, 5]), // empty broadcast batch
@@ -93,7 +99,11 @@ fn matmul_rank0_and_empty_results() {
     let c = ops::matmul(&a, &b).unwrap();
     assert_eq!(c.shape(), &[] as &[usize]);
     assert_eq!(c.to_vec::<f32>().unwrap(), vec![32.0]);
-    let z = ops::matmul(&Tensor::from_slice::<f32>(&[], &[2, 0]).unwrap(), &Tensor::from_slice::<f32>(&[], &[0, 3]).unwrap()).unwrap();
+    let z = ops::matmul(
+        &Tensor::from_slice::<f32>(&[], &[2, 0]).unwrap(),
+        &Tensor::from_slice::<f32>(&[], &[0, 3]).unwrap(),
+    )
+    .unwrap();
     assert_eq!(z.to_vec::<f32>().unwrap(), vec![0.0; 6]);
 }
 
@@ -172,7 +182,12 @@ fn matmul_every_tiling() {
     let mut rng = Rng::new(16);
     let extra = kiln_core::ops::MatmulTiles { bm: 8, bn: 12, bk: 5, tm: 8, tn: 4 };
     for tiles in kiln_core::ops::MatmulTiles::ALL.into_iter().chain([extra]) {
-        for (sa, sb) in [(&[131usize, 37][..], &[37usize, 133][..]), (&[2, 1, 5, 3], &[4, 3, 6]), (&[7, 16], &[16]), (&[1, 0], &[0, 3])] {
+        for (sa, sb) in [
+            (&[131usize, 37][..], &[37usize, 133][..]),
+            (&[2, 1, 5, 3], &[4, 3, 6]),
+            (&[7, 16], &[16]),
+            (&[1, 0], &[0, 3]),
+        ] {
             let (a, av) = rand_tensor(&mut rng, sa, DType::F32, -1.0, 1.0);
             let (b, bv) = rand_tensor(&mut rng, sb, DType::F32, -1.0, 1.0);
             let c = ops::matmul_with_tiles(&a, &b, tiles).unwrap();
@@ -217,7 +232,11 @@ fn matmul_bench_4096() {
         for s in 0..64 {
             let (i, j) = ((s * 977) % n, (s * 1913 + 5) % n);
             let want: f64 = (0..n).map(|l| av[i * n + l] * bv[l * n + j]).sum();
-            assert!((got[i * n + j] as f64 - want).abs() < 1e-3 * (n as f64).sqrt(), "{t:?} ({i},{j}): {} vs {want}", got[i * n + j]);
+            assert!(
+                (got[i * n + j] as f64 - want).abs() < 1e-3 * (n as f64).sqrt(),
+                "{t:?} ({i},{j}): {} vs {want}",
+                got[i * n + j]
+            );
         }
         let reps = 10;
         let start = std::time::Instant::now();
@@ -246,7 +265,11 @@ fn matmul_f16_cooperative_or_fallback() {
     use kiln_core::ops::matmul::{coop_accumulator, uses_cooperative_matrix};
     let dev = kiln_core::device().unwrap();
     let acc = coop_accumulator(&dev);
-    eprintln!("device {}: cooperative matrix {}, f16 accumulator {acc:?}", dev.info().name, dev.has_cooperative_matrix());
+    eprintln!(
+        "device {}: cooperative matrix {}, f16 accumulator {acc:?}",
+        dev.info().name,
+        dev.has_cooperative_matrix()
+    );
     if !dev.has_cooperative_matrix() {
         assert_eq!(acc, None);
     }
@@ -281,7 +304,13 @@ fn matmul_f16_cooperative_or_fallback() {
             (true, Some("f16")) => (2e-3 + 1e-3 * k as f64, 1e-2),
             _ => mm_tol(DType::F16, k),
         };
-        assert_close(&format!("matmul {sa:?} x {sb:?} f16 (coop: {coop})"), &c.to_f64_vec().unwrap(), &want, atol, rtol);
+        assert_close(
+            &format!("matmul {sa:?} x {sb:?} f16 (coop: {coop})"),
+            &c.to_f64_vec().unwrap(),
+            &want,
+            atol,
+            rtol,
+        );
     }
 }
 
@@ -296,11 +325,16 @@ fn matmul_coop_kernel_validates() {
                 for (va, vb) in [(false, false), (true, true), (true, false)] {
                     let src = kiln_core::ops::matmul::coop_source_for_tests(acc, sg, large, va, vb);
                     let what = format!("acc {acc}, subgroup {sg}, large {large}, vec {va}/{vb}");
-                    let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-                    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
-                        .validate(&module)
-                        .unwrap_or_else(|e| panic!("{what}: {e:?}"));
-                    naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let module = naga::front::wgsl::parse_str(&src)
+                        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
+                    let info = naga::valid::Validator::new(
+                        naga::valid::ValidationFlags::all(),
+                        naga::valid::Capabilities::all(),
+                    )
+                    .validate(&module)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                    naga::back::spv::write_vec(&module, &info, &Default::default(), None)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
                 }
             }
         }

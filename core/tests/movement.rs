@@ -95,7 +95,8 @@ fn transpose_matches_reference() {
             let (x, xv) = rand_any(&mut rng, shape, dt);
             let y = ops::transpose(&x, a, b).unwrap();
             let mut axes: Vec<isize> = (0..shape.len() as isize).collect();
-            let (na, nb) = ((a + shape.len() as isize) as usize % shape.len(), (b + shape.len() as isize) as usize % shape.len());
+            let (na, nb) =
+                ((a + shape.len() as isize) as usize % shape.len(), (b + shape.len() as isize) as usize % shape.len());
             axes.swap(na, nb);
             let (want, ws) = cpu::permute(&xv, shape, &axes).unwrap();
             assert_bytes(&format!("transpose {dt} {shape:?} {a} {b}"), &y, &want, &ws);
@@ -129,7 +130,8 @@ fn permute_errors() {
 fn slice_follows_numpy() {
     poison();
     let mut rng = Rng::new(13);
-    let shapes: &[&[usize]] = &[&[0], &[1], &[7], &[13, 17], &[3, 1, 257], &[2, 0, 3], &[1031], &[2, 3, 2, 2, 3, 2, 2, 3]];
+    let shapes: &[&[usize]] =
+        &[&[0], &[1], &[7], &[13, 17], &[3, 1, 257], &[2, 0, 3], &[1031], &[2, 3, 2, 2, 3, 2, 2, 3]];
     let ranges: &[(isize, isize, isize)] = &[
         (0, isize::MAX, 1),
         (1, 5, 1),
@@ -264,7 +266,8 @@ fn gather_matches_torch() {
                 let n = shape[axis.rem_euclid(shape.len() as isize) as usize] as i64;
                 let lo = if idt == DType::I32 { -2 } else { 0 };
                 let idx: Vec<i64> = (0..ishape.iter().product::<usize>()).map(|_| rng.int(lo, n + 1)).collect();
-                let it = idx_tensor(&idx, idt).reshape(&ishape.iter().map(|&d| d as isize).collect::<Vec<_>>()).unwrap();
+                let it =
+                    idx_tensor(&idx, idt).reshape(&ishape.iter().map(|&d| d as isize).collect::<Vec<_>>()).unwrap();
                 let y = ops::gather(&x, axis, &it).unwrap();
                 let want = cpu::gather(&xv, shape, axis, &idx, ishape).unwrap();
                 assert_bytes(&format!("gather {dt} {idt} {shape:?} axis {axis} index {ishape:?}"), &y, &want, ishape);
@@ -306,12 +309,19 @@ fn embedding_matches_reference() {
                 let (w, wv) = rand_any(&mut rng, &[v, d], dt);
                 for ishape in id_shapes {
                     let lo = if idt == DType::I32 { -3 } else { 0 };
-                    let ids: Vec<i64> = (0..ishape.iter().product::<usize>()).map(|_| rng.int(lo, v as i64 + 2)).collect();
-                    let it = idx_tensor(&ids, idt).reshape(&ishape.iter().map(|&d| d as isize).collect::<Vec<_>>()).unwrap();
+                    let ids: Vec<i64> =
+                        (0..ishape.iter().product::<usize>()).map(|_| rng.int(lo, v as i64 + 2)).collect();
+                    let it =
+                        idx_tensor(&ids, idt).reshape(&ishape.iter().map(|&d| d as isize).collect::<Vec<_>>()).unwrap();
                     let y = ops::embedding(&w, &it).unwrap();
                     let mut ws = ishape.to_vec();
                     ws.push(d);
-                    assert_bytes(&format!("embedding {dt} {idt} [{v}, {d}] ids {ishape:?}"), &y, &cpu::embedding(&wv, v, d, &ids), &ws);
+                    assert_bytes(
+                        &format!("embedding {dt} {idt} [{v}, {d}] ids {ishape:?}"),
+                        &y,
+                        &cpu::embedding(&wv, v, d, &ids),
+                        &ws,
+                    );
                 }
             }
         }
@@ -322,7 +332,8 @@ fn embedding_matches_reference() {
 fn rope_matches_reference() {
     poison();
     let mut rng = Rng::new(18);
-    let shapes: &[&[usize]] = &[&[1, 2], &[7, 2], &[13, 18], &[3, 1, 64], &[2, 0, 8], &[2, 3, 5, 130], &[4, 0], &[1031, 6]];
+    let shapes: &[&[usize]] =
+        &[&[1, 2], &[7, 2], &[13, 18], &[3, 1, 64], &[2, 0, 8], &[2, 3, 5, 130], &[4, 0], &[1031, 6]];
     for dt in float_dtypes() {
         for shape in shapes {
             for &(pos, base) in &[(0usize, 10000.0f32), (17, 500.0), (3, 1.0)] {
@@ -332,7 +343,13 @@ fn rope_matches_reference() {
                 let want = cpu::rope(&xv, shape, pos, base as f64);
                 // Angles up to ~1000 rad are computed in f32 (and then range-reduced).
                 let (atol, rtol) = if dt == DType::F32 { (2e-4, 1e-4) } else { (4e-3, 4e-3) };
-                assert_close(&format!("rope {dt} {shape:?} pos {pos} base {base}"), &y.to_f64_vec().unwrap(), &want, atol, rtol);
+                assert_close(
+                    &format!("rope {dt} {shape:?} pos {pos} base {base}"),
+                    &y.to_f64_vec().unwrap(),
+                    &want,
+                    atol,
+                    rtol,
+                );
             }
         }
     }

@@ -58,7 +58,8 @@ fn softmax_is_stable_for_large_inputs() {
     assert_close("log_softmax large", &ops::log_softmax(&x, 0).unwrap().to_f64_vec().unwrap(), &want, 1e-4, 1e-5);
 }
 
-const LAST_AXIS: &[&[usize]] = &[&[0], &[1], &[7], &[13, 17], &[3, 1, 257], &[2, 0, 3], &[5, 0], &[4, 600], &[2, 3, 40]];
+const LAST_AXIS: &[&[usize]] =
+    &[&[0], &[1], &[7], &[13, 17], &[3, 1, 257], &[2, 0, 3], &[5, 0], &[4, 600], &[2, 3, 40]];
 
 #[test]
 fn layer_norm_and_rms_norm_match_reference() {
@@ -75,7 +76,9 @@ fn layer_norm_and_rms_norm_match_reference() {
             for (wt, bs) in [(false, false), (true, false), (false, true), (true, true)] {
                 let what = format!("layer_norm {dt} {shape:?} weight={wt} bias={bs}");
                 let y = ops::layer_norm(&x, wt.then_some(&w), bs.then_some(&b), 1e-5).unwrap();
-                let (want, ws) = cpu::layer_norm(&xv, shape, wt.then_some(&wv[..]), bs.then_some(&bv[..]), 1e-5f32 as f64, dt).unwrap();
+                let (want, ws) =
+                    cpu::layer_norm(&xv, shape, wt.then_some(&wv[..]), bs.then_some(&bv[..]), 1e-5f32 as f64, dt)
+                        .unwrap();
                 assert_eq!(y.shape(), &ws[..]);
                 assert_close(&what, &y.to_f64_vec().unwrap(), &want, atol, rtol);
             }
@@ -106,9 +109,25 @@ fn batch_norm_matches_reference() {
             let (atol, rtol) = tol(dt);
             for (wt, bs) in [(false, false), (true, true), (true, false), (false, true)] {
                 let y = ops::batch_norm(&x, &m, &v, wt.then_some(&w), bs.then_some(&b), 1e-5).unwrap();
-                let (want, ws) = cpu::batch_norm(&xv, shape, &mv, &vv, wt.then_some(&wv[..]), bs.then_some(&bv[..]), 1e-5f32 as f64, dt).unwrap();
+                let (want, ws) = cpu::batch_norm(
+                    &xv,
+                    shape,
+                    &mv,
+                    &vv,
+                    wt.then_some(&wv[..]),
+                    bs.then_some(&bv[..]),
+                    1e-5f32 as f64,
+                    dt,
+                )
+                .unwrap();
                 assert_eq!(y.shape(), &ws[..]);
-                assert_close(&format!("batch_norm {dt} {shape:?} weight={wt} bias={bs}"), &y.to_f64_vec().unwrap(), &want, atol * 4.0, rtol * 4.0);
+                assert_close(
+                    &format!("batch_norm {dt} {shape:?} weight={wt} bias={bs}"),
+                    &y.to_f64_vec().unwrap(),
+                    &want,
+                    atol * 4.0,
+                    rtol * 4.0,
+                );
             }
         }
     }
@@ -121,9 +140,21 @@ fn more_than_65535_rows() {
     for shape in [&[70000usize, 5][..], &[70000, 40]] {
         let (x, xv) = rand_tensor(&mut rng, shape, DType::F32, -4.0, 4.0);
         let (want, _) = cpu::softmax(&xv, shape, -1, DType::F32).unwrap();
-        assert_close(&format!("softmax {shape:?}"), &ops::softmax(&x, -1).unwrap().to_f64_vec().unwrap(), &want, 1e-5, 4e-5);
+        assert_close(
+            &format!("softmax {shape:?}"),
+            &ops::softmax(&x, -1).unwrap().to_f64_vec().unwrap(),
+            &want,
+            1e-5,
+            4e-5,
+        );
         let (want, _) = cpu::layer_norm(&xv, shape, None, None, 1e-5f32 as f64, DType::F32).unwrap();
-        assert_close(&format!("layer_norm {shape:?}"), &ops::layer_norm(&x, None, None, 1e-5).unwrap().to_f64_vec().unwrap(), &want, 4e-5, 4e-5);
+        assert_close(
+            &format!("layer_norm {shape:?}"),
+            &ops::layer_norm(&x, None, None, 1e-5).unwrap().to_f64_vec().unwrap(),
+            &want,
+            4e-5,
+            4e-5,
+        );
     }
 }
 

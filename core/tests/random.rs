@@ -17,7 +17,11 @@ fn uniform_f32_is_bit_exact_with_the_reference() {
                 let got = t.to_vec::<f32>().unwrap();
                 let want = cpu::uniform(n, DType::F32, seed, lo, hi);
                 for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                    assert_eq!(g.to_bits(), (w as f32).to_bits(), "seed {seed} {shape:?} [{lo}, {hi}) element {i}: {g} vs {w}");
+                    assert_eq!(
+                        g.to_bits(),
+                        (w as f32).to_bits(),
+                        "seed {seed} {shape:?} [{lo}, {hi}) element {i}: {g} vs {w}"
+                    );
                     if lo < hi {
                         assert!((g as f64) >= (lo as f32) as f64 && (g as f64) < hi, "{g} outside [{lo}, {hi})");
                     } else {
@@ -74,8 +78,15 @@ fn normal_matches_reference_within_tolerance() {
                     let got = t.to_f64_vec().unwrap();
                     let want = cpu::normal(n, dt, seed, mean, std);
                     // log / sin / cos differ by ulps between GPUs.
-                    let (atol, rtol) = if dt == DType::F32 { (2e-5 * (std + 1.0), 1e-5) } else { (2e-3 * (std + 1.0), 2e-3) };
-                    assert_close(&format!("normal {dt} seed {seed} {shape:?} ({mean}, {std})"), &got, &want, atol, rtol);
+                    let (atol, rtol) =
+                        if dt == DType::F32 { (2e-5 * (std + 1.0), 1e-5) } else { (2e-3 * (std + 1.0), 2e-3) };
+                    assert_close(
+                        &format!("normal {dt} seed {seed} {shape:?} ({mean}, {std})"),
+                        &got,
+                        &want,
+                        atol,
+                        rtol,
+                    );
                 }
             }
         }
@@ -162,6 +173,9 @@ fn errors_for_bad_input() {
     assert_eq!(ops::random_uniform(&[3], DType::F32, 0, 1.0, 0.0).unwrap_err().code(), ErrorCode::InvalidArgument);
     assert_eq!(ops::random_uniform(&[3], DType::F32, 0, f64::NAN, 1.0).unwrap_err().code(), ErrorCode::InvalidArgument);
     assert_eq!(ops::random_normal(&[3], DType::F32, 0, 0.0, -1.0).unwrap_err().code(), ErrorCode::InvalidArgument);
-    assert_eq!(ops::random_normal(&[3], DType::F32, 0, f64::INFINITY, 1.0).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(
+        ops::random_normal(&[3], DType::F32, 0, f64::INFINITY, 1.0).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
     assert_eq!(ops::random_uniform(&[1; 9], DType::F32, 0, 0.0, 1.0).unwrap_err().code(), ErrorCode::InvalidArgument);
 }

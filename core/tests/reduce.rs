@@ -112,7 +112,13 @@ fn sum_mean_var_max_min_match_reference() {
                         let y = ops::var(&x, axes, keepdims, ddof).unwrap();
                         let (want, ws) = cpu::var(&xv, shape, axes, keepdims, ddof, dt).unwrap();
                         assert_eq!(y.shape(), &ws[..]);
-                        assert_close(&format!("{} ddof={ddof}", what("var")), &y.to_f64_vec().unwrap(), &want, atol, rtol * 2.0);
+                        assert_close(
+                            &format!("{} ddof={ddof}", what("var")),
+                            &y.to_f64_vec().unwrap(),
+                            &want,
+                            atol,
+                            rtol * 2.0,
+                        );
                     }
                 } else {
                     assert_eq!(ops::mean(&x, axes, keepdims).unwrap_err().code(), ErrorCode::DTypeMismatch);
@@ -219,11 +225,23 @@ fn more_than_65535_rows() {
     for shape in [&[70000usize, 3][..], &[70000, 33]] {
         let (x, xv) = rand_tensor(&mut rng, shape, DType::F32, -1.0, 1.0);
         let (want, _) = cpu::sum(&xv, shape, Some(&[-1]), false, DType::F32).unwrap();
-        assert_close(&format!("sum {shape:?}"), &ops::sum(&x, Some(&[-1]), false).unwrap().to_f64_vec().unwrap(), &want, 1e-5, 1e-5);
+        assert_close(
+            &format!("sum {shape:?}"),
+            &ops::sum(&x, Some(&[-1]), false).unwrap().to_f64_vec().unwrap(),
+            &want,
+            1e-5,
+            1e-5,
+        );
         let (want, _) = cpu::argmax(&xv, shape, Some(-1), false).unwrap();
         assert_eq!(ops::argmax(&x, Some(-1), false).unwrap().to_f64_vec().unwrap(), want, "argmax {shape:?}");
         let (want, _) = cpu::var(&xv, shape, Some(&[1]), false, 0, DType::F32).unwrap();
-        assert_close(&format!("var {shape:?}"), &ops::var(&x, Some(&[1]), false, 0).unwrap().to_f64_vec().unwrap(), &want, 1e-5, 1e-5);
+        assert_close(
+            &format!("var {shape:?}"),
+            &ops::var(&x, Some(&[1]), false, 0).unwrap().to_f64_vec().unwrap(),
+            &want,
+            1e-5,
+            1e-5,
+        );
     }
 }
 

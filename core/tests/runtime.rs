@@ -1,7 +1,7 @@
 mod common;
 use common::*;
-use kiln_core::reference::elementwise as cpu;
 use kiln_core::ops::{self, BinaryOp};
+use kiln_core::reference::elementwise as cpu;
 use kiln_core::{DType, Tensor};
 use std::sync::{Mutex, MutexGuard};
 

@@ -130,9 +130,7 @@ pub(crate) fn cstr<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
         return Err(null(what));
     }
     // SAFETY: the caller passes a NUL-terminated string.
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|e| Error::InvalidArgument(format!("{what} is not valid UTF-8: {e}")))
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|e| Error::InvalidArgument(format!("{what} is not valid UTF-8: {e}")))
 }
 
 /// A `KilnDType` value from C (any u32; unknown values are an error).
@@ -175,7 +173,7 @@ mod tests {
         assert_eq!(s, KILN_ERR_PANIC);
         assert_eq!(last_error().0, KILN_ERR_PANIC);
         assert!(message().contains("kiln_test_fn") && message().contains("boom 42"), "{}", message());
-        let mut out: *mut KilnTensor = 1 as *mut KilnTensor;
+        let mut out: *mut KilnTensor = std::ptr::dangling_mut::<KilnTensor>();
         let s = call_out("kiln_test_out", &mut out, || panic!("inside"));
         assert_eq!(s, KILN_ERR_PANIC);
         assert!(out.is_null(), "*out is NULL after a panic");
@@ -211,7 +209,10 @@ mod tests {
         assert_eq!(e.message(), "data is NULL but its length is 3");
         assert_eq!(cstr(std::ptr::null(), "src").unwrap_err().code(), kiln_core::ErrorCode::NullPointer);
         let bad = [0xffu8, 0];
-        assert_eq!(cstr(bad.as_ptr() as *const c_char, "src").unwrap_err().code(), kiln_core::ErrorCode::InvalidArgument);
+        assert_eq!(
+            cstr(bad.as_ptr() as *const c_char, "src").unwrap_err().code(),
+            kiln_core::ErrorCode::InvalidArgument
+        );
         assert_eq!(dtype(3).unwrap(), kiln_core::DType::U32);
         assert!(dtype(4).unwrap_err().message().contains("unknown dtype value 4"));
         assert_eq!(opt_value::<isize>(std::ptr::null()), None);

@@ -153,7 +153,11 @@ impl<T> Table<T> {
         let mut live = self.write();
         let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
         if live.len() >= ID_MASK - 1 {
-            return Err(Error::QuotaExceeded(format!("{} live {} handles: the handle table is full", live.len(), self.kind.name())));
+            return Err(Error::QuotaExceeded(format!(
+                "{} live {} handles: the handle table is full",
+                live.len(),
+                self.kind.name()
+            )));
         }
         let id = loop {
             let id = *next;
@@ -216,7 +220,8 @@ impl<T> Table<T> {
 
     fn not_live(&self, h: usize, id: usize, what: &str) -> Error {
         let name = self.kind.name();
-        let issued = self.wrapped.load(std::sync::atomic::Ordering::Relaxed) || id < *self.next.lock().unwrap_or_else(|e| e.into_inner());
+        let issued = self.wrapped.load(std::sync::atomic::Ordering::Relaxed)
+            || id < *self.next.lock().unwrap_or_else(|e| e.into_inner());
         Error::InvalidArgument(if issued {
             format!("{what} ({h:#x}) is a {name} that was already freed (use after free or double free)")
         } else {
@@ -302,7 +307,10 @@ mod tests {
         let many: Vec<usize> = (0..1000).map(|i| t.insert(i).unwrap()).collect();
         for &h in &many {
             for d in [8usize, 16, 24, 4096] {
-                assert!(t.get(h.wrapping_add(d), "t").is_err() && t.get(h.wrapping_sub(d), "t").is_err(), "{h:#x} +- {d}");
+                assert!(
+                    t.get(h.wrapping_add(d), "t").is_err() && t.get(h.wrapping_sub(d), "t").is_err(),
+                    "{h:#x} +- {d}"
+                );
             }
         }
         assert_eq!(many.iter().map(|&h| *t.get(h, "t").unwrap()).sum::<u32>(), 999 * 1000 / 2);

@@ -10,15 +10,32 @@ use std::primitive::u32 as KilnDType;
 
 type Out = *mut *mut KilnTensor;
 
-pub(crate) fn unary(name: &str, x: *const KilnTensor, out: Out, f: fn(&Tensor) -> kiln_core::Result<Tensor>) -> KilnStatus {
+pub(crate) fn unary(
+    name: &str,
+    x: *const KilnTensor,
+    out: Out,
+    f: fn(&Tensor) -> kiln_core::Result<Tensor>,
+) -> KilnStatus {
     call_out(name, out, || f(&*tensor(x, "x")?))
 }
 
-pub(crate) fn binary(name: &str, a: *const KilnTensor, b: *const KilnTensor, out: Out, f: fn(&Tensor, &Tensor) -> kiln_core::Result<Tensor>) -> KilnStatus {
+pub(crate) fn binary(
+    name: &str,
+    a: *const KilnTensor,
+    b: *const KilnTensor,
+    out: Out,
+    f: fn(&Tensor, &Tensor) -> kiln_core::Result<Tensor>,
+) -> KilnStatus {
     call_out(name, out, || f(&*tensor(a, "a")?, &*tensor(b, "b")?))
 }
 
-pub(crate) fn scalar(name: &str, a: *const KilnTensor, s: f64, out: Out, f: fn(&Tensor, f64) -> kiln_core::Result<Tensor>) -> KilnStatus {
+pub(crate) fn scalar(
+    name: &str,
+    a: *const KilnTensor,
+    s: f64,
+    out: Out,
+    f: fn(&Tensor, f64) -> kiln_core::Result<Tensor>,
+) -> KilnStatus {
     call_out(name, out, || f(&*tensor(a, "a")?, s))
 }
 
@@ -52,7 +69,12 @@ fn shape<'a>(shape: *const usize, ndim: usize) -> kiln_core::Result<&'a [usize]>
 /// non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_where(cond: *const KilnTensor, a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_where(
+    cond: *const KilnTensor,
+    a: *const KilnTensor,
+    b: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_where", out, || ops::where_(&*tensor(cond, "cond")?, &*tensor(a, "a")?, &*tensor(b, "b")?))
 }
 
@@ -75,21 +97,37 @@ pub unsafe extern "C" fn kiln_copy(x: *const KilnTensor, out: *mut *mut KilnTens
 /// A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the
 /// dtype). `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_full(shape: *const usize, ndim: usize, dtype: KilnDType, value: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_full(
+    shape: *const usize,
+    ndim: usize,
+    dtype: KilnDType,
+    value: f64,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_full", out, || ops::full(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?, value))
 }
 
 /// kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_zeros(shape: *const usize, ndim: usize, dtype: KilnDType, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_zeros(
+    shape: *const usize,
+    ndim: usize,
+    dtype: KilnDType,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_zeros", out, || ops::zeros(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?))
 }
 
 /// kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_ones(shape: *const usize, ndim: usize, dtype: KilnDType, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_ones(
+    shape: *const usize,
+    ndim: usize,
+    dtype: KilnDType,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_ones", out, || ops::ones(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?))
 }
 
@@ -103,7 +141,13 @@ pub unsafe extern "C" fn kiln_fill(x: *const KilnTensor, value: f64) -> KilnStat
 /// `start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`.
 /// `step` must be non-zero and all three finite. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_arange(start: f64, stop: f64, step: f64, dtype: KilnDType, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_arange(
+    start: f64,
+    stop: f64,
+    step: f64,
+    dtype: KilnDType,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_arange", out, || ops::arange(start, stop, step, crate::boundary::dtype(dtype)?))
 }
 
@@ -113,16 +157,36 @@ pub unsafe extern "C" fn kiln_arange(start: f64, stop: f64, step: f64, dtype: Ki
 /// based: the same `seed` gives the same numbers on every device. `shape` may be NULL when
 /// `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_random_uniform(shape: *const usize, ndim: usize, dtype: KilnDType, seed: u64, low: f64, high: f64, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_random_uniform", out, || ops::random_uniform(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?, seed, low, high))
+pub unsafe extern "C" fn kiln_random_uniform(
+    shape: *const usize,
+    ndim: usize,
+    dtype: KilnDType,
+    seed: u64,
+    low: f64,
+    high: f64,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_random_uniform", out, || {
+        ops::random_uniform(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?, seed, low, high)
+    })
 }
 
 /// Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as
 /// kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_random_normal(shape: *const usize, ndim: usize, dtype: KilnDType, seed: u64, mean: f64, std: f64, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_random_normal", out, || ops::random_normal(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?, seed, mean, std))
+pub unsafe extern "C" fn kiln_random_normal(
+    shape: *const usize,
+    ndim: usize,
+    dtype: KilnDType,
+    seed: u64,
+    mean: f64,
+    std: f64,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_random_normal", out, || {
+        ops::random_normal(self::shape(shape, ndim)?, crate::boundary::dtype(dtype)?, seed, mean, std)
+    })
 }
 
 // ---- matmul ---------------------------------------------------------------------------------
@@ -131,7 +195,11 @@ pub unsafe extern "C" fn kiln_random_normal(shape: *const usize, ndim: usize, dt
 /// broadcast; [.., M, K] x [.., K, N] gives [.., M, N]. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_matmul(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_matmul(
+    a: *const KilnTensor,
+    b: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     binary("kiln_matmul", a, b, out, ops::matmul)
 }
 
@@ -141,7 +209,13 @@ pub unsafe extern "C" fn kiln_matmul(a: *const KilnTensor, b: *const KilnTensor,
 /// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
 /// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_sum(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_sum(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     reduce("kiln_sum", x, axes, naxes, keepdims, out, ops::sum)
 }
 
@@ -149,7 +223,13 @@ pub unsafe extern "C" fn kiln_sum(x: *const KilnTensor, axes: *const isize, naxe
 /// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
 /// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_mean(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_mean(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     reduce("kiln_mean", x, axes, naxes, keepdims, out, ops::mean)
 }
 
@@ -157,7 +237,13 @@ pub unsafe extern "C" fn kiln_mean(x: *const KilnTensor, axes: *const isize, nax
 /// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
 /// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_max(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_max(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     reduce("kiln_max", x, axes, naxes, keepdims, out, ops::max)
 }
 
@@ -165,14 +251,27 @@ pub unsafe extern "C" fn kiln_max(x: *const KilnTensor, axes: *const isize, naxe
 /// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
 /// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_min(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_min(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     reduce("kiln_min", x, axes, naxes, keepdims, out, ops::min)
 }
 
 /// Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0:
 /// population, 1: sample). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_var(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, ddof: usize, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_var(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    ddof: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_var", out, || ops::var(&*tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, ddof))
 }
 
@@ -180,7 +279,12 @@ pub unsafe extern "C" fn kiln_var(x: *const KilnTensor, axes: *const isize, naxe
 /// NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
 /// non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_argmax(x: *const KilnTensor, axis: *const isize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_argmax(
+    x: *const KilnTensor,
+    axis: *const isize,
+    keepdims: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_argmax", out, || ops::argmax(&*tensor(x, "x")?, opt_value(axis), keepdims))
 }
 
@@ -188,7 +292,12 @@ pub unsafe extern "C" fn kiln_argmax(x: *const KilnTensor, axis: *const isize, k
 /// NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
 /// non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_argmin(x: *const KilnTensor, axis: *const isize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_argmin(
+    x: *const KilnTensor,
+    axis: *const isize,
+    keepdims: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_argmin", out, || ops::argmin(&*tensor(x, "x")?, opt_value(axis), keepdims))
 }
 
@@ -211,14 +320,32 @@ pub unsafe extern "C" fn kiln_log_softmax(x: *const KilnTensor, axis: isize, out
 /// `weight` and `bias` (shape [last dim]) are optional (NULL = 1 and 0). `x`, `out`:
 /// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_layer_norm(x: *const KilnTensor, weight: *const KilnTensor, bias: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_layer_norm", out, || ops::layer_norm(&*tensor(x, "x")?, opt_tensor(weight, "weight")?.as_deref(), opt_tensor(bias, "bias")?.as_deref(), eps))
+pub unsafe extern "C" fn kiln_layer_norm(
+    x: *const KilnTensor,
+    weight: *const KilnTensor,
+    bias: *const KilnTensor,
+    eps: f32,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_layer_norm", out, || {
+        ops::layer_norm(
+            &*tensor(x, "x")?,
+            opt_tensor(weight, "weight")?.as_deref(),
+            opt_tensor(bias, "bias")?.as_deref(),
+            eps,
+        )
+    })
 }
 
 /// RMS normalization over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight`
 /// optional (NULL = 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_rms_norm(x: *const KilnTensor, weight: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_rms_norm(
+    x: *const KilnTensor,
+    weight: *const KilnTensor,
+    eps: f32,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_rms_norm", out, || ops::rms_norm(&*tensor(x, "x")?, opt_tensor(weight, "weight")?.as_deref(), eps))
 }
 
@@ -226,9 +353,24 @@ pub unsafe extern "C" fn kiln_rms_norm(x: *const KilnTensor, weight: *const Kiln
 /// and optional `weight`, `bias` [C] (NULL = 1 and 0). `x`, `mean`, `var`, `out`: non-null.
 /// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_batch_norm(x: *const KilnTensor, mean: *const KilnTensor, var: *const KilnTensor, weight: *const KilnTensor, bias: *const KilnTensor, eps: f32, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_batch_norm(
+    x: *const KilnTensor,
+    mean: *const KilnTensor,
+    var: *const KilnTensor,
+    weight: *const KilnTensor,
+    bias: *const KilnTensor,
+    eps: f32,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_batch_norm", out, || {
-        ops::batch_norm(&*tensor(x, "x")?, &*tensor(mean, "mean")?, &*tensor(var, "var")?, opt_tensor(weight, "weight")?.as_deref(), opt_tensor(bias, "bias")?.as_deref(), eps)
+        ops::batch_norm(
+            &*tensor(x, "x")?,
+            &*tensor(mean, "mean")?,
+            &*tensor(var, "var")?,
+            opt_tensor(weight, "weight")?.as_deref(),
+            opt_tensor(bias, "bias")?.as_deref(),
+            eps,
+        )
     })
 }
 
@@ -253,7 +395,15 @@ pub unsafe extern "C" fn kiln_conv2d(
     out: *mut *mut KilnTensor,
 ) -> KilnStatus {
     call_out("kiln_conv2d", out, || {
-        ops::conv2d(&*tensor(x, "x")?, &*tensor(w, "w")?, opt_tensor(bias, "bias")?.as_deref(), [stride_h, stride_w], [pad_h, pad_w], [dilation_h, dilation_w], groups)
+        ops::conv2d(
+            &*tensor(x, "x")?,
+            &*tensor(w, "w")?,
+            opt_tensor(bias, "bias")?.as_deref(),
+            [stride_h, stride_w],
+            [pad_h, pad_w],
+            [dilation_h, dilation_w],
+            groups,
+        )
     })
 }
 
@@ -270,7 +420,9 @@ pub unsafe extern "C" fn kiln_max_pool2d(
     pad_w: usize,
     out: *mut *mut KilnTensor,
 ) -> KilnStatus {
-    call_out("kiln_max_pool2d", out, || ops::max_pool2d(&*tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w]))
+    call_out("kiln_max_pool2d", out, || {
+        ops::max_pool2d(&*tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w])
+    })
 }
 
 /// Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null.
@@ -286,7 +438,9 @@ pub unsafe extern "C" fn kiln_avg_pool2d(
     pad_w: usize,
     out: *mut *mut KilnTensor,
 ) -> KilnStatus {
-    call_out("kiln_avg_pool2d", out, || ops::avg_pool2d(&*tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w]))
+    call_out("kiln_avg_pool2d", out, || {
+        ops::avg_pool2d(&*tensor(x, "x")?, [kernel_h, kernel_w], [stride_h, stride_w], [pad_h, pad_w])
+    })
 }
 
 // ---- movement -------------------------------------------------------------------------------
@@ -295,27 +449,47 @@ pub unsafe extern "C" fn kiln_avg_pool2d(
 /// inferred). The result shares `x`'s buffer but is a separate handle to free. `x`, `out`:
 /// non-null; `shape` may be NULL when `ndim` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_reshape(x: *const KilnTensor, shape: *const isize, ndim: usize, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_reshape(
+    x: *const KilnTensor,
+    shape: *const isize,
+    ndim: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_reshape", out, || ops::reshape(&*tensor(x, "x")?, slice(shape, ndim, "shape")?))
 }
 
 /// Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank).
 /// `x`, `out`: non-null; `axes` may be NULL when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_permute(x: *const KilnTensor, axes: *const isize, naxes: usize, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_permute(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_permute", out, || ops::permute(&*tensor(x, "x")?, slice(axes, naxes, "axes")?))
 }
 
 /// Swaps axes `axis0` and `axis1`. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_transpose(x: *const KilnTensor, axis0: isize, axis1: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_transpose(
+    x: *const KilnTensor,
+    axis0: isize,
+    axis1: isize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_transpose", out, || ops::transpose(&*tensor(x, "x")?, axis0, axis1))
 }
 
 /// Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
 /// `tensors`, its entries and `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_concat(tensors: *const *const KilnTensor, n: usize, axis: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_concat(
+    tensors: *const *const KilnTensor,
+    n: usize,
+    axis: isize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_concat", out, || {
         let held = tensor_array(tensors, n)?;
         let ts: Vec<&Tensor> = held.iter().map(|t| &**t).collect();
@@ -326,21 +500,38 @@ pub unsafe extern "C" fn kiln_concat(tensors: *const *const KilnTensor, n: usize
 /// `x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count
 /// from the end, `step` >= 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_slice(x: *const KilnTensor, axis: isize, start: isize, stop: isize, step: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_slice(
+    x: *const KilnTensor,
+    axis: isize,
+    start: isize,
+    stop: isize,
+    step: isize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_slice", out, || ops::slice(&*tensor(x, "x")?, axis, start, stop, step))
 }
 
 /// Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range
 /// indices read as 0). `x`, `indices`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_index_select(x: *const KilnTensor, axis: isize, indices: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_index_select(
+    x: *const KilnTensor,
+    axis: isize,
+    indices: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_index_select", out, || ops::index_select(&*tensor(x, "x")?, axis, &*tensor(indices, "indices")?))
 }
 
 /// torch.gather along `axis`: `index` (i32/u32) has `x`'s rank and gives the result's shape.
 /// `x`, `index`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_gather(x: *const KilnTensor, axis: isize, index: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_gather(
+    x: *const KilnTensor,
+    axis: isize,
+    index: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_gather", out, || ops::gather(&*tensor(x, "x")?, axis, &*tensor(index, "index")?))
 }
 
@@ -349,14 +540,23 @@ pub unsafe extern "C" fn kiln_gather(x: *const KilnTensor, axis: isize, index: *
 /// Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): gives [..ids, D].
 /// `weight`, `ids`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_embedding(weight: *const KilnTensor, ids: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_embedding(
+    weight: *const KilnTensor,
+    ids: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_embedding", out, || ops::embedding(&*tensor(weight, "weight")?, &*tensor(ids, "ids")?))
 }
 
 /// Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle
 /// (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_rope(x: *const KilnTensor, pos_offset: usize, base: f32, out: *mut *mut KilnTensor) -> KilnStatus {
+pub unsafe extern "C" fn kiln_rope(
+    x: *const KilnTensor,
+    pos_offset: usize,
+    base: f32,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_rope", out, || ops::rope(&*tensor(x, "x")?, pos_offset, base))
 }
 
@@ -365,7 +565,15 @@ pub unsafe extern "C" fn kiln_rope(x: *const KilnTensor, pos_offset: usize, base
 /// `causal` masks key j > query i. `q`, `k`, `v`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_attention(q: *const KilnTensor, k: *const KilnTensor, v: *const KilnTensor, causal: bool, scale: *const f32, out: *mut *mut KilnTensor) -> KilnStatus {
-    call_out("kiln_attention", out, || ops::attention(&*tensor(q, "q")?, &*tensor(k, "k")?, &*tensor(v, "v")?, causal, opt_value(scale)))
+pub unsafe extern "C" fn kiln_attention(
+    q: *const KilnTensor,
+    k: *const KilnTensor,
+    v: *const KilnTensor,
+    causal: bool,
+    scale: *const f32,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_attention", out, || {
+        ops::attention(&*tensor(q, "q")?, &*tensor(k, "k")?, &*tensor(v, "v")?, causal, opt_value(scale))
+    })
 }
-

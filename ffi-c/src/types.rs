@@ -5,8 +5,8 @@
 use std::os::raw::c_char;
 
 // The status and dtype enums are generated from kiln-core's tables (status_gen.rs).
-pub use crate::status_gen::{KilnDType, KilnStatus};
 pub(crate) use crate::status_gen::status_of;
+pub use crate::status_gen::{KilnDType, KilnStatus};
 
 /// A tensor: a dtype, a shape (rank 0 to 8, row-major) and a GPU buffer. Opaque.
 /// Created by kiln_tensor_from_host, kiln_tensor_empty and every op; owned by the caller

@@ -61,6 +61,7 @@ defmodule Kiln do
     {:greater, "gt", true},
     {:greater_equal, "ge", true}
   ]
+
   # END GENERATED (kiln gen)
 
   alias Kiln.{Error, Tensor}
@@ -93,7 +94,13 @@ defmodule Kiln do
   def normalize_type(type) when is_map_key(@aliases, type), do: Map.fetch!(@aliases, type)
 
   def normalize_type(type),
-    do: raise(Error.new(:invalid_argument, "unknown type #{inspect(type)} (supported: {:f, 32}, {:f, 16}, {:s, 32}, {:u, 32})"))
+    do:
+      raise(
+        Error.new(
+          :invalid_argument,
+          "unknown type #{inspect(type)} (supported: {:f, 32}, {:f, 16}, {:s, 32}, {:u, 32})"
+        )
+      )
 
   @doc false
   def type_name({:f, 32}), do: "f32"
@@ -107,16 +114,21 @@ defmodule Kiln do
   def unwrap!({:ok, v}), do: v
   def unwrap!({:error, e}), do: raise(Error.from_native(e))
 
-  defp wrap({ref, shape, dt}), do: %Tensor{ref: ref, shape: List.to_tuple(shape), type: Map.fetch!(@type_of, dt)}
+  defp wrap({ref, shape, dt}),
+    do: %Tensor{ref: ref, shape: List.to_tuple(shape), type: Map.fetch!(@type_of, dt)}
+
   defp out(reply), do: reply |> unwrap!() |> wrap()
 
   defp ref!(%Tensor{ref: r}), do: r
-  defp ref!(other), do: raise(Error.new(:invalid_argument, "expected a %Kiln.Tensor{}, got #{inspect(other)}"))
+
+  defp ref!(other),
+    do: raise(Error.new(:invalid_argument, "expected a %Kiln.Tensor{}, got #{inspect(other)}"))
 
   defp opt_ref(nil), do: nil
   defp opt_ref(t), do: ref!(t)
 
-  defp not_a_tensor!(other), do: raise(Error.new(:invalid_argument, "expected a %Kiln.Tensor{}, got #{inspect(other)}"))
+  defp not_a_tensor!(other),
+    do: raise(Error.new(:invalid_argument, "expected a %Kiln.Tensor{}, got #{inspect(other)}"))
 
   # Improper lists ([1 | 2]) are refused up front, before Enum sees them.
   defp proper?([]), do: true
@@ -124,7 +136,9 @@ defmodule Kiln do
   defp proper?(_), do: false
 
   defp proper_list!(l, what) do
-    if proper?(l), do: l, else: raise(Error.new(:invalid_argument, "#{what} must be a list, got #{inspect(l)}"))
+    if proper?(l),
+      do: l,
+      else: raise(Error.new(:invalid_argument, "#{what} must be a list, got #{inspect(l)}"))
   end
 
   defp shape_list!(shape) when is_tuple(shape), do: shape_list!(Tuple.to_list(shape))
@@ -137,7 +151,11 @@ defmodule Kiln do
     end
   end
 
-  defp shape_list!(shape), do: raise(Error.new(:invalid_argument, "a shape is a tuple of non-negative integers, got #{inspect(shape)}"))
+  defp shape_list!(shape),
+    do:
+      raise(
+        Error.new(:invalid_argument, "a shape is a tuple of non-negative integers, got #{inspect(shape)}")
+      )
 
   defp int!(v, _what) when is_integer(v), do: v
   defp int!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be an integer, got #{inspect(v)}"))
@@ -170,19 +188,28 @@ defmodule Kiln do
   defp pair!(v, _what) when is_integer(v) and v >= 0, do: {v, v}
   defp pair!([a, b], what), do: pair!({a, b}, what)
   defp pair!({a, b}, _what) when is_integer(a) and is_integer(b) and a >= 0 and b >= 0, do: {a, b}
-  defp pair!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be an integer or a pair {h, w}, got #{inspect(v)}"))
+
+  defp pair!(v, what),
+    do: raise(Error.new(:invalid_argument, "#{what} must be an integer or a pair {h, w}, got #{inspect(v)}"))
 
   defp opts!(opts, defaults) when is_list(opts) do
     unless Keyword.keyword?(opts),
       do: raise(Error.new(:invalid_argument, "options must be a keyword list, got #{inspect(opts)}"))
 
     case Keyword.validate(opts, defaults) do
-      {:ok, kw} -> kw
-      {:error, bad} -> raise Error.new(:invalid_argument, "unknown options #{inspect(bad)} (known: #{inspect(Keyword.keys(defaults))})")
+      {:ok, kw} ->
+        kw
+
+      {:error, bad} ->
+        raise Error.new(
+                :invalid_argument,
+                "unknown options #{inspect(bad)} (known: #{inspect(Keyword.keys(defaults))})"
+              )
     end
   end
 
-  defp opts!(opts, _), do: raise(Error.new(:invalid_argument, "options must be a keyword list, got #{inspect(opts)}"))
+  defp opts!(opts, _),
+    do: raise(Error.new(:invalid_argument, "options must be a keyword list, got #{inspect(opts)}"))
 
   # ---------------------------------------------------------------------------------------------
   # Creation, upload and readback
@@ -213,7 +240,8 @@ defmodule Kiln do
     from_flat(flat, type, shape)
   end
 
-  defp infer_type(flat), do: if(Enum.any?(flat, &(is_float(&1) or &1 in @specials)), do: {:f, 32}, else: {:s, 32})
+  defp infer_type(flat),
+    do: if(Enum.any?(flat, &(is_float(&1) or &1 in @specials)), do: {:f, 32}, else: {:s, 32})
 
   defp flatten(x) when is_scalar(x), do: {[], [x]}
   defp flatten([]), do: {[0], []}
@@ -223,13 +251,25 @@ defmodule Kiln do
     [{inner, _} | _] = parts
 
     unless Enum.all?(parts, fn {s, _} -> s == inner end),
-      do: raise(Error.new(:shape_mismatch, "the nested list is not rectangular: #{inspect(Enum.map(parts, &elem(&1, 0)))}"))
+      do:
+        raise(
+          Error.new(
+            :shape_mismatch,
+            "the nested list is not rectangular: #{inspect(Enum.map(parts, &elem(&1, 0)))}"
+          )
+        )
 
     {[length(list) | inner], Enum.flat_map(parts, &elem(&1, 1))}
   end
 
   defp flatten(other),
-    do: raise(Error.new(:invalid_argument, "Kiln.tensor/2 takes numbers or nested lists of numbers, got #{inspect(other)}"))
+    do:
+      raise(
+        Error.new(
+          :invalid_argument,
+          "Kiln.tensor/2 takes numbers or nested lists of numbers, got #{inspect(other)}"
+        )
+      )
 
   defp from_flat(flat, {:f, 16}, shape) do
     # Rounded to f16 on the device (round to nearest even, overflow to infinity) as every
@@ -250,7 +290,10 @@ defmodule Kiln do
   defp encode(x, {:f, 32}) when x <= -@f32_max, do: encode(:neg_infinity, {:f, 32})
   defp encode(x, {:f, 32}), do: <<x::float-32-little>>
   defp encode(x, {:s, 32}) when is_float(x), do: encode(trunc(x), {:s, 32})
-  defp encode(x, {:s, 32}) when is_integer(x) and x >= -2_147_483_648 and x <= 2_147_483_647, do: <<x::signed-32-little>>
+
+  defp encode(x, {:s, 32}) when is_integer(x) and x >= -2_147_483_648 and x <= 2_147_483_647,
+    do: <<x::signed-32-little>>
+
   defp encode(x, {:u, 32}) when is_float(x), do: encode(trunc(x), {:u, 32})
   defp encode(x, {:u, 32}) when is_integer(x) and x >= 0 and x <= 4_294_967_295, do: <<x::unsigned-32-little>>
 
@@ -297,8 +340,11 @@ defmodule Kiln do
   @doc "The single value of a tensor with one element."
   def to_number(%Tensor{} = t) do
     case to_flat_list(t) do
-      [x] -> x
-      vals -> raise Error.new(:shape_mismatch, "to_number/1 needs one element, the tensor has #{length(vals)}")
+      [x] ->
+        x
+
+      vals ->
+        raise Error.new(:shape_mismatch, "to_number/1 needs one element, the tensor has #{length(vals)}")
     end
   end
 
@@ -348,7 +394,14 @@ defmodule Kiln do
   end
 
   defp same_float?(x, y, 32), do: <<x::float-32>> == <<y::float-32>>
-  defp same_float?(x, y, 16), do: (try do <<x::float-16>> == <<y::float-16>> rescue _ -> false end)
+
+  defp same_float?(x, y, 16),
+    do:
+      (try do
+         <<x::float-16>> == <<y::float-16>>
+       rescue
+         _ -> false
+       end)
 
   @doc "The shape tuple.\n\n    iex> Kiln.shape(Kiln.tensor([[1, 2, 3]]))\n    {1, 3}\n"
   def shape(%Tensor{shape: s}), do: s
@@ -381,6 +434,7 @@ defmodule Kiln do
 
   @doc "Zeros of `shape` (`type:` defaults to `{:f, 32}`)."
   def zeros(shape, opts \\ []), do: creation(:zeros, shape, opts)
+
   @doc "Ones of `shape` (`type:` defaults to `{:f, 32}`).\n\n    iex> Kiln.ones({2}, type: {:s, 32}) |> Kiln.to_list()\n    [1, 1]\n"
   def ones(shape, opts \\ []), do: creation(:ones, shape, opts)
   @doc "An uninitialised tensor of `shape` (`type:` defaults to `{:f, 32}`)."
@@ -415,7 +469,8 @@ defmodule Kiln do
     kw = opts!(opts, step: 1, type: nil)
     step = kw[:step]
 
-    for v <- [start, stop, step], not is_number(v),
+    for v <- [start, stop, step],
+        not is_number(v),
         do: raise(Error.new(:invalid_argument, "arange takes numbers, got #{inspect(v)}"))
 
     type = kw[:type] || if(Enum.all?([start, stop, step], &is_integer/1), do: {:s, 32}, else: {:f, 32})
@@ -477,14 +532,21 @@ defmodule Kiln do
   def binary(op, _a, _b), do: raise(Error.new(:invalid_argument, "unknown binary op #{inspect(op)}"))
 
   defp binary_op(op, %Tensor{} = a, %Tensor{} = b), do: out(Native.binary(op, a.ref, b.ref))
-  defp binary_op(op, %Tensor{} = a, s) when is_scalar(s), do: out(Native.binary_scalar(op, a.ref, num!(s, "the scalar"), false))
-  defp binary_op(op, s, %Tensor{} = b) when is_scalar(s), do: out(Native.binary_scalar(op, b.ref, num!(s, "the scalar"), true))
+
+  defp binary_op(op, %Tensor{} = a, s) when is_scalar(s),
+    do: out(Native.binary_scalar(op, a.ref, num!(s, "the scalar"), false))
+
+  defp binary_op(op, s, %Tensor{} = b) when is_scalar(s),
+    do: out(Native.binary_scalar(op, b.ref, num!(s, "the scalar"), true))
 
   defp binary_op(op, a, b) when is_scalar(a) and is_scalar(b),
     do: binary_op(op, tensor(a, type: infer_type([a, b])), b)
 
   defp binary_op(op, a, b),
-    do: raise(Error.new(:invalid_argument, "#{op} takes tensors or numbers, got #{inspect(a)} and #{inspect(b)}"))
+    do:
+      raise(
+        Error.new(:invalid_argument, "#{op} takes tensors or numbers, got #{inspect(a)} and #{inspect(b)}")
+      )
 
   @doc """
   `cond ? on_true : on_false` elementwise, broadcasting all three; `cond` is true where
@@ -531,7 +593,13 @@ defmodule Kiln do
     kw = opts!(opts, type: {:f, 32}, seed: 0, low: 0.0, high: 1.0)
 
     out(
-      Native.random_uniform(shape_list!(shape), native_type(kw[:type]), seed!(kw[:seed]), float!(kw[:low], "low"), float!(kw[:high], "high"))
+      Native.random_uniform(
+        shape_list!(shape),
+        native_type(kw[:type]),
+        seed!(kw[:seed]),
+        float!(kw[:low], "low"),
+        float!(kw[:high], "high")
+      )
     )
   end
 
@@ -543,12 +611,20 @@ defmodule Kiln do
     kw = opts!(opts, type: {:f, 32}, seed: 0, mean: 0.0, std: 1.0)
 
     out(
-      Native.random_normal(shape_list!(shape), native_type(kw[:type]), seed!(kw[:seed]), float!(kw[:mean], "mean"), float!(kw[:std], "std"))
+      Native.random_normal(
+        shape_list!(shape),
+        native_type(kw[:type]),
+        seed!(kw[:seed]),
+        float!(kw[:mean], "mean"),
+        float!(kw[:std], "std")
+      )
     )
   end
 
   defp seed!(s) when is_integer(s) and s >= 0 and s < 0x10000000000000000, do: s
-  defp seed!(s), do: raise(Error.new(:invalid_argument, "a seed is an integer in 0..2^64-1, got #{inspect(s)}"))
+
+  defp seed!(s),
+    do: raise(Error.new(:invalid_argument, "a seed is an integer in 0..2^64-1, got #{inspect(s)}"))
 
   # ---------------------------------------------------------------------------------------------
   # Matmul
@@ -579,7 +655,10 @@ defmodule Kiln do
   def var(t, opts \\ []) do
     kw = opts!(opts, axes: nil, keep_axes: false, ddof: 0)
     ddof = kw[:ddof]
-    unless is_integer(ddof) and ddof >= 0, do: raise(Error.new(:invalid_argument, "ddof must be a non-negative integer"))
+
+    unless is_integer(ddof) and ddof >= 0,
+      do: raise(Error.new(:invalid_argument, "ddof must be a non-negative integer"))
+
     out(Native.var(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, ddof))
   end
 
@@ -628,7 +707,17 @@ defmodule Kiln do
   @doc "Inference batch norm: `x` is `[N, C, ...]`, `mean` and `var` are `[C]`; optional `weight:`, `bias:`, `eps:` (1.0e-5)."
   def batch_norm(t, mean, var, opts \\ []) do
     kw = opts!(opts, weight: nil, bias: nil, eps: 1.0e-5)
-    out(Native.batch_norm(ref!(t), ref!(mean), ref!(var), opt_ref(kw[:weight]), opt_ref(kw[:bias]), float!(kw[:eps], "eps")))
+
+    out(
+      Native.batch_norm(
+        ref!(t),
+        ref!(mean),
+        ref!(var),
+        opt_ref(kw[:weight]),
+        opt_ref(kw[:bias]),
+        float!(kw[:eps], "eps")
+      )
+    )
   end
 
   # ---------------------------------------------------------------------------------------------
@@ -642,8 +731,15 @@ defmodule Kiln do
     kw = opts!(opts, bias: nil, stride: 1, padding: 0, dilation: 1, groups: 1)
 
     out(
-      Native.conv2d(ref!(x), ref!(w), opt_ref(kw[:bias]), pair!(kw[:stride], "stride"), pair!(kw[:padding], "padding"),
-        pair!(kw[:dilation], "dilation"), int!(kw[:groups], "groups"))
+      Native.conv2d(
+        ref!(x),
+        ref!(w),
+        opt_ref(kw[:bias]),
+        pair!(kw[:stride], "stride"),
+        pair!(kw[:padding], "padding"),
+        pair!(kw[:dilation], "dilation"),
+        int!(kw[:groups], "groups")
+      )
     )
   end
 
@@ -671,16 +767,26 @@ defmodule Kiln do
   def reshape(t, shape) do
     dims = if is_tuple(shape), do: Tuple.to_list(shape), else: shape
 
-    unless is_list(dims), do: raise(Error.new(:invalid_argument, "reshape takes a shape tuple, got #{inspect(shape)}"))
+    unless is_list(dims),
+      do: raise(Error.new(:invalid_argument, "reshape takes a shape tuple, got #{inspect(shape)}"))
 
-    dims = dims |> proper_list!("a shape") |> Enum.map(fn :auto -> -1; d -> int!(d, "a dimension") end)
+    dims =
+      dims
+      |> proper_list!("a shape")
+      |> Enum.map(fn
+        :auto -> -1
+        d -> int!(d, "a dimension")
+      end)
+
     out(Native.reshape(ref!(t), dims))
   end
 
   @doc "Reorders the axes: `permute(t, [1, 0])` is a 2-D transpose."
   def permute(t, axes) when is_list(axes), do: out(Native.permute(ref!(t), axes!(axes)))
   def permute(t, axes) when is_tuple(axes), do: permute(t, Tuple.to_list(axes))
-  def permute(_t, axes), do: raise(Error.new(:invalid_argument, "permute takes a list of axes, got #{inspect(axes)}"))
+
+  def permute(_t, axes),
+    do: raise(Error.new(:invalid_argument, "permute takes a list of axes, got #{inspect(axes)}"))
 
   @doc "Swaps axes `a0` and `a1` (defaults: the last two)."
   def transpose(t, a0 \\ -2, a1 \\ -1), do: out(Native.transpose(ref!(t), int!(a0, "axis"), int!(a1, "axis")))
@@ -690,10 +796,14 @@ defmodule Kiln do
 
   def concat(tensors, opts) when is_list(tensors) do
     kw = opts!(opts, axis: 0)
-    out(Native.concat(tensors |> proper_list!("concat's tensors") |> Enum.map(&ref!/1), int!(kw[:axis], "axis")))
+
+    out(
+      Native.concat(tensors |> proper_list!("concat's tensors") |> Enum.map(&ref!/1), int!(kw[:axis], "axis"))
+    )
   end
 
-  def concat(other, _opts), do: raise(Error.new(:invalid_argument, "concat takes a list of tensors, got #{inspect(other)}"))
+  def concat(other, _opts),
+    do: raise(Error.new(:invalid_argument, "concat takes a list of tensors, got #{inspect(other)}"))
 
   @doc "Nx's name for `concat/2`."
   def concatenate(tensors, opts \\ []), do: concat(tensors, opts)
@@ -703,7 +813,16 @@ defmodule Kiln do
   end); `step >= 1`.
   """
   def slice(t, axis, start, stop, step \\ 1),
-    do: out(Native.slice(ref!(t), int!(axis, "axis"), int!(start, "start"), int!(stop, "stop"), int!(step, "step")))
+    do:
+      out(
+        Native.slice(
+          ref!(t),
+          int!(axis, "axis"),
+          int!(start, "start"),
+          int!(stop, "stop"),
+          int!(step, "step")
+        )
+      )
 
   @doc "numpy `take`: picks `indices` (a 1-D `{:s, 32}` or `{:u, 32}` tensor) along `axis`."
   def index_select(t, axis, indices), do: out(Native.index_select(ref!(t), int!(axis, "axis"), ref!(indices)))
@@ -721,7 +840,10 @@ defmodule Kiln do
   def rope(x, opts \\ []) do
     kw = opts!(opts, pos_offset: 0, base: 10_000.0)
     off = kw[:pos_offset]
-    unless is_integer(off) and off >= 0, do: raise(Error.new(:invalid_argument, "pos_offset must be a non-negative integer"))
+
+    unless is_integer(off) and off >= 0,
+      do: raise(Error.new(:invalid_argument, "pos_offset must be a non-negative integer"))
+
     out(Native.rope(ref!(x), off, float!(kw[:base], "base")))
   end
 

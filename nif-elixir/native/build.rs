@@ -35,8 +35,10 @@ fn main() {
     files(&root.join("core/src"), ".rs", true, &mut all);
     files(&root.join("shaders"), ".wgsl", false, &mut all);
     // Paths relative to the repository root, in byte order (as native.ex sorts them).
-    let mut names: Vec<(String, PathBuf)> =
-        all.into_iter().map(|p| (p.strip_prefix(&root).expect("under the root").to_string_lossy().into_owned(), p)).collect();
+    let mut names: Vec<(String, PathBuf)> = all
+        .into_iter()
+        .map(|p| (p.strip_prefix(&root).expect("under the root").to_string_lossy().into_owned(), p))
+        .collect();
     names.sort();
     let mut h: u64 = 0xcbf29ce484222325;
     for (n, p) in &names {

@@ -21,7 +21,12 @@ defmodule KilnConcurrencyTest do
               assert_close(Kiln.add(ta, tb) |> Kiln.mul(2.0) |> flat(), Enum.zip_with(a, b, &(2 * (&1 + &2))))
 
             1 ->
-              assert_close(Kiln.sum(Kiln.mul(ta, tb)) |> flat(), [Enum.sum(Enum.zip_with(a, b, &*/2))], 1.0e-4, 1.0e-4)
+              assert_close(
+                Kiln.sum(Kiln.mul(ta, tb)) |> flat(),
+                [Enum.sum(Enum.zip_with(a, b, &*/2))],
+                1.0e-4,
+                1.0e-4
+              )
 
             2 ->
               out = Kiln.matmul(Kiln.reshape(ta, {n, 1}), Kiln.reshape(tb, {1, n}))
@@ -44,8 +49,19 @@ defmodule KilnConcurrencyTest do
     assert Enum.map(tasks, &Task.await(&1, 240_000)) == Enum.to_list(1..200)
   end
 
-  defp f32(x), do: (<<y::float-32>> = <<x::float-32>>; y)
-  defp f32mul(x, y), do: (<<z::float-32>> = <<x * y::float-32>>; z)
+  defp f32(x),
+    do:
+      (
+        <<y::float-32>> = <<x::float-32>>
+        y
+      )
+
+  defp f32mul(x, y),
+    do:
+      (
+        <<z::float-32>> = <<x * y::float-32>>
+        z
+      )
 
   # llvmpipe (lavapipe) stops any one invocation's loops after 65535 iterations, so the kernel
   # is made long by its width: `groups` workgroups of 64 invocations, each hashing n times.
@@ -115,6 +131,7 @@ defmodule KilnConcurrencyTest do
   end
 
   defp lcg(h, 0), do: Bitwise.bsr(h, 8) / 1
+
   defp lcg(h, n) do
     h = rem(h * 1_664_525 + 1_013_904_223, 4_294_967_296)
     lcg(Bitwise.bxor(h, Bitwise.bsr(h, 13)), n - 1)

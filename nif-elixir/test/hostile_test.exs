@@ -306,7 +306,14 @@ defmodule KilnHostileTest do
     assert Kiln.div(Kiln.tensor([-7, 7]), 2) |> Kiln.to_list() == [-4, 3]
     assert Kiln.div(7, Kiln.tensor([2, -2, 0])) |> Kiln.to_list() == [3, -4, 0]
     u = Kiln.tensor([7, 0, 5, 4_294_967_295], type: {:u, 32})
-    assert Kiln.div(u, Kiln.tensor([2, 3, 0, 2], type: {:u, 32})) |> Kiln.to_list() == [3, 0, 0, 2_147_483_647]
+
+    assert Kiln.div(u, Kiln.tensor([2, 3, 0, 2], type: {:u, 32})) |> Kiln.to_list() == [
+             3,
+             0,
+             0,
+             2_147_483_647
+           ]
+
     alive!(before)
   end
 
@@ -392,7 +399,10 @@ defmodule KilnHostileTest do
 
     assert m =~ "UTF-8"
     assert {:error, %Kiln.Error{code: :invalid_argument}} = Kiln.Kernel.compile(@double, <<0xC0, 0x80>>)
-    assert {:error, %Kiln.Error{code: :invalid_argument}} = Kiln.Kernel.compile(@double, <<"ma", 0xED, 0xA0, 0x80>>)
+
+    assert {:error, %Kiln.Error{code: :invalid_argument}} =
+             Kiln.Kernel.compile(@double, <<"ma", 0xED, 0xA0, 0x80>>)
+
     assert_kiln_error(:invalid_argument, fn -> Kiln.Kernel.compile!(<<0xFF>>, "main") end)
     alive!(before)
   end
@@ -508,12 +518,15 @@ defmodule KilnHostileTest do
       {"Kernel.dispatch(workgroups)", &Kiln.Kernel.dispatch(k, [Kiln.zeros({4}, type: {:s, 32})], &1)},
       {"Kernel.dispatch(tensors)", &Kiln.Kernel.dispatch(k, &1, {1, 1, 1})},
       {"Kernel.dispatch([_])", &Kiln.Kernel.dispatch(k, [&1], {1, 1, 1})},
-      {"Kernel.dispatch(uniforms)", &Kiln.Kernel.dispatch(k, [Kiln.zeros({4}, type: {:s, 32})], {1, 1, 1}, &1)},
+      {"Kernel.dispatch(uniforms)",
+       &Kiln.Kernel.dispatch(k, [Kiln.zeros({4}, type: {:s, 32})], {1, 1, 1}, &1)},
       {"Kernel.dispatch(kernel)", &Kiln.Kernel.dispatch(&1, [Kiln.zeros({4}, type: {:s, 32})], {1, 1, 1})}
     ]
   end
 
-  defp show(v) when is_integer(v) and abs(v) > 0x1_0000_0000_0000_0000, do: "a #{byte_size(Integer.to_string(v))}-digit integer"
+  defp show(v) when is_integer(v) and abs(v) > 0x1_0000_0000_0000_0000,
+    do: "a #{byte_size(Integer.to_string(v))}-digit integer"
+
   defp show(v) when is_binary(v) and byte_size(v) > 64, do: "a #{byte_size(v)}-byte binary"
   defp show(v), do: inspect(v, limit: 5)
 
@@ -536,7 +549,9 @@ defmodule KilnHostileTest do
     alive!(before)
   end
 
-  test "(14) the NIF itself answers :invalid_argument for hostile terms: no badarg, no panic", %{before: before} do
+  test "(14) the NIF itself answers :invalid_argument for hostile terms: no badarg, no panic", %{
+    before: before
+  } do
     # Kiln.Native directly (not through Kiln.SafeNative's safety net): the NIF's own decoders
     # must turn every bad first argument into {:error, {:invalid_argument, 1, message}}.
     values = @hostile ++ [String.duplicate("x", 1_000_000), Enum.to_list(1..100_000), self(), fn -> :ok end]

@@ -30,8 +30,17 @@ defmodule KilnTest do
     a = Kiln.tensor([1.0, -2.5, 3.0])
     b = Kiln.tensor([2.0, 2.0, -1.0])
 
-    for {nx, core} <- [subtract: :sub, multiply: :mul, divide: :div, equal: :eq, not_equal: :ne,
-                       less: :lt, less_equal: :le, greater: :gt, greater_equal: :ge] do
+    for {nx, core} <- [
+          subtract: :sub,
+          multiply: :mul,
+          divide: :div,
+          equal: :eq,
+          not_equal: :ne,
+          less: :lt,
+          less_equal: :le,
+          greater: :gt,
+          greater_equal: :ge
+        ] do
       assert Kiln.to_list(apply(Kiln, nx, [a, b])) == Kiln.to_list(apply(Kiln, core, [a, b])), "#{nx}"
     end
 
@@ -56,7 +65,15 @@ defmodule KilnTest do
       t = Kiln.tensor(f)
       assert Kiln.shape(t) == {37}
       assert Kiln.type(t) == {:f, 32}
-      want = for x <- f, do: (<<y::float-32>> = <<x::float-32>>; y)
+
+      want =
+        for x <- f,
+            do:
+              (
+                <<y::float-32>> = <<x::float-32>>
+                y
+              )
+
       assert Kiln.to_list(t) == want
 
       i = rand_ints(12, -1000, 1000)
@@ -148,7 +165,10 @@ defmodule KilnTest do
                Kiln.Kernel.compile("@compute @workgroup_size(1) fn main() { let x: f32 = ; }", "main")
 
       assert msg =~ ~r/\d+:\d+/
-      assert {:error, %Kiln.Error{code: :shader}} = Kiln.Kernel.compile("@compute @workgroup_size(1) fn main() {}", "nope")
+
+      assert {:error, %Kiln.Error{code: :shader}} =
+               Kiln.Kernel.compile("@compute @workgroup_size(1) fn main() {}", "nope")
+
       assert_raise Kiln.Error, ~r/shader/, fn -> Kiln.Kernel.compile!("garbage", "main") end
     end
 
@@ -244,5 +264,4 @@ defmodule KilnMemoryTest do
       assert Kiln.memory_stats().in_use_bytes <= before + 256 * 256 * 4
     end
   end
-
 end

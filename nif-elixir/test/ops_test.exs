@@ -9,14 +9,24 @@ defmodule KilnOpsTest do
     :ok
   end
 
-  defp t(vals, shape, type \\ {:f, 32}), do: Kiln.tensor(vals, type: type) |> Kiln.reshape(List.to_tuple(shape))
-  defp f32(x), do: (<<y::float-32>> = <<x::float-32>>; y)
+  defp t(vals, shape, type \\ {:f, 32}),
+    do: Kiln.tensor(vals, type: type) |> Kiln.reshape(List.to_tuple(shape))
+
+  defp f32(x),
+    do:
+      (
+        <<y::float-32>> = <<x::float-32>>
+        y
+      )
+
   defp rand_f32(n, lo \\ -1.0, hi \\ 1.0), do: rand_list(n, lo, hi) |> Enum.map(&f32/1)
 
   describe "creation" do
     test "zeros ones full arange empty fill copy" do
       for type <- [{:f, 32}, {:s, 32}, {:u, 32}] do
-        assert Kiln.zeros({3, 5}, type: type) |> flat() == List.duplicate(0, 15) |> Enum.map(&(&1 * one(type)))
+        assert Kiln.zeros({3, 5}, type: type) |> flat() ==
+                 List.duplicate(0, 15) |> Enum.map(&(&1 * one(type)))
+
         assert Kiln.ones({257}, type: type) |> flat() == List.duplicate(one(type), 257)
         assert Kiln.full({2, 3}, 9, type: type) |> flat() == List.duplicate(9 * one(type), 6)
       end
@@ -131,7 +141,10 @@ defmodule KilnOpsTest do
       a = rand_f32(40)
       b = rand_f32(8)
       out = Kiln.where(t(c, [5, 8], {:u, 32}), t(a, [5, 8]), t(b, [8]))
-      want = for {ci, i} <- Enum.with_index(c), do: if(ci != 0, do: Enum.at(a, i), else: Enum.at(b, rem(i, 8)))
+
+      want =
+        for {ci, i} <- Enum.with_index(c), do: if(ci != 0, do: Enum.at(a, i), else: Enum.at(b, rem(i, 8)))
+
       assert flat(out) == want
 
       x = rand_f32(33, -5.0, 5.0)
@@ -154,7 +167,10 @@ defmodule KilnOpsTest do
       n = Kiln.random_normal({4096}, seed: 7, mean: 1.0, std: 2.0) |> flat()
       assert_in_delta mean(n), 1.0, 0.15
       assert_in_delta :math.sqrt(var(n)), 2.0, 0.15
-      assert_raise Kiln.Error, ~r/dtype_mismatch|invalid_argument|unsupported/, fn -> Kiln.random_normal({3}, type: {:s, 32}) end
+
+      assert_raise Kiln.Error, ~r/dtype_mismatch|invalid_argument|unsupported/, fn ->
+        Kiln.random_normal({3}, type: {:s, 32})
+      end
     end
   end
 
@@ -245,12 +261,28 @@ defmodule KilnOpsTest do
       w = rand_f32(37)
       b = rand_f32(37)
 
-      ln = fn l -> (m = mean(l); s = :math.sqrt(var(l) + 1.0e-5); Enum.map(l, &((&1 - m) / s))) end
+      ln = fn l ->
+        m = mean(l)
+        s = :math.sqrt(var(l) + 1.0e-5)
+        Enum.map(l, &((&1 - m) / s))
+      end
+
       want = lanes(x, shape, -1, fn l -> ln.(l) |> Enum.zip_with(w, &*/2) |> Enum.zip_with(b, &+/2) end)
-      assert_close(Kiln.layer_norm(t(x, shape), weight: t(w, [37]), bias: t(b, [37])) |> flat(), want, 1.0e-4, 1.0e-4)
+
+      assert_close(
+        Kiln.layer_norm(t(x, shape), weight: t(w, [37]), bias: t(b, [37])) |> flat(),
+        want,
+        1.0e-4,
+        1.0e-4
+      )
+
       assert_close(Kiln.layer_norm(t(x, shape)) |> flat(), lanes(x, shape, -1, ln), 1.0e-4, 1.0e-4)
 
-      rms = fn l -> (r = :math.sqrt(mean(Enum.map(l, &(&1 * &1))) + 1.0e-6); Enum.map(l, &(&1 / r))) end
+      rms = fn l ->
+        r = :math.sqrt(mean(Enum.map(l, &(&1 * &1))) + 1.0e-6)
+        Enum.map(l, &(&1 / r))
+      end
+
       want = lanes(x, shape, -1, fn l -> rms.(l) |> Enum.zip_with(w, &*/2) end)
       assert_close(Kiln.rms_norm(t(x, shape), weight: t(w, [37])) |> flat(), want, 1.0e-4, 1.0e-4)
 
@@ -296,7 +328,10 @@ defmodule KilnOpsTest do
                   acc
                 else
                   cin = gi * cg + ci
-                  acc + elem(tx, ((ni * c + cin) * h + iy) * w + ix) * elem(tw, ((oi * cg + ci) * kh + ky) * kw + kx)
+
+                  acc +
+                    elem(tx, ((ni * c + cin) * h + iy) * w + ix) *
+                      elem(tw, ((oi * cg + ci) * kh + ky) * kw + kx)
                 end
             end
 
@@ -317,7 +352,14 @@ defmodule KilnOpsTest do
         x = rand_f32(numel(xs))
         w = rand_f32(numel(ws))
         b = if bias?, do: rand_f32(hd(ws))
-        opts = [stride: List.to_tuple(st), padding: List.to_tuple(pad), dilation: List.to_tuple(dil), groups: groups]
+
+        opts = [
+          stride: List.to_tuple(st),
+          padding: List.to_tuple(pad),
+          dilation: List.to_tuple(dil),
+          groups: groups
+        ]
+
         opts = if bias?, do: [{:bias, t(b, [hd(ws)])} | opts], else: opts
         out = Kiln.conv2d(t(x, xs), t(w, ws), opts)
         {want, os} = conv_ref(x, xs, w, ws, b, st, pad, dil, groups)
@@ -325,7 +367,9 @@ defmodule KilnOpsTest do
         assert_close(flat(out), want, 1.0e-4, 1.0e-4)
       end
 
-      assert_raise Kiln.Error, fn -> Kiln.conv2d(t(rand_f32(25), [1, 1, 5, 5]), t(rand_f32(18), [1, 2, 3, 3])) end
+      assert_raise Kiln.Error, fn ->
+        Kiln.conv2d(t(rand_f32(25), [1, 1, 5, 5]), t(rand_f32(18), [1, 2, 3, 3]))
+      end
     end
 
     test "max_pool2d and avg_pool2d" do
@@ -351,7 +395,11 @@ defmodule KilnOpsTest do
         assert Kiln.shape(mx) == {2, 3, oh, ow}
         assert_close(flat(mx), Enum.map(windows, fn wv -> wv |> Enum.reject(&is_nil/1) |> Enum.max() end))
         av = Kiln.avg_pool2d(t(x, xs), List.to_tuple(k), stride: List.to_tuple(s), padding: List.to_tuple(p))
-        assert_close(flat(av), Enum.map(windows, fn wv -> (wv |> Enum.reject(&is_nil/1) |> Enum.sum()) / (kh * kw) end))
+
+        assert_close(
+          flat(av),
+          Enum.map(windows, fn wv -> (wv |> Enum.reject(&is_nil/1) |> Enum.sum()) / (kh * kw) end)
+        )
       end
     end
   end
@@ -384,12 +432,20 @@ defmodule KilnOpsTest do
       out = Kiln.concatenate([t(a, [3, 2]), t(b, [3, 3])], axis: 1)
       want = Enum.zip_with(Enum.chunk_every(a, 2), Enum.chunk_every(b, 3), &(&1 ++ &2)) |> List.flatten()
       assert flat(out) == want
-      assert_raise Kiln.Error, ~r/shape_mismatch/, fn -> Kiln.concat([t(a, [2, 3]), t(b, [3, 3])], axis: 1) end
+
+      assert_raise Kiln.Error, ~r/shape_mismatch/, fn ->
+        Kiln.concat([t(a, [2, 3]), t(b, [3, 3])], axis: 1)
+      end
 
       x = Enum.to_list(0..29)
       tx = t(x, [3, 10], {:s, 32})
-      assert Kiln.slice(tx, 1, 2, 9, 3) |> Kiln.to_list() == for(r <- 0..2, do: for(c <- [2, 5, 8], do: r * 10 + c))
-      assert Kiln.slice(tx, 1, -3, 100) |> Kiln.to_list() == for(r <- 0..2, do: for(c <- 7..9, do: r * 10 + c))
+
+      assert Kiln.slice(tx, 1, 2, 9, 3) |> Kiln.to_list() ==
+               for(r <- 0..2, do: for(c <- [2, 5, 8], do: r * 10 + c))
+
+      assert Kiln.slice(tx, 1, -3, 100) |> Kiln.to_list() ==
+               for(r <- 0..2, do: for(c <- 7..9, do: r * 10 + c))
+
       assert Kiln.slice(tx, 0, 5, 9) |> Kiln.shape() == {0, 10}
 
       idx = [9, 0, 3, 3]
@@ -429,7 +485,10 @@ defmodule KilnOpsTest do
               i = rem(j, h)
               ang = pos * :math.pow(10_000.0, -2 * i / d)
               {x1, x2} = {Enum.at(row, i), Enum.at(row, i + h)}
-              if j < h, do: x1 * :math.cos(ang) - x2 * :math.sin(ang), else: x2 * :math.cos(ang) + x1 * :math.sin(ang)
+
+              if j < h,
+                do: x1 * :math.cos(ang) - x2 * :math.sin(ang),
+                else: x2 * :math.cos(ang) + x1 * :math.sin(ang)
             end
           end)
 
@@ -459,7 +518,11 @@ defmodule KilnOpsTest do
               |> Enum.chunk_every(lk)
               |> Enum.with_index()
               |> Enum.map(fn {row, i} ->
-                row = if causal, do: Enum.with_index(row) |> Enum.map(fn {s, j} -> if j > i, do: -1.0e30, else: s end), else: row
+                row =
+                  if causal,
+                    do: Enum.with_index(row) |> Enum.map(fn {s, j} -> if j > i, do: -1.0e30, else: s end),
+                    else: row
+
                 softmax(row)
               end)
               |> List.flatten()
@@ -468,7 +531,9 @@ defmodule KilnOpsTest do
           end
           |> List.flatten()
 
-        out = Kiln.attention(t(q, [b, lq, d]), t(k, [b, lk, d]), t(v, [b, lk, dv]), causal: causal, scale: scale)
+        out =
+          Kiln.attention(t(q, [b, lq, d]), t(k, [b, lk, d]), t(v, [b, lk, dv]), causal: causal, scale: scale)
+
         assert Kiln.shape(out) == {b, lq, dv}
         assert_close(flat(out), want, 1.0e-4, 1.0e-4)
       end

@@ -13,9 +13,8 @@ import argparse
 import json
 import time
 
-import numpy as np
-
 import kiln
+import numpy as np
 
 
 def per_call(fn, iters, repeats=5):

@@ -38,4 +38,3 @@ impl PyDevice {
         self.info.index
     }
 }
-

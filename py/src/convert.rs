@@ -1,8 +1,8 @@
 //! Argument conversion: dtypes, shapes, axes, numpy arrays in (one upload copy) and out (one
 //! readback copy), and the operand rules for Python scalars.
 
-use crate::errors::{dtype_err, gpu, invalid, to_pyerr};
 use crate::classes::PyTensor;
+use crate::errors::{dtype_err, gpu, invalid, to_pyerr};
 use kiln_core::{DType, Tensor};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyOverflowError;
@@ -35,8 +35,7 @@ pub fn np_name(dtype: DType) -> &'static str {
 /// The numpy dtype object of a Kiln dtype (what `Tensor.dtype` returns).
 pub fn np_dtype(py: Python<'_>, dtype: DType) -> PyResult<Bound<'_, PyArrayDescr>> {
     let cell = &DESCRS[dtype as usize];
-    cell.get_or_try_init(py, || PyArrayDescr::new(py, np_name(dtype)).map(Bound::unbind))
-        .map(|d| d.bind(py).clone())
+    cell.get_or_try_init(py, || PyArrayDescr::new(py, np_name(dtype)).map(Bound::unbind)).map(|d| d.bind(py).clone())
 }
 
 /// What a numpy dtype means to Kiln.
@@ -91,7 +90,8 @@ pub fn parse_dtype(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<O
 
 /// A dtype argument that must be given (``astype``): None is a DTypeError, never a panic.
 pub fn required_dtype(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<DType> {
-    parse_dtype(py, Some(obj))?.ok_or_else(|| dtype_err(py, format!("a dtype is required, got None; supported: {SUPPORTED}")))
+    parse_dtype(py, Some(obj))?
+        .ok_or_else(|| dtype_err(py, format!("a dtype is required, got None; supported: {SUPPORTED}")))
 }
 
 pub fn dtype_or(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, default: DType) -> PyResult<DType> {
@@ -112,9 +112,14 @@ pub fn parse_shape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize
         return Ok(vec![to_dim(obj)?]);
     }
     if let Ok(t) = obj.cast::<PyTensor>() {
-        return Err(invalid(py, format!("a shape must be an int or a sequence of ints, got a tensor of shape {:?}", t.get().t.shape())));
+        return Err(invalid(
+            py,
+            format!("a shape must be an int or a sequence of ints, got a tensor of shape {:?}", t.get().t.shape()),
+        ));
     }
-    let seq = obj.cast::<PySequence>().map_err(|_| invalid(py, format!("a shape must be an int or a sequence of ints, got {obj}")))?;
+    let seq = obj
+        .cast::<PySequence>()
+        .map_err(|_| invalid(py, format!("a shape must be an int or a sequence of ints, got {obj}")))?;
     let mut out = Vec::with_capacity(seq.len()?);
     for item in seq.try_iter()? {
         out.push(to_dim(&item?)?);
@@ -126,7 +131,9 @@ pub fn parse_shape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize
 pub fn parse_ishape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
     let to_dim = |v: &Bound<'_, PyAny>| -> PyResult<isize> {
         match int_value(v) {
-            Some(IntValue::Small(n)) => isize::try_from(n).map_err(|_| invalid(py, format!("dimension {n} in a shape is too large"))),
+            Some(IntValue::Small(n)) => {
+                isize::try_from(n).map_err(|_| invalid(py, format!("dimension {n} in a shape is too large")))
+            }
             Some(IntValue::Big) => Err(invalid(py, format!("dimension {v} in a shape is too large"))),
             None => Err(invalid(py, format!("shape entries must be ints, got {v}"))),
         }
@@ -134,7 +141,9 @@ pub fn parse_ishape(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isiz
     if obj.is_instance_of::<PyInt>() {
         return Ok(vec![to_dim(obj)?]);
     }
-    let seq = obj.cast::<PySequence>().map_err(|_| invalid(py, format!("a shape must be an int or a sequence of ints, got {obj}")))?;
+    let seq = obj
+        .cast::<PySequence>()
+        .map_err(|_| invalid(py, format!("a shape must be an int or a sequence of ints, got {obj}")))?;
     let mut out = Vec::with_capacity(seq.len()?);
     for item in seq.try_iter()? {
         out.push(to_dim(&item?)?);
@@ -150,7 +159,9 @@ pub fn parse_axes(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Op
         Some(o) => {
             let axis = |v: &Bound<'_, PyAny>| -> PyResult<isize> {
                 match int_value(v) {
-                    Some(IntValue::Small(n)) => isize::try_from(n).map_err(|_| invalid(py, format!("axis {n} is out of range"))),
+                    Some(IntValue::Small(n)) => {
+                        isize::try_from(n).map_err(|_| invalid(py, format!("axis {n} is out of range")))
+                    }
                     Some(IntValue::Big) => Err(invalid(py, format!("axis {v} is out of range"))),
                     None => Err(invalid(py, format!("axis entries must be ints, got {v}"))),
                 }
@@ -158,7 +169,9 @@ pub fn parse_axes(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Op
             if int_value(o).is_some() {
                 return Ok(Some(vec![axis(o)?]));
             }
-            let seq = o.cast::<PySequence>().map_err(|_| invalid(py, format!("axis must be None, an int or a tuple of ints, got {o}")))?;
+            let seq = o
+                .cast::<PySequence>()
+                .map_err(|_| invalid(py, format!("axis must be None, an int or a tuple of ints, got {o}")))?;
             let mut out = Vec::new();
             for item in seq.try_iter()? {
                 out.push(axis(&item?)?);
@@ -218,7 +231,8 @@ impl<'a, 'py, T: IntTarget> FromPyObject<'a, 'py> for Int<T> {
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         let obj = obj.to_owned();
         let py = obj.py();
-        let out_of_range = || invalid(py, format!("the integer {obj} is out of range here (expected {} to {})", T::LO, T::HI));
+        let out_of_range =
+            || invalid(py, format!("the integer {obj} is out of range here (expected {} to {})", T::LO, T::HI));
         match obj.extract::<i64>() {
             Ok(v) => T::try_from(v).map(Int).map_err(|_| out_of_range()),
             Err(e) if e.is_instance_of::<PyOverflowError>(py) => match obj.extract::<u64>() {
@@ -242,7 +256,9 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Float {
         let py = obj.py();
         match obj.extract::<f64>() {
             Ok(v) => Ok(Float(v)),
-            Err(e) if e.is_instance_of::<PyOverflowError>(py) => Err(invalid(py, format!("the number {obj} is too large for a float"))),
+            Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
+                Err(invalid(py, format!("the number {obj} is too large for a float")))
+            }
             Err(e) => Err(e),
         }
     }
@@ -253,7 +269,12 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Float {
 pub fn text_arg(py: Python<'_>, what: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(s) = obj.cast::<PyString>() {
         return s.to_cow().map(|c| c.into_owned()).map_err(|_| {
-            invalid(py, format!("the {what} is not valid Unicode text (it holds a lone surrogate); pass a str without surrogates"))
+            invalid(
+                py,
+                format!(
+                    "the {what} is not valid Unicode text (it holds a lone surrogate); pass a str without surrogates"
+                ),
+            )
         });
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
@@ -288,7 +309,7 @@ fn is_python_data(obj: &Bound<'_, PyAny>) -> bool {
     obj.is_instance_of::<PyList>()
         || obj.is_instance_of::<PyTuple>()
         || obj.is_instance_of::<PyInt>()
-        || (obj.is_instance_of::<PyFloat>() && obj.get_type().is(&py_float_type(obj.py())))
+        || (obj.is_instance_of::<PyFloat>() && obj.get_type().is(py_float_type(obj.py())))
 }
 
 fn py_float_type(py: Python<'_>) -> Bound<'_, PyType> {
@@ -324,7 +345,15 @@ pub fn to_tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<DType>) -
         Ok(a) => a.clone(),
         Err(_) => np
             .call_method1("asarray", (obj,))
-            .map_err(|e| invalid(py, format!("cannot convert {} to a tensor: {e}", obj.get_type().name().map(|n| n.to_string()).unwrap_or_default())))?
+            .map_err(|e| {
+                invalid(
+                    py,
+                    format!(
+                        "cannot convert {} to a tensor: {e}",
+                        obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    ),
+                )
+            })?
             .cast_into::<PyUntypedArray>()
             .map_err(|e| invalid(py, e.to_string()))?,
     };
@@ -361,11 +390,16 @@ pub fn to_tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<DType>) -
             ))
         }
     };
-    let same = matches!(classify(&descr), Kind::Native(d) if d == target) && descr.is_native_byteorder().unwrap_or(true);
+    let same =
+        matches!(classify(&descr), Kind::Native(d) if d == target) && descr.is_native_byteorder().unwrap_or(true);
     let arr = if !same {
-        arr.call_method1("astype", (np_dtype(py, target)?,))?.cast_into::<PyUntypedArray>().map_err(|e| invalid(py, e.to_string()))?
+        arr.call_method1("astype", (np_dtype(py, target)?,))?
+            .cast_into::<PyUntypedArray>()
+            .map_err(|e| invalid(py, e.to_string()))?
     } else if !arr.is_c_contiguous() || !arr.is_aligned() {
-        np.call_method1("ascontiguousarray", (&arr,))?.cast_into::<PyUntypedArray>().map_err(|e| invalid(py, e.to_string()))?
+        np.call_method1("ascontiguousarray", (&arr,))?
+            .cast_into::<PyUntypedArray>()
+            .map_err(|e| invalid(py, e.to_string()))?
     } else {
         arr
     };

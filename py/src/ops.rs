@@ -2,8 +2,8 @@
 //! Each is argument conversion around one kiln-core call; no op logic lives here.
 
 use crate::convert::{
-    dtype_or, opt_tensor_arg, operand, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype, tensor_arg,
-    tensor_or_scalar_like, to_tensor, Float, Int, Operand,
+    dtype_or, operand, opt_tensor_arg, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype,
+    tensor_arg, tensor_or_scalar_like, to_tensor, Float, Int, Operand,
 };
 use crate::errors::{gpu, invalid};
 use crate::tensor::{binary_op, floor_divide_op, reduce_with, remainder_op, true_divide_op, PyTensor};
@@ -49,7 +49,13 @@ fn check_device(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<(
 /// Python ints become int32 and Python floats float32.
 #[pyfunction]
 #[pyo3(signature = (obj, /, dtype=None, *, device=None, copy=None))]
-pub fn asarray(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>, copy: Option<bool>) -> PyT {
+pub fn asarray(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+    copy: Option<bool>,
+) -> PyT {
     check_device(py, device)?;
     let d = parse_dtype(py, dtype)?;
     let t = to_tensor(py, obj, d)?;
@@ -71,7 +77,12 @@ pub fn from_bytes(py: Python<'_>, data: &[u8], shape: &Bound<'_, PyAny>, dtype: 
 /// A tensor of ``shape`` filled with zeros.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype=None, *, device=None))]
-pub fn zeros(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn zeros(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     check_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || ops::zeros(&s, d)).map(ok)
@@ -80,7 +91,12 @@ pub fn zeros(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, 
 /// A tensor of ``shape`` filled with ones.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype=None, *, device=None))]
-pub fn ones(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn ones(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     check_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || ops::ones(&s, d)).map(ok)
@@ -89,7 +105,12 @@ pub fn ones(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, P
 /// An uninitialised tensor of ``shape`` (its contents are whatever the buffer held).
 #[pyfunction]
 #[pyo3(signature = (shape, dtype=None, *, device=None))]
-pub fn empty(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn empty(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     check_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || Tensor::empty(&s, d)).map(ok)
@@ -107,7 +128,13 @@ fn scalar_default_dtype(v: &Bound<'_, PyAny>) -> DType {
 /// unless ``dtype`` says otherwise).
 #[pyfunction]
 #[pyo3(signature = (shape, fill_value, dtype=None, *, device=None))]
-pub fn full(py: Python<'_>, shape: &Bound<'_, PyAny>, fill_value: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn full(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    fill_value: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     check_device(py, device)?;
     let s = parse_shape(py, shape)?;
     let d = dtype_or(py, dtype, scalar_default_dtype(fill_value))?;
@@ -132,7 +159,12 @@ fn like_args(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAn
 /// Zeros with the shape (and by default the dtype) of ``x``.
 #[pyfunction]
 #[pyo3(signature = (x, /, dtype=None, *, device=None))]
-pub fn zeros_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn zeros_like(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     check_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     gpu(py, || ops::zeros(&s, d)).map(ok)
@@ -141,7 +173,12 @@ pub fn zeros_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_,
 /// Ones with the shape (and by default the dtype) of ``x``.
 #[pyfunction]
 #[pyo3(signature = (x, /, dtype=None, *, device=None))]
-pub fn ones_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn ones_like(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     check_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     gpu(py, || ops::ones(&s, d)).map(ok)
@@ -150,7 +187,13 @@ pub fn ones_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, 
 /// ``fill_value`` everywhere, with the shape (and by default the dtype) of ``x``.
 #[pyfunction]
 #[pyo3(signature = (x, /, fill_value, dtype=None, *, device=None))]
-pub fn full_like(py: Python<'_>, x: &Bound<'_, PyAny>, fill_value: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn full_like(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    fill_value: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     check_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     let (v, _) = scalar_arg(py, fill_value)?;
@@ -160,7 +203,12 @@ pub fn full_like(py: Python<'_>, x: &Bound<'_, PyAny>, fill_value: &Bound<'_, Py
 /// An uninitialised tensor with the shape (and by default the dtype) of ``x``.
 #[pyfunction]
 #[pyo3(signature = (x, /, dtype=None, *, device=None))]
-pub fn empty_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn empty_like(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     check_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     gpu(py, || Tensor::empty(&s, d)).map(ok)
@@ -268,7 +316,8 @@ pub fn gelu(py: Python<'_>, x: &Bound<'_, PyAny>, approximate: &str) -> PyT {
 
 /// `a OP b`, either of them a tensor, an array-like or a Python scalar.
 pub(crate) fn binary(py: Python<'_>, op: BinaryOp, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyT {
-    let not_taken = |o: &Bound<'_, PyAny>| invalid(py, format!("{}: cannot take an operand of type {}", op.name(), o.get_type()));
+    let not_taken =
+        |o: &Bound<'_, PyAny>| invalid(py, format!("{}: cannot take an operand of type {}", op.name(), o.get_type()));
     match operand(py, a)? {
         Some(Operand::Tensor(ta)) => binary_op(py, op, &ta, b, false)?.map(ok).ok_or_else(|| not_taken(b)),
         Some(Operand::Scalar(..)) => match operand(py, b)? {
@@ -298,15 +347,14 @@ macro_rules! binary_fns {
 }
 pub(crate) use binary_fns;
 
+/// One division-family op on a tensor and the other operand (`scalar_first`: that operand is
+/// the left one); `None` when the operand is of a type the op does not take.
+type DivisionOp = fn(Python<'_>, &Tensor, &Bound<'_, PyAny>, bool) -> PyResult<Option<Tensor>>;
+
 /// `x1 OP x2` for the division family: either side a tensor, an array-like or a scalar.
-fn division(
-    py: Python<'_>,
-    name: &str,
-    f: fn(Python<'_>, &Tensor, &Bound<'_, PyAny>, bool) -> PyResult<Option<Tensor>>,
-    a: &Bound<'_, PyAny>,
-    b: &Bound<'_, PyAny>,
-) -> PyT {
-    let not_taken = |o: &Bound<'_, PyAny>| invalid(py, format!("{name}: cannot take an operand of type {}", o.get_type()));
+fn division(py: Python<'_>, name: &str, f: DivisionOp, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyT {
+    let not_taken =
+        |o: &Bound<'_, PyAny>| invalid(py, format!("{name}: cannot take an operand of type {}", o.get_type()));
     match operand(py, a)? {
         Some(Operand::Tensor(ta)) => f(py, &ta, b, false)?.map(ok).ok_or_else(|| not_taken(b)),
         Some(Operand::Scalar(..)) => match operand(py, b)? {
@@ -407,7 +455,14 @@ reduce_fns! {
 /// freedom removed from the divisor.
 #[pyfunction]
 #[pyo3(signature = (x, /, *, axis=None, correction=None, keepdims=false, ddof=None))]
-pub fn var(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, correction: Option<Float>, keepdims: bool, ddof: Option<Float>) -> PyT {
+pub fn var(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: Option<&Bound<'_, PyAny>>,
+    correction: Option<Float>,
+    keepdims: bool,
+    ddof: Option<Float>,
+) -> PyT {
     let x = tensor_arg(py, x)?;
     let (correction, ddof) = (correction.map(|c| c.0), ddof.map(|c| c.0));
     let c = match (correction, ddof) {
@@ -465,7 +520,13 @@ pub fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> Py
 /// (biased variance; ``weight`` and ``bias`` have the last axis' length, or are None).
 #[pyfunction]
 #[pyo3(signature = (x, weight=None, bias=None, eps=Float(1e-5)))]
-pub fn layer_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, bias: Option<&Bound<'_, PyAny>>, eps: Float) -> PyT {
+pub fn layer_norm(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    weight: Option<&Bound<'_, PyAny>>,
+    bias: Option<&Bound<'_, PyAny>>,
+    eps: Float,
+) -> PyT {
     let x = tensor_arg(py, x)?;
     let eps = eps.0 as f32;
     let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
@@ -584,7 +645,14 @@ pub fn concat(py: Python<'_>, arrays: &Bound<'_, PyAny>, axis: Int<isize>) -> Py
 /// ``x[start:stop:step]`` along ``axis`` (numpy clamping; ``step`` >= 1). A copy.
 #[pyfunction]
 #[pyo3(signature = (x, axis, start=None, stop=None, step=Int(1)))]
-pub fn slice(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, start: Option<Int<isize>>, stop: Option<Int<isize>>, step: Int<isize>) -> PyT {
+pub fn slice(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: Int<isize>,
+    start: Option<Int<isize>>,
+    stop: Option<Int<isize>>,
+    step: Int<isize>,
+) -> PyT {
     let x = tensor_arg(py, x)?;
     let (axis, start, stop, step) = (axis.0, start.map(|v| v.0), stop.map(|v| v.0), step.0);
     let start = start.unwrap_or(0);
@@ -660,7 +728,14 @@ pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: Int<usize>, base: 
 /// numbers on every device).
 #[pyfunction]
 #[pyo3(signature = (shape, seed, low=Float(0.0), high=Float(1.0), dtype=None))]
-pub fn random_uniform(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: Int<u64>, low: Float, high: Float, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn random_uniform(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    seed: Int<u64>,
+    low: Float,
+    high: Float,
+    dtype: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     let (seed, low, high) = (seed.0, low.0, high.0);
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || ops::random_uniform(&s, d, seed, low, high)).map(ok)
@@ -669,7 +744,14 @@ pub fn random_uniform(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: Int<u64>, 
 /// Normal random numbers with ``mean`` and ``std`` (counter-based, device independent).
 #[pyfunction]
 #[pyo3(signature = (shape, seed, mean=Float(0.0), std=Float(1.0), dtype=None))]
-pub fn random_normal(py: Python<'_>, shape: &Bound<'_, PyAny>, seed: Int<u64>, mean: Float, std: Float, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn random_normal(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    seed: Int<u64>,
+    mean: Float,
+    std: Float,
+    dtype: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     let (seed, mean, std) = (seed.0, mean.0, std.0);
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
     gpu(py, || ops::random_normal(&s, d, seed, mean, std)).map(ok)
@@ -727,7 +809,13 @@ fn pool_args(
 /// defaults to ``kernel_size`` (PyTorch semantics).
 #[pyfunction]
 #[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
-pub fn max_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn max_pool2d(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     let x = tensor_arg(py, x)?;
     let (k, s, p) = pool_args(py, kernel_size, stride, padding)?;
     gpu(py, || ops::max_pool2d(&x, k, s, p)).map(ok)
@@ -737,7 +825,13 @@ pub fn max_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, 
 /// default); ``stride`` defaults to ``kernel_size``.
 #[pyfunction]
 #[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
-pub fn avg_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>) -> PyT {
+pub fn avg_pool2d(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+) -> PyT {
     let x = tensor_arg(py, x)?;
     let (k, s, p) = pool_args(py, kernel_size, stride, padding)?;
     gpu(py, || ops::avg_pool2d(&x, k, s, p)).map(ok)
@@ -747,7 +841,14 @@ pub fn avg_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, 
 /// k [..., Lk, D], v [..., Lk, Dv]; ``scale`` defaults to 1/sqrt(D); ``causal`` masks key j > query i.
 #[pyfunction]
 #[pyo3(signature = (q, k, v, causal=false, scale=None))]
-pub fn attention(py: Python<'_>, q: &Bound<'_, PyAny>, k: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>, causal: bool, scale: Option<Float>) -> PyT {
+pub fn attention(
+    py: Python<'_>,
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    causal: bool,
+    scale: Option<Float>,
+) -> PyT {
     let scale = scale.map(|s| s.0 as f32);
     let (q, k, v) = (tensor_arg(py, q)?, tensor_arg(py, k)?, tensor_arg(py, v)?);
     gpu(py, || ops::attention(&q, &k, &v, causal, scale)).map(ok)

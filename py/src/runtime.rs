@@ -1,13 +1,13 @@
 //! Devices, memory and pipeline statistics, synchronize, and custom WGSL kernels.
 
-use crate::convert::{numpy, tensor_arg, text_arg, Int};
-use crate::classes::PyTensor;
 pub use crate::classes::PyDevice;
+use crate::classes::PyTensor;
+use crate::convert::{numpy, tensor_arg, text_arg, Int};
 use crate::errors::{gpu, invalid};
 use kiln_core::{Kernel, Tensor};
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyByteArray, PyDict, PyMemoryView, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyMemoryView, PyTuple};
 use std::sync::Arc;
 
 #[pymethods]
@@ -76,7 +76,10 @@ impl PyDevice {
         Ok(d)
     }
     fn __repr__(&self) -> String {
-        format!("kiln.Device({}, {:?}, backend={}, type={})", self.info.index, self.info.name, self.info.backend, self.info.device_type)
+        format!(
+            "kiln.Device({}, {:?}, backend={}, type={})",
+            self.info.index, self.info.name, self.info.backend, self.info.device_type
+        )
     }
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other.cast::<PyDevice>().is_ok_and(|o| o.get().info.index == self.info.index)
@@ -190,46 +193,25 @@ fn uniform_bytes(py: Python<'_>, u: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
         let t = t.get().t.clone();
         return gpu(py, move || t.to_bytes());
     }
-    Err(invalid(py, format!("uniforms must be bytes, a bytearray, a memoryview or a numpy array, got {}", u.get_type())))
+    Err(invalid(
+        py,
+        format!("uniforms must be bytes, a bytearray, a memoryview or a numpy array, got {}", u.get_type()),
+    ))
 }
 
 fn workgroups_arg(py: Python<'_>, w: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
     if let Ok(x) = w.extract::<u32>() {
         return Ok([x, 1, 1]);
     }
-    let v: Vec<u32> = w.extract().map_err(|_| invalid(py, format!("workgroups must be an int or a tuple of 1 to 3 non-negative ints, got {w}")))?;
+    let v: Vec<u32> = w.extract().map_err(|_| {
+        invalid(py, format!("workgroups must be an int or a tuple of 1 to 3 non-negative ints, got {w}"))
+    })?;
     match v.as_slice() {
         [x] => Ok([*x, 1, 1]),
         [x, y] => Ok([*x, *y, 1]),
         [x, y, z] => Ok([*x, *y, *z]),
         _ => Err(invalid(py, format!("workgroups must have 1 to 3 entries, got {}", v.len()))),
     }
-}
-
-/// Stack of the thread that compiles a kernel. The shader compiler recurses on deep expressions
-/// (a long flat `a + a + ...`, issue 19): on the caller's stack (8 MiB for the main thread, often
-/// less for other threads) that was a SIGSEGV. The reservation is virtual; only what the compiler
-/// touches is committed.
-const COMPILE_STACK: usize = 256 << 20;
-
-/// Runs `f` on a fresh thread with `COMPILE_STACK` of stack, a panic there becoming `Error::Panic`.
-fn on_compile_stack<T: Send + 'static>(f: impl FnOnce() -> kiln_core::Result<T> + Send + 'static) -> kiln_core::Result<T> {
-    // Where address space is scarce (ulimit -v, strict overcommit) a smaller reservation is
-    // tried before giving up: the stack only needs to be large for pathological sources.
-    let f = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
-    let mut last = None;
-    for size in [COMPILE_STACK, COMPILE_STACK / 8] {
-        let job = f.clone();
-        let spawned = std::thread::Builder::new().name("kiln-compile".into()).stack_size(size).spawn(move || {
-            let f = job.lock().unwrap_or_else(|p| p.into_inner()).take().expect("the compile job runs once");
-            f()
-        });
-        match spawned {
-            Ok(worker) => return worker.join().unwrap_or_else(|p| Err(kiln_core::Error::from_panic(p))),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(kiln_core::Error::Internal(format!("cannot start the kernel-compile thread: {}", last.map(|e| e.to_string()).unwrap_or_default())))
 }
 
 #[pymethods]
@@ -242,7 +224,7 @@ impl PyKernel {
             Some(e) if !e.is_none() => text_arg(py, "entry point name", e)?,
             _ => "main".to_string(),
         };
-        let k = gpu(py, move || on_compile_stack(move || Kernel::new(&source, &entry)))?;
+        let k = gpu(py, move || Kernel::new(&source, &entry))?;
         Ok(PyKernel { k: Arc::new(k) })
     }
 
@@ -259,7 +241,13 @@ impl PyKernel {
             .iter()
             .map(|t| match t.cast::<PyTensor>() {
                 Ok(t) => Ok(t.get().t.clone()),
-                Err(_) => Err(invalid(py, format!("kernel arguments must be kiln tensors (outputs are written in place), got {}", t.get_type()))),
+                Err(_) => Err(invalid(
+                    py,
+                    format!(
+                        "kernel arguments must be kiln tensors (outputs are written in place), got {}",
+                        t.get_type()
+                    ),
+                )),
             })
             .collect::<PyResult<_>>()?;
         let wg = match workgroups {
@@ -323,7 +311,13 @@ impl PyKernel {
 /// loop) and returns the seconds per call, to measure the binding's own overhead.
 #[pyfunction]
 #[pyo3(signature = (op, a, b=None, iters=Int(1000)))]
-pub fn _bench_core(py: Python<'_>, op: &str, a: &Bound<'_, PyAny>, b: Option<&Bound<'_, PyAny>>, iters: Int<usize>) -> PyResult<f64> {
+pub fn _bench_core(
+    py: Python<'_>,
+    op: &str,
+    a: &Bound<'_, PyAny>,
+    b: Option<&Bound<'_, PyAny>>,
+    iters: Int<usize>,
+) -> PyResult<f64> {
     let iters = iters.0;
     use kiln_core::ops;
     let a = tensor_arg(py, a)?;

@@ -1,9 +1,11 @@
 //! `kiln.Tensor`: a handle on a kiln-core tensor (frozen, so it is safe from any thread).
 
-use crate::convert::{np_dtype, numpy, operand, parse_dtype, parse_ishape, required_dtype, to_numpy, to_tensor, Int, Operand};
-use crate::errors::{gpu, invalid};
 use crate::classes::PyDevice;
 pub use crate::classes::PyTensor;
+use crate::convert::{
+    np_dtype, numpy, operand, parse_dtype, parse_ishape, required_dtype, to_numpy, to_tensor, Int, Operand,
+};
+use crate::errors::{gpu, invalid};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use kiln_core::{DType, Tensor};
 use pyo3::basic::CompareOp;
@@ -11,7 +13,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 /// `a OP b` where `a` is this tensor and `b` any operand; NotImplemented when `b` is foreign.
-pub fn binary_op(py: Python<'_>, op: BinaryOp, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
+pub fn binary_op(
+    py: Python<'_>,
+    op: BinaryOp,
+    a: &Tensor,
+    b: &Bound<'_, PyAny>,
+    reflected: bool,
+) -> PyResult<Option<Tensor>> {
     match operand(py, b)? {
         None => Ok(None),
         Some(Operand::Tensor(b)) => {
@@ -28,7 +36,13 @@ type ReduceFn = fn(&Tensor, Option<&[isize]>, bool) -> kiln_core::Result<Tensor>
 
 /// A reduction over the axes given as Python would (None, an int or a tuple): shared by the
 /// `Tensor` methods and the module functions (ops.rs).
-pub fn reduce_with(py: Python<'_>, x: &Tensor, axis: Option<&Bound<'_, PyAny>>, keepdims: bool, f: ReduceFn) -> PyResult<PyTensor> {
+pub fn reduce_with(
+    py: Python<'_>,
+    x: &Tensor,
+    axis: Option<&Bound<'_, PyAny>>,
+    keepdims: bool,
+    f: ReduceFn,
+) -> PyResult<PyTensor> {
     let axes = crate::convert::parse_axes(py, axis)?;
     gpu(py, || f(x, axes.as_deref(), keepdims)).map(PyTensor::new)
 }
@@ -53,7 +67,9 @@ pub fn true_divide_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflecte
             ops::binary(BinaryOp::Div, x, y)
         })
         .map(Some),
-        Some(Operand::Scalar(v, _)) => gpu(py, || ops::binary_scalar(BinaryOp::Div, &as_float(a)?, v, reflected)).map(Some),
+        Some(Operand::Scalar(v, _)) => {
+            gpu(py, || ops::binary_scalar(BinaryOp::Div, &as_float(a)?, v, reflected)).map(Some)
+        }
     }
 }
 
@@ -260,7 +276,12 @@ impl PyTensor {
 
     /// numpy's conversion protocol: ``numpy.asarray(t)``.
     #[pyo3(signature = (dtype=None, copy=None))]
-    fn __array__<'py>(&self, py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         if copy == Some(false) {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "a kiln tensor lives on the GPU: numpy cannot view it without a copy",
@@ -302,7 +323,8 @@ impl PyTensor {
     /// ``t.reshape((2, 3))`` both work.
     #[pyo3(signature = (*shape))]
     fn reshape(&self, py: Python<'_>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
-        let s = if shape.len() == 1 { parse_ishape(py, &shape.get_item(0)?)? } else { parse_ishape(py, shape.as_any())? };
+        let s =
+            if shape.len() == 1 { parse_ishape(py, &shape.get_item(0)?)? } else { parse_ishape(py, shape.as_any())? };
         gpu(py, || ops::reshape(&self.t, &s)).map(PyTensor::new)
     }
 
@@ -326,7 +348,11 @@ impl PyTensor {
         kwargs.set_item("separator", ", ")?;
         kwargs.set_item("prefix", "kiln.Tensor(")?;
         let body: String = numpy(py)?.getattr("array2string")?.call((arr,), Some(&kwargs))?.extract()?;
-        Ok(format!("kiln.Tensor({body}, dtype={}, shape={})", crate::convert::np_name(self.t.dtype()), py_tuple(self.t.shape())))
+        Ok(format!(
+            "kiln.Tensor({body}, dtype={}, shape={})",
+            crate::convert::np_name(self.t.dtype()),
+            py_tuple(self.t.shape())
+        ))
     }
 
     fn __str__(&self, py: Python<'_>) -> PyResult<String> {
@@ -469,7 +495,10 @@ impl PyTensor {
     #[pyo3(signature = (api_version=None))]
     fn __array_namespace__<'py>(&self, py: Python<'py>, api_version: Option<&str>) -> PyResult<Bound<'py, PyModule>> {
         if let Some(v) = api_version.filter(|v| !["2021.12", "2022.12", "2023.12"].contains(v)) {
-            return Err(invalid(py, format!("__array_namespace__: api_version {v:?} is not one Kiln follows (2021.12, 2022.12, 2023.12)")));
+            return Err(invalid(
+                py,
+                format!("__array_namespace__: api_version {v:?} is not one Kiln follows (2021.12, 2022.12, 2023.12)"),
+            ));
         }
         py.import("kiln")
     }

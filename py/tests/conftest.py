@@ -2,10 +2,9 @@
 
 import math
 
+import kiln
 import numpy as np
 import pytest
-
-import kiln
 
 TOL = {
     np.dtype("float32"): dict(rtol=2e-5, atol=2e-5),

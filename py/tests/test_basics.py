@@ -2,13 +2,11 @@
 
 import array
 import pickle
-import warnings
-
-import numpy as np
-import pytest
 
 import kiln
-from conftest import FLOATS, HAS_F16, check, needs_f16, rand
+import numpy as np
+import pytest
+from conftest import HAS_F16, check, rand
 
 ALL = ["float32", "int32", "uint32"] + (["float16"] if HAS_F16 else [])
 SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 0, 3), (2, 3, 4, 5), (257,), (1, 1, 1, 1, 1, 1, 1, 2)]

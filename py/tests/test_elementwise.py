@@ -1,9 +1,8 @@
 """Unary, binary, comparison, where and cast against numpy; broadcasting and scalar rules."""
 
+import kiln
 import numpy as np
 import pytest
-
-import kiln
 from conftest import FLOATS, HAS_F16, check, erf, f64, rand
 
 SHAPES = [(0,), (1,), (13,), (3, 7), (2, 3, 65), (300,)]

@@ -14,10 +14,9 @@ import textwrap
 import time
 import warnings
 
+import kiln
 import numpy as np
 import pytest
-
-import kiln
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 U32_MAX = 2**32 - 1
@@ -619,7 +618,7 @@ def test_zz_reset_devices_then_old_tensors_raise_device_lost_and_new_ones_work()
     np.testing.assert_array_equal(t.numpy(), [0, 2, 4, 6])
     with pytest.raises((kiln.DeviceLostError, kiln.InvalidArgumentError)):
         old + new  # a tensor of the destroyed device with one of the new one: "different devices"
-    del old, old_i, old_k  # dropping them must not crash either
+    old = old_i = old_k = None  # dropping them must not crash either
     kiln.reset_devices()
     kiln.reset_devices()  # twice in a row is fine
     np.testing.assert_array_equal(kiln.ones(2).numpy(), [1, 1])

@@ -2,10 +2,9 @@
 
 import threading
 
+import kiln
 import numpy as np
 import pytest
-
-import kiln
 from conftest import check, f64, rand
 
 AXPY = """

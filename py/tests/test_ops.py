@@ -1,9 +1,8 @@
 """matmul, reductions, normalisation, conv/pool, movement, nn, attention and random against numpy."""
 
+import kiln
 import numpy as np
 import pytest
-
-import kiln
 from conftest import FLOATS, HAS_F16, check, f64, rand
 
 # ------------------------------------------------------------------------------------- matmul
@@ -324,10 +323,10 @@ def test_embedding(rng):
 
 
 def rope_ref(x, pos_offset, base):
-    l, d = x.shape[-2], x.shape[-1]
+    seq, d = x.shape[-2], x.shape[-1]
     half = d // 2
     inv = base ** (-2 * np.arange(half) / d)
-    ang = (pos_offset + np.arange(l))[:, None] * inv[None, :]
+    ang = (pos_offset + np.arange(seq))[:, None] * inv[None, :]
     cos, sin = np.cos(ang), np.sin(ang)
     x1, x2 = x[..., :half], x[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)

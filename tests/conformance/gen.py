@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import os
-import re
 import shutil
 import sys
 
@@ -645,7 +644,7 @@ def build(g):
         g.case(f"gather.{cid}", "gather", {"axis": axis}, [("x", x, dt), ("index", index, idt)], gather_ref(f64(x), axis, index), dt, (0, 0))
 
     # ---- nn
-    for cid, v, d, ishape, idt, dt in [("typical", [10, 8], None, [5], "i32", "f32"), ("edge_2d_ids_u32", [7, 3], None, [2, 3], "u32", "f32"),
+    for cid, v, _d, ishape, idt, dt in [("typical", [10, 8], None, [5], "i32", "f32"), ("edge_2d_ids_u32", [7, 3], None, [2, 3], "u32", "f32"),
                                        ("edge_empty", [4, 2], None, [0], "i32", "f32"), ("large", [50, 33], None, [40], "i32", "f32"),
                                        ("edge_f16", [6, 4], None, [3, 1], "i32", "f16")]:
         w = g.rand(v, dt)

@@ -14,9 +14,8 @@ import os
 import sys
 import traceback
 
-import numpy as np
-
 import kiln
+import numpy as np
 
 LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}
 

@@ -40,15 +40,25 @@ pub(super) struct Batch {
 
 impl Device {
     /// Records one dispatch into the open batch; `params` is a uniform block bound at its slot.
-    pub(crate) fn dispatch(&self, pipe: &Pipeline, bindings: &[Binding<'_>], params: Option<(u32, &[u8])>, groups: [u32; 3]) -> Result<()> {
+    pub(crate) fn dispatch(
+        &self,
+        pipe: &Pipeline,
+        bindings: &[Binding<'_>],
+        params: Option<(u32, &[u8])>,
+        groups: [u32; 3],
+    ) -> Result<()> {
         self.check_alive()?;
         let max = self.limits.max_compute_workgroups_per_dimension;
         if groups.iter().any(|&g| g > max) {
-            return Err(Error::InvalidArgument(format!("workgroup count {groups:?} is over this device's limit of {max} per dimension")));
+            return Err(Error::InvalidArgument(format!(
+                "workgroup count {groups:?} is over this device's limit of {max} per dimension"
+            )));
         }
         // Drivers count workgroups in 32 bits: (4096, 4096, 257) ran x*y*z mod 2^32 of them.
         if groups.iter().map(|&g| g as u64).product::<u64>() > u32::MAX as u64 {
-            return Err(Error::InvalidArgument(format!("workgroup count {groups:?} is over 2^32 - 1 workgroups in total")));
+            return Err(Error::InvalidArgument(format!(
+                "workgroup count {groups:?} is over 2^32 - 1 workgroups in total"
+            )));
         }
         if groups.contains(&0) {
             return Ok(());
@@ -57,9 +67,13 @@ impl Device {
         let align = (self.limits.min_uniform_buffer_offset_alignment as usize).max(16);
         let param_len = params.map_or(0, |(_, p)| p.len().next_multiple_of(16).max(16));
         if param_len > MAX_PARAMS_BYTES {
-            return Err(Error::InvalidArgument(format!("uniform block of {param_len} bytes is over {MAX_PARAMS_BYTES}")));
+            return Err(Error::InvalidArgument(format!(
+                "uniform block of {param_len} bytes is over {MAX_PARAMS_BYTES}"
+            )));
         }
-        if batch.dispatches >= MAX_BATCH_DISPATCHES || batch.params.len().next_multiple_of(align) + param_len > self.params_capacity {
+        if batch.dispatches >= MAX_BATCH_DISPATCHES
+            || batch.params.len().next_multiple_of(align) + param_len > self.params_capacity
+        {
             self.submit_locked(&mut batch)?;
         }
         let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bindings
@@ -87,7 +101,9 @@ impl Device {
                 }),
             });
         }
-        let bind_group = pipe.layout.as_ref().map(|layout| self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries }));
+        let bind_group = pipe.layout.as_ref().map(|layout| {
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries })
+        });
         let Batch { encoder, pass, timer, .. } = &mut *batch;
         let encoder = encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
         let pass = pass.get_or_insert_with(|| {
@@ -110,7 +126,14 @@ impl Device {
     }
 
     /// Records a buffer-to-buffer copy in the batch, after every dispatch recorded so far.
-    pub(crate) fn copy(&self, src: &wgpu::Buffer, src_off: u64, dst: &wgpu::Buffer, dst_off: u64, bytes: u64) -> Result<()> {
+    pub(crate) fn copy(
+        &self,
+        src: &wgpu::Buffer,
+        src_off: u64,
+        dst: &wgpu::Buffer,
+        dst_off: u64,
+        bytes: u64,
+    ) -> Result<()> {
         self.check_alive()?;
         if bytes == 0 {
             return Ok(());

@@ -7,9 +7,8 @@ use crate::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
-    .union(wgpu::BufferUsages::COPY_SRC)
-    .union(wgpu::BufferUsages::COPY_DST);
+const STORAGE_USAGE: wgpu::BufferUsages =
+    wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {
@@ -75,9 +74,10 @@ impl Device {
         }
         let class = size_class(bytes).min(max.max(16)).max(bytes.next_multiple_of(4));
         let poison = self.poison.load(Ordering::Relaxed);
-        let reused = self.pool.take(class, STORAGE_USAGE).or_else(|| {
-            (gpu_written && !poison).then(|| self.pool.take_deferred(class, STORAGE_USAGE)).flatten()
-        });
+        let reused = self
+            .pool
+            .take(class, STORAGE_USAGE)
+            .or_else(|| (gpu_written && !poison).then(|| self.pool.take_deferred(class, STORAGE_USAGE)).flatten());
         let buffer = match reused {
             Some(b) => b,
             None => {

@@ -10,9 +10,9 @@ mod timing;
 mod transfer;
 mod wait;
 
+pub(crate) use memory::GpuBuffer;
 pub use memory::MemoryStats;
 pub use wait::DEFAULT_TIMEOUT_MS;
-pub(crate) use memory::GpuBuffer;
 
 use crate::adapter::AdapterInfo;
 use crate::pipeline::{Checks, Pipeline, PipelineCache, PipelineStats};
@@ -129,7 +129,11 @@ impl Device {
             mapped_at_creation: false,
         });
         let flush_bytes = std::env::var("KILN_FLUSH_BYTES").ok().and_then(|s| s.parse().ok()).unwrap_or(FLUSH_BYTES);
-        let timeout_ms = std::env::var("KILN_TIMEOUT_MS").ok().and_then(|s| s.parse().ok()).filter(|&ms| ms > 0).unwrap_or(DEFAULT_TIMEOUT_MS);
+        let timeout_ms = std::env::var("KILN_TIMEOUT_MS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .filter(|&ms| ms > 0)
+            .unwrap_or(DEFAULT_TIMEOUT_MS);
         // Keep at most a quarter of the largest buffer's worth (and at most 4 GiB) in the pool.
         let pool_cap = (limits.max_buffer_size / 4).clamp(64 << 20, 4 << 30);
         let dev = Arc::new_cyclic(|me| Device {
@@ -162,7 +166,10 @@ impl Device {
             timeout: Duration::from_millis(timeout_ms),
             poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
             flush_bytes,
-            wait_spin: std::env::var("KILN_WAIT_SPIN_US").ok().and_then(|s| s.parse().ok()).map_or(SPIN, Duration::from_micros),
+            wait_spin: std::env::var("KILN_WAIT_SPIN_US")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .map_or(SPIN, Duration::from_micros),
             poll_lock: Mutex::new(()),
         });
         Self::start_poller(&dev);

@@ -57,8 +57,10 @@ impl Device {
                             backoff = POLL_BACKOFF.0;
                         }
                         while *pending == 0 {
-                            let (p, _) =
-                                poller.wake.wait_timeout(pending, Duration::from_secs(1)).unwrap_or_else(|p| p.into_inner());
+                            let (p, _) = poller
+                                .wake
+                                .wait_timeout(pending, Duration::from_secs(1))
+                                .unwrap_or_else(|p| p.into_inner());
                             pending = p;
                             if weak.strong_count() == 0 {
                                 return;
@@ -72,13 +74,18 @@ impl Device {
                     }
                     // A panic inside wgpu must not take the poller down: every waiter depends on it.
                     let polling = dev.poll_lock.lock().unwrap_or_else(|p| p.into_inner());
-                    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dev.device.poll(wgpu::PollType::Poll)));
+                    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        dev.device.poll(wgpu::PollType::Poll)
+                    }));
                     drop(polling);
                     drop(dev);
                     if let Err(payload) = polled {
                         let e = Error::from_panic(payload);
                         if let Some(dev) = weak.upgrade() {
-                            dev.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).push(format!("poll panicked: {e}"));
+                            dev.uncaptured
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .push(format!("poll panicked: {e}"));
                         }
                     }
                     std::thread::sleep(backoff);
@@ -126,7 +133,8 @@ impl Device {
                 Err(std::sync::TryLockError::WouldBlock) => None,
             };
             if guard.is_some() {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll)));
+                let _ =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll)));
             }
             drop(guard);
             // Leave the core to others between checks (a software adapter computes on the CPU).

@@ -7,8 +7,8 @@
 //!   softmax, so the Lq x Lk score matrix never exists. For small problems and score matrices
 //!   over `SCORES_MAX_BYTES`.
 
-use crate::exec::grid;
 use crate::dtype::DType;
+use crate::exec::grid;
 use crate::exec::{check_f16, check_same_device, enables, Launch, Params};
 use crate::pipeline::render;
 use crate::shape::{broadcast_shapes, numel};
@@ -79,7 +79,8 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: Option
     let rows = numel(&batch_shape) * lq;
     let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
     let scores = rows * lk;
-    if lk >= MIN_KEYS && scores >= MIN_SCORES && scores * 4 <= SCORES_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
+    if lk >= MIN_KEYS && scores >= MIN_SCORES && scores * 4 <= SCORES_MAX_BYTES.min(device.max_tensor_bytes() as usize)
+    {
         if dtype == DType::F32 {
             return through_matmul(q, k, v, rows, lq, lk, causal, scale);
         }
@@ -118,7 +119,16 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: Option
 
 /// softmax(q kᵀ · scale, masked) v with the matmul kernels; `rows` = batch * Lq, all f32.
 #[allow(clippy::too_many_arguments)]
-fn through_matmul(q: &Tensor, k: &Tensor, v: &Tensor, rows: usize, lq: usize, lk: usize, causal: bool, scale: f32) -> Result<Tensor> {
+fn through_matmul(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    rows: usize,
+    lq: usize,
+    lk: usize,
+    causal: bool,
+    scale: f32,
+) -> Result<Tensor> {
     let device = q.device().clone();
     let s = crate::ops::matmul(q, &crate::ops::transpose(k, -1, -2)?)?;
     let probs = Tensor::empty_on(&device, s.shape(), DType::F32)?;

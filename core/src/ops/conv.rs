@@ -82,7 +82,12 @@ pub fn conv2d(
     let ([n, c, h, wd], batched) = nchw("conv2d", x)?;
     let [o, cg, kh, kw] = match *w.shape() {
         [o, cg, kh, kw] => [o, cg, kh, kw],
-        _ => return Err(Error::ShapeMismatch(format!("conv2d: weight must be [O, C/groups, KH, KW], got {:?}", w.shape()))),
+        _ => {
+            return Err(Error::ShapeMismatch(format!(
+                "conv2d: weight must be [O, C/groups, KH, KW], got {:?}",
+                w.shape()
+            )))
+        }
     };
     if c % groups != 0 || o % groups != 0 {
         return Err(Error::ShapeMismatch(format!(
@@ -118,7 +123,11 @@ pub fn conv2d(
     geo.check("conv2d")?;
     let taps = cg * kh * kw;
     let cols_bytes = n * taps * oh * ow * dtype.size();
-    if dtype.is_float() && groups == 1 && total * taps >= GEMM_MIN_MACS && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
+    if dtype.is_float()
+        && groups == 1
+        && total * taps >= GEMM_MIN_MACS
+        && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize)
+    {
         return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
     }
     let params = geo.params(total);
@@ -238,7 +247,9 @@ fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -
         let params = g.params(total);
         Launch {
             key: format!("im2col:{dtype}"),
-            source: Box::new(move || render(IM2COL, &[("ENABLE", enables(&[dtype])), ("WINDOW_COMMON", WINDOW_COMMON), ("T", dtype.wgsl())])),
+            source: Box::new(move || {
+                render(IM2COL, &[("ENABLE", enables(&[dtype])), ("WINDOW_COMMON", WINDOW_COMMON), ("T", dtype.wgsl())])
+            }),
             tensors: &[x, &cols],
             params: Some(params),
             groups: groups_1d(&device, total)?,
@@ -254,7 +265,14 @@ fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -
     }
 }
 
-fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], max: bool) -> Result<Tensor> {
+fn pool2d(
+    op: &str,
+    x: &Tensor,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+    max: bool,
+) -> Result<Tensor> {
     let device = x.device().clone();
     let dtype = x.dtype();
     if !max && !dtype.is_float() {
@@ -264,7 +282,9 @@ fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding:
     check_positive(op, "kernel", kernel)?;
     check_positive(op, "stride", stride)?;
     if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
-        return Err(Error::InvalidArgument(format!("{op}: padding {padding:?} must be at most half the kernel {kernel:?}")));
+        return Err(Error::InvalidArgument(format!(
+            "{op}: padding {padding:?} must be at most half the kernel {kernel:?}"
+        )));
     }
     let ([n, c, h, w], batched) = nchw(op, x)?;
     let oh = out_size(h, kernel[0], stride[0], padding[0], 1)?;
@@ -278,7 +298,21 @@ fn pool2d(op: &str, x: &Tensor, kernel: [usize; 2], stride: [usize; 2], padding:
     check_indexable(total)?;
     check_indexable(x.numel())?;
     // The pools share conv2d's parameter block (one channel per group, no dilation).
-    let geo = Geometry { n, c, h, w, o: c, oh, ow, kh: kernel[0], kw: kernel[1], stride, padding, dilation: [1, 1], groups: c.max(1) };
+    let geo = Geometry {
+        n,
+        c,
+        h,
+        w,
+        o: c,
+        oh,
+        ow,
+        kh: kernel[0],
+        kw: kernel[1],
+        stride,
+        padding,
+        dilation: [1, 1],
+        groups: c.max(1),
+    };
     geo.check(op)?;
     let params = geo.params(total);
     let acc = acc_type(dtype);

@@ -72,10 +72,42 @@ const fn op(
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
     op("zeros", "creation", 0, "any", "shape, dtype", "a tensor of zeros", ["~zeros", "~zeros", "~zeros"]),
     op("ones", "creation", 0, "any", "shape, dtype", "a tensor of ones", ["~ones", "~ones", "~ones"]),
-    op("full", "creation", 0, "any", "shape, dtype, value: f64", "a tensor filled with `value`", ["~full", "~full", "~full"]),
-    op("arange", "creation", 0, "any", "start: f64, stop: f64, step: f64, dtype", "`start, start + step, …` below `stop` (numpy's arange)", ["~arange", "~arange", "~arange"]),
-    op("random_uniform", "random", 0, "float", "shape, dtype, seed: u64, low: f64 = 0, high: f64 = 1", "uniform numbers in [low, high), the same on every device", ["~random_uniform", "~random_uniform", "~rand"]),
-    op("random_normal", "random", 0, "float", "shape, dtype, seed: u64, mean: f64 = 0, std: f64 = 1", "normal numbers, the same on every device", ["~random_normal", "~random_normal", "~randn"]),
+    op(
+        "full",
+        "creation",
+        0,
+        "any",
+        "shape, dtype, value: f64",
+        "a tensor filled with `value`",
+        ["~full", "~full", "~full"],
+    ),
+    op(
+        "arange",
+        "creation",
+        0,
+        "any",
+        "start: f64, stop: f64, step: f64, dtype",
+        "`start, start + step, …` below `stop` (numpy's arange)",
+        ["~arange", "~arange", "~arange"],
+    ),
+    op(
+        "random_uniform",
+        "random",
+        0,
+        "float",
+        "shape, dtype, seed: u64, low: f64 = 0, high: f64 = 1",
+        "uniform numbers in [low, high), the same on every device",
+        ["~random_uniform", "~random_uniform", "~rand"],
+    ),
+    op(
+        "random_normal",
+        "random",
+        0,
+        "float",
+        "shape, dtype, seed: u64, mean: f64 = 0, std: f64 = 1",
+        "normal numbers, the same on every device",
+        ["~random_normal", "~random_normal", "~randn"],
+    ),
 ];
 
 const AFTER_ELEMENTWISE: &[OpInfo] = &[

@@ -36,7 +36,9 @@ impl Kind {
     fn stats(self) -> &'static str {
         match self {
             Kind::Softmax | Kind::LogSoftmax => "    let s1 = MAX();\n    let s2 = SUM(2u, s1);",
-            Kind::LayerNorm => "    let s1 = SUM(0u, 0.0) / f32(p.r);\n    let s2 = 1.0 / sqrt(SUM(1u, s1) / f32(p.r) + p.eps);",
+            Kind::LayerNorm => {
+                "    let s1 = SUM(0u, 0.0) / f32(p.r);\n    let s2 = 1.0 / sqrt(SUM(1u, s1) / f32(p.r) + p.eps);"
+            }
             Kind::RmsNorm => "    let s1 = 0.0;\n    let s2 = 1.0 / sqrt(SUM(3u, 0.0) / f32(p.r) + p.eps);",
         }
     }
@@ -95,7 +97,16 @@ fn param_bindings(first: usize, dt: DType, w: bool, b: bool, out_t: &str) -> (St
 
 /// Runs `kind` over x seen as [outer, r, inner].
 #[allow(clippy::too_many_arguments)]
-fn run(kind: Kind, x: &Tensor, outer: usize, r: usize, inner: usize, w: Option<&Tensor>, b: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+fn run(
+    kind: Kind,
+    x: &Tensor,
+    outer: usize,
+    r: usize,
+    inner: usize,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+    eps: f32,
+) -> Result<Tensor> {
     let device = x.device().clone();
     let dt = x.dtype();
     check_f16(&device, &[dt])?;
@@ -142,7 +153,13 @@ fn run(kind: Kind, x: &Tensor, outer: usize, r: usize, inner: usize, w: Option<&
     tensors.push(&out);
     let params = Params::new().u32(rows).u32(r).u32(inner).f32(eps);
     Launch {
-        key: format!("norm:{}:{dt}:{}:{}:{}:{vec4}", kind.name(), if row { "row" } else { "col" }, w.is_some(), b.is_some()),
+        key: format!(
+            "norm:{}:{dt}:{}:{}:{}:{vec4}",
+            kind.name(),
+            if row { "row" } else { "col" },
+            w.is_some(),
+            b.is_some()
+        ),
         source: Box::new(move || {
             render(
                 TEMPLATE,
@@ -217,7 +234,14 @@ pub fn rms_norm(x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Tensor>
 
 /// Inference batch norm: (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] for x of
 /// shape [N, C, ...]; `mean`, `var`, `weight` and `bias` have shape [C].
-pub fn batch_norm(x: &Tensor, mean: &Tensor, var: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+pub fn batch_norm(
+    x: &Tensor,
+    mean: &Tensor,
+    var: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f32,
+) -> Result<Tensor> {
     need_float("batch_norm", x)?;
     if x.ndim() < 2 {
         return Err(Error::ShapeMismatch(format!("batch_norm needs x of shape [N, C, ...], got {:?}", x.shape())));
@@ -249,7 +273,14 @@ pub fn batch_norm(x: &Tensor, mean: &Tensor, var: &Tensor, weight: Option<&Tenso
         source: Box::new(move || {
             render(
                 BATCH,
-                &[("ENABLE", enables(&[dt])), ("T", dt.wgsl()), ("O", dt.wgsl()), ("BINDINGS", &bindings), ("WT", &wt), ("BS", &bs)],
+                &[
+                    ("ENABLE", enables(&[dt])),
+                    ("T", dt.wgsl()),
+                    ("O", dt.wgsl()),
+                    ("BINDINGS", &bindings),
+                    ("WT", &wt),
+                    ("BS", &bs),
+                ],
             )
         }),
         tensors: &tensors,

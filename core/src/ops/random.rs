@@ -15,7 +15,16 @@ const TEMPLATE: &str = include_str!("../../../shaders/random.wgsl");
 const RANDOM_WG: u64 = 64;
 
 #[allow(clippy::too_many_arguments)]
-fn generate(name: &str, shape: &[usize], dtype: DType, seed: u64, a: f32, b: f32, cap: f32, body: &str) -> Result<Tensor> {
+fn generate(
+    name: &str,
+    shape: &[usize],
+    dtype: DType,
+    seed: u64,
+    a: f32,
+    b: f32,
+    cap: f32,
+    body: &str,
+) -> Result<Tensor> {
     if !dtype.is_float() {
         return Err(Error::DTypeMismatch(format!("{name} makes float tensors (f32 or f16), not {dtype}")));
     }
@@ -30,15 +39,8 @@ fn generate(name: &str, shape: &[usize], dtype: DType, seed: u64, a: f32, b: f32
     if n > u32::MAX as usize - 8 {
         return Err(Error::InvalidArgument(format!("{name}: {n} elements are more than one kernel can index")));
     }
-    let params = Params::new()
-        .u32(n)
-        .u32(seed as u32)
-        .u32((seed >> 32) as u32)
-        .u32(0u32)
-        .f32(a)
-        .f32(b)
-        .f32(cap)
-        .u32(0u32);
+    let params =
+        Params::new().u32(n).u32(seed as u32).u32((seed >> 32) as u32).u32(0u32).f32(a).f32(b).f32(cap).u32(0u32);
     let threads = (n as u64).div_ceil(4);
     let groups = crate::exec::grid(threads.div_ceil(RANDOM_WG), device.limits().max_compute_workgroups_per_dimension)?;
     let enable = enables(&[dtype]);

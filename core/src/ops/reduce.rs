@@ -66,14 +66,16 @@ fn plan(shape: &[usize], axes: &[usize]) -> Plan {
     let pos: Vec<usize> = dims.iter().enumerate().filter(|(_, d)| red(d)).map(|(k, _)| k).collect();
     let prod = |ds: &[usize]| ds.iter().map(|&d| shape[d]).product::<usize>();
     let kept: Vec<usize> = (0..shape.len()).filter(|d| !red(d)).collect();
-    let transposed = || Plan { outer: prod(&kept), r: prod(axes), inner: 1, perm: Some(kept.iter().chain(axes).copied().collect()) };
+    let transposed =
+        || Plan { outer: prod(&kept), r: prod(axes), inner: 1, perm: Some(kept.iter().chain(axes).copied().collect()) };
     let Some((&first, &last)) = pos.first().zip(pos.last()) else {
         return Plan { outer: numel(shape), r: 1, inner: 1, perm: None };
     };
     if last - first + 1 != pos.len() {
         return transposed();
     }
-    let p = Plan { outer: prod(&dims[..first]), r: prod(&dims[first..=last]), inner: prod(&dims[last + 1..]), perm: None };
+    let p =
+        Plan { outer: prod(&dims[..first]), r: prod(&dims[first..=last]), inner: prod(&dims[last + 1..]), perm: None };
     if p.inner > 1 && p.outer * p.inner < FEW_COLUMNS && p.r >= LONG_RUN {
         return transposed();
     }
@@ -81,9 +83,7 @@ fn plan(shape: &[usize], axes: &[usize]) -> Plan {
 }
 
 fn out_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
-    (0..shape.len())
-        .filter_map(|d| if axes.contains(&d) { keepdims.then_some(1) } else { Some(shape[d]) })
-        .collect()
+    (0..shape.len()).filter_map(|d| if axes.contains(&d) { keepdims.then_some(1) } else { Some(shape[d]) }).collect()
 }
 
 /// The one reduction driver. `axes` are normalised and sorted; `arg` ops use a single axis or
@@ -196,11 +196,17 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
         _ => "return Acc(a.v + b.v, 0u);",
     };
     let elem = match op {
-        Op::Var => "if (phase == 0u) {\n        return Acc(v, 0u);\n    }\n    let d = v - mean;\n    return Acc(d * d, 0u);",
+        Op::Var => {
+            "if (phase == 0u) {\n        return Acc(v, 0u);\n    }\n    let d = v - mean;\n    return Acc(d * d, 0u);"
+        }
         _ if op.extreme() => "return Acc(v, j);",
         _ => "return Acc(v, 0u);",
     };
-    let init = if op.extreme() { "return elem(base + j0 * stride, j0, 0u, 0.0);".to_string() } else { format!("return Acc({acc}(0), 0u);") };
+    let init = if op.extreme() {
+        "return elem(base + j0 * stride, j0, 0u, 0.0);".to_string()
+    } else {
+        format!("return Acc({acc}(0), 0u);")
+    };
     let result = match op {
         Op::Mean | Op::Var => format!("return {}(a.v / p.denom);", odt.wgsl()),
         Op::ArgMax | Op::ArgMin => "return a.i;".to_string(),
@@ -226,7 +232,11 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     // Rows of 4-byte values whose runs and pieces are whole vec4s are read 16 bytes at a time
     // (positions stay exact, so max/min ties still resolve in order; argmax/argmin keep the
     // scalar loop).
-    let vec4 = row && !matches!(op, Op::ArgMax | Op::ArgMin) && dt.size() == 4 && p.r.is_multiple_of(4) && chunk.is_multiple_of(4);
+    let vec4 = row
+        && !matches!(op, Op::ArgMax | Op::ArgMin)
+        && dt.size() == 4
+        && p.r.is_multiple_of(4)
+        && chunk.is_multiple_of(4);
     let row_loop = if vec4 {
         // Four 16-byte loads in flight per step, folded in the same order as the plain loop
         // (straight-line code: a private array indexed in a loop would spill to memory).
@@ -237,7 +247,10 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
         }
         for u in 0..4 {
             for (c, lane) in lanes.iter().enumerate() {
-                b += &format!("        acc = combine(acc, elem_v({acc}(v{u}.{lane}), 4u * (j + {}u) + {c}u, phase, mean));\n", 256 * u);
+                b += &format!(
+                    "        acc = combine(acc, elem_v({acc}(v{u}.{lane}), 4u * (j + {}u) + {c}u, phase, mean));\n",
+                    256 * u
+                );
             }
         }
         b += "    }\n    for (; j < n4; j += 256u) {\n        let v = x[b4 + j];\n";
@@ -248,7 +261,8 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     } else {
         "    for (var j = lid; j < len; j += 256u) {\n        acc = combine(acc, elem(base + j, j, phase, mean));\n    }".to_string()
     };
-    let (xt, loadx) = if vec4 { (format!("vec4<{}>", dt.wgsl()), "x[k / 4u][k % 4u]") } else { (dt.wgsl().to_string(), "x[k]") };
+    let (xt, loadx) =
+        if vec4 { (format!("vec4<{}>", dt.wgsl()), "x[k / 4u][k % 4u]") } else { (dt.wgsl().to_string(), "x[k]") };
     let (row_entry, col_entry) = if row { ("main", "unused_col") } else { ("unused_row", "main") };
     Launch {
         key: format!("reduce:{}:{dt}:{odt}:{}:{vec4}", op.name(), if row { "row" } else { "col" }),

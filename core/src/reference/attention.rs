@@ -24,7 +24,9 @@ pub fn attention(
     let (lk, dk) = (k_shape[k_shape.len() - 2], k_shape[k_shape.len() - 1]);
     let (lv, dv) = (v_shape[v_shape.len() - 2], v_shape[v_shape.len() - 1]);
     if d != dk || lk != lv {
-        return Err(Error::ShapeMismatch(format!("attention: q {q_shape:?}, k {k_shape:?}, v {v_shape:?} do not agree")));
+        return Err(Error::ShapeMismatch(format!(
+            "attention: q {q_shape:?}, k {k_shape:?}, v {v_shape:?} do not agree"
+        )));
     }
     let qb = &q_shape[..q_shape.len() - 2];
     let kb = &k_shape[..k_shape.len() - 2];

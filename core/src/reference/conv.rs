@@ -69,7 +69,9 @@ fn pool(
 ) -> Result<(Vec<f64>, [usize; 4])> {
     let [n, c, h, w] = x_shape;
     if padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1] {
-        return Err(Error::InvalidArgument(format!("pool padding {padding:?} must be at most half the kernel {kernel:?}")));
+        return Err(Error::InvalidArgument(format!(
+            "pool padding {padding:?} must be at most half the kernel {kernel:?}"
+        )));
     }
     let oh = out_size(h, kernel[0], stride[0], padding[0], 1)?;
     let ow = out_size(w, kernel[1], stride[1], padding[1], 1)?;
@@ -97,11 +99,23 @@ fn pool(
 }
 
 /// max_pool2d over x [N, C, H, W]; padded positions never win.
-pub fn max_pool2d(x: &[f64], x_shape: [usize; 4], kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<(Vec<f64>, [usize; 4])> {
+pub fn max_pool2d(
+    x: &[f64],
+    x_shape: [usize; 4],
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> Result<(Vec<f64>, [usize; 4])> {
     pool(x, x_shape, kernel, stride, padding, true)
 }
 
 /// avg_pool2d over x [N, C, H, W]; padded positions count as zeros (count_include_pad=True).
-pub fn avg_pool2d(x: &[f64], x_shape: [usize; 4], kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<(Vec<f64>, [usize; 4])> {
+pub fn avg_pool2d(
+    x: &[f64],
+    x_shape: [usize; 4],
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> Result<(Vec<f64>, [usize; 4])> {
     pool(x, x_shape, kernel, stride, padding, false)
 }

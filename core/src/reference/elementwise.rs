@@ -111,7 +111,13 @@ fn int_pow(a: f64, b: f64, dtype: DType) -> f64 {
         if y < 0 {
             return match x {
                 1 => 1.0,
-                -1 => if y % 2 == 0 { 1.0 } else { -1.0 },
+                -1 => {
+                    if y % 2 == 0 {
+                        1.0
+                    } else {
+                        -1.0
+                    }
+                }
                 _ => 0.0,
             };
         }
@@ -174,7 +180,14 @@ pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
 }
 
 /// `a OP b` with numpy broadcasting; returns the values and the output shape.
-pub fn binary(op: BinaryOp, a: &[f64], a_shape: &[usize], b: &[f64], b_shape: &[usize], dtype: DType) -> Result<(Vec<f64>, Vec<usize>)> {
+pub fn binary(
+    op: BinaryOp,
+    a: &[f64],
+    a_shape: &[usize],
+    b: &[f64],
+    b_shape: &[usize],
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     let out = broadcast_shapes(a_shape, b_shape)?;
     let vals = (0..numel(&out))
         .map(|i| binary_value(op, a[broadcast_index(i, &out, a_shape)], b[broadcast_index(i, &out, b_shape)], dtype))
@@ -182,7 +195,14 @@ pub fn binary(op: BinaryOp, a: &[f64], a_shape: &[usize], b: &[f64], b_shape: &[
     Ok((vals, out))
 }
 
-pub fn where_(c: &[f64], c_shape: &[usize], a: &[f64], a_shape: &[usize], b: &[f64], b_shape: &[usize]) -> Result<(Vec<f64>, Vec<usize>)> {
+pub fn where_(
+    c: &[f64],
+    c_shape: &[usize],
+    a: &[f64],
+    a_shape: &[usize],
+    b: &[f64],
+    b_shape: &[usize],
+) -> Result<(Vec<f64>, Vec<usize>)> {
     let out = broadcast_shapes(&broadcast_shapes(c_shape, a_shape)?, b_shape)?;
     let vals = (0..numel(&out))
         .map(|i| {

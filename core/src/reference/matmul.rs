@@ -1,7 +1,7 @@
 //! CPU reference for `matmul` (numpy semantics), in f64 over plain row-major slices.
 
-pub use crate::shape::matmul_shape;
 use crate::shape::broadcast_shapes;
+pub use crate::shape::matmul_shape;
 use crate::Result;
 
 /// numpy `matmul`: 1-D operands promoted (and their dimension dropped from the result), batch

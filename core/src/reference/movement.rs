@@ -53,7 +53,14 @@ pub fn slice_positions(n: usize, start: isize, stop: isize, step: isize) -> Vec<
     out
 }
 
-pub fn slice(x: &[f64], shape: &[usize], axis: isize, start: isize, stop: isize, step: isize) -> Result<(Vec<f64>, Vec<usize>)> {
+pub fn slice(
+    x: &[f64],
+    shape: &[usize],
+    axis: isize,
+    start: isize,
+    stop: isize,
+    step: isize,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     let ax = normalize_axis(axis, shape.len())?;
     let pos = slice_positions(shape[ax], start, stop, step);
     let mut out_shape = shape.to_vec();

@@ -66,7 +66,14 @@ fn check_param(name: &str, what: &str, p: Option<&[f64]>, n: usize) -> Result<()
 }
 
 /// Layer norm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias (biased var).
-pub fn layer_norm(x: &[f64], shape: &[usize], weight: Option<&[f64]>, bias: Option<&[f64]>, eps: f64, dtype: DType) -> Result<(Vec<f64>, Vec<usize>)> {
+pub fn layer_norm(
+    x: &[f64],
+    shape: &[usize],
+    weight: Option<&[f64]>,
+    bias: Option<&[f64]>,
+    eps: f64,
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     need_float("layer_norm", dtype)?;
     let n = *shape.last().ok_or_else(|| Error::InvalidArgument("layer_norm needs a tensor of rank >= 1".into()))?;
     check_param("layer_norm", "weight", weight, n)?;
@@ -84,7 +91,13 @@ pub fn layer_norm(x: &[f64], shape: &[usize], weight: Option<&[f64]>, bias: Opti
 }
 
 /// RMS norm over the last axis: x / sqrt(mean(x^2) + eps) * weight.
-pub fn rms_norm(x: &[f64], shape: &[usize], weight: Option<&[f64]>, eps: f64, dtype: DType) -> Result<(Vec<f64>, Vec<usize>)> {
+pub fn rms_norm(
+    x: &[f64],
+    shape: &[usize],
+    weight: Option<&[f64]>,
+    eps: f64,
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     need_float("rms_norm", dtype)?;
     let n = *shape.last().ok_or_else(|| Error::InvalidArgument("rms_norm needs a tensor of rank >= 1".into()))?;
     check_param("rms_norm", "weight", weight, n)?;
@@ -123,7 +136,8 @@ pub fn batch_norm(
         .enumerate()
         .map(|(i, &v)| {
             let ch = (i / spatial.max(1)) % c;
-            let y = (v - mean[ch]) / (var[ch] + eps).sqrt() * weight.map_or(1.0, |w| w[ch]) + bias.map_or(0.0, |b| b[ch]);
+            let y =
+                (v - mean[ch]) / (var[ch] + eps).sqrt() * weight.map_or(1.0, |w| w[ch]) + bias.map_or(0.0, |b| b[ch]);
             round_to(dtype, y)
         })
         .collect();

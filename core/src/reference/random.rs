@@ -1,8 +1,8 @@
 //! The random generator of `ops::random` on the CPU, bit for bit: Philox-4x32-10 (Random123's
 //! `philox4x32_R(10, ...)`) keyed by the seed, counter (e / 4, 0, 0, 0), word e % 4.
 
-pub use crate::numeric::uniform_params;
 use crate::numeric::round_to;
+pub use crate::numeric::uniform_params;
 use crate::DType;
 use half::f16;
 

@@ -10,15 +10,7 @@ use crate::{DType, Error, Result};
 
 /// Output shape of a reduction over the (normalised, sorted) `axes`.
 pub fn reduced_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
-    (0..shape.len())
-        .filter_map(|d| {
-            if axes.contains(&d) {
-                keepdims.then_some(1)
-            } else {
-                Some(shape[d])
-            }
-        })
-        .collect()
+    (0..shape.len()).filter_map(|d| if axes.contains(&d) { keepdims.then_some(1) } else { Some(shape[d]) }).collect()
 }
 
 /// The values of each output element's group, in row-major order of the reduced coordinates.
@@ -55,13 +47,25 @@ fn need_float(name: &str, dtype: DType) -> Result<()> {
     Ok(())
 }
 
-pub fn sum(x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool, dtype: DType) -> Result<(Vec<f64>, Vec<usize>)> {
+pub fn sum(
+    x: &[f64],
+    shape: &[usize],
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     let ax = normalize_axes(axes, shape.len())?;
     let out = groups(x, shape, &ax).iter().map(|g| wrap(dtype, g.iter().sum())).collect();
     Ok((out, reduced_shape(shape, &ax, keepdims)))
 }
 
-pub fn mean(x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool, dtype: DType) -> Result<(Vec<f64>, Vec<usize>)> {
+pub fn mean(
+    x: &[f64],
+    shape: &[usize],
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     need_float("mean", dtype)?;
     let ax = normalize_axes(axes, shape.len())?;
     let out = groups(x, shape, &ax)
@@ -73,7 +77,14 @@ pub fn mean(x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool, 
 
 /// Variance with `ddof` delta degrees of freedom: sum((x - mean)^2) / (n - ddof), numpy's
 /// `max(n - ddof, 0)` denominator (so inf or NaN when ddof >= n).
-pub fn var(x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool, ddof: usize, dtype: DType) -> Result<(Vec<f64>, Vec<usize>)> {
+pub fn var(
+    x: &[f64],
+    shape: &[usize],
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    ddof: usize,
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     need_float("var", dtype)?;
     let ax = normalize_axes(axes, shape.len())?;
     let out = groups(x, shape, &ax)
@@ -106,7 +117,14 @@ fn arg_best(g: &[f64], largest: bool) -> usize {
     best
 }
 
-fn extreme(name: &str, x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool, largest: bool) -> Result<(Vec<f64>, Vec<usize>)> {
+fn extreme(
+    name: &str,
+    x: &[f64],
+    shape: &[usize],
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    largest: bool,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     let ax = normalize_axes(axes, shape.len())?;
     let gs = groups(x, shape, &ax);
     if gs.iter().any(|g| g.is_empty()) {
@@ -124,7 +142,14 @@ pub fn min(x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool) -
     extreme("min", x, shape, axes, keepdims, false)
 }
 
-fn arg(name: &str, x: &[f64], shape: &[usize], axis: Option<isize>, keepdims: bool, largest: bool) -> Result<(Vec<f64>, Vec<usize>)> {
+fn arg(
+    name: &str,
+    x: &[f64],
+    shape: &[usize],
+    axis: Option<isize>,
+    keepdims: bool,
+    largest: bool,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     let (gs, out_shape) = match axis {
         None => (vec![x.to_vec()], if keepdims { vec![1; shape.len()] } else { vec![] }),
         Some(a) => {

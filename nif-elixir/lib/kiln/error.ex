@@ -37,6 +37,7 @@ defmodule Kiln.Error do
     panic: 12,
     internal: 13
   }
+
   # END GENERATED (kiln gen)
 
   @doc "Every code atom with its numeric status, from kiln-core's error table."

@@ -76,19 +76,30 @@ defmodule Kiln.Kernel do
   def dispatch(%__MODULE__{ref: ref}, tensors, workgroups, uniforms)
       when is_list(tensors) and is_binary(uniforms) do
     unless proper?(tensors),
-      do: raise(Kiln.Error.new(:invalid_argument, "dispatch expects a list of tensors, got #{inspect(tensors)}"))
+      do:
+        raise(
+          Kiln.Error.new(:invalid_argument, "dispatch expects a list of tensors, got #{inspect(tensors)}")
+        )
 
     refs =
       Enum.map(tensors, fn
-        %Kiln.Tensor{ref: r} -> r
-        other -> raise Kiln.Error.new(:invalid_argument, "dispatch expects Kiln tensors, got #{inspect(other)}")
+        %Kiln.Tensor{ref: r} ->
+          r
+
+        other ->
+          raise Kiln.Error.new(:invalid_argument, "dispatch expects Kiln tensors, got #{inspect(other)}")
       end)
 
     wg =
       case workgroups do
-        n when is_integer(n) -> {n, 1, 1}
-        {x, y, z} when is_integer(x) and is_integer(y) and is_integer(z) -> {x, y, z}
-        other -> raise Kiln.Error.new(:invalid_argument, "workgroups must be {x, y, z}, got #{inspect(other)}")
+        n when is_integer(n) ->
+          {n, 1, 1}
+
+        {x, y, z} when is_integer(x) and is_integer(y) and is_integer(z) ->
+          {x, y, z}
+
+        other ->
+          raise Kiln.Error.new(:invalid_argument, "workgroups must be {x, y, z}, got #{inspect(other)}")
       end
 
     if Enum.any?(Tuple.to_list(wg), &(&1 < 0 or &1 > 0xFFFFFFFF)),

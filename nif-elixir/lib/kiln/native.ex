@@ -70,8 +70,12 @@ defmodule Kiln.Native do
                "was compiled against). Rebuild it with #{@build_cmd}"}
           else
             case :erlang.load_nif(String.to_charlist(Path.rootname(path)), 0) do
-              :ok -> :ok
-              {:error, {reason, text}} -> {:error, "cannot load the Kiln NIF #{path}: #{reason}: #{text}. Rebuild it with #{@build_cmd}"}
+              :ok ->
+                :ok
+
+              {:error, {reason, text}} ->
+                {:error,
+                 "cannot load the Kiln NIF #{path}: #{reason}: #{text}. Rebuild it with #{@build_cmd}"}
             end
           end
       end

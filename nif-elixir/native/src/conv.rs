@@ -4,7 +4,15 @@ use crate::{opt_get, tensor_reply, Int, Opt, Out, Pair, Reply, TRef};
 use kiln_core::ops;
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn conv2d(x: TRef, w: TRef, bias: Opt<TRef>, stride: Pair, padding: Pair, dilation: Pair, groups: Int<usize>) -> Reply<Out> {
+fn conv2d(
+    x: TRef,
+    w: TRef,
+    bias: Opt<TRef>,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: Int<usize>,
+) -> Reply<Out> {
     tensor_reply(|| {
         let b = opt_get(&bias)?;
         ops::conv2d(&x.get()?, &w.get()?, b.as_ref(), stride.0, padding.0, dilation.0, groups.0)

@@ -21,32 +21,6 @@ impl<'a> Decoder<'a> for KRef {
     }
 }
 
-/// Stack of the thread that compiles a kernel. A dirty scheduler's own stack is small (a few
-/// hundred KiB): deep recursion in the shader compiler (a long flat expression, issue 19) used to
-/// overflow it and take the whole BEAM down. The reservation is virtual; only what the compiler
-/// touches is committed.
-const COMPILE_STACK: usize = 256 << 20;
-
-/// Runs `f` on a fresh thread with `COMPILE_STACK` of stack, a panic there becoming `Error::Panic`.
-fn on_compile_stack<T: Send + 'static>(f: impl FnOnce() -> kiln_core::Result<T> + Send + 'static) -> kiln_core::Result<T> {
-    // Where address space is scarce (ulimit -v, strict overcommit) a smaller reservation is
-    // tried before giving up: the stack only needs to be large for pathological sources.
-    let f = std::sync::Arc::new(std::sync::Mutex::new(Some(f)));
-    let mut last = None;
-    for size in [COMPILE_STACK, COMPILE_STACK / 8] {
-        let job = f.clone();
-        let spawned = std::thread::Builder::new().name("kiln-nif-compile".into()).stack_size(size).spawn(move || {
-            let f = job.lock().unwrap_or_else(|p| p.into_inner()).take().expect("the compile job runs once");
-            f()
-        });
-        match spawned {
-            Ok(worker) => return worker.join().unwrap_or_else(|p| Err(Error::from_panic(p))),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(Error::Internal(format!("cannot start the kernel-compile thread: {}", last.map(|e| e.to_string()).unwrap_or_default())))
-}
-
 #[derive(NifMap)]
 pub struct Binding {
     binding: u32,
@@ -64,13 +38,14 @@ pub struct KernelInfo {
     uniform_bytes: Option<u64>,
 }
 
-/// naga parse + validation + pipeline compile: CPU work, so a dirty CPU scheduler, which waits
-/// for it on a thread with a large stack. `source` and `entry` must be UTF-8.
+/// naga parse + validation + pipeline compile: CPU work, so a dirty CPU scheduler. kiln-core
+/// compiles on a thread of its own with a stack sized for the largest accepted source, so the
+/// scheduler's small stack is never at risk. `source` and `entry` must be UTF-8.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn kernel_compile(source: Text, entry: Text) -> Reply<(ResourceArc<KernelRes>, KernelInfo)> {
     let (source, entry) = (source.0, entry.0);
     guard(move || {
-        let k = on_compile_stack(move || Kernel::new(&source, &entry))?;
+        let k = Kernel::new(&source, &entry)?;
         let [x, y, z] = k.workgroup_size();
         let info = KernelInfo {
             entry: k.entry().to_string(),

@@ -145,7 +145,10 @@ pub struct Int<T>(pub T);
 
 impl<'a, T: IntTarget> Decoder<'a> for Int<T> {
     fn decode(term: Term<'a>) -> NifResult<Self> {
-        int_of(term).and_then(|v| T::try_from(v).ok()).map(Int).ok_or_else(|| bad_arg(term, &format!("expected {}", T::RANGE)))
+        int_of(term)
+            .and_then(|v| T::try_from(v).ok())
+            .map(Int)
+            .ok_or_else(|| bad_arg(term, &format!("expected {}", T::RANGE)))
     }
 }
 
@@ -215,7 +218,10 @@ impl<'a> Decoder<'a> for Pair {
         let what = "expected a pair {h, w} of non-negative integers below 2^64";
         let items = rustler::types::tuple::get_tuple(term).map_err(|_| bad_arg(term, what))?;
         match items.as_slice() {
-            [h, w] => match (int_of(*h).and_then(|v| usize::try_from(v).ok()), int_of(*w).and_then(|v| usize::try_from(v).ok())) {
+            [h, w] => match (
+                int_of(*h).and_then(|v| usize::try_from(v).ok()),
+                int_of(*w).and_then(|v| usize::try_from(v).ok()),
+            ) {
                 (Some(h), Some(w)) => Ok(Pair([h, w])),
                 _ => Err(bad_arg(term, what)),
             },
@@ -231,7 +237,11 @@ impl<'a> Decoder<'a> for Groups {
     fn decode(term: Term<'a>) -> NifResult<Self> {
         let what = "workgroups are {x, y, z}, each an integer from 0 to 2^32-1";
         let items = rustler::types::tuple::get_tuple(term).map_err(|_| bad_arg(term, what))?;
-        let v: Vec<u32> = items.iter().map(|t| int_of(*t).and_then(|v| u32::try_from(v).ok())).collect::<Option<_>>().ok_or_else(|| bad_arg(term, what))?;
+        let v: Vec<u32> = items
+            .iter()
+            .map(|t| int_of(*t).and_then(|v| u32::try_from(v).ok()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_arg(term, what))?;
         match v.as_slice() {
             [x, y, z] => Ok(Groups([*x, *y, *z])),
             _ => Err(bad_arg(term, what)),

@@ -35,7 +35,15 @@ defmodule Kiln.Ref do
   def binary(a, as, b, bs, f) do
     os = broadcast_shape(as, bs)
     {ta, tb} = {List.to_tuple(a), List.to_tuple(b)}
-    vals = for i <- 0..(numel(os) - 1)//1, do: (c = coords(i, os); f.(bget(ta, as, c), bget(tb, bs, c)))
+
+    vals =
+      for i <- 0..(numel(os) - 1)//1,
+          do:
+            (
+              c = coords(i, os)
+              f.(bget(ta, as, c), bget(tb, bs, c))
+            )
+
     {vals, os}
   end
 
@@ -48,10 +56,24 @@ defmodule Kiln.Ref do
     groups =
       x
       |> Enum.with_index()
-      |> Enum.group_by(fn {_, i} -> i |> coords(shape) |> Enum.with_index() |> Enum.map(fn {c, j} -> if j in axes, do: 0, else: c end) |> index(kshape) end, &elem(&1, 0))
+      |> Enum.group_by(
+        fn {_, i} ->
+          i
+          |> coords(shape)
+          |> Enum.with_index()
+          |> Enum.map(fn {c, j} -> if j in axes, do: 0, else: c end)
+          |> index(kshape)
+        end,
+        &elem(&1, 0)
+      )
 
     vals = for o <- 0..(numel(kshape) - 1)//1, do: f.(Map.get(groups, o, []))
-    oshape = if keep, do: kshape, else: shape |> Enum.with_index() |> Enum.reject(fn {_, i} -> i in axes end) |> Enum.map(&elem(&1, 0))
+
+    oshape =
+      if keep,
+        do: kshape,
+        else: shape |> Enum.with_index() |> Enum.reject(fn {_, i} -> i in axes end) |> Enum.map(&elem(&1, 0))
+
     {vals, oshape}
   end
 
@@ -78,7 +100,10 @@ defmodule Kiln.Ref do
   def matmul2(a, [m, k], b, [k, n]) do
     ta = List.to_tuple(a)
     tb = List.to_tuple(b)
-    for i <- 0..(m - 1)//1, j <- 0..(n - 1)//1, do: Enum.sum(for(l <- 0..(k - 1)//1, do: elem(ta, i * k + l) * elem(tb, l * n + j)))
+
+    for i <- 0..(m - 1)//1,
+        j <- 0..(n - 1)//1,
+        do: Enum.sum(for(l <- 0..(k - 1)//1, do: elem(ta, i * k + l) * elem(tb, l * n + j)))
   end
 
   def permute(x, shape, axes) do
@@ -103,7 +128,13 @@ defmodule Kiln.Ref do
   end
 
   def mean(l), do: Enum.sum(l) / length(l)
-  def var(l, ddof \\ 0), do: (m = mean(l); Enum.sum(Enum.map(l, &((&1 - m) ** 2))) / (length(l) - ddof))
+
+  def var(l, ddof \\ 0),
+    do:
+      (
+        m = mean(l)
+        Enum.sum(Enum.map(l, &((&1 - m) ** 2))) / (length(l) - ddof)
+      )
 
   def assert_close(actual, expected, rtol \\ 1.0e-4, atol \\ 1.0e-5) do
     assert length(actual) == length(expected), "length #{length(actual)} != #{length(expected)}"

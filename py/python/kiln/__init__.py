@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as _np
 
-from . import _kiln
+from . import _kiln, random
 from ._errors import (
     CODE_NAMES,
     DeviceLostError,
@@ -22,15 +22,19 @@ from ._errors import (
     NoAdapterError,
     OutOfMemoryError,
     QuotaExceededError,
-    ShapeError,
     ShaderError,
+    ShapeError,
     TimeoutError,
     UnsupportedError,
 )
 from ._kiln import *  # noqa: F401,F403  (every op, Tensor, Kernel, Device, runtime controls)
-from ._kiln import Device, Kernel, Tensor, __version__
-from ._kiln import where  # `where` is a keyword-free name but not picked up by * on every version
-from . import random
+from ._kiln import (
+    Device,
+    Kernel,
+    Tensor,
+    __version__,
+    where,  # `where` is a keyword-free name but not picked up by * on every version
+)
 
 #: Kiln's dtypes are numpy dtype objects, so ``t.dtype == numpy.float32`` holds.
 float32 = _np.dtype("float32")
@@ -67,7 +71,6 @@ _ALIASES = [
     "neg", "absolute", "sub", "mul", "div", "true_divide", "mod", "power", "eq", "ne", "lt", "le", "gt",
     "ge", "where_", "cast", "permute", "concatenate", "select_device", "adapters",
 ]
-_OPTIONAL = ["conv2d", "max_pool2d", "avg_pool2d", "attention"]
 
 __all__ = sorted(
     {n for n in dir(_kiln) if not n.startswith("_")}

@@ -8,17 +8,41 @@ import numpy.typing as npt
 from . import random as random
 from ._errors import (
     CODE_NAMES as CODE_NAMES,
+)
+from ._errors import (
     DeviceLostError as DeviceLostError,
+)
+from ._errors import (
     DTypeError as DTypeError,
+)
+from ._errors import (
     InternalError as InternalError,
+)
+from ._errors import (
     InvalidArgumentError as InvalidArgumentError,
+)
+from ._errors import (
     KilnError as KilnError,
+)
+from ._errors import (
     NoAdapterError as NoAdapterError,
+)
+from ._errors import (
     OutOfMemoryError as OutOfMemoryError,
+)
+from ._errors import (
     QuotaExceededError as QuotaExceededError,
-    ShapeError as ShapeError,
+)
+from ._errors import (
     ShaderError as ShaderError,
+)
+from ._errors import (
+    ShapeError as ShapeError,
+)
+from ._errors import (
     TimeoutError as TimeoutError,
+)
+from ._errors import (
     UnsupportedError as UnsupportedError,
 )
 

@@ -57,7 +57,10 @@ pub fn coop_accumulator(device: &Device) -> Option<&'static str> {
     }
     use wgpu::CooperativeScalarType as S;
     let has = |cr: S| {
-        device.coop_props.iter().any(|p| p.m_size == 16 && p.n_size == 16 && p.k_size == 16 && p.ab_type == S::F16 && p.cr_type == cr)
+        device
+            .coop_props
+            .iter()
+            .any(|p| p.m_size == 16 && p.n_size == 16 && p.k_size == 16 && p.ab_type == S::F16 && p.cr_type == cr)
     };
     if has(S::F32) {
         Some("f32")
@@ -129,10 +132,13 @@ fn generate(t: CoopTiles) -> (String, String, String) {
         }
     }
     for i in 0..t.tm {
-        inner += &format!("            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n");
+        inner += &format!(
+            "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n"
+        );
     }
     for j in 0..t.tn {
-        inner += &format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n");
+        inner +=
+            &format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n");
     }
     for i in 0..t.tm {
         for j in 0..t.tn {

@@ -42,7 +42,9 @@ impl Problem<'_> {
         let mtiles = self.m.div_ceil(bm as usize);
         let groups = ntiles as u64 * mtiles as u64 * numel(self.batch_shape) as u64;
         if groups > u32::MAX as u64 {
-            return Err(Error::InvalidArgument(format!("matmul: {groups} workgroups are more than one dispatch can number")));
+            return Err(Error::InvalidArgument(format!(
+                "matmul: {groups} workgroups are more than one dispatch can number"
+            )));
         }
         let dims = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
         let params = Params::new()
@@ -73,7 +75,9 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// InvalidArgument where the tiling is malformed or the adapter cannot run it.
 pub fn matmul_with_tiles(a: &Tensor, b: &Tensor, tiles: MatmulTiles) -> Result<Tensor> {
     if !tiles.fits(a.device().limits()) {
-        return Err(Error::InvalidArgument(format!("matmul tiling {tiles:?} is malformed or over this adapter's limits")));
+        return Err(Error::InvalidArgument(format!(
+            "matmul tiling {tiles:?} is malformed or over this adapter's limits"
+        )));
     }
     matmul_impl(a, b, Some(tiles))
 }
@@ -81,7 +85,11 @@ pub fn matmul_with_tiles(a: &Tensor, b: &Tensor, tiles: MatmulTiles) -> Result<T
 fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Tensor> {
     let device = check_same_device(&[a, b])?;
     if a.dtype() != b.dtype() {
-        return Err(Error::DTypeMismatch(format!("matmul of {} and {}: dtypes must match (cast one first)", a.dtype(), b.dtype())));
+        return Err(Error::DTypeMismatch(format!(
+            "matmul of {} and {}: dtypes must match (cast one first)",
+            a.dtype(),
+            b.dtype()
+        )));
     }
     let dtype = a.dtype();
     check_f16(&device, &[dtype])?;

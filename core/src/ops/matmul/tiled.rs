@@ -42,7 +42,9 @@ fn generate(t: MatmulTiles, dtype: DType) -> (String, String, String) {
             for (r, lane) in LANES.iter().enumerate() {
                 for j in 0..cn {
                     if float {
-                        inner += &format!("            acc_{c}_{r}_{j} = fma(vec4<f32>(a{c}.{lane}), b{j}, acc_{c}_{r}_{j});\n");
+                        inner += &format!(
+                            "            acc_{c}_{r}_{j} = fma(vec4<f32>(a{c}.{lane}), b{j}, acc_{c}_{r}_{j});\n"
+                        );
                     } else {
                         inner += &format!("            acc_{c}_{r}_{j} += a{c}.{lane} * b{j};\n");
                     }
@@ -159,7 +161,8 @@ pub(super) fn run(
     let (params, groups) = problem.launch(device, tiles.bm, tiles.bn)?;
     let vec_a = k % 4 == 0 && tiles.bk.is_multiple_of(4);
     let vec_b = n.is_multiple_of(4);
-    let key = format!("matmul:{dtype}:{}x{}x{}:{}x{}:{vec_a}:{vec_b}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
+    let key =
+        format!("matmul:{dtype}:{}x{}x{}:{}x{}:{vec_a}:{vec_b}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
     let tensors = [a, b, &out];
     let source = move || {
         let (decl, inner, store) = generate(tiles, dtype);
@@ -186,7 +189,14 @@ pub(super) fn run(
                 ("AS_LEN", &(tiles.bk * tiles.bm / 4).to_string()),
                 ("BS_LEN", &(tiles.bk * tiles.bn / 4).to_string()),
                 ("ACC_DECL", &decl),
-                ("K_STEPS", &if tiles.unrolled() { inner.clone() } else { format!("        for (var kk = 0u; kk < BK; kk++) {{\n{inner}        }}\n") }),
+                (
+                    "K_STEPS",
+                    &if tiles.unrolled() {
+                        inner.clone()
+                    } else {
+                        format!("        for (var kk = 0u; kk < BK; kk++) {{\n{inner}        }}\n")
+                    },
+                ),
                 ("STORE", &store),
             ],
         )
@@ -198,4 +208,3 @@ pub(super) fn run(
         .run_with(device, Checks::Unchecked)?;
     Ok(out)
 }
-

@@ -35,7 +35,8 @@ impl MatmulTiles {
     /// M, N <= 4 (vector-vector, tiny batched products): one thread.
     pub const TINY: MatmulTiles = MatmulTiles { bm: 4, bn: 4, bk: 32, tm: 4, tn: 4 };
     /// Every predefined tiling.
-    pub const ALL: [MatmulTiles; 7] = [Self::HUGE, Self::LARGE, Self::MEDIUM, Self::SMALL, Self::ROW, Self::COL, Self::TINY];
+    pub const ALL: [MatmulTiles; 7] =
+        [Self::HUGE, Self::LARGE, Self::MEDIUM, Self::SMALL, Self::ROW, Self::COL, Self::TINY];
 
     pub fn threads_x(self) -> u32 {
         self.bn / self.tn
@@ -58,7 +59,11 @@ impl MatmulTiles {
     /// Whether the tiling is well formed.
     pub fn valid(self) -> bool {
         let ok = |v: u32| v > 0;
-        ok(self.bm) && ok(self.bn) && ok(self.bk) && ok(self.tm) && ok(self.tn)
+        ok(self.bm)
+            && ok(self.bn)
+            && ok(self.bk)
+            && ok(self.tm)
+            && ok(self.tn)
             && self.tm.is_multiple_of(4)
             && self.tn.is_multiple_of(4)
             && self.bm.is_multiple_of(self.tm)

@@ -21,7 +21,10 @@ fn take(x: &Tensor, ax: usize, indices: &Tensor, wrap: bool) -> Result<Tensor> {
     shape[ax] = indices.numel();
     check_rank(&shape)?;
     if x.shape()[ax] > i32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("index_select: axis of length {} is past i32 indexing", x.shape()[ax])));
+        return Err(Error::InvalidArgument(format!(
+            "index_select: axis of length {} is past i32 indexing",
+            x.shape()[ax]
+        )));
     }
     check_f16(&device, &[x.dtype()])?;
     let out = Tensor::empty_on(&device, &shape, x.dtype())?;
@@ -39,7 +42,10 @@ fn take(x: &Tensor, ax: usize, indices: &Tensor, wrap: bool) -> Result<Tensor> {
 pub fn index_select(x: &Tensor, axis: isize, indices: &Tensor) -> Result<Tensor> {
     check_index_dtype("index_select", indices)?;
     if indices.ndim() != 1 {
-        return Err(Error::ShapeMismatch(format!("index_select: indices must be 1-D, got shape {:?}", indices.shape())));
+        return Err(Error::ShapeMismatch(format!(
+            "index_select: indices must be 1-D, got shape {:?}",
+            indices.shape()
+        )));
     }
     let ax = normalize_axis(axis, x.ndim())?;
     take(x, ax, indices, true)
@@ -69,7 +75,15 @@ pub fn gather(x: &Tensor, axis: isize, index: &Tensor) -> Result<Tensor> {
     let st = strides(x.shape());
     let mut stride = st.clone();
     stride[ax] = 0;
-    let plan = Plan { shape: index.shape().to_vec(), stride, base: 0, axis: 8, ax_stride: st[ax], ax_size: x.shape()[ax], wrap: false };
+    let plan = Plan {
+        shape: index.shape().to_vec(),
+        stride,
+        base: 0,
+        axis: 8,
+        ax_stride: st[ax],
+        ax_size: x.shape()[ax],
+        wrap: false,
+    };
     launch(&device, Mode::Gather, x, Some(index), &out, plan)?;
     Ok(out)
 }

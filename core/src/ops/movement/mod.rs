@@ -88,7 +88,14 @@ fn check_u32(what: &str, n: usize) -> Result<()> {
     Ok(())
 }
 
-fn launch(device: &Arc<Device>, mode: Mode, src: &Tensor, idx: Option<&Tensor>, out: &Tensor, plan: Plan) -> Result<()> {
+fn launch(
+    device: &Arc<Device>,
+    mode: Mode,
+    src: &Tensor,
+    idx: Option<&Tensor>,
+    out: &Tensor,
+    plan: Plan,
+) -> Result<()> {
     let dtype = src.dtype();
     check_f16(device, &[dtype])?;
     let n = numel(&plan.shape);
@@ -100,7 +107,10 @@ fn launch(device: &Arc<Device>, mode: Mode, src: &Tensor, idx: Option<&Tensor>, 
     check_u32("movement", out.numel())?;
     let size = dtype.size();
     // A contiguous run with 4-byte aligned ends is a plain buffer copy.
-    if matches!(mode, Mode::Copy | Mode::Scatter) && plan.shape.len() <= 1 && plan.stride.first().is_none_or(|&s| s == 1) {
+    if matches!(mode, Mode::Copy | Mode::Scatter)
+        && plan.shape.len() <= 1
+        && plan.stride.first().is_none_or(|&s| s == 1)
+    {
         let bytes = n * size;
         if (plan.base * size).is_multiple_of(4) && bytes.is_multiple_of(4) {
             let (so, doff) = if mode == Mode::Copy { (plan.base * size, 0) } else { (0, plan.base * size) };
@@ -195,7 +205,9 @@ pub fn permute(x: &Tensor, axes: &[isize]) -> Result<Tensor> {
     for &a in axes {
         let d = normalize_axis(a, rank)?;
         if seen[d] {
-            return Err(Error::InvalidArgument(format!("permute: axes {axes:?} are not a permutation (axis {d} repeats)")));
+            return Err(Error::InvalidArgument(format!(
+                "permute: axes {axes:?} are not a permutation (axis {d} repeats)"
+            )));
         }
         seen[d] = true;
         perm.push(d);
