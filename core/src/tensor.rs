@@ -129,7 +129,7 @@ impl Tensor {
     }
 
     pub(crate) fn with_shape(&self, shape: Vec<usize>) -> Tensor {
-        debug_assert_eq!(numel(&shape), self.numel());
+        assert_eq!(numel(&shape), self.numel(), "with_shape: {shape:?} for {:?}", self.shape);
         Tensor { shape, ..self.clone() }
     }
 
