@@ -1,0 +1,119 @@
+//! The JSON files of a sentence-transformers model directory, read with serde.
+
+use crate::error::{corrupt, io_err, ModelError, Result};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::path::Path;
+
+/// `config.json` of a Hugging Face BERT (the fields the encoder uses).
+#[derive(Debug, Clone, Deserialize)]
+pub struct BertConfig {
+    #[serde(default)]
+    pub architectures: Vec<String>,
+    #[serde(default)]
+    pub model_type: Option<String>,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+}
+
+fn default_act() -> String {
+    "gelu".into()
+}
+fn default_type_vocab() -> usize {
+    2
+}
+fn default_eps() -> f64 {
+    1e-12
+}
+
+impl BertConfig {
+    /// Refuses what the encoder does not implement, naming it.
+    pub fn check(&self) -> Result<()> {
+        let is_bert = self.model_type.as_deref() == Some("bert")
+            || (self.model_type.is_none() && self.architectures.iter().any(|a| a.starts_with("Bert")));
+        if !is_bert {
+            return Err(ModelError::Unsupported(format!(
+                "config.json: model_type {:?}, architectures {:?}; only BERT encoders (model_type \"bert\") are supported",
+                self.model_type, self.architectures
+            )));
+        }
+        if self.hidden_act != "gelu" {
+            return Err(ModelError::Unsupported(format!("config.json: hidden_act {:?}; only \"gelu\" (erf) is supported", self.hidden_act)));
+        }
+        if let Some(p) = &self.position_embedding_type {
+            if p != "absolute" {
+                return Err(ModelError::Unsupported(format!("config.json: position_embedding_type {p:?}; only \"absolute\"")));
+            }
+        }
+        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+            return Err(ModelError::Unsupported(format!(
+                "config.json: hidden_size {} is not a multiple of num_attention_heads {}",
+                self.hidden_size, self.num_attention_heads
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `1_Pooling/config.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PoolingConfig {
+    pub word_embedding_dimension: usize,
+    #[serde(default)]
+    pub pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pub pooling_mode_mean_tokens: bool,
+    #[serde(default)]
+    pub pooling_mode_max_tokens: bool,
+    #[serde(default)]
+    pub pooling_mode_mean_sqrt_len_tokens: bool,
+}
+
+impl PoolingConfig {
+    pub fn check(&self, hidden: usize) -> Result<()> {
+        if self.word_embedding_dimension != hidden {
+            return Err(ModelError::Unsupported(format!(
+                "1_Pooling/config.json: word_embedding_dimension {} differs from hidden_size {hidden}",
+                self.word_embedding_dimension
+            )));
+        }
+        if !self.pooling_mode_mean_tokens || self.pooling_mode_cls_token || self.pooling_mode_max_tokens || self.pooling_mode_mean_sqrt_len_tokens {
+            return Err(ModelError::Unsupported(format!("1_Pooling/config.json: {self:?}; only mean pooling is supported")));
+        }
+        Ok(())
+    }
+}
+
+/// `sentence_bert_config.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SentenceBertConfig {
+    pub max_seq_length: usize,
+    #[serde(default)]
+    pub do_lower_case: bool,
+}
+
+/// One entry of `modules.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ModuleEntry {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub path: String,
+}
+
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    serde_json::from_str(&text).map_err(|e| corrupt(path, format!("not the expected JSON: {e}")))
+}

@@ -1,0 +1,39 @@
+//! The models crate's error: what went wrong with the model's files, or a kiln-core error from
+//! the GPU work (kept whole, with its stable code).
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// A file the model needs is missing or unreadable.
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// A file is there but is not what it should be (bad JSON, a truncated safetensors file, ...).
+    #[error("{path}: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    /// The model is not one this crate runs (architecture, activation, pooling mode, ...).
+    #[error("unsupported model: {0}")]
+    Unsupported(String),
+    /// A weight the architecture needs is not in the checkpoint.
+    #[error("missing weight {0}")]
+    MissingWeight(String),
+    /// A weight has the wrong shape or dtype for the configuration.
+    #[error("weight {name}: expected {expected}, found {found}")]
+    WeightShape { name: String, expected: String, found: String },
+    /// The tokenizer failed on an input.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// A kiln-core error (device, memory, op).
+    #[error(transparent)]
+    Kiln(#[from] kiln_core::Error),
+}
+
+pub type Result<T> = std::result::Result<T, ModelError>;
+
+pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
+    move |source| ModelError::Io { path: path.to_path_buf(), source }
+}
+
+pub(crate) fn corrupt(path: &std::path::Path, message: impl std::fmt::Display) -> ModelError {
+    ModelError::Corrupt { path: path.to_path_buf(), message: message.to_string() }
+}

@@ -1,0 +1,207 @@
+//! kiln-models: real models on kiln-core's public op API.
+//!
+//! [`SentenceEmbedder`] runs a sentence-transformers BERT model (all-MiniLM-L6-v2 and others of
+//! its shape: BERT encoder, mean pooling, optional L2 normalisation) from its directory:
+//!
+//! ```no_run
+//! let model = kiln_models::SentenceEmbedder::load("build/models/all-MiniLM-L6-v2")?;
+//! let e = model.encode(&["Hello world", "GPUs everywhere"])?;
+//! assert_eq!((e.rows, e.dim), (2, 384));
+//! # Ok::<(), kiln_models::ModelError>(())
+//! ```
+
+mod bert;
+pub mod config;
+mod error;
+mod weights;
+
+pub use bert::Bert;
+pub use error::{ModelError, Result};
+
+use config::{read_json, BertConfig, ModuleEntry, PoolingConfig, SentenceBertConfig};
+use kiln_core::{ops, Tensor};
+use std::path::Path;
+use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+/// A row-major [rows, dim] f32 matrix: one embedding per input text, in input order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embeddings {
+    pub data: Vec<f32>,
+    pub rows: usize,
+    pub dim: usize,
+}
+
+impl Embeddings {
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+}
+
+/// How [`SentenceEmbedder::encode_with`] runs.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodeOptions {
+    /// Texts per forward pass (sorted by length first, as sentence-transformers does, so that a
+    /// batch pads little). At least 1.
+    pub batch_size: usize,
+    /// L2-normalise each embedding; `None` follows the model (a `Normalize` module in
+    /// modules.json).
+    pub normalize: Option<bool>,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions { batch_size: 32, normalize: None }
+    }
+}
+
+pub struct SentenceEmbedder {
+    bert: Bert,
+    tokenizer: Tokenizer,
+    max_seq_length: usize,
+    lower_case: bool,
+    normalize: bool,
+}
+
+impl SentenceEmbedder {
+    /// Loads a sentence-transformers model directory: config.json, model.safetensors,
+    /// tokenizer.json, sentence_bert_config.json, 1_Pooling/config.json, and modules.json (for
+    /// the Normalize module; without it, no normalisation).
+    pub fn load(dir: impl AsRef<Path>) -> Result<SentenceEmbedder> {
+        Self::load_with_progress(dir, |_, _| {})
+    }
+
+    /// [`load`](Self::load), calling `progress(done, total)` as the encoder layers upload.
+    pub fn load_with_progress(dir: impl AsRef<Path>, progress: impl FnMut(usize, usize)) -> Result<SentenceEmbedder> {
+        let dir = dir.as_ref();
+        if !dir.is_dir() {
+            return Err(ModelError::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "model directory not found"),
+            });
+        }
+        let config: BertConfig = read_json(&dir.join("config.json"))?;
+        config.check()?;
+        let sbert: SentenceBertConfig = read_json(&dir.join("sentence_bert_config.json"))?;
+        let pooling: PoolingConfig = read_json(&dir.join("1_Pooling").join("config.json"))?;
+        pooling.check(config.hidden_size)?;
+        let modules_path = dir.join("modules.json");
+        let normalize = if modules_path.exists() {
+            let modules: Vec<ModuleEntry> = read_json(&modules_path)?;
+            modules.iter().any(|m| m.kind.ends_with(".Normalize"))
+        } else {
+            false
+        };
+        let max_seq_length = sbert.max_seq_length.min(config.max_position_embeddings);
+        if max_seq_length < 2 {
+            return Err(ModelError::Unsupported(format!("max_seq_length {max_seq_length}: no room for [CLS] and [SEP]")));
+        }
+
+        let tok_path = dir.join("tokenizer.json");
+        if !tok_path.exists() {
+            return Err(ModelError::Io { path: tok_path, source: std::io::Error::new(std::io::ErrorKind::NotFound, "not found") });
+        }
+        let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| error::corrupt(&tok_path, format!("not a tokenizer: {e}")))?;
+        // sentence-transformers pads to the longest text of a batch and truncates at
+        // max_seq_length whatever tokenizer.json says; padding is done here.
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_seq_length,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+                direction: TruncationDirection::Right,
+            }))
+            .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        tokenizer.with_padding(None);
+
+        let ck = weights::Checkpoint::open(&dir.join("model.safetensors"))?;
+        let bert = Bert::load(config, &ck, progress)?;
+        Ok(SentenceEmbedder { bert, tokenizer, max_seq_length, lower_case: sbert.do_lower_case, normalize })
+    }
+
+    /// Embedding width (384 for MiniLM-L6).
+    pub fn dim(&self) -> usize {
+        self.bert.config.hidden_size
+    }
+
+    pub fn max_seq_length(&self) -> usize {
+        self.max_seq_length
+    }
+
+    /// Whether `encode` normalises by default (the model has a Normalize module).
+    pub fn normalizes(&self) -> bool {
+        self.normalize
+    }
+
+    /// Token ids (with [CLS] and [SEP], truncated at max_seq_length) and type ids per text.
+    pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<(Vec<u32>, Vec<u32>)>> {
+        texts
+            .iter()
+            .map(|t| {
+                let text = if self.lower_case { t.to_lowercase() } else { t.to_string() };
+                let enc = self.tokenizer.encode(text, true).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+                Ok((enc.get_ids().to_vec(), enc.get_type_ids().to_vec()))
+            })
+            .collect()
+    }
+
+    /// Embeddings of `texts` with the default options (batch 32, the model's normalisation).
+    pub fn encode(&self, texts: &[&str]) -> Result<Embeddings> {
+        self.encode_with(texts, EncodeOptions::default())
+    }
+
+    pub fn encode_with(&self, texts: &[&str], opts: EncodeOptions) -> Result<Embeddings> {
+        self.encode_progress(texts, opts, |_, _| {})
+    }
+
+    /// [`encode_with`](Self::encode_with), calling `progress(done, total)` after each batch.
+    pub fn encode_progress(&self, texts: &[&str], opts: EncodeOptions, mut progress: impl FnMut(usize, usize)) -> Result<Embeddings> {
+        let dim = self.dim();
+        let normalize = opts.normalize.unwrap_or(self.normalize);
+        let tokens = self.tokenize(texts)?;
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].0.len()));
+        let mut data = vec![0f32; texts.len() * dim];
+        let mut done = 0;
+        for chunk in order.chunks(opts.batch_size.max(1)) {
+            let batch: Vec<&(Vec<u32>, Vec<u32>)> = chunk.iter().map(|&i| &tokens[i]).collect();
+            let out = self.encode_batch(&batch, normalize)?;
+            for (j, &i) in chunk.iter().enumerate() {
+                data[i * dim..(i + 1) * dim].copy_from_slice(&out[j * dim..(j + 1) * dim]);
+            }
+            done += chunk.len();
+            progress(done, texts.len());
+        }
+        Ok(Embeddings { data, rows: texts.len(), dim })
+    }
+
+    /// One padded forward pass, mean pooling over real tokens, optional L2 normalisation.
+    fn encode_batch(&self, batch: &[&(Vec<u32>, Vec<u32>)], normalize: bool) -> Result<Vec<f32>> {
+        let b = batch.len();
+        let l = batch.iter().map(|t| t.0.len()).max().unwrap_or(0);
+        let mut ids = vec![0u32; b * l];
+        let mut types = vec![0u32; b * l];
+        let mut mask = vec![0f32; b * l];
+        let mut counts = vec![0f32; b];
+        for (r, (i, t)) in batch.iter().map(|x| (&x.0, &x.1)).enumerate() {
+            ids[r * l..r * l + i.len()].copy_from_slice(i);
+            types[r * l..r * l + t.len()].copy_from_slice(t);
+            mask[r * l..r * l + i.len()].fill(1.0);
+            // sentence-transformers divides by the mask sum clamped at 1e-9.
+            counts[r] = (i.len() as f32).max(1e-9);
+        }
+        let device = kiln_core::device()?;
+        let ids_t = Tensor::from_slice_on(&device, &ids, &[b, l])?;
+        let types_t = Tensor::from_slice_on(&device, &types, &[b, l])?;
+        let hidden = self.bert.forward(&ids_t, &types_t, &mask)?; // [B, L, D]
+        let mask_t = Tensor::from_slice_on(&device, &mask, &[b, l, 1])?;
+        let summed = ops::sum(&ops::mul(&hidden, &mask_t)?, Some(&[1]), false)?; // [B, D]
+        let counts_t = Tensor::from_slice_on(&device, &counts, &[b, 1])?;
+        let mut pooled = ops::div(&summed, &counts_t)?;
+        if normalize {
+            // torch.nn.functional.normalize: x / max(||x||, 1e-12)
+            let norm = ops::sqrt(&ops::sum(&ops::mul(&pooled, &pooled)?, Some(&[-1]), true)?)?;
+            pooled = ops::div(&pooled, &ops::maximum_scalar(&norm, 1e-12)?)?;
+        }
+        Ok(pooled.to_vec::<f32>()?)
+    }
+}

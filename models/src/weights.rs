@@ -1,0 +1,47 @@
+//! safetensors checkpoints, memory-mapped and uploaded tensor by tensor straight from the map
+//! into GPU buffers (no copy of the whole file in host memory).
+
+use crate::error::{corrupt, io_err, ModelError, Result};
+use kiln_core::{DType, Tensor};
+use safetensors::{Dtype, SafeTensors};
+use std::path::{Path, PathBuf};
+
+pub struct Checkpoint {
+    path: PathBuf,
+    map: memmap2::Mmap,
+    /// Names are looked up with this prefix first ("bert." in BertModel checkpoints saved from
+    /// a task model), then bare.
+    prefix: String,
+}
+
+impl Checkpoint {
+    pub fn open(path: &Path) -> Result<Checkpoint> {
+        let file = std::fs::File::open(path).map_err(io_err(path))?;
+        // SAFETY: the map is read-only; a file truncated or rewritten by another process while
+        // it is mapped is outside what we can guard against (as for every mmap reader).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
+        let ck = Checkpoint { path: path.to_path_buf(), map, prefix: String::new() };
+        let st = ck.tensors()?;
+        let prefix = if st.names().iter().any(|n| n.starts_with("bert.")) { "bert." } else { "" };
+        Ok(Checkpoint { prefix: prefix.into(), ..ck })
+    }
+
+    fn tensors(&self) -> Result<SafeTensors<'_>> {
+        SafeTensors::deserialize(&self.map).map_err(|e| corrupt(&self.path, format!("not a valid safetensors file: {e}")))
+    }
+
+    /// The f32 weight `name` uploaded to the GPU, checked against `shape`.
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let st = self.tensors()?;
+        let full = format!("{}{name}", self.prefix);
+        let view = st.tensor(&full).map_err(|_| ModelError::MissingWeight(format!("{full} (in {})", self.path.display())))?;
+        if view.dtype() != Dtype::F32 || view.shape() != shape {
+            return Err(ModelError::WeightShape {
+                name: full,
+                expected: format!("F32 {shape:?}"),
+                found: format!("{:?} {:?}", view.dtype(), view.shape()),
+            });
+        }
+        Ok(Tensor::from_bytes(view.data(), shape, DType::F32)?)
+    }
+}
