@@ -4,6 +4,7 @@
 mod bench;
 mod conformance;
 mod demo;
+mod embed;
 mod fuzz;
 mod gen;
 mod npy;
@@ -29,6 +30,9 @@ enum Command {
     Run(run::Args),
     /// Time the op library at realistic sizes (GB/s, TFLOP/s).
     Bench(bench::Args),
+    /// Sentence embeddings from a sentence-transformers model directory (all-MiniLM-L6-v2):
+    /// `kiln embed --model DIR [--batch-size N] [--out FILE.npy] TEXT...` (stdin when no TEXT).
+    Embed(embed::Args),
     /// Run the cross-language conformance vectors (tests/conformance) through kiln-core.
     Conformance(conformance::Args),
     /// Attack the kernel compiler (wgsl) or the op API (ops) with seeded random input for a
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
         Command::Devices => devices(),
         Command::Demo(args) => demo::main(args),
         Command::Run(args) => run::main(args),
+        Command::Embed(args) => embed::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Conformance(args) => conformance::main(args),
         Command::Fuzz(args) => fuzz::main(args),

@@ -27,7 +27,7 @@ pub fn read(path: &str) -> Result<Tensor> {
     Ok(t)
 }
 
-fn write_vec<T: npyz::AutoSerialize + Copy>(path: &str, shape: &[u64], data: &[T]) -> Result<()> {
+pub(crate) fn write_vec<T: npyz::AutoSerialize + Copy>(path: &str, shape: &[u64], data: &[T]) -> Result<()> {
     let file = std::fs::File::create(path).with_context(|| format!("creating {path}"))?;
     use npyz::WriterBuilder;
     let mut w = npyz::WriteOptions::<T>::new().default_dtype().shape(shape).writer(BufWriter::new(file)).begin_nd()?;
