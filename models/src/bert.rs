@@ -61,11 +61,19 @@ impl Bert {
             let p = format!("encoder.layer.{i}");
             let a = format!("{p}.attention.self");
             let qkv_w = ops::concat(
-                &[&linear(ck, &format!("{a}.query"), d, d)?, &linear(ck, &format!("{a}.key"), d, d)?, &linear(ck, &format!("{a}.value"), d, d)?],
+                &[
+                    &linear(ck, &format!("{a}.query"), d, d)?,
+                    &linear(ck, &format!("{a}.key"), d, d)?,
+                    &linear(ck, &format!("{a}.value"), d, d)?,
+                ],
                 1,
             )?;
             let qkv_b = ops::concat(
-                &[&ck.get(&format!("{a}.query.bias"), &[d])?, &ck.get(&format!("{a}.key.bias"), &[d])?, &ck.get(&format!("{a}.value.bias"), &[d])?],
+                &[
+                    &ck.get(&format!("{a}.query.bias"), &[d])?,
+                    &ck.get(&format!("{a}.key.bias"), &[d])?,
+                    &ck.get(&format!("{a}.value.bias"), &[d])?,
+                ],
                 0,
             )?;
             layers.push(Layer {
@@ -100,7 +108,8 @@ impl Bert {
         let positions = ops::slice(&self.position, 0, 0, l as isize, 1)?; // [L, D]
         let x = ops::add(&ops::embedding(&self.word, ids)?, &positions)?;
         let x = ops::add(&x, &ops::embedding(&self.token_type, type_ids)?)?;
-        let mut x = ops::layer_norm(&x, Some(&self.emb_ln_w), Some(&self.emb_ln_b), eps)?.reshape(&[n as isize, d as isize])?;
+        let mut x =
+            ops::layer_norm(&x, Some(&self.emb_ln_w), Some(&self.emb_ln_b), eps)?.reshape(&[n as isize, d as isize])?;
 
         let bias: Vec<f32> = mask.iter().map(|&m| if m > 0.0 { 0.0 } else { MASK_BIAS }).collect();
         let bias = Tensor::from_slice_on(ids.device(), &bias, &[b, 1, 1, l])?;
@@ -111,7 +120,8 @@ impl Bert {
             // [N, 3D] -> [B, L, 3, H, dh] -> [3, B, H, L, dh]
             let qkv = ops::add(&ops::matmul(&x, &layer.qkv_w)?, &layer.qkv_b)?;
             let qkv = ops::permute(&qkv.reshape(&[bi, li, 3, hi, dhi])?, &[2, 0, 3, 1, 4])?;
-            let part = |i: isize| -> Result<Tensor> { Ok(ops::slice(&qkv, 0, i, i + 1, 1)?.reshape(&[bi, hi, li, dhi])?) };
+            let part =
+                |i: isize| -> Result<Tensor> { Ok(ops::slice(&qkv, 0, i, i + 1, 1)?.reshape(&[bi, hi, li, dhi])?) };
             let (q, k, v) = (part(0)?, part(1)?, part(2)?);
             let scores = ops::mul_scalar(&ops::matmul(&q, &ops::transpose(&k, -1, -2)?)?, scale)?; // [B, H, L, L]
             let p = ops::softmax(&ops::add(&scores, &bias)?, -1)?;

@@ -50,14 +50,19 @@ impl BertConfig {
             )));
         }
         if self.hidden_act != "gelu" {
-            return Err(ModelError::Unsupported(format!("config.json: hidden_act {:?}; only \"gelu\" (erf) is supported", self.hidden_act)));
+            return Err(ModelError::Unsupported(format!(
+                "config.json: hidden_act {:?}; only \"gelu\" (erf) is supported",
+                self.hidden_act
+            )));
         }
         if let Some(p) = &self.position_embedding_type {
             if p != "absolute" {
-                return Err(ModelError::Unsupported(format!("config.json: position_embedding_type {p:?}; only \"absolute\"")));
+                return Err(ModelError::Unsupported(format!(
+                    "config.json: position_embedding_type {p:?}; only \"absolute\""
+                )));
             }
         }
-        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+        if self.num_attention_heads == 0 || !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(ModelError::Unsupported(format!(
                 "config.json: hidden_size {} is not a multiple of num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads
@@ -89,8 +94,14 @@ impl PoolingConfig {
                 self.word_embedding_dimension
             )));
         }
-        if !self.pooling_mode_mean_tokens || self.pooling_mode_cls_token || self.pooling_mode_max_tokens || self.pooling_mode_mean_sqrt_len_tokens {
-            return Err(ModelError::Unsupported(format!("1_Pooling/config.json: {self:?}; only mean pooling is supported")));
+        if !self.pooling_mode_mean_tokens
+            || self.pooling_mode_cls_token
+            || self.pooling_mode_max_tokens
+            || self.pooling_mode_mean_sqrt_len_tokens
+        {
+            return Err(ModelError::Unsupported(format!(
+                "1_Pooling/config.json: {self:?}; only mean pooling is supported"
+            )));
         }
         Ok(())
     }

@@ -93,14 +93,20 @@ impl SentenceEmbedder {
         };
         let max_seq_length = sbert.max_seq_length.min(config.max_position_embeddings);
         if max_seq_length < 2 {
-            return Err(ModelError::Unsupported(format!("max_seq_length {max_seq_length}: no room for [CLS] and [SEP]")));
+            return Err(ModelError::Unsupported(format!(
+                "max_seq_length {max_seq_length}: no room for [CLS] and [SEP]"
+            )));
         }
 
         let tok_path = dir.join("tokenizer.json");
         if !tok_path.exists() {
-            return Err(ModelError::Io { path: tok_path, source: std::io::Error::new(std::io::ErrorKind::NotFound, "not found") });
+            return Err(ModelError::Io {
+                path: tok_path,
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "not found"),
+            });
         }
-        let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| error::corrupt(&tok_path, format!("not a tokenizer: {e}")))?;
+        let mut tokenizer =
+            Tokenizer::from_file(&tok_path).map_err(|e| error::corrupt(&tok_path, format!("not a tokenizer: {e}")))?;
         // sentence-transformers pads to the longest text of a batch and truncates at
         // max_seq_length whatever tokenizer.json says; padding is done here.
         tokenizer
@@ -154,7 +160,12 @@ impl SentenceEmbedder {
     }
 
     /// [`encode_with`](Self::encode_with), calling `progress(done, total)` after each batch.
-    pub fn encode_progress(&self, texts: &[&str], opts: EncodeOptions, mut progress: impl FnMut(usize, usize)) -> Result<Embeddings> {
+    pub fn encode_progress(
+        &self,
+        texts: &[&str],
+        opts: EncodeOptions,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Embeddings> {
         let dim = self.dim();
         let normalize = opts.normalize.unwrap_or(self.normalize);
         let tokens = self.tokenize(texts)?;

@@ -27,14 +27,16 @@ impl Checkpoint {
     }
 
     fn tensors(&self) -> Result<SafeTensors<'_>> {
-        SafeTensors::deserialize(&self.map).map_err(|e| corrupt(&self.path, format!("not a valid safetensors file: {e}")))
+        SafeTensors::deserialize(&self.map)
+            .map_err(|e| corrupt(&self.path, format!("not a valid safetensors file: {e}")))
     }
 
     /// The f32 weight `name` uploaded to the GPU, checked against `shape`.
     pub fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
         let st = self.tensors()?;
         let full = format!("{}{name}", self.prefix);
-        let view = st.tensor(&full).map_err(|_| ModelError::MissingWeight(format!("{full} (in {})", self.path.display())))?;
+        let view =
+            st.tensor(&full).map_err(|_| ModelError::MissingWeight(format!("{full} (in {})", self.path.display())))?;
         if view.dtype() != Dtype::F32 || view.shape() != shape {
             return Err(ModelError::WeightShape {
                 name: full,

@@ -25,7 +25,8 @@ fn model() -> &'static SentenceEmbedder {
     static M: OnceLock<SentenceEmbedder> = OnceLock::new();
     M.get_or_init(|| {
         let dir = model_dir();
-        SentenceEmbedder::load(&dir).unwrap_or_else(|e| panic!("loading {}: {e} (run scripts/fetch-minilm.sh)", dir.display()))
+        SentenceEmbedder::load(&dir)
+            .unwrap_or_else(|e| panic!("loading {}: {e} (run scripts/fetch-minilm.sh)", dir.display()))
     })
 }
 
@@ -68,7 +69,10 @@ fn check_against(reference: &str, normalize: bool, batch_size: usize, rows: &[us
     let mut bad = vec![];
     for (j, (cos, maxd)) in compare(&got.data, &want, got.dim).into_iter().enumerate() {
         let i = rows[j];
-        println!("{reference} batch {batch_size} sentence {i:2}: cosine {cos:.8} max|diff| {maxd:.2e}  {:?}", truncate(&texts[i]));
+        println!(
+            "{reference} batch {batch_size} sentence {i:2}: cosine {cos:.8} max|diff| {maxd:.2e}  {:?}",
+            truncate(&texts[i])
+        );
         if !(cos >= 0.9999 && maxd <= 1e-4) {
             bad.push(i);
         }
@@ -134,7 +138,14 @@ fn altered_model(tag: &str, file: &str, contents: Option<&str>) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("kiln-minilm-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
-    for f in ["config.json", "model.safetensors", "tokenizer.json", "sentence_bert_config.json", "modules.json", "1_Pooling/config.json"] {
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "sentence_bert_config.json",
+        "modules.json",
+        "1_Pooling/config.json",
+    ] {
         if f == file {
             if let Some(c) = contents {
                 std::fs::write(dir.join(f), c).unwrap();
@@ -174,10 +185,18 @@ fn clear_errors_for_bad_model_directories() {
     let e = err(altered_model("badtok", "tokenizer.json", Some("{}")));
     assert!(matches!(&e, ModelError::Corrupt { path, .. } if path.ends_with("tokenizer.json")), "{e}");
 
-    let e = err(altered_model("gpt2", "config.json", Some(&config_with("\"model_type\": \"bert\"", "\"model_type\": \"gpt2\""))));
+    let e = err(altered_model(
+        "gpt2",
+        "config.json",
+        Some(&config_with("\"model_type\": \"bert\"", "\"model_type\": \"gpt2\"")),
+    ));
     assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("gpt2")), "{e}");
 
-    let e = err(altered_model("shape", "config.json", Some(&config_with("\"intermediate_size\": 1536", "\"intermediate_size\": 1000"))));
+    let e = err(altered_model(
+        "shape",
+        "config.json",
+        Some(&config_with("\"intermediate_size\": 1536", "\"intermediate_size\": 1000")),
+    ));
     assert!(
         matches!(&e, ModelError::WeightShape { name, expected, found } if name == "encoder.layer.0.intermediate.dense.weight" && expected.contains("1000") && found.contains("1536")),
         "{e}"

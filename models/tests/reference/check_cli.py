@@ -33,7 +33,8 @@ for j, i in enumerate(rows):
         bad.append(i)
 assert not bad, f"sentences {bad} differ from sentence-transformers"
 # Texts as arguments, printed as JSON lines.
-lines = subprocess.run([kiln, "embed", "--model", model, sentences[0], sentences[1]], check=True, capture_output=True).stdout.decode().splitlines()
-printed = np.array([json.loads(l) for l in lines], dtype=np.float32)
+args = [kiln, "embed", "--model", model, sentences[0], sentences[1]]
+lines = subprocess.run(args, check=True, capture_output=True).stdout.decode().splitlines()
+printed = np.array([json.loads(line) for line in lines], dtype=np.float32)
 assert printed.shape == (2, want.shape[1]) and np.abs(printed - want[:2]).max() <= 1e-4, printed.shape
 print(f"kiln embed: {len(rows)} sentences from stdin and 2 from arguments match sentence-transformers")

@@ -16,8 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
-import torch
 import sentence_transformers
+import torch
 from sentence_transformers import SentenceTransformer
 
 here = os.path.dirname(os.path.abspath(__file__))
