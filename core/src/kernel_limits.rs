@@ -11,6 +11,7 @@
 //! Every limit is read from its environment variable once, at the first kernel compile (a value
 //! that does not parse keeps the default).
 
+use crate::env::env_or;
 use crate::{Error, Result};
 use naga::{AddressSpace, Module, TypeInner};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -68,10 +69,6 @@ struct Limits {
     max_private_bytes: u64,
     compile_timeout: Duration,
     pipeline_cache_entries: usize,
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(default)
 }
 
 fn limits() -> &'static Limits {

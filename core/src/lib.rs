@@ -11,6 +11,7 @@
 pub mod adapter;
 pub mod device;
 pub mod dtype;
+pub(crate) mod env;
 pub mod error;
 pub(crate) mod exec;
 pub mod gpu_timer;

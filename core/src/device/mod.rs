@@ -15,6 +15,7 @@ pub use memory::MemoryStats;
 pub use wait::DEFAULT_TIMEOUT_MS;
 
 use crate::adapter::AdapterInfo;
+use crate::env::env_or;
 use crate::pipeline::{Checks, Pipeline, PipelineCache, PipelineStats};
 use crate::pool::Pool;
 use crate::{Error, Result};
@@ -128,12 +129,12 @@ impl Device {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let flush_bytes = std::env::var("KILN_FLUSH_BYTES").ok().and_then(|s| s.parse().ok()).unwrap_or(FLUSH_BYTES);
-        let timeout_ms = std::env::var("KILN_TIMEOUT_MS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .filter(|&ms| ms > 0)
-            .unwrap_or(DEFAULT_TIMEOUT_MS);
+        let flush_bytes = env_or("KILN_FLUSH_BYTES", FLUSH_BYTES);
+        // 0 would time every wait out at once and give the device up: it means the default.
+        let timeout_ms = match env_or("KILN_TIMEOUT_MS", DEFAULT_TIMEOUT_MS) {
+            0 => DEFAULT_TIMEOUT_MS,
+            ms => ms,
+        };
         // Keep at most a quarter of the largest buffer's worth (and at most 4 GiB) in the pool.
         let pool_cap = (limits.max_buffer_size / 4).clamp(64 << 20, 4 << 30);
         let dev = Arc::new_cyclic(|me| Device {
@@ -166,10 +167,7 @@ impl Device {
             timeout: Duration::from_millis(timeout_ms),
             poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
             flush_bytes,
-            wait_spin: std::env::var("KILN_WAIT_SPIN_US")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .map_or(SPIN, Duration::from_micros),
+            wait_spin: Duration::from_micros(env_or("KILN_WAIT_SPIN_US", SPIN.as_micros() as u64)),
             poll_lock: Mutex::new(()),
         });
         Self::start_poller(&dev);

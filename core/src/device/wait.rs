@@ -78,16 +78,12 @@ impl Device {
                         dev.device.poll(wgpu::PollType::Poll)
                     }));
                     drop(polling);
-                    drop(dev);
                     if let Err(payload) = polled {
                         let e = Error::from_panic(payload);
-                        if let Some(dev) = weak.upgrade() {
-                            dev.uncaptured
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .push(format!("poll panicked: {e}"));
-                        }
+                        dev.uncaptured.lock().unwrap_or_else(|p| p.into_inner()).push(format!("poll panicked: {e}"));
                     }
+                    // Not held while sleeping: the device must be free to drop meanwhile.
+                    drop(dev);
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(POLL_BACKOFF.1);
                 }
