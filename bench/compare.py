@@ -1,4 +1,5 @@
 """Prints the side-by-side table of a kiln bench JSON and a torch_bench JSON (same run)."""
+
 import json
 import sys
 
@@ -16,6 +17,8 @@ def fig(r):
     if r.get("gbps"):
         g = r["gbps"]
         return g, (f"{g:.0f} GB/s" if g >= 100 else f"{g:.1f} GB/s")
+    if r.get("sentences_per_s") and r["sentences_per_s"] > 1 / r["seconds"] + 1e-9:
+        return r["sentences_per_s"], f"{r['sentences_per_s']:.0f} sentences/s"
     if r.get("us_per_op"):
         return 1.0 / r["us_per_op"], f"{r['us_per_op']:.1f} µs/op"
     return 1.0 / r["seconds"], f"{r['seconds'] * 1e3:.3f} ms"
@@ -36,3 +39,12 @@ for r in kiln["results"]:
         continue
     nv, ns = fig(n)
     print(f"| {r['op']} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} |")
+
+mem = [(r, native.get(r["op"])) for r in kiln["results"] if r.get("peak_gpu_bytes") is not None]
+if mem:
+    print()
+    print("| op | Kiln peak GPU memory | PyTorch peak GPU memory |")
+    print("|---|---:|---:|")
+    for r, n in mem:
+        theirs = f"{n['peak_gpu_bytes'] / 2**20:.1f} MiB" if n and n.get("peak_gpu_bytes") is not None else "—"
+        print(f"| {r['op']} | {r['peak_gpu_bytes'] / 2**20:.1f} MiB | {theirs} |")

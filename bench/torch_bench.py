@@ -6,6 +6,7 @@ queries around its passes); the wall clock to the final torch.cuda.synchronize()
 `wall_seconds`. TF32 is off for f32 matmul.
 """
 import json
+import os
 import sys
 import time
 
@@ -136,6 +137,11 @@ def main():
         down.append(time.perf_counter() - t)
     for name, s in [("upload", float(np.median(up))), ("readback", float(np.median(down)))]:
         out.append({"op": name, "size": f"{n * 4 >> 20} MiB", "seconds": s, "gbps": 4.0 * n / s / 1e9})
+    minilm = sys.argv[sys.argv.index("--minilm") + 1] if "--minilm" in sys.argv else "build/models/all-MiniLM-L6-v2"
+    if os.path.exists(os.path.join(minilm, "model.safetensors")):
+        from torch_embed import bench_embed
+
+        out += bench_embed(minilm, quick, reps)
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": out}
     path = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     if path:

@@ -29,6 +29,9 @@ pub struct Args {
     /// Time with the wall clock even where the adapter has GPU timestamp queries.
     #[arg(long)]
     wall_clock: bool,
+    /// The all-MiniLM-L6-v2 directory for the embed section (skipped when it is missing).
+    #[arg(long, default_value = "build/models/all-MiniLM-L6-v2")]
+    minilm: std::path::PathBuf,
 }
 
 type OpFn = Box<dyn Fn(usize) -> kiln_core::Result<Tensor>>;
@@ -365,6 +368,13 @@ pub fn main(args: Args) -> Result<()> {
             results.push(
                 json!({"op": name, "size": format!("{} MiB", (n * 4) >> 20), "seconds": s, "gbps": bytes / s / 1e9}),
             );
+        }
+    }
+    if want("embed") {
+        if args.minilm.join("model.safetensors").exists() {
+            results.extend(crate::bench_embed::run(&args.minilm, args.quick, args.reps)?);
+        } else {
+            println!("embed: skipped, no model in {} (make minilm)", args.minilm.display());
         }
     }
     if let Some(path) = args.json {

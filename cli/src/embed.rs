@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kiln_models::{EncodeOptions, SentenceEmbedder};
+use kiln_models::{EncodeOptions, LoadOptions, Precision, SentenceEmbedder};
 use std::io::{BufRead, Write};
 
 #[derive(clap::Args)]
@@ -17,6 +17,10 @@ pub struct Args {
     /// Skip the L2 normalisation the model's modules.json asks for.
     #[arg(long)]
     no_normalize: bool,
+    /// Compute in f16 (weights cast once at load; needs an adapter with SHADER_F16). The
+    /// output is float32 either way.
+    #[arg(long)]
+    f16: bool,
     /// Write the embeddings as one float32 .npy [n, dim] instead of printing them (one JSON
     /// array per line).
     #[arg(long)]
@@ -42,7 +46,8 @@ pub fn main(args: Args) -> Result<()> {
         args.texts
     };
     let load_bar = bar(0, "loading");
-    let model = SentenceEmbedder::load_with_progress(&args.model, |done, total| {
+    let precision = if args.f16 { Precision::F16 } else { Precision::F32 };
+    let model = SentenceEmbedder::load_with(&args.model, LoadOptions { precision }, |done, total| {
         load_bar.set_length(total as u64);
         load_bar.set_position(done as u64);
     })

@@ -2,6 +2,7 @@
 //! benchmark the op library.
 
 mod bench;
+mod bench_embed;
 mod conformance;
 mod demo;
 mod embed;

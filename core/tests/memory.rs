@@ -16,4 +16,13 @@ fn memory_is_accounted_and_pooled() {
     let after = dev.memory_stats();
     assert!(after.pooled_bytes >= 4 << 20, "{after:?}");
     assert_eq!((after.in_use_bytes, after.live_buffers), (before.in_use_bytes, before.live_buffers), "{after:?}");
+
+    // The peak outlives the tensor until reset_peak_memory starts it again from what is in use.
+    assert!(after.peak_bytes >= during.in_use_bytes, "{after:?}");
+    dev.reset_peak_memory();
+    assert_eq!(dev.memory_stats().peak_bytes, after.in_use_bytes);
+    let small = Tensor::empty(&[1024], DType::F32).unwrap();
+    let now = dev.memory_stats();
+    assert!(now.peak_bytes >= now.in_use_bytes && now.peak_bytes < during.in_use_bytes, "{now:?}");
+    drop(small);
 }

@@ -7,7 +7,7 @@
 use crate::config::BertConfig;
 use crate::error::Result;
 use crate::weights::Checkpoint;
-use kiln_core::{ops, Tensor};
+use kiln_core::{ops, DType, Tensor};
 
 /// What a masked key adds to its score. exp(-1e30 - max) is 0 in f32, as with PyTorch's
 /// finfo.min; every row keeps at least one real key ([CLS]), so no row is all-masked.
@@ -32,6 +32,9 @@ struct Layer {
 
 pub struct Bert {
     pub config: BertConfig,
+    /// The dtype of the weights and activations: f32, or f16 (cast once at load; matmuls,
+    /// norms and softmax accumulate in f32 inside the kernels either way).
+    pub dtype: DType,
     word: Tensor,
     position: Tensor,
     token_type: Tensor,
@@ -47,14 +50,24 @@ fn linear(ck: &Checkpoint, name: &str, out: usize, inp: usize) -> Result<Tensor>
 }
 
 impl Bert {
-    pub fn load(config: BertConfig, ck: &Checkpoint, mut progress: impl FnMut(usize, usize)) -> Result<Bert> {
+    /// The encoder's weights from `ck`, uploaded as `dtype` (f32 or f16; f16 needs an adapter
+    /// with SHADER_F16).
+    pub fn load(
+        config: BertConfig,
+        ck: &Checkpoint,
+        dtype: DType,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Bert> {
         config.check()?;
         let (d, f) = (config.hidden_size, config.intermediate_size);
-        let word = ck.get("embeddings.word_embeddings.weight", &[config.vocab_size, d])?;
-        let position = ck.get("embeddings.position_embeddings.weight", &[config.max_position_embeddings, d])?;
-        let token_type = ck.get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, d])?;
-        let emb_ln_w = ck.get("embeddings.LayerNorm.weight", &[d])?;
-        let emb_ln_b = ck.get("embeddings.LayerNorm.bias", &[d])?;
+        let cast = |t: Tensor| -> Result<Tensor> { Ok(if dtype == DType::F32 { t } else { ops::cast(&t, dtype)? }) };
+        let get = |name: &str, shape: &[usize]| cast(ck.get(name, shape)?);
+        let lin = |name: &str, out: usize, inp: usize| cast(linear(ck, name, out, inp)?);
+        let word = get("embeddings.word_embeddings.weight", &[config.vocab_size, d])?;
+        let position = get("embeddings.position_embeddings.weight", &[config.max_position_embeddings, d])?;
+        let token_type = get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, d])?;
+        let emb_ln_w = get("embeddings.LayerNorm.weight", &[d])?;
+        let emb_ln_b = get("embeddings.LayerNorm.bias", &[d])?;
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for i in 0..config.num_hidden_layers {
             progress(i, config.num_hidden_layers);
@@ -62,37 +75,37 @@ impl Bert {
             let a = format!("{p}.attention.self");
             let qkv_w = ops::concat(
                 &[
-                    &linear(ck, &format!("{a}.query"), d, d)?,
-                    &linear(ck, &format!("{a}.key"), d, d)?,
-                    &linear(ck, &format!("{a}.value"), d, d)?,
+                    &lin(&format!("{a}.query"), d, d)?,
+                    &lin(&format!("{a}.key"), d, d)?,
+                    &lin(&format!("{a}.value"), d, d)?,
                 ],
                 1,
             )?;
             let qkv_b = ops::concat(
                 &[
-                    &ck.get(&format!("{a}.query.bias"), &[d])?,
-                    &ck.get(&format!("{a}.key.bias"), &[d])?,
-                    &ck.get(&format!("{a}.value.bias"), &[d])?,
+                    &get(&format!("{a}.query.bias"), &[d])?,
+                    &get(&format!("{a}.key.bias"), &[d])?,
+                    &get(&format!("{a}.value.bias"), &[d])?,
                 ],
                 0,
             )?;
             layers.push(Layer {
                 qkv_w,
                 qkv_b,
-                out_w: linear(ck, &format!("{p}.attention.output.dense"), d, d)?,
-                out_b: ck.get(&format!("{p}.attention.output.dense.bias"), &[d])?,
-                ln1_w: ck.get(&format!("{p}.attention.output.LayerNorm.weight"), &[d])?,
-                ln1_b: ck.get(&format!("{p}.attention.output.LayerNorm.bias"), &[d])?,
-                ff1_w: linear(ck, &format!("{p}.intermediate.dense"), f, d)?,
-                ff1_b: ck.get(&format!("{p}.intermediate.dense.bias"), &[f])?,
-                ff2_w: linear(ck, &format!("{p}.output.dense"), d, f)?,
-                ff2_b: ck.get(&format!("{p}.output.dense.bias"), &[d])?,
-                ln2_w: ck.get(&format!("{p}.output.LayerNorm.weight"), &[d])?,
-                ln2_b: ck.get(&format!("{p}.output.LayerNorm.bias"), &[d])?,
+                out_w: lin(&format!("{p}.attention.output.dense"), d, d)?,
+                out_b: get(&format!("{p}.attention.output.dense.bias"), &[d])?,
+                ln1_w: get(&format!("{p}.attention.output.LayerNorm.weight"), &[d])?,
+                ln1_b: get(&format!("{p}.attention.output.LayerNorm.bias"), &[d])?,
+                ff1_w: lin(&format!("{p}.intermediate.dense"), f, d)?,
+                ff1_b: get(&format!("{p}.intermediate.dense.bias"), &[f])?,
+                ff2_w: lin(&format!("{p}.output.dense"), d, f)?,
+                ff2_b: get(&format!("{p}.output.dense.bias"), &[d])?,
+                ln2_w: get(&format!("{p}.output.LayerNorm.weight"), &[d])?,
+                ln2_b: get(&format!("{p}.output.LayerNorm.bias"), &[d])?,
             });
         }
         progress(config.num_hidden_layers, config.num_hidden_layers);
-        Ok(Bert { config, word, position, token_type, emb_ln_w, emb_ln_b, layers })
+        Ok(Bert { config, dtype, word, position, token_type, emb_ln_w, emb_ln_b, layers })
     }
 
     /// The last hidden state [B, L, D] of a padded batch: `ids` and `type_ids` [B, L] (u32),
@@ -112,7 +125,9 @@ impl Bert {
             ops::layer_norm(&x, Some(&self.emb_ln_w), Some(&self.emb_ln_b), eps)?.reshape(&[n as isize, d as isize])?;
 
         let bias: Vec<f32> = mask.iter().map(|&m| if m > 0.0 { 0.0 } else { MASK_BIAS }).collect();
+        // -1e30 becomes -inf in f16: still exp(-inf) = 0 after the row max is taken.
         let bias = Tensor::from_slice_on(ids.device(), &bias, &[b, 1, 1, l])?;
+        let bias = if self.dtype == DType::F32 { bias } else { ops::cast(&bias, self.dtype)? };
         let scale = 1.0 / (dh as f64).sqrt();
         let (bi, li, hi, dhi) = (b as isize, l as isize, h as isize, dh as isize);
 

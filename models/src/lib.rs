@@ -19,7 +19,7 @@ pub use bert::Bert;
 pub use error::{ModelError, Result};
 
 use config::{read_json, BertConfig, ModuleEntry, PoolingConfig, SentenceBertConfig};
-use kiln_core::{ops, Tensor};
+use kiln_core::{ops, DType, Tensor};
 use std::path::Path;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
@@ -54,6 +54,32 @@ impl Default for EncodeOptions {
     }
 }
 
+/// The dtype a model computes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    #[default]
+    F32,
+    /// Weights cast to f16 once at load and f16 activations; matmuls, norms and softmax
+    /// accumulate in f32 inside the kernels, pooling and normalisation run in f32. Needs an
+    /// adapter with SHADER_F16.
+    F16,
+}
+
+impl Precision {
+    pub fn dtype(self) -> DType {
+        match self {
+            Precision::F32 => DType::F32,
+            Precision::F16 => DType::F16,
+        }
+    }
+}
+
+/// How [`SentenceEmbedder::load_with`] loads a model.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    pub precision: Precision,
+}
+
 pub struct SentenceEmbedder {
     bert: Bert,
     tokenizer: Tokenizer,
@@ -67,12 +93,27 @@ impl SentenceEmbedder {
     /// tokenizer.json, sentence_bert_config.json, 1_Pooling/config.json, and modules.json (for
     /// the Normalize module; without it, no normalisation).
     pub fn load(dir: impl AsRef<Path>) -> Result<SentenceEmbedder> {
-        Self::load_with_progress(dir, |_, _| {})
+        Self::load_with(dir, LoadOptions::default(), |_, _| {})
     }
 
     /// [`load`](Self::load), calling `progress(done, total)` as the encoder layers upload.
     pub fn load_with_progress(dir: impl AsRef<Path>, progress: impl FnMut(usize, usize)) -> Result<SentenceEmbedder> {
+        Self::load_with(dir, LoadOptions::default(), progress)
+    }
+
+    /// [`load_with_progress`](Self::load_with_progress) with a choice of precision. F16 on an
+    /// adapter without SHADER_F16 is an `Unsupported` error before anything is uploaded.
+    pub fn load_with(
+        dir: impl AsRef<Path>,
+        options: LoadOptions,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<SentenceEmbedder> {
         let dir = dir.as_ref();
+        if options.precision == Precision::F16 && !kiln_core::device()?.has_f16() {
+            return Err(ModelError::Unsupported(
+                "f16 precision needs an adapter with SHADER_F16; this one has none (use f32)".into(),
+            ));
+        }
         if !dir.is_dir() {
             return Err(ModelError::Io {
                 path: dir.to_path_buf(),
@@ -120,8 +161,16 @@ impl SentenceEmbedder {
         tokenizer.with_padding(None);
 
         let ck = weights::Checkpoint::open(&dir.join("model.safetensors"))?;
-        let bert = Bert::load(config, &ck, progress)?;
+        let bert = Bert::load(config, &ck, options.precision.dtype(), progress)?;
         Ok(SentenceEmbedder { bert, tokenizer, max_seq_length, lower_case: sbert.do_lower_case, normalize })
+    }
+
+    pub fn precision(&self) -> Precision {
+        if self.bert.dtype == DType::F16 {
+            Precision::F16
+        } else {
+            Precision::F32
+        }
     }
 
     /// Embedding width (384 for MiniLM-L6).
@@ -204,6 +253,7 @@ impl SentenceEmbedder {
         let ids_t = Tensor::from_slice_on(&device, &ids, &[b, l])?;
         let types_t = Tensor::from_slice_on(&device, &types, &[b, l])?;
         let hidden = self.bert.forward(&ids_t, &types_t, &mask)?; // [B, L, D]
+        let hidden = if hidden.dtype() == DType::F32 { hidden } else { ops::cast(&hidden, DType::F32)? };
         let mask_t = Tensor::from_slice_on(&device, &mask, &[b, l, 1])?;
         let summed = ops::sum(&ops::mul(&hidden, &mask_t)?, Some(&[1]), false)?; // [B, D]
         let counts_t = Tensor::from_slice_on(&device, &counts, &[b, 1])?;

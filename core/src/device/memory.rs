@@ -120,6 +120,12 @@ impl Device {
         }
     }
 
+    /// Starts `peak_bytes` again from what is in use now (as torch.cuda.reset_peak_memory_stats),
+    /// so one phase of a program can be measured on its own.
+    pub fn reset_peak_memory(&self) {
+        self.mem.peak.store(self.mem.in_use.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
     /// Gives every pooled buffer back to the driver, and drops the cached user-kernel pipelines
     /// that no live `Kernel` holds.
     pub fn empty_cache(&self) {

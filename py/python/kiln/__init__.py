@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as _np
 
-from . import _kiln, random
+from . import _kiln, models, random
 from ._errors import (
     CODE_NAMES,
     DeviceLostError,

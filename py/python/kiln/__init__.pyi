@@ -5,6 +5,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
 import numpy as np
 import numpy.typing as npt
 
+from . import models as models
 from . import random as random
 from ._errors import (
     CODE_NAMES as CODE_NAMES,

@@ -1,0 +1,94 @@
+"""Real models on Kiln's GPU runtime.
+
+``SentenceEmbedder`` runs a sentence-transformers BERT model (all-MiniLM-L6-v2 and others of its
+shape) from its directory, with sentence-transformers' ``encode`` conventions::
+
+    from kiln.models import SentenceEmbedder
+    model = SentenceEmbedder("build/models/all-MiniLM-L6-v2")
+    emb = model.encode(["Hello world", "GPUs everywhere"])   # numpy float32 (2, 384)
+
+The GPU work runs with the GIL released, so other Python threads carry on meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional, Union
+
+import numpy as np
+
+from ._kiln import _SentenceEmbedder
+
+__all__ = ["SentenceEmbedder"]
+
+
+class SentenceEmbedder:
+    """A sentence-transformers model directory (config.json, model.safetensors, tokenizer.json,
+    sentence_bert_config.json, 1_Pooling/config.json, modules.json) loaded onto the GPU.
+
+    ``dtype="float16"`` casts the weights to f16 once at load and computes in f16 (accumulating
+    in f32 inside the kernels); it needs an adapter with SHADER_F16 (``kiln.UnsupportedError``
+    otherwise). A missing file raises ``FileNotFoundError``; a file that is not what it should be
+    (bad JSON, corrupt safetensors, wrong weight shape) raises ``ValueError``.
+    """
+
+    def __init__(self, model_dir: Union[str, os.PathLike], dtype: Union[str, np.dtype, type] = "float32"):
+        dt = np.dtype(dtype)
+        if dt not in (np.float32, np.float16):
+            raise ValueError(f"dtype must be float32 or float16, got {dt}")
+        self.model_dir = os.fspath(model_dir)
+        self._m = _SentenceEmbedder(self.model_dir, f16=dt == np.float16)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype the model computes in (embeddings are float32 either way)."""
+        return np.dtype(np.float16 if self._m.f16 else np.float32)
+
+    @property
+    def max_seq_length(self) -> int:
+        """Texts are truncated at this many tokens (with [CLS] and [SEP])."""
+        return self._m.max_seq_length
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """The embedding width (384 for all-MiniLM-L6-v2), as sentence-transformers names it."""
+        return self._m.dim
+
+    def tokenize(self, sentences: Iterable[str]) -> list:
+        """Token ids per text, with [CLS] and [SEP], truncated at ``max_seq_length``."""
+        return self._m.tokenize([sentences] if isinstance(sentences, str) else _texts(sentences))
+
+    def encode(
+        self,
+        sentences: Union[str, Iterable[str]],
+        batch_size: int = 32,
+        normalize: Optional[bool] = None,
+        normalize_embeddings: Optional[bool] = None,
+    ) -> np.ndarray:
+        """Embeddings as a float32 numpy array: ``(len(sentences), dim)``, or ``(dim,)`` for one
+        string (as sentence-transformers returns).
+
+        ``normalize`` (or sentence-transformers' name, ``normalize_embeddings``) L2-normalises
+        each embedding; None follows the model (its modules.json has a Normalize module:
+        all-MiniLM-L6-v2 does). Texts are sorted by length into batches of ``batch_size`` so a
+        batch pads little; the result is in input order.
+        """
+        if normalize is not None and normalize_embeddings is not None and normalize != normalize_embeddings:
+            raise ValueError("normalize and normalize_embeddings disagree")
+        norm = normalize if normalize is not None else normalize_embeddings
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        single = isinstance(sentences, str)
+        texts = [sentences] if single else _texts(sentences)
+        out = self._m.encode(texts, batch_size, None if norm is None else bool(norm))
+        return out[0] if single else out
+
+    def __repr__(self) -> str:
+        return f"SentenceEmbedder({self.model_dir!r}, dtype={self.dtype.name})"
+
+
+def _texts(sentences: Iterable[str]) -> list:
+    texts = list(sentences)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"sentences[{i}] is {type(t).__name__}, not str")
+    return texts

@@ -1,0 +1,91 @@
+//! `kiln.models`: the models of kiln-models (sentence embeddings) as Python classes. The
+//! pure-Python side (python/kiln/models.py) handles str-or-list inputs and keyword defaults.
+
+use crate::errors::to_pyerr;
+use kiln_models::{EncodeOptions, LoadOptions, ModelError, Precision, SentenceEmbedder};
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// ModelError → the exception a Python user expects: a missing file is FileNotFoundError, a
+/// file that is not what it should be is ValueError, a GPU error keeps its KilnError class.
+fn model_err(py: Python<'_>, e: ModelError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        ModelError::Kiln(k) => to_pyerr(py, k),
+        ModelError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            PyFileNotFoundError::new_err(msg)
+        }
+        ModelError::Io { .. } => PyOSError::new_err(msg),
+        ModelError::Unsupported(m) => to_pyerr(py, kiln_core::Error::Unsupported(m)),
+        _ => PyValueError::new_err(msg),
+    }
+}
+
+/// Runs model work with the GIL released and panics caught (as errors::gpu does for core ops).
+fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> kiln_models::Result<T> + Send) -> PyResult<T> {
+    py.detach(|| {
+        catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(ModelError::Kiln(kiln_core::Error::from_panic(p))))
+    })
+    .map_err(|e| model_err(py, e))
+}
+
+#[pyclass(name = "_SentenceEmbedder", module = "kiln._kiln", frozen)]
+pub struct PySentenceEmbedder {
+    inner: SentenceEmbedder,
+}
+
+#[pymethods]
+impl PySentenceEmbedder {
+    #[new]
+    #[pyo3(signature = (model_dir, f16 = false))]
+    fn new(py: Python<'_>, model_dir: std::path::PathBuf, f16: bool) -> PyResult<Self> {
+        let precision = if f16 { Precision::F16 } else { Precision::F32 };
+        let inner = detached(py, || SentenceEmbedder::load_with(&model_dir, LoadOptions { precision }, |_, _| {}))?;
+        Ok(PySentenceEmbedder { inner })
+    }
+
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    #[getter]
+    fn max_seq_length(&self) -> usize {
+        self.inner.max_seq_length()
+    }
+
+    #[getter]
+    fn normalizes(&self) -> bool {
+        self.inner.normalizes()
+    }
+
+    #[getter]
+    fn f16(&self) -> bool {
+        self.inner.precision() == Precision::F16
+    }
+
+    fn tokenize(&self, py: Python<'_>, texts: Vec<String>) -> PyResult<Vec<Vec<u32>>> {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let tokens = detached(py, || self.inner.tokenize(&refs))?;
+        Ok(tokens.into_iter().map(|(ids, _)| ids).collect())
+    }
+
+    /// float32 [len(texts), dim]; `normalize` None follows the model's modules.json.
+    #[pyo3(signature = (texts, batch_size, normalize))]
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<String>,
+        batch_size: usize,
+        normalize: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if batch_size == 0 {
+            return Err(PyValueError::new_err("batch_size must be at least 1"));
+        }
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let e = detached(py, || self.inner.encode_with(&refs, EncodeOptions { batch_size, normalize }))?;
+        Ok(PyArray1::from_vec(py, e.data).reshape([e.rows, e.dim])?.into_any())
+    }
+}

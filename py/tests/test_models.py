@@ -1,0 +1,121 @@
+"""kiln.models.SentenceEmbedder against sentence-transformers' own output (the reference files
+of models/tests/reference, made by make_reference.py with PyTorch). Needs the model directory in
+KILN_MINILM_DIR: `make models-test` fetches it and runs this file; without it the tests skip.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import threading
+import time
+
+import kiln
+import numpy as np
+import pytest
+from conftest import needs_f16
+from kiln.models import SentenceEmbedder
+
+REF = pathlib.Path(__file__).resolve().parents[2] / "models" / "tests" / "reference"
+MODEL_DIR = os.environ.get("KILN_MINILM_DIR")
+pytestmark = pytest.mark.skipif(not MODEL_DIR, reason="KILN_MINILM_DIR not set (make models-test sets it)")
+
+SENTENCES = json.loads((REF / "sentences.json").read_text(encoding="utf-8"))
+# The 256-token sentence costs ~15 s on lavapipe; the Rust test covers it.
+SHORT = [i for i, s in enumerate(SENTENCES) if len(s) < 200]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return SentenceEmbedder(MODEL_DIR)
+
+
+def check(got, want, min_cos, max_diff):
+    assert got.dtype == np.float32 and got.shape == want.shape
+    cos = (got * want).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
+    diff = np.abs(got - want).max(1)
+    bad = [(i, c, d) for i, (c, d) in enumerate(zip(cos, diff)) if not (c >= min_cos and d <= max_diff)]
+    assert not bad, f"(row, cosine, max|diff|) outside tolerance: {bad}"
+
+
+def test_token_ids_equal_sentence_transformers(model):
+    want = json.loads((REF / "token_ids.json").read_text(encoding="utf-8"))["ids"]
+    assert model.tokenize(SENTENCES) == want
+    assert model.tokenize(SENTENCES[0]) == [want[0]]
+
+
+def test_encode_matches_sentence_transformers(model):
+    want = np.load(REF / "embeddings.npy")[SHORT]
+    got = model.encode([SENTENCES[i] for i in SHORT], batch_size=4)
+    check(got, want, 0.9999, 1e-4)
+    assert np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
+
+
+def test_encode_without_normalize_is_the_mean_pool(model):
+    rows = SHORT[:5]
+    want = np.load(REF / "pooled.npy")[rows]
+    check(model.encode([SENTENCES[i] for i in rows], batch_size=64, normalize=False), want, 0.9999, 1e-4)
+    alias = model.encode([SENTENCES[i] for i in SHORT[:2]], normalize_embeddings=False)
+    check(alias, want[:2], 0.9999, 1e-4)
+
+
+def test_shapes_like_sentence_transformers(model):
+    dim = model.get_sentence_embedding_dimension()
+    assert (dim, model.max_seq_length) == (384, 256)
+    one = model.encode(SENTENCES[0])
+    assert one.shape == (dim,)
+    assert np.array_equal(one, model.encode([SENTENCES[0]])[0])
+    assert model.encode([]).shape == (0, dim)
+    assert model.encode(iter([SENTENCES[0], ""])).shape == (2, dim)
+
+
+def test_bad_arguments_raise_and_the_model_keeps_working(model, tmp_path):
+    with pytest.raises(ValueError):
+        model.encode(["a"], batch_size=0)
+    with pytest.raises(TypeError):
+        model.encode(["a", 3])
+    with pytest.raises(ValueError):
+        model.encode(["a"], normalize=True, normalize_embeddings=False)
+    with pytest.raises(FileNotFoundError):
+        SentenceEmbedder(tmp_path / "no-such-model")
+    with pytest.raises(ValueError):
+        SentenceEmbedder(MODEL_DIR, dtype="int32")
+    bad = tmp_path / "bad"
+    shutil.copytree(MODEL_DIR, bad, ignore=shutil.ignore_patterns("model.safetensors"))
+    (bad / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match="safetensors"):
+        SentenceEmbedder(bad)
+    assert model.encode("still fine").shape == (384,)
+
+
+def test_encode_releases_the_gil(model):
+    # While one thread encodes (hundreds of ms on lavapipe), this one must keep running.
+    ticks = 0
+    done = threading.Event()
+
+    def work():
+        model.encode([SENTENCES[i] for i in SHORT[:6]], batch_size=32)
+        done.set()
+
+    t = threading.Thread(target=work)
+    t.start()
+    start = time.perf_counter()
+    while not done.is_set():
+        ticks += 1
+        time.sleep(0.001)
+    t.join()
+    elapsed = time.perf_counter() - start
+    assert elapsed > 0.05 and ticks > 10, (elapsed, ticks)
+
+
+@needs_f16
+def test_f16_stays_close_to_the_f32_reference():
+    m = SentenceEmbedder(MODEL_DIR, dtype=np.float16)
+    assert m.dtype == np.float16 and "float16" in repr(m)
+    rows = [2, 4, 5, 6, 9]  # empty, accents, emoji, CJK, numbers: f16 is slow on lavapipe
+    got = m.encode([SENTENCES[i] for i in rows], batch_size=64)
+    check(got, np.load(REF / "embeddings.npy")[rows], 0.99999, 1e-3)
+
+
+def test_models_is_part_of_the_package():
+    assert kiln.models.SentenceEmbedder is SentenceEmbedder
