@@ -43,6 +43,33 @@ fn time(warm: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f
     Ok(median(xs))
 }
 
+/// GPU seconds per step of the forward pass over one batch of `texts` (summed over layers, in
+/// first-seen order), from a GPU timer stopped and restarted at each of the model's marks;
+/// empty where the adapter has no timestamp queries. Each stop waits for the GPU, so this runs
+/// apart from the timed loops.
+fn breakdown(model: &SentenceEmbedder, texts: &[&str]) -> Result<Vec<(&'static str, f64)>> {
+    let dev = kiln_core::device()?;
+    dev.synchronize()?;
+    if !dev.start_gpu_timer()? {
+        return Ok(vec![]);
+    }
+    let mut steps: Vec<(&'static str, f64)> = Vec::new();
+    let mut mark = |step: &'static str| -> kiln_models::Result<()> {
+        if let Some(t) = dev.stop_gpu_timer()? {
+            match steps.iter_mut().find(|s| s.0 == step) {
+                Some(s) => s.1 += t.span_s,
+                None => steps.push((step, t.span_s)),
+            }
+        }
+        dev.start_gpu_timer()?;
+        Ok(())
+    };
+    let result = model.encode_batch_marked(texts, true, &mut mark);
+    dev.stop_gpu_timer()?;
+    result?;
+    Ok(steps)
+}
+
 pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     let dev = kiln_core::device()?;
     let (batch, seq) = if quick { (16, 32) } else { (256, 128) };
@@ -73,6 +100,11 @@ pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
             Ok(())
         })?;
         let peakb = dev.memory_stats().peak_bytes;
+        let steps = breakdown(&model, &refs)?;
+        let tok = time(1, reps.max(3), || {
+            model.tokenize(&refs)?;
+            Ok(())
+        })?;
         for (op, size, s, n, peak) in [
             (format!("embed_b1_{tag}"), "1x16 tokens".to_string(), s1, 1, peak1),
             (format!("embed_b{batch}_{tag}"), format!("{batch}x{seq} tokens"), sb, batch, peakb),
@@ -88,6 +120,20 @@ pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
                 "op": op, "size": size, "seconds": s, "timer": "wall", "wall_seconds": s,
                 "sentences_per_s": per_s, "peak_gpu_bytes": peak,
             }));
+        }
+        if !steps.is_empty() {
+            let total: f64 = steps.iter().map(|s| s.1).sum();
+            println!("  GPU time per step of one {batch}x{seq} batch ({tag}; each step summed over the layers):");
+            for (step, t) in &steps {
+                println!("    {step:<44} {:>8.2} ms {:>5.1}%", t * 1e3, 100.0 * t / total);
+            }
+            println!("    {:<44} {:>8.2} ms of {:.2} ms wall per batch", "GPU total", total * 1e3, sb * 1e3);
+            println!("    {:<44} {:>8.2} ms (host)", "tokenize", tok * 1e3);
+            let map: serde_json::Map<String, Value> = steps.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+            if let Some(last) = rows.last_mut() {
+                last["gpu_steps_seconds"] = Value::Object(map);
+                last["tokenize_seconds"] = json!(tok);
+            }
         }
     }
     Ok(rows)

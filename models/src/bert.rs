@@ -111,6 +111,18 @@ impl Bert {
     /// The last hidden state [B, L, D] of a padded batch: `ids` and `type_ids` [B, L] (u32),
     /// `mask` [B * L] (1 real token, 0 padding; host side).
     pub fn forward(&self, ids: &Tensor, type_ids: &Tensor, mask: &[f32]) -> Result<Tensor> {
+        self.forward_marked(ids, type_ids, mask, &mut |_| Ok(()))
+    }
+
+    /// [`forward`](Self::forward), calling `mark(step)` after each step has been recorded (a
+    /// profiler times the GPU work between two marks; `kiln bench`'s embed breakdown does).
+    pub fn forward_marked(
+        &self,
+        ids: &Tensor,
+        type_ids: &Tensor,
+        mask: &[f32],
+        mark: &mut dyn FnMut(&'static str) -> Result<()>,
+    ) -> Result<Tensor> {
         let c = &self.config;
         let (b, l) = (ids.shape()[0], ids.shape()[1]);
         let (d, h) = (c.hidden_size, c.num_attention_heads);
@@ -123,6 +135,7 @@ impl Bert {
         let x = ops::add(&x, &ops::embedding(&self.token_type, type_ids)?)?;
         let mut x =
             ops::layer_norm(&x, Some(&self.emb_ln_w), Some(&self.emb_ln_b), eps)?.reshape(&[n as isize, d as isize])?;
+        mark("embeddings + layer_norm")?;
 
         let bias: Vec<f32> = mask.iter().map(|&m| if m > 0.0 { 0.0 } else { MASK_BIAS }).collect();
         // -1e30 becomes -inf in f16: still exp(-inf) = 0 after the row max is taken.
@@ -134,18 +147,29 @@ impl Bert {
         for layer in &self.layers {
             // [N, 3D] -> [B, L, 3, H, dh] -> [3, B, H, L, dh]
             let qkv = ops::add(&ops::matmul(&x, &layer.qkv_w)?, &layer.qkv_b)?;
+            mark("qkv matmul + bias")?;
             let qkv = ops::permute(&qkv.reshape(&[bi, li, 3, hi, dhi])?, &[2, 0, 3, 1, 4])?;
             let part =
                 |i: isize| -> Result<Tensor> { Ok(ops::slice(&qkv, 0, i, i + 1, 1)?.reshape(&[bi, hi, li, dhi])?) };
             let (q, k, v) = (part(0)?, part(1)?, part(2)?);
-            let scores = ops::mul_scalar(&ops::matmul(&q, &ops::transpose(&k, -1, -2)?)?, scale)?; // [B, H, L, L]
+            mark("qkv split (permute, slices)")?;
+            // Scaling q ([B, H, L, dh]) rather than the scores ([B, H, L, L]) saves a pass over the
+            // biggest tensor of the layer.
+            let q = ops::mul_scalar(&q, scale)?;
+            let scores = ops::matmul(&q, &ops::transpose(&k, -1, -2)?)?; // [B, H, L, L]
+            mark("scale q, q kT")?;
             let p = ops::softmax(&ops::add(&scores, &bias)?, -1)?;
+            mark("mask + softmax")?;
             let ctx = ops::permute(&ops::matmul(&p, &v)?, &[0, 2, 1, 3])?.reshape(&[n as isize, d as isize])?;
+            mark("p v + permute")?;
             let attn = ops::add(&ops::add(&ops::matmul(&ctx, &layer.out_w)?, &layer.out_b)?, &x)?;
             let x1 = ops::layer_norm(&attn, Some(&layer.ln1_w), Some(&layer.ln1_b), eps)?;
+            mark("out matmul + bias + residual + layer_norm")?;
             let ff = ops::gelu(&ops::add(&ops::matmul(&x1, &layer.ff1_w)?, &layer.ff1_b)?)?;
+            mark("ff1 matmul + bias + gelu")?;
             let ff = ops::add(&ops::add(&ops::matmul(&ff, &layer.ff2_w)?, &layer.ff2_b)?, &x1)?;
             x = ops::layer_norm(&ff, Some(&layer.ln2_w), Some(&layer.ln2_b), eps)?;
+            mark("ff2 matmul + bias + residual + layer_norm")?;
         }
         Ok(x.reshape(&[bi, li, d as isize])?)
     }
