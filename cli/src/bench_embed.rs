@@ -101,6 +101,10 @@ pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
         })?;
         let peakb = dev.memory_stats().peak_bytes;
         let steps = breakdown(&model, &refs)?;
+        let gpu1: f64 = breakdown(&model, &[one[0].as_str()])?.iter().map(|s| s.1).sum();
+        if gpu1 > 0.0 {
+            println!("  one 16-token sentence ({tag}): {:.3} ms of GPU time, {:.3} ms wall", gpu1 * 1e3, s1 * 1e3);
+        }
         let tok = time(1, reps.max(3), || {
             model.tokenize(&refs)?;
             Ok(())
