@@ -17,6 +17,8 @@ def fig(r):
     if r.get("gbps"):
         g = r["gbps"]
         return g, (f"{g:.0f} GB/s" if g >= 100 else f"{g:.1f} GB/s")
+    if r.get("tokens_per_s"):
+        return r["tokens_per_s"], f"{r['tokens_per_s']:.0f} tokens/s"
     if r.get("sentences_per_s") and r["sentences_per_s"] > 1 / r["seconds"] + 1e-9:
         return r["sentences_per_s"], f"{r['sentences_per_s']:.0f} sentences/s"
     if r.get("us_per_op"):

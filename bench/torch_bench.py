@@ -142,6 +142,10 @@ def main():
         from torch_embed import bench_embed
 
         out += bench_embed(minilm, quick, reps)
+    if "--smollm2" in sys.argv:
+        from torch_llm import bench_llm
+
+        out += bench_llm(sys.argv[sys.argv.index("--smollm2") + 1], quick, reps)
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": out}
     path = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     if path:
