@@ -34,19 +34,29 @@ def wall_ratio(k, n):
 
 
 for r in kiln["results"]:
-    n = native.get(r["op"])
     kv, ks = fig(r)
-    if n is None:
-        print(f"| {r['op']} | {r['size']} | {ks} | — | — | — |")
-        continue
-    nv, ns = fig(n)
-    print(f"| {r['op']} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} |")
+    # A Kiln row may name the baseline rows it is compared with (the LLM rows: PyTorch's f16
+    # and f32 runs of the same model against Kiln's quantized one).
+    for other in r.get("compare_to", [r["op"]]):
+        n = native.get(other)
+        label = r["op"] if other == r["op"] else f"{r['op']} vs {other}"
+        if n is None:
+            print(f"| {label} | {r['size']} | {ks} | — | — | — |")
+            continue
+        nv, ns = fig(n)
+        print(f"| {label} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} |")
 
-mem = [(r, native.get(r["op"])) for r in kiln["results"] if r.get("peak_gpu_bytes") is not None]
+mem = [
+    (r, other, native.get(other))
+    for r in kiln["results"]
+    if r.get("peak_gpu_bytes") is not None
+    for other in r.get("compare_to", [r["op"]])
+]
 if mem:
     print()
     print("| op | Kiln peak GPU memory | PyTorch peak GPU memory |")
     print("|---|---:|---:|")
-    for r, n in mem:
+    for r, other, n in mem:
+        label = r["op"] if other == r["op"] else f"{r['op']} vs {other}"
         theirs = f"{n['peak_gpu_bytes'] / 2**20:.1f} MiB" if n and n.get("peak_gpu_bytes") is not None else "—"
-        print(f"| {r['op']} | {r['peak_gpu_bytes'] / 2**20:.1f} MiB | {theirs} |")
+        print(f"| {label} | {r['peak_gpu_bytes'] / 2**20:.1f} MiB | {theirs} |")
