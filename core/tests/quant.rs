@@ -354,3 +354,56 @@ fn bad_input_is_refused() {
     assert_eq!(code(ops::quant_embedding(&w, f, 31, &ids)), ErrorCode::InvalidArgument);
     assert_eq!(code(ops::quant_embedding(&wf, f, 32, &ids)), ErrorCode::DTypeMismatch);
 }
+
+/// Decode-path speed (`cargo test --release --test quant -- --ignored --nocapture`): weight
+/// bytes read per second by quant_matmul at SmolLM2's shapes and at a large one, from GPU
+/// timestamps where the adapter has them (else the wall clock).
+#[test]
+#[ignore]
+fn decode_matvec_bandwidth() {
+    let dev = kiln_core::device().unwrap();
+    println!("device: {}", dev.info().name);
+    let mut rng = Rng::new(7);
+    let shapes: &[(QuantFormat, usize, usize)] = &[
+        (QuantFormat::Q4_0, 576, 576),
+        (QuantFormat::Q4_0, 192, 576),
+        (QuantFormat::Q4_0, 1536, 576),
+        (QuantFormat::Q4_0, 576, 1536),
+        (QuantFormat::Q8_0, 576, 576),
+        (QuantFormat::Q8_0, 1536, 576),
+        (QuantFormat::Q8_0, 49152, 576),
+        (QuantFormat::Q4_0, 49152, 576),
+        (QuantFormat::Q4_1, 49152, 576),
+        (QuantFormat::Q4_0, 16384, 8192),
+        (QuantFormat::Q8_0, 16384, 8192),
+    ];
+    let iters = 100;
+    for &(f, n, k) in shapes {
+        let nbytes = n * f.row_bytes(k).unwrap();
+        let bytes: Vec<u8> = (0..nbytes).map(|_| (rng.next_u64() & 0x3b) as u8).collect();
+        let w = ops::quant_from_bytes(&dev, &bytes, f, n, k).unwrap();
+        for m in [1usize, 4, 128] {
+            let (x, _) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
+            for _ in 0..3 {
+                ops::quant_matmul(&x, &w, f, n).unwrap();
+            }
+            kiln_core::synchronize().unwrap();
+            let timed = dev.start_gpu_timer().unwrap();
+            let t0 = std::time::Instant::now();
+            for _ in 0..iters {
+                ops::quant_matmul(&x, &w, f, n).unwrap();
+            }
+            kiln_core::synchronize().unwrap();
+            let wall = t0.elapsed().as_secs_f64() / iters as f64;
+            let gpu = if timed { dev.stop_gpu_timer().unwrap().map(|g| g.busy_s / iters as f64) } else { None };
+            let t = gpu.unwrap_or(wall);
+            println!(
+                "{f} N={n:6} K={k:5} M={m:4}: {:8.2} us/op (wall {:8.2} us) {:7.1} GB/s weights {:8.1} GFLOP/s",
+                t * 1e6,
+                wall * 1e6,
+                nbytes as f64 / t / 1e9,
+                2.0 * (m * n * k) as f64 / t / 1e9
+            );
+        }
+    }
+}
