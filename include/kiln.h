@@ -879,7 +879,7 @@ KilnStatus kiln_attention(const struct KilnTensor *q,
  * `nbytes` must be `rows * (cols / 32) * block bytes` (18, 20, 34). `data` may be NULL when
  * `nbytes` is 0. `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
-KilnStatus kiln_quant_from_bytes(const uint8_t *data,
+KilnStatus kiln_quant_from_bytes(const void *data,
                                  size_t nbytes,
                                  const char *format,
                                  size_t rows,

@@ -5,7 +5,7 @@
 use crate::boundary::{call, call_out, cstr, opt_tensor, opt_value, slice, tensor, tensor_array};
 use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::{ops, Tensor};
-use std::os::raw::c_char;
+use std::os::raw::{c_char, c_void};
 // The header shows `KilnDType`; Rust receives the raw value.
 use std::primitive::u32 as KilnDType;
 
@@ -592,7 +592,7 @@ fn quant_format(format: *const c_char) -> kiln_core::Result<ops::QuantFormat> {
 /// `nbytes` is 0. `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_quant_from_bytes(
-    data: *const u8,
+    data: *const c_void,
     nbytes: usize,
     format: *const c_char,
     rows: usize,
@@ -601,7 +601,7 @@ pub unsafe extern "C" fn kiln_quant_from_bytes(
 ) -> KilnStatus {
     call_out("kiln_quant_from_bytes", out, || {
         let f = quant_format(format)?;
-        let bytes = slice(data, nbytes, "data")?;
+        let bytes = slice(data as *const u8, nbytes, "data")?;
         ops::quant_from_bytes(&kiln_core::device()?, bytes, f, rows, cols)
     })
 }

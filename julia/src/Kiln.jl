@@ -1092,7 +1092,7 @@ function quant_from_bytes(data::AbstractVector{UInt8}, format, k::Integer, n::In
     host = data isa Vector{UInt8} ? data : Vector{UInt8}(data)
     f = _quant_format(format)
     return GC.@preserve host _new() do out
-        @ccall libkiln.kiln_quant_from_bytes(host::Ptr{UInt8}, length(host)::Csize_t, f::Cstring, Csize_t(n)::Csize_t,
+        @ccall libkiln.kiln_quant_from_bytes(host::Ptr{Cvoid}, length(host)::Csize_t, f::Cstring, Csize_t(n)::Csize_t,
                                              Csize_t(k)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
     end
 end
