@@ -353,6 +353,7 @@ fn bad_input_is_refused() {
     assert_eq!(code(ops::quant_embedding(&w, f, 96, &ids)), ErrorCode::ShapeMismatch);
     assert_eq!(code(ops::quant_embedding(&w, f, 31, &ids)), ErrorCode::InvalidArgument);
     assert_eq!(code(ops::quant_embedding(&wf, f, 32, &ids)), ErrorCode::DTypeMismatch);
+    assert_eq!(code(ops::quant_embedding(&w2d, f, 32, &ids)), ErrorCode::ShapeMismatch);
 }
 
 /// Decode-path speed (`cargo test --release --test quant -- --ignored --nocapture`): weight
