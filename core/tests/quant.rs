@@ -214,6 +214,34 @@ fn quant_matmul_matches_reference() {
     }
 }
 
+/// SmolLM2-135M's projections (K = 576 -> 576, 192, 1536; K = 1536 -> 576) at decode and small
+/// prefill sizes, and a slice of its Q8_0 output projection / embedding table.
+#[test]
+fn quant_matmul_smollm2_shapes() {
+    let mut rng = Rng::new(145);
+    for &(f, n, k) in &[
+        (QuantFormat::Q4_0, 576, 576),
+        (QuantFormat::Q4_1, 192, 576),
+        (QuantFormat::Q4_0, 1536, 576),
+        (QuantFormat::Q8_0, 576, 1536),
+        (QuantFormat::Q8_0, 4096, 576),
+    ] {
+        let wq = cpu::quantize(&weights(&mut rng, n, k), f);
+        let wt = upload(&wq, f, n, k);
+        for m in [1usize, 2, 5, 12] {
+            let (x, xv) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
+            let y = ops::quant_matmul(&x, &wt, f, n).unwrap();
+            let want = cpu::quant_matmul(&xv, m, k, &wq, f, n);
+            let scale = cpu::quant_matmul_abs(&xv, m, k, &wq, f, n);
+            check_matmul(&format!("{f} m={m} n={n} k={k}"), &y.to_f64_vec().unwrap(), &want, &scale, k, DType::F32);
+        }
+        let ids: Vec<i64> = (0..7).map(|_| rng.int(-2, n as i64 + 1)).collect();
+        let t = Tensor::from_slice(&ids.iter().map(|&i| i as i32).collect::<Vec<_>>(), &[7]).unwrap();
+        let got = ops::quant_embedding(&wt, f, k, &t).unwrap().to_f64_vec().unwrap();
+        assert_eq!(got, cpu::quant_embedding(&wq, f, n, k, &ids), "{f} embedding [{n}, {k}]");
+    }
+}
+
 #[test]
 fn quant_matmul_batched_shapes_and_empty() {
     let mut rng = Rng::new(142);
