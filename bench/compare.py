@@ -6,8 +6,8 @@ kiln, torch_ = (json.load(open(p)) for p in sys.argv[1:3])
 native = {r["op"]: r for r in torch_["results"]}
 print(f"device: {kiln['device']} | driver: {kiln['driver']} | torch {torch_['torch']} on {torch_['device']}")
 print()
-print("| op | size | Kiln | PyTorch CUDA | ratio (Kiln/native) | wall-clock ratio |")
-print("|---|---|---:|---:|---:|---:|")
+print("| op | size | Kiln | PyTorch CUDA | ratio (Kiln/native) | wall-clock ratio | PyTorch backend |")
+print("|---|---|---:|---:|---:|---:|---|")
 
 
 def fig(r):
@@ -32,7 +32,9 @@ for r in kiln["results"]:
     n = native.get(r["op"])
     kv, ks = fig(r)
     if n is None:
-        print(f"| {r['op']} | {r['size']} | {ks} | — | — | — |")
+        print(f"| {r['op']} | {r['size']} | {ks} | — | — | — | — |")
         continue
     nv, ns = fig(n)
-    print(f"| {r['op']} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} |")
+    # The SDPA backend torch_bench.py saw (attention rows); other rows record none.
+    backend = n.get("backend", "—")
+    print(f"| {r['op']} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} | {backend} |")
