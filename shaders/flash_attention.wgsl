@@ -1,15 +1,21 @@
 // Flash attention (ops/attention.rs): a workgroup takes BR query rows of one batch entry, one row
 // per thread, and walks the keys BC at a time. Each K and V tile is loaded once into workgroup
 // memory and read by all BR rows (every thread reads the same element at the same time: a
-// broadcast, no bank conflicts). Scores exist only 16 at a time in registers: the online softmax
-// keeps a running maximum m and sum l per row, rescaling the output accumulators when m grows,
-// so the Lq x Lk score matrix is never written.
+// broadcast, no bank conflicts). The online softmax goes key by key with a running maximum m
+// and sum l per row; the output accumulators are rescaled only when m grows (rare after the
+// first keys), so the Lq x Lk score matrix never exists and most keys cost one exp2.
 // Scores are kept in base 2 (q is pre-scaled by scale * log2(e), exp2 in place of exp).
 // Causal (top-left aligned: key j > query i masked): the workgroup stops after the last key its
-// last row sees, so fully masked tiles are never loaded. The optional additive mask
-// (HAS_MASK) is read at [batch, i, j] through its broadcast strides. A row whose every key is
-// masked (no keys, or all -inf) gives zeros, as a row with Lk = 0 always did.
+// last row sees, so fully masked tiles are never loaded; each row stops at its own last key, so
+// values it never sees (NaN, inf) never reach it. The optional additive mask (MASK_BINDING) is
+// read at [batch, i, j] through its broadcast strides. A row whose every key is masked (no keys,
+// or all -inf) gives zeros, as a row with Lk = 0 always did.
 // D and Dv are padded to vec4s (DP, DVP of them) with zeros; floats in f32 (f16 widened on load).
+// The blocks marked {{...}} are generated unrolled over D and Dv (`flash_source`): q and the
+// accumulators are then plain variables, never an array in local memory (a 4x difference
+// measured), and each thread's tile loads are all in flight before the first store waits on
+// one. Where D and Dv are multiples of 4, q, k and v are read as vec4s (LOADERS), else element
+// by element.
 {{ENABLE}}
 struct Params {
     lq: u32,
@@ -31,44 +37,42 @@ struct Params {
     mstride: array<vec4<u32>, 2>,
 }
 
-@group(0) @binding(0) var<storage, read> q: array<{{T}}>;
-@group(0) @binding(1) var<storage, read> k: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> v: array<{{T}}>;
-@group(0) @binding(3) var<storage, read> mask: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> out: array<{{T}}>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(0) var<storage, read> q: array<{{LT}}>;
+@group(0) @binding(1) var<storage, read> k: array<{{LT}}>;
+@group(0) @binding(2) var<storage, read> v: array<{{LT}}>;
+// Bindings 3.. : the mask where there is one (MASK_BINDING), then out and the parameters.
+{{MASK_BINDING}}
+@group(0) @binding({{OUT_SLOT}}) var<storage, read_write> out: array<{{T}}>;
+@group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
 
 const BR = {{BR}}u;
 const BC = {{BC}}u;
 const DP = {{DP}}u;
 const DVP = {{DVP}}u;
-const HAS_MASK = {{HAS_MASK}};
-const SUB = 16u;
 const LOWEST = -3.40282347e38f;
 const LOG2E = 1.44269504f;
 
 var<workgroup> kt: array<vec4<f32>, BC * DP>;
 var<workgroup> vt: array<vec4<f32>, BC * DVP>;
 
-// Element c*4..c*4+3 of a row of `n` values at `base`, zero past n.
-fn load4k(base: u32, c: u32, n: u32) -> vec4<f32> {
-    var r = vec4<f32>(0.0);
-    for (var x = 0u; x < 4u; x++) {
-        if (c * 4u + x < n) {
-            r[x] = f32(k[base + c * 4u + x]);
-        }
+{{LOADERS}}
+
+// Element e of the K (V) tile starting at key j0: key e / DP, dims (e % DP) * 4.., zero past Lk
+// and past the tile.
+fn tile_k(koff: u32, j0: u32, e: u32) -> vec4<f32> {
+    let j = j0 + e / DP;
+    if (e >= BC * DP || j >= p.lk) {
+        return vec4<f32>(0.0);
     }
-    return r;
+    return ldk(koff + j * p.d, e % DP);
 }
 
-fn load4v(base: u32, c: u32, n: u32) -> vec4<f32> {
-    var r = vec4<f32>(0.0);
-    for (var x = 0u; x < 4u; x++) {
-        if (c * 4u + x < n) {
-            r[x] = f32(v[base + c * 4u + x]);
-        }
+fn tile_v(voff: u32, j0: u32, e: u32) -> vec4<f32> {
+    let j = j0 + e / DVP;
+    if (e >= BC * DVP || j >= p.lk) {
+        return vec4<f32>(0.0);
     }
-    return r;
+    return ldv(voff + j * p.dv, e % DVP);
 }
 
 @compute @workgroup_size({{BR}})
@@ -112,93 +116,25 @@ fn main(
     if (!row_ok) {
         nk = 0u;
     }
-    var qr: array<vec4<f32>, DP>;
+{{DECLARE}}
     if (row_ok) {
-        let base = qoff + i * p.d;
-        for (var c = 0u; c < DP; c++) {
-            var x4 = vec4<f32>(0.0);
-            for (var x = 0u; x < 4u; x++) {
-                if (c * 4u + x < p.d) {
-                    x4[x] = f32(q[base + c * 4u + x]);
-                }
-            }
-            qr[c] = x4 * p.scale2;
-        }
+        let qbase = qoff + i * p.d;
+{{LOAD_Q}}
     }
-    var acc: array<vec4<f32>, DVP>;
     var m = LOWEST;
     var l = 0.0;
     for (var j0 = 0u; j0 < nk_block; j0 += BC) {
         workgroupBarrier();
-        for (var e = lid; e < BC * DP; e += BR) {
-            let j = e / DP;
-            var x4 = vec4<f32>(0.0);
-            if (j0 + j < p.lk) {
-                x4 = load4k(koff + (j0 + j) * p.d, e % DP, p.d);
-            }
-            kt[e] = x4;
-        }
-        for (var e = lid; e < BC * DVP; e += BR) {
-            let j = e / DVP;
-            var x4 = vec4<f32>(0.0);
-            if (j0 + j < p.lk) {
-                x4 = load4v(voff + (j0 + j) * p.dv, e % DVP, p.dv);
-            }
-            vt[e] = x4;
-        }
+{{LOAD_TILES}}
         workgroupBarrier();
         // Keys of this tile the row sees: [0, nvalid).
         let nvalid = min(BC, max(nk, j0) - j0);
-        for (var s0 = 0u; s0 < nvalid; s0 += SUB) {
-            var sc: array<f32, SUB>;
-            var mnew = m;
-            for (var jj = 0u; jj < SUB; jj++) {
-                let j = s0 + jj;
-                var s = 0.0;
-                for (var c = 0u; c < DP; c++) {
-                    s += dot(qr[c], kt[j * DP + c]);
-                }
-                if (HAS_MASK) {
-                    if (j < nvalid) {
-                        s += f32(mask[moff + i * p.msq + (j0 + j) * p.msk]) * LOG2E;
-                    }
-                }
-                // A key past the row's end leaves the maximum alone (and is skipped below).
-                if (j >= nvalid) {
-                    s = LOWEST;
-                }
-                sc[jj] = s;
-                mnew = max(mnew, s);
-            }
-            let alpha = exp2(m - mnew);
-            m = mnew;
-            l *= alpha;
-            for (var c = 0u; c < DVP; c++) {
-                acc[c] *= alpha;
-            }
-            for (var jj = 0u; jj < SUB; jj++) {
-                let j = s0 + jj;
-                // Skipped, not weighted by 0, so a NaN or inf in a masked-out value stays out.
-                if (j < nvalid) {
-                    let pj = exp2(sc[jj] - m);
-                    l += pj;
-                    for (var c = 0u; c < DVP; c++) {
-                        acc[c] = fma(vec4<f32>(pj), vt[j * DVP + c], acc[c]);
-                    }
-                }
-            }
-        }
+        for (var j = 0u; j < nvalid; j++) {
+{{PER_KEY}}        }
     }
     if (row_ok) {
         let inv = select(0.0, 1.0 / l, l > 0.0);
-        let base = (bi * p.lq + i) * p.dv;
-        for (var c = 0u; c < DVP; c++) {
-            let o = acc[c] * inv;
-            for (var x = 0u; x < 4u; x++) {
-                if (c * 4u + x < p.dv) {
-                    out[base + c * 4u + x] = {{T}}(o[x]);
-                }
-            }
-        }
+        let obase = (bi * p.lq + i) * p.dv;
+{{STORE}}
     }
 }

@@ -39,6 +39,7 @@ struct Params {
 const WG = 64u;
 const KC = {{KC}}u;
 const DS = {{DS}}u; // D + 1
+const D = DS - 1u;
 const DVT = {{DVT}}u;
 const HAS_MASK = {{HAS_MASK}};
 const LOWEST = -3.40282347e38f;
@@ -112,15 +113,33 @@ fn main(
         let n = min(KC, jend - j0);
         workgroupBarrier();
         let base = koff + j0 * p.d;
-        for (var e = lid; e < n * p.d; e += WG) {
-            ks[(e / p.d) * DS + e % p.d] = f32(k[base + e]);
+        // Four loads in flight per thread before the first store waits on one.
+        let ne = n * p.d;
+        for (var e = lid; e < ne; e += 4u * WG) {
+            let e1 = e + WG;
+            let e2 = e + 2u * WG;
+            let e3 = e + 3u * WG;
+            let x0 = f32(k[base + e]);
+            let x1 = f32(k[base + min(e1, ne - 1u)]);
+            let x2 = f32(k[base + min(e2, ne - 1u)]);
+            let x3 = f32(k[base + min(e3, ne - 1u)]);
+            ks[(e / D) * DS + e % D] = x0;
+            if (e1 < ne) {
+                ks[(e1 / D) * DS + e1 % D] = x1;
+            }
+            if (e2 < ne) {
+                ks[(e2 / D) * DS + e2 % D] = x2;
+            }
+            if (e3 < ne) {
+                ks[(e3 / D) * DS + e3 % D] = x3;
+            }
         }
         workgroupBarrier();
         var s = LOWEST;
         let valid = lid < n;
         if (valid) {
             var dot = 0.0;
-            for (var t = 0u; t < p.d; t++) {
+            for (var t = 0u; t < D; t++) {
                 dot = fma(qs[t], ks[lid * DS + t], dot);
             }
             s = dot;
@@ -139,11 +158,23 @@ fn main(
         for (var t = 0u; t < DVT; t++) {
             let dd = lid + t * WG;
             if (dd < p.dv) {
-                var sum = 0.0;
-                for (var jj = 0u; jj < n; jj++) {
-                    sum = fma(probs[jj], f32(v[voff + (j0 + jj) * p.dv + dd]), sum);
+                // Four independent sums: four loads of V in flight.
+                var s0 = 0.0;
+                var s1 = 0.0;
+                var s2 = 0.0;
+                var s3 = 0.0;
+                let vb = voff + j0 * p.dv + dd;
+                var jj = 0u;
+                for (; jj + 4u <= n; jj += 4u) {
+                    s0 = fma(probs[jj], f32(v[vb + jj * p.dv]), s0);
+                    s1 = fma(probs[jj + 1u], f32(v[vb + (jj + 1u) * p.dv]), s1);
+                    s2 = fma(probs[jj + 2u], f32(v[vb + (jj + 2u) * p.dv]), s2);
+                    s3 = fma(probs[jj + 3u], f32(v[vb + (jj + 3u) * p.dv]), s3);
                 }
-                acc[t] = acc[t] * alpha + sum;
+                for (; jj < n; jj++) {
+                    s0 = fma(probs[jj], f32(v[vb + jj * p.dv]), s0);
+                }
+                acc[t] = acc[t] * alpha + ((s0 + s1) + (s2 + s3));
             }
         }
     }
