@@ -28,6 +28,7 @@ const SOFTMAX: &str = include_str!("../../../shaders/attention_softmax.wgsl");
 const FLASH: &str = include_str!("../../../shaders/flash_attention.wgsl");
 const SPLIT: &str = include_str!("../../../shaders/flash_attention_split.wgsl");
 const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgsl");
+const DECODE: &str = include_str!("../../../shaders/flash_attention_decode.wgsl");
 /// Threads per workgroup of the attention kernel (the shader's WG).
 const WG: usize = 64;
 /// The matmul path holds the f32 score matrix (and its softmax) only up to this size.
@@ -445,12 +446,14 @@ fn split_kv(
     let dtype = q.dtype();
     // K rows of D + 1 floats in workgroup memory, q's row beside them, up to 64 keys a step.
     let limit = device.limits().max_compute_workgroup_storage_size as usize;
+    // The vec4 kernel: D and Dv multiples of 4, q's row and a thread's dims in registers.
+    let vec = g.d % 4 == 0 && g.dv % 4 == 0 && (4..=FLASH_MAX_D).contains(&g.d) && (4..=FLASH_MAX_D).contains(&g.dv);
     let kc = [64usize, 32, 16, 8, 4, 2, 1]
         .into_iter()
-        .find(|kc| (kc * (g.d + 1) + (g.d + 1) + 64 + kc) * 4 <= limit)
+        .find(|kc| vec || (kc * (g.d + 1) + (g.d + 1) + 64 + kc) * 4 <= limit)
         .ok_or_else(|| {
-        Error::InvalidArgument(format!("attention: D {} is more than workgroup memory holds for a mask", g.d))
-    })?;
+            Error::InvalidArgument(format!("attention: D {} is more than workgroup memory holds for a mask", g.d))
+        })?;
     let chunk = split_chunk(g.rows, g.lk, kc);
     let nsplit = g.lk.div_ceil(chunk).max(1);
     let part_len = crate::shape::mul(g.rows * nsplit, g.dv + 2, "attention partials")?;
@@ -473,8 +476,23 @@ fn split_kv(
     let dvt = g.dv.div_ceil(WG).max(1);
     let ds = g.d + 1;
     let has_mask = mask.is_some();
-    let tensors = [q, k, v, mask.map_or(q, |(m, _)| m), &part];
     let groups = (g.rows * nsplit) as u64;
+    if vec {
+        let mut tensors = vec![q, k, v];
+        tensors.extend(mask.map(|(m, _)| m));
+        tensors.push(&part);
+        let (dp, dvp) = (g.d / 4, g.dv / 4);
+        Launch {
+            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}"),
+            source: Box::new(move || decode_source(dtype, dp, dvp, has_mask)),
+            tensors: &tensors,
+            params: Some(params),
+            groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
+        }
+        .run(&device)?;
+        return combine(g, &part, nsplit, out);
+    }
+    let tensors = [q, k, v, mask.map_or(q, |(m, _)| m), &part];
     Launch {
         key: format!("flash_attention_split:{dtype}:{kc}:{ds}:{dvt}:{has_mask}"),
         source: Box::new(move || {
@@ -495,11 +513,69 @@ fn split_kv(
         groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
     }
     .run(&device)?;
+    combine(g, &part, nsplit, out)
+}
+
+/// The split-KV kernel with vec4 loads, q and the score's loads unrolled over D and p v over a
+/// thread's keys (see the shader's header).
+fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String {
+    use std::fmt::Write;
+    let t = dtype.wgsl();
+    let mut load_q = String::new();
+    for c in 0..dp {
+        let _ = writeln!(load_q, "    let q{c} = vec4<f32>(q[qb + {c}u]) * p.scale;");
+    }
+    let mut score = String::new();
+    for c in 0..dp {
+        let (op, eq) = if c == 0 { ("var ", "=") } else { ("", "+=") };
+        let _ = writeln!(score, "            {op}sd {eq} dot(q{c}, vec4<f32>(k[kb + {c}u]));");
+    }
+    score.push_str("            s = sd;\n");
+    if has_mask {
+        score.push_str("            s += f32(mask[moff + i * p.msq + (j0 + lid) * p.msk]);\n");
+    }
+    let groups = 64 / dvp;
+    let mut pv = String::new();
+    for jj in 0..64usize.div_ceil(groups) {
+        let _ = writeln!(
+            pv,
+            "            {{ let kj = g + {jj}u * G; if (kj < n) {{ acc = fma(vec4<f32>(probs[kj]), \
+             vec4<f32>(v[(voff + (j0 + kj) * p.dv) / 4u + c]), acc); }} }}"
+        );
+    }
+    render(
+        DECODE,
+        &[
+            ("ENABLE", enables(&[dtype])),
+            ("T", t),
+            (
+                "MASK_BINDING",
+                &if has_mask {
+                    format!("@group(0) @binding(3) var<storage, read> mask: array<{t}>;")
+                } else {
+                    String::new()
+                },
+            ),
+            ("PART_SLOT", if has_mask { "4" } else { "3" }),
+            ("P_SLOT", if has_mask { "5" } else { "4" }),
+            ("DP", &dp.to_string()),
+            ("DVP", &dvp.to_string()),
+            ("LOAD_Q", &load_q),
+            ("SCORE", &score),
+            ("PV", &pv),
+        ],
+    )
+}
+
+/// The second pass of split-KV: the splits' partials of each row merged into `out`.
+fn combine(g: &Geometry, part: &Tensor, nsplit: usize, out: &Tensor) -> Result<()> {
+    let device = out.device().clone();
+    let dtype = out.dtype();
     let params = Params::new().u32(g.rows).u32(nsplit).u32(g.dv).u32(0);
     Launch {
         key: format!("flash_attention_combine:{dtype}"),
         source: Box::new(move || render(COMBINE, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl())])),
-        tensors: &[&part, out],
+        tensors: &[part, out],
         params: Some(params),
         groups: grid(g.rows as u64, device.limits().max_compute_workgroups_per_dimension)?,
     }
