@@ -6,8 +6,9 @@
 //!   matmuls (below), and at 4x16x4096x64, where the matmul path cannot hold the scores, 10.5.
 //! - split-KV (`shaders/flash_attention_split.wgsl` + `flash_attention_combine.wgsl`): a
 //!   workgroup per (query row, key range), then a combine pass; for decode (few queries, long
-//!   cache), where a workgroup per row leaves the GPU idle: 0.30 ms against 2.24 for the
-//!   per-row kernel at 64 rows x 4096 keys. Also the masked path for D or Dv over 128.
+//!   cache), where a workgroup per row leaves the GPU idle: 0.076 ms against 2.25 for the
+//!   per-row kernel at 64 rows x 4096 keys (vec4 kernel `flash_attention_decode.wgsl` where D
+//!   and Dv are multiples of 4). Also the masked path for D or Dv over 128.
 //! - through the f32 matmul kernels (f16 operands cast to f32 and the result back): s = q kᵀ, a
 //!   masked softmax over each row (`shaders/attention_softmax.wgsl`), then p v; the score matrix
 //!   must fit in `SCORES_MAX_BYTES`. Auto takes it only for D or Dv over 128, for big problems
@@ -288,7 +289,7 @@ fn flash(
     let params = g.batch_params(params, mask.map(|(_, s)| s));
     let (dp, dvp) = (g.d.div_ceil(4).max(1), g.dv.div_ceil(4).max(1));
     let has_mask = mask.is_some();
-    let vec = g.d % 4 == 0 && g.dv % 4 == 0;
+    let vec = g.d.is_multiple_of(4) && g.dv.is_multiple_of(4);
     let mut tensors = vec![q, k, v];
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
@@ -311,11 +312,10 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
     use std::fmt::Write;
     let t = dtype.wgsl();
     let loaders = if vec {
-        format!(
-            "fn ldq(base: u32, c: u32) -> vec4<f32> {{ return vec4<f32>(q[base / 4u + c]); }}\n\
-             fn ldk(base: u32, c: u32) -> vec4<f32> {{ return vec4<f32>(k[base / 4u + c]); }}\n\
-             fn ldv(base: u32, c: u32) -> vec4<f32> {{ return vec4<f32>(v[base / 4u + c]); }}\n"
-        )
+        "fn ldq(base: u32, c: u32) -> vec4<f32> { return vec4<f32>(q[base / 4u + c]); }\n\
+         fn ldk(base: u32, c: u32) -> vec4<f32> { return vec4<f32>(k[base / 4u + c]); }\n\
+         fn ldv(base: u32, c: u32) -> vec4<f32> { return vec4<f32>(v[base / 4u + c]); }\n"
+            .to_string()
     } else {
         let mut l = String::new();
         for (name, buf, n) in [("ldq", "q", "p.d"), ("ldk", "k", "p.d"), ("ldv", "v", "p.dv")] {
@@ -447,7 +447,10 @@ fn split_kv(
     // K rows of D + 1 floats in workgroup memory, q's row beside them, up to 64 keys a step.
     let limit = device.limits().max_compute_workgroup_storage_size as usize;
     // The vec4 kernel: D and Dv multiples of 4, q's row and a thread's dims in registers.
-    let vec = g.d % 4 == 0 && g.dv % 4 == 0 && (4..=FLASH_MAX_D).contains(&g.d) && (4..=FLASH_MAX_D).contains(&g.dv);
+    let vec = g.d.is_multiple_of(4)
+        && g.dv.is_multiple_of(4)
+        && (4..=FLASH_MAX_D).contains(&g.d)
+        && (4..=FLASH_MAX_D).contains(&g.dv);
     let kc = [64usize, 32, 16, 8, 4, 2, 1]
         .into_iter()
         .find(|kc| vec || (kc * (g.d + 1) + (g.d + 1) + 64 + kc) * 4 <= limit)
