@@ -351,3 +351,36 @@ fn mask_errors() {
         ops::attention(&q, &k, &v, true, None).unwrap().to_bytes().unwrap()
     );
 }
+
+#[test]
+fn split_kv_with_several_steps_per_split() {
+    // 512 rows leave room for only two splits of 257 keys (the path aims at about 1024
+    // workgroups), so each split walks several 64-key steps and rescales between them; both the
+    // vec4 kernel (D, Dv multiples of 4) and the scalar one, with and without a mask.
+    poison();
+    let mut rng = Rng::new(46);
+    for dt in float_dtypes() {
+        for (d, dv) in [(16usize, 8usize), (3, 5)] {
+            let (qs, ks, vs) = ([128, 4, d], [128, 257, d], [128, 257, dv]);
+            let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+            let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+            let (v, vv) = rand_tensor(&mut rng, &vs, dt, -1.0, 1.0);
+            let mv: Vec<f64> = (0..257).map(|j| if j % 7 == 3 { f64::NEG_INFINITY } else { (j % 3) as f64 }).collect();
+            let m = tensor_of(&mv, &[257], dt);
+            for mask in [None, Some((&m, &mv[..], &[257usize][..]))] {
+                for causal in [false, true] {
+                    check_path(
+                        AttentionPath::SplitKv,
+                        (&q, &qv, &qs),
+                        (&k, &kv, &ks),
+                        (&v, &vv, &vs),
+                        mask,
+                        causal,
+                        None,
+                        atol(dt),
+                    );
+                }
+            }
+        }
+    }
+}
