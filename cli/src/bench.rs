@@ -181,6 +181,8 @@ fn attention_benches(quick: bool, v: &mut Vec<Bench>) -> Result<()> {
         let prefill = [
             ("attention_causal", if quick { [2, 2, 128, 64] } else { [8, 8, 1024, 64] }),
             ("attention_causal_long", if quick { [1, 2, 512, 64] } else { [4, 16, 4096, 64] }),
+            // Head dimension 128 (Llama-style): where Auto's flash/matmul line was not measured.
+            ("attention_causal_d128", if quick { [2, 2, 128, 128] } else { [8, 8, 1024, 128] }),
         ];
         for (name, [b, h, l, d]) in prefill {
             let q = pair(&[b, h, l, d], dt, 23)?;

@@ -1,20 +1,22 @@
 //! Scaled dot-product attention, four ways (`AttentionPath`; Auto picks by shape):
 //! - flash (`shaders/flash_attention.wgsl`): 64 query rows per workgroup, K/V tiles in workgroup
 //!   memory, online softmax, causal tiles skipped, optional additive mask; no score matrix, so
-//!   any sequence length. Auto's choice for more than `DECODE_MAX_LQ` queries and D, Dv <= 128.
-//!   Measured on the H100 at 8x8x1024x64 causal: 8.25 TFLOP/s f32 against 7.77 through the
-//!   matmuls (below), and at 4x16x4096x64, where the matmul path cannot hold the scores, 10.5.
+//!   any sequence length. Auto's choice for more than `DECODE_MAX_LQ` queries with D, Dv <= 64,
+//!   with a mask, and for scores too big for the matmul path. Measured on the H100 at
+//!   8x8x1024x64 causal: 8.25 TFLOP/s f32 against 7.77 through the matmuls (below); at
+//!   4x16x4096x64, where the matmul path cannot hold the scores, 10.3; at D = 128 only 3.2
+//!   (against the matmuls' 10.6: q and the accumulators spill out of registers).
 //! - split-KV (`shaders/flash_attention_split.wgsl` + `flash_attention_combine.wgsl`): a
 //!   workgroup per (query row, key range), then a combine pass; for decode (few queries, long
 //!   cache), where a workgroup per row leaves the GPU idle: 0.076 ms against 2.25 for the
 //!   per-row kernel at 64 rows x 4096 keys (vec4 kernel `flash_attention_decode.wgsl` where D
-//!   and Dv are multiples of 4). Also the masked path for D or Dv over 128.
+//!   and Dv are multiples of 4). Also the masked path for D or Dv over `FLASH_MAX_D`.
 //! - through the f32 matmul kernels (f16 operands cast to f32 and the result back): s = q kᵀ, a
 //!   masked softmax over each row (`shaders/attention_softmax.wgsl`), then p v; the score matrix
-//!   must fit in `SCORES_MAX_BYTES`. Auto takes it only for D or Dv over 128, for big problems
-//!   (flash is faster where both run and was not measured past D = 64).
+//!   must fit in `SCORES_MAX_BYTES`. Auto's choice, without a mask, for D or Dv over 64 from
+//!   `MIN_SCORES` scores and `MIN_KEYS` keys on.
 //! - fused, one workgroup per query row (`shaders/attention.wgsl`): any D, no mask; Auto's
-//!   choice for D or Dv over 128 below the matmul path's sizes.
+//!   choice for small problems with D or Dv over 64, and for D over `FLASH_MAX_D`.
 
 use crate::dtype::DType;
 use crate::exec::grid;
@@ -170,12 +172,16 @@ pub fn attention_on_path(
     let scores = rows * lk;
     let matmul_fits = scores * 4 <= SCORES_MAX_BYTES.min(device.max_tensor_bytes() as usize);
     let flash_tile = flash_keys_per_tile(&device, d, dv);
+    // Measured on the H100 (BENCHMARKS.md): flash beats the matmul path at D = 64 (8.25 vs 7.77
+    // TFLOP/s) but not at D = 128 (3.2 vs 10.6: q and the accumulators no longer fit in
+    // registers), where it still beats the per-row kernel for scores too big for the matmuls.
     let path = match path {
         AttentionPath::Auto if lq <= DECODE_MAX_LQ => AttentionPath::SplitKv,
-        AttentionPath::Auto if flash_tile.is_some() && d <= 128 && dv <= 128 => AttentionPath::Flash,
+        AttentionPath::Auto if flash_tile.is_some() && d <= 64 && dv <= 64 => AttentionPath::Flash,
+        AttentionPath::Auto if mask.is_some() && flash_tile.is_some() => AttentionPath::Flash,
         AttentionPath::Auto if mask.is_some() => AttentionPath::SplitKv,
-        // D or Dv over 128 (flash not measured there): as before this change.
         AttentionPath::Auto if lk >= MIN_KEYS && scores >= MIN_SCORES && matmul_fits => AttentionPath::Matmul,
+        AttentionPath::Auto if flash_tile.is_some() && !matmul_fits => AttentionPath::Flash,
         AttentionPath::Auto => AttentionPath::Fused,
         p => p,
     };
