@@ -7,8 +7,8 @@ kiln, torch_ = (json.load(open(p)) for p in sys.argv[1:3])
 native = {r["op"]: r for r in torch_["results"]}
 print(f"device: {kiln['device']} | driver: {kiln['driver']} | torch {torch_['torch']} on {torch_['device']}")
 print()
-print("| op | size | Kiln | PyTorch CUDA | ratio (Kiln/native) | wall-clock ratio |")
-print("|---|---|---:|---:|---:|---:|")
+print("| op | size | Kiln | PyTorch CUDA | ratio (Kiln/native) | wall-clock ratio | PyTorch backend |")
+print("|---|---|---:|---:|---:|---:|---|")
 
 
 def fig(r):
@@ -41,10 +41,12 @@ for r in kiln["results"]:
         n = native.get(other)
         label = r["op"] if other == r["op"] else f"{r['op']} vs {other}"
         if n is None:
-            print(f"| {label} | {r['size']} | {ks} | — | — | — |")
+            print(f"| {label} | {r['size']} | {ks} | — | — | — | — |")
             continue
         nv, ns = fig(n)
-        print(f"| {label} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} |")
+        # The backend torch_bench.py saw (SDPA kernel, model attention implementation).
+        backend = n.get("backend", "—")
+        print(f"| {label} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} | {backend} |")
 
 mem = [
     (r, other, native.get(other))

@@ -18,6 +18,12 @@ torch.backends.cudnn.allow_tf32 = False
 dev = "cuda"
 quick = "--quick" in sys.argv
 reps = 5
+name_filter = sys.argv[sys.argv.index("--filter") + 1] if "--filter" in sys.argv else None
+
+
+def wanted(name):
+    """As `kiln bench --filter`: only benchmarks whose name contains the filter."""
+    return name_filter is None or name_filter in name
 
 
 def rand(shape, dtype=torch.float32, seed=0):
@@ -51,6 +57,54 @@ def time_op(f):
         wall.append((time.perf_counter() - t) / iters)
         gpu.append(start.elapsed_time(end) * 1e-3 / iters)
     return float(np.median(gpu)), float(np.median(wall))
+
+
+def attention_benches(quick):
+    """Attention as models lay it out, [batch, heads, seq, dim] (4-D: with 3-D inputs SDPA takes
+    its unfused math path). The same rows as `kiln bench`: causal prefill at two lengths, and
+    decode (one query against a 4096-long KV cache; counted in GB/s of K and V read)."""
+    F = torch.nn.functional
+    out = []
+    for dt, sfx in [(torch.float32, ""), (torch.float16, "_f16")]:
+        for name, (b, h, seq, d) in [("attention_causal", (2, 2, 128, 64) if quick else (8, 8, 1024, 64)),
+                                      ("attention_causal_long", (1, 2, 512, 64) if quick else (4, 16, 4096, 64))]:
+            q = pair([b, h, seq, d], dt, 23)
+            k, v = rand([b, h, seq, d], dt, 25), rand([b, h, seq, d], dt, 27)
+            out.append((name + sfx, f"{b}x{h}x{seq}x{d}", 0, 4.0 * b * h * seq * seq * d / 2,
+                        lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True)))
+        b, h, lk, d = (2, 2, 512, 64) if quick else (8, 8, 4096, 64)
+        q = pair([b, h, 1, d], dt, 29)
+        k, v = rand([b, h, lk, d], dt, 31), rand([b, h, lk, d], dt, 33)
+        out.append(("attention_decode" + sfx, f"{b}x{h}x1x{d} kv {lk}", 2.0 * b * h * lk * d * q[0].element_size(), 0,
+                    lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v)))
+    return out
+
+
+def sdpa_backend(f):
+    """The SDPA backend PyTorch ran for `f`, from the kernel names the profiler saw, and the
+    backends that accept these inputs (each forced alone through `sdpa_kernel`)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        f(0)
+        torch.cuda.synchronize()
+    names = " ".join(e.key for e in prof.key_averages()).lower()
+    ran = "math"
+    for key, backend in [("flash", "flash"), ("cudnn", "cudnn"), ("fmha", "efficient"), ("efficient", "efficient")]:
+        if key in names:
+            ran = backend
+            break
+    accepted = []
+    for b in [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]:
+        try:
+            with sdpa_kernel([b]):
+                f(0)
+            torch.cuda.synchronize()
+            accepted.append(b.name.lower())
+        except RuntimeError:
+            pass
+    return f"{ran} (accepts {'/'.join(accepted)})"
 
 
 def main():
@@ -92,15 +146,15 @@ def main():
         xc, wc = pair([nb, c, hw, hw], dt, 19), rand([c, c, 3, 3], dt, 21)
         benches.append(("conv2d_3x3" + sfx, f"{nb}x{c}x{hw}x{hw} k3 p1", 0, 2.0 * nb * c * hw * hw * c * 9,
                         lambda i, xc=xc, wc=wc: F.conv2d(xc[i % 2], wc, padding=1)))
-        bh, seq, d = (2, 128, 64) if quick else (64, 1024, 64)
-        q, k, v = pair([bh, seq, d], dt, 23), rand([bh, seq, d], dt, 25), rand([bh, seq, d], dt, 27)
-        benches.append(("attention_causal" + sfx, f"{bh}x{seq}x{d}", 0, 4.0 * bh * seq * seq * d / 2,
-                        lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True)))
+    benches += attention_benches(quick)
     for name, sz, nbytes, flops, f in benches:
+        if not wanted(name):
+            continue
         s, wall = time_op(f)
         out.append({"op": name, "size": sz, "seconds": s, "timer": "gpu", "gpu_seconds": s, "wall_seconds": wall,
                     "gbps": nbytes / s / 1e9 if nbytes else None,
-                    "tflops": flops / s / 1e12 if flops else None})
+                    "tflops": flops / s / 1e12 if flops else None,
+                    **({"backend": sdpa_backend(f)} if name.startswith("attention") else {})})
     # 1000 dependent tiny ops, then one read.
     samples = []
     for _ in range(max(reps, 3)):
@@ -138,11 +192,11 @@ def main():
     for name, s in [("upload", float(np.median(up))), ("readback", float(np.median(down)))]:
         out.append({"op": name, "size": f"{n * 4 >> 20} MiB", "seconds": s, "gbps": 4.0 * n / s / 1e9})
     minilm = sys.argv[sys.argv.index("--minilm") + 1] if "--minilm" in sys.argv else "build/models/all-MiniLM-L6-v2"
-    if os.path.exists(os.path.join(minilm, "model.safetensors")):
+    if wanted("embed") and os.path.exists(os.path.join(minilm, "model.safetensors")):
         from torch_embed import bench_embed
 
         out += bench_embed(minilm, quick, reps)
-    if "--smollm2" in sys.argv:
+    if wanted("llm") and "--smollm2" in sys.argv:
         from torch_llm import bench_llm
 
         out += bench_llm(sys.argv[sys.argv.index("--smollm2") + 1], quick, reps)

@@ -164,19 +164,60 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
             flops: 2.0 * (n * c * hw * hw * c * 9) as f64,
             run: Box::new(move |i| ops::conv2d(&x[i % 2], &w, None, [1, 1], [1, 1], [1, 1], 1)),
         });
-        let (bh, l, d) = if quick { (2, 128, 64) } else { (64, 1024, 64) };
-        let q = pair(&[bh, l, d], dt, 23)?;
-        let k = rand(&[bh, l, d], dt, 25)?;
-        let vv = rand(&[bh, l, d], dt, 27)?;
-        v.push(Bench {
-            name: if f16 { "attention_causal_f16" } else { "attention_causal" },
-            size: format!("{bh}x{l}x{d}"),
-            bytes: 0.0,
-            flops: 4.0 * (bh * l * l * d) as f64 / 2.0,
-            run: Box::new(move |i| ops::attention(&q[i % 2], &k, &vv, true, None)),
-        });
     }
+    attention_benches(quick, &mut v)?;
     Ok(v)
+}
+
+/// Attention as models lay it out, [batch, heads, seq, dim] (the same rows as torch_bench.py):
+/// causal prefill at two lengths, and decode (one query against a 4096-long KV cache, counted
+/// in GB/s of K and V read). Each also on every path that takes it (`name.path`, Kiln only), so
+/// one run shows what Auto should pick.
+fn attention_benches(quick: bool, v: &mut Vec<Bench>) -> Result<()> {
+    use kiln_core::ops::AttentionPath as P;
+    let has_f16 = kiln_core::device()?.has_f16();
+    for dt in [DType::F32, DType::F16] {
+        if dt == DType::F16 && !has_f16 {
+            continue;
+        }
+        let sfx = if dt == DType::F16 { "_f16" } else { "" };
+        let prefill = [
+            ("attention_causal", if quick { [2, 2, 128, 64] } else { [8, 8, 1024, 64] }),
+            ("attention_causal_long", if quick { [1, 2, 512, 64] } else { [4, 16, 4096, 64] }),
+            // Head dimension 128 (Llama-style): where Auto's flash/matmul line was not measured.
+            ("attention_causal_d128", if quick { [2, 2, 128, 128] } else { [8, 8, 1024, 128] }),
+        ];
+        for (name, [b, h, l, d]) in prefill {
+            let q = pair(&[b, h, l, d], dt, 23)?;
+            let k = rand(&[b, h, l, d], dt, 25)?;
+            let vv = rand(&[b, h, l, d], dt, 27)?;
+            for (tag, path) in [("", P::Auto), (".flash", P::Flash), (".matmul", P::Matmul)] {
+                let (q, k, vv) = (q.clone(), k.clone(), vv.clone());
+                v.push(Bench {
+                    name: Box::leak(format!("{name}{sfx}{tag}").into_boxed_str()),
+                    size: format!("{b}x{h}x{l}x{d}"),
+                    bytes: 0.0,
+                    flops: 4.0 * (b * h * l * l * d) as f64 / 2.0,
+                    run: Box::new(move |i| ops::attention_on_path(&q[i % 2], &k, &vv, None, true, None, path)),
+                });
+            }
+        }
+        let (b, h, lk, d) = if quick { (2, 2, 512, 64) } else { (8, 8, 4096, 64) };
+        let q = pair(&[b, h, 1, d], dt, 29)?;
+        let k = rand(&[b, h, lk, d], dt, 31)?;
+        let vv = rand(&[b, h, lk, d], dt, 33)?;
+        for (tag, path) in [("", P::Auto), (".split", P::SplitKv), (".fused", P::Fused), (".flash", P::Flash)] {
+            let (q, k, vv) = (q.clone(), k.clone(), vv.clone());
+            v.push(Bench {
+                name: Box::leak(format!("attention_decode{sfx}{tag}").into_boxed_str()),
+                size: format!("{b}x{h}x1x{d} kv {lk}"),
+                bytes: 2.0 * (b * h * lk * d * dt.size()) as f64,
+                flops: 0.0,
+                run: Box::new(move |i| ops::attention_on_path(&q[i % 2], &k, &vv, None, false, None, path)),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

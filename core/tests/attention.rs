@@ -1,15 +1,30 @@
 mod common;
 use common::*;
 use kiln_core::ops;
+use kiln_core::ops::AttentionPath;
 use kiln_core::reference::attention as cpu;
-use kiln_core::{DType, ErrorCode, Tensor};
+use kiln_core::{f16, DType, ErrorCode, Tensor};
 
 fn check(rng: &mut Rng, qs: &[usize], ks: &[usize], vs: &[usize], causal: bool, scale: Option<f32>, dt: DType) {
+    check_on(AttentionPath::Auto, rng, qs, ks, vs, causal, scale, dt)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_on(
+    path: AttentionPath,
+    rng: &mut Rng,
+    qs: &[usize],
+    ks: &[usize],
+    vs: &[usize],
+    causal: bool,
+    scale: Option<f32>,
+    dt: DType,
+) {
     let (q, qv) = rand_tensor(rng, qs, dt, -2.0, 2.0);
     let (k, kv) = rand_tensor(rng, ks, dt, -2.0, 2.0);
     let (v, vv) = rand_tensor(rng, vs, dt, -1.0, 1.0);
-    let what = format!("attention q{qs:?} k{ks:?} v{vs:?} causal={causal} scale={scale:?} {dt}");
-    let y = ops::attention(&q, &k, &v, causal, scale).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let what = format!("attention {path:?} q{qs:?} k{ks:?} v{vs:?} causal={causal} scale={scale:?} {dt}");
+    let y = ops::attention_on_path(&q, &k, &v, None, causal, scale, path).unwrap_or_else(|e| panic!("{what}: {e}"));
     let (want, shape) = cpu::attention(&qv, qs, &kv, ks, &vv, vs, causal, scale.map(|s| s as f64)).unwrap();
     assert_eq!(y.shape(), &shape[..], "{what}");
     let (atol, rtol) = match dt {
@@ -105,8 +120,8 @@ fn attention_is_deterministic() {
 
 #[test]
 fn attention_through_matmul_matches_reference() {
-    // Problems with at least 2^16 scores and 64 keys take the f32 matmul path (s = q kᵀ, masked
-    // softmax, p v; f16 cast to f32 and back); these shapes cross that line in each way the fused kernel is tested.
+    // The f32 matmul path (s = q kᵀ, masked softmax, p v; f16 cast to f32 and back), forced, on
+    // the shapes it used to be chosen for (at least 2^16 scores and 64 keys).
     poison();
     let mut rng = Rng::new(35);
     #[allow(clippy::type_complexity)]
@@ -119,15 +134,253 @@ fn attention_through_matmul_matches_reference() {
     for dt in float_dtypes() {
         for (qs, ks, vs) in cases {
             for causal in [false, true] {
-                check(&mut rng, qs, ks, vs, causal, None, dt);
+                check_on(AttentionPath::Matmul, &mut rng, qs, ks, vs, causal, None, dt);
             }
         }
     }
-    check(&mut rng, &[300, 10], &[257, 10], &[257, 3], true, Some(-2.5), DType::F32);
+    check_on(AttentionPath::Matmul, &mut rng, &[300, 10], &[257, 10], &[257, 3], true, Some(-2.5), DType::F32);
     // Same bytes on every run, as the fused kernel.
     let (q, _) = rand_tensor(&mut rng, &[2, 300, 16], DType::F32, -1.0, 1.0);
     let (k, _) = rand_tensor(&mut rng, &[2, 260, 16], DType::F32, -1.0, 1.0);
     let (v, _) = rand_tensor(&mut rng, &[2, 260, 20], DType::F32, -1.0, 1.0);
-    let first = ops::attention(&q, &k, &v, true, None).unwrap().to_bytes().unwrap();
-    assert_eq!(ops::attention(&q, &k, &v, true, None).unwrap().to_bytes().unwrap(), first);
+    let run = || ops::attention_on_path(&q, &k, &v, None, true, None, AttentionPath::Matmul).unwrap();
+    let first = run().to_bytes().unwrap();
+    assert_eq!(run().to_bytes().unwrap(), first);
+}
+
+const PATHS: [AttentionPath; 4] =
+    [AttentionPath::Flash, AttentionPath::SplitKv, AttentionPath::Fused, AttentionPath::Matmul];
+
+/// A tensor of `dt` holding `vals` (already representable in `dt`).
+fn tensor_of(vals: &[f64], shape: &[usize], dt: DType) -> Tensor {
+    match dt {
+        DType::F16 => Tensor::from_slice(&vals.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>(), shape),
+        _ => Tensor::from_slice(&vals.iter().map(|&x| x as f32).collect::<Vec<_>>(), shape),
+    }
+    .unwrap()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_path(
+    path: AttentionPath,
+    (q, qv, qs): (&Tensor, &[f64], &[usize]),
+    (k, kv, ks): (&Tensor, &[f64], &[usize]),
+    (v, vv, vs): (&Tensor, &[f64], &[usize]),
+    mask: Option<(&Tensor, &[f64], &[usize])>,
+    causal: bool,
+    scale: Option<f32>,
+    atol: f64,
+) {
+    let dt = q.dtype();
+    let what =
+        format!("{path:?} q{qs:?} k{ks:?} v{vs:?} mask {:?} causal={causal} scale={scale:?} {dt}", mask.map(|m| m.2));
+    let y = ops::attention_on_path(q, k, v, mask.map(|m| m.0), causal, scale, path)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (want, shape) =
+        cpu::attention_with_mask(qv, qs, kv, ks, vv, vs, mask.map(|m| (m.1, m.2)), causal, scale.map(|s| s as f64))
+            .unwrap();
+    assert_eq!(y.shape(), &shape[..], "{what}");
+    let rtol = if dt == DType::F16 { 3e-3 } else { 1e-4 };
+    assert_close(&what, &y.to_f64_vec().unwrap(), &want, atol, rtol);
+}
+
+fn atol(dt: DType) -> f64 {
+    if dt == DType::F16 {
+        3e-3
+    } else {
+        2e-5
+    }
+}
+
+#[test]
+fn every_path_matches_reference_on_awkward_lengths() {
+    // Each forced path on Lq, Lk in {0, 1, 7, 64, 65, 257} (one tile, one past it, several;
+    // split-KV with several splits, some empty under causal), D cycling through 1, 16, 64, 80,
+    // with broadcast batch dimensions on some.
+    poison();
+    let mut rng = Rng::new(41);
+    let lens = [0usize, 1, 7, 64, 65, 257];
+    let ds = [1usize, 16, 64, 80];
+    let mut n = 0;
+    for dt in float_dtypes() {
+        for &lq in &lens {
+            for &lk in &lens {
+                let d = ds[n % ds.len()];
+                let dv = ds[(n / 2) % ds.len()];
+                n += 1;
+                let (qb, kb): (&[usize], &[usize]) = if n % 3 == 0 { (&[2, 1], &[1, 3]) } else { (&[2], &[2]) };
+                let qs = [qb, &[lq, d]].concat();
+                let ks = [kb, &[lk, d]].concat();
+                let vs = [kb, &[lk, dv]].concat();
+                let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+                let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+                let (v, vv) = rand_tensor(&mut rng, &vs, dt, -1.0, 1.0);
+                for path in PATHS {
+                    for causal in [false, true] {
+                        check_path(path, (&q, &qv, &qs), (&k, &kv, &ks), (&v, &vv, &vs), None, causal, None, atol(dt));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn masks_match_reference() {
+    // Key padding ([B, 1, 1, Lk], -inf on the padded keys), a full random bias [Lq, Lk] with
+    // whole rows at -inf (those rows give zeros), a 1-D bias over the keys; on the two paths
+    // that take a mask and on Auto.
+    poison();
+    let mut rng = Rng::new(42);
+    let ninf = f64::NEG_INFINITY;
+    for dt in float_dtypes() {
+        for (lq, lk, d) in [(7usize, 65usize, 16usize), (65, 7, 64), (1, 257, 80), (70, 130, 8)] {
+            let (b, h) = (2usize, 3usize);
+            let qs = [b, h, lq, d];
+            let ks = [b, h, lk, d];
+            let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+            let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+            let (v, vv) = rand_tensor(&mut rng, &ks, dt, -1.0, 1.0);
+            // Batch 0 keeps every key, batch 1 keeps the first lk / 2 + 1.
+            let pad_shape = [b, 1, 1, lk];
+            let pad: Vec<f64> = (0..b * lk).map(|e| if e / lk == 1 && e % lk > lk / 2 { ninf } else { 0.0 }).collect();
+            let bias_shape = [lq, lk];
+            let mut bias: Vec<f64> = (0..lq * lk).map(|_| rng.uniform(-3.0, 3.0)).collect();
+            for j in 0..lk {
+                bias[(lq / 2) * lk + j] = ninf; // a row with every key masked
+            }
+            let bias: Vec<f64> = tensor_of(&bias, &bias_shape, dt).to_f64_vec().unwrap();
+            let keys_shape = [lk];
+            let keys: Vec<f64> = (0..lk).map(|j| if j % 3 == 1 { ninf } else { (j % 5) as f64 - 2.0 }).collect();
+            for (mv, ms) in [(&pad, &pad_shape[..]), (&bias, &bias_shape[..]), (&keys, &keys_shape[..])] {
+                let m = tensor_of(mv, ms, dt);
+                for path in [AttentionPath::Flash, AttentionPath::SplitKv, AttentionPath::Auto] {
+                    for causal in [false, true] {
+                        check_path(
+                            path,
+                            (&q, &qv, &qs),
+                            (&k, &kv, &ks),
+                            (&v, &vv, &ks),
+                            Some((&m, mv, ms)),
+                            causal,
+                            None,
+                            atol(dt),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn all_masked_rows_give_zeros() {
+    let mut rng = Rng::new(43);
+    let (q, _) = rand_tensor(&mut rng, &[2, 5, 8], DType::F32, -1.0, 1.0);
+    let (k, _) = rand_tensor(&mut rng, &[2, 9, 8], DType::F32, -1.0, 1.0);
+    let (v, _) = rand_tensor(&mut rng, &[2, 9, 3], DType::F32, -1.0, 1.0);
+    let m = Tensor::from_slice(&[f32::NEG_INFINITY; 9], &[9]).unwrap();
+    for path in [AttentionPath::Flash, AttentionPath::SplitKv] {
+        let y = ops::attention_on_path(&q, &k, &v, Some(&m), false, None, path).unwrap().to_vec::<f32>().unwrap();
+        assert!(y.iter().all(|&x| x == 0.0), "{path:?}: {y:?}");
+    }
+}
+
+#[test]
+fn special_values_on_every_path() {
+    // Scores near ±1e4 (a naive exp overflows), and NaN / inf in values a causal row never sees:
+    // skipped, not weighted by zero (the matmul path multiplies them by 0, so it is left out
+    // of that half).
+    poison();
+    let mut rng = Rng::new(44);
+    for path in PATHS {
+        let (q, qv) = rand_tensor(&mut rng, &[2, 9, 4], DType::F32, 50.0, 60.0);
+        let (k, kv) = rand_tensor(&mut rng, &[2, 70, 4], DType::F32, -60.0, 60.0);
+        let (v, vv) = rand_tensor(&mut rng, &[2, 70, 2], DType::F32, -1.0, 1.0);
+        let y = ops::attention_on_path(&q, &k, &v, None, false, Some(1.0), path).unwrap().to_f64_vec().unwrap();
+        let (want, _) = cpu::attention(&qv, &[2, 9, 4], &kv, &[2, 70, 4], &vv, &[2, 70, 2], false, Some(1.0)).unwrap();
+        assert_close(&format!("{path:?} large scores"), &y, &want, 5e-2, 0.0);
+        if path == AttentionPath::Matmul {
+            continue;
+        }
+        let (q, qv) = rand_tensor(&mut rng, &[1, 6, 4], DType::F32, -1.0, 1.0);
+        let (k, kv) = rand_tensor(&mut rng, &[1, 80, 4], DType::F32, -1.0, 1.0);
+        let mut vv: Vec<f64> = (0..80 * 2).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        for (e, x) in vv.iter_mut().enumerate().skip(6 * 2) {
+            *x = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY][e % 3];
+        }
+        let v = tensor_of(&vv, &[1, 80, 2], DType::F32);
+        let y = ops::attention_on_path(&q, &k, &v, None, true, None, path).unwrap().to_f64_vec().unwrap();
+        let (want, _) = cpu::attention(&qv, &[1, 6, 4], &kv, &[1, 80, 4], &vv, &[1, 80, 2], true, None).unwrap();
+        assert!(y.iter().all(|x| x.is_finite()), "{path:?}: {y:?}");
+        assert_close(&format!("{path:?} non-finite masked values"), &y, &want, 2e-5, 1e-4);
+    }
+}
+
+#[test]
+fn flash_and_split_are_deterministic() {
+    let mut rng = Rng::new(45);
+    let (q, _) = rand_tensor(&mut rng, &[2, 70, 16], DType::F32, -1.0, 1.0);
+    let (k, _) = rand_tensor(&mut rng, &[2, 300, 16], DType::F32, -1.0, 1.0);
+    let (v, _) = rand_tensor(&mut rng, &[2, 300, 20], DType::F32, -1.0, 1.0);
+    for path in [AttentionPath::Flash, AttentionPath::SplitKv] {
+        let run = || ops::attention_on_path(&q, &k, &v, None, true, None, path).unwrap().to_bytes().unwrap();
+        let first = run();
+        assert_eq!(run(), first, "{path:?}");
+    }
+}
+
+#[test]
+fn mask_errors() {
+    let t = |shape: &[usize]| Tensor::from_slice(&vec![0.0f32; shape.iter().product()], shape).unwrap();
+    let (q, k, v) = (t(&[2, 4, 8]), t(&[2, 5, 8]), t(&[2, 5, 3]));
+    let code = |m: &Tensor, path| ops::attention_on_path(&q, &k, &v, Some(m), false, None, path).unwrap_err().code();
+    assert_eq!(code(&t(&[4, 4]), AttentionPath::Auto), ErrorCode::ShapeMismatch);
+    assert_eq!(code(&t(&[3, 4, 5]), AttentionPath::Auto), ErrorCode::ShapeMismatch);
+    assert_eq!(code(&t(&[1, 2, 4, 5]), AttentionPath::Auto), ErrorCode::ShapeMismatch);
+    let mi = Tensor::from_slice(&[0i32; 5], &[5]).unwrap();
+    assert_eq!(code(&mi, AttentionPath::Auto), ErrorCode::DTypeMismatch);
+    assert_eq!(code(&t(&[5]), AttentionPath::Fused), ErrorCode::InvalidArgument);
+    assert_eq!(code(&t(&[5]), AttentionPath::Matmul), ErrorCode::InvalidArgument);
+    let wide = t(&[1, 300]);
+    let e = ops::attention_on_path(&wide, &wide, &wide, None, false, None, AttentionPath::Flash).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument);
+    // The mask form without a mask is `attention`.
+    assert_eq!(
+        ops::attention_with_mask(&q, &k, &v, None, true, None).unwrap().to_bytes().unwrap(),
+        ops::attention(&q, &k, &v, true, None).unwrap().to_bytes().unwrap()
+    );
+}
+
+#[test]
+fn split_kv_with_several_steps_per_split() {
+    // 512 rows leave room for only two splits of 257 keys (the path aims at about 1024
+    // workgroups), so each split walks several 64-key steps and rescales between them; both the
+    // vec4 kernel (D, Dv multiples of 4) and the scalar one, with and without a mask.
+    poison();
+    let mut rng = Rng::new(46);
+    for dt in float_dtypes() {
+        for (d, dv) in [(16usize, 8usize), (3, 5)] {
+            let (qs, ks, vs) = ([128, 4, d], [128, 257, d], [128, 257, dv]);
+            let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+            let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+            let (v, vv) = rand_tensor(&mut rng, &vs, dt, -1.0, 1.0);
+            let mv: Vec<f64> = (0..257).map(|j| if j % 7 == 3 { f64::NEG_INFINITY } else { (j % 3) as f64 }).collect();
+            let m = tensor_of(&mv, &[257], dt);
+            for mask in [None, Some((&m, &mv[..], &[257usize][..]))] {
+                for causal in [false, true] {
+                    check_path(
+                        AttentionPath::SplitKv,
+                        (&q, &qv, &qs),
+                        (&k, &kv, &ks),
+                        (&v, &vv, &vs),
+                        mask,
+                        causal,
+                        None,
+                        atol(dt),
+                    );
+                }
+            }
+        }
+    }
 }

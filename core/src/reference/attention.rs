@@ -17,6 +17,24 @@ pub fn attention(
     causal: bool,
     scale: Option<f64>,
 ) -> Result<(Vec<f64>, Vec<usize>)> {
+    attention_with_mask(q, q_shape, k, k_shape, v, v_shape, None, causal, scale)
+}
+
+/// `attention` with an additive mask (data and shape) broadcast to [..., Lq, Lk] and added to
+/// the scaled scores. A row whose keys are all masked (every score -inf, or none left by
+/// `causal`) gives zeros.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_with_mask(
+    q: &[f64],
+    q_shape: &[usize],
+    k: &[f64],
+    k_shape: &[usize],
+    v: &[f64],
+    v_shape: &[usize],
+    mask: Option<(&[f64], &[usize])>,
+    causal: bool,
+    scale: Option<f64>,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     if q_shape.len() < 2 || k_shape.len() < 2 || v_shape.len() < 2 {
         return Err(Error::ShapeMismatch("attention: q, k and v need at least 2 dimensions".into()));
     }
@@ -33,6 +51,13 @@ pub fn attention(
     let vb = &v_shape[..v_shape.len() - 2];
     let batch_shape = broadcast_shapes(&broadcast_shapes(qb, kb)?, vb)?;
     let batch: usize = batch_shape.iter().product();
+    let mut scores_shape = batch_shape.clone();
+    scores_shape.extend([lq, lk]);
+    if let Some((_, ms)) = mask {
+        if ms.len() > scores_shape.len() || broadcast_shapes(ms, &scores_shape)? != scores_shape {
+            return Err(Error::ShapeMismatch(format!("attention: mask {ms:?} does not broadcast to {scores_shape:?}")));
+        }
+    }
     let scale = scale.unwrap_or(1.0 / (d as f64).sqrt());
     let mut out = vec![0.0; batch * lq * dv];
     let mut scores = vec![0.0; lk];
@@ -49,7 +74,13 @@ pub fn attention(
                     s += q[qo + i * d + t] * k[ko + j * d + t];
                 }
                 scores[j] = s * scale;
+                if let Some((m, ms)) = mask {
+                    scores[j] += m[super::broadcast_index((bi * lq + i) * lk + j, &scores_shape, ms)];
+                }
                 mx = mx.max(scores[j]);
+            }
+            if mx == f64::NEG_INFINITY {
+                continue; // every key masked: zeros
             }
             let mut sum = 0.0;
             for s in scores.iter_mut().take(nk) {
