@@ -1,8 +1,8 @@
 //! A BERT encoder (Hugging Face `BertModel`, absolute positions, erf GELU) from kiln-core ops.
 //!
 //! The padding mask is an additive bias (0 for a real key, -1e30 for padding) broadcast over
-//! heads and queries and added to the scaled scores before `softmax`: attention is
-//! matmul + softmax + matmul here, since `ops::attention` has no mask argument yet.
+//! heads and queries, given to `ops::attention_with_mask` (added to the scaled scores before the
+//! softmax, inside the fused kernel).
 
 use crate::config::BertConfig;
 use crate::error::Result;
@@ -153,15 +153,12 @@ impl Bert {
                 |i: isize| -> Result<Tensor> { Ok(ops::slice(&qkv, 0, i, i + 1, 1)?.reshape(&[bi, hi, li, dhi])?) };
             let (q, k, v) = (part(0)?, part(1)?, part(2)?);
             mark("qkv split (permute, slices)")?;
-            // Scaling q ([B, H, L, dh]) rather than the scores ([B, H, L, L]) saves a pass over the
-            // biggest tensor of the layer.
-            let q = ops::mul_scalar(&q, scale)?;
-            let scores = ops::matmul(&q, &ops::transpose(&k, -1, -2)?)?; // [B, H, L, L]
-            mark("scale q, q kT")?;
-            let p = ops::softmax(&ops::add(&scores, &bias)?, -1)?;
-            mark("mask + softmax")?;
-            let ctx = ops::permute(&ops::matmul(&p, &v)?, &[0, 2, 1, 3])?.reshape(&[n as isize, d as isize])?;
-            mark("p v + permute")?;
+            // One fused kernel: q kᵀ / sqrt(dh) + mask bias, softmax, p v, without the [B, H, L, L]
+            // scores in memory (flash attention; the matmul + softmax + matmul it replaced spent
+            // 15.5 of 48 ms of a 256 x 128 batch on the H100 and held ~800 MiB of scores).
+            let ctx = ops::attention_with_mask(&q, &k, &v, Some(&bias), false, Some(scale as f32))?;
+            let ctx = ops::permute(&ctx, &[0, 2, 1, 3])?.reshape(&[n as isize, d as isize])?;
+            mark("attention (flash, masked) + permute")?;
             let attn = ops::add(&ops::add(&ops::matmul(&ctx, &layer.out_w)?, &layer.out_b)?, &x)?;
             let x1 = ops::layer_norm(&attn, Some(&layer.ln1_w), Some(&layer.ln1_b), eps)?;
             mark("out matmul + bias + residual + layer_norm")?;
