@@ -13,6 +13,8 @@
 mod bert;
 pub mod config;
 mod error;
+pub mod gguf;
+pub mod gguf_tokenizer;
 mod weights;
 
 pub use bert::Bert;
