@@ -7,6 +7,7 @@ pub mod elementwise;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
+pub mod quant;
 pub mod random;
 pub mod reduce;
 
@@ -16,6 +17,7 @@ pub use elementwise::*;
 pub use matmul::*;
 pub use movement::*;
 pub use norm::*;
+pub use quant::*;
 pub use random::*;
 pub use reduce::*;
 

@@ -8,6 +8,7 @@ pub mod elementwise;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
+pub mod quant;
 pub mod random;
 pub mod reduce;
 

@@ -1,0 +1,440 @@
+//! GGUF / ggml quantized weights (Q4_0, Q4_1, Q8_0) kept quantized on the GPU: a quantized
+//! matrix [rows, cols] is its raw GGUF bytes (rows of cols/32 blocks, row-major) in a U32 tensor
+//! of shape [ceil(nbytes / 4)], zero-padded (Kiln has no u8 dtype). The kernels
+//! (`shaders/quant_*.wgsl`) decode blocks where they read them:
+//! - `quant_matmul` with few rows of x (decode): a matrix-vector kernel, 256 / TPR W rows per
+//!   workgroup, threads striding over a row's words;
+//! - with more rows (prefill): 64 x 64 output tiles, each W block decoded once into workgroup
+//!   memory and used by 64 rows of x;
+//! - `dequantize` and `quant_embedding`: one thread per 8 values.
+//!
+//! `quantize` runs on the host, as ggml's reference quantizers (`quantize_row_q4_0_ref`, …) do,
+//! so the bytes equal ggml's.
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::exec::{check_f16, check_indexable, check_same_device, enables, grid, groups_1d, Launch, Params};
+use crate::pipeline::{render, Checks};
+use crate::shape::check_rank;
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use half::f16;
+use std::sync::Arc;
+
+const COMMON: &str = include_str!("../../../shaders/quant_common.wgsl");
+const MATVEC: &str = include_str!("../../../shaders/quant_matvec.wgsl");
+const TILED: &str = include_str!("../../../shaders/quant_tiled.wgsl");
+const ROWS: &str = include_str!("../../../shaders/quant_rows.wgsl");
+
+/// Rows of x up to which `quant_matmul` takes the matrix-vector kernel (each x row then costs a
+/// pass over W, but W is read in whole coalesced words; past it the tiled kernel's reuse wins).
+const MATVEC_MAX_ROWS: usize = 8;
+/// Rows of x one matrix-vector workgroup handles at once (the shader's MT at most).
+const MATVEC_MT: usize = 4;
+/// The tiled kernel's output tile (the shader's TS).
+const TILE: usize = 64;
+
+/// A GGUF block format. Each block holds [`QuantFormat::BLOCK_LEN`] consecutive values of a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuantFormat {
+    /// 18 bytes: f16 d, 16 bytes of nibbles; x = d * (q - 8).
+    Q4_0,
+    /// 20 bytes: f16 d, f16 m, 16 bytes of nibbles; x = d * q + m.
+    Q4_1,
+    /// 34 bytes: f16 d, 32 signed bytes; x = d * q.
+    Q8_0,
+}
+
+impl QuantFormat {
+    pub const ALL: [QuantFormat; 3] = [QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q8_0];
+    /// Values per block, for every format.
+    pub const BLOCK_LEN: usize = 32;
+
+    /// The lower-case name GGUF tools use: "q4_0", "q4_1", "q8_0".
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantFormat::Q4_0 => "q4_0",
+            QuantFormat::Q4_1 => "q4_1",
+            QuantFormat::Q8_0 => "q8_0",
+        }
+    }
+
+    /// The format named `s` (case-insensitive).
+    pub fn parse(s: &str) -> Result<QuantFormat> {
+        Self::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| {
+            let names: Vec<_> = Self::ALL.iter().map(|f| f.name()).collect();
+            Error::InvalidArgument(format!("unknown quantized format {s:?}: expected one of {}", names.join(", ")))
+        })
+    }
+
+    /// Bytes per block: 18, 20, 34.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            QuantFormat::Q4_0 => 18,
+            QuantFormat::Q4_1 => 20,
+            QuantFormat::Q8_0 => 34,
+        }
+    }
+
+    /// Bytes of one row of `cols` values; an error unless `cols` is a multiple of 32.
+    pub fn row_bytes(self, cols: usize) -> Result<usize> {
+        if !cols.is_multiple_of(Self::BLOCK_LEN) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a row of {cols} values is not a whole number of {}-value blocks",
+                self.name(),
+                Self::BLOCK_LEN
+            )));
+        }
+        Ok(cols / Self::BLOCK_LEN * self.block_bytes())
+    }
+
+    /// Bytes of a [rows, cols] matrix, overflow-checked.
+    pub fn matrix_bytes(self, rows: usize, cols: usize) -> Result<usize> {
+        crate::shape::mul(rows, self.row_bytes(cols)?, &format!("a {rows} x {cols} {} matrix", self.name()))
+    }
+
+    /// The WGSL that decodes unit `u` of the block at halfword `hb` into `r` (quant_common).
+    fn decode_wgsl(self) -> &'static str {
+        match self {
+            QuantFormat::Q4_0 => {
+                "    let d = half_to_f32(half_at(hb));
+    let q = word_at(hb + 1u + 2u * u);
+    r.a = d * (nibbles(q, 0u) - 8.0);
+    r.b = d * (nibbles(q, 4u) - 8.0);
+    r.pa = 4u * u;
+    r.pb = 16u + 4u * u;"
+            }
+            QuantFormat::Q4_1 => {
+                "    let dm = w[hb >> 1u];
+    let d = half_to_f32(dm & 0xffffu);
+    let m = half_to_f32(dm >> 16u);
+    let q = w[(hb >> 1u) + 1u + u];
+    r.a = d * nibbles(q, 0u) + m;
+    r.b = d * nibbles(q, 4u) + m;
+    r.pa = 4u * u;
+    r.pb = 16u + 4u * u;"
+            }
+            QuantFormat::Q8_0 => {
+                "    let d = half_to_f32(half_at(hb));
+    r.a = d * sbytes(word_at(hb + 1u + 4u * u));
+    r.b = d * sbytes(word_at(hb + 3u + 4u * u));
+    r.pa = 8u * u;
+    r.pb = 8u * u + 4u;"
+            }
+        }
+    }
+
+    /// quant_common.wgsl for this format.
+    fn common_wgsl(self) -> String {
+        let block_h = (self.block_bytes() / 2).to_string();
+        render(COMMON, &[("BLOCK_H", &block_h), ("DECODE", self.decode_wgsl())])
+    }
+}
+
+impl std::fmt::Display for QuantFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Words of the U32 tensor holding `nbytes` bytes.
+fn words(nbytes: usize) -> usize {
+    nbytes.div_ceil(4)
+}
+
+/// Uploads raw GGUF blocks (e.g. a memory-mapped slice of a .gguf file) of a [rows, cols] matrix
+/// as the U32 tensor the quant ops read; `bytes.len()` must be `rows * format.row_bytes(cols)`.
+pub fn quant_from_bytes(
+    device: &Arc<Device>,
+    bytes: &[u8],
+    format: QuantFormat,
+    rows: usize,
+    cols: usize,
+) -> Result<Tensor> {
+    let want = format.matrix_bytes(rows, cols)?;
+    if bytes.len() != want {
+        return Err(Error::InvalidArgument(format!(
+            "quant_from_bytes: {} bytes given for a {rows} x {cols} {format} matrix, which takes {want}",
+            bytes.len()
+        )));
+    }
+    let n = words(want);
+    if bytes.len().is_multiple_of(4) {
+        return Tensor::from_bytes_on(device, bytes, &[n], DType::U32);
+    }
+    let mut padded = Vec::with_capacity(n * 4);
+    padded.extend_from_slice(bytes);
+    padded.resize(n * 4, 0);
+    Tensor::from_bytes_on(device, &padded, &[n], DType::U32)
+}
+
+/// Checks that `w` is the U32 tensor of a quantized [rows, cols] matrix in `format`.
+fn check_weight(what: &str, w: &Tensor, format: QuantFormat, rows: usize, cols: usize) -> Result<usize> {
+    if w.dtype() != DType::U32 {
+        return Err(Error::DTypeMismatch(format!(
+            "{what}: quantized weights are a u32 tensor of raw GGUF bytes, got {}",
+            w.dtype()
+        )));
+    }
+    let nbytes = format.matrix_bytes(rows, cols)?;
+    let want = words(nbytes);
+    if w.shape() != [want] {
+        return Err(Error::ShapeMismatch(format!(
+            "{what}: a {rows} x {cols} {format} matrix is {nbytes} bytes, a u32 tensor of shape [{want}]; got shape {:?}",
+            w.shape()
+        )));
+    }
+    check_indexable(want.saturating_add(1))?;
+    // The kernels address halfwords in u32.
+    check_indexable(nbytes / 2 + 2)?;
+    Ok(nbytes)
+}
+
+/// Quantizes a 2-D f32 (or f16) tensor [rows, cols] as ggml's reference quantizers do (the
+/// bytes equal `quantize_row_q4_0_ref` & co's), on the host: the result is the U32 tensor of
+/// [`quant_from_bytes`], on x's device. `cols` must be a multiple of 32.
+pub fn quantize(x: &Tensor, format: QuantFormat) -> Result<Tensor> {
+    if !x.dtype().is_float() {
+        return Err(Error::DTypeMismatch(format!("quantize needs a float tensor (f32 or f16), got {}", x.dtype())));
+    }
+    if x.ndim() != 2 {
+        return Err(Error::ShapeMismatch(format!("quantize: x must be [rows, cols], got shape {:?}", x.shape())));
+    }
+    let (rows, cols) = (x.shape()[0], x.shape()[1]);
+    format.row_bytes(cols)?;
+    let vals: Vec<f32> = match x.dtype() {
+        DType::F16 => x.to_vec::<f16>()?.into_iter().map(f16::to_f32).collect(),
+        _ => x.to_vec::<f32>()?,
+    };
+    let bytes = quantize_host(&vals, format);
+    quant_from_bytes(x.device(), &bytes, format, rows, cols)
+}
+
+/// ggml's reference quantizers over whole rows of a multiple of 32 values (f32 arithmetic, in
+/// ggml's order, so that the bytes match).
+pub(crate) fn quantize_host(x: &[f32], format: QuantFormat) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / QuantFormat::BLOCK_LEN * format.block_bytes());
+    for blk in x.chunks_exact(QuantFormat::BLOCK_LEN) {
+        match format {
+            QuantFormat::Q4_0 => {
+                let (mut amax, mut max) = (0.0f32, 0.0f32);
+                for &v in blk {
+                    if amax < v.abs() {
+                        amax = v.abs();
+                        max = v;
+                    }
+                }
+                let d = max / -8.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
+                let q = |v: f32| c_int8(v * id + 8.5).min(15) as u8;
+                for j in 0..16 {
+                    out.push(q(blk[j]) | (q(blk[j + 16]) << 4));
+                }
+            }
+            QuantFormat::Q4_1 => {
+                let (mut min, mut max) = (f32::MAX, -f32::MAX);
+                for &v in blk {
+                    if v < min {
+                        min = v;
+                    }
+                    if v > max {
+                        max = v;
+                    }
+                }
+                let d = (max - min) / 15.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
+                out.extend_from_slice(&f16::from_f32(min).to_le_bytes());
+                let q = |v: f32| c_int8((v - min) * id + 0.5).min(15) as u8;
+                for j in 0..16 {
+                    out.push(q(blk[j]) | (q(blk[j + 16]) << 4));
+                }
+            }
+            QuantFormat::Q8_0 => {
+                // C's MAX(a, b) = a > b ? a : b, NaN included.
+                let amax = blk.iter().fold(0.0f32, |a, &v| if a > v.abs() { a } else { v.abs() });
+                let d = amax / 127.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
+                for &v in blk {
+                    out.push(c_int8((v * id).round()) as u8);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// C's `(int8_t)v` as ggml's x86-64 builds compute it (a truncating 32-bit conversion whose
+/// NaN / out-of-range result 0x80000000, narrowed, is 0), so that NaN or infinite inputs give
+/// ggml's bytes too.
+fn c_int8(v: f32) -> i32 {
+    let i = if v.is_nan() || !(-2147483648.0..2147483648.0).contains(&v) { i32::MIN } else { v as i32 };
+    i as i8 as i32
+}
+
+/// f32 [rows, cols] from a quantized matrix (tests, debugging; a model keeps its weights
+/// quantized and uses [`quant_matmul`] / [`quant_embedding`]).
+pub fn dequantize(w: &Tensor, format: QuantFormat, rows: usize, cols: usize) -> Result<Tensor> {
+    check_weight("dequantize", w, format, rows, cols)?;
+    check_rank(&[rows, cols])?;
+    let out = Tensor::empty_on(w.device(), &[rows, cols], DType::F32)?;
+    rows_kernel(w, format, rows, cols, None, &out)?;
+    Ok(out)
+}
+
+/// Rows of a quantized embedding table [V, D] picked by `ids` (i32 or u32, any shape): f32
+/// [...ids.shape, D]. Ids outside [0, V), negative ones included, give rows of zeros (as
+/// `ops::embedding`).
+pub fn quant_embedding(w: &Tensor, format: QuantFormat, d: usize, ids: &Tensor) -> Result<Tensor> {
+    if !matches!(ids.dtype(), DType::I32 | DType::U32) {
+        return Err(Error::DTypeMismatch(format!("quant_embedding: ids must be i32 or u32, got {}", ids.dtype())));
+    }
+    check_same_device(&[w, ids])?;
+    // V is what the table's length says; it must be a whole number of rows.
+    if w.dtype() != DType::U32 || w.ndim() != 1 {
+        return Err(Error::DTypeMismatch(format!(
+            "quant_embedding: the table must be a 1-D u32 tensor of raw GGUF bytes, got {} {:?}",
+            w.dtype(),
+            w.shape()
+        )));
+    }
+    let row_bytes = format.row_bytes(d)?;
+    let vocab = (w.numel() * 4).checked_div(row_bytes).unwrap_or(0);
+    if row_bytes == 0 && w.numel() != 0 {
+        return Err(Error::ShapeMismatch(format!("quant_embedding: rows of D = 0 take no bytes, got {:?}", w.shape())));
+    }
+    check_weight("quant_embedding", w, format, vocab, d)?;
+    if vocab > i32::MAX as usize {
+        return Err(Error::InvalidArgument(format!("quant_embedding: {vocab} rows are past i32 indexing")));
+    }
+    let mut shape = ids.shape().to_vec();
+    shape.push(d);
+    check_rank(&shape)?;
+    let out = Tensor::empty_on(w.device(), &shape, DType::F32)?;
+    rows_kernel(w, format, vocab, d, Some(ids), &out)?;
+    Ok(out)
+}
+
+fn rows_kernel(
+    w: &Tensor,
+    format: QuantFormat,
+    rows: usize,
+    cols: usize,
+    ids: Option<&Tensor>,
+    out: &Tensor,
+) -> Result<()> {
+    let device = w.device().clone();
+    check_indexable(out.numel())?;
+    let out_rows = out.numel().checked_div(cols).unwrap_or(0);
+    let row_units = cols / QuantFormat::BLOCK_LEN * 4;
+    let units = out_rows * row_units;
+    if units == 0 {
+        return Ok(());
+    }
+    let params = Params::new()
+        .u32(units)
+        .u32(row_units)
+        .u32(cols)
+        .u32(rows)
+        .u32(format.row_bytes(cols)? / 2)
+        .u32(0u32)
+        .u32(0u32)
+        .u32(0u32);
+    let (key, decl, src) = match ids {
+        None => ("dequantize", "@group(0) @binding(2) var<uniform> p: Params;", "r"),
+        Some(_) => (
+            "quant_embedding",
+            "@group(0) @binding(2) var<storage, read> ids: array<u32>;\n@group(0) @binding(3) var<uniform> p: Params;",
+            // i32 ids are read as u32: a negative one is then >= 2^31 > rows, so out of range.
+            "ids[r]",
+        ),
+    };
+    let mut tensors = vec![w, out];
+    tensors.extend(ids);
+    Launch {
+        key: format!("{key}:{format}"),
+        source: Box::new(move || format.common_wgsl() + &render(ROWS, &[("IDS", decl), ("SRC", src)])),
+        tensors: &tensors,
+        params: Some(params),
+        groups: groups_1d(&device, units)?,
+    }
+    .run(&device)
+}
+
+/// x [..., K] (f32 or f16) times Wᵀ for W quantized [N, K] (nn.Linear's and ggml_mul_mat's
+/// layout): [..., N] in x's dtype, accumulated in f32. K must be a multiple of 32.
+pub fn quant_matmul(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tensor> {
+    let device = check_same_device(&[x, w])?;
+    let dtype = x.dtype();
+    if !dtype.is_float() {
+        return Err(Error::DTypeMismatch(format!("quant_matmul needs float x (f32 or f16), got {dtype}")));
+    }
+    if x.ndim() == 0 {
+        return Err(Error::ShapeMismatch("quant_matmul: x must be [..., K], got a scalar".into()));
+    }
+    let k = *x.shape().last().unwrap_or(&0);
+    check_weight("quant_matmul", w, format, n, k)?;
+    check_f16(&device, &[dtype])?;
+    let mut shape = x.shape().to_vec();
+    *shape.last_mut().unwrap_or(&mut 0) = n;
+    check_rank(&shape)?;
+    if k == 0 {
+        return crate::ops::full_on(&device, &shape, dtype, 0.0);
+    }
+    let m = x.numel() / k;
+    let out = Tensor::empty_on(&device, &shape, dtype)?;
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    check_indexable(x.numel())?;
+    check_indexable(out.numel())?;
+    let blocks = k / QuantFormat::BLOCK_LEN;
+    let row_h = format.row_bytes(k)? / 2;
+    let enable = enables(&[dtype]);
+    let max_dim = device.limits().max_compute_workgroups_per_dimension;
+    if m <= MATVEC_MAX_ROWS {
+        let mt = m.min(MATVEC_MT);
+        // Enough threads per row to cover a short row in one or two strides, few enough that a
+        // workgroup does several rows (N = 576 then still makes dozens of workgroups).
+        let tpr: usize = if blocks * 4 <= 64 { 32 } else { 64 };
+        let rows_per_wg = 256 / tpr;
+        let mut groups = grid(n.div_ceil(rows_per_wg) as u64, max_dim)?;
+        groups[2] = m.div_ceil(mt) as u32;
+        let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(0u32).u32(0u32).u32(0u32);
+        return Launch {
+            key: format!("quant_matvec:{format}:{dtype}:{tpr}:{mt}"),
+            source: Box::new(move || {
+                enable.to_string()
+                    + &format.common_wgsl()
+                    + &render(
+                        MATVEC,
+                        &[
+                            ("T", dtype.wgsl()),
+                            ("TPR", &tpr.to_string()),
+                            ("MT", &mt.to_string()),
+                            ("RED", &(256 * mt).to_string()),
+                        ],
+                    )
+            }),
+            tensors: &[w, x, &out],
+            params: Some(params),
+            groups,
+        }
+        .run_with(&device, Checks::Unchecked)
+        .map(|()| out);
+    }
+    let tiles_n = n.div_ceil(TILE);
+    let tiles = (tiles_n as u64) * (m.div_ceil(TILE) as u64);
+    let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(tiles_n).u32(0u32).u32(0u32);
+    Launch {
+        key: format!("quant_tiled:{format}:{dtype}"),
+        source: Box::new(move || enable.to_string() + &format.common_wgsl() + &render(TILED, &[("T", dtype.wgsl())])),
+        tensors: &[w, x, &out],
+        params: Some(params),
+        groups: grid(tiles, max_dim)?,
+    }
+    .run_with(&device, Checks::Unchecked)?;
+    Ok(out)
+}
