@@ -15,10 +15,14 @@ pub mod config;
 mod error;
 pub mod gguf;
 pub mod gguf_tokenizer;
+pub mod llama;
+pub mod sampling;
 mod weights;
 
 pub use bert::Bert;
 pub use error::{ModelError, Result};
+pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
+pub use sampling::SamplingOptions;
 
 use config::{read_json, BertConfig, ModuleEntry, PoolingConfig, SentenceBertConfig};
 use kiln_core::{ops, Tensor};
