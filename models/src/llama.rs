@@ -300,6 +300,16 @@ impl CausalLM {
     /// causally masked), appends their keys and values to the cache and returns the logits of
     /// the last position (f32, vocabulary long).
     pub fn forward(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        self.run(ids, cache, false)
+    }
+
+    /// Logits of every position of `ids` from an empty cache ([len, vocab] row-major): what
+    /// greedy decoding would see at each step if it had produced `ids`, in one pass.
+    pub fn logits_all(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        self.run(ids, &mut self.new_cache(), true)
+    }
+
+    fn run(&self, ids: &[u32], cache: &mut KvCache, all_positions: bool) -> Result<Vec<f32>> {
         let c = &self.config;
         let l = ids.len();
         if l == 0 {
@@ -353,7 +363,7 @@ impl CausalLM {
             h = ops::add(&h, &layer.down.matmul(&ops::mul(&g, &u)?)?)?;
         }
         cache.len += l;
-        let last = if l == 1 { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
+        let last = if l == 1 || all_positions { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
         let x = ops::rms_norm(&last, Some(&self.output_norm), c.rms_eps)?;
         let head = self.output.as_ref().unwrap_or(&self.embed);
         Ok(head.matmul(&x)?.to_vec::<f32>()?)

@@ -47,7 +47,7 @@ TOKENIZER_TEXTS = [
 
 def main() -> None:
     path = sys.argv[1]
-    llm = Llama(model_path=path, n_ctx=256, n_threads=2, n_batch=256, verbose=False)
+    llm = Llama(model_path=path, n_ctx=256, n_threads=2, n_batch=256, logits_all=True, verbose=False)
     template = llm.metadata["tokenizer.chat_template"]
 
     def tokenize(text: str) -> list[int]:
