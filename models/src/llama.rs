@@ -64,7 +64,7 @@ impl LlamaConfig {
             rope_base: f.get("llama.rope.freq_base").and_then(|v| v.as_f64()).unwrap_or(10000.0) as f32,
             rms_eps: f.f64("llama.attention.layer_norm_rms_epsilon")? as f32,
         };
-        if hidden % n_heads != 0 || n_heads % n_kv_heads != 0 || cfg.head_dim % 2 != 0 {
+        if !hidden.is_multiple_of(n_heads) || !n_heads.is_multiple_of(n_kv_heads) || !cfg.head_dim.is_multiple_of(2) {
             return Err(ModelError::Unsupported(format!(
                 "hidden {hidden} with {n_heads} heads and {n_kv_heads} KV heads"
             )));
@@ -361,12 +361,29 @@ impl CausalLM {
             let g = ops::silu(&layer.gate.matmul(&x)?)?;
             let u = layer.up.matmul(&x)?;
             h = ops::add(&h, &layer.down.matmul(&ops::mul(&g, &u)?)?)?;
+            if l > 1 {
+                // A multi-token pass waits for each layer: one host round trip per layer, and
+                // no single wait spans the whole pass, which on a slow device (lavapipe, long
+                // prompts) could outlast KILN_TIMEOUT_MS.
+                self.device.synchronize()?;
+            }
         }
         cache.len += l;
-        let last = if l == 1 || all_positions { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
-        let x = ops::rms_norm(&last, Some(&self.output_norm), c.rms_eps)?;
         let head = self.output.as_ref().unwrap_or(&self.embed);
-        Ok(head.matmul(&x)?.to_vec::<f32>()?)
+        if !all_positions || l == 1 {
+            let last = if l == 1 { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
+            let x = ops::rms_norm(&last, Some(&self.output_norm), c.rms_eps)?;
+            return Ok(head.matmul(&x)?.to_vec::<f32>()?);
+        }
+        // Every position's logits, a few rows at a time (same reason as the per-layer wait:
+        // the projection over the whole vocabulary is the largest matmul of the model).
+        let x = ops::rms_norm(&h, Some(&self.output_norm), c.rms_eps)?;
+        let mut out = Vec::with_capacity(l * c.vocab);
+        for start in (0..l).step_by(8) {
+            let rows = ops::slice(&x, 0, start as isize, (start + 8).min(l) as isize, 1)?;
+            out.extend(head.matmul(&rows)?.to_vec::<f32>()?);
+        }
+        Ok(out)
     }
 
     /// Logits after `ids` from an empty cache.
@@ -382,10 +399,39 @@ impl CausalLM {
     }
 
     pub fn generate_from_ids(&self, prompt: Vec<u32>, opts: GenerateOptions) -> Generation<'_> {
+        Generation::new(ModelRef::Borrowed(self), prompt, opts)
+    }
+
+    /// [`generate`](Self::generate) holding the model by `Arc`, for a generation that outlives
+    /// the borrow (a Python iterator, another thread).
+    pub fn generate_shared(self: &Arc<Self>, prompt: &str, opts: GenerateOptions) -> Result<Generation<'static>> {
+        let ids = self.tokenizer.encode(prompt)?;
+        Ok(Generation::new(ModelRef::Shared(Arc::clone(self)), ids, opts))
+    }
+}
+
+enum ModelRef<'a> {
+    Borrowed(&'a CausalLM),
+    Shared(Arc<CausalLM>),
+}
+
+impl std::ops::Deref for ModelRef<'_> {
+    type Target = CausalLM;
+
+    fn deref(&self) -> &CausalLM {
+        match self {
+            ModelRef::Borrowed(m) => m,
+            ModelRef::Shared(m) => m,
+        }
+    }
+}
+
+impl<'a> Generation<'a> {
+    fn new(model: ModelRef<'a>, prompt: Vec<u32>, opts: GenerateOptions) -> Generation<'a> {
         let sampler = Sampler::new(opts.sampling.clone());
         Generation {
-            model: self,
-            cache: self.new_cache(),
+            cache: model.new_cache(),
+            model,
             stats: GenerationStats { prompt_tokens: prompt.len(), ..Default::default() },
             history: prompt,
             generated: Vec::new(),
@@ -402,7 +448,7 @@ impl CausalLM {
 /// An iterator of text pieces; see [`CausalLM::generate`]. A piece is never empty; an error ends
 /// the iteration.
 pub struct Generation<'a> {
-    model: &'a CausalLM,
+    model: ModelRef<'a>,
     cache: KvCache,
     history: Vec<u32>,
     generated: Vec<u32>,

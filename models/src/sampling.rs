@@ -94,7 +94,7 @@ impl Sampler {
                 }
             }
         }
-        if !(o.temperature > 0.0) {
+        if o.temperature.is_nan() || o.temperature <= 0.0 {
             return argmax(logits) as u32;
         }
         // Candidates by logit, highest first (ties by index, so the order is total).

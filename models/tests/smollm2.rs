@@ -24,13 +24,19 @@ use std::time::Instant;
 
 /// Largest |Kiln - llama.cpp| allowed on a first-step logit. Both runtimes dequantize the same
 /// Q4_1/Q8_0 blocks, but llama.cpp's CPU dot products first round the activations to 8 bits
-/// (Q8_1 blocks for Q4_1 weights, Q8_0 for the Q8_0 output projection) and sum in another order;
-/// Kiln keeps the activations in f32. That rounding (about 0.4% of a block's largest value per
-/// element) goes through 30 layers; the logits themselves span about 40.
+/// (Q8_1 blocks for Q4_1 weights, Q8_0 for the Q8_0 output projection); Kiln keeps them in f32.
+/// An independent float64 forward pass in numpy on the same dequantized weights
+/// (f32_forward.py) differs from llama.cpp exactly as Kiln does (max 0.62 and 0.78, mean 0.11
+/// and 0.21 on the two default prompts, logits spanning about 40), so that rounding is the
+/// difference; the bound leaves some room over the measured 0.78.
 const LOGIT_TOL: f32 = 1.0;
-/// A greedy step counts only where llama.cpp's own top-1 minus top-2 logit margin is at least
-/// this (twice the tolerance: a smaller gap can swap under the differences above).
-const CLEAR_MARGIN: f32 = 2.0 * LOGIT_TOL;
+/// Largest |Kiln - float64 numpy| on a first-step logit: same weights, unrounded activations,
+/// so only f32 accumulation order remains through 30 layers (measured on lavapipe: 4.3e-5).
+const F64_TOL: f32 = 2e-3;
+/// A greedy step is compared only where llama.cpp's top-1 minus top-2 logit margin is at least
+/// this: the difference of two logits each off by up to 0.40 (the largest measured over
+/// llama.cpp's top 64) can reach 0.8, so a smaller margin may swap without either being wrong.
+const CLEAR_MARGIN: f32 = 1.0;
 
 fn model_path() -> PathBuf {
     match std::env::var_os("KILN_SMOLLM2_GGUF") {
@@ -143,11 +149,18 @@ fn first_step_logits_close_to_llama_cpp() {
         assert!(got.iter().all(|x| x.is_finite()), "{name}: non-finite logits");
         assert!(max <= LOGIT_TOL, "{name}: max |diff| {max} > {LOGIT_TOL}");
         assert_eq!(argmax(got), top[0] as usize, "{name}: top-1");
+        let exact = reference_dir().join(format!("logits_{name}_f64.npy"));
+        if exact.exists() {
+            let want = npy(&format!("logits_{name}_f64.npy"));
+            let max = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            eprintln!("{name}: against the float64 numpy forward pass: max |diff| {max:.2e}");
+            assert!(max <= F64_TOL, "{name}: max |diff| {max} against float64 > {F64_TOL}");
+        }
     }
 }
 
 #[test]
-fn greedy_continuations_match_llama_cpp_up_to_a_near_tie() {
+fn greedy_continuations_match_llama_cpp_where_its_margin_is_clear() {
     let v = model().config.vocab;
     for p in gpu_prompts() {
         let name = p["name"].as_str().unwrap();
@@ -156,23 +169,33 @@ fn greedy_continuations_match_llama_cpp_up_to_a_near_tie() {
         let margins: Vec<f32> =
             p["greedy_margins"].as_array().unwrap().iter().map(|m| m.as_f64().unwrap() as f32).collect();
         let all = teacher_forced(p);
-        let mut compared = 0;
+        // With llama.cpp's tokens as the prefix, every step can be checked on its own: a
+        // near-tie at one step does not make later steps incomparable.
+        let (mut compared, mut skipped) = (0, Vec::new());
+        let mut free_running = None;
         let mut min_margin = f32::INFINITY;
         for (i, (&want, &margin)) in greedy.iter().zip(&margins).enumerate() {
-            if margin < CLEAR_MARGIN {
-                eprintln!("{name}: step {i}: llama.cpp's margin {margin:.3} is a near-tie; compared up to here");
-                break;
-            }
             let row = &all[(n_prompt - 1 + i) * v..(n_prompt + i) * v];
-            assert_eq!(argmax(row) as u32, want, "{name}: step {i} (llama.cpp margin {margin:.3})");
+            let got = argmax(row) as u32;
+            if got != want && free_running.is_none() {
+                free_running = Some(i);
+            }
+            if margin < CLEAR_MARGIN {
+                skipped.push(format!("{i} ({margin:.2}{})", if got == want { "" } else { ", differs" }));
+                continue;
+            }
+            assert_eq!(got, want, "{name}: step {i} (llama.cpp margin {margin:.3})");
             compared += 1;
             min_margin = min_margin.min(margin);
         }
         eprintln!(
-            "{name}: {compared} of {} greedy tokens equal llama.cpp's (smallest margin among them {min_margin:.3})",
-            greedy.len()
+            "{name}: {compared} of {} greedy steps with a clear margin equal llama.cpp's (smallest {min_margin:.2}); \
+             near-ties skipped: {}; free-running greedy equals llama.cpp's for the first {} tokens",
+            greedy.len(),
+            skipped.join(", "),
+            free_running.unwrap_or(greedy.len())
         );
-        assert!(compared >= 8, "{name}: only {compared} steps before a near-tie; pick another prompt");
+        assert!(compared >= 16, "{name}: only {compared} steps with a clear margin; pick another prompt");
     }
 }
 
@@ -183,8 +206,9 @@ fn decoding_with_the_kv_cache_matches_one_pass() {
     let prompt = ids(&p["ids"]);
     let greedy = ids(&p["greedy"]);
     let all = teacher_forced(p);
-    let steps = 4.min(greedy.len());
-    let mut generation = model().generate_from_ids(prompt.clone(), GenerateOptions { max_tokens: steps, ..Default::default() });
+    let steps = 3.min(greedy.len());
+    let mut generation =
+        model().generate_from_ids(prompt.clone(), GenerateOptions { max_tokens: steps, ..Default::default() });
     let t0 = Instant::now();
     let text = generation.text().unwrap();
     let s = generation.stats().clone();
