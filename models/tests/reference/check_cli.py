@@ -4,7 +4,6 @@ sentence-transformers reference rows (cosine >= 0.9999, max |diff| <= 1e-4).
 
     python3 check_cli.py KILN MODEL_DIR OUT_DIR
 """
-
 import json
 import os
 import subprocess

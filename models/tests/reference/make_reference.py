@@ -8,7 +8,6 @@ MODEL_DIR is the all-MiniLM-L6-v2 directory (scripts/fetch-minilm.sh puts it in
 build/models/all-MiniLM-L6-v2). Needs sentence-transformers, torch and numpy; runs offline.
 The outputs are committed; CI checks Kiln against them without PyTorch.
 """
-
 import json
 import os
 import sys
@@ -53,6 +52,4 @@ with open(os.path.join(here, "token_ids.json"), "w", encoding="utf-8") as f:
         f,
         indent=0,
     )
-print(
-    f"{len(sentences)} sentences; lengths {[len(i) for i in ids]}; norms {np.linalg.norm(emb, axis=1).round(4).tolist()}"
-)
+print(f"{len(sentences)} sentences; lengths {[len(i) for i in ids]}; norms {np.linalg.norm(emb, axis=1).round(4).tolist()}")
