@@ -873,6 +873,60 @@ KilnStatus kiln_attention(const struct KilnTensor *q,
                           struct KilnTensor **out);
 
 /**
+ * Uploads `nbytes` bytes of raw GGUF blocks (e.g. a slice of a memory-mapped .gguf file) of a
+ * `rows` x `cols` matrix in `format` ("q4_0", "q4_1" or "q8_0", any case) as the u32 tensor
+ * (the bytes zero-padded to whole words, shape [ceil(nbytes / 4)]) the quant ops read.
+ * `nbytes` must be `rows * (cols / 32) * block bytes` (18, 20, 34). `data` may be NULL when
+ * `nbytes` is 0. `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_quant_from_bytes(const void *data,
+                                 size_t nbytes,
+                                 const char *format,
+                                 size_t rows,
+                                 size_t cols,
+                                 struct KilnTensor **out);
+
+/**
+ * `x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference
+ * quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_quantize(const struct KilnTensor *x,
+                         const char *format,
+                         struct KilnTensor **out);
+
+/**
+ * f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_dequantize(const struct KilnTensor *w,
+                           const char *format,
+                           size_t rows,
+                           size_t cols,
+                           struct KilnTensor **out);
+
+/**
+ * `x` [..., K] (f32/f16) times W^T for `w` quantized [n, K] in `format` (nn.Linear's layout):
+ * [..., n] in x's dtype, accumulated in f32. `x`, `w`, `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_quant_matmul(const struct KilnTensor *x,
+                             const struct KilnTensor *w,
+                             const char *format,
+                             size_t n,
+                             struct KilnTensor **out);
+
+/**
+ * Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape):
+ * f32 [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_quant_embedding(const struct KilnTensor *w,
+                                const char *format,
+                                size_t d,
+                                const struct KilnTensor *ids,
+                                struct KilnTensor **out);
+
+/**
  * Elementwise -x, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out` receives
  * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
  * Thread-safe.

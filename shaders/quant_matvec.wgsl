@@ -15,7 +15,9 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
+// x read four values at a time: rows start at multiples of K (a multiple of 32) and the values
+// a unit pairs with start at multiples of 4.
+@group(0) @binding(1) var<storage, read> x: array<vec4<{{T}}>>;
 @group(0) @binding(2) var<storage, read_write> out: array<{{T}}>;
 @group(0) @binding(3) var<uniform> p: Params;
 
@@ -26,7 +28,7 @@ const MT: u32 = {{MT}}u;
 var<workgroup> red: array<f32, {{RED}}>;
 
 fn x4(i: u32) -> vec4<f32> {
-    return vec4<f32>(f32(x[i]), f32(x[i + 1u]), f32(x[i + 2u]), f32(x[i + 3u]));
+    return vec4<f32>(x[i >> 2u]);
 }
 
 @compute @workgroup_size(256)

@@ -6,6 +6,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use kiln_core::dtype::bytes_to_f64;
+use kiln_core::ops::QuantFormat;
 use kiln_core::{ops, DType, Kernel, Tensor};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -198,6 +199,29 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
             };
             ops::attention(c.input("q")?, c.input("k")?, c.input("v")?, c.b("causal")?, scale)?
         }
+        "quant_from_bytes" => {
+            let data = c.input("data")?;
+            let mut bytes = data.to_bytes()?;
+            bytes.truncate(c.i("nbytes")? as usize);
+            let f = QuantFormat::parse(c.s("format")?)?;
+            ops::quant_from_bytes(data.device(), &bytes, f, c.i("rows")? as usize, c.i("cols")? as usize)?
+        }
+        "quantize" => ops::quantize(c.input("x")?, QuantFormat::parse(c.s("format")?)?)?,
+        "dequantize" => ops::dequantize(
+            c.input("w")?,
+            QuantFormat::parse(c.s("format")?)?,
+            c.i("rows")? as usize,
+            c.i("cols")? as usize,
+        )?,
+        "quant_matmul" => {
+            ops::quant_matmul(c.input("x")?, c.input("w")?, QuantFormat::parse(c.s("format")?)?, c.i("n")? as usize)?
+        }
+        "quant_embedding" => ops::quant_embedding(
+            c.input("w")?,
+            QuantFormat::parse(c.s("format")?)?,
+            c.i("d")? as usize,
+            c.input("ids")?,
+        )?,
         "kernel" => {
             let src = std::fs::read_to_string(c.dir.join(c.s("source")?))?;
             let k = Kernel::new(&src, c.s("entry")?)?;

@@ -214,6 +214,34 @@ fn quant_matmul_matches_reference() {
     }
 }
 
+/// SmolLM2-135M's projections (K = 576 -> 576, 192, 1536; K = 1536 -> 576) at decode and small
+/// prefill sizes, and a slice of its Q8_0 output projection / embedding table.
+#[test]
+fn quant_matmul_smollm2_shapes() {
+    let mut rng = Rng::new(145);
+    for &(f, n, k) in &[
+        (QuantFormat::Q4_0, 576, 576),
+        (QuantFormat::Q4_1, 192, 576),
+        (QuantFormat::Q4_0, 1536, 576),
+        (QuantFormat::Q8_0, 576, 1536),
+        (QuantFormat::Q8_0, 4096, 576),
+    ] {
+        let wq = cpu::quantize(&weights(&mut rng, n, k), f);
+        let wt = upload(&wq, f, n, k);
+        for m in [1usize, 2, 5, 12] {
+            let (x, xv) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
+            let y = ops::quant_matmul(&x, &wt, f, n).unwrap();
+            let want = cpu::quant_matmul(&xv, m, k, &wq, f, n);
+            let scale = cpu::quant_matmul_abs(&xv, m, k, &wq, f, n);
+            check_matmul(&format!("{f} m={m} n={n} k={k}"), &y.to_f64_vec().unwrap(), &want, &scale, k, DType::F32);
+        }
+        let ids: Vec<i64> = (0..7).map(|_| rng.int(-2, n as i64 + 1)).collect();
+        let t = Tensor::from_slice(&ids.iter().map(|&i| i as i32).collect::<Vec<_>>(), &[7]).unwrap();
+        let got = ops::quant_embedding(&wt, f, k, &t).unwrap().to_f64_vec().unwrap();
+        assert_eq!(got, cpu::quant_embedding(&wq, f, n, k, &ids), "{f} embedding [{n}, {k}]");
+    }
+}
+
 #[test]
 fn quant_matmul_batched_shapes_and_empty() {
     let mut rng = Rng::new(142);
@@ -353,4 +381,58 @@ fn bad_input_is_refused() {
     assert_eq!(code(ops::quant_embedding(&w, f, 96, &ids)), ErrorCode::ShapeMismatch);
     assert_eq!(code(ops::quant_embedding(&w, f, 31, &ids)), ErrorCode::InvalidArgument);
     assert_eq!(code(ops::quant_embedding(&wf, f, 32, &ids)), ErrorCode::DTypeMismatch);
+    assert_eq!(code(ops::quant_embedding(&w2d, f, 32, &ids)), ErrorCode::ShapeMismatch);
+}
+
+/// Decode-path speed (`cargo test --release --test quant -- --ignored --nocapture`): weight
+/// bytes read per second by quant_matmul at SmolLM2's shapes and at a large one, from GPU
+/// timestamps where the adapter has them (else the wall clock).
+#[test]
+#[ignore]
+fn decode_matvec_bandwidth() {
+    let dev = kiln_core::device().unwrap();
+    println!("device: {}", dev.info().name);
+    let mut rng = Rng::new(7);
+    let shapes: &[(QuantFormat, usize, usize)] = &[
+        (QuantFormat::Q4_0, 576, 576),
+        (QuantFormat::Q4_0, 192, 576),
+        (QuantFormat::Q4_0, 1536, 576),
+        (QuantFormat::Q4_0, 576, 1536),
+        (QuantFormat::Q8_0, 576, 576),
+        (QuantFormat::Q8_0, 1536, 576),
+        (QuantFormat::Q8_0, 49152, 576),
+        (QuantFormat::Q4_0, 49152, 576),
+        (QuantFormat::Q4_1, 49152, 576),
+        (QuantFormat::Q4_0, 16384, 8192),
+        (QuantFormat::Q8_0, 16384, 8192),
+    ];
+    let iters = 100;
+    for &(f, n, k) in shapes {
+        let nbytes = n * f.row_bytes(k).unwrap();
+        let bytes: Vec<u8> = (0..nbytes).map(|_| (rng.next_u64() & 0x3b) as u8).collect();
+        let w = ops::quant_from_bytes(&dev, &bytes, f, n, k).unwrap();
+        for m in [1usize, 4, 128] {
+            let (x, _) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
+            for _ in 0..3 {
+                ops::quant_matmul(&x, &w, f, n).unwrap();
+            }
+            kiln_core::synchronize().unwrap();
+            let timed = dev.start_gpu_timer().unwrap();
+            let t0 = std::time::Instant::now();
+            for _ in 0..iters {
+                ops::quant_matmul(&x, &w, f, n).unwrap();
+            }
+            kiln_core::synchronize().unwrap();
+            let wall = t0.elapsed().as_secs_f64() / iters as f64;
+            let gpu = if timed { dev.stop_gpu_timer().unwrap().map(|g| g.busy_s / iters as f64) } else { None };
+            let t = gpu.unwrap_or(wall);
+            println!(
+                "{f} N={n:6} K={k:5} M={m:4}: {:8.2} us/op (wall {:8.2} us) {:7.1} GB/s weights {:8.1} GFLOP/s",
+                t * 1e6,
+                wall * 1e6,
+                nbytes as f64 / t / 1e9,
+                2.0 * (m * n * k) as f64 / t / 1e9
+            );
+        }
+    }
 }

@@ -2,9 +2,10 @@
 //! is a pointer check and a call: the op logic lives in kiln-core. The unary and binary ops are
 //! generated from kiln-core's tables into ops_gen.rs (`make gen`).
 
-use crate::boundary::{call, call_out, opt_tensor, opt_value, slice, tensor, tensor_array};
+use crate::boundary::{call, call_out, cstr, opt_tensor, opt_value, slice, tensor, tensor_array};
 use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::{ops, Tensor};
+use std::os::raw::{c_char, c_void};
 // The header shows `KilnDType`; Rust receives the raw value.
 use std::primitive::u32 as KilnDType;
 
@@ -575,5 +576,88 @@ pub unsafe extern "C" fn kiln_attention(
 ) -> KilnStatus {
     call_out("kiln_attention", out, || {
         ops::attention(&*tensor(q, "q")?, &*tensor(k, "k")?, &*tensor(v, "v")?, causal, opt_value(scale))
+    })
+}
+
+// ---- quant: GGUF block formats kept quantized on the GPU -------------------------------------
+
+fn quant_format(format: *const c_char) -> kiln_core::Result<ops::QuantFormat> {
+    ops::QuantFormat::parse(cstr(format, "format")?)
+}
+
+/// Uploads `nbytes` bytes of raw GGUF blocks (e.g. a slice of a memory-mapped .gguf file) of a
+/// `rows` x `cols` matrix in `format` ("q4_0", "q4_1" or "q8_0", any case) as the u32 tensor
+/// (the bytes zero-padded to whole words, shape [ceil(nbytes / 4)]) the quant ops read.
+/// `nbytes` must be `rows * (cols / 32) * block bytes` (18, 20, 34). `data` may be NULL when
+/// `nbytes` is 0. `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_quant_from_bytes(
+    data: *const c_void,
+    nbytes: usize,
+    format: *const c_char,
+    rows: usize,
+    cols: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_quant_from_bytes", out, || {
+        let f = quant_format(format)?;
+        let bytes = slice(data as *const u8, nbytes, "data")?;
+        ops::quant_from_bytes(&kiln_core::device()?, bytes, f, rows, cols)
+    })
+}
+
+/// `x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference
+/// quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_quantize(
+    x: *const KilnTensor,
+    format: *const c_char,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_quantize", out, || ops::quantize(&*tensor(x, "x")?, quant_format(format)?))
+}
+
+/// f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_dequantize(
+    w: *const KilnTensor,
+    format: *const c_char,
+    rows: usize,
+    cols: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_dequantize", out, || ops::dequantize(&*tensor(w, "w")?, quant_format(format)?, rows, cols))
+}
+
+/// `x` [..., K] (f32/f16) times W^T for `w` quantized [n, K] in `format` (nn.Linear's layout):
+/// [..., n] in x's dtype, accumulated in f32. `x`, `w`, `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_quant_matmul(
+    x: *const KilnTensor,
+    w: *const KilnTensor,
+    format: *const c_char,
+    n: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_quant_matmul", out, || {
+        ops::quant_matmul(&*tensor(x, "x")?, &*tensor(w, "w")?, quant_format(format)?, n)
+    })
+}
+
+/// Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape):
+/// f32 [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_quant_embedding(
+    w: *const KilnTensor,
+    format: *const c_char,
+    d: usize,
+    ids: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_quant_embedding", out, || {
+        ops::quant_embedding(&*tensor(w, "w")?, quant_format(format)?, d, &*tensor(ids, "ids")?)
     })
 }

@@ -1068,6 +1068,82 @@ function attention(q::KilnArray, k::KilnArray, v::KilnArray; causal::Bool=false,
 end
 
 # --------------------------------------------------------------------------------------------
+# Quantized weights: GGUF blocks (:q4_0, :q4_1, :q8_0) kept quantized on the GPU as a
+# KilnVector{UInt32} of the raw bytes, zero-padded to whole words. ggml's dimensions are Julia's:
+# a GGUF matrix of ne = (K, N) (N rows of K values in the file) is a Julia (K, N) matrix.
+# --------------------------------------------------------------------------------------------
+
+const QUANT_FORMATS = (:q4_0, :q4_1, :q8_0)
+
+function _quant_format(f)
+    s = Symbol(lowercase(string(f)))
+    s in QUANT_FORMATS || throw(KilnError(1, :INVALID_ARGUMENT, "format must be one of $(QUANT_FORMATS), got $(repr(f))"))
+    return string(s)
+end
+
+"""
+    Kiln.quant_from_bytes(data::AbstractVector{UInt8}, format, k, n)
+
+Uploads raw GGUF blocks of a `(k, n)` matrix (`n` rows of `k` values in the file, `k` a
+multiple of 32) in `format` (`:q4_0`, `:q4_1`, `:q8_0`) as the `KilnVector{UInt32}` the quant
+functions read.
+"""
+function quant_from_bytes(data::AbstractVector{UInt8}, format, k::Integer, n::Integer)
+    host = data isa Vector{UInt8} ? data : Vector{UInt8}(data)
+    f = _quant_format(format)
+    return GC.@preserve host _new() do out
+        @ccall libkiln.kiln_quant_from_bytes(host::Ptr{Cvoid}, length(host)::Csize_t, f::Cstring, Csize_t(n)::Csize_t,
+                                             Csize_t(k)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""
+    Kiln.quantize(x, format)
+
+`x` of size `(k, n)` (Float32/Float16, `k` a multiple of 32) quantized column by column as
+ggml's reference quantizer does: a `KilnVector{UInt32}` of the GGUF bytes.
+"""
+quantize(x::KilnMatrix, format) = _new() do out
+    @ccall libkiln.kiln_quantize(x::Ptr{KilnTensor}, _quant_format(format)::Cstring, out::Ref{Ptr{KilnTensor}})::UInt32
+end
+
+"""
+    Kiln.dequantize(w, format, k, n)
+
+The Float32 `(k, n)` matrix of the quantized `w`.
+"""
+dequantize(w::KilnVector, format, k::Integer, n::Integer) = _new() do out
+    @ccall libkiln.kiln_dequantize(w::Ptr{KilnTensor}, _quant_format(format)::Cstring, Csize_t(n)::Csize_t,
+                                   Csize_t(k)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+end
+
+"""
+    Kiln.quant_matmul(x, w, format, n)
+
+`transpose(W) * x` for `W` the quantized `(k, n)` matrix `w` and `x` of size `(k, batch...)`:
+`(n, batch...)` in `x`'s element type, accumulated in Float32 (ggml_mul_mat's convention).
+"""
+quant_matmul(x::KilnArray, w::KilnVector, format, n::Integer) = _new() do out
+    @ccall libkiln.kiln_quant_matmul(x::Ptr{KilnTensor}, w::Ptr{KilnTensor}, _quant_format(format)::Cstring,
+                                     Csize_t(n)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+end
+
+"""
+    Kiln.quant_embedding(w, format, d, ids)
+
+Columns of the quantized `(d, V)` table `w` picked by the 1-based `ids` (any shape):
+Float32 `(d, size(ids)...)`. Out-of-range ids give zeros.
+"""
+function quant_embedding(w::KilnVector, format, d::Integer, ids)
+    idx = _ids(ids)
+    f = _quant_format(format)
+    return _new() do out
+        @ccall libkiln.kiln_quant_embedding(w::Ptr{KilnTensor}, f::Cstring, Csize_t(d)::Csize_t, idx::Ptr{KilnTensor},
+                                            out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+# --------------------------------------------------------------------------------------------
 # Custom kernels
 # --------------------------------------------------------------------------------------------
 

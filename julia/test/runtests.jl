@@ -242,6 +242,24 @@ const top = @testset "Kiln.jl" begin
         @test all(got[:, i, j] == E[:, ids[i, j]] for i in 1:2, j in 1:3)
     end
 
+    @testset "quantized weights" begin
+        k, n = 32, 3
+        W = r32(k, n)                          # ggml's (k, n): n rows of k values
+        for fmt in (:q4_0, :q4_1, :q8_0)
+            q = Kiln.quantize(KilnArray(W), fmt)
+            @test eltype(q) == UInt32
+            deq = Array(Kiln.dequantize(q, fmt, k, n))
+            @test size(deq) == (k, n)
+            nbytes = n * Dict(:q4_0 => 18, :q4_1 => 20, :q8_0 => 34)[fmt]
+            raw = collect(reinterpret(UInt8, Array(q)))[1:nbytes]
+            @test Array(Kiln.quant_from_bytes(raw, fmt, k, n)) == Array(q)
+            x = r32(k, 2)
+            @test Array(Kiln.quant_matmul(KilnArray(x), q, fmt, n)) ≈ transpose(deq) * x rtol=1e-4
+            @test Array(Kiln.quant_embedding(q, fmt, k, [3, 0])) == hcat(deq[:, 3], zeros(Float32, k))
+        end
+        @test_throws KilnError Kiln.quantize(KilnArray(W), :q5_k)
+    end
+
     @testset "nn: rope and attention" begin
         D, L, Bt = 6, 5, 2
         X = r32(D, L, Bt)

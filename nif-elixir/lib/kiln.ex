@@ -858,6 +858,49 @@ defmodule Kiln do
   end
 
   # ---------------------------------------------------------------------------------------------
+  # Quantized weights: GGUF blocks (`:q4_0`, `:q4_1`, `:q8_0`) kept quantized on the GPU as a
+  # `{:u, 32}` tensor of the raw bytes, zero-padded to whole words.
+
+  @quant_formats [:q4_0, :q4_1, :q8_0]
+
+  defp quant_format!(f) when f in @quant_formats, do: Atom.to_string(f)
+
+  defp quant_format!(f),
+    do:
+      raise(
+        Error.new(:invalid_argument, "format must be one of #{inspect(@quant_formats)}, got #{inspect(f)}")
+      )
+
+  @doc """
+  Uploads raw GGUF blocks (a binary, e.g. a slice of a .gguf file) of a `rows` x `cols` matrix
+  in `format` as the tensor the quant functions read.
+  """
+  def quant_from_bytes(binary, format, rows, cols) when is_binary(binary) do
+    out(Native.quant_from_bytes(binary, quant_format!(format), int!(rows, "rows"), int!(cols, "cols")))
+  end
+
+  def quant_from_bytes(other, _format, _rows, _cols),
+    do: raise(Error.new(:invalid_argument, "quant_from_bytes/4 takes a binary, got #{inspect(other)}"))
+
+  @doc "`x` `[rows, cols]` (float) quantized in `format` as ggml's reference quantizer does."
+  def quantize(x, format), do: out(Native.quantize(ref!(x), quant_format!(format)))
+
+  @doc "`{:f, 32}` `[rows, cols]` from a quantized matrix."
+  def dequantize(w, format, rows, cols),
+    do: out(Native.dequantize(ref!(w), quant_format!(format), int!(rows, "rows"), int!(cols, "cols")))
+
+  @doc """
+  `x` `[..., K]` times `w`ᵀ for `w` quantized `[n, K]` (nn.Linear's layout): `[..., n]` in x's
+  type, accumulated in f32.
+  """
+  def quant_matmul(x, w, format, n),
+    do: out(Native.quant_matmul(ref!(x), ref!(w), quant_format!(format), int!(n, "n")))
+
+  @doc "Rows of a quantized table `w` `[V, d]` picked by `ids`: `{:f, 32}` `[..ids, d]`; ids outside `[0, V)` give zeros."
+  def quant_embedding(w, format, d, ids),
+    do: out(Native.quant_embedding(ref!(w), quant_format!(format), int!(d, "d"), ref!(ids)))
+
+  # ---------------------------------------------------------------------------------------------
   # Runtime
 
   @doc """

@@ -468,6 +468,33 @@ defmodule KilnOpsTest do
       assert flat(out) == ids |> List.flatten() |> Enum.flat_map(&Enum.at(rows, &1))
     end
 
+    test "quantized weights (q4_0, q4_1, q8_0)" do
+      {n, k} = {3, 32}
+      w = rand_f32(n * k)
+
+      for fmt <- [:q4_0, :q4_1, :q8_0] do
+        q = Kiln.quantize(t(w, [n, k]), fmt)
+        assert Kiln.type(q) == {:u, 32}
+        deq = Kiln.dequantize(q, fmt, n, k)
+        assert Kiln.shape(deq) == {n, k}
+        nbytes = n * %{q4_0: 18, q4_1: 20, q8_0: 34}[fmt]
+        <<raw::binary-size(nbytes), _::binary>> = Kiln.to_binary(q)
+        assert Kiln.to_binary(Kiln.quant_from_bytes(raw, fmt, n, k)) == Kiln.to_binary(q)
+        rows = deq |> flat() |> Enum.chunk_every(k)
+        x = t(List.duplicate(1.0, k), [1, k])
+        y = Kiln.quant_matmul(x, q, fmt, n)
+        assert Kiln.shape(y) == {1, n}
+
+        Enum.zip(flat(y), Enum.map(rows, &Enum.sum/1))
+        |> Enum.each(fn {g, e} -> assert abs(g - e) < 1.0e-4 end)
+
+        e = Kiln.quant_embedding(q, fmt, k, Kiln.tensor([2, -1], type: {:s, 32}))
+        assert flat(e) == Enum.at(rows, 2) ++ List.duplicate(0.0, k)
+      end
+
+      assert_raise Kiln.Error, ~r/format must be one of/, fn -> Kiln.quantize(t(w, [n, k]), :q5_k) end
+    end
+
     test "rope (rotate-half)" do
       {l, d} = {5, 8}
       x = rand_f32(2 * l * d)

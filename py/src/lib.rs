@@ -97,6 +97,12 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::max_pool2d,
         ops::avg_pool2d,
         ops::attention,
+        // quant
+        ops::quant_from_bytes,
+        ops::quantize,
+        ops::dequantize,
+        ops::quant_matmul,
+        ops::quant_embedding,
     );
     ops_gen::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -722,6 +722,61 @@ pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: Int<usize>, base: 
 }
 
 // ---------------------------------------------------------------------------------------------
+// quant: GGUF block formats ("q4_0", "q4_1", "q8_0") kept quantized on the GPU as u32 tensors
+
+fn quant_format(format: &str) -> kiln_core::Result<ops::QuantFormat> {
+    ops::QuantFormat::parse(format)
+}
+
+/// Uploads raw GGUF blocks (bytes-like, e.g. a slice of a memory-mapped .gguf file) of a
+/// ``rows`` x ``cols`` matrix in ``format`` as the uint32 tensor the quant ops read.
+#[pyfunction]
+pub fn quant_from_bytes(py: Python<'_>, data: &[u8], format: &str, rows: Int<usize>, cols: Int<usize>) -> PyT {
+    let (rows, cols) = (rows.0, cols.0);
+    gpu(py, || ops::quant_from_bytes(&kiln_core::device()?, data, quant_format(format)?, rows, cols)).map(ok)
+}
+
+/// ``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32
+/// tensor of the GGUF bytes.
+#[pyfunction]
+pub fn quantize(py: Python<'_>, x: &Bound<'_, PyAny>, format: &str) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::quantize(&x, quant_format(format)?)).map(ok)
+}
+
+/// float32 [rows, cols] from a quantized matrix.
+#[pyfunction]
+pub fn dequantize(py: Python<'_>, w: &Bound<'_, PyAny>, format: &str, rows: Int<usize>, cols: Int<usize>) -> PyT {
+    let w = tensor_arg(py, w)?;
+    let (rows, cols) = (rows.0, cols.0);
+    gpu(py, || ops::dequantize(&w, quant_format(format)?, rows, cols)).map(ok)
+}
+
+/// ``x`` [..., K] times ``w``ᵀ for ``w`` quantized [n, K] (nn.Linear's layout): [..., n] in x's
+/// dtype, accumulated in float32.
+#[pyfunction]
+pub fn quant_matmul(py: Python<'_>, x: &Bound<'_, PyAny>, w: &Bound<'_, PyAny>, format: &str, n: Int<usize>) -> PyT {
+    let (x, w) = (tensor_arg(py, x)?, tensor_arg(py, w)?);
+    let n = n.0;
+    gpu(py, || ops::quant_matmul(&x, &w, quant_format(format)?, n)).map(ok)
+}
+
+/// Rows of a quantized table ``w`` [V, d] picked by int32/uint32 ``ids``: float32
+/// ``ids.shape + (d,)``; ids outside [0, V) give zeros.
+#[pyfunction]
+pub fn quant_embedding(
+    py: Python<'_>,
+    w: &Bound<'_, PyAny>,
+    format: &str,
+    d: Int<usize>,
+    ids: &Bound<'_, PyAny>,
+) -> PyT {
+    let (w, i) = (tensor_arg(py, w)?, tensor_arg(py, ids)?);
+    let d = d.0;
+    gpu(py, || ops::quant_embedding(&w, quant_format(format)?, d, &i)).map(ok)
+}
+
+// ---------------------------------------------------------------------------------------------
 // random
 
 /// Uniform random numbers in ``[low, high)`` (counter-based: the same seed gives the same

@@ -380,3 +380,39 @@ def test_random(dtype):
     assert np.array_equal(kiln.random_uniform((4,), 5).numpy(), kiln.random.uniform((4,), seed=5).numpy())
     with pytest.raises(TypeError):
         kiln.random.uniform((3,), seed=1, dtype="int32")
+
+
+# ------------------------------------------------------------------------------------- quant
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q4_1", "q8_0"])
+def test_quant_ops(rng, fmt):
+    n, k = 9, 64
+    w = rand(rng, (n, k), "float32")
+    q = kiln.quantize(w, fmt)
+    assert q.dtype == np.uint32
+    nbytes = n * k // 32 * {"q4_0": 18, "q4_1": 20, "q8_0": 34}[fmt]
+    assert q.shape == ((nbytes + 3) // 4,)
+    # The same bytes uploaded as a GGUF slice give the same tensor.
+    raw = q.numpy().tobytes()[:nbytes]
+    q2 = kiln.quant_from_bytes(raw, fmt.upper(), n, k)
+    assert q2.numpy().tobytes() == q.numpy().tobytes()
+    deq = kiln.dequantize(q, fmt, n, k).numpy()
+    assert deq.dtype == np.float32 and deq.shape == (n, k)
+    step = {"q4_0": 2 / 8, "q4_1": 2 / 15, "q8_0": 2 / 127}[fmt] * np.abs(w).max()
+    assert np.abs(deq - w).max() <= step
+    x = rand(rng, (3, k), "float32")
+    check(kiln.quant_matmul(x, q, fmt, n), f64(x) @ f64(deq).T, "float32", scale=10)
+    ids = np.array([[0, 8, -1], [9, 3, 3]], np.int32)
+    want = np.stack([deq[i] if 0 <= i < n else np.zeros(k, np.float32) for i in ids.reshape(-1)]).reshape(2, 3, k)
+    check(kiln.quant_embedding(q, fmt, k, ids), want, "float32", rtol=0, atol=0)
+
+
+def test_quant_errors():
+    with pytest.raises(kiln.InvalidArgumentError, match="q4_0, q4_1, q8_0"):
+        kiln.quantize(np.zeros((1, 32), np.float32), "q5_k")
+    with pytest.raises(kiln.InvalidArgumentError):
+        kiln.quant_from_bytes(b"\0" * 17, "q4_0", 1, 32)
+    q = kiln.quantize(np.zeros((2, 32), np.float32), "q8_0")
+    with pytest.raises(kiln.ShapeError):
+        kiln.quant_matmul(np.zeros((1, 32), np.float32), q, "q8_0", 3)

@@ -287,6 +287,22 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         float scale = (float)(s->kind == 'n' ? 0.0 : pf(c, "scale"));
         return kiln_attention(input(c, "q"), input(c, "k"), input(c, "v"), pb(c, "causal"), s->kind == 'n' ? NULL : &scale, out);
     }
+    if (!strcmp(op, "quant_from_bytes")) {
+        size_t nb = 0, want = (size_t)pi(c, "nbytes");
+        KilnStatus st = kiln_tensor_nbytes(x, &nb);
+        if (st != KILN_OK) return st;
+        unsigned char *buf = malloc(nb ? nb : 1);
+        st = kiln_tensor_to_host(x, buf, nb);
+        if (st == KILN_OK)
+            st = kiln_quant_from_bytes(buf, want < nb ? want : nb, need(c, "format")->s, (size_t)pi(c, "rows"), (size_t)pi(c, "cols"), out);
+        free(buf);
+        return st;
+    }
+    if (!strcmp(op, "quantize")) return kiln_quantize(x, need(c, "format")->s, out);
+    if (!strcmp(op, "dequantize")) return kiln_dequantize(x, need(c, "format")->s, (size_t)pi(c, "rows"), (size_t)pi(c, "cols"), out);
+    if (!strcmp(op, "quant_matmul")) return kiln_quant_matmul(input(c, "x"), input(c, "w"), need(c, "format")->s, (size_t)pi(c, "n"), out);
+    if (!strcmp(op, "quant_embedding"))
+        return kiln_quant_embedding(input(c, "w"), need(c, "format")->s, (size_t)pi(c, "d"), input(c, "ids"), out);
     if (!strcmp(op, "kernel")) {
         size_t n;
         char *src = (char *)read_file(need(c, "source")->s, &n);

@@ -106,6 +106,13 @@ defmodule Kiln.Conformance do
       "embedding" -> Kiln.embedding(get.("weight"), get.("ids"))
       "rope" -> Kiln.rope(x, pos_offset: p["pos_offset"], base: p["base"])
       "attention" -> Kiln.attention(get.("q"), get.("k"), get.("v"), causal: p["causal"], scale: p["scale"])
+      "quant_from_bytes" ->
+        data = binary_part(Kiln.to_binary(x), 0, p["nbytes"])
+        Kiln.quant_from_bytes(data, String.to_atom(p["format"]), p["rows"], p["cols"])
+      "quantize" -> Kiln.quantize(x, String.to_atom(p["format"]))
+      "dequantize" -> Kiln.dequantize(x, String.to_atom(p["format"]), p["rows"], p["cols"])
+      "quant_matmul" -> Kiln.quant_matmul(get.("x"), get.("w"), String.to_atom(p["format"]), p["n"])
+      "quant_embedding" -> Kiln.quant_embedding(get.("w"), String.to_atom(p["format"]), p["d"], get.("ids"))
       "kernel" ->
         k = Kiln.Kernel.compile!(File.read!(Path.join(dir, p["source"])), p["entry"])
         uni = if p["uniforms"] == nil, do: <<>>, else: Base.decode16!(p["uniforms"], case: :lower)

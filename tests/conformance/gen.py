@@ -773,6 +773,144 @@ def build_added(g, seed):
     x = np.array([8388607.5, -8388607.5, 8388608.0, -4194303.75, 0.999999940, -0.999999940, 1.0000001, -1.0000001], np.float32)
     g.case("floor.edge_whole", "floor", {}, [("x", x, "f32")], np.floor(f64(x)), "f32", (0, 0))
 
+    # ---- quant (GGUF q4_0 / q4_1 / q8_0 weights): a stream of their own again (seed + 2), so
+    # that the cases above keep their inputs.
+    build_quant(g, np.random.default_rng(seed + 2))
+
+
+# ---- quant: ggml's block formats, written here from ggml-common.h and ggml-quants.c's reference
+# quantizers (quantize_row_q4_0_ref & co) in numpy float32, independently of Kiln.
+QUANT_BLOCK_BYTES = {"q4_0": 18, "q4_1": 20, "q8_0": 34}
+
+
+def c_int8(v):
+    """C's (int8_t)v for float32 v as x86-64 computes it: a truncating 32-bit conversion (NaN and
+    out-of-range give 0x80000000) narrowed to 8 bits."""
+    v = np.asarray(v, np.float64)
+    ok = np.isfinite(v) & (v >= -(2.0**31)) & (v < 2.0**31)
+    i = np.where(ok, np.trunc(np.where(ok, v, 0)), -(2.0**31)).astype(np.int64)
+    return ((i + 128) % 256) - 128
+
+
+def quantize_ref(x, fmt):
+    """x float32 [rows, cols] (cols a multiple of 32) -> the GGUF bytes (uint8)."""
+    f32 = np.float32
+    b = np.asarray(x, f32).reshape(-1, 32)
+    nb = b.shape[0]
+    out = []
+    with np.errstate(all="ignore"):
+        if fmt == "q4_0":
+            a = np.where(np.isnan(b), f32(-1), np.abs(b))
+            idx = np.argmax(a, axis=1)  # the first largest |v|: ggml's `amax < fabsf(v)`
+            amax = a[np.arange(nb), idx]
+            mx = np.where(amax > 0, b[np.arange(nb), idx], f32(0)).astype(f32)
+            d = (mx / f32(-8)).astype(f32)
+            idv = np.where(d != 0, f32(1) / np.where(d != 0, d, f32(1)), f32(0)).astype(f32)
+            q = np.minimum(15, c_int8((b * idv[:, None]).astype(f32) + f32(8.5)))
+            qs = (q[:, :16] & 0xFF) | ((q[:, 16:] & 0xFF) << 4)
+            out = [d.astype(np.float16).view(np.uint8).reshape(nb, 2), (qs & 0xFF).astype(np.uint8)]
+        elif fmt == "q4_1":
+            mn = np.where(np.isnan(b), f32(np.finfo(f32).max), b).min(axis=1).astype(f32)
+            mx = np.where(np.isnan(b), f32(-np.finfo(f32).max), b).max(axis=1).astype(f32)
+            d = ((mx - mn) / f32(15)).astype(f32)
+            idv = np.where(d != 0, f32(1) / np.where(d != 0, d, f32(1)), f32(0)).astype(f32)
+            v = ((b - mn[:, None]).astype(f32) * idv[:, None]).astype(f32) + f32(0.5)
+            q = np.minimum(15, c_int8(v.astype(f32)))
+            qs = (q[:, :16] & 0xFF) | ((q[:, 16:] & 0xFF) << 4)
+            out = [d.astype(np.float16).view(np.uint8).reshape(nb, 2), mn.astype(np.float16).view(np.uint8).reshape(nb, 2),
+                   (qs & 0xFF).astype(np.uint8)]
+        else:
+            amax = np.zeros(nb, f32)
+            for j in range(32):  # C's MAX(a, b) = a > b ? a : b, NaN included
+                av = np.abs(b[:, j])
+                amax = np.where(amax > av, amax, av).astype(f32)
+            d = (amax / f32(127)).astype(f32)
+            idv = np.where(d != 0, f32(1) / np.where(d != 0, d, f32(1)), f32(0)).astype(f32)
+            v = (b * idv[:, None]).astype(f32).astype(np.float64)
+            r = np.trunc(v + np.copysign(0.5, v))  # roundf, exact in float64
+            out = [d.astype(np.float16).view(np.uint8).reshape(nb, 2), (c_int8(r) & 0xFF).astype(np.uint8)]
+    return np.concatenate(out, axis=1).reshape(-1) if nb else np.zeros(0, np.uint8)
+
+
+def dequantize_ref(raw, fmt, rows, cols):
+    """GGUF bytes -> float32 [rows, cols], as ggml's dequantize_row_* computes."""
+    bb = QUANT_BLOCK_BYTES[fmt]
+    blk = np.asarray(raw, np.uint8)[: rows * cols // 32 * bb].reshape(-1, bb)
+    d = blk[:, 0:2].copy().view(np.float16).astype(np.float32)
+    if fmt == "q8_0":
+        v = blk[:, 2:].view(np.int8).astype(np.float32) * d
+    else:
+        qs = blk[:, 4:] if fmt == "q4_1" else blk[:, 2:]
+        q = np.concatenate([qs & 0xF, qs >> 4], axis=1).astype(np.float32)
+        if fmt == "q4_0":
+            v = (q - np.float32(8)) * d
+        else:
+            v = q * d + blk[:, 2:4].copy().view(np.float16).astype(np.float32)
+    return v.astype(np.float32).reshape(rows, cols)
+
+
+def as_words(raw):
+    """GGUF bytes as the u32 tensor Kiln keeps them in (zero-padded to whole words)."""
+    raw = np.asarray(raw, np.uint8)
+    pad = (-raw.size) % 4
+    return np.concatenate([raw, np.zeros(pad, np.uint8)]).view("<u4")
+
+
+def quant_weights(rng, rows, cols):
+    """Random weights with a constant row (d = 0 for q4_1) and a zero row (d = 0)."""
+    w = rng.uniform(-3.0, 3.0, size=(rows, cols)).astype(np.float32)
+    if rows > 2:
+        w[1, :] = np.float32(0.75)
+        w[2, :] = 0
+    return w
+
+
+def build_quant(g, rng):
+    """Cases of the quant family (q4_0, q4_1, q8_0)."""
+    for fmt in ("q4_0", "q4_1", "q8_0"):
+        # quant_from_bytes: the runner uploads the first `nbytes` bytes of input `data`.
+        for cid, rows, cols in [("typical", 3, 64), ("edge_one_block", 1, 32), ("edge_empty", 0, 32)]:
+            raw = quantize_ref(quant_weights(rng, rows, cols), fmt)
+            words = as_words(raw)
+            g.case(f"quant_from_bytes.{fmt}_{cid}", "quant_from_bytes", {"format": fmt, "rows": rows, "cols": cols, "nbytes": int(raw.size)},
+                   [("data", words, "u32")], words, "u32", (0, 0))
+        # quantize: bytes equal ggml's reference quantizer.
+        for cid, rows, cols, dt in [("typical", 5, 64, "f32"), ("edge_f16", 3, 96, "f16"), ("edge_empty", 0, 32, "f32")]:
+            x = quant_weights(rng, rows, cols).astype(NP[dt])
+            g.case(f"quantize.{fmt}_{cid}", "quantize", {"format": fmt}, [("x", x, dt)],
+                   as_words(quantize_ref(x.astype(np.float32), fmt)), "u32", (0, 0))
+        x = quant_weights(rng, 2, 64)
+        x[0, 3], x[0, 40], x[1, 5], x[1, 6] = np.nan, np.inf, -np.inf, -0.0
+        g.case(f"quantize.{fmt}_special", "quantize", {"format": fmt}, [("x", x, "f32")], as_words(quantize_ref(x, fmt)), "u32", (0, 0))
+        # dequantize: exact.
+        for cid, rows, cols in [("typical", 7, 96), ("edge_one_block", 1, 32), ("edge_empty", 0, 64)]:
+            raw = quantize_ref(quant_weights(rng, rows, cols), fmt)
+            g.case(f"dequantize.{fmt}_{cid}", "dequantize", {"format": fmt, "rows": rows, "cols": cols}, [("w", as_words(raw), "u32")],
+                   dequantize_ref(raw, fmt, rows, cols), "f32", (0, 0))
+        # quant_matmul: few rows (the matrix-vector kernel), many (the tiled one), f16, batched.
+        for cid, xshape, n, dt in [("typical_one_row", [1, 64], 33, "f32"), ("typical_rows", [3, 96], 7, "f32"),
+                                   ("large_tiled", [70, 64], 65, "f32"), ("edge_batched", [2, 3, 32], 5, "f32"),
+                                   ("edge_f16", [2, 64], 9, "f16"), ("edge_empty", [0, 32], 4, "f32")]:
+            k = xshape[-1]
+            raw = quantize_ref(quant_weights(rng, n, k), fmt)
+            w = dequantize_ref(raw, fmt, n, k).astype(np.float64)
+            x = rng.uniform(-2.0, 2.0, size=xshape).astype(NP[dt])
+            want = f64(x) @ w.T
+            # f32 accumulation in any order: |error| <= (K + 2) 2^-24 sum |x w|.
+            scale = float((np.abs(f64(x)) @ np.abs(w).T).max()) if x.size else 0.0
+            atol = (k + 2) * 2.0**-24 * scale + 1e-30
+            g.case(f"quant_matmul.{fmt}_{cid}", "quant_matmul", {"format": fmt, "n": n}, [("x", x, dt), ("w", as_words(raw), "u32")],
+                   want, dt, (atol, 2.0**-11 if dt == "f16" else 0.0))
+        # quant_embedding: ids outside [0, V) (negative included) give zeros.
+        v, d = 6, 64
+        raw = quantize_ref(quant_weights(rng, v, d), fmt)
+        table = dequantize_ref(raw, fmt, v, d)
+        for cid, ids, dt in [("typical", np.array([[0, 5, 2], [2, 1, 4]]), "i32"), ("edge_out_of_range", np.array([-1, 6, 3, -7]), "i32"),
+                             ("edge_u32", np.array([4, 6, 0]), "u32")]:
+            want = np.stack([table[i] if 0 <= i < v else np.zeros(d, np.float32) for i in ids.reshape(-1)]).reshape(*ids.shape, d)
+            g.case(f"quant_embedding.{fmt}_{cid}", "quant_embedding", {"format": fmt, "d": d},
+                   [("w", as_words(raw), "u32"), ("ids", ids.astype(NP[dt]), dt)], want, "f32", (0, 0))
+
 
 def main():
     ap = argparse.ArgumentParser()

@@ -136,6 +136,7 @@ function exposed(op)
         op == "kernel" && return kiln_fn(:Kernel)
         return kiln_fn(Symbol(op))   # softmax log_softmax layer_norm rms_norm batch_norm conv2d
                                      # max_pool2d avg_pool2d gather embedding rope attention
+                                     # quant_from_bytes quantize dequantize quant_matmul quant_embedding
     catch
         return false
     end
@@ -246,6 +247,19 @@ function run_op(op, p, c::Case, dir)
         return Kiln.rope(x; pos_offset=Int(p["pos_offset"]), base=p["base"])
     elseif op == "attention"
         return Kiln.attention(up("q"), up("k"), up("v"); causal=p["causal"], scale=p["scale"])
+    elseif op == "quant_from_bytes"
+        # Kiln.jl names a GGUF matrix by ggml's (k, n): core's (cols, rows).
+        bytes = collect(reinterpret(UInt8, vec(read_array(dir, c.inputs[1]))))[1:Int(p["nbytes"])]
+        return Kiln.quant_from_bytes(bytes, Symbol(p["format"]), Int(p["cols"]), Int(p["rows"]))
+    elseif op == "quantize"
+        return Kiln.quantize(x, Symbol(p["format"]))
+    elseif op == "dequantize"
+        return Kiln.dequantize(x, Symbol(p["format"]), Int(p["cols"]), Int(p["rows"]))
+    elseif op == "quant_matmul"
+        return Kiln.quant_matmul(up("x"), up("w"), Symbol(p["format"]), Int(p["n"]))
+    elseif op == "quant_embedding"
+        s = spec("ids")
+        return Kiln.quant_embedding(up("w"), Symbol(p["format"]), Int(p["d"]), KilnArray(read_array(dir, s) .+ one(s.T)))
     elseif op == "kernel"
         k = Kiln.Kernel(read(joinpath(dir, p["source"]), String), p["entry"])
         xs = [KilnArray(read_array(dir, s)) for s in c.inputs]

@@ -105,6 +105,16 @@ def run(op, f, p, ins, d):
         return f(x, p["pos_offset"], p["base"])
     if op == "attention":
         return f(get("q"), get("k"), get("v"), causal=p["causal"], scale=p["scale"])
+    if op == "quant_from_bytes":
+        return f(x.tobytes()[: p["nbytes"]], p["format"], p["rows"], p["cols"])
+    if op == "quantize":
+        return f(x, p["format"])
+    if op == "dequantize":
+        return f(x, p["format"], p["rows"], p["cols"])
+    if op == "quant_matmul":
+        return f(get("x"), get("w"), p["format"], p["n"])
+    if op == "quant_embedding":
+        return f(get("w"), p["format"], p["d"], get("ids"))
     if op == "kernel":
         src = open(os.path.join(d, p["source"])).read()
         k = f(src, p["entry"])

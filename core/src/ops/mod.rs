@@ -141,6 +141,11 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("embedding", "nn", 2, "any", "", "rows of weight [V, D] picked by ids", ["~embedding", "~embedding", "~embedding"]),
     op("rope", "nn", 1, "float", "pos_offset: usize = 0, base: f32 = 10000", "rotary position embedding (rotate-half)", ["~rope", "~rope", "~rope"]),
     op("attention", "nn", 3, "float", "causal: bool = false, scale: Option<f32> = None", "scaled dot-product attention", ["~attention", "~attention", "~attention"]),
+    op("quant_from_bytes", "quant", 0, "raw GGUF bytes", "format, rows: usize, cols: usize", "GGUF blocks (q4_0, q4_1, q8_0) of a [rows, cols] matrix as a u32 tensor", ["~quant_from_bytes", "~quant_from_bytes", "~quant_from_bytes"]),
+    op("quantize", "quant", 1, "float", "format", "a float [rows, cols] quantized as ggml's reference quantizer does", ["~quantize", "~quantize", "~quantize"]),
+    op("dequantize", "quant", 1, "u32 (quantized)", "format, rows: usize, cols: usize", "f32 [rows, cols] from a quantized matrix", ["~dequantize", "~dequantize", "~dequantize"]),
+    op("quant_matmul", "quant", 2, "float x, u32 (quantized) w", "format, n: usize", "x [..., K] times Wᵀ for W quantized [N, K], accumulated in f32", ["~quant_matmul", "~quant_matmul", "~quant_matmul"]),
+    op("quant_embedding", "quant", 2, "u32 (quantized) w, i32/u32 ids", "format, d: usize", "rows of a quantized table [V, D] picked by ids (out of range: zeros)", ["~quant_embedding", "~quant_embedding", "~quant_embedding"]),
 ];
 
 /// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's

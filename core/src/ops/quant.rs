@@ -292,14 +292,19 @@ pub fn quant_embedding(w: &Tensor, format: QuantFormat, d: usize, ids: &Tensor) 
         return Err(Error::DTypeMismatch(format!("quant_embedding: ids must be i32 or u32, got {}", ids.dtype())));
     }
     check_same_device(&[w, ids])?;
-    // V is what the table's length says; it must be a whole number of rows.
-    if w.dtype() != DType::U32 || w.ndim() != 1 {
+    if w.dtype() != DType::U32 {
         return Err(Error::DTypeMismatch(format!(
-            "quant_embedding: the table must be a 1-D u32 tensor of raw GGUF bytes, got {} {:?}",
-            w.dtype(),
+            "quant_embedding: the table must be a u32 tensor of raw GGUF bytes, got {}",
+            w.dtype()
+        )));
+    }
+    if w.ndim() != 1 {
+        return Err(Error::ShapeMismatch(format!(
+            "quant_embedding: the table must be a 1-D u32 tensor of raw GGUF bytes, got shape {:?}",
             w.shape()
         )));
     }
+    // V is what the table's length says; check_weight then insists on whole rows.
     let row_bytes = format.row_bytes(d)?;
     let vocab = (w.numel() * 4).checked_div(row_bytes).unwrap_or(0);
     if row_bytes == 0 && w.numel() != 0 {

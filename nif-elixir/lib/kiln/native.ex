@@ -161,7 +161,13 @@ defmodule Kiln.Native do
     # nn
     embedding: 2,
     rope: 3,
-    attention: 5
+    attention: 5,
+    # quant
+    quant_from_bytes: 4,
+    quantize: 2,
+    dequantize: 4,
+    quant_matmul: 4,
+    quant_embedding: 4
   ]
 
   @doc false

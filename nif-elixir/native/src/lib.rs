@@ -25,6 +25,7 @@ mod matmul;
 mod movement;
 mod nn;
 mod norm;
+mod quant;
 mod random;
 mod reduce;
 
