@@ -12,6 +12,7 @@ use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
 use crate::sampling::{Sampler, SamplingOptions};
+use crate::stop_strings::StopStrings;
 use kiln_core::ops::{self, QuantFormat};
 use kiln_core::{DType, Device, Tensor};
 use std::path::Path;
@@ -429,6 +430,7 @@ impl std::ops::Deref for ModelRef<'_> {
 impl<'a> Generation<'a> {
     fn new(model: ModelRef<'a>, prompt: Vec<u32>, opts: GenerateOptions) -> Generation<'a> {
         let sampler = Sampler::new(opts.sampling.clone());
+        let stops = StopStrings::new(&opts.stop);
         Generation {
             cache: model.new_cache(),
             model,
@@ -438,8 +440,7 @@ impl<'a> Generation<'a> {
             sampler,
             opts,
             utf8: Utf8Stream::default(),
-            held: String::new(),
-            next_logits: None,
+            stops,
             done: false,
         }
     }
@@ -455,9 +456,7 @@ pub struct Generation<'a> {
     sampler: Sampler,
     opts: GenerateOptions,
     utf8: Utf8Stream,
-    /// Text held back because it could be the start of a stop string.
-    held: String,
-    next_logits: Option<Vec<f32>>,
+    stops: StopStrings,
     stats: GenerationStats,
     done: bool,
 }
@@ -490,64 +489,25 @@ impl Generation<'_> {
         if self.generated.len() >= self.opts.max_tokens {
             return Ok(None);
         }
-        let mut logits = match self.next_logits.take() {
-            Some(l) => l,
-            None if self.cache.is_empty() => {
-                if self.history.is_empty() {
-                    return Err(ModelError::Tokenizer("empty prompt".into()));
-                }
-                let t0 = Instant::now();
-                let l = self.model.forward(&self.history, &mut self.cache)?;
-                self.stats.prefill = t0.elapsed();
-                l
+        let t0 = Instant::now();
+        let mut logits = if self.cache.is_empty() {
+            if self.history.is_empty() {
+                return Err(ModelError::Tokenizer("empty prompt".into()));
             }
-            None => {
-                let last = *self.history.last().expect("a token was generated");
-                let t0 = Instant::now();
-                let l = self.model.forward(&[last], &mut self.cache)?;
-                self.stats.decode += t0.elapsed();
-                l
-            }
+            let l = self.model.forward(&self.history, &mut self.cache)?;
+            self.stats.prefill = t0.elapsed();
+            l
+        } else {
+            let last = *self.history.last().expect("the prompt or a generated token");
+            let l = self.model.forward(&[last], &mut self.cache)?;
+            self.stats.decode += t0.elapsed();
+            l
         };
         let t = self.sampler.sample(&mut logits, &self.history);
         self.history.push(t);
         self.generated.push(t);
         self.stats.generated_tokens += 1;
         Ok(Some(t))
-    }
-
-    /// Splits `held` into what can go out now and what might still become a stop string.
-    fn release(&mut self, end: bool) -> Option<String> {
-        if let Some((at, _)) = self
-            .opts
-            .stop
-            .iter()
-            .filter(|s| !s.is_empty())
-            .filter_map(|s| self.held.find(s.as_str()).map(|i| (i, s)))
-            .min()
-        {
-            self.held.truncate(at);
-            self.done = true;
-            return Some(std::mem::take(&mut self.held)).filter(|s| !s.is_empty());
-        }
-        let keep = if end {
-            0
-        } else {
-            // The longest suffix of held that is a proper prefix of a stop string.
-            let mut keep = 0;
-            for s in &self.opts.stop {
-                for (i, _) in self.held.char_indices() {
-                    let suffix = &self.held[i..];
-                    if suffix.len() < s.len() && s.starts_with(suffix) {
-                        keep = keep.max(suffix.len());
-                        break;
-                    }
-                }
-            }
-            keep
-        };
-        let out: String = self.held.drain(..self.held.len() - keep).collect();
-        Some(out).filter(|s| !s.is_empty())
     }
 }
 
@@ -561,23 +521,27 @@ impl Iterator for Generation<'_> {
                     self.done = true;
                     return Some(Err(e));
                 }
-                Ok(None) => {
+                Ok(t) => t,
+            };
+            let out = match t {
+                Some(t) if !self.is_stop_token(t) => {
+                    let piece = self.utf8.push(self.model.tokenizer.piece(t));
+                    let out = self.stops.push(&piece);
+                    self.done = self.stops.stopped();
+                    out
+                }
+                // The end: max_tokens or a stop token; what was held back goes out.
+                _ => {
                     self.done = true;
                     let tail = self.utf8.finish();
-                    self.held.push_str(&tail);
-                    return self.release(true).map(Ok);
+                    let mut out = self.stops.push(&tail);
+                    if !self.stops.stopped() {
+                        out += &self.stops.finish();
+                    }
+                    out
                 }
-                Ok(Some(t)) => t,
             };
-            if self.is_stop_token(t) {
-                self.done = true;
-                let tail = self.utf8.finish();
-                self.held.push_str(&tail);
-                return self.release(true).map(Ok);
-            }
-            let piece = self.utf8.push(self.model.tokenizer.piece(t));
-            self.held.push_str(&piece);
-            if let Some(out) = self.release(false) {
+            if !out.is_empty() {
                 return Some(Ok(out));
             }
         }
