@@ -32,6 +32,9 @@ pub struct Args {
     /// The all-MiniLM-L6-v2 directory for the embed section (skipped when it is missing).
     #[arg(long, default_value = "build/models/all-MiniLM-L6-v2")]
     minilm: std::path::PathBuf,
+    /// The SmolLM2 GGUF file for the llm section (skipped when it is missing).
+    #[arg(long, default_value = "build/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")]
+    smollm2: std::path::PathBuf,
 }
 
 type OpFn = Box<dyn Fn(usize) -> kiln_core::Result<Tensor>>;
@@ -416,6 +419,13 @@ pub fn main(args: Args) -> Result<()> {
             results.extend(crate::bench_embed::run(&args.minilm, args.quick, args.reps)?);
         } else {
             println!("embed: skipped, no model in {} (make minilm)", args.minilm.display());
+        }
+    }
+    if want("llm") {
+        if args.smollm2.exists() {
+            results.extend(crate::bench_llm::run(&args.smollm2, args.quick, args.reps)?);
+        } else {
+            println!("llm: skipped, no model at {} (make smollm2)", args.smollm2.display());
         }
     }
     if let Some(path) = args.json {

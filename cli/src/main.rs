@@ -3,11 +3,13 @@
 
 mod bench;
 mod bench_embed;
+mod bench_llm;
 mod conformance;
 mod demo;
 mod embed;
 mod fuzz;
 mod gen;
+mod generate;
 mod npy;
 mod run;
 
@@ -34,6 +36,9 @@ enum Command {
     /// Sentence embeddings from a sentence-transformers model directory (all-MiniLM-L6-v2):
     /// `kiln embed --model DIR [--batch-size N] [--out FILE.npy] TEXT...` (stdin when no TEXT).
     Embed(embed::Args),
+    /// Text from a Llama-architecture GGUF model (SmolLM2), streamed as it is produced:
+    /// `kiln generate --model FILE.gguf --prompt TEXT [--max-tokens N] [--temperature T] [--seed S] [--chat]`.
+    Generate(generate::Args),
     /// Run the cross-language conformance vectors (tests/conformance) through kiln-core.
     Conformance(conformance::Args),
     /// Attack the kernel compiler (wgsl) or the op API (ops) with seeded random input for a
@@ -109,6 +114,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::main(args),
         Command::Run(args) => run::main(args),
         Command::Embed(args) => embed::main(args),
+        Command::Generate(args) => generate::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Conformance(args) => conformance::main(args),
         Command::Fuzz(args) => fuzz::main(args),

@@ -9,14 +9,33 @@
 //! assert_eq!((e.rows, e.dim), (2, 384));
 //! # Ok::<(), kiln_models::ModelError>(())
 //! ```
+//!
+//! [`CausalLM`] runs a Llama-architecture decoder (SmolLM2-135M-Instruct and others of its
+//! kind) from a GGUF file, its Q4_0/Q4_1/Q8_0 weights kept quantized on the GPU, streaming text:
+//!
+//! ```no_run
+//! let model = kiln_models::CausalLM::load("build/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")?;
+//! let prompt = model.chat_prompt("What is the tallest mountain in the world?")?;
+//! for piece in model.generate(&prompt, kiln_models::GenerateOptions::default())? {
+//!     print!("{}", piece?);
+//! }
+//! # Ok::<(), kiln_models::ModelError>(())
+//! ```
 
 mod bert;
 pub mod config;
 mod error;
+pub mod gguf;
+pub mod gguf_tokenizer;
+pub mod llama;
+pub mod sampling;
+pub mod stop_strings;
 mod weights;
 
 pub use bert::Bert;
 pub use error::{ModelError, Result};
+pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
+pub use sampling::SamplingOptions;
 
 use config::{read_json, BertConfig, ModuleEntry, PoolingConfig, SentenceBertConfig};
 use kiln_core::{ops, DType, Tensor};

@@ -3,6 +3,7 @@
 //! and one function per kiln-core op (ops.rs, nn.rs). The pure-Python package `kiln` re-exports
 //! it, adds aliases, `kiln.random` and the exception classes.
 
+mod causal_lm;
 mod classes;
 mod convert;
 mod errors;
@@ -27,6 +28,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::PyDevice>()?;
     m.add_class::<runtime::PyKernel>()?;
     m.add_class::<models::PySentenceEmbedder>()?;
+    m.add_class::<causal_lm::PyCausalLM>()?;
+    m.add_class::<causal_lm::PyGeneration>()?;
     add_fns!(
         m,
         // runtime

@@ -10,7 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// ModelError → the exception a Python user expects: a missing file is FileNotFoundError, a
 /// file that is not what it should be is ValueError, a GPU error keeps its KilnError class.
-fn model_err(py: Python<'_>, e: ModelError) -> PyErr {
+pub(crate) fn model_err(py: Python<'_>, e: ModelError) -> PyErr {
     let msg = e.to_string();
     match e {
         ModelError::Kiln(k) => to_pyerr(py, k),
@@ -24,7 +24,7 @@ fn model_err(py: Python<'_>, e: ModelError) -> PyErr {
 }
 
 /// Runs model work with the GIL released and panics caught (as errors::gpu does for core ops).
-fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> kiln_models::Result<T> + Send) -> PyResult<T> {
+pub(crate) fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> kiln_models::Result<T> + Send) -> PyResult<T> {
     py.detach(|| {
         catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(ModelError::Kiln(kiln_core::Error::from_panic(p))))
     })

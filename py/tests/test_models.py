@@ -123,3 +123,41 @@ def test_f16_stays_close_to_the_f32_reference():
 
 def test_models_is_part_of_the_package():
     assert kiln.models.SentenceEmbedder is SentenceEmbedder
+
+
+# --- CausalLM: SmolLM2-135M-Instruct (Q4_1 GGUF) against llama.cpp's own output -------------------
+
+SMOLLM2 = os.environ.get("KILN_SMOLLM2_GGUF")
+SMOLLM2_REF = REF / "smollm2" / "reference.json"
+needs_smollm2 = pytest.mark.skipif(not SMOLLM2, reason="KILN_SMOLLM2_GGUF not set (make models-test sets it)")
+
+
+@pytest.fixture(scope="module")
+def lm():
+    from kiln.models import CausalLM
+
+    return CausalLM(SMOLLM2)
+
+
+@needs_smollm2
+def test_causal_lm_tokens_and_greedy_text_follow_llama_cpp(lm):
+    ref = json.loads(SMOLLM2_REF.read_text(encoding="utf-8"))["prompts"][0]
+    assert lm.tokenize(ref["text"]) == ref["ids"]
+    # Three greedy tokens (lavapipe is slow): a prefix of llama.cpp's greedy continuation, whose
+    # first steps have clear top-1/top-2 margins (models/tests/smollm2.rs checks every step).
+    text = lm.generate(ref["text"], max_new_tokens=3)
+    assert text and ref["greedy_text"].startswith(text), (text, ref["greedy_text"])
+    pieces = list(lm.stream(ref["text"], max_new_tokens=3))
+    assert all(pieces) and "".join(pieces) == text
+
+
+@needs_smollm2
+def test_causal_lm_seeded_sampling_repeats_and_bad_options_raise(lm):
+    a = lm.generate("Once upon a time", max_new_tokens=2, temperature=0.9, seed=7)
+    assert a == lm.generate("Once upon a time", max_new_tokens=2, temperature=0.9, seed=7)
+    for bad in [dict(top_p=0.0), dict(temperature=-1.0), dict(repetition_penalty=0.0)]:
+        with pytest.raises(ValueError):
+            lm.generate("x", max_new_tokens=1, **bad)
+    assert "<|im_start|>user" in lm.chat_prompt("hi")
+    with pytest.raises(FileNotFoundError):
+        type(lm)("/nonexistent/model.gguf")

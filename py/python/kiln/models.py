@@ -1,5 +1,14 @@
 """Real models on Kiln's GPU runtime.
 
+``CausalLM`` generates text from a Llama-architecture GGUF file (SmolLM2 and others), its
+weights kept quantized on the GPU::
+
+    from kiln.models import CausalLM
+    lm = CausalLM("build/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    print(lm.generate("The capital of France is", max_new_tokens=16))
+    for piece in lm.stream("Write a haiku about the sea.", chat=True, temperature=0.7, seed=1):
+        print(piece, end="", flush=True)
+
 ``SentenceEmbedder`` runs a sentence-transformers BERT model (all-MiniLM-L6-v2 and others of its
 shape) from its directory, with sentence-transformers' ``encode`` conventions::
 
@@ -17,9 +26,9 @@ from typing import Iterable, Optional, Union
 
 import numpy as np
 
-from ._kiln import _SentenceEmbedder
+from ._kiln import CausalLM, Generation, _SentenceEmbedder
 
-__all__ = ["SentenceEmbedder"]
+__all__ = ["CausalLM", "Generation", "SentenceEmbedder"]
 
 
 class SentenceEmbedder:

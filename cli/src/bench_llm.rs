@@ -1,0 +1,100 @@
+//! `kiln bench`'s llm section: SmolLM2-135M-Instruct from its Q4_1 GGUF (kiln-models'
+//! CausalLM, weights quantized on the GPU), measured as bench/torch_llm.py measures
+//! transformers on CUDA: prefill of a 512-token prompt, time to first token after 128, greedy
+//! decode after 128 and after 1920 tokens (a 2048-token context), each token read back to the
+//! host, and the peak GPU memory in use. The prompts are the same token ids on both sides.
+
+use anyhow::Result;
+use kiln_models::CausalLM;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Instant;
+
+/// SmolLM2's vocabulary: the prompt ids are taken modulo it, as in bench/torch_llm.py.
+const VOCAB: usize = 49152;
+
+fn ids(n: usize, salt: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + 13 + salt) % VOCAB) as u32).collect()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+fn timed(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut xs = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        xs.push(t.elapsed().as_secs_f64());
+    }
+    Ok(median(xs))
+}
+
+pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
+    let dev = kiln_core::device()?;
+    let model = CausalLM::load(path)?;
+    let (prefill_n, n_decode, long_ctx) = if quick { (64, 16, 256) } else { (512, 128, 2048) };
+    let argmax = |logits: &[f32]| kiln_models::sampling::argmax(logits) as u32;
+    model.forward(&ids(32, 0), &mut model.new_cache())?; // warm-up: pipelines compiled
+    dev.synchronize()?;
+    dev.reset_peak_memory();
+    let pre = timed(reps, || {
+        model.forward(&ids(prefill_n, 1), &mut model.new_cache())?;
+        Ok(())
+    })?;
+    let ttft = timed(reps, || {
+        argmax(&model.forward(&ids(128, 2), &mut model.new_cache())?);
+        Ok(())
+    })?;
+    let mut rows = Vec::new();
+    let base = |op: String, size: String, seconds: f64| json!({"op": op, "size": size, "seconds": seconds, "timer": "wall", "wall_seconds": seconds});
+    let mut push = |mut row: Value, tokens_per_s: Option<f64>, versus: &str| {
+        row["compare_to"] = json!([format!("{versus}_f16"), format!("{versus}_f32")]);
+        if let Some(t) = tokens_per_s {
+            row["tokens_per_s"] = json!(t);
+        }
+        println!(
+            "{:<20} {:<22} {:>10.3} ms{}",
+            row["op"].as_str().unwrap_or(""),
+            row["size"].as_str().unwrap_or(""),
+            row["seconds"].as_f64().unwrap_or(0.0) * 1e3,
+            tokens_per_s.map_or(String::new(), |t| format!(" {t:>10.0} tokens/s"))
+        );
+        rows.push(row);
+    };
+    push(
+        base("llm_prefill".into(), format!("{prefill_n} tokens"), pre / prefill_n as f64),
+        Some(prefill_n as f64 / pre),
+        "llm_prefill",
+    );
+    push(base("llm_ttft".into(), "128-token prompt".into(), ttft), None, "llm_ttft");
+    for ctx in [128, long_ctx] {
+        let mut samples = Vec::new();
+        for rep in 0..reps.div_ceil(2).max(1) + 1 {
+            let mut cache = model.new_cache();
+            let mut t = argmax(&model.forward(&ids(ctx, 3), &mut cache)?);
+            let start = Instant::now();
+            for _ in 0..n_decode {
+                t = argmax(&model.forward(&[t], &mut cache)?);
+            }
+            if rep > 0 {
+                samples.push(start.elapsed().as_secs_f64()); // the first round warms the shapes
+            }
+        }
+        let s = median(samples);
+        let op = format!("llm_decode_ctx{ctx}");
+        push(
+            base(op.clone(), format!("{n_decode} tokens after {ctx}"), s / n_decode as f64),
+            Some(n_decode as f64 / s),
+            &op,
+        );
+    }
+    let peak = dev.memory_stats().peak_bytes;
+    println!("llm: peak GPU memory in use {:.1} MiB", peak as f64 / (1 << 20) as f64);
+    for r in &mut rows {
+        r["peak_gpu_bytes"] = json!(peak);
+    }
+    Ok(rows)
+}

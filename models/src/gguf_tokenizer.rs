@@ -1,0 +1,338 @@
+//! The tokenizer stored in a GGUF file (`tokenizer.ggml.*`), rebuilt as a Hugging Face
+//! `tokenizers::Tokenizer` that splits text the way llama.cpp does, plus the byte-level decoding
+//! for streaming and the chat template.
+//!
+//! Only what llama.cpp calls a "gpt2" (byte-level BPE) vocabulary is supported, with the
+//! pre-tokenizers whose regexes are reproduced here (llama.cpp's llama-vocab.cpp,
+//! `LLAMA_VOCAB_PRE_TYPE_*`).
+
+use crate::error::{ModelError, Result};
+use crate::gguf::{Array, GgufFile, Value};
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
+
+/// llama.cpp's token types (tokenizer.ggml.token_type).
+const TOKEN_TYPE_CONTROL: i32 = 3;
+const TOKEN_TYPE_USER_DEFINED: i32 = 4;
+
+/// The chat template of SmolLM2's GGUF: ChatML with a default system message when the
+/// conversation has none.
+const SMOLLM2_TEMPLATE: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+/// Plain ChatML (no default system message), as many GGUF files carry it.
+const CHATML_TEMPLATE: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+/// A chat template this crate can apply. Jinja is not interpreted: the templates recognised are
+/// ChatML ones, matched exactly; any other is an error when chat is asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatTemplate {
+    ChatMl { default_system: Option<String> },
+}
+
+impl ChatTemplate {
+    pub fn recognise(template: &str) -> Option<ChatTemplate> {
+        let t = template.trim();
+        if t == SMOLLM2_TEMPLATE {
+            Some(ChatTemplate::ChatMl {
+                default_system: Some("You are a helpful AI assistant named SmolLM, trained by Hugging Face".into()),
+            })
+        } else if t == CHATML_TEMPLATE {
+            Some(ChatTemplate::ChatMl { default_system: None })
+        } else {
+            None
+        }
+    }
+
+    /// The prompt text for `messages` (role, content), ending with the assistant's turn opened.
+    pub fn apply(&self, messages: &[(&str, &str)]) -> String {
+        let ChatTemplate::ChatMl { default_system } = self;
+        let mut out = String::new();
+        if let (Some(sys), Some((role, _))) = (default_system, messages.first()) {
+            if *role != "system" {
+                out.push_str(&format!("<|im_start|>system\n{sys}<|im_end|>\n"));
+            }
+        }
+        for (role, content) in messages {
+            out.push_str(&format!("<|im_start|>{role}\n{content}<|im_end|>\n"));
+        }
+        out.push_str("<|im_start|>assistant\n");
+        out
+    }
+}
+
+/// GPT-2's byte-to-character map (bytes_to_unicode): printable bytes map to themselves, the
+/// others to U+0100 onwards, so that every byte sequence is a string of visible characters.
+fn byte_to_char() -> [char; 256] {
+    let mut map = ['\0'; 256];
+    let mut n = 0u32;
+    for b in 0..=255u8 {
+        let printable = (b'!'..=b'~').contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b);
+        map[b as usize] = if printable {
+            char::from(b)
+        } else {
+            n += 1;
+            char::from_u32(255 + n).expect("U+0100.. are chars")
+        };
+    }
+    map
+}
+
+pub struct GgufTokenizer {
+    tokenizer: Tokenizer,
+    /// Each token's bytes (byte-level decoded); control tokens decode to nothing, as
+    /// llama.cpp's token_to_piece without `special`.
+    pieces: Vec<Vec<u8>>,
+    /// Control tokens' text (for display when asked).
+    control: Vec<bool>,
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    pub add_bos: bool,
+    chat_template: Option<String>,
+}
+
+impl GgufTokenizer {
+    pub fn from_gguf(f: &GgufFile) -> Result<GgufTokenizer> {
+        let bad = |m: String| ModelError::Corrupt { path: f.path().to_path_buf(), message: m };
+        let model = f.str("tokenizer.ggml.model")?;
+        if model != "gpt2" {
+            return Err(ModelError::Unsupported(format!(
+                "tokenizer model {model:?} (only \"gpt2\" byte-level BPE is supported)"
+            )));
+        }
+        let pre = f.get("tokenizer.ggml.pre").and_then(Value::as_str).unwrap_or("default");
+        let split_regexes: &[&str] = match pre {
+            // llama.cpp: STARCODER, REFACT, COMMAND_R, SMOLLM, CODESHELL, EXAONE, MINERVA share
+            // these: each digit alone, then GPT-2's split.
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva-7b" => &["\\p{N}"],
+            // GPT-2's split alone (ByteLevel's own regex).
+            "gpt-2" | "gpt2" | "default" => &[],
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "tokenizer pre-tokenizer {other:?} (supported: smollm, gpt-2 and their aliases)"
+                )))
+            }
+        };
+        let tokens = f.strings("tokenizer.ggml.tokens")?;
+        let merges = f.strings("tokenizer.ggml.merges")?;
+        let types: Vec<i32> = match f.get("tokenizer.ggml.token_type") {
+            Some(Value::Array(Array::I32(t))) if t.len() == tokens.len() => t.clone(),
+            Some(_) => {
+                return Err(bad("tokenizer.ggml.token_type: not an INT32 array as long as the vocabulary".into()))
+            }
+            None => vec![1; tokens.len()],
+        };
+        if tokens.is_empty() || tokens.len() > u32::MAX as usize {
+            return Err(bad(format!("vocabulary of {} tokens", tokens.len())));
+        }
+        let vocab: tokenizers::models::bpe::Vocab =
+            tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        if vocab.len() != tokens.len() {
+            return Err(bad("tokenizer.ggml.tokens has duplicates".into()));
+        }
+        let mut pairs = Vec::with_capacity(merges.len());
+        for m in merges {
+            let (a, b) = m.split_once(' ').ok_or_else(|| bad(format!("merge {m:?} is not two tokens")))?;
+            pairs.push((a.to_string(), b.to_string()));
+        }
+        let bpe =
+            BPE::builder().vocab_and_merges(vocab, pairs).build().map_err(|e| bad(format!("BPE vocabulary: {e}")))?;
+        let mut tokenizer = Tokenizer::new(bpe);
+        let mut pre_tokenizers: Vec<PreTokenizerWrapper> = Vec::new();
+        for re in split_regexes {
+            let split = Split::new(SplitPattern::Regex(re.to_string()), SplitDelimiterBehavior::Isolated, false)
+                .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+            pre_tokenizers.push(split.into());
+        }
+        pre_tokenizers.push(ByteLevel::new(false, false, true).into());
+        tokenizer.with_pre_tokenizer(Some(Sequence::new(pre_tokenizers)));
+        let specials: Vec<AddedToken> = tokens
+            .iter()
+            .zip(&types)
+            .filter(|(_, &t)| t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_USER_DEFINED)
+            .map(|(s, _)| AddedToken::from(s.clone(), true))
+            .collect();
+        tokenizer.add_special_tokens(specials).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+
+        let mut unchar = std::collections::HashMap::new();
+        for (b, c) in byte_to_char().iter().enumerate() {
+            unchar.insert(*c, b as u8);
+        }
+        let mut pieces = Vec::with_capacity(tokens.len());
+        for (t, &ty) in tokens.iter().zip(&types) {
+            pieces.push(match ty {
+                TOKEN_TYPE_CONTROL => Vec::new(),
+                // llama.cpp: user-defined tokens are their text as is.
+                TOKEN_TYPE_USER_DEFINED => t.as_bytes().to_vec(),
+                // A character outside the byte map cannot come from byte-level BPE; kept as its
+                // UTF-8 rather than failing the whole vocabulary.
+                _ => t
+                    .chars()
+                    .flat_map(|c| match unchar.get(&c) {
+                        Some(&b) => vec![b],
+                        None => c.to_string().into_bytes(),
+                    })
+                    .collect(),
+            });
+        }
+        let id = |key: &str| -> Result<Option<u32>> {
+            match f.get(key) {
+                None => Ok(None),
+                Some(v) => match v.as_u64() {
+                    Some(i) if (i as usize) < tokens.len() => Ok(Some(i as u32)),
+                    _ => Err(bad(format!("{key}: {v:?} is not a token id"))),
+                },
+            }
+        };
+        Ok(GgufTokenizer {
+            tokenizer,
+            pieces,
+            control: types.iter().map(|&t| t == TOKEN_TYPE_CONTROL).collect(),
+            bos: id("tokenizer.ggml.bos_token_id")?,
+            eos: id("tokenizer.ggml.eos_token_id")?,
+            add_bos: f.get("tokenizer.ggml.add_bos_token").and_then(Value::as_bool).unwrap_or(false),
+            chat_template: f.get("tokenizer.chat_template").and_then(Value::as_str).map(str::to_string),
+        })
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// Token ids of `text`, special tokens written in the text (`<|im_start|>`) matched as
+    /// themselves, BOS first if the vocabulary asks for it (llama.cpp's tokenize with
+    /// parse_special).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self.tokenizer.encode(text, false).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        let mut ids = Vec::with_capacity(enc.len() + 1);
+        if self.add_bos {
+            ids.extend(self.bos);
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    /// The bytes token `id` stands for (nothing for control tokens and ids out of range).
+    pub fn piece(&self, id: u32) -> &[u8] {
+        self.pieces.get(id as usize).map_or(&[], |p| p.as_slice())
+    }
+
+    pub fn is_control(&self, id: u32) -> bool {
+        self.control.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// The text of `ids` (invalid UTF-8 replaced by U+FFFD).
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let bytes: Vec<u8> = ids.iter().flat_map(|&i| self.piece(i).iter().copied()).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The GGUF's chat template, if it is one this crate can apply.
+    pub fn chat_template(&self) -> Result<ChatTemplate> {
+        let t = self.chat_template.as_deref().ok_or_else(|| {
+            ModelError::Unsupported("the model has no chat template (tokenizer.chat_template)".into())
+        })?;
+        ChatTemplate::recognise(t).ok_or_else(|| {
+            ModelError::Unsupported("chat template is not ChatML (the only template kiln-models applies)".into())
+        })
+    }
+}
+
+/// Turns a stream of byte pieces into text pieces: a UTF-8 character split across tokens is held
+/// back until it is whole; bytes that can never become valid UTF-8 come out as U+FFFD.
+#[derive(Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let good = e.valid_up_to();
+                    out.push_str(std::str::from_utf8(&self.pending[..good]).expect("valid up to here"));
+                    match e.error_len() {
+                        // Incomplete at the end: wait for more bytes.
+                        None => {
+                            self.pending.drain(..good);
+                            return out;
+                        }
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            self.pending.drain(..good + bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// What is left at the end of the stream (an incomplete character becomes U+FFFD).
+    pub fn finish(&mut self) -> String {
+        let s = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_map_is_a_bijection_with_gpt2s_known_points() {
+        let m = byte_to_char();
+        let set: std::collections::HashSet<char> = m.iter().copied().collect();
+        assert_eq!(set.len(), 256);
+        assert_eq!(m[b' ' as usize], 'Ġ');
+        assert_eq!(m[b'\n' as usize], 'Ċ');
+        assert_eq!(m[b'a' as usize], 'a');
+        assert_eq!(m[0xad], 'Ń');
+    }
+
+    #[test]
+    fn utf8_stream_holds_split_characters() {
+        let text = "a€b😀";
+        let bytes = text.as_bytes();
+        // Every way of cutting the bytes into two pieces gives the same text.
+        for cut in 0..=bytes.len() {
+            let mut s = Utf8Stream::default();
+            let mut out = s.push(&bytes[..cut]);
+            out += &s.push(&bytes[cut..]);
+            out += &s.finish();
+            assert_eq!(out, text, "cut at {cut}");
+        }
+        let mut s = Utf8Stream::default();
+        assert_eq!(s.push(&[0xe2, 0x82]), "");
+        assert_eq!(s.push(&[0xac]), "€");
+        assert_eq!(s.push(&[0xff, b'x']), "\u{fffd}x");
+        assert_eq!(s.push(&[0xf0, 0x9f]), "");
+        assert_eq!(s.finish(), "\u{fffd}");
+    }
+
+    #[test]
+    fn chatml() {
+        let t = ChatTemplate::recognise(SMOLLM2_TEMPLATE).unwrap();
+        assert_eq!(
+            t.apply(&[("user", "Hi")]),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
+        assert_eq!(
+            t.apply(&[("system", "S"), ("user", "Hi")]),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
+        let plain = ChatTemplate::recognise(CHATML_TEMPLATE).unwrap();
+        assert_eq!(plain.apply(&[("user", "Hi")]), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(ChatTemplate::recognise("{{ messages }}"), None);
+    }
+}

@@ -1,0 +1,576 @@
+//! Llama-architecture decoders (SmolLM2, TinyLlama, Llama 2/3 shapes) from a GGUF file, the
+//! weights kept quantized on the GPU (kiln-core's quant ops read the GGUF blocks directly).
+//!
+//! RoPE: llama.cpp's converter permutes the rows of Q and K (per head, pairs (i, i + D/2) become
+//! neighbours (2i, 2i + 1)) so that its "normal" RoPE, which rotates adjacent pairs, gives what
+//! Hugging Face's rotate-half gives on the original weights. kiln-core's `ops::rope` is
+//! rotate-half, so the loader undoes that permutation on the rows of Q and K. A row is whole
+//! quantized blocks along K, so this moves bytes and changes no value; q·k within a head is the
+//! same either way, hence no core change is needed.
+
+use crate::error::{ModelError, Result};
+use crate::gguf::{GgmlType, GgufFile, TensorInfo};
+use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
+use crate::sampling::{Sampler, SamplingOptions};
+use crate::stop_strings::StopStrings;
+use kiln_core::ops::{self, QuantFormat};
+use kiln_core::{DType, Device, Tensor};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlamaConfig {
+    pub n_layers: usize,
+    pub hidden: usize,
+    pub ffn: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab: usize,
+    pub context: usize,
+    pub rope_base: f32,
+    pub rms_eps: f32,
+}
+
+impl LlamaConfig {
+    pub fn from_gguf(f: &GgufFile) -> Result<LlamaConfig> {
+        let arch = f.str("general.architecture")?;
+        if arch != "llama" {
+            return Err(ModelError::Unsupported(format!("architecture {arch:?} (only \"llama\")")));
+        }
+        let u = |k: &str| -> Result<usize> {
+            let v = f.u64(&format!("llama.{k}"))?;
+            usize::try_from(v).ok().filter(|&v| v > 0 && v < (1 << 24)).ok_or_else(|| ModelError::Corrupt {
+                path: f.path().to_path_buf(),
+                message: format!("llama.{k} = {v}"),
+            })
+        };
+        let hidden = u("embedding_length")?;
+        let n_heads = u("attention.head_count")?;
+        let n_kv_heads = u("attention.head_count_kv")?;
+        let vocab = match f.get("llama.vocab_size") {
+            Some(_) => u("vocab_size")?,
+            None => f.strings("tokenizer.ggml.tokens")?.len(),
+        };
+        let cfg = LlamaConfig {
+            n_layers: u("block_count")?,
+            hidden,
+            ffn: u("feed_forward_length")?,
+            n_heads,
+            n_kv_heads,
+            head_dim: hidden / n_heads,
+            vocab,
+            context: u("context_length")?,
+            rope_base: f.get("llama.rope.freq_base").and_then(|v| v.as_f64()).unwrap_or(10000.0) as f32,
+            rms_eps: f.f64("llama.attention.layer_norm_rms_epsilon")? as f32,
+        };
+        if !hidden.is_multiple_of(n_heads) || !n_heads.is_multiple_of(n_kv_heads) || !cfg.head_dim.is_multiple_of(2) {
+            return Err(ModelError::Unsupported(format!(
+                "hidden {hidden} with {n_heads} heads and {n_kv_heads} KV heads"
+            )));
+        }
+        if let Some(rot) = f.get("llama.rope.dimension_count") {
+            if rot.as_u64() != Some(cfg.head_dim as u64) {
+                return Err(ModelError::Unsupported(format!(
+                    "RoPE over {rot:?} of {} dimensions per head (only all of them)",
+                    cfg.head_dim
+                )));
+            }
+        }
+        if f.get("llama.rope.scaling.type").is_some() {
+            return Err(ModelError::Unsupported("RoPE scaling".into()));
+        }
+        Ok(cfg)
+    }
+}
+
+/// A quantized [rows, cols] matrix on the GPU.
+struct QMatrix {
+    w: Tensor,
+    format: QuantFormat,
+    rows: usize,
+}
+
+impl QMatrix {
+    fn matmul(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(ops::quant_matmul(x, &self.w, self.format, self.rows)?)
+    }
+}
+
+struct Layer {
+    attn_norm: Tensor,
+    q: QMatrix,
+    k: QMatrix,
+    v: QMatrix,
+    o: QMatrix,
+    ffn_norm: Tensor,
+    gate: QMatrix,
+    up: QMatrix,
+    down: QMatrix,
+}
+
+/// Keys and values of the positions seen so far, per layer: [n_kv_heads, len, head_dim] each.
+/// Grown by concatenation: each step copies the cache once per layer (O(len) bytes per token;
+/// small next to the weights at this model's context, and kiln-core has no in-place row write).
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+    len: usize,
+}
+
+impl KvCache {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+pub struct CausalLM {
+    pub config: LlamaConfig,
+    device: Arc<Device>,
+    tokenizer: GgufTokenizer,
+    embed: QMatrix,
+    /// None: tied to the embedding table (as SmolLM2).
+    output: Option<QMatrix>,
+    output_norm: Tensor,
+    layers: Vec<Layer>,
+}
+
+fn quant_format(t: &TensorInfo) -> Result<QuantFormat> {
+    match t.ty {
+        GgmlType::Q4_0 => Ok(QuantFormat::Q4_0),
+        GgmlType::Q4_1 => Ok(QuantFormat::Q4_1),
+        GgmlType::Q8_0 => Ok(QuantFormat::Q8_0),
+        other => Err(ModelError::Unsupported(format!(
+            "weight {} in {} (kiln-models runs Q4_0, Q4_1 and Q8_0 matrices)",
+            t.name,
+            other.name()
+        ))),
+    }
+}
+
+/// Undoes the converter's per-head row permutation of Q or K (see the module doc): row
+/// h*D + i*(D/2) + j of the original is row h*D + 2j + i of the file.
+fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, head_dim: usize) -> Vec<u8> {
+    let mut out = vec![0u8; bytes.len()];
+    let half = head_dim / 2;
+    for h in 0..n_heads {
+        for i in 0..2 {
+            for j in 0..half {
+                let dst = h * head_dim + i * half + j;
+                let src = h * head_dim + 2 * j + i;
+                out[dst * row_bytes..(dst + 1) * row_bytes]
+                    .copy_from_slice(&bytes[src * row_bytes..(src + 1) * row_bytes]);
+            }
+        }
+    }
+    out
+}
+
+struct Loader<'a> {
+    f: &'a GgufFile,
+    device: &'a Arc<Device>,
+}
+
+impl Loader<'_> {
+    fn vector(&self, name: &str, n: usize) -> Result<Tensor> {
+        let t = self.f.expect(name, &[GgmlType::F32], &[n as u64])?;
+        Ok(Tensor::from_bytes_on(self.device, self.f.data(t), &[n], DType::F32)?)
+    }
+
+    /// A [rows, cols] matrix (ggml dims [cols, rows]); `heads` un-permutes Q/K rows.
+    fn matrix(&self, name: &str, rows: usize, cols: usize, heads: Option<(usize, usize)>) -> Result<QMatrix> {
+        let t = self.f.expect(name, &[GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0], &[cols as u64, rows as u64])?;
+        let format = quant_format(t)?;
+        let bytes = self.f.data(t);
+        let w = match heads {
+            None => ops::quant_from_bytes(self.device, bytes, format, rows, cols)?,
+            Some((n_heads, head_dim)) => {
+                let row_bytes = format.row_bytes(cols)?;
+                let un = unpermute_rows(bytes, row_bytes, n_heads, head_dim);
+                ops::quant_from_bytes(self.device, &un, format, rows, cols)?
+            }
+        };
+        Ok(QMatrix { w, format, rows })
+    }
+}
+
+/// Time spent and tokens made by one generation.
+#[derive(Debug, Clone, Default)]
+pub struct GenerationStats {
+    pub prompt_tokens: usize,
+    pub prefill: Duration,
+    pub generated_tokens: usize,
+    /// Decode steps (every generated token after the first, whose logits come from prefill).
+    pub decode: Duration,
+}
+
+impl GenerationStats {
+    pub fn prefill_tokens_per_s(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
+    }
+
+    pub fn decode_tokens_per_s(&self) -> f64 {
+        self.generated_tokens.saturating_sub(1) as f64 / self.decode.as_secs_f64().max(1e-9)
+    }
+}
+
+/// What [`CausalLM::generate`] does.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    pub max_tokens: usize,
+    pub sampling: SamplingOptions,
+    /// Generation ends before any of these strings would be produced (it is not part of the
+    /// text).
+    pub stop: Vec<String>,
+    /// Stop at the end-of-sequence token (and at `<|im_end|>`-style control tokens).
+    pub stop_at_eos: bool,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions { max_tokens: 128, sampling: SamplingOptions::default(), stop: Vec::new(), stop_at_eos: true }
+    }
+}
+
+impl CausalLM {
+    pub fn load(path: impl AsRef<Path>) -> Result<CausalLM> {
+        Self::load_with_progress(path, |_, _| {})
+    }
+
+    /// [`load`](Self::load), calling `progress(done, total)` as the layers upload.
+    pub fn load_with_progress(path: impl AsRef<Path>, mut progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+        let f = GgufFile::open(path.as_ref())?;
+        let config = LlamaConfig::from_gguf(&f)?;
+        let tokenizer = GgufTokenizer::from_gguf(&f)?;
+        if tokenizer.vocab_size() != config.vocab {
+            return Err(ModelError::Corrupt {
+                path: f.path().to_path_buf(),
+                message: format!("{} tokens for a vocabulary of {}", tokenizer.vocab_size(), config.vocab),
+            });
+        }
+        let device = kiln_core::device()?;
+        let ld = Loader { f: &f, device: &device };
+        let c = &config;
+        let total = c.n_layers + 1;
+        let embed = ld.matrix("token_embd.weight", c.vocab, c.hidden, None)?;
+        let output = if f.tensor("output.weight").is_some() {
+            Some(ld.matrix("output.weight", c.vocab, c.hidden, None)?)
+        } else {
+            None
+        };
+        let output_norm = ld.vector("output_norm.weight", c.hidden)?;
+        progress(1, total);
+        let kv = c.n_kv_heads * c.head_dim;
+        let mut layers = Vec::with_capacity(c.n_layers);
+        for i in 0..c.n_layers {
+            let n = |s: &str| format!("blk.{i}.{s}.weight");
+            layers.push(Layer {
+                attn_norm: ld.vector(&n("attn_norm"), c.hidden)?,
+                q: ld.matrix(&n("attn_q"), c.hidden, c.hidden, Some((c.n_heads, c.head_dim)))?,
+                k: ld.matrix(&n("attn_k"), kv, c.hidden, Some((c.n_kv_heads, c.head_dim)))?,
+                v: ld.matrix(&n("attn_v"), kv, c.hidden, None)?,
+                o: ld.matrix(&n("attn_output"), c.hidden, c.hidden, None)?,
+                ffn_norm: ld.vector(&n("ffn_norm"), c.hidden)?,
+                gate: ld.matrix(&n("ffn_gate"), c.ffn, c.hidden, None)?,
+                up: ld.matrix(&n("ffn_up"), c.ffn, c.hidden, None)?,
+                down: ld.matrix(&n("ffn_down"), c.hidden, c.ffn, None)?,
+            });
+            progress(i + 2, total);
+        }
+        Ok(CausalLM { config, device, tokenizer, embed, output, output_norm, layers })
+    }
+
+    pub fn tokenizer(&self) -> &GgufTokenizer {
+        &self.tokenizer
+    }
+
+    pub fn new_cache(&self) -> KvCache {
+        KvCache { layers: (0..self.layers.len()).map(|_| None).collect(), len: 0 }
+    }
+
+    /// The prompt for a single user message through the model's chat template.
+    pub fn chat_prompt(&self, user: &str) -> Result<String> {
+        Ok(self.tokenizer.chat_template()?.apply(&[("user", user)]))
+    }
+
+    /// Runs `ids` through the decoder after what `cache` holds (all of them in one pass,
+    /// causally masked), appends their keys and values to the cache and returns the logits of
+    /// the last position (f32, vocabulary long).
+    pub fn forward(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        self.run(ids, cache, false)
+    }
+
+    /// Logits of every position of `ids` from an empty cache ([len, vocab] row-major): what
+    /// greedy decoding would see at each step if it had produced `ids`, in one pass.
+    pub fn logits_all(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        self.run(ids, &mut self.new_cache(), true)
+    }
+
+    fn run(&self, ids: &[u32], cache: &mut KvCache, all_positions: bool) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let l = ids.len();
+        if l == 0 {
+            return Err(ModelError::Tokenizer("no tokens to run".into()));
+        }
+        if cache.len + l > c.context {
+            return Err(ModelError::Unsupported(format!(
+                "{} tokens exceed the model's context of {}",
+                cache.len + l,
+                c.context
+            )));
+        }
+        // Causal masking in ops::attention is top-left aligned: right for a pass over all
+        // positions (empty cache) and for one query (it sees every key); a multi-token pass
+        // after a filled cache would need a bottom-right mask.
+        if !cache.is_empty() && l > 1 {
+            return Err(ModelError::Unsupported("several tokens after a filled cache".into()));
+        }
+        let (hd, nh, nkv) = (c.head_dim, c.n_heads, c.n_kv_heads);
+        let group = nh / nkv;
+        let pos = cache.len;
+        let ids_t = Tensor::from_slice_on(&self.device, ids, &[l])?;
+        let mut h = ops::quant_embedding(&self.embed.w, self.embed.format, c.hidden, &ids_t)?; // [L, D]
+        for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            let x = ops::rms_norm(&h, Some(&layer.attn_norm), c.rms_eps)?;
+            // [L, heads*hd] -> [heads, L, hd]
+            let heads = |t: Tensor, n: usize| -> Result<Tensor> {
+                Ok(ops::transpose(&t.reshape(&[l as isize, n as isize, hd as isize])?, 0, 1)?)
+            };
+            let q = ops::rope(&heads(layer.q.matmul(&x)?, nh)?, pos, c.rope_base)?;
+            let k = ops::rope(&heads(layer.k.matmul(&x)?, nkv)?, pos, c.rope_base)?;
+            let v = heads(layer.v.matmul(&x)?, nkv)?;
+            let (k, v) = match slot.take() {
+                None => (k, v),
+                Some((kc, vc)) => (ops::concat(&[&kc, &k], 1)?, ops::concat(&[&vc, &v], 1)?),
+            };
+            let lk = pos + l;
+            // Grouped-query attention: query head g*group + j reads KV head g (llama.cpp's
+            // and Hugging Face's order), by broadcasting K and V over the group axis.
+            let qg = q.reshape(&[nkv as isize, group as isize, l as isize, hd as isize])?;
+            let kg = k.reshape(&[nkv as isize, 1, lk as isize, hd as isize])?;
+            let vg = v.reshape(&[nkv as isize, 1, lk as isize, hd as isize])?;
+            let a = ops::attention(&qg, &kg, &vg, l > 1, None)?; // [nkv, group, L, hd]
+            let a = ops::transpose(&a.reshape(&[nh as isize, l as isize, hd as isize])?, 0, 1)?;
+            let a = a.reshape(&[l as isize, c.hidden as isize])?;
+            h = ops::add(&h, &layer.o.matmul(&a)?)?;
+            *slot = Some((k, v));
+            let x = ops::rms_norm(&h, Some(&layer.ffn_norm), c.rms_eps)?;
+            let g = ops::silu(&layer.gate.matmul(&x)?)?;
+            let u = layer.up.matmul(&x)?;
+            h = ops::add(&h, &layer.down.matmul(&ops::mul(&g, &u)?)?)?;
+            if l > 1 {
+                // A multi-token pass waits for each layer: one host round trip per layer, and
+                // no single wait spans the whole pass, which on a slow device (lavapipe, long
+                // prompts) could outlast KILN_TIMEOUT_MS.
+                self.device.synchronize()?;
+            }
+        }
+        cache.len += l;
+        let head = self.output.as_ref().unwrap_or(&self.embed);
+        if !all_positions || l == 1 {
+            let last = if l == 1 { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
+            let x = ops::rms_norm(&last, Some(&self.output_norm), c.rms_eps)?;
+            return Ok(head.matmul(&x)?.to_vec::<f32>()?);
+        }
+        // Every position's logits, a few rows at a time (same reason as the per-layer wait:
+        // the projection over the whole vocabulary is the largest matmul of the model).
+        let x = ops::rms_norm(&h, Some(&self.output_norm), c.rms_eps)?;
+        let mut out = Vec::with_capacity(l * c.vocab);
+        for start in (0..l).step_by(8) {
+            let rows = ops::slice(&x, 0, start as isize, (start + 8).min(l) as isize, 1)?;
+            out.extend(head.matmul(&rows)?.to_vec::<f32>()?);
+        }
+        Ok(out)
+    }
+
+    /// Logits after `ids` from an empty cache.
+    pub fn logits(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        self.forward(ids, &mut self.new_cache())
+    }
+
+    /// Text pieces continuing `prompt` (tokenized as is: apply [`chat_prompt`](Self::chat_prompt)
+    /// first for chat), produced lazily: the prompt runs at the first `next()`.
+    pub fn generate(&self, prompt: &str, opts: GenerateOptions) -> Result<Generation<'_>> {
+        let ids = self.tokenizer.encode(prompt)?;
+        Ok(self.generate_from_ids(ids, opts))
+    }
+
+    pub fn generate_from_ids(&self, prompt: Vec<u32>, opts: GenerateOptions) -> Generation<'_> {
+        Generation::new(ModelRef::Borrowed(self), prompt, opts)
+    }
+
+    /// [`generate`](Self::generate) holding the model by `Arc`, for a generation that outlives
+    /// the borrow (a Python iterator, another thread).
+    pub fn generate_shared(self: &Arc<Self>, prompt: &str, opts: GenerateOptions) -> Result<Generation<'static>> {
+        let ids = self.tokenizer.encode(prompt)?;
+        Ok(Generation::new(ModelRef::Shared(Arc::clone(self)), ids, opts))
+    }
+}
+
+enum ModelRef<'a> {
+    Borrowed(&'a CausalLM),
+    Shared(Arc<CausalLM>),
+}
+
+impl std::ops::Deref for ModelRef<'_> {
+    type Target = CausalLM;
+
+    fn deref(&self) -> &CausalLM {
+        match self {
+            ModelRef::Borrowed(m) => m,
+            ModelRef::Shared(m) => m,
+        }
+    }
+}
+
+impl<'a> Generation<'a> {
+    fn new(model: ModelRef<'a>, prompt: Vec<u32>, opts: GenerateOptions) -> Generation<'a> {
+        let sampler = Sampler::new(opts.sampling.clone());
+        let stops = StopStrings::new(&opts.stop);
+        Generation {
+            cache: model.new_cache(),
+            model,
+            stats: GenerationStats { prompt_tokens: prompt.len(), ..Default::default() },
+            history: prompt,
+            generated: Vec::new(),
+            sampler,
+            opts,
+            utf8: Utf8Stream::default(),
+            stops,
+            done: false,
+        }
+    }
+}
+
+/// An iterator of text pieces; see [`CausalLM::generate`]. A piece is never empty; an error ends
+/// the iteration.
+pub struct Generation<'a> {
+    model: ModelRef<'a>,
+    cache: KvCache,
+    history: Vec<u32>,
+    generated: Vec<u32>,
+    sampler: Sampler,
+    opts: GenerateOptions,
+    utf8: Utf8Stream,
+    stops: StopStrings,
+    stats: GenerationStats,
+    done: bool,
+}
+
+impl Generation<'_> {
+    /// Tokens generated so far (the stop token included when generation ended on one).
+    pub fn tokens(&self) -> &[u32] {
+        &self.generated
+    }
+
+    pub fn stats(&self) -> &GenerationStats {
+        &self.stats
+    }
+
+    /// Runs generation to the end and returns the whole text.
+    pub fn text(&mut self) -> Result<String> {
+        let mut s = String::new();
+        for piece in self.by_ref() {
+            s.push_str(&piece?);
+        }
+        Ok(s)
+    }
+
+    fn is_stop_token(&self, t: u32) -> bool {
+        self.opts.stop_at_eos && (Some(t) == self.model.tokenizer.eos || self.model.tokenizer.is_control(t))
+    }
+
+    /// The next token, running the model as needed.
+    fn step(&mut self) -> Result<Option<u32>> {
+        if self.generated.len() >= self.opts.max_tokens {
+            return Ok(None);
+        }
+        let t0 = Instant::now();
+        let mut logits = if self.cache.is_empty() {
+            if self.history.is_empty() {
+                return Err(ModelError::Tokenizer("empty prompt".into()));
+            }
+            let l = self.model.forward(&self.history, &mut self.cache)?;
+            self.stats.prefill = t0.elapsed();
+            l
+        } else {
+            let last = *self.history.last().expect("the prompt or a generated token");
+            let l = self.model.forward(&[last], &mut self.cache)?;
+            self.stats.decode += t0.elapsed();
+            l
+        };
+        let t = self.sampler.sample(&mut logits, &self.history);
+        self.history.push(t);
+        self.generated.push(t);
+        self.stats.generated_tokens += 1;
+        Ok(Some(t))
+    }
+}
+
+impl Iterator for Generation<'_> {
+    type Item = Result<String>;
+
+    fn next(&mut self) -> Option<Result<String>> {
+        while !self.done {
+            let t = match self.step() {
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok(t) => t,
+            };
+            let out = match t {
+                Some(t) if !self.is_stop_token(t) => {
+                    let piece = self.utf8.push(self.model.tokenizer.piece(t));
+                    let out = self.stops.push(&piece);
+                    self.done = self.stops.stopped();
+                    out
+                }
+                // The end: max_tokens or a stop token; what was held back goes out.
+                _ => {
+                    self.done = true;
+                    let tail = self.utf8.finish();
+                    let mut out = self.stops.push(&tail);
+                    if !self.stops.stopped() {
+                        out += &self.stops.finish();
+                    }
+                    out
+                }
+            };
+            if !out.is_empty() {
+                return Some(Ok(out));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpermute_inverts_the_converters_permutation() {
+        // The converter (convert_hf_to_gguf.py's permute): reshape(n_head, 2, D/2, ...),
+        // swap axes 1 and 2: file row h*D + 2j + i holds original row h*D + i*D/2 + j.
+        let (n_heads, hd, row_bytes) = (3, 8, 2);
+        let original: Vec<u8> = (0..(n_heads * hd * row_bytes) as u8).collect();
+        let mut file = vec![0u8; original.len()];
+        for h in 0..n_heads {
+            for i in 0..2 {
+                for j in 0..hd / 2 {
+                    let src = h * hd + i * hd / 2 + j;
+                    let dst = h * hd + 2 * j + i;
+                    file[dst * row_bytes..(dst + 1) * row_bytes]
+                        .copy_from_slice(&original[src * row_bytes..(src + 1) * row_bytes]);
+                }
+            }
+        }
+        assert_ne!(file, original);
+        assert_eq!(unpermute_rows(&file, row_bytes, n_heads, hd), original);
+    }
+}

@@ -1,0 +1,157 @@
+//! `kiln.models.CausalLM`: text generation from a Llama-architecture GGUF file (kiln-models).
+//! The GIL is released while the model loads and while each token is computed.
+
+use crate::models::{detached as detach, model_err};
+use kiln_models::{CausalLM, GenerateOptions, Generation, ModelError, SamplingOptions};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// A causal language model from a .gguf file (Llama architecture: SmolLM2, TinyLlama, ...), the
+/// weights kept quantized on the GPU.
+#[pyclass(name = "CausalLM", module = "kiln._kiln", frozen)]
+pub struct PyCausalLM {
+    model: Arc<CausalLM>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn options(
+    max_new_tokens: usize,
+    temperature: f32,
+    top_k: usize,
+    top_p: f32,
+    repetition_penalty: f32,
+    seed: Option<u64>,
+    stop: Option<Vec<String>>,
+) -> PyResult<GenerateOptions> {
+    if !(temperature >= 0.0 && temperature.is_finite()) {
+        return Err(PyValueError::new_err(format!("temperature {temperature}: must be >= 0")));
+    }
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(PyValueError::new_err(format!("top_p {top_p}: must be in (0, 1]")));
+    }
+    if !(repetition_penalty > 0.0 && repetition_penalty.is_finite()) {
+        return Err(PyValueError::new_err(format!("repetition_penalty {repetition_penalty}: must be positive")));
+    }
+    Ok(GenerateOptions {
+        max_tokens: max_new_tokens,
+        sampling: SamplingOptions {
+            temperature,
+            top_k,
+            top_p,
+            repetition_penalty,
+            seed: seed.unwrap_or(0),
+            ..Default::default()
+        },
+        stop: stop.unwrap_or_default(),
+        stop_at_eos: true,
+    })
+}
+
+impl PyCausalLM {
+    fn prompt(&self, prompt: &str, chat: bool) -> kiln_models::Result<String> {
+        if chat {
+            self.model.chat_prompt(prompt)
+        } else {
+            Ok(prompt.to_string())
+        }
+    }
+}
+
+#[pymethods]
+impl PyCausalLM {
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<PyCausalLM> {
+        let model = detach(py, || CausalLM::load(&path))?;
+        Ok(PyCausalLM { model: Arc::new(model) })
+    }
+
+    /// The whole continuation of ``prompt`` as a string (``chat=True``: ``prompt`` is a user
+    /// message put through the model's chat template). ``temperature=0`` is greedy; ``seed``
+    /// makes sampling reproducible on every device.
+    #[pyo3(signature = (prompt, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, repetition_penalty=1.0, seed=None, stop=None, chat=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn generate(
+        &self,
+        py: Python<'_>,
+        prompt: &str,
+        max_new_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        repetition_penalty: f32,
+        seed: Option<u64>,
+        stop: Option<Vec<String>>,
+        chat: bool,
+    ) -> PyResult<String> {
+        let opts = options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed, stop)?;
+        detach(py, || self.model.generate(&self.prompt(prompt, chat)?, opts)?.text())
+    }
+
+    /// Like ``generate``, as an iterator of text pieces produced one token at a time.
+    #[pyo3(signature = (prompt, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, repetition_penalty=1.0, seed=None, stop=None, chat=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn stream(
+        &self,
+        py: Python<'_>,
+        prompt: &str,
+        max_new_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        repetition_penalty: f32,
+        seed: Option<u64>,
+        stop: Option<Vec<String>>,
+        chat: bool,
+    ) -> PyResult<PyGeneration> {
+        let opts = options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed, stop)?;
+        let text = self.prompt(prompt, chat).map_err(|e| model_err(py, e))?;
+        let generation = self.model.generate_shared(&text, opts).map_err(|e| model_err(py, e))?;
+        Ok(PyGeneration { inner: Mutex::new(generation) })
+    }
+
+    /// Token ids of ``text`` (special tokens such as ``<|im_start|>`` matched as themselves).
+    fn tokenize(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
+        self.model.tokenizer().encode(text).map_err(|e| model_err(py, e))
+    }
+
+    /// ``prompt`` as a user message through the model's chat template (ChatML).
+    fn chat_prompt(&self, py: Python<'_>, prompt: &str) -> PyResult<String> {
+        self.model.chat_prompt(prompt).map_err(|e| model_err(py, e))
+    }
+
+    fn __repr__(&self) -> String {
+        let c = &self.model.config;
+        format!(
+            "CausalLM(layers={}, hidden={}, heads={}/{}, vocab={})",
+            c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.vocab
+        )
+    }
+}
+
+/// The iterator ``CausalLM.stream`` returns.
+#[pyclass(name = "Generation", module = "kiln._kiln", frozen)]
+pub struct PyGeneration {
+    inner: Mutex<Generation<'static>>,
+}
+
+#[pymethods]
+impl PyGeneration {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let next = py.detach(|| {
+            catch_unwind(AssertUnwindSafe(|| self.inner.lock().map(|mut g| g.next()).unwrap_or(None)))
+                .unwrap_or_else(|p| Some(Err(ModelError::Kiln(kiln_core::Error::from_panic(p)))))
+        });
+        match next {
+            None => Ok(None),
+            Some(Ok(piece)) => Ok(Some(piece)),
+            Some(Err(e)) => Err(model_err(py, e)),
+        }
+    }
+}
