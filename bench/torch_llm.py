@@ -81,11 +81,15 @@ def bench_llm(gguf_path, quick=False, reps=5):
     prefill_n = 64 if quick else 512
     contexts = [128, 256 if quick else 2048]
     for tag, dtype in [("f16", torch.float16), ("f32", torch.float32)]:
+        # Peak memory counts from what the process held before the model (see torch_embed.py).
+        torch.cuda.synchronize()
+        held = torch.cuda.memory_allocated()
         model = AutoModelForCausalLM.from_pretrained(
             directory, gguf_file=name, torch_dtype=dtype, attn_implementation="eager"
         )
         model = model.to("cuda").eval()
         pre, ttft, dec, peak = _measure(model, prefill_n, n_decode, contexts, reps)
+        peak -= held
         base = {"timer": "wall", "peak_gpu_bytes": peak, "backend": f"transformers eager, {tag} weights"}
         rows.append({"op": f"llm_prefill_{tag}", "size": f"{prefill_n} tokens", "seconds": pre / prefill_n,
                      "tokens_per_s": prefill_n / pre, **base})
