@@ -223,9 +223,24 @@ fn attention_benches(quick: bool, v: &mut Vec<Bench>) -> Result<()> {
     Ok(())
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
     xs[xs.len() / 2]
+}
+
+/// Median wall seconds of `reps` calls of `f` after `warm` untimed ones (the model sections:
+/// whole programs' calls, host work included).
+pub(crate) fn wall_median(warm: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..warm {
+        f()?;
+    }
+    let mut xs = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        xs.push(t.elapsed().as_secs_f64());
+    }
+    Ok(median(xs))
 }
 
 /// One op's figures, each the median over the repetitions, per call.

@@ -3,11 +3,11 @@
 //! sentence-transformers on CUDA: latency of one 16-token sentence, throughput of 256 sentences
 //! of 128 tokens, f32 and f16, and the peak GPU memory in use during each.
 
+use crate::bench::wall_median;
 use anyhow::{ensure, Result};
 use kiln_models::{EncodeOptions, LoadOptions, Precision, SentenceEmbedder};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::time::Instant;
 
 /// Whole-token words of BERT's uncased vocabulary (entries 2000–3000 of vocab.txt that are
 /// lower-case words of 4+ letters): each is one token, so a sentence of n - 2 of them is n
@@ -22,25 +22,6 @@ const WORDS: [&str; 48] = [
 /// Sentence `i` of `tokens` tokens.
 fn sentence(i: usize, tokens: usize) -> String {
     (0..tokens.saturating_sub(2)).map(|j| WORDS[(i * 7 + j) % WORDS.len()]).collect::<Vec<_>>().join(" ")
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
-}
-
-/// Median seconds of `reps` calls of `f` after `warm` untimed ones.
-fn time(warm: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..warm {
-        f()?;
-    }
-    let mut xs = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let t = Instant::now();
-        f()?;
-        xs.push(t.elapsed().as_secs_f64());
-    }
-    Ok(median(xs))
 }
 
 /// GPU seconds per step of the forward pass over one batch of `texts` (summed over layers, in
@@ -89,13 +70,13 @@ pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
 
         dev.synchronize()?;
         dev.reset_peak_memory();
-        let s1 = time(3, (4 * reps).max(10), || {
+        let s1 = wall_median(3, (4 * reps).max(10), || {
             model.encode_with(&[one[0].as_str()], opts)?;
             Ok(())
         })?;
         let peak1 = dev.memory_stats().peak_bytes;
         dev.reset_peak_memory();
-        let sb = time(1, reps.max(3), || {
+        let sb = wall_median(1, reps.max(3), || {
             model.encode_with(&refs, opts)?;
             Ok(())
         })?;
@@ -105,7 +86,7 @@ pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
         if gpu1 > 0.0 {
             println!("  one 16-token sentence ({tag}): {:.3} ms of GPU time, {:.3} ms wall", gpu1 * 1e3, s1 * 1e3);
         }
-        let tok = time(1, reps.max(3), || {
+        let tok = wall_median(1, reps.max(3), || {
             model.tokenize(&refs)?;
             Ok(())
         })?;

@@ -4,6 +4,7 @@
 //! decode after 128 and after 1920 tokens (a 2048-token context), each token read back to the
 //! host, and the peak GPU memory in use. The prompts are the same token ids on both sides.
 
+use crate::bench::{median, wall_median};
 use anyhow::Result;
 use kiln_models::CausalLM;
 use serde_json::{json, Value};
@@ -17,21 +18,6 @@ fn ids(n: usize, salt: usize) -> Vec<u32> {
     (0..n).map(|i| ((i * 7919 + 13 + salt) % VOCAB) as u32).collect()
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
-}
-
-fn timed(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    let mut xs = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let t = Instant::now();
-        f()?;
-        xs.push(t.elapsed().as_secs_f64());
-    }
-    Ok(median(xs))
-}
-
 pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     let dev = kiln_core::device()?;
     let model = CausalLM::load(path)?;
@@ -40,11 +26,11 @@ pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     model.forward(&ids(32, 0), &mut model.new_cache())?; // warm-up: pipelines compiled
     dev.synchronize()?;
     dev.reset_peak_memory();
-    let pre = timed(reps, || {
+    let pre = wall_median(0, reps, || {
         model.forward(&ids(prefill_n, 1), &mut model.new_cache())?;
         Ok(())
     })?;
-    let ttft = timed(reps, || {
+    let ttft = wall_median(0, reps, || {
         argmax(&model.forward(&ids(128, 2), &mut model.new_cache())?);
         Ok(())
     })?;
