@@ -18,6 +18,51 @@ fn ids(n: usize, salt: usize) -> Vec<u32> {
     (0..n).map(|i| ((i * 7919 + 13 + salt) % VOCAB) as u32).collect()
 }
 
+/// GPU seconds per step of one decode token after `ctx` tokens (summed over the layers), from a
+/// GPU timer stopped and restarted at each of the model's marks, and the wall time of a token
+/// decoded normally: what the GPU does against what the token costs.
+fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
+    let dev = kiln_core::device()?;
+    let mut cache = model.new_cache();
+    let t = kiln_models::sampling::argmax(&model.forward(&ids(ctx, 3), &mut cache)?) as u32;
+    let start = Instant::now();
+    let t = kiln_models::sampling::argmax(&model.forward(&[t], &mut cache)?) as u32;
+    let wall = start.elapsed().as_secs_f64();
+    dev.synchronize()?;
+    if !dev.start_gpu_timer()? {
+        return Ok(());
+    }
+    let mut steps: Vec<(&'static str, f64, u32)> = Vec::new();
+    let mut mark = |step: &'static str| -> kiln_models::Result<()> {
+        if let Some(g) = dev.stop_gpu_timer()? {
+            match steps.iter_mut().find(|s| s.0 == step) {
+                Some(s) => {
+                    s.1 += g.span_s;
+                    s.2 += g.passes;
+                }
+                None => steps.push((step, g.span_s, g.passes)),
+            }
+        }
+        dev.start_gpu_timer()?;
+        Ok(())
+    };
+    let result = model.forward_marked(&[t], &mut cache, &mut mark);
+    dev.stop_gpu_timer()?;
+    result?;
+    let total: f64 = steps.iter().map(|s| s.1).sum();
+    println!("  GPU time per step of one decode token after {ctx} tokens (summed over the layers):");
+    for (step, s, passes) in &steps {
+        println!("    {step:<44} {:>8.3} ms {:>5.1}%  ({passes} passes)", s * 1e3, 100.0 * s / total);
+    }
+    println!(
+        "    {:<44} {:>8.3} ms of GPU time; a token decoded unmarked: {:.3} ms wall",
+        "total",
+        total * 1e3,
+        wall * 1e3
+    );
+    Ok(())
+}
+
 pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     let dev = kiln_core::device()?;
     let model = CausalLM::load(path)?;
@@ -78,6 +123,7 @@ pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
         );
     }
     let peak = dev.memory_stats().peak_bytes;
+    decode_breakdown(&model, long_ctx)?;
     println!("llm: peak GPU memory in use {:.1} MiB", peak as f64 / (1 << 20) as f64);
     for r in &mut rows {
         r["peak_gpu_bytes"] = json!(peak);

@@ -301,16 +301,33 @@ impl CausalLM {
     /// causally masked), appends their keys and values to the cache and returns the logits of
     /// the last position (f32, vocabulary long).
     pub fn forward(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
-        self.run(ids, cache, false)
+        self.run(ids, cache, false, &mut |_| Ok(()))
+    }
+
+    /// [`forward`](Self::forward), calling `mark(step)` after each step has been recorded, for
+    /// profilers (`kiln bench`'s llm section times the GPU work between two marks).
+    pub fn forward_marked(
+        &self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        mark: &mut dyn FnMut(&'static str) -> Result<()>,
+    ) -> Result<Vec<f32>> {
+        self.run(ids, cache, false, mark)
     }
 
     /// Logits of every position of `ids` from an empty cache ([len, vocab] row-major): what
     /// greedy decoding would see at each step if it had produced `ids`, in one pass.
     pub fn logits_all(&self, ids: &[u32]) -> Result<Vec<f32>> {
-        self.run(ids, &mut self.new_cache(), true)
+        self.run(ids, &mut self.new_cache(), true, &mut |_| Ok(()))
     }
 
-    fn run(&self, ids: &[u32], cache: &mut KvCache, all_positions: bool) -> Result<Vec<f32>> {
+    fn run(
+        &self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        all_positions: bool,
+        mark: &mut dyn FnMut(&'static str) -> Result<()>,
+    ) -> Result<Vec<f32>> {
         let c = &self.config;
         let l = ids.len();
         if l == 0 {
@@ -334,6 +351,7 @@ impl CausalLM {
         let pos = cache.len;
         let ids_t = Tensor::from_slice_on(&self.device, ids, &[l])?;
         let mut h = ops::quant_embedding(&self.embed.w, self.embed.format, c.hidden, &ids_t)?; // [L, D]
+        mark("embedding")?;
         for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
             let x = ops::rms_norm(&h, Some(&layer.attn_norm), c.rms_eps)?;
             // [L, heads*hd] -> [heads, L, hd]
@@ -343,10 +361,12 @@ impl CausalLM {
             let q = ops::rope(&heads(layer.q.matmul(&x)?, nh)?, pos, c.rope_base)?;
             let k = ops::rope(&heads(layer.k.matmul(&x)?, nkv)?, pos, c.rope_base)?;
             let v = heads(layer.v.matmul(&x)?, nkv)?;
+            mark("rms_norm + q, k, v matvecs + rope")?;
             let (k, v) = match slot.take() {
                 None => (k, v),
                 Some((kc, vc)) => (ops::concat(&[&kc, &k], 1)?, ops::concat(&[&vc, &v], 1)?),
             };
+            mark("kv cache concat")?;
             let lk = pos + l;
             // Grouped-query attention: query head g*group + j reads KV head g (llama.cpp's
             // and Hugging Face's order), by broadcasting K and V over the group axis.
@@ -356,12 +376,16 @@ impl CausalLM {
             let a = ops::attention(&qg, &kg, &vg, l > 1, None)?; // [nkv, group, L, hd]
             let a = ops::transpose(&a.reshape(&[nh as isize, l as isize, hd as isize])?, 0, 1)?;
             let a = a.reshape(&[l as isize, c.hidden as isize])?;
+            mark("attention + transposes")?;
             h = ops::add(&h, &layer.o.matmul(&a)?)?;
+            mark("o matvec + residual")?;
             *slot = Some((k, v));
             let x = ops::rms_norm(&h, Some(&layer.ffn_norm), c.rms_eps)?;
             let g = ops::silu(&layer.gate.matmul(&x)?)?;
             let u = layer.up.matmul(&x)?;
+            mark("rms_norm + gate, up matvecs + silu")?;
             h = ops::add(&h, &layer.down.matmul(&ops::mul(&g, &u)?)?)?;
+            mark("mul + down matvec + residual")?;
             if l > 1 {
                 // A multi-token pass waits for each layer: one host round trip per layer, and
                 // no single wait spans the whole pass, which on a slow device (lavapipe, long
@@ -374,7 +398,9 @@ impl CausalLM {
         if !all_positions || l == 1 {
             let last = if l == 1 { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
             let x = ops::rms_norm(&last, Some(&self.output_norm), c.rms_eps)?;
-            return Ok(head.matmul(&x)?.to_vec::<f32>()?);
+            let logits = head.matmul(&x)?;
+            mark("rms_norm + output matvec (49,152 rows)")?;
+            return Ok(logits.to_vec::<f32>()?);
         }
         // Every position's logits, a few rows at a time (same reason as the per-layer wait:
         // the projection over the whole vocabulary is the largest matmul of the model).
