@@ -1,0 +1,57 @@
+# Type stubs for kiln.models (models.py; CausalLM and Generation come from the Rust extension).
+import os
+from typing import Iterable, Iterator, List, Optional, Union
+
+import numpy as np
+
+__all__ = ["CausalLM", "Generation", "SentenceEmbedder"]
+
+class SentenceEmbedder:
+    model_dir: str
+    def __init__(self, model_dir: Union[str, os.PathLike], dtype: Union[str, np.dtype, type] = "float32") -> None: ...
+    @property
+    def dtype(self) -> np.dtype: ...
+    @property
+    def max_seq_length(self) -> int: ...
+    def get_sentence_embedding_dimension(self) -> int: ...
+    def tokenize(self, sentences: Union[str, Iterable[str]]) -> List[List[int]]: ...
+    def encode(
+        self,
+        sentences: Union[str, Iterable[str]],
+        batch_size: int = 32,
+        normalize: Optional[bool] = None,
+        normalize_embeddings: Optional[bool] = None,
+    ) -> np.ndarray: ...
+
+class Generation(Iterator[str]):
+    def __iter__(self) -> "Generation": ...
+    def __next__(self) -> str: ...
+
+class CausalLM:
+    def __init__(self, path: Union[str, os.PathLike]) -> None: ...
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+        chat: bool = False,
+    ) -> str: ...
+    def stream(
+        self,
+        prompt: str,
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+        chat: bool = False,
+    ) -> Generation: ...
+    def tokenize(self, text: str) -> List[int]: ...
+    def chat_prompt(self, prompt: str) -> str: ...
