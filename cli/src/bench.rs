@@ -228,6 +228,44 @@ pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// GPU time of one step of a model's forward pass, summed over its occurrences (layers).
+pub(crate) struct StepTime {
+    pub name: &'static str,
+    pub seconds: f64,
+    pub passes: u32,
+}
+
+/// Runs `forward` with a GPU timer stopped and restarted at each mark it calls, and returns
+/// each step's GPU time in first-seen order; empty where the adapter has no timestamp
+/// queries. Each stop waits for the GPU, so this runs apart from the timed loops.
+pub(crate) fn gpu_steps<T>(
+    forward: impl FnOnce(&mut dyn FnMut(&'static str) -> kiln_models::Result<()>) -> kiln_models::Result<T>,
+) -> Result<Vec<StepTime>> {
+    let dev = kiln_core::device()?;
+    dev.synchronize()?;
+    if !dev.start_gpu_timer()? {
+        return Ok(vec![]);
+    }
+    let mut steps: Vec<StepTime> = Vec::new();
+    let mut mark = |name: &'static str| -> kiln_models::Result<()> {
+        if let Some(t) = dev.stop_gpu_timer()? {
+            match steps.iter_mut().find(|s| s.name == name) {
+                Some(s) => {
+                    s.seconds += t.span_s;
+                    s.passes += t.passes;
+                }
+                None => steps.push(StepTime { name, seconds: t.span_s, passes: t.passes }),
+            }
+        }
+        dev.start_gpu_timer()?;
+        Ok(())
+    };
+    let result = forward(&mut mark);
+    dev.stop_gpu_timer()?;
+    result?;
+    Ok(steps)
+}
+
 /// Median wall seconds of `reps` calls of `f` after `warm` untimed ones (the model sections:
 /// whole programs' calls, host work included).
 pub(crate) fn wall_median(warm: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {

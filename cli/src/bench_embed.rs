@@ -3,7 +3,7 @@
 //! sentence-transformers on CUDA: latency of one 16-token sentence, throughput of 256 sentences
 //! of 128 tokens, f32 and f16, and the peak GPU memory in use during each.
 
-use crate::bench::wall_median;
+use crate::bench::{gpu_steps, wall_median};
 use anyhow::{ensure, Result};
 use kiln_models::{EncodeOptions, LoadOptions, Precision, SentenceEmbedder};
 use serde_json::{json, Value};
@@ -22,33 +22,6 @@ const WORDS: [&str; 48] = [
 /// Sentence `i` of `tokens` tokens.
 fn sentence(i: usize, tokens: usize) -> String {
     (0..tokens.saturating_sub(2)).map(|j| WORDS[(i * 7 + j) % WORDS.len()]).collect::<Vec<_>>().join(" ")
-}
-
-/// GPU seconds per step of the forward pass over one batch of `texts` (summed over layers, in
-/// first-seen order), from a GPU timer stopped and restarted at each of the model's marks;
-/// empty where the adapter has no timestamp queries. Each stop waits for the GPU, so this runs
-/// apart from the timed loops.
-fn breakdown(model: &SentenceEmbedder, texts: &[&str]) -> Result<Vec<(&'static str, f64)>> {
-    let dev = kiln_core::device()?;
-    dev.synchronize()?;
-    if !dev.start_gpu_timer()? {
-        return Ok(vec![]);
-    }
-    let mut steps: Vec<(&'static str, f64)> = Vec::new();
-    let mut mark = |step: &'static str| -> kiln_models::Result<()> {
-        if let Some(t) = dev.stop_gpu_timer()? {
-            match steps.iter_mut().find(|s| s.0 == step) {
-                Some(s) => s.1 += t.span_s,
-                None => steps.push((step, t.span_s)),
-            }
-        }
-        dev.start_gpu_timer()?;
-        Ok(())
-    };
-    let result = model.encode_batch_marked(texts, true, &mut mark);
-    dev.stop_gpu_timer()?;
-    result?;
-    Ok(steps)
 }
 
 pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
@@ -81,8 +54,11 @@ pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
             Ok(())
         })?;
         let peakb = dev.memory_stats().peak_bytes;
-        let steps = breakdown(&model, &refs)?;
-        let gpu1: f64 = breakdown(&model, &[one[0].as_str()])?.iter().map(|s| s.1).sum();
+        let steps = gpu_steps(|mark| model.encode_batch_marked(&refs, true, mark))?;
+        let gpu1: f64 = gpu_steps(|mark| model.encode_batch_marked(&[one[0].as_str()], true, mark))?
+            .iter()
+            .map(|s| s.seconds)
+            .sum();
         if gpu1 > 0.0 {
             println!("  one 16-token sentence ({tag}): {:.3} ms of GPU time, {:.3} ms wall", gpu1 * 1e3, s1 * 1e3);
         }
@@ -107,14 +83,16 @@ pub fn run(model_dir: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
             }));
         }
         if !steps.is_empty() {
-            let total: f64 = steps.iter().map(|s| s.1).sum();
+            let total: f64 = steps.iter().map(|s| s.seconds).sum();
             println!("  GPU time per step of one {batch}x{seq} batch ({tag}; each step summed over the layers):");
-            for (step, t) in &steps {
+            for s in &steps {
+                let (step, t) = (s.name, s.seconds);
                 println!("    {step:<44} {:>8.2} ms {:>5.1}%", t * 1e3, 100.0 * t / total);
             }
             println!("    {:<44} {:>8.2} ms of {:.2} ms wall per batch", "GPU total", total * 1e3, sb * 1e3);
             println!("    {:<44} {:>8.2} ms (host)", "tokenize", tok * 1e3);
-            let map: serde_json::Map<String, Value> = steps.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+            let map: serde_json::Map<String, Value> =
+                steps.iter().map(|s| (s.name.to_string(), json!(s.seconds))).collect();
             if let Some(last) = rows.last_mut() {
                 last["gpu_steps_seconds"] = Value::Object(map);
                 last["tokenize_seconds"] = json!(tok);

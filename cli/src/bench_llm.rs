@@ -4,7 +4,7 @@
 //! decode after 128 and after 1920 tokens (a 2048-token context), each token read back to the
 //! host, and the peak GPU memory in use. The prompts are the same token ids on both sides.
 
-use crate::bench::{median, wall_median};
+use crate::bench::{gpu_steps, median, wall_median};
 use anyhow::Result;
 use kiln_models::CausalLM;
 use serde_json::{json, Value};
@@ -22,37 +22,20 @@ fn ids(n: usize, salt: usize) -> Vec<u32> {
 /// GPU timer stopped and restarted at each of the model's marks, and the wall time of a token
 /// decoded normally: what the GPU does against what the token costs.
 fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
-    let dev = kiln_core::device()?;
     let mut cache = model.new_cache();
     let t = kiln_models::sampling::argmax(&model.forward(&ids(ctx, 3), &mut cache)?) as u32;
     let start = Instant::now();
     let t = kiln_models::sampling::argmax(&model.forward(&[t], &mut cache)?) as u32;
     let wall = start.elapsed().as_secs_f64();
-    dev.synchronize()?;
-    if !dev.start_gpu_timer()? {
+    let steps = gpu_steps(|mark| model.forward_marked(&[t], &mut cache, mark))?;
+    if steps.is_empty() {
         return Ok(());
     }
-    let mut steps: Vec<(&'static str, f64, u32)> = Vec::new();
-    let mut mark = |step: &'static str| -> kiln_models::Result<()> {
-        if let Some(g) = dev.stop_gpu_timer()? {
-            match steps.iter_mut().find(|s| s.0 == step) {
-                Some(s) => {
-                    s.1 += g.span_s;
-                    s.2 += g.passes;
-                }
-                None => steps.push((step, g.span_s, g.passes)),
-            }
-        }
-        dev.start_gpu_timer()?;
-        Ok(())
-    };
-    let result = model.forward_marked(&[t], &mut cache, &mut mark);
-    dev.stop_gpu_timer()?;
-    result?;
-    let total: f64 = steps.iter().map(|s| s.1).sum();
+    let total: f64 = steps.iter().map(|s| s.seconds).sum();
     println!("  GPU time per step of one decode token after {ctx} tokens (summed over the layers):");
-    for (step, s, passes) in &steps {
-        println!("    {step:<44} {:>8.3} ms {:>5.1}%  ({passes} passes)", s * 1e3, 100.0 * s / total);
+    for s in &steps {
+        let (name, passes) = (s.name, s.passes);
+        println!("    {name:<44} {:>8.3} ms {:>5.1}%  ({passes} passes)", s.seconds * 1e3, 100.0 * s.seconds / total);
     }
     println!(
         "    {:<44} {:>8.3} ms of GPU time; a token decoded unmarked: {:.3} ms wall",
