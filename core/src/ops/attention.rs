@@ -91,6 +91,22 @@ const DECODE_MAX_LQ: usize = 4;
 /// Split-KV: workgroups to aim for (several per SM on a big GPU).
 const SPLIT_TARGET_GROUPS: usize = 1024;
 
+/// Attention of q [..., Lq, D] over the first `len` rows of k [..., Lmax, D] and v [...,
+/// Lmax, Dv]: what [`attention`] gives on `k[..., :len, :]` and `v[..., :len, :]`, read in
+/// place — a KV cache allocated for Lmax positions and filled up to `len` (see
+/// [`crate::ops::rope_qkv_to_cache`]) needs no copy of its prefix per step. Causal masking is
+/// top-left aligned, as in `attention`.
+pub fn attention_prefix(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    len: usize,
+    causal: bool,
+    scale: Option<f32>,
+) -> Result<Tensor> {
+    attention_impl(q, k, v, None, causal, scale, AttentionPath::Auto, Some(len))
+}
+
 /// `attention_with_mask` on a chosen path. Forcing `Fused` or `Matmul` with a mask, `Flash`
 /// with D or Dv over 256, or `Matmul` past its score-matrix limit is InvalidArgument.
 #[allow(clippy::too_many_arguments)]
@@ -102,6 +118,21 @@ pub fn attention_on_path(
     causal: bool,
     scale: Option<f32>,
     path: AttentionPath,
+) -> Result<Tensor> {
+    attention_impl(q, k, v, mask, causal, scale, path, None)
+}
+
+/// Every entry point: `kv_len` Some(len) reads only the first `len` of K's and V's rows.
+#[allow(clippy::too_many_arguments)]
+fn attention_impl(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    causal: bool,
+    scale: Option<f32>,
+    path: AttentionPath,
+    kv_len: Option<usize>,
 ) -> Result<Tensor> {
     let mut all = vec![q, k, v];
     all.extend(mask);
@@ -129,14 +160,23 @@ pub fn attention_on_path(
     }
     let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
     let (lq, d) = (qs[qs.len() - 2], qs[qs.len() - 1]);
-    let (lk, dk) = (ks[ks.len() - 2], ks[ks.len() - 1]);
+    let (kv_rows, dk) = (ks[ks.len() - 2], ks[ks.len() - 1]);
     let (lv, dv) = (vs[vs.len() - 2], vs[vs.len() - 1]);
     if d != dk {
         return Err(Error::ShapeMismatch(format!("attention: q {qs:?} and k {ks:?} differ in the last dimension")));
     }
-    if lk != lv {
+    if kv_rows != lv {
         return Err(Error::ShapeMismatch(format!("attention: k {ks:?} and v {vs:?} differ in the key dimension")));
     }
+    let lk = match kv_len {
+        Some(len) if len > kv_rows => {
+            return Err(Error::InvalidArgument(format!(
+                "attention: the first {len} keys of k {ks:?}: there are {kv_rows}"
+            )))
+        }
+        Some(len) => len,
+        None => kv_rows,
+    };
     let (qb, kb, vb) = (&qs[..qs.len() - 2], &ks[..ks.len() - 2], &vs[..vs.len() - 2]);
     let batch_shape = broadcast_shapes(&broadcast_shapes(qb, kb)?, vb)?;
     let mut scores_shape = batch_shape.clone();
@@ -177,6 +217,9 @@ pub fn attention_on_path(
     // registers), where it still beats the per-row kernel for scores too big for the matmuls.
     let path = match path {
         AttentionPath::Auto if lq <= DECODE_MAX_LQ => AttentionPath::SplitKv,
+        // A prefix of K and V is read in place only by the kernels that take batch strides.
+        AttentionPath::Auto if kv_len.is_some() && flash_tile.is_some() => AttentionPath::Flash,
+        AttentionPath::Auto if kv_len.is_some() => AttentionPath::SplitKv,
         AttentionPath::Auto if flash_tile.is_some() && d <= 64 && dv <= 64 => AttentionPath::Flash,
         AttentionPath::Auto if mask.is_some() && flash_tile.is_some() => AttentionPath::Flash,
         AttentionPath::Auto if mask.is_some() => AttentionPath::SplitKv,
@@ -185,7 +228,10 @@ pub fn attention_on_path(
         AttentionPath::Auto => AttentionPath::Fused,
         p => p,
     };
-    let geom = Geometry { lq, lk, d, dv, rows, causal, scale, batch_shape: &batch_shape, qb, kb, vb };
+    if kv_len.is_some() && matches!(path, AttentionPath::Matmul) {
+        return Err(Error::InvalidArgument("attention: the matmul path reads whole K and V, not a prefix".into()));
+    }
+    let geom = Geometry { lq, lk, kv_rows, d, dv, rows, causal, scale, batch_shape: &batch_shape, qb, kb, vb };
     match path {
         AttentionPath::Flash => {
             let bc = flash_tile.ok_or_else(|| {
@@ -228,7 +274,10 @@ pub fn attention_on_path(
 /// The problem's sizes, shared by the kernels' parameter blocks.
 struct Geometry<'a> {
     lq: usize,
+    /// Keys attended to ...
     lk: usize,
+    /// ... of the rows K and V hold per batch entry (their batch stride).
+    kv_rows: usize,
     d: usize,
     dv: usize,
     rows: usize,
@@ -248,8 +297,8 @@ impl Geometry<'_> {
         params
             .dims8(bs, 1)
             .dims8(&crate::shape::batch_strides(self.qb, bs, self.lq * self.d), 0)
-            .dims8(&crate::shape::batch_strides(self.kb, bs, self.lk * self.d), 0)
-            .dims8(&crate::shape::batch_strides(self.vb, bs, self.lk * self.dv), 0)
+            .dims8(&crate::shape::batch_strides(self.kb, bs, self.kv_rows * self.d), 0)
+            .dims8(&crate::shape::batch_strides(self.vb, bs, self.kv_rows * self.dv), 0)
             .dims8(&mstride, 0)
     }
 }
@@ -607,8 +656,8 @@ fn fused(g: &Geometry, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor) -> Resu
         .u32(bs.len())
         .dims8(bs, 1)
         .dims8(&crate::shape::batch_strides(g.qb, bs, g.lq * g.d), 0)
-        .dims8(&crate::shape::batch_strides(g.kb, bs, g.lk * g.d), 0)
-        .dims8(&crate::shape::batch_strides(g.vb, bs, g.lk * g.dv), 0);
+        .dims8(&crate::shape::batch_strides(g.kb, bs, g.kv_rows * g.d), 0)
+        .dims8(&crate::shape::batch_strides(g.vb, bs, g.kv_rows * g.dv), 0);
     let dvt = g.dv.div_ceil(WG).max(1);
     let tensors = [q, k, v, out];
     Launch {

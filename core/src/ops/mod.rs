@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod conv;
 pub mod elementwise;
+pub mod kv_cache;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
@@ -14,6 +15,7 @@ pub mod reduce;
 pub use attention::*;
 pub use conv::*;
 pub use elementwise::*;
+pub use kv_cache::*;
 pub use matmul::*;
 pub use movement::*;
 pub use norm::*;

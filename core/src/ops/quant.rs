@@ -371,7 +371,41 @@ fn rows_kernel(
 /// x [..., K] (f32 or f16) times Wᵀ for W quantized [N, K] (nn.Linear's and ggml_mul_mat's
 /// layout): [..., N] in x's dtype, accumulated in f32. K must be a multiple of 32.
 pub fn quant_matmul(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tensor> {
-    let device = check_same_device(&[x, w])?;
+    quant_matmul_fused(x, w, format, n, QuantFusion::default())
+}
+
+/// What [`quant_matmul_fused`] folds into the product: the norm before a decoder layer's
+/// matrices, the SwiGLU after its feed-forward up-projection, the residual after its output
+/// projections. Decode runs one dispatch per matrix with them instead of three or four (a token
+/// of a 30-layer model is hundreds of tiny dispatches, and each costs the host and the GPU a few
+/// µs whatever it computes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuantFusion<'a> {
+    /// RMS-normalise each row of x first: `x * weight / sqrt(mean(x²) + eps)` (as
+    /// [`crate::ops::rms_norm`]); the weight is [K], of x's dtype.
+    pub rms_norm: Option<(&'a Tensor, f32)>,
+    /// W holds 2N rows, gate rows [0, N) then up rows [N, 2N); the result is
+    /// `silu(x·gateᵀ) * (x·upᵀ)`, [..., N].
+    pub swiglu: bool,
+    /// Added to the result (same shape and dtype): `residual + x·Wᵀ`.
+    pub residual: Option<&'a Tensor>,
+}
+
+/// [`quant_matmul`] with the fusions of `fusion`: what `rms_norm`, `quant_matmul`, `silu`, `mul`
+/// and `add` give in sequence, to f32 rounding (the norm's scale is applied to the f32 sum, not
+/// to a rounded normalised x). Few rows of x (decode) run as one kernel; more rows compose the
+/// separate ops (their matmul dominates).
+pub fn quant_matmul_fused(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    fusion: QuantFusion,
+) -> Result<Tensor> {
+    let mut all = vec![x, w];
+    all.extend(fusion.rms_norm.map(|(g, _)| g));
+    all.extend(fusion.residual);
+    let device = check_same_device(&all)?;
     let dtype = x.dtype();
     if !dtype.is_float() {
         return Err(Error::DTypeMismatch(format!("quant_matmul needs float x (f32 or f16), got {dtype}")));
@@ -380,11 +414,120 @@ pub fn quant_matmul(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Re
         return Err(Error::ShapeMismatch("quant_matmul: x must be [..., K], got a scalar".into()));
     }
     let k = *x.shape().last().unwrap_or(&0);
-    check_weight("quant_matmul", w, format, n, k)?;
+    let rows =
+        if fusion.swiglu { n.checked_mul(2).ok_or_else(|| Error::InvalidArgument(format!("{n} rows")))? } else { n };
+    check_weight("quant_matmul", w, format, rows, k)?;
     check_f16(&device, &[dtype])?;
     let mut shape = x.shape().to_vec();
     *shape.last_mut().unwrap_or(&mut 0) = n;
     check_rank(&shape)?;
+    if let Some((g, eps)) = fusion.rms_norm {
+        if g.shape() != [k] || g.dtype() != dtype {
+            return Err(Error::ShapeMismatch(format!(
+                "quant_matmul: the norm weight must be [{k}] {dtype}, got {:?} {}",
+                g.shape(),
+                g.dtype()
+            )));
+        }
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "quant_matmul: the norm's eps must be finite and >= 0, got {eps}"
+            )));
+        }
+    }
+    if let Some(r) = fusion.residual {
+        if r.shape() != shape.as_slice() || r.dtype() != dtype {
+            return Err(Error::ShapeMismatch(format!(
+                "quant_matmul: the residual must be {shape:?} {dtype}, got {:?} {}",
+                r.shape(),
+                r.dtype()
+            )));
+        }
+    }
+    let m = x.numel().checked_div(k).unwrap_or(0);
+    if k == 0 || m > MATVEC_MAX_ROWS {
+        return composed(x, w, format, n, fusion);
+    }
+    let out = Tensor::empty_on(&device, &shape, dtype)?;
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    check_indexable(x.numel())?;
+    check_indexable(out.numel())?;
+    let blocks = k / QuantFormat::BLOCK_LEN;
+    let row_h = format.row_bytes(k)? / 2;
+    let enable = enables(&[dtype]);
+    let max_dim = device.limits().max_compute_workgroups_per_dimension;
+    let mt = m.min(MATVEC_MT);
+    // Enough threads per row to cover a short row in one or two strides, few enough that a
+    // workgroup does several rows (N = 576 then still makes dozens of workgroups).
+    let tpr: usize = if blocks * 4 <= 64 { 32 } else { 64 };
+    let rows_per_wg = 256 / tpr;
+    let mut groups = grid(n.div_ceil(rows_per_wg) as u64, max_dim)?;
+    groups[2] = m.div_ceil(mt) as u32;
+    let eps = fusion.rms_norm.map_or(0.0, |(_, e)| e);
+    let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).f32(eps).u32(0u32).u32(0u32);
+    let (norm, glu, res) = (fusion.rms_norm.is_some(), fusion.swiglu, fusion.residual.is_some());
+    let acc = mt * if glu { 2 } else { 1 };
+    let g = fusion.rms_norm.map_or(x, |(g, _)| g);
+    let r = fusion.residual.unwrap_or(x);
+    Launch {
+        key: format!("quant_matvec:{format}:{dtype}:{tpr}:{mt}:{norm}:{glu}:{res}"),
+        source: Box::new(move || {
+            enable.to_string()
+                + &format.common_wgsl()
+                + &render(
+                    MATVEC,
+                    &[
+                        ("T", dtype.wgsl()),
+                        ("TPR", &tpr.to_string()),
+                        ("MT", &mt.to_string()),
+                        ("ACC", &acc.to_string()),
+                        ("RED", &(256 * acc).to_string()),
+                        ("NORM", &norm.to_string()),
+                        ("GLU", &glu.to_string()),
+                        ("RES", &res.to_string()),
+                    ],
+                )
+        }),
+        tensors: &[w, x, &out, g, r],
+        params: Some(params),
+        groups,
+    }
+    .run_with(&device, Checks::Unchecked)
+    .map(|()| out)
+}
+
+/// `quant_matmul_fused` for many rows of x: the separate ops in sequence.
+fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: QuantFusion) -> Result<Tensor> {
+    let normed;
+    let x = match fusion.rms_norm {
+        Some((g, eps)) => {
+            normed = crate::ops::rms_norm(x, Some(g), eps)?;
+            &normed
+        }
+        None => x,
+    };
+    let mut y = product(x, w, format, if fusion.swiglu { 2 * n } else { n })?;
+    if fusion.swiglu {
+        let axis = y.ndim() as isize - 1;
+        let gate = crate::ops::slice(&y, axis, 0, n as isize, 1)?;
+        let up = crate::ops::slice(&y, axis, n as isize, 2 * n as isize, 1)?;
+        y = crate::ops::mul(&crate::ops::silu(&gate)?, &up)?;
+    }
+    match fusion.residual {
+        Some(r) => crate::ops::add(&y, r),
+        None => Ok(y),
+    }
+}
+
+/// The plain product through the tiled kernel (many rows of x; checked by the caller).
+fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tensor> {
+    let device = x.device().clone();
+    let dtype = x.dtype();
+    let k = *x.shape().last().unwrap_or(&0);
+    let mut shape = x.shape().to_vec();
+    *shape.last_mut().unwrap_or(&mut 0) = n;
     if k == 0 {
         return crate::ops::full_on(&device, &shape, dtype, 0.0);
     }
@@ -399,37 +542,6 @@ pub fn quant_matmul(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Re
     let row_h = format.row_bytes(k)? / 2;
     let enable = enables(&[dtype]);
     let max_dim = device.limits().max_compute_workgroups_per_dimension;
-    if m <= MATVEC_MAX_ROWS {
-        let mt = m.min(MATVEC_MT);
-        // Enough threads per row to cover a short row in one or two strides, few enough that a
-        // workgroup does several rows (N = 576 then still makes dozens of workgroups).
-        let tpr: usize = if blocks * 4 <= 64 { 32 } else { 64 };
-        let rows_per_wg = 256 / tpr;
-        let mut groups = grid(n.div_ceil(rows_per_wg) as u64, max_dim)?;
-        groups[2] = m.div_ceil(mt) as u32;
-        let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(0u32).u32(0u32).u32(0u32);
-        return Launch {
-            key: format!("quant_matvec:{format}:{dtype}:{tpr}:{mt}"),
-            source: Box::new(move || {
-                enable.to_string()
-                    + &format.common_wgsl()
-                    + &render(
-                        MATVEC,
-                        &[
-                            ("T", dtype.wgsl()),
-                            ("TPR", &tpr.to_string()),
-                            ("MT", &mt.to_string()),
-                            ("RED", &(256 * mt).to_string()),
-                        ],
-                    )
-            }),
-            tensors: &[w, x, &out],
-            params: Some(params),
-            groups,
-        }
-        .run_with(&device, Checks::Unchecked)
-        .map(|()| out);
-    }
     let tiles_n = n.div_ceil(TILE);
     let tiles = (tiles_n as u64) * (m.div_ceil(TILE) as u64);
     let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(tiles_n).u32(0u32).u32(0u32);

@@ -168,3 +168,44 @@ pub fn rope(x: &[f64], shape: &[usize], pos_offset: usize, base: f64) -> Vec<f64
     }
     out
 }
+
+/// [`crate::ops::rope_qkv_to_cache`] in f64: returns the queries [h, l, d] and writes keys and
+/// values into the caches [hkv, cap, d] at rows pos..pos + l.
+#[allow(clippy::too_many_arguments)]
+pub fn rope_qkv_to_cache(
+    qkv: &[f64],
+    l: usize,
+    h: usize,
+    k_cache: &mut [f64],
+    v_cache: &mut [f64],
+    hkv: usize,
+    cap: usize,
+    d: usize,
+    pos: usize,
+    base: f64,
+) -> Vec<f64> {
+    let width = (h + 2 * hkv) * d;
+    // Head-major copies of each part, [heads, l, d], so that `rope` sees positions as rows.
+    let part = |first: usize, heads: usize| -> Vec<f64> {
+        let mut out = Vec::with_capacity(heads * l * d);
+        for hh in 0..heads {
+            for li in 0..l {
+                let at = li * width + (first + hh) * d;
+                out.extend_from_slice(&qkv[at..at + d]);
+            }
+        }
+        out
+    };
+    let q = rope(&part(0, h), &[h, l, d], pos, base);
+    let k = rope(&part(h, hkv), &[hkv, l, d], pos, base);
+    let v = part(h + hkv, hkv);
+    for hh in 0..hkv {
+        for li in 0..l {
+            let dst = (hh * cap + pos + li) * d;
+            let src = (hh * l + li) * d;
+            k_cache[dst..dst + d].copy_from_slice(&k[src..src + d]);
+            v_cache[dst..dst + d].copy_from_slice(&v[src..src + d]);
+        }
+    }
+    q
+}

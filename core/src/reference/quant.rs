@@ -164,3 +164,43 @@ pub fn quant_embedding(bytes: &[u8], format: QuantFormat, v: usize, d: usize, id
     }
     out
 }
+
+/// [`crate::ops::quant_matmul_fused`] in f64: each x row RMS-normalised with `norm` (weight,
+/// eps) if given, times Wᵀ (W [n, k], or [2n, k] gate then up rows under `swiglu`, giving
+/// `silu(gate) * up`), plus `residual` [m, n] if given.
+#[allow(clippy::too_many_arguments)]
+pub fn quant_matmul_fused(
+    x: &[f64],
+    m: usize,
+    k: usize,
+    bytes: &[u8],
+    format: QuantFormat,
+    n: usize,
+    norm: Option<(&[f64], f64)>,
+    swiglu: bool,
+    residual: Option<&[f64]>,
+) -> Vec<f64> {
+    let mut xn = x.to_vec();
+    if let Some((g, eps)) = norm {
+        for row in xn.chunks_mut(k.max(1)) {
+            let inv = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / k as f64 + eps).sqrt();
+            for (j, a) in row.iter_mut().enumerate() {
+                *a *= inv * g[j];
+            }
+        }
+    }
+    let rows = if swiglu { 2 * n } else { n };
+    let y = quant_matmul(&xn, m, k, bytes, format, rows);
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            out[i * n + j] = if swiglu {
+                let g = y[i * rows + j];
+                g / (1.0 + (-g).exp()) * y[i * rows + n + j]
+            } else {
+                y[i * n + j]
+            } + residual.map_or(0.0, |r| r[i * n + j]);
+        }
+    }
+    out
+}

@@ -1,0 +1,286 @@
+//! The decode building blocks: `quant_matmul_fused` (RMSNorm, SwiGLU and residual folded into
+//! the quantized product), `rope_qkv_to_cache` (in-place KV-cache write) and `attention_prefix`
+//! (attention over a cache's filled rows), against the CPU references and against the unfused
+//! ops they replace.
+
+mod common;
+use common::*;
+use kiln_core::ops::{self, QuantFormat, QuantFusion};
+use kiln_core::reference::{attention as cpu_attention, movement as cpu_movement, quant as cpu};
+use kiln_core::{DType, ErrorCode, Tensor};
+
+const FORMATS: [QuantFormat; 3] = [QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q8_0];
+
+fn quant_weights(rng: &mut Rng, f: QuantFormat, rows: usize, k: usize) -> (Tensor, Vec<u8>) {
+    let w: Vec<f32> = (0..rows * k).map(|_| rng.uniform(-1.5, 1.5) as f32).collect();
+    let bytes = cpu::quantize(&w, f);
+    (ops::quant_from_bytes(&kiln_core::device().unwrap(), &bytes, f, rows, k).unwrap(), bytes)
+}
+
+fn host(dt: DType, v: &[f64], shape: &[usize]) -> Tensor {
+    let v: Vec<f64> = v.iter().map(|&a| kiln_core::reference::round_to(dt, a)).collect();
+    Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(dt, &v), shape, dt).unwrap()
+}
+
+/// Per output: Σ|x w| of the product, or for SwiGLU (Σ|x w_g| + |g|)(|u| + 1) + |silu(g)| Σ|x w_u|
+/// (a gate error moves silu(g) * u by at most ~1.1 |u| times it, an up error by |silu(g)|).
+#[allow(clippy::too_many_arguments)]
+fn error_scale(
+    x: &[f64],
+    m: usize,
+    k: usize,
+    bytes: &[u8],
+    f: QuantFormat,
+    n: usize,
+    norm: Option<&[f64]>,
+    swiglu: bool,
+) -> Vec<f64> {
+    let mut xn = x.to_vec();
+    if let Some(g) = norm {
+        for row in xn.chunks_mut(k.max(1)) {
+            let inv = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / k as f64 + 1e-5).sqrt();
+            row.iter_mut().enumerate().for_each(|(j, a)| *a *= inv * g[j]);
+        }
+    }
+    let rows = if swiglu { 2 * n } else { n };
+    let y = cpu::quant_matmul(&xn, m, k, bytes, f, rows);
+    let abs = cpu::quant_matmul_abs(&xn, m, k, bytes, f, rows);
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let (a, b) = (i * rows + j, i * rows + n + j);
+            out[i * n + j] = if swiglu {
+                let silu = (y[a] / (1.0 + (-y[a]).exp())).abs();
+                (abs[a] + y[a].abs()) * (y[b].abs() + 1.0) + silu * abs[b]
+            } else {
+                abs[a]
+            };
+        }
+    }
+    out
+}
+
+#[test]
+fn quant_matmul_fused_matches_reference() {
+    poison();
+    let mut rng = Rng::new(41);
+    // m up to 8 runs the fused matrix-vector kernel, 9 the composed ops; k = 576 and n = 300
+    // are decoder-like (several strides per row, several workgroups), 32 and 1 the edges.
+    let cases: &[(usize, usize, usize)] = &[(1, 32, 1), (1, 576, 300), (3, 96, 65), (8, 64, 7), (9, 96, 33), (2, 0, 5)];
+    for dt in float_dtypes() {
+        for f in FORMATS {
+            for &(m, k, n) in cases {
+                for variant in 0..8 {
+                    let (norm, swiglu, res) = (variant & 1 != 0, variant & 2 != 0, variant & 4 != 0);
+                    let rows = if swiglu { 2 * n } else { n };
+                    let (w, bytes) = quant_weights(&mut rng, f, rows, k);
+                    let (x, xv) = rand_tensor(&mut rng, &[m, k], dt, -2.0, 2.0);
+                    let (g, gv) = rand_tensor(&mut rng, &[k], dt, 0.5, 1.5);
+                    let (r, rv) = rand_tensor(&mut rng, &[m, n], dt, -3.0, 3.0);
+                    let fusion =
+                        QuantFusion { rms_norm: norm.then_some((&g, 1e-5)), swiglu, residual: res.then_some(&r) };
+                    let got = ops::quant_matmul_fused(&x, &w, f, n, fusion).unwrap();
+                    assert_eq!(got.shape(), [m, n]);
+                    let want = cpu::quant_matmul_fused(
+                        &xv,
+                        m,
+                        k,
+                        &bytes,
+                        f,
+                        n,
+                        norm.then_some((&gv[..], 1e-5)),
+                        swiglu,
+                        res.then_some(&rv[..]),
+                    );
+                    // The error scale: each product's Σ|x w| (f32 accumulation in any order),
+                    // and for SwiGLU how gate and up errors carry through silu(g) * u. f16 also
+                    // rounds the result (and the composed path's normalised x, gate, up and
+                    // product) to 11 bits.
+                    let scale = error_scale(&xv, m, k, &bytes, f, n, norm.then_some(&gv[..]), swiglu);
+                    let what = format!("{dt} {f} m {m} k {k} n {n} norm {norm} swiglu {swiglu} residual {res}");
+                    let got = got.to_f64_vec().unwrap();
+                    let rel = if dt == DType::F32 { 4e-5 } else { 2e-3 };
+                    for i in 0..got.len() {
+                        let bound = rel * (1.0 + scale[i] + if res { rv[i].abs() } else { 0.0 });
+                        assert!(
+                            (got[i] - want[i]).abs() <= bound,
+                            "{what}: element {i}: got {}, reference {} (bound {bound})",
+                            got[i],
+                            want[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quant_matmul_fused_equals_the_separate_ops() {
+    // The fused kernel against rms_norm + quant_matmul + silu + mul + add on the GPU: the same
+    // arithmetic up to where the norm's scale is applied.
+    let mut rng = Rng::new(42);
+    let (m, k, n) = (1, 576, 96);
+    let (w, _) = quant_weights(&mut rng, QuantFormat::Q4_1, 2 * n, k);
+    let (x, _) = rand_tensor(&mut rng, &[m, k], DType::F32, -2.0, 2.0);
+    let (g, _) = rand_tensor(&mut rng, &[k], DType::F32, 0.5, 1.5);
+    let (r, _) = rand_tensor(&mut rng, &[m, n], DType::F32, -3.0, 3.0);
+    let fused = ops::quant_matmul_fused(
+        &x,
+        &w,
+        QuantFormat::Q4_1,
+        n,
+        QuantFusion { rms_norm: Some((&g, 1e-5)), swiglu: true, residual: Some(&r) },
+    )
+    .unwrap();
+    let xn = ops::rms_norm(&x, Some(&g), 1e-5).unwrap();
+    let y = ops::quant_matmul(&xn, &w, QuantFormat::Q4_1, 2 * n).unwrap();
+    let gate = ops::slice(&y, 1, 0, n as isize, 1).unwrap();
+    let up = ops::slice(&y, 1, n as isize, 2 * n as isize, 1).unwrap();
+    let sep = ops::add(&ops::mul(&ops::silu(&gate).unwrap(), &up).unwrap(), &r).unwrap();
+    assert_close("fused vs separate", &fused.to_f64_vec().unwrap(), &sep.to_f64_vec().unwrap(), 1e-4, 1e-4);
+}
+
+#[test]
+fn quant_matmul_fused_propagates_nan_and_checks_its_operands() {
+    let mut rng = Rng::new(43);
+    let (w, _) = quant_weights(&mut rng, QuantFormat::Q8_0, 8, 64);
+    let mut xv = vec![0.5f32; 2 * 64];
+    xv[3] = f32::NAN; // row 0 only
+    let x = Tensor::from_slice(&xv, &[2, 64]).unwrap();
+    let g = Tensor::from_slice(&[1.0f32; 64], &[64]).unwrap();
+    let y = ops::quant_matmul_fused(
+        &x,
+        &w,
+        QuantFormat::Q8_0,
+        8,
+        QuantFusion { rms_norm: Some((&g, 1e-5)), ..Default::default() },
+    )
+    .unwrap()
+    .to_vec::<f32>()
+    .unwrap();
+    assert!(y[..8].iter().all(|v| v.is_nan()), "a NaN in a row makes its norm and every output NaN: {y:?}");
+    assert!(y[8..].iter().all(|v| v.is_finite()), "the other row is untouched: {y:?}");
+    let bad_g = Tensor::from_slice(&[1.0f32; 32], &[32]).unwrap();
+    let e = ops::quant_matmul_fused(
+        &x,
+        &w,
+        QuantFormat::Q8_0,
+        8,
+        QuantFusion { rms_norm: Some((&bad_g, 1e-5)), ..Default::default() },
+    );
+    assert_eq!(e.unwrap_err().code(), ErrorCode::ShapeMismatch);
+    let bad_r = Tensor::from_slice(&[1.0f32; 8], &[1, 8]).unwrap();
+    let e = ops::quant_matmul_fused(
+        &x,
+        &w,
+        QuantFormat::Q8_0,
+        8,
+        QuantFusion { residual: Some(&bad_r), ..Default::default() },
+    );
+    assert_eq!(e.unwrap_err().code(), ErrorCode::ShapeMismatch);
+    // 8 rows of W are 4 outputs under SwiGLU, not 8.
+    let e = ops::quant_matmul_fused(&x, &w, QuantFormat::Q8_0, 8, QuantFusion { swiglu: true, ..Default::default() });
+    assert!(e.is_err());
+    let e = ops::quant_matmul_fused(
+        &x,
+        &w,
+        QuantFormat::Q8_0,
+        8,
+        QuantFusion { rms_norm: Some((&g, f32::NAN)), ..Default::default() },
+    );
+    assert_eq!(e.unwrap_err().code(), ErrorCode::InvalidArgument);
+}
+
+#[test]
+fn rope_qkv_to_cache_matches_reference_and_keeps_other_rows() {
+    poison();
+    let mut rng = Rng::new(44);
+    // (L, heads, kv heads, D, cap, pos)
+    let cases: &[(usize, usize, usize, usize, usize, usize)] =
+        &[(1, 3, 1, 64, 9, 0), (1, 9, 3, 64, 40, 37), (5, 2, 2, 6, 8, 3), (4, 4, 1, 2, 4, 0), (0, 1, 1, 4, 3, 3)];
+    for dt in float_dtypes() {
+        for &(l, h, hkv, d, cap, pos) in cases {
+            let width = (h + 2 * hkv) * d;
+            let (qkv, qkvv) = rand_tensor(&mut rng, &[l, width], dt, -2.0, 2.0);
+            let (kc, mut kcv) = rand_tensor(&mut rng, &[hkv, cap, d], dt, -1.0, 1.0);
+            let (vc, mut vcv) = rand_tensor(&mut rng, &[hkv, cap, d], dt, -1.0, 1.0);
+            let q = ops::rope_qkv_to_cache(&qkv, &kc, &vc, h, pos, 10000.0).unwrap();
+            assert_eq!(q.shape(), [h, l, d]);
+            let want_q = cpu_movement::rope_qkv_to_cache(&qkvv, l, h, &mut kcv, &mut vcv, hkv, cap, d, pos, 10000.0);
+            let (atol, rtol) = if dt == DType::F32 { (2e-4, 1e-4) } else { (4e-3, 4e-3) };
+            let what = format!("{dt} L {l} H {h} Hkv {hkv} D {d} cap {cap} pos {pos}");
+            assert_close(&format!("{what} q"), &q.to_f64_vec().unwrap(), &want_q, atol, rtol);
+            // Rows outside pos..pos+L keep their values exactly (v rows are copies: exact too).
+            assert_close(&format!("{what} k cache"), &kc.to_f64_vec().unwrap(), &kcv, atol, rtol);
+            assert_eq!(vc.to_f64_vec().unwrap(), vcv, "{what} v cache");
+        }
+    }
+}
+
+#[test]
+fn rope_qkv_to_cache_refuses_bad_operands() {
+    let qkv = Tensor::from_slice(&[0.0f32; 2 * 5 * 4], &[2, 20]).unwrap();
+    let kc = Tensor::from_slice(&[0.0f32; 8], &[1, 2, 4]).unwrap();
+    let vc = Tensor::from_slice(&[0.0f32; 8], &[1, 2, 4]).unwrap();
+    let code = |r: kiln_core::Result<Tensor>| r.unwrap_err().code();
+    // 3 heads + 2 kv heads of 4 = 20 wide; rows 1..3 overflow a cache of 2.
+    assert_eq!(code(ops::rope_qkv_to_cache(&qkv, &kc, &vc, 3, 1, 1e4)), ErrorCode::InvalidArgument);
+    assert_eq!(code(ops::rope_qkv_to_cache(&qkv, &kc, &vc, 2, 0, 1e4)), ErrorCode::ShapeMismatch);
+    assert_eq!(code(ops::rope_qkv_to_cache(&qkv, &kc, &kc, 3, 0, 1e4)), ErrorCode::InvalidArgument);
+    assert_eq!(code(ops::rope_qkv_to_cache(&qkv, &kc, &vc, 3, 0, -1.0)), ErrorCode::InvalidArgument);
+    assert!(ops::rope_qkv_to_cache(&qkv, &kc, &vc, 3, 0, 1e4).is_ok());
+    let ki = Tensor::from_slice(&[0i32; 8], &[1, 2, 4]).unwrap();
+    assert_eq!(code(ops::rope_qkv_to_cache(&qkv, &ki, &vc, 3, 0, 1e4)), ErrorCode::DTypeMismatch);
+}
+
+#[test]
+fn attention_prefix_reads_the_filled_rows_in_place() {
+    poison();
+    let mut rng = Rng::new(45);
+    // (batch heads, group, Lq, Lmax, len, D, causal): decode (split-KV) and prefill (flash).
+    let cases: &[(usize, usize, usize, usize, usize, usize, bool)] = &[
+        (3, 3, 1, 50, 37, 64, false),
+        (2, 1, 1, 8, 1, 64, false),
+        (1, 2, 7, 20, 7, 64, true),
+        (2, 1, 3, 9, 5, 12, false),
+        (1, 1, 70, 80, 70, 32, true),
+        (1, 1, 1, 5, 0, 8, false),
+    ];
+    for dt in float_dtypes() {
+        for &(b, grp, lq, lmax, len, d, causal) in cases {
+            let (q, qv) = rand_tensor(&mut rng, &[b, grp, lq, d], dt, -2.0, 2.0);
+            let (k, kv) = rand_tensor(&mut rng, &[b, 1, lmax, d], dt, -2.0, 2.0);
+            let (v, vv) = rand_tensor(&mut rng, &[b, 1, lmax, d], dt, -2.0, 2.0);
+            let got = ops::attention_prefix(&q, &k, &v, len, causal, None).unwrap();
+            assert_eq!(got.shape(), [b, grp, lq, d]);
+            let prefix = |t: &[f64]| -> Vec<f64> {
+                (0..b).flat_map(|bi| t[bi * lmax * d..(bi * lmax + len) * d].to_vec()).collect()
+            };
+            let (kp, vp) = (prefix(&kv), prefix(&vv));
+            let shape = [b, 1, len, d];
+            let (want, _) =
+                cpu_attention::attention(&qv, &[b, grp, lq, d], &kp, &shape, &vp, &shape, causal, None).unwrap();
+            let (atol, rtol) = if dt == DType::F32 { (1e-5, 1e-4) } else { (4e-3, 4e-3) };
+            let what = format!("{dt} b {b} group {grp} Lq {lq} Lmax {lmax} len {len} D {d} causal {causal}");
+            assert_close(&what, &got.to_f64_vec().unwrap(), &want, atol, rtol);
+            // The same as attention over a copied prefix.
+            if len > 0 {
+                let kc = ops::slice(&k, 2, 0, len as isize, 1).unwrap();
+                let vc = ops::slice(&v, 2, 0, len as isize, 1).unwrap();
+                let copy = ops::attention(&q, &kc, &vc, causal, None).unwrap();
+                assert_close(
+                    &format!("{what} vs a copy"),
+                    &got.to_f64_vec().unwrap(),
+                    &copy.to_f64_vec().unwrap(),
+                    atol,
+                    rtol,
+                );
+            }
+        }
+    }
+    let q = host(DType::F32, &[0.0; 8], &[1, 1, 8]);
+    let k = host(DType::F32, &[0.0; 16], &[1, 2, 8]);
+    let e = ops::attention_prefix(&q, &k, &k, 3, false, None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument);
+}
