@@ -22,10 +22,10 @@ fn ids(n: usize, salt: usize) -> Vec<u32> {
 /// GPU timer stopped and restarted at each of the model's marks, and the wall time of a token
 /// decoded normally: what the GPU does against what the token costs.
 fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
-    let mut cache = model.new_cache();
-    let t = kiln_models::sampling::argmax(&model.forward(&ids(ctx, 3), &mut cache)?) as u32;
+    let mut cache = model.cache_with_capacity(ctx + 2)?;
+    let t = model.forward_greedy(&ids(ctx, 3), &mut cache)?;
     let start = Instant::now();
-    let t = kiln_models::sampling::argmax(&model.forward(&[t], &mut cache)?) as u32;
+    let t = model.forward_greedy(&[t], &mut cache)?;
     let wall = start.elapsed().as_secs_f64();
     let steps = gpu_steps(|mark| model.forward_marked(&[t], &mut cache, mark))?;
     if steps.is_empty() {
@@ -50,16 +50,15 @@ pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     let dev = kiln_core::device()?;
     let model = CausalLM::load(path)?;
     let (prefill_n, n_decode, long_ctx) = if quick { (64, 16, 256) } else { (512, 128, 2048) };
-    let argmax = |logits: &[f32]| kiln_models::sampling::argmax(logits) as u32;
-    model.forward(&ids(32, 0), &mut model.new_cache())?; // warm-up: pipelines compiled
+    model.forward(&ids(32, 0), &mut model.new_cache()?)?; // warm-up: pipelines compiled
     dev.synchronize()?;
     dev.reset_peak_memory();
     let pre = wall_median(0, reps, || {
-        model.forward(&ids(prefill_n, 1), &mut model.new_cache())?;
+        model.forward(&ids(prefill_n, 1), &mut model.new_cache()?)?;
         Ok(())
     })?;
     let ttft = wall_median(0, reps, || {
-        argmax(&model.forward(&ids(128, 2), &mut model.new_cache())?);
+        model.forward_greedy(&ids(128, 2), &mut model.new_cache()?)?;
         Ok(())
     })?;
     let mut rows = Vec::new();
@@ -87,11 +86,12 @@ pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     for ctx in [128, long_ctx] {
         let mut samples = Vec::new();
         for rep in 0..reps.div_ceil(2).max(1) + 1 {
-            let mut cache = model.new_cache();
-            let mut t = argmax(&model.forward(&ids(ctx, 3), &mut cache)?);
+            // Greedy as `generate` runs it: the cache sized for the whole run, the argmax on the GPU.
+            let mut cache = model.cache_with_capacity(ctx + n_decode)?;
+            let mut t = model.forward_greedy(&ids(ctx, 3), &mut cache)?;
             let start = Instant::now();
             for _ in 0..n_decode {
-                t = argmax(&model.forward(&[t], &mut cache)?);
+                t = model.forward_greedy(&[t], &mut cache)?;
             }
             if rep > 0 {
                 samples.push(start.elapsed().as_secs_f64()); // the first round warms the shapes

@@ -13,7 +13,7 @@ use crate::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::stop_strings::StopStrings;
-use kiln_core::ops::{self, QuantFormat};
+use kiln_core::ops::{self, QuantFormat, QuantFusion};
 use kiln_core::{DType, Device, Tensor};
 use std::path::Path;
 use std::sync::Arc;
@@ -93,29 +93,31 @@ struct QMatrix {
 }
 
 impl QMatrix {
-    fn matmul(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(ops::quant_matmul(x, &self.w, self.format, self.rows)?)
+    /// x·Wᵀ with `fusion` folded in; `rows` is W's, the result has half of them under SwiGLU.
+    fn matmul(&self, x: &Tensor, fusion: QuantFusion) -> Result<Tensor> {
+        let n = if fusion.swiglu { self.rows / 2 } else { self.rows };
+        Ok(ops::quant_matmul_fused(x, &self.w, self.format, n, fusion)?)
     }
 }
 
+/// One decoder layer. Q, K and V are one matrix (their rows stacked: one matvec per token, its
+/// norm folded in), as are the feed-forward gate and up projections (SwiGLU folded in).
 struct Layer {
     attn_norm: Tensor,
-    q: QMatrix,
-    k: QMatrix,
-    v: QMatrix,
+    qkv: QMatrix,
     o: QMatrix,
     ffn_norm: Tensor,
-    gate: QMatrix,
-    up: QMatrix,
+    gate_up: QMatrix,
     down: QMatrix,
 }
 
-/// Keys and values of the positions seen so far, per layer: [n_kv_heads, len, head_dim] each.
-/// Grown by concatenation: each step copies the cache once per layer (O(len) bytes per token;
-/// small next to the weights at this model's context, and kiln-core has no in-place row write).
+/// Keys and values of the positions seen so far: per layer two [n_kv_heads, capacity, head_dim]
+/// tensors written in place (`ops::rope_qkv_to_cache`), rows past `len` unused. The capacity
+/// doubles when a pass would overflow it (one copy per doubling), up to the model's context.
 pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Vec<(Tensor, Tensor)>,
     len: usize,
+    capacity: usize,
 }
 
 impl KvCache {
@@ -125,6 +127,10 @@ impl KvCache {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 }
 
@@ -181,19 +187,35 @@ impl Loader<'_> {
         Ok(Tensor::from_bytes_on(self.device, self.f.data(t), &[n], DType::F32)?)
     }
 
-    /// A [rows, cols] matrix (ggml dims [cols, rows]); `heads` un-permutes Q/K rows.
-    fn matrix(&self, name: &str, rows: usize, cols: usize, heads: Option<(usize, usize)>) -> Result<QMatrix> {
-        let t = self.f.expect(name, &[GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0], &[cols as u64, rows as u64])?;
-        let format = quant_format(t)?;
-        let bytes = self.f.data(t);
-        let w = match heads {
-            None => ops::quant_from_bytes(self.device, bytes, format, rows, cols)?,
-            Some((n_heads, head_dim)) => {
-                let row_bytes = format.row_bytes(cols)?;
-                let un = unpermute_rows(bytes, row_bytes, n_heads, head_dim);
-                ops::quant_from_bytes(self.device, &un, format, rows, cols)?
+    /// Matrices of `cols` columns (ggml dims [cols, rows]) stacked row-wise into one, in the
+    /// order given: `(name, rows, heads)`, `heads` un-permuting Q/K rows. They must share one
+    /// block format (whole rows are then whole blocks, and stacking moves bytes only).
+    fn stacked(&self, parts: &[(&str, usize, Option<(usize, usize)>)], cols: usize) -> Result<QMatrix> {
+        let mut bytes = Vec::new();
+        let mut format = None;
+        let mut rows = 0;
+        for &(name, r, heads) in parts {
+            let t = self.f.expect(name, &[GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0], &[cols as u64, r as u64])?;
+            let fmt = quant_format(t)?;
+            if format.is_some_and(|f| f != fmt) {
+                return Err(ModelError::Unsupported(format!(
+                    "{name} in {fmt} beside {} in {}: kiln-models stacks these matrices, which needs one format",
+                    parts[0].0,
+                    format.unwrap_or(fmt)
+                )));
             }
-        };
+            format = Some(fmt);
+            let data = self.f.data(t);
+            match heads {
+                None => bytes.extend_from_slice(data),
+                Some((n_heads, head_dim)) => {
+                    bytes.extend(unpermute_rows(data, fmt.row_bytes(cols)?, n_heads, head_dim));
+                }
+            }
+            rows += r;
+        }
+        let format = format.ok_or_else(|| ModelError::Unsupported("an empty stack of matrices".into()))?;
+        let w = ops::quant_from_bytes(self.device, &bytes, format, rows, cols)?;
         Ok(QMatrix { w, format, rows })
     }
 }
@@ -256,9 +278,9 @@ impl CausalLM {
         let ld = Loader { f: &f, device: &device };
         let c = &config;
         let total = c.n_layers + 1;
-        let embed = ld.matrix("token_embd.weight", c.vocab, c.hidden, None)?;
+        let embed = ld.stacked(&[("token_embd.weight", c.vocab, None)], c.hidden)?;
         let output = if f.tensor("output.weight").is_some() {
-            Some(ld.matrix("output.weight", c.vocab, c.hidden, None)?)
+            Some(ld.stacked(&[("output.weight", c.vocab, None)], c.hidden)?)
         } else {
             None
         };
@@ -270,14 +292,18 @@ impl CausalLM {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
             layers.push(Layer {
                 attn_norm: ld.vector(&n("attn_norm"), c.hidden)?,
-                q: ld.matrix(&n("attn_q"), c.hidden, c.hidden, Some((c.n_heads, c.head_dim)))?,
-                k: ld.matrix(&n("attn_k"), kv, c.hidden, Some((c.n_kv_heads, c.head_dim)))?,
-                v: ld.matrix(&n("attn_v"), kv, c.hidden, None)?,
-                o: ld.matrix(&n("attn_output"), c.hidden, c.hidden, None)?,
+                qkv: ld.stacked(
+                    &[
+                        (&n("attn_q"), c.hidden, Some((c.n_heads, c.head_dim))),
+                        (&n("attn_k"), kv, Some((c.n_kv_heads, c.head_dim))),
+                        (&n("attn_v"), kv, None),
+                    ],
+                    c.hidden,
+                )?,
+                o: ld.stacked(&[(&n("attn_output"), c.hidden, None)], c.hidden)?,
                 ffn_norm: ld.vector(&n("ffn_norm"), c.hidden)?,
-                gate: ld.matrix(&n("ffn_gate"), c.ffn, c.hidden, None)?,
-                up: ld.matrix(&n("ffn_up"), c.ffn, c.hidden, None)?,
-                down: ld.matrix(&n("ffn_down"), c.hidden, c.ffn, None)?,
+                gate_up: ld.stacked(&[(&n("ffn_gate"), c.ffn, None), (&n("ffn_up"), c.ffn, None)], c.hidden)?,
+                down: ld.stacked(&[(&n("ffn_down"), c.hidden, None)], c.ffn)?,
             });
             progress(i + 2, total);
         }
@@ -288,8 +314,43 @@ impl CausalLM {
         &self.tokenizer
     }
 
-    pub fn new_cache(&self) -> KvCache {
-        KvCache { layers: (0..self.layers.len()).map(|_| None).collect(), len: 0 }
+    /// An empty cache with room for 256 positions (it grows as needed).
+    pub fn new_cache(&self) -> Result<KvCache> {
+        self.cache_with_capacity(256)
+    }
+
+    /// An empty cache with room for `positions` (clamped to the context; it grows as needed).
+    pub fn cache_with_capacity(&self, positions: usize) -> Result<KvCache> {
+        let c = &self.config;
+        let capacity = positions.clamp(1, c.context);
+        let shape = [c.n_kv_heads, capacity, c.head_dim];
+        let layers = (0..self.layers.len())
+            .map(|_| {
+                Ok((
+                    Tensor::empty_on(&self.device, &shape, DType::F32)?,
+                    Tensor::empty_on(&self.device, &shape, DType::F32)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache { layers, len: 0, capacity })
+    }
+
+    /// Makes room for `needed` positions in `cache`: double its capacity (at least) and copy the
+    /// filled rows over.
+    fn grow(&self, cache: &mut KvCache, needed: usize) -> Result<()> {
+        if needed <= cache.capacity {
+            return Ok(());
+        }
+        let c = &self.config;
+        let capacity = needed.max(cache.capacity * 2).min(c.context);
+        let extra = [c.n_kv_heads, capacity - cache.capacity, c.head_dim];
+        for (k, v) in cache.layers.iter_mut() {
+            let pad = ops::full_on(&self.device, &extra, DType::F32, 0.0)?;
+            *k = ops::concat(&[k, &pad], 1)?;
+            *v = ops::concat(&[v, &pad], 1)?;
+        }
+        cache.capacity = capacity;
+        Ok(())
     }
 
     /// The prompt for a single user message through the model's chat template.
@@ -301,7 +362,7 @@ impl CausalLM {
     /// causally masked), appends their keys and values to the cache and returns the logits of
     /// the last position (f32, vocabulary long).
     pub fn forward(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
-        self.run(ids, cache, false, &mut |_| Ok(()))
+        Ok(self.last_logits(ids, cache, &mut |_| Ok(()))?.to_vec::<f32>()?)
     }
 
     /// [`forward`](Self::forward), calling `mark(step)` after each step has been recorded, for
@@ -312,22 +373,71 @@ impl CausalLM {
         cache: &mut KvCache,
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
     ) -> Result<Vec<f32>> {
-        self.run(ids, cache, false, mark)
+        Ok(self.last_logits(ids, cache, mark)?.to_vec::<f32>()?)
+    }
+
+    /// [`forward`](Self::forward) reduced to the index of the largest logit on the GPU (the
+    /// lowest among equals): greedy decoding reads back 4 bytes per token, not the vocabulary's
+    /// logits. Unlike [`crate::sampling::argmax`] a NaN logit wins (numpy's argmax).
+    pub fn forward_greedy(&self, ids: &[u32], cache: &mut KvCache) -> Result<u32> {
+        let logits = self.last_logits(ids, cache, &mut |_| Ok(()))?;
+        let i = ops::argmax(&logits, None, false)?.to_f64_vec()?;
+        Ok(i.first().copied().unwrap_or(0.0) as u32)
     }
 
     /// Logits of every position of `ids` from an empty cache ([len, vocab] row-major): what
     /// greedy decoding would see at each step if it had produced `ids`, in one pass.
     pub fn logits_all(&self, ids: &[u32]) -> Result<Vec<f32>> {
-        self.run(ids, &mut self.new_cache(), true, &mut |_| Ok(()))
+        let c = &self.config;
+        let mut cache = self.cache_with_capacity(ids.len())?;
+        let h = self.hidden(ids, &mut cache, &mut |_| Ok(()))?;
+        let l = ids.len();
+        // A few rows at a time: the projection over the whole vocabulary is the model's largest
+        // matmul, and on a slow device (lavapipe, long prompts) one wait for all of it could
+        // outlast KILN_TIMEOUT_MS.
+        let mut out = Vec::with_capacity(l * c.vocab);
+        for start in (0..l).step_by(8) {
+            let rows = ops::slice(&h, 0, start as isize, (start + 8).min(l) as isize, 1)?;
+            out.extend(self.head().matmul(&rows, self.final_norm())?.to_vec::<f32>()?);
+        }
+        Ok(out)
     }
 
-    fn run(
+    /// The output projection (the embedding table when tied).
+    fn head(&self) -> &QMatrix {
+        self.output.as_ref().unwrap_or(&self.embed)
+    }
+
+    fn final_norm(&self) -> QuantFusion<'_> {
+        QuantFusion { rms_norm: Some((&self.output_norm, self.config.rms_eps)), ..Default::default() }
+    }
+
+    /// The last position's logits [1, vocab], on the GPU.
+    fn last_logits(
         &self,
         ids: &[u32],
         cache: &mut KvCache,
-        all_positions: bool,
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Tensor> {
+        let h = self.hidden(ids, cache, mark)?;
+        let l = ids.len();
+        let last = if l == 1 { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
+        let logits = self.head().matmul(&last, self.final_norm())?;
+        mark("rms_norm + output matvec (vocabulary)")?;
+        Ok(logits)
+    }
+
+    /// The decoder's last hidden states [L, D] for `ids` after what `cache` holds; their keys
+    /// and values are written into the cache. Per layer and token: the QKV matvec (its RMSNorm
+    /// folded in), RoPE and the cache write, attention over the cache (split over its length),
+    /// the output matvec (residual folded in), the gate/up matvec (RMSNorm and SwiGLU folded in),
+    /// the down matvec (residual folded in) — 7 dispatches.
+    fn hidden(
+        &self,
+        ids: &[u32],
+        cache: &mut KvCache,
+        mark: &mut dyn FnMut(&'static str) -> Result<()>,
+    ) -> Result<Tensor> {
         let c = &self.config;
         let l = ids.len();
         if l == 0 {
@@ -346,46 +456,40 @@ impl CausalLM {
         if !cache.is_empty() && l > 1 {
             return Err(ModelError::Unsupported("several tokens after a filled cache".into()));
         }
+        if cache.layers.len() != self.layers.len() {
+            return Err(ModelError::Unsupported("a KV cache made by another model".into()));
+        }
+        self.grow(cache, cache.len + l)?;
         let (hd, nh, nkv) = (c.head_dim, c.n_heads, c.n_kv_heads);
-        let group = nh / nkv;
-        let pos = cache.len;
+        let (group, cap, pos) = (nh / nkv, cache.capacity, cache.len);
         let ids_t = Tensor::from_slice_on(&self.device, ids, &[l])?;
         let mut h = ops::quant_embedding(&self.embed.w, self.embed.format, c.hidden, &ids_t)?; // [L, D]
         mark("embedding")?;
-        for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            let x = ops::rms_norm(&h, Some(&layer.attn_norm), c.rms_eps)?;
-            // [L, heads*hd] -> [heads, L, hd]
-            let heads = |t: Tensor, n: usize| -> Result<Tensor> {
-                Ok(ops::transpose(&t.reshape(&[l as isize, n as isize, hd as isize])?, 0, 1)?)
-            };
-            let q = ops::rope(&heads(layer.q.matmul(&x)?, nh)?, pos, c.rope_base)?;
-            let k = ops::rope(&heads(layer.k.matmul(&x)?, nkv)?, pos, c.rope_base)?;
-            let v = heads(layer.v.matmul(&x)?, nkv)?;
-            mark("rms_norm + q, k, v matvecs + rope")?;
-            let (k, v) = match slot.take() {
-                None => (k, v),
-                Some((kc, vc)) => (ops::concat(&[&kc, &k], 1)?, ops::concat(&[&vc, &v], 1)?),
-            };
-            mark("kv cache concat")?;
-            let lk = pos + l;
+        let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
+        for (layer, (kc, vc)) in self.layers.iter().zip(cache.layers.iter()) {
+            let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
+            let qkv = layer.qkv.matmul(&h, norm(&layer.attn_norm))?; // [L, (nh + 2 nkv) hd]
+            mark("rms_norm + qkv matvec")?;
+            let q = ops::rope_qkv_to_cache(&qkv, kc, vc, nh, pos, c.rope_base)?; // [nh, L, hd]
+            mark("rope + kv cache write")?;
             // Grouped-query attention: query head g*group + j reads KV head g (llama.cpp's
             // and Hugging Face's order), by broadcasting K and V over the group axis.
-            let qg = q.reshape(&[nkv as isize, group as isize, l as isize, hd as isize])?;
-            let kg = k.reshape(&[nkv as isize, 1, lk as isize, hd as isize])?;
-            let vg = v.reshape(&[nkv as isize, 1, lk as isize, hd as isize])?;
-            let a = ops::attention(&qg, &kg, &vg, l > 1, None)?; // [nkv, group, L, hd]
-            let a = ops::transpose(&a.reshape(&[nh as isize, l as isize, hd as isize])?, 0, 1)?;
-            let a = a.reshape(&[l as isize, c.hidden as isize])?;
-            mark("attention + transposes")?;
-            h = ops::add(&h, &layer.o.matmul(&a)?)?;
+            let qg = q.reshape(&dims(&[nkv, group, l, hd]))?;
+            let kg = kc.reshape(&dims(&[nkv, 1, cap, hd]))?;
+            let vg = vc.reshape(&dims(&[nkv, 1, cap, hd]))?;
+            let a = ops::attention_prefix(&qg, &kg, &vg, pos + l, l > 1, None)?; // [nkv, group, L, hd]
+            let a = if l == 1 {
+                a.reshape(&dims(&[1, c.hidden]))?
+            } else {
+                ops::transpose(&a.reshape(&dims(&[nh, l, hd]))?, 0, 1)?.reshape(&dims(&[l, c.hidden]))?
+            };
+            mark("attention")?;
+            h = layer.o.matmul(&a, QuantFusion { residual: Some(&h), ..Default::default() })?;
             mark("o matvec + residual")?;
-            *slot = Some((k, v));
-            let x = ops::rms_norm(&h, Some(&layer.ffn_norm), c.rms_eps)?;
-            let g = ops::silu(&layer.gate.matmul(&x)?)?;
-            let u = layer.up.matmul(&x)?;
-            mark("rms_norm + gate, up matvecs + silu")?;
-            h = ops::add(&h, &layer.down.matmul(&ops::mul(&g, &u)?)?)?;
-            mark("mul + down matvec + residual")?;
+            let g = layer.gate_up.matmul(&h, QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) })?;
+            mark("rms_norm + gate/up matvec + swiglu")?;
+            h = layer.down.matmul(&g, QuantFusion { residual: Some(&h), ..Default::default() })?;
+            mark("down matvec + residual")?;
             if l > 1 {
                 // A multi-token pass waits for each layer: one host round trip per layer, and
                 // no single wait spans the whole pass, which on a slow device (lavapipe, long
@@ -394,28 +498,12 @@ impl CausalLM {
             }
         }
         cache.len += l;
-        let head = self.output.as_ref().unwrap_or(&self.embed);
-        if !all_positions || l == 1 {
-            let last = if l == 1 { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
-            let x = ops::rms_norm(&last, Some(&self.output_norm), c.rms_eps)?;
-            let logits = head.matmul(&x)?;
-            mark("rms_norm + output matvec (49,152 rows)")?;
-            return Ok(logits.to_vec::<f32>()?);
-        }
-        // Every position's logits, a few rows at a time (same reason as the per-layer wait:
-        // the projection over the whole vocabulary is the largest matmul of the model).
-        let x = ops::rms_norm(&h, Some(&self.output_norm), c.rms_eps)?;
-        let mut out = Vec::with_capacity(l * c.vocab);
-        for start in (0..l).step_by(8) {
-            let rows = ops::slice(&x, 0, start as isize, (start + 8).min(l) as isize, 1)?;
-            out.extend(head.matmul(&rows)?.to_vec::<f32>()?);
-        }
-        Ok(out)
+        Ok(h)
     }
 
     /// Logits after `ids` from an empty cache.
     pub fn logits(&self, ids: &[u32]) -> Result<Vec<f32>> {
-        self.forward(ids, &mut self.new_cache())
+        self.forward(ids, &mut self.cache_with_capacity(ids.len())?)
     }
 
     /// Text pieces continuing `prompt` (tokenized as is: apply [`chat_prompt`](Self::chat_prompt)
@@ -458,7 +546,7 @@ impl<'a> Generation<'a> {
         let sampler = Sampler::new(opts.sampling.clone());
         let stops = StopStrings::new(&opts.stop);
         Generation {
-            cache: model.new_cache(),
+            cache: None,
             model,
             stats: GenerationStats { prompt_tokens: prompt.len(), ..Default::default() },
             history: prompt,
@@ -476,7 +564,8 @@ impl<'a> Generation<'a> {
 /// the iteration.
 pub struct Generation<'a> {
     model: ModelRef<'a>,
-    cache: KvCache,
+    /// Made at the first step, sized for the prompt and `max_tokens`.
+    cache: Option<KvCache>,
     history: Vec<u32>,
     generated: Vec<u32>,
     sampler: Sampler,
@@ -516,20 +605,26 @@ impl Generation<'_> {
             return Ok(None);
         }
         let t0 = Instant::now();
-        let mut logits = if self.cache.is_empty() {
-            if self.history.is_empty() {
-                return Err(ModelError::Tokenizer("empty prompt".into()));
-            }
-            let l = self.model.forward(&self.history, &mut self.cache)?;
-            self.stats.prefill = t0.elapsed();
-            l
-        } else {
-            let last = *self.history.last().expect("the prompt or a generated token");
-            let l = self.model.forward(&[last], &mut self.cache)?;
-            self.stats.decode += t0.elapsed();
-            l
+        let prefill = self.cache.is_none();
+        if prefill && self.history.is_empty() {
+            return Err(ModelError::Tokenizer("empty prompt".into()));
+        }
+        let cache = match &mut self.cache {
+            Some(c) => c,
+            None => self.cache.insert(self.model.cache_with_capacity(self.history.len() + self.opts.max_tokens)?),
         };
-        let t = self.sampler.sample(&mut logits, &self.history);
+        let ids = if prefill { &self.history[..] } else { &self.history[self.history.len() - 1..] };
+        let t = if self.sampler.is_plain_greedy() {
+            self.model.forward_greedy(ids, cache)?
+        } else {
+            let mut logits = self.model.forward(ids, cache)?;
+            self.sampler.sample(&mut logits, &self.history)
+        };
+        if prefill {
+            self.stats.prefill = t0.elapsed();
+        } else {
+            self.stats.decode += t0.elapsed();
+        }
         self.history.push(t);
         self.generated.push(t);
         self.stats.generated_tokens += 1;

@@ -79,6 +79,14 @@ impl Sampler {
         &self.opts
     }
 
+    /// Greedy with no repetition penalty: the next token is the logits' argmax, which the model
+    /// can compute on the GPU.
+    pub fn is_plain_greedy(&self) -> bool {
+        let o = &self.opts;
+        let penalty = o.repetition_penalty != 1.0 && o.repetition_penalty > 0.0;
+        (o.temperature.is_nan() || o.temperature <= 0.0) && !penalty
+    }
+
     /// The next token for `logits` (changed in place by the penalty), `history` being the
     /// tokens so far (prompt and generated).
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {

@@ -222,7 +222,7 @@ fn decoding_with_the_kv_cache_matches_one_pass() {
     assert_eq!(generation.tokens(), &greedy[..steps]);
     assert_eq!(text, model().tokenizer().decode(&greedy[..steps]));
     // The cached path's logits against the one pass's, position by position.
-    let mut cache = model().new_cache();
+    let mut cache = model().new_cache().unwrap();
     let mut logits = model().forward(&prompt, &mut cache).unwrap();
     for (i, &t) in greedy[..steps].iter().enumerate() {
         let row = &all[(prompt.len() - 1 + i) * v..(prompt.len() + i) * v];
