@@ -266,6 +266,34 @@ pub(crate) fn gpu_steps<T>(
     Ok(steps)
 }
 
+/// Runs `forward` timing on the host what each step costs to record (no GPU timer, no waits
+/// between marks: the GPU runs meanwhile), and returns the steps in first-seen order with the
+/// whole call's wall seconds; what the steps do not account for is the submit, the wait for the
+/// GPU and the readback at the end.
+pub(crate) fn host_steps<T>(
+    forward: impl FnOnce(&mut dyn FnMut(&'static str) -> kiln_models::Result<()>) -> kiln_models::Result<T>,
+) -> Result<(Vec<StepTime>, f64)> {
+    kiln_core::device()?.synchronize()?;
+    let mut steps: Vec<StepTime> = Vec::new();
+    let start = Instant::now();
+    let mut last = start;
+    let mut mark = |name: &'static str| -> kiln_models::Result<()> {
+        let now = Instant::now();
+        let dt = (now - last).as_secs_f64();
+        last = now;
+        match steps.iter_mut().find(|s| s.name == name) {
+            Some(s) => {
+                s.seconds += dt;
+                s.passes += 1;
+            }
+            None => steps.push(StepTime { name, seconds: dt, passes: 1 }),
+        }
+        Ok(())
+    };
+    forward(&mut mark)?;
+    Ok((steps, start.elapsed().as_secs_f64()))
+}
+
 /// Median wall seconds of `reps` calls of `f` after `warm` untimed ones (the model sections:
 /// whole programs' calls, host work included).
 pub(crate) fn wall_median(warm: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {

@@ -4,7 +4,7 @@
 //! decode after 128 and after 1920 tokens (a 2048-token context), each token read back to the
 //! host, and the peak GPU memory in use. The prompts are the same token ids on both sides.
 
-use crate::bench::{gpu_steps, median, wall_median};
+use crate::bench::{gpu_steps, host_steps, median, wall_median, StepTime};
 use anyhow::Result;
 use kiln_models::CausalLM;
 use serde_json::{json, Value};
@@ -22,7 +22,7 @@ fn ids(n: usize, salt: usize) -> Vec<u32> {
 /// GPU timer stopped and restarted at each of the model's marks, and the wall time of a token
 /// decoded normally: what the GPU does against what the token costs.
 fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
-    let mut cache = model.cache_with_capacity(ctx + 2)?;
+    let mut cache = model.cache_with_capacity(ctx + 8)?;
     let t = model.forward_greedy(&ids(ctx, 3), &mut cache)?;
     let start = Instant::now();
     let t = model.forward_greedy(&[t], &mut cache)?;
@@ -31,19 +31,27 @@ fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
     if steps.is_empty() {
         return Ok(());
     }
+    print_steps(&format!("GPU time per step of one decode token after {ctx} tokens"), &steps);
+    println!("    a token decoded unmarked: {:.3} ms wall", wall * 1e3);
+    let t = model.forward_greedy(&[t], &mut cache)?;
+    let (host, wall) = host_steps(|mark| model.forward_marked(&[t], &mut cache, mark))?;
+    print_steps("host time recording each step of a decode token", &host);
+    let recorded: f64 = host.iter().map(|s| s.seconds).sum();
+    println!("    the rest of the token's {:.3} ms wall (submit, wait, readback): {:.3} ms", wall * 1e3, (wall - recorded) * 1e3);
+    let mut pcache = model.cache_with_capacity(128)?;
+    let steps = gpu_steps(|mark| model.forward_marked(&ids(128, 5), &mut pcache, mark))?;
+    print_steps("GPU time per step of a 128-token prefill", &steps);
+    Ok(())
+}
+
+fn print_steps(title: &str, steps: &[StepTime]) {
     let total: f64 = steps.iter().map(|s| s.seconds).sum();
-    println!("  GPU time per step of one decode token after {ctx} tokens (summed over the layers):");
-    for s in &steps {
+    println!("  {title} (summed over the layers):");
+    for s in steps {
         let (name, passes) = (s.name, s.passes);
         println!("    {name:<44} {:>8.3} ms {:>5.1}%  ({passes} passes)", s.seconds * 1e3, 100.0 * s.seconds / total);
     }
-    println!(
-        "    {:<44} {:>8.3} ms of GPU time; a token decoded unmarked: {:.3} ms wall",
-        "total",
-        total * 1e3,
-        wall * 1e3
-    );
-    Ok(())
+    println!("    {:<44} {:>8.3} ms", "total", total * 1e3);
 }
 
 pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
