@@ -26,26 +26,32 @@ defmodule Kiln do
   # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise.rs)
   import Kernel, except: [abs: 1, div: 2, floor: 1, max: 2, min: 2]
 
-  # {Elixir name (Nx's where Nx has the op), kiln-core name, integers allowed?}
+  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric or
+  # :any (bool included, gives {:u, 8})}
   @unary_ops [
-    {:negate, "neg", true},
-    {:abs, "abs", true},
-    {:exp, "exp", false},
-    {:log, "log", false},
-    {:sqrt, "sqrt", false},
-    {:rsqrt, "rsqrt", false},
-    {:sin, "sin", false},
-    {:cos, "cos", false},
-    {:tanh, "tanh", false},
-    {:sigmoid, "sigmoid", false},
-    {:relu, "relu", true},
-    {:gelu, "gelu", false},
-    {:gelu_tanh, "gelu_tanh", false},
-    {:silu, "silu", false},
-    {:floor, "floor", false}
+    {:negate, "neg", :numeric},
+    {:abs, "abs", :numeric},
+    {:exp, "exp", :float},
+    {:log, "log", :float},
+    {:sqrt, "sqrt", :float},
+    {:rsqrt, "rsqrt", :float},
+    {:sin, "sin", :float},
+    {:cos, "cos", :float},
+    {:tanh, "tanh", :float},
+    {:sigmoid, "sigmoid", :float},
+    {:relu, "relu", :numeric},
+    {:gelu, "gelu", :float},
+    {:gelu_tanh, "gelu_tanh", :float},
+    {:silu, "silu", :float},
+    {:floor, "floor", :float},
+    {:logical_not, "logical_not", :any},
+    {:is_nan, "isnan", :any},
+    {:is_infinity, "isinf", :any},
+    {:is_finite, "isfinite", :any},
+    {:signbit, "signbit", :any}
   ]
 
-  # {Elixir name (Nx's where Nx has the op), kiln-core name, comparison?}
+  # {Elixir name (Nx's where Nx has the op), kiln-core name, gives {:u, 8} (bool)?}
   @binary_ops [
     {:add, "add", false},
     {:subtract, "sub", false},
@@ -59,7 +65,10 @@ defmodule Kiln do
     {:less, "lt", true},
     {:less_equal, "le", true},
     {:greater, "gt", true},
-    {:greater_equal, "ge", true}
+    {:greater_equal, "ge", true},
+    {:logical_and, "logical_and", true},
+    {:logical_or, "logical_or", true},
+    {:logical_xor, "logical_xor", true}
   ]
 
   # END GENERATED (kiln gen)
@@ -491,9 +500,13 @@ defmodule Kiln do
 
   @unary Enum.map(@unary_ops, fn {_, core, _} -> String.to_atom(core) end)
 
-  for {name, core, int?} <- @unary_ops do
+  for {name, core, rule} <- @unary_ops do
     @doc """
-    Elementwise `#{name}` (kiln-core's `#{core}`). It needs a float tensor#{if int?, do: " or an integer one", else: ""}.
+    Elementwise `#{name}` (kiln-core's `#{core}`). #{case rule do
+      :float -> "It needs a float tensor."
+      :numeric -> "It needs a float or an integer tensor (not `{:u, 8}`, bool)."
+      :any -> "It takes any tensor, `{:u, 8}` (bool) included, and gives `{:u, 8}`."
+    end}
     """
     def unquote(name)(t), do: out(Native.unary(unquote(core), ref!(t)))
 
@@ -511,7 +524,7 @@ defmodule Kiln do
 
   for {name, core, cmp?} <- @binary_ops do
     @doc """
-    Elementwise `#{name}` (kiln-core's `#{core}`) with numpy broadcasting#{if cmp?, do: ", giving `{:u, 32}` 0/1", else: ""}.
+    Elementwise `#{name}` (kiln-core's `#{core}`) with numpy broadcasting#{if cmp?, do: ", giving `{:u, 8}` (bool: 0 or 1)", else: ""}.
     Either side may be a number, which takes the tensor's type (kiln-core refuses NaN, fractions
     and values out of range for an integer tensor with `:invalid_argument`); two tensors must have
     the same type.#{if core == "div", do: "\n\nOn integer tensors `divide` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0` (Nx's `divide` would give\nfloats). Float tensors divide as IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}
