@@ -284,7 +284,9 @@ fn py_ops() -> String {
 
 fn pyi() -> String {
     let (us, bs) = py_generated();
-    let mut s = String::from("# unary and binary ops of kiln-core's tables (comparisons, logical ops and predicates give bool)\n");
+    let mut s = String::from(
+        "# unary and binary ops of kiln-core's tables (comparisons, logical ops and predicates give bool)\n",
+    );
     for op in &us {
         let _ = writeln!(s, "def {}(x: ArrayLike) -> Tensor: ...", op.binding_names()[0]);
     }
@@ -360,7 +362,8 @@ fn elixir_ops() -> String {
         };
         let _ = writeln!(s, "    {{:{}, \"{}\", :{rule}}}{sep}", op.binding_names()[1], op.name());
     }
-    s += "  ]\n\n  # {Elixir name (Nx's where Nx has the op), kiln-core name, gives {:u, 8} (bool)?}\n  @binary_ops [\n";
+    s +=
+        "  ]\n\n  # {Elixir name (Nx's where Nx has the op), kiln-core name, gives {:u, 8} (bool)?}\n  @binary_ops [\n";
     let n = BinaryOp::ALL.len();
     for (i, op) in BinaryOp::ALL.into_iter().enumerate() {
         let sep = if i + 1 < n { "," } else { "" };

@@ -74,7 +74,9 @@ pub fn conv2d(
         )));
     }
     if dtype == DType::Bool {
-        return Err(Error::DTypeMismatch("conv2d is not defined on bool tensors: cast to a numeric dtype first".into()));
+        return Err(Error::DTypeMismatch(
+            "conv2d is not defined on bool tensors: cast to a numeric dtype first".into(),
+        ));
     }
     check_f16(&device, &[dtype])?;
     check_positive("conv2d", "stride", stride)?;
@@ -279,7 +281,9 @@ fn pool2d(
     let device = x.device().clone();
     let dtype = x.dtype();
     if dtype == DType::Bool {
-        return Err(Error::DTypeMismatch(format!("{op} is not defined on bool tensors: cast to a numeric dtype first")));
+        return Err(Error::DTypeMismatch(format!(
+            "{op} is not defined on bool tensors: cast to a numeric dtype first"
+        )));
     }
     if !max && !dtype.is_float() {
         return Err(Error::DTypeMismatch(format!("{op} needs a float tensor (f32 or f16), got {dtype}")));

@@ -113,7 +113,9 @@ fn reduce_as(
             "sum is not defined on bool tensors: cast to i32 or u32 first to count the true values".into(),
         ));
     }
-    if matches!(op, Op::ArgMax | Op::ArgMin) && axes.iter().map(|&d| x.shape()[d]).product::<usize>() > i32::MAX as usize {
+    if matches!(op, Op::ArgMax | Op::ArgMin)
+        && axes.iter().map(|&d| x.shape()[d]).product::<usize>() > i32::MAX as usize
+    {
         return Err(Error::InvalidArgument(format!(
             "{}: the run of {:?} is longer than an i32 index reaches",
             op.name(),

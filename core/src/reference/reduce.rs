@@ -171,7 +171,13 @@ pub fn argmin(x: &[f64], shape: &[usize], axis: Option<isize>, keepdims: bool) -
     arg("argmin", x, shape, axis, keepdims, false)
 }
 
-fn logical(x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool, all: bool) -> Result<(Vec<f64>, Vec<usize>)> {
+fn logical(
+    x: &[f64],
+    shape: &[usize],
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    all: bool,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     let ax = normalize_axes(axes, shape.len())?;
     let truth = |v: &f64| *v != 0.0;
     let out = groups(x, shape, &ax)
