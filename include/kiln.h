@@ -513,8 +513,8 @@ KilnStatus kiln_kernel_dispatch(const struct KilnKernel *kernel,
 KilnStatus kiln_kernel_free(struct KilnKernel *kernel);
 
 /**
- * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is true where
- * non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is KILN_BOOL, or
+ * any dtype true where non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
  * Thread-safe.
  */
 KilnStatus kiln_where(const struct KilnTensor *cond,
@@ -650,6 +650,30 @@ KilnStatus kiln_max(const struct KilnTensor *x,
                     struct KilnTensor **out);
 
 /**
+ * Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
+ * KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL,
+ * naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+ * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_all(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
+ * Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
+ * KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL,
+ * naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+ * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_any(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
  * Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
  * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
  * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
@@ -672,7 +696,7 @@ KilnStatus kiln_var(const struct KilnTensor *x,
                     struct KilnTensor **out);
 
 /**
- * Index (u32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
+ * Index (i32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
  * NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
  * non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
@@ -682,7 +706,7 @@ KilnStatus kiln_argmax(const struct KilnTensor *x,
                        struct KilnTensor **out);
 
 /**
- * Index (u32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
+ * Index (i32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
  * NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
  * non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
