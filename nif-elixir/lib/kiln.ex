@@ -89,7 +89,15 @@ defmodule Kiln do
 
   @native_of %{{:f, 32} => :f32, {:f, 16} => :f16, {:s, 32} => :i32, {:u, 32} => :u32, {:u, 8} => :bool}
   @type_of %{f32: {:f, 32}, f16: {:f, 16}, i32: {:s, 32}, u32: {:u, 32}, bool: {:u, 8}}
-  @aliases %{f32: {:f, 32}, f16: {:f, 16}, s32: {:s, 32}, i32: {:s, 32}, u32: {:u, 32}, u8: {:u, 8}, bool: {:u, 8}}
+  @aliases %{
+    f32: {:f, 32},
+    f16: {:f, 16},
+    s32: {:s, 32},
+    i32: {:s, 32},
+    u32: {:u, 32},
+    u8: {:u, 8},
+    bool: {:u, 8}
+  }
 
   @specials [:nan, :infinity, :neg_infinity]
   defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity, true, false]

@@ -156,6 +156,7 @@ defmodule KilnOpsTest do
 
     test "bool ({:u, 8}): in and out, logical ops, predicates, all/any, where, cast" do
       truth = fn x -> if x in [0, +0.0, -0.0], do: 0, else: 1 end
+
       for n <- [0, 1, 7, 1031] do
         a = rand_ints(n, 0, 1)
         b = rand_ints(n, -2, 2)
@@ -168,7 +169,10 @@ defmodule KilnOpsTest do
         assert flat(tbb) == Enum.map(b, truth)
         assert Kiln.logical_and(ta, tbb) |> flat() == Enum.zip_with(a, b, &(&1 * truth.(&2)))
         assert Kiln.logical_or(ta, tbb) |> flat() == Enum.zip_with(a, b, &max(&1, truth.(&2)))
-        assert Kiln.logical_xor(ta, tbb) |> flat() == Enum.zip_with(a, b, &if(&1 != truth.(&2), do: 1, else: 0))
+
+        assert Kiln.logical_xor(ta, tbb) |> flat() ==
+                 Enum.zip_with(a, b, &if(&1 != truth.(&2), do: 1, else: 0))
+
         assert Kiln.logical_not(tb) |> flat() == Enum.map(b, &(1 - truth.(&1)))
         assert Kiln.all(ta) |> Kiln.to_number() == if(Enum.all?(a, &(&1 == 1)), do: 1, else: 0)
         assert Kiln.any(tb) |> Kiln.to_number() == if(Enum.any?(b, &(&1 != 0)), do: 1, else: 0)
@@ -279,7 +283,7 @@ defmodule KilnOpsTest do
       assert Kiln.argmax(tx, axis: 1) |> flat() == want
       {want, _} = reduce(x, [5, 7], [0], true, an)
       out = Kiln.argmin(tx, axis: 0, keep_axis: true)
-      assert {Kiln.shape(out), Kiln.type(out), flat(out)} == {{1, 7}, {:u, 32}, want}
+      assert {Kiln.shape(out), Kiln.type(out), flat(out)} == {{1, 7}, {:s, 32}, want}
     end
   end
 
