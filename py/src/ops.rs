@@ -119,7 +119,8 @@ pub fn empty(
 fn scalar_default_dtype(v: &Bound<'_, PyAny>) -> DType {
     // True / False (and numpy's bool scalars) give bool, as in numpy and the Array API; bool is
     // a subclass of int, so it is asked first.
-    let np_bool = v.getattr("dtype").ok().and_then(|d| d.getattr("kind").ok()).is_some_and(|k| k.eq("b").unwrap_or(false));
+    let np_bool =
+        v.getattr("dtype").ok().and_then(|d| d.getattr("kind").ok()).is_some_and(|k| k.eq("b").unwrap_or(false));
     if v.is_instance_of::<PyBool>() || np_bool {
         DType::Bool
     } else if v.is_instance_of::<PyInt>() {
