@@ -62,7 +62,7 @@ impl Tensor {
         }
         let t = Self::alloc_on(device, shape, dtype, false)?;
         if dtype == DType::Bool {
-            device.upload(&t.buf, &bools_to_words(bytes))?;
+            device.upload(&t.buf, bytemuck::cast_slice(&bools_to_words(bytes)))?;
         } else {
             device.upload(&t.buf, bytes)?;
         }
@@ -160,8 +160,8 @@ impl Tensor {
             )));
         }
         if self.dtype == DType::Bool {
-            let mut words = vec![0u8; self.storage_nbytes()];
-            self.device.read(self.raw(), words.len() as u64, &mut words)?;
+            let mut words = vec![0u32; self.numel()];
+            self.device.read(self.raw(), self.storage_nbytes() as u64, bytemuck::cast_slice_mut(&mut words))?;
             words_to_bools(&words, out);
             return Ok(());
         }
