@@ -2,7 +2,7 @@
 //! buffer; the buffer goes back to the device's pool when the last handle is dropped.
 
 use crate::device::{Device, GpuBuffer};
-use crate::dtype::{bools_to_words, bytes_to_f64, words_to_bools, DType, Element};
+use crate::dtype::{bytes_to_f64, DType, Element};
 use crate::shape::{check_rank, checked_numel, numel};
 use crate::{runtime, Error, Result};
 use std::future::Future;
@@ -62,7 +62,7 @@ impl Tensor {
         }
         let t = Self::alloc_on(device, shape, dtype, false)?;
         if dtype == DType::Bool {
-            device.upload(&t.buf, bytemuck::cast_slice(&bools_to_words(bytes)))?;
+            device.upload_bools(&t.buf, bytes)?;
         } else {
             device.upload(&t.buf, bytes)?;
         }
@@ -160,10 +160,7 @@ impl Tensor {
             )));
         }
         if self.dtype == DType::Bool {
-            let mut words = vec![0u32; self.numel()];
-            self.device.read(self.raw(), self.storage_nbytes() as u64, bytemuck::cast_slice_mut(&mut words))?;
-            words_to_bools(&words, out);
-            return Ok(());
+            return self.device.read_bools(self.raw(), out);
         }
         self.device.read(self.raw(), self.nbytes() as u64, out)
     }

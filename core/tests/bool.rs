@@ -62,6 +62,20 @@ fn host_bytes_round_trip_and_normalise() {
 }
 
 #[test]
+fn big_bool_tensors_round_trip_through_the_threaded_conversions() {
+    // Past the sizes where upload and readback convert in pieces on several threads (16 Mi
+    // elements), and not a multiple of any piece.
+    let n = (16 << 20) + 12_347;
+    let bytes: Vec<u8> = (0..n).map(|i| [0u8, 1, 0, 7, 255, 0, 0][(i * 31 + i / 977) % 7]).collect();
+    let t = Tensor::from_bytes(&bytes, &[n], DType::Bool).unwrap();
+    let back = t.to_bytes().unwrap();
+    let bad = back.iter().zip(&bytes).position(|(&g, &b)| g != (b != 0) as u8);
+    assert_eq!(bad, None, "first wrong element");
+    let any = ops::any(&ops::logical_not(&t).unwrap(), None, false).unwrap();
+    assert_eq!(any.to_bools().unwrap(), [true]);
+}
+
+#[test]
 fn predicates_and_logical_not_match_reference_on_every_dtype() {
     poison();
     let mut rng = Rng::new(41);
