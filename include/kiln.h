@@ -167,9 +167,15 @@ enum KilnDType
      */
     KILN_I32 = 2,
     /**
-     * 32-bit unsigned integer (`uint32_t`); comparisons produce it (0 or 1).
+     * 32-bit unsigned integer (`uint32_t`).
      */
     KILN_U32 = 3,
+    /**
+     * Boolean, one byte per element on the host (`uint8_t` / `bool`: 0 false, any other value
+     * true, read back as 1); comparisons, logical ops, `all`/`any` and the predicates (`isnan`,
+     * …) produce it. Stored on the GPU as one u32 word per element.
+     */
+    KILN_BOOL = 4,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -507,8 +513,8 @@ KilnStatus kiln_kernel_dispatch(const struct KilnKernel *kernel,
 KilnStatus kiln_kernel_free(struct KilnKernel *kernel);
 
 /**
- * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is true where
- * non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is KILN_BOOL, or
+ * any dtype true where non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
  * Thread-safe.
  */
 KilnStatus kiln_where(const struct KilnTensor *cond,
@@ -644,6 +650,30 @@ KilnStatus kiln_max(const struct KilnTensor *x,
                     struct KilnTensor **out);
 
 /**
+ * Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
+ * KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL,
+ * naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+ * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_all(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
+ * Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
+ * KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL,
+ * naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+ * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_any(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
  * Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
  * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
  * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
@@ -666,7 +696,7 @@ KilnStatus kiln_var(const struct KilnTensor *x,
                     struct KilnTensor **out);
 
 /**
- * Index (u32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
+ * Index (i32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
  * NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
  * non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
@@ -676,7 +706,7 @@ KilnStatus kiln_argmax(const struct KilnTensor *x,
                        struct KilnTensor **out);
 
 /**
- * Index (u32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
+ * Index (i32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
  * NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
  * non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
@@ -927,125 +957,165 @@ KilnStatus kiln_quant_embedding(const struct KilnTensor *w,
                                 struct KilnTensor **out);
 
 /**
- * Elementwise -x, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out` receives
- * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
+ * Elementwise -x, same shape as `x` and its dtype unless stated (every dtype but bool, which gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_neg(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise |x|, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
- * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
- * error. Thread-safe.
+ * Elementwise |x|, same shape as `x` and its dtype unless stated (every dtype but bool, which
+ * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_abs(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise e^x, same shape and dtype as `x` (f32 and f16; an integer tensor gives
- * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise e^x, same shape as `x` and its dtype unless stated (f32 and f16; an integer tensor
+ * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_exp(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise natural logarithm ln(x), same shape and dtype as `x` (f32 and f16; an integer tensor
- * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
- * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise natural logarithm ln(x), same shape as `x` and its dtype unless stated (f32 and f16;
+ * an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
  */
 KilnStatus kiln_log(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise square root, same shape and dtype as `x` (f32 and f16; an integer tensor gives
- * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise square root, same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_sqrt(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise 1 / sqrt(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
- * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise 1 / sqrt(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_rsqrt(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise sin(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
- * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise sin(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_sin(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise cos(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
- * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise cos(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_cos(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise tanh(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
- * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise tanh(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_tanh(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise logistic sigmoid 1 / (1 + e^-x), same shape and dtype as `x` (f32 and f16; an
- * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
- * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Elementwise logistic sigmoid 1 / (1 + e^-x), same shape as `x` and its dtype unless stated (f32
+ * and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives
+ * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
  * Thread-safe.
  */
 KilnStatus kiln_sigmoid(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise max(x, 0), same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
- * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
- * error. Thread-safe.
+ * Elementwise max(x, 0), same shape as `x` and its dtype unless stated (every dtype but bool,
+ * which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_relu(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise GELU with the exact erf, same shape and dtype as `x` (f32 and f16; an integer tensor
- * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
- * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise GELU with the exact erf, same shape as `x` and its dtype unless stated (f32 and f16;
+ * an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
  */
 KilnStatus kiln_gelu(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise GELU with the tanh approximation, same shape and dtype as `x` (f32 and f16; an
- * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
- * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Elementwise GELU with the tanh approximation, same shape as `x` and its dtype unless stated (f32
+ * and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives
+ * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
  * Thread-safe.
  */
 KilnStatus kiln_gelu_tanh(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise x * sigmoid(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
- * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise x * sigmoid(x), same shape as `x` and its dtype unless stated (f32 and f16; an
+ * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
  */
 KilnStatus kiln_silu(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise floor(x), the largest whole number not above x, same shape and dtype as `x` (f32 and
- * f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
- * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
+ * Elementwise floor(x), the largest whole number not above x, same shape as `x` and its dtype
+ * unless stated (f32 and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_floor(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
- * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor"); an unknown name is
- * KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * Elementwise logical not (x == 0, as bool), same shape as `x` and its dtype unless stated (every
+ * dtype, bool included; gives bool). `x`, `out`: non-null. `*out` receives a new tensor owned by
+ * the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logical_not(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise whether x is NaN (bool), same shape as `x` and its dtype unless stated (every dtype,
+ * bool included; gives bool). `x`, `out`: non-null. `*out` receives a new tensor owned by the
  * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_isnan(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise whether x is +inf or -inf (bool), same shape as `x` and its dtype unless stated
+ * (every dtype, bool included; gives bool). `x`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_isinf(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise whether x is finite (bool), same shape as `x` and its dtype unless stated (every
+ * dtype, bool included; gives bool). `x`, `out`: non-null. `*out` receives a new tensor owned by
+ * the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_isfinite(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise whether the sign bit of x is set (bool), same shape as `x` and its dtype unless
+ * stated (every dtype, bool included; gives bool). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_signbit(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
+ * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "logical_not", "isnan", "isinf",
+ * "isfinite", "signbit"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_unary(const char *op, const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise a + b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
- * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise a + b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype
+ * (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_add(const struct KilnTensor *a,
                     const struct KilnTensor *b,
@@ -1059,9 +1129,9 @@ KilnStatus kiln_add(const struct KilnTensor *a,
 KilnStatus kiln_add_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise a - b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
- * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise a - b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype
+ * (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_sub(const struct KilnTensor *a,
                     const struct KilnTensor *b,
@@ -1075,9 +1145,9 @@ KilnStatus kiln_sub(const struct KilnTensor *a,
 KilnStatus kiln_sub_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise a * b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
- * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Elementwise a * b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype
+ * (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_mul(const struct KilnTensor *a,
                     const struct KilnTensor *b,
@@ -1092,9 +1162,9 @@ KilnStatus kiln_mul_scalar(const struct KilnTensor *a, double s, struct KilnTens
 
 /**
  * Elementwise a / b (integers: floor division as numpy's //, x / 0 = 0) with numpy broadcasting;
- * the dtypes must match. Gives a tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives
- * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
+ * the dtypes must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`,
+ * `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_div(const struct KilnTensor *a,
                     const struct KilnTensor *b,
@@ -1109,8 +1179,9 @@ KilnStatus kiln_div_scalar(const struct KilnTensor *a, double s, struct KilnTens
 
 /**
  * Elementwise a raised to b with numpy broadcasting; the dtypes must match. Gives a tensor of
- * their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free
- * it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
  */
 KilnStatus kiln_pow(const struct KilnTensor *a,
                     const struct KilnTensor *b,
@@ -1125,8 +1196,8 @@ KilnStatus kiln_pow_scalar(const struct KilnTensor *a, double s, struct KilnTens
 
 /**
  * Elementwise the larger of a and b with numpy broadcasting; the dtypes must match. Gives a tensor
- * of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * of their dtype (bool: or / and). `a`, `b`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_maximum(const struct KilnTensor *a,
                         const struct KilnTensor *b,
@@ -1141,8 +1212,8 @@ KilnStatus kiln_maximum_scalar(const struct KilnTensor *a, double s, struct Kiln
 
 /**
  * Elementwise the smaller of a and b with numpy broadcasting; the dtypes must match. Gives a
- * tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the
- * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * tensor of their dtype (bool: or / and). `a`, `b`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_minimum(const struct KilnTensor *a,
                         const struct KilnTensor *b,
@@ -1156,8 +1227,8 @@ KilnStatus kiln_minimum(const struct KilnTensor *a,
 KilnStatus kiln_minimum_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise a == b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * Elementwise a == b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`,
+ * `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
  * kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_eq(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
@@ -1170,8 +1241,8 @@ KilnStatus kiln_eq(const struct KilnTensor *a, const struct KilnTensor *b, struc
 KilnStatus kiln_eq_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise a != b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * Elementwise a != b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`,
+ * `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
  * kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_ne(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
@@ -1184,8 +1255,8 @@ KilnStatus kiln_ne(const struct KilnTensor *a, const struct KilnTensor *b, struc
 KilnStatus kiln_ne_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise a < b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * Elementwise a < b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`, `b`,
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
  * kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_lt(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
@@ -1198,8 +1269,8 @@ KilnStatus kiln_lt(const struct KilnTensor *a, const struct KilnTensor *b, struc
 KilnStatus kiln_lt_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise a <= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * Elementwise a <= b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`,
+ * `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
  * kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_le(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
@@ -1212,8 +1283,8 @@ KilnStatus kiln_le(const struct KilnTensor *a, const struct KilnTensor *b, struc
 KilnStatus kiln_le_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise a > b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * Elementwise a > b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`, `b`,
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
  * kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_gt(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
@@ -1226,8 +1297,8 @@ KilnStatus kiln_gt(const struct KilnTensor *a, const struct KilnTensor *b, struc
 KilnStatus kiln_gt_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise a >= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
- * `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * Elementwise a >= b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`,
+ * `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
  * kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_ge(const struct KilnTensor *a, const struct KilnTensor *b, struct KilnTensor **out);
@@ -1240,10 +1311,59 @@ KilnStatus kiln_ge(const struct KilnTensor *a, const struct KilnTensor *b, struc
 KilnStatus kiln_ge_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
+ * Elementwise logical and of a and b with numpy broadcasting; the dtypes must match. Gives a bool
+ * tensor. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it
+ * with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logical_and(const struct KilnTensor *a,
+                            const struct KilnTensor *b,
+                            struct KilnTensor **out);
+
+/**
+ * kiln_logical_and with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logical_and_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise logical or of a and b with numpy broadcasting; the dtypes must match. Gives a bool
+ * tensor. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it
+ * with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logical_or(const struct KilnTensor *a,
+                           const struct KilnTensor *b,
+                           struct KilnTensor **out);
+
+/**
+ * kiln_logical_or with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logical_or_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise logical exclusive or of a and b with numpy broadcasting; the dtypes must match.
+ * Gives a bool tensor. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logical_xor(const struct KilnTensor *a,
+                            const struct KilnTensor *b,
+                            struct KilnTensor **out);
+
+/**
+ * kiln_logical_xor with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logical_xor_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
  * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
- * "ne", "lt", "le", "gt", "ge") with numpy broadcasting; an unknown name is
- * KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned
- * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor") with numpy
+ * broadcasting; an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
  */
 KilnStatus kiln_binary(const char *op,
                        const struct KilnTensor *a,

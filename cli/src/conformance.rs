@@ -123,11 +123,13 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
         "where" => ops::where_(c.input("cond")?, c.input("a")?, c.input("b")?)?,
         "cast" => ops::cast(c.input("x")?, c.dtype()?)?,
         "matmul" => ops::matmul(c.input("a")?, c.input("b")?)?,
-        "sum" | "mean" | "max" | "min" => {
+        "sum" | "mean" | "max" | "min" | "all" | "any" => {
             let f = match op {
                 "sum" => ops::sum,
                 "mean" => ops::mean,
                 "max" => ops::max,
+                "all" => ops::all,
+                "any" => ops::any,
                 _ => ops::min,
             };
             let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());

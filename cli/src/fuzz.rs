@@ -343,7 +343,7 @@ fn shape(rng: &mut Rng) -> Vec<usize> {
 }
 
 fn dtype(rng: &mut Rng) -> DType {
-    rng.pick(&[DType::F32, DType::F32, DType::F16, DType::I32, DType::U32])
+    rng.pick(&[DType::F32, DType::F32, DType::F16, DType::I32, DType::U32, DType::Bool])
 }
 
 fn tensor(rng: &mut Rng, shape: &[usize], dt: DType) -> kiln_core::Result<Tensor> {
@@ -395,7 +395,7 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
             1 => ops::binary(bin, &a, &b)?,
             2 => ops::binary_scalar(bin, &a, s, ax < 0)?,
             3 => ops::matmul(&a, &b)?,
-            4 => ops::sum(&a, Some(&[ax]), ax2 > 0)?,
+            4 => [ops::sum, ops::all, ops::any][k2[1] % 3](&a, Some(&[ax]), ax2 > 0)?,
             5 => ops::var(&a, None, false, k2[0])?,
             6 => ops::argmax(&a, Some(ax), true)?,
             7 => ops::softmax(&a, ax)?,

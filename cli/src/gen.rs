@@ -105,8 +105,10 @@ fn header(comment: &str) -> String {
 const OUT_DOC: &str = "`*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.";
 
 fn unary_dtypes(op: UnaryOp) -> &'static str {
-    if op.allows_int() {
-        "every dtype"
+    if op.gives_bool() {
+        "every dtype, bool included; gives bool"
+    } else if op.allows_int() {
+        "every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH"
     } else {
         "f32 and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH"
     }
@@ -184,7 +186,7 @@ fn c_ops() -> String {
         let n = op.name();
         s += "\n";
         s += &doc(&format!(
-            "Elementwise {}, same shape and dtype as `x` ({}). `x`, `out`: non-null. {OUT_DOC}",
+            "Elementwise {}, same shape as `x` and its dtype unless stated ({}). `x`, `out`: non-null. {OUT_DOC}",
             op.doc_phrase(),
             unary_dtypes(op)
         ));
@@ -200,7 +202,13 @@ fn c_ops() -> String {
     s += "    call_out(\"kiln_unary\", out, || {\n        let op = ops::UnaryOp::parse(crate::boundary::cstr(op, \"op\")?)?;\n        ops::unary(op, &*tensor(x, \"x\")?)\n    })\n}\n";
     for op in BinaryOp::ALL {
         let n = op.name();
-        let gives = if op.is_comparison() { "Gives a u32 tensor of 0/1." } else { "Gives a tensor of their dtype." };
+        let gives = if op.gives_bool() {
+            "Gives a bool tensor."
+        } else if matches!(op, BinaryOp::Maximum | BinaryOp::Minimum) {
+            "Gives a tensor of their dtype (bool: or / and)."
+        } else {
+            "Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH)."
+        };
         s += "\n";
         s += &doc(&format!(
             "Elementwise {} with numpy broadcasting; the dtypes must match. {gives} `a`, `b`, `out`: non-null. {OUT_DOC}",
@@ -257,7 +265,7 @@ fn py_ops() -> String {
     }
     s += "}\n\nbinary_fns! {\n";
     for op in &bs {
-        let what = if op.is_comparison() { " as a uint32 0/1 tensor" } else { "" };
+        let what = if op.gives_bool() { " as a bool tensor" } else { "" };
         let _ = writeln!(
             s,
             "    {} => {:?}, \"Elementwise {}{what}, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).\";",
@@ -276,7 +284,9 @@ fn py_ops() -> String {
 
 fn pyi() -> String {
     let (us, bs) = py_generated();
-    let mut s = String::from("# unary and binary ops of kiln-core's tables (comparisons give uint32 0/1)\n");
+    let mut s = String::from(
+        "# unary and binary ops of kiln-core's tables (comparisons, logical ops and predicates give bool)\n",
+    );
     for op in &us {
         let _ = writeln!(s, "def {}(x: ArrayLike) -> Tensor: ...", op.binding_names()[0]);
     }
@@ -339,17 +349,25 @@ fn elixir_ops() -> String {
     except.sort();
     let list = except.iter().map(|(n, a)| format!("{n}: {a}")).collect::<Vec<_>>().join(", ");
     let mut s = format!("  import Kernel, except: [{list}]\n\n");
-    s += "  # {Elixir name (Nx's where Nx has the op), kiln-core name, integers allowed?}\n  @unary_ops [\n";
+    s += "  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric or\n  # :any (bool included, gives {:u, 8})}\n  @unary_ops [\n";
     let n = UnaryOp::ALL.len();
     for (i, op) in UnaryOp::ALL.into_iter().enumerate() {
         let sep = if i + 1 < n { "," } else { "" };
-        let _ = writeln!(s, "    {{:{}, \"{}\", {}}}{sep}", op.binding_names()[1], op.name(), op.allows_int());
+        let rule = if op.gives_bool() {
+            "any"
+        } else if op.allows_int() {
+            "numeric"
+        } else {
+            "float"
+        };
+        let _ = writeln!(s, "    {{:{}, \"{}\", :{rule}}}{sep}", op.binding_names()[1], op.name());
     }
-    s += "  ]\n\n  # {Elixir name (Nx's where Nx has the op), kiln-core name, comparison?}\n  @binary_ops [\n";
+    s +=
+        "  ]\n\n  # {Elixir name (Nx's where Nx has the op), kiln-core name, gives {:u, 8} (bool)?}\n  @binary_ops [\n";
     let n = BinaryOp::ALL.len();
     for (i, op) in BinaryOp::ALL.into_iter().enumerate() {
         let sep = if i + 1 < n { "," } else { "" };
-        let _ = writeln!(s, "    {{:{}, \"{}\", {}}}{sep}", op.binding_names()[1], op.name(), op.is_comparison());
+        let _ = writeln!(s, "    {{:{}, \"{}\", {}}}{sep}", op.binding_names()[1], op.name(), op.gives_bool());
     }
     // The blank line before the END marker is mix format's.
     s += "  ]\n\n";

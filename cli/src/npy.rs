@@ -17,12 +17,13 @@ pub fn read(path: &str) -> Result<Tensor> {
         "<f2" => Tensor::from_slice(&npy.into_vec::<f16>()?, &shape)?,
         "<i4" => Tensor::from_slice(&npy.into_vec::<i32>()?, &shape)?,
         "<u4" => Tensor::from_slice(&npy.into_vec::<u32>()?, &shape)?,
+        "|b1" => Tensor::from_bools(&npy.into_vec::<bool>()?, &shape)?,
         "<f8" => {
             let v: Vec<f32> = npy.into_vec::<f64>()?.into_iter().map(|x| x as f32).collect();
             eprintln!("kiln: {path}: float64 converted to float32 (WGSL has no portable f64)");
             Tensor::from_slice(&v, &shape)?
         }
-        other => bail!("{path}: dtype {other} is not supported (float32, float16, int32, uint32)"),
+        other => bail!("{path}: dtype {other} is not supported (float32, float16, int32, uint32, bool)"),
     };
     Ok(t)
 }
@@ -43,5 +44,6 @@ pub fn write(path: &str, t: &Tensor) -> Result<()> {
         DType::F16 => write_vec(path, &shape, &t.to_vec::<f16>()?),
         DType::I32 => write_vec(path, &shape, &t.to_vec::<i32>()?),
         DType::U32 => write_vec(path, &shape, &t.to_vec::<u32>()?),
+        DType::Bool => write_vec(path, &shape, &t.to_bools()?),
     }
 }

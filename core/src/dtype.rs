@@ -63,7 +63,8 @@ dtype_table! {
     0 F32 "f32" 4 float ["float32"] "32-bit IEEE float (`float`).";
     1 F16 "f16" 2 float ["float16", "half"] "16-bit IEEE float (raw `uint16_t` bits on the host); needs an adapter with SHADER_F16.";
     2 I32 "i32" 4 int ["int32"] "32-bit signed integer (`int32_t`).";
-    3 U32 "u32" 4 int ["uint32"] "32-bit unsigned integer (`uint32_t`); comparisons produce it (0 or 1).";
+    3 U32 "u32" 4 int ["uint32"] "32-bit unsigned integer (`uint32_t`).";
+    4 Bool "bool" 1 bool ["boolean"] "Boolean, one byte per element on the host (`uint8_t` / `bool`: 0 false, any other value true, read back as 1); comparisons, logical ops, `all`/`any` and the predicates (`isnan`, …) produce it. Stored on the GPU as one u32 word per element.";
 }
 
 impl DType {
@@ -74,9 +75,21 @@ impl DType {
         names.collect::<Vec<_>>().join(", ")
     }
 
-    /// The WGSL scalar type a tensor of this dtype is stored as.
+    /// The WGSL scalar type a tensor of this dtype is stored as (a bool is a u32 word holding
+    /// 0 or 1: WGSL has no bool in storage buffers).
     pub fn wgsl(self) -> &'static str {
-        self.name()
+        match self {
+            DType::Bool => "u32",
+            _ => self.name(),
+        }
+    }
+
+    /// Bytes per element in GPU storage: [`DType::size`] (the host's) but for bool, a 4-byte word.
+    pub fn storage_size(self) -> usize {
+        match self {
+            DType::Bool => 4,
+            _ => self.size(),
+        }
     }
 
     /// The one check every binding's scalars go through (`full`, `fill`, `arange`, `x OP s`):
@@ -88,10 +101,16 @@ impl DType {
             DType::F32 | DType::F16 => return Ok(()),
             DType::I32 => (i32::MIN as f64, i32::MAX as f64),
             DType::U32 => (0.0, u32::MAX as f64),
+            DType::Bool => (0.0, 1.0),
         };
         if v.is_nan() || v.fract() != 0.0 || v < lo || v > hi {
             return Err(Error::InvalidArgument(format!(
-                "scalar {v} is not a {self} value (whole numbers from {lo} to {hi}; cast the tensor to a float dtype for other values)"
+                "scalar {v} is not a {self} value ({})",
+                if self == DType::Bool {
+                    "0 for false or 1 for true".to_string()
+                } else {
+                    format!("whole numbers from {lo} to {hi}; cast the tensor to a float dtype for other values")
+                }
             )));
         }
         Ok(())
@@ -156,6 +175,7 @@ pub fn scalar_bytes(dtype: DType, v: f64) -> Vec<u8> {
         DType::F16 => f16::from_f64(v).to_le_bytes().to_vec(),
         DType::I32 => (v as i32).to_le_bytes().to_vec(),
         DType::U32 => (v as u32).to_le_bytes().to_vec(),
+        DType::Bool => vec![(v != 0.0) as u8],
     }
 }
 
@@ -166,6 +186,21 @@ pub fn bytes_to_f64(dtype: DType, bytes: &[u8]) -> Vec<f64> {
         DType::F16 => bytes.chunks_exact(2).map(|c| f16::from_le_bytes(c.try_into().unwrap()).to_f64()).collect(),
         DType::I32 => bytes.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
         DType::U32 => bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+        DType::Bool => bytes.iter().map(|&b| (b != 0) as u8 as f64).collect(),
+    }
+}
+
+/// Host bool bytes (any nonzero byte is true) as the GPU's words, 0 or 1 each (a plain map the
+/// compiler vectorises: the conversion costs less than the copy to the GPU).
+pub(crate) fn bools_to_words(bytes: &[u8]) -> Vec<u32> {
+    bytes.iter().map(|&b| (b != 0) as u32).collect()
+}
+
+/// The GPU's bool words as host bytes, 0 or 1 each (a non-zero word, which only an unwritten
+/// `empty` tensor can hold, reads as true).
+pub(crate) fn words_to_bools(words: &[u32], out: &mut [u8]) {
+    for (o, &w) in out.iter_mut().zip(words) {
+        *o = (w != 0) as u8;
     }
 }
 
@@ -197,6 +232,12 @@ mod scalar_tests {
         }
         for v in [0.0, 4294967295.0] {
             DType::U32.check_scalar(v).unwrap();
+        }
+        for v in [0.0, 1.0, -0.0] {
+            DType::Bool.check_scalar(v).unwrap();
+        }
+        for v in [2.0, -1.0, 0.5, f64::NAN, f64::INFINITY] {
+            assert!(DType::Bool.check_scalar(v).is_err(), "bool accepted {v}");
         }
         for v in [f64::NAN, f64::INFINITY, 1e300, -0.0] {
             DType::F32.check_scalar(v).unwrap();

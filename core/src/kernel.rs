@@ -346,6 +346,12 @@ impl Kernel {
             if !Arc::ptr_eq(t.device(), &self.device) {
                 return Err(Error::InvalidArgument(format!("tensor {i} lives on another device than the kernel")));
             }
+            if t.dtype() == DType::Bool {
+                // Its words must stay 0/1 for the ops that read it; a kernel could write anything.
+                return Err(Error::DTypeMismatch(format!(
+                    "tensor {i} is bool, which custom kernels do not take: cast it to u32 (and back) first"
+                )));
+            }
             if let Some(dt) = b.dtype {
                 if b.raw_words && dt != t.dtype() {
                     return Err(Error::DTypeMismatch(format!(

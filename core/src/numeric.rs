@@ -12,6 +12,7 @@ pub fn round_to(dtype: DType, v: f64) -> f64 {
         DType::F16 => half::f16::from_f64(v).to_f64(),
         DType::I32 => v as i32 as f64,
         DType::U32 => v as u32 as f64,
+        DType::Bool => (v != 0.0) as u8 as f64,
     }
 }
 

@@ -24,10 +24,11 @@ impl std::fmt::Debug for Tensor {
     }
 }
 
-fn nbytes_of(shape: &[usize], dtype: DType) -> Result<u64> {
+/// Bytes of `shape` elements, `size` bytes each (the host's or the GPU's).
+fn nbytes_of(shape: &[usize], size: usize) -> Result<u64> {
     let n = checked_numel(shape)?;
     (n as u64)
-        .checked_mul(dtype.size() as u64)
+        .checked_mul(size as u64)
         .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} has more elements than fit in memory")))
 }
 
@@ -39,7 +40,7 @@ impl Tensor {
 
     fn alloc_on(device: &Arc<Device>, shape: &[usize], dtype: DType, gpu_written: bool) -> Result<Tensor> {
         check_rank(shape)?;
-        let bytes = nbytes_of(shape, dtype)?;
+        let bytes = nbytes_of(shape, dtype.storage_size())?;
         let buf = device.alloc(bytes, gpu_written)?;
         Ok(Tensor { buf: Arc::new(buf), device: device.clone(), shape: shape.to_vec(), dtype })
     }
@@ -48,10 +49,11 @@ impl Tensor {
         Self::empty_on(&runtime::device()?, shape, dtype)
     }
 
-    /// Uploads little-endian bytes; `bytes.len()` must equal the shape's size in bytes.
+    /// Uploads little-endian bytes; `bytes.len()` must equal the shape's size in bytes (a bool
+    /// is one byte, any nonzero value true).
     pub fn from_bytes_on(device: &Arc<Device>, bytes: &[u8], shape: &[usize], dtype: DType) -> Result<Tensor> {
         check_rank(shape)?;
-        let want = nbytes_of(shape, dtype)?;
+        let want = nbytes_of(shape, dtype.size())?;
         if bytes.len() as u64 != want {
             return Err(Error::InvalidArgument(format!(
                 "{} bytes given for shape {shape:?} of {dtype}, which needs {want}",
@@ -59,8 +61,18 @@ impl Tensor {
             )));
         }
         let t = Self::alloc_on(device, shape, dtype, false)?;
-        device.upload(&t.buf, bytes)?;
+        if dtype == DType::Bool {
+            device.upload_bools(&t.buf, bytes)?;
+        } else {
+            device.upload(&t.buf, bytes)?;
+        }
         Ok(t)
+    }
+
+    /// Uploads a bool tensor.
+    pub fn from_bools(data: &[bool], shape: &[usize]) -> Result<Tensor> {
+        let bytes: Vec<u8> = data.iter().map(|&b| b as u8).collect();
+        Self::from_bytes(&bytes, shape, DType::Bool)
     }
 
     pub fn from_bytes(bytes: &[u8], shape: &[usize], dtype: DType) -> Result<Tensor> {
@@ -92,8 +104,13 @@ impl Tensor {
     pub fn numel(&self) -> usize {
         numel(&self.shape)
     }
+    /// Bytes on the host (what `to_bytes` gives and `from_bytes` takes).
     pub fn nbytes(&self) -> usize {
         self.numel() * self.dtype.size()
+    }
+    /// Bytes in GPU storage (a bool is a 4-byte word there).
+    pub fn storage_nbytes(&self) -> usize {
+        self.numel() * self.dtype.storage_size()
     }
     pub fn device(&self) -> &Arc<Device> {
         &self.device
@@ -142,6 +159,9 @@ impl Tensor {
                 self.nbytes()
             )));
         }
+        if self.dtype == DType::Bool {
+            return self.device.read_bools(self.raw(), out);
+        }
         self.device.read(self.raw(), self.nbytes() as u64, out)
     }
 
@@ -172,6 +192,14 @@ impl Tensor {
         let mut out = vec![T::zeroed(); self.numel()];
         self.read_into(bytemuck::cast_slice_mut::<T, u8>(&mut out))?;
         Ok(out)
+    }
+
+    /// The values of a bool tensor.
+    pub fn to_bools(&self) -> Result<Vec<bool>> {
+        if self.dtype != DType::Bool {
+            return Err(Error::DTypeMismatch(format!("to_bools on a {} tensor", self.dtype)));
+        }
+        Ok(self.to_bytes()?.into_iter().map(|b| b != 0).collect())
     }
 
     /// The values as f64, whatever the dtype (for checks and printing).

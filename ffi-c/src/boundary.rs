@@ -214,7 +214,8 @@ mod tests {
             kiln_core::ErrorCode::InvalidArgument
         );
         assert_eq!(dtype(3).unwrap(), kiln_core::DType::U32);
-        assert!(dtype(4).unwrap_err().message().contains("unknown dtype value 4"));
+        assert_eq!(dtype(4).unwrap(), kiln_core::DType::Bool);
+        assert!(dtype(5).unwrap_err().message().contains("unknown dtype value 5"));
         assert_eq!(opt_value::<isize>(std::ptr::null()), None);
         assert_eq!(opt_value(&-2isize as *const isize), Some(-2));
     }

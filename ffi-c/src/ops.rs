@@ -66,8 +66,8 @@ fn shape<'a>(shape: *const usize, ndim: usize) -> kiln_core::Result<&'a [usize]>
 
 // ---- select and cast (the unary and binary ops are in ops_gen.rs) -----------------------------
 
-/// `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is true where
-/// non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is KILN_BOOL, or
+/// any dtype true where non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_where(
@@ -248,6 +248,36 @@ pub unsafe extern "C" fn kiln_max(
     reduce("kiln_max", x, axes, naxes, keepdims, out, ops::max)
 }
 
+/// Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
+/// KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL,
+/// naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+/// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_all(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    reduce("kiln_all", x, axes, naxes, keepdims, out, ops::all)
+}
+
+/// Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
+/// KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL,
+/// naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+/// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_any(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    reduce("kiln_any", x, axes, naxes, keepdims, out, ops::any)
+}
+
 /// Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
 /// reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
 /// non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
@@ -276,7 +306,7 @@ pub unsafe extern "C" fn kiln_var(
     call_out("kiln_var", out, || ops::var(&*tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, ddof))
 }
 
-/// Index (u32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
+/// Index (i32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
 /// NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
 /// non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
@@ -289,7 +319,7 @@ pub unsafe extern "C" fn kiln_argmax(
     call_out("kiln_argmax", out, || ops::argmax(&*tensor(x, "x")?, opt_value(axis), keepdims))
 }
 
-/// Index (u32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
+/// Index (i32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
 /// NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
 /// non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]

@@ -8,133 +8,178 @@ use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::ops;
 use std::os::raw::c_char;
 
-/// Elementwise -x, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out` receives
-/// a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
-/// Thread-safe.
+/// Elementwise -x, same shape as `x` and its dtype unless stated (every dtype but bool, which gives
+/// KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_neg(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_neg", x, out, ops::neg)
 }
 
-/// Elementwise |x|, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
-/// receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
-/// error. Thread-safe.
+/// Elementwise |x|, same shape as `x` and its dtype unless stated (every dtype but bool, which
+/// gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+/// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_abs(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_abs", x, out, ops::abs)
 }
 
-/// Elementwise e^x, same shape and dtype as `x` (f32 and f16; an integer tensor gives
-/// KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise e^x, same shape as `x` and its dtype unless stated (f32 and f16; an integer tensor
+/// gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+/// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_exp(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_exp", x, out, ops::exp)
 }
 
-/// Elementwise natural logarithm ln(x), same shape and dtype as `x` (f32 and f16; an integer tensor
-/// gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
-/// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise natural logarithm ln(x), same shape as `x` and its dtype unless stated (f32 and f16;
+/// an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_log(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_log", x, out, ops::log)
 }
 
-/// Elementwise square root, same shape and dtype as `x` (f32 and f16; an integer tensor gives
-/// KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise square root, same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_sqrt(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_sqrt", x, out, ops::sqrt)
 }
 
-/// Elementwise 1 / sqrt(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
-/// KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise 1 / sqrt(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_rsqrt(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_rsqrt", x, out, ops::rsqrt)
 }
 
-/// Elementwise sin(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
-/// KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise sin(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_sin(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_sin", x, out, ops::sin)
 }
 
-/// Elementwise cos(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
-/// KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise cos(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_cos(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_cos", x, out, ops::cos)
 }
 
-/// Elementwise tanh(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
-/// KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise tanh(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_tanh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_tanh", x, out, ops::tanh)
 }
 
-/// Elementwise logistic sigmoid 1 / (1 + e^-x), same shape and dtype as `x` (f32 and f16; an
-/// integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
-/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Elementwise logistic sigmoid 1 / (1 + e^-x), same shape as `x` and its dtype unless stated (f32
+/// and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives
+/// a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_sigmoid(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_sigmoid", x, out, ops::sigmoid)
 }
 
-/// Elementwise max(x, 0), same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
-/// receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
-/// error. Thread-safe.
+/// Elementwise max(x, 0), same shape as `x` and its dtype unless stated (every dtype but bool,
+/// which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_relu(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_relu", x, out, ops::relu)
 }
 
-/// Elementwise GELU with the exact erf, same shape and dtype as `x` (f32 and f16; an integer tensor
-/// gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
-/// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise GELU with the exact erf, same shape as `x` and its dtype unless stated (f32 and f16;
+/// an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_gelu(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_gelu", x, out, ops::gelu)
 }
 
-/// Elementwise GELU with the tanh approximation, same shape and dtype as `x` (f32 and f16; an
-/// integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
-/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Elementwise GELU with the tanh approximation, same shape as `x` and its dtype unless stated (f32
+/// and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives
+/// a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_gelu_tanh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_gelu_tanh", x, out, ops::gelu_tanh)
 }
 
-/// Elementwise x * sigmoid(x), same shape and dtype as `x` (f32 and f16; an integer tensor gives
-/// KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise x * sigmoid(x), same shape as `x` and its dtype unless stated (f32 and f16; an
+/// integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_silu(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_silu", x, out, ops::silu)
 }
 
-/// Elementwise floor(x), the largest whole number not above x, same shape and dtype as `x` (f32 and
-/// f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
-/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
-/// Thread-safe.
+/// Elementwise floor(x), the largest whole number not above x, same shape as `x` and its dtype
+/// unless stated (f32 and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_floor(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_floor", x, out, ops::floor)
 }
 
-/// Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
-/// "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor"); an unknown name is
-/// KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by the
+/// Elementwise logical not (x == 0, as bool), same shape as `x` and its dtype unless stated (every
+/// dtype, bool included; gives bool). `x`, `out`: non-null. `*out` receives a new tensor owned by
+/// the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logical_not(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_logical_not", x, out, ops::logical_not)
+}
+
+/// Elementwise whether x is NaN (bool), same shape as `x` and its dtype unless stated (every dtype,
+/// bool included; gives bool). `x`, `out`: non-null. `*out` receives a new tensor owned by the
 /// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_isnan(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_isnan", x, out, ops::isnan)
+}
+
+/// Elementwise whether x is +inf or -inf (bool), same shape as `x` and its dtype unless stated
+/// (every dtype, bool included; gives bool). `x`, `out`: non-null. `*out` receives a new tensor
+/// owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_isinf(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_isinf", x, out, ops::isinf)
+}
+
+/// Elementwise whether x is finite (bool), same shape as `x` and its dtype unless stated (every
+/// dtype, bool included; gives bool). `x`, `out`: non-null. `*out` receives a new tensor owned by
+/// the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_isfinite(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_isfinite", x, out, ops::isfinite)
+}
+
+/// Elementwise whether the sign bit of x is set (bool), same shape as `x` and its dtype unless
+/// stated (every dtype, bool included; gives bool). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_signbit(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_signbit", x, out, ops::signbit)
+}
+
+/// Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
+/// "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "logical_not", "isnan", "isinf",
+/// "isfinite", "signbit"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_unary(op: *const c_char, x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_unary", out, || {
@@ -143,9 +188,9 @@ pub unsafe extern "C" fn kiln_unary(op: *const c_char, x: *const KilnTensor, out
     })
 }
 
-/// Elementwise a + b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
-/// kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise a + b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype
+/// (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor
+/// owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_add(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     binary("kiln_add", a, b, out, ops::add)
@@ -159,9 +204,9 @@ pub unsafe extern "C" fn kiln_add_scalar(a: *const KilnTensor, s: f64, out: *mut
     scalar("kiln_add_scalar", a, s, out, ops::add_scalar)
 }
 
-/// Elementwise a - b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
-/// kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise a - b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype
+/// (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor
+/// owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_sub(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     binary("kiln_sub", a, b, out, ops::sub)
@@ -175,9 +220,9 @@ pub unsafe extern "C" fn kiln_sub_scalar(a: *const KilnTensor, s: f64, out: *mut
     scalar("kiln_sub_scalar", a, s, out, ops::sub_scalar)
 }
 
-/// Elementwise a * b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
-/// kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Elementwise a * b with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype
+/// (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor
+/// owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_mul(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     binary("kiln_mul", a, b, out, ops::mul)
@@ -192,9 +237,9 @@ pub unsafe extern "C" fn kiln_mul_scalar(a: *const KilnTensor, s: f64, out: *mut
 }
 
 /// Elementwise a / b (integers: floor division as numpy's //, x / 0 = 0) with numpy broadcasting;
-/// the dtypes must match. Gives a tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives
-/// a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
-/// Thread-safe.
+/// the dtypes must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`,
+/// `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_div(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     binary("kiln_div", a, b, out, ops::div)
@@ -209,8 +254,9 @@ pub unsafe extern "C" fn kiln_div_scalar(a: *const KilnTensor, s: f64, out: *mut
 }
 
 /// Elementwise a raised to b with numpy broadcasting; the dtypes must match. Gives a tensor of
-/// their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free
-/// it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_pow(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     binary("kiln_pow", a, b, out, ops::pow)
@@ -225,8 +271,8 @@ pub unsafe extern "C" fn kiln_pow_scalar(a: *const KilnTensor, s: f64, out: *mut
 }
 
 /// Elementwise the larger of a and b with numpy broadcasting; the dtypes must match. Gives a tensor
-/// of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// of their dtype (bool: or / and). `a`, `b`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_maximum(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     binary("kiln_maximum", a, b, out, ops::maximum)
@@ -241,8 +287,8 @@ pub unsafe extern "C" fn kiln_maximum_scalar(a: *const KilnTensor, s: f64, out: 
 }
 
 /// Elementwise the smaller of a and b with numpy broadcasting; the dtypes must match. Gives a
-/// tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the
-/// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// tensor of their dtype (bool: or / and). `a`, `b`, `out`: non-null. `*out` receives a new tensor
+/// owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_minimum(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     binary("kiln_minimum", a, b, out, ops::minimum)
@@ -256,8 +302,8 @@ pub unsafe extern "C" fn kiln_minimum_scalar(a: *const KilnTensor, s: f64, out: 
     scalar("kiln_minimum_scalar", a, s, out, ops::minimum_scalar)
 }
 
-/// Elementwise a == b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// Elementwise a == b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`,
+/// `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
 /// kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_eq(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
@@ -272,8 +318,8 @@ pub unsafe extern "C" fn kiln_eq_scalar(a: *const KilnTensor, s: f64, out: *mut 
     scalar("kiln_eq_scalar", a, s, out, ops::eq_scalar)
 }
 
-/// Elementwise a != b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// Elementwise a != b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`,
+/// `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
 /// kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_ne(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
@@ -288,8 +334,8 @@ pub unsafe extern "C" fn kiln_ne_scalar(a: *const KilnTensor, s: f64, out: *mut 
     scalar("kiln_ne_scalar", a, s, out, ops::ne_scalar)
 }
 
-/// Elementwise a < b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// Elementwise a < b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`, `b`,
+/// `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
 /// kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_lt(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
@@ -304,8 +350,8 @@ pub unsafe extern "C" fn kiln_lt_scalar(a: *const KilnTensor, s: f64, out: *mut 
     scalar("kiln_lt_scalar", a, s, out, ops::lt_scalar)
 }
 
-/// Elementwise a <= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// Elementwise a <= b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`,
+/// `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
 /// kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_le(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
@@ -320,8 +366,8 @@ pub unsafe extern "C" fn kiln_le_scalar(a: *const KilnTensor, s: f64, out: *mut 
     scalar("kiln_le_scalar", a, s, out, ops::le_scalar)
 }
 
-/// Elementwise a > b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// Elementwise a > b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`, `b`,
+/// `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
 /// kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_gt(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
@@ -336,8 +382,8 @@ pub unsafe extern "C" fn kiln_gt_scalar(a: *const KilnTensor, s: f64, out: *mut 
     scalar("kiln_gt_scalar", a, s, out, ops::gt_scalar)
 }
 
-/// Elementwise a >= b with numpy broadcasting; the dtypes must match. Gives a u32 tensor of 0/1.
-/// `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// Elementwise a >= b with numpy broadcasting; the dtypes must match. Gives a bool tensor. `a`,
+/// `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
 /// kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_ge(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
@@ -352,10 +398,59 @@ pub unsafe extern "C" fn kiln_ge_scalar(a: *const KilnTensor, s: f64, out: *mut 
     scalar("kiln_ge_scalar", a, s, out, ops::ge_scalar)
 }
 
+/// Elementwise logical and of a and b with numpy broadcasting; the dtypes must match. Gives a bool
+/// tensor. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it
+/// with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logical_and(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_logical_and", a, b, out, ops::logical_and)
+}
+
+/// kiln_logical_and with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logical_and_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_logical_and_scalar", a, s, out, ops::logical_and_scalar)
+}
+
+/// Elementwise logical or of a and b with numpy broadcasting; the dtypes must match. Gives a bool
+/// tensor. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it
+/// with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logical_or(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_logical_or", a, b, out, ops::logical_or)
+}
+
+/// kiln_logical_or with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logical_or_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_logical_or_scalar", a, s, out, ops::logical_or_scalar)
+}
+
+/// Elementwise logical exclusive or of a and b with numpy broadcasting; the dtypes must match.
+/// Gives a bool tensor. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller
+/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logical_xor(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_logical_xor", a, b, out, ops::logical_xor)
+}
+
+/// kiln_logical_xor with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logical_xor_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_logical_xor_scalar", a, s, out, ops::logical_xor_scalar)
+}
+
 /// Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
-/// "ne", "lt", "le", "gt", "ge") with numpy broadcasting; an unknown name is
-/// KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned
-/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor") with numpy
+/// broadcasting; an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_binary(op: *const c_char, a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_binary", out, || {

@@ -50,8 +50,12 @@ pub enum KilnDType {
     KILN_F16 = 1,
     /// 32-bit signed integer (`int32_t`).
     KILN_I32 = 2,
-    /// 32-bit unsigned integer (`uint32_t`); comparisons produce it (0 or 1).
+    /// 32-bit unsigned integer (`uint32_t`).
     KILN_U32 = 3,
+    /// Boolean, one byte per element on the host (`uint8_t` / `bool`: 0 false, any other value
+    /// true, read back as 1); comparisons, logical ops, `all`/`any` and the predicates (`isnan`,
+    /// …) produce it. Stored on the GPU as one u32 word per element.
+    KILN_BOOL = 4,
 }
 
 pub(crate) fn status_of(code: kiln_core::ErrorCode) -> KilnStatus {

@@ -8,7 +8,8 @@ through its C ABI (`libkiln`, `include/kiln.h`).
 the first dimension. A Julia array of size `(d1, …, dn)` is handed to Kiln as the row-major
 tensor of shape `(dn, …, d1)` with the same bytes (no copy, no transpose); `A * B` is
 Kiln's `matmul(B, A)`. Element types: `Float32`, `Float16` (where the adapter supports it),
-`Int32`, `UInt32`.
+`Int32`, `UInt32`, `Bool` (one byte an element on the host, as Julia stores it; comparisons
+such as `x .== y`, `isnan.(x)` and the logical broadcasts give it, `all` and `any` take it).
 
 The library is found through `ENV["KILN_LIB"]` (a path to `libkiln.so`), else the repository's
 build output `target/release/libkiln.so` (`make c-lib`).
@@ -141,20 +142,22 @@ end
 # Element types
 # --------------------------------------------------------------------------------------------
 
-const KilnEltype = Union{Float32,Float16,Int32,UInt32}
+const KilnEltype = Union{Float32,Float16,Int32,UInt32,Bool}
 
 dtype_code(::Type{Float32}) = 0x00000000
 dtype_code(::Type{Float16}) = 0x00000001
 dtype_code(::Type{Int32}) = 0x00000002
 dtype_code(::Type{UInt32}) = 0x00000003
+dtype_code(::Type{Bool}) = 0x00000004
 dtype_code(::Type{T}) where {T} =
-    throw(ArgumentError("Kiln has no element type $T (supported: Float32, Float16, Int32, UInt32)"))
+    throw(ArgumentError("Kiln has no element type $T (supported: Float32, Float16, Int32, UInt32, Bool)"))
 
 function eltype_of(code::UInt32)
     code == 0 && return Float32
     code == 1 && return Float16
     code == 2 && return Int32
     code == 3 && return UInt32
+    code == 4 && return Bool
     throw(KilnError(13, :INTERNAL, "unknown dtype code $code"))
 end
 
@@ -169,7 +172,7 @@ function kiln_eltype(::Type{Float64})
     return Float32
 end
 kiln_eltype(::Type{<:Union{Int8,Int16,Int64}}) = Int32
-kiln_eltype(::Type{<:Union{Bool,UInt8,UInt16,UInt64}}) = UInt32
+kiln_eltype(::Type{<:Union{UInt8,UInt16,UInt64}}) = UInt32
 kiln_eltype(::Type{T}) where {T} = dtype_code(T)
 
 # --------------------------------------------------------------------------------------------
@@ -581,13 +584,25 @@ function _truncdiv(a::KilnArray{T}, b::Union{KilnArray,Integer}) where {T<:Integ
     T <: Unsigned && return q
     left = (q .* b) .!= a
     differ = b isa KilnArray ? (a .< 0) .!= (b .< 0) : (b < 0 ? a .>= 0 : a .< 0)
-    fix = b isa KilnArray ? left .* differ .* (b .!= 0) : (b == 0 ? left .* 0 : left .* differ)
+    fix = b isa KilnArray ? left .& differ .& (b .!= 0) : (b == 0 ? left .& false : left .& differ)
     return q .+ T.(fix)
 end
 Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _truncdiv(a, b)
 Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, s::Integer) = _truncdiv(a, s)
 
-# ifelse.(cond, a, b): Kiln's `where` (cond non-zero = true).
+# The logical broadcasts of Bool arrays: `.!`, `.&`, `.|`, `xor.` (Base's on Bool). Integer
+# arrays would need bitwise ops, which Kiln does not compute: they fall through to the error
+# below rather than get a logical answer.
+Broadcast.broadcasted(::KilnStyle, ::typeof(!), x::KilnArray{Bool}) = _unary("logical_not", x)
+for (f, name) in ((:&, "logical_and"), (:|, "logical_or"), (:xor, "logical_xor"))
+    @eval begin
+        Broadcast.broadcasted(::KilnStyle, ::typeof($f), a::KilnArray{Bool}, b::KilnArray{Bool}) = _binary($name, a, b)
+        Broadcast.broadcasted(::KilnStyle, ::typeof($f), a::KilnArray{Bool}, s::Bool) = _binary_scalar($name, a, s, false)
+        Broadcast.broadcasted(::KilnStyle, ::typeof($f), s::Bool, a::KilnArray{Bool}) = _binary_scalar($name, a, s, true)
+    end
+end
+
+# ifelse.(cond, a, b): Kiln's `where` (cond Bool, or non-zero = true).
 _tensor_like(s::Real, ::Type{T}) where {T} = full(T, s)
 function Broadcast.broadcasted(::KilnStyle, ::typeof(ifelse), c::KilnArray, a::Union{KilnArray,Real}, b::Union{KilnArray,Real})
     T = a isa KilnArray ? eltype(a) : b isa KilnArray ? eltype(b) : kiln_eltype(typeof(a))
@@ -606,7 +621,7 @@ Broadcast.broadcasted(::KilnStyle, ::Type{T}, x::KilnArray) where {T<:KilnEltype
 function Base.copy(bc::Broadcast.Broadcasted{KilnStyle})
     throw(ArgumentError("Kiln: broadcasting $(bc.f) over these arguments is not supported on the GPU. " *
                         "Supported: the unary ops $(join(first.(UNARY), ", ")), the binary ops " *
-                        "$(join(first.(BINARY), ", ")), /, ^, div, fld, ifelse and element-type conversion, " *
+                        "$(join(first.(BINARY), ", ")), /, ^, div, fld, ifelse, !, &, |, xor (Bool arrays) and element-type conversion, " *
                         "on KilnArrays and real scalars. Read back with Array(x) to use other functions."))
 end
 
@@ -676,6 +691,10 @@ function _reduce(name::Symbol, x::KilnArray, axes::Union{Nothing,Vector{Cptrdiff
                 @ccall libkiln.kiln_mean(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
             elseif name === :max
                 @ccall libkiln.kiln_max(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            elseif name === :all
+                @ccall libkiln.kiln_all(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            elseif name === :any
+                @ccall libkiln.kiln_any(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
             else
                 @ccall libkiln.kiln_min(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
             end
@@ -721,6 +740,15 @@ function _extremum(kind::Symbol, name::String, op, x::KilnArray{T,N}, dims, init
     return _binary_scalar(name, _reduction(kind, x, dims), init, false)
 end
 Statistics.mean(x::KilnArray; dims=:) = _reduction(:mean, _floaty(x), dims)
+
+# all / any of a Bool array, as Base (which refuses other element types: a non-Bool is no
+# truth value there); true / false over an empty collection.
+function _logical(name::Symbol, x::KilnArray{T}, dims) where {T}
+    T === Bool || throw(TypeError(name, "a KilnArray{Bool} (compare first, e.g. x .!= 0)", KilnArray{Bool}, x))
+    return _reduction(name, x, dims)
+end
+Base.all(x::KilnArray; dims=:) = _logical(:all, x, dims)
+Base.any(x::KilnArray; dims=:) = _logical(:any, x, dims)
 
 function _var(x::KilnArray, dims, corrected::Bool)
     ax = _axes(x, dims)
@@ -771,7 +799,7 @@ end
     argmax(x::KilnArray; dims=:)
 
 With `dims=:` the index of the largest element (an `Int` for vectors, a `CartesianIndex`
-otherwise), as Base. With `dims=d` a `KilnArray{UInt32}` of 1-based positions along `d` (Base
+otherwise), as Base. With `dims=d` a `KilnArray{Int32}` of 1-based positions along `d` (Base
 returns `CartesianIndex`es there).
 """
 Base.argmax(x::KilnArray; dims=:) = _arg(:argmax, x, dims)

@@ -18,6 +18,10 @@ const UNARY = (
     (:gelu_tanh, "gelu_tanh"),
     (:silu, "silu"),
     (:floor, "floor"),
+    (:isnan, "isnan"),
+    (:isinf, "isinf"),
+    (:isfinite, "isfinite"),
+    (:signbit, "signbit"),
 )
 
 # The unary ops that need a float array (integer arrays are converted to Float32 first).

@@ -103,9 +103,40 @@ const top = @testset "Kiln.jl" begin
         @test ip isa KilnArray{Int32} && Array(ip) == Int32[8, 9, -8]
         @test Array(KilnArray(Int32[2, -3]) .^ 3) == Int32[8, -27]
         @test Array(KilnArray(UInt32[3]) .^ UInt32(40)) == UInt32[3]  .^ UInt32(40)
-        @test Array(x .< y) == UInt32.(A .< B)
-        @test Array(x .>= 0) == UInt32.(A .>= 0)
-        @test Array(x .== x) == ones(UInt32, 3, 4)
+        @test Array(x .< y) == (A .< B)
+        @test Array(x .>= 0) == (A .>= 0)
+        @test Array(x .== x) == trues(3, 4)
+        @test eltype(x .< y) == Bool
+        # Bool arrays in and out, Base's logical broadcasts, all / any, the predicates
+        for dims in ((0,), (1,), (7,), (13, 17), (1031,))
+            Bm = Base.rand(Bool, dims...)
+            Cm = Base.rand(Bool, dims...)
+            kb, kc = KilnArray(Bm), KilnArray(Cm)
+            @test kb isa KilnArray{Bool} && Array(kb) == Bm
+            @test Array(kb .& kc) == (Bm .& Cm)
+            @test Array(kb .| kc) == (Bm .| Cm)
+            @test Array(xor.(kb, kc)) == xor.(Bm, Cm)
+            @test Array(.!kb) == .!Bm
+            @test Array(kb .& true) == (Bm .& true)
+            @test all(kb) == all(Bm) && any(kb) == any(Bm)
+            @test Array(Float32.(kb)) == Float32.(Bm)
+        end
+        Bm = Base.rand(Bool, 5, 6)
+        @test Array(all(KilnArray(Bm); dims=2)) == all(Bm; dims=2)
+        @test Array(any(KilnArray(Bm); dims=1)) == any(Bm; dims=1)
+        @test_throws TypeError all(x)
+        # host bytes other than 0 / 1 read back as true
+        raw = UInt8[0, 1, 2, 255]
+        @test Array(KilnArray(reinterpret(Bool, raw))) == [false, true, true, true]
+        V = Float32[NaN, -0.0, Inf, -Inf, 1.0, 0.0, -NaN]
+        kv = KilnArray(V)
+        @test Array(isnan.(kv)) == isnan.(V)
+        @test Array(isinf.(kv)) == isinf.(V)
+        @test Array(isfinite.(kv)) == isfinite.(V)
+        @test Array(signbit.(kv)) == signbit.(V)
+        @test Array(Bool.(KilnArray(Float32[0, 2, -0.0]))) == [false, true, false]
+        @test Array(ifelse.(isnan.(kv), 0f0, kv)) == ifelse.(isnan.(V), 0f0, V)
+        @test_throws KilnError KilnArray(Bm) .+ KilnArray(Bm)
         @test Array(ifelse.(x .> 0, x, y)) == ifelse.(A .> 0, A, B)
         I = Int32[7 -7; 9 100]
         J = Int32[2 2; -4 7]
@@ -165,7 +196,7 @@ const top = @testset "Kiln.jl" begin
         @test argmin(x) == argmin(A)
         v = r32(9)
         @test argmax(KilnArray(v)) == argmax(v)
-        @test Array(argmax(x; dims=2)) == UInt32.(getindex.(argmax(A; dims=2), 2))
+        @test Array(argmax(x; dims=2)) == Int32.(getindex.(argmax(A; dims=2), 2))
         @test sum(KilnArray(Int32[1, 2, 3])) === 6
     end
 

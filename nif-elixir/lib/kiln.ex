@@ -4,8 +4,10 @@ defmodule Kiln do
   conventions where they apply.
 
   Tensors are `%Kiln.Tensor{}` structs with a `shape` tuple and a `type`: `{:f, 32}`,
-  `{:f, 16}`, `{:s, 32}` or `{:u, 32}`. Every op returns a new tensor, so ops pipe; an op that
-  fails raises `Kiln.Error` (with `:code`, `:status` and `:message`).
+  `{:f, 16}`, `{:s, 32}`, `{:u, 32}` or `{:u, 8}`, which is kiln's bool (0 or 1, one byte an
+  element, as Nx's predicates give): comparisons, logical ops, `is_nan/1` and friends, `all/2`
+  and `any/2` return it. Every op returns a new tensor, so ops pipe; an op that fails raises
+  `Kiln.Error` (with `:code`, `:status` and `:message`).
 
       iex> Kiln.tensor([[1.0, 2.0], [3.0, 4.0]])
       ...> |> Kiln.matmul(Kiln.tensor([[1.0], [1.0]]))
@@ -26,26 +28,32 @@ defmodule Kiln do
   # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise.rs)
   import Kernel, except: [abs: 1, div: 2, floor: 1, max: 2, min: 2]
 
-  # {Elixir name (Nx's where Nx has the op), kiln-core name, integers allowed?}
+  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric or
+  # :any (bool included, gives {:u, 8})}
   @unary_ops [
-    {:negate, "neg", true},
-    {:abs, "abs", true},
-    {:exp, "exp", false},
-    {:log, "log", false},
-    {:sqrt, "sqrt", false},
-    {:rsqrt, "rsqrt", false},
-    {:sin, "sin", false},
-    {:cos, "cos", false},
-    {:tanh, "tanh", false},
-    {:sigmoid, "sigmoid", false},
-    {:relu, "relu", true},
-    {:gelu, "gelu", false},
-    {:gelu_tanh, "gelu_tanh", false},
-    {:silu, "silu", false},
-    {:floor, "floor", false}
+    {:negate, "neg", :numeric},
+    {:abs, "abs", :numeric},
+    {:exp, "exp", :float},
+    {:log, "log", :float},
+    {:sqrt, "sqrt", :float},
+    {:rsqrt, "rsqrt", :float},
+    {:sin, "sin", :float},
+    {:cos, "cos", :float},
+    {:tanh, "tanh", :float},
+    {:sigmoid, "sigmoid", :float},
+    {:relu, "relu", :numeric},
+    {:gelu, "gelu", :float},
+    {:gelu_tanh, "gelu_tanh", :float},
+    {:silu, "silu", :float},
+    {:floor, "floor", :float},
+    {:logical_not, "logical_not", :any},
+    {:is_nan, "isnan", :any},
+    {:is_infinity, "isinf", :any},
+    {:is_finite, "isfinite", :any},
+    {:signbit, "signbit", :any}
   ]
 
-  # {Elixir name (Nx's where Nx has the op), kiln-core name, comparison?}
+  # {Elixir name (Nx's where Nx has the op), kiln-core name, gives {:u, 8} (bool)?}
   @binary_ops [
     {:add, "add", false},
     {:subtract, "sub", false},
@@ -59,7 +67,10 @@ defmodule Kiln do
     {:less, "lt", true},
     {:less_equal, "le", true},
     {:greater, "gt", true},
-    {:greater_equal, "ge", true}
+    {:greater_equal, "ge", true},
+    {:logical_and, "logical_and", true},
+    {:logical_or, "logical_or", true},
+    {:logical_xor, "logical_xor", true}
   ]
 
   # END GENERATED (kiln gen)
@@ -76,16 +87,25 @@ defmodule Kiln do
   # ---------------------------------------------------------------------------------------------
   # Types and conversion helpers
 
-  @native_of %{{:f, 32} => :f32, {:f, 16} => :f16, {:s, 32} => :i32, {:u, 32} => :u32}
-  @type_of %{f32: {:f, 32}, f16: {:f, 16}, i32: {:s, 32}, u32: {:u, 32}}
-  @aliases %{f32: {:f, 32}, f16: {:f, 16}, s32: {:s, 32}, i32: {:s, 32}, u32: {:u, 32}}
+  @native_of %{{:f, 32} => :f32, {:f, 16} => :f16, {:s, 32} => :i32, {:u, 32} => :u32, {:u, 8} => :bool}
+  @type_of %{f32: {:f, 32}, f16: {:f, 16}, i32: {:s, 32}, u32: {:u, 32}, bool: {:u, 8}}
+  @aliases %{
+    f32: {:f, 32},
+    f16: {:f, 16},
+    s32: {:s, 32},
+    i32: {:s, 32},
+    u32: {:u, 32},
+    u8: {:u, 8},
+    bool: {:u, 8}
+  }
 
   @specials [:nan, :infinity, :neg_infinity]
-  defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity]
+  defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity, true, false]
 
   @doc """
-  Normalizes a type: `{:f, 32}`, `{:f, 16}`, `{:s, 32}`, `{:u, 32}` or the atoms `:f32`, `:f16`,
-  `:s32` (`:i32`), `:u32`. Anything else raises `Kiln.Error` with code `:invalid_argument`.
+  Normalizes a type: `{:f, 32}`, `{:f, 16}`, `{:s, 32}`, `{:u, 32}`, `{:u, 8}` (bool) or the atoms
+  `:f32`, `:f16`, `:s32` (`:i32`), `:u32`, `:u8` (`:bool`). Anything else raises `Kiln.Error` with
+  code `:invalid_argument`.
 
       iex> Kiln.normalize_type(:f16)
       {:f, 16}
@@ -98,7 +118,7 @@ defmodule Kiln do
       raise(
         Error.new(
           :invalid_argument,
-          "unknown type #{inspect(type)} (supported: {:f, 32}, {:f, 16}, {:s, 32}, {:u, 32})"
+          "unknown type #{inspect(type)} (supported: {:f, 32}, {:f, 16}, {:s, 32}, {:u, 32}, {:u, 8})"
         )
       )
 
@@ -107,6 +127,7 @@ defmodule Kiln do
   def type_name({:f, 16}), do: "f16"
   def type_name({:s, 32}), do: "s32"
   def type_name({:u, 32}), do: "u32"
+  def type_name({:u, 8}), do: "u8"
 
   defp native_type(type), do: Map.fetch!(@native_of, normalize_type(type))
 
@@ -165,6 +186,7 @@ defmodule Kiln do
   defp axes!(a) when is_list(a), do: a |> proper_list!("axes") |> Enum.map(&int!(&1, "an axis"))
   defp axes!(a), do: raise(Error.new(:invalid_argument, "axes must be a list of integers, got #{inspect(a)}"))
 
+  defp float!(v, _what) when is_boolean(v), do: if(v, do: 1.0, else: 0.0)
   defp float!(v, what) when is_integer(v), do: num!(v, what)
   defp float!(v, _what) when is_scalar(v), do: v
   defp float!(v, what), do: raise(Error.new(:invalid_argument, "#{what} must be a number, got #{inspect(v)}"))
@@ -175,6 +197,7 @@ defmodule Kiln do
   # takes) as the nearest float, or an error beyond the float range.
   @int_lo -0x8000000000000000
   @int_hi 0xFFFFFFFFFFFFFFFF
+  defp num!(v, _what) when is_boolean(v), do: if(v, do: 1, else: 0)
   defp num!(v, _what) when is_integer(v) and v >= @int_lo and v <= @int_hi, do: v
 
   defp num!(v, what) when is_integer(v) do
@@ -240,8 +263,13 @@ defmodule Kiln do
     from_flat(flat, type, shape)
   end
 
-  defp infer_type(flat),
-    do: if(Enum.any?(flat, &(is_float(&1) or &1 in @specials)), do: {:f, 32}, else: {:s, 32})
+  defp infer_type(flat) do
+    cond do
+      flat != [] and Enum.all?(flat, &is_boolean/1) -> {:u, 8}
+      Enum.any?(flat, &(is_float(&1) or &1 in @specials)) -> {:f, 32}
+      true -> {:s, 32}
+    end
+  end
 
   defp flatten(x) when is_scalar(x), do: {[], [x]}
   defp flatten([]), do: {[0], []}
@@ -294,6 +322,10 @@ defmodule Kiln do
   defp encode(x, {:s, 32}) when is_integer(x) and x >= -2_147_483_648 and x <= 2_147_483_647,
     do: <<x::signed-32-little>>
 
+  # Bool: true and any value other than 0 is 1 (NaN included, as a cast to bool gives).
+  defp encode(x, {:u, 8}) when x in [false, 0, +0.0, -0.0], do: <<0>>
+  defp encode(x, {:u, 8}) when is_scalar(x), do: <<1>>
+  defp encode(x, type) when is_boolean(x), do: encode(if(x, do: 1, else: 0), type)
   defp encode(x, {:u, 32}) when is_float(x), do: encode(trunc(x), {:u, 32})
   defp encode(x, {:u, 32}) when is_integer(x) and x >= 0 and x <= 4_294_967_295, do: <<x::unsigned-32-little>>
 
@@ -358,6 +390,7 @@ defmodule Kiln do
   defp decode(bin, {:f, 16}), do: for(<<x::binary-2 <- bin>>, do: dec_f16(x))
   defp decode(bin, {:s, 32}), do: for(<<x::signed-32-little <- bin>>, do: x)
   defp decode(bin, {:u, 32}), do: for(<<x::unsigned-32-little <- bin>>, do: x)
+  defp decode(bin, {:u, 8}), do: for(<<x::8 <- bin>>, do: x)
 
   defp dec_f32(<<x::float-32-little>>), do: x
   defp dec_f32(<<bits::32-little>>), do: special(Bitwise.band(bits, 0x7FFFFF), Bitwise.bsr(bits, 31))
@@ -491,9 +524,13 @@ defmodule Kiln do
 
   @unary Enum.map(@unary_ops, fn {_, core, _} -> String.to_atom(core) end)
 
-  for {name, core, int?} <- @unary_ops do
+  for {name, core, rule} <- @unary_ops do
     @doc """
-    Elementwise `#{name}` (kiln-core's `#{core}`). It needs a float tensor#{if int?, do: " or an integer one", else: ""}.
+    Elementwise `#{name}` (kiln-core's `#{core}`). #{case rule do
+      :float -> "It needs a float tensor."
+      :numeric -> "It needs a float or an integer tensor (not `{:u, 8}`, bool)."
+      :any -> "It takes any tensor, `{:u, 8}` (bool) included, and gives `{:u, 8}`."
+    end}
     """
     def unquote(name)(t), do: out(Native.unary(unquote(core), ref!(t)))
 
@@ -511,7 +548,7 @@ defmodule Kiln do
 
   for {name, core, cmp?} <- @binary_ops do
     @doc """
-    Elementwise `#{name}` (kiln-core's `#{core}`) with numpy broadcasting#{if cmp?, do: ", giving `{:u, 32}` 0/1", else: ""}.
+    Elementwise `#{name}` (kiln-core's `#{core}`) with numpy broadcasting#{if cmp?, do: ", giving `{:u, 8}` (bool: 0 or 1)", else: ""}.
     Either side may be a number, which takes the tensor's type (kiln-core refuses NaN, fractions
     and values out of range for an integer tensor with `:invalid_argument`); two tensors must have
     the same type.#{if core == "div", do: "\n\nOn integer tensors `divide` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0` (Nx's `divide` would give\nfloats). Float tensors divide as IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}
@@ -549,8 +586,8 @@ defmodule Kiln do
       )
 
   @doc """
-  `cond ? on_true : on_false` elementwise, broadcasting all three; `cond` is true where
-  non-zero. A number branch takes the other branch's type. (kiln-core's `where_`; `select/3` is
+  `cond ? on_true : on_false` elementwise, broadcasting all three; `cond` is `{:u, 8}` (bool)
+  or any type true where non-zero. A number branch takes the other branch's type. (kiln-core's `where_`; `select/3` is
   Nx's name.)
 
       iex> Kiln.where(Kiln.tensor([1, 0, 2]), Kiln.tensor([1.0, 2.0, 3.0]), 0.0) |> Kiln.to_list()
@@ -572,7 +609,8 @@ defmodule Kiln do
   def select(cond, on_true, on_false), do: where(cond, on_true, on_false)
 
   @doc """
-  Converts to `type` (float to integer truncates toward zero, saturating as WGSL does).
+  Converts to `type` (float to integer truncates toward zero, saturating as WGSL does; to
+  `{:u, 8}`, bool: 1 where non-zero, NaN included; from it: 0 or 1).
 
       iex> Kiln.tensor([1.7, -2.7]) |> Kiln.cast({:s, 32}) |> Kiln.to_list()
       [1, -2]
@@ -640,10 +678,15 @@ defmodule Kiln do
   # ---------------------------------------------------------------------------------------------
   # Reductions
 
-  for op <- [:sum, :mean, :max, :min] do
+  for op <- [:sum, :mean, :max, :min, :all, :any] do
     @doc """
     `#{op}` over `axes:` (a list of axes, negative from the end; default all), keeping the
-    reduced axes as size 1 with `keep_axes: true`.
+    reduced axes as size 1 with `keep_axes: true`.#{case op do
+      :all -> " Gives `{:u, 8}` (bool): 1 where every element is non-zero (1 over an empty axis)."
+      :any -> " Gives `{:u, 8}` (bool): 1 where some element is non-zero (0 over an empty axis)."
+      :sum -> " A `{:u, 8}` (bool) tensor is refused: cast it to count."
+      _ -> ""
+    end}
     """
     def unquote(op)(t, opts \\ []) do
       kw = opts!(opts, axes: nil, keep_axes: false)
@@ -667,7 +710,7 @@ defmodule Kiln do
 
   for op <- [:argmax, :argmin] do
     @doc """
-    Index (`{:u, 32}`) of the #{if op == :argmax, do: "largest", else: "smallest"} value along
+    Index (`{:s, 32}`) of the #{if op == :argmax, do: "largest", else: "smallest"} value along
     `axis:` (default: the flattened tensor), keeping it as size 1 with `keep_axis: true`.
     """
     def unquote(op)(t, opts \\ []) do

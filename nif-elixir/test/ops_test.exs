@@ -112,7 +112,7 @@ defmodule KilnOpsTest do
 
         for {op, f} <- [eq: &==/2, ne: &!=/2, lt: &</2, le: &<=/2, gt: &>/2, ge: &>=/2] do
           out = apply(Kiln, op, [t(a, as), t(b, bs)])
-          assert Kiln.type(out) == {:u, 32}
+          assert Kiln.type(out) == {:u, 8}
           {want, _} = binary(a, as, b, bs, fn x, y -> if f.(x, y), do: 1, else: 0 end)
           assert flat(out) == want
         end
@@ -152,6 +152,52 @@ defmodule KilnOpsTest do
       assert Kiln.cast(t([3, -1], [2], {:s, 32}), {:f, 32}) |> flat() == [3.0, -1.0]
       # WGSL saturates to the largest f32 below 2^32.
       assert Kiln.as_type(t([1.0e10, -3.0], [2]), {:u, 32}) |> flat() == [4_294_967_040, 0]
+    end
+
+    test "bool ({:u, 8}): in and out, logical ops, predicates, all/any, where, cast" do
+      truth = fn x -> if x in [0, +0.0, -0.0], do: 0, else: 1 end
+
+      for n <- [0, 1, 7, 1031] do
+        a = rand_ints(n, 0, 1)
+        b = rand_ints(n, -2, 2)
+        ta = t(a, [n], {:u, 8})
+        tb = t(b, [n], {:s, 32})
+        assert Kiln.type(ta) == {:u, 8}
+        assert flat(ta) == a
+        assert Kiln.to_binary(ta) == :erlang.list_to_binary(a)
+        tbb = Kiln.cast(tb, {:u, 8})
+        assert flat(tbb) == Enum.map(b, truth)
+        assert Kiln.logical_and(ta, tbb) |> flat() == Enum.zip_with(a, b, &(&1 * truth.(&2)))
+        assert Kiln.logical_or(ta, tbb) |> flat() == Enum.zip_with(a, b, &max(&1, truth.(&2)))
+
+        assert Kiln.logical_xor(ta, tbb) |> flat() ==
+                 Enum.zip_with(a, b, &if(&1 != truth.(&2), do: 1, else: 0))
+
+        assert Kiln.logical_not(tb) |> flat() == Enum.map(b, &(1 - truth.(&1)))
+        assert Kiln.all(ta) |> Kiln.to_number() == if(Enum.all?(a, &(&1 == 1)), do: 1, else: 0)
+        assert Kiln.any(tb) |> Kiln.to_number() == if(Enum.any?(b, &(&1 != 0)), do: 1, else: 0)
+        assert Kiln.type(Kiln.equal(tb, 0)) == {:u, 8}
+      end
+
+      # Host values other than 0/1 are true.
+      assert Kiln.from_binary(<<0, 1, 2, 255>>, {:u, 8}, {4}) |> flat() == [0, 1, 1, 1]
+      assert Kiln.tensor([true, false, true]) |> Kiln.type() == {:u, 8}
+      assert Kiln.tensor([[true, false], [false, false]]) |> Kiln.any(axes: [1]) |> flat() == [1, 0]
+      x = Kiln.tensor([:nan, -0.0, :infinity, :neg_infinity, 1.0, 0.0])
+      assert Kiln.is_nan(x) |> flat() == [1, 0, 0, 0, 0, 0]
+      assert Kiln.is_infinity(x) |> flat() == [0, 0, 1, 1, 0, 0]
+      assert Kiln.is_finite(x) |> flat() == [0, 1, 0, 0, 1, 1]
+      assert Kiln.signbit(x) |> flat() == [0, 1, 0, 1, 0, 0]
+      assert Kiln.cast(x, {:u, 8}) |> flat() == [1, 0, 1, 1, 1, 0]
+      c = Kiln.tensor([true, false, true, false, true, false])
+      assert Kiln.where(c, x, 7.0) |> flat() == [:nan, 7.0, :infinity, 7.0, 1.0, 7.0]
+      assert Kiln.all(Kiln.tensor([], type: {:u, 8})) |> Kiln.to_number() == 1
+      assert Kiln.argmax(x) |> Kiln.type() == {:s, 32}
+
+      err = assert_raise Kiln.Error, fn -> Kiln.add(c, c) end
+      assert err.code == :dtype_mismatch
+      err = assert_raise Kiln.Error, fn -> Kiln.full({2}, 2, type: {:u, 8}) end
+      assert err.code == :invalid_argument
     end
   end
 
@@ -237,7 +283,7 @@ defmodule KilnOpsTest do
       assert Kiln.argmax(tx, axis: 1) |> flat() == want
       {want, _} = reduce(x, [5, 7], [0], true, an)
       out = Kiln.argmin(tx, axis: 0, keep_axis: true)
-      assert {Kiln.shape(out), Kiln.type(out), flat(out)} == {{1, 7}, {:u, 32}, want}
+      assert {Kiln.shape(out), Kiln.type(out), flat(out)} == {{1, 7}, {:s, 32}, want}
     end
   end
 

@@ -11,12 +11,12 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PySequence, PyString, PyTuple, PyType};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub const SUPPORTED: &str = "float32, float16, int32, uint32 (float64 is converted to float32)";
+pub const SUPPORTED: &str = "float32, float16, int32, uint32, bool (float64 is converted to float32)";
 
 static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static NP_GENERIC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static DESCRS: [PyOnceLock<Py<PyArrayDescr>>; 4] =
-    [PyOnceLock::new(), PyOnceLock::new(), PyOnceLock::new(), PyOnceLock::new()];
+static DESCRS: [PyOnceLock<Py<PyArrayDescr>>; 5] =
+    [PyOnceLock::new(), PyOnceLock::new(), PyOnceLock::new(), PyOnceLock::new(), PyOnceLock::new()];
 static WARNED_F64: AtomicBool = AtomicBool::new(false);
 
 pub fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
@@ -29,6 +29,7 @@ pub fn np_name(dtype: DType) -> &'static str {
         DType::F16 => "float16",
         DType::I32 => "int32",
         DType::U32 => "uint32",
+        DType::Bool => "bool",
     }
 }
 
@@ -42,7 +43,7 @@ pub fn np_dtype(py: Python<'_>, dtype: DType) -> PyResult<Bound<'_, PyArrayDescr
 enum Kind {
     Native(DType),
     F64,
-    /// Another real numeric dtype (bool, int8..int64, uint*, float variants): converted only
+    /// Another real numeric dtype (int8..int64, uint*, float variants): converted only
     /// when a dtype is asked for explicitly, or when it came from Python ints.
     OtherNumeric,
     Unsupported,
@@ -56,6 +57,7 @@ fn classify(d: &Bound<'_, PyArrayDescr>) -> Kind {
         (b'f', 2) => Kind::Native(DType::F16),
         (b'i', 4) => Kind::Native(DType::I32),
         (b'u', 4) => Kind::Native(DType::U32),
+        (b'b', 1) => Kind::Native(DType::Bool),
         (b'f', 8) => Kind::F64,
         (b'b' | b'i' | b'u' | b'f', _) => Kind::OtherNumeric,
         _ => Kind::Unsupported,

@@ -73,6 +73,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::mean,
         ops::max,
         ops::min,
+        ops::all,
+        ops::any,
         ops::var,
         ops::argmax,
         ops::argmin,

@@ -10,7 +10,7 @@ use crate::tensor::{binary_op, floor_divide_op, reduce_with, remainder_op, true_
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use kiln_core::{DType, Tensor};
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PySequence, PyTuple};
+use pyo3::types::{PyBool, PyInt, PySequence, PyTuple};
 
 pub(crate) type PyT = PyResult<PyTensor>;
 
@@ -117,15 +117,21 @@ pub fn empty(
 }
 
 fn scalar_default_dtype(v: &Bound<'_, PyAny>) -> DType {
-    if v.is_instance_of::<PyInt>() {
+    // True / False (and numpy's bool scalars) give bool, as in numpy and the Array API; bool is
+    // a subclass of int, so it is asked first.
+    let np_bool =
+        v.getattr("dtype").ok().and_then(|d| d.getattr("kind").ok()).is_some_and(|k| k.eq("b").unwrap_or(false));
+    if v.is_instance_of::<PyBool>() || np_bool {
+        DType::Bool
+    } else if v.is_instance_of::<PyInt>() {
         DType::I32
     } else {
         DType::F32
     }
 }
 
-/// A tensor of ``shape`` filled with ``fill_value`` (int values give int32, floats float32,
-/// unless ``dtype`` says otherwise).
+/// A tensor of ``shape`` filled with ``fill_value`` (bool values give bool, ints int32, floats
+/// float32, unless ``dtype`` says otherwise).
 #[pyfunction]
 #[pyo3(signature = (shape, fill_value, dtype=None, *, device=None))]
 pub fn full(
@@ -449,6 +455,8 @@ reduce_fns! {
     mean, "Mean over ``axis`` (None: all axes).";
     max, "Maximum over ``axis`` (None: all axes).";
     min, "Minimum over ``axis`` (None: all axes).";
+    all, "Whether every element over ``axis`` is true (non-zero, NaN included), as a bool tensor; True over an empty axis.";
+    any, "Whether some element over ``axis`` is true (non-zero, NaN included), as a bool tensor; False over an empty axis.";
 }
 
 /// Variance over ``axis`` with ``correction`` (numpy's ``ddof``; either keyword) degrees of

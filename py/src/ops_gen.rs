@@ -21,6 +21,11 @@ unary_fns! {
     gelu_tanh => GeluTanh, "Elementwise GELU with the tanh approximation.";
     silu => Silu, "Elementwise x * sigmoid(x).";
     floor => Floor, "Elementwise floor(x), the largest whole number not above x.";
+    logical_not => LogicalNot, "Elementwise logical not (x == 0, as bool).";
+    isnan => IsNan, "Elementwise whether x is NaN (bool).";
+    isinf => IsInf, "Elementwise whether x is +inf or -inf (bool).";
+    isfinite => IsFinite, "Elementwise whether x is finite (bool).";
+    signbit => Signbit, "Elementwise whether the sign bit of x is set (bool).";
 }
 
 binary_fns! {
@@ -30,12 +35,15 @@ binary_fns! {
     pow => Pow, "Elementwise a raised to b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
     maximum => Maximum, "Elementwise the larger of a and b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
     minimum => Minimum, "Elementwise the smaller of a and b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
-    equal => Eq, "Elementwise a == b as a uint32 0/1 tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
-    not_equal => Ne, "Elementwise a != b as a uint32 0/1 tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
-    less => Lt, "Elementwise a < b as a uint32 0/1 tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
-    less_equal => Le, "Elementwise a <= b as a uint32 0/1 tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
-    greater => Gt, "Elementwise a > b as a uint32 0/1 tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
-    greater_equal => Ge, "Elementwise a >= b as a uint32 0/1 tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    equal => Eq, "Elementwise a == b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    not_equal => Ne, "Elementwise a != b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    less => Lt, "Elementwise a < b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    less_equal => Le, "Elementwise a <= b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    greater => Gt, "Elementwise a > b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    greater_equal => Ge, "Elementwise a >= b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    logical_and => LogicalAnd, "Elementwise logical and of a and b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    logical_or => LogicalOr, "Elementwise logical or of a and b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    logical_xor => LogicalXor, "Elementwise logical exclusive or of a and b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
 }
 
 /// Adds every function above to the module.
@@ -54,6 +62,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gelu_tanh, m)?)?;
     m.add_function(wrap_pyfunction!(silu, m)?)?;
     m.add_function(wrap_pyfunction!(floor, m)?)?;
+    m.add_function(wrap_pyfunction!(logical_not, m)?)?;
+    m.add_function(wrap_pyfunction!(isnan, m)?)?;
+    m.add_function(wrap_pyfunction!(isinf, m)?)?;
+    m.add_function(wrap_pyfunction!(isfinite, m)?)?;
+    m.add_function(wrap_pyfunction!(signbit, m)?)?;
     m.add_function(wrap_pyfunction!(add, m)?)?;
     m.add_function(wrap_pyfunction!(subtract, m)?)?;
     m.add_function(wrap_pyfunction!(multiply, m)?)?;
@@ -66,5 +79,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(less_equal, m)?)?;
     m.add_function(wrap_pyfunction!(greater, m)?)?;
     m.add_function(wrap_pyfunction!(greater_equal, m)?)?;
+    m.add_function(wrap_pyfunction!(logical_and, m)?)?;
+    m.add_function(wrap_pyfunction!(logical_or, m)?)?;
+    m.add_function(wrap_pyfunction!(logical_xor, m)?)?;
     Ok(())
 }

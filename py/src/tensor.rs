@@ -90,12 +90,12 @@ fn float_divmod(x: &Tensor, y: &Tensor) -> kiln_core::Result<(Tensor, Tensor)> {
     // 0 / y: a zero with the sign of y (NaN for y = 0, whose remainder is NaN anyway).
     let zero_like_y = sc(BinaryOp::Div, y, 0.0, true)?;
     let r = ops::where_(&sc(BinaryOp::Eq, &r, 0.0, false)?, &zero_like_y, &r)?;
-    // Masks (u32 0/1; `*` is and, `maximum` is or, `ne` is xor).
-    let x_finite = sc(BinaryOp::Eq, &bin(BinaryOp::Sub, x, x)?, 0.0, false)?;
-    let y_inf = sc(BinaryOp::Eq, &ops::abs(y)?, f64::INFINITY, false)?;
+    // Masks (bool).
+    let x_finite = ops::isfinite(x)?;
+    let y_inf = ops::isinf(y)?;
     let signs_differ = bin(BinaryOp::Ne, &sc(BinaryOp::Lt, x, 0.0, false)?, &sc(BinaryOp::Lt, y, 0.0, false)?)?;
-    let opposite = bin(BinaryOp::Mul, &sc(BinaryOp::Ne, x, 0.0, false)?, &signs_differ)?;
-    let finite_by_inf = bin(BinaryOp::Mul, &x_finite, &y_inf)?;
+    let opposite = ops::logical_and(&sc(BinaryOp::Ne, x, 0.0, false)?, &signs_differ)?;
+    let finite_by_inf = ops::logical_and(&x_finite, &y_inf)?;
     let y_zero = sc(BinaryOp::Eq, y, 0.0, false)?;
     // Floor division.
     let minus_one = Tensor::scalar(-1.0, dt)?;
@@ -105,7 +105,7 @@ fn float_divmod(x: &Tensor, y: &Tensor) -> kiln_core::Result<(Tensor, Tensor)> {
     // Remainder.
     let x_or_zero = ops::where_(&sc(BinaryOp::Eq, x, 0.0, false)?, &zero_like_y, x)?;
     let r = ops::where_(&finite_by_inf, &ops::where_(&opposite, y, &x_or_zero)?, &r)?;
-    let r = ops::where_(&bin(BinaryOp::Maximum, &sc(BinaryOp::Eq, &x_finite, 0.0, false)?, &y_zero)?, &nan, &r)?;
+    let r = ops::where_(&ops::logical_or(&ops::logical_not(&x_finite)?, &y_zero)?, &nan, &r)?;
     Ok((fd, r))
 }
 
@@ -180,6 +180,36 @@ pub fn remainder_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected:
         })
         .map(Some),
     }
+}
+
+/// `&`, `|`, `^` and `~` are numpy's logical ops on bool tensors; on integer tensors numpy's are
+/// bitwise, which kiln does not compute, so they are refused rather than answered logically.
+fn bool_only(py: Python<'_>, op: &str, t: &Tensor) -> PyResult<()> {
+    if t.dtype() != DType::Bool {
+        return Err(crate::errors::dtype_err(
+            py,
+            format!(
+                "`{op}` takes bool tensors (it is logical there); on {} it would be bitwise, which kiln does not compute",
+                t.dtype()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn logical_operator(
+    py: Python<'_>,
+    name: &str,
+    op: BinaryOp,
+    a: &Tensor,
+    other: &Bound<'_, PyAny>,
+    reflected: bool,
+) -> PyResult<Py<PyAny>> {
+    bool_only(py, name, a)?;
+    if let Some(Operand::Tensor(b)) = operand(py, other)? {
+        bool_only(py, name, &b)?;
+    }
+    wrap(py, binary_op(py, op, a, other, reflected)?)
 }
 
 fn wrap(py: Python<'_>, r: Option<Tensor>) -> PyResult<Py<PyAny>> {
@@ -378,6 +408,37 @@ impl PyTensor {
         scalar_value(py, &self.t, "an index")?.bind(py).extract::<i64>()
     }
 
+    /// ``~x``: logical not of a bool tensor (numpy's ``~`` on bool). Integer tensors have no
+    /// bitwise not here: a DTypeError says so rather than compute something else.
+    fn __invert__(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        bool_only(py, "~", &self.t)?;
+        gpu(py, || ops::unary(UnaryOp::LogicalNot, &self.t)).map(PyTensor::new)
+    }
+
+    fn __and__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        logical_operator(py, "&", BinaryOp::LogicalAnd, &self.t, other, false)
+    }
+
+    fn __rand__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        logical_operator(py, "&", BinaryOp::LogicalAnd, &self.t, other, true)
+    }
+
+    fn __or__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        logical_operator(py, "|", BinaryOp::LogicalOr, &self.t, other, false)
+    }
+
+    fn __ror__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        logical_operator(py, "|", BinaryOp::LogicalOr, &self.t, other, true)
+    }
+
+    fn __xor__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        logical_operator(py, "^", BinaryOp::LogicalXor, &self.t, other, false)
+    }
+
+    fn __rxor__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        logical_operator(py, "^", BinaryOp::LogicalXor, &self.t, other, true)
+    }
+
     fn __neg__(&self, py: Python<'_>) -> PyResult<PyTensor> {
         gpu(py, || ops::unary(UnaryOp::Neg, &self.t)).map(PyTensor::new)
     }
@@ -525,6 +586,18 @@ impl PyTensor {
     #[pyo3(signature = (axis=None, keepdims=false))]
     fn min(&self, py: Python<'_>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
         reduce_with(py, &self.t, axis, keepdims, ops::min)
+    }
+
+    /// Whether every element over ``axis`` is true (see ``kiln.all``).
+    #[pyo3(signature = (axis=None, keepdims=false))]
+    fn all(&self, py: Python<'_>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
+        reduce_with(py, &self.t, axis, keepdims, ops::all)
+    }
+
+    /// Whether some element over ``axis`` is true (see ``kiln.any``).
+    #[pyo3(signature = (axis=None, keepdims=false))]
+    fn any(&self, py: Python<'_>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
+        reduce_with(py, &self.t, axis, keepdims, ops::any)
     }
 
     /// Index of the maximum (see ``kiln.argmax``).

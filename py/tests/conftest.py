@@ -11,6 +11,7 @@ TOL = {
     np.dtype("float16"): dict(rtol=1e-2, atol=1e-2),
     np.dtype("int32"): dict(rtol=0, atol=0),
     np.dtype("uint32"): dict(rtol=0, atol=0),
+    np.dtype("bool"): dict(rtol=0, atol=0),
 }
 
 HAS_F16 = kiln.default_device().shader_f16

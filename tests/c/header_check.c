@@ -6,7 +6,7 @@
 #endif
 
 _Static_assert(KILN_OK == 0 && KILN_ERR_PANIC == 12 && KILN_ERR_INTERNAL == 13, "stable status values");
-_Static_assert(KILN_F32 == 0 && KILN_F16 == 1 && KILN_I32 == 2 && KILN_U32 == 3, "stable dtype values");
+_Static_assert(KILN_F32 == 0 && KILN_F16 == 1 && KILN_I32 == 2 && KILN_U32 == 3 && KILN_BOOL == 4, "stable dtype values");
 _Static_assert(sizeof(KilnStatus) == 4 && sizeof(KilnDType) == 4, "32-bit enums");
 
 int kiln_header_check_c(void);

@@ -5,7 +5,7 @@
 #include <type_traits>
 
 static_assert(KILN_OK == 0 && KILN_ERR_PANIC == 12, "stable status values");
-static_assert(KILN_F32 == 0 && KILN_U32 == 3, "stable dtype values");
+static_assert(KILN_F32 == 0 && KILN_U32 == 3 && KILN_BOOL == 4, "stable dtype values");
 static_assert(std::is_same<std::underlying_type<KilnStatus>::type, uint32_t>::value, "KilnStatus is 32-bit");
 static_assert(std::is_same<std::underlying_type<KilnDType>::type, uint32_t>::value, "KilnDType is 32-bit");
 

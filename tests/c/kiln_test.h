@@ -66,7 +66,7 @@ static inline KilnTensor *kt_i32(const int32_t *data, const size_t *shape, size_
 
 static inline size_t kt_numel(const KilnTensor *t) { size_t n = 0; OK(kiln_tensor_numel(t, &n)); return n; }
 
-/* Reads back a tensor (any 4-byte dtype) into a new malloc'ed array. */
+/* Reads back a tensor into a new malloc'ed array (4 bytes an element; 1 for KILN_BOOL). */
 static inline void *kt_read(const KilnTensor *t, size_t *n_out) {
     size_t nb = 0;
     OK(kiln_tensor_nbytes(t, &nb));
@@ -109,6 +109,22 @@ static inline void kt_expect_u32(const KilnTensor *t, const uint32_t *want, size
     size_t got_n = 0;
     uint32_t *got = (uint32_t *)kt_read(t, &got_n);
     if (got_n != n) KT_FAIL("%s: %zu elements, want %zu", what, got_n, n);
+    else
+        for (size_t i = 0; i < n; i++)
+            if (got[i] != want[i]) { KT_FAIL("%s[%zu] = %u, want %u", what, i, got[i], want[i]); break; }
+    free(got);
+}
+
+/* A KILN_BOOL tensor holding `want` (0 or 1 each): one byte an element on the host. */
+static inline void kt_expect_bool(const KilnTensor *t, const uint32_t *want, size_t n, const char *what) {
+    KilnDType dt = 99;
+    OK(kiln_tensor_dtype(t, &dt));
+    if (dt != KILN_BOOL) { KT_FAIL("%s: dtype %u is not KILN_BOOL", what, (unsigned)dt); return; }
+    size_t got_n = 0, nb = 0, size = 0;
+    OK(kiln_tensor_nbytes(t, &nb));
+    OK(kiln_dtype_size(KILN_BOOL, &size));
+    uint8_t *got = (uint8_t *)kt_read(t, &got_n);
+    if (got_n != n || nb != n || size != 1) KT_FAIL("%s: %zu elements in %zu bytes, want %zu", what, got_n, nb, n);
     else
         for (size_t i = 0; i < n; i++)
             if (got[i] != want[i]) { KT_FAIL("%s[%zu] = %u, want %u", what, i, got[i], want[i]); break; }

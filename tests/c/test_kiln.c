@@ -119,7 +119,7 @@ static void test_elementwise(void) {
         kt_expect_f32(OUT(kiln_unary(un[f].name, in_t, &o_)), uw, U, 2e-5f, 2e-5f, "kiln_unary");
     }
 
-    /* comparisons give u32 0/1 */
+    /* comparisons give bool (one byte an element on the host) */
     uint32_t cw[R * C];
     struct { KilnStatus (*fn)(const KilnTensor *, const KilnTensor *, KilnTensor **); KilnStatus (*sfn)(const KilnTensor *, double, KilnTensor **); } cmps[] = {
         {kiln_eq, kiln_eq_scalar}, {kiln_ne, kiln_ne_scalar}, {kiln_lt, kiln_lt_scalar},
@@ -134,12 +134,12 @@ static void test_elementwise(void) {
                 float p = a[i * C + j], q = bb[j];
                 cw[i * C + j] = f == 0 ? p == q : f == 1 ? p != q : f == 2 ? p < q : f == 3 ? p <= q : f == 4 ? p > q : p >= q;
             }
-        kt_expect_u32(OUT(cmps[f].fn(ta, tbb, &o_)), cw, R * C, "compare");
+        kt_expect_bool(OUT(cmps[f].fn(ta, tbb, &o_)), cw, R * C, "compare");
         for (int i = 0; i < R * C; i++) {
             float p = a[i], q = a[3];
             cw[i] = f == 0 ? p == q : f == 1 ? p != q : f == 2 ? p < q : f == 3 ? p <= q : f == 4 ? p > q : p >= q;
         }
-        kt_expect_u32(OUT(cmps[f].sfn(ta, (double)a[3], &o_)), cw, R * C, "compare_scalar");
+        kt_expect_bool(OUT(cmps[f].sfn(ta, (double)a[3], &o_)), cw, R * C, "compare_scalar");
     }
 
     /* where(cond [3,1], a [3,5], b [5]) */
@@ -164,6 +164,42 @@ static void test_elementwise(void) {
     float fv[3] = {-3, 0, 41};
     size_t s3[1] = {3};
     kt_expect_f32(OUT(kiln_cast(I(iv, s3, 1), KILN_F32, &o_)), fv, 3, 0, 0, "cast i32->f32");
+
+    /* bool: one byte an element on the host, any nonzero byte true */
+    uint8_t hb[5] = {0, 1, 2, 255, 0}, hc[5] = {1, 1, 0, 9, 0};
+    uint32_t bw[5];
+    KilnTensor *tb5 = NULL, *tc5 = NULL;
+    OK(kiln_tensor_from_host(KILN_BOOL, s5, 1, hb, sizeof hb, &tb5));
+    T(tb5);
+    OK(kiln_tensor_from_host(KILN_BOOL, s5, 1, hc, sizeof hc, &tc5));
+    T(tc5);
+    EXPECT_ERR(KILN_ERR_INVALID_ARGUMENT, "bytes given", kiln_tensor_from_host(KILN_BOOL, s5, 1, hb, 4, &o_));
+    for (int i = 0; i < 5; i++) bw[i] = hb[i] != 0;
+    kt_expect_bool(tb5, bw, 5, "bool upload");
+    for (int i = 0; i < 5; i++) bw[i] = (hb[i] != 0) && (hc[i] != 0);
+    kt_expect_bool(OUT(kiln_logical_and(tb5, tc5, &o_)), bw, 5, "logical_and");
+    for (int i = 0; i < 5; i++) bw[i] = (hb[i] != 0) != (hc[i] != 0);
+    kt_expect_bool(OUT(kiln_logical_xor(tb5, tc5, &o_)), bw, 5, "logical_xor");
+    for (int i = 0; i < 5; i++) bw[i] = hb[i] == 0;
+    kt_expect_bool(OUT(kiln_logical_not(tb5, &o_)), bw, 5, "logical_not");
+    uint32_t one = 1, zero = 0;
+    kt_expect_bool(OUT(kiln_any(tb5, NULL, 0, false, &o_)), &one, 1, "any");
+    kt_expect_bool(OUT(kiln_all(tb5, NULL, 0, false, &o_)), &zero, 1, "all");
+    float nanv[5] = {NAN, -0.0f, INFINITY, 1.0f, -NAN};
+    uint32_t isn[5] = {1, 0, 0, 0, 1}, sgn[5] = {0, 1, 0, 0, 1}, tru[5] = {1, 0, 1, 1, 1};
+    KilnTensor *tn = F(nanv, s5, 1);
+    kt_expect_bool(OUT(kiln_isnan(tn, &o_)), isn, 5, "isnan");
+    kt_expect_bool(OUT(kiln_signbit(tn, &o_)), sgn, 5, "signbit");
+    kt_expect_bool(OUT(kiln_cast(tn, KILN_BOOL, &o_)), tru, 5, "cast f32->bool");
+    float fb[5] = {0, 1, 1, 1, 0};
+    kt_expect_f32(OUT(kiln_cast(tb5, KILN_F32, &o_)), fb, 5, 0, 0, "cast bool->f32");
+    float wb[5];
+    for (int i = 0; i < 5; i++) wb[i] = hb[i] ? nanv[i] : 7.0f;
+    size_t s1[1] = {1};
+    KilnTensor *t7 = OUT(kiln_full(s1, 1, KILN_F32, 7.0, &o_));
+    kt_expect_f32(OUT(kiln_where(tb5, tn, t7, &o_)), wb, 5, 0, 0, "where(bool)");
+    EXPECT_ERR(KILN_ERR_DTYPE_MISMATCH, "not defined on bool", kiln_add(tb5, tc5, &o_));
+    EXPECT_ERR(KILN_ERR_INVALID_ARGUMENT, "is not a bool value", kiln_full(s5, 1, KILN_BOOL, 2.0, &o_));
 
     /* integer arithmetic */
     int32_t ia[4] = {7, -7, 9, 100}, ib[4] = {2, 2, -4, 7};

@@ -15,6 +15,11 @@ static const struct { const char *name; UnaryFn f; } UNARY[] = {
     {"gelu_tanh", kiln_gelu_tanh},
     {"silu", kiln_silu},
     {"floor", kiln_floor},
+    {"logical_not", kiln_logical_not},
+    {"isnan", kiln_isnan},
+    {"isinf", kiln_isinf},
+    {"isfinite", kiln_isfinite},
+    {"signbit", kiln_signbit},
 };
 static const struct { const char *name; BinaryFn f; } BINARY[] = {
     {"add", kiln_add},
@@ -30,4 +35,7 @@ static const struct { const char *name; BinaryFn f; } BINARY[] = {
     {"le", kiln_le},
     {"gt", kiln_gt},
     {"ge", kiln_ge},
+    {"logical_and", kiln_logical_and},
+    {"logical_or", kiln_logical_or},
+    {"logical_xor", kiln_logical_xor},
 };

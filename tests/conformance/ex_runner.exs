@@ -7,7 +7,7 @@
 # Writes {"language": "elixir", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]}.
 
 defmodule Kiln.Conformance do
-  @types %{"f32" => {:f, 32}, "f16" => {:f, 16}, "i32" => {:s, 32}, "u32" => {:u, 32}}
+  @types %{"f32" => {:f, 32}, "f16" => {:f, 16}, "i32" => {:s, 32}, "u32" => {:u, 32}, "bool" => {:u, 8}}
 
   # ---- manifest.txt
 
@@ -83,7 +83,7 @@ defmodule Kiln.Conformance do
       "where" -> Kiln.where(get.("cond"), get.("a"), get.("b"))
       "cast" -> Kiln.cast(x, t(p, "dtype"))
       "matmul" -> Kiln.matmul(get.("a"), get.("b"))
-      o when o in ["sum", "mean", "max", "min"] -> apply(Kiln, String.to_atom(o), [x, [axes: p["axes"], keep_axes: p["keepdims"]]])
+      o when o in ["sum", "mean", "max", "min", "all", "any"] -> apply(Kiln, String.to_atom(o), [x, [axes: p["axes"], keep_axes: p["keepdims"]]])
       "var" -> Kiln.var(x, axes: p["axes"], keep_axes: p["keepdims"], ddof: p["ddof"])
       o when o in ["argmax", "argmin"] -> apply(Kiln, String.to_atom(o), [x, [axis: p["axis"], keep_axis: p["keepdims"]]])
       "softmax" -> Kiln.softmax(x, axis: p["axis"])
@@ -135,6 +135,7 @@ defmodule Kiln.Conformance do
   defp decode(bin, {:f, 16}), do: for(<<c::binary-size(2) <- bin>>, do: f16(c))
   defp decode(bin, {:s, 32}), do: for(<<v::signed-32-little <- bin>>, do: v)
   defp decode(bin, {:u, 32}), do: for(<<v::unsigned-32-little <- bin>>, do: v)
+  defp decode(bin, {:u, 8}), do: for(<<v::8 <- bin>>, do: v)
 
   # NaN and the infinities do not match a float pattern: they become atoms.
   defp f32(<<v::float-32-little>>), do: v

@@ -23,8 +23,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32}
-LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}
+NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32, "bool": np.bool_}
+LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4", "bool": "|b1"}
 
 
 def op_names():
@@ -281,7 +281,7 @@ class Gen:
             arr = np.asarray(arr)
             ins.append({"name": name, "dtype": dt, "shape": list(arr.shape), "file": self.write(f"{cid}.{name}.bin", arr, dt)})
         exp = np.asarray(expected)
-        if out_dtype in ("i32", "u32"):
+        if out_dtype in ("i32", "u32", "bool"):
             e = exp.astype(NP[out_dtype])
         else:
             with np.errstate(over="ignore"):  # past the dtype's range: inf, as intended
@@ -299,7 +299,7 @@ class Gen:
 
 
 def ftol(dt, scale=1.0):
-    return (1e-5 * scale, 1e-5 * scale) if dt == "f32" else ((0.0, 0.0) if dt in ("i32", "u32") else (2e-3 * scale, 2e-3 * scale))
+    return (1e-5 * scale, 1e-5 * scale) if dt == "f32" else ((0.0, 0.0) if dt in ("i32", "u32", "bool") else (2e-3 * scale, 2e-3 * scale))
 
 
 def f64(a):
@@ -375,7 +375,7 @@ def build(g):
                 a = (np.round(f64(a))).astype(NP[dt])
                 b = (np.round(f64(b))).astype(NP[dt])
             want = f(f64(a), f64(b))
-            out_dt = "u32" if cmp_ else dt
+            out_dt = "bool" if cmp_ else dt
             sc = 4.0 if op in ("pow", "div") else 1.0
             g.case(f"{op}.{cid}", op, {}, [("a", a, dt), ("b", b, dt)], want, out_dt, ftol(out_dt, sc))
         # The scalar forms, scalar on the right and on the left (argument order matters).
@@ -384,7 +384,7 @@ def build(g):
         if cmp_:
             a = np.round(f64(a)).astype(np.float32)
             s = 1.0
-        out_dt = "u32" if cmp_ else "f32"
+        out_dt = "bool" if cmp_ else "f32"
         g.case(f"{op}.scalar", op, {"scalar": s, "scalar_first": False}, [("a", a, "f32")], f(f64(a), s), out_dt, ftol(out_dt, 4.0))
         a2 = g.rand([4, 9], "f32", 0.5, 3.0) if op in ("div", "pow") else a
         g.case(f"{op}.scalar_first", op, {"scalar": s if op != "pow" else 2.0, "scalar_first": True}, [("a", a2, "f32")],
@@ -392,7 +392,7 @@ def build(g):
         if op in ("add", "sub", "mul", "maximum", "minimum", "lt", "eq"):
             a = g.rand([6, 5], "i32", -100, 100)
             b = g.rand([5], "i32", -100, 100)
-            out_dt = "u32" if cmp_ else "i32"
+            out_dt = "bool" if cmp_ else "i32"
             g.case(f"{op}.i32", op, {}, [("a", a, "i32"), ("b", b, "i32")], f(f64(a), f64(b)), out_dt, (0, 0))
         # Every pair of special values: a as a column against b as a row.
         for dt, vals in BINARY_SPECIALS.items():
@@ -400,7 +400,7 @@ def build(g):
             a, b = v.reshape(-1, 1), v
             with np.errstate(all="ignore"):
                 want = f(f64(a), f64(b))
-            out_dt = "u32" if cmp_ else dt
+            out_dt = "bool" if cmp_ else dt
             g.case(f"{op}.special_{dt}", op, {}, [("a", a, dt), ("b", b, dt)], want, out_dt, ftol(out_dt, 4.0))
 
     # ---- integer division is numpy's floor division (x // 0 = 0, i32 min // -1 wraps)
@@ -507,7 +507,7 @@ def build(g):
             if dt == "f16":
                 x = (g.rng.permutation(54) / 8.0 - 3).astype(np.float16).reshape(shape)  # no ties
             want = f(f64(x), axis=axis, keepdims=keep)
-            g.case(f"{op}.{cid}", op, {"axis": axis, "keepdims": keep}, [("x", x, dt)], want, "u32", (0, 0))
+            g.case(f"{op}.{cid}", op, {"axis": axis, "keepdims": keep}, [("x", x, dt)], want, "i32", (0, 0))
 
     # ---- normalisation
     for op in ("softmax", "log_softmax"):
@@ -776,6 +776,101 @@ def build_added(g, seed):
     # ---- quant (GGUF q4_0 / q4_1 / q8_0 weights): a stream of their own again (seed + 2), so
     # that the cases above keep their inputs.
     build_quant(g, np.random.default_rng(seed + 2))
+
+    # ---- bool: a stream of its own (seed + 3).
+    build_bool(g, np.random.default_rng(seed + 3))
+
+
+# Values where truth matters: zeros of both signs, NaN of both signs, infinities, subnormals.
+TRUTHY = {
+    "f32": [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-40, -1.4e-45, 1.0, -2.5, F32_MAX],
+    "f16": [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 5.96e-08, 1.0, -2.5, 65504.0],
+    "i32": [0, 0, 1, -1, 2 ** 31 - 1, -(2 ** 31), 7],
+    "u32": [0, 0, 1, 2 ** 32 - 1, 2],
+    "bool": [False, True],
+}
+
+LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor}
+PREDICATES = {"logical_not": np.logical_not, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+              "signbit": lambda x: np.signbit(x) if x.dtype != np.bool_ else np.zeros(x.shape, bool)}
+
+
+def build_bool(g, rng):
+    """The bool dtype: one byte an element in the files (0 or 1), as on every host."""
+
+    def truthy(shape, dt):
+        pool = TRUTHY[dt]
+        picked = np.array(pool, dtype=np.float64 if dt in ("f32", "f16") else object)[rng.integers(0, len(pool), size=shape)]
+        with np.errstate(over="ignore"):
+            return np.asarray(picked).astype(NP[dt])
+
+    shapes = [("typical", [5, 6], [5, 6]), ("edge_broadcast", [3, 1, 7], [4, 1]), ("edge_empty", [0, 3], [1, 3]),
+              ("edge_one", [1], [1]), ("large_prime", [1031], [1031])]
+    for op, f in LOGICAL.items():
+        for dt in ("bool", "f32", "i32"):
+            for cid, sa, sb in shapes:
+                a, b = truthy(sa, dt), truthy(sb, dt)
+                g.case(f"{op}.{cid}_{dt}", op, {}, [("a", a, dt), ("b", b, dt)], f(a, b), "bool", (0, 0))
+        for dt in ("f16", "u32"):
+            a, b = truthy([13, 17], dt), truthy([17], dt)
+            g.case(f"{op}.{dt}", op, {}, [("a", a, dt), ("b", b, dt)], f(a, b), "bool", (0, 0))
+        a = truthy([4, 9], "bool")
+        for s, first in ((1.0, False), (0.0, True)):
+            g.case(f"{op}.scalar_{int(s)}_{'first' if first else 'right'}", op, {"scalar": s, "scalar_first": first},
+                   [("a", a, "bool")], f(a, bool(s)), "bool", (0, 0))
+        a = truthy([4, 9], "f32")
+        g.case(f"{op}.scalar_f32", op, {"scalar": 0.0, "scalar_first": False}, [("a", a, "f32")], f(a, 0.0), "bool", (0, 0))
+    for op, f in PREDICATES.items():
+        for dt in ("f32", "f16", "i32", "u32", "bool"):
+            for cid, shape in (("typical", [6, 7]), ("edge_empty", [0]), ("edge_one", [1]), ("large_prime", [3, 1, 257])):
+                x = truthy(shape, dt)
+                g.case(f"{op}.{cid}_{dt}", op, {}, [("x", x, dt)], f(x), "bool", (0, 0))
+        for dt, vals in UNARY_SPECIALS.items():
+            x = np.array(vals + [-np.nan], dtype=NP[dt])
+            g.case(f"{op}.special_{dt}", op, {}, [("x", x, dt)], f(x), "bool", (0, 0))
+    # Comparisons of bool tensors (False < True), and of special values giving bool.
+    for op in COMPARE:
+        a, b = truthy([6, 5], "bool"), truthy([5], "bool")
+        g.case(f"{op}.bool", op, {}, [("a", a, "bool"), ("b", b, "bool")], BINARY[op](f64(a), f64(b)), "bool", (0, 0))
+    for op, f in (("maximum", np.maximum), ("minimum", np.minimum)):
+        a, b = truthy([6, 5], "bool"), truthy([6, 1], "bool")
+        g.case(f"{op}.bool", op, {}, [("a", a, "bool"), ("b", b, "bool")], f(a, b), "bool", (0, 0))
+    # all / any, over axes as the other reductions, every dtype; empty runs give the identity.
+    for op, f in (("all", np.all), ("any", np.any)):
+        for cid, shape, axes, keep, dt in [("typical", [5, 7], [1], False, "bool"), ("edge_neg_axes_keep", [3, 4, 5], [-1, 0], True, "bool"),
+                                           ("whole", [6, 5], None, False, "bool"), ("large", [3, 1031], [-1], False, "bool"),
+                                           ("f32", [4, 13], [0], True, "f32"), ("f16", [4, 13], [1], False, "f16"),
+                                           ("i32", [7, 9], [0], False, "i32"), ("u32", [7, 9], None, True, "u32"),
+                                           ("edge_empty_axis", [2, 0, 3], [1], False, "bool"), ("edge_empty_whole", [0], None, False, "f32"),
+                                           ("edge_scalar", [], None, False, "bool"), ("edge_no_axes", [3, 4], [], False, "i32")]:
+            x = truthy(shape, dt)
+            if x.size and rng.integers(0, 2):
+                # Mostly true, so that `all` is sometimes true.
+                x = np.where(rng.integers(0, 40, size=shape) != 0, np.ones(shape, x.dtype), x)
+            ax = None if axes is None else tuple(axes)
+            g.case(f"{op}.{cid}", op, {"axes": axes, "keepdims": keep}, [("x", x, dt)], f(x, axis=ax, keepdims=keep), "bool", (0, 0))
+    # max / min / argmax of bool.
+    x = truthy([5, 9], "bool")
+    g.case("max.bool", "max", {"axes": [1], "keepdims": False}, [("x", x, "bool")], np.max(x, axis=1), "bool", (0, 0))
+    g.case("min.bool", "min", {"axes": None, "keepdims": True}, [("x", x, "bool")], np.min(x, keepdims=True), "bool", (0, 0))
+    g.case("argmax.bool", "argmax", {"axis": 1, "keepdims": False}, [("x", x, "bool")], np.argmax(x, axis=1), "i32", (0, 0))
+    # where with a bool condition.
+    for cid, sc_, sa, sb, dt in [("bool_cond", [4, 5], [4, 5], [4, 5], "f32"), ("bool_cond_broadcast", [3, 1], [1, 7], [7], "i32"),
+                                 ("bool_cond_empty", [0, 2], [0, 2], [2], "f32"), ("bool_cond_bool", [1031], [1031], [1], "bool")]:
+        c = truthy(sc_, "bool")
+        a, b = truthy(sa, dt), truthy(sb, dt)
+        g.case(f"where.{cid}", "where", {}, [("cond", c, "bool"), ("a", a, dt), ("b", b, dt)], np.where(c, a, b), dt, (0, 0))
+    # cast to and from bool.
+    for dt in ("f32", "f16", "i32", "u32"):
+        x = truthy([7, 11], dt)
+        g.case(f"cast.{dt}_bool", "cast", {"dtype": "bool"}, [("x", x, dt)], x.astype(bool), "bool", (0, 0))
+        b = truthy([3, 1, 257], "bool")
+        g.case(f"cast.bool_{dt}", "cast", {"dtype": dt}, [("x", b, "bool")], b.astype(NP[dt]), dt, (0, 0))
+    # creation and movement of bool.
+    g.case("full.bool", "full", {"shape": [3, 5], "dtype": "bool", "value": 1.0}, [], np.ones([3, 5], bool), "bool", (0, 0))
+    g.case("zeros.bool", "zeros", {"shape": [2, 0, 3], "dtype": "bool"}, [], np.zeros([2, 0, 3], bool), "bool", (0, 0))
+    x = truthy([4, 6, 5], "bool")
+    g.case("permute.bool", "permute", {"axes": [2, 0, 1]}, [("x", x, "bool")], np.transpose(x, (2, 0, 1)), "bool", (0, 0))
 
 
 # ---- quant: ggml's block formats, written here from ggml-common.h and ggml-quants.c's reference

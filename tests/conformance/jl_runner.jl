@@ -29,7 +29,7 @@ pushfirst!(LOAD_PATH, get(ENV, "KILN_JL", joinpath(ROOT, "julia")))
 using Kiln
 using SHA
 
-const TYPES = Dict("f32" => Float32, "f16" => Float16, "i32" => Int32, "u32" => UInt32)
+const TYPES = Dict("f32" => Float32, "f16" => Float16, "i32" => Int32, "u32" => UInt32, "bool" => Bool)
 
 struct TSpec
     name::String
@@ -101,6 +101,12 @@ const KA = KilnArray{Float32,2}
 const UNARY_F = Dict(name => getfield(Kiln, f) for (f, name) in Kiln.UNARY)
 const BINARY_F = merge(Dict(name => getfield(Kiln, f) for (f, name) in Kiln.BINARY), Dict("div" => /, "pow" => ^))
 unary_f(op) = UNARY_F[op]
+# The logical ops as Julia writes them: Base's `!`, `&`, `|`, `xor` on Bool arrays (Kiln.jl
+# defines them for KilnArray{Bool}; other element types are made Bool first, `Bool.(x)`, the
+# core cast: non-zero is true).
+const LOGICAL_F = Dict("logical_and" => (&), "logical_or" => (|), "logical_xor" => xor)
+const KB = KilnArray{Bool,2}
+as_bool(x) = eltype(x) === Bool ? x : Bool.(x)
 
 owned(f, types) = (hasmethod(f, types) && which(f, types).module === Kiln)
 kiln_fn(name) = isdefined(Kiln, name) && parentmodule(getfield(Kiln, name)) === Kiln
@@ -112,6 +118,11 @@ function exposed(op)
         haskey(BINARY_F, op) && return owned(Broadcast.broadcasted, Tuple{KS,typeof(BINARY_F[op]),KA,KA}) &&
                                        owned(Broadcast.broadcasted, Tuple{KS,typeof(BINARY_F[op]),KA,Float64})
         op == "where" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(ifelse),KA,KA,KA})
+        haskey(LOGICAL_F, op) && return owned(Broadcast.broadcasted, Tuple{KS,typeof(LOGICAL_F[op]),KB,KB}) &&
+                                        owned(Broadcast.broadcasted, Tuple{KS,typeof(LOGICAL_F[op]),KB,Bool})
+        op == "logical_not" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(!),KB})
+        op == "all" && return owned(all, Tuple{KB})
+        op == "any" && return owned(any, Tuple{KB})
         op == "zeros" && return owned(Kiln.zeros, Tuple{Type{Float32},Int})
         op == "ones" && return owned(Kiln.ones, Tuple{Type{Float32},Int})
         op == "full" && return owned(Kiln.full, Tuple{Type{Float32},Float64,Int})
@@ -184,6 +195,16 @@ function run_op(op, p, c::Case, dir)
         return Kiln.cast(x, T("dtype"))
     elseif op == "matmul"
         return Kiln.matmul(up("b"), up("a"))
+    elseif op in ("all", "any")
+        dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
+        return (op == "all" ? all : any)(as_bool(x); dims=dims)
+    elseif haskey(LOGICAL_F, op)
+        f = LOGICAL_F[op]
+        haskey(p, "scalar") || return f.(as_bool(up("a")), as_bool(up("b")))
+        s = p["scalar"] != 0
+        return p["scalar_first"] ? f.(s, as_bool(x)) : f.(as_bool(x), s)
+    elseif op == "logical_not"
+        return .!as_bool(x)
     elseif op in ("sum", "mean", "max", "min", "var")
         dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
         op == "sum" && return sum(x; dims=dims)
@@ -197,7 +218,7 @@ function run_op(op, p, c::Case, dir)
         if p["axis"] === nothing
             i = f(x; dims=:)
             lin = i isa Integer ? i : LinearIndices(size(x))[i]
-            return UInt32[lin - 1]                       # core: the 0-based flat index
+            return Int32[lin - 1]                        # core: the 0-based flat index
         end
         r = Array(f(x; dims=jdim(Int(p["axis"]), nx)))
         return r .- one(eltype(r))                       # 1-based positions -> 0-based
@@ -280,7 +301,7 @@ function run_op(op, p, c::Case, dir)
     end
 end
 
-const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin")
+const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin", "all", "any")
 squeeze1(t) = Tuple(d for d in t if d != 1)
 
 # A zero matches only a zero of the same sign (-0.0 == 0.0 in Julia, so signbit decides).

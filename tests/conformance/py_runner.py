@@ -17,7 +17,7 @@ import traceback
 import kiln
 import numpy as np
 
-LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4"}
+LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4", "bool": "|b1"}
 
 # Each shared op name and the names the Python binding may give it, in order of preference
 # (the array-API spellings are the binding's own choice; the semantics must be the core op's).
@@ -64,7 +64,7 @@ def run(op, f, p, ins, d):
         return f(get("cond"), get("a"), get("b"))
     if op == "cast":
         return f(x, p["dtype"])
-    if op in ("sum", "mean", "max", "min"):
+    if op in ("sum", "mean", "max", "min", "all", "any"):
         axes = None if p["axes"] is None else tuple(p["axes"])
         return f(x, axis=axes, keepdims=p["keepdims"])
     if op == "var":
@@ -132,7 +132,7 @@ def run(op, f, p, ins, d):
 
 
 def dtype_name(t):
-    return {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32"}.get(np.dtype(t.dtype).name, str(t.dtype))
+    return {"float32": "f32", "float16": "f16", "int32": "i32", "uint32": "u32", "bool": "bool"}.get(np.dtype(t.dtype).name, str(t.dtype))
 
 
 def check(case, d, y):

@@ -45,8 +45,64 @@ impl Device {
         Ok(())
     }
 
+    /// Host bool bytes into a buffer of u32 words, 0 or 1 each (any nonzero byte is true). Each
+    /// piece is widened on its own and written at once, spread over threads as `upload`: no
+    /// word copy of the whole tensor is ever made.
+    pub(crate) fn upload_bools(&self, buf: &GpuBuffer, bools: &[u8]) -> Result<()> {
+        self.check_alive()?;
+        const PIECE: usize = 2 << 20;
+        const THREADS: usize = 4;
+        let write = |start: usize| {
+            let end = (start + PIECE).min(bools.len());
+            let words = crate::dtype::bools_to_words(&bools[start..end]);
+            self.queue.write_buffer(buf.raw(), 4 * start as u64, bytemuck::cast_slice(&words));
+        };
+        let pieces: Vec<usize> = (0..bools.len()).step_by(PIECE).collect();
+        if pieces.len() < 2 * THREADS {
+            pieces.iter().for_each(|&p| write(p));
+        } else {
+            std::thread::scope(|scope| {
+                for share in pieces.chunks(pieces.len().div_ceil(THREADS)) {
+                    scope.spawn(|| share.iter().for_each(|&p| write(p)));
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads `out.len()` bool words of `src` back as bytes, 0 or 1 each, narrowed straight out of
+    /// the staging buffer.
+    pub(crate) fn read_bools(self: &Arc<Device>, src: &wgpu::Buffer, out: &mut [u8]) -> Result<()> {
+        self.read_with(src, 4 * out.len() as u64, |view| {
+            const THREADS: usize = 4;
+            // Mapped ranges are at least 8-byte aligned (wgpu's MAP_ALIGNMENT); the fallback only
+            // keeps a misaligned mapping from being a panic.
+            let Ok(words) = bytemuck::try_cast_slice::<u8, u32>(view) else {
+                for (o, w) in out.iter_mut().zip(view.chunks_exact(4)) {
+                    *o = (w != [0, 0, 0, 0]) as u8;
+                }
+                return;
+            };
+            if out.len() < 4 << 20 {
+                crate::dtype::words_to_bools(words, out);
+                return;
+            }
+            let share = out.len().div_ceil(THREADS);
+            std::thread::scope(|scope| {
+                for (o, w) in out.chunks_mut(share).zip(words.chunks(share)) {
+                    scope.spawn(move || crate::dtype::words_to_bools(w, o));
+                }
+            });
+        })
+    }
+
     /// Copies `bytes` bytes of `src` back to the host (submits the batch first).
     pub(crate) fn read(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, out: &mut [u8]) -> Result<()> {
+        self.read_with(src, bytes, |view| copy_parallel(&mut out[..bytes as usize], view))
+    }
+
+    /// Maps `bytes` bytes of `src` (submitting the batch first) and hands them to `take`.
+    fn read_with(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, take: impl FnOnce(&[u8])) -> Result<()> {
         self.check_alive()?;
         if bytes == 0 {
             return Ok(());
@@ -83,7 +139,7 @@ impl Device {
                 .slice(..padded)
                 .get_mapped_range()
                 .map_err(|e| Error::Internal(format!("reading the staging buffer failed: {e}")))?;
-            copy_parallel(&mut out[..bytes as usize], &view[..bytes as usize]);
+            take(&view[..bytes as usize]);
         }
         staging.unmap();
         let destroyed = self.pool.release_idle(class, STAGING_USAGE, staging);

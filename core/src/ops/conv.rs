@@ -73,6 +73,11 @@ pub fn conv2d(
             bias.map_or(String::new(), |b| format!(", bias {}", b.dtype()))
         )));
     }
+    if dtype == DType::Bool {
+        return Err(Error::DTypeMismatch(
+            "conv2d is not defined on bool tensors: cast to a numeric dtype first".into(),
+        ));
+    }
     check_f16(&device, &[dtype])?;
     check_positive("conv2d", "stride", stride)?;
     check_positive("conv2d", "dilation", dilation)?;
@@ -122,7 +127,7 @@ pub fn conv2d(
     let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation, groups };
     geo.check("conv2d")?;
     let taps = cg * kh * kw;
-    let cols_bytes = n * taps * oh * ow * dtype.size();
+    let cols_bytes = n * taps * oh * ow * dtype.storage_size();
     if dtype.is_float()
         && groups == 1
         && total * taps >= GEMM_MIN_MACS
@@ -275,6 +280,11 @@ fn pool2d(
 ) -> Result<Tensor> {
     let device = x.device().clone();
     let dtype = x.dtype();
+    if dtype == DType::Bool {
+        return Err(Error::DTypeMismatch(format!(
+            "{op} is not defined on bool tensors: cast to a numeric dtype first"
+        )));
+    }
     if !max && !dtype.is_float() {
         return Err(Error::DTypeMismatch(format!("{op} needs a float tensor (f32 or f16), got {dtype}")));
     }

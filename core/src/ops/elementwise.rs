@@ -26,7 +26,8 @@ macro_rules! count {
 ///
 /// and produces the enum variant (with the doc comment above the line), its name and the
 /// function `ops::name`, its dtype rule
-/// (`any`: every dtype; `float`: f32 and f16 only), its name in each binding and its WGSL
+/// (`any`: every numeric dtype; `float`: f32 and f16 only; `pred`: every dtype, bool included,
+/// giving bool), its name in each binding and its WGSL
 /// expression of `x0` per dtype (the `k_` functions are in shaders/elementwise_special.wgsl).
 /// A binding name starting with `~` is written by hand in that binding (it takes extra
 /// parameters or has other semantics there); `kiln gen` lists it but writes no wrapper.
@@ -61,7 +62,12 @@ macro_rules! unary_ops {
 
             /// Whether the op is defined on integer tensors (the rest need a float dtype).
             pub fn allows_int(self) -> bool {
-                match self { $(UnaryOp::$v => stringify!($rule) == "any",)* }
+                match self { $(UnaryOp::$v => matches!(stringify!($rule), "any" | "pred"),)* }
+            }
+
+            /// Whether the op is a predicate or logical op: bool out, every dtype (bool too) in.
+            pub fn gives_bool(self) -> bool {
+                match self { $(UnaryOp::$v => stringify!($rule) == "pred",)* }
             }
 
             /// Names in the bindings: `[python, elixir, julia]` (`~`: written by hand there).
@@ -128,6 +134,34 @@ unary_ops! {
     /// subnormals included: `floor(-1e-45) = -1`): `floor(±0) = ±0`, `floor(±inf) = ±inf`,
     /// `floor(NaN) = NaN`, `floor(-0.5) = -1`, `floor(0.5) = +0`.
     Floor floor float ["floor" "floor" "floor"] "floor(x), the largest whole number not above x" { _ => "k_floor(x0)" }
+    /// `!x` (bool): true where x is false or zero (numpy: any nonzero number, NaN included, is
+    /// true; `-0` is false), read from the bits for floats.
+    LogicalNot logical_not pred ["logical_not" "logical_not" "~!"] "logical not (x == 0, as bool)" {
+        F32 | F16 => "(bitcast<u32>(x0) & 0x7fffffffu) == 0u",
+        _ => "x0 == 0",
+    }
+    /// Whether x is NaN (bool), from the bits; false for integers and bool.
+    IsNan isnan pred ["isnan" "is_nan" "isnan"] "whether x is NaN (bool)" {
+        F32 | F16 => "(bitcast<u32>(x0) & 0x7fffffffu) > 0x7f800000u",
+        _ => "false",
+    }
+    /// Whether x is +inf or -inf (bool); false for integers and bool.
+    IsInf isinf pred ["isinf" "is_infinity" "isinf"] "whether x is +inf or -inf (bool)" {
+        F32 | F16 => "(bitcast<u32>(x0) & 0x7fffffffu) == 0x7f800000u",
+        _ => "false",
+    }
+    /// Whether x is neither NaN nor ±inf (bool); true for integers and bool.
+    IsFinite isfinite pred ["isfinite" "is_finite" "isfinite"] "whether x is finite (bool)" {
+        F32 | F16 => "(bitcast<u32>(x0) & 0x7fffffffu) < 0x7f800000u",
+        _ => "true",
+    }
+    /// Whether the sign bit is set (bool): true for -0, -inf and a NaN with its sign bit set;
+    /// `x < 0` for i32; false for u32 and bool.
+    Signbit signbit pred ["signbit" "signbit" "signbit"] "whether the sign bit of x is set (bool)" {
+        F32 | F16 => "(bitcast<u32>(x0) >> 31u) == 1u",
+        I32 => "x0 < 0",
+        _ => "false",
+    }
 }
 
 impl UnaryOp {
@@ -143,7 +177,8 @@ impl UnaryOp {
 ///
 /// `Variant name name_scalar kind ["python" "elixir" "julia"] "doc phrase" { dtype pattern => "WGSL", … }`
 ///
-/// `kind` is `arith` (the result has the operands' dtype) or `compare` (u32 0/1). The WGSL is
+/// `kind` is `arith` (the result has the operands' dtype), `compare` (bool) or `logical` (bool;
+/// each operand is true where non-zero, as numpy's `logical_*`). The WGSL is
 /// `x0 OP x1` on operands of the dtype. Float comparisons, maximum and minimum order the
 /// operands by their bits (NaN apart): WGSL's `!=` becomes an ordered compare in naga's SPIR-V
 /// (NaN != NaN gave false), and a GPU that flushes subnormals compares them as 0.
@@ -167,9 +202,19 @@ macro_rules! binary_ops {
                 match self { $(BinaryOp::$v => stringify!($f),)* }
             }
 
-            /// Comparisons give u32 0/1 whatever the input dtype.
+            /// Comparisons give bool whatever the input dtype.
             pub fn is_comparison(self) -> bool {
                 match self { $(BinaryOp::$v => stringify!($kind) == "compare",)* }
+            }
+
+            /// Logical ops (`logical_and`, …): bool out, any dtype in.
+            pub fn is_logical(self) -> bool {
+                match self { $(BinaryOp::$v => stringify!($kind) == "logical",)* }
+            }
+
+            /// Comparisons and logical ops give bool.
+            pub fn gives_bool(self) -> bool {
+                self.is_comparison() || self.is_logical()
             }
 
             /// Names in the bindings: `[python, elixir, julia]` (`~`: written by hand there).
@@ -234,7 +279,7 @@ binary_ops! {
     Maximum maximum maximum_scalar arith ["maximum" "maximum" "max"] "the larger of a and b" { F32 | F16 => "k_max(x0, x1)", _ => "max(x0, x1)" }
     /// numpy's `minimum`: NaN if either operand is NaN; on a tie the second.
     Minimum minimum minimum_scalar arith ["minimum" "minimum" "min"] "the smaller of a and b" { F32 | F16 => "k_min(x0, x1)", _ => "min(x0, x1)" }
-    /// `==` (u32 0/1): false for NaN; `-0 == +0`.
+    /// `==` (bool): false for NaN; `-0 == +0`.
     Eq eq eq_scalar compare ["equal" "equal" "=="] "a == b" { F32 | F16 => "select(0u, 1u, k_eq(x0, x1))", _ => "select(0u, 1u, x0 == x1)" }
     /// `!=`: true when either operand is NaN.
     Ne ne ne_scalar compare ["not_equal" "not_equal" "!="] "a != b" { F32 | F16 => "select(1u, 0u, k_eq(x0, x1))", _ => "select(0u, 1u, x0 != x1)" }
@@ -243,6 +288,21 @@ binary_ops! {
     Le le le_scalar compare ["less_equal" "less_equal" "<="] "a <= b" { F32 | F16 => "select(0u, 1u, k_le(x0, x1))", _ => "select(0u, 1u, x0 <= x1)" }
     Gt gt gt_scalar compare ["greater" "greater" ">"] "a > b" { F32 | F16 => "select(0u, 1u, k_lt(x1, x0))", _ => "select(0u, 1u, x0 > x1)" }
     Ge ge ge_scalar compare ["greater_equal" "greater_equal" ">="] "a >= b" { F32 | F16 => "select(0u, 1u, k_le(x1, x0))", _ => "select(0u, 1u, x0 >= x1)" }
+    /// Both operands true (non-zero; NaN is true, ±0 false), as bool.
+    LogicalAnd logical_and logical_and_scalar logical ["logical_and" "logical_and" "~&"] "logical and of a and b" {
+        F32 | F16 => "(bitcast<u32>(x0) & 0x7fffffffu) != 0u && (bitcast<u32>(x1) & 0x7fffffffu) != 0u",
+        _ => "x0 != 0 && x1 != 0",
+    }
+    /// Either operand true (non-zero), as bool.
+    LogicalOr logical_or logical_or_scalar logical ["logical_or" "logical_or" "~|"] "logical or of a and b" {
+        F32 | F16 => "(bitcast<u32>(x0) & 0x7fffffffu) != 0u || (bitcast<u32>(x1) & 0x7fffffffu) != 0u",
+        _ => "x0 != 0 || x1 != 0",
+    }
+    /// Exactly one operand true (non-zero), as bool.
+    LogicalXor logical_xor logical_xor_scalar logical ["logical_xor" "logical_xor" "~xor"] "logical exclusive or of a and b" {
+        F32 | F16 => "((bitcast<u32>(x0) & 0x7fffffffu) != 0u) != ((bitcast<u32>(x1) & 0x7fffffffu) != 0u)",
+        _ => "(x0 != 0) != (x1 != 0)",
+    }
 }
 
 impl BinaryOp {
@@ -293,12 +353,23 @@ fn special_functions(expr: &str) -> String {
     out
 }
 
-/// The type an input of `dtype` is computed in: f32 for floats, itself otherwise.
+/// The type an input of `dtype` is computed in: f32 for floats, u32 (0 or 1) for bool, itself
+/// otherwise.
 fn compute_type(dtype: DType) -> &'static str {
     if dtype.is_float() {
         "f32"
     } else {
         dtype.wgsl()
+    }
+}
+
+/// The WGSL that reads one stored element `e` of `dtype` as its compute type: a bool word is
+/// clamped to 0/1, so a word other than 0 or 1 (never written by an op) still reads as true.
+fn load(dtype: DType, e: &str) -> String {
+    if dtype == DType::Bool {
+        format!("min({e}, 1u)")
+    } else {
+        format!("{}({e})", compute_type(dtype))
     }
 }
 
@@ -371,7 +442,7 @@ pub(crate) fn elementwise(
                 for (c, lane) in ["x", "y", "z", "w"].iter().enumerate() {
                     b += &format!("    {{\n        let i = q * 4u + {c}u;\n");
                     for (k, t) in inputs.iter().enumerate() {
-                        b += &format!("        let x{k} = {}(v{k}.{lane});\n", compute_type(t.dtype()));
+                        b += &format!("        let x{k} = {};\n", load(t.dtype(), &format!("v{k}.{lane}")));
                     }
                     b += &format!("        r.{lane} = {to}({expr});\n    }}\n");
                 }
@@ -380,7 +451,7 @@ pub(crate) fn elementwise(
                 let index = if contiguous { "vec3<u32>(i)" } else { "offsets(i)" };
                 let mut b = format!("    let i = gid.x + gid.y * nwg.x * 256u;\n    if (i >= p.n) {{\n        return;\n    }}\n    let o = {index};\n");
                 for (k, t) in inputs.iter().enumerate() {
-                    b += &format!("    let x{k} = {}(in{k}[o.{}]);\n", compute_type(t.dtype()), ["x", "y", "z"][k]);
+                    b += &format!("    let x{k} = {};\n", load(t.dtype(), &format!("in{k}[o.{}]", ["x", "y", "z"][k])));
                 }
                 b += &format!("    out[i] = {to}({expr});");
                 b
@@ -404,17 +475,33 @@ pub(crate) fn elementwise(
     Ok(out)
 }
 
+/// The refusal of arithmetic on bool (numpy refuses `-x` and `a - b` on bool and the Array API
+/// standard defines none of it; rather than numpy's mixed rules, kiln refuses all of it).
+fn no_bool_arithmetic(name: &str) -> Error {
+    Error::DTypeMismatch(format!(
+        "{name} is not defined on bool tensors: cast to an integer or float dtype first (or use the logical ops)"
+    ))
+}
+
 pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let dt = x.dtype();
+    if dt == DType::Bool && !op.gives_bool() {
+        return Err(no_bool_arithmetic(op.name()));
+    }
     if !dt.is_float() && !op.allows_int() {
         return Err(Error::DTypeMismatch(format!("{} needs a float tensor (f32 or f16), got {dt}", op.name())));
     }
-    elementwise(op.name(), &[x], x.shape(), dt, op.expr(dt), [0, 0], x.device())
+    let out_dtype = if op.gives_bool() { DType::Bool } else { dt };
+    elementwise(op.name(), &[x], x.shape(), out_dtype, op.expr(dt), [0, 0], x.device())
 }
 
 fn check_binary_dtypes(op: BinaryOp, a: DType, b: DType) -> Result<()> {
     if a != b {
         return Err(Error::DTypeMismatch(format!("{} of {a} and {b}: dtypes must match (cast one first)", op.name())));
+    }
+    // maximum / minimum of bools are numpy's logical or / and, exact on 0/1 words.
+    if a == DType::Bool && !op.gives_bool() && !matches!(op, BinaryOp::Maximum | BinaryOp::Minimum) {
+        return Err(no_bool_arithmetic(op.name()));
     }
     Ok(())
 }
@@ -423,7 +510,7 @@ pub fn binary(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let device = check_same_device(&[a, b])?;
     check_binary_dtypes(op, a.dtype(), b.dtype())?;
     let shape = broadcast_shapes(a.shape(), b.shape())?;
-    let out_dtype = if op.is_comparison() { DType::U32 } else { a.dtype() };
+    let out_dtype = if op.gives_bool() { DType::Bool } else { a.dtype() };
     elementwise(op.name(), &[a, b], &shape, out_dtype, op.expr(a.dtype()), [0, 0], &device)
 }
 
@@ -441,11 +528,12 @@ pub fn binary_scalar(op: BinaryOp, a: &Tensor, s: f64, scalar_first: bool) -> Re
     } else {
         expr.replace("x1", &scalar)
     };
-    let out_dtype = if op.is_comparison() { DType::U32 } else { dt };
+    let out_dtype = if op.gives_bool() { DType::Bool } else { dt };
     elementwise(op.name(), &[a], a.shape(), out_dtype, &expr, [scalar_bits(dt, s), 0], a.device())
 }
 
-/// `cond ? a : b` elementwise, broadcasting all three; `cond` is true where non-zero.
+/// `cond ? a : b` elementwise, broadcasting all three; `cond` is bool, or any dtype true where
+/// non-zero.
 pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let device = check_same_device(&[cond, a, b])?;
     if a.dtype() != b.dtype() {
@@ -462,18 +550,24 @@ pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     elementwise("where", &[cond, a, b], &shape, a.dtype(), &expr, [0, 0], &device)
 }
 
-/// Converts to `dtype` (float to int truncates toward zero, saturating).
+/// Converts to `dtype` (float to int truncates toward zero, saturating; to bool: non-zero is
+/// true, NaN included, as numpy; from bool: 0 or 1).
 pub fn cast(x: &Tensor, dtype: DType) -> Result<Tensor> {
     if x.dtype() == dtype {
         return copy(x);
     }
-    elementwise("cast", &[x], x.shape(), dtype, "x0", [0, 0], x.device())
+    let expr = match (x.dtype(), dtype) {
+        (src, DType::Bool) if src.is_float() => "(bitcast<u32>(x0) & 0x7fffffffu) != 0u",
+        (_, DType::Bool) => "x0 != 0",
+        _ => "x0",
+    };
+    elementwise("cast", &[x], x.shape(), dtype, expr, [0, 0], x.device())
 }
 
 /// A new tensor with the same contents (a GPU-side copy).
 pub fn copy(x: &Tensor) -> Result<Tensor> {
     let out = Tensor::empty_on(x.device(), x.shape(), x.dtype())?;
-    x.device().copy(x.raw(), 0, out.raw(), 0, (x.nbytes() as u64).next_multiple_of(4))?;
+    x.device().copy(x.raw(), 0, out.raw(), 0, (x.storage_nbytes() as u64).next_multiple_of(4))?;
     Ok(out)
 }
 
@@ -483,6 +577,7 @@ fn scalar_bits(dtype: DType, v: f64) -> u32 {
         DType::F32 | DType::F16 => (v as f32).to_bits(),
         DType::I32 => (v as i32) as u32,
         DType::U32 => v as u32,
+        DType::Bool => (v != 0.0) as u32,
     }
 }
 
@@ -490,7 +585,7 @@ fn scalar_expr(dtype: DType, field: &str) -> String {
     match dtype {
         DType::F32 | DType::F16 => format!("bitcast<f32>(p.{field})"),
         DType::I32 => format!("bitcast<i32>(p.{field})"),
-        DType::U32 => format!("p.{field}"),
+        DType::U32 | DType::Bool => format!("p.{field}"),
     }
 }
 
@@ -515,7 +610,7 @@ pub fn ones(shape: &[usize], dtype: DType) -> Result<Tensor> {
 /// Overwrites every element of `x` with `value`.
 pub fn fill(x: &Tensor, value: f64) -> Result<()> {
     let t = full_on(x.device(), x.shape(), x.dtype(), value)?;
-    x.device().copy(t.raw(), 0, x.raw(), 0, (x.nbytes() as u64).next_multiple_of(4))
+    x.device().copy(t.raw(), 0, x.raw(), 0, (x.storage_nbytes() as u64).next_multiple_of(4))
 }
 
 /// `start, start + step, …` below `stop` (numpy's `arange`), as a 1-D tensor.
@@ -532,6 +627,7 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> 
         DType::F32 | DType::F16 => "bitcast<f32>(p.bits) + f32(i) * bitcast<f32>(p.bits2)",
         DType::I32 => "bitcast<i32>(p.bits) + i32(i) * bitcast<i32>(p.bits2)",
         DType::U32 => "p.bits + i * p.bits2",
+        DType::Bool => return Err(Error::DTypeMismatch("arange: a bool range is not defined (use full)".into())),
     };
     dtype.check_scalar(start)?;
     dtype.check_scalar(step)?;

@@ -33,7 +33,8 @@ pub struct OpInfo {
     pub family: &'static str,
     /// Tensor inputs (0 for creation ops; `n` for concat's list is written 1).
     pub arity: usize,
-    /// The dtypes it takes: "any", "float" (f32, f16), "int" (i32, u32) or a phrase.
+    /// The dtypes it takes: "any" (every dtype but bool unless it says so), "float" (f32, f16),
+    /// "int" (i32, u32) or a phrase.
     pub dtypes: &'static str,
     /// The parameters after the tensors, with their types and defaults (`name: type = default`).
     pub params: &'static str,
@@ -115,16 +116,18 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
 ];
 
 const AFTER_ELEMENTWISE: &[OpInfo] = &[
-    op("where", "select", 3, "any", "", "`cond ? a : b` elementwise with broadcasting (cond non-zero = true)", ["~where", "~where", "~ifelse"]),
-    op("cast", "cast", 1, "any", "dtype", "conversion to `dtype` (float to int truncates, saturating)", ["~astype", "~cast", "~convert"]),
+    op("where", "select", 3, "any, bool included", "", "`cond ? a : b` elementwise with broadcasting (cond bool, or any dtype non-zero = true)", ["~where", "~where", "~ifelse"]),
+    op("cast", "cast", 1, "any, bool included", "dtype", "conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1)", ["~astype", "~cast", "~convert"]),
     op("matmul", "matmul", 2, "any", "", "numpy matmul (1-D operands promoted, batch dims broadcast)", ["~matmul", "~matmul", "~*"]),
     op("sum", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false", "sum over axes", ["~sum", "~sum", "~sum"]),
     op("mean", "reduce", 1, "float", "axes: Option<&[isize]> = None, keepdims: bool = false", "mean over axes", ["~mean", "~mean", "~mean"]),
-    op("max", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false", "maximum over axes", ["~max", "~max", "~maximum"]),
-    op("min", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false", "minimum over axes", ["~min", "~min", "~minimum"]),
+    op("max", "reduce", 1, "any, bool included", "axes: Option<&[isize]> = None, keepdims: bool = false", "maximum over axes", ["~max", "~max", "~maximum"]),
+    op("min", "reduce", 1, "any, bool included", "axes: Option<&[isize]> = None, keepdims: bool = false", "minimum over axes", ["~min", "~min", "~minimum"]),
+    op("all", "reduce", 1, "any, bool included (gives bool)", "axes: Option<&[isize]> = None, keepdims: bool = false", "whether every element over axes is true (non-zero); true over an empty axis", ["~all", "~all", "~all"]),
+    op("any", "reduce", 1, "any, bool included (gives bool)", "axes: Option<&[isize]> = None, keepdims: bool = false", "whether some element over axes is true (non-zero); false over an empty axis", ["~any", "~any", "~any"]),
     op("var", "reduce", 1, "float", "axes: Option<&[isize]> = None, keepdims: bool = false, ddof: usize = 0", "variance over axes", ["~var", "~var", "~var"]),
-    op("argmax", "reduce", 1, "any", "axis: Option<isize> = None, keepdims: bool = false", "index (u32) of the largest element", ["~argmax", "~argmax", "~argmax"]),
-    op("argmin", "reduce", 1, "any", "axis: Option<isize> = None, keepdims: bool = false", "index (u32) of the smallest element", ["~argmin", "~argmin", "~argmin"]),
+    op("argmax", "reduce", 1, "any, bool included", "axis: Option<isize> = None, keepdims: bool = false", "index (i32) of the largest element", ["~argmax", "~argmax", "~argmax"]),
+    op("argmin", "reduce", 1, "any, bool included", "axis: Option<isize> = None, keepdims: bool = false", "index (i32) of the smallest element", ["~argmin", "~argmin", "~argmin"]),
     op("softmax", "norm", 1, "float", "axis: isize", "softmax along an axis", ["~softmax", "~softmax", "~softmax"]),
     op("log_softmax", "norm", 1, "float", "axis: isize", "log-softmax along an axis", ["~log_softmax", "~log_softmax", "~log_softmax"]),
     op("layer_norm", "norm", 1, "float", "weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f32 = 1e-5", "layer normalization over the last axis", ["~layer_norm", "~layer_norm", "~layer_norm"]),
@@ -133,14 +136,14 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("conv2d", "conv/pool", 2, "any", "bias: Option<&Tensor>, stride: [usize; 2] = 1, padding: [usize; 2] = 0, dilation: [usize; 2] = 1, groups: usize = 1", "2-D convolution, NCHW", ["~conv2d", "~conv2d", "~conv2d"]),
     op("max_pool2d", "conv/pool", 1, "any", "kernel: [usize; 2], stride: [usize; 2] = kernel, padding: [usize; 2] = 0", "max pooling, NCHW", ["~max_pool2d", "~max_pool2d", "~max_pool2d"]),
     op("avg_pool2d", "conv/pool", 1, "any", "kernel: [usize; 2], stride: [usize; 2] = kernel, padding: [usize; 2] = 0", "average pooling (padding counts), NCHW", ["~avg_pool2d", "~avg_pool2d", "~avg_pool2d"]),
-    op("reshape", "movement", 1, "any", "shape: &[isize]", "the same data with another shape (one -1 inferred)", ["~reshape", "~reshape", "~reshape"]),
-    op("permute", "movement", 1, "any", "axes: &[isize]", "axes reordered", ["~permute_dims", "~permute", "~permutedims"]),
-    op("transpose", "movement", 1, "any", "axis0: isize, axis1: isize", "two axes swapped (numpy's swapaxes)", ["~swapaxes", "~transpose", "~swapdims"]),
-    op("concat", "movement", 1, "any", "axis: isize", "tensors joined along an axis", ["~concat", "~concat", "~cat"]),
-    op("slice", "movement", 1, "any", "axis: isize, start: isize, stop: isize, step: isize = 1", "`x[start:stop:step]` along an axis", ["~slice", "~slice", "~getindex"]),
-    op("index_select", "movement", 2, "any", "axis: isize", "entries picked by 1-D indices (numpy take)", ["~index_select", "~index_select", "~index_select"]),
-    op("gather", "movement", 2, "any", "axis: isize", "torch.gather along an axis", ["~gather", "~gather", "~gather"]),
-    op("embedding", "nn", 2, "any", "", "rows of weight [V, D] picked by ids", ["~embedding", "~embedding", "~embedding"]),
+    op("reshape", "movement", 1, "any, bool included", "shape: &[isize]", "the same data with another shape (one -1 inferred)", ["~reshape", "~reshape", "~reshape"]),
+    op("permute", "movement", 1, "any, bool included", "axes: &[isize]", "axes reordered", ["~permute_dims", "~permute", "~permutedims"]),
+    op("transpose", "movement", 1, "any, bool included", "axis0: isize, axis1: isize", "two axes swapped (numpy's swapaxes)", ["~swapaxes", "~transpose", "~swapdims"]),
+    op("concat", "movement", 1, "any, bool included", "axis: isize", "tensors joined along an axis", ["~concat", "~concat", "~cat"]),
+    op("slice", "movement", 1, "any, bool included", "axis: isize, start: isize, stop: isize, step: isize = 1", "`x[start:stop:step]` along an axis", ["~slice", "~slice", "~getindex"]),
+    op("index_select", "movement", 2, "any, bool included", "axis: isize", "entries picked by 1-D indices (numpy take)", ["~index_select", "~index_select", "~index_select"]),
+    op("gather", "movement", 2, "any, bool included", "axis: isize", "torch.gather along an axis", ["~gather", "~gather", "~gather"]),
+    op("embedding", "nn", 2, "any, bool included", "", "rows of weight [V, D] picked by ids", ["~embedding", "~embedding", "~embedding"]),
     op("rope", "nn", 1, "float", "pos_offset: usize = 0, base: f32 = 10000", "rotary position embedding (rotate-half)", ["~rope", "~rope", "~rope"]),
     op("attention", "nn", 3, "float", "causal: bool = false, scale: Option<f32> = None", "scaled dot-product attention", ["~attention", "~attention", "~attention"]),
     op("quant_from_bytes", "quant", 0, "raw GGUF bytes", "format, rows: usize, cols: usize", "GGUF blocks (q4_0, q4_1, q8_0) of a [rows, cols] matrix as a u32 tensor", ["~quant_from_bytes", "~quant_from_bytes", "~quant_from_bytes"]),
@@ -155,12 +158,25 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
 pub fn op_table() -> Vec<OpInfo> {
     let mut t = BEFORE_ELEMENTWISE.to_vec();
     for u in UnaryOp::ALL {
-        let dtypes = if u.allows_int() { "any" } else { "float" };
-        t.push(op(u.name(), "unary", 1, dtypes, "", u.doc_phrase(), u.binding_names()));
+        let (family, dtypes) = if u.gives_bool() {
+            ("predicate", "any, bool included (gives bool)")
+        } else if u.allows_int() {
+            ("unary", "any")
+        } else {
+            ("unary", "float")
+        };
+        t.push(op(u.name(), family, 1, dtypes, "", u.doc_phrase(), u.binding_names()));
     }
     for b in BinaryOp::ALL {
-        let family = if b.is_comparison() { "compare" } else { "binary" };
-        let dtypes = if b.is_comparison() { "any (gives u32 0/1)" } else { "any" };
+        let (family, dtypes) = if b.is_comparison() {
+            ("compare", "any, bool included (gives bool)")
+        } else if b.is_logical() {
+            ("logical", "any, bool included (gives bool; non-zero is true)")
+        } else if matches!(b, BinaryOp::Maximum | BinaryOp::Minimum) {
+            ("binary", "any, bool included (or / and)")
+        } else {
+            ("binary", "any")
+        };
         t.push(op(b.name(), family, 2, dtypes, "", b.doc_phrase(), b.binding_names()));
     }
     t.extend_from_slice(AFTER_ELEMENTWISE);

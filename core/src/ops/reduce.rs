@@ -108,9 +108,25 @@ fn reduce_as(
     if matches!(op, Op::Mean | Op::Var) && !dt.is_float() {
         return Err(Error::DTypeMismatch(format!("{} needs a float tensor (f32 or f16), got {dt}", op.name())));
     }
+    if op == Op::Sum && dt == DType::Bool {
+        return Err(Error::DTypeMismatch(
+            "sum is not defined on bool tensors: cast to i32 or u32 first to count the true values".into(),
+        ));
+    }
+    if matches!(op, Op::ArgMax | Op::ArgMin)
+        && axes.iter().map(|&d| x.shape()[d]).product::<usize>() > i32::MAX as usize
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{}: the run of {:?} is longer than an i32 index reaches",
+            op.name(),
+            x.shape()
+        )));
+    }
     check_f16(&device, &[dt])?;
     let odt = match op {
-        Op::ArgMax | Op::ArgMin => DType::U32,
+        // i32, the Array API's default index dtype where the default integer is int32 (kiln has
+        // no i64); indices past i32::MAX are refused below.
+        Op::ArgMax | Op::ArgMin => DType::I32,
         _ => odt_override.unwrap_or(dt),
     };
     check_f16(&device, &[odt])?;
@@ -209,7 +225,7 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     };
     let result = match op {
         Op::Mean | Op::Var => format!("return {}(a.v / p.denom);", odt.wgsl()),
-        Op::ArgMax | Op::ArgMin => "return a.i;".to_string(),
+        Op::ArgMax | Op::ArgMin => "return i32(a.i);".to_string(),
         _ => format!("return {}(a.v);", odt.wgsl()),
     };
     let (row_body, col_body) = if op == Op::Var {
@@ -234,7 +250,7 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     // scalar loop).
     let vec4 = row
         && !matches!(op, Op::ArgMax | Op::ArgMin)
-        && dt.size() == 4
+        && dt.storage_size() == 4
         && p.r.is_multiple_of(4)
         && chunk.is_multiple_of(4);
     let row_loop = if vec4 {
@@ -343,12 +359,44 @@ pub fn min(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor>
     reduce_axes(Op::Min, x, axes, keepdims, 0)
 }
 
-/// u32 index of the first maximum along `axis` (None = index into the flattened tensor).
+/// i32 index of the first maximum along `axis` (None = index into the flattened tensor).
 pub fn argmax(x: &Tensor, axis: Option<isize>, keepdims: bool) -> Result<Tensor> {
     arg_reduce(Op::ArgMax, x, axis, keepdims)
 }
 
-/// u32 index of the first minimum along `axis` (None = index into the flattened tensor).
+/// i32 index of the first minimum along `axis` (None = index into the flattened tensor).
 pub fn argmin(x: &Tensor, axis: Option<isize>, keepdims: bool) -> Result<Tensor> {
     arg_reduce(Op::ArgMin, x, axis, keepdims)
+}
+
+/// `reduce_axes` of `x` seen as bool (non-zero = true, NaN included): `all` is the minimum of
+/// the 0/1 words, `any` the maximum; an empty run gives the identity (true for `all`, false for
+/// `any`), as numpy.
+fn logical_reduce(all: bool, x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
+    let ax = normalize_axes(axes, x.ndim())?;
+    let oshape = out_shape(x.shape(), &ax, keepdims);
+    let r_total: usize = ax.iter().map(|&d| x.shape()[d]).product();
+    if r_total == 0 || numel(&oshape) == 0 {
+        return crate::ops::full_on(x.device(), &oshape, DType::Bool, if all { 1.0 } else { 0.0 });
+    }
+    let cast;
+    let b = if x.dtype() == DType::Bool {
+        x
+    } else {
+        cast = crate::ops::cast(x, DType::Bool)?;
+        &cast
+    };
+    reduce(if all { Op::Min } else { Op::Max }, b, &ax, oshape, 0)
+}
+
+/// Whether every element over `axes` is true (non-zero; None = all axes), as bool; true over an
+/// empty axis.
+pub fn all(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
+    logical_reduce(true, x, axes, keepdims)
+}
+
+/// Whether any element over `axes` is true (non-zero; None = all axes), as bool; false over an
+/// empty axis.
+pub fn any(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
+    logical_reduce(false, x, axes, keepdims)
 }

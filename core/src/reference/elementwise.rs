@@ -71,6 +71,13 @@ pub fn unary_value(op: UnaryOp, x: f64, dtype: DType) -> f64 {
         }
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
         UnaryOp::Floor => x.floor(),
+        // The predicates give 0/1 (bool) whatever `dtype`: no rounding. A number is true where it
+        // is not ±0 (NaN included, as numpy).
+        UnaryOp::LogicalNot => return (x == 0.0) as u8 as f64,
+        UnaryOp::IsNan => return x.is_nan() as u8 as f64,
+        UnaryOp::IsInf => return x.is_infinite() as u8 as f64,
+        UnaryOp::IsFinite => return x.is_finite() as u8 as f64,
+        UnaryOp::Signbit => return x.is_sign_negative() as u8 as f64,
     };
     // Integer neg/abs wrap like two's complement (abs(i32::MIN) stays i32::MIN).
     round_to(dtype, wrap(dtype, v))
@@ -144,7 +151,8 @@ fn floor_div(a: f64, b: f64, dtype: DType) -> f64 {
     }
 }
 
-/// `a OP b` in f64 from the op's definition, rounded to `dtype` (comparisons give 0/1).
+/// `a OP b` in f64 from the op's definition, rounded to `dtype` (comparisons and logical ops
+/// give 0/1, the values of a bool).
 pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
     let int = !dtype.is_float();
     let v = match op {
@@ -171,8 +179,11 @@ pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
         BinaryOp::Le => (a <= b) as u32 as f64,
         BinaryOp::Gt => (a > b) as u32 as f64,
         BinaryOp::Ge => (a >= b) as u32 as f64,
+        BinaryOp::LogicalAnd => (a != 0.0 && b != 0.0) as u32 as f64,
+        BinaryOp::LogicalOr => (a != 0.0 || b != 0.0) as u32 as f64,
+        BinaryOp::LogicalXor => ((a != 0.0) != (b != 0.0)) as u32 as f64,
     };
-    if op.is_comparison() {
+    if op.gives_bool() {
         v
     } else {
         round_to(dtype, wrap(dtype, v))
@@ -217,12 +228,14 @@ pub fn where_(
 }
 
 /// numpy `astype` with WGSL's float-to-int rule: truncate toward zero, clamped to the range
-/// of f32 values that fit (so the top is 2147483520 for i32 and 4294967040 for u32).
+/// of f32 values that fit (so the top is 2147483520 for i32 and 4294967040 for u32); to bool,
+/// true where not ±0 (NaN is true).
 pub fn cast(x: &[f64], to: DType) -> Vec<f64> {
     x.iter()
         .map(|&v| match to {
             DType::I32 => v.trunc().clamp(-2147483648.0, 2147483520.0),
             DType::U32 => v.trunc().clamp(0.0, 4294967040.0),
+            DType::Bool => (v != 0.0) as u8 as f64,
             _ => round_to(to, v),
         })
         .collect()

@@ -170,3 +170,29 @@ pub fn argmax(x: &[f64], shape: &[usize], axis: Option<isize>, keepdims: bool) -
 pub fn argmin(x: &[f64], shape: &[usize], axis: Option<isize>, keepdims: bool) -> Result<(Vec<f64>, Vec<usize>)> {
     arg("argmin", x, shape, axis, keepdims, false)
 }
+
+fn logical(
+    x: &[f64],
+    shape: &[usize],
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    all: bool,
+) -> Result<(Vec<f64>, Vec<usize>)> {
+    let ax = normalize_axes(axes, shape.len())?;
+    let truth = |v: &f64| *v != 0.0;
+    let out = groups(x, shape, &ax)
+        .iter()
+        .map(|g| if all { g.iter().all(truth) } else { g.iter().any(truth) } as u8 as f64)
+        .collect();
+    Ok((out, reduced_shape(shape, &ax, keepdims)))
+}
+
+/// numpy `all`: 1 where every value of the group is non-zero (NaN counts), 1 for an empty group.
+pub fn all(x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool) -> Result<(Vec<f64>, Vec<usize>)> {
+    logical(x, shape, axes, keepdims, true)
+}
+
+/// numpy `any`: 1 where some value of the group is non-zero, 0 for an empty group.
+pub fn any(x: &[f64], shape: &[usize], axes: Option<&[isize]>, keepdims: bool) -> Result<(Vec<f64>, Vec<usize>)> {
+    logical(x, shape, axes, keepdims, false)
+}

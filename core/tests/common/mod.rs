@@ -31,6 +31,7 @@ pub fn rand_tensor(rng: &mut Rng, shape: &[usize], dtype: DType, lo: f64, hi: f6
     let vals: Vec<f64> = (0..n)
         .map(|_| match dtype {
             DType::I32 | DType::U32 => rng.int(lo as i64, hi as i64) as f64,
+            DType::Bool => rng.int(0, 1) as f64,
             _ => kiln_core::reference::round_to(dtype, rng.uniform(lo, hi)),
         })
         .collect();

@@ -32,6 +32,7 @@ mod reduce;
 mod atoms {
     rustler::atoms! {
         f32, f16, i32, u32,
+        bool_ = "bool",
         infinity, neg_infinity, nan,
     }
 }
@@ -276,12 +277,12 @@ impl<'a> Decoder<'a> for Text {
     }
 }
 
-/// A dtype given as the atom `:f32 | :f16 | :i32 | :u32`.
+/// A dtype given as the atom `:f32 | :f16 | :i32 | :u32 | :bool`.
 pub struct Dt(pub DType);
 
 impl<'a> Decoder<'a> for Dt {
     fn decode(term: Term<'a>) -> NifResult<Self> {
-        let what = "expected a type atom :f32, :f16, :i32 or :u32";
+        let what = "expected a type atom :f32, :f16, :i32, :u32 or :bool";
         let name = term.atom_to_string().map_err(|_| bad_arg(term, what))?;
         DType::parse(&name).map(Dt).map_err(|_| bad_arg(term, what))
     }
@@ -293,6 +294,7 @@ pub fn dtype_atom(d: DType) -> Atom {
         DType::F16 => atoms::f16(),
         DType::I32 => atoms::i32(),
         DType::U32 => atoms::u32(),
+        DType::Bool => atoms::bool_(),
     }
 }
 

@@ -1,4 +1,5 @@
-//! Reductions: sum mean max min (axes), var (ddof), argmax argmin (one axis or flattened).
+//! Reductions: sum mean max min all any (axes), var (ddof), argmax argmin (one axis or
+//! flattened).
 
 use crate::{axes, tensor_reply, Axes, Flag, Int, Opt, Out, Reply, TRef, Text};
 use kiln_core::{ops, Error};
@@ -14,6 +15,8 @@ fn reduce(op: Text, x: TRef, axes_: Opt<Axes>, keepdims: Flag) -> Reply<Out> {
             "mean" => ops::mean(&x, a, keepdims.0),
             "max" => ops::max(&x, a, keepdims.0),
             "min" => ops::min(&x, a, keepdims.0),
+            "all" => ops::all(&x, a, keepdims.0),
+            "any" => ops::any(&x, a, keepdims.0),
             other => Err(Error::InvalidArgument(format!("unknown reduction {other:?}"))),
         }
     })

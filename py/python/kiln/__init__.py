@@ -41,7 +41,10 @@ float32 = _np.dtype("float32")
 float16 = _np.dtype("float16")
 int32 = _np.dtype("int32")
 uint32 = _np.dtype("uint32")
-dtypes = (float32, float16, int32, uint32)
+#: One byte an element on the host (numpy's bool); comparisons, logical ops, ``isnan`` and
+#: friends, ``all`` and ``any`` give it. (It shadows the builtin inside this module, as in numpy.)
+bool = _np.dtype("bool")  # noqa: A001
+dtypes = (float32, float16, int32, uint32, bool)
 
 # numpy / array-API aliases and kiln-core's own names (the same function objects).
 neg = negative = _kiln.negative
@@ -75,7 +78,7 @@ _ALIASES = [
 __all__ = sorted(
     {n for n in dir(_kiln) if not n.startswith("_")}
     | set(_ALIASES)
-    | {"float32", "float16", "int32", "uint32", "dtypes", "random", "KilnError", "InvalidArgumentError",
+    | {"float32", "float16", "int32", "uint32", "bool", "dtypes", "random", "KilnError", "InvalidArgumentError",
        "ShapeError", "DTypeError", "OutOfMemoryError", "QuotaExceededError", "ShaderError",
        "DeviceLostError", "NoAdapterError", "TimeoutError", "UnsupportedError", "InternalError",
        "CODE_NAMES", "__version__"}

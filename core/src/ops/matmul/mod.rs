@@ -92,6 +92,11 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
         )));
     }
     let dtype = a.dtype();
+    if dtype == DType::Bool {
+        return Err(Error::DTypeMismatch(
+            "matmul is not defined on bool tensors: cast to a numeric dtype first".into(),
+        ));
+    }
     check_f16(&device, &[dtype])?;
     let out_shape = matmul_shape(a.shape(), b.shape())?;
     let a2: Vec<usize> = if a.ndim() == 1 { vec![1, a.shape()[0]] } else { a.shape().to_vec() };

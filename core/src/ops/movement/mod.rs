@@ -105,7 +105,7 @@ fn launch(
     check_u32("movement", n)?;
     check_u32("movement", src.numel())?;
     check_u32("movement", out.numel())?;
-    let size = dtype.size();
+    let size = dtype.storage_size();
     // A contiguous run with 4-byte aligned ends is a plain buffer copy.
     if matches!(mode, Mode::Copy | Mode::Scatter)
         && plan.shape.len() <= 1
