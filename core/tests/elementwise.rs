@@ -6,7 +6,10 @@ use kiln_core::{DType, ErrorCode, Tensor};
 
 fn domain(op: UnaryOp) -> (f64, f64) {
     match op {
-        UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt => (0.05, 10.0),
+        UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Log2 | UnaryOp::Log10 => (0.05, 10.0),
+        UnaryOp::Asin | UnaryOp::Acos | UnaryOp::Atanh => (-0.999, 0.999),
+        UnaryOp::Acosh => (1.0, 50.0),
+        UnaryOp::Log1p => (-0.95, 20.0),
         UnaryOp::Exp => (-10.0, 10.0),
         _ => (-6.0, 6.0),
     }
@@ -42,9 +45,20 @@ fn unary_ops_match_reference_on_awkward_shapes() {
 fn integer_unary_ops_and_float_only_errors() {
     let mut rng = Rng::new(2);
     let (x, xv) = rand_tensor(&mut rng, &[300], DType::I32, -1000.0, 1000.0);
-    for op in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu] {
+    let (xu, xuv) = rand_tensor(&mut rng, &[257], DType::U32, 0.0, 4294967295.0);
+    for op in UnaryOp::ALL.into_iter().filter(|op| op.allows_int()) {
         let y = ops::unary(op, &x).unwrap();
         assert_eq!(y.to_f64_vec().unwrap(), cpu::unary(op, &xv, DType::I32), "{}", op.name());
+        let y = ops::unary(op, &xu).unwrap();
+        assert_eq!(y.to_f64_vec().unwrap(), cpu::unary(op, &xuv, DType::U32), "{} u32", op.name());
+    }
+    // The standard's rules that the random inputs above may miss: sign(0) = 0, square wraps,
+    // the rounding ops leave integers as they are.
+    let e = Tensor::from_slice(&[0i32, -5, 7, i32::MIN, 46341], &[5]).unwrap();
+    assert_eq!(ops::sign(&e).unwrap().to_vec::<i32>().unwrap(), vec![0, -1, 1, -1, 1]);
+    assert_eq!(ops::square(&e).unwrap().to_vec::<i32>().unwrap(), vec![0, 25, 49, 0, 46341i32.wrapping_mul(46341)]);
+    for op in [UnaryOp::Floor, UnaryOp::Ceil, UnaryOp::Trunc, UnaryOp::Round] {
+        assert_eq!(ops::unary(op, &e).unwrap().to_vec::<i32>().unwrap(), e.to_vec::<i32>().unwrap(), "{}", op.name());
     }
     let err = ops::exp(&x).unwrap_err();
     assert_eq!(err.code(), ErrorCode::DTypeMismatch);
@@ -66,7 +80,7 @@ fn binary_ops_broadcast_like_numpy() {
         (&[2, 1, 3, 1, 2], &[1, 3, 1, 2, 1]),
     ];
     for dt in DType::ALL.into_iter().filter(|d| *d != DType::F16 || has_f16()) {
-        for op in BinaryOp::ALL {
+        for op in BinaryOp::ALL.into_iter().filter(|op| dt.is_float() || op.allows_int()) {
             for (sa, sb) in pairs {
                 let (lo, hi) = match (op, dt) {
                     (BinaryOp::Pow, DType::I32) => (-3.0, 7.0),
@@ -79,6 +93,16 @@ fn binary_ops_broadcast_like_numpy() {
                 let (a, av) = rand_tensor(&mut rng, sa, dt, lo, hi);
                 let (b, bv) = match (op, dt) {
                     (BinaryOp::Div, DType::F32 | DType::F16) => rand_tensor(&mut rng, sb, dt, 0.5, hi),
+                    // Both signs, and small enough for many whole quotients.
+                    (BinaryOp::Remainder | BinaryOp::FloorDivide, DType::F32 | DType::F16) => {
+                        rand_tensor(&mut rng, sb, dt, -2.0, 2.0)
+                    }
+                    (BinaryOp::Remainder | BinaryOp::FloorDivide, DType::I32) => {
+                        rand_tensor(&mut rng, sb, dt, -9.0, 9.0)
+                    }
+                    (BinaryOp::Remainder | BinaryOp::FloorDivide, DType::U32) => {
+                        rand_tensor(&mut rng, sb, dt, 0.0, 9.0)
+                    }
                     // Small divisors, so that zero and both signs occur.
                     (BinaryOp::Div, DType::I32) => rand_tensor(&mut rng, sb, dt, -9.0, 9.0),
                     (BinaryOp::Div, DType::U32) => rand_tensor(&mut rng, sb, dt, 0.0, 9.0),
@@ -595,7 +619,10 @@ fn floor_keeps_special_values_and_reads_subnormals_from_the_bits() {
         assert_eq!(h.to_f64_vec().unwrap(), vec![-1.0, 1.0]);
     }
     for dt in [DType::I32, DType::U32] {
-        let x = ops::zeros(&[3], dt).unwrap();
-        assert_eq!(ops::floor(&x).unwrap_err().code(), ErrorCode::DTypeMismatch, "{dt}");
+        let x = ops::arange(0.0, 5.0, 1.0, dt).unwrap();
+        assert_eq!(ops::floor(&x).unwrap().to_f64_vec().unwrap(), x.to_f64_vec().unwrap(), "{dt}");
+        assert_eq!(ops::log1p(&x).unwrap_err().code(), ErrorCode::DTypeMismatch, "{dt}");
+        assert_eq!(ops::atan2(&x, &x).unwrap_err().code(), ErrorCode::DTypeMismatch, "{dt}");
+        assert_eq!(ops::hypot_scalar(&x, 1.0).unwrap_err().code(), ErrorCode::DTypeMismatch, "{dt}");
     }
 }

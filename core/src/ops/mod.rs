@@ -158,7 +158,13 @@ pub fn op_table() -> Vec<OpInfo> {
     }
     for b in BinaryOp::ALL {
         let family = if b.is_comparison() { "compare" } else { "binary" };
-        let dtypes = if b.is_comparison() { "any (gives u32 0/1)" } else { "any" };
+        let dtypes = if b.is_comparison() {
+            "any (gives u32 0/1)"
+        } else if b.allows_int() {
+            "any"
+        } else {
+            "float"
+        };
         t.push(op(b.name(), family, 2, dtypes, "", b.doc_phrase(), b.binding_names()));
     }
     t.extend_from_slice(AFTER_ELEMENTWISE);
