@@ -51,7 +51,13 @@ fn wrap(dtype: DType, v: f64) -> f64 {
 /// written out: relu is numpy's `maximum(x, 0)`, and gelu / gelu_tanh / silu take their limit
 /// -0 at -inf (the formulas would give `-inf * 0 = NaN`).
 pub fn unary_value(op: UnaryOp, x: f64, dtype: DType) -> f64 {
-    let v = match op {
+    // Integer neg/abs wrap like two's complement (abs(i32::MIN) stays i32::MIN).
+    round_to(dtype, wrap(dtype, unary_exact(op, x, dtype)))
+}
+
+/// `op(x)` in f64 before the rounding to `dtype` (the accuracy tests measure against it).
+pub fn unary_exact(op: UnaryOp, x: f64, dtype: DType) -> f64 {
+    match op {
         UnaryOp::Neg => -x,
         UnaryOp::Abs => x.abs(),
         UnaryOp::Exp => x.exp(),
@@ -92,9 +98,7 @@ pub fn unary_value(op: UnaryOp, x: f64, dtype: DType) -> f64 {
         UnaryOp::Reciprocal => 1.0 / x,
         UnaryOp::Square if dtype.is_float() => x * x,
         UnaryOp::Square => wrapping_mul(x, x),
-    };
-    // Integer neg/abs wrap like two's complement (abs(i32::MIN) stays i32::MIN).
-    round_to(dtype, wrap(dtype, v))
+    }
 }
 
 pub fn unary(op: UnaryOp, x: &[f64], dtype: DType) -> Vec<f64> {
@@ -263,8 +267,18 @@ fn logaddexp(a: f64, b: f64) -> f64 {
 
 /// `a OP b` in f64 from the op's definition, rounded to `dtype` (comparisons give 0/1).
 pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
+    let v = binary_exact(op, a, b, dtype);
+    if op.is_comparison() {
+        v
+    } else {
+        round_to(dtype, wrap(dtype, v))
+    }
+}
+
+/// `a OP b` in f64 before the rounding to `dtype` (the accuracy tests measure against it).
+pub fn binary_exact(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
     let int = !dtype.is_float();
-    let v = match op {
+    match op {
         BinaryOp::Add => a + b,
         BinaryOp::Sub => a - b,
         BinaryOp::Mul if int => wrapping_mul(a, b),
@@ -292,11 +306,6 @@ pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
         BinaryOp::Remainder => divmod_f32(a as f32, b as f32).1 as f64,
         BinaryOp::FloorDivide if int => floor_div(a, b, dtype),
         BinaryOp::FloorDivide => divmod_f32(a as f32, b as f32).0 as f64,
-    };
-    if op.is_comparison() {
-        v
-    } else {
-        round_to(dtype, wrap(dtype, v))
     }
 }
 
