@@ -1027,18 +1027,145 @@ KilnStatus kiln_gelu_tanh(const struct KilnTensor *x, struct KilnTensor **out);
 KilnStatus kiln_silu(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise floor(x), the largest whole number not above x, same shape and dtype as `x` (f32 and
- * f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
- * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
+ * Elementwise floor(x), the largest whole number not above x, same shape and dtype as `x` (every
+ * dtype). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_floor(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
- * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor"); an unknown name is
- * KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * Elementwise arcsine, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_asin(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise arccosine, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_acos(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise arctangent, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_atan(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise hyperbolic sine, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_sinh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise hyperbolic cosine, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cosh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise inverse hyperbolic sine, same shape and dtype as `x` (f32 and f16; an integer tensor
+ * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
  * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_asinh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise inverse hyperbolic cosine, same shape and dtype as `x` (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_acosh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise inverse hyperbolic tangent, same shape and dtype as `x` (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_atanh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise ln(1 + x), accurate near 0, same shape and dtype as `x` (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_log1p(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise e^x - 1, accurate near 0, same shape and dtype as `x` (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_expm1(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise base-2 logarithm, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_log2(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise base-10 logarithm, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_log10(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise ceil(x), the smallest whole number not below x, same shape and dtype as `x` (every
+ * dtype). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_ceil(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise x rounded toward zero, same shape and dtype as `x` (every dtype). `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_trunc(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise x rounded to the nearest whole number, ties to even, same shape and dtype as `x`
+ * (every dtype). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it
+ * with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_round(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise the sign of x: -1, 0 or 1, same shape and dtype as `x` (every dtype). `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_sign(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise 1 / x, same shape and dtype as `x` (f32 and f16; an integer tensor gives
+ * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_reciprocal(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise x * x, same shape and dtype as `x` (every dtype). `x`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_square(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
+ * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh", "cosh",
+ * "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round", "sign",
+ * "reciprocal", "square"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_unary(const char *op, const struct KilnTensor *x, struct KilnTensor **out);
 
@@ -1240,8 +1367,124 @@ KilnStatus kiln_ge(const struct KilnTensor *a, const struct KilnTensor *b, struc
 KilnStatus kiln_ge_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
+ * Elementwise atan2(a, b), the angle of the point (b, a) with numpy broadcasting; the dtypes must
+ * match. Gives a tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_atan2(const struct KilnTensor *a,
+                      const struct KilnTensor *b,
+                      struct KilnTensor **out);
+
+/**
+ * kiln_atan2 with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_atan2_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise sqrt(a^2 + b^2) without overflow with numpy broadcasting; the dtypes must match.
+ * Gives a tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by
+ * the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_hypot(const struct KilnTensor *a,
+                      const struct KilnTensor *b,
+                      struct KilnTensor **out);
+
+/**
+ * kiln_hypot with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_hypot_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise log(e^a + e^b) with numpy broadcasting; the dtypes must match. Gives a tensor of
+ * their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free
+ * it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logaddexp(const struct KilnTensor *a,
+                          const struct KilnTensor *b,
+                          struct KilnTensor **out);
+
+/**
+ * kiln_logaddexp with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logaddexp_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise |a| with the sign of b with numpy broadcasting; the dtypes must match. Gives a
+ * tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_copysign(const struct KilnTensor *a,
+                         const struct KilnTensor *b,
+                         struct KilnTensor **out);
+
+/**
+ * kiln_copysign with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_copysign_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise the next representable value after a toward b with numpy broadcasting; the dtypes
+ * must match. Gives a tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_nextafter(const struct KilnTensor *a,
+                          const struct KilnTensor *b,
+                          struct KilnTensor **out);
+
+/**
+ * kiln_nextafter with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_nextafter_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a mod b with the sign of b (numpy's remainder, Python's %) with numpy broadcasting;
+ * the dtypes must match. Gives a tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives
+ * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_remainder(const struct KilnTensor *a,
+                          const struct KilnTensor *b,
+                          struct KilnTensor **out);
+
+/**
+ * kiln_remainder with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_remainder_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise floor(a / b) (numpy's floor_divide, Python's //) with numpy broadcasting; the dtypes
+ * must match. Gives a tensor of their dtype. `a`, `b`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_floor_divide(const struct KilnTensor *a,
+                             const struct KilnTensor *b,
+                             struct KilnTensor **out);
+
+/**
+ * kiln_floor_divide with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_floor_divide_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
  * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
- * "ne", "lt", "le", "gt", "ge") with numpy broadcasting; an unknown name is
+ * "ne", "lt", "le", "gt", "ge", "atan2", "hypot", "logaddexp", "copysign", "nextafter",
+ * "remainder", "floor_divide") with numpy broadcasting; an unknown name is
  * KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned
  * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */

@@ -520,6 +520,18 @@ gelu(x::Real) = x * (1 + _erf(x / sqrt(oftype(float(x), 2)))) / 2
 gelu_tanh(x::Real) = x * (1 + tanh(sqrt(2 / oftype(float(x), pi)) * (x + oftype(float(x), 0.044715) * x^3))) / 2
 """Elementwise `x * sigmoid(x)`."""
 silu(x::Real) = x * sigmoid(x)
+"""Elementwise `log(exp(x) + exp(y))` without overflow (numpy's `logaddexp`): `Kiln.logaddexp.(a, b)`."""
+function logaddexp(x::Real, y::Real)
+    x == y && return x + log(oftype(float(x), 2))
+    d = x - y
+    return d > 0 ? x + log1p(exp(-d)) : d <= 0 ? y + log1p(exp(d)) : oftype(float(x), NaN)
+end
+"""The next floating-point value after `x` toward `y` (C's and numpy's `nextafter`): `Kiln.nextafter.(a, b)`."""
+function nextafter(x::T, y::Real) where {T<:AbstractFloat}
+    (isnan(x) || isnan(y)) && return T(NaN)
+    x == y && return T(y)
+    return y > x ? nextfloat(x) : prevfloat(x)
+end
 
 # erf without SpecialFunctions (host-side scalar version only; the GPU uses its own).
 function _erf(x::Real)
@@ -570,10 +582,8 @@ const _KilnInt = Union{Int32,UInt32}
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray{<:_KilnInt}, b::KilnArray{<:_KilnInt}) = _binary("pow", a, b)
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray{<:_KilnInt}, s::Integer) = _binary_scalar("pow", a, s, false)
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), s::Integer, a::KilnArray{<:_KilnInt}) = _binary_scalar("pow", a, s, true)
-# Kiln's integer division is floor division (Julia's `fld`, numpy's `//`), and x ÷ 0 gives 0
-# where Julia throws a DivideError.
-Broadcast.broadcasted(::KilnStyle, ::typeof(fld), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _binary("div", a, b)
-Broadcast.broadcasted(::KilnStyle, ::typeof(fld), a::KilnArray{<:Integer}, s::Integer) = _binary_scalar("div", a, s, false)
+# `fld` and `mod` are kiln-core's floor_divide and remainder (in BINARY): x ÷ 0 gives 0 on
+# integers where Julia throws a DivideError.
 # `div` (÷) truncates toward zero: the floor quotient, plus one where a remainder is left and
 # the operands' signs differ (and the divisor is not zero).
 function _truncdiv(a::KilnArray{T}, b::Union{KilnArray,Integer}) where {T<:Integer}
@@ -606,7 +616,7 @@ Broadcast.broadcasted(::KilnStyle, ::Type{T}, x::KilnArray) where {T<:KilnEltype
 function Base.copy(bc::Broadcast.Broadcasted{KilnStyle})
     throw(ArgumentError("Kiln: broadcasting $(bc.f) over these arguments is not supported on the GPU. " *
                         "Supported: the unary ops $(join(first.(UNARY), ", ")), the binary ops " *
-                        "$(join(first.(BINARY), ", ")), /, ^, div, fld, ifelse and element-type conversion, " *
+                        "$(join(first.(BINARY), ", ")), /, ^, div, ifelse and element-type conversion, " *
                         "on KilnArrays and real scalars. Read back with Array(x) to use other functions."))
 end
 

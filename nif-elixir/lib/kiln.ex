@@ -24,7 +24,7 @@ defmodule Kiln do
   """
 
   # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise.rs)
-  import Kernel, except: [abs: 1, div: 2, floor: 1, max: 2, min: 2]
+  import Kernel, except: [abs: 1, ceil: 1, div: 2, floor: 1, max: 2, min: 2, round: 1, trunc: 1]
 
   # {Elixir name (Nx's where Nx has the op), kiln-core name, integers allowed?}
   @unary_ops [
@@ -42,7 +42,25 @@ defmodule Kiln do
     {:gelu, "gelu", false},
     {:gelu_tanh, "gelu_tanh", false},
     {:silu, "silu", false},
-    {:floor, "floor", false}
+    {:floor, "floor", true},
+    {:asin, "asin", false},
+    {:acos, "acos", false},
+    {:atan, "atan", false},
+    {:sinh, "sinh", false},
+    {:cosh, "cosh", false},
+    {:asinh, "asinh", false},
+    {:acosh, "acosh", false},
+    {:atanh, "atanh", false},
+    {:log1p, "log1p", false},
+    {:expm1, "expm1", false},
+    {:log2, "log2", false},
+    {:log10, "log10", false},
+    {:ceil, "ceil", true},
+    {:trunc, "trunc", true},
+    {:round, "round", true},
+    {:sign, "sign", true},
+    {:reciprocal, "reciprocal", false},
+    {:square, "square", true}
   ]
 
   # {Elixir name (Nx's where Nx has the op), kiln-core name, comparison?}
@@ -59,7 +77,14 @@ defmodule Kiln do
     {:less, "lt", true},
     {:less_equal, "le", true},
     {:greater, "gt", true},
-    {:greater_equal, "ge", true}
+    {:greater_equal, "ge", true},
+    {:atan2, "atan2", false},
+    {:hypot, "hypot", false},
+    {:logaddexp, "logaddexp", false},
+    {:copysign, "copysign", false},
+    {:nextafter, "nextafter", false},
+    {:mod, "remainder", false},
+    {:floor_div, "floor_divide", false}
   ]
 
   # END GENERATED (kiln gen)
@@ -514,7 +539,7 @@ defmodule Kiln do
     Elementwise `#{name}` (kiln-core's `#{core}`) with numpy broadcasting#{if cmp?, do: ", giving `{:u, 32}` 0/1", else: ""}.
     Either side may be a number, which takes the tensor's type (kiln-core refuses NaN, fractions
     and values out of range for an integer tensor with `:invalid_argument`); two tensors must have
-    the same type.#{if core == "div", do: "\n\nOn integer tensors `divide` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0` (Nx's `divide` would give\nfloats). Float tensors divide as IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}
+    the same type.#{if core == "div", do: "\n\nOn integer tensors `divide` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0` (Nx's `divide` would give\nfloats). Float tensors divide as IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}#{if core in ["remainder", "floor_divide"], do: "\n\nFloored, as `Integer.mod/2` and `Integer.floor_div/2` (numpy's `remainder` and `floor_divide`):\nthe remainder takes the divisor's sign (`Nx.remainder` takes the dividend's), and an integer\n`x` by 0 gives 0.", else: ""}
     """
     def unquote(name)(a, b), do: binary_op(unquote(core), a, b)
 
