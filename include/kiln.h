@@ -517,6 +517,27 @@ KilnStatus kiln_where(const struct KilnTensor *cond,
                       struct KilnTensor **out);
 
 /**
+ * `x` limited to `[min, max]` elementwise (the Array API's `clip`): a NaN in `x` or a bound
+ * gives NaN. `min` and `max` may be NULL (no bound); a bound must have `x`'s dtype and
+ * broadcast to `x`'s shape, which the result keeps. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_clip(const struct KilnTensor *x,
+                     const struct KilnTensor *min,
+                     const struct KilnTensor *max,
+                     struct KilnTensor **out);
+
+/**
+ * `kiln_clip` with number bounds: `-INFINITY` for `min` or `INFINITY` for `max` means no
+ * bound; another value must be one of `x`'s dtype. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_clip_scalar(const struct KilnTensor *x,
+                            double min,
+                            double max,
+                            struct KilnTensor **out);
+
+/**
  * Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`:
  * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */

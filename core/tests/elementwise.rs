@@ -175,6 +175,42 @@ fn cast_fill_arange_copy() {
 }
 
 #[test]
+fn clip_propagates_nan_and_keeps_the_shape_of_x() {
+    let mut rng = Rng::new(15);
+    for dt in float_dtypes() {
+        for shape in AWKWARD {
+            let (x, xv) = rand_tensor(&mut rng, shape, dt, -3.0, 3.0);
+            let last = shape.last().map_or(vec![], |&n| vec![n]);
+            let (lo, lov) = rand_tensor(&mut rng, &last, dt, -2.0, 0.0);
+            let (hi, hiv) = rand_tensor(&mut rng, &[], dt, 0.0, 2.0);
+            let y = ops::clip(&x, Some(&lo), Some(&hi)).unwrap();
+            assert_eq!(y.shape(), *shape);
+            let n = last.first().copied().unwrap_or(1).max(1);
+            let want: Vec<f64> = xv.iter().enumerate().map(|(i, &v)| cpu::clip_value(v, lov[i % n], hiv[0])).collect();
+            assert_eq!(y.to_f64_vec().unwrap(), want, "{dt} {shape:?}");
+        }
+    }
+    let f = |v: &[f32]| Tensor::from_slice(v, &[v.len()]).unwrap();
+    let x = f(&[f32::NAN, 0.5, -5.0, 5.0, -0.0]);
+    let got =
+        ops::clip(&x, Some(&f(&[0.0, f32::NAN, 0.0, 0.0, 0.0])), Some(&f(&[1.0, 1.0, 1.0, f32::NAN, 1.0]))).unwrap();
+    let got = got.to_vec::<f32>().unwrap();
+    assert!(got[0].is_nan() && got[1].is_nan() && got[3].is_nan(), "{got:?}");
+    assert_eq!((got[2], got[4].to_bits()), (0.0, 0), "maximum(-0, +0) is the second operand");
+    assert_eq!(ops::clip(&x, None, None).unwrap().to_vec::<f32>().unwrap()[1..], [0.5, -5.0, 5.0, -0.0]);
+    let i = Tensor::from_slice(&[-7i32, 0, 9, i32::MAX], &[4]).unwrap();
+    assert_eq!(ops::clip_scalar(&i, -3.0, 4.0).unwrap().to_vec::<i32>().unwrap(), vec![-3, 0, 4, 4]);
+    assert_eq!(ops::clip_scalar(&i, f64::NEG_INFINITY, 4.0).unwrap().to_vec::<i32>().unwrap(), vec![-7, 0, 4, 4]);
+    assert_eq!(ops::clip_scalar(&i, 1.0, f64::INFINITY).unwrap().to_vec::<i32>().unwrap(), vec![1, 1, 9, i32::MAX]);
+    assert_eq!(ops::clip_scalar(&i, 0.5, 4.0).unwrap_err().code(), ErrorCode::InvalidArgument);
+    let wide = f(&[0.0; 3]);
+    let one = f(&[1.0]);
+    assert_eq!(ops::clip(&one, Some(&wide), None).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    let i1 = Tensor::from_slice(&[1i32], &[1]).unwrap();
+    assert_eq!(ops::clip(&x, Some(&i1), None).unwrap_err().code(), ErrorCode::DTypeMismatch);
+}
+
+#[test]
 fn more_than_65535_workgroups() {
     // 65536 * 256 + 3 elements needs 65537 workgroups: the dispatch spreads over x and y.
     let n = 65536 * 256 + 3;

@@ -609,6 +609,22 @@ function Broadcast.broadcasted(::KilnStyle, ::typeof(ifelse), c::KilnArray, a::U
     end
 end
 
+# clamp.(x, lo, hi): kiln-core's clip, the Array API's (a NaN bound gives NaN where Base's clamp
+# would keep x); bounds are KilnArrays or numbers of x's type, ±Inf meaning no bound.
+function Broadcast.broadcasted(::KilnStyle, ::typeof(clamp), x::KilnArray, lo::Union{KilnArray,Real}, hi::Union{KilnArray,Real})
+    if lo isa Real && hi isa Real
+        return _new() do out
+            @ccall libkiln.kiln_clip_scalar(x::Ptr{KilnTensor}, Float64(lo)::Cdouble, Float64(hi)::Cdouble,
+                                            out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+    tl = lo isa KilnArray ? lo : _tensor_like(lo, eltype(x))
+    th = hi isa KilnArray ? hi : _tensor_like(hi, eltype(x))
+    return _new() do out
+        @ccall libkiln.kiln_clip(x::Ptr{KilnTensor}, tl::Ptr{KilnTensor}, th::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
 # Float32.(x) and friends: cast.
 Broadcast.broadcasted(::KilnStyle, ::Type{T}, x::KilnArray) where {T<:KilnEltype} = cast(x, T)
 

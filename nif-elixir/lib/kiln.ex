@@ -593,6 +593,21 @@ defmodule Kiln do
     out(Native.where_(ref!(cond), ref!(a), ref!(b)))
   end
 
+  @doc """
+  `t` limited to `[min, max]` elementwise (Nx's `clip/3`, the Array API's `clip`): a NaN in `t`
+  or a bound gives NaN. Either bound may be `nil` (no bound), a number (of `t`'s type) or a
+  tensor of `t`'s type that broadcasts to `t`'s shape.
+  """
+  def clip(t, min, max) do
+    bound = fn
+      nil -> nil
+      s when is_scalar(s) -> ref!(full({}, s, type: t.type))
+      b -> ref!(b)
+    end
+
+    out(Native.clip(ref!(t), bound.(min), bound.(max)))
+  end
+
   @doc "Nx's name for `where/3`."
   def select(cond, on_true, on_false), do: where(cond, on_true, on_false)
 

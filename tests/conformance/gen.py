@@ -866,6 +866,27 @@ def build_array_api(g, rng):
                 want = f(v.reshape(-1, 1), v, dt)
             g.case(f"{op}.special_{dt}", op, {}, [("a", v.reshape(-1, 1), dt), ("b", v, dt)], want, dt,
                    (0, 0) if exact else ftol(dt, 4.0))
+    # clip: minimum(maximum(x, min), max), NaN from x or a bound; bounds broadcast to x's shape.
+    def clip_ref(x, lo, hi):
+        x, lo, hi = f64(x), f64(lo), f64(hi)
+        m = np.where(np.isnan(x) | np.isnan(lo), np.nan, np.maximum(x, lo))
+        return np.where(np.isnan(m) | np.isnan(hi), np.nan, np.minimum(m, hi))
+    for cid, sx, sl, sh, dt in [("typical", [6, 7], [6, 7], [6, 7], "f32"), ("edge_broadcast", [4, 7], [7], [4, 1], "f32"),
+                                ("edge_empty", [0, 3], [3], [1], "f32"), ("large_prime", [1031], [1], [1031], "f32"),
+                                ("edge_f16", [13, 17], [17], [13, 1], "f16")]:
+        x, lo = rand(sx, dt, -3.0, 3.0), rand(sl, dt, -2.0, 0.0)
+        hi = rand(sh, dt, 0.0, 2.0)
+        g.case(f"clip.{cid}", "clip", {}, [("x", x, dt), ("min", lo, dt), ("max", hi, dt)], clip_ref(x, lo, hi), dt, (0, 0))
+    x = np.array(UNARY_SPECIALS["f32"], np.float32)
+    g.case("clip.special_f32", "clip", {}, [("x", x, "f32"), ("min", np.float32([-1.0]), "f32"), ("max", np.float32([np.inf]), "f32")],
+           clip_ref(x, -1.0, np.inf), "f32", (0, 0))
+    x = np.float32([0.0, 1.0, 2.0, 3.0, np.nan, -0.0])
+    lo = np.float32([np.nan, 0.0, 0.0, 0.0, 0.0, 0.0])
+    hi = np.float32([5.0, np.nan, 5.0, 1.0, 5.0, 5.0])
+    g.case("clip.nan_bounds", "clip", {}, [("x", x, "f32"), ("min", lo, "f32"), ("max", hi, "f32")], clip_ref(x, lo, hi), "f32", (0, 0))
+    x = rand([4, 9], "f32", -2.0, 2.0)
+    g.case("clip.scalar", "clip", {"min": -0.5, "max": 0.75}, [("x", x, "f32")], clip_ref(x, -0.5, 0.75), "f32", (0, 0))
+
     # Integer remainder and floor division: numpy's signs, x % 0 == x // 0 == 0.
     i32min = -2 ** 31
     a = np.array([7, -7, 7, -7, 5, -5, 0, i32min, i32min, 2 ** 31 - 1, -1, 6], np.int32)
@@ -881,6 +902,7 @@ def build_array_api(g, rng):
         b = rand([257], "i32", -7, 7)
         g.case("remainder.i32_large", "remainder", {}, [("a", a, "i32"), ("b", b, "i32")], np.where(b == 0, 0, np.remainder(a, b)), "i32", (0, 0))
         a = np.array([7, -7, 0, 9], np.int32)
+        g.case("clip.i32_scalar", "clip", {"min": -3.0, "max": 4.0}, [("x", a, "i32")], np.clip(a, -3, 4), "i32", (0, 0))
         g.case("remainder.i32_scalar", "remainder", {"scalar": -2.0, "scalar_first": False}, [("a", a, "i32")],
                np.remainder(a, np.int32(-2)), "i32", (0, 0))
 

@@ -112,6 +112,7 @@ function exposed(op)
         haskey(BINARY_F, op) && return owned(Broadcast.broadcasted, Tuple{KS,typeof(BINARY_F[op]),KA,KA}) &&
                                        owned(Broadcast.broadcasted, Tuple{KS,typeof(BINARY_F[op]),KA,Float64})
         op == "where" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(ifelse),KA,KA,KA})
+        op == "clip" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(clamp),KA,KA,KA})
         op == "zeros" && return owned(Kiln.zeros, Tuple{Type{Float32},Int})
         op == "ones" && return owned(Kiln.ones, Tuple{Type{Float32},Int})
         op == "full" && return owned(Kiln.full, Tuple{Type{Float32},Float64,Int})
@@ -180,6 +181,8 @@ function run_op(op, p, c::Case, dir)
         return Kiln.randn(T("dtype"), sh...; seed=UInt64(p["seed"]), mean=p["mean"], std=p["std"])
     elseif op == "where"
         return ifelse.(up("cond"), up("a"), up("b"))
+    elseif op == "clip"
+        return haskey(p, "min") ? clamp.(x, p["min"], p["max"]) : clamp.(x, up("min"), up("max"))
     elseif op == "cast"
         return Kiln.cast(x, T("dtype"))
     elseif op == "matmul"

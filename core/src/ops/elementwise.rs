@@ -544,6 +544,41 @@ pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     elementwise("where", &[cond, a, b], &shape, a.dtype(), &expr, [0, 0], &device)
 }
 
+/// `x` limited to `[min, max]` elementwise (the Array API's `clip`), as
+/// `minimum(maximum(x, min), max)`: a NaN in `x`, `min` or `max` gives NaN. Either bound may be
+/// absent; a bound must have `x`'s dtype and broadcast to `x`'s shape, which the result keeps.
+/// Where `min > max` the result is `max` (the standard leaves it unspecified).
+pub fn clip(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
+    for b in [min, max].into_iter().flatten() {
+        if broadcast_shapes(x.shape(), b.shape())? != x.shape() {
+            return Err(Error::ShapeMismatch(format!(
+                "clip: a bound of shape {:?} would broadcast x of shape {:?} to a larger shape",
+                b.shape(),
+                x.shape()
+            )));
+        }
+    }
+    let r = match min {
+        Some(lo) => binary(BinaryOp::Maximum, x, lo)?,
+        None => copy(x)?,
+    };
+    match max {
+        Some(hi) => binary(BinaryOp::Minimum, &r, hi),
+        None => Ok(r),
+    }
+}
+
+/// [`clip`] with number bounds; `-inf` for `min` or `+inf` for `max` means no bound (so they
+/// work on integer tensors too), any other value must be one of `x`'s dtype.
+pub fn clip_scalar(x: &Tensor, min: f64, max: f64) -> Result<Tensor> {
+    let r = if min == f64::NEG_INFINITY { copy(x)? } else { binary_scalar(BinaryOp::Maximum, x, min, false)? };
+    if max == f64::INFINITY {
+        Ok(r)
+    } else {
+        binary_scalar(BinaryOp::Minimum, &r, max, false)
+    }
+}
+
 /// Converts to `dtype` (float to int truncates toward zero, saturating).
 pub fn cast(x: &Tensor, dtype: DType) -> Result<Tensor> {
     if x.dtype() == dtype {

@@ -114,6 +114,7 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
 
 const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("where", "select", 3, "any", "", "`cond ? a : b` elementwise with broadcasting (cond non-zero = true)", ["~where", "~where", "~ifelse"]),
+    op("clip", "select", 1, "any", "min: Option<&Tensor>, max: Option<&Tensor> (clip_scalar: min: f64 = -inf, max: f64 = inf)", "`x` limited to [min, max] (NaN in x or a bound gives NaN)", ["~clip", "~clip", "~clamp"]),
     op("cast", "cast", 1, "any", "dtype", "conversion to `dtype` (float to int truncates, saturating)", ["~astype", "~cast", "~convert"]),
     op("matmul", "matmul", 2, "any", "", "numpy matmul (1-D operands promoted, batch dims broadcast)", ["~matmul", "~matmul", "~*"]),
     op("sum", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false", "sum over axes", ["~sum", "~sum", "~sum"]),

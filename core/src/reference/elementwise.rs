@@ -346,6 +346,11 @@ pub fn where_(
     Ok((vals, out))
 }
 
+/// The Array API's `clip` of one element: `minimum(maximum(x, lo), hi)` with NaN propagated.
+pub fn clip_value(x: f64, lo: f64, hi: f64) -> f64 {
+    minimum(maximum(x, lo), hi)
+}
+
 /// numpy `astype` with WGSL's float-to-int rule: truncate toward zero, clamped to the range
 /// of f32 values that fit (so the top is 2147483520 for i32 and 4294967040 for u32).
 pub fn cast(x: &[f64], to: DType) -> Vec<f64> {
