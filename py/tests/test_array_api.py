@@ -191,3 +191,58 @@ def test_float_only_functions_refuse_integers():
             f(i)
     with pytest.raises(kiln.DTypeError):
         kiln.atan2(i, i)
+
+
+# ---- creation and manipulation composed from kiln-core ops
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (3, 5), (2, 1, 4)])
+def test_manipulation_matches_numpy(rng, shape):
+    x = rng.uniform(-3, 3, shape).astype(np.float32)
+    k = kiln.asarray(x)
+    for a in range(-len(shape) - 1, len(shape) + 1):
+        assert np.array_equal(kiln.expand_dims(k, axis=a).numpy(), np.expand_dims(x, a))
+    assert np.array_equal(kiln.flip(k).numpy(), np.flip(x))
+    for a in range(len(shape)):
+        assert np.array_equal(kiln.flip(k, axis=a).numpy(), np.flip(x, a))
+        assert np.array_equal(kiln.moveaxis(k, a, -1).numpy(), np.moveaxis(x, a, -1))
+    ones = tuple(i for i, d in enumerate(shape) if d == 1)
+    if ones:
+        assert np.array_equal(kiln.squeeze(k, axis=ones).numpy(), np.squeeze(x, axis=ones))
+    target = (2,) + shape
+    assert np.array_equal(kiln.broadcast_to(k, target).numpy(), np.broadcast_to(x, target))
+    for a in range(-len(shape) - 1, len(shape) + 1):
+        assert np.array_equal(kiln.stack([k, k * 2], axis=a).numpy(), np.stack([x, x * 2], axis=a))
+
+
+def test_manipulation_errors_and_bit_exact_copies():
+    k = kiln.asarray(np.float32([[-0.0, np.nan, 1.0]]))
+    b = kiln.broadcast_to(k, (3, 1, 3)).numpy()
+    assert np.signbit(b[:, 0, 0]).all() and np.isnan(b[:, 0, 1]).all()
+    with pytest.raises(ValueError):
+        kiln.squeeze(k, axis=1)
+    with pytest.raises(ValueError):
+        kiln.broadcast_to(k, (2, 2))
+    with pytest.raises(IndexError):
+        kiln.expand_dims(k, axis=4)
+    with pytest.raises(ValueError):
+        kiln.moveaxis(k, (0, 1), 0)
+    assert np.array_equal(kiln.moveaxis(kiln.zeros((2, 3, 4)), (0, 2), (2, 0)).shape, (4, 3, 2))
+
+
+@pytest.mark.parametrize("n,m,kk", [(0, 0, 0), (1, 1, 0), (4, 4, 0), (3, 5, 1), (5, 3, -2), (3, 3, 7)])
+def test_eye_tril_triu_match_numpy(rng, n, m, kk):
+    assert np.array_equal(kiln.eye(n, m, k=kk).numpy(), np.eye(n, m, k=kk, dtype=np.float32))
+    assert np.array_equal(kiln.eye(n, m, k=kk, dtype=kiln.int32).numpy(), np.eye(n, m, k=kk, dtype=np.int32))
+    x = rng.uniform(-3, 3, (2, n, m)).astype(np.float32)
+    assert np.array_equal(kiln.tril(kiln.asarray(x), k=kk).numpy(), np.tril(x, kk))
+    assert np.array_equal(kiln.triu(kiln.asarray(x), k=kk).numpy(), np.triu(x, kk))
+
+
+@pytest.mark.parametrize("args", [(0.0, 1.0, 5, True), (-3.0, 7.5, 1031, True), (2.0, -1.0, 7, False), (0.0, 1.0, 0, True),
+                                  (1.0, 1.0, 1, True)])
+def test_linspace_matches_numpy(args):
+    a, b, n, endpoint = args
+    got = kiln.linspace(a, b, n, endpoint=endpoint)
+    assert got.dtype == kiln.float32
+    assert np.array_equal(got.numpy(), np.linspace(a, b, n, endpoint=endpoint).astype(np.float32))

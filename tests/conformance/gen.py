@@ -789,6 +789,13 @@ def numpy_divmod(f):
     return ref
 
 
+def nextafter_ref(a, b, dt):
+    """numpy's nextafter in the dtype's steps, with C99's and the standard's `b` where a == b
+    (numpy's float16 loop gives `a` there: nextafter(0, -0) = +0 instead of -0)."""
+    a, b = np.broadcast_arrays(np.asarray(a).astype(NP[dt]), np.asarray(b).astype(NP[dt]))
+    return np.where(a == b, b, np.nextafter(a, b)).astype(np.float64)
+
+
 # The functions added for the Array API: the unary ones with their numpy reference, input range,
 # and whether the result is exact (rounding ops) rather than within a few ULP.
 AA_UNARY = {
@@ -809,8 +816,7 @@ AA_BINARY = {
     "hypot": (lambda a, b, dt: np.hypot(f64(a), f64(b)), (-3.0, 3.0), (-3.0, 3.0), False),
     "logaddexp": (lambda a, b, dt: np.logaddexp(f64(a), f64(b)), (-5.0, 5.0), (-5.0, 5.0), False),
     "copysign": (lambda a, b, dt: np.copysign(f64(a), f64(b)), (-3.0, 3.0), (-3.0, 3.0), True),
-    "nextafter": (lambda a, b, dt: np.nextafter(np.asarray(a).astype(NP[dt]), np.asarray(b).astype(NP[dt])).astype(np.float64),
-                  (-3.0, 3.0), (-3.0, 3.0), True),
+    "nextafter": (lambda a, b, dt: nextafter_ref(a, b, dt), (-3.0, 3.0), (-3.0, 3.0), True),
     "remainder": (numpy_divmod(np.remainder), (-20.0, 20.0), (-3.0, 3.0), False),
     "floor_divide": (numpy_divmod(np.floor_divide), (-20.0, 20.0), (-3.0, 3.0), False),
 }

@@ -14,6 +14,18 @@ import math as _math
 import numpy as _np
 
 from . import _kiln, models, random
+from ._manipulation import (
+    broadcast_to,
+    expand_dims,
+    eye,
+    flip,
+    linspace,
+    moveaxis,
+    squeeze,
+    stack,
+    tril,
+    triu,
+)
 from ._array_api import (
     __array_api_version__,
     __array_namespace_info__,
@@ -100,7 +112,8 @@ _ALIASES = [
     "neg", "absolute", "sub", "mul", "div", "true_divide", "mod", "power", "eq", "ne", "lt", "le", "gt",
     "ge", "where_", "cast", "permute", "concatenate", "select_device", "adapters", "arcsin", "arccos",
     "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "fix", "positive", "clip", "finfo", "iinfo",
-    "isdtype", "result_type", "can_cast", "e", "pi", "inf", "nan", "newaxis",
+    "isdtype", "result_type", "can_cast", "e", "pi", "inf", "nan", "newaxis", "broadcast_to", "expand_dims",
+    "eye", "flip", "linspace", "moveaxis", "squeeze", "stack", "tril", "triu",
 ]
 
 __all__ = sorted(
