@@ -69,7 +69,15 @@ defmodule KilnTest do
     assert_raise Kiln.Error, ~r/float/, fn -> Kiln.log1p(Kiln.tensor([1, 2], type: {:s, 32})) end
     a = Kiln.tensor([7, -7, 7, -7, 5], type: {:s, 32})
     b = Kiln.tensor([2, 2, -2, -2, 0], type: {:s, 32})
-    assert Kiln.to_list(Kiln.mod(a, b)) == [Integer.mod(7, 2), Integer.mod(-7, 2), Integer.mod(7, -2), Integer.mod(-7, -2), 0]
+
+    assert Kiln.to_list(Kiln.mod(a, b)) == [
+             Integer.mod(7, 2),
+             Integer.mod(-7, 2),
+             Integer.mod(7, -2),
+             Integer.mod(-7, -2),
+             0
+           ]
+
     assert Kiln.to_list(Kiln.floor_div(a, b)) == [3, -4, -4, 3, 0]
     assert Kiln.to_list(Kiln.remainder(a, b)) == Kiln.to_list(Kiln.mod(a, b))
     y = Kiln.tensor([1.0, -1.0, 0.0])

@@ -14,18 +14,6 @@ import math as _math
 import numpy as _np
 
 from . import _kiln, models, random
-from ._manipulation import (
-    broadcast_to,
-    expand_dims,
-    eye,
-    flip,
-    linspace,
-    moveaxis,
-    squeeze,
-    stack,
-    tril,
-    triu,
-)
 from ._array_api import (
     __array_api_version__,
     __array_namespace_info__,
@@ -58,6 +46,18 @@ from ._kiln import (
     Tensor,
     __version__,
     where,  # `where` is a keyword-free name but not picked up by * on every version
+)
+from ._manipulation import (
+    broadcast_to,
+    expand_dims,
+    eye,
+    flip,
+    linspace,
+    moveaxis,
+    squeeze,
+    stack,
+    tril,
+    triu,
 )
 
 #: The Array API standard's constants.
