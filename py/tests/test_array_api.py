@@ -246,3 +246,34 @@ def test_linspace_matches_numpy(args):
     got = kiln.linspace(a, b, n, endpoint=endpoint)
     assert got.dtype == kiln.float32
     assert np.array_equal(got.numpy(), np.linspace(a, b, n, endpoint=endpoint).astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (3, 5), (2, 1, 4)])
+def test_more_manipulation_matches_numpy(rng, shape):
+    x = rng.uniform(-3, 3, shape).astype(np.float32)
+    k = kiln.asarray(x)
+    for a in range(len(shape)):
+        got = kiln.unstack(k, axis=a)
+        assert len(got) == shape[a] and all(np.array_equal(g.numpy(), np.take(x, i, axis=a)) for i, g in enumerate(got))
+        for s in (-8, -1, 0, 1, 3, 13):
+            assert np.array_equal(kiln.roll(k, s, axis=a).numpy(), np.roll(x, s, axis=a)), (a, s)
+        for r in (0, 1, 3):
+            assert np.array_equal(kiln.repeat(k, r, axis=a).numpy(), np.repeat(x, r, axis=a))
+        counts = rng.integers(0, 3, shape[a])
+        assert np.array_equal(kiln.repeat(k, counts.tolist(), axis=a).numpy(), np.repeat(x, counts, axis=a))
+    assert np.array_equal(kiln.roll(k, 5).numpy(), np.roll(x, 5))
+    assert np.array_equal(kiln.repeat(k, 2).numpy(), np.repeat(x, 2))
+    for reps in [(2,), (1, 3), (2, 0, 1), (2, 1, 2, 1)]:
+        assert np.array_equal(kiln.tile(k, reps).numpy(), np.tile(x, reps)), reps
+    y = rng.uniform(-1, 1, (1,) + shape[1:]).astype(np.float32)
+    for g, w in zip(kiln.broadcast_arrays(k, kiln.asarray(y)), np.broadcast_arrays(x, y)):
+        assert np.array_equal(g.numpy(), w)
+
+
+@pytest.mark.parametrize("indexing", ["xy", "ij"])
+def test_meshgrid_matches_numpy(indexing):
+    a, b, c = np.arange(3, dtype=np.float32), np.arange(4, dtype=np.float32) * 2, np.arange(2, dtype=np.float32) - 5
+    for arrays in [(a,), (a, b), (a, b, c)]:
+        got = kiln.meshgrid(*[kiln.asarray(v) for v in arrays], indexing=indexing)
+        want = np.meshgrid(*arrays, indexing=indexing)
+        assert len(got) == len(want) and all(np.array_equal(g.numpy(), w) for g, w in zip(got, want))

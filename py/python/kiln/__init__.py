@@ -48,16 +48,22 @@ from ._kiln import (
     where,  # `where` is a keyword-free name but not picked up by * on every version
 )
 from ._manipulation import (
+    broadcast_arrays,
     broadcast_to,
     expand_dims,
     eye,
     flip,
     linspace,
+    meshgrid,
     moveaxis,
+    repeat,
+    roll,
     squeeze,
     stack,
+    tile,
     tril,
     triu,
+    unstack,
 )
 
 #: The Array API standard's constants.
@@ -113,7 +119,8 @@ _ALIASES = [
     "ge", "where_", "cast", "permute", "concatenate", "select_device", "adapters", "arcsin", "arccos",
     "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "fix", "positive", "clip", "finfo", "iinfo",
     "isdtype", "result_type", "can_cast", "e", "pi", "inf", "nan", "newaxis", "broadcast_to", "expand_dims",
-    "eye", "flip", "linspace", "moveaxis", "squeeze", "stack", "tril", "triu",
+    "eye", "flip", "linspace", "moveaxis", "squeeze", "stack", "tril", "triu", "broadcast_arrays", "meshgrid",
+    "repeat", "roll", "tile", "unstack",
 ]
 
 __all__ = sorted(

@@ -158,3 +158,110 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     dtype = kl.float32 if dtype is None else _np.dtype(dtype)
     v = _np.linspace(float(start), float(stop), int(num), endpoint=endpoint)
     return kl.asarray(v.astype(dtype), device=device)
+
+
+def broadcast_arrays(*arrays):
+    """The arrays broadcast against each other (numpy's rules), as a list."""
+    arrays = [_t(a) for a in arrays]
+    try:
+        shape = _np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError as e:
+        raise ValueError(f"broadcast_arrays: {e}") from None
+    return [a if a.shape == shape else broadcast_to(a, shape) for a in arrays]
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of ``x`` along ``axis``, as a tuple of arrays without that axis."""
+    k = _kiln()
+    x = _t(x)
+    a = _axis(axis, x.ndim, "unstack")
+    return tuple(squeeze(k.slice(x, a, i, i + 1), axis=a) for i in range(x.shape[a]))
+
+
+def meshgrid(*arrays, indexing="xy"):
+    """Coordinate grids from 1-D arrays (``indexing="xy"``: the first two axes swapped, as
+    numpy's default), as a list."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    arrays = [_t(a) for a in arrays]
+    for a in arrays:
+        if a.ndim != 1:
+            raise ValueError(f"meshgrid takes 1-D arrays, got shape {a.shape}")
+    n = len(arrays)
+    shape = [a.shape[0] for a in arrays]
+    if indexing == "xy" and n > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, a in enumerate(arrays):
+        ax = 1 - i if indexing == "xy" and n > 1 and i < 2 else i
+        s = [1] * n
+        s[ax] = a.shape[0]
+        out.append(broadcast_to(_kiln().reshape(a, tuple(s)), tuple(shape)))
+    return out
+
+
+def roll(x, /, shift, *, axis=None):
+    """``x`` with its elements shifted by ``shift`` along ``axis`` (an int or a tuple, with a
+    tuple of shifts), wrapping around; over the flattened array when ``axis`` is None."""
+    k = _kiln()
+    x = _t(x)
+    if axis is None:
+        if not isinstance(shift, int):
+            raise TypeError("roll: with axis=None the shift must be an int")
+        return k.reshape(roll(k.reshape(x, (-1,)), shift, axis=0), x.shape)
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    shifts = shift if isinstance(shift, tuple) else (shift,) * len(axes)
+    if len(shifts) != len(axes):
+        raise ValueError("roll: shift and axis need the same length")
+    out = x
+    for s, a in zip(shifts, axes):
+        a = _axis(a, x.ndim, "roll")
+        n = x.shape[a]
+        if n > 1 and s % n:
+            # Source index of each output position: (i - shift) mod n, by kiln-core's remainder.
+            idx = k.remainder(k.subtract(k.arange(n, dtype="int32"), s % n), n)
+            out = k.index_select(out, a, idx)
+    return k.copy(x) if out is x else out
+
+
+def tile(x, repetitions, /):
+    """``x`` repeated ``repetitions[i]`` times along each axis (numpy's ``tile``: the shorter of
+    the two is padded with leading ones)."""
+    k = _kiln()
+    x = _t(x)
+    reps = tuple(int(r) for r in repetitions)
+    if any(r < 0 for r in reps):
+        raise ValueError("tile: repetitions must be non-negative")
+    nd = max(len(reps), x.ndim)
+    reps = (1,) * (nd - len(reps)) + reps
+    out = k.reshape(x, (1,) * (nd - x.ndim) + tuple(x.shape))
+    for a, r in enumerate(reps):
+        if r == 0:
+            out = k.slice(out, a, 0, 0)
+        elif r > 1:
+            out = k.concat([out] * r, axis=a)
+    return k.copy(x) if out is x else out
+
+
+def repeat(x, repeats, /, *, axis=None):
+    """Each element of ``x`` repeated along ``axis`` (the flattened array when None):
+    ``repeats`` an int or one count per element of that axis (a sequence or an array, which is
+    read back: the output shape depends on it)."""
+    k = _kiln()
+    x = _t(x)
+    if axis is None:
+        x, axis = k.reshape(x, (-1,)), 0
+    a = _axis(axis, x.ndim, "repeat")
+    n = x.shape[a]
+    if isinstance(repeats, int):
+        if repeats < 0:
+            raise ValueError("repeat: repeats must be non-negative")
+        idx = k.floor_divide(k.arange(n * repeats, dtype="int32"), repeats) if repeats else None
+    else:
+        r = _np.asarray(repeats.numpy() if isinstance(repeats, k.Tensor) else repeats).astype(_np.int64)
+        if r.shape != (n,) or (r < 0).any():
+            raise ValueError(f"repeat: repeats must be {n} non-negative counts, got {r.tolist()}")
+        idx = k.asarray(_np.repeat(_np.arange(n, dtype=_np.int32), r)) if r.sum() else None
+    if idx is None:
+        return k.slice(x, a, 0, 0)
+    return k.index_select(x, a, idx)
