@@ -104,6 +104,12 @@ const top = @testset "Kiln.jl" begin
         @test Array(mod.(KilnArray(Int32[7, -7, 7, -7, 5]), KilnArray(Int32[2, 2, -2, -2, 0]))) == Int32[1, 1, -1, -1, 0]
         @test Array(sign.(KilnArray(Int32[-3, 0, 5]))) == Int32[-1, 0, 1]
         @test Array(Kiln.nextafter.(KilnArray(Float32[1, 0]), 2f0)) == Float32[nextfloat(1f0), nextfloat(0f0)]
+        # clamp.: kiln-core's clip (Base's clamp where no bound is NaN)
+        C = Float32[-3 -0.5; 0.25 9]
+        @test Array(clamp.(KilnArray(C), -1f0, 1f0)) == clamp.(C, -1f0, 1f0)
+        @test Array(clamp.(KilnArray(C), KilnArray(Float32[-1, 0]), 0.5f0)) == clamp.(C, Float32[-1, 0], 0.5f0)
+        @test Array(clamp.(KilnArray(Int32[-7, 0, 9]), -3, 4)) == Int32[-3, 0, 4]
+        @test isnan(Array(clamp.(KilnArray(Float32[0.5]), KilnArray(Float32[NaN]), 1f0))[1])
     end
 
     @testset "broadcasting: binary, scalars, comparisons" begin

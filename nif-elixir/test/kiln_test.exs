@@ -87,6 +87,11 @@ defmodule KilnTest do
     assert_in_delta a2, :math.atan2(-1.0, 1.0), 1.0e-6
     assert_in_delta a3, :math.pi(), 1.0e-6
     assert Kiln.to_list(Kiln.copysign(z, y)) == [1.0, -1.0, 1.0]
+    c = Kiln.tensor([-3.0, 0.5, 9.0, :nan])
+    assert [-1.0, 0.5, 2.0, :nan] == Kiln.to_list(Kiln.clip(c, -1.0, 2.0))
+    assert [-3.0, 0.5, 2.0, :nan] == Kiln.to_list(Kiln.clip(c, nil, 2))
+    assert [:nan, 0.5, 1.0, :nan] == Kiln.to_list(Kiln.clip(c, Kiln.tensor([:nan, 0.0, 0.0, 0.0]), 1.0))
+    assert [-3, 0, 4] == Kiln.to_list(Kiln.clip(Kiln.tensor([-7, 0, 9], type: {:s, 32}), -3, 4))
     [h] = Kiln.to_list(Kiln.hypot(Kiln.tensor([3.0e30]), 4.0e30))
     assert_in_delta h, 5.0e30, 1.0e24
   end
