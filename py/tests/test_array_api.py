@@ -303,3 +303,33 @@ def test_a_standard_only_program_matches_numpy(rng):
         g = g.numpy()
         assert g.shape == w.shape and g.dtype == w.dtype, i
         np.testing.assert_allclose(g, w, rtol=2e-6, atol=2e-6, err_msg=f"result {i}")
+
+
+def test_dtype_functions_agree_with_array_api_strict():
+    # array-api-strict (the standard's reference implementation over numpy) where installed;
+    # the standard has no float16 (numpy is the reference for it above).
+    xs = pytest.importorskip("array_api_strict")
+    names = ["float32", "int32", "uint32"] + (["bool"] if hasattr(kiln, "bool") else [])
+    for a in names:
+        for b in names:
+            ka, kb, sa, sb = getattr(kiln, a), getattr(kiln, b), getattr(xs, a), getattr(xs, b)
+            try:
+                want = xs.result_type(sa, sb)
+            except TypeError:
+                want = None
+            want = None if want is None else str(want).split(".")[-1]
+            if want in names:
+                assert kiln.result_type(ka, kb) == getattr(kiln, want), (a, b)
+            else:  # the standard has none (mixed kinds) or Kiln lacks it (int64)
+                with pytest.raises(TypeError):
+                    kiln.result_type(ka, kb)
+            assert kiln.can_cast(ka, kb) == xs.can_cast(sa, sb), (a, b)
+        for kind in ("bool", "signed integer", "unsigned integer", "integral", "real floating", "complex floating",
+                     "numeric"):
+            assert kiln.isdtype(getattr(kiln, a), kind) == xs.isdtype(getattr(xs, a), kind), (a, kind)
+    for name in ("float32",):
+        f, s = kiln.finfo(getattr(kiln, name)), xs.finfo(getattr(xs, name))
+        assert (f.bits, f.eps, f.max, f.min, f.smallest_normal) == (s.bits, s.eps, s.max, s.min, s.smallest_normal)
+    for name in ("int32", "uint32"):
+        i, s = kiln.iinfo(getattr(kiln, name)), xs.iinfo(getattr(xs, name))
+        assert (i.bits, i.max, i.min) == (s.bits, s.max, s.min)
