@@ -523,6 +523,27 @@ KilnStatus kiln_where(const struct KilnTensor *cond,
                       struct KilnTensor **out);
 
 /**
+ * `x` limited to `[min, max]` elementwise (the Array API's `clip`): a NaN in `x` or a bound
+ * gives NaN. `min` and `max` may be NULL (no bound); a bound must have `x`'s dtype and
+ * broadcast to `x`'s shape, which the result keeps. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_clip(const struct KilnTensor *x,
+                     const struct KilnTensor *min,
+                     const struct KilnTensor *max,
+                     struct KilnTensor **out);
+
+/**
+ * `kiln_clip` with number bounds: `-INFINITY` for `min` or `INFINITY` for `max` means no
+ * bound; another value must be one of `x`'s dtype. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_clip_scalar(const struct KilnTensor *x,
+                            double min,
+                            double max,
+                            struct KilnTensor **out);
+
+/**
  * Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`:
  * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
@@ -1061,11 +1082,150 @@ KilnStatus kiln_silu(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
  * Elementwise floor(x), the largest whole number not above x, same shape as `x` and its dtype
- * unless stated (f32 and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
- * is set to NULL on error. Thread-safe.
+ * unless stated (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
  */
 KilnStatus kiln_floor(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise arcsine, same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_asin(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise arccosine, same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_acos(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise arctangent, same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_atan(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise hyperbolic sine, same shape as `x` and its dtype unless stated (f32 and f16; an
+ * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_sinh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise hyperbolic cosine, same shape as `x` and its dtype unless stated (f32 and f16; an
+ * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_cosh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise inverse hyperbolic sine, same shape as `x` and its dtype unless stated (f32 and f16;
+ * an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_asinh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise inverse hyperbolic cosine, same shape as `x` and its dtype unless stated (f32 and
+ * f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_acosh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise inverse hyperbolic tangent, same shape as `x` and its dtype unless stated (f32 and
+ * f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_atanh(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise ln(1 + x), accurate near 0, same shape as `x` and its dtype unless stated (f32 and
+ * f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_log1p(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise e^x - 1, accurate near 0, same shape as `x` and its dtype unless stated (f32 and
+ * f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_expm1(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise base-2 logarithm, same shape as `x` and its dtype unless stated (f32 and f16; an
+ * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_log2(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise base-10 logarithm, same shape as `x` and its dtype unless stated (f32 and f16; an
+ * integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_log10(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise ceil(x), the smallest whole number not below x, same shape as `x` and its dtype
+ * unless stated (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_ceil(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise x rounded toward zero, same shape as `x` and its dtype unless stated (every dtype
+ * but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_trunc(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise x rounded to the nearest whole number, ties to even, same shape as `x` and its dtype
+ * unless stated (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_round(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise the sign of x: -1, 0 or 1, same shape as `x` and its dtype unless stated (every
+ * dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_sign(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise 1 / x, same shape as `x` and its dtype unless stated (f32 and f16; an integer tensor
+ * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_reciprocal(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Elementwise x * x, same shape as `x` and its dtype unless stated (every dtype but bool, which
+ * gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_square(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
  * Elementwise logical not (x == 0, as bool), same shape as `x` and its dtype unless stated (every
@@ -1105,10 +1265,11 @@ KilnStatus kiln_signbit(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
  * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
- * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "logical_not", "isnan", "isinf",
- * "isfinite", "signbit"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
- * is set to NULL on error. Thread-safe.
+ * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh", "cosh",
+ * "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round", "sign",
+ * "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit"); an unknown name
+ * is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by
+ * the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_unary(const char *op, const struct KilnTensor *x, struct KilnTensor **out);
 
@@ -1359,11 +1520,131 @@ KilnStatus kiln_logical_xor(const struct KilnTensor *a,
 KilnStatus kiln_logical_xor_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
- * "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor") with numpy
- * broadcasting; an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null.
+ * Elementwise atan2(a, b), the angle of the point (b, a) with numpy broadcasting; the dtypes must
+ * match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_atan2(const struct KilnTensor *a,
+                      const struct KilnTensor *b,
+                      struct KilnTensor **out);
+
+/**
+ * kiln_atan2 with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
  * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
  * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_atan2_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise sqrt(a^2 + b^2) without overflow with numpy broadcasting; the dtypes must match.
+ * Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_hypot(const struct KilnTensor *a,
+                      const struct KilnTensor *b,
+                      struct KilnTensor **out);
+
+/**
+ * kiln_hypot with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_hypot_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise log(e^a + e^b) with numpy broadcasting; the dtypes must match. Gives a tensor of
+ * their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_logaddexp(const struct KilnTensor *a,
+                          const struct KilnTensor *b,
+                          struct KilnTensor **out);
+
+/**
+ * kiln_logaddexp with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_logaddexp_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise |a| with the sign of b with numpy broadcasting; the dtypes must match. Gives a
+ * tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_copysign(const struct KilnTensor *a,
+                         const struct KilnTensor *b,
+                         struct KilnTensor **out);
+
+/**
+ * kiln_copysign with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_copysign_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise the next representable value after a toward b with numpy broadcasting; the dtypes
+ * must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_nextafter(const struct KilnTensor *a,
+                          const struct KilnTensor *b,
+                          struct KilnTensor **out);
+
+/**
+ * kiln_nextafter with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_nextafter_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a mod b with the sign of b (numpy's remainder, Python's %) with numpy broadcasting;
+ * the dtypes must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`,
+ * `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_remainder(const struct KilnTensor *a,
+                          const struct KilnTensor *b,
+                          struct KilnTensor **out);
+
+/**
+ * kiln_remainder with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_remainder_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise floor(a / b) (numpy's floor_divide, Python's //) with numpy broadcasting; the dtypes
+ * must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_floor_divide(const struct KilnTensor *a,
+                             const struct KilnTensor *b,
+                             struct KilnTensor **out);
+
+/**
+ * kiln_floor_divide with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_floor_divide_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+ * "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "hypot",
+ * "logaddexp", "copysign", "nextafter", "remainder", "floor_divide") with numpy broadcasting; an
+ * unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
  */
 KilnStatus kiln_binary(const char *op,
                        const struct KilnTensor *a,

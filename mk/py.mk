@@ -1,5 +1,6 @@
 # Python binding (py/): included by the top-level Makefile.
-#   make py-venv     create .venv-py (python3 -m venv) with maturin, pytest and numpy from PyPI
+#   make py-venv     create .venv-py (python3 -m venv) with maturin, pytest, numpy and
+#                    array-api-strict (the Array API tests' second reference) from PyPI
 #   make py-install  pip install ./py into that venv (maturin release build, workspace target/)
 #   make py-test     the pytest suite in py/tests (every op against numpy, errors, threads)
 #   make py-bench    per-op Python overhead over kiln-core, numpy round-trip bandwidth
@@ -15,7 +16,7 @@ $(PY_VENV)/.kiln-venv-ready:
 	@scripts/ensure-deps.sh venv
 	test -x $(PY_PYTHON) || $(PYTHON3) -m venv $(PY_VENV)
 	$(PY_PYTHON) -m pip install -q --upgrade pip
-	$(PY_PYTHON) -m pip install -q "maturin>=1.5,<2" pytest numpy
+	$(PY_PYTHON) -m pip install -q "maturin>=1.5,<2" pytest numpy array-api-strict
 	touch $@
 
 py-venv: $(PY_VENV)/.kiln-venv-ready

@@ -421,3 +421,717 @@ fn k_floor_div_i32(a: i32, b: i32) -> i32 {
 fn k_floor_div_u32(a: u32, b: u32) -> u32 {
     return select(a / b, 0u, b == 0u);
 }
+
+// 2^n for a whole n in [-126, 127], from the bits.
+fn k_pow2(n: i32) -> f32 {
+    return bitcast<f32>(u32(n + 127) << 23u);
+}
+
+// 2^k y for a whole k in [-252, 254], in two exact power-of-two steps (ldexp's result is
+// unspecified out of range).
+fn k_scale(y: f32, k: i32) -> f32 {
+    let h = k / 2;
+    return y * k_pow2(h) * k_pow2(k - h);
+}
+
+// expm1(r) for |r| <= ln 2 / 2 by its Taylor series to degree 8 (relative error < 1e-9 there,
+// and exact near 0: no 1 + ... - 1 cancellation).
+fn k_expm1_poly(r: f32) -> f32 {
+    return r + r * r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (0.008333333333333333 + r * (0.001388888888888889 + r * (1.984126984126984e-4 + r * 2.48015873015873e-5))))));
+}
+
+// e^x = 2^k (1 + p) for finite |x| < 104, as (k, p): k = round(x / ln 2) and p = expm1 of
+// x - k ln 2 (Cody-Waite: ln 2 in two parts, the first with 16 bits, so k ln2_hi is exact).
+// The error stays a few ULP at every magnitude (the builtin exp's grows with |x|).
+fn k_exp_split(x: f32) -> vec2<f32> {
+    let k = floor(x * 1.4426950408889634 + 0.5);
+    let r = (x - k * 0.693145751953125) - k * 1.428606765330187e-6;
+    return vec2<f32>(k, k_expm1_poly(r));
+}
+
+// e^x with the special values from the bits: +inf past ln(f32::MAX), +0 below the smallest
+// subnormal's log.
+fn k_exp_acc(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+        return x;
+    }
+    if (b < 0x80000000u && a > 0x42b17217u) {
+        return k_inf(); // x > 88.7228317: past f32::MAX (+inf included)
+    }
+    if (b >= 0x80000000u && a > 0x42cff1b5u) {
+        return 0.0; // x < -103.972: below half the smallest subnormal (-inf included)
+    }
+    let s = k_exp_split(x);
+    return k_scale(1.0 + s.y, i32(s.x));
+}
+
+// e^x - 1, accurate near 0 (log1p's partner): expm1(±0) = ±0, expm1(-inf) = -1, +inf -> +inf.
+fn k_expm1(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let a = b & 0x7fffffffu;
+    if (a > 0x7f800000u || a < 0x33000000u) {
+        return x; // NaN; |x| < 2^-25: expm1 x = x (±0 and subnormals kept)
+    }
+    let neg = b >= 0x80000000u;
+    if (!neg && a > 0x42b17217u) {
+        return k_inf();
+    }
+    if (neg && a >= 0x418c0000u) {
+        return -1.0; // x <= -17.5 (-inf included): e^x is below half an ULP of 1
+    }
+    if (a < 0x3eb17218u) {
+        return k_expm1_poly(x); // |x| < ln 2 / 2
+    }
+    let s = k_exp_split(x);
+    let k = i32(s.x);
+    if (k > 24) {
+        return k_scale(1.0 + s.y, k) - 1.0;
+    }
+    let t = k_pow2(k);
+    return (t - 1.0) + t * s.y; // 2^k - 1 is exact for |k| <= 24
+}
+
+// ln(1 + f) + c + dk ln 2 for f in [sqrt(2)/2 - 1, sqrt(2) - 1] (musl's logf / log1pf kernel:
+// s = f / (2 + f), a minimax polynomial in s^2, ln 2 in two parts).
+fn k_log_kernel(f: f32, c: f32, dk: f32) -> f32 {
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let w = z * z;
+    let t1 = w * (0.40000972152 + w * 0.24279078841);
+    let t2 = z * (0.66666662693 + w * 0.28498786688);
+    let hfsq = 0.5 * f * f;
+    return s * (hfsq + t1 + t2) + (dk * 9.0580006145e-06 + c) - hfsq + f + dk * 6.9313812256e-01;
+}
+
+// x = 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)), as (k, f), for a positive normal x.
+fn k_log_split(x: f32) -> vec2<f32> {
+    let ix = bitcast<u32>(x) + (0x3f800000u - 0x3f3504f3u);
+    let k = i32(ix >> 23u) - 127;
+    let f = bitcast<f32>((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0;
+    return vec2<f32>(f32(k), f);
+}
+
+// ln(x) for a positive normal finite x, to about 1 ULP (the builtin log is only bounded to
+// 2^-21 absolute near 1).
+fn k_ln(x: f32) -> f32 {
+    let s = k_log_split(x);
+    return k_log_kernel(s.y, 0.0, s.x);
+}
+
+// log(1 + x), accurate near 0 (musl's log1pf): log1p(±0) = ±0, log1p(-1) = -inf,
+// log1p(x < -1) = NaN, +inf -> +inf.
+fn k_log1p(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let a = b & 0x7fffffffu;
+    if (a > 0x7f800000u || b == 0x7f800000u || a < 0x33800000u) {
+        return x; // NaN, +inf; |x| < 2^-24: log1p x = x (±0 and subnormals kept)
+    }
+    if (b == 0xbf800000u) {
+        return -k_inf();
+    }
+    if (b > 0xbf800000u) {
+        return k_nan(); // x < -1
+    }
+    if (b < 0x3ed413d0u || (b >= 0x80000000u && b <= 0xbe95f619u)) {
+        return k_log_kernel(x, 0.0, 0.0); // sqrt(2)/2 <= 1 + x < sqrt(2)
+    }
+    let u = 1.0 + x;
+    let s = k_log_split(u);
+    // The rounding error of 1 + x, as a correction to log(u).
+    var c = 0.0;
+    if (s.x < 25.0) {
+        c = select(x - (u - 1.0), 1.0 - (u - x), s.x >= 2.0) / u;
+    }
+    return k_log_kernel(s.y, c, s.x);
+}
+
+// log2 and log10 with the special values of log, exact for powers of two in log2, and read
+// from the bits for subnormal x (x = b 2^-149).
+fn k_log_base(x: f32, ten: bool) -> f32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) == 0u) {
+        return -k_inf();
+    }
+    if (b > 0x80000000u) {
+        return k_nan();
+    }
+    if (b >= 0x7f800000u) {
+        return x;
+    }
+    var v = x;
+    var off = 0.0;
+    if (b < 0x00800000u) {
+        v = f32(b);
+        off = -149.0;
+    }
+    let s = k_log_split(v);
+    let k = s.x + off;
+    let l = k_log_kernel(s.y, 0.0, 0.0);
+    if (ten) {
+        return k * 7.9034151668e-07 + l * 0.43429448190325176 + k * 3.0102920532e-01;
+    }
+    return l * 1.4426950408889634 + k;
+}
+
+fn k_sinh(x: f32) -> f32 {
+    let a = bitcast<u32>(x) & 0x7fffffffu;
+    if (a >= 0x7f800000u || a < 0x39800000u) {
+        return x; // ±inf, NaN; |x| < 2^-12: sinh x = x (±0 and subnormals kept)
+    }
+    if (a > 0x42b2d4fcu) {
+        return k_with_sign(k_inf(), x);
+    }
+    let ax = bitcast<f32>(a);
+    var r: f32;
+    if (a > 0x42b17217u) {
+        let s = k_exp_split(ax);
+        r = k_scale(1.0 + s.y, i32(s.x) - 1); // e^|x| / 2 without overflowing e^|x|
+    } else {
+        let t = k_expm1(ax);
+        r = select(0.5 * (t + t / (t + 1.0)), 0.5 * (2.0 * t - t * t / (t + 1.0)), ax < 1.0);
+    }
+    return k_with_sign(r, x);
+}
+
+fn k_cosh(x: f32) -> f32 {
+    let a = bitcast<u32>(x) & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+        return x;
+    }
+    if (a > 0x42b2d4fcu) {
+        return k_inf(); // ±inf too
+    }
+    if (a < 0x39800000u) {
+        return 1.0;
+    }
+    let ax = bitcast<f32>(a);
+    if (a > 0x42b17217u) {
+        let s = k_exp_split(ax);
+        return k_scale(1.0 + s.y, i32(s.x) - 1);
+    }
+    if (a < 0x3f317218u) {
+        let t = k_expm1(ax); // |x| < ln 2
+        return 1.0 + t * t / (2.0 * (1.0 + t));
+    }
+    let t = k_exp_acc(ax);
+    return 0.5 * t + 0.5 / t;
+}
+
+// asinh (musl's asinhf): asinh(±0) = ±0, ±inf -> ±inf.
+fn k_asinh(x: f32) -> f32 {
+    let a = bitcast<u32>(x) & 0x7fffffffu;
+    if (a >= 0x7f800000u || a < 0x39800000u) {
+        return x;
+    }
+    let ax = bitcast<f32>(a);
+    var r: f32;
+    if (a >= 0x45800000u) {
+        r = k_ln(ax) + 0.6931471805599453; // |x| >= 2^12
+    } else if (a >= 0x40000000u) {
+        r = k_ln(2.0 * ax + 1.0 / (sqrt(ax * ax + 1.0) + ax));
+    } else {
+        r = k_log1p(ax + ax * ax / (sqrt(ax * ax + 1.0) + 1.0));
+    }
+    return k_with_sign(r, x);
+}
+
+// acosh (musl's acoshf): x < 1 -> NaN, acosh(1) = +0, +inf -> +inf.
+fn k_acosh(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u || b == 0x7f800000u) {
+        return x; // NaN, +inf
+    }
+    if (b < 0x3f800000u || b >= 0x80000000u) {
+        return k_nan(); // x < 1 (-0 and -inf included)
+    }
+    if (b < 0x40000000u) {
+        let t = x - 1.0;
+        return k_log1p(t + sqrt(2.0 * t + t * t));
+    }
+    if (b < 0x45800000u) {
+        return k_ln(2.0 * x - 1.0 / (x + sqrt(x * x - 1.0)));
+    }
+    return k_ln(x) + 0.6931471805599453;
+}
+
+// atanh (musl's atanhf): |x| > 1 -> NaN, ±1 -> ±inf, ±0 -> ±0.
+fn k_atanh(x: f32) -> f32 {
+    let a = bitcast<u32>(x) & 0x7fffffffu;
+    if (a > 0x3f800000u) {
+        return k_nan(); // NaN too
+    }
+    if (a == 0x3f800000u) {
+        return k_with_sign(k_inf(), x);
+    }
+    if (a < 0x39800000u) {
+        return x;
+    }
+    let y = bitcast<f32>(a);
+    var r: f32;
+    if (a < 0x3f000000u) {
+        r = 0.5 * k_log1p(2.0 * y + 2.0 * y * y / (1.0 - y));
+    } else {
+        r = 0.5 * k_log1p(2.0 * (y / (1.0 - y)));
+    }
+    return k_with_sign(r, x);
+}
+
+// atan (fdlibm's atanf: four reduction intervals with atan at their centres in two parts, then
+// an odd minimax polynomial): atan(±0) = ±0, atan(±inf) = ±pi/2.
+fn k_atan(x: f32) -> f32 {
+    let a = bitcast<u32>(x) & 0x7fffffffu;
+    if (a > 0x7f800000u || a < 0x39800000u) {
+        return x;
+    }
+    if (a >= 0x4c800000u) {
+        return k_with_sign(1.5707963705062866, x); // |x| >= 2^26 (inf included)
+    }
+    var t = bitcast<f32>(a);
+    var id = -1;
+    if (a >= 0x3ee00000u) {
+        if (a < 0x3f980000u) {
+            if (a < 0x3f300000u) {
+                id = 0;
+                t = (2.0 * t - 1.0) / (2.0 + t);
+            } else {
+                id = 1;
+                t = (t - 1.0) / (t + 1.0);
+            }
+        } else if (a < 0x401c0000u) {
+            id = 2;
+            t = (t - 1.5) / (1.0 + 1.5 * t);
+        } else {
+            id = 3;
+            t = -1.0 / t;
+        }
+    }
+    let z = t * t;
+    let w = z * z;
+    let s1 = z * (3.3333328366e-01 + w * (1.4253635705e-01 + w * 6.1687607318e-02));
+    let s2 = w * (-1.9999158382e-01 + w * -1.0648017377e-01);
+    if (id < 0) {
+        return k_with_sign(t - t * (s1 + s2), x);
+    }
+    var hi = 4.6364760399e-01;
+    var lo = 5.0121582440e-09;
+    if (id == 1) {
+        hi = 7.8539812565e-01;
+        lo = 3.7748947079e-08;
+    } else if (id == 2) {
+        hi = 9.8279368877e-01;
+        lo = 3.4473217170e-08;
+    } else if (id == 3) {
+        hi = 1.5707962513e+00;
+        lo = 7.5497894159e-08;
+    }
+    return k_with_sign(hi - ((t * (s1 + s2) - lo) - t), x);
+}
+
+// The rational approximation of (asin(sqrt z) - sqrt z) / sqrt z^3 that asinf and acosf share
+// (musl).
+fn k_asin_r(z: f32) -> f32 {
+    let p = z * (1.6666586697e-01 + z * (-4.2743422091e-02 + z * -8.6563630030e-03));
+    let q = 1.0 + z * -7.0662963390e-01;
+    return p / q;
+}
+
+// asin (musl's asinf): |x| > 1 -> NaN, asin(±0) = ±0, asin(±1) = ±pi/2.
+fn k_asin(x: f32) -> f32 {
+    let a = bitcast<u32>(x) & 0x7fffffffu;
+    if (a > 0x3f800000u) {
+        return k_nan(); // NaN too
+    }
+    if (a == 0x3f800000u) {
+        return k_with_sign(1.5707963705062866, x);
+    }
+    if (a < 0x39800000u) {
+        return x;
+    }
+    if (a < 0x3f000000u) {
+        return x + x * k_asin_r(x * x);
+    }
+    let z = (1.0 - bitcast<f32>(a)) * 0.5;
+    let s = sqrt(z);
+    let r = 1.5707962513 - ((2.0 * (s + s * k_asin_r(z))) - 7.5497894159e-08);
+    return k_with_sign(r, x);
+}
+
+// acos (musl's acosf): |x| > 1 -> NaN, acos(1) = +0, acos(-1) = pi.
+fn k_acos(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let a = b & 0x7fffffffu;
+    if (a > 0x3f800000u) {
+        return k_nan();
+    }
+    if (b == 0x3f800000u) {
+        return 0.0;
+    }
+    if (b == 0xbf800000u) {
+        return 3.1415927410125732;
+    }
+    if (a <= 0x32800000u) {
+        return 1.5707963705062866; // |x| <= 2^-26 (subnormals and ±0 too)
+    }
+    if (a < 0x3f000000u) {
+        return 1.5707962513 - (x - (7.5497894159e-08 - x * k_asin_r(x * x)));
+    }
+    if (b >= 0x80000000u) {
+        let z = (1.0 + x) * 0.5;
+        let s = sqrt(z);
+        let w = k_asin_r(z) * s - 7.5497894159e-08;
+        return 2.0 * (1.5707962513 - (s + w));
+    }
+    let z = (1.0 - x) * 0.5;
+    let s = sqrt(z);
+    let df = bitcast<f32>(bitcast<u32>(s) & 0xfffff000u);
+    let c = (z - df * df) / (s + df);
+    let w = k_asin_r(z) * s + c;
+    return 2.0 * (df + w);
+}
+
+// x whole-number rounded by clearing the fraction bits (exact, from the bits): toward zero, and
+// for `mode` 1 to nearest with ties to even. ±0, ±inf, NaN and whole numbers stay as they are.
+fn k_round_bits(x: f32, mode: u32) -> f32 {
+    let b = bitcast<u32>(x);
+    let e = i32((b >> 23u) & 0xffu) - 127;
+    if (e >= 23) {
+        return x;
+    }
+    let sign = b & 0x80000000u;
+    if (e < 0) {
+        // |x| < 1: ±0, or ±1 when rounding to nearest and |x| > 1/2.
+        let one = mode == 1u && e == -1 && (b & 0x7fffffffu) > 0x3f000000u;
+        return bitcast<f32>(sign | select(0u, 0x3f800000u, one));
+    }
+    let frac = 0x007fffffu >> u32(e);
+    let f = b & frac;
+    var r = b & ~frac;
+    if (mode == 1u) {
+        let half = (frac + 1u) >> 1u;
+        let unit = frac + 1u;
+        if (f > half || (f == half && (r & unit) != 0u)) {
+            r = r + unit; // carries into the exponent where it must
+        }
+    }
+    return bitcast<f32>(r);
+}
+
+fn k_trunc(x: f32) -> f32 {
+    return k_round_bits(x, 0u);
+}
+
+fn k_round(x: f32) -> f32 {
+    return k_round_bits(x, 1u);
+}
+
+// ceil(x) = -floor(-x): ceil(-0.5) = -0.
+fn k_ceil(x: f32) -> f32 {
+    return k_flip_sign(k_floor(k_flip_sign(x)));
+}
+
+// -x by the sign bit alone (a float negate may flush a subnormal).
+fn k_flip_sign(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) ^ 0x80000000u);
+}
+
+// numpy's sign: NaN -> NaN, ±0 -> +0, else ±1.
+fn k_sign(x: f32) -> f32 {
+    let a = bitcast<u32>(x) & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+        return x;
+    }
+    return select(k_with_sign(1.0, x), 0.0, a == 0u);
+}
+
+fn k_sign_i32(x: i32) -> i32 {
+    return select(select(0, 1, x > 0), -1, x < 0);
+}
+
+// atan2 (fdlibm's atan2f): every special case of C99 and the Array API standard from the bits;
+// operands that are both tiny are scaled from the bits first (a GPU may read subnormals as 0).
+fn k_atan2(y: f32, x: f32) -> f32 {
+    let by = bitcast<u32>(y);
+    let bx = bitcast<u32>(x);
+    let ay = by & 0x7fffffffu;
+    let ax = bx & 0x7fffffffu;
+    if (ax > 0x7f800000u || ay > 0x7f800000u) {
+        return k_nan();
+    }
+    let pi = 3.1415927410125732;
+    let pio2 = 1.5707963705062866;
+    let x_neg = bx >= 0x80000000u;
+    if (ay == 0u) {
+        return select(y, k_with_sign(pi, y), x_neg); // ±0 or ±pi
+    }
+    if (ax == 0u) {
+        return k_with_sign(pio2, y);
+    }
+    if (ax == 0x7f800000u) {
+        if (ay == 0x7f800000u) {
+            return k_with_sign(select(0.7853981852531433, 2.356194496154785, x_neg), y);
+        }
+        return k_with_sign(select(0.0, pi, x_neg), y);
+    }
+    if (ay == 0x7f800000u || ay > ax + (26u << 23u)) {
+        return k_with_sign(pio2, y); // |y / x| > 2^26
+    }
+    var z = 0.0;
+    if (!x_neg || ax <= ay + (26u << 23u)) {
+        var fy = bitcast<f32>(ay);
+        var fx = bitcast<f32>(ax);
+        if (min(ax, ay) < 0x00800000u) {
+            // Both below 2^-100: times 2^64, subnormals from their integer bits (b 2^-149).
+            fy = select(fy * 1.8446744073709552e19, f32(ay) * 2.5849394142282115e-26, ay < 0x00800000u);
+            fx = select(fx * 1.8446744073709552e19, f32(ax) * 2.5849394142282115e-26, ax < 0x00800000u);
+        }
+        z = k_atan(fy / fx);
+    }
+    if (x_neg) {
+        z = pi - (z - -8.7422776573e-08);
+    }
+    return k_with_sign(z, y);
+}
+
+// hypot without overflow or underflow in between: ±inf with anything (NaN too) is +inf.
+fn k_hypot(x: f32, y: f32) -> f32 {
+    let ax = bitcast<u32>(x) & 0x7fffffffu;
+    let ay = bitcast<u32>(y) & 0x7fffffffu;
+    if (ax == 0x7f800000u || ay == 0x7f800000u) {
+        return k_inf();
+    }
+    if (ax > 0x7f800000u || ay > 0x7f800000u) {
+        return k_nan();
+    }
+    let hi = max(ax, ay);
+    let lo = min(ax, ay);
+    if (lo == 0u || hi > lo + (25u << 23u)) {
+        return bitcast<f32>(hi); // the smaller is below half an ULP of the larger's square root sum
+    }
+    // Scaled so that the squares neither overflow nor underflow (2^-80 down, 2^64 up).
+    var fh = bitcast<f32>(hi);
+    var fl = bitcast<f32>(lo);
+    if (hi >= 0x58800000u) {
+        fh = fh * 8.271806125530277e-25;
+        fl = fl * 8.271806125530277e-25;
+        let v = sqrt(fh * fh + fl * fl);
+        if (v > 281474959933440.0) {
+            return k_inf(); // past f32::MAX / 2^80
+        }
+        return v * 1.2089258196146292e24;
+    }
+    if (hi < 0x26800000u) {
+        // Subnormals from their integer bits (b 2^-149): a GPU may read them as 0.
+        fh = select(fh * 1.8446744073709552e19, f32(hi) * 2.5849394142282115e-26, hi < 0x00800000u);
+        fl = select(fl * 1.8446744073709552e19, f32(lo) * 2.5849394142282115e-26, lo < 0x00800000u);
+        return sqrt(fh * fh + fl * fl) * 5.421010862427522e-20;
+    }
+    return sqrt(fh * fh + fl * fl);
+}
+
+// numpy's logaddexp, log(e^a + e^b): NaN with a NaN, +inf with a +inf, the other operand
+// against -inf; otherwise max + log1p(e^-|a - b|).
+fn k_logaddexp(a: f32, b: f32) -> f32 {
+    let ba = bitcast<u32>(a);
+    let bb = bitcast<u32>(b);
+    if (k_either_nan(a, b)) {
+        return k_nan();
+    }
+    if (ba == 0x7f800000u || bb == 0x7f800000u) {
+        return k_inf();
+    }
+    // Against -inf the other operand, -0 made +0 (it is -0 + log1p(0)).
+    if (ba == 0xff800000u) {
+        return select(b, 0.0, bb == 0x80000000u);
+    }
+    if (bb == 0xff800000u) {
+        return select(a, 0.0, ba == 0x80000000u);
+    }
+    let hi = select(b, a, k_ord(a) >= k_ord(b));
+    let lo = select(a, b, k_ord(a) >= k_ord(b));
+    let d = lo - hi; // <= 0, -inf when it overflows
+    if (bitcast<u32>(d) == 0xff800000u) {
+        return hi;
+    }
+    return hi + k_log1p(k_exp_acc(d));
+}
+
+// The next f32 after x toward y, from the bits: NaN with a NaN, y when x == y (so
+// nextafter(0, -0) = -0), the smallest subnormal of y's sign from ±0.
+fn k_nextafter(x: f32, y: f32) -> f32 {
+    if (k_either_nan(x, y)) {
+        return k_nan();
+    }
+    let bx = bitcast<u32>(x);
+    if (k_ord(x) == k_ord(y)) {
+        return y;
+    }
+    if ((bx & 0x7fffffffu) == 0u) {
+        return bitcast<f32>((bitcast<u32>(y) & 0x80000000u) | 1u);
+    }
+    let away = (k_ord(y) > k_ord(x)) == (bx < 0x80000000u);
+    return bitcast<f32>(select(bx - 1u, bx + 1u, away));
+}
+
+// The f16 bits of x, an f16 value held in f32 (exact: integer operations only).
+fn k_f16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    let s = (b >> 16u) & 0x8000u;
+    let a = b & 0x7fffffffu;
+    if (a >= 0x7f800000u) {
+        return s | 0x7c00u | select(0u, 0x200u, a > 0x7f800000u);
+    }
+    if (a < 0x33800000u) {
+        return s;
+    }
+    if (a < 0x38800000u) {
+        return s | (((a & 0x7fffffu) | 0x800000u) >> (126u - (a >> 23u))); // an f16 subnormal
+    }
+    return s | ((a - 0x38000000u) >> 13u);
+}
+
+fn k_from_f16_bits(h: u32) -> f32 {
+    let s = (h & 0x8000u) << 16u;
+    let a = h & 0x7fffu;
+    if (a >= 0x7c00u) {
+        return bitcast<f32>(s | 0x7f800000u | ((a & 0x3ffu) << 13u));
+    }
+    if (a < 0x400u) {
+        return bitcast<f32>(s | bitcast<u32>(f32(a) * 5.960464477539063e-8)); // a 2^-24, normal in f32
+    }
+    return bitcast<f32>(s | ((a << 13u) + 0x38000000u));
+}
+
+// nextafter in f16's steps for f16 values held in f32.
+fn k_nextafter_f16(x: f32, y: f32) -> f32 {
+    if (k_either_nan(x, y)) {
+        return k_nan();
+    }
+    if (k_ord(x) == k_ord(y)) {
+        return y;
+    }
+    let hx = k_f16_bits(x);
+    if ((hx & 0x7fffu) == 0u) {
+        return k_from_f16_bits((k_f16_bits(y) & 0x8000u) | 1u);
+    }
+    let away = (k_ord(y) > k_ord(x)) == (hx < 0x8000u);
+    return k_from_f16_bits(select(hx - 1u, hx + 1u, away));
+}
+
+// fmod(|x|, |y|) exactly, as the bits of a non-negative f32, for finite x and finite non-zero
+// y given as magnitude bits (musl's fmodf in integers: shift and subtract, one step per binade
+// between x and y, subnormals from their bits).
+fn k_fmod_bits(ax: u32, ay: u32) -> u32 {
+    if (ax < ay) {
+        return ax;
+    }
+    var ex = i32(ax >> 23u);
+    var ey = i32(ay >> 23u);
+    var mx = (ax & 0x7fffffu) | 0x800000u;
+    var my = (ay & 0x7fffffu) | 0x800000u;
+    if (ex == 0) {
+        let sh = i32(countLeadingZeros(ax)) - 8;
+        mx = ax << u32(sh);
+        ex = 1 - sh;
+    }
+    if (ey == 0) {
+        let sh = i32(countLeadingZeros(ay)) - 8;
+        my = ay << u32(sh);
+        ey = 1 - sh;
+    }
+    loop {
+        if (mx >= my) {
+            mx = mx - my;
+        }
+        if (mx == 0u) {
+            return 0u;
+        }
+        if (ex <= ey) {
+            break;
+        }
+        mx = mx << 1u;
+        ex = ex - 1;
+    }
+    let sh = i32(countLeadingZeros(mx)) - 8;
+    mx = mx << u32(sh);
+    ex = ex - sh;
+    if (ex > 0) {
+        return (mx - 0x800000u) | (u32(ex) << 23u);
+    }
+    return mx >> u32(1 - ex);
+}
+
+// numpy's remainder (npy_divmod): the sign of the divisor. NaN for a NaN, an infinite x or a
+// zero y; a zero result takes y's sign; finite x against ±inf gives x or y by the signs.
+fn k_remainder(x: f32, y: f32) -> f32 {
+    let bx = bitcast<u32>(x);
+    let by = bitcast<u32>(y);
+    let ax = bx & 0x7fffffffu;
+    let ay = by & 0x7fffffffu;
+    if (ax >= 0x7f800000u || ay > 0x7f800000u || ay == 0u) {
+        return k_nan();
+    }
+    var m = ax;
+    if (ay != 0x7f800000u) {
+        m = k_fmod_bits(ax, ay);
+    }
+    if (m == 0u) {
+        return bitcast<f32>(by & 0x80000000u);
+    }
+    let r = bitcast<f32>(m | (bx & 0x80000000u));
+    if ((bx ^ by) >= 0x80000000u) {
+        return r + y;
+    }
+    return r;
+}
+
+// numpy's floor_divide for floats (npy_divmod in f32): x // ±0 = x / ±0; otherwise
+// (x - fmod(x, y)) / y, one less where the remainder's sign differs from y's, rounded to the
+// nearest whole number (a zero quotient keeps the sign of x / y).
+fn k_floor_divide(x: f32, y: f32) -> f32 {
+    let bx = bitcast<u32>(x);
+    let by = bitcast<u32>(y);
+    let ax = bx & 0x7fffffffu;
+    let ay = by & 0x7fffffffu;
+    let zero_sign = (bx ^ by) & 0x80000000u;
+    if (ay == 0u) {
+        return select(k_with_sign(k_inf(), k_bits(zero_sign)), k_nan(), ax == 0u || ax > 0x7f800000u); // x / ±0
+    }
+    if (ax >= 0x7f800000u || ay > 0x7f800000u) {
+        return k_nan();
+    }
+    var m = ax;
+    if (ay != 0x7f800000u) {
+        m = k_fmod_bits(ax, ay);
+    }
+    let mod_ = bitcast<f32>(m | (bx & 0x80000000u));
+    var d = 0.0;
+    if (ay != 0x7f800000u) {
+        d = k_div(x - mod_, y);
+    }
+    if (m != 0u && (bx ^ by) >= 0x80000000u) {
+        d = d - 1.0;
+    }
+    if ((bitcast<u32>(d) & 0x7fffffffu) == 0u) {
+        return k_bits(zero_sign);
+    }
+    var q = floor(d);
+    if (d - q > 0.5) {
+        q = q + 1.0;
+    }
+    return q;
+}
+
+// numpy's integer remainder: the sign of the divisor, x % 0 = 0 (i32::MIN % -1 = 0).
+fn k_remainder_i32(a: i32, b: i32) -> i32 {
+    if (b == 0 || b == -1) {
+        return 0;
+    }
+    let r = a % b;
+    return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+}
+
+fn k_remainder_u32(a: u32, b: u32) -> u32 {
+    return select(a % b, 0u, b == 0u);
+}

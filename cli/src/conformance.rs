@@ -121,6 +121,8 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
         "random_uniform" => ops::random_uniform(&c.shape()?, c.dtype()?, c.u64("seed")?, c.f("low")?, c.f("high")?)?,
         "random_normal" => ops::random_normal(&c.shape()?, c.dtype()?, c.u64("seed")?, c.f("mean")?, c.f("std")?)?,
         "where" => ops::where_(c.input("cond")?, c.input("a")?, c.input("b")?)?,
+        "clip" if c.inputs.len() == 3 => ops::clip(c.input("x")?, Some(c.input("min")?), Some(c.input("max")?))?,
+        "clip" => ops::clip_scalar(c.input("x")?, c.f("min")?, c.f("max")?)?,
         "cast" => ops::cast(c.input("x")?, c.dtype()?)?,
         "matmul" => ops::matmul(c.input("a")?, c.input("b")?)?,
         "sum" | "mean" | "max" | "min" | "all" | "any" => {

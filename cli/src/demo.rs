@@ -63,7 +63,10 @@ fn cases(inp: &mut Inputs) -> Result<Vec<Case>> {
     let n = 1 << 16;
     for op in UnaryOp::ALL {
         let (lo, hi) = match op {
-            UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt => (0.05, 10.0),
+            UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Log2 | UnaryOp::Log10 => (0.05, 10.0),
+            UnaryOp::Asin | UnaryOp::Acos | UnaryOp::Atanh => (-0.99, 0.99),
+            UnaryOp::Acosh => (1.0, 10.0),
+            UnaryOp::Log1p => (-0.9, 5.0),
             _ => (-5.0, 5.0),
         };
         let (x, xv) = inp.tensor(&[n], lo, hi, DType::F32)?;
@@ -78,7 +81,11 @@ fn cases(inp: &mut Inputs) -> Result<Vec<Case>> {
     }
     for op in BinaryOp::ALL {
         let (sa, sb) = (vec![256, 257], vec![257]);
-        let lo = if matches!(op, BinaryOp::Pow | BinaryOp::Div) { 0.5 } else { -5.0 };
+        let lo = if matches!(op, BinaryOp::Pow | BinaryOp::Div | BinaryOp::Remainder | BinaryOp::FloorDivide) {
+            0.5
+        } else {
+            -5.0
+        };
         let (a, av) = inp.tensor(&sa, lo, 3.0, DType::F32)?;
         let (b, bv) = inp.tensor(&sb, lo, 3.0, DType::F32)?;
         cases.push(Case {

@@ -79,6 +79,36 @@ pub unsafe extern "C" fn kiln_where(
     call_out("kiln_where", out, || ops::where_(&*tensor(cond, "cond")?, &*tensor(a, "a")?, &*tensor(b, "b")?))
 }
 
+/// `x` limited to `[min, max]` elementwise (the Array API's `clip`): a NaN in `x` or a bound
+/// gives NaN. `min` and `max` may be NULL (no bound); a bound must have `x`'s dtype and
+/// broadcast to `x`'s shape, which the result keeps. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_clip(
+    x: *const KilnTensor,
+    min: *const KilnTensor,
+    max: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_clip", out, || {
+        let (lo, hi) = (opt_tensor(min, "min")?, opt_tensor(max, "max")?);
+        ops::clip(&*tensor(x, "x")?, lo.as_deref(), hi.as_deref())
+    })
+}
+
+/// `kiln_clip` with number bounds: `-INFINITY` for `min` or `INFINITY` for `max` means no
+/// bound; another value must be one of `x`'s dtype. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_clip_scalar(
+    x: *const KilnTensor,
+    min: f64,
+    max: f64,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_clip_scalar", out, || ops::clip_scalar(&*tensor(x, "x")?, min, max))
+}
+
 /// Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`:
 /// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]

@@ -126,12 +126,169 @@ pub unsafe extern "C" fn kiln_silu(x: *const KilnTensor, out: *mut *mut KilnTens
 }
 
 /// Elementwise floor(x), the largest whole number not above x, same shape as `x` and its dtype
-/// unless stated (f32 and f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`:
-/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
-/// is set to NULL on error. Thread-safe.
+/// unless stated (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_floor(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     unary("kiln_floor", x, out, ops::floor)
+}
+
+/// Elementwise arcsine, same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_asin(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_asin", x, out, ops::asin)
+}
+
+/// Elementwise arccosine, same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_acos(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_acos", x, out, ops::acos)
+}
+
+/// Elementwise arctangent, same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_atan(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_atan", x, out, ops::atan)
+}
+
+/// Elementwise hyperbolic sine, same shape as `x` and its dtype unless stated (f32 and f16; an
+/// integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sinh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_sinh", x, out, ops::sinh)
+}
+
+/// Elementwise hyperbolic cosine, same shape as `x` and its dtype unless stated (f32 and f16; an
+/// integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_cosh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_cosh", x, out, ops::cosh)
+}
+
+/// Elementwise inverse hyperbolic sine, same shape as `x` and its dtype unless stated (f32 and f16;
+/// an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_asinh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_asinh", x, out, ops::asinh)
+}
+
+/// Elementwise inverse hyperbolic cosine, same shape as `x` and its dtype unless stated (f32 and
+/// f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_acosh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_acosh", x, out, ops::acosh)
+}
+
+/// Elementwise inverse hyperbolic tangent, same shape as `x` and its dtype unless stated (f32 and
+/// f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_atanh(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_atanh", x, out, ops::atanh)
+}
+
+/// Elementwise ln(1 + x), accurate near 0, same shape as `x` and its dtype unless stated (f32 and
+/// f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_log1p(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_log1p", x, out, ops::log1p)
+}
+
+/// Elementwise e^x - 1, accurate near 0, same shape as `x` and its dtype unless stated (f32 and
+/// f16; an integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_expm1(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_expm1", x, out, ops::expm1)
+}
+
+/// Elementwise base-2 logarithm, same shape as `x` and its dtype unless stated (f32 and f16; an
+/// integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_log2(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_log2", x, out, ops::log2)
+}
+
+/// Elementwise base-10 logarithm, same shape as `x` and its dtype unless stated (f32 and f16; an
+/// integer tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_log10(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_log10", x, out, ops::log10)
+}
+
+/// Elementwise ceil(x), the smallest whole number not below x, same shape as `x` and its dtype
+/// unless stated (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_ceil(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_ceil", x, out, ops::ceil)
+}
+
+/// Elementwise x rounded toward zero, same shape as `x` and its dtype unless stated (every dtype
+/// but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new
+/// tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_trunc(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_trunc", x, out, ops::trunc)
+}
+
+/// Elementwise x rounded to the nearest whole number, ties to even, same shape as `x` and its dtype
+/// unless stated (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_round(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_round", x, out, ops::round)
+}
+
+/// Elementwise the sign of x: -1, 0 or 1, same shape as `x` and its dtype unless stated (every
+/// dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sign(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_sign", x, out, ops::sign)
+}
+
+/// Elementwise 1 / x, same shape as `x` and its dtype unless stated (f32 and f16; an integer tensor
+/// gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+/// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_reciprocal(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_reciprocal", x, out, ops::reciprocal)
+}
+
+/// Elementwise x * x, same shape as `x` and its dtype unless stated (every dtype but bool, which
+/// gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the
+/// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_square(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_square", x, out, ops::square)
 }
 
 /// Elementwise logical not (x == 0, as bool), same shape as `x` and its dtype unless stated (every
@@ -176,10 +333,11 @@ pub unsafe extern "C" fn kiln_signbit(x: *const KilnTensor, out: *mut *mut KilnT
 }
 
 /// Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
-/// "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "logical_not", "isnan", "isinf",
-/// "isfinite", "signbit"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`:
-/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
-/// is set to NULL on error. Thread-safe.
+/// "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh", "cosh",
+/// "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round", "sign",
+/// "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit"); an unknown name
+/// is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by
+/// the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_unary(op: *const c_char, x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_unary", out, || {
@@ -446,11 +604,131 @@ pub unsafe extern "C" fn kiln_logical_xor_scalar(a: *const KilnTensor, s: f64, o
     scalar("kiln_logical_xor_scalar", a, s, out, ops::logical_xor_scalar)
 }
 
-/// Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
-/// "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor") with numpy
-/// broadcasting; an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null.
+/// Elementwise atan2(a, b), the angle of the point (b, a) with numpy broadcasting; the dtypes must
+/// match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_atan2(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_atan2", a, b, out, ops::atan2)
+}
+
+/// kiln_atan2 with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
 /// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
 /// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_atan2_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_atan2_scalar", a, s, out, ops::atan2_scalar)
+}
+
+/// Elementwise sqrt(a^2 + b^2) without overflow with numpy broadcasting; the dtypes must match.
+/// Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_hypot(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_hypot", a, b, out, ops::hypot)
+}
+
+/// kiln_hypot with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_hypot_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_hypot_scalar", a, s, out, ops::hypot_scalar)
+}
+
+/// Elementwise log(e^a + e^b) with numpy broadcasting; the dtypes must match. Gives a tensor of
+/// their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logaddexp(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_logaddexp", a, b, out, ops::logaddexp)
+}
+
+/// kiln_logaddexp with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_logaddexp_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_logaddexp_scalar", a, s, out, ops::logaddexp_scalar)
+}
+
+/// Elementwise |a| with the sign of b with numpy broadcasting; the dtypes must match. Gives a
+/// tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out`
+/// receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+/// error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_copysign(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_copysign", a, b, out, ops::copysign)
+}
+
+/// kiln_copysign with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_copysign_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_copysign_scalar", a, s, out, ops::copysign_scalar)
+}
+
+/// Elementwise the next representable value after a toward b with numpy broadcasting; the dtypes
+/// must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_nextafter(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_nextafter", a, b, out, ops::nextafter)
+}
+
+/// kiln_nextafter with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_nextafter_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_nextafter_scalar", a, s, out, ops::nextafter_scalar)
+}
+
+/// Elementwise a mod b with the sign of b (numpy's remainder, Python's %) with numpy broadcasting;
+/// the dtypes must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`,
+/// `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_remainder(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_remainder", a, b, out, ops::remainder)
+}
+
+/// kiln_remainder with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_remainder_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_remainder_scalar", a, s, out, ops::remainder_scalar)
+}
+
+/// Elementwise floor(a / b) (numpy's floor_divide, Python's //) with numpy broadcasting; the dtypes
+/// must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_floor_divide(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_floor_divide", a, b, out, ops::floor_divide)
+}
+
+/// kiln_floor_divide with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_floor_divide_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_floor_divide_scalar", a, s, out, ops::floor_divide_scalar)
+}
+
+/// Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+/// "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "hypot",
+/// "logaddexp", "copysign", "nextafter", "remainder", "floor_divide") with numpy broadcasting; an
+/// unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_binary(op: *const c_char, a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_binary", out, || {

@@ -523,6 +523,18 @@ gelu(x::Real) = x * (1 + _erf(x / sqrt(oftype(float(x), 2)))) / 2
 gelu_tanh(x::Real) = x * (1 + tanh(sqrt(2 / oftype(float(x), pi)) * (x + oftype(float(x), 0.044715) * x^3))) / 2
 """Elementwise `x * sigmoid(x)`."""
 silu(x::Real) = x * sigmoid(x)
+"""Elementwise `log(exp(x) + exp(y))` without overflow (numpy's `logaddexp`): `Kiln.logaddexp.(a, b)`."""
+function logaddexp(x::Real, y::Real)
+    x == y && return x + log(oftype(float(x), 2))
+    d = x - y
+    return d > 0 ? x + log1p(exp(-d)) : d <= 0 ? y + log1p(exp(d)) : oftype(float(x), NaN)
+end
+"""The next floating-point value after `x` toward `y` (C's and numpy's `nextafter`): `Kiln.nextafter.(a, b)`."""
+function nextafter(x::T, y::Real) where {T<:AbstractFloat}
+    (isnan(x) || isnan(y)) && return T(NaN)
+    x == y && return T(y)
+    return y > x ? nextfloat(x) : prevfloat(x)
+end
 
 # erf without SpecialFunctions (host-side scalar version only; the GPU uses its own).
 function _erf(x::Real)
@@ -573,10 +585,8 @@ const _KilnInt = Union{Int32,UInt32}
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray{<:_KilnInt}, b::KilnArray{<:_KilnInt}) = _binary("pow", a, b)
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), a::KilnArray{<:_KilnInt}, s::Integer) = _binary_scalar("pow", a, s, false)
 Broadcast.broadcasted(::KilnStyle, ::typeof(^), s::Integer, a::KilnArray{<:_KilnInt}) = _binary_scalar("pow", a, s, true)
-# Kiln's integer division is floor division (Julia's `fld`, numpy's `//`), and x ÷ 0 gives 0
-# where Julia throws a DivideError.
-Broadcast.broadcasted(::KilnStyle, ::typeof(fld), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _binary("div", a, b)
-Broadcast.broadcasted(::KilnStyle, ::typeof(fld), a::KilnArray{<:Integer}, s::Integer) = _binary_scalar("div", a, s, false)
+# `fld` and `mod` are kiln-core's floor_divide and remainder (in BINARY): x ÷ 0 gives 0 on
+# integers where Julia throws a DivideError.
 # `div` (÷) truncates toward zero: the floor quotient, plus one where a remainder is left and
 # the operands' signs differ (and the divisor is not zero).
 function _truncdiv(a::KilnArray{T}, b::Union{KilnArray,Integer}) where {T<:Integer}
@@ -611,6 +621,22 @@ function Broadcast.broadcasted(::KilnStyle, ::typeof(ifelse), c::KilnArray, a::U
     ta, tb = _promote(ta, tb)
     return _new() do out
         @ccall libkiln.kiln_where(c::Ptr{KilnTensor}, ta::Ptr{KilnTensor}, tb::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+# clamp.(x, lo, hi): kiln-core's clip, the Array API's (a NaN bound gives NaN where Base's clamp
+# would keep x); bounds are KilnArrays or numbers of x's type, ±Inf meaning no bound.
+function Broadcast.broadcasted(::KilnStyle, ::typeof(clamp), x::KilnArray, lo::Union{KilnArray,Real}, hi::Union{KilnArray,Real})
+    if lo isa Real && hi isa Real
+        return _new() do out
+            @ccall libkiln.kiln_clip_scalar(x::Ptr{KilnTensor}, Float64(lo)::Cdouble, Float64(hi)::Cdouble,
+                                            out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+    tl = lo isa KilnArray ? lo : _tensor_like(lo, eltype(x))
+    th = hi isa KilnArray ? hi : _tensor_like(hi, eltype(x))
+    return _new() do out
+        @ccall libkiln.kiln_clip(x::Ptr{KilnTensor}, tl::Ptr{KilnTensor}, th::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
     end
 end
 

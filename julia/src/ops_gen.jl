@@ -18,6 +18,24 @@ const UNARY = (
     (:gelu_tanh, "gelu_tanh"),
     (:silu, "silu"),
     (:floor, "floor"),
+    (:asin, "asin"),
+    (:acos, "acos"),
+    (:atan, "atan"),
+    (:sinh, "sinh"),
+    (:cosh, "cosh"),
+    (:asinh, "asinh"),
+    (:acosh, "acosh"),
+    (:atanh, "atanh"),
+    (:log1p, "log1p"),
+    (:expm1, "expm1"),
+    (:log2, "log2"),
+    (:log10, "log10"),
+    (:ceil, "ceil"),
+    (:trunc, "trunc"),
+    (:round, "round"),
+    (:sign, "sign"),
+    (:inv, "reciprocal"),
+    (:abs2, "square"),
     (:isnan, "isnan"),
     (:isinf, "isinf"),
     (:isfinite, "isfinite"),
@@ -25,7 +43,7 @@ const UNARY = (
 )
 
 # The unary ops that need a float array (integer arrays are converted to Float32 first).
-const FLOAT_ONLY = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "floor")
+const FLOAT_ONLY = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "reciprocal")
 
 const BINARY = (
     (:+, "add"),
@@ -39,4 +57,11 @@ const BINARY = (
     (:<=, "le"),
     (:>, "gt"),
     (:>=, "ge"),
+    (:atan, "atan2"),
+    (:hypot, "hypot"),
+    (:logaddexp, "logaddexp"),
+    (:copysign, "copysign"),
+    (:nextafter, "nextafter"),
+    (:mod, "remainder"),
+    (:fld, "floor_divide"),
 )

@@ -26,7 +26,7 @@ defmodule Kiln do
   """
 
   # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise.rs)
-  import Kernel, except: [abs: 1, div: 2, floor: 1, max: 2, min: 2]
+  import Kernel, except: [abs: 1, ceil: 1, div: 2, floor: 1, max: 2, min: 2, round: 1, trunc: 1]
 
   # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric or
   # :any (bool included, gives {:u, 8})}
@@ -45,7 +45,25 @@ defmodule Kiln do
     {:gelu, "gelu", :float},
     {:gelu_tanh, "gelu_tanh", :float},
     {:silu, "silu", :float},
-    {:floor, "floor", :float},
+    {:floor, "floor", :numeric},
+    {:asin, "asin", :float},
+    {:acos, "acos", :float},
+    {:atan, "atan", :float},
+    {:sinh, "sinh", :float},
+    {:cosh, "cosh", :float},
+    {:asinh, "asinh", :float},
+    {:acosh, "acosh", :float},
+    {:atanh, "atanh", :float},
+    {:log1p, "log1p", :float},
+    {:expm1, "expm1", :float},
+    {:log2, "log2", :float},
+    {:log10, "log10", :float},
+    {:ceil, "ceil", :numeric},
+    {:trunc, "trunc", :numeric},
+    {:round, "round", :numeric},
+    {:sign, "sign", :numeric},
+    {:reciprocal, "reciprocal", :float},
+    {:square, "square", :numeric},
     {:logical_not, "logical_not", :any},
     {:is_nan, "isnan", :any},
     {:is_infinity, "isinf", :any},
@@ -70,7 +88,14 @@ defmodule Kiln do
     {:greater_equal, "ge", true},
     {:logical_and, "logical_and", true},
     {:logical_or, "logical_or", true},
-    {:logical_xor, "logical_xor", true}
+    {:logical_xor, "logical_xor", true},
+    {:atan2, "atan2", false},
+    {:hypot, "hypot", false},
+    {:logaddexp, "logaddexp", false},
+    {:copysign, "copysign", false},
+    {:nextafter, "nextafter", false},
+    {:mod, "remainder", false},
+    {:floor_div, "floor_divide", false}
   ]
 
   # END GENERATED (kiln gen)
@@ -551,7 +576,7 @@ defmodule Kiln do
     Elementwise `#{name}` (kiln-core's `#{core}`) with numpy broadcasting#{if cmp?, do: ", giving `{:u, 8}` (bool: 0 or 1)", else: ""}.
     Either side may be a number, which takes the tensor's type (kiln-core refuses NaN, fractions
     and values out of range for an integer tensor with `:invalid_argument`); two tensors must have
-    the same type.#{if core == "div", do: "\n\nOn integer tensors `divide` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0` (Nx's `divide` would give\nfloats). Float tensors divide as IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}
+    the same type.#{if core == "div", do: "\n\nOn integer tensors `divide` is floor division, numpy's `//`: the quotient rounded\ntoward negative infinity (`div(-7, 2) == -4`), and `x div 0 == 0` (Nx's `divide` would give\nfloats). Float tensors divide as IEEE 754 does (`1.0 / 0.0` is `:infinity`).", else: ""}#{if core in ["remainder", "floor_divide"], do: "\n\nFloored, as `Integer.mod/2` and `Integer.floor_div/2` (numpy's `remainder` and `floor_divide`):\nthe remainder takes the divisor's sign (`Nx.remainder` takes the dividend's), and an integer\n`x` by 0 gives 0.", else: ""}
     """
     def unquote(name)(a, b), do: binary_op(unquote(core), a, b)
 
@@ -603,6 +628,21 @@ defmodule Kiln do
       end
 
     out(Native.where_(ref!(cond), ref!(a), ref!(b)))
+  end
+
+  @doc """
+  `t` limited to `[min, max]` elementwise (Nx's `clip/3`, the Array API's `clip`): a NaN in `t`
+  or a bound gives NaN. Either bound may be `nil` (no bound), a number (of `t`'s type) or a
+  tensor of `t`'s type that broadcasts to `t`'s shape.
+  """
+  def clip(t, min, max) do
+    bound = fn
+      nil -> nil
+      s when is_scalar(s) -> ref!(full({}, s, type: t.type))
+      b -> ref!(b)
+    end
+
+    out(Native.clip(ref!(t), bound.(min), bound.(max)))
   end
 
   @doc "Nx's name for `where/3`."

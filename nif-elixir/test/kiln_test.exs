@@ -51,12 +51,49 @@ defmodule KilnTest do
     assert Kiln.to_list(a |> Kiln.negate() |> Kiln.floor()) == [-1.0, 2.0, -3.0]
   end
 
-  test "floor keeps the special values and refuses integers" do
+  test "floor keeps the special values and leaves integers as they are" do
     x = Kiln.tensor([-0.5, 0.5, 2.5, -2.5, -0.0, :infinity, :neg_infinity, :nan, -1.0e-40])
     assert [-1.0, +0.0, 2.0, -3.0, -0.0, :infinity, :neg_infinity, :nan, -1.0] == Kiln.to_list(Kiln.floor(x))
     <<_::32, _::32, _::32, _::32, neg_zero::binary-size(4), _::binary>> = Kiln.to_binary(Kiln.floor(x))
     assert neg_zero == <<0, 0, 0, 128>>
-    assert_raise Kiln.Error, ~r/dtype/, fn -> Kiln.floor(Kiln.tensor([1, 2], type: {:s, 32})) end
+    assert Kiln.to_list(Kiln.floor(Kiln.tensor([1, -2], type: {:s, 32}))) == [1, -2]
+  end
+
+  test "the Array API's float functions under Nx's and Elixir's names" do
+    x = Kiln.tensor([-0.0, 0.5, -2.5, 2.5, :infinity, :nan, 1.0e-10])
+    assert [-0.0, 1.0, -2.0, 3.0, :infinity, :nan, 1.0] == Kiln.to_list(Kiln.ceil(x))
+    assert [-0.0, 0.0, -2.0, 2.0, :infinity, :nan, 0.0] == Kiln.to_list(Kiln.round(x))
+    assert [0.0, 1.0, -1.0, 1.0, 1.0, :nan, 1.0] == Kiln.to_list(Kiln.sign(x))
+    [_, _, _, _, _, _, tiny] = Kiln.to_list(Kiln.log1p(x))
+    assert_in_delta tiny, 1.0e-10, 1.0e-16
+    assert_raise Kiln.Error, ~r/float/, fn -> Kiln.log1p(Kiln.tensor([1, 2], type: {:s, 32})) end
+    a = Kiln.tensor([7, -7, 7, -7, 5], type: {:s, 32})
+    b = Kiln.tensor([2, 2, -2, -2, 0], type: {:s, 32})
+
+    assert Kiln.to_list(Kiln.mod(a, b)) == [
+             Integer.mod(7, 2),
+             Integer.mod(-7, 2),
+             Integer.mod(7, -2),
+             Integer.mod(-7, -2),
+             0
+           ]
+
+    assert Kiln.to_list(Kiln.floor_div(a, b)) == [3, -4, -4, 3, 0]
+    assert Kiln.to_list(Kiln.remainder(a, b)) == Kiln.to_list(Kiln.mod(a, b))
+    y = Kiln.tensor([1.0, -1.0, 0.0])
+    z = Kiln.tensor([1.0, 1.0, -1.0])
+    assert [a1, a2, a3] = Kiln.to_list(Kiln.atan2(y, z))
+    assert_in_delta a1, :math.atan2(1.0, 1.0), 1.0e-6
+    assert_in_delta a2, :math.atan2(-1.0, 1.0), 1.0e-6
+    assert_in_delta a3, :math.pi(), 1.0e-6
+    assert Kiln.to_list(Kiln.copysign(z, y)) == [1.0, -1.0, 1.0]
+    c = Kiln.tensor([-3.0, 0.5, 9.0, :nan])
+    assert [-1.0, 0.5, 2.0, :nan] == Kiln.to_list(Kiln.clip(c, -1.0, 2.0))
+    assert [-3.0, 0.5, 2.0, :nan] == Kiln.to_list(Kiln.clip(c, nil, 2))
+    assert [:nan, 0.5, 1.0, :nan] == Kiln.to_list(Kiln.clip(c, Kiln.tensor([:nan, 0.0, 0.0, 0.0]), 1.0))
+    assert [-3, 0, 4] == Kiln.to_list(Kiln.clip(Kiln.tensor([-7, 0, 9], type: {:s, 32}), -3, 4))
+    [h] = Kiln.to_list(Kiln.hypot(Kiln.tensor([3.0e30]), 4.0e30))
+    assert_in_delta h, 5.0e30, 1.0e24
   end
 
   describe "conversion" do

@@ -384,16 +384,16 @@ pub fn divide(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> P
     division(py, "divide", true_divide_op, x1, x2)
 }
 
-/// ``x1 // x2``, numpy's floor division, for integer tensors (int32, uint32): the quotient
-/// rounded toward negative infinity, and ``x // 0 == 0`` as numpy gives (kiln-core's integer
-/// ``div``). Float tensors raise DTypeError: kiln-core has no floor op yet.
+/// ``x1 // x2``, numpy's floor division: the quotient rounded toward negative infinity.
+/// Integers: ``x // 0 == 0`` as numpy gives. Floats: numpy's, from the exact ``fmod``
+/// (``1 // 0.1 == 9``, ``-1 // inf == -1``, ``x // 0 == x / 0``).
 #[pyfunction]
 pub fn floor_divide(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
     division(py, "floor_divide", floor_divide_op, x1, x2)
 }
 
-/// ``x1 % x2``, numpy's remainder, for integer tensors: ``x1 - (x1 // x2) * x2``, taking the
-/// sign of ``x2``, and ``x % 0 == 0`` as numpy gives. Float tensors raise DTypeError.
+/// ``x1 % x2``, numpy's remainder, with the sign of ``x2``. Integers: ``x % 0 == 0`` as numpy
+/// gives. Floats: exact (from ``fmod``), NaN for ``x % 0`` and an infinite ``x``.
 #[pyfunction]
 pub fn remainder(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
     division(py, "remainder", remainder_op, x1, x2)

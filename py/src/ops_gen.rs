@@ -21,6 +21,24 @@ unary_fns! {
     gelu_tanh => GeluTanh, "Elementwise GELU with the tanh approximation.";
     silu => Silu, "Elementwise x * sigmoid(x).";
     floor => Floor, "Elementwise floor(x), the largest whole number not above x.";
+    asin => Asin, "Elementwise arcsine.";
+    acos => Acos, "Elementwise arccosine.";
+    atan => Atan, "Elementwise arctangent.";
+    sinh => Sinh, "Elementwise hyperbolic sine.";
+    cosh => Cosh, "Elementwise hyperbolic cosine.";
+    asinh => Asinh, "Elementwise inverse hyperbolic sine.";
+    acosh => Acosh, "Elementwise inverse hyperbolic cosine.";
+    atanh => Atanh, "Elementwise inverse hyperbolic tangent.";
+    log1p => Log1p, "Elementwise ln(1 + x), accurate near 0.";
+    expm1 => Expm1, "Elementwise e^x - 1, accurate near 0.";
+    log2 => Log2, "Elementwise base-2 logarithm.";
+    log10 => Log10, "Elementwise base-10 logarithm.";
+    ceil => Ceil, "Elementwise ceil(x), the smallest whole number not below x.";
+    trunc => Trunc, "Elementwise x rounded toward zero.";
+    round => Round, "Elementwise x rounded to the nearest whole number, ties to even.";
+    sign => Sign, "Elementwise the sign of x: -1, 0 or 1.";
+    reciprocal => Reciprocal, "Elementwise 1 / x.";
+    square => Square, "Elementwise x * x.";
     logical_not => LogicalNot, "Elementwise logical not (x == 0, as bool).";
     isnan => IsNan, "Elementwise whether x is NaN (bool).";
     isinf => IsInf, "Elementwise whether x is +inf or -inf (bool).";
@@ -44,6 +62,11 @@ binary_fns! {
     logical_and => LogicalAnd, "Elementwise logical and of a and b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
     logical_or => LogicalOr, "Elementwise logical or of a and b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
     logical_xor => LogicalXor, "Elementwise logical exclusive or of a and b as a bool tensor, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    atan2 => Atan2, "Elementwise atan2(a, b), the angle of the point (b, a), with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    hypot => Hypot, "Elementwise sqrt(a^2 + b^2) without overflow, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    logaddexp => Logaddexp, "Elementwise log(e^a + e^b), with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    copysign => Copysign, "Elementwise |a| with the sign of b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    nextafter => Nextafter, "Elementwise the next representable value after a toward b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
 }
 
 /// Adds every function above to the module.
@@ -62,6 +85,24 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gelu_tanh, m)?)?;
     m.add_function(wrap_pyfunction!(silu, m)?)?;
     m.add_function(wrap_pyfunction!(floor, m)?)?;
+    m.add_function(wrap_pyfunction!(asin, m)?)?;
+    m.add_function(wrap_pyfunction!(acos, m)?)?;
+    m.add_function(wrap_pyfunction!(atan, m)?)?;
+    m.add_function(wrap_pyfunction!(sinh, m)?)?;
+    m.add_function(wrap_pyfunction!(cosh, m)?)?;
+    m.add_function(wrap_pyfunction!(asinh, m)?)?;
+    m.add_function(wrap_pyfunction!(acosh, m)?)?;
+    m.add_function(wrap_pyfunction!(atanh, m)?)?;
+    m.add_function(wrap_pyfunction!(log1p, m)?)?;
+    m.add_function(wrap_pyfunction!(expm1, m)?)?;
+    m.add_function(wrap_pyfunction!(log2, m)?)?;
+    m.add_function(wrap_pyfunction!(log10, m)?)?;
+    m.add_function(wrap_pyfunction!(ceil, m)?)?;
+    m.add_function(wrap_pyfunction!(trunc, m)?)?;
+    m.add_function(wrap_pyfunction!(round, m)?)?;
+    m.add_function(wrap_pyfunction!(sign, m)?)?;
+    m.add_function(wrap_pyfunction!(reciprocal, m)?)?;
+    m.add_function(wrap_pyfunction!(square, m)?)?;
     m.add_function(wrap_pyfunction!(logical_not, m)?)?;
     m.add_function(wrap_pyfunction!(isnan, m)?)?;
     m.add_function(wrap_pyfunction!(isinf, m)?)?;
@@ -82,5 +123,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(logical_and, m)?)?;
     m.add_function(wrap_pyfunction!(logical_or, m)?)?;
     m.add_function(wrap_pyfunction!(logical_xor, m)?)?;
+    m.add_function(wrap_pyfunction!(atan2, m)?)?;
+    m.add_function(wrap_pyfunction!(hypot, m)?)?;
+    m.add_function(wrap_pyfunction!(logaddexp, m)?)?;
+    m.add_function(wrap_pyfunction!(copysign, m)?)?;
+    m.add_function(wrap_pyfunction!(nextafter, m)?)?;
     Ok(())
 }

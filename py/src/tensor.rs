@@ -73,113 +73,34 @@ pub fn true_divide_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflecte
     }
 }
 
-/// numpy's floor division and remainder of float tensors `x` and `y` (broadcast), composed from
-/// core ops around `floor(x / y)`, with numpy's special values (its `npy_divmod`): `x // 0` is
-/// `x / 0` (±inf, NaN for 0) and `x % 0` NaN; an infinite or NaN `x` gives NaN for both; a finite
-/// `x` against `y = ±inf` gives `x // y` = ±0 or -1 and `x % y` = `x` or `y` (by the signs); a
-/// zero remainder takes the sign of `y`. One difference remains: numpy derives the quotient from
-/// the exact `fmod`, so where `x / y` rounds up to a whole number in float32 (`1 // 0.1`) numpy
-/// gives one less (9.0, remainder 0.09999999) than `floor(x / y)` here (10.0, remainder 0).
-fn float_divmod(x: &Tensor, y: &Tensor) -> kiln_core::Result<(Tensor, Tensor)> {
-    use ops::{binary as bin, binary_scalar as sc};
-    let dt = x.dtype();
-    let nan = Tensor::scalar(f64::NAN, dt)?;
-    let q = bin(BinaryOp::Div, x, y)?;
-    let fd = ops::floor(&q)?;
-    let r = bin(BinaryOp::Sub, x, &bin(BinaryOp::Mul, &fd, y)?)?;
-    // 0 / y: a zero with the sign of y (NaN for y = 0, whose remainder is NaN anyway).
-    let zero_like_y = sc(BinaryOp::Div, y, 0.0, true)?;
-    let r = ops::where_(&sc(BinaryOp::Eq, &r, 0.0, false)?, &zero_like_y, &r)?;
-    // Masks (bool).
-    let x_finite = ops::isfinite(x)?;
-    let y_inf = ops::isinf(y)?;
-    let signs_differ = bin(BinaryOp::Ne, &sc(BinaryOp::Lt, x, 0.0, false)?, &sc(BinaryOp::Lt, y, 0.0, false)?)?;
-    let opposite = ops::logical_and(&sc(BinaryOp::Ne, x, 0.0, false)?, &signs_differ)?;
-    let finite_by_inf = ops::logical_and(&x_finite, &y_inf)?;
-    let y_zero = sc(BinaryOp::Eq, y, 0.0, false)?;
-    // Floor division.
-    let minus_one = Tensor::scalar(-1.0, dt)?;
-    let fd = ops::where_(&finite_by_inf, &ops::where_(&opposite, &minus_one, &q)?, &fd)?;
-    let fd = ops::where_(&x_finite, &fd, &nan)?;
-    let fd = ops::where_(&y_zero, &q, &fd)?;
-    // Remainder.
-    let x_or_zero = ops::where_(&sc(BinaryOp::Eq, x, 0.0, false)?, &zero_like_y, x)?;
-    let r = ops::where_(&finite_by_inf, &ops::where_(&opposite, y, &x_or_zero)?, &r)?;
-    let r = ops::where_(&ops::logical_or(&ops::logical_not(&x_finite)?, &y_zero)?, &nan, &r)?;
-    Ok((fd, r))
+/// `a OP b` (`b OP a` when `reflected`) for kiln-core's floor_divide and remainder, which are
+/// numpy's on every dtype (floats from the exact fmod, integers with `x // 0 == x % 0 == 0`).
+fn floor_family(
+    py: Python<'_>,
+    op: BinaryOp,
+    a: &Tensor,
+    b: &Bound<'_, PyAny>,
+    reflected: bool,
+) -> PyResult<Option<Tensor>> {
+    match operand(py, b)? {
+        None => Ok(None),
+        Some(Operand::Tensor(b)) => {
+            let (x, y) = if reflected { (&b, a) } else { (a, &b) };
+            gpu(py, || ops::binary(op, x, y)).map(Some)
+        }
+        Some(Operand::Scalar(v, _)) => gpu(py, || ops::binary_scalar(op, a, v, reflected)).map(Some),
+    }
 }
 
-/// The operands of `a OP b` (`b OP a` when `reflected`) as two tensors of `a`'s dtype.
-fn float_operands(a: &Tensor, b: Operand, reflected: bool) -> kiln_core::Result<(Tensor, Tensor)> {
-    let b = match b {
-        Operand::Tensor(t) => t,
-        Operand::Scalar(v, _) => Tensor::scalar(v, a.dtype())?,
-    };
-    Ok(if reflected { (b, a.clone()) } else { (a.clone(), b) })
-}
-
-/// `a // b` (`b // a` when `reflected`), numpy's floor division: on integer tensors kiln-core's
-/// integer `div` (rounds toward negative infinity; `x // 0 == 0`), on float tensors
-/// `float_divmod`'s quotient.
+/// `a // b` (`b // a` when `reflected`), numpy's floor division (kiln-core's floor_divide).
 pub fn floor_divide_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
-    let Some(b) = operand(py, b)? else { return Ok(None) };
-    if a.dtype().is_float() || matches!(&b, Operand::Tensor(t) if t.dtype().is_float()) {
-        return gpu(py, || {
-            let (x, y) = float_operands(a, b, reflected)?;
-            float_divmod(&x, &y).map(|(q, _)| Some(q))
-        });
-    }
-    match b {
-        Operand::Tensor(b) => {
-            let (x, y) = if reflected { (&b, a) } else { (a, &b) };
-            gpu(py, || ops::binary(BinaryOp::Div, x, y)).map(Some)
-        }
-        Operand::Scalar(v, _) => gpu(py, || ops::binary_scalar(BinaryOp::Div, a, v, reflected)).map(Some),
-    }
+    floor_family(py, BinaryOp::FloorDivide, a, b, reflected)
 }
 
-/// `a % b` (`b % a` when `reflected`), numpy's remainder (the sign of the divisor). Integer
-/// tensors: composed from kiln-core ops, `x - (x // y) * y`, and 0 where `y == 0` (numpy's
-/// `x % 0`); float tensors: `float_divmod`'s remainder.
+/// `a % b` (`b % a` when `reflected`), numpy's remainder with the sign of the divisor
+/// (kiln-core's remainder).
 pub fn remainder_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected: bool) -> PyResult<Option<Tensor>> {
-    let Some(b) = operand(py, b)? else { return Ok(None) };
-    if a.dtype().is_float() || matches!(&b, Operand::Tensor(t) if t.dtype().is_float()) {
-        return gpu(py, || {
-            let (x, y) = float_operands(a, b, reflected)?;
-            float_divmod(&x, &y).map(|(_, r)| Some(r))
-        });
-    }
-    let dt = a.dtype();
-    let mask_zero = |y: &Tensor, r: Tensor| -> kiln_core::Result<Tensor> {
-        let is_zero = ops::binary_scalar(BinaryOp::Eq, y, 0.0, false)?;
-        ops::where_(&is_zero, &Tensor::scalar(0.0, dt)?, &r)
-    };
-    match b {
-        Operand::Tensor(b) => {
-            let (x, y) = if reflected { (&b, a) } else { (a, &b) };
-            gpu(py, || {
-                let q = ops::binary(BinaryOp::Div, x, y)?;
-                let r = ops::binary(BinaryOp::Sub, x, &ops::binary(BinaryOp::Mul, &q, y)?)?;
-                mask_zero(y, r)
-            })
-            .map(Some)
-        }
-        Operand::Scalar(v, _) => gpu(py, || {
-            dt.check_scalar(v)?;
-            if reflected {
-                // v % a
-                let q = ops::binary_scalar(BinaryOp::Div, a, v, true)?;
-                let r = ops::binary_scalar(BinaryOp::Sub, &ops::binary(BinaryOp::Mul, &q, a)?, v, true)?;
-                mask_zero(a, r)
-            } else if v == 0.0 {
-                ops::zeros(a.shape(), dt)
-            } else {
-                let q = ops::binary_scalar(BinaryOp::Div, a, v, false)?;
-                ops::binary(BinaryOp::Sub, a, &ops::binary_scalar(BinaryOp::Mul, &q, v, false)?)
-            }
-        })
-        .map(Some),
-    }
+    floor_family(py, BinaryOp::Remainder, a, b, reflected)
 }
 
 /// `&`, `|`, `^` and `~` are numpy's logical ops on bool tensors; on integer tensors numpy's are
@@ -552,13 +473,13 @@ impl PyTensor {
     const __array_priority__: f64 = 1000.0;
 
     /// The array API namespace of Kiln tensors (the ``kiln`` module); ``api_version`` may name
-    /// a standard version it follows (2021.12 to 2023.12), anything else is an error.
+    /// a standard version it follows (2021.12 to 2024.12), anything else is an error.
     #[pyo3(signature = (api_version=None))]
     fn __array_namespace__<'py>(&self, py: Python<'py>, api_version: Option<&str>) -> PyResult<Bound<'py, PyModule>> {
-        if let Some(v) = api_version.filter(|v| !["2021.12", "2022.12", "2023.12"].contains(v)) {
+        if let Some(v) = api_version.filter(|v| !["2021.12", "2022.12", "2023.12", "2024.12"].contains(v)) {
             return Err(invalid(
                 py,
-                format!("__array_namespace__: api_version {v:?} is not one Kiln follows (2021.12, 2022.12, 2023.12)"),
+                format!("__array_namespace__: api_version {v:?} is not one Kiln follows (2021.12 to 2024.12)"),
             ));
         }
         py.import("kiln")

@@ -236,6 +236,8 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         return kiln_random_normal(shape, ndim, parse_dtype(need(c, "dtype")->s), need(c, "seed")->u, pf(c, "mean"), pf(c, "std"), out);
     }
     if (!strcmp(op, "where")) return kiln_where(input(c, "cond"), input(c, "a"), input(c, "b"), out);
+    if (!strcmp(op, "clip"))
+        return c->ninputs == 3 ? kiln_clip(x, input(c, "min"), input(c, "max"), out) : kiln_clip_scalar(x, pf(c, "min"), pf(c, "max"), out);
     if (!strcmp(op, "cast")) return kiln_cast(x, parse_dtype(need(c, "dtype")->s), out);
     if (!strcmp(op, "var")) {
         const Param *a = need(c, "axes");

@@ -81,6 +81,7 @@ defmodule Kiln.Conformance do
       "random_uniform" -> Kiln.random_uniform(List.to_tuple(p["shape"]), type: t(p, "dtype"), seed: p["seed"], low: p["low"], high: p["high"])
       "random_normal" -> Kiln.random_normal(List.to_tuple(p["shape"]), type: t(p, "dtype"), seed: p["seed"], mean: p["mean"], std: p["std"])
       "where" -> Kiln.where(get.("cond"), get.("a"), get.("b"))
+      "clip" -> if Map.has_key?(p, "min"), do: Kiln.clip(x, p["min"], p["max"]), else: Kiln.clip(x, get.("min"), get.("max"))
       "cast" -> Kiln.cast(x, t(p, "dtype"))
       "matmul" -> Kiln.matmul(get.("a"), get.("b"))
       o when o in ["sum", "mean", "max", "min", "all", "any"] -> apply(Kiln, String.to_atom(o), [x, [axes: p["axes"], keep_axes: p["keepdims"]]])

@@ -776,9 +776,143 @@ def build_added(g, seed):
     # ---- quant (GGUF q4_0 / q4_1 / q8_0 weights): a stream of their own again (seed + 2), so
     # that the cases above keep their inputs.
     build_quant(g, np.random.default_rng(seed + 2))
+    # ---- the Array API's float functions: a stream of their own again (seed + 3).
+    build_array_api(g, np.random.default_rng(seed + 3))
+    # ---- bool: a stream of its own (seed + 4).
+    build_bool(g, np.random.default_rng(seed + 4))
 
-    # ---- bool: a stream of its own (seed + 3).
-    build_bool(g, np.random.default_rng(seed + 3))
+
+def numpy_divmod(f):
+    """numpy's float remainder / floor_divide in the operands' own dtype (numpy computes float32
+    with npy_divmodf and float16 through it), then float64 for the case file."""
+    def ref(a, b, dt):
+        with np.errstate(all="ignore"):
+            return f(np.asarray(a).astype(NP[dt]), np.asarray(b).astype(NP[dt])).astype(np.float64)
+    return ref
+
+
+def nextafter_ref(a, b, dt):
+    """numpy's nextafter in the dtype's steps, with C99's and the standard's `b` where a == b
+    (numpy's float16 loop gives `a` there: nextafter(0, -0) = +0 instead of -0)."""
+    a, b = np.broadcast_arrays(np.asarray(a).astype(NP[dt]), np.asarray(b).astype(NP[dt]))
+    return np.where(a == b, b, np.nextafter(a, b)).astype(np.float64)
+
+
+# The functions added for the Array API: the unary ones with their numpy reference, input range,
+# and whether the result is exact (rounding ops) rather than within a few ULP.
+AA_UNARY = {
+    "asin": (np.arcsin, (-0.99, 0.99), False), "acos": (np.arccos, (-0.99, 0.99), False),
+    "atan": (np.arctan, (-8.0, 8.0), False), "sinh": (np.sinh, (-6.0, 6.0), False),
+    "cosh": (np.cosh, (-6.0, 6.0), False), "asinh": (np.arcsinh, (-8.0, 8.0), False),
+    "acosh": (np.arccosh, (1.0, 30.0), False), "atanh": (np.arctanh, (-0.99, 0.99), False),
+    "log1p": (np.log1p, (-0.9, 8.0), False), "expm1": (np.expm1, (-6.0, 6.0), False),
+    "log2": (np.log2, (0.01, 50.0), False), "log10": (np.log10, (0.01, 50.0), False),
+    "ceil": (np.ceil, (-8.0, 8.0), True), "trunc": (np.trunc, (-8.0, 8.0), True),
+    "round": (np.round, (-8.0, 8.0), True), "sign": (np.sign, (-3.0, 3.0), True),
+    "reciprocal": (np.reciprocal, (0.1, 8.0), False), "square": (np.square, (-8.0, 8.0), False),
+}
+AA_INT_UNARY = ("ceil", "trunc", "round", "sign", "square", "floor")
+# Binary: (reference(a, b, dtype) in float64, range of a, range of b, exact?).
+AA_BINARY = {
+    "atan2": (lambda a, b, dt: np.arctan2(f64(a), f64(b)), (-3.0, 3.0), (-3.0, 3.0), False),
+    "hypot": (lambda a, b, dt: np.hypot(f64(a), f64(b)), (-3.0, 3.0), (-3.0, 3.0), False),
+    "logaddexp": (lambda a, b, dt: np.logaddexp(f64(a), f64(b)), (-5.0, 5.0), (-5.0, 5.0), False),
+    "copysign": (lambda a, b, dt: np.copysign(f64(a), f64(b)), (-3.0, 3.0), (-3.0, 3.0), True),
+    "nextafter": (lambda a, b, dt: nextafter_ref(a, b, dt), (-3.0, 3.0), (-3.0, 3.0), True),
+    "remainder": (numpy_divmod(np.remainder), (-20.0, 20.0), (-3.0, 3.0), False),
+    "floor_divide": (numpy_divmod(np.floor_divide), (-20.0, 20.0), (-3.0, 3.0), False),
+}
+
+
+def build_array_api(g, rng):
+    def rand(shape, dt, lo, hi):
+        if dt in ("i32", "u32"):
+            return rng.integers(int(lo), int(hi) + 1, size=shape).astype(NP[dt])
+        return rng.uniform(lo, hi, size=shape).astype(NP[dt])
+
+    for op, (f, (lo, hi), exact) in AA_UNARY.items():
+        for cid, shape, dt in [("typical", [6, 7], "f32"), ("edge_empty", [0], "f32"), ("edge_one", [1], "f32"),
+                               ("large_prime", [3, 1, 257], "f32"), ("edge_f16", [13, 17], "f16")]:
+            x = rand(shape, dt, lo, hi)
+            g.case(f"{op}.{cid}", op, {}, [("x", x, dt)], f(f64(x)), dt, (0, 0) if exact else ftol(dt, 4.0))
+        for dt, vals in UNARY_SPECIALS.items():
+            x = np.array(vals, dtype=NP[dt])
+            with np.errstate(all="ignore"):
+                want = f(f64(x))
+            g.case(f"{op}.special_{dt}", op, {}, [("x", x, dt)], want, dt, (0, 0) if exact else ftol(dt, 4.0))
+    # The rounding ops, sign and square on integers (the rounding ops leave them as they are).
+    for op in AA_INT_UNARY:
+        f = np.floor if op == "floor" else AA_UNARY[op][0]
+        x = np.array([0, 1, -1, 7, -7, 46341, -46341, 2 ** 31 - 1, -2 ** 31], np.int32)
+        with np.errstate(all="ignore"):
+            g.case(f"{op}.i32", op, {}, [("x", x, "i32")], f(x).astype(np.int64).astype(np.int32), "i32", (0, 0))
+        x = rand([257], "u32", 0, 2 ** 32 - 1)
+        g.case(f"{op}.u32", op, {}, [("x", x, "u32")], f(x).astype(np.uint32), "u32", (0, 0))
+    # Round half to even at every tie the f32 binades hold, and the boundaries of the exact path.
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 8388606.5, 8388607.5, -8388607.5, 4194302.5, 0.49999997, 1.4999999],
+                 np.float32)
+    g.case("round.ties_to_even", "round", {}, [("x", x, "f32")], np.round(f64(x)), "f32", (0, 0))
+    # Where log(1 + x) and exp(x) - 1 lose everything.
+    x = np.array([1e-10, -1e-10, 1e-7, -3e-6, 2 ** -24, 1e-30], np.float32)
+    g.case("log1p.tiny", "log1p", {}, [("x", x, "f32")], np.log1p(f64(x)), "f32", (0.0, 4e-7))
+    g.case("expm1.tiny", "expm1", {}, [("x", x, "f32")], np.expm1(f64(x)), "f32", (0.0, 4e-7))
+
+    for op, (f, ra, rb, exact) in AA_BINARY.items():
+        for cid, sa, sb, dt in [("typical", [5, 6], [5, 6], "f32"), ("edge_broadcast", [3, 1, 7], [4, 1], "f32"),
+                                ("edge_empty", [0, 3], [1, 3], "f32"), ("large_prime", [1031], [1031], "f32"),
+                                ("edge_f16", [13, 17], [17], "f16")]:
+            a, b = rand(sa, dt, *ra), rand(sb, dt, *rb)
+            g.case(f"{op}.{cid}", op, {}, [("a", a, dt), ("b", b, dt)], f(a, b, dt), dt, (0, 0) if exact else ftol(dt, 4.0))
+        a = rand([4, 9], "f32", *ra)
+        g.case(f"{op}.scalar", op, {"scalar": 1.5, "scalar_first": False}, [("a", a, "f32")], f(a, np.float32(1.5), "f32"),
+               "f32", (0, 0) if exact else ftol("f32", 4.0))
+        g.case(f"{op}.scalar_first", op, {"scalar": -2.5, "scalar_first": True}, [("a", a, "f32")],
+               f(np.float32(-2.5), a, "f32"), "f32", (0, 0) if exact else ftol("f32", 4.0))
+        for dt, vals in BINARY_SPECIALS.items():
+            v = np.array(vals, dtype=NP[dt])
+            with np.errstate(all="ignore"):
+                want = f(v.reshape(-1, 1), v, dt)
+            g.case(f"{op}.special_{dt}", op, {}, [("a", v.reshape(-1, 1), dt), ("b", v, dt)], want, dt,
+                   (0, 0) if exact else ftol(dt, 4.0))
+    # clip: minimum(maximum(x, min), max), NaN from x or a bound; bounds broadcast to x's shape.
+    def clip_ref(x, lo, hi):
+        x, lo, hi = f64(x), f64(lo), f64(hi)
+        m = np.where(np.isnan(x) | np.isnan(lo), np.nan, np.maximum(x, lo))
+        return np.where(np.isnan(m) | np.isnan(hi), np.nan, np.minimum(m, hi))
+    for cid, sx, sl, sh, dt in [("typical", [6, 7], [6, 7], [6, 7], "f32"), ("edge_broadcast", [4, 7], [7], [4, 1], "f32"),
+                                ("edge_empty", [0, 3], [3], [1], "f32"), ("large_prime", [1031], [1], [1031], "f32"),
+                                ("edge_f16", [13, 17], [17], [13, 1], "f16")]:
+        x, lo = rand(sx, dt, -3.0, 3.0), rand(sl, dt, -2.0, 0.0)
+        hi = rand(sh, dt, 0.0, 2.0)
+        g.case(f"clip.{cid}", "clip", {}, [("x", x, dt), ("min", lo, dt), ("max", hi, dt)], clip_ref(x, lo, hi), dt, (0, 0))
+    x = np.array(UNARY_SPECIALS["f32"], np.float32)
+    g.case("clip.special_f32", "clip", {}, [("x", x, "f32"), ("min", np.float32([-1.0]), "f32"), ("max", np.float32([np.inf]), "f32")],
+           clip_ref(x, -1.0, np.inf), "f32", (0, 0))
+    x = np.float32([0.0, 1.0, 2.0, 3.0, np.nan, -0.0])
+    lo = np.float32([np.nan, 0.0, 0.0, 0.0, 0.0, 0.0])
+    hi = np.float32([5.0, np.nan, 5.0, 1.0, 5.0, 5.0])
+    g.case("clip.nan_bounds", "clip", {}, [("x", x, "f32"), ("min", lo, "f32"), ("max", hi, "f32")], clip_ref(x, lo, hi), "f32", (0, 0))
+    x = rand([4, 9], "f32", -2.0, 2.0)
+    g.case("clip.scalar", "clip", {"min": -0.5, "max": 0.75}, [("x", x, "f32")], clip_ref(x, -0.5, 0.75), "f32", (0, 0))
+
+    # Integer remainder and floor division: numpy's signs, x % 0 == x // 0 == 0.
+    i32min = -2 ** 31
+    a = np.array([7, -7, 7, -7, 5, -5, 0, i32min, i32min, 2 ** 31 - 1, -1, 6], np.int32)
+    b = np.array([2, 2, -2, -2, 0, 0, 0, -1, 1, -1, 3, 3], np.int32)
+    with np.errstate(all="ignore"):
+        g.case("remainder.i32", "remainder", {}, [("a", a, "i32"), ("b", b, "i32")], np.where(b == 0, 0, np.remainder(a, b)), "i32", (0, 0))
+        g.case("floor_divide.i32", "floor_divide", {}, [("a", a, "i32"), ("b", b, "i32")], np.floor_divide(a, b), "i32", (0, 0))
+        a = np.array([7, 0, 2 ** 32 - 1, 9, 2 ** 31], np.uint32)
+        b = np.array([2, 0, 0, 10, 3], np.uint32)
+        g.case("remainder.u32", "remainder", {}, [("a", a, "u32"), ("b", b, "u32")], np.where(b == 0, 0, np.remainder(a, b)), "u32", (0, 0))
+        g.case("floor_divide.u32", "floor_divide", {}, [("a", a, "u32"), ("b", b, "u32")], np.floor_divide(a, b), "u32", (0, 0))
+        a = rand([4, 257], "i32", -100000, 100000)
+        b = rand([257], "i32", -7, 7)
+        g.case("remainder.i32_large", "remainder", {}, [("a", a, "i32"), ("b", b, "i32")], np.where(b == 0, 0, np.remainder(a, b)), "i32", (0, 0))
+        a = np.array([7, -7, 0, 9], np.int32)
+        g.case("clip.i32_scalar", "clip", {"min": -3.0, "max": 4.0}, [("x", a, "i32")], np.clip(a, -3, 4), "i32", (0, 0))
+        g.case("remainder.i32_scalar", "remainder", {"scalar": -2.0, "scalar_first": False}, [("a", a, "i32")],
+               np.remainder(a, np.int32(-2)), "i32", (0, 0))
 
 
 # Values where truth matters: zeros of both signs, NaN of both signs, infinities, subnormals.

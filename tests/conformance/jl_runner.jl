@@ -123,6 +123,7 @@ function exposed(op)
         op == "logical_not" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(!),KB})
         op == "all" && return owned(all, Tuple{KB})
         op == "any" && return owned(any, Tuple{KB})
+        op == "clip" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(clamp),KA,KA,KA})
         op == "zeros" && return owned(Kiln.zeros, Tuple{Type{Float32},Int})
         op == "ones" && return owned(Kiln.ones, Tuple{Type{Float32},Int})
         op == "full" && return owned(Kiln.full, Tuple{Type{Float32},Float64,Int})
@@ -191,6 +192,8 @@ function run_op(op, p, c::Case, dir)
         return Kiln.randn(T("dtype"), sh...; seed=UInt64(p["seed"]), mean=p["mean"], std=p["std"])
     elseif op == "where"
         return ifelse.(up("cond"), up("a"), up("b"))
+    elseif op == "clip"
+        return haskey(p, "min") ? clamp.(x, p["min"], p["max"]) : clamp.(x, up("min"), up("max"))
     elseif op == "cast"
         return Kiln.cast(x, T("dtype"))
     elseif op == "matmul"

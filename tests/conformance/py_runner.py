@@ -62,6 +62,8 @@ def run(op, f, p, ins, d):
         return f(p["shape"], p["seed"], p["mean"], p["std"], dtype=p["dtype"])
     if op == "where":
         return f(get("cond"), get("a"), get("b"))
+    if op == "clip":
+        return f(x, get("min"), get("max")) if len(ins) == 3 else f(x, p["min"], p["max"])
     if op == "cast":
         return f(x, p["dtype"])
     if op in ("sum", "mean", "max", "min", "all", "any"):

@@ -133,7 +133,47 @@ unary_ops! {
     /// The largest whole number not above `x`, computed from the bits (exact on every device,
     /// subnormals included: `floor(-1e-45) = -1`): `floor(±0) = ±0`, `floor(±inf) = ±inf`,
     /// `floor(NaN) = NaN`, `floor(-0.5) = -1`, `floor(0.5) = +0`.
-    Floor floor float ["floor" "floor" "floor"] "floor(x), the largest whole number not above x" { _ => "k_floor(x0)" }
+    Floor floor any ["floor" "floor" "floor"] "floor(x), the largest whole number not above x" { U32 | I32 => "x0", _ => "k_floor(x0)" }
+    /// Arcsine (musl's asinf): `|x| > 1 -> NaN`, `asin(±0) = ±0`, `asin(±1) = ±pi/2`.
+    Asin asin float ["asin" "asin" "asin"] "arcsine" { _ => "k_asin(x0)" }
+    /// Arccosine (musl's acosf): `|x| > 1 -> NaN`, `acos(1) = +0`, `acos(-1) = pi`.
+    Acos acos float ["acos" "acos" "acos"] "arccosine" { _ => "k_acos(x0)" }
+    /// Arctangent (fdlibm's atanf): `atan(±0) = ±0`, `atan(±inf) = ±pi/2`.
+    Atan atan float ["atan" "atan" "atan"] "arctangent" { _ => "k_atan(x0)" }
+    /// `sinh(±0) = ±0`, `sinh(±inf) = ±inf`; exact exp reduction, so no overflow of `e^|x|`
+    /// between 88.7 and 89.4 where `sinh` itself is still finite.
+    Sinh sinh float ["sinh" "sinh" "sinh"] "hyperbolic sine" { _ => "k_sinh(x0)" }
+    /// `cosh(±0) = 1`, `cosh(±inf) = +inf`.
+    Cosh cosh float ["cosh" "cosh" "cosh"] "hyperbolic cosine" { _ => "k_cosh(x0)" }
+    /// `asinh(±0) = ±0`, `asinh(±inf) = ±inf`.
+    Asinh asinh float ["asinh" "asinh" "asinh"] "inverse hyperbolic sine" { _ => "k_asinh(x0)" }
+    /// `acosh(x < 1) = NaN`, `acosh(1) = +0`, `acosh(+inf) = +inf`.
+    Acosh acosh float ["acosh" "acosh" "acosh"] "inverse hyperbolic cosine" { _ => "k_acosh(x0)" }
+    /// `atanh(|x| > 1) = NaN`, `atanh(±1) = ±inf`, `atanh(±0) = ±0`.
+    Atanh atanh float ["atanh" "atanh" "atanh"] "inverse hyperbolic tangent" { _ => "k_atanh(x0)" }
+    /// `ln(1 + x)`, accurate near 0 (musl's log1pf, not `log(1 + x)`): `log1p(±0) = ±0`,
+    /// `log1p(-1) = -inf`, `log1p(x < -1) = NaN`, `log1p(+inf) = +inf`.
+    Log1p log1p float ["log1p" "log1p" "log1p"] "ln(1 + x), accurate near 0" { _ => "k_log1p(x0)" }
+    /// `e^x - 1`, accurate near 0: `expm1(±0) = ±0`, `expm1(-inf) = -1`, `expm1(+inf) = +inf`.
+    Expm1 expm1 float ["expm1" "expm1" "expm1"] "e^x - 1, accurate near 0" { _ => "k_expm1(x0)" }
+    /// Base-2 log, special values as [`UnaryOp::Log`]; exact for powers of two.
+    Log2 log2 float ["log2" "log2" "log2"] "base-2 logarithm" { _ => "k_log_base(x0, false)" }
+    /// Base-10 log, special values as [`UnaryOp::Log`].
+    Log10 log10 float ["log10" "log10" "log10"] "base-10 logarithm" { _ => "k_log_base(x0, true)" }
+    /// The smallest whole number not below `x`, from the bits (exact): `ceil(-0.5) = -0`,
+    /// `ceil(±0) = ±0`, `ceil(±inf) = ±inf`; integers unchanged.
+    Ceil ceil any ["ceil" "ceil" "ceil"] "ceil(x), the smallest whole number not below x" { U32 | I32 => "x0", _ => "k_ceil(x0)" }
+    /// `x` rounded toward zero, from the bits (exact): `trunc(-0.5) = -0`; integers unchanged.
+    Trunc trunc any ["trunc" "trunc" "trunc"] "x rounded toward zero" { U32 | I32 => "x0", _ => "k_trunc(x0)" }
+    /// The nearest whole number, ties to even (the standard's and numpy's `round`, not C's):
+    /// `round(2.5) = 2`, `round(-0.5) = -0`; integers unchanged.
+    Round round any ["round" "round" "round"] "x rounded to the nearest whole number, ties to even" { U32 | I32 => "x0", _ => "k_round(x0)" }
+    /// -1, 0 or 1 by the sign of `x` (numpy's `sign`): `sign(NaN) = NaN`, `sign(±0) = +0`.
+    Sign sign any ["sign" "sign" "sign"] "the sign of x: -1, 0 or 1" { U32 => "select(0u, 1u, x0 > 0u)", I32 => "k_sign_i32(x0)", _ => "k_sign(x0)" }
+    /// `1 / x` (IEEE: `1 / ±0 = ±inf`).
+    Reciprocal reciprocal float ["reciprocal" "reciprocal" "inv"] "1 / x" { _ => "k_div(1.0, x0)" }
+    /// `x * x`; integers wrap.
+    Square square any ["square" "square" "abs2"] "x * x" { _ => "x0 * x0" }
     /// `!x` (bool): true where x is false or zero (numpy: any nonzero number, NaN included, is
     /// true; `-0` is false), read from the bits for floats.
     LogicalNot logical_not pred ["logical_not" "logical_not" "~!"] "logical not (x == 0, as bool)" {
@@ -177,8 +217,9 @@ impl UnaryOp {
 ///
 /// `Variant name name_scalar kind ["python" "elixir" "julia"] "doc phrase" { dtype pattern => "WGSL", … }`
 ///
-/// `kind` is `arith` (the result has the operands' dtype), `compare` (bool) or `logical` (bool;
-/// each operand is true where non-zero, as numpy's `logical_*`). The WGSL is
+/// `kind` is `arith` (the result has the operands' dtype), `float` (the same, for float
+/// operands only), `compare` (bool) or `logical` (bool; each operand is true where non-zero, as
+/// numpy's `logical_*`). The WGSL is
 /// `x0 OP x1` on operands of the dtype. Float comparisons, maximum and minimum order the
 /// operands by their bits (NaN apart): WGSL's `!=` becomes an ordered compare in naga's SPIR-V
 /// (NaN != NaN gave false), and a GPU that flushes subnormals compares them as 0.
@@ -215,6 +256,11 @@ macro_rules! binary_ops {
             /// Comparisons and logical ops give bool.
             pub fn gives_bool(self) -> bool {
                 self.is_comparison() || self.is_logical()
+            }
+
+            /// Whether the op is defined on integer tensors (`float` ops need f32 or f16).
+            pub fn allows_int(self) -> bool {
+                match self { $(BinaryOp::$v => stringify!($kind) != "float",)* }
             }
 
             /// Names in the bindings: `[python, elixir, julia]` (`~`: written by hand there).
@@ -302,6 +348,39 @@ binary_ops! {
     LogicalXor logical_xor logical_xor_scalar logical ["logical_xor" "logical_xor" "~xor"] "logical exclusive or of a and b" {
         F32 | F16 => "((bitcast<u32>(x0) & 0x7fffffffu) != 0u) != ((bitcast<u32>(x1) & 0x7fffffffu) != 0u)",
         _ => "(x0 != 0) != (x1 != 0)",
+    }
+    /// `atan2(a, b)`, the angle of the point (b, a) (fdlibm's atan2f, every special case of C99
+    /// and the standard: `atan2(±0, -0) = ±pi`, `atan2(±inf, -inf) = ±3pi/4`, …). Float only.
+    Atan2 atan2 atan2_scalar float ["atan2" "atan2" "atan"] "atan2(a, b), the angle of the point (b, a)" { _ => "k_atan2(x0, x1)" }
+    /// `sqrt(a^2 + b^2)` without overflow or underflow in between; `hypot(±inf, NaN) = +inf`.
+    Hypot hypot hypot_scalar float ["hypot" "hypot" "hypot"] "sqrt(a^2 + b^2) without overflow" { _ => "k_hypot(x0, x1)" }
+    /// `log(e^a + e^b)` (numpy's): NaN with a NaN, `+inf` with a `+inf`, the other operand
+    /// against `-inf`.
+    Logaddexp logaddexp logaddexp_scalar float ["logaddexp" "logaddexp" "logaddexp"] "log(e^a + e^b)" { _ => "k_logaddexp(x0, x1)" }
+    /// `|a|` with the sign bit of `b` (NaN's sign bit too).
+    Copysign copysign copysign_scalar float ["copysign" "copysign" "copysign"] "|a| with the sign of b" { _ => "k_with_sign(x0, x1)" }
+    /// The next value of the dtype after `a` toward `b`, from the bits (f16 steps for f16):
+    /// NaN with a NaN, `b` when `a == b`, the smallest subnormal of `b`'s sign from ±0.
+    Nextafter nextafter nextafter_scalar float ["nextafter" "nextafter" "nextafter"] "the next representable value after a toward b" {
+        F16 => "k_nextafter_f16(x0, x1)",
+        _ => "k_nextafter(x0, x1)",
+    }
+    /// numpy's `remainder` (Python's `%`): the sign of the divisor. Floats: from the exact
+    /// `fmod` (integer shift-and-subtract, so `1e30 % 7` is right); NaN for a NaN, an infinite
+    /// `a` or a zero `b`; a zero result takes `b`'s sign; finite `a` against ±inf gives `a` or
+    /// ±inf by the signs. Integers: `x % 0 = 0`, as numpy.
+    Remainder remainder remainder_scalar arith ["~remainder" "mod" "mod"] "a mod b with the sign of b (numpy's remainder, Python's %)" {
+        I32 => "k_remainder_i32(x0, x1)",
+        U32 => "k_remainder_u32(x0, x1)",
+        _ => "k_remainder(x0, x1)",
+    }
+    /// numpy's `floor_divide` (Python's `//`). Floats: numpy's `npy_divmod` in f32, from the
+    /// exact `fmod`: `x // ±0 = x / ±0`, NaN for a NaN or an infinite `a`, `-1 // inf = -1`,
+    /// `1 // 0.1 = 9` (numpy's, not `floor(1 / 0.1) = 10`). Integers: as [`BinaryOp::Div`].
+    FloorDivide floor_divide floor_divide_scalar arith ["~floor_divide" "floor_div" "fld"] "floor(a / b) (numpy's floor_divide, Python's //)" {
+        I32 => "k_floor_div_i32(x0, x1)",
+        U32 => "k_floor_div_u32(x0, x1)",
+        _ => "k_floor_divide(x0, x1)",
     }
 }
 
@@ -503,6 +582,9 @@ fn check_binary_dtypes(op: BinaryOp, a: DType, b: DType) -> Result<()> {
     if a == DType::Bool && !op.gives_bool() && !matches!(op, BinaryOp::Maximum | BinaryOp::Minimum) {
         return Err(no_bool_arithmetic(op.name()));
     }
+    if !a.is_float() && !op.allows_int() {
+        return Err(Error::DTypeMismatch(format!("{} needs float tensors (f32 or f16), got {a}", op.name())));
+    }
     Ok(())
 }
 
@@ -548,6 +630,41 @@ pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         format!("select(x1, x2, x0 == {}(0))", compute_type(cond.dtype()))
     };
     elementwise("where", &[cond, a, b], &shape, a.dtype(), &expr, [0, 0], &device)
+}
+
+/// `x` limited to `[min, max]` elementwise (the Array API's `clip`), as
+/// `minimum(maximum(x, min), max)`: a NaN in `x`, `min` or `max` gives NaN. Either bound may be
+/// absent; a bound must have `x`'s dtype and broadcast to `x`'s shape, which the result keeps.
+/// Where `min > max` the result is `max` (the standard leaves it unspecified).
+pub fn clip(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
+    for b in [min, max].into_iter().flatten() {
+        if broadcast_shapes(x.shape(), b.shape())? != x.shape() {
+            return Err(Error::ShapeMismatch(format!(
+                "clip: a bound of shape {:?} would broadcast x of shape {:?} to a larger shape",
+                b.shape(),
+                x.shape()
+            )));
+        }
+    }
+    let r = match min {
+        Some(lo) => binary(BinaryOp::Maximum, x, lo)?,
+        None => copy(x)?,
+    };
+    match max {
+        Some(hi) => binary(BinaryOp::Minimum, &r, hi),
+        None => Ok(r),
+    }
+}
+
+/// [`clip`] with number bounds; `-inf` for `min` or `+inf` for `max` means no bound (so they
+/// work on integer tensors too), any other value must be one of `x`'s dtype.
+pub fn clip_scalar(x: &Tensor, min: f64, max: f64) -> Result<Tensor> {
+    let r = if min == f64::NEG_INFINITY { copy(x)? } else { binary_scalar(BinaryOp::Maximum, x, min, false)? };
+    if max == f64::INFINITY {
+        Ok(r)
+    } else {
+        binary_scalar(BinaryOp::Minimum, &r, max, false)
+    }
 }
 
 /// Converts to `dtype` (float to int truncates toward zero, saturating; to bool: non-zero is

@@ -117,6 +117,7 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
 
 const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("where", "select", 3, "any, bool included", "", "`cond ? a : b` elementwise with broadcasting (cond bool, or any dtype non-zero = true)", ["~where", "~where", "~ifelse"]),
+    op("clip", "select", 1, "any", "min: Option<&Tensor>, max: Option<&Tensor> (clip_scalar: min: f64 = -inf, max: f64 = inf)", "`x` limited to [min, max] (NaN in x or a bound gives NaN)", ["~clip", "~clip", "~clamp"]),
     op("cast", "cast", 1, "any, bool included", "dtype", "conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1)", ["~astype", "~cast", "~convert"]),
     op("matmul", "matmul", 2, "any", "", "numpy matmul (1-D operands promoted, batch dims broadcast)", ["~matmul", "~matmul", "~*"]),
     op("sum", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false", "sum over axes", ["~sum", "~sum", "~sum"]),
@@ -174,8 +175,10 @@ pub fn op_table() -> Vec<OpInfo> {
             ("logical", "any, bool included (gives bool; non-zero is true)")
         } else if matches!(b, BinaryOp::Maximum | BinaryOp::Minimum) {
             ("binary", "any, bool included (or / and)")
-        } else {
+        } else if b.allows_int() {
             ("binary", "any")
+        } else {
+            ("binary", "float")
         };
         t.push(op(b.name(), family, 2, dtypes, "", b.doc_phrase(), b.binding_names()));
     }

@@ -51,7 +51,16 @@ fn wrap(dtype: DType, v: f64) -> f64 {
 /// written out: relu is numpy's `maximum(x, 0)`, and gelu / gelu_tanh / silu take their limit
 /// -0 at -inf (the formulas would give `-inf * 0 = NaN`).
 pub fn unary_value(op: UnaryOp, x: f64, dtype: DType) -> f64 {
-    let v = match op {
+    if op.gives_bool() {
+        return unary_exact(op, x, dtype);
+    }
+    // Integer neg/abs wrap like two's complement (abs(i32::MIN) stays i32::MIN).
+    round_to(dtype, wrap(dtype, unary_exact(op, x, dtype)))
+}
+
+/// `op(x)` in f64 before the rounding to `dtype` (the accuracy tests measure against it).
+pub fn unary_exact(op: UnaryOp, x: f64, dtype: DType) -> f64 {
+    match op {
         UnaryOp::Neg => -x,
         UnaryOp::Abs => x.abs(),
         UnaryOp::Exp => x.exp(),
@@ -71,16 +80,35 @@ pub fn unary_value(op: UnaryOp, x: f64, dtype: DType) -> f64 {
         }
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
         UnaryOp::Floor => x.floor(),
-        // The predicates give 0/1 (bool) whatever `dtype`: no rounding. A number is true where it
-        // is not ±0 (NaN included, as numpy).
-        UnaryOp::LogicalNot => return (x == 0.0) as u8 as f64,
-        UnaryOp::IsNan => return x.is_nan() as u8 as f64,
-        UnaryOp::IsInf => return x.is_infinite() as u8 as f64,
-        UnaryOp::IsFinite => return x.is_finite() as u8 as f64,
-        UnaryOp::Signbit => return x.is_sign_negative() as u8 as f64,
-    };
-    // Integer neg/abs wrap like two's complement (abs(i32::MIN) stays i32::MIN).
-    round_to(dtype, wrap(dtype, v))
+        UnaryOp::Asin => x.asin(),
+        UnaryOp::Acos => x.acos(),
+        UnaryOp::Atan => x.atan(),
+        UnaryOp::Sinh => x.sinh(),
+        UnaryOp::Cosh => x.cosh(),
+        UnaryOp::Asinh => x.asinh(),
+        UnaryOp::Acosh => x.acosh(),
+        UnaryOp::Atanh => x.atanh(),
+        UnaryOp::Log1p => x.ln_1p(),
+        UnaryOp::Expm1 => x.exp_m1(),
+        UnaryOp::Log2 => x.log2(),
+        UnaryOp::Log10 => x.log10(),
+        UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Trunc => x.trunc(),
+        UnaryOp::Round => x.round_ties_even(),
+        // numpy's sign: +0 for either zero (f64::signum would give ±1), NaN stays NaN.
+        UnaryOp::Sign if x == 0.0 => 0.0,
+        UnaryOp::Sign => x.signum(),
+        UnaryOp::Reciprocal => 1.0 / x,
+        UnaryOp::Square if dtype.is_float() => x * x,
+        UnaryOp::Square => wrapping_mul(x, x),
+        // The predicates give 0/1 (bool) whatever `dtype` (unary_value does not round them). A
+        // number is true where it is not ±0 (NaN included, as numpy).
+        UnaryOp::LogicalNot => (x == 0.0) as u8 as f64,
+        UnaryOp::IsNan => x.is_nan() as u8 as f64,
+        UnaryOp::IsInf => x.is_infinite() as u8 as f64,
+        UnaryOp::IsFinite => x.is_finite() as u8 as f64,
+        UnaryOp::Signbit => x.is_sign_negative() as u8 as f64,
+    }
 }
 
 pub fn unary(op: UnaryOp, x: &[f64], dtype: DType) -> Vec<f64> {
@@ -151,21 +179,121 @@ fn floor_div(a: f64, b: f64, dtype: DType) -> f64 {
     }
 }
 
+/// The exact wrap-around product of two 32-bit integers (as f64 of the low 32 bits).
+fn wrapping_mul(a: f64, b: f64) -> f64 {
+    ((a as i64 as u64).wrapping_mul(b as i64 as u64) & 0xFFFF_FFFF) as f64
+}
+
+/// numpy's `npy_divmodf` in f32 (numpy computes float16 through it too): `(a // b, a % b)`,
+/// both from the exact `fmod`. `a // ±0` is `a / ±0`; the remainder takes the sign of `b`
+/// (a zero one included); the quotient is snapped to the nearest whole number.
+pub fn divmod_f32(a: f32, b: f32) -> (f32, f32) {
+    let m = a % b;
+    if b == 0.0 {
+        return (a / b, m);
+    }
+    let mut div = (a - m) / b;
+    let mut m = m;
+    if m != 0.0 {
+        if (b < 0.0) != (m < 0.0) {
+            m += b;
+            div -= 1.0;
+        }
+    } else {
+        m = 0f32.copysign(b);
+    }
+    let q = if div != 0.0 {
+        let f = div.floor();
+        if div - f > 0.5 {
+            f + 1.0
+        } else {
+            f
+        }
+    } else {
+        0f32.copysign(a / b)
+    };
+    (q, m)
+}
+
+/// numpy's integer remainder: the sign of the divisor, `x % 0 = 0`.
+fn int_remainder(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        return 0.0;
+    }
+    let (x, y) = (a as i64, b as i64);
+    let r = x % y;
+    (if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }) as f64
+}
+
+/// The next value of `dtype` after `a` toward `b` (C's nextafter in that format's steps).
+pub fn nextafter(a: f64, b: f64, dtype: DType) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        return f64::NAN;
+    }
+    if a == b {
+        return b;
+    }
+    let away = (b > a) == (a > 0.0);
+    match dtype {
+        DType::F16 => {
+            let h = crate::f16::from_f64(a).to_bits();
+            let n = if a == 0.0 {
+                (crate::f16::from_f64(b).to_bits() & 0x8000) | 1
+            } else if away {
+                h + 1
+            } else {
+                h - 1
+            };
+            crate::f16::from_bits(n).to_f64()
+        }
+        _ => {
+            let x = a as f32;
+            let n = if a == 0.0 {
+                f32::from_bits(((b as f32).to_bits() & 0x8000_0000) | 1)
+            } else if away {
+                f32::from_bits(x.to_bits() + 1)
+            } else {
+                f32::from_bits(x.to_bits() - 1)
+            };
+            n as f64
+        }
+    }
+}
+
+/// numpy's logaddexp: `log(e^a + e^b)`, `a + ln 2` for `a == b` (±inf included).
+fn logaddexp(a: f64, b: f64) -> f64 {
+    if a == b {
+        return a + std::f64::consts::LN_2;
+    }
+    let d = a - b;
+    if d > 0.0 {
+        a + (-d).exp().ln_1p()
+    } else if d <= 0.0 {
+        b + d.exp().ln_1p()
+    } else {
+        f64::NAN
+    }
+}
+
 /// `a OP b` in f64 from the op's definition, rounded to `dtype` (comparisons and logical ops
 /// give 0/1, the values of a bool).
 pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
+    let v = binary_exact(op, a, b, dtype);
+    if op.gives_bool() {
+        v
+    } else {
+        round_to(dtype, wrap(dtype, v))
+    }
+}
+
+/// `a OP b` in f64 before the rounding to `dtype` (the accuracy tests measure against it).
+pub fn binary_exact(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
     let int = !dtype.is_float();
-    let v = match op {
+    match op {
         BinaryOp::Add => a + b,
         BinaryOp::Sub => a - b,
-        BinaryOp::Mul => {
-            if int {
-                // Exact wrap-around product of two 32-bit integers.
-                ((a as i64 as u64).wrapping_mul(b as i64 as u64) & 0xFFFF_FFFF) as f64
-            } else {
-                a * b
-            }
-        }
+        BinaryOp::Mul if int => wrapping_mul(a, b),
+        BinaryOp::Mul => a * b,
         BinaryOp::Div if int => floor_div(a, b, dtype),
         BinaryOp::Div => a / b,
         BinaryOp::Pow if int => int_pow(a, b, dtype),
@@ -182,11 +310,16 @@ pub fn binary_value(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
         BinaryOp::LogicalAnd => (a != 0.0 && b != 0.0) as u32 as f64,
         BinaryOp::LogicalOr => (a != 0.0 || b != 0.0) as u32 as f64,
         BinaryOp::LogicalXor => ((a != 0.0) != (b != 0.0)) as u32 as f64,
-    };
-    if op.gives_bool() {
-        v
-    } else {
-        round_to(dtype, wrap(dtype, v))
+        BinaryOp::Atan2 => a.atan2(b),
+        BinaryOp::Hypot => a.hypot(b),
+        BinaryOp::Logaddexp => logaddexp(a, b),
+        BinaryOp::Copysign => a.copysign(b),
+        // Already a value of the dtype: rounding it again changes nothing.
+        BinaryOp::Nextafter => nextafter(a, b, dtype),
+        BinaryOp::Remainder if int => int_remainder(a, b),
+        BinaryOp::Remainder => divmod_f32(a as f32, b as f32).1 as f64,
+        BinaryOp::FloorDivide if int => floor_div(a, b, dtype),
+        BinaryOp::FloorDivide => divmod_f32(a as f32, b as f32).0 as f64,
     }
 }
 
@@ -225,6 +358,11 @@ pub fn where_(
         })
         .collect();
     Ok((vals, out))
+}
+
+/// The Array API's `clip` of one element: `minimum(maximum(x, lo), hi)` with NaN propagated.
+pub fn clip_value(x: f64, lo: f64, hi: f64) -> f64 {
+    minimum(maximum(x, lo), hi)
 }
 
 /// numpy `astype` with WGSL's float-to-int rule: truncate toward zero, clamped to the range

@@ -121,6 +121,7 @@ defmodule Kiln.Native do
     binary: 3,
     binary_scalar: 4,
     where_: 3,
+    clip: 3,
     cast: 2,
     # kernels and runtime
     kernel_compile: 2,

@@ -1,7 +1,7 @@
 //! Elementwise: unary, binary (broadcasting), scalar forms, compare, where, cast. The op names
 //! are parsed by kiln-core's own `UnaryOp::parse` / `BinaryOp::parse`.
 
-use crate::{tensor_reply, Dt, Flag, Out, Reply, Scalar, TRef, Text};
+use crate::{opt_get, tensor_reply, Dt, Flag, Opt, Out, Reply, Scalar, TRef, Text};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 
 #[rustler::nif(schedule = "DirtyIo")]
@@ -24,6 +24,15 @@ fn binary_scalar(op: Text, a: TRef, s: Scalar, scalar_first: Flag) -> Reply<Out>
 #[rustler::nif(schedule = "DirtyIo")]
 fn where_(cond: TRef, a: TRef, b: TRef) -> Reply<Out> {
     tensor_reply(|| ops::where_(&cond.get()?, &a.get()?, &b.get()?))
+}
+
+/// The Array API's `clip`: either bound may be nil (Elixir numbers are made tensors first).
+#[rustler::nif(schedule = "DirtyIo")]
+fn clip(x: TRef, min: Opt<TRef>, max: Opt<TRef>) -> Reply<Out> {
+    tensor_reply(|| {
+        let (lo, hi) = (opt_get(&min)?, opt_get(&max)?);
+        ops::clip(&x.get()?, lo.as_ref(), hi.as_ref())
+    })
 }
 
 #[rustler::nif(schedule = "DirtyIo")]

@@ -9,9 +9,21 @@ and its subclasses, each with a stable ``.code``.
 
 from __future__ import annotations
 
+import math as _math
+
 import numpy as _np
 
 from . import _kiln, models, random
+from ._array_api import (
+    __array_api_version__,
+    __array_namespace_info__,
+    can_cast,
+    clip,
+    finfo,
+    iinfo,
+    isdtype,
+    result_type,
+)
 from ._errors import (
     CODE_NAMES,
     DeviceLostError,
@@ -35,6 +47,31 @@ from ._kiln import (
     __version__,
     where,  # `where` is a keyword-free name but not picked up by * on every version
 )
+from ._manipulation import (
+    broadcast_arrays,
+    broadcast_to,
+    expand_dims,
+    eye,
+    flip,
+    linspace,
+    meshgrid,
+    moveaxis,
+    repeat,
+    roll,
+    squeeze,
+    stack,
+    tile,
+    tril,
+    triu,
+    unstack,
+)
+
+#: The Array API standard's constants.
+e = _math.e
+pi = _math.pi
+inf = _math.inf
+nan = _math.nan
+newaxis = None
 
 #: Kiln's dtypes are numpy dtype objects, so ``t.dtype == numpy.float32`` holds.
 float32 = _np.dtype("float32")
@@ -62,6 +99,16 @@ le = less_equal = _kiln.less_equal
 gt = greater = _kiln.greater
 ge = greater_equal = _kiln.greater_equal
 where_ = _kiln.where
+# numpy's names of the Array API's functions.
+arcsin, arccos, arctan, arctan2 = _kiln.asin, _kiln.acos, _kiln.atan, _kiln.atan2
+arcsinh, arccosh, arctanh = _kiln.asinh, _kiln.acosh, _kiln.atanh
+fix = _kiln.trunc
+
+
+def positive(x, /):
+    """``+x``: a copy of ``x`` (the Array API's ``positive``)."""
+    return +(x if isinstance(x, Tensor) else _kiln.asarray(x))
+
 cast = _kiln.astype
 permute = _kiln.permute_dims
 concatenate = _kiln.concat
@@ -72,7 +119,11 @@ random_normal = _kiln.random_normal
 
 _ALIASES = [
     "neg", "absolute", "sub", "mul", "div", "true_divide", "mod", "power", "eq", "ne", "lt", "le", "gt",
-    "ge", "where_", "cast", "permute", "concatenate", "select_device", "adapters",
+    "ge", "where_", "cast", "permute", "concatenate", "select_device", "adapters", "arcsin", "arccos",
+    "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "fix", "positive", "clip", "finfo", "iinfo",
+    "isdtype", "result_type", "can_cast", "e", "pi", "inf", "nan", "newaxis", "broadcast_to", "expand_dims",
+    "eye", "flip", "linspace", "moveaxis", "squeeze", "stack", "tril", "triu", "broadcast_arrays", "meshgrid",
+    "repeat", "roll", "tile", "unstack",
 ]
 
 __all__ = sorted(
