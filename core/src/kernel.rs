@@ -293,7 +293,7 @@ impl Kernel {
             label: key.clone(),
             build_pipeline: cached.is_none(),
         };
-        let start = std::time::Instant::now();
+        let start = crate::platform::Instant::now();
         let compiled = kernel_limits::run_compile(&format!("kernel {entry:?}"), move || job.run())?;
         let pipeline = match (cached, compiled.pipeline) {
             (Some(p), _) => p,

@@ -6,7 +6,6 @@ use crate::{Error, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 pub struct Pipeline {
     pub(crate) pipeline: wgpu::ComputePipeline,
@@ -116,7 +115,7 @@ impl PipelineCache {
             return Ok(p);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let start = Instant::now();
+        let start = crate::platform::Instant::now();
         let src = source();
         // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
         // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
@@ -215,9 +214,7 @@ pub(crate) fn compile_with(
         compilation_options: Default::default(),
         cache: None,
     });
-    if let Some(err) = pollster::block_on(scope.pop()) {
-        return Err(Error::Shader(err.to_string()));
-    }
+    crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))?;
     let layout = has_bindings.then(|| pipeline.get_bind_group_layout(0));
     Ok(Pipeline { pipeline, layout })
 }
