@@ -123,7 +123,7 @@ export function embedding(weight: Tensor, ids: Tensor): Tensor;
 export function rope(x: Tensor, posOffset?: number, base?: number): Tensor;
 export function attention(q: Tensor, k: Tensor, v: Tensor, options?: { causal?: boolean; scale?: number | null }): Tensor;
 export function quantFromBytes(bytes: Uint8Array, format: string, rows: number, cols: number): Tensor;
-export function quantize(x: Tensor, format: string): Tensor;
+export function quantize(x: Tensor, format: string): Promise<Tensor>;
 export function dequantize(w: Tensor, format: string, rows: number, cols: number): Tensor;
 export function quantMatmul(x: Tensor, w: Tensor, format: string, n: number): Tensor;
 export function quantEmbedding(w: Tensor, format: string, d: number, ids: Tensor): Tensor;

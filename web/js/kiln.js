@@ -99,7 +99,7 @@ export const sum = (x, axes, keepdims = false) => wasm.sum(x, axesOf(axes), keep
 export const mean = (x, axes, keepdims = false) => wasm.mean(x, axesOf(axes), keepdims);
 export const max = (x, axes, keepdims = false) => wasm.max(x, axesOf(axes), keepdims);
 export const min = (x, axes, keepdims = false) => wasm.min(x, axesOf(axes), keepdims);
-export const var_ = (x, axes, keepdims = false, ddof = 0) => wasm.var(x, axesOf(axes), keepdims, ddof);
+export const var_ = (x, axes, keepdims = false, ddof = 0) => wasm.variance(x, axesOf(axes), keepdims, ddof);
 export { var_ as var };
 export const argmax = (x, axis, keepdims = false) => wasm.argmax(x, axis ?? undefined, keepdims);
 export const argmin = (x, axis, keepdims = false) => wasm.argmin(x, axis ?? undefined, keepdims);
@@ -130,6 +130,7 @@ export const embedding = (weight, ids) => wasm.embedding(weight, ids);
 export const rope = (x, posOffset = 0, base = 10000) => wasm.rope(x, posOffset, base);
 export const attention = (q, k, v, { causal = false, scale } = {}) => wasm.attention(q, k, v, causal, scale ?? undefined);
 export const quantFromBytes = (bytes, format, rows, cols) => wasm.quantFromBytes(bytes, format, rows, cols);
+/** Resolves to the quantized tensor (the quantizer runs on the host, after an awaited readback). */
 export const quantize = (x, format) => wasm.quantize(x, format);
 export const dequantize = (w, format, rows, cols) => wasm.dequantize(w, format, rows, cols);
 export const quantMatmul = (x, w, format, n) => wasm.quantMatmul(x, w, format, n);

@@ -111,7 +111,7 @@ macro_rules! reduce {
 }
 reduce!(sum, mean, max, min);
 
-#[wasm_bindgen]
+#[wasm_bindgen(js_name = variance)]
 pub fn var(x: &Tensor, axes: Option<Vec<i32>>, keepdims: Option<bool>, ddof: Option<u32>) -> JsResult<Tensor> {
     let axes = axes.map(|a| isizes(&a));
     out(ops::var(&x.inner, axes.as_deref(), keepdims.unwrap_or(false), ddof.unwrap_or(0) as usize))
@@ -273,9 +273,11 @@ pub fn quant_from_bytes(bytes: &[u8], format_name: &str, rows: u32, cols: u32) -
     out(ops::quant_from_bytes(&device, bytes, format(format_name)?, rows as usize, cols as usize))
 }
 
+/// Resolves to the quantized tensor: ggml's reference quantizer runs on the host, after an
+/// awaited readback.
 #[wasm_bindgen]
-pub fn quantize(x: &Tensor, format_name: &str) -> JsResult<Tensor> {
-    out(ops::quantize(&x.inner, format(format_name)?))
+pub async fn quantize(x: &Tensor, format_name: &str) -> JsResult<Tensor> {
+    out(ops::quantize_async(&x.inner, format(format_name)?).await)
 }
 
 #[wasm_bindgen]
