@@ -96,7 +96,7 @@ pub(crate) fn check_source_size(source: &str) -> Result<()> {
             source.len()
         )));
     }
-    Ok(())
+    crate::platform::check_expression_depth(source)
 }
 
 fn type_bytes(module: &Module, layouter: &naga::proc::Layouter, ty: &naga::proc::TypeResolution) -> u64 {

@@ -143,6 +143,15 @@ impl PipelineCache {
         self.lock().insert(key, p)
     }
 
+    /// Forgets a user pipeline the driver turned out to reject (the browser answers late).
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn forget_user(&self, key: &str) {
+        let mut e = self.lock();
+        if key.starts_with(USER_KEY_PREFIX) && e.map.remove(key).is_some() {
+            e.user -= 1;
+        }
+    }
+
     pub(crate) fn record_compile(&self, took: std::time::Duration) {
         self.compile_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
     }
@@ -214,8 +223,9 @@ pub(crate) fn compile_with(
         compilation_options: Default::default(),
         cache: None,
     });
-    crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))?;
+    // Inside the scope: on an invalid pipeline it fails too, and must not escape uncaptured.
     let layout = has_bindings.then(|| pipeline.get_bind_group_layout(0));
+    crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))?;
     Ok(Pipeline { pipeline, layout })
 }
 

@@ -55,7 +55,7 @@ async function rows(add) {
   add("max", maxErr(await kiln.max(ta).toArray(), [Math.max(...a)]), 0);
   const r = await kiln.randomUniform([1000], 7).toArray();
   add("randomUniform", r.every((v) => v >= 0 && v < 1) ? 0 : 1, 0);
-  const k = new kiln.Kernel(`@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+  const k = await kiln.Kernel.compile(`@group(0) @binding(0) var<storage, read_write> y: array<f32>;
 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (g.x < arrayLength(&y)) { y[g.x] = y[g.x] * 3.0; }
 }`);

@@ -48,7 +48,11 @@ export class Tensor {
 }
 
 export class Kernel {
+  /** Compiles and validates `source` (naga: line:column errors); the browser's own compiler
+   *  may still refuse it, reported by the next awaited call: prefer `Kernel.compile`. */
   constructor(source: string, entry?: string);
+  /** Resolves once the browser's compiler has accepted the kernel too. */
+  static compile(source: string, entry?: string): Promise<Kernel>;
   readonly entry: string;
   readonly workgroupSize: Uint32Array;
   readonly storageBindings: number;

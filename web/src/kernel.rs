@@ -19,6 +19,13 @@ impl Kernel {
         kiln_core::Kernel::new(source, &entry).map(|inner| Kernel { inner }).map_err(js_err)
     }
 
+    /// Compiles `source` and resolves once the browser's own compiler has accepted it (its
+    /// errors reject the promise as a KilnError SHADER, instead of arriving at a later call).
+    pub async fn compile(source: String, entry: Option<String>) -> JsResult<Kernel> {
+        let entry = entry.unwrap_or_else(|| "main".into());
+        kiln_core::Kernel::new_async(&source, &entry).await.map(|inner| Kernel { inner }).map_err(js_err)
+    }
+
     /// js/kiln.js's `dispatch(tensors, workgroups, uniforms)` builds the list.
     #[wasm_bindgen(js_name = dispatchList)]
     pub fn dispatch_list(

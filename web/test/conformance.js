@@ -91,7 +91,7 @@ async function call(op, f, p, ins) {
       return f(get("w"), p.format, p.d, get("ids"));
     case "kernel": {
       const src = new TextDecoder().decode(await fetchBytes(p.source));
-      const k = new kiln.Kernel(src, p.entry);
+      const k = await kiln.Kernel.compile(src, p.entry);
       const uni = p.uniforms === null ? undefined : Uint8Array.from(p.uniforms.match(/../g) ?? [], (h) => parseInt(h, 16));
       k.dispatch(ins.map(([, t]) => t), p.workgroups, uni);
       k.free();

@@ -166,7 +166,7 @@ const tests = {
 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (g.x < arrayLength(&x)) { y[g.x] = x[g.x] * 2.0 + 1.0; }
 }`;
-    const k = new kiln.Kernel(src);
+    const k = await kiln.Kernel.compile(src);
     if (k.storageBindings !== 2 || k.workgroupSize[0] !== 64) throw new Error("reflection");
     const x = randomF32(130, rng(4));
     const tx = kiln.tensor(x);
@@ -177,6 +177,48 @@ const tests = {
     if (!/^1:\d+:/.test(e.message)) throw new Error(`no line:column in ${e.message}`);
     expectError(() => k.dispatch([tx], [1]), "INVALID_ARGUMENT", "wrong binding count");
     k.free();
+  },
+
+  // naga's WGSL front end recurses once per operator of a chain (`~~~x`): the deepest source
+  // per byte. The page has no compile thread with a big stack: kiln-core bounds the operators
+  // of a statement in the browser (1,000), so a deeper kernel is a SHADER error, not a trap
+  // that would leave the module unusable; the browser's own compiler (Tint) then refuses unary
+  // chains past ~128 levels, which Kernel.compile reports as SHADER too.
+  async "deep kernels: compiled, or refused as SHADER, never a broken module"() {
+    const head = "@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n@compute @workgroup_size(1) fn main() {\nlet x = o[1];\no[0] = ";
+    const tail = "x;\n}\n";
+    for (const depth of [100, 99]) {
+      const k = await kiln.Kernel.compile(head + "~".repeat(depth) + tail);
+      const t = kiln.tensor(new Uint32Array([0, 0x12345678, 0, 0]));
+      k.dispatch([t], [1]);
+      const got = (await t.toArray())[0];
+      const want = depth % 2 === 0 ? 0x12345678 : ~0x12345678 >>> 0;
+      if (got !== want) throw new Error(`depth ${depth}: got ${got}, expected ${want}`);
+    }
+    const flat = (terms) => head.replace("o[0] = ", "o[0] = x") + "+x".repeat(terms - 1) + ";\n}\n";
+    const sum = await kiln.Kernel.compile(flat(400));
+    const t = kiln.tensor(new Uint32Array([0, 3, 0, 0]));
+    sum.dispatch([t], [1]);
+    if ((await t.toArray())[0] !== 1200) throw new Error("flat sum of 400 terms");
+    const rejects = async (src, what, needle) => {
+      try {
+        await kiln.Kernel.compile(src);
+      } catch (e) {
+        if (!(e instanceof kiln.errors.SHADER)) throw new Error(`${what}: ${e}`);
+        if (needle && !needle.test(e.message)) throw new Error(`${what}: ${e.message.slice(0, 200)}`);
+        return;
+      }
+      throw new Error(`${what}: compiled`);
+    };
+    await rejects(head + "~".repeat(999) + tail, "999-deep chain (the browser's limit)");
+    await rejects(flat(999), "999-term sum (the browser's limit)");
+    // Refused again, not served from the pipeline cache as if it had compiled.
+    await rejects(flat(999), "999-term sum, twice");
+    await rejects(head + "~".repeat(1001) + tail, "1,001 operators", /operators/);
+    await rejects(head + "~".repeat((64 << 10) - head.length - tail.length) + tail, "64 KiB chain", /operators/);
+    const nested = "@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n@compute @workgroup_size(1) fn main() { o[0] = " + "(".repeat(30000) + "1u; }";
+    await rejects(nested, "30,000 nested parentheses");
+    close(await kiln.add(kiln.ones([3]), 1).toArray(), [2, 2, 2], 0, 0, "an op after the hostile kernels");
   },
 
   async "errors are KilnError subclasses with the stable code"() {
