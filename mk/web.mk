@@ -7,6 +7,8 @@
 #   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader);
 #                     the demo's screenshot goes to build/web/demo.png
 #   make web-serve    serves the repository on http://localhost:8000 (demo: /web/demo/)
+#   make web-lint     rustfmt and clippy -D warnings on web/ and on kiln-core for wasm32 (part of
+#                     make lint: web/ is a workspace of its own, which lint-rust does not see)
 # The browser column of the conformance suite runs in `make conformance` (mk/conformance.mk).
 
 WASM_TARGET := wasm32-unknown-unknown
@@ -14,7 +16,7 @@ WASM_BINDGEN_VERSION := 0.2.130
 WASM_BINDGEN := build/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)/bin/wasm-bindgen
 WEB_WASM := target/$(WASM_TARGET)/release/kiln_web.wasm
 
-.PHONY: web-target web-browser web-check web-pkg web-test web-serve
+.PHONY: web-target web-browser web-check web-pkg web-test web-serve web-lint
 
 web-target:
 	@rustup target list --installed 2>/dev/null | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET)
@@ -39,6 +41,13 @@ web-pkg: web-target $(WASM_BINDGEN)
 web-test: web-pkg web-browser
 	scripts/web-test.py unit
 	scripts/web-test.py demo build/web/demo.png
+
+web-lint: web-target
+	cd web && $(CARGO) fmt --check
+	$(CARGO) clippy --target $(WASM_TARGET) -p kiln-core -- -D warnings
+	cd web && $(CARGO) clippy --release --target $(WASM_TARGET) --target-dir ../target -- -D warnings
+
+lint: web-lint
 
 web-serve: web-pkg
 	python3 -m http.server 8000 --bind 127.0.0.1
