@@ -40,6 +40,7 @@ web-pkg: web-target $(WASM_BINDGEN)
 
 web-test: web-pkg web-browser
 	scripts/web-test.py unit
+	scripts/web-test.py nogpu
 	scripts/web-test.py demo build/web/demo.png
 
 web-lint: web-target

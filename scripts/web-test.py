@@ -3,6 +3,7 @@
 HTTP, no client library), and reports what the page left in `window.kilnResult`.
 
     web-test.py unit                   the package's tests (web/test/unit.js)
+    web-test.py nogpu                  init in a page without WebGPU (web/test/nogpu.js)
     web-test.py conformance OUT.json   the conformance suite in the page; writes its results
     web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
 
@@ -26,8 +27,13 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAGES = {"unit": "web/test/index.html?suite=unit", "conformance": "web/test/index.html?suite=conformance", "demo": "web/demo/index.html"}
-TIMEOUT_S = {"unit": 300, "conformance": 900, "demo": 300}
+PAGES = {
+    "unit": "web/test/index.html?suite=unit",
+    "nogpu": "web/test/index.html?suite=nogpu",
+    "conformance": "web/test/index.html?suite=conformance",
+    "demo": "web/demo/index.html",
+}
+TIMEOUT_S = {"unit": 300, "nogpu": 60, "conformance": 900, "demo": 300}
 
 
 def free_port():
@@ -109,7 +115,9 @@ def main():
             open(out, "wb").write(base64.b64decode(png))
             print(f"web-test demo: screenshot in {out}")
         adapter = result.get("adapter") or {}
-        print(f"web-test {suite}: {'ok' if result.get('ok') else 'FAILED'} in {took:.1f} s (adapter: {adapter.get('name', '?')})")
+        # Chromium hides the adapter's name; its type tells SwiftShader ("Cpu") from a GPU.
+        described = adapter.get("name") or adapter.get("deviceType") or "-"
+        print(f"web-test {suite}: {'ok' if result.get('ok') else 'FAILED'} in {took:.1f} s (adapter: {described})")
         return 0 if result.get("ok") else 1
     finally:
         if session:
