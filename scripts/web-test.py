@@ -43,7 +43,11 @@ def free_port():
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".wasm": "application/wasm", ".js": "text/javascript"}
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".wasm": "application/wasm",
+        ".js": "text/javascript",
+    }
 
     def log_message(self, *args):
         pass
@@ -58,7 +62,9 @@ def serve():
 
 def wd(port, method, path, body=None):
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=120) as r:
         return json.load(r)["value"]
 
@@ -86,8 +92,18 @@ def main():
                 break
             except OSError:
                 time.sleep(0.1)
-        args = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-gpu-sandbox", "--window-size=1200,900"]
-        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": chromium(), "args": args}}}}
+        args = [
+            "--headless=new",
+            "--no-sandbox",
+            "--enable-unsafe-webgpu",
+            "--disable-gpu-sandbox",
+            "--window-size=1200,900",
+        ]
+        caps = {
+            "capabilities": {
+                "alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": chromium(), "args": args}}
+            }
+        }
         session = wd(wd_port, "POST", "/session", caps)["sessionId"]
         s = f"/session/{session}"
         wd(wd_port, "POST", f"{s}/timeouts", {"script": 60000, "pageLoad": 120000})
@@ -95,12 +111,19 @@ def main():
         wd(wd_port, "POST", f"{s}/url", {"url": f"http://127.0.0.1:{http_port}/{PAGES[suite]}"})
         result = None
         while time.time() - t0 < TIMEOUT_S[suite]:
-            result = wd(wd_port, "POST", f"{s}/execute/sync", {"script": "return window.kilnResult ?? null;", "args": []})
+            result = wd(
+                wd_port, "POST", f"{s}/execute/sync", {"script": "return window.kilnResult ?? null;", "args": []}
+            )
             if result is not None:
                 break
             time.sleep(0.5)
         took = time.time() - t0
-        log = wd(wd_port, "POST", f"{s}/execute/sync", {"script": "return document.getElementById('log')?.textContent ?? '';", "args": []})
+        log = wd(
+            wd_port,
+            "POST",
+            f"{s}/execute/sync",
+            {"script": "return document.getElementById('log')?.textContent ?? '';", "args": []},
+        )
         print(log.rstrip())
         if result is None:
             print(f"web-test {suite}: the page reported nothing within {TIMEOUT_S[suite]} s")
