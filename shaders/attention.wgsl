@@ -29,7 +29,7 @@ struct Params {
 
 const WG = 64u;
 const DVT = {{DVT}}u;
-const LOWEST = -3.40282347e38f;
+const LOWEST = -3.4028234e38f;
 
 var<workgroup> red: array<f32, WG>;
 var<workgroup> probs: array<f32, WG>;

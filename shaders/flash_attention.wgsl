@@ -49,7 +49,7 @@ const BR = {{BR}}u;
 const BC = {{BC}}u;
 const DP = {{DP}}u;
 const DVP = {{DVP}}u;
-const LOWEST = -3.40282347e38f;
+const LOWEST = -3.4028234e38f;
 const LOG2E = 1.44269504f;
 
 var<workgroup> kt: array<vec4<f32>, BC * DP>;

@@ -29,7 +29,7 @@ fn main(
     }
     let w = p.dv + 2u;
     let base = row * p.nsplit * w;
-    var mx = -3.40282347e38f;
+    var mx = -3.4028234e38f;
     for (var s = 0u; s < p.nsplit; s++) {
         mx = max(mx, part[base + s * w]);
     }

@@ -39,7 +39,7 @@ const WG = 64u;
 const DP = {{DP}}u;
 const DVP = {{DVP}}u;
 const G = WG / DVP;
-const LOWEST = -3.40282347e38f;
+const LOWEST = -3.4028234e38f;
 
 var<workgroup> red: array<f32, WG>;
 var<workgroup> probs: array<f32, WG>;

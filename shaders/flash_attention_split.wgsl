@@ -42,7 +42,7 @@ const DS = {{DS}}u; // D + 1
 const D = DS - 1u;
 const DVT = {{DVT}}u;
 const HAS_MASK = {{HAS_MASK}};
-const LOWEST = -3.40282347e38f;
+const LOWEST = -3.4028234e38f;
 
 var<workgroup> ks: array<f32, KC * DS>;
 var<workgroup> qs: array<f32, DS>;

@@ -39,9 +39,15 @@ pub const FILES: &[&str] = &[
     "julia/src/ops_gen.jl",
     "tests/conformance/ops.json",
     "tests/conformance/c_ops_gen.h",
+    "web/js/ops_gen.js",
 ];
-pub const REGIONS: &[&str] =
-    &["py/python/kiln/__init__.pyi", "nif-elixir/lib/kiln.ex", "nif-elixir/lib/kiln/error.ex", "docs/ops-api.md"];
+pub const REGIONS: &[&str] = &[
+    "py/python/kiln/__init__.pyi",
+    "nif-elixir/lib/kiln.ex",
+    "nif-elixir/lib/kiln/error.ex",
+    "docs/ops-api.md",
+    "web/js/kiln.d.ts",
+];
 
 pub fn main(args: Args) -> Result<()> {
     if args.list {
@@ -59,12 +65,14 @@ pub fn main(args: Args) -> Result<()> {
         (FILES[3], julia_ops()),
         (FILES[4], conformance_ops()),
         (FILES[5], c_runner_ops()),
+        (FILES[6], web_ops()),
     ];
     let regions: Vec<(&str, String)> = vec![
         (REGIONS[0], pyi()),
         (REGIONS[1], elixir_ops()),
         (REGIONS[2], elixir_errors()),
         (REGIONS[3], docs_table()),
+        (REGIONS[4], web_dts()),
     ];
     for (path, text) in whole {
         write(&out.join(path), &text)?;
@@ -382,6 +390,83 @@ fn elixir_errors() -> String {
         let _ = writeln!(s, "    {}: {}{sep}", c.name().to_ascii_lowercase(), *c as u32);
     }
     s += "  }\n\n";
+    s
+}
+
+// ---- JavaScript (web/) -------------------------------------------------------------------------
+
+/// `snake_case` as JavaScript's `camelCase`.
+fn camel(name: &str) -> String {
+    let mut out = String::new();
+    let mut up = false;
+    for c in name.chars() {
+        if c == '_' {
+            up = true;
+        } else if up {
+            out.extend(c.to_uppercase());
+            up = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The JavaScript name of an op: the Python binding's (numpy's) name in camelCase.
+fn js_name(o: &OpInfo) -> String {
+    camel(o.py())
+}
+
+fn web_ops() -> String {
+    let mut s = header("//");
+    s += "// The op table as the JavaScript package names it (the Python binding's names in camelCase),
+";
+    s += "// the error table, and one function per elementwise op; the other ops are in kiln.js.
+
+";
+    s += "import { binaryOp, unaryOp } from \"./core.js\";\n\n";
+    s += "/** [code, name] of every Kiln status: the numbers are stable and shared by every binding. */\n";
+    s += "export const ERROR_CODES = [\n";
+    for &c in ErrorCode::ALL {
+        let _ = writeln!(s, "  [{}, \"{}\"],", c as u32, c.name());
+    }
+    s += "];\n\n/** Every op of kiln-core's table: its core name, its JavaScript name and its family. */\n";
+    s += "export const OPS = [\n";
+    for o in op_table() {
+        let _ = writeln!(s, "  {{ name: \"{}\", js: \"{}\", family: \"{}\" }},", o.name, js_name(&o), o.family);
+    }
+    s += "];\n";
+    for op in UnaryOp::ALL {
+        let o = op_table().into_iter().find(|o| o.name == op.name()).expect("unary op in the table");
+        let _ = write!(s, "\n/** Elementwise {}. */\n", op.doc_phrase().replace("*/", "* /"));
+        let _ = writeln!(s, "export const {} = (x) => unaryOp(\"{}\", x);", js_name(&o), op.name());
+    }
+    for op in BinaryOp::ALL {
+        let o = op_table().into_iter().find(|o| o.name == op.name()).expect("binary op in the table");
+        let what = if op.is_comparison() { " as a u32 0/1 tensor" } else { "" };
+        let _ = write!(
+            s,
+            "\n/** Elementwise {}{what}, with numpy broadcasting; either side may be a number. */\n",
+            op.doc_phrase().replace("*/", "* /")
+        );
+        let _ = writeln!(s, "export const {} = (a, b) => binaryOp(\"{}\", a, b);", js_name(&o), op.name());
+    }
+    s
+}
+
+fn web_dts() -> String {
+    let mut s = String::from("// elementwise ops of kiln-core's tables (comparisons give u32 0/1)\n");
+    for o in op_table() {
+        match o.family {
+            "unary" => {
+                let _ = writeln!(s, "export function {}(x: Tensor): Tensor;", js_name(&o));
+            }
+            "binary" | "compare" => {
+                let _ = writeln!(s, "export function {}(a: Operand, b: Operand): Tensor;", js_name(&o));
+            }
+            _ => {}
+        }
+    }
     s
 }
 

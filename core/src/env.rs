@@ -3,5 +3,5 @@
 
 /// The value of `name` parsed as `T` (surrounding spaces ignored), or `default`.
 pub(crate) fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(default)
+    crate::platform::env_var(name).and_then(|s| s.trim().parse().ok()).unwrap_or(default)
 }

@@ -266,6 +266,14 @@ fn array_length_globals(
     (read, untraced)
 }
 
+/// The pipeline cache's key of a user kernel.
+fn user_key(source: &str, entry: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut h);
+    format!("{USER_KEY_PREFIX}{:016x}:{entry}", h.finish())
+}
+
 impl Kernel {
     pub fn new(source: &str, entry: &str) -> Result<Kernel> {
         Self::new_on(&runtime::device()?, source, entry)
@@ -277,12 +285,7 @@ impl Kernel {
     pub fn new_on(device: &Arc<Device>, source: &str, entry: &str) -> Result<Kernel> {
         device.check_alive()?;
         kernel_limits::check_source_size(source)?;
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            source.hash(&mut h);
-            format!("{USER_KEY_PREFIX}{:016x}:{entry}", h.finish())
-        };
+        let key = user_key(source, entry);
         let cached = device.pipelines.get_cached(&key);
         let job = CompileJob {
             device: device.device.clone(),
@@ -293,7 +296,7 @@ impl Kernel {
             label: key.clone(),
             build_pipeline: cached.is_none(),
         };
-        let start = std::time::Instant::now();
+        let start = crate::platform::Instant::now();
         let compiled = kernel_limits::run_compile(&format!("kernel {entry:?}"), move || job.run())?;
         let pipeline = match (cached, compiled.pipeline) {
             (Some(p), _) => p,
@@ -316,6 +319,19 @@ impl Kernel {
             uniform: compiled.uniform,
             workgroup_size: compiled.workgroup_size,
         })
+    }
+
+    /// `new`, then waits for the driver's verdict on the pipeline: in the browser the WGSL is
+    /// compiled again by the browser's own compiler, whose errors arrive as a promise (natively
+    /// `new` already waited for them).
+    pub async fn new_async(source: &str, entry: &str) -> Result<Kernel> {
+        let k = Self::new(source, entry)?;
+        #[cfg(target_arch = "wasm32")]
+        if let Err(e) = crate::platform::settle_scopes().await {
+            k.device.pipelines.forget_user(&user_key(source, entry));
+            return Err(e);
+        }
+        Ok(k)
     }
 
     pub fn entry(&self) -> &str {

@@ -11,6 +11,9 @@
 //! Every limit is read from its environment variable once, at the first kernel compile (a value
 //! that does not parse keeps the default).
 
+// In the page the compile runs inline (`platform::run_compile`): the thread machinery is unused.
+#![cfg_attr(target_arch = "wasm32", allow(dead_code, unused_imports))]
+
 use crate::env::env_or;
 use crate::{Error, Result};
 use naga::{AddressSpace, Module, TypeInner};
@@ -93,7 +96,7 @@ pub(crate) fn check_source_size(source: &str) -> Result<()> {
             source.len()
         )));
     }
-    Ok(())
+    crate::platform::check_expression_depth(source)
 }
 
 fn type_bytes(module: &Module, layouter: &naga::proc::Layouter, ty: &naga::proc::TypeResolution) -> u64 {
@@ -197,6 +200,9 @@ pub(crate) fn check_private_memory(
 
 // ---- the compile thread ----
 
+#[cfg(target_arch = "wasm32")]
+pub(crate) use crate::platform::run_compile;
+
 /// A compile, which returns the hand-over of its result: the thread offers itself for reuse
 /// between the two, so that a caller's next compile finds it idle instead of starting another.
 type Job = Box<dyn FnOnce() -> Box<dyn FnOnce() + Send> + Send>;
@@ -251,6 +257,7 @@ fn start(job: Job) -> Result<()> {
 ///
 /// The caller waits at most `KILN_COMPILE_TIMEOUT_MS` and then gets `Error::Timeout`; a compile
 /// cannot be interrupted, so it goes on in the background and its result is dropped.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn run_compile<T: Send + 'static>(what: &str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     const RUNNING: u8 = 0;
     const GAVE_UP: u8 = 1;

@@ -20,6 +20,7 @@ pub mod kernel_limits;
 pub mod numeric;
 pub mod ops;
 pub mod pipeline;
+pub(crate) mod platform;
 pub(crate) mod pool;
 pub mod reference;
 pub mod runtime;
@@ -33,5 +34,7 @@ pub use gpu_timer::GpuTime;
 pub use half::f16;
 pub use kernel::Kernel;
 pub use pipeline::PipelineStats;
-pub use runtime::{adapters, device, reset_devices, runtime, select_adapter, synchronize, AdapterInfo};
+pub use runtime::{
+    adapters, device, init_async, reset_devices, runtime, select_adapter, synchronize, synchronize_async, AdapterInfo,
+};
 pub use tensor::Tensor;

@@ -6,7 +6,6 @@ use crate::{Error, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 pub struct Pipeline {
     pub(crate) pipeline: wgpu::ComputePipeline,
@@ -116,7 +115,7 @@ impl PipelineCache {
             return Ok(p);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let start = Instant::now();
+        let start = crate::platform::Instant::now();
         let src = source();
         // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
         // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
@@ -142,6 +141,15 @@ impl PipelineCache {
 
     pub(crate) fn insert(&self, key: &str, p: Arc<Pipeline>) -> Arc<Pipeline> {
         self.lock().insert(key, p)
+    }
+
+    /// Forgets a user pipeline the driver turned out to reject (the browser answers late).
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn forget_user(&self, key: &str) {
+        let mut e = self.lock();
+        if key.starts_with(USER_KEY_PREFIX) && e.map.remove(key).is_some() {
+            e.user -= 1;
+        }
     }
 
     pub(crate) fn record_compile(&self, took: std::time::Duration) {
@@ -215,10 +223,9 @@ pub(crate) fn compile_with(
         compilation_options: Default::default(),
         cache: None,
     });
-    if let Some(err) = pollster::block_on(scope.pop()) {
-        return Err(Error::Shader(err.to_string()));
-    }
+    // Inside the scope: on an invalid pipeline it fails too, and must not escape uncaptured.
     let layout = has_bindings.then(|| pipeline.get_bind_group_layout(0));
+    crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))?;
     Ok(Pipeline { pipeline, layout })
 }
 

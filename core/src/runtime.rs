@@ -23,6 +23,18 @@ pub fn runtime() -> &'static Runtime {
     RUNTIME.get_or_init(Runtime::new)
 }
 
+/// Finds the adapters and opens the default device without blocking. In the browser this must
+/// come first (`await`ed); natively it is `device()`.
+pub async fn init_async() -> Result<Arc<Device>> {
+    #[cfg(target_arch = "wasm32")]
+    if RUNTIME.get().is_none() {
+        let rt = Runtime::new_async().await;
+        // A call made before this one already settled the runtime (with no adapter).
+        let _ = RUNTIME.set(rt);
+    }
+    runtime().device_async().await
+}
+
 fn parse_backends(spec: &str) -> Result<wgpu::Backends> {
     let mut b = wgpu::Backends::empty();
     for part in spec.split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()) {
@@ -59,20 +71,38 @@ fn backend_rank(b: wgpu::Backend) -> u32 {
 }
 
 impl Runtime {
+    #[cfg(not(target_arch = "wasm32"))]
     fn new() -> Runtime {
+        crate::platform::block_on(Self::new_async())
+    }
+
+    /// In the browser nothing is found until `init_async` has awaited the adapter: every call
+    /// before it answers NoAdapter.
+    #[cfg(target_arch = "wasm32")]
+    fn new() -> Runtime {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        Runtime {
+            _instance: instance,
+            adapters: Vec::new(),
+            chosen: Mutex::new(None),
+            devices: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn new_async() -> Runtime {
         // A bad KILN_BACKENDS is reported when a device is asked for (see `device`), so the
         // runtime itself always starts; here it falls back to the primary backends.
-        let explicit = std::env::var("KILN_BACKENDS").ok().and_then(|s| parse_backends(&s).ok());
+        let explicit = crate::platform::env_var("KILN_BACKENDS").and_then(|s| parse_backends(&s).ok());
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = explicit.unwrap_or(wgpu::Backends::PRIMARY);
         let instance = wgpu::Instance::new(desc);
-        let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        let mut adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
         // GL is a fallback only: llvmpipe's GL and lavapipe would otherwise both be listed.
-        if adapters.is_empty() && explicit.is_none() {
+        if adapters.is_empty() && explicit.is_none() && !cfg!(target_arch = "wasm32") {
             let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
             desc.backends = wgpu::Backends::GL;
             let gl = wgpu::Instance::new(desc);
-            adapters = pollster::block_on(gl.enumerate_adapters(wgpu::Backends::all()));
+            adapters = gl.enumerate_adapters(wgpu::Backends::all()).await;
         }
         adapters.sort_by_key(|a| {
             let i = a.get_info();
@@ -113,11 +143,21 @@ impl Runtime {
         (0..self.adapters.len()).map(|i| self.info(i, chosen)).collect()
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn no_adapter() -> Error {
         Error::NoAdapter(
             "no GPU adapter found. Without a GPU, install a software Vulkan driver: \
              `apt-get install -y mesa-vulkan-drivers libvulkan1` (Debian/Ubuntu); \
              check KILN_BACKENDS / KILN_ADAPTER if they are set"
+                .into(),
+        )
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn no_adapter() -> Error {
+        Error::NoAdapter(
+            "no WebGPU adapter: await Kiln's init first, in a browser with WebGPU enabled \
+             (navigator.gpu present, a secure context; Chromium on Linux needs --enable-unsafe-webgpu)"
                 .into(),
         )
     }
@@ -141,7 +181,7 @@ impl Runtime {
     }
 
     fn chosen_index(&self) -> Result<usize> {
-        if let Ok(s) = std::env::var("KILN_BACKENDS") {
+        if let Some(s) = crate::platform::env_var("KILN_BACKENDS") {
             parse_backends(&s)?;
         }
         let mut chosen = self.chosen.lock().unwrap();
@@ -151,8 +191,8 @@ impl Runtime {
         if self.adapters.is_empty() {
             return Err(Self::no_adapter());
         }
-        let i = match std::env::var("KILN_ADAPTER") {
-            Ok(spec) if !spec.trim().is_empty() => self.find_adapter(&spec)?,
+        let i = match crate::platform::env_var("KILN_ADAPTER") {
+            Some(spec) if !spec.trim().is_empty() => self.find_adapter(&spec)?,
             _ => 0,
         };
         *chosen = Some(i);
@@ -176,16 +216,42 @@ impl Runtime {
         if index >= self.adapters.len() {
             return Err(Self::no_adapter());
         }
+        #[cfg_attr(target_arch = "wasm32", allow(unused_mut))]
         let mut devices = self.devices.lock().unwrap();
         if let Some(d) = devices.get(&index) {
             if !d.is_lost() {
                 return Ok(d.clone());
             }
         }
+        #[cfg(target_arch = "wasm32")]
+        return Err(Error::DeviceLost("no live device in this page: await Kiln's init (again) first".into()));
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let chosen = self.chosen.lock().unwrap().unwrap_or(0);
+            let d = Device::create(&self.adapters[index], self.info(index, Some(chosen)))?;
+            devices.insert(index, d.clone());
+            Ok(d)
+        }
+    }
+
+    /// The default device, opened (or re-opened after a loss) without blocking: the browser's
+    /// way; natively the same as `device`.
+    pub async fn device_async(&self) -> Result<Arc<Device>> {
+        let index = self.chosen_index()?;
+        if let Ok(d) = self.device_at(index) {
+            return Ok(d);
+        }
         let chosen = self.chosen.lock().unwrap().unwrap_or(0);
-        let d = Device::create(&self.adapters[index], self.info(index, Some(chosen)))?;
-        devices.insert(index, d.clone());
-        Ok(d)
+        let d = Device::create_async(&self.adapters[index], self.info(index, Some(chosen))).await?;
+        // Another caller may have opened one meanwhile: the first stored wins.
+        let mut devices = self.devices.lock().unwrap();
+        match devices.get(&index) {
+            Some(other) if !other.is_lost() => Ok(other.clone()),
+            _ => {
+                devices.insert(index, d.clone());
+                Ok(d)
+            }
+        }
     }
 }
 
@@ -224,4 +290,9 @@ pub fn select_adapter(spec: &str) -> Result<AdapterInfo> {
 /// Submits all queued work on the default device and waits until the GPU has finished it.
 pub fn synchronize() -> Result<()> {
     device()?.synchronize()
+}
+
+/// `synchronize`, awaited (the browser's way).
+pub async fn synchronize_async() -> Result<()> {
+    device()?.synchronize_async().await
 }

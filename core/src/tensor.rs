@@ -5,10 +5,14 @@ use crate::device::{Device, GpuBuffer};
 use crate::dtype::{bytes_to_f64, DType, Element};
 use crate::shape::{check_rank, checked_numel, numel};
 use crate::{runtime, Error, Result};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+#[cfg(not(target_arch = "wasm32"))]
+use {
+    std::future::Future,
+    std::pin::Pin,
+    std::sync::Mutex,
+    std::task::{Context, Poll, Waker},
+};
 
 #[derive(Clone)]
 pub struct Tensor {
@@ -173,6 +177,7 @@ impl Tensor {
 
     /// Reads back on a thread of its own, so that awaiting it does not block the caller's
     /// executor (any executor: the future needs no runtime).
+    #[cfg(not(target_arch = "wasm32"))]
     pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
         let t = self.clone();
         let handover = Arc::new(Handover::default());
@@ -182,6 +187,30 @@ impl Tensor {
             .spawn(move || filler.fill(t.to_bytes()))
             .map_err(|e| Error::Internal(format!("cannot start a readback thread: {e}")))?;
         Readback(handover).await
+    }
+
+    /// Reads back without blocking the page: resolves once the GPU has delivered the bytes.
+    #[cfg(target_arch = "wasm32")]
+    pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
+        if self.dtype == DType::Bool {
+            // A word per element on the device, a byte on the host (see `read_bools`).
+            let mut words = vec![0u8; 4 * self.numel()];
+            self.device.read_async(self.raw(), words.len() as u64, &mut words).await?;
+            let mut out = vec![0u8; self.numel()];
+            crate::dtype::words_to_bools(&bytemuck::pod_collect_to_vec::<u8, u32>(&words), &mut out);
+            return Ok(out);
+        }
+        let mut out = vec![0u8; self.nbytes()];
+        self.device.read_async(self.raw(), self.nbytes() as u64, &mut out).await?;
+        Ok(out)
+    }
+
+    /// `to_vec`, awaited (the browser's only readback).
+    pub async fn to_vec_async<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::DTypeMismatch(format!("to_vec_async::<{}> on a {} tensor", T::DTYPE, self.dtype)));
+        }
+        Ok(bytemuck::pod_collect_to_vec(&self.to_bytes_async().await?))
     }
 
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
@@ -216,16 +245,20 @@ impl Tensor {
 }
 
 /// The one-shot hand-over between a readback thread and the future awaiting its result.
+#[cfg(not(target_arch = "wasm32"))]
 #[derive(Default)]
 struct Handover(Mutex<HandoverState>);
 
 /// (the result until taken, the waker to call, whether the result was given).
+#[cfg(not(target_arch = "wasm32"))]
 type HandoverState = (Option<Result<Vec<u8>>>, Option<Waker>, bool);
 
 /// The readback thread's end: stores the result; on drop (also when the read panicked) makes
 /// sure there is one and wakes the future.
+#[cfg(not(target_arch = "wasm32"))]
 struct Filler(Arc<Handover>);
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Filler {
     fn fill(self, r: Result<Vec<u8>>) {
         let mut s = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
@@ -234,6 +267,7 @@ impl Filler {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Drop for Filler {
     fn drop(&mut self) {
         let mut s = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
@@ -248,8 +282,10 @@ impl Drop for Filler {
 }
 
 /// The awaiting end.
+#[cfg(not(target_arch = "wasm32"))]
 struct Readback(Arc<Handover>);
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Future for Readback {
     type Output = Result<Vec<u8>>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

@@ -67,6 +67,21 @@ fn async_readback() {
     assert_eq!(bytes, t.to_bytes().unwrap());
 }
 
+/// The async surface (the browser's only one) answers what the blocking one does natively.
+#[test]
+fn async_surface_matches_the_blocking_one() {
+    let _serial = serial();
+    let dev = pollster::block_on(kiln_core::init_async()).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&dev, &kiln_core::device().unwrap()));
+    let host: Vec<f32> = (0..257).map(|i| ((i * 7919) % 1000) as f32 / 7.0 - 50.0).collect();
+    let t = ops::mul_scalar(&Tensor::from_slice(&host, &[257]).unwrap(), 3.0).unwrap();
+    pollster::block_on(kiln_core::synchronize_async()).unwrap();
+    pollster::block_on(dev.synchronize_async()).unwrap();
+    assert_eq!(pollster::block_on(t.to_vec_async::<f32>()).unwrap(), t.to_vec::<f32>().unwrap());
+    let e = pollster::block_on(t.to_vec_async::<i32>()).unwrap_err();
+    assert_eq!(e.code(), kiln_core::ErrorCode::DTypeMismatch);
+}
+
 #[test]
 fn uploads_larger_than_one_staging_piece_round_trip() {
     let _serial = serial();

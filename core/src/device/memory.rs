@@ -88,9 +88,9 @@ impl Device {
                     usage: STORAGE_USAGE,
                     mapped_at_creation: false,
                 });
-                if let Some(e) = pollster::block_on(scope.pop()) {
-                    return Err(Error::OutOfMemory(format!("allocating {class} bytes failed: {e}")));
-                }
+                crate::platform::check_scope(scope, move |e| {
+                    Error::OutOfMemory(format!("allocating {class} bytes failed: {e}"))
+                })?;
                 self.mem.allocated.fetch_add(class, Ordering::Relaxed);
                 b
             }

@@ -9,6 +9,8 @@ mod memory;
 mod timing;
 mod transfer;
 mod wait;
+#[cfg(target_arch = "wasm32")]
+mod wait_web;
 
 pub(crate) use memory::GpuBuffer;
 pub use memory::MemoryStats;
@@ -36,6 +38,8 @@ pub(crate) struct Binding<'a> {
     pub(crate) size: Option<u64>,
 }
 
+// The poller's and the blocking wait's fields are unused in the page (`wait_web`).
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 pub struct Device {
     pub(crate) info: AdapterInfo,
     pub(crate) device: wgpu::Device,
@@ -69,14 +73,20 @@ pub struct Device {
 }
 
 impl Device {
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn create(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
+        crate::platform::block_on(Self::create_async(adapter, info))
+    }
+
+    /// Opens a device on `adapter` (awaited in the browser, blocked on natively by `create`).
+    pub(crate) async fn create_async(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
         let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
         let mut features = adapter.features() & wanted;
         // Cooperative matrices (tensor cores) only where the adapter offers them; the feature is
         // experimental in wgpu 30, so it needs the opt-in token, asked for only in that case.
         // Only the f16 matmul uses it (ops/matmul.rs), behind its own checks and tests.
         let coop = adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
-            && std::env::var_os("KILN_NO_COOP").is_none();
+            && crate::platform::env_var("KILN_NO_COOP").is_none();
         let coop_props = if coop { adapter.cooperative_matrix_properties() } else { Vec::new() };
         let experimental = if coop && !coop_props.is_empty() {
             features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
@@ -89,15 +99,17 @@ impl Device {
         let ainfo = adapter.get_info();
         let subgroup_size = (ainfo.subgroup_min_size == ainfo.subgroup_max_size).then_some(ainfo.subgroup_min_size);
         let limits = adapter.limits();
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("kiln"),
-            required_features: features,
-            required_limits: limits.clone(),
-            experimental_features: experimental,
-            memory_hints: wgpu::MemoryHints::Performance,
-            trace: wgpu::Trace::Off,
-        }))
-        .map_err(|e| Error::NoAdapter(format!("cannot open a device on {}: {e}", info.name)))?;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("kiln"),
+                required_features: features,
+                required_limits: limits.clone(),
+                experimental_features: experimental,
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| Error::NoAdapter(format!("cannot open a device on {}: {e}", info.name)))?;
 
         let lost = Arc::new(AtomicBool::new(false));
         let lost_reason = Arc::new(Mutex::new(String::new()));
@@ -165,7 +177,7 @@ impl Device {
             uncaptured,
             poller,
             timeout: Duration::from_millis(timeout_ms),
-            poison: AtomicBool::new(std::env::var_os("KILN_POISON").is_some()),
+            poison: AtomicBool::new(crate::platform::env_var("KILN_POISON").is_some()),
             flush_bytes,
             wait_spin: Duration::from_micros(env_or("KILN_WAIT_SPIN_US", SPIN.as_micros() as u64)),
             poll_lock: Mutex::new(()),

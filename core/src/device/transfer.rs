@@ -6,6 +6,14 @@ use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
+/// A staging buffer holding a copy on its way to the host.
+struct Staging {
+    buffer: wgpu::Buffer,
+    padded: u64,
+    class: u64,
+    bytes: u64,
+}
+
 const STAGING_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
 
 impl Device {
@@ -21,14 +29,14 @@ impl Device {
         // Big uploads spread the pieces over a few threads: one thread's copy into
         // write-combined staging memory tops out well below the bus.
         const PIECE: usize = 8 << 20;
-        const THREADS: usize = 4;
+        const THREADS: usize = crate::platform::COPY_THREADS;
         let whole = data.len() / 4 * 4;
         let pieces: Vec<usize> = (0..whole).step_by(PIECE).collect();
         let write = |start: usize| {
             let end = (start + PIECE).min(whole);
             self.queue.write_buffer(buf.raw(), start as u64, &data[start..end]);
         };
-        if pieces.len() < 2 * THREADS {
+        if THREADS == 1 || pieces.len() < 2 * THREADS {
             pieces.iter().for_each(|&p| write(p));
         } else {
             std::thread::scope(|scope| {
@@ -51,14 +59,14 @@ impl Device {
     pub(crate) fn upload_bools(&self, buf: &GpuBuffer, bools: &[u8]) -> Result<()> {
         self.check_alive()?;
         const PIECE: usize = 2 << 20;
-        const THREADS: usize = 4;
+        const THREADS: usize = crate::platform::COPY_THREADS;
         let write = |start: usize| {
             let end = (start + PIECE).min(bools.len());
             let words = crate::dtype::bools_to_words(&bools[start..end]);
             self.queue.write_buffer(buf.raw(), 4 * start as u64, bytemuck::cast_slice(&words));
         };
         let pieces: Vec<usize> = (0..bools.len()).step_by(PIECE).collect();
-        if pieces.len() < 2 * THREADS {
+        if THREADS == 1 || pieces.len() < 2 * THREADS {
             pieces.iter().for_each(|&p| write(p));
         } else {
             std::thread::scope(|scope| {
@@ -74,7 +82,7 @@ impl Device {
     /// the staging buffer.
     pub(crate) fn read_bools(self: &Arc<Device>, src: &wgpu::Buffer, out: &mut [u8]) -> Result<()> {
         self.read_with(src, 4 * out.len() as u64, |view| {
-            const THREADS: usize = 4;
+            const THREADS: usize = crate::platform::COPY_THREADS;
             // Mapped ranges are at least 8-byte aligned (wgpu's MAP_ALIGNMENT); the fallback only
             // keeps a misaligned mapping from being a panic.
             let Ok(words) = bytemuck::try_cast_slice::<u8, u32>(view) else {
@@ -83,7 +91,7 @@ impl Device {
                 }
                 return;
             };
-            if out.len() < 4 << 20 {
+            if THREADS == 1 || out.len() < 4 << 20 {
                 crate::dtype::words_to_bools(words, out);
                 return;
             }
@@ -103,9 +111,33 @@ impl Device {
 
     /// Maps `bytes` bytes of `src` (submitting the batch first) and hands them to `take`.
     fn read_with(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, take: impl FnOnce(&[u8])) -> Result<()> {
+        let Some(staging) = self.begin_read(src, bytes)? else { return Ok(()) };
+        let (tx, rx) = mpsc::channel();
+        staging.buffer.slice(..staging.padded).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let mapped = self.wait(rx)?;
+        self.finish_read(staging, mapped, take)
+    }
+
+    /// `read`, awaited: the browser's only way (the page cannot block while the GPU answers).
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) async fn read_async(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, out: &mut [u8]) -> Result<()> {
+        let Some(staging) = self.begin_read(src, bytes)? else { return Ok(()) };
+        let (tx, rx) = crate::platform::oneshot();
+        staging.buffer.slice(..staging.padded).map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+        let mapped = rx.await;
+        crate::platform::settle_scopes().await?;
+        self.check_alive()?;
+        let mapped = mapped.ok_or_else(|| Error::Internal("the GPU callback was dropped".into()))?;
+        self.finish_read(staging, mapped, |view| copy_parallel(&mut out[..bytes as usize], view))
+    }
+
+    /// Records the copy of `src` into a staging buffer and submits it; None for zero bytes.
+    fn begin_read(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Option<Staging>> {
         self.check_alive()?;
         if bytes == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let padded = bytes.next_multiple_of(4);
         let class = size_class(padded);
@@ -128,11 +160,17 @@ impl Device {
             enc.copy_buffer_to_buffer(src, 0, &staging, 0, padded);
             self.submit_locked(&mut batch)?;
         }
-        let (tx, rx) = mpsc::channel();
-        staging.slice(..padded).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        let mapped = self.wait(rx)?;
+        Ok(Some(Staging { buffer: staging, padded, class, bytes }))
+    }
+
+    /// Copies the mapped staging buffer into `out` and gives the buffer back to the pool.
+    fn finish_read(
+        &self,
+        staging: Staging,
+        mapped: std::result::Result<(), wgpu::BufferAsyncError>,
+        take: impl FnOnce(&[u8]),
+    ) -> Result<()> {
+        let Staging { buffer: staging, padded, class, bytes } = staging;
         mapped.map_err(|e| Error::Internal(format!("mapping the staging buffer failed: {e}")))?;
         {
             let view = staging
@@ -152,8 +190,8 @@ impl Device {
 /// mapped staging memory (and into freshly faulted pages) tops out far below the bus.
 fn copy_parallel(dst: &mut [u8], src: &[u8]) {
     const PIECE: usize = 8 << 20;
-    const THREADS: usize = 4;
-    if dst.len() < 2 * THREADS * PIECE {
+    const THREADS: usize = crate::platform::COPY_THREADS;
+    if THREADS == 1 || dst.len() < 2 * THREADS * PIECE {
         dst.copy_from_slice(src);
         return;
     }

@@ -1,5 +1,9 @@
 //! Waiting for the GPU: one poller thread waits on the device, callers wait on channels (after
-//! a short non-blocking check), and a wait past the timeout gives the device up.
+//! a short non-blocking check), and a wait past the timeout gives the device up. In the browser
+//! there is no thread to wait on: `wait_web` replaces the poller and the blocking wait.
+
+// In the page only the shared parts below are used (`wait_web` has the rest).
+#![cfg_attr(target_arch = "wasm32", allow(dead_code, unused_imports))]
 
 use super::Device;
 use crate::{Error, Result};
@@ -37,6 +41,7 @@ pub(super) struct Poller {
 
 impl Device {
     /// The one thread that waits on the device; callers wait on channels.
+    #[cfg(not(target_arch = "wasm32"))]
     ///
     /// It checks with `poll(Poll)` and sleeps between checks (`POLL_BACKOFF`), never
     /// `poll(Wait { .. })`: wgpu-core 30 asserts, and panics, when a waiting poll reads the fence,
@@ -95,6 +100,7 @@ impl Device {
     /// answers DeviceLost at once, none reaches `queue.submit`, which blocked forever after a
     /// timeout) and keeps it alive for the rest of the process, because dropping a wgpu queue
     /// waits for the GPU to go idle, which a runaway kernel may never let it do.
+    #[cfg(not(target_arch = "wasm32"))]
     pub(super) fn abandon(&self, reason: String) {
         {
             let mut r = self.lost_reason.lock().unwrap_or_else(|p| p.into_inner());
@@ -111,6 +117,7 @@ impl Device {
     }
 
     /// Waits for a callback-fed channel through the poller thread.
+    #[cfg(not(target_arch = "wasm32"))]
     pub(super) fn wait<T>(&self, rx: mpsc::Receiver<T>) -> Result<T> {
         // A short GPU round trip finishes before the poller and this thread could trade wake-ups:
         // first check without blocking for a while (`poll(Poll)` never waits, and only while no
@@ -187,5 +194,11 @@ impl Device {
         });
         self.wait(rx)?;
         self.take_uncaptured()
+    }
+
+    /// `synchronize` for async callers; natively it waits on the calling thread.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub async fn synchronize_async(&self) -> Result<()> {
+        self.synchronize()
     }
 }

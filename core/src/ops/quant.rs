@@ -194,6 +194,28 @@ fn check_weight(what: &str, w: &Tensor, format: QuantFormat, rows: usize, cols: 
 /// bytes equal `quantize_row_q4_0_ref` & co's), on the host: the result is the U32 tensor of
 /// [`quant_from_bytes`], on x's device. `cols` must be a multiple of 32.
 pub fn quantize(x: &Tensor, format: QuantFormat) -> Result<Tensor> {
+    let (rows, cols) = quantize_shape(x, format)?;
+    let vals: Vec<f32> = match x.dtype() {
+        DType::F16 => x.to_vec::<f16>()?.into_iter().map(f16::to_f32).collect(),
+        _ => x.to_vec::<f32>()?,
+    };
+    let bytes = quantize_host(&vals, format);
+    quant_from_bytes(x.device(), &bytes, format, rows, cols)
+}
+
+/// `quantize` with its readback awaited (the browser's way; natively the same as `quantize`).
+pub async fn quantize_async(x: &Tensor, format: QuantFormat) -> Result<Tensor> {
+    let (rows, cols) = quantize_shape(x, format)?;
+    let raw = x.to_bytes_async().await?;
+    let vals: Vec<f32> = match x.dtype() {
+        DType::F16 => bytemuck::pod_collect_to_vec::<u8, f16>(&raw).into_iter().map(f16::to_f32).collect(),
+        _ => bytemuck::pod_collect_to_vec(&raw),
+    };
+    quant_from_bytes(x.device(), &quantize_host(&vals, format), format, rows, cols)
+}
+
+/// (rows, cols) of a tensor `quantize` takes.
+fn quantize_shape(x: &Tensor, format: QuantFormat) -> Result<(usize, usize)> {
     if !x.dtype().is_float() {
         return Err(Error::DTypeMismatch(format!("quantize needs a float tensor (f32 or f16), got {}", x.dtype())));
     }
@@ -202,12 +224,7 @@ pub fn quantize(x: &Tensor, format: QuantFormat) -> Result<Tensor> {
     }
     let (rows, cols) = (x.shape()[0], x.shape()[1]);
     format.row_bytes(cols)?;
-    let vals: Vec<f32> = match x.dtype() {
-        DType::F16 => x.to_vec::<f16>()?.into_iter().map(f16::to_f32).collect(),
-        _ => x.to_vec::<f32>()?,
-    };
-    let bytes = quantize_host(&vals, format);
-    quant_from_bytes(x.device(), &bytes, format, rows, cols)
+    Ok((rows, cols))
 }
 
 /// ggml's reference quantizers over whole rows of a multiple of 32 values (f32 arithmetic, in

@@ -1,0 +1,56 @@
+# The browser (web/: kiln-core on wasm32 + WebGPU, the kiln.js package): included by the
+# top-level Makefile. Everything it needs is installed on first use, on a fresh Debian machine:
+# the rustup target, wasm-bindgen-cli at the version web/Cargo.toml pins (built once, kept
+# under build/tools/), chromium and chromium-driver from apt.
+#   make web-check    kiln-core type-checks for wasm32-unknown-unknown
+#   make web-pkg      builds the package: web/pkg/ (wasm-bindgen output, git-ignored) + web/js/
+#   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader);
+#                     the demo's screenshot goes to build/web/demo.png
+#   make web-serve    serves the repository on http://localhost:8000 (demo: /web/demo/)
+#   make web-lint     rustfmt and clippy -D warnings on web/ and on kiln-core for wasm32 (part of
+#                     make lint: web/ is a workspace of its own, which lint-rust does not see)
+# The browser column of the conformance suite runs in `make conformance` (mk/conformance.mk).
+
+WASM_TARGET := wasm32-unknown-unknown
+WASM_BINDGEN_VERSION := 0.2.130
+WASM_BINDGEN := build/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)/bin/wasm-bindgen
+WEB_WASM := target/$(WASM_TARGET)/release/kiln_web.wasm
+
+.PHONY: web-target web-browser web-check web-pkg web-test web-serve web-lint
+
+web-target:
+	@rustup target list --installed 2>/dev/null | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET)
+
+# Without --locked: the CLI's own lock pins a crate version the registry no longer serves.
+$(WASM_BINDGEN):
+	$(CARGO) install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --root build/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)
+
+web-browser:
+	@command -v chromedriver >/dev/null && command -v chromium >/dev/null || { \
+		sudo=""; [ "$$(id -u)" -ne 0 ] && sudo=sudo; export DEBIAN_FRONTEND=noninteractive; \
+		$$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+web-check: web-target
+	$(CARGO) check --target $(WASM_TARGET) -p kiln-core
+
+web-pkg: web-target $(WASM_BINDGEN)
+	cd web && $(CARGO) build --release --target $(WASM_TARGET) --target-dir ../target
+	$(WASM_BINDGEN) --target web --weak-refs --out-dir web/pkg $(WEB_WASM)
+	@echo "web-pkg: web/pkg/kiln_web_bg.wasm is $$(stat -c %s web/pkg/kiln_web_bg.wasm) bytes"
+
+web-test: web-pkg web-browser
+	scripts/web-test.py unit
+	scripts/web-test.py nogpu
+	scripts/web-test.py demo build/web/demo.png
+
+web-lint: web-target
+	cd web && $(CARGO) fmt --check
+	$(CARGO) clippy --target $(WASM_TARGET) -p kiln-core -- -D warnings
+	cd web && $(CARGO) clippy --release --target $(WASM_TARGET) --target-dir ../target -- -D warnings
+
+lint: web-lint
+
+web-serve: web-pkg
+	python3 -m http.server 8000 --bind 127.0.0.1
+
+TEST_TARGETS += web-check web-test

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Runs a page of the browser package in headless Chromium through chromedriver (WebDriver over
+HTTP, no client library), and reports what the page left in `window.kilnResult`.
+
+    web-test.py unit                   the package's tests (web/test/unit.js)
+    web-test.py nogpu                  init in a page without WebGPU (web/test/nogpu.js)
+    web-test.py conformance OUT.json   the conformance suite in the page; writes its results
+    web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
+
+Serves the repository root on 127.0.0.1 (a secure context, as WebGPU needs). Chromium runs with
+--enable-unsafe-webgpu (Linux has WebGPU behind it; without it requestAdapter() gives null) and
+--no-sandbox (the sandbox refuses to start as root); its adapter is SwiftShader, the CPU one.
+Exits non-zero unless the page reports ok.
+"""
+
+import base64
+import functools
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = {
+    "unit": "web/test/index.html?suite=unit",
+    "nogpu": "web/test/index.html?suite=nogpu",
+    "conformance": "web/test/index.html?suite=conformance",
+    "demo": "web/demo/index.html",
+}
+TIMEOUT_S = {"unit": 300, "nogpu": 60, "conformance": 900, "demo": 300}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".wasm": "application/wasm",
+        ".js": "text/javascript",
+    }
+
+    def log_message(self, *args):
+        pass
+
+
+def serve():
+    port = free_port()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), functools.partial(Quiet, directory=ROOT))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, port
+
+
+def wd(port, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.load(r)["value"]
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    sys.exit("web-test: no chromium on the PATH (apt-get install chromium chromium-driver)")
+
+
+def main():
+    suite = sys.argv[1] if len(sys.argv) > 1 else "unit"
+    out = sys.argv[2] if len(sys.argv) > 2 else None
+    driver_bin = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver") or sys.exit("web-test: no chromedriver")
+    httpd, http_port = serve()
+    wd_port = free_port()
+    driver = subprocess.Popen([driver_bin, f"--port={wd_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    session = None
+    try:
+        for _ in range(100):
+            try:
+                wd(wd_port, "GET", "/status")
+                break
+            except OSError:
+                time.sleep(0.1)
+        args = [
+            "--headless=new",
+            "--no-sandbox",
+            "--enable-unsafe-webgpu",
+            "--disable-gpu-sandbox",
+            "--window-size=1200,900",
+        ]
+        caps = {
+            "capabilities": {
+                "alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": chromium(), "args": args}}
+            }
+        }
+        session = wd(wd_port, "POST", "/session", caps)["sessionId"]
+        s = f"/session/{session}"
+        wd(wd_port, "POST", f"{s}/timeouts", {"script": 60000, "pageLoad": 120000})
+        t0 = time.time()
+        wd(wd_port, "POST", f"{s}/url", {"url": f"http://127.0.0.1:{http_port}/{PAGES[suite]}"})
+        result = None
+        while time.time() - t0 < TIMEOUT_S[suite]:
+            result = wd(
+                wd_port, "POST", f"{s}/execute/sync", {"script": "return window.kilnResult ?? null;", "args": []}
+            )
+            if result is not None:
+                break
+            time.sleep(0.5)
+        took = time.time() - t0
+        log = wd(
+            wd_port,
+            "POST",
+            f"{s}/execute/sync",
+            {"script": "return document.getElementById('log')?.textContent ?? '';", "args": []},
+        )
+        print(log.rstrip())
+        if result is None:
+            print(f"web-test {suite}: the page reported nothing within {TIMEOUT_S[suite]} s")
+            return 1
+        if suite == "conformance" and out and "report" in result:
+            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+            json.dump(result["report"], open(out, "w"), indent=1)
+            print(f"web-test conformance: results in {out}")
+        if suite == "demo" and out:
+            png = wd(wd_port, "GET", f"{s}/screenshot")
+            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+            open(out, "wb").write(base64.b64decode(png))
+            print(f"web-test demo: screenshot in {out}")
+        adapter = result.get("adapter") or {}
+        # Chromium hides the adapter's name; its type tells SwiftShader ("Cpu") from a GPU.
+        described = adapter.get("name") or adapter.get("deviceType") or "-"
+        print(f"web-test {suite}: {'ok' if result.get('ok') else 'FAILED'} in {took:.1f} s (adapter: {described})")
+        return 0 if result.get("ok") else 1
+    finally:
+        if session:
+            try:
+                wd(wd_port, "DELETE", f"/session/{session}")
+            except OSError:
+                pass
+        driver.terminate()
+        driver.wait()
+        httpd.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

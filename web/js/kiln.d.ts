@@ -1,0 +1,165 @@
+// Types of kiln.js (Kiln in the browser). The elementwise declarations between the markers are
+// written by `kiln gen` from kiln-core's op table.
+
+export type DType = "f32" | "f16" | "i32" | "u32";
+export type TypedArray = Float32Array | Int32Array | Uint32Array | Uint16Array;
+export type Operand = Tensor | number;
+export type Pair = number | [number] | [number, number];
+
+export interface AdapterInfo {
+  name: string;
+  backend: string;
+  deviceType: string;
+  driver: string;
+  vendor: number;
+  maxBufferSize: number;
+  maxStorageBufferBindingSize: number;
+  maxComputeWorkgroupsPerDimension: number;
+  shaderF16: boolean;
+  timestampQuery: boolean;
+  subgroups: boolean;
+}
+
+/** A Kiln error: `code` is the stable status number shared by every binding, `codeName` its name. */
+export class KilnError extends Error {
+  readonly code: number;
+  readonly codeName: string;
+}
+/** The subclass of each status by name, e.g. `errors.SHAPE_MISMATCH` (class ShapeMismatchError). */
+export const errors: Record<string, typeof KilnError>;
+
+export class Tensor {
+  static fromArray(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
+  static fromBytes(bytes: Uint8Array, shape: number[], dtype: DType): Tensor;
+  readonly shape: Uint32Array;
+  readonly dtype: DType;
+  readonly ndim: number;
+  readonly numel: number;
+  readonly nbytes: number;
+  /** The elements as a typed array of the dtype (f16: Uint16Array of bits). */
+  toArray(): Promise<TypedArray>;
+  toBytes(): Promise<Uint8Array>;
+  reshape(shape: number[]): Tensor;
+  /** Another handle on the same GPU buffer. */
+  clone(): Tensor;
+  /** Gives the GPU memory back now (a finalizer does it for tensors that are only dropped). */
+  free(): void;
+  dispose(): void;
+}
+
+export class Kernel {
+  /** Compiles and validates `source` (naga: line:column errors); the browser's own compiler
+   *  may still refuse it, reported by the next awaited call: prefer `Kernel.compile`. */
+  constructor(source: string, entry?: string);
+  /** Resolves once the browser's compiler has accepted the kernel too. */
+  static compile(source: string, entry?: string): Promise<Kernel>;
+  readonly entry: string;
+  readonly workgroupSize: Uint32Array;
+  readonly storageBindings: number;
+  dispatch(tensors: Tensor[], workgroups: number | [number, number?, number?], uniforms?: Uint8Array | null): void;
+  free(): void;
+}
+
+export function init(options?: { wasm?: string | URL }): Promise<AdapterInfo>;
+export function adapterInfo(): AdapterInfo;
+export function hasF16(): boolean;
+export function synchronize(): Promise<void>;
+export function memoryStats(): {
+  allocatedBytes: number;
+  inUseBytes: number;
+  peakBytes: number;
+  liveBuffers: number;
+  pooledBytes: number;
+};
+export function tensor(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
+export function fromBytes(bytes: Uint8Array, shape: number[], dtype: DType): Tensor;
+
+export const ERROR_CODES: [number, string][];
+export const OPS: { name: string; js: string; family: string }[];
+export function opFunctions(module: object): Record<string, Function | undefined>;
+
+export function zeros(shape: number[], dtype?: DType): Tensor;
+export function ones(shape: number[], dtype?: DType): Tensor;
+export function full(shape: number[], value: number, dtype?: DType): Tensor;
+export function arange(start: number, stop: number, step?: number, dtype?: DType): Tensor;
+/** Seeded, counter-based: the same numbers on every device and in every binding. */
+export function randomUniform(shape: number[], seed: number, low?: number, high?: number, dtype?: DType): Tensor;
+export function randomNormal(shape: number[], seed: number, mean?: number, std?: number, dtype?: DType): Tensor;
+export function where(cond: Tensor, a: Tensor, b: Tensor): Tensor;
+export function astype(x: Tensor, dtype: DType): Tensor;
+export function matmul(a: Tensor, b: Tensor): Tensor;
+export function sum(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
+export function mean(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
+export function max(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
+export function min(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
+declare function var_(x: Tensor, axes?: number | number[] | null, keepdims?: boolean, ddof?: number): Tensor;
+export { var_ as var };
+export function argmax(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;
+export function argmin(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;
+export function softmax(x: Tensor, axis?: number): Tensor;
+export function logSoftmax(x: Tensor, axis?: number): Tensor;
+export function layerNorm(x: Tensor, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
+export function rmsNorm(x: Tensor, weight?: Tensor | null, eps?: number): Tensor;
+export function batchNorm(
+  x: Tensor,
+  mean: Tensor,
+  variance: Tensor,
+  weight?: Tensor | null,
+  bias?: Tensor | null,
+  eps?: number,
+): Tensor;
+export function conv2d(
+  x: Tensor,
+  w: Tensor,
+  bias?: Tensor | null,
+  options?: { stride?: Pair; padding?: Pair; dilation?: Pair; groups?: number },
+): Tensor;
+export function maxPool2d(x: Tensor, kernel: Pair, options?: { stride?: Pair; padding?: Pair }): Tensor;
+export function avgPool2d(x: Tensor, kernel: Pair, options?: { stride?: Pair; padding?: Pair }): Tensor;
+export function reshape(x: Tensor, shape: number[]): Tensor;
+export function permuteDims(x: Tensor, axes: number[]): Tensor;
+export function swapaxes(x: Tensor, axis0: number, axis1: number): Tensor;
+export function concat(tensors: Tensor[], axis?: number): Tensor;
+export function slice(x: Tensor, axis: number, start: number, stop: number, step?: number): Tensor;
+export function indexSelect(x: Tensor, axis: number, indices: Tensor): Tensor;
+export function gather(x: Tensor, axis: number, index: Tensor): Tensor;
+export function embedding(weight: Tensor, ids: Tensor): Tensor;
+export function rope(x: Tensor, posOffset?: number, base?: number): Tensor;
+export function attention(q: Tensor, k: Tensor, v: Tensor, options?: { causal?: boolean; scale?: number | null }): Tensor;
+export function quantFromBytes(bytes: Uint8Array, format: string, rows: number, cols: number): Tensor;
+export function quantize(x: Tensor, format: string): Promise<Tensor>;
+export function dequantize(w: Tensor, format: string, rows: number, cols: number): Tensor;
+export function quantMatmul(x: Tensor, w: Tensor, format: string, n: number): Tensor;
+export function quantEmbedding(w: Tensor, format: string, d: number, ids: Tensor): Tensor;
+
+// BEGIN GENERATED (kiln gen)
+// elementwise ops of kiln-core's tables (comparisons give u32 0/1)
+export function negative(x: Tensor): Tensor;
+export function abs(x: Tensor): Tensor;
+export function exp(x: Tensor): Tensor;
+export function log(x: Tensor): Tensor;
+export function sqrt(x: Tensor): Tensor;
+export function rsqrt(x: Tensor): Tensor;
+export function sin(x: Tensor): Tensor;
+export function cos(x: Tensor): Tensor;
+export function tanh(x: Tensor): Tensor;
+export function sigmoid(x: Tensor): Tensor;
+export function relu(x: Tensor): Tensor;
+export function gelu(x: Tensor): Tensor;
+export function geluTanh(x: Tensor): Tensor;
+export function silu(x: Tensor): Tensor;
+export function floor(x: Tensor): Tensor;
+export function add(a: Operand, b: Operand): Tensor;
+export function subtract(a: Operand, b: Operand): Tensor;
+export function multiply(a: Operand, b: Operand): Tensor;
+export function divide(a: Operand, b: Operand): Tensor;
+export function pow(a: Operand, b: Operand): Tensor;
+export function maximum(a: Operand, b: Operand): Tensor;
+export function minimum(a: Operand, b: Operand): Tensor;
+export function equal(a: Operand, b: Operand): Tensor;
+export function notEqual(a: Operand, b: Operand): Tensor;
+export function less(a: Operand, b: Operand): Tensor;
+export function lessEqual(a: Operand, b: Operand): Tensor;
+export function greater(a: Operand, b: Operand): Tensor;
+export function greaterEqual(a: Operand, b: Operand): Tensor;
+// END GENERATED (kiln gen)

@@ -1,0 +1,142 @@
+// Kiln in the browser: kiln-core on WebGPU. The module pages import:
+//
+//   import * as kiln from "./web/js/kiln.js";
+//   await kiln.init();
+//   const a = kiln.tensor(new Float32Array([1, 2, 3, 4]), [2, 2]);
+//   const y = kiln.softmax(kiln.matmul(a, a), -1);
+//   console.log(await y.toArray());
+//
+// Every op is kiln-core's, under the Python binding's name in camelCase (ops_gen.js, written by
+// `kiln gen` from the core's op table); every readback is a promise; every error a KilnError.
+import initWasm from "../pkg/kiln_web.js";
+import { KilnError, makeErrorClasses, wasm, withList } from "./core.js";
+import { ERROR_CODES, OPS } from "./ops_gen.js";
+
+export * from "./ops_gen.js";
+export { KilnError };
+
+/** The KilnError subclass of each status, by name: `kiln.errors.SHAPE_MISMATCH`. */
+export const errors = makeErrorClasses(ERROR_CODES);
+
+function makeError(code, codeName, message) {
+  const C = errors[codeName];
+  return C ? new C(message) : new KilnError(message, code, codeName);
+}
+
+let ready = null;
+
+/**
+ * Loads the wasm module, finds the WebGPU adapter and opens the device; resolves to the
+ * adapter's description. Call (and await) it first; later calls return the same promise.
+ * `options.wasm`: where kiln_web_bg.wasm is (default: next to kiln_web.js).
+ */
+export function init(options = {}) {
+  ready ??= (async () => {
+    if (typeof navigator === "undefined" || !navigator.gpu) {
+      throw new errors.NO_ADAPTER(
+        "WebGPU is not available here (navigator.gpu is missing): use a browser with WebGPU, " +
+          "in a secure context (https or localhost); Chromium on Linux needs --enable-unsafe-webgpu",
+      );
+    }
+    await initWasm(options.wasm ? { module_or_path: options.wasm } : undefined);
+    wasm.setErrorFactory(makeError);
+    return wasm.init();
+  })().catch((e) => {
+    ready = null;
+    throw e;
+  });
+  return ready;
+}
+
+export const Tensor = wasm.Tensor;
+export const TensorList = wasm.TensorList;
+export const Kernel = wasm.Kernel;
+
+/** Binds `tensors` in binding order and queues `workgroups` ([x, y, z] or a number). */
+Kernel.prototype.dispatch = function dispatch(tensors, workgroups, uniforms) {
+  const [x, y = 1, z = 1] = typeof workgroups === "number" ? [workgroups] : workgroups;
+  withList(tensors, (list) => this.dispatchList(list, x, y, z, uniforms ?? undefined));
+};
+
+if (typeof Symbol.dispose === "symbol") {
+  Tensor.prototype[Symbol.dispose] = Tensor.prototype.free;
+  Kernel.prototype[Symbol.dispose] = Kernel.prototype.free;
+}
+
+/**
+ * A tensor holding a typed array: Float32Array (f32), Int32Array (i32), Uint32Array (u32) or
+ * Uint16Array (f16 bits, dtype "f16"). `shape` defaults to `[data.length]`.
+ */
+export function tensor(data, shape, dtype) {
+  return wasm.Tensor.fromArray(data, shape ?? undefined, dtype ?? undefined);
+}
+
+/** A tensor from little-endian bytes (a Uint8Array of exactly the shape's size). */
+export function fromBytes(bytes, shape, dtype) {
+  return wasm.Tensor.fromBytes(bytes, shape, dtype);
+}
+
+export const adapterInfo = () => wasm.adapterInfo();
+export const hasF16 = () => wasm.hasF16();
+export const synchronize = () => wasm.synchronize();
+export const memoryStats = () => wasm.memoryStats();
+
+// ---- the ops with their own signatures (the elementwise ones are in ops_gen.js) ----
+
+export const zeros = (shape, dtype = "f32") => wasm.zeros(shape, dtype);
+export const ones = (shape, dtype = "f32") => wasm.ones(shape, dtype);
+export const full = (shape, value, dtype = "f32") => wasm.full(shape, dtype, value);
+export const arange = (start, stop, step = 1, dtype = "f32") => wasm.arange(start, stop, step, dtype);
+export const randomUniform = (shape, seed, low = 0, high = 1, dtype = "f32") =>
+  wasm.randomUniform(shape, dtype, seed, low, high);
+export const randomNormal = (shape, seed, mean = 0, std = 1, dtype = "f32") =>
+  wasm.randomNormal(shape, dtype, seed, mean, std);
+export const where = (cond, a, b) => wasm.where(cond, a, b);
+export const astype = (x, dtype) => wasm.cast(x, dtype);
+export const matmul = (a, b) => wasm.matmul(a, b);
+const axesOf = (axes) => (axes === undefined || axes === null ? undefined : typeof axes === "number" ? [axes] : axes);
+export const sum = (x, axes, keepdims = false) => wasm.sum(x, axesOf(axes), keepdims);
+export const mean = (x, axes, keepdims = false) => wasm.mean(x, axesOf(axes), keepdims);
+export const max = (x, axes, keepdims = false) => wasm.max(x, axesOf(axes), keepdims);
+export const min = (x, axes, keepdims = false) => wasm.min(x, axesOf(axes), keepdims);
+export const var_ = (x, axes, keepdims = false, ddof = 0) => wasm.variance(x, axesOf(axes), keepdims, ddof);
+export { var_ as var };
+export const argmax = (x, axis, keepdims = false) => wasm.argmax(x, axis ?? undefined, keepdims);
+export const argmin = (x, axis, keepdims = false) => wasm.argmin(x, axis ?? undefined, keepdims);
+export const softmax = (x, axis = -1) => wasm.softmax(x, axis);
+export const logSoftmax = (x, axis = -1) => wasm.logSoftmax(x, axis);
+// The optional tensors are handed over as clones: a handle given to wasm by value is consumed.
+const opt = (t) => (t === undefined || t === null ? undefined : t.clone());
+export const layerNorm = (x, weight, bias, eps = 1e-5) => wasm.layerNorm(x, opt(weight), opt(bias), eps);
+export const rmsNorm = (x, weight, eps = 1e-6) => wasm.rmsNorm(x, opt(weight), eps);
+export const batchNorm = (x, mean, variance, weight, bias, eps = 1e-5) =>
+  wasm.batchNorm(x, mean, variance, opt(weight), opt(bias), eps);
+const pairOf = (v) => (v === undefined || v === null ? undefined : typeof v === "number" ? [v] : v);
+export const conv2d = (x, w, bias, { stride, padding, dilation, groups } = {}) =>
+  wasm.conv2d(x, w, opt(bias), pairOf(stride), pairOf(padding), pairOf(dilation), groups);
+export const maxPool2d = (x, kernel, { stride, padding } = {}) =>
+  wasm.maxPool2d(x, pairOf(kernel), pairOf(stride), pairOf(padding));
+export const avgPool2d = (x, kernel, { stride, padding } = {}) =>
+  wasm.avgPool2d(x, pairOf(kernel), pairOf(stride), pairOf(padding));
+export const reshape = (x, shape) => wasm.reshape(x, shape);
+export const permuteDims = (x, axes) => wasm.permute(x, axes);
+/** Two axes swapped (kiln-core's transpose; numpy's swapaxes). */
+export const swapaxes = (x, axis0, axis1) => wasm.transpose(x, axis0, axis1);
+export const concat = (tensors, axis = 0) => withList(tensors, (list) => wasm.concatList(list, axis));
+export const slice = (x, axis, start, stop, step = 1) => wasm.slice(x, axis, start, stop, step);
+export const indexSelect = (x, axis, indices) => wasm.indexSelect(x, axis, indices);
+export const gather = (x, axis, index) => wasm.gather(x, axis, index);
+export const embedding = (weight, ids) => wasm.embedding(weight, ids);
+export const rope = (x, posOffset = 0, base = 10000) => wasm.rope(x, posOffset, base);
+export const attention = (q, k, v, { causal = false, scale } = {}) => wasm.attention(q, k, v, causal, scale ?? undefined);
+export const quantFromBytes = (bytes, format, rows, cols) => wasm.quantFromBytes(bytes, format, rows, cols);
+/** Resolves to the quantized tensor (the quantizer runs on the host, after an awaited readback). */
+export const quantize = (x, format) => wasm.quantize(x, format);
+export const dequantize = (w, format, rows, cols) => wasm.dequantize(w, format, rows, cols);
+export const quantMatmul = (x, w, format, n) => wasm.quantMatmul(x, w, format, n);
+export const quantEmbedding = (w, format, d, ids) => wasm.quantEmbedding(w, format, d, ids);
+
+/** The JavaScript function of each op of kiln-core's table (a missing one is a bug: the tests check). */
+export function opFunctions(module) {
+  return Object.fromEntries(OPS.map((o) => [o.name, module[o.js]]));
+}

@@ -1,0 +1,222 @@
+// The browser runner of the conformance suite (tests/conformance/FORMAT.md): every case of
+// manifest.json through kiln.js in this page, never through another language. Resolves to
+// {"language": "javascript", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]};
+// scripts/web-test.py writes it to results/javascript.json for compare.py.
+import * as kiln from "../js/kiln.js";
+
+const BASE = "/tests/conformance/out/";
+const ARRAYS = { f32: Float32Array, f16: Uint16Array, i32: Int32Array, u32: Uint32Array };
+
+async function fetchBytes(file) {
+  const r = await fetch(BASE + file);
+  if (!r.ok) throw new Error(`${file}: HTTP ${r.status}`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+const upload = async (spec) => kiln.fromBytes(await fetchBytes(spec.file), spec.shape, spec.dtype);
+
+/** Calls op `op` as the package spells it (the generated table's JavaScript names). */
+async function call(op, f, p, ins) {
+  const x = ins.length ? ins[0][1] : undefined;
+  const get = (name) => ins.find(([n]) => n === name)?.[1];
+  switch (op) {
+    case "zeros":
+    case "ones":
+      return f(p.shape, p.dtype);
+    case "full":
+      return f(p.shape, p.value, p.dtype);
+    case "arange":
+      return f(p.start, p.stop, p.step, p.dtype);
+    case "random_uniform":
+      return f(p.shape, p.seed, p.low, p.high, p.dtype);
+    case "random_normal":
+      return f(p.shape, p.seed, p.mean, p.std, p.dtype);
+    case "where":
+      return f(get("cond"), get("a"), get("b"));
+    case "cast":
+      return f(x, p.dtype);
+    case "sum":
+    case "mean":
+    case "max":
+    case "min":
+      return f(x, p.axes, p.keepdims);
+    case "var":
+      return f(x, p.axes, p.keepdims, p.ddof);
+    case "argmax":
+    case "argmin":
+      return f(x, p.axis, p.keepdims);
+    case "softmax":
+    case "log_softmax":
+      return f(x, p.axis);
+    case "layer_norm":
+      return f(x, get("weight"), get("bias"), p.eps);
+    case "rms_norm":
+      return f(x, get("weight"), p.eps);
+    case "batch_norm":
+      return f(x, get("mean"), get("var"), get("weight"), get("bias"), p.eps);
+    case "conv2d":
+      return f(x, get("w"), get("bias"), { stride: p.stride, padding: p.padding, dilation: p.dilation, groups: p.groups });
+    case "max_pool2d":
+    case "avg_pool2d":
+      return f(x, p.kernel, { stride: p.stride, padding: p.padding });
+    case "reshape":
+      return f(x, p.shape);
+    case "permute":
+      return f(x, p.axes);
+    case "transpose":
+      return f(x, p.axis0, p.axis1);
+    case "concat":
+      return f(ins.map(([, t]) => t), p.axis);
+    case "slice":
+      return f(x, p.axis, p.start, p.stop, p.step);
+    case "index_select":
+      return f(x, p.axis, get("indices"));
+    case "gather":
+      return f(x, p.axis, get("index"));
+    case "embedding":
+      return f(get("weight"), get("ids"));
+    case "rope":
+      return f(x, p.pos_offset, p.base);
+    case "attention":
+      return f(get("q"), get("k"), get("v"), { causal: p.causal, scale: p.scale });
+    case "quant_from_bytes":
+      return f((await x.toBytes()).subarray(0, p.nbytes), p.format, p.rows, p.cols);
+    case "quantize":
+      return f(x, p.format);
+    case "dequantize":
+      return f(x, p.format, p.rows, p.cols);
+    case "quant_matmul":
+      return f(get("x"), get("w"), p.format, p.n);
+    case "quant_embedding":
+      return f(get("w"), p.format, p.d, get("ids"));
+    case "kernel": {
+      const src = new TextDecoder().decode(await fetchBytes(p.source));
+      const k = await kiln.Kernel.compile(src, p.entry);
+      const uni = p.uniforms === null ? undefined : Uint8Array.from(p.uniforms.match(/../g) ?? [], (h) => parseInt(h, 16));
+      k.dispatch(ins.map(([, t]) => t), p.workgroups, uni);
+      k.free();
+      return ins[p.output][1];
+    }
+  }
+  if ("scalar" in p) return p.scalar_first ? f(Number(p.scalar), x) : f(x, Number(p.scalar));
+  if (ins.length === 2) return f(get("a"), get("b"));
+  if (ins.length === 1) return f(x);
+  throw new Error(`the JavaScript runner has no calling convention for op ${op}`);
+}
+
+function f16ToNumber(h) {
+  const s = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 0x1f;
+  const m = h & 0x3ff;
+  if (e === 0) return s * m * 2 ** -24;
+  if (e === 31) return m ? NaN : s * Infinity;
+  return s * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+function numbers(bytes, dtype) {
+  const a = new ARRAYS[dtype](bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+  return dtype === "f16" ? Array.from(a, f16ToNumber) : Array.from(a);
+}
+
+const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, "0")).join("");
+
+async function check(c, y) {
+  const got = await y.toBytes();
+  const digest = hex(await crypto.subtle.digest("SHA-256", got));
+  const want = await fetchBytes(c.expected.file);
+  const shape = Array.from(y.shape);
+  if (y.dtype !== c.expected.dtype || shape.join() !== c.expected.shape.join()) {
+    return ["fail", digest, `output ${y.dtype} [${shape}], expected ${c.expected.dtype} [${c.expected.shape}]`];
+  }
+  const g = numbers(got, y.dtype);
+  const w = numbers(want, c.expected.dtype);
+  if (g.length !== w.length) return ["fail", digest, `${g.length} elements, expected ${w.length}`];
+  let bad = 0;
+  let first = -1;
+  for (let i = 0; i < w.length; i++) {
+    let ok = (Number.isNaN(g[i]) && Number.isNaN(w[i])) || g[i] === w[i] || Math.abs(g[i] - w[i]) <= c.atol + c.rtol * Math.abs(w[i]);
+    // A zero matches only a zero of the same sign (-0 and +0 are different results).
+    if (g[i] === 0 && w[i] === 0 && Object.is(g[i], -0) !== Object.is(w[i], -0)) ok = false;
+    if (!ok) {
+      bad++;
+      if (first < 0) first = i;
+    }
+  }
+  if (!bad) return ["pass", digest, ""];
+  return ["fail", digest, `${bad} of ${w.length} elements outside atol ${c.atol} rtol ${c.rtol}; first: element ${first}: got ${g[first]}, expected ${w[first]}`];
+}
+
+/**
+ * Ops whose results on a CPU adapter (SwiftShader, the only one headless Chromium offers on
+ * Linux) may miss a case's tolerance although they are within WGSL's precision bounds: such a
+ * case that fails there is reported as unsupported on this adapter, with its measured error; one
+ * that passes is a pass. random_normal's Box-Muller runs cos, sin and log, which WGSL lets an
+ * implementation compute to 2^-11 absolute (cos, sin on [-pi, pi]); SwiftShader's are ~2e-4 off.
+ */
+const CPU_ADAPTER_PRECISION = {
+  random_normal: "SwiftShader's cos/sin/log are within WGSL's precision bounds (2^-11 absolute) but not this case's tolerance",
+};
+
+/** Why the adapter cannot run a case, or null: f16 without shader-f16 (SwiftShader). */
+function unsupported(c) {
+  const dtypes = [...c.inputs.map((s) => s.dtype), c.expected.dtype, c.params?.dtype];
+  if (!kiln.hasF16() && dtypes.includes("f16")) return "f16: the adapter has no shader-f16 (SwiftShader)";
+  return null;
+}
+
+export async function run(log) {
+  const adapter = await kiln.init();
+  const r = await fetch(BASE + "manifest.json");
+  if (!r.ok) throw new Error(`manifest.json: HTTP ${r.status} (run make conformance-vectors)`);
+  const m = await r.json();
+  const fns = kiln.opFunctions(kiln);
+  fns.kernel = kiln.Kernel;
+  const ops = [...m.ops, ...(m.extra_ops ?? [])];
+  const missing = ops.filter((op) => typeof fns[op] !== "function");
+  const cases = [];
+  for (const c of m.cases) {
+    const res = { id: c.id, op: c.op, status: "", sha256: "", message: "" };
+    const why = unsupported(c);
+    const held = [];
+    if (typeof fns[c.op] !== "function") {
+      Object.assign(res, { status: "missing", message: `op ${c.op} is not exposed by kiln.js` });
+    } else if (why) {
+      Object.assign(res, { status: "unsupported", message: why });
+    } else {
+      try {
+        const ins = [];
+        for (const s of c.inputs) {
+          const t = await upload(s);
+          held.push(t);
+          ins.push([s.name, t]);
+        }
+        const y = await call(c.op, fns[c.op], c.params, ins);
+        [res.status, res.sha256, res.message] = await check(c, y);
+        const limit = CPU_ADAPTER_PRECISION[c.op];
+        if (res.status === "fail" && limit && kiln.adapterInfo().deviceType === "Cpu") {
+          Object.assign(res, { status: "unsupported", sha256: "", message: `${limit} (${res.message})` });
+        }
+        if (!held.includes(y)) y.free();
+      } catch (e) {
+        Object.assign(res, { status: "error", message: `${e?.name ?? "Error"}: ${e?.message ?? e}` });
+      }
+    }
+    held.forEach((t) => t.free());
+    cases.push(res);
+  }
+  const npass = cases.filter((c) => c.status === "pass").length;
+  const nuns = cases.filter((c) => c.status === "unsupported").length;
+  log(`conformance (javascript, ${adapter.name}): ${npass}/${cases.length} cases pass, ${nuns} unsupported on this adapter`);
+  for (const c of cases) if (!["pass", "unsupported"].includes(c.status)) log(`${c.status} ${c.id}: ${c.message}`);
+  return {
+    ok: cases.every((c) => c.status === "pass" || c.status === "unsupported") && !missing.length,
+    report: {
+      language: "javascript",
+      binding: "kiln.js (wasm-bindgen) in headless Chromium",
+      // Digests are compared with other languages only on the same adapter (compare.py).
+      adapter: `WebGPU ${adapter.deviceType} adapter (${adapter.name || "SwiftShader"})`,
+      missing_ops: missing,
+      cases,
+    },
+  };
+}
