@@ -47,6 +47,7 @@ from ._kiln import (
     __version__,
     where,  # `where` is a keyword-free name but not picked up by * on every version
 )
+from ._indexing import getitem as _getitem
 from ._manipulation import (
     broadcast_arrays,
     broadcast_to,
@@ -65,6 +66,9 @@ from ._manipulation import (
     triu,
     unstack,
 )
+
+# Indexing is Python over kiln-core's ops (see _indexing.py), installed onto the Rust class.
+Tensor.__getitem__ = _getitem
 
 #: The Array API standard's constants.
 e = _math.e

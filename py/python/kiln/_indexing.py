@@ -1,0 +1,217 @@
+"""``Tensor.__getitem__``: the Array API standard's (2024.12) indexing, with numpy's answers.
+
+A key is an int, a slice (any step, negative too, clamped as Python clamps), ``...``, ``None``
+(a new axis), a Python bool, an integer array (a ``kiln.Tensor`` of int32/uint32, a numpy array
+or a nested sequence of ints), a boolean mask, or a tuple of those. All-integer keys give a 0-d
+tensor. Integer arrays (and, once one is present, the plain ints) are broadcast together and
+placed as numpy places them: where the first of them was when they are adjacent, in front
+otherwise.
+
+Built from kiln-core's slice, index_select, reshape, permute and elementwise ops; nothing is
+written in place. Where the answer depends on data, the host reads it:
+
+- a boolean mask is read back to the host (numpy ``nonzero``) and becomes integer arrays, whose
+  gather then runs on the GPU (the output shape depends on the mask);
+- an integer-array index held in a ``kiln.Tensor`` has its minimum and maximum read back (two
+  scalars), so that an out-of-range index raises IndexError as numpy does rather than reading 0.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as _np
+
+_BAD_TYPE = (
+    "only integers, slices (`:`), ellipsis (`...`), newaxis (`None`) and integer or boolean arrays are valid indices"
+)
+_I32_MAX = 2**31 - 1
+
+
+def _kiln():
+    import kiln
+
+    return kiln
+
+
+def _classify(e):
+    """One entry of a key as (kind, value): new, ell, slice, bool, int, arr (integer indices,
+    a Tensor or a numpy array) or mask (a numpy bool array of rank >= 1)."""
+    k = _kiln()
+    if e is None:
+        return ("new", None)
+    if e is Ellipsis:
+        return ("ell", None)
+    if isinstance(e, slice):
+        return ("slice", e)
+    if isinstance(e, (bool, _np.bool_)):
+        return ("bool", bool(e))
+    if isinstance(e, (int, _np.integer)):
+        return ("int", operator.index(e))
+    if isinstance(e, k.Tensor):
+        kind = e.dtype.kind
+        if kind == "b":
+            return ("bool", bool(e.item())) if e.ndim == 0 else ("mask", e.numpy())
+        if kind in "iu":
+            return ("int", int(e.item())) if e.ndim == 0 else ("arr", e)
+        raise IndexError(f"{_BAD_TYPE}; got a {e.dtype} tensor")
+    if isinstance(e, (list, _np.ndarray)):
+        a = _np.asarray(e)
+        if a.dtype == object:
+            raise IndexError(f"{_BAD_TYPE}; got {e!r}")
+        if a.size == 0 and a.dtype.kind == "f" and not isinstance(e, _np.ndarray):
+            a = a.astype(_np.int64)  # `x[[]]`: numpy reads an empty list as an empty int array
+        if a.dtype.kind == "b":
+            return ("bool", bool(a)) if a.ndim == 0 else ("mask", a)
+        if a.dtype.kind in "iu":
+            return ("int", int(a)) if a.ndim == 0 else ("arr", a)
+        raise IndexError(f"{_BAD_TYPE}; got an array of {a.dtype}")
+    try:
+        return ("int", operator.index(e))
+    except TypeError:
+        raise IndexError(f"{_BAD_TYPE}; got {type(e).__name__} {e!r}") from None
+
+
+def _expand(x, key):
+    """The key as one (kind, value) entry per axis of x with its new axes inserted, and that
+    shape. Masks become integer arrays (their nonzero), bool scalars an index of length 1 or 0 on
+    a new axis of size 1, as numpy treats them."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    items = [_classify(e) for e in key]
+    ells = sum(1 for kind, _ in items if kind == "ell")
+    if ells > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(1 for kind, _ in items if kind in ("int", "slice", "arr"))
+    consumed += sum(v.ndim for kind, v in items if kind == "mask")
+    if consumed > x.ndim:
+        raise IndexError(f"too many indices for array: array is {x.ndim}-dimensional, but {consumed} were indexed")
+    fill = [("slice", slice(None))] * (x.ndim - consumed)
+    if ells:
+        i = next(i for i, (kind, _) in enumerate(items) if kind == "ell")
+        items = items[:i] + fill + items[i + 1 :]
+    else:
+        items = items + fill
+    entries, shape, a = [], [], 0
+    for kind, v in items:
+        if kind == "new":
+            entries.append(("slice", slice(None)))
+            shape.append(1)
+        elif kind == "bool":
+            entries.append(("arr", _np.zeros(1 if v else 0, dtype=_np.int64)))
+            shape.append(1)
+        elif kind == "mask":
+            for j, m in enumerate(v.shape):
+                n = x.shape[a + j]
+                if m != n:
+                    raise IndexError(
+                        f"boolean index did not match indexed array along axis {a + j}; size of axis is {n} "
+                        f"but size of corresponding boolean axis is {m}"
+                    )
+            for nz in _np.nonzero(v):
+                entries.append(("arr", nz.astype(_np.int64)))
+                shape.append(x.shape[a])
+                a += 1
+        else:
+            if kind == "int":
+                n = x.shape[a]
+                if not -n <= v < n:
+                    raise IndexError(f"index {v} is out of bounds for axis {a} with size {n}")
+                v = v % n
+            entries.append((kind, v))
+            shape.append(x.shape[a])
+            a += 1
+    return entries, shape
+
+
+def _slice_axis(y, ax, s, n, device):
+    """``y`` sliced by the Python slice ``s`` along ``ax`` (of length ``n``); ``y`` itself when
+    the slice keeps the whole axis in order."""
+    k = _kiln()
+    start, stop, step = s.indices(n)
+    r = range(start, stop, step)
+    if step == 1 and len(r) == n:
+        return y
+    if step > 0 or len(r) == 0:
+        return k.slice(y, ax, start, stop, step) if step > 0 else k.slice(y, ax, 0, 0, 1)
+    # kiln-core's slice takes steps >= 1; a negative step is a gather of the positions it visits.
+    return k.index_select(y, ax, k.arange(r[0], r[-1] - 1, step, dtype="int32", device=device))
+
+
+def _index_tensor(v, ax, n, device):
+    """An integer-array index as an int32 tensor on ``device``, negative entries counted from
+    the end; IndexError for entries outside ``[-n, n)`` (a tensor's min and max are read back)."""
+    k = _kiln()
+    if isinstance(v, _np.ndarray):
+        bad = v[(v < -n) | (v >= n)]
+        if bad.size:
+            raise IndexError(f"index {int(bad.flat[0])} is out of bounds for axis {ax} with size {n}")
+        return k.asarray(_np.where(v < 0, v + n, v).astype(_np.int32), device=device)
+    if v.size == 0:
+        return k.astype(v, "int32")
+    lo, hi = int(k.min(v).item()), int(k.max(v).item())
+    for i in (lo, hi):
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for axis {ax} with size {n}")
+    t = k.astype(v, "int32")
+    return k.where(k.less(t, 0), k.add(t, n), t) if lo < 0 else t
+
+
+def _advanced(y, entries, device):
+    """``y`` (every non-array axis already sliced) gathered by the integer-array entries."""
+    k = _kiln()
+    pos = [i for i, (kind, _) in enumerate(entries) if kind == "arr"]
+    try:
+        b = tuple(_np.broadcast_shapes(*(tuple(entries[p][1].shape) for p in pos)))
+    except ValueError:
+        shapes = " ".join(str(tuple(entries[p][1].shape)) for p in pos)
+        raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together with shapes {shapes}") from None
+    shape = list(y.shape)
+    idx = [_index_tensor(entries[p][1], p, shape[p], device) for p in pos]
+    if len(pos) == 1:
+        p = pos[0]
+        out = k.index_select(y, p, k.reshape(idx[0], (-1,)))
+        return k.reshape(out, tuple(shape[:p]) + b + tuple(shape[p + 1 :]))
+    sizes = [shape[p] for p in pos]
+    if _np.prod(sizes, dtype=_np.float64) > _I32_MAX:
+        raise IndexError(f"integer-array indexing over axes of sizes {sizes}: more than 2**31 positions")
+    # One gather over the indexed axes flattened together: position = sum of index * stride.
+    lin, stride = None, 1
+    for t, n in zip(reversed(idx), reversed(sizes)):
+        term = k.multiply(t, stride) if stride != 1 else t
+        lin = term if lin is None else k.add(lin, term)
+        stride *= n
+    if tuple(lin.shape) != b:
+        lin = k.broadcast_to(lin, b)
+    rest = [i for i in range(len(shape)) if i not in pos]
+    flat = k.reshape(k.permute_dims(y, tuple(pos + rest)), (int(_np.prod(sizes)),) + tuple(shape[i] for i in rest))
+    out = k.index_select(flat, 0, k.reshape(lin, (-1,)))
+    out = k.reshape(out, b + tuple(shape[i] for i in rest))
+    adjacent = pos == list(range(pos[0], pos[0] + len(pos)))
+    if adjacent and pos[0] > 0:
+        nb = len(b)
+        order = list(range(nb, nb + pos[0])) + list(range(nb)) + list(range(nb + pos[0], out.ndim))
+        out = k.permute_dims(out, tuple(order))
+    return out
+
+
+def getitem(x, key):
+    """``x[key]`` (see the module docstring): a new tensor, or one sharing ``x``'s buffer when
+    the key selects everything in order."""
+    k = _kiln()
+    entries, shape = _expand(x, key)
+    device = x.device
+    y = k.reshape(x, tuple(shape))
+    advanced = any(kind == "arr" for kind, _ in entries)
+    if advanced:
+        # With an array present, the standard (and numpy) treat each int as a 0-d index array.
+        entries = [("arr", _np.asarray(v, dtype=_np.int64)) if kind == "int" else (kind, v) for kind, v in entries]
+    for ax, (kind, v) in enumerate(entries):
+        if kind == "slice":
+            y = _slice_axis(y, ax, v, shape[ax], device)
+        elif kind == "int":
+            y = k.slice(y, ax, v, v + 1, 1)
+    if advanced:
+        return _advanced(y, entries, device)
+    keep = tuple(d for d, (kind, _) in zip(y.shape, entries) if kind != "int")
+    return k.reshape(y, keep)
