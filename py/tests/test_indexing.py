@@ -36,7 +36,9 @@ def same(x, key):
     assert arr.shape == np.shape(want), (key, arr.shape, np.shape(want))
     assert arr.dtype == a.dtype, (key, arr.dtype)
     # Bit-exact: gathers move bits (NaN payloads, -0) without arithmetic.
-    np.testing.assert_array_equal(arr.reshape(-1).view(np.uint8), np.ascontiguousarray(want).reshape(-1).view(np.uint8), err_msg=repr(key))
+    np.testing.assert_array_equal(
+        arr.reshape(-1).view(np.uint8), np.ascontiguousarray(want).reshape(-1).view(np.uint8), err_msg=repr(key)
+    )
     return got
 
 
@@ -126,9 +128,17 @@ def test_step_zero_and_bad_slices():
 def test_ellipsis_and_newaxis(rng, dtype):
     x = kiln.asarray(values(rng, (2, 3, 5), dtype))
     for key in [
-        Ellipsis, (Ellipsis, 1), (1, Ellipsis), (Ellipsis, None), (None, Ellipsis), (None, None, 0),
-        (0, Ellipsis, 0, None), (slice(None), None, 1), (Ellipsis, slice(None, None, -1), None, 2),
-        (None, 1, None, 2, None, 3, None), (),
+        Ellipsis,
+        (Ellipsis, 1),
+        (1, Ellipsis),
+        (Ellipsis, None),
+        (None, Ellipsis),
+        (None, None, 0),
+        (0, Ellipsis, 0, None),
+        (slice(None), None, 1),
+        (Ellipsis, slice(None, None, -1), None, 2),
+        (None, 1, None, 2, None, 3, None),
+        (),
     ]:
         same(x, key)
 
@@ -175,10 +185,23 @@ def test_integer_arrays_many_axes(rng, dtype):
     k = rng.integers(-6, 6, size=(2, 1))
     m = rng.integers(0, 3, size=(1, 3))
     keys = [
-        (i, j), (i, j, k), (i, j, k, m), (slice(None), j, k), (slice(1, None, -1), j, k),  # adjacent
-        (i, slice(None), k), (i, 2, k), (0, slice(None), j), (slice(None), 1, slice(None), m),  # split
-        (Ellipsis, k, m), (None, i, None, j), (j, Ellipsis, m), (1, j), (i, -1, -2, 0),
-        (True, i, j), (False, i), (i, slice(None, None, -2), k, Ellipsis),
+        (i, j),
+        (i, j, k),
+        (i, j, k, m),
+        (slice(None), j, k),
+        (slice(1, None, -1), j, k),  # adjacent
+        (i, slice(None), k),
+        (i, 2, k),
+        (0, slice(None), j),
+        (slice(None), 1, slice(None), m),  # split
+        (Ellipsis, k, m),
+        (None, i, None, j),
+        (j, Ellipsis, m),
+        (1, j),
+        (i, -1, -2, 0),
+        (True, i, j),
+        (False, i),
+        (i, slice(None, None, -2), k, Ellipsis),
     ]
     for key in keys:
         same(x, key)
@@ -212,10 +235,28 @@ def test_errors_match_numpy():
     a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     x = kiln.asarray(a)
     bad = [
-        3, -4, (0, 4), (0, 0, 5), (0, 0, -6), (0, 0, 0, 0), (Ellipsis, Ellipsis), 1.5, "a", (slice(None), 2.0),
-        [1.0], np.array([0.5]), [[0, 1], [2]], np.zeros((2, 2), dtype=bool), np.zeros(4, dtype=bool),
-        ([0, 1], [0, 1, 2]), np.array([3]), np.array([-4]), (slice(None), [4]), (slice(None), [0], [5]),
-        {1: 2}, object(),
+        3,
+        -4,
+        (0, 4),
+        (0, 0, 5),
+        (0, 0, -6),
+        (0, 0, 0, 0),
+        (Ellipsis, Ellipsis),
+        1.5,
+        "a",
+        (slice(None), 2.0),
+        [1.0],
+        np.array([0.5]),
+        [[0, 1], [2]],
+        np.zeros((2, 2), dtype=bool),
+        np.zeros(4, dtype=bool),
+        ([0, 1], [0, 1, 2]),
+        np.array([3]),
+        np.array([-4]),
+        (slice(None), [4]),
+        (slice(None), [0], [5]),
+        {1: 2},
+        object(),
     ]
     for key in bad:
         with pytest.raises((IndexError, TypeError, ValueError)):
@@ -245,3 +286,108 @@ def test_index_is_new_tensor_and_input_untouched(rng):
 
 def test_boolean_indexing_capability():
     assert kiln.__array_namespace_info__().capabilities()["boolean indexing"] is True
+
+
+def set_same(rng, a, key, value):
+    """x[key] = value on kiln and numpy: the same contents afterwards, or the same exception."""
+    x = kiln.asarray(a)
+    view = kiln.reshape(x, (-1,))
+    want = a.copy()
+    try:
+        want[key] = value.numpy() if isinstance(value, kiln.Tensor) else value
+    except (IndexError, TypeError, ValueError, OverflowError) as e:
+        with pytest.raises(type(e)):
+            x[key] = value
+        np.testing.assert_array_equal(x.numpy(), a)  # a failed assignment leaves x alone
+        return
+    x[key] = value
+    got = x.numpy()
+    assert got.dtype == a.dtype and got.shape == a.shape
+    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8), err_msg=repr(key))
+    # In place: a tensor sharing x's buffer sees the write.
+    np.testing.assert_array_equal(view.numpy(), want.reshape(-1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (300,), (3, 0, 2), (2, 3, 5), (5, 1, 7)])
+def test_setitem_basic_keys_random(rng, dtype, shape):
+    a = values(rng, shape, dtype)
+    for _ in range(6):
+        key = rand_basic_key(rng, shape)
+        target = np.shape(a[key]) if _valid(a, key) else ()
+        set_same(rng, a, key, values(rng, (), dtype).item())  # a Python scalar
+        set_same(rng, a, key, values(rng, target, dtype))  # a numpy array of the target's shape
+        set_same(rng, a, key, kiln.asarray(values(rng, target[1:], dtype)))  # a tensor that broadcasts
+
+
+def _valid(a, key):
+    try:
+        a[key]
+        return True
+    except (IndexError, TypeError, ValueError):
+        return False
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_setitem_integers_arrays_and_masks(rng, dtype):
+    a = values(rng, (4, 5, 3), dtype)
+    i = rng.integers(-4, 4, size=(2, 3))
+    j = rng.integers(-5, 5, size=(3,))
+    mask = rng.uniform(size=(4, 5)) < 0.4
+    for key in [
+        (1, 2, 0),
+        (-1,),
+        (slice(None, None, -1), 2),
+        (i, j),
+        (i, slice(None), 1),
+        (Ellipsis, [2, 0]),
+        mask,
+        (mask, 1),
+        np.zeros((4, 5, 3), dtype=bool),
+        a != a,
+        True,
+        (),
+        Ellipsis,
+        [0, 0, 0],
+    ]:
+        target = np.shape(a[key])
+        set_same(rng, a, key, values(rng, (), dtype).item())
+        set_same(rng, a, key, values(rng, target, dtype))
+        set_same(rng, a, key, kiln.asarray(values(rng, target, dtype)))
+    # A key held on the device, and the standard's `x[x > c] = v` (a mask computed from x).
+    x = kiln.asarray(a)
+    x[kiln.asarray(mask)] = values(rng, (), dtype).item()
+    if np.dtype(dtype).kind != "b":
+        x = kiln.asarray(a)
+        c = a.flat[0]
+        x[x > c] = a.flat[1]
+        want = a.copy()
+        want[a > c] = a.flat[1]
+        np.testing.assert_array_equal(x.numpy(), want)
+
+
+def test_setitem_special_values_and_casts():
+    a = np.zeros(6, dtype=np.float32)
+    set_same(None, a, slice(None, None, 2), np.array([np.nan, -0.0, np.inf], dtype=np.float32))
+    set_same(None, a, 1, -0.0)
+    set_same(None, np.zeros(4, dtype=np.int32), slice(1, 3), 2.7)  # numpy truncates
+    set_same(None, np.zeros(4, dtype=np.int32), slice(None), kiln.asarray(np.array([1.5, -2.5, 3, 4], np.float32)))
+    set_same(None, np.zeros(4, dtype=np.uint32), 0, -1)  # numpy: OverflowError
+    set_same(None, np.zeros(4, dtype=np.float32), 0, "x")
+
+
+def test_setitem_errors_match_numpy(rng):
+    a = values(rng, (3, 4), "float32")
+    for key, value in [
+        (3, 1.0),
+        ((0, 4), 1.0),
+        ((0, 0, 0), 1.0),
+        (1.5, 1.0),
+        (slice(None), np.zeros(3, np.float32)),
+        (slice(None), np.zeros((3, 3), np.float32)),
+        ([0, 5], 1.0),
+        (np.zeros(4, dtype=bool), 1.0),
+        (0, kiln.asarray(np.zeros(3, np.float32))),
+        ([], np.zeros(2, np.float32)),
+    ]:
+        set_same(rng, a, key, value)

@@ -39,6 +39,8 @@ from ._errors import (
     TimeoutError,
     UnsupportedError,
 )
+from ._indexing import getitem as _getitem
+from ._indexing import setitem as _setitem
 from ._kiln import *  # noqa: F401,F403  (every op, Tensor, Kernel, Device, runtime controls)
 from ._kiln import (
     Device,
@@ -47,7 +49,6 @@ from ._kiln import (
     __version__,
     where,  # `where` is a keyword-free name but not picked up by * on every version
 )
-from ._indexing import getitem as _getitem
 from ._manipulation import (
     broadcast_arrays,
     broadcast_to,
@@ -69,6 +70,7 @@ from ._manipulation import (
 
 # Indexing is Python over kiln-core's ops (see _indexing.py), installed onto the Rust class.
 Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem
 
 #: The Array API standard's constants.
 e = _math.e

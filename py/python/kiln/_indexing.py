@@ -1,4 +1,5 @@
-"""``Tensor.__getitem__``: the Array API standard's (2024.12) indexing, with numpy's answers.
+"""``Tensor.__getitem__`` and ``__setitem__``: the Array API standard's (2024.12) indexing, with
+numpy's answers.
 
 A key is an int, a slice (any step, negative too, clamped as Python clamps), ``...``, ``None``
 (a new axis), a Python bool, an integer array (a ``kiln.Tensor`` of int32/uint32, a numpy array
@@ -7,13 +8,15 @@ tensor. Integer arrays (and, once one is present, the plain ints) are broadcast 
 placed as numpy places them: where the first of them was when they are adjacent, in front
 otherwise.
 
-Built from kiln-core's slice, index_select, reshape, permute and elementwise ops; nothing is
-written in place. Where the answer depends on data, the host reads it:
+``x[key]`` is built from kiln-core's slice, index_select, reshape, permute and elementwise ops
+and never writes into ``x``. Where the answer depends on data, the host reads it:
 
 - a boolean mask is read back to the host (numpy ``nonzero``) and becomes integer arrays, whose
   gather then runs on the GPU (the output shape depends on the mask);
 - an integer-array index held in a ``kiln.Tensor`` has its minimum and maximum read back (two
   scalars), so that an out-of-range index raises IndexError as numpy does rather than reading 0.
+
+``x[key] = value`` writes into ``x``'s buffer (see ``setitem`` for how).
 """
 
 from __future__ import annotations
@@ -165,7 +168,9 @@ def _advanced(y, entries, device):
         b = tuple(_np.broadcast_shapes(*(tuple(entries[p][1].shape) for p in pos)))
     except ValueError:
         shapes = " ".join(str(tuple(entries[p][1].shape)) for p in pos)
-        raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together with shapes {shapes}") from None
+        raise IndexError(
+            f"shape mismatch: indexing arrays could not be broadcast together with shapes {shapes}"
+        ) from None
     shape = list(y.shape)
     idx = [_index_tensor(entries[p][1], p, shape[p], device) for p in pos]
     if len(pos) == 1:
@@ -215,3 +220,65 @@ def getitem(x, key):
         return _advanced(y, entries, device)
     keep = tuple(d for d, (kind, _) in zip(y.shape, entries) if kind != "int")
     return k.reshape(y, keep)
+
+
+def _host_key(key):
+    """The key with kiln tensors read back to numpy arrays, for numpy to resolve."""
+    k = _kiln()
+
+    def host(e):
+        return e.numpy() if isinstance(e, k.Tensor) else e
+
+    return tuple(host(e) for e in key) if isinstance(key, tuple) else host(key)
+
+
+def setitem(x, key, value):
+    """``x[key] = value``, written into ``x``'s own buffer (so its reshapes see it too).
+
+    ``key`` is anything ``x[key]`` takes; ``value`` a Python scalar, an array-like or a tensor
+    that broadcasts to ``x[key].shape`` (cast to ``x.dtype`` as numpy casts; numpy's errors for
+    values that do not fit). Where positions repeat, the last write wins, as in numpy.
+
+    How: the host resolves the key against ``x``'s shape alone (numpy on an index grid; a
+    tensor inside the key is read back), giving for each element of ``x`` the position in
+    ``value`` that lands there; that map (``x.size`` int32) is uploaded, then one gather and a
+    ``where`` build the new contents on the GPU and one buffer copy writes them into ``x``.
+    """
+    k = _kiln()
+    n = x.size
+    if n > _I32_MAX:
+        raise ValueError(f"x[key] = value: {n} elements are past int32 positions")
+    pos = _np.asarray(_np.arange(n, dtype=_np.int32).reshape(x.shape)[_host_key(key)])
+    r = pos.shape
+    if isinstance(value, k.Tensor):
+        v = value
+        while v.ndim > len(r) and v.shape[0] == 1:
+            v = k.reshape(v, tuple(v.shape[1:]))  # numpy drops leading 1s of the value
+        try:
+            ok = tuple(_np.broadcast_shapes(tuple(v.shape), r)) == r
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"could not broadcast input array from shape {tuple(value.shape)} into shape {r}")
+        if v.dtype != x.dtype:
+            v = k.astype(v, x.dtype)
+        scalar = False
+    else:
+        host = _np.empty(r, dtype=x.dtype)
+        host[...] = value  # numpy's broadcasting, casting and errors
+        scalar = _np.ndim(value) == 0
+        v = k.asarray(host.reshape(-1)[:1].reshape(()) if scalar and host.size else host, device=x.device)
+    if pos.size == 0:
+        return
+    inv = _np.full(n, pos.size, dtype=_np.int32)
+    inv[pos.reshape(-1)] = _np.arange(pos.size, dtype=_np.int32)
+    inv_t = k.asarray(inv, device=x.device)
+    mask = k.reshape(k.less(inv_t, pos.size), tuple(x.shape))
+    if scalar:
+        new = v
+    else:
+        if tuple(v.shape) != r:
+            v = k.broadcast_to(v, r)
+        # Positions no write lands on index past the end (reading 0); the mask keeps x there.
+        new = k.reshape(k.index_select(k.reshape(v, (-1,)), 0, inv_t), tuple(x.shape))
+    k._assign(x, k.where(mask, new, x))
