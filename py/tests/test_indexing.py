@@ -391,3 +391,53 @@ def test_setitem_errors_match_numpy(rng):
         ([], np.zeros(2, np.float32)),
     ]:
         set_same(rng, a, key, value)
+
+
+def test_standard_keys_agree_with_array_api_strict(rng):
+    xs = pytest.importorskip("array_api_strict")
+    if hasattr(xs, "set_array_api_strict_flags"):
+        xs.set_array_api_strict_flags(api_version="2024.12")
+    a = values(rng, (3, 4, 5), "float32")
+    i = rng.integers(-3, 3, size=(2, 2)).astype(np.int32)
+    j = rng.integers(-4, 4, size=(2,)).astype(np.int32)
+    m = rng.uniform(size=(3, 4)) < 0.5
+    keys = [
+        (1, 2, 3),
+        (-1, Ellipsis),
+        (slice(None, None, -2), None, Ellipsis, 1),
+        (slice(7, -9, -1), 0, slice(1, 4, 2)),
+        (i, j, Ellipsis),
+        (i, 1, j),
+        (Ellipsis, j),
+        (slice(1, None), j, 0),
+        (0, slice(None), j),
+        (i, j, 2),
+        (2, i, j),
+        (j, i, -1),
+        (i, j, j),
+        m,
+        a > 0,
+        (m, Ellipsis),
+        (m, 2),
+        (Ellipsis, None, 2, None),
+        (True, Ellipsis),
+        (False, Ellipsis),
+        Ellipsis,
+    ]
+    s, x = xs.asarray(a), kiln.asarray(a)
+    strict_type = type(s)
+    checked = 0
+    for key in keys:
+        tup = key if isinstance(key, tuple) else (key,)
+        skey = tuple(xs.asarray(e) if isinstance(e, np.ndarray) else e for e in tup)
+        kkey = tuple(kiln.asarray(e) if isinstance(e, np.ndarray) else e for e in tup)
+        try:
+            want = np.asarray(s[skey])
+        except IndexError:
+            continue  # outside what the standard specifies; numpy's answer is checked elsewhere
+        assert not isinstance(want, strict_type)
+        got = x[kkey].numpy()
+        assert got.shape == want.shape, (key, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want, err_msg=repr(key))
+        checked += 1
+    assert checked >= 11  # the keys above that array-api-strict accepts
