@@ -441,3 +441,24 @@ def test_standard_keys_agree_with_array_api_strict(rng):
         np.testing.assert_array_equal(got, want, err_msg=repr(key))
         checked += 1
     assert checked >= 11  # the keys above that array-api-strict accepts
+
+
+def test_huge_and_odd_keys(rng):
+    a = values(rng, (6, 5), "int32")
+    x = kiln.asarray(a)
+    for key in [
+        2**70,
+        -(2**70),
+        slice(2**70, None),
+        slice(None, -(2**70)),
+        slice(None, None, 2**70),
+        slice(None, None, -(2**70)),
+        (slice(-(2**70), 2**70, 3), slice(2**63, None, -(2**62))),
+        ((0, 2),),
+        ((0, 2), (1, 1)),
+        ([],),
+        (np.array([], np.int32),),
+        np.uint64(3),
+        (np.int8(-1), np.int64(2)),
+    ]:
+        same(x, key)

@@ -58,7 +58,7 @@ def _classify(e):
         if kind in "iu":
             return ("int", int(e.item())) if e.ndim == 0 else ("arr", e)
         raise IndexError(f"{_BAD_TYPE}; got a {e.dtype} tensor")
-    if isinstance(e, (list, _np.ndarray)):
+    if isinstance(e, (list, tuple, _np.ndarray)):  # a tuple inside the key is a sequence, as in numpy
         a = _np.asarray(e)
         if a.dtype == object:
             raise IndexError(f"{_BAD_TYPE}; got {e!r}")
@@ -135,8 +135,11 @@ def _slice_axis(y, ax, s, n, device):
     r = range(start, stop, step)
     if step == 1 and len(r) == n:
         return y
-    if step > 0 or len(r) == 0:
-        return k.slice(y, ax, start, stop, step) if step > 0 else k.slice(y, ax, 0, 0, 1)
+    if len(r) <= 1:
+        # Also keeps a step past any length (2**70) away from kiln-core's integer arguments.
+        return k.slice(y, ax, r[0], r[0] + 1, 1) if len(r) else k.slice(y, ax, 0, 0, 1)
+    if step > 0:
+        return k.slice(y, ax, start, stop, step)
     # kiln-core's slice takes steps >= 1; a negative step is a gather of the positions it visits.
     return k.index_select(y, ax, k.arange(r[0], r[-1] - 1, step, dtype="int32", device=device))
 
