@@ -235,24 +235,10 @@ def _host_key(key):
     return tuple(host(e) for e in key) if isinstance(key, tuple) else host(key)
 
 
-def setitem(x, key, value):
-    """``x[key] = value``, written into ``x``'s own buffer (so its reshapes see it too).
-
-    ``key`` is anything ``x[key]`` takes; ``value`` a Python scalar, an array-like or a tensor
-    that broadcasts to ``x[key].shape`` (cast to ``x.dtype`` as numpy casts; numpy's errors for
-    values that do not fit). Where positions repeat, the last write wins, as in numpy.
-
-    How: the host resolves the key against ``x``'s shape alone (numpy on an index grid; a
-    tensor inside the key is read back), giving for each element of ``x`` the position in
-    ``value`` that lands there; that map (``x.size`` int32) is uploaded, then one gather and a
-    ``where`` build the new contents on the GPU and one buffer copy writes them into ``x``.
-    """
+def _value(x, value, r):
+    """``value`` as a tensor of ``x.dtype`` that broadcasts to ``r`` (numpy's rules and errors),
+    and whether it was a scalar."""
     k = _kiln()
-    n = x.size
-    if n > _I32_MAX:
-        raise ValueError(f"x[key] = value: {n} elements are past int32 positions")
-    pos = _np.asarray(_np.arange(n, dtype=_np.int32).reshape(x.shape)[_host_key(key)])
-    r = pos.shape
     if isinstance(value, k.Tensor):
         v = value
         while v.ndim > len(r) and v.shape[0] == 1:
@@ -263,25 +249,90 @@ def setitem(x, key, value):
             ok = False
         if not ok:
             raise ValueError(f"could not broadcast input array from shape {tuple(value.shape)} into shape {r}")
-        if v.dtype != x.dtype:
-            v = k.astype(v, x.dtype)
-        scalar = False
+        return (v if v.dtype == x.dtype else k.astype(v, x.dtype)), False
+    host = _np.empty(r, dtype=x.dtype)
+    host[...] = value  # numpy's broadcasting, casting and errors
+    scalar = _np.ndim(value) == 0
+    return k.asarray(host.reshape(-1)[:1].reshape(()) if scalar and host.size else host, device=x.device), scalar
+
+
+def _basic_map(entries, shape, r, device):
+    """For a key of ints and slices over ``shape``: which elements it selects (a bool tensor
+    broadcasting to ``shape``, None for all) and each one's flat position in the ``r``-shaped
+    value (an int32 tensor, None when ``r`` has one element). Built from one small array per
+    axis, so nothing of ``x``'s size crosses to the GPU."""
+    k = _kiln()
+    rstride = [int(_np.prod(r[j + 1 :])) for j in range(len(r))]
+    mask = lin = None
+    j = 0
+    for d, (kind, v) in enumerate(entries):
+        n = shape[d]
+        sel = _np.full(n, -1, dtype=_np.int32)
+        if kind == "int":
+            sel[v], stride, whole = 0, 0, n == 1
+        else:
+            rng = range(*v.indices(n))
+            sel[_np.arange(rng.start, rng.stop, rng.step)] = _np.arange(len(rng), dtype=_np.int32)
+            stride, whole = rstride[j], rng.step == 1 and len(rng) == n
+            j += 1
+        dims = [1] * len(shape)
+        dims[d] = n
+        t = k.asarray(sel.reshape(dims), device=device)
+        if not whole:
+            m = k.greater_equal(t, 0)
+            mask = m if mask is None else k.logical_and(mask, m)
+        if stride and n > 1:
+            term = k.multiply(k.maximum(t, 0), stride) if stride != 1 else k.maximum(t, 0)
+            lin = term if lin is None else k.add(lin, term)
+    return mask, lin
+
+
+def setitem(x, key, value):
+    """``x[key] = value``, written into ``x``'s own buffer (so its reshapes see it too).
+
+    ``key`` is anything ``x[key]`` takes; ``value`` a Python scalar, an array-like or a tensor
+    that broadcasts to ``x[key].shape`` (cast to ``x.dtype`` as numpy casts; numpy's errors for
+    values that do not fit). Where positions repeat, the last write wins, as in numpy.
+
+    How: a key of ints, slices, ``...`` and ``None`` is resolved per axis (an array of each
+    axis's length goes up); any other key (integer arrays, masks) is resolved on the host
+    against ``x``'s shape (numpy on an index grid; a tensor inside the key is read back) into a
+    position map of ``x.size`` int32 that is uploaded. Either way one gather and a ``where``
+    build the new contents on the GPU and one buffer copy writes them into ``x``.
+    """
+    k = _kiln()
+    n = x.size
+    if n > _I32_MAX:
+        raise ValueError(f"x[key] = value: {n} elements are past int32 positions")
+    entries, shape = _expand(x, key)  # numpy's errors for a bad key
+    basic = not any(kind == "arr" for kind, _ in entries)
+    if basic:
+        r = tuple(len(range(*v.indices(shape[d]))) for d, (kind, v) in enumerate(entries) if kind == "slice")
     else:
-        host = _np.empty(r, dtype=x.dtype)
-        host[...] = value  # numpy's broadcasting, casting and errors
-        scalar = _np.ndim(value) == 0
-        v = k.asarray(host.reshape(-1)[:1].reshape(()) if scalar and host.size else host, device=x.device)
-    if pos.size == 0:
+        pos = _np.asarray(_np.arange(n, dtype=_np.int32).reshape(x.shape)[_host_key(key)])
+        r = pos.shape
+    v, scalar = _value(x, value, r)
+    size = int(_np.prod(r))
+    if size == 0:
         return
-    inv = _np.full(n, pos.size, dtype=_np.int32)
-    inv[pos.reshape(-1)] = _np.arange(pos.size, dtype=_np.int32)
-    inv_t = k.asarray(inv, device=x.device)
-    mask = k.reshape(k.less(inv_t, pos.size), tuple(x.shape))
-    if scalar:
-        new = v
+    target = k.reshape(x, tuple(shape))
+    if basic:
+        mask, lin = _basic_map(entries, shape, r, x.device)
+    else:
+        inv = _np.full(n, size, dtype=_np.int32)
+        inv[pos.reshape(-1)] = _np.arange(size, dtype=_np.int32)
+        lin = k.asarray(inv.reshape(x.shape), device=x.device)
+        mask = k.less(lin, size)
+    if scalar or lin is None:
+        new = k.reshape(v, ())  # one value for every selected element
     else:
         if tuple(v.shape) != r:
             v = k.broadcast_to(v, r)
+        if tuple(lin.shape) != tuple(shape):
+            lin = k.broadcast_to(lin, tuple(shape))
         # Positions no write lands on index past the end (reading 0); the mask keeps x there.
-        new = k.reshape(k.index_select(k.reshape(v, (-1,)), 0, inv_t), tuple(x.shape))
-    k._assign(x, k.where(mask, new, x))
+        new = k.reshape(k.index_select(k.reshape(v, (-1,)), 0, k.reshape(lin, (-1,))), tuple(shape))
+    out = new if mask is None else k.where(mask, new, target)
+    if tuple(out.shape) != tuple(shape):
+        out = k.broadcast_to(out, tuple(shape))
+    k._assign(x, k.reshape(out, tuple(x.shape)))
