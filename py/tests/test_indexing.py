@@ -462,3 +462,14 @@ def test_huge_and_odd_keys(rng):
         (np.int8(-1), np.int64(2)),
     ]:
         same(x, key)
+
+
+def test_iteration_follows_the_first_axis(rng):
+    a = values(rng, (4, 3), "float32")
+    rows = list(kiln.asarray(a))
+    assert len(rows) == 4 and all(isinstance(r, kiln.Tensor) for r in rows)
+    for r, want in zip(rows, a):
+        np.testing.assert_array_equal(r.numpy(), want)
+    assert list(kiln.asarray(np.zeros((0, 2), np.float32))) == []
+    with pytest.raises(TypeError):
+        iter(kiln.asarray(np.float32(1.0)))

@@ -336,3 +336,11 @@ def setitem(x, key, value):
     if tuple(out.shape) != tuple(shape):
         out = k.broadcast_to(out, tuple(shape))
     k._assign(x, k.reshape(out, tuple(x.shape)))
+
+
+def iterate(x):
+    """``iter(x)``: ``x[0], x[1], …`` along the first axis (TypeError for a 0-d tensor, as
+    numpy gives), rather than Python's fallback of indexing until IndexError."""
+    if x.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (x[i] for i in range(x.shape[0]))
