@@ -179,6 +179,33 @@ fn cast_fill_arange_copy() {
 }
 
 #[test]
+fn assign_overwrites_the_buffer_that_views_share() {
+    let mut rng = Rng::new(16);
+    let mut dtypes = float_dtypes();
+    dtypes.extend([DType::I32, DType::U32, DType::Bool]);
+    for dt in dtypes {
+        for shape in AWKWARD {
+            let lo = if dt == DType::U32 { 0.0 } else { -3.0 };
+            let (dst, _) = rand_tensor(&mut rng, shape, dt, lo, 3.0);
+            let (src, srcv) = rand_tensor(&mut rng, shape, dt, lo, 3.0);
+            let view = dst.reshape(&[-1]).unwrap();
+            ops::assign(&dst, &src).unwrap();
+            assert_eq!(dst.to_f64_vec().unwrap(), srcv, "{dt} {shape:?}");
+            assert_eq!(view.to_f64_vec().unwrap(), srcv, "{dt} {shape:?}: a view of dst");
+            let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+            ops::assign(&dst, &view.reshape(&dims).unwrap()).unwrap(); // one buffer: nothing to copy
+            assert_eq!(dst.to_f64_vec().unwrap(), srcv);
+        }
+    }
+    let a = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    let b = Tensor::from_slice(&[1i32, 2], &[2]).unwrap();
+    let c = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+    assert_eq!(ops::assign(&a, &b).unwrap_err().code(), ErrorCode::DTypeMismatch);
+    assert_eq!(ops::assign(&a, &c).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+}
+
+#[test]
 fn clip_propagates_nan_and_keeps_the_shape_of_x() {
     let mut rng = Rng::new(15);
     for dt in float_dtypes() {

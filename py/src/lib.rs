@@ -60,6 +60,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::arange,
         ops::copy,
         ops::fill,
+        ops::_assign,
         ops::astype,
         // the unary and binary ops with a wrapper of their own (the rest: ops_gen::register)
         ops::gelu,

@@ -267,6 +267,14 @@ pub fn fill(py: Python<'_>, x: &Bound<'_, PyTensor>, value: &Bound<'_, PyAny>) -
     gpu(py, || ops::fill(t, v))
 }
 
+/// Overwrites the tensor ``dst`` with ``src`` (one shape, dtype and device), in place: what
+/// ``Tensor.__setitem__`` writes its result with (private; see kiln/_indexing.py).
+#[pyfunction]
+pub fn _assign(py: Python<'_>, dst: &Bound<'_, PyTensor>, src: &Bound<'_, PyTensor>) -> PyResult<()> {
+    let (d, s) = (&dst.get().t, &src.get().t);
+    gpu(py, || ops::assign(d, s))
+}
+
 /// ``x`` converted to ``dtype`` (float to int truncates toward zero, saturating as WGSL does).
 #[pyfunction]
 #[pyo3(signature = (x, dtype, /, *, copy=true))]

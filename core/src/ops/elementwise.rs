@@ -730,6 +730,23 @@ pub fn fill(x: &Tensor, value: f64) -> Result<()> {
     x.device().copy(t.raw(), 0, x.raw(), 0, (x.storage_nbytes() as u64).next_multiple_of(4))
 }
 
+/// Overwrites `dst`'s contents with `src`'s (one shape, dtype and device): a buffer-to-buffer
+/// copy, so every tensor sharing `dst`'s buffer (its reshapes) sees the new values, as with
+/// [`fill`]. What bindings build in-place assignment (`x[key] = v`) on.
+pub fn assign(dst: &Tensor, src: &Tensor) -> Result<()> {
+    if dst.dtype() != src.dtype() {
+        return Err(Error::DTypeMismatch(format!("assign: dtypes {} and {} differ", dst.dtype(), src.dtype())));
+    }
+    if dst.shape() != src.shape() {
+        return Err(Error::ShapeMismatch(format!("assign: shapes {:?} and {:?} differ", dst.shape(), src.shape())));
+    }
+    dst.same_device(src)?;
+    if dst.shares_buffer(src) {
+        return Ok(());
+    }
+    dst.device().copy(src.raw(), 0, dst.raw(), 0, (dst.storage_nbytes() as u64).next_multiple_of(4))
+}
+
 /// `start, start + step, …` below `stop` (numpy's `arange`), as a 1-D tensor.
 pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
     if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {

@@ -39,6 +39,9 @@ from ._errors import (
     TimeoutError,
     UnsupportedError,
 )
+from ._indexing import getitem as _getitem
+from ._indexing import iterate as _iterate
+from ._indexing import setitem as _setitem
 from ._kiln import *  # noqa: F401,F403  (every op, Tensor, Kernel, Device, runtime controls)
 from ._kiln import (
     Device,
@@ -65,6 +68,11 @@ from ._manipulation import (
     triu,
     unstack,
 )
+
+# Indexing is Python over kiln-core's ops (see _indexing.py), installed onto the Rust class.
+Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem
+Tensor.__iter__ = _iterate
 
 #: The Array API standard's constants.
 e = _math.e

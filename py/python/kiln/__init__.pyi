@@ -1,6 +1,7 @@
 """Type stubs of the kiln package (the Rust extension kiln._kiln and its Python layer)."""
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
+from types import EllipsisType
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -99,6 +100,11 @@ AxisLike = Union[int, Sequence[int], None]
 Scalar = Union[int, float, bool, np.generic]
 ArrayLike = Union["Tensor", npt.ArrayLike]
 Operand = Union["Tensor", npt.ArrayLike, Scalar]
+# One entry of an index: an int, a slice, ..., None, a bool, an integer array or a boolean mask.
+IndexEntry = Union[
+    int, np.integer[Any], bool, np.bool_, slice, EllipsisType, None, "Tensor", npt.NDArray[Any], Sequence[Any]
+]
+Index = Union[IndexEntry, Tuple[IndexEntry, ...]]
 Pair = Union[int, Tuple[int, int]]
 
 class Device:
@@ -170,6 +176,9 @@ class Tensor:
     def argmax(self, axis: Optional[int] = None, keepdims: bool = False) -> Tensor: ...
     def argmin(self, axis: Optional[int] = None, keepdims: bool = False) -> Tensor: ...
     def __len__(self) -> int: ...
+    def __getitem__(self, key: Index, /) -> Tensor: ...
+    def __setitem__(self, key: Index, value: Operand, /) -> None: ...
+    def __iter__(self) -> Iterator[Tensor]: ...
     def __bool__(self) -> bool: ...
     def __float__(self) -> float: ...
     def __int__(self) -> int: ...
