@@ -37,7 +37,11 @@ fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
     let (host, wall) = host_steps(|mark| model.forward_marked(&[t], &mut cache, mark))?;
     print_steps("host time recording each step of a decode token", &host);
     let recorded: f64 = host.iter().map(|s| s.seconds).sum();
-    println!("    the rest of the token's {:.3} ms wall (submit, wait, readback): {:.3} ms", wall * 1e3, (wall - recorded) * 1e3);
+    println!(
+        "    the rest of the token's {:.3} ms wall (submit, wait, readback): {:.3} ms",
+        wall * 1e3,
+        (wall - recorded) * 1e3
+    );
     let mut pcache = model.cache_with_capacity(128)?;
     let steps = gpu_steps(|mark| model.forward_marked(&ids(128, 5), &mut pcache, mark))?;
     print_steps("GPU time per step of a 128-token prefill", &steps);

@@ -64,7 +64,7 @@ if (typeof Symbol.dispose === "symbol") {
 }
 
 /**
- * A tensor holding a typed array: Float32Array (f32), Int32Array (i32), Uint32Array (u32) or
+ * A tensor holding a typed array: Float32Array (f32), Int32Array (i32), Uint32Array (u32), Uint8Array (bool, 0/1) or
  * Uint16Array (f16 bits, dtype "f16"). `shape` defaults to `[data.length]`.
  */
 export function tensor(data, shape, dtype) {

@@ -45,6 +45,29 @@ export const OPS = [
   { name: "gelu_tanh", js: "geluTanh", family: "unary" },
   { name: "silu", js: "silu", family: "unary" },
   { name: "floor", js: "floor", family: "unary" },
+  { name: "asin", js: "asin", family: "unary" },
+  { name: "acos", js: "acos", family: "unary" },
+  { name: "atan", js: "atan", family: "unary" },
+  { name: "sinh", js: "sinh", family: "unary" },
+  { name: "cosh", js: "cosh", family: "unary" },
+  { name: "asinh", js: "asinh", family: "unary" },
+  { name: "acosh", js: "acosh", family: "unary" },
+  { name: "atanh", js: "atanh", family: "unary" },
+  { name: "log1p", js: "log1p", family: "unary" },
+  { name: "expm1", js: "expm1", family: "unary" },
+  { name: "log2", js: "log2", family: "unary" },
+  { name: "log10", js: "log10", family: "unary" },
+  { name: "ceil", js: "ceil", family: "unary" },
+  { name: "trunc", js: "trunc", family: "unary" },
+  { name: "round", js: "round", family: "unary" },
+  { name: "sign", js: "sign", family: "unary" },
+  { name: "reciprocal", js: "reciprocal", family: "unary" },
+  { name: "square", js: "square", family: "unary" },
+  { name: "logical_not", js: "logicalNot", family: "predicate" },
+  { name: "isnan", js: "isnan", family: "predicate" },
+  { name: "isinf", js: "isinf", family: "predicate" },
+  { name: "isfinite", js: "isfinite", family: "predicate" },
+  { name: "signbit", js: "signbit", family: "predicate" },
   { name: "add", js: "add", family: "binary" },
   { name: "sub", js: "subtract", family: "binary" },
   { name: "mul", js: "multiply", family: "binary" },
@@ -58,13 +81,26 @@ export const OPS = [
   { name: "le", js: "lessEqual", family: "compare" },
   { name: "gt", js: "greater", family: "compare" },
   { name: "ge", js: "greaterEqual", family: "compare" },
+  { name: "logical_and", js: "logicalAnd", family: "logical" },
+  { name: "logical_or", js: "logicalOr", family: "logical" },
+  { name: "logical_xor", js: "logicalXor", family: "logical" },
+  { name: "atan2", js: "atan2", family: "binary" },
+  { name: "hypot", js: "hypot", family: "binary" },
+  { name: "logaddexp", js: "logaddexp", family: "binary" },
+  { name: "copysign", js: "copysign", family: "binary" },
+  { name: "nextafter", js: "nextafter", family: "binary" },
+  { name: "remainder", js: "remainder", family: "binary" },
+  { name: "floor_divide", js: "floorDivide", family: "binary" },
   { name: "where", js: "where", family: "select" },
+  { name: "clip", js: "clip", family: "select" },
   { name: "cast", js: "astype", family: "cast" },
   { name: "matmul", js: "matmul", family: "matmul" },
   { name: "sum", js: "sum", family: "reduce" },
   { name: "mean", js: "mean", family: "reduce" },
   { name: "max", js: "max", family: "reduce" },
   { name: "min", js: "min", family: "reduce" },
+  { name: "all", js: "all", family: "reduce" },
+  { name: "any", js: "any", family: "reduce" },
   { name: "var", js: "var", family: "reduce" },
   { name: "argmax", js: "argmax", family: "reduce" },
   { name: "argmin", js: "argmin", family: "reduce" },
@@ -138,6 +174,75 @@ export const silu = (x) => unaryOp("silu", x);
 /** Elementwise floor(x), the largest whole number not above x. */
 export const floor = (x) => unaryOp("floor", x);
 
+/** Elementwise arcsine. */
+export const asin = (x) => unaryOp("asin", x);
+
+/** Elementwise arccosine. */
+export const acos = (x) => unaryOp("acos", x);
+
+/** Elementwise arctangent. */
+export const atan = (x) => unaryOp("atan", x);
+
+/** Elementwise hyperbolic sine. */
+export const sinh = (x) => unaryOp("sinh", x);
+
+/** Elementwise hyperbolic cosine. */
+export const cosh = (x) => unaryOp("cosh", x);
+
+/** Elementwise inverse hyperbolic sine. */
+export const asinh = (x) => unaryOp("asinh", x);
+
+/** Elementwise inverse hyperbolic cosine. */
+export const acosh = (x) => unaryOp("acosh", x);
+
+/** Elementwise inverse hyperbolic tangent. */
+export const atanh = (x) => unaryOp("atanh", x);
+
+/** Elementwise ln(1 + x), accurate near 0. */
+export const log1p = (x) => unaryOp("log1p", x);
+
+/** Elementwise e^x - 1, accurate near 0. */
+export const expm1 = (x) => unaryOp("expm1", x);
+
+/** Elementwise base-2 logarithm. */
+export const log2 = (x) => unaryOp("log2", x);
+
+/** Elementwise base-10 logarithm. */
+export const log10 = (x) => unaryOp("log10", x);
+
+/** Elementwise ceil(x), the smallest whole number not below x. */
+export const ceil = (x) => unaryOp("ceil", x);
+
+/** Elementwise x rounded toward zero. */
+export const trunc = (x) => unaryOp("trunc", x);
+
+/** Elementwise x rounded to the nearest whole number, ties to even. */
+export const round = (x) => unaryOp("round", x);
+
+/** Elementwise the sign of x: -1, 0 or 1. */
+export const sign = (x) => unaryOp("sign", x);
+
+/** Elementwise 1 / x. */
+export const reciprocal = (x) => unaryOp("reciprocal", x);
+
+/** Elementwise x * x. */
+export const square = (x) => unaryOp("square", x);
+
+/** Elementwise logical not (x == 0, as bool). */
+export const logicalNot = (x) => unaryOp("logical_not", x);
+
+/** Elementwise whether x is NaN (bool). */
+export const isnan = (x) => unaryOp("isnan", x);
+
+/** Elementwise whether x is +inf or -inf (bool). */
+export const isinf = (x) => unaryOp("isinf", x);
+
+/** Elementwise whether x is finite (bool). */
+export const isfinite = (x) => unaryOp("isfinite", x);
+
+/** Elementwise whether the sign bit of x is set (bool). */
+export const signbit = (x) => unaryOp("signbit", x);
+
 /** Elementwise a + b, with numpy broadcasting; either side may be a number. */
 export const add = (a, b) => binaryOp("add", a, b);
 
@@ -176,3 +281,33 @@ export const greater = (a, b) => binaryOp("gt", a, b);
 
 /** Elementwise a >= b as a u32 0/1 tensor, with numpy broadcasting; either side may be a number. */
 export const greaterEqual = (a, b) => binaryOp("ge", a, b);
+
+/** Elementwise logical and of a and b, with numpy broadcasting; either side may be a number. */
+export const logicalAnd = (a, b) => binaryOp("logical_and", a, b);
+
+/** Elementwise logical or of a and b, with numpy broadcasting; either side may be a number. */
+export const logicalOr = (a, b) => binaryOp("logical_or", a, b);
+
+/** Elementwise logical exclusive or of a and b, with numpy broadcasting; either side may be a number. */
+export const logicalXor = (a, b) => binaryOp("logical_xor", a, b);
+
+/** Elementwise atan2(a, b), the angle of the point (b, a), with numpy broadcasting; either side may be a number. */
+export const atan2 = (a, b) => binaryOp("atan2", a, b);
+
+/** Elementwise sqrt(a^2 + b^2) without overflow, with numpy broadcasting; either side may be a number. */
+export const hypot = (a, b) => binaryOp("hypot", a, b);
+
+/** Elementwise log(e^a + e^b), with numpy broadcasting; either side may be a number. */
+export const logaddexp = (a, b) => binaryOp("logaddexp", a, b);
+
+/** Elementwise |a| with the sign of b, with numpy broadcasting; either side may be a number. */
+export const copysign = (a, b) => binaryOp("copysign", a, b);
+
+/** Elementwise the next representable value after a toward b, with numpy broadcasting; either side may be a number. */
+export const nextafter = (a, b) => binaryOp("nextafter", a, b);
+
+/** Elementwise a mod b with the sign of b (numpy's remainder, Python's %), with numpy broadcasting; either side may be a number. */
+export const remainder = (a, b) => binaryOp("remainder", a, b);
+
+/** Elementwise floor(a / b) (numpy's floor_divide, Python's //), with numpy broadcasting; either side may be a number. */
+export const floorDivide = (a, b) => binaryOp("floor_divide", a, b);

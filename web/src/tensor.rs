@@ -27,7 +27,7 @@ pub(crate) fn usizes(v: &[u32]) -> Vec<usize> {
     v.iter().map(|&d| d as usize).collect()
 }
 
-/// The dtype a typed array holds (Uint16Array: f16 bits), and its bytes.
+/// The dtype a typed array holds (Uint16Array: f16 bits; Uint8Array: bool), and its bytes.
 fn typed_array(data: &JsValue) -> JsResult<(DType, Vec<u8>)> {
     let bytes = |buf: js_sys::Uint8Array| buf.to_vec();
     let view = |o: &js_sys::Object, len_bytes: u32, offset: u32| {
@@ -45,7 +45,11 @@ fn typed_array(data: &JsValue) -> JsResult<(DType, Vec<u8>)> {
     arm!(js_sys::Int32Array, DType::I32);
     arm!(js_sys::Uint32Array, DType::U32);
     arm!(js_sys::Uint16Array, DType::F16);
-    Err(invalid("tensor data must be a Float32Array, Int32Array, Uint32Array or Uint16Array (f16 bits)"))
+    // Bool arrays travel as one byte per element, as numpy's and Nx's do (non-zero is true).
+    arm!(js_sys::Uint8Array, DType::Bool);
+    Err(invalid(
+        "tensor data must be a Float32Array, Int32Array, Uint32Array, Uint16Array (f16 bits) or Uint8Array (bool)",
+    ))
 }
 
 #[wasm_bindgen]
@@ -109,8 +113,8 @@ impl Tensor {
     #[wasm_bindgen(js_name = toArray)]
     pub async fn to_array(&self) -> JsResult<JsValue> {
         let bytes = self.inner.to_bytes_async().await.map_err(js_err)?;
-        // Any dtype added to the core later reads back as raw bytes until it has its own array.
-        #[allow(unreachable_patterns)]
+        // Bool reads back as bytes, 0 or 1 (and any dtype added to the core later as raw bytes
+        // until it has its own array).
         Ok(match self.inner.dtype() {
             DType::F32 => js_sys::Float32Array::from(&bytemuck::pod_collect_to_vec::<u8, f32>(&bytes)[..]).into(),
             DType::I32 => js_sys::Int32Array::from(&bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)[..]).into(),
