@@ -886,7 +886,7 @@ fn k_atan2(y: f32, x: f32) -> f32 {
             fy = select(fy * 1.8446744073709552e19, f32(ay) * 2.5849394142282115e-26, ay < 0x00800000u);
             fx = select(fx * 1.8446744073709552e19, f32(ax) * 2.5849394142282115e-26, ax < 0x00800000u);
         }
-        z = k_atan(fy / fx);
+        z = k_atan(k_div(fy, fx)); // fx may be past 2^126: see k_div
     }
     if (x_neg) {
         z = pi - (z - -8.7422776573e-08);

