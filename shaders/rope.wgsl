@@ -3,7 +3,7 @@
 // (pos_offset + l) * base^(-2i/D):
 //   out[i]       = x[i] * cos - x[i + D/2] * sin
 //   out[i + D/2] = x[i + D/2] * cos + x[i] * sin
-// One thread per pair; f16 data is computed in f32.
+// One thread per pair; f16 data is computed in f32. The angle: rope_common.wgsl.
 {{ENABLE}}
 struct Params {
     pairs: u32,       // rows * half
@@ -20,10 +20,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> out: array<{{T}}>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-const TWO_PI_HI: f32 = 6.28125;                 // exactly representable, 8 significant bits
-const TWO_PI_LO: f32 = 0.0019353071795864769;   // 2*pi - TWO_PI_HI
-const INV_TWO_PI: f32 = 0.15915494309189535;
-
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let t = gid.x + gid.y * nwg.x * 256u;
@@ -32,14 +28,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let row = t / p.half;
     let i = t % p.half;
-    let pos = f32(p.pos_offset + row % p.len);
-    let freq = exp2(-f32(i) * p.inv_half * p.log2_base);
-    var a = pos * freq;
-    // Reduce to [-pi, pi]: GPU sin/cos are only accurate near zero.
-    let k = round(a * INV_TWO_PI);
-    a = (a - k * TWO_PI_HI) - k * TWO_PI_LO;
-    let c = cos(a);
-    let s = sin(a);
+    let cs = rope_cos_sin(f32(p.pos_offset + row % p.len), i, p.inv_half, p.log2_base);
+    let c = cs.x;
+    let s = cs.y;
     let j0 = row * 2u * p.half + i;
     let j1 = j0 + p.half;
     let x0 = f32(x[j0]);

@@ -25,10 +25,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> vc: array<{{T}}>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-const TWO_PI_HI: f32 = 6.28125;
-const TWO_PI_LO: f32 = 0.0019353071795864769;
-const INV_TWO_PI: f32 = 0.15915494309189535;
-
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let t = gid.x + gid.y * nwg.x * 256u;
@@ -44,15 +40,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var x0 = f32(qkv[s0]);
     var x1 = f32(qkv[s0 + p.half]);
     if (head < p.nh + p.nkv) {
-        let pos = f32(p.pos_offset + l);
-        let freq = exp2(-f32(i) * p.inv_half * p.log2_base);
-        var a = pos * freq;
-        let k = round(a * INV_TWO_PI);
-        a = (a - k * TWO_PI_HI) - k * TWO_PI_LO;
-        let c = cos(a);
-        let s = sin(a);
-        let y0 = x0 * c - x1 * s;
-        let y1 = x1 * c + x0 * s;
+        let cs = rope_cos_sin(f32(p.pos_offset + l), i, p.inv_half, p.log2_base);
+        let y0 = x0 * cs.x - x1 * cs.y;
+        let y1 = x1 * cs.x + x0 * cs.y;
         x0 = y0;
         x1 = y1;
     }

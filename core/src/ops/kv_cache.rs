@@ -10,6 +10,8 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 const ROPE_KV_CACHE: &str = include_str!("../../../shaders/rope_kv_cache.wgsl");
+/// The rotation angles, the same source as `ops::rope`'s (appended: `enable` comes first).
+const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
 /// Splits `qkv` [L, (H + 2·Hkv)·D] — per position the H query heads, then the Hkv key heads,
 /// then the Hkv value heads, D values each — applies [`crate::ops::rope`]'s rotation (positions
@@ -91,7 +93,7 @@ pub fn rope_qkv_to_cache(
     let enable = enables(&[dtype]);
     Launch {
         key: format!("rope_kv_cache:{dtype}"),
-        source: Box::new(move || render(ROPE_KV_CACHE, &[("ENABLE", enable), ("T", dtype.wgsl())])),
+        source: Box::new(move || render(ROPE_KV_CACHE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON),
         tensors: &[qkv, &q, k_cache, v_cache],
         params: Some(params),
         groups: groups_1d(&device, pairs)?,

@@ -469,12 +469,7 @@ pub fn quant_matmul_fused(
     if out.numel() == 0 {
         return Ok(out);
     }
-    check_indexable(x.numel())?;
-    check_indexable(out.numel())?;
-    let blocks = k / QuantFormat::BLOCK_LEN;
-    let row_h = format.row_bytes(k)? / 2;
-    let enable = enables(&[dtype]);
-    let max_dim = device.limits().max_compute_workgroups_per_dimension;
+    let (blocks, row_h, enable, max_dim) = launch_sizes(x, &out, format, k)?;
     let mt = m.min(MATVEC_MT);
     // Enough threads per row to cover a short row in one or two strides, few enough that a
     // workgroup does several rows (N = 576 then still makes dozens of workgroups).
@@ -515,6 +510,15 @@ pub fn quant_matmul_fused(
     .map(|()| out)
 }
 
+/// What both product kernels take: blocks per row, halfwords per W row, the WGSL `enable` line
+/// and the per-dimension workgroup limit (after checking that x and out are indexable).
+fn launch_sizes(x: &Tensor, out: &Tensor, format: QuantFormat, k: usize) -> Result<(usize, usize, &'static str, u32)> {
+    check_indexable(x.numel())?;
+    check_indexable(out.numel())?;
+    let max_dim = x.device().limits().max_compute_workgroups_per_dimension;
+    Ok((k / QuantFormat::BLOCK_LEN, format.row_bytes(k)? / 2, enables(&[x.dtype()]), max_dim))
+}
+
 /// `quant_matmul_fused` for many rows of x: the separate ops in sequence.
 fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: QuantFusion) -> Result<Tensor> {
     let normed;
@@ -553,12 +557,7 @@ fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tens
     if out.numel() == 0 {
         return Ok(out);
     }
-    check_indexable(x.numel())?;
-    check_indexable(out.numel())?;
-    let blocks = k / QuantFormat::BLOCK_LEN;
-    let row_h = format.row_bytes(k)? / 2;
-    let enable = enables(&[dtype]);
-    let max_dim = device.limits().max_compute_workgroups_per_dimension;
+    let (blocks, row_h, enable, max_dim) = launch_sizes(x, &out, format, k)?;
     let tiles_n = n.div_ceil(TILE);
     let tiles = (tiles_n as u64) * (m.div_ceil(TILE) as u64);
     let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(tiles_n).u32(0u32).u32(0u32);

@@ -7,6 +7,9 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 const ROPE: &str = include_str!("../../../../shaders/rope.wgsl");
+/// The rotation angles, the same source as `ops::rope_qkv_to_cache`'s (appended: `enable` comes
+/// first).
+const ROPE_COMMON: &str = include_str!("../../../../shaders/rope_common.wgsl");
 
 /// Rotary position embedding over the last axis of x [..., L, D], rotate-half convention:
 /// for i < D/2 the pair (x[i], x[i + D/2]) at position l is rotated by the angle
@@ -51,7 +54,7 @@ pub fn rope(x: &Tensor, pos_offset: usize, base: f32) -> Result<Tensor> {
     let enable = enables(&[dtype]);
     Launch {
         key: format!("rope:{dtype}"),
-        source: Box::new(move || render(ROPE, &[("ENABLE", enable), ("T", dtype.wgsl())])),
+        source: Box::new(move || render(ROPE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON),
         tensors: &[x, &out],
         params: Some(params),
         groups: groups_1d(&device, pairs)?,

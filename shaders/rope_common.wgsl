@@ -1,0 +1,16 @@
+
+// The rotation of pair i at position `pos` (rope.wgsl and rope_kv_cache.wgsl: both must turn
+// by exactly the same angles): (cos, sin) of pos * base^(-i / half), with
+// log2_base = log2(base) and inv_half = 1 / half, the angle reduced to [-pi, pi] first
+// (GPU sin/cos are only accurate near zero).
+const TWO_PI_HI: f32 = 6.28125;                 // exactly representable, 8 significant bits
+const TWO_PI_LO: f32 = 0.0019353071795864769;   // 2*pi - TWO_PI_HI
+const INV_TWO_PI: f32 = 0.15915494309189535;
+
+fn rope_cos_sin(pos: f32, i: u32, inv_half: f32, log2_base: f32) -> vec2<f32> {
+    let freq = exp2(-f32(i) * inv_half * log2_base);
+    var a = pos * freq;
+    let k = round(a * INV_TWO_PI);
+    a = (a - k * TWO_PI_HI) - k * TWO_PI_LO;
+    return vec2<f32>(cos(a), sin(a));
+}
