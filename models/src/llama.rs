@@ -615,7 +615,9 @@ impl Generation<'_> {
         }
         let cache = match &mut self.cache {
             Some(c) => c,
-            None => self.cache.insert(self.model.cache_with_capacity(self.history.len() + self.opts.max_tokens)?),
+            None => self
+                .cache
+                .insert(self.model.cache_with_capacity(self.history.len().saturating_add(self.opts.max_tokens))?),
         };
         let ids = if prefill { &self.history[..] } else { &self.history[self.history.len() - 1..] };
         let t = if self.sampler.is_plain_greedy() {
