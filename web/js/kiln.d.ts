@@ -1,8 +1,8 @@
 // Types of kiln.js (Kiln in the browser). The elementwise declarations between the markers are
 // written by `kiln gen` from kiln-core's op table.
 
-export type DType = "f32" | "f16" | "i32" | "u32";
-export type TypedArray = Float32Array | Int32Array | Uint32Array | Uint16Array;
+export type DType = "f32" | "f16" | "i32" | "u32" | "bool";
+export type TypedArray = Float32Array | Int32Array | Uint32Array | Uint16Array | Uint8Array;
 export type Operand = Tensor | number;
 export type Pair = number | [number] | [number, number];
 
@@ -92,6 +92,12 @@ export function sum(x: Tensor, axes?: number | number[] | null, keepdims?: boole
 export function mean(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
 export function max(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
 export function min(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
+/** Whether every element is true (non-zero) over `axes` (all when absent): a bool tensor. */
+export function all(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
+/** Whether any element is true (non-zero) over `axes` (all when absent): a bool tensor. */
+export function any(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
+/** `x` limited to [min, max]; a bound may be a number, a tensor broadcast to x, or omitted. */
+export function clip(x: Tensor, min?: number | Tensor | null, max?: number | Tensor | null): Tensor;
 declare function var_(x: Tensor, axes?: number | number[] | null, keepdims?: boolean, ddof?: number): Tensor;
 export { var_ as var };
 export function argmax(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;

@@ -99,6 +99,19 @@ export const sum = (x, axes, keepdims = false) => wasm.sum(x, axesOf(axes), keep
 export const mean = (x, axes, keepdims = false) => wasm.mean(x, axesOf(axes), keepdims);
 export const max = (x, axes, keepdims = false) => wasm.max(x, axesOf(axes), keepdims);
 export const min = (x, axes, keepdims = false) => wasm.min(x, axesOf(axes), keepdims);
+/** Whether every / any element is true (non-zero), over `axes` (all when absent): a bool tensor. */
+export const all = (x, axes, keepdims = false) => wasm.all(x, axesOf(axes), keepdims);
+export const any = (x, axes, keepdims = false) => wasm.any(x, axesOf(axes), keepdims);
+/**
+ * `x` limited to [min, max]: numbers or tensors (broadcast to x), either may be omitted; a NaN in
+ * x or a bound gives NaN.
+ */
+export const clip = (x, min, max) => {
+  const isNum = (b) => b === undefined || b === null || typeof b === "number";
+  if (isNum(min) && isNum(max)) return wasm.clipScalar(x, min ?? -Infinity, max ?? Infinity);
+  const t = (b) => (b === undefined || b === null ? undefined : typeof b === "number" ? full([1], b, x.dtype) : b.clone());
+  return wasm.clip(x, t(min), t(max));
+};
 export const var_ = (x, axes, keepdims = false, ddof = 0) => wasm.variance(x, axesOf(axes), keepdims, ddof);
 export { var_ as var };
 export const argmax = (x, axis, keepdims = false) => wasm.argmax(x, axis ?? undefined, keepdims);

@@ -109,7 +109,19 @@ macro_rules! reduce {
         }
     )*};
 }
-reduce!(sum, mean, max, min);
+reduce!(sum, mean, max, min, all, any);
+
+/// `x` limited to [min, max] (tensor bounds broadcast to x; either may be absent).
+#[wasm_bindgen]
+pub fn clip(x: &Tensor, min: Option<Tensor>, max: Option<Tensor>) -> JsResult<Tensor> {
+    out(ops::clip(&x.inner, min.as_ref().map(|t| &t.inner), max.as_ref().map(|t| &t.inner)))
+}
+
+/// `clip` with number bounds (-Infinity / Infinity: no bound).
+#[wasm_bindgen(js_name = clipScalar)]
+pub fn clip_scalar(x: &Tensor, min: f64, max: f64) -> JsResult<Tensor> {
+    out(ops::clip_scalar(&x.inner, min, max))
+}
 
 #[wasm_bindgen(js_name = variance)]
 pub fn var(x: &Tensor, axes: Option<Vec<i32>>, keepdims: Option<bool>, ddof: Option<u32>) -> JsResult<Tensor> {

@@ -5,7 +5,7 @@
 import * as kiln from "../js/kiln.js";
 
 const BASE = "/tests/conformance/out/";
-const ARRAYS = { f32: Float32Array, f16: Uint16Array, i32: Int32Array, u32: Uint32Array };
+const ARRAYS = { f32: Float32Array, f16: Uint16Array, i32: Int32Array, u32: Uint32Array, bool: Uint8Array };
 
 async function fetchBytes(file) {
   const r = await fetch(BASE + file);
@@ -39,7 +39,11 @@ async function call(op, f, p, ins) {
     case "mean":
     case "max":
     case "min":
+    case "all":
+    case "any":
       return f(x, p.axes, p.keepdims);
+    case "clip":
+      return "min" in p ? f(x, p.min, p.max) : f(x, get("min"), get("max"));
     case "var":
       return f(x, p.axes, p.keepdims, p.ddof);
     case "argmax":

@@ -139,8 +139,16 @@ const tests = {
     close(await kiln.subtract(2, ta).toArray(), Array.from(a, (v) => 2 - v), 1e-6, 0, "2 - a");
     close(await kiln.multiply(ta, 0.5).toArray(), Array.from(a, (v) => v * 0.5), 0, 0, "a * 0.5");
     close(await kiln.exp(tb).toArray(), Array.from(b, Math.exp), 1e-5, 1e-5, "exp");
-    const gt = await kiln.greater(ta, tb).toArray();
-    if (!(gt instanceof Uint32Array) || gt.some((v, i) => v !== (a[i] > b[i % 7] ? 1 : 0))) throw new Error("greater");
+    // Comparisons give bool tensors, read back as a Uint8Array of 0/1.
+    const g = kiln.greater(ta, tb);
+    if (g.dtype !== "bool") throw new Error(`greater gave ${g.dtype}, not bool`);
+    const gt = await g.toArray();
+    if (!(gt instanceof Uint8Array) || gt.some((v, i) => v !== (a[i] > b[i % 7] ? 1 : 0))) throw new Error("greater");
+    const m = kiln.tensor(Uint8Array.from([1, 0, 7, 0]));
+    if (m.dtype !== "bool") throw new Error("a Uint8Array is a bool tensor");
+    const anyAll = [await kiln.any(m).toArray(), await kiln.all(m).toArray()];
+    if (anyAll[0][0] !== 1 || anyAll[1][0] !== 0) throw new Error(`any/all of [1, 0, 7, 0]: ${anyAll}`);
+    close(await kiln.clip(tb, -0.5, 0.5).toArray(), Array.from(b, (v) => Math.min(Math.max(v, -0.5), 0.5)), 0, 0, "clip");
   },
 
   async "every op of the core's table has its function"() {
