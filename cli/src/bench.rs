@@ -194,8 +194,10 @@ fn attention_benches(quick: bool, v: &mut Vec<Bench>) -> Result<()> {
             let q = pair(&[b, h, l, d], dt, 23)?;
             let k = rand(&[b, h, l, d], dt, 25)?;
             let vv = rand(&[b, h, l, d], dt, 27)?;
-            for (tag, path) in [("", P::Auto), (".flash", P::Flash), (".matmul", P::Matmul)] {
-                let (q, k, vv) = (q.clone(), k.clone(), vv.clone());
+            let coop = dt == DType::F16 && ops::uses_flash_coop(&*kiln_core::device()?, d, d);
+            let paths = [("", P::Auto), (".flash", P::Flash), (".matmul", P::Matmul), (".coop", P::FlashCoop)];
+            for (tag, path) in &paths[..if coop { 4 } else { 3 }] {
+                let (q, k, vv, path) = (q.clone(), k.clone(), vv.clone(), *path);
                 v.push(Bench {
                     name: Box::leak(format!("{name}{sfx}{tag}").into_boxed_str()),
                     size: format!("{b}x{h}x{l}x{d}"),

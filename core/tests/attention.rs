@@ -151,6 +151,16 @@ fn attention_through_matmul_matches_reference() {
 const PATHS: [AttentionPath; 4] =
     [AttentionPath::Flash, AttentionPath::SplitKv, AttentionPath::Fused, AttentionPath::Matmul];
 
+/// The forced paths to check for `dt` with head sizes `d`, `dv`: every path, and the
+/// cooperative-matrix flash kernel where the device takes it.
+fn paths_for(dt: DType, d: usize, dv: usize) -> Vec<AttentionPath> {
+    let mut paths = PATHS.to_vec();
+    if dt == DType::F16 && ops::uses_flash_coop(&kiln_core::device().unwrap(), d, dv) {
+        paths.push(AttentionPath::FlashCoop);
+    }
+    paths
+}
+
 /// A tensor of `dt` holding `vals` (already representable in `dt`).
 fn tensor_of(vals: &[f64], shape: &[usize], dt: DType) -> Tensor {
     match dt {
@@ -176,12 +186,13 @@ fn check_path(
         format!("{path:?} q{qs:?} k{ks:?} v{vs:?} mask {:?} causal={causal} scale={scale:?} {dt}", mask.map(|m| m.2));
     let y = ops::attention_on_path(q, k, v, mask.map(|m| m.0), causal, scale, path)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let got = y.to_f64_vec().unwrap_or_else(|e| panic!("{what}: {e}"));
     let (want, shape) =
         cpu::attention_with_mask(qv, qs, kv, ks, vv, vs, mask.map(|m| (m.1, m.2)), causal, scale.map(|s| s as f64))
             .unwrap();
     assert_eq!(y.shape(), &shape[..], "{what}");
     let rtol = if dt == DType::F16 { 3e-3 } else { 1e-4 };
-    assert_close(&what, &y.to_f64_vec().unwrap(), &want, atol, rtol);
+    assert_close(&what, &got, &want, atol, rtol);
 }
 
 fn atol(dt: DType) -> f64 {
@@ -215,7 +226,7 @@ fn every_path_matches_reference_on_awkward_lengths() {
                 let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
                 let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
                 let (v, vv) = rand_tensor(&mut rng, &vs, dt, -1.0, 1.0);
-                for path in PATHS {
+                for path in paths_for(dt, d, dv) {
                     for causal in [false, true] {
                         check_path(path, (&q, &qv, &qs), (&k, &kv, &ks), (&v, &vv, &vs), None, causal, None, atol(dt));
                     }
@@ -254,7 +265,10 @@ fn masks_match_reference() {
             let keys: Vec<f64> = (0..lk).map(|j| if j % 3 == 1 { ninf } else { (j % 5) as f64 - 2.0 }).collect();
             for (mv, ms) in [(&pad, &pad_shape[..]), (&bias, &bias_shape[..]), (&keys, &keys_shape[..])] {
                 let m = tensor_of(mv, ms, dt);
-                for path in [AttentionPath::Flash, AttentionPath::SplitKv, AttentionPath::Auto] {
+                let coop = paths_for(dt, d, d).contains(&AttentionPath::FlashCoop);
+                let with_coop =
+                    [AttentionPath::Flash, AttentionPath::SplitKv, AttentionPath::Auto, AttentionPath::FlashCoop];
+                for &path in &with_coop[..if coop { 4 } else { 3 }] {
                     for causal in [false, true] {
                         check_path(
                             path,
@@ -383,4 +397,120 @@ fn split_kv_with_several_steps_per_split() {
             }
         }
     }
+}
+
+/// The cooperative-matrix flash kernel's WGSL goes through naga (parse, validate, SPIR-V) on
+/// every machine, so a template error shows here even where no device can run it.
+#[test]
+fn flash_coop_kernel_validates() {
+    use wgpu::naga;
+    for sg in [16, 32, 64] {
+        for bc in [16, 32, 64] {
+            for (d, dv) in [(16, 16), (64, 64), (128, 128), (80, 48)] {
+                for mask in [false, true] {
+                    let src = ops::flash_coop_source_for_tests(sg, bc, d, dv, mask);
+                    let what = format!("subgroup {sg}, {bc} keys, D {d}, Dv {dv}, mask {mask}");
+                    let module = naga::front::wgsl::parse_str(&src)
+                        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
+                    let info = naga::valid::Validator::new(
+                        naga::valid::ValidationFlags::all(),
+                        naga::valid::Capabilities::all(),
+                    )
+                    .validate(&module)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                    naga::back::spv::write_vec(&module, &info, &Default::default(), None)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+/// f16 attention at model-like sizes on the cooperative-matrix kernel (where the device has it)
+/// against the reference: causal and not, a key-padding mask, a prefix of a longer cache.
+#[test]
+fn flash_coop_matches_reference_at_model_sizes() {
+    let dev = kiln_core::device().unwrap();
+    if !ops::uses_flash_coop(&dev, 64, 64) {
+        eprintln!("no cooperative-matrix flash kernel on this device: skipped");
+        return;
+    }
+    poison();
+    let mut rng = Rng::new(47);
+    for (b, h, lq, lk, d) in [(1usize, 2usize, 300usize, 300usize, 64usize), (2, 2, 129, 517, 128), (1, 3, 64, 64, 16)]
+    {
+        let dt = DType::F16;
+        let qs = [b, h, lq, d];
+        let ks = [b, h, lk, d];
+        let (q, qv) = rand_tensor(&mut rng, &qs, dt, -3.0, 3.0);
+        let (k, kv) = rand_tensor(&mut rng, &ks, dt, -3.0, 3.0);
+        let (v, vv) = rand_tensor(&mut rng, &ks, dt, -1.0, 1.0);
+        for causal in [false, true] {
+            check_path(
+                AttentionPath::FlashCoop,
+                (&q, &qv, &qs),
+                (&k, &kv, &ks),
+                (&v, &vv, &ks),
+                None,
+                causal,
+                None,
+                atol(dt),
+            );
+        }
+        let pad_shape = [b, 1, 1, lk];
+        let pad: Vec<f64> =
+            (0..b * lk).map(|e| if e % lk > (lk * (1 + e / lk)) / 3 { f64::NEG_INFINITY } else { 0.0 }).collect();
+        let m = tensor_of(&pad, &pad_shape, dt);
+        check_path(
+            AttentionPath::FlashCoop,
+            (&q, &qv, &qs),
+            (&k, &kv, &ks),
+            (&v, &vv, &ks),
+            Some((&m, &pad, &pad_shape)),
+            true,
+            Some(0.3),
+            atol(dt),
+        );
+        // A prefix of the keys read in place equals attention over a copy of it.
+        let len = lk / 2 + 1;
+        let y = ops::attention_prefix(&q, &k, &v, len, true, None).unwrap().to_f64_vec().unwrap();
+        let kp: Vec<f64> = kv.chunks(lk * d).flat_map(|c| c[..len * d].to_vec()).collect();
+        let vp: Vec<f64> = vv.chunks(lk * d).flat_map(|c| c[..len * d].to_vec()).collect();
+        let (want, _) = cpu::attention(&qv, &qs, &kp, &[b, h, len, d], &vp, &[b, h, len, d], true, None).unwrap();
+        assert_close(&format!("prefix {len} of {lk}"), &y, &want, atol(dt), 3e-3);
+    }
+    // Large scores: the running maximum moves many times (rescaling through the scratch).
+    let (q, qv) = rand_tensor(&mut rng, &[1, 1, 70, 16], DType::F16, 5.0, 8.0);
+    let (k, kv) = rand_tensor(&mut rng, &[1, 1, 200, 16], DType::F16, -8.0, 8.0);
+    let (v, vv) = rand_tensor(&mut rng, &[1, 1, 200, 16], DType::F16, -1.0, 1.0);
+    let s = [1usize, 1, 70, 16];
+    let ks = [1usize, 1, 200, 16];
+    check_path(AttentionPath::FlashCoop, (&q, &qv, &s), (&k, &kv, &ks), (&v, &vv, &ks), None, false, Some(1.0), 2e-2);
+}
+
+/// What the cooperative-matrix kernels rely on, on a device that has them: `coopLoadT` reads a
+/// row-major tile and `coopLoad` a column-major one (its transpose), from workgroup memory at
+/// the strides and offsets the kernel uses; and the kernel on one key gives that key's values.
+#[test]
+fn coop_load_layouts_on_device() {
+    let dev = kiln_core::device().unwrap();
+    if !ops::uses_flash_coop(&dev, 16, 16) {
+        eprintln!("no cooperative matrices: skipped");
+        return;
+    }
+    let row: Vec<f32> = (0..256).map(|e| e as f32).collect();
+    let col: Vec<f32> = (0..256).map(|e| ((e % 16) * 16 + e / 16) as f32).collect();
+    // [A's row stride, C's row stride, A's offset, C's offset], in elements: the strides and
+    // offsets the attention kernel uses.
+    for cfg in [[24u32, 16u32, 0u32, 0u32], [72, 68, 0, 0], [24, 68, 0, 0], [72, 16, 1152, 0], [72, 68, 2304, 2176]] {
+        let got = ops::coop_layout_probe(&dev, cfg).unwrap();
+        assert_eq!(&got[..256], &row[..], "{cfg:?}: coopLoadT is row-major");
+        assert_eq!(&got[256..], &col[..], "{cfg:?}: coopLoad is column-major");
+    }
+    // One key: the output is that key's value row.
+    let q = Tensor::from_slice(&[f16::from_f32(0.5); 16], &[1, 1, 16]).unwrap();
+    let vs: Vec<f16> = (0..16).map(|e| f16::from_f32(e as f32 / 16.0)).collect();
+    let v = Tensor::from_slice(&vs, &[1, 1, 16]).unwrap();
+    let y = ops::attention_on_path(&q, &q, &v, None, false, None, AttentionPath::FlashCoop).unwrap();
+    assert_eq!(y.to_vec::<f16>().unwrap(), vs);
 }

@@ -18,6 +18,8 @@
 //! - fused, one workgroup per query row (`shaders/attention.wgsl`): any D, no mask; Auto's
 //!   choice for small problems with D or Dv over 64, and for D over `FLASH_MAX_D`.
 
+mod coop;
+
 use crate::dtype::DType;
 use crate::exec::grid;
 use crate::exec::{check_f16, check_same_device, enables, Launch, Params};
@@ -25,6 +27,7 @@ use crate::pipeline::render;
 use crate::shape::{broadcast_shapes, numel};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
+pub use coop::{coop_layout_probe, source_for_tests as flash_coop_source_for_tests};
 
 const TEMPLATE: &str = include_str!("../../../shaders/attention.wgsl");
 const SOFTMAX: &str = include_str!("../../../shaders/attention_softmax.wgsl");
@@ -73,6 +76,10 @@ pub enum AttentionPath {
     /// Tiled flash kernel (`shaders/flash_attention.wgsl`): BR query rows per workgroup, K/V
     /// tiles in workgroup memory, online softmax. D and Dv up to `FLASH_MAX_D`.
     Flash,
+    /// The flash kernel for f16 on cooperative matrices (`shaders/flash_attention_coop.wgsl`):
+    /// where the device has them, D and Dv multiples of 16 up to `FLASH_MAX_D`
+    /// ([`uses_flash_coop`]).
+    FlashCoop,
     /// Split over the key length with a combine pass (`shaders/flash_attention_split.wgsl`):
     /// for few queries against many keys (decode). Any D and Dv.
     SplitKv,
@@ -80,6 +87,12 @@ pub enum AttentionPath {
     Fused,
     /// q kᵀ, a softmax, p v through the matmul kernels; no mask, score matrix under 1 GiB.
     Matmul,
+}
+
+/// Whether f16 attention with head sizes `d`, `dv` can take (and Auto takes, for more than
+/// `DECODE_MAX_LQ` queries) the cooperative-matrix flash kernel on `device`.
+pub fn uses_flash_coop(device: &crate::device::Device, d: usize, dv: usize) -> bool {
+    coop::pick(device, DType::F16, d, dv).is_some()
 }
 
 /// Flash kernel's query rows per workgroup (one per thread).
@@ -212,11 +225,13 @@ fn attention_impl(
     let scores = rows * lk;
     let matmul_fits = scores * 4 <= SCORES_MAX_BYTES.min(device.max_tensor_bytes() as usize);
     let flash_tile = flash_keys_per_tile(&device, d, dv);
+    let flash_coop = coop::pick(&device, dtype, d, dv);
     // Measured on the H100 (BENCHMARKS.md): flash beats the matmul path at D = 64 (8.25 vs 7.77
     // TFLOP/s) but not at D = 128 (3.2 vs 10.6: q and the accumulators no longer fit in
     // registers), where it still beats the per-row kernel for scores too big for the matmuls.
     let path = match path {
         AttentionPath::Auto if lq <= DECODE_MAX_LQ => AttentionPath::SplitKv,
+        AttentionPath::Auto if flash_coop.is_some() => AttentionPath::FlashCoop,
         // A prefix of K and V is read in place only by the kernels that take batch strides.
         AttentionPath::Auto if kv_len.is_some() && flash_tile.is_some() => AttentionPath::Flash,
         AttentionPath::Auto if kv_len.is_some() => AttentionPath::SplitKv,
@@ -241,6 +256,16 @@ fn attention_impl(
                 ))
             })?;
             flash(&geom, q, k, v, mask.zip(mask_strides.as_deref()), &out, bc)?;
+            Ok(out)
+        }
+        AttentionPath::FlashCoop => {
+            let c = flash_coop.ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "attention: the cooperative-matrix flash kernel takes f16 with D and Dv multiples of 16 up to \
+                     {FLASH_MAX_D} on a device with cooperative matrices, got {dtype}, D {d}, Dv {dv}"
+                ))
+            })?;
+            coop::run(&geom, c, q, k, v, mask.zip(mask_strides.as_deref()), &out)?;
             Ok(out)
         }
         AttentionPath::SplitKv => {
@@ -290,6 +315,25 @@ struct Geometry<'a> {
 }
 
 impl Geometry<'_> {
+    /// The parameter block of the flash kernels (`nqb` query blocks per batch entry).
+    fn flash_params(&self, nqb: usize, blocks: usize, mask: Option<&[usize]>) -> Params {
+        let (msq, msk) = mask.map_or((0, 0), |s| (s[s.len() - 2], s[s.len() - 1]));
+        let params = Params::new()
+            .u32(self.lq)
+            .u32(self.lk)
+            .u32(self.d)
+            .u32(self.dv)
+            .u32(nqb)
+            .u32(blocks)
+            .u32(self.causal as u32)
+            .f32(self.scale * std::f32::consts::LOG2_E)
+            .u32(msq)
+            .u32(msk)
+            .u32(self.batch_shape.len())
+            .u32(0);
+        self.batch_params(params, mask)
+    }
+
     /// The batch dimensions and each operand's batch strides (dims8 lists), mask's last.
     fn batch_params(&self, params: Params, mask: Option<&[usize]>) -> Params {
         let bs = self.batch_shape;
@@ -327,21 +371,7 @@ fn flash(
     let dtype = q.dtype();
     let nqb = g.lq.div_ceil(FLASH_BR);
     let blocks = numel(g.batch_shape) * nqb;
-    let (msq, msk) = mask.map_or((0, 0), |(_, s)| (s[s.len() - 2], s[s.len() - 1]));
-    let params = Params::new()
-        .u32(g.lq)
-        .u32(g.lk)
-        .u32(g.d)
-        .u32(g.dv)
-        .u32(nqb)
-        .u32(blocks)
-        .u32(g.causal as u32)
-        .f32(g.scale * std::f32::consts::LOG2_E)
-        .u32(msq)
-        .u32(msk)
-        .u32(g.batch_shape.len())
-        .u32(0);
-    let params = g.batch_params(params, mask.map(|(_, s)| s));
+    let params = g.flash_params(nqb, blocks, mask.map(|(_, s)| s));
     let (dp, dvp) = (g.d.div_ceil(4).max(1), g.dv.div_ceil(4).max(1));
     let has_mask = mask.is_some();
     let vec = g.d.is_multiple_of(4) && g.dv.is_multiple_of(4);

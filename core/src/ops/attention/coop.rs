@@ -1,0 +1,313 @@
+//! f16 flash attention on cooperative matrices (`shaders/flash_attention_coop.wgsl`): Q·Kᵀ and
+//! P·V as 16x16x16 f16 products with f32 accumulators (tensor cores), the online softmax between
+//! them on the invocations. Taken where the device has wgpu's cooperative-matrix feature with an
+//! f16 x f16 -> f32 configuration, one subgroup size of 16, 32 or 64, and D, Dv multiples of 16.
+
+use super::{Geometry, FLASH_MAX_D};
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::exec::{grid, Launch};
+use crate::pipeline::{render, Checks};
+use crate::shape::numel;
+use crate::tensor::Tensor;
+use crate::Result;
+use std::fmt::Write;
+
+const TEMPLATE: &str = include_str!("../../../../shaders/flash_attention_coop.wgsl");
+/// Subgroups per workgroup, 16 query rows each.
+const NSG: usize = 4;
+
+/// One configuration of the kernel: the subgroup size and the keys per tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CoopAttn {
+    sg: usize,
+    bc: usize,
+    d: usize,
+    dv: usize,
+}
+
+impl CoopAttn {
+    fn shared_bytes(sg_count: usize, bc: usize, d: usize, dv: usize) -> usize {
+        // K and V tiles, the score and P scratch, and the `grew` flag's 16 bytes (at exactly the
+        // 48 KiB limit without them, D = 80 hung the H100).
+        bc * (d + 8) * 2 + bc * (dv + 8) * 2 + sg_count * 16 * (bc + 4) * 4 + sg_count * 16 * (bc + 8) * 2 + 16
+    }
+}
+
+/// The configuration for `dtype` attention with head sizes `d`, `dv` on `device`, or None where
+/// the kernel does not apply.
+pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option<CoopAttn> {
+    if dtype != DType::F16 || crate::ops::matmul::coop_accumulator(device) != Some("f32") {
+        return None;
+    }
+    let sg = device.subgroup_size.map(|s| s as usize).filter(|s| [16, 32, 64].contains(s))?;
+    let ok = |x: usize| x.is_multiple_of(16) && (16..=FLASH_MAX_D).contains(&x);
+    if !(ok(d) && ok(dv)) {
+        return None;
+    }
+    let limits = device.limits();
+    if sg * NSG > limits.max_compute_invocations_per_workgroup as usize
+        || sg * NSG > limits.max_compute_workgroup_size_x as usize
+    {
+        return None;
+    }
+    let limit = limits.max_compute_workgroup_storage_size as usize;
+    let bc = [64, 32, 16].into_iter().find(|&bc| CoopAttn::shared_bytes(NSG, bc, d, dv) <= limit)?;
+    Some(CoopAttn { sg, bc, d, dv })
+}
+
+pub(super) fn run(
+    g: &Geometry,
+    c: CoopAttn,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<(&Tensor, &[usize])>,
+    out: &Tensor,
+) -> Result<()> {
+    let device = q.device().clone();
+    let br = NSG * 16;
+    let nqb = g.lq.div_ceil(br);
+    let blocks = numel(g.batch_shape) * nqb;
+    let params = g.flash_params(nqb, blocks, mask.map(|(_, s)| s));
+    let has_mask = mask.is_some();
+    let mut tensors = vec![q, k, v];
+    tensors.extend(mask.map(|(m, _)| m));
+    tensors.push(out);
+    Launch {
+        key: format!("flash_attention_coop:{}:{}:{}:{}:{has_mask}", c.sg, c.bc, c.d, c.dv),
+        source: Box::new(move || source(c, has_mask)),
+        tensors: &tensors,
+        params: Some(params),
+        groups: grid(blocks as u64, device.limits().max_compute_workgroups_per_dimension)?,
+    }
+    // Global reads are guarded by Lq and Lk, stores by Lq and Dv; workgroup indices are in range
+    // by construction. Device tests run ragged shapes through it.
+    .run_with(&device, Checks::Unchecked)
+}
+
+/// The kernel's WGSL for one configuration (the tests validate it through naga everywhere).
+pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
+    let CoopAttn { sg, bc, d, dv } = c;
+    let (qd, nb, od) = (d / 16, bc / 16, dv / 16);
+    let lpr = sg / 16;
+    let nt = sg * NSG;
+    let mut load_q = String::new();
+    for ci in 0..qd {
+        let _ = write!(
+            load_q,
+            "    for (var e = lane; e < 256u; e += SG) {{
+        let qr = row0 + e / 16u;
+        var x = 0.0h;
+        if (qr < p.lq) {{
+            x = q[qoff + qr * D + {off}u + e % 16u];
+        }}
+        Ps[psb + (e / 16u) * SP + e % 16u] = x;
+    }}
+    workgroupBarrier();
+    let qa{ci} = coopLoadT<coop_mat16x16<f16, A>>(&Ps[psb], SP);
+    workgroupBarrier();
+",
+            off = ci * 16
+        );
+    }
+    let mut acc = String::new();
+    for ci in 0..od {
+        let _ = writeln!(acc, "    var o{ci} = coop_mat16x16<f32, C>();");
+    }
+    // K and V tiles: every invocation's vec4 loads issued, then stored.
+    let mut load_kv = String::new();
+    for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK", "koff"), ("v", dv, "Vs", "SV", "voff")] {
+        let per_row = width / 4;
+        let total = bc * per_row;
+        let count = total.div_ceil(nt);
+        let _ = writeln!(load_kv, "        {{");
+        for e in 0..count {
+            let _ = writeln!(
+                load_kv,
+                "            let {name}e{e} = lid + {off}u;
+            let {name}j{e} = j0 + {name}e{e} / {per_row}u;
+            var {name}x{e} = vec4<f16>(0.0h);
+            if ({name}e{e} < {total}u && {name}j{e} < p.lk) {{
+                {name}x{e} = {name}[({koff} + {name}j{e} * {width}u) / 4u + {name}e{e} % {per_row}u];
+            }}",
+                off = e * nt
+            );
+        }
+        for e in 0..count {
+            let _ = writeln!(
+                load_kv,
+                "            if ({name}e{e} < {total}u) {{
+                let o = ({name}e{e} / {per_row}u) * {stride} + ({name}e{e} % {per_row}u) * 4u;
+                {dst}[o] = {name}x{e}.x;
+                {dst}[o + 1u] = {name}x{e}.y;
+                {dst}[o + 2u] = {name}x{e}.z;
+                {dst}[o + 3u] = {name}x{e}.w;
+            }}"
+            );
+        }
+        let _ = writeln!(load_kv, "        }}");
+    }
+    let mut scores = String::from("        {\n");
+    for j in 0..nb {
+        let _ = writeln!(scores, "            var s{j} = coop_mat16x16<f32, C>();");
+    }
+    for ci in 0..qd {
+        for j in 0..nb {
+            let _ = writeln!(
+                scores,
+                "            let kb{ci}_{j} = coopLoad<coop_mat16x16<f16, B>>(&Ks[{}u * SK + {}u], SK);
+            s{j} = coopMultiplyAdd(qa{ci}, kb{ci}_{j}, s{j});",
+                j * 16,
+                ci * 16
+            );
+        }
+    }
+    for j in 0..nb {
+        let _ = writeln!(scores, "            coopStoreT(s{j}, &Ss[ssb + {}u], SS);", j * 16);
+    }
+    scores.push_str("        }\n");
+    let mut reduce_max = String::new();
+    let mut reduce_sum = String::new();
+    let mut o = 1;
+    while o < lpr {
+        let _ = writeln!(reduce_max, "        mx = max(mx, subgroupShuffleXor(mx, {o}u));");
+        let _ = writeln!(reduce_sum, "        sum += subgroupShuffleXor(sum, {o}u);");
+        o *= 2;
+    }
+    let through_scratch = |ci: usize, body: &str, reload: bool| {
+        format!(
+            "    coopStoreT(o{ci}, &Ss[ssb], SS);
+    workgroupBarrier();
+    for (var t = 0u; t < 16u / LPR; t++) {{
+        let at = ssb + rr * SS + t * LPR + part;
+        let col = {}u + t * LPR + part;
+{body}
+    }}
+    workgroupBarrier();
+{}",
+            ci * 16,
+            if reload {
+                format!("    o{ci} = coopLoadT<coop_mat16x16<f32, C>>(&Ss[ssb], SS);\n    workgroupBarrier();\n")
+            } else {
+                String::new()
+            }
+        )
+    };
+    let mut rescale = String::new();
+    let mut store = String::new();
+    for ci in 0..od {
+        rescale += &through_scratch(ci, "        Ss[at] = Ss[at] * alpha;", true);
+        store += &through_scratch(
+            ci,
+            "        if (i < p.lq && col < p.dv) {\n            out[obase + col] = f16(Ss[at] * inv);\n        }",
+            false,
+        );
+    }
+    let mut pv = String::from("        {\n");
+    for j in 0..nb {
+        let _ = writeln!(pv, "            let pa{j} = coopLoadT<coop_mat16x16<f16, A>>(&Ps[psb + {}u], SP);", j * 16);
+    }
+    for ci in 0..od {
+        for j in 0..nb {
+            let _ = writeln!(
+                pv,
+                "            let vb{j}_{ci} = coopLoadT<coop_mat16x16<f16, B>>(&Vs[{}u * SV + {}u], SV);
+            o{ci} = coopMultiplyAdd(pa{j}, vb{j}_{ci}, o{ci});",
+                j * 16,
+                ci * 16
+            );
+        }
+    }
+    pv.push_str("        }\n");
+    render(
+        TEMPLATE,
+        &[
+            ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
+            ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
+            ("OUT_SLOT", if has_mask { "4" } else { "3" }),
+            ("P_SLOT", if has_mask { "5" } else { "4" }),
+            ("SG", &sg.to_string()),
+            ("NSG", &NSG.to_string()),
+            ("NT", &nt.to_string()),
+            ("BC", &bc.to_string()),
+            ("D", &d.to_string()),
+            ("DV", &dv.to_string()),
+            ("KS_LEN", &(bc * (d + 8)).to_string()),
+            ("VS_LEN", &(bc * (dv + 8)).to_string()),
+            ("SS_LEN", &(NSG * 16 * (bc + 4)).to_string()),
+            ("PS_LEN", &(NSG * 16 * (bc + 8)).to_string()),
+            ("LOAD_Q", &load_q),
+            ("ACC_DECL", &acc),
+            ("LOAD_KV", &load_kv),
+            ("SCORES", &scores),
+            ("REDUCE_MAX", &reduce_max),
+            ("REDUCE_SUM", &reduce_sum),
+            ("RESCALE", &rescale),
+            ("PV", &pv),
+            ("STORE", &store),
+            ("MASK_ADD", if has_mask { "    s += f32(mask[moff + i * p.msq + key * p.msk]) * LOG2E;" } else { "" }),
+        ],
+    )
+}
+
+/// The kernel's WGSL for subgroup size `sg`, `bc` keys per tile, head sizes `d`, `dv` (tests
+/// validate it through naga on every machine).
+pub fn source_for_tests(sg: usize, bc: usize, d: usize, dv: usize, has_mask: bool) -> String {
+    source(CoopAttn { sg, bc, d, dv }, has_mask)
+}
+
+/// What the kernel relies on, checked by the tests on devices with cooperative matrices: the
+/// product of an identity A with the same 16x16 workgroup tile (x = 0, 1, .., 255 row-major)
+/// loaded as B by `coopLoadT` (row-major: gives x) and by `coopLoad` (column-major: gives xᵀ),
+/// 512 values in all.
+pub fn coop_layout_probe(device: &std::sync::Arc<Device>, cfg: [u32; 4]) -> Result<Vec<f32>> {
+    const PROBE: &str = r#"
+enable f16;
+enable wgpu_cooperative_matrix;
+@group(0) @binding(0) var<storage, read> x: array<f16>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+const p_sa = SAu;
+const p_sc = SCu;
+const p_ao = AOu;
+const p_co = COu;
+var<workgroup> w: array<f16, 384>;
+var<workgroup> id: array<f16, 4608>;
+var<workgroup> c: array<f32, 4352>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    for (var e = lid; e < 256u; e += 64u) {
+        w[(e / 16u) * 24u + e % 16u] = x[e];
+        id[p_ao + (e / 16u) * p_sa + e % 16u] = select(0.0h, 1.0h, e / 16u == e % 16u);
+    }
+    workgroupBarrier();
+    let a = coopLoadT<coop_mat16x16<f16, A>>(&id[p_ao], p_sa);
+    let bt = coopLoadT<coop_mat16x16<f16, B>>(&w[0], 24u);
+    let bc = coopLoad<coop_mat16x16<f16, B>>(&w[0], 24u);
+    let r0 = coopMultiplyAdd(a, bt, coop_mat16x16<f32, C>());
+    let r1 = coopMultiplyAdd(a, bc, coop_mat16x16<f32, C>());
+    coopStoreT(r0, &c[p_co], p_sc);
+    coopStoreT(r1, &c[p_co + 16u * p_sc], p_sc);
+    workgroupBarrier();
+    for (var e = lid; e < 512u; e += 64u) {
+        out[e] = c[p_co + (e / 16u) * p_sc + e % 16u];
+    }
+}
+"#;
+    let xs: Vec<half::f16> = (0..256).map(|e| half::f16::from_f32(e as f32)).collect();
+    let x = Tensor::from_slice_on(device, &xs, &[256])?;
+    let out = Tensor::empty_on(device, &[512], DType::F32)?;
+    let src = ["SAu", "SCu", "AOu", "COu"]
+        .iter()
+        .zip(cfg)
+        .fold(PROBE.to_string(), |s, (name, v)| s.replace(name, &format!("{v}u")));
+    Launch {
+        key: format!("coop_layout_probe:{cfg:?}"),
+        source: Box::new(move || src),
+        tensors: &[&x, &out],
+        params: None,
+        groups: [1, 1, 1],
+    }
+    .run(device)?;
+    out.to_vec::<f32>()
+}
