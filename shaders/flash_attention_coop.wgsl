@@ -4,8 +4,8 @@
 //
 // A workgroup takes BR = NSG * 16 query rows of one batch entry: each of its NSG subgroups owns
 // 16 rows, holds their Q as D/16 matrices and their output as DV/16 f32 accumulators for the
-// whole walk over the keys, BC keys at a time. Per tile: all invocations copy K and V (zeros past
-// Lk) into workgroup memory; each subgroup computes its 16 x BC scores S = Q·Kᵀ, stores them to
+// whole walk over the keys, BC keys at a time. Per tile: all invocations store K and V (zeros
+// past Lk; fetched into registers while the previous tile computed) into workgroup memory; each subgroup computes its 16 x BC scores S = Q·Kᵀ, stores them to
 // its own scratch, and its invocations (LPR per query row) apply scale, mask and causality and
 // turn them into P = exp2(S - m) as f16, which the subgroup multiplies into V.
 // The running maximum m of a row moves only when a tile's maximum exceeds it by more than
@@ -126,25 +126,30 @@ fn main(
     // Q, 16 columns at a time through this subgroup's P scratch.
 {{LOAD_Q}}
 {{ACC_DECL}}
+    // This invocation's share of the first K and V tiles, in registers.
+    var j0 = 0u;
+{{FETCH_DECL}}
     var m = LOWEST;
     var l = 0.0;
-    for (var j0 = 0u; j0 < nk_block; j0 += BC) {
+    for (; j0 < nk_block; j0 += BC) {
         workgroupBarrier();
         if (lid == 0u) {
             grew[0] = 0u;
         }
-{{LOAD_KV}}
+{{STORE_KV}}
         workgroupBarrier();
+        // The next tiles' loads are in flight while this one's products and softmax run.
+        if (j0 + BC < nk_block) {
+            let j0 = j0 + BC;
+{{FETCH}}
+        }
 {{SCORES}}
         workgroupBarrier();
-        // The tile's row maximum over the keys this row sees.
+        // This invocation's scores of the tile (SCORES_READ: scaled, masked, read once into
+        // registers), their maximum over the keys this row sees, then P.
+        let nv = select(0u, nk - j0, nk > j0); // keys of this tile the row sees
         var mx = LOWEST;
-        for (var t = 0u; t < BC / LPR; t++) {
-            let c = t * LPR + part;
-            if (j0 + c < nk) {
-                mx = max(mx, score(ssb + rr * SS + c, moff, i, j0 + c));
-            }
-        }
+{{SOFTMAX_MAX}}
 {{REDUCE_MAX}}
         var alpha = 1.0;
         let grow = mx > m + THRESH;
@@ -153,15 +158,7 @@ fn main(
             m = mx;
         }
         var sum = 0.0;
-        for (var t = 0u; t < BC / LPR; t++) {
-            let c = t * LPR + part;
-            var ph = 0.0h;
-            if (j0 + c < nk) {
-                ph = f16(exp2(score(ssb + rr * SS + c, moff, i, j0 + c) - m));
-            }
-            Ps[psb + rr * SP + c] = ph;
-            sum += f32(ph);
-        }
+{{SOFTMAX_P}}
 {{REDUCE_SUM}}
         if (grow && l > 0.0) {
             grew[0] = 1u;
@@ -177,11 +174,4 @@ fn main(
     let inv = select(0.0, 1.0 / l, l > 0.0);
     let obase = (bi * p.lq + i) * p.dv;
 {{STORE}}
-}
-
-// The scaled score (log2 units, mask added) of key `key` for row `i`, from the scratch.
-fn score(at: u32, moff: u32, i: u32, key: u32) -> f32 {
-    var s = Ss[at] * p.scale2;
-{{MASK_ADD}}
-    return s;
 }

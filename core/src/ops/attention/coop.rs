@@ -115,38 +115,69 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     for ci in 0..od {
         let _ = writeln!(acc, "    var o{ci} = coop_mat16x16<f32, C>();");
     }
-    // K and V tiles: every invocation's vec4 loads issued, then stored.
-    let mut load_kv = String::new();
+    // K and V tiles: each invocation's vec4s fetched into registers (rx0.., zeros past Lk),
+    // stored into workgroup memory at the top of the next step.
+    let mut fetch_decl = String::new();
+    let mut fetch = String::new();
+    let mut store_kv = String::new();
     for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK", "koff"), ("v", dv, "Vs", "SV", "voff")] {
         let per_row = width / 4;
         let total = bc * per_row;
-        let count = total.div_ceil(nt);
-        let _ = writeln!(load_kv, "        {{");
-        for e in 0..count {
+        for e in 0..total.div_ceil(nt) {
+            let off = e * nt;
+            let guard = if (e + 1) * nt > total { format!("lid + {off}u < {total}u && ") } else { String::new() };
+            let _ = writeln!(fetch_decl, "    var {name}x{e} = vec4<f16>(0.0h);");
+            let body = format!(
+                "        {{
+            let kj = j0 + (lid + {off}u) / {per_row}u;
+            {name}x{e} = vec4<f16>(0.0h);
+            if ({guard}kj < p.lk) {{
+                {name}x{e} = {name}[({koff} + kj * {width}u) / 4u + (lid + {off}u) % {per_row}u];
+            }}
+        }}
+"
+            );
+            fetch_decl += &body;
+            fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
+            let open = if guard.is_empty() { String::new() } else { format!("if (lid + {off}u < {total}u) ") };
             let _ = writeln!(
-                load_kv,
-                "            let {name}e{e} = lid + {off}u;
-            let {name}j{e} = j0 + {name}e{e} / {per_row}u;
-            var {name}x{e} = vec4<f16>(0.0h);
-            if ({name}e{e} < {total}u && {name}j{e} < p.lk) {{
-                {name}x{e} = {name}[({koff} + {name}j{e} * {width}u) / 4u + {name}e{e} % {per_row}u];
-            }}",
-                off = e * nt
+                store_kv,
+                "        {open}{{
+            let o = ((lid + {off}u) / {per_row}u) * {stride} + ((lid + {off}u) % {per_row}u) * 4u;
+            {dst}[o] = {name}x{e}.x;
+            {dst}[o + 1u] = {name}x{e}.y;
+            {dst}[o + 2u] = {name}x{e}.z;
+            {dst}[o + 3u] = {name}x{e}.w;
+        }}"
             );
         }
-        for e in 0..count {
-            let _ = writeln!(
-                load_kv,
-                "            if ({name}e{e} < {total}u) {{
-                let o = ({name}e{e} / {per_row}u) * {stride} + ({name}e{e} % {per_row}u) * 4u;
-                {dst}[o] = {name}x{e}.x;
-                {dst}[o + 1u] = {name}x{e}.y;
-                {dst}[o + 2u] = {name}x{e}.z;
-                {dst}[o + 3u] = {name}x{e}.w;
-            }}"
-            );
-        }
-        let _ = writeln!(load_kv, "        }}");
+    }
+    // The softmax of one tile's row share: scores read once into registers.
+    let cpl = bc / lpr;
+    let mut soft_max = String::new();
+    let mut soft_p = String::new();
+    for t in 0..cpl {
+        let col = format!("{}u + part", t * lpr);
+        let mask_add = if has_mask {
+            format!(" + f32(mask[moff + i * p.msq + (j0 + {col}) * p.msk]) * LOG2E")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            soft_max,
+            "        let ok{t} = {col} < nv;
+        var x{t} = LOWEST;
+        if (ok{t}) {{
+            x{t} = Ss[ssb + rr * SS + {col}] * p.scale2{mask_add};
+            mx = max(mx, x{t});
+        }}"
+        );
+        let _ = writeln!(
+            soft_p,
+            "        let p{t} = select(0.0h, f16(exp2(x{t} - m)), ok{t});
+        Ps[psb + rr * SP + {col}] = p{t};
+        sum += f32(p{t});"
+        );
     }
     let mut scores = String::from("        {\n");
     for j in 0..nb {
@@ -239,14 +270,17 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
             ("PS_LEN", &(NSG * 16 * (bc + 8)).to_string()),
             ("LOAD_Q", &load_q),
             ("ACC_DECL", &acc),
-            ("LOAD_KV", &load_kv),
+            ("FETCH_DECL", &fetch_decl),
+            ("FETCH", &fetch),
+            ("STORE_KV", &store_kv),
+            ("SOFTMAX_MAX", &soft_max),
+            ("SOFTMAX_P", &soft_p),
             ("SCORES", &scores),
             ("REDUCE_MAX", &reduce_max),
             ("REDUCE_SUM", &reduce_sum),
             ("RESCALE", &rescale),
             ("PV", &pv),
             ("STORE", &store),
-            ("MASK_ADD", if has_mask { "    s += f32(mask[moff + i * p.msq + key * p.msk]) * LOG2E;" } else { "" }),
         ],
     )
 }
