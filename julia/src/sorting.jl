@@ -97,7 +97,7 @@ elements in column-major order. Their number is read back from the GPU.
 """
 function nonzero(x::KilnArray{T,N}) where {T,N}
     N >= 1 || throw(ArgumentError("Kiln.nonzero: x must have at least one dimension"))
-    hs = fill(Ptr{KilnTensor}(C_NULL), N)
+    hs = Base.fill(Ptr{KilnTensor}(C_NULL), N)
     GC.@preserve hs begin
         ps = [pointer(hs, i) for i in 1:N]
         GC.@preserve ps begin
