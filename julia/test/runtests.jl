@@ -115,7 +115,7 @@ const top = @testset "Kiln.jl" begin
     @testset "sort, sortperm, searchsorted, count, findall, unique, isin" begin
         v = Float32[3, NaN, -0.0, 1, 0.0, 3, -Inf, 2]
         # Stable, NaN last; -0.0 == 0.0 keeps their order (Base's isless would put -0.0 first).
-        @test same(Array(sort(KilnArray(v))), Float32[-Inf, -0.0, 0.0, 1, 2, 3, 3, NaN])
+        @test isequal(Array(sort(KilnArray(v))), Float32[-Inf, -0.0, 0.0, 1, 2, 3, 3, NaN])  # -0.0 first, bit for bit
         @test Array(sortperm(KilnArray(v))) == Int32[7, 3, 5, 4, 8, 1, 6, 2]
         @test Array(sortperm(KilnArray(v); rev=true)) == Int32[2, 1, 6, 8, 4, 3, 5, 7]
         M = Int32[5 1 5; 2 2 0]
@@ -133,7 +133,7 @@ const top = @testset "Kiln.jl" begin
         @test Array(unique(KilnArray(Int32[3, 1, 3, 2, 1]))) == unique(Int32[3, 1, 3, 2, 1])
         u = Kiln.unique_all(KilnArray(Int32[3 1; 3 2]))
         @test Array(u.values) == Int32[1, 2, 3] && Array(u.counts) == Int32[1, 1, 2]
-        @test Array(u.indices) == Int32[3, 4, 1] && Array(u.inverse_indices) == Int32[3 1; 3 2] .- Int32[1 0; 1 0]
+        @test Array(u.indices) == Int32[3, 4, 1] && Array(u.inverse_indices) == Int32[3 1; 3 2]  # 1-based positions in values
         @test Array(Kiln.isin(KilnArray(Float32[1, NaN, 2]), KilnArray(Float32[2, NaN]))) == Bool[0, 0, 1]
     end
 

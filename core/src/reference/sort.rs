@@ -128,5 +128,5 @@ pub fn unique_all(x: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
 
 /// Whether each element of `x1` equals (`==`) some element of `x2`; `invert` negates.
 pub fn isin(x1: &[f64], x2: &[f64], invert: bool) -> Vec<f64> {
-    x1.iter().map(|&a| (x2.iter().any(|&b| a == b) != invert) as u8 as f64).collect()
+    x1.iter().map(|&a| (x2.contains(&a) != invert) as u8 as f64).collect()
 }
