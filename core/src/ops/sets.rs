@@ -58,10 +58,10 @@ pub fn unique_all(x: &Tensor) -> Result<Unique> {
     )?;
     let counts = ops::sub(&ends, &starts)?;
     // The group of sorted position i is the number of starts at or before i, minus one; x's
-    // element perm[i] belongs to it, so inverse = group[argsort(perm)] (the inverse permutation).
+    // element perm[i] belongs to it, so inverse = group[perm⁻¹].
     let positions = ops::arange(0.0, n as f64, 1.0, DType::I32)?;
     let group = ops::sub_scalar(&ops::searchsorted(&starts, &positions, true)?, 1.0)?;
-    let inverse = ops::index_select(&group, 0, &ops::argsort(&perm, 0, false)?)?;
+    let inverse = ops::index_select(&group, 0, &ops::sort::invert_permutation(&perm)?)?;
     Ok(Unique { values, indices, inverse_indices: inverse.reshape(&shape_isize(x.shape()))?, counts })
 }
 

@@ -25,6 +25,7 @@ use crate::{Error, Result};
 const KEYS: &str = include_str!("../../../shaders/sort_keys.wgsl");
 const BITONIC: &str = include_str!("../../../shaders/sort_bitonic.wgsl");
 const INDICES: &str = include_str!("../../../shaders/sort_indices.wgsl");
+const SCATTER: &str = include_str!("../../../shaders/sort_scatter.wgsl");
 
 /// Pairs one workgroup sorts in workgroup memory (the block kernel's tile).
 const BLOCK: usize = 512;
@@ -130,6 +131,23 @@ fn argsort_last(x: &Tensor, descending: bool) -> Result<Tensor> {
         tensors: &[&pairs, &out],
         params: Some(Params::new().u32(rows * n).u32(n).u32(p2).u32(0)),
         groups: groups_1d(&device, rows * n)?,
+    }
+    .run(&device)?;
+    Ok(out)
+}
+
+/// The inverse of the 1-D i32 permutation `perm` of 0..n (an argsort's result): `out[perm[i]] = i`,
+/// one scatter instead of a second sort.
+pub(crate) fn invert_permutation(perm: &Tensor) -> Result<Tensor> {
+    let device = perm.device().clone();
+    let n = perm.numel();
+    let out = Tensor::empty_on(&device, &[n], DType::I32)?;
+    Launch {
+        key: "sort_scatter".into(),
+        source: Box::new(|| SCATTER.to_string()),
+        tensors: &[perm, &out],
+        params: Some(Params::new().u32(n).u32(0).u32(0).u32(0)),
+        groups: groups_1d(&device, n)?,
     }
     .run(&device)?;
     Ok(out)
