@@ -305,6 +305,8 @@ typedef struct KilnPipelineStats {
     double compile_seconds;
 } KilnPipelineStats;
 
+typedef struct KilnTensor **Out;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -976,6 +978,96 @@ KilnStatus kiln_quant_embedding(const struct KilnTensor *w,
                                 size_t d,
                                 const struct KilnTensor *ids,
                                 struct KilnTensor **out);
+
+/**
+ * `x` sorted along `axis` (negative counts from the end), ascending or `descending`, stable:
+ * NaNs last ascending, first descending (the exact reverse order, ties still in index order).
+ * `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_sort(const struct KilnTensor *x,
+                     ptrdiff_t axis,
+                     bool descending,
+                     Out out);
+
+/**
+ * The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order).
+ * `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_argsort(const struct KilnTensor *x,
+                        ptrdiff_t axis,
+                        bool descending,
+                        Out out);
+
+/**
+ * numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of
+ * x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_searchsorted(const struct KilnTensor *x1,
+                             const struct KilnTensor *x2,
+                             bool right,
+                             Out out);
+
+/**
+ * The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_count_nonzero(const struct KilnTensor *x,
+                              const ptrdiff_t *axes,
+                              size_t naxes,
+                              bool keepdims,
+                              Out out);
+
+/**
+ * numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero
+ * elements (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count
+ * is read back to the host (the output size depends on the data). `x`, `outs` and each
+ * `outs[d]`: non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
+ */
+KilnStatus kiln_nonzero(const struct KilnTensor *x,
+                        const Out *outs,
+                        size_t nouts);
+
+/**
+ * The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN
+ * distinct), the i32 flat index of each one's first occurrence, the i32 index into values of
+ * every element of x (x's shape) and the i32 counts. The count of values is read back to the
+ * host. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
+ */
+KilnStatus kiln_unique_all(const struct KilnTensor *x,
+                           Out values,
+                           Out indices,
+                           Out inverse_indices,
+                           Out counts);
+
+/**
+ * kiln_unique_all's values and counts. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
+ */
+KilnStatus kiln_unique_counts(const struct KilnTensor *x,
+                              Out values,
+                              Out counts);
+
+/**
+ * kiln_unique_all's values and inverse indices. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
+ */
+KilnStatus kiln_unique_inverse(const struct KilnTensor *x,
+                               Out values,
+                               Out inverse_indices);
+
+/**
+ * kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_unique_values(const struct KilnTensor *x,
+                              Out out);
+
+/**
+ * Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is
+ * never found); `invert` negates. `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_isin(const struct KilnTensor *x1,
+                     const struct KilnTensor *x2,
+                     bool invert,
+                     Out out);
 
 /**
  * Elementwise -x, same shape as `x` and its dtype unless stated (every dtype but bool, which gives

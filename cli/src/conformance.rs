@@ -226,6 +226,36 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
             c.i("d")? as usize,
             c.input("ids")?,
         )?,
+        // Searching, sorting and sets; ops giving a tuple name the element with `output`.
+        "sort" => ops::sort(c.input("x")?, c.i("axis")? as isize, c.b("descending")?)?,
+        "argsort" => ops::argsort(c.input("x")?, c.i("axis")? as isize, c.b("descending")?)?,
+        "searchsorted" => ops::searchsorted(c.input("x1")?, c.input("x2")?, c.b("right")?)?,
+        "count_nonzero" => {
+            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
+            ops::count_nonzero(c.input("x")?, axes.as_deref(), c.b("keepdims")?)?
+        }
+        "nonzero" | "unique_all" | "unique_counts" | "unique_inverse" => {
+            let x = c.input("x")?;
+            let k = c.i("output")? as usize;
+            let outs = match op {
+                "nonzero" => ops::nonzero(x)?,
+                "unique_all" => {
+                    let u = ops::unique_all(x)?;
+                    vec![u.values, u.indices, u.inverse_indices, u.counts]
+                }
+                "unique_counts" => {
+                    let (v, n) = ops::unique_counts(x)?;
+                    vec![v, n]
+                }
+                _ => {
+                    let (v, i) = ops::unique_inverse(x)?;
+                    vec![v, i]
+                }
+            };
+            outs.into_iter().nth(k).with_context(|| format!("{op} has no output {k}"))?
+        }
+        "unique_values" => ops::unique_values(c.input("x")?)?,
+        "isin" => ops::isin(c.input("x1")?, c.input("x2")?, c.b("invert")?)?,
         "kernel" => {
             let src = std::fs::read_to_string(c.dir.join(c.s("source")?))?;
             let k = Kernel::new(&src, c.s("entry")?)?;

@@ -203,6 +203,27 @@ fn families(inp: &mut Inputs, cases: &mut Vec<Case>) -> Result<()> {
             move || cpu::reduce::argmin(&xv3, &sh3, Some(0), false).unwrap().0,
         );
     }
+    // sort and searchsorted over the reduction's input (rows of 1031: past the 512-pair block)
+    {
+        let (x1, xv1, sh1) = (x.clone(), xv.clone(), sh.clone());
+        row(
+            cases,
+            "argsort",
+            format!("{sh:?} axis -1"),
+            (0.0, 0.0),
+            move || ops::argsort(&x1, -1, false)?.to_f64_vec(),
+            move || cpu::sort::argsort(&xv1, &sh1, -1, false).unwrap(),
+        );
+        let (x2, xv2, sh2) = (x.clone(), xv.clone(), sh.clone());
+        row(
+            cases,
+            "sort",
+            format!("{sh:?} axis 0 descending"),
+            (0.0, 0.0),
+            move || ops::sort(&x2, 0, true)?.to_f64_vec(),
+            move || cpu::sort::sort(&xv2, &sh2, 0, true).unwrap(),
+        );
+    }
     // norms over [257, 1024]
     let sh = vec![257usize, 1024];
     let (x, xv) = inp.tensor(&sh, -3.0, 3.0, f)?;

@@ -382,7 +382,7 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
     let (ax, ax2) = (axis(rng), axis(rng));
     let big = rng.chance(20);
     let (k2, s2, p2, d2) = (pair(rng, big), pair(rng, big), pair(rng, big), pair(rng, big));
-    let which = rng.below(24);
+    let which = rng.below(29);
     let (un, bin) = (
         ops::UnaryOp::ALL[rng.below(ops::UnaryOp::ALL.len())],
         ops::BinaryOp::ALL[rng.below(ops::BinaryOp::ALL.len())],
@@ -414,6 +414,15 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
             20 => ops::full(&sa, dt, s)?,
             21 => ops::arange(s, s * 3.0, ax2 as f64, dt)?,
             22 => ops::attention(&a, &b, &b, ax > 0, Some(s as f32))?,
+            // searching, sorting and sets
+            23 => [ops::sort, ops::argsort][k2[1] % 2](&a, ax, ax2 > 0)?,
+            24 => ops::searchsorted(&a, &b, ax > 0)?,
+            25 => ops::nonzero(&a)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| kiln_core::Error::Internal("nonzero: no output".into()))?,
+            26 => ops::unique_all(&a)?.inverse_indices,
+            27 => ops::isin(&a, &b, ax > 0)?,
             _ => ops::cast(&a, dtb)?,
         })
     });

@@ -721,3 +721,145 @@ pub unsafe extern "C" fn kiln_quant_embedding(
         ops::quant_embedding(&*tensor(w, "w")?, quant_format(format)?, d, &*tensor(ids, "ids")?)
     })
 }
+
+// ---- searching, sorting and sets --------------------------------------------------------------
+
+/// `x` sorted along `axis` (negative counts from the end), ascending or `descending`, stable:
+/// NaNs last ascending, first descending (the exact reverse order, ties still in index order).
+/// `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_sort(x: *const KilnTensor, axis: isize, descending: bool, out: Out) -> KilnStatus {
+    call_out("kiln_sort", out, || ops::sort(&*tensor(x, "x")?, axis, descending))
+}
+
+/// The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order).
+/// `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_argsort(x: *const KilnTensor, axis: isize, descending: bool, out: Out) -> KilnStatus {
+    call_out("kiln_argsort", out, || ops::argsort(&*tensor(x, "x")?, axis, descending))
+}
+
+/// numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of
+/// x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_searchsorted(
+    x1: *const KilnTensor,
+    x2: *const KilnTensor,
+    right: bool,
+    out: Out,
+) -> KilnStatus {
+    call_out("kiln_searchsorted", out, || ops::searchsorted(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, right))
+}
+
+/// The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_count_nonzero(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    out: Out,
+) -> KilnStatus {
+    reduce("kiln_count_nonzero", x, axes, naxes, keepdims, out, ops::count_nonzero)
+}
+
+/// Runs `f` and hands its tensors to the caller through `outs` (each non-null; each set to NULL
+/// first, and left NULL on error).
+fn call_outs(func: &str, outs: &[Out], f: impl FnOnce() -> kiln_core::Result<Vec<Tensor>>) -> KilnStatus {
+    call(func, || {
+        for (i, &o) in outs.iter().enumerate() {
+            *crate::boundary::out_ptr(o, &format!("out {i}"))? = std::ptr::null_mut();
+        }
+        let ts = f()?;
+        let mut handles = Vec::with_capacity(ts.len());
+        for t in ts {
+            match crate::handles::tensors().insert(t) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    for h in handles {
+                        let _ = crate::handles::tensors().remove(h, "out");
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for (&o, h) in outs.iter().zip(handles) {
+            // SAFETY: checked non-null above.
+            unsafe { *o = std::ptr::without_provenance_mut(h) };
+        }
+        Ok(())
+    })
+}
+
+/// numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero
+/// elements (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count
+/// is read back to the host (the output size depends on the data). `x`, `outs` and each
+/// `outs[d]`: non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_nonzero(x: *const KilnTensor, outs: *const Out, nouts: usize) -> KilnStatus {
+    let outs = match slice(outs, nouts, "outs") {
+        Ok(o) => o,
+        Err(e) => return call("kiln_nonzero", || Err(e)),
+    };
+    call_outs("kiln_nonzero", outs, || {
+        let x = tensor(x, "x")?;
+        if nouts != x.ndim() {
+            return Err(kiln_core::Error::InvalidArgument(format!(
+                "nouts is {nouts} but x has rank {} (one output per dimension)",
+                x.ndim()
+            )));
+        }
+        ops::nonzero(&x)
+    })
+}
+
+/// The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN
+/// distinct), the i32 flat index of each one's first occurrence, the i32 index into values of
+/// every element of x (x's shape) and the i32 counts. The count of values is read back to the
+/// host. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unique_all(
+    x: *const KilnTensor,
+    values: Out,
+    indices: Out,
+    inverse_indices: Out,
+    counts: Out,
+) -> KilnStatus {
+    call_outs("kiln_unique_all", &[values, indices, inverse_indices, counts], || {
+        let u = ops::unique_all(&*tensor(x, "x")?)?;
+        Ok(vec![u.values, u.indices, u.inverse_indices, u.counts])
+    })
+}
+
+/// kiln_unique_all's values and counts. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unique_counts(x: *const KilnTensor, values: Out, counts: Out) -> KilnStatus {
+    call_outs("kiln_unique_counts", &[values, counts], || {
+        let (v, c) = ops::unique_counts(&*tensor(x, "x")?)?;
+        Ok(vec![v, c])
+    })
+}
+
+/// kiln_unique_all's values and inverse indices. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unique_inverse(x: *const KilnTensor, values: Out, inverse_indices: Out) -> KilnStatus {
+    call_outs("kiln_unique_inverse", &[values, inverse_indices], || {
+        let (v, i) = ops::unique_inverse(&*tensor(x, "x")?)?;
+        Ok(vec![v, i])
+    })
+}
+
+/// kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unique_values(x: *const KilnTensor, out: Out) -> KilnStatus {
+    call_out("kiln_unique_values", out, || ops::unique_values(&*tensor(x, "x")?))
+}
+
+/// Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is
+/// never found); `invert` negates. `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_isin(x1: *const KilnTensor, x2: *const KilnTensor, invert: bool, out: Out) -> KilnStatus {
+    call_out("kiln_isin", out, || ops::isin(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, invert))
+}

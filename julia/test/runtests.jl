@@ -112,6 +112,31 @@ const top = @testset "Kiln.jl" begin
         @test isnan(Array(clamp.(KilnArray(Float32[0.5]), KilnArray(Float32[NaN]), 1f0))[1])
     end
 
+    @testset "sort, sortperm, searchsorted, count, findall, unique, isin" begin
+        v = Float32[3, NaN, -0.0, 1, 0.0, 3, -Inf, 2]
+        # Stable, NaN last; -0.0 == 0.0 keeps their order (Base's isless would put -0.0 first).
+        @test isequal(Array(sort(KilnArray(v))), Float32[-Inf, -0.0, 0.0, 1, 2, 3, 3, NaN])  # -0.0 first, bit for bit
+        @test Array(sortperm(KilnArray(v))) == Int32[7, 3, 5, 4, 8, 1, 6, 2]
+        @test Array(sortperm(KilnArray(v); rev=true)) == Int32[2, 1, 6, 8, 4, 3, 5, 7]
+        M = Int32[5 1 5; 2 2 0]
+        @test Array(sort(KilnArray(M); dims=1)) == sort(M; dims=1)
+        @test Array(sort(KilnArray(M); dims=2, rev=true)) == sort(M; dims=2, rev=true)
+        @test_throws ArgumentError sort(KilnArray(M))
+        a = KilnArray(Float32[1, 2, 2, 4])
+        @test searchsortedfirst(a, 2f0) == searchsortedfirst(Float32[1, 2, 2, 4], 2f0)
+        @test searchsortedlast(a, 2f0) == searchsortedlast(Float32[1, 2, 2, 4], 2f0)
+        @test Array(searchsortedfirst(a, KilnArray(Float32[0, 2, 5]))) == Int32[1, 2, 5]
+        B = Bool[1 0 1; 0 1 1]
+        @test count(KilnArray(B)) == count(B)
+        @test Array(count(KilnArray(B); dims=1)) == count(B; dims=1)
+        @test findall(KilnArray(B)) == findall(B)
+        @test Array(unique(KilnArray(Int32[3, 1, 3, 2, 1]))) == unique(Int32[3, 1, 3, 2, 1])
+        u = Kiln.unique_all(KilnArray(Int32[3 1; 3 2]))
+        @test Array(u.values) == Int32[1, 2, 3] && Array(u.counts) == Int32[1, 1, 2]
+        @test Array(u.indices) == Int32[3, 4, 1] && Array(u.inverse_indices) == Int32[3 1; 3 2]  # 1-based positions in values
+        @test Array(Kiln.isin(KilnArray(Float32[1, NaN, 2]), KilnArray(Float32[2, NaN]))) == Bool[0, 0, 1]
+    end
+
     @testset "broadcasting: binary, scalars, comparisons" begin
         A, B, c, r = r32(3, 4), r32(3, 4), r32(3), r32(1, 4)
         B[abs.(B) .< 0.1f0] .= 0.5f0

@@ -761,6 +761,102 @@ defmodule Kiln do
   end
 
   # ---------------------------------------------------------------------------------------------
+  # Searching, sorting and sets
+
+  @doc """
+  `t` sorted along `axis:` (default 0, as Nx) in `direction: :asc` (default) or `:desc`.
+  Stable; NaNs sort last ascending and first descending (the exact reverse order, equal values
+  still in index order); -0.0 and 0.0 are equal.
+  """
+  def sort(t, opts \\ []) do
+    kw = opts!(opts, axis: 0, direction: :asc)
+    out(Native.sort(ref!(t), int!(kw[:axis], "axis"), descending!(kw[:direction]), false))
+  end
+
+  @doc """
+  The indices (`{:s, 32}`) that sort `t` along `axis:` (default 0) in `direction:` `:asc` or
+  `:desc` (as `sort/2`). Always stable; `stable:` is accepted as Nx's option.
+  """
+  def argsort(t, opts \\ []) do
+    kw = opts!(opts, axis: 0, direction: :asc, stable: true)
+    out(Native.sort(ref!(t), int!(kw[:axis], "axis"), descending!(kw[:direction]), true))
+  end
+
+  defp descending!(:asc), do: false
+  defp descending!(:desc), do: true
+
+  defp descending!(d),
+    do: raise(Error.new(:invalid_argument, "direction must be :asc or :desc, got #{inspect(d)}"))
+
+  @doc """
+  For each value of `values`, the index (`{:s, 32}`) at which it would be inserted into the
+  sorted 1-D `sorted` (same type) to keep it sorted: before equal elements (`side: :left`, the
+  default) or after them (`side: :right`). NaNs sort last, as in `sort/2`.
+  """
+  def searchsorted(sorted, values, opts \\ []) do
+    kw = opts!(opts, side: :left)
+
+    right =
+      case kw[:side] do
+        :left -> false
+        :right -> true
+        s -> raise Error.new(:invalid_argument, "side must be :left or :right, got #{inspect(s)}")
+      end
+
+    out(Native.searchsorted(ref!(sorted), ref!(values), right))
+  end
+
+  @doc """
+  The number (`{:s, 32}`) of non-zero elements over `axes:` (default: all), keeping them as
+  size 1 with `keep_axes: true`. NaN counts as non-zero.
+  """
+  def count_nonzero(t, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false)
+    out(Native.count_nonzero(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true))
+  end
+
+  @doc """
+  A tuple with one `{:s, 32}` tensor per dimension of `t`: the coordinates of its non-zero
+  elements in row-major order (numpy's `nonzero`). Their number is read back from the GPU.
+  """
+  def nonzero(t), do: Native.nonzero(ref!(t)) |> unwrap!() |> Enum.map(&wrap/1) |> List.to_tuple()
+
+  @doc """
+  The distinct values of `t` (flattened, sorted) as `%{values:, indices:, inverse_indices:,
+  counts:}`: the first index of each value, the index into `values` of every element (`t`'s
+  shape) and how often each occurs (`{:s, 32}`). -0.0 and 0.0 are one value; every NaN is
+  distinct (the Array API's rule). Their number is read back from the GPU.
+  """
+  def unique_all(t) do
+    [v, i, inv, c] = Native.unique_all(ref!(t)) |> unwrap!() |> Enum.map(&wrap/1)
+    %{values: v, indices: i, inverse_indices: inv, counts: c}
+  end
+
+  @doc "`{values, counts}` of `unique_all/1`."
+  def unique_counts(t) do
+    u = unique_all(t)
+    {u.values, u.counts}
+  end
+
+  @doc "`{values, inverse_indices}` of `unique_all/1`."
+  def unique_inverse(t) do
+    u = unique_all(t)
+    {u.values, u.inverse_indices}
+  end
+
+  @doc "The distinct values of `t` (flattened), sorted (as `unique_all/1`)."
+  def unique_values(t), do: out(Native.unique_values(ref!(t)))
+
+  @doc """
+  Whether each element of `t` equals an element of `set` (same type): a `{:u, 8}` tensor of
+  `t`'s shape, negated with `invert: true`. NaN is never found.
+  """
+  def isin(t, set, opts \\ []) do
+    kw = opts!(opts, invert: false)
+    out(Native.isin(ref!(t), ref!(set), kw[:invert] == true))
+  end
+
+  # ---------------------------------------------------------------------------------------------
   # Normalisation
 
   @doc "Softmax along `axis:` (default -1)."

@@ -301,4 +301,37 @@ defmodule KilnMemoryTest do
       assert Kiln.memory_stats().in_use_bytes <= before + 256 * 256 * 4
     end
   end
+
+  describe "searching, sorting and sets" do
+    test "sort and argsort are stable, NaN last, with Nx's direction:" do
+      t = Kiln.tensor([3.0, :nan, -0.0, 1.0, 0.0, 3.0])
+      assert Kiln.to_list(Kiln.sort(t)) == [-0.0, 0.0, 1.0, 3.0, 3.0, :nan]
+      assert Kiln.to_list(Kiln.argsort(t)) == [2, 4, 3, 0, 5, 1]
+      assert Kiln.to_list(Kiln.argsort(t, direction: :desc)) == [1, 0, 5, 3, 2, 4]
+      m = Kiln.tensor([[5, 1, 5], [2, 2, 0]], type: {:s, 32})
+      assert Kiln.to_list(Kiln.sort(m)) == [[2, 1, 0], [5, 2, 5]]
+      assert Kiln.to_list(Kiln.sort(m, axis: 1, direction: :desc)) == [[5, 5, 1], [2, 2, 0]]
+      assert_raise Kiln.Error, fn -> Kiln.sort(m, direction: :up) end
+      assert_raise Kiln.Error, fn -> Kiln.sort(m, axis: 2) end
+    end
+
+    test "searchsorted, count_nonzero, nonzero, unique, isin" do
+      s = Kiln.tensor([1.0, 2.0, 2.0, 4.0])
+      v = Kiln.tensor([0.0, 2.0, 5.0])
+      assert Kiln.to_list(Kiln.searchsorted(s, v)) == [0, 1, 4]
+      assert Kiln.to_list(Kiln.searchsorted(s, v, side: :right)) == [0, 3, 4]
+      m = Kiln.tensor([[0, 3, 0], [1, 0, 2]], type: {:s, 32})
+      assert Kiln.to_list(Kiln.count_nonzero(m)) == 3
+      assert Kiln.to_list(Kiln.count_nonzero(m, axes: [1])) == [1, 2]
+      {r, c} = Kiln.nonzero(m)
+      assert {Kiln.to_list(r), Kiln.to_list(c)} == {[0, 1, 1], [1, 0, 2]}
+      u = Kiln.unique_all(Kiln.tensor([3, 1, 3, 2], type: {:s, 32}))
+      assert Kiln.to_list(u.values) == [1, 2, 3]
+      assert Kiln.to_list(u.indices) == [1, 3, 0]
+      assert Kiln.to_list(u.inverse_indices) == [2, 0, 2, 1]
+      assert Kiln.to_list(u.counts) == [1, 1, 2]
+      assert Kiln.to_list(Kiln.isin(Kiln.tensor([1.0, :nan, 2.0]), Kiln.tensor([2.0, :nan]))) == [0, 0, 1]
+      assert_raise Kiln.Error, fn -> Kiln.searchsorted(m, v) end
+    end
+  end
 end

@@ -307,6 +307,41 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
     if (!strcmp(op, "quant_matmul")) return kiln_quant_matmul(input(c, "x"), input(c, "w"), need(c, "format")->s, (size_t)pi(c, "n"), out);
     if (!strcmp(op, "quant_embedding"))
         return kiln_quant_embedding(input(c, "w"), need(c, "format")->s, (size_t)pi(c, "d"), input(c, "ids"), out);
+    /* Searching, sorting and sets; ops giving a tuple are checked on the element `output`. */
+    if (!strcmp(op, "sort") || !strcmp(op, "argsort"))
+        return (!strcmp(op, "sort") ? kiln_sort : kiln_argsort)(x, (ptrdiff_t)pi(c, "axis"), pb(c, "descending"), out);
+    if (!strcmp(op, "searchsorted")) return kiln_searchsorted(input(c, "x1"), input(c, "x2"), pb(c, "right"), out);
+    if (!strcmp(op, "isin")) return kiln_isin(input(c, "x1"), input(c, "x2"), pb(c, "invert"), out);
+    if (!strcmp(op, "unique_values")) return kiln_unique_values(x, out);
+    if (!strcmp(op, "count_nonzero")) {
+        const Param *a = need(c, "axes");
+        ptrdiff_t axes[MAX_LIST];
+        for (int j = 0; j < a->nlist; j++) axes[j] = (ptrdiff_t)a->list[j];
+        return kiln_count_nonzero(x, a->kind == 'n' ? NULL : axes, (size_t)a->nlist, pb(c, "keepdims"), out);
+    }
+    if (!strcmp(op, "nonzero") || !strcmp(op, "unique_all") || !strcmp(op, "unique_counts") || !strcmp(op, "unique_inverse")) {
+        KilnTensor *outs[8] = {0}, **ptrs[8];
+        size_t n = 0;
+        KilnStatus st;
+        for (int i = 0; i < 8; i++) ptrs[i] = &outs[i];
+        if (!strcmp(op, "nonzero")) {
+            st = kiln_tensor_ndim(x, &n);
+            if (st == KILN_OK) st = kiln_nonzero(x, (KilnTensor **const *)ptrs, n);
+        } else if (!strcmp(op, "unique_all")) {
+            n = 4;
+            st = kiln_unique_all(x, &outs[0], &outs[1], &outs[2], &outs[3]);
+        } else {
+            n = 2;
+            st = (!strcmp(op, "unique_counts") ? kiln_unique_counts : kiln_unique_inverse)(x, &outs[0], &outs[1]);
+        }
+        size_t k = (size_t)pi(c, "output");
+        for (size_t i = 0; i < n; i++) {
+            if (i == k) *out = outs[i];
+            else if (outs[i]) kiln_tensor_free(outs[i]);
+        }
+        if (st == KILN_OK && k >= n) return KILN_ERR_INVALID_ARGUMENT;
+        return st;
+    }
     if (!strcmp(op, "kernel")) {
         size_t n;
         char *src = (char *)read_file(need(c, "source")->s, &n);

@@ -114,6 +114,14 @@ defmodule Kiln.Conformance do
       "dequantize" -> Kiln.dequantize(x, String.to_atom(p["format"]), p["rows"], p["cols"])
       "quant_matmul" -> Kiln.quant_matmul(get.("x"), get.("w"), String.to_atom(p["format"]), p["n"])
       "quant_embedding" -> Kiln.quant_embedding(get.("w"), String.to_atom(p["format"]), p["d"], get.("ids"))
+      o when o in ["sort", "argsort"] ->
+        apply(Kiln, String.to_atom(o), [x, [axis: p["axis"], direction: if(p["descending"], do: :desc, else: :asc)]])
+      "searchsorted" -> Kiln.searchsorted(get.("x1"), get.("x2"), side: if(p["right"], do: :right, else: :left))
+      "count_nonzero" -> Kiln.count_nonzero(x, axes: p["axes"], keep_axes: p["keepdims"])
+      "nonzero" -> x |> Kiln.nonzero() |> elem(p["output"])
+      "unique_all" -> x |> Kiln.unique_all() |> Map.fetch!(Enum.at([:values, :indices, :inverse_indices, :counts], p["output"]))
+      o when o in ["unique_counts", "unique_inverse"] -> apply(Kiln, String.to_atom(o), [x]) |> elem(p["output"])
+      "isin" -> Kiln.isin(get.("x1"), get.("x2"), invert: p["invert"])
       "kernel" ->
         k = Kiln.Kernel.compile!(File.read!(Path.join(dir, p["source"])), p["entry"])
         uni = if p["uniforms"] == nil, do: <<>>, else: Base.decode16!(p["uniforms"], case: :lower)

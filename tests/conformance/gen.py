@@ -780,6 +780,8 @@ def build_added(g, seed):
     build_array_api(g, np.random.default_rng(seed + 3))
     # ---- bool: a stream of its own (seed + 4).
     build_bool(g, np.random.default_rng(seed + 4))
+    # ---- searching, sorting and sets: a stream of their own (seed + 5).
+    build_sort(g, np.random.default_rng(seed + 5))
 
 
 def numpy_divmod(f):
@@ -1005,6 +1007,106 @@ def build_bool(g, rng):
     g.case("zeros.bool", "zeros", {"shape": [2, 0, 3], "dtype": "bool"}, [], np.zeros([2, 0, 3], bool), "bool", (0, 0))
     x = truthy([4, 6, 5], "bool")
     g.case("permute.bool", "permute", {"axes": [2, 0, 1]}, [("x", x, "bool")], np.transpose(x, (2, 0, 1)), "bool", (0, 0))
+
+
+def build_sort(g, rng):
+    """sort, argsort, searchsorted, count_nonzero, nonzero, unique_*, isin. Inputs mix special
+    values (NaN of both signs, ±inf, ±0) with few distinct values, so ties and stability show.
+    Ops giving a tuple have one case per element (param `output`)."""
+    pools = {
+        "f32": [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -3.0, 1e-40, 3e38],
+        "f16": [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 65504.0, 6e-8],
+        "i32": [0, -1, 1, 5, -5, -2147483648, 2147483647],
+        "u32": [0, 1, 7, 2147483648, 4294967295],
+        "bool": [0, 1],
+    }
+
+    def awkward(shape, dt):
+        pool = np.array(pools[dt], dtype=np.float64 if dt in ("f32", "f16") else np.int64)
+        picked = pool[rng.integers(0, len(pool), size=shape)]
+        if dt in ("f32", "f16"):
+            noise = np.round(rng.uniform(-4, 4, size=shape) * 4) / 4
+            picked = np.where(rng.integers(0, 3, size=shape) == 0, noise, picked)
+        with np.errstate(over="ignore"):
+            return np.asarray(picked).astype(NP[dt])
+
+    def argsort_ref(x, axis, desc):
+        if not desc:
+            return np.argsort(x, axis=axis, kind="stable")
+        # array-api-strict's descending order: the reverse of the ascending sort of the reversed
+        # row, so ties keep index order (and NaNs come first).
+        n = x.shape[axis]
+        return n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+
+    sort_shapes = [("typical", [6, 9], -1), ("axis0", [13, 17], 0), ("edge_empty", [0], 0), ("edge_one", [1], 0),
+                   ("edge_empty_rows", [2, 0, 3], 1), ("large_prime", [3, 1031], 1), ("block", [2, 700], -1),
+                   ("mid_axis", [3, 5, 4], 1)]
+    for dt in ("f32", "f16", "i32", "u32", "bool"):
+        for cid, shape, axis in sort_shapes:
+            if dt in ("f16", "u32", "bool") and cid not in ("typical", "large_prime", "axis0"):
+                continue
+            x = awkward(shape, dt)
+            for desc in (False, True):
+                idx = argsort_ref(x, axis, desc)
+                tag = f"{cid}_{dt}{'_desc' if desc else ''}"
+                params = {"axis": axis, "descending": desc}
+                g.case(f"argsort.{tag}", "argsort", params, [("x", x, dt)], idx, "i32", (0, 0))
+                g.case(f"sort.{tag}", "sort", params, [("x", x, dt)], np.take_along_axis(x, idx, axis=axis), dt, (0, 0))
+    # Already sorted and reversed rows.
+    x = np.arange(300, dtype=np.float32)
+    for cid, v in (("sorted", x), ("reversed", x[::-1].copy())):
+        g.case(f"argsort.{cid}", "argsort", {"axis": 0, "descending": False}, [("x", v, "f32")], np.argsort(v, kind="stable"), "i32", (0, 0))
+    # searchsorted: x1 sorted (NaNs at the end), probes with exact hits and special values.
+    for dt in ("f32", "f16", "i32", "u32"):
+        for cid, m, shape2 in (("typical", 20, [4, 5]), ("edge_one", 1, [7]), ("edge_empty_x2", 9, [0]), ("large", 1031, [37])):
+            x1 = np.sort(awkward([m], dt), kind="stable")
+            x2 = awkward(shape2, dt)
+            if x2.size:
+                flat = x2.reshape(-1)
+                flat[::3] = x1[rng.integers(0, m, size=flat[::3].shape)]
+                x2 = flat.reshape(shape2)
+            for right in (False, True):
+                want = np.searchsorted(x1, x2, side="right" if right else "left")
+                g.case(f"searchsorted.{cid}_{dt}{'_right' if right else ''}", "searchsorted", {"right": right},
+                       [("x1", x1, dt), ("x2", x2, dt)], want, "i32", (0, 0))
+    # count_nonzero and nonzero.
+    for dt in ("f32", "i32", "bool", "f16", "u32"):
+        for cid, shape, axes, keep in (("typical", [5, 7], [1], False), ("whole", [13, 17], None, False),
+                                       ("keep", [3, 4, 5], [0, 2], True), ("edge_empty", [2, 0, 3], [1], False),
+                                       ("large", [1031], None, True)):
+            x = awkward(shape, dt)
+            ax = None if axes is None else tuple(axes)
+            g.case(f"count_nonzero.{cid}_{dt}", "count_nonzero", {"axes": axes, "keepdims": keep}, [("x", x, dt)],
+                   np.count_nonzero(x, axis=ax, keepdims=keep), "i32", (0, 0))
+    for dt in ("f32", "i32", "bool"):
+        for cid, shape in (("typical", [5, 7]), ("rank3", [3, 4, 5]), ("edge_empty", [2, 0, 3]), ("edge_one", [1]), ("large", [1031])):
+            x = awkward(shape, dt)
+            for k, coords in enumerate(np.nonzero(x)):
+                g.case(f"nonzero.{cid}_{dt}_{k}", "nonzero", {"output": k}, [("x", x, dt)], coords, "i32", (0, 0))
+    # unique_*: NaNs each distinct (numpy's unique_all, the standard's semantics).
+    for dt in ("f32", "f16", "i32", "u32", "bool"):
+        for cid, shape in (("typical", [6, 7]), ("edge_empty", [0]), ("edge_one", [1]), ("large", [3, 1, 257])):
+            if dt in ("f16", "u32", "bool") and cid != "typical":
+                continue
+            x = awkward(shape, dt)
+            u = np.unique_all(x)
+            parts = {"unique_all": [(u.values, dt), (u.indices, "i32"), (u.inverse_indices, "i32"), (u.counts, "i32")],
+                     "unique_counts": [(u.values, dt), (u.counts, "i32")],
+                     "unique_inverse": [(u.values, dt), (u.inverse_indices, "i32")]}
+            for op, outs in parts.items():
+                for k, (arr, odt) in enumerate(outs):
+                    g.case(f"{op}.{cid}_{dt}_{k}", op, {"output": k}, [("x", x, dt)], arr if odt != dt else arr.astype(NP[dt]), odt, (0, 0))
+            g.case(f"unique_values.{cid}_{dt}", "unique_values", {}, [("x", x, dt)], u.values.astype(NP[dt]), dt, (0, 0))
+    # isin.
+    for dt in ("f32", "f16", "i32", "u32", "bool"):
+        for cid, s1, s2 in (("typical", [5, 7], [9]), ("edge_empty_x2", [6], [0]), ("edge_empty_x1", [0, 2], [4]),
+                            ("x2_2d", [13, 17], [3, 4])):
+            if dt in ("f16", "u32", "bool") and cid != "typical":
+                continue
+            x1, x2 = awkward(s1, dt), awkward(s2, dt)
+            for invert in (False, True):
+                g.case(f"isin.{cid}_{dt}{'_invert' if invert else ''}", "isin", {"invert": invert},
+                       [("x1", x1, dt), ("x2", x2, dt)], np.isin(x1, x2, invert=invert), "bool", (0, 0))
 
 
 # ---- quant: ggml's block formats, written here from ggml-common.h and ggml-quants.c's reference

@@ -145,6 +145,12 @@ function exposed(op)
         op == "concat" && return owned(cat, Tuple{KA,KA})
         op == "slice" && return owned(getindex, Tuple{KA,Colon,UnitRange{Int}})
         op == "index_select" && return owned(getindex, Tuple{KA,Colon,Vector{Int}})
+        op == "sort" && return owned(sort, Tuple{KA})
+        op == "argsort" && return owned(sortperm, Tuple{KA})
+        op == "searchsorted" && return owned(searchsortedfirst, Tuple{KilnArray{Float32,1},KA}) &&
+                                       owned(searchsortedlast, Tuple{KilnArray{Float32,1},KA})
+        op == "count_nonzero" && return owned(count, Tuple{KA})
+        op == "unique_values" && return owned(unique, Tuple{KA}) && kiln_fn(:unique_values)
         op == "kernel" && return kiln_fn(:Kernel)
         return kiln_fn(Symbol(op))   # softmax log_softmax layer_norm rms_norm batch_norm conv2d
                                      # max_pool2d avg_pool2d gather embedding rope attention
@@ -225,6 +231,31 @@ function run_op(op, p, c::Case, dir)
         end
         r = Array(f(x; dims=jdim(Int(p["axis"]), nx)))
         return r .- one(eltype(r))                       # 1-based positions -> 0-based
+    elseif op in ("sort", "argsort")
+        d = jdim(Int(p["axis"]), nx)
+        op == "sort" && return sort(x; dims=d, rev=p["descending"])
+        r = Array(sortperm(x; dims=d, rev=p["descending"]))
+        return r .- one(eltype(r))                       # 1-based positions -> 0-based
+    elseif op == "searchsorted"
+        p["right"] && return searchsortedlast(up("x1"), up("x2"))        # the count <= v
+        r = Array(searchsortedfirst(up("x1"), up("x2")))
+        return r .- one(eltype(r))
+    elseif op == "count_nonzero"
+        dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
+        r = count(x; dims=dims)
+        return r isa Integer ? Int32[r] : r
+    elseif op == "nonzero"
+        r = Array(Kiln.nonzero(x)[nx - Int(p["output"])])   # core dim k is Julia dim n - k
+        return r .- one(eltype(r))
+    elseif op in ("unique_all", "unique_counts", "unique_inverse")
+        u = op == "unique_all" ? Kiln.unique_all(x) : op == "unique_counts" ? Kiln.unique_counts(x) : Kiln.unique_inverse(x)
+        k = keys(u)[Int(p["output"]) + 1]
+        r = Array(getfield(u, k))
+        return k in (:indices, :inverse_indices) ? r .- one(eltype(r)) : r
+    elseif op == "unique_values"
+        return Kiln.unique_values(x)
+    elseif op == "isin"
+        return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
     elseif op == "softmax"
         return Kiln.softmax(x; dims=jdim(Int(p["axis"]), nx))
     elseif op == "log_softmax"
@@ -304,7 +335,7 @@ function run_op(op, p, c::Case, dir)
     end
 end
 
-const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin", "all", "any")
+const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin", "all", "any", "count_nonzero")
 squeeze1(t) = Tuple(d for d in t if d != 1)
 
 # A zero matches only a zero of the same sign (-0.0 == 0.0 in Julia, so signbit decides).

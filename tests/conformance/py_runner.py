@@ -117,6 +117,18 @@ def run(op, f, p, ins, d):
         return f(get("x"), get("w"), p["format"], p["n"])
     if op == "quant_embedding":
         return f(get("w"), p["format"], p["d"], get("ids"))
+    # Searching, sorting and sets; ops giving a tuple are checked on the element `output`.
+    if op in ("sort", "argsort"):
+        return f(x, axis=p["axis"], descending=p["descending"])
+    if op == "searchsorted":
+        return f(get("x1"), get("x2"), side="right" if p["right"] else "left")
+    if op == "count_nonzero":
+        axes = None if p["axes"] is None else tuple(p["axes"])
+        return f(x, axis=axes, keepdims=p["keepdims"])
+    if op in ("nonzero", "unique_all", "unique_counts", "unique_inverse"):
+        return f(x)[p["output"]]
+    if op == "isin":
+        return f(get("x1"), get("x2"), invert=p["invert"])
     if op == "kernel":
         src = open(os.path.join(d, p["source"])).read()
         k = f(src, p["entry"])

@@ -127,6 +127,16 @@ export const OPS = [
   { name: "dequantize", js: "dequantize", family: "quant" },
   { name: "quant_matmul", js: "quantMatmul", family: "quant" },
   { name: "quant_embedding", js: "quantEmbedding", family: "quant" },
+  { name: "sort", js: "sort", family: "sort" },
+  { name: "argsort", js: "argsort", family: "sort" },
+  { name: "searchsorted", js: "searchsorted", family: "sort" },
+  { name: "count_nonzero", js: "countNonzero", family: "sort" },
+  { name: "nonzero", js: "nonzero", family: "sort" },
+  { name: "unique_all", js: "uniqueAll", family: "set" },
+  { name: "unique_counts", js: "uniqueCounts", family: "set" },
+  { name: "unique_inverse", js: "uniqueInverse", family: "set" },
+  { name: "unique_values", js: "uniqueValues", family: "set" },
+  { name: "isin", js: "isin", family: "set" },
 ];
 
 /** Elementwise -x. */

@@ -11,6 +11,9 @@ pub mod norm;
 pub mod quant;
 pub mod random;
 pub mod reduce;
+pub mod search;
+pub mod sets;
+pub mod sort;
 
 pub use attention::*;
 pub use conv::*;
@@ -22,6 +25,9 @@ pub use norm::*;
 pub use quant::*;
 pub use random::*;
 pub use reduce::*;
+pub use search::*;
+pub use sets::*;
+pub use sort::*;
 
 /// One op of the shared API, as every binding names and documents it. `kiln gen`
 /// (cli/src/gen.rs) writes the bindings' repetitive surfaces, the conformance suite's op list
@@ -152,6 +158,17 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("dequantize", "quant", 1, "u32 (quantized)", "format, rows: usize, cols: usize", "f32 [rows, cols] from a quantized matrix", ["~dequantize", "~dequantize", "~dequantize"]),
     op("quant_matmul", "quant", 2, "float x, u32 (quantized) w", "format, n: usize", "x [..., K] times Wᵀ for W quantized [N, K], accumulated in f32", ["~quant_matmul", "~quant_matmul", "~quant_matmul"]),
     op("quant_embedding", "quant", 2, "u32 (quantized) w, i32/u32 ids", "format, d: usize", "rows of a quantized table [V, D] picked by ids (out of range: zeros)", ["~quant_embedding", "~quant_embedding", "~quant_embedding"]),
+    // Searching, sorting and sets (ops/sort.rs, search.rs, sets.rs).
+    op("sort", "sort", 1, "any, bool included", "axis: isize = -1, descending: bool = false", "`x` sorted along an axis, stable (NaNs last; descending: the reverse order, ties in index order)", ["~sort", "~sort", "~sort"]),
+    op("argsort", "sort", 1, "any, bool included", "axis: isize = -1, descending: bool = false", "i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)", ["~argsort", "~argsort", "~sortperm"]),
+    op("searchsorted", "sort", 2, "any, bool included (x1 1-D sorted, x2 of its dtype)", "right: bool = false", "i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')", ["~searchsorted", "~searchsorted", "~searchsortedfirst"]),
+    op("count_nonzero", "sort", 1, "any, bool included", "axes: Option<&[isize]> = None, keepdims: bool = false", "the number (i32) of non-zero elements over axes", ["~count_nonzero", "~count_nonzero", "~count"]),
+    op("nonzero", "sort", 1, "any, bool included", "", "a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)", ["~nonzero", "~nonzero", "~findall"]),
+    op("unique_all", "set", 1, "any, bool included", "", "(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)", ["~unique_all", "~unique_all", "~unique_all"]),
+    op("unique_counts", "set", 1, "any, bool included", "", "(values, counts) of the distinct values", ["~unique_counts", "~unique_counts", "~unique_counts"]),
+    op("unique_inverse", "set", 1, "any, bool included", "", "(values, inverse_indices) of the distinct values", ["~unique_inverse", "~unique_inverse", "~unique_inverse"]),
+    op("unique_values", "set", 1, "any, bool included", "", "the distinct values, sorted (each NaN kept)", ["~unique_values", "~unique_values", "~unique"]),
+    op("isin", "set", 2, "any, bool included (one dtype)", "invert: bool = false", "whether each element of x1 is in x2 (bool; NaN never is)", ["~isin", "~isin", "~isin"]),
 ];
 
 /// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's

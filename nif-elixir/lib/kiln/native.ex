@@ -168,7 +168,15 @@ defmodule Kiln.Native do
     quantize: 2,
     dequantize: 4,
     quant_matmul: 4,
-    quant_embedding: 4
+    quant_embedding: 4,
+    # searching, sorting and sets
+    sort: 4,
+    searchsorted: 3,
+    count_nonzero: 3,
+    nonzero: 1,
+    unique_all: 1,
+    unique_values: 1,
+    isin: 3
   ]
 
   @doc false

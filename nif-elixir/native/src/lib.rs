@@ -28,6 +28,7 @@ mod norm;
 mod quant;
 mod random;
 mod reduce;
+mod sort;
 
 mod atoms {
     rustler::atoms! {

@@ -68,6 +68,13 @@ from ._manipulation import (
     triu,
     unstack,
 )
+from ._sorting import (
+    isin,
+    searchsorted,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+)
 
 # Indexing is Python over kiln-core's ops (see _indexing.py), installed onto the Rust class.
 Tensor.__getitem__ = _getitem

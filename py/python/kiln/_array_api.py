@@ -183,10 +183,10 @@ class _Info:
     """What ``kiln.__array_namespace_info__()`` answers (the standard's inspection API)."""
 
     def capabilities(self):
-        # Boolean masks index by reading the mask back to the host (see _indexing.py); no
-        # data-dependent output shapes from functions (nonzero, unique) yet; kiln-core tensors
+        # Boolean masks index by reading the mask back to the host (see _indexing.py), and
+        # nonzero / unique_* read their output's size back the same way; kiln-core tensors
         # have at most 8 dimensions.
-        return {"boolean indexing": True, "data-dependent shapes": False, "max dimensions": 8}
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 8}
 
     def default_device(self):
         return _kiln().default_device()
