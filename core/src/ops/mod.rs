@@ -11,6 +11,7 @@ pub mod norm;
 pub mod quant;
 pub mod random;
 pub mod reduce;
+pub mod scan;
 
 pub use attention::*;
 pub use conv::*;
@@ -22,6 +23,7 @@ pub use norm::*;
 pub use quant::*;
 pub use random::*;
 pub use reduce::*;
+pub use scan::*;
 
 /// One op of the shared API, as every binding names and documents it. `kiln gen`
 /// (cli/src/gen.rs) writes the bindings' repetitive surfaces, the conformance suite's op list
@@ -152,6 +154,9 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("dequantize", "quant", 1, "u32 (quantized)", "format, rows: usize, cols: usize", "f32 [rows, cols] from a quantized matrix", ["~dequantize", "~dequantize", "~dequantize"]),
     op("quant_matmul", "quant", 2, "float x, u32 (quantized) w", "format, n: usize", "x [..., K] times Wᵀ for W quantized [N, K], accumulated in f32", ["~quant_matmul", "~quant_matmul", "~quant_matmul"]),
     op("quant_embedding", "quant", 2, "u32 (quantized) w, i32/u32 ids", "format, d: usize", "rows of a quantized table [V, D] picked by ids (out of range: zeros)", ["~quant_embedding", "~quant_embedding", "~quant_embedding"]),
+    // Scans (core/src/ops/scan.rs).
+    op("cumulative_sum", "scan", 1, "any", "axis: Option<isize> = None, dtype: Option<DType> = None, include_initial: bool = false", "running sum along an axis (an axis is required past 1-D; integers wrap)", ["~cumulative_sum", "~cumulative_sum", "~cumsum"]),
+    op("cumulative_prod", "scan", 1, "any", "axis: Option<isize> = None, dtype: Option<DType> = None, include_initial: bool = false", "running product along an axis (an axis is required past 1-D; integers wrap)", ["~cumulative_prod", "~cumulative_product", "~cumprod"]),
 ];
 
 /// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's

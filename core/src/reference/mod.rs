@@ -11,6 +11,7 @@ pub mod norm;
 pub mod quant;
 pub mod random;
 pub mod reduce;
+pub mod scan;
 
 pub use crate::numeric::round_to;
 
