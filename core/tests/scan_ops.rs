@@ -167,7 +167,7 @@ fn special_values() {
                         let k = rng.int(0, 40) as usize;
                         if k < specials.len() {
                             specials[k]
-                        } else if k % 2 == 0 {
+                        } else if k.is_multiple_of(2) {
                             -0.0
                         } else {
                             0.0
