@@ -127,6 +127,8 @@ export const OPS = [
   { name: "dequantize", js: "dequantize", family: "quant" },
   { name: "quant_matmul", js: "quantMatmul", family: "quant" },
   { name: "quant_embedding", js: "quantEmbedding", family: "quant" },
+  { name: "cumulative_sum", js: "cumulativeSum", family: "scan" },
+  { name: "cumulative_prod", js: "cumulativeProd", family: "scan" },
 ];
 
 /** Elementwise -x. */
