@@ -149,6 +149,18 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
             let f = if op == "argmax" { ops::argmax } else { ops::argmin };
             f(c.input("x")?, axis, c.b("keepdims")?)?
         }
+        "cumulative_sum" | "cumulative_prod" => {
+            let axis = match c.get("axis")? {
+                Value::Null => None,
+                v => Some(v.as_i64().context("axis")? as isize),
+            };
+            let dtype = match c.get("dtype")? {
+                Value::Null => None,
+                v => Some(DType::parse(v.as_str().context("dtype")?)?),
+            };
+            let f = if op == "cumulative_sum" { ops::cumulative_sum } else { ops::cumulative_prod };
+            f(c.input("x")?, axis, dtype, c.b("include_initial")?)?
+        }
         "softmax" => ops::softmax(c.input("x")?, c.i("axis")? as isize)?,
         "log_softmax" => ops::log_softmax(c.input("x")?, c.i("axis")? as isize)?,
         "layer_norm" => ops::layer_norm(c.input("x")?, c.opt_input("weight"), c.opt_input("bias"), c.f("eps")? as f32)?,

@@ -721,3 +721,42 @@ pub unsafe extern "C" fn kiln_quant_embedding(
         ops::quant_embedding(&*tensor(w, "w")?, quant_format(format)?, d, &*tensor(ids, "ids")?)
     })
 }
+
+// ---- scans ----------------------------------------------------------------------------------
+
+/// The optional dtype of a scan: NULL keeps x's.
+unsafe fn opt_dtype(dtype: *const KilnDType) -> kiln_core::Result<Option<kiln_core::DType>> {
+    opt_value(dtype).map(crate::boundary::dtype).transpose()
+}
+
+/// Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a
+/// 1-D `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one
+/// longer) when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype`
+/// nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_cumulative_sum(
+    x: *const KilnTensor,
+    axis: *const isize,
+    dtype: *const KilnDType,
+    include_initial: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_cumulative_sum", out, || {
+        ops::cumulative_sum(&*tensor(x, "x")?, opt_value(axis), opt_dtype(dtype)?, include_initial)
+    })
+}
+
+/// Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`:
+/// non-null; `axis`, `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_cumulative_prod(
+    x: *const KilnTensor,
+    axis: *const isize,
+    dtype: *const KilnDType,
+    include_initial: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_cumulative_prod", out, || {
+        ops::cumulative_prod(&*tensor(x, "x")?, opt_value(axis), opt_dtype(dtype)?, include_initial)
+    })
+}

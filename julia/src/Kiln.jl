@@ -1341,4 +1341,38 @@ reset_devices!() = check(@ccall libkiln.kiln_reset_devices()::UInt32)
 """`Kiln.empty_cache()`: returns pooled GPU buffers to the driver."""
 empty_cache() = check(@ccall libkiln.kiln_empty_cache()::UInt32)
 
+
+# ---- scans (kiln_cumulative_sum / kiln_cumulative_prod) --------------------------------------
+
+function _scan(name::Symbol, x::KilnArray{T,N}, dims, include_initial::Bool) where {T,N}
+    if dims === nothing
+        N == 1 || throw(ArgumentError("Kiln: $name of a $N-dimensional array needs dims"))
+        dims = 1
+    end
+    dims isa Integer || throw(ArgumentError("Kiln: $name takes one dimension"))
+    1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
+    axis = Ref{Cptrdiff_t}(N - dims)   # Julia's dims count from the other end of kiln's axes
+    return _new() do out
+        if name === :cumsum
+            @ccall libkiln.kiln_cumulative_sum(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, C_NULL::Ptr{UInt32}, include_initial::Bool,
+                                               out::Ref{Ptr{KilnTensor}})::UInt32
+        else
+            @ccall libkiln.kiln_cumulative_prod(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, C_NULL::Ptr{UInt32}, include_initial::Bool,
+                                                out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+"""
+    cumsum(x::KilnArray; dims, include_initial=false)
+
+Running sum along `dims` (optional for vectors), on the GPU. Integer sums wrap in the array's
+own type (Base widens `Int32` to `Int`; kiln has no 64-bit integers). `include_initial=true`
+(kiln's, the Array API's) starts the run with a 0, one longer along `dims`.
+"""
+Base.cumsum(x::KilnArray; dims=nothing, include_initial::Bool=false) = _scan(:cumsum, x, dims, include_initial)
+
+"""`cumprod(x::KilnArray; dims, include_initial=false)`: running product along `dims`, as `cumsum`."""
+Base.cumprod(x::KilnArray; dims=nothing, include_initial::Bool=false) = _scan(:cumprod, x, dims, include_initial)
+
 end # module

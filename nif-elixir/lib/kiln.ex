@@ -761,6 +761,26 @@ defmodule Kiln do
   end
 
   # ---------------------------------------------------------------------------------------------
+  # Scans
+
+  for {op, core} <- [cumulative_sum: "cumulative_sum", cumulative_product: "cumulative_prod"] do
+    @doc """
+    Running #{if op == :cumulative_sum, do: "sum", else: "product"} along `axis:` (default 0, as
+    Nx), in `type:` (default the tensor's; it is converted first), with a leading
+    #{if op == :cumulative_sum, do: "0", else: "1"} (the axis one longer) when
+    `include_initial: true`. Integer results wrap.
+    """
+    def unquote(op)(t, opts \\ []) do
+      kw = opts!(opts, axis: 0, type: nil, include_initial: false)
+      type = if kw[:type] == nil, do: nil, else: native_type(kw[:type])
+      out(Native.scan(unquote(core), ref!(t), int!(kw[:axis], "axis"), type, kw[:include_initial] == true))
+    end
+  end
+
+  @doc "kiln-core's (and the Array API's) name for `cumulative_product/2`."
+  def cumulative_prod(t, opts \\ []), do: cumulative_product(t, opts)
+
+  # ---------------------------------------------------------------------------------------------
   # Normalisation
 
   @doc "Softmax along `axis:` (default -1)."

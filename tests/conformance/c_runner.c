@@ -251,6 +251,13 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         ptrdiff_t axis = (ptrdiff_t)a->i;
         return f(x, a->kind == 'n' ? NULL : &axis, pb(c, "keepdims"), out);
     }
+    if (!strcmp(op, "cumulative_sum") || !strcmp(op, "cumulative_prod")) {
+        const Param *a = need(c, "axis"), *d = need(c, "dtype");
+        ptrdiff_t axis = (ptrdiff_t)a->i;
+        uint32_t dt = d->kind == 'n' ? 0 : parse_dtype(d->s);
+        return (!strcmp(op, "cumulative_sum") ? kiln_cumulative_sum : kiln_cumulative_prod)(
+            x, a->kind == 'n' ? NULL : &axis, d->kind == 'n' ? NULL : &dt, pb(c, "include_initial"), out);
+    }
     if (!strcmp(op, "softmax")) return kiln_softmax(x, (ptrdiff_t)pi(c, "axis"), out);
     if (!strcmp(op, "log_softmax")) return kiln_log_softmax(x, (ptrdiff_t)pi(c, "axis"), out);
     if (!strcmp(op, "layer_norm")) return kiln_layer_norm(x, input(c, "weight"), input(c, "bias"), (float)pf(c, "eps"), out);

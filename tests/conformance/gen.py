@@ -780,6 +780,8 @@ def build_added(g, seed):
     build_array_api(g, np.random.default_rng(seed + 3))
     # ---- bool: a stream of its own (seed + 4).
     build_bool(g, np.random.default_rng(seed + 4))
+    # ---- scans (cumulative_sum / cumulative_prod): a stream of their own (seed + 6).
+    build_scan(g, np.random.default_rng(seed + 6))
 
 
 def numpy_divmod(f):
@@ -927,6 +929,48 @@ TRUTHY = {
 LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor}
 PREDICATES = {"logical_not": np.logical_not, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
               "signbit": lambda x: np.signbit(x) if x.dtype != np.bool_ else np.zeros(x.shape, bool)}
+
+
+def build_scan(g, rng):
+    """cumulative_sum / cumulative_prod: awkward shapes and axes, runs longer than one block of
+    the kernel (1024), integers that wrap (numpy's in the dtype itself), a dtype that casts
+    first, include_initial, and the special values (NaN, inf - inf, 0 * inf, the sign of zero)."""
+
+    def vals(shape, dt, lo, hi):
+        if dt in ("i32", "u32"):
+            return rng.integers(int(lo), int(hi) + 1, size=shape).astype(NP[dt])
+        if dt == "bool":
+            return rng.integers(0, 2, size=shape).astype(np.bool_)
+        return rng.uniform(lo, hi, size=shape).astype(NP[dt])
+
+    def want(op, x, axis, odt, init):
+        f = np.cumulative_sum if op == "cumulative_sum" else np.cumulative_prod
+        ax = 0 if axis is None else axis
+        with np.errstate(all="ignore"):
+            if odt in ("i32", "u32"):
+                return f(x.astype(NP[odt]), axis=ax, dtype=NP[odt], include_initial=init)
+            return f(x.astype(NP[odt]).astype(np.float64), axis=ax, include_initial=init)
+
+    sp = {"f32": [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, -0.0, -0.0, 0.5], "f16": [np.nan, np.inf, -0.0, -0.0, 2.0, -np.inf, 0.0]}
+    for op, lo, hi in (("cumulative_sum", -1.0, 1.0), ("cumulative_prod", 0.99, 1.01)):
+        for cid, shape, dt, axis, init, odt in [("typical", [4, 8], "f32", 1, False, None), ("edge_empty", [0], "f32", None, False, None),
+                                                ("edge_one", [1], "f32", None, True, None), ("edge_empty_axis", [2, 0, 3], "i32", 1, True, None),
+                                                ("axis0_prime", [3, 1, 257], "f32", 0, False, None), ("large_blocks", [2, 2053], "f32", -1, True, None),
+                                                ("f16", [13, 17], "f16", 1, True, None), ("i32_wrap", [3, 1031], "i32", 1, False, None),
+                                                ("u32_wrap", [1500], "u32", None, True, None), ("dtype_i32_f32", [5, 7], "i32", 0, False, "f32"),
+                                                ("dtype_bool_i32", [6, 9], "bool", -1, False, "i32")]:
+            wrap = cid.endswith("_wrap")
+            x = vals(shape, dt, -2e9 if dt == "i32" and wrap else (0 if dt == "u32" else (-50 if dt == "i32" else lo)),
+                     2e9 if wrap else (50 if dt == "i32" else hi))
+            out = odt or dt
+            n = shape[0 if axis is None else axis] if shape else 1
+            tol = ftol(out, 1.0 + n / 64.0)
+            g.case(f"{op}.{cid}", op, {"axis": axis, "dtype": odt, "include_initial": init}, [("x", x, dt)],
+                   want(op, x, axis, out, init), out, tol)
+        for dt, v in sp.items():
+            x = np.stack([rng.permutation(np.array(v, dtype=NP[dt])) for _ in range(3)], axis=1)
+            g.case(f"{op}.special_{dt}", op, {"axis": 0, "dtype": None, "include_initial": False}, [("x", x, dt)],
+                   want(op, x, 0, dt, False), dt, ftol(dt))
 
 
 def build_bool(g, rng):

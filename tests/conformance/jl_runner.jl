@@ -139,6 +139,8 @@ function exposed(op)
         op == "var" && return owned(Statistics.var, Tuple{KA})
         op == "argmax" && return owned(argmax, Tuple{KA})
         op == "argmin" && return owned(argmin, Tuple{KA})
+        op == "cumulative_sum" && return owned(cumsum, Tuple{KA})
+        op == "cumulative_prod" && return owned(cumprod, Tuple{KA})
         op == "reshape" && return owned(reshape, Tuple{KA,Dims{2}})
         op == "permute" && return owned(permutedims, Tuple{KA,Vector{Int}})
         op == "transpose" && return kiln_fn(:swapdims)
@@ -225,6 +227,11 @@ function run_op(op, p, c::Case, dir)
         end
         r = Array(f(x; dims=jdim(Int(p["axis"]), nx)))
         return r .- one(eltype(r))                       # 1-based positions -> 0-based
+    elseif op in ("cumulative_sum", "cumulative_prod")
+        xs = p["dtype"] === nothing ? x : Kiln.cast(x, T("dtype"))   # the standard casts first
+        dims = p["axis"] === nothing ? nothing : jdim(Int(p["axis"]), nx)
+        f = op == "cumulative_sum" ? cumsum : cumprod
+        return f(xs; dims=dims, include_initial=p["include_initial"])
     elseif op == "softmax"
         return Kiln.softmax(x; dims=jdim(Int(p["axis"]), nx))
     elseif op == "log_softmax"

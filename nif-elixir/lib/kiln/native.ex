@@ -168,7 +168,9 @@ defmodule Kiln.Native do
     quantize: 2,
     dequantize: 4,
     quant_matmul: 4,
-    quant_embedding: 4
+    quant_embedding: 4,
+    # scan
+    scan: 5
   ]
 
   @doc false

@@ -28,6 +28,7 @@ mod norm;
 mod quant;
 mod random;
 mod reduce;
+mod scan;
 
 mod atoms {
     rustler::atoms! {
