@@ -7,8 +7,18 @@ import numpy as np
 import pytest
 from conftest import FLOATS
 
-SHAPES = [((0,), None), ((1,), None), ((7,), 0), ((1025,), -1), ((13, 17), 0), ((13, 17), 1), ((3, 1, 257), 0),
-          ((2, 0, 3), 1), ((5, 3, 12), -2), ((2, 2053), 1)]
+SHAPES = [
+    ((0,), None),
+    ((1,), None),
+    ((7,), 0),
+    ((1025,), -1),
+    ((13, 17), 0),
+    ((13, 17), 1),
+    ((3, 1, 257), 0),
+    ((2, 0, 3), 1),
+    ((5, 3, 12), -2),
+    ((2, 2053), 1),
+]
 OPS = [("cumulative_sum", np.cumulative_sum), ("cumulative_prod", np.cumulative_prod)]
 
 
