@@ -978,6 +978,28 @@ KilnStatus kiln_quant_embedding(const struct KilnTensor *w,
                                 struct KilnTensor **out);
 
 /**
+ * Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a
+ * 1-D `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one
+ * longer) when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype`
+ * nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cumulative_sum(const struct KilnTensor *x,
+                               const ptrdiff_t *axis,
+                               const KilnDType *dtype,
+                               bool include_initial,
+                               struct KilnTensor **out);
+
+/**
+ * Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`:
+ * non-null; `axis`, `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cumulative_prod(const struct KilnTensor *x,
+                                const ptrdiff_t *axis,
+                                const KilnDType *dtype,
+                                bool include_initial,
+                                struct KilnTensor **out);
+
+/**
  * Elementwise -x, same shape as `x` and its dtype unless stated (every dtype but bool, which gives
  * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
  * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
@@ -1264,12 +1286,21 @@ KilnStatus kiln_isfinite(const struct KilnTensor *x, struct KilnTensor **out);
 KilnStatus kiln_signbit(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
+ * Elementwise bitwise not ~x (bool: logical not), same shape as `x` and its dtype unless stated
+ * (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_invert(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
  * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
  * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh", "cosh",
  * "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round", "sign",
- * "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit"); an unknown name
- * is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by
- * the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit",
+ * "bitwise_invert"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
  */
 KilnStatus kiln_unary(const char *op, const struct KilnTensor *x, struct KilnTensor **out);
 
@@ -1639,12 +1670,101 @@ KilnStatus kiln_floor_divide(const struct KilnTensor *a,
 KilnStatus kiln_floor_divide_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
- * "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "hypot",
- * "logaddexp", "copysign", "nextafter", "remainder", "floor_divide") with numpy broadcasting; an
- * unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a
+ * Elementwise bitwise and a & b with numpy broadcasting; the dtypes must match. Gives a tensor of
+ * their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
  * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
  * Thread-safe.
+ */
+KilnStatus kiln_bitwise_and(const struct KilnTensor *a,
+                            const struct KilnTensor *b,
+                            struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_and with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_and_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise bitwise or a | b with numpy broadcasting; the dtypes must match. Gives a tensor of
+ * their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_bitwise_or(const struct KilnTensor *a,
+                           const struct KilnTensor *b,
+                           struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_or with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_or_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise bitwise exclusive or a ^ b with numpy broadcasting; the dtypes must match. Gives a
+ * tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_xor(const struct KilnTensor *a,
+                            const struct KilnTensor *b,
+                            struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_xor with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_xor_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a shifted left by b bits (0 for b outside [0, 32)) with numpy broadcasting; the
+ * dtypes must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`,
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_left_shift(const struct KilnTensor *a,
+                                   const struct KilnTensor *b,
+                                   struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_left_shift with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_left_shift_scalar(const struct KilnTensor *a,
+                                          double s,
+                                          struct KilnTensor **out);
+
+/**
+ * Elementwise a shifted right by b bits, arithmetic for i32 (all sign bits for b outside [0, 32))
+ * with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype (bool gives
+ * KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_right_shift(const struct KilnTensor *a,
+                                    const struct KilnTensor *b,
+                                    struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_right_shift with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_right_shift_scalar(const struct KilnTensor *a,
+                                           double s,
+                                           struct KilnTensor **out);
+
+/**
+ * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+ * "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "hypot",
+ * "logaddexp", "copysign", "nextafter", "remainder", "floor_divide", "bitwise_and", "bitwise_or",
+ * "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift") with numpy broadcasting; an unknown
+ * name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_binary(const char *op,
                        const struct KilnTensor *a,

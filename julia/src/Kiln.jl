@@ -600,9 +600,8 @@ end
 Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _truncdiv(a, b)
 Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, s::Integer) = _truncdiv(a, s)
 
-# The logical broadcasts of Bool arrays: `.!`, `.&`, `.|`, `xor.` (Base's on Bool). Integer
-# arrays would need bitwise ops, which Kiln does not compute: they fall through to the error
-# below rather than get a logical answer.
+# The logical broadcasts of Bool arrays: `.!`, `.&`, `.|`, `xor.` (Base's on Bool). On integer
+# arrays `.&`, `.|`, `xor.`, `.<<` and `.>>` are kiln-core's bitwise ops (BINARY), and `.~` below.
 Broadcast.broadcasted(::KilnStyle, ::typeof(!), x::KilnArray{Bool}) = _unary("logical_not", x)
 for (f, name) in ((:&, "logical_and"), (:|, "logical_or"), (:xor, "logical_xor"))
     @eval begin
@@ -611,6 +610,9 @@ for (f, name) in ((:&, "logical_and"), (:|, "logical_or"), (:xor, "logical_xor")
         Broadcast.broadcasted(::KilnStyle, ::typeof($f), s::Bool, a::KilnArray{Bool}) = _binary_scalar($name, a, s, true)
     end
 end
+
+# `.~`: bitwise not (Base's `~` on Bool is `!`, as kiln-core's bitwise_invert on bool).
+Broadcast.broadcasted(::KilnStyle, ::typeof(~), x::KilnArray{<:Union{Bool,Int32,UInt32}}) = _unary("bitwise_invert", x)
 
 # ifelse.(cond, a, b): Kiln's `where` (cond Bool, or non-zero = true).
 _tensor_like(s::Real, ::Type{T}) where {T} = full(T, s)
@@ -647,7 +649,7 @@ Broadcast.broadcasted(::KilnStyle, ::Type{T}, x::KilnArray) where {T<:KilnEltype
 function Base.copy(bc::Broadcast.Broadcasted{KilnStyle})
     throw(ArgumentError("Kiln: broadcasting $(bc.f) over these arguments is not supported on the GPU. " *
                         "Supported: the unary ops $(join(first.(UNARY), ", ")), the binary ops " *
-                        "$(join(first.(BINARY), ", ")), /, ^, div, fld, ifelse, !, &, |, xor (Bool arrays) and element-type conversion, " *
+                        "$(join(first.(BINARY), ", ")), /, ^, div, fld, ifelse, ~, !, &, |, xor (Bool arrays) and element-type conversion, " *
                         "on KilnArrays and real scalars. Read back with Array(x) to use other functions."))
 end
 

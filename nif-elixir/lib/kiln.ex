@@ -68,7 +68,8 @@ defmodule Kiln do
     {:is_nan, "isnan", :any},
     {:is_infinity, "isinf", :any},
     {:is_finite, "isfinite", :any},
-    {:signbit, "signbit", :any}
+    {:signbit, "signbit", :any},
+    {:bitwise_not, "bitwise_invert", :numeric}
   ]
 
   # {Elixir name (Nx's where Nx has the op), kiln-core name, gives {:u, 8} (bool)?}
@@ -95,7 +96,12 @@ defmodule Kiln do
     {:copysign, "copysign", false},
     {:nextafter, "nextafter", false},
     {:mod, "remainder", false},
-    {:floor_div, "floor_divide", false}
+    {:floor_div, "floor_divide", false},
+    {:bitwise_and, "bitwise_and", false},
+    {:bitwise_or, "bitwise_or", false},
+    {:bitwise_xor, "bitwise_xor", false},
+    {:left_shift, "bitwise_left_shift", false},
+    {:right_shift, "bitwise_right_shift", false}
   ]
 
   # END GENERATED (kiln gen)
@@ -554,6 +560,7 @@ defmodule Kiln do
     Elementwise `#{name}` (kiln-core's `#{core}`). #{case rule do
       :float -> "It needs a float tensor."
       :numeric -> "It needs a float or an integer tensor (not `{:u, 8}`, bool)."
+      :bits -> "It needs an integer tensor or `{:u, 8}` (bool, where it is logical)."
       :any -> "It takes any tensor, `{:u, 8}` (bool) included, and gives `{:u, 8}`."
     end}
     """

@@ -780,8 +780,11 @@ def build_added(g, seed):
     build_array_api(g, np.random.default_rng(seed + 3))
     # ---- bool: a stream of its own (seed + 4).
     build_bool(g, np.random.default_rng(seed + 4))
-    # ---- scans (cumulative_sum / cumulative_prod): a stream of their own (seed + 6).
-    build_scan(g, np.random.default_rng(seed + 6))
+    # ---- scans (cumulative_sum / cumulative_prod), then the bitwise ops: a stream of their own
+    # (seed + 6).
+    rng6 = np.random.default_rng(seed + 6)
+    build_scan(g, rng6)
+    build_bitwise(g, rng6)
 
 
 def numpy_divmod(f):
@@ -971,6 +974,50 @@ def build_scan(g, rng):
             x = np.stack([rng.permutation(np.array(v, dtype=NP[dt])) for _ in range(3)], axis=1)
             g.case(f"{op}.special_{dt}", op, {"axis": 0, "dtype": None, "include_initial": False}, [("x", x, dt)],
                    want(op, x, 0, dt, False), dt, ftol(dt))
+
+
+def build_bitwise(g, rng):
+    """The bitwise ops: the whole range of i32 / u32 with the extremes, shift counts inside and
+    outside [0, 32) (negative ones for i32: numpy's 0, or -1 for a negative i32 shifted right),
+    broadcasting, the scalar forms, and bool (logical) for and / or / xor / invert."""
+
+    def ints(shape, dt):
+        info = np.iinfo(NP[dt])
+        x = rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=np.int64)
+        edges = np.array([info.min, info.max, 0, 1] + ([-1] if dt == "i32" else []), np.int64)
+        flat = x.reshape(-1)
+        flat[: min(flat.size, edges.size)] = edges[: flat.size]
+        return x.astype(NP[dt])
+
+    def counts(shape, dt):
+        return rng.integers(-40 if dt == "i32" else 0, 41, size=shape).astype(NP[dt])
+
+    ops = [("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or), ("bitwise_xor", np.bitwise_xor),
+           ("bitwise_left_shift", np.left_shift), ("bitwise_right_shift", np.right_shift)]
+    for op, f in ops:
+        shift = "shift" in op
+        for cid, sa, sb, dt in [("typical", [4, 8], [4, 8], "i32"), ("u32", [13, 17], [17], "u32"),
+                                ("edge_empty", [0, 3], [3], "i32"), ("large_broadcast", [3, 1, 257], [1, 5, 1], "u32")]:
+            a = ints(sa, dt)
+            b = counts(sb, dt) if shift else ints(sb, dt)
+            g.case(f"{op}.{cid}", op, {}, [("a", a, dt), ("b", b, dt)], f(a, b), dt, (0, 0))
+        for dt in ("i32", "u32"):
+            a = ints([37], dt)
+            sc = 31 if shift else (-0x0F0F0F10 if dt == "i32" else 0xF0F0F0F0)
+            g.case(f"{op}.{dt}_scalar", op, {"scalar": float(sc), "scalar_first": False}, [("a", a, dt)],
+                   f(a, NP[dt](sc)), dt, (0, 0))
+            a2 = counts([29], dt) if shift else ints([29], dt)
+            sf = 5 if shift else sc
+            g.case(f"{op}.{dt}_scalar_first", op, {"scalar": float(sf), "scalar_first": True}, [("a", a2, dt)],
+                   f(NP[dt](sf), a2), dt, (0, 0))
+        if not shift:
+            a, b = rng.integers(0, 2, size=(6, 7)).astype(bool), rng.integers(0, 2, size=(7,)).astype(bool)
+            g.case(f"{op}.bool", op, {}, [("a", a, "bool"), ("b", b, "bool")], f(a, b), "bool", (0, 0))
+    for cid, shape, dt in [("typical", [4, 8], "i32"), ("u32", [1031], "u32"), ("edge_empty", [0], "i32")]:
+        x = ints(shape, dt)
+        g.case(f"bitwise_invert.{cid}", "bitwise_invert", {}, [("x", x, dt)], np.invert(x), dt, (0, 0))
+    x = rng.integers(0, 2, size=(5, 9)).astype(bool)
+    g.case("bitwise_invert.bool", "bitwise_invert", {}, [("x", x, "bool")], np.invert(x), "bool", (0, 0))
 
 
 def build_bool(g, rng):

@@ -139,6 +139,7 @@ function exposed(op)
         op == "var" && return owned(Statistics.var, Tuple{KA})
         op == "argmax" && return owned(argmax, Tuple{KA})
         op == "argmin" && return owned(argmin, Tuple{KA})
+        op == "bitwise_invert" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(~),KilnArray{Int32,2}})
         op == "cumulative_sum" && return owned(cumsum, Tuple{KA})
         op == "cumulative_prod" && return owned(cumprod, Tuple{KA})
         op == "reshape" && return owned(reshape, Tuple{KA,Dims{2}})
@@ -227,6 +228,8 @@ function run_op(op, p, c::Case, dir)
         end
         r = Array(f(x; dims=jdim(Int(p["axis"]), nx)))
         return r .- one(eltype(r))                       # 1-based positions -> 0-based
+    elseif op == "bitwise_invert"
+        return (~).(x)
     elseif op in ("cumulative_sum", "cumulative_prod")
         xs = p["dtype"] === nothing ? x : Kiln.cast(x, T("dtype"))   # the standard casts first
         dims = p["axis"] === nothing ? nothing : jdim(Int(p["axis"]), nx)

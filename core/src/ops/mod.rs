@@ -43,22 +43,23 @@ pub struct OpInfo {
     /// One line saying what it computes.
     pub doc: &'static str,
     /// `[python, elixir, julia]` names; a leading `~` marks a hand-written wrapper in that
-    /// binding (other semantics or extra parameters), which `kiln gen` lists but does not write.
+    /// binding (other semantics or extra parameters), which `kiln gen` lists but does not write
+    /// (one `~` only: Julia's `~` written by hand is `~~`).
     pub names: [&'static str; 3],
 }
 
 impl OpInfo {
     /// The Python name (without the `~` mark).
     pub fn py(&self) -> &'static str {
-        self.names[0].trim_start_matches('~')
+        self.names[0].strip_prefix('~').unwrap_or(self.names[0])
     }
     /// The Elixir name: Nx's where Nx has the op (`subtract`, `greater_equal`, …).
     pub fn ex(&self) -> &'static str {
-        self.names[1].trim_start_matches('~')
+        self.names[1].strip_prefix('~').unwrap_or(self.names[1])
     }
     /// The Julia function (Base's where Base has it).
     pub fn jl(&self) -> &'static str {
-        self.names[2].trim_start_matches('~')
+        self.names[2].strip_prefix('~').unwrap_or(self.names[2])
     }
 }
 
@@ -166,6 +167,8 @@ pub fn op_table() -> Vec<OpInfo> {
     for u in UnaryOp::ALL {
         let (family, dtypes) = if u.gives_bool() {
             ("predicate", "any, bool included (gives bool)")
+        } else if u.is_bitwise() {
+            ("bitwise", "i32, u32, bool")
         } else if u.allows_int() {
             ("unary", "any")
         } else {
@@ -178,6 +181,10 @@ pub fn op_table() -> Vec<OpInfo> {
             ("compare", "any, bool included (gives bool)")
         } else if b.is_logical() {
             ("logical", "any, bool included (gives bool; non-zero is true)")
+        } else if b.allows_bool_bits() {
+            ("bitwise", "i32, u32, bool")
+        } else if b.is_bitwise() {
+            ("bitwise", "i32, u32")
         } else if matches!(b, BinaryOp::Maximum | BinaryOp::Minimum) {
             ("binary", "any, bool included (or / and)")
         } else if b.allows_int() {
