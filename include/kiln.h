@@ -1000,6 +1000,29 @@ KilnStatus kiln_cumulative_prod(const struct KilnTensor *x,
                                 struct KilnTensor **out);
 
 /**
+ * Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is
+ * converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null;
+ * `axes` may be NULL only when `naxes` is 0; `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_prod(const struct KilnTensor *x,
+                     const ptrdiff_t *axes,
+                     size_t naxes,
+                     bool keepdims,
+                     const KilnDType *dtype,
+                     struct KilnTensor **out);
+
+/**
+ * Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof`
+ * delta degrees of freedom. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_std(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    size_t ddof,
+                    struct KilnTensor **out);
+
+/**
  * Elementwise -x, same shape as `x` and its dtype unless stated (every dtype but bool, which gives
  * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
  * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.

@@ -149,6 +149,18 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
             let f = if op == "argmax" { ops::argmax } else { ops::argmin };
             f(c.input("x")?, axis, c.b("keepdims")?)?
         }
+        "prod" => {
+            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
+            let dtype = match c.get("dtype")? {
+                Value::Null => None,
+                v => Some(DType::parse(v.as_str().context("dtype")?)?),
+            };
+            ops::prod(c.input("x")?, axes.as_deref(), c.b("keepdims")?, dtype)?
+        }
+        "std" => {
+            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
+            ops::std(c.input("x")?, axes.as_deref(), c.b("keepdims")?, c.i("ddof")? as usize)?
+        }
         "cumulative_sum" | "cumulative_prod" => {
             let axis = match c.get("axis")? {
                 Value::Null => None,

@@ -760,3 +760,34 @@ pub unsafe extern "C" fn kiln_cumulative_prod(
         ops::cumulative_prod(&*tensor(x, "x")?, opt_value(axis), opt_dtype(dtype)?, include_initial)
     })
 }
+
+// ---- statistics -----------------------------------------------------------------------------
+
+/// Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is
+/// converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null;
+/// `axes` may be NULL only when `naxes` is 0; `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_prod(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    dtype: *const KilnDType,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_prod", out, || ops::prod(&*tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, opt_dtype(dtype)?))
+}
+
+/// Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof`
+/// delta degrees of freedom. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_std(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    ddof: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_std", out, || ops::std(&*tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, ddof))
+}

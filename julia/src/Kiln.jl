@@ -723,6 +723,9 @@ function _reduce(name::Symbol, x::KilnArray, axes::Union{Nothing,Vector{Cptrdiff
                 @ccall libkiln.kiln_all(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
             elseif name === :any
                 @ccall libkiln.kiln_any(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            elseif name === :prod
+                @ccall libkiln.kiln_prod(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, C_NULL::Ptr{UInt32},
+                                         out::Ref{Ptr{KilnTensor}})::UInt32
             else
                 @ccall libkiln.kiln_min(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
             end
@@ -752,6 +755,13 @@ function Base.sum(x::KilnArray{T}; dims=:, init=_NoInit()) where {T}
     init isa _NoInit && return r
     return dims isa Colon ? r + init : _binary_scalar("add", r, init, false)
 end
+"""
+    prod(x::KilnArray; dims=:)
+
+Product on the GPU in the array's element type (integers wrap; Base widens `Int32` to `Int`,
+kiln has no 64-bit integers); 1 over an empty collection.
+"""
+Base.prod(x::KilnArray; dims=:) = _reduction(:prod, x, dims)
 Base.maximum(x::KilnArray; dims=:, init=_NoInit()) = _extremum(:max, "maximum", max, x, dims, init)
 Base.minimum(x::KilnArray; dims=:, init=_NoInit()) = _extremum(:min, "minimum", min, x, dims, init)
 
@@ -778,7 +788,7 @@ end
 Base.all(x::KilnArray; dims=:) = _logical(:all, x, dims)
 Base.any(x::KilnArray; dims=:) = _logical(:any, x, dims)
 
-function _var(x::KilnArray, dims, corrected::Bool)
+function _var(x::KilnArray, dims, corrected::Bool, std::Bool=false)
     ax = _axes(x, dims)
     whole = ax === nothing
     ax2 = whole ? Cptrdiff_t[] : ax
@@ -786,17 +796,19 @@ function _var(x::KilnArray, dims, corrected::Bool)
     xf = _floaty(x)
     r = GC.@preserve ax2 begin
         _new() do out
-            @ccall libkiln.kiln_var(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
-                                    Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+            if std
+                @ccall libkiln.kiln_std(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
+                                        Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+            else
+                @ccall libkiln.kiln_var(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
+                                        Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+            end
         end
     end
     return whole ? _scalar(r) : r
 end
 Statistics.var(x::KilnArray; dims=:, corrected::Bool=true) = _var(x, dims, corrected)
-function Statistics.std(x::KilnArray; dims=:, corrected::Bool=true)
-    v = _var(x, dims, corrected)
-    return v isa KilnArray ? sqrt.(v) : sqrt(v)
-end
+Statistics.std(x::KilnArray; dims=:, corrected::Bool=true) = _var(x, dims, corrected, true)
 
 function _arg(name::Symbol, x::KilnArray{T,N}, dims) where {T,N}
     if dims isa Colon

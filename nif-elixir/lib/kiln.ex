@@ -28,8 +28,8 @@ defmodule Kiln do
   # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise.rs)
   import Kernel, except: [abs: 1, ceil: 1, div: 2, floor: 1, max: 2, min: 2, round: 1, trunc: 1]
 
-  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric or
-  # :any (bool included, gives {:u, 8})}
+  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric,
+  # :bits (integers and {:u, 8}, the type kept) or :any (bool included, gives {:u, 8})}
   @unary_ops [
     {:negate, "neg", :numeric},
     {:abs, "abs", :numeric},
@@ -69,7 +69,7 @@ defmodule Kiln do
     {:is_infinity, "isinf", :any},
     {:is_finite, "isfinite", :any},
     {:signbit, "signbit", :any},
-    {:bitwise_not, "bitwise_invert", :numeric}
+    {:bitwise_not, "bitwise_invert", :bits}
   ]
 
   # {Elixir name (Nx's where Nx has the op), kiln-core name, gives {:u, 8} (bool)?}
@@ -786,6 +786,33 @@ defmodule Kiln do
 
   @doc "kiln-core's (and the Array API's) name for `cumulative_product/2`."
   def cumulative_prod(t, opts \\ []), do: cumulative_product(t, opts)
+
+  @doc """
+  Product over `axes:` (default all) with `keep_axes:`, in `type:` (default the tensor's; it is
+  converted first). Integer products wrap; an empty axis gives 1.
+  """
+  def product(t, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false, type: nil)
+    type = if kw[:type] == nil, do: nil, else: native_type(kw[:type])
+    out(Native.prod(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, type))
+  end
+
+  @doc "kiln-core's name for `product/2`."
+  def prod(t, opts \\ []), do: product(t, opts)
+
+  @doc "Standard deviation (the square root of `var/2`) over `axes:` with `ddof:` (default 0) and `keep_axes:`."
+  def standard_deviation(t, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false, ddof: 0)
+    ddof = kw[:ddof]
+
+    unless is_integer(ddof) and ddof >= 0,
+      do: raise(Error.new(:invalid_argument, "ddof must be a non-negative integer"))
+
+    out(Native.std(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, ddof))
+  end
+
+  @doc "kiln-core's name for `standard_deviation/2`."
+  def std(t, opts \\ []), do: standard_deviation(t, opts)
 
   # ---------------------------------------------------------------------------------------------
   # Normalisation

@@ -71,7 +71,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::where_,
         // matmul, reduce, norm
         ops::matmul,
-        ops::sum,
         ops::mean,
         ops::max,
         ops::min,
@@ -115,6 +114,9 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         // scans
         scan::cumulative_sum,
         scan::cumulative_prod,
+        scan::sum,
+        scan::prod,
+        scan::std,
     );
     ops_gen::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,8 +1,8 @@
-//! The scans: the Array API's `cumulative_sum` and `cumulative_prod` (numpy 2's names and
-//! keywords). Argument conversion around one kiln-core call each.
+//! The Array API's scans and statistics: `cumulative_sum`, `cumulative_prod`, `sum(dtype=)`,
+//! `prod`, `std` (numpy 2's names and keywords). Argument conversion around kiln-core calls.
 
-use crate::convert::{parse_dtype, tensor_arg, Int};
-use crate::errors::gpu;
+use crate::convert::{parse_axes, parse_dtype, tensor_arg, Float, Int};
+use crate::errors::{gpu, invalid};
 use crate::ops::PyT;
 use crate::tensor::PyTensor;
 use kiln_core::ops;
@@ -39,4 +39,71 @@ pub fn cumulative_prod(
     let dtype = parse_dtype(py, dtype)?;
     let axis = axis.map(|a| a.0);
     gpu(py, || ops::cumulative_prod(&x, axis, dtype, include_initial)).map(PyTensor::new)
+}
+
+/// The correction (numpy's ``ddof``) of ``var`` / ``std``: either keyword, a whole number >= 0.
+fn correction_of(py: Python<'_>, name: &str, correction: Option<Float>, ddof: Option<Float>) -> PyResult<usize> {
+    let c = match (correction.map(|c| c.0), ddof.map(|c| c.0)) {
+        (Some(_), Some(_)) => return Err(invalid(py, format!("{name}: give correction or ddof, not both"))),
+        (Some(c), None) | (None, Some(c)) => c,
+        (None, None) => 0.0,
+    };
+    if c < 0.0 || c.fract() != 0.0 {
+        return Err(invalid(py, format!("{name}: correction must be a non-negative integer, got {c}")));
+    }
+    Ok(c as usize)
+}
+
+/// Sum over ``axis`` (None: all axes; an int or a tuple) in ``dtype`` (None: x's own, which for
+/// int32 and uint32 is the Array API's default integer of that signedness; x is converted first).
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, dtype=None, keepdims=false))]
+pub fn sum(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: Option<&Bound<'_, PyAny>>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    keepdims: bool,
+) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let dtype = parse_dtype(py, dtype)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || match dtype {
+        Some(d) if d != x.dtype() => ops::sum(&ops::cast(&x, d)?, axes.as_deref(), keepdims),
+        _ => ops::sum(&x, axes.as_deref(), keepdims),
+    })
+    .map(PyTensor::new)
+}
+
+/// Product over ``axis`` in ``dtype`` (as ``sum``); integer products wrap, an empty axis gives 1.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, dtype=None, keepdims=false))]
+pub fn prod(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: Option<&Bound<'_, PyAny>>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    keepdims: bool,
+) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let dtype = parse_dtype(py, dtype)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::prod(&x, axes.as_deref(), keepdims, dtype)).map(PyTensor::new)
+}
+
+/// Standard deviation over ``axis`` with ``correction`` (numpy's ``ddof``; either keyword).
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, correction=None, keepdims=false, ddof=None))]
+pub fn std(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: Option<&Bound<'_, PyAny>>,
+    correction: Option<Float>,
+    keepdims: bool,
+    ddof: Option<Float>,
+) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let c = correction_of(py, "std", correction, ddof)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::std(&x, axes.as_deref(), keepdims, c)).map(PyTensor::new)
 }

@@ -251,6 +251,16 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         ptrdiff_t axis = (ptrdiff_t)a->i;
         return f(x, a->kind == 'n' ? NULL : &axis, pb(c, "keepdims"), out);
     }
+    if (!strcmp(op, "prod") || !strcmp(op, "std")) {
+        const Param *a = need(c, "axes");
+        ptrdiff_t axes[MAX_LIST];
+        for (int j = 0; j < a->nlist; j++) axes[j] = (ptrdiff_t)a->list[j];
+        if (!strcmp(op, "std"))
+            return kiln_std(x, a->kind == 'n' ? NULL : axes, (size_t)a->nlist, pb(c, "keepdims"), (size_t)pi(c, "ddof"), out);
+        const Param *d = need(c, "dtype");
+        uint32_t dt = d->kind == 'n' ? 0 : parse_dtype(d->s);
+        return kiln_prod(x, a->kind == 'n' ? NULL : axes, (size_t)a->nlist, pb(c, "keepdims"), d->kind == 'n' ? NULL : &dt, out);
+    }
     if (!strcmp(op, "cumulative_sum") || !strcmp(op, "cumulative_prod")) {
         const Param *a = need(c, "axis"), *d = need(c, "dtype");
         ptrdiff_t axis = (ptrdiff_t)a->i;

@@ -17,6 +17,7 @@ import math
 import os
 import shutil
 import sys
+import warnings
 
 import numpy as np
 
@@ -785,6 +786,7 @@ def build_added(g, seed):
     rng6 = np.random.default_rng(seed + 6)
     build_scan(g, rng6)
     build_bitwise(g, rng6)
+    build_stats(g, rng6)
 
 
 def numpy_divmod(f):
@@ -974,6 +976,46 @@ def build_scan(g, rng):
             x = np.stack([rng.permutation(np.array(v, dtype=NP[dt])) for _ in range(3)], axis=1)
             g.case(f"{op}.special_{dt}", op, {"axis": 0, "dtype": None, "include_initial": False}, [("x", x, dt)],
                    want(op, x, 0, dt, False), dt, ftol(dt))
+
+
+def build_stats(g, rng):
+    """prod (integers wrapping in the dtype, dtype= casting first, 1 over an empty axis, special
+    values) and std (sqrt of var, NaN over an empty axis)."""
+    for cid, shape, dt, axes, keep, odt in [("typical", [4, 8], "f32", [1], False, None), ("f16", [13, 17], "f16", [0], True, None),
+                                            ("i32_wrap", [3, 40], "i32", [1], False, None), ("u32_whole", [5, 7], "u32", None, True, None),
+                                            ("edge_empty_axis", [2, 0, 3], "f32", [1], False, None), ("edge_no_axes", [3, 4], "i32", [], False, None),
+                                            ("large_split", [2, 20011], "f32", [-1], False, None), ("dtype_i32_f32", [6, 5], "i32", [0], False, "f32"),
+                                            ("dtype_bool_i32", [4, 9], "bool", None, False, "i32")]:
+        if dt == "bool":
+            x = rng.integers(0, 2, size=shape).astype(bool)
+        elif dt in ("i32", "u32"):
+            info = np.iinfo(NP[dt])
+            lo, hi = (info.min, info.max) if "wrap" in cid else (-4 if dt == "i32" else 0, 4)
+            x = rng.integers(lo, hi, size=shape, endpoint=True, dtype=np.int64).astype(NP[dt])
+        else:
+            x = rng.uniform(0.999, 1.001, size=shape).astype(NP[dt]) if "large" in cid else rng.uniform(-1.5, 1.5, size=shape).astype(NP[dt])
+        out = odt or dt
+        ax = None if axes is None else tuple(axes)
+        with np.errstate(all="ignore"):
+            want = np.prod(x.astype(NP[out]), axis=ax, keepdims=keep, dtype=NP[out]) if out in ("i32", "u32") else \
+                np.prod(x.astype(NP[out]).astype(np.float64), axis=ax, keepdims=keep)
+        n = int(np.prod([shape[a] for a in axes])) if axes is not None else int(np.prod(shape))
+        g.case(f"prod.{cid}", "prod", {"axes": axes, "keepdims": keep, "dtype": odt}, [("x", x, dt)], want, out, ftol(out, 1.0 + n / 64.0))
+    v = np.array([2.0, np.nan, 0.0, np.inf, -0.0, -3.0, 1.0, -np.inf], np.float32)
+    x = v[np.array([[0, 5, 6], [1, 0, 6], [2, 3, 6], [4, 0, 6], [4, 5, 6], [7, 5, 0]])]
+    with np.errstate(all="ignore"):
+        g.case("prod.special_f32", "prod", {"axes": [1], "keepdims": False, "dtype": None}, [("x", x, "f32")],
+               np.prod(x.astype(np.float64), axis=1), "f32", (0, 0))
+    for cid, shape, dt, axes, ddof in [("typical", [4, 8], "f32", [1], 0), ("f16", [13, 17], "f16", [0], 1),
+                                       ("large", [3, 1031], "f32", [-1], 1), ("whole", [5, 7], "f32", None, 0),
+                                       ("edge_empty_axis", [2, 0, 3], "f32", [1], 0), ("edge_one_ddof1", [3, 1], "f32", [1], 1)]:
+        x = rng.uniform(-3.0, 3.0, size=shape).astype(NP[dt])
+        ax = None if axes is None else tuple(axes)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an empty axis: NaN, as intended
+            want = np.std(x.astype(np.float64), axis=ax, ddof=ddof)
+        n = int(np.prod([shape[a] for a in axes])) if axes is not None else int(np.prod(shape))
+        g.case(f"std.{cid}", "std", {"axes": axes, "keepdims": False, "ddof": ddof}, [("x", x, dt)], want, dt, ftol(dt, 1.0 + n / 64.0))
 
 
 def build_bitwise(g, rng):

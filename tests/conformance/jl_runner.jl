@@ -140,6 +140,8 @@ function exposed(op)
         op == "argmax" && return owned(argmax, Tuple{KA})
         op == "argmin" && return owned(argmin, Tuple{KA})
         op == "bitwise_invert" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(~),KilnArray{Int32,2}})
+        op == "prod" && return owned(prod, Tuple{KA})
+        op == "std" && return owned(Statistics.std, Tuple{KA})
         op == "cumulative_sum" && return owned(cumsum, Tuple{KA})
         op == "cumulative_prod" && return owned(cumprod, Tuple{KA})
         op == "reshape" && return owned(reshape, Tuple{KA,Dims{2}})
@@ -228,6 +230,14 @@ function run_op(op, p, c::Case, dir)
         end
         r = Array(f(x; dims=jdim(Int(p["axis"]), nx)))
         return r .- one(eltype(r))                       # 1-based positions -> 0-based
+    elseif op in ("prod", "std")
+        dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
+        if op == "prod"
+            xs = p["dtype"] === nothing ? x : Kiln.cast(x, T("dtype"))   # the standard casts first
+            return prod(xs; dims=dims)
+        end
+        p["ddof"] in (0, 1) || error("Kiln.jl's std takes corrected=true/false only (ddof 0 or 1)")
+        return Statistics.std(x; dims=dims, corrected=p["ddof"] == 1)
     elseif op == "bitwise_invert"
         return (~).(x)
     elseif op in ("cumulative_sum", "cumulative_prod")
@@ -314,7 +324,7 @@ function run_op(op, p, c::Case, dir)
     end
 end
 
-const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin", "all", "any")
+const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin", "all", "any", "prod", "std")
 squeeze1(t) = Tuple(d for d in t if d != 1)
 
 # A zero matches only a zero of the same sign (-0.0 == 0.0 in Julia, so signbit decides).

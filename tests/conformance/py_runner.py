@@ -74,6 +74,12 @@ def run(op, f, p, ins, d):
         return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
     if op in ("argmax", "argmin"):
         return f(x, axis=p["axis"], keepdims=p["keepdims"])
+    if op == "prod":
+        axes = None if p["axes"] is None else tuple(p["axes"])
+        return f(x, axis=axes, keepdims=p["keepdims"], dtype=p["dtype"])
+    if op == "std":
+        axes = None if p["axes"] is None else tuple(p["axes"])
+        return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
     if op in ("cumulative_sum", "cumulative_prod"):
         return f(x, axis=p["axis"], dtype=p["dtype"], include_initial=p["include_initial"])
     if op in ("softmax", "log_softmax"):

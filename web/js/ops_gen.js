@@ -135,6 +135,8 @@ export const OPS = [
   { name: "quant_embedding", js: "quantEmbedding", family: "quant" },
   { name: "cumulative_sum", js: "cumulativeSum", family: "scan" },
   { name: "cumulative_prod", js: "cumulativeProd", family: "scan" },
+  { name: "prod", js: "prod", family: "reduce" },
+  { name: "std", js: "std", family: "reduce" },
 ];
 
 /** Elementwise -x. */

@@ -158,6 +158,9 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     // Scans (core/src/ops/scan.rs).
     op("cumulative_sum", "scan", 1, "any", "axis: Option<isize> = None, dtype: Option<DType> = None, include_initial: bool = false", "running sum along an axis (an axis is required past 1-D; integers wrap)", ["~cumulative_sum", "~cumulative_sum", "~cumsum"]),
     op("cumulative_prod", "scan", 1, "any", "axis: Option<isize> = None, dtype: Option<DType> = None, include_initial: bool = false", "running product along an axis (an axis is required past 1-D; integers wrap)", ["~cumulative_prod", "~cumulative_product", "~cumprod"]),
+    // Statistics beside the reductions above (core/src/ops/reduce.rs).
+    op("prod", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false, dtype: Option<DType> = None", "product over axes (integers wrap; 1 over an empty axis)", ["~prod", "~product", "~prod"]),
+    op("std", "reduce", 1, "float", "axes: Option<&[isize]> = None, keepdims: bool = false, ddof: usize = 0", "standard deviation over axes, sqrt(var)", ["~std", "~standard_deviation", "~std"]),
 ];
 
 /// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's

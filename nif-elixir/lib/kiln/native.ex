@@ -169,8 +169,10 @@ defmodule Kiln.Native do
     dequantize: 4,
     quant_matmul: 4,
     quant_embedding: 4,
-    # scan
-    scan: 5
+    # scan and statistics
+    scan: 5,
+    prod: 4,
+    std: 4
   ]
 
   @doc false

@@ -1,6 +1,7 @@
-//! Scans: cumulative_sum and cumulative_prod (one axis, an optional dtype, include_initial).
+//! Scans (cumulative_sum and cumulative_prod: one axis, an optional dtype, include_initial) and
+//! the statistics beside the reductions (prod with an optional dtype, std).
 
-use crate::{tensor_reply, Dt, Flag, Int, Opt, Out, Reply, TRef, Text};
+use crate::{axes, tensor_reply, Axes, Dt, Flag, Int, Opt, Out, Reply, TRef, Text};
 use kiln_core::{ops, Error};
 
 #[rustler::nif(schedule = "DirtyIo")]
@@ -14,4 +15,14 @@ fn scan(op: Text, x: TRef, axis: Opt<Int<isize>>, dtype: Opt<Dt>, include_initia
             other => Err(Error::InvalidArgument(format!("unknown scan {other:?}"))),
         }
     })
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn prod(x: TRef, axes_: Opt<Axes>, keepdims: Flag, dtype: Opt<Dt>) -> Reply<Out> {
+    tensor_reply(|| ops::prod(&x.get()?, axes(&axes_).as_deref(), keepdims.0, dtype.0.map(|d| d.0)))
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn std(x: TRef, axes_: Opt<Axes>, keepdims: Flag, ddof: Int<usize>) -> Reply<Out> {
+    tensor_reply(|| ops::std(&x.get()?, axes(&axes_).as_deref(), keepdims.0, ddof.0))
 }
