@@ -149,6 +149,13 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
             let f = if op == "argmax" { ops::argmax } else { ops::argmin };
             f(c.input("x")?, axis, c.b("keepdims")?)?
         }
+        "diff" => ops::diff(
+            c.input("x")?,
+            c.i("axis")? as isize,
+            c.i("n")? as usize,
+            c.opt_input("prepend"),
+            c.opt_input("append"),
+        )?,
         "prod" => {
             let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
             let dtype = match c.get("dtype")? {

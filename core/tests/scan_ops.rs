@@ -229,3 +229,68 @@ fn bad_input_is_an_error() {
         assert_eq!(run(sum, &x, Some(0), Some(DType::Bool), false).unwrap_err().code(), ErrorCode::DTypeMismatch);
     }
 }
+
+#[test]
+fn diff_matches_reference() {
+    poison();
+    let mut rng = Rng::new(67);
+    let cases: &[(&[usize], isize)] =
+        &[(&[0], 0), (&[1], -1), (&[7], 0), (&[13, 17], 1), (&[13, 17], 0), (&[3, 1, 257], -1), (&[2, 0, 3], 2)];
+    for dt in [DType::F32, DType::I32, DType::U32] {
+        for &(shape, axis) in cases {
+            for n in [0usize, 1, 2, 9] {
+                for (pre, app) in [(false, false), (true, false), (true, true)] {
+                    let (lo, hi) = match dt {
+                        DType::I32 => (-2e9, 2e9),
+                        DType::U32 => (0.0, 4e9),
+                        _ => (-1e3, 1e3),
+                    };
+                    let (x, xv) = rand_tensor(&mut rng, shape, dt, lo, hi);
+                    let ax = if axis < 0 { (axis + shape.len() as isize) as usize } else { axis as usize };
+                    let edge = |rng: &mut Rng, k: usize| {
+                        let mut s = shape.to_vec();
+                        s[ax] = k;
+                        let (t, v) = rand_tensor(rng, &s, dt, 0.0, 100.0);
+                        (t, v, s)
+                    };
+                    let p = pre.then(|| edge(&mut rng, 2));
+                    let a = app.then(|| edge(&mut rng, 1));
+                    let y = ops::diff(&x, axis, n, p.as_ref().map(|p| &p.0), a.as_ref().map(|a| &a.0)).unwrap();
+                    let (want, ws) = cpu::diff(
+                        &xv,
+                        shape,
+                        axis,
+                        n,
+                        p.as_ref().map(|p| (&p.1[..], &p.2[..])),
+                        a.as_ref().map(|a| (&a.1[..], &a.2[..])),
+                        dt,
+                    )
+                    .unwrap();
+                    let what = format!("diff {dt} {shape:?} axis={axis} n={n} pre={pre} app={app}");
+                    assert_eq!(y.shape(), &ws[..], "{what}");
+                    check(&what, dt, 0, &y.to_f64_vec().unwrap(), &want);
+                }
+            }
+        }
+    }
+    // inf - inf, NaN and the sign of zero come out as IEEE subtraction gives them.
+    let v = [f32::INFINITY, f32::INFINITY, f32::NAN, 1.0, -0.0, 0.0, f32::NEG_INFINITY];
+    let x = Tensor::from_slice(&v, &[7]).unwrap();
+    let y: Vec<f32> = ops::diff(&x, 0, 1, None, None).unwrap().to_vec().unwrap();
+    let want: Vec<f32> = v.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())), "{y:?}");
+}
+
+#[test]
+fn diff_errors() {
+    let x = Tensor::from_slice(&[1.0f32; 6], &[2, 3]).unwrap();
+    let s = Tensor::from_slice(&[1.0f32], &[]).unwrap();
+    let wrong = Tensor::from_slice(&[1.0f32; 4], &[4, 1]).unwrap();
+    let i = Tensor::from_slice(&[1i32; 2], &[2, 1]).unwrap();
+    let b = ops::cast(&x, DType::Bool).unwrap();
+    assert_eq!(ops::diff(&s, 0, 1, None, None).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(ops::diff(&x, 2, 1, None, None).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(ops::diff(&b, 0, 1, None, None).unwrap_err().code(), ErrorCode::DTypeMismatch);
+    assert_eq!(ops::diff(&x, 1, 1, Some(&wrong), None).unwrap_err().code(), ErrorCode::ShapeMismatch);
+    assert_eq!(ops::diff(&x, 1, 1, None, Some(&i)).unwrap_err().code(), ErrorCode::DTypeMismatch);
+}

@@ -791,3 +791,21 @@ pub unsafe extern "C" fn kiln_std(
 ) -> KilnStatus {
     call_out("kiln_std", out, || ops::std(&*tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, ddof))
 }
+
+/// The `n`-th forward difference along `axis` (negative counts from the end): `x[1:] - x[:-1]`
+/// `n` times, after joining `prepend` and `append` (nullable; x's dtype and shape but for the
+/// axis) at either end. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_diff(
+    x: *const KilnTensor,
+    axis: isize,
+    n: usize,
+    prepend: *const KilnTensor,
+    append: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_diff", out, || {
+        let (p, a) = (opt_tensor(prepend, "prepend")?, opt_tensor(append, "append")?);
+        ops::diff(&*tensor(x, "x")?, axis, n, p.as_deref(), a.as_deref())
+    })
+}

@@ -1389,4 +1389,26 @@ Base.cumsum(x::KilnArray; dims=nothing, include_initial::Bool=false) = _scan(:cu
 """`cumprod(x::KilnArray; dims, include_initial=false)`: running product along `dims`, as `cumsum`."""
 Base.cumprod(x::KilnArray; dims=nothing, include_initial::Bool=false) = _scan(:cumprod, x, dims, include_initial)
 
+"""
+    diff(x::KilnArray; dims, n=1, prepend=nothing, append=nothing)
+
+Forward difference along `dims` (optional for vectors), on the GPU. `n` (kiln's, numpy's)
+repeats it; `prepend` / `append` (KilnArrays of x's element type and size but along `dims`) are
+joined at either end first.
+"""
+function Base.diff(x::KilnArray{T,N}; dims=nothing, n::Integer=1, prepend=nothing, append=nothing) where {T,N}
+    if dims === nothing
+        N == 1 || throw(ArgumentError("Kiln: diff of a $N-dimensional array needs dims"))
+        dims = 1
+    end
+    1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
+    n >= 0 || throw(ArgumentError("n must be >= 0, got $n"))
+    return GC.@preserve prepend append begin
+        _new() do out
+            @ccall libkiln.kiln_diff(x::Ptr{KilnTensor}, (N - dims)::Cptrdiff_t, Csize_t(n)::Csize_t, ptr(prepend)::Ptr{KilnTensor},
+                                     ptr(append)::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
 end # module

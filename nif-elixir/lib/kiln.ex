@@ -814,6 +814,21 @@ defmodule Kiln do
   @doc "kiln-core's name for `standard_deviation/2`."
   def std(t, opts \\ []), do: standard_deviation(t, opts)
 
+  @doc """
+  The `n:`-th (default 1) forward difference along `axis:` (default -1): `x[1:] - x[:-1]`, `n`
+  times, after joining the optional `prepend:` and `append:` tensors (the same type and shape
+  but for the axis) at either end.
+  """
+  def diff(t, opts \\ []) do
+    kw = opts!(opts, axis: -1, n: 1, prepend: nil, append: nil)
+    n = kw[:n]
+
+    unless is_integer(n) and n >= 0,
+      do: raise(Error.new(:invalid_argument, "n must be a non-negative integer"))
+
+    out(Native.diff(ref!(t), int!(kw[:axis], "axis"), n, opt_ref(kw[:prepend]), opt_ref(kw[:append])))
+  end
+
   # ---------------------------------------------------------------------------------------------
   # Normalisation
 

@@ -117,6 +117,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         scan::sum,
         scan::prod,
         scan::std,
+        scan::diff,
     );
     ops_gen::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

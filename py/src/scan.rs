@@ -1,7 +1,7 @@
 //! The Array API's scans and statistics: `cumulative_sum`, `cumulative_prod`, `sum(dtype=)`,
-//! `prod`, `std` (numpy 2's names and keywords). Argument conversion around kiln-core calls.
+//! `prod`, `std`, `diff` (numpy 2's names and keywords). Argument conversion around kiln-core calls.
 
-use crate::convert::{parse_axes, parse_dtype, tensor_arg, Float, Int};
+use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};
 use crate::errors::{gpu, invalid};
 use crate::ops::PyT;
 use crate::tensor::PyTensor;
@@ -106,4 +106,23 @@ pub fn std(
     let c = correction_of(py, "std", correction, ddof)?;
     let axes = parse_axes(py, axis)?;
     gpu(py, || ops::std(&x, axes.as_deref(), keepdims, c)).map(PyTensor::new)
+}
+
+/// The ``n``-th forward difference along ``axis`` (``x[1:] - x[:-1]``, ``n`` times), with
+/// ``prepend`` / ``append`` (x's dtype and shape but for the axis) joined at either end first.
+/// ``axis`` defaults to -1 and ``n`` to 1.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, n=None, prepend=None, append=None))]
+pub fn diff(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: Option<Int<isize>>,
+    n: Option<Int<usize>>,
+    prepend: Option<&Bound<'_, PyAny>>,
+    append: Option<&Bound<'_, PyAny>>,
+) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let (p, a) = (opt_tensor_arg(py, prepend)?, opt_tensor_arg(py, append)?);
+    let (axis, n) = (axis.map_or(-1, |a| a.0), n.map_or(1, |n| n.0));
+    gpu(py, || ops::diff(&x, axis, n, p.as_ref(), a.as_ref())).map(PyTensor::new)
 }

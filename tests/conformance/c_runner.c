@@ -251,6 +251,8 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         ptrdiff_t axis = (ptrdiff_t)a->i;
         return f(x, a->kind == 'n' ? NULL : &axis, pb(c, "keepdims"), out);
     }
+    if (!strcmp(op, "diff"))
+        return kiln_diff(x, (ptrdiff_t)pi(c, "axis"), (size_t)pi(c, "n"), input(c, "prepend"), input(c, "append"), out);
     if (!strcmp(op, "prod") || !strcmp(op, "std")) {
         const Param *a = need(c, "axes");
         ptrdiff_t axes[MAX_LIST];

@@ -87,6 +87,7 @@ defmodule Kiln.Conformance do
       o when o in ["sum", "mean", "max", "min", "all", "any"] -> apply(Kiln, String.to_atom(o), [x, [axes: p["axes"], keep_axes: p["keepdims"]]])
       "var" -> Kiln.var(x, axes: p["axes"], keep_axes: p["keepdims"], ddof: p["ddof"])
       o when o in ["argmax", "argmin"] -> apply(Kiln, String.to_atom(o), [x, [axis: p["axis"], keep_axis: p["keepdims"]]])
+      "diff" -> Kiln.diff(x, axis: p["axis"], n: p["n"], prepend: get.("prepend"), append: get.("append"))
       "prod" ->
         opts = [axes: p["axes"], keep_axes: p["keepdims"]]
         Kiln.product(x, if(p["dtype"] == nil, do: opts, else: opts ++ [type: t(p, "dtype")]))

@@ -787,6 +787,7 @@ def build_added(g, seed):
     build_scan(g, rng6)
     build_bitwise(g, rng6)
     build_stats(g, rng6)
+    build_diff(g, rng6)
 
 
 def numpy_divmod(f):
@@ -1016,6 +1017,48 @@ def build_stats(g, rng):
             want = np.std(x.astype(np.float64), axis=ax, ddof=ddof)
         n = int(np.prod([shape[a] for a in axes])) if axes is not None else int(np.prod(shape))
         g.case(f"std.{cid}", "std", {"axes": axes, "keepdims": False, "ddof": ddof}, [("x", x, dt)], want, dt, ftol(dt, 1.0 + n / 64.0))
+
+
+def build_diff(g, rng):
+    """diff: awkward shapes and axes, n past the axis length, prepend / append, integers that
+    wrap, and IEEE subtraction of the special values."""
+    for cid, shape, dt, axis, n, pre, app in [("typical", [4, 8], "f32", -1, 1, 0, 0), ("axis0_n2", [13, 17], "f32", 0, 2, 0, 0),
+                                              ("prime", [3, 1, 257], "f16", -1, 1, 0, 0), ("i32_wrap", [5, 9], "i32", 1, 1, 0, 0),
+                                              ("u32_wrap_prepend", [6, 4], "u32", 0, 1, 2, 0), ("append", [3, 5], "f32", 1, 3, 0, 1),
+                                              ("both", [2, 3, 4], "i32", 1, 2, 1, 2), ("edge_n0", [3, 4], "f32", 0, 0, 0, 0),
+                                              ("edge_n_past", [5], "f32", 0, 9, 0, 0), ("edge_empty", [0, 3], "f32", 0, 1, 0, 0)]:
+        def vals(sh, dt=dt):
+            if dt in ("i32", "u32"):
+                info = np.iinfo(NP[dt])
+                return rng.integers(info.min, info.max, size=sh, endpoint=True, dtype=np.int64).astype(NP[dt])
+            return rng.uniform(-5.0, 5.0, size=sh).astype(NP[dt])
+
+        def edge(k, shape=shape, axis=axis):
+            sh = list(shape)
+            sh[axis] = k
+            return vals(sh)
+
+        x = vals(shape)
+        ins = [("x", x, dt)]
+        parts = [x]
+        if pre:
+            p = edge(pre)
+            ins.append(("prepend", p, dt))
+            parts.insert(0, p)
+        if app:
+            a = edge(app)
+            ins.append(("append", a, dt))
+            parts.append(a)
+        y = np.concatenate(parts, axis=axis)
+        with np.errstate(all="ignore"):
+            want = np.diff(y, n=n, axis=axis) if dt in ("i32", "u32") else y.astype(np.float64)
+            if dt not in ("i32", "u32"):
+                for _ in range(n):  # each order rounded to the dtype, as the kernel computes it
+                    want = np.diff(want, axis=axis).astype(NP[dt]).astype(np.float64)
+        g.case(f"diff.{cid}", "diff", {"axis": axis, "n": n}, ins, want, dt, (0, 0))
+    x = np.array([np.inf, np.inf, np.nan, 1.0, -0.0, 0.0, -np.inf, -np.inf, 3.0], np.float32)
+    with np.errstate(all="ignore"):
+        g.case("diff.special_f32", "diff", {"axis": 0, "n": 1}, [("x", x, "f32")], np.diff(x.astype(np.float64)), "f32", (0, 0))
 
 
 def build_bitwise(g, rng):

@@ -140,6 +140,7 @@ function exposed(op)
         op == "argmax" && return owned(argmax, Tuple{KA})
         op == "argmin" && return owned(argmin, Tuple{KA})
         op == "bitwise_invert" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(~),KilnArray{Int32,2}})
+        op == "diff" && return owned(diff, Tuple{KA})
         op == "prod" && return owned(prod, Tuple{KA})
         op == "std" && return owned(Statistics.std, Tuple{KA})
         op == "cumulative_sum" && return owned(cumsum, Tuple{KA})
@@ -230,6 +231,8 @@ function run_op(op, p, c::Case, dir)
         end
         r = Array(f(x; dims=jdim(Int(p["axis"]), nx)))
         return r .- one(eltype(r))                       # 1-based positions -> 0-based
+    elseif op == "diff"
+        return diff(x; dims=jdim(Int(p["axis"]), nx), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
     elseif op in ("prod", "std")
         dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
         if op == "prod"

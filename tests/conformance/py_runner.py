@@ -74,6 +74,8 @@ def run(op, f, p, ins, d):
         return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
     if op in ("argmax", "argmin"):
         return f(x, axis=p["axis"], keepdims=p["keepdims"])
+    if op == "diff":
+        return f(x, axis=p["axis"], n=p["n"], prepend=get("prepend"), append=get("append"))
     if op == "prod":
         axes = None if p["axes"] is None else tuple(p["axes"])
         return f(x, axis=axes, keepdims=p["keepdims"], dtype=p["dtype"])

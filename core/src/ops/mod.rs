@@ -3,6 +3,7 @@
 
 pub mod attention;
 pub mod conv;
+pub mod diff;
 pub mod elementwise;
 pub mod kv_cache;
 pub mod matmul;
@@ -15,6 +16,7 @@ pub mod scan;
 
 pub use attention::*;
 pub use conv::*;
+pub use diff::*;
 pub use elementwise::*;
 pub use kv_cache::*;
 pub use matmul::*;
@@ -161,6 +163,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     // Statistics beside the reductions above (core/src/ops/reduce.rs).
     op("prod", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false, dtype: Option<DType> = None", "product over axes (integers wrap; 1 over an empty axis)", ["~prod", "~product", "~prod"]),
     op("std", "reduce", 1, "float", "axes: Option<&[isize]> = None, keepdims: bool = false, ddof: usize = 0", "standard deviation over axes, sqrt(var)", ["~std", "~standard_deviation", "~std"]),
+    op("diff", "stats", 1, "any", "axis: isize = -1, n: usize = 1, prepend: Option<&Tensor> = None, append: Option<&Tensor> = None", "n-th forward difference along an axis (x[1:] - x[:-1], n times)", ["~diff", "~diff", "~diff"]),
 ];
 
 /// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's

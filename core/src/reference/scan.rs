@@ -73,3 +73,56 @@ pub fn cumulative(
     }
     Ok((out, oshape))
 }
+
+/// The `n`-th forward difference along `axis` (numpy's `diff`), `prepend` / `append` joined
+/// first (given as values and shapes); integers wrap in `dtype`, floats round to it.
+pub fn diff(
+    x: &[f64],
+    shape: &[usize],
+    axis: isize,
+    n: usize,
+    prepend: Option<(&[f64], &[usize])>,
+    append: Option<(&[f64], &[usize])>,
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
+    let ax = normalize_axis(axis, shape.len())?;
+    let (outer, inner): (usize, usize) = (shape[..ax].iter().product(), shape[ax + 1..].iter().product());
+    // Rows along the axis: rows[o * inner + i] is the run at (o, i).
+    let mut rows: Vec<Vec<f64>> = vec![Vec::new(); outer * inner];
+    for (vals, sh) in prepend.into_iter().chain([(x, shape)]).chain(append) {
+        let r = sh[ax];
+        for o in 0..outer {
+            for i in 0..inner {
+                rows[o * inner + i].extend((0..r).map(|j| vals[(o * r + j) * inner + i]));
+            }
+        }
+    }
+    let sub = |a: f64, b: f64| match dtype {
+        DType::I32 => (a as i32).wrapping_sub(b as i32) as f64,
+        DType::U32 => (a as u32).wrapping_sub(b as u32) as f64,
+        _ => round_to(dtype, a - b),
+    };
+    for _ in 0..n {
+        for row in rows.iter_mut() {
+            *row = row.windows(2).map(|w| sub(w[1], w[0])).collect();
+        }
+    }
+    let len = rows.first().map_or_else(
+        || {
+            let total = prepend.map_or(0, |p| p.1[ax]) + shape[ax] + append.map_or(0, |a| a.1[ax]);
+            total.saturating_sub(n)
+        },
+        |r| r.len(),
+    );
+    let mut oshape = shape.to_vec();
+    oshape[ax] = len;
+    let mut out = vec![0.0; outer * len * inner];
+    for o in 0..outer {
+        for i in 0..inner {
+            for (j, &v) in rows[o * inner + i].iter().enumerate() {
+                out[(o * len + j) * inner + i] = v;
+            }
+        }
+    }
+    Ok((out, oshape))
+}

@@ -172,7 +172,8 @@ defmodule Kiln.Native do
     # scan and statistics
     scan: 5,
     prod: 4,
-    std: 4
+    std: 4,
+    diff: 5
   ]
 
   @doc false
