@@ -6,6 +6,7 @@ pub mod conv;
 pub mod diff;
 pub mod elementwise;
 pub mod kv_cache;
+pub mod linalg;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
@@ -19,6 +20,7 @@ pub use conv::*;
 pub use diff::*;
 pub use elementwise::*;
 pub use kv_cache::*;
+pub use linalg::*;
 pub use matmul::*;
 pub use movement::*;
 pub use norm::*;
@@ -164,6 +166,9 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("prod", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false, dtype: Option<DType> = None", "product over axes (integers wrap; 1 over an empty axis)", ["~prod", "~product", "~prod"]),
     op("std", "reduce", 1, "float", "axes: Option<&[isize]> = None, keepdims: bool = false, ddof: usize = 0", "standard deviation over axes, sqrt(var)", ["~std", "~standard_deviation", "~std"]),
     op("diff", "stats", 1, "any", "axis: isize = -1, n: usize = 1, prepend: Option<&Tensor> = None, append: Option<&Tensor> = None", "n-th forward difference along an axis (x[1:] - x[:-1], n times)", ["~diff", "~diff", "~diff"]),
+    // Linear algebra lowered to the kernels above (core/src/ops/linalg.rs).
+    op("vecdot", "linalg", 2, "any", "axis: isize = -1", "dot product of the vectors along an axis, with broadcasting (sum(x1 * x2, axis))", ["~vecdot", "~vecdot", "~vecdot"]),
+    op("tensordot", "linalg", 2, "any", "axes: the last n of x1 with the first n of x2 (n = 2), or two lists of axes", "tensor contraction over paired axes (numpy's tensordot), one matmul", ["~tensordot", "~dot", "~tensordot"]),
 ];
 
 /// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's

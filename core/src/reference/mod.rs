@@ -5,6 +5,7 @@
 pub mod attention;
 pub mod conv;
 pub mod elementwise;
+pub mod linalg;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
