@@ -1023,6 +1023,43 @@ KilnStatus kiln_std(const struct KilnTensor *x,
                     struct KilnTensor **out);
 
 /**
+ * The `n`-th forward difference along `axis` (negative counts from the end): `x[1:] - x[:-1]`
+ * `n` times, after joining `prepend` and `append` (nullable; x's dtype and shape but for the
+ * axis) at either end. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_diff(const struct KilnTensor *x,
+                     ptrdiff_t axis,
+                     size_t n,
+                     const struct KilnTensor *prepend,
+                     const struct KilnTensor *append,
+                     struct KilnTensor **out);
+
+/**
+ * Dot product of the vectors along `axis` (negative counts from the end of the broadcast
+ * shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal.
+ * `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_vecdot(const struct KilnTensor *x1,
+                       const struct KilnTensor *x2,
+                       ptrdiff_t axis,
+                       struct KilnTensor **out);
+
+/**
+ * numpy's tensordot: with `n >= 0` the last `n` axes of `x1` are contracted with the first `n`
+ * of `x2` (`axes1`, `axes2` unused, may be NULL); with `n < 0` axis `axes1[i]` of `x1` with
+ * `axes2[i]` of `x2` for i < `naxes` (negative counts from the end). The result has x1's other
+ * axes then x2's. `x1`, `x2`, `out`: non-null; `axes1`, `axes2` may be NULL only when `naxes`
+ * is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_tensordot(const struct KilnTensor *x1,
+                          const struct KilnTensor *x2,
+                          ptrdiff_t n,
+                          const ptrdiff_t *axes1,
+                          const ptrdiff_t *axes2,
+                          size_t naxes,
+                          struct KilnTensor **out);
+
+/**
  * Elementwise -x, same shape as `x` and its dtype unless stated (every dtype but bool, which gives
  * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
  * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.

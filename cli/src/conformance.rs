@@ -149,6 +149,19 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
             let f = if op == "argmax" { ops::argmax } else { ops::argmin };
             f(c.input("x")?, axis, c.b("keepdims")?)?
         }
+        "vecdot" => ops::vecdot(c.input("a")?, c.input("b")?, c.i("axis")? as isize)?,
+        "tensordot" => {
+            let n = c.i("n")?;
+            let axes = if n >= 0 {
+                ops::TensordotAxes::Count(n as usize)
+            } else {
+                let list = |k: &str| -> Result<Vec<isize>> {
+                    Ok(c.opt_ints(k)?.unwrap_or_default().into_iter().map(|a| a as isize).collect())
+                };
+                ops::TensordotAxes::Pairs(list("axes1")?, list("axes2")?)
+            };
+            ops::tensordot(c.input("a")?, c.input("b")?, &axes)?
+        }
         "diff" => ops::diff(
             c.input("x")?,
             c.i("axis")? as isize,

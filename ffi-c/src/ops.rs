@@ -809,3 +809,43 @@ pub unsafe extern "C" fn kiln_diff(
         ops::diff(&*tensor(x, "x")?, axis, n, p.as_deref(), a.as_deref())
     })
 }
+
+// ---- linear algebra lowered to matmul / reductions ------------------------------------------
+
+/// Dot product of the vectors along `axis` (negative counts from the end of the broadcast
+/// shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal.
+/// `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_vecdot(
+    x1: *const KilnTensor,
+    x2: *const KilnTensor,
+    axis: isize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_vecdot", out, || ops::vecdot(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, axis))
+}
+
+/// numpy's tensordot: with `n >= 0` the last `n` axes of `x1` are contracted with the first `n`
+/// of `x2` (`axes1`, `axes2` unused, may be NULL); with `n < 0` axis `axes1[i]` of `x1` with
+/// `axes2[i]` of `x2` for i < `naxes` (negative counts from the end). The result has x1's other
+/// axes then x2's. `x1`, `x2`, `out`: non-null; `axes1`, `axes2` may be NULL only when `naxes`
+/// is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_tensordot(
+    x1: *const KilnTensor,
+    x2: *const KilnTensor,
+    n: isize,
+    axes1: *const isize,
+    axes2: *const isize,
+    naxes: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_tensordot", out, || {
+        let axes = if n >= 0 {
+            ops::TensordotAxes::Count(n as usize)
+        } else {
+            ops::TensordotAxes::Pairs(slice(axes1, naxes, "axes1")?.to_vec(), slice(axes2, naxes, "axes2")?.to_vec())
+        };
+        ops::tensordot(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, &axes)
+    })
+}

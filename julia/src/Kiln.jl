@@ -1411,4 +1411,45 @@ function Base.diff(x::KilnArray{T,N}; dims=nothing, n::Integer=1, prepend=nothin
     end
 end
 
+"""
+    Kiln.vecdot(a, b; dims=1)
+
+Dot product of the vectors along `dims` with broadcasting: `sum(a .* b; dims)` without the
+reduced dimension, on the GPU (kiln-core's vecdot).
+"""
+function vecdot(a::KilnArray, b::KilnArray; dims::Integer=1)
+    dims >= 1 || throw(ArgumentError("dims must be >= 1, got $dims"))
+    return _new() do out   # Julia dim d counts from the other end of kiln's axes
+        @ccall libkiln.kiln_vecdot(a::Ptr{KilnTensor}, b::Ptr{KilnTensor}, (-dims)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""
+    Kiln.tensordot(A, B, n::Integer=2)
+    Kiln.tensordot(A, B, dimsA, dimsB)
+
+Tensor contraction: the last `n` dimensions of `A` with the first `n` of `B` (or `dimsA[i]` with
+`dimsB[i]`); the result has A's other dimensions then B's. One matmul on the GPU; as for `*`,
+this is kiln-core's tensordot with the operands swapped (column-major views).
+"""
+function tensordot(A::KilnArray, B::KilnArray, n::Integer=2)
+    n >= 0 || throw(ArgumentError("n must be >= 0, got $n"))
+    return _new() do out
+        @ccall libkiln.kiln_tensordot(B::Ptr{KilnTensor}, A::Ptr{KilnTensor}, Cptrdiff_t(n)::Cptrdiff_t, C_NULL::Ptr{Cptrdiff_t},
+                                      C_NULL::Ptr{Cptrdiff_t}, Csize_t(0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+function tensordot(A::KilnArray{T,NA}, B::KilnArray{T,NB}, dimsA, dimsB) where {T,NA,NB}
+    length(dimsA) == length(dimsB) || throw(ArgumentError("tensordot: $(length(dimsA)) dims of A against $(length(dimsB)) of B"))
+    all(d -> 1 <= d <= NA, dimsA) && all(d -> 1 <= d <= NB, dimsB) || throw(ArgumentError("tensordot: a dimension out of range"))
+    a1 = Cptrdiff_t[NB - d for d in dimsB]   # core x1 is B
+    a2 = Cptrdiff_t[NA - d for d in dimsA]
+    return GC.@preserve a1 a2 begin
+        _new() do out
+            @ccall libkiln.kiln_tensordot(B::Ptr{KilnTensor}, A::Ptr{KilnTensor}, Cptrdiff_t(-1)::Cptrdiff_t, pointer(a1)::Ptr{Cptrdiff_t},
+                                          pointer(a2)::Ptr{Cptrdiff_t}, Csize_t(length(a1))::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
 end # module

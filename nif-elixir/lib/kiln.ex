@@ -829,6 +829,31 @@ defmodule Kiln do
     out(Native.diff(ref!(t), int!(kw[:axis], "axis"), n, opt_ref(kw[:prepend]), opt_ref(kw[:append])))
   end
 
+  @doc "Dot product of the vectors along `axis:` (default -1), broadcasting the other axes: `sum(a * b, axis)`."
+  def vecdot(a, b, opts \\ []) do
+    kw = opts!(opts, axis: -1)
+    out(Native.vecdot(ref!(a), ref!(b), int!(kw[:axis], "axis")))
+  end
+
+  @doc """
+  Nx's `dot/4`: contracts the axes `axes_a` of `a` with `axes_b` of `b` pairwise; the result has
+  `a`'s other axes then `b`'s (one matmul on the GPU).
+  """
+  def dot(a, axes_a, b, axes_b) when is_list(axes_a) and is_list(axes_b),
+    do: out(Native.tensordot(ref!(a), ref!(b), -1, axes!(axes_a), axes!(axes_b)))
+
+  @doc """
+  numpy's `tensordot`: `axes:` an integer n (the last n axes of `a` with the first n of `b`,
+  default 2) or a tuple `{axes_a, axes_b}` of lists.
+  """
+  def tensordot(a, b, opts \\ []) do
+    case opts!(opts, axes: 2)[:axes] do
+      n when is_integer(n) and n >= 0 -> out(Native.tensordot(ref!(a), ref!(b), n, [], []))
+      {la, lb} when is_list(la) and is_list(lb) -> dot(a, la, b, lb)
+      other -> raise(Error.new(:invalid_argument, "axes: an integer >= 0 or {list, list}, got #{inspect(other)}"))
+    end
+  end
+
   # ---------------------------------------------------------------------------------------------
   # Normalisation
 

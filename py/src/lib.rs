@@ -118,6 +118,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         scan::prod,
         scan::std,
         scan::diff,
+        scan::vecdot,
+        scan::tensordot,
     );
     ops_gen::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,5 +1,5 @@
 //! The Array API's scans and statistics: `cumulative_sum`, `cumulative_prod`, `sum(dtype=)`,
-//! `prod`, `std`, `diff` (numpy 2's names and keywords). Argument conversion around kiln-core calls.
+//! `prod`, `std`, `diff`, `vecdot`, `tensordot` (numpy 2's names and keywords). Argument conversion around kiln-core calls.
 
 use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};
 use crate::errors::{gpu, invalid};
@@ -7,6 +7,7 @@ use crate::ops::PyT;
 use crate::tensor::PyTensor;
 use kiln_core::ops;
 use pyo3::prelude::*;
+use pyo3::types::PyInt;
 
 /// Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted
 /// first), with a leading 0 when ``include_initial``. Integer sums wrap as numpy's do.
@@ -125,4 +126,43 @@ pub fn diff(
     let (p, a) = (opt_tensor_arg(py, prepend)?, opt_tensor_arg(py, append)?);
     let (axis, n) = (axis.map_or(-1, |a| a.0), n.map_or(1, |n| n.0));
     gpu(py, || ops::diff(&x, axis, n, p.as_ref(), a.as_ref())).map(PyTensor::new)
+}
+
+/// Dot product of the vectors along ``axis`` (default -1) with broadcasting: ``sum(x1 * x2, axis)``.
+#[pyfunction]
+#[pyo3(signature = (x1, x2, /, *, axis=None))]
+pub fn vecdot(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, axis: Option<Int<isize>>) -> PyT {
+    let (a, b) = (tensor_arg(py, x1)?, tensor_arg(py, x2)?);
+    let axis = axis.map_or(-1, |a| a.0);
+    gpu(py, || ops::vecdot(&a, &b, axis)).map(PyTensor::new)
+}
+
+/// numpy's ``tensordot``: ``axes`` an int n (the last n axes of x1 with the first n of x2,
+/// default 2) or a pair of sequences (or of ints) naming the paired axes.
+#[pyfunction]
+#[pyo3(signature = (x1, x2, /, *, axes=None))]
+pub fn tensordot(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, axes: Option<&Bound<'_, PyAny>>) -> PyT {
+    let (a, b) = (tensor_arg(py, x1)?, tensor_arg(py, x2)?);
+    let axes = match axes {
+        None => ops::TensordotAxes::Count(2),
+        Some(v) if v.is_instance_of::<PyInt>() => {
+            let n: i64 = v.extract()?;
+            if n < 0 {
+                return Err(invalid(py, format!("tensordot: axes must be >= 0, got {n}")));
+            }
+            ops::TensordotAxes::Count(n as usize)
+        }
+        Some(v) => {
+            let bad = || invalid(py, format!("tensordot: axes must be an int or a pair of sequences of ints, got {v}"));
+            let (l1, l2): (Bound<'_, PyAny>, Bound<'_, PyAny>) = v.extract().map_err(|_| bad())?;
+            let list = |l: &Bound<'_, PyAny>| -> PyResult<Vec<isize>> {
+                if let Ok(i) = l.extract::<isize>() {
+                    return Ok(vec![i]);
+                }
+                l.extract::<Vec<isize>>().map_err(|_| bad())
+            };
+            ops::TensordotAxes::Pairs(list(&l1)?, list(&l2)?)
+        }
+    };
+    gpu(py, || ops::tensordot(&a, &b, &axes)).map(PyTensor::new)
 }

@@ -251,6 +251,14 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         ptrdiff_t axis = (ptrdiff_t)a->i;
         return f(x, a->kind == 'n' ? NULL : &axis, pb(c, "keepdims"), out);
     }
+    if (!strcmp(op, "vecdot")) return kiln_vecdot(input(c, "a"), input(c, "b"), (ptrdiff_t)pi(c, "axis"), out);
+    if (!strcmp(op, "tensordot")) {
+        const Param *p1 = need(c, "axes1"), *p2 = need(c, "axes2");
+        ptrdiff_t a1[MAX_LIST], a2[MAX_LIST];
+        for (int j = 0; j < p1->nlist; j++) a1[j] = (ptrdiff_t)p1->list[j];
+        for (int j = 0; j < p2->nlist; j++) a2[j] = (ptrdiff_t)p2->list[j];
+        return kiln_tensordot(input(c, "a"), input(c, "b"), (ptrdiff_t)pi(c, "n"), a1, a2, (size_t)p1->nlist, out);
+    }
     if (!strcmp(op, "diff"))
         return kiln_diff(x, (ptrdiff_t)pi(c, "axis"), (size_t)pi(c, "n"), input(c, "prepend"), input(c, "append"), out);
     if (!strcmp(op, "prod") || !strcmp(op, "std")) {

@@ -87,6 +87,11 @@ defmodule Kiln.Conformance do
       o when o in ["sum", "mean", "max", "min", "all", "any"] -> apply(Kiln, String.to_atom(o), [x, [axes: p["axes"], keep_axes: p["keepdims"]]])
       "var" -> Kiln.var(x, axes: p["axes"], keep_axes: p["keepdims"], ddof: p["ddof"])
       o when o in ["argmax", "argmin"] -> apply(Kiln, String.to_atom(o), [x, [axis: p["axis"], keep_axis: p["keepdims"]]])
+      "vecdot" -> Kiln.vecdot(get.("a"), get.("b"), axis: p["axis"])
+      "tensordot" ->
+        if p["n"] >= 0,
+          do: Kiln.tensordot(get.("a"), get.("b"), axes: p["n"]),
+          else: Kiln.dot(get.("a"), p["axes1"], get.("b"), p["axes2"])
       "diff" -> Kiln.diff(x, axis: p["axis"], n: p["n"], prepend: get.("prepend"), append: get.("append"))
       "prod" ->
         opts = [axes: p["axes"], keep_axes: p["keepdims"]]

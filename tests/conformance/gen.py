@@ -788,6 +788,7 @@ def build_added(g, seed):
     build_bitwise(g, rng6)
     build_stats(g, rng6)
     build_diff(g, rng6)
+    build_linalg(g, rng6)
 
 
 def numpy_divmod(f):
@@ -1017,6 +1018,36 @@ def build_stats(g, rng):
             want = np.std(x.astype(np.float64), axis=ax, ddof=ddof)
         n = int(np.prod([shape[a] for a in axes])) if axes is not None else int(np.prod(shape))
         g.case(f"std.{cid}", "std", {"axes": axes, "keepdims": False, "ddof": ddof}, [("x", x, dt)], want, dt, ftol(dt, 1.0 + n / 64.0))
+
+
+def build_linalg(g, rng):
+    """vecdot (broadcasting, any axis) and tensordot (a count or pairs of axes, empty
+    contractions), against float64 numpy; integers small enough to be exact."""
+
+    def vals(shape, dt):
+        if dt == "i32":
+            return rng.integers(-20, 21, size=shape).astype(np.int32)
+        return rng.uniform(-1.0, 1.0, size=shape).astype(NP[dt])
+
+    for cid, s1, s2, axis, dt in [("typical", [4, 8], [4, 8], -1, "f32"), ("broadcast", [3, 1, 257], [5, 257], -1, "f32"),
+                                  ("axis0", [13, 17], [13, 17], 0, "f32"), ("f16", [6, 33], [33], -1, "f16"),
+                                  ("i32", [7, 9], [9], -1, "i32"), ("edge_empty", [2, 0, 3], [1, 3], -1, "f32"),
+                                  ("edge_zero_length", [4, 0], [4, 0], -1, "f32")]:
+        a, b = vals(s1, dt), vals(s2, dt)
+        want = np.sum(np.multiply(a.astype(np.float64), b.astype(np.float64)), axis=axis)
+        k = s1[axis]
+        g.case(f"vecdot.{cid}", "vecdot", {"axis": axis}, [("a", a, dt), ("b", b, dt)], want, dt, ftol(dt, 1.0 + k / 16.0))
+    for cid, s1, s2, n, a1, a2, dt in [("typical", [3, 4, 5], [4, 5, 6], 2, [], [], "f32"), ("one", [3, 4], [4, 7], 1, [], [], "f32"),
+                                       ("outer", [3, 4], [5], 0, [], [], "f32"), ("pairs", [2, 3, 5], [5, 3, 7], -1, [1, 2], [1, 0], "f32"),
+                                       ("pairs_negative", [2, 3, 5], [3, 2], -1, [-3, 1], [1, 0], "f32"), ("f16", [6, 33], [33, 5], 1, [], [], "f16"),
+                                       ("i32", [4, 9], [9, 3], 1, [], [], "i32"), ("large", [3, 257], [257, 2], 1, [], [], "f32"),
+                                       ("edge_empty", [4, 0], [0, 5], 1, [], [], "f32")]:
+        a, b = vals(s1, dt), vals(s2, dt)
+        axes = n if n >= 0 else (a1, a2)
+        want = np.tensordot(a.astype(np.float64), b.astype(np.float64), axes=axes)
+        k = int(np.prod(s1[len(s1) - n:])) if n >= 0 else int(np.prod([s1[d] for d in a1]))
+        g.case(f"tensordot.{cid}", "tensordot", {"n": n, "axes1": a1, "axes2": a2}, [("a", a, dt), ("b", b, dt)], want, dt,
+               ftol(dt, 1.0 + k / 16.0))
 
 
 def build_diff(g, rng):

@@ -231,6 +231,14 @@ function run_op(op, p, c::Case, dir)
         end
         r = Array(f(x; dims=jdim(Int(p["axis"]), nx)))
         return r .- one(eltype(r))                       # 1-based positions -> 0-based
+    elseif op == "vecdot"
+        a, b = up("a"), up("b")
+        n = max(ndims(a), ndims(b))
+        return Kiln.vecdot(a, b; dims=jdim(Int(p["axis"]), n))
+    elseif op == "tensordot"
+        a, b = up("a"), up("b")
+        p["n"] >= 0 && return Kiln.tensordot(b, a, Int(p["n"]))   # core (a, b) is Julia (b, a)
+        return Kiln.tensordot(b, a, [jdim(Int(k), ndims(b)) for k in p["axes2"]], [jdim(Int(k), ndims(a)) for k in p["axes1"]])
     elseif op == "diff"
         return diff(x; dims=jdim(Int(p["axis"]), nx), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
     elseif op in ("prod", "std")

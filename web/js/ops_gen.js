@@ -137,6 +137,7 @@ export const OPS = [
   { name: "cumulative_prod", js: "cumulativeProd", family: "scan" },
   { name: "prod", js: "prod", family: "reduce" },
   { name: "std", js: "std", family: "reduce" },
+  { name: "diff", js: "diff", family: "stats" },
 ];
 
 /** Elementwise -x. */

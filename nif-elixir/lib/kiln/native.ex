@@ -173,7 +173,9 @@ defmodule Kiln.Native do
     scan: 5,
     prod: 4,
     std: 4,
-    diff: 5
+    diff: 5,
+    vecdot: 3,
+    tensordot: 5
   ]
 
   @doc false

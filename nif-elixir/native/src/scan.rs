@@ -1,5 +1,6 @@
 //! Scans (cumulative_sum and cumulative_prod: one axis, an optional dtype, include_initial) and
-//! the statistics beside the reductions (prod with an optional dtype, std, diff).
+//! the statistics beside the reductions (prod with an optional dtype, std, diff), vecdot and
+//! tensordot.
 
 use crate::{axes, opt_get, tensor_reply, Axes, Dt, Flag, Int, Opt, Out, Reply, TRef, Text};
 use kiln_core::{ops, Error};
@@ -32,5 +33,24 @@ fn diff(x: TRef, axis: Int<isize>, n: Int<usize>, prepend: Opt<TRef>, append: Op
     tensor_reply(|| {
         let (p, a) = (opt_get(&prepend)?, opt_get(&append)?);
         ops::diff(&x.get()?, axis.0, n.0, p.as_ref(), a.as_ref())
+    })
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn vecdot(a: TRef, b: TRef, axis: Int<isize>) -> Reply<Out> {
+    tensor_reply(|| ops::vecdot(&a.get()?, &b.get()?, axis.0))
+}
+
+/// `n >= 0`: the last n axes of a with the first n of b; else the pairs `axes1[i]`, `axes2[i]`.
+#[rustler::nif(schedule = "DirtyIo")]
+fn tensordot(a: TRef, b: TRef, n: Int<isize>, axes1: Axes, axes2: Axes) -> Reply<Out> {
+    tensor_reply(|| {
+        let axes = if n.0 >= 0 {
+            ops::TensordotAxes::Count(n.0 as usize)
+        } else {
+            let list = |l: &Axes| l.0.iter().map(|i| i.0).collect();
+            ops::TensordotAxes::Pairs(list(&axes1), list(&axes2))
+        };
+        ops::tensordot(&a.get()?, &b.get()?, &axes)
     })
 }
