@@ -138,6 +138,8 @@ export const OPS = [
   { name: "prod", js: "prod", family: "reduce" },
   { name: "std", js: "std", family: "reduce" },
   { name: "diff", js: "diff", family: "stats" },
+  { name: "vecdot", js: "vecdot", family: "linalg" },
+  { name: "tensordot", js: "tensordot", family: "linalg" },
 ];
 
 /** Elementwise -x. */
