@@ -94,3 +94,55 @@ def test_diff_errors():
         kiln.diff(x, axis=2)
     with pytest.raises(kiln.InvalidArgumentError):
         kiln.diff(kiln.asarray(np.float32(1)))
+
+
+@pytest.mark.parametrize(
+    "s1,s2,axis",
+    [((0,), (0,), -1), ((7,), (7,), -1), ((13, 17), (17,), -1), ((3, 1, 25), (5, 25), -1), ((4, 6), (4, 6), 0)],
+)
+@pytest.mark.parametrize("dtype", FLOATS + ["int32"])
+def test_vecdot_matches_numpy(rng, s1, s2, axis, dtype):
+    a = rng.integers(-20, 21, size=s1).astype(dtype) if dtype == "int32" else rng.uniform(-1, 1, size=s1).astype(dtype)
+    b = rng.integers(-20, 21, size=s2).astype(dtype) if dtype == "int32" else rng.uniform(-1, 1, size=s2).astype(dtype)
+    got = kiln.vecdot(kiln.asarray(a), kiln.asarray(b), axis=axis).numpy()
+    want = np.vecdot(a.astype(np.float64), b.astype(np.float64), axis=axis)
+    tol = 0 if dtype == "int32" else (1e-2 if dtype == "float16" else 1e-5)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "s1,s2,axes",
+    [
+        ((3, 4, 5), (4, 5, 6), 2),
+        ((3, 4), (4, 7), 1),
+        ((3, 4), (5,), 0),
+        ((2, 3, 5), (5, 3, 7), ([1, 2], [1, 0])),
+        ((2, 3, 5), (3, 2), ([-3, 1], [1, 0])),
+        ((2, 3), (3, 4), (1, 0)),
+        ((4, 0), (0, 5), 1),
+    ],
+)
+def test_tensordot_matches_numpy(rng, s1, s2, axes):
+    a, b = rng.uniform(-1, 1, size=s1).astype(np.float32), rng.uniform(-1, 1, size=s2).astype(np.float32)
+    got = kiln.tensordot(kiln.asarray(a), kiln.asarray(b), axes=axes).numpy()
+    want = np.tensordot(a.astype(np.float64), b.astype(np.float64), axes=axes)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_linalg_errors():
+    a = kiln.asarray(np.ones((2, 3), np.float32))
+    b = kiln.asarray(np.ones((2, 4), np.float32))
+    with pytest.raises(kiln.ShapeError):
+        kiln.vecdot(a, b)
+    with pytest.raises(kiln.ShapeError):
+        kiln.tensordot(a, b, axes=1)
+    with pytest.raises(kiln.InvalidArgumentError):
+        kiln.tensordot(a, b, axes=3)
+    with pytest.raises(kiln.InvalidArgumentError):
+        kiln.tensordot(a, b, axes=-1)
+    with pytest.raises(kiln.InvalidArgumentError):
+        kiln.tensordot(a, b, axes="x")
+    with pytest.raises(kiln.DTypeError):
+        kiln.tensordot(a, kiln.asarray(np.ones((3, 2), np.int32)), axes=1)
