@@ -8,7 +8,7 @@ use crate::{Error, Result};
 
 /// `n`-th difference along `axis` of `x` with `prepend` / `append` joined at either end first
 /// (each with x's dtype and shape but for the axis). The axis shrinks by `n` (to 0 at most);
-/// `n = 0` gives a copy. Integers wrap.
+/// `n = 0` gives a copy of x (as numpy, without prepend / append). Integers wrap.
 pub fn diff(x: &Tensor, axis: isize, n: usize, prepend: Option<&Tensor>, append: Option<&Tensor>) -> Result<Tensor> {
     if x.ndim() == 0 {
         return Err(Error::InvalidArgument("diff needs at least one dimension, got a 0-d tensor".into()));
@@ -32,6 +32,10 @@ pub fn diff(x: &Tensor, axis: isize, n: usize, prepend: Option<&Tensor>, append:
                 x.shape()
             )));
         }
+    }
+    if n == 0 {
+        // numpy returns x itself, prepend and append unused.
+        return crate::ops::copy(x);
     }
     let parts: Vec<&Tensor> = prepend.into_iter().chain([x]).chain(append).collect();
     let mut y = if parts.len() == 1 { crate::ops::copy(x)? } else { crate::ops::concat(&parts, ax as isize)? };

@@ -86,6 +86,9 @@ pub fn diff(
     dtype: DType,
 ) -> Result<(Vec<f64>, Vec<usize>)> {
     let ax = normalize_axis(axis, shape.len())?;
+    if n == 0 {
+        return Ok((x.to_vec(), shape.to_vec()));
+    }
     let (outer, inner): (usize, usize) = (shape[..ax].iter().product(), shape[ax + 1..].iter().product());
     // Rows along the axis: rows[o * inner + i] is the run at (o, i).
     let mut rows: Vec<Vec<f64>> = vec![Vec::new(); outer * inner];
