@@ -382,7 +382,7 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
     let (ax, ax2) = (axis(rng), axis(rng));
     let big = rng.chance(20);
     let (k2, s2, p2, d2) = (pair(rng, big), pair(rng, big), pair(rng, big), pair(rng, big));
-    let which = rng.below(24);
+    let which = rng.below(30);
     let (un, bin) = (
         ops::UnaryOp::ALL[rng.below(ops::UnaryOp::ALL.len())],
         ops::BinaryOp::ALL[rng.below(ops::BinaryOp::ALL.len())],
@@ -414,6 +414,13 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
             20 => ops::full(&sa, dt, s)?,
             21 => ops::arange(s, s * 3.0, ax2 as f64, dt)?,
             22 => ops::attention(&a, &b, &b, ax > 0, Some(s as f32))?,
+            // Scans, statistics and linear algebra (core/src/ops/scan.rs, diff.rs, linalg.rs).
+            23 => [ops::cumulative_sum, ops::cumulative_prod][k2[1] % 2](&a, Some(ax), Some(dtb), ax2 > 0)?,
+            24 => ops::prod(&a, Some(&[ax, ax2]), ax > 0, Some(dtb))?,
+            25 => ops::std(&a, Some(&[ax]), ax2 > 0, k2[0])?,
+            26 => ops::diff(&a, ax, k2[0], Some(&b), Some(&a))?,
+            27 => ops::vecdot(&a, &b, ax)?,
+            28 => ops::tensordot(&a, &b, &ops::TensordotAxes::Pairs(vec![ax, ax2], vec![ax2, ax]))?,
             _ => ops::cast(&a, dtb)?,
         })
     });
