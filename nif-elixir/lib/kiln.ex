@@ -848,9 +848,14 @@ defmodule Kiln do
   """
   def tensordot(a, b, opts \\ []) do
     case opts!(opts, axes: 2)[:axes] do
-      n when is_integer(n) and n >= 0 -> out(Native.tensordot(ref!(a), ref!(b), n, [], []))
-      {la, lb} when is_list(la) and is_list(lb) -> dot(a, la, b, lb)
-      other -> raise(Error.new(:invalid_argument, "axes: an integer >= 0 or {list, list}, got #{inspect(other)}"))
+      n when is_integer(n) and n >= 0 ->
+        out(Native.tensordot(ref!(a), ref!(b), n, [], []))
+
+      {la, lb} when is_list(la) and is_list(lb) ->
+        dot(a, la, b, lb)
+
+      other ->
+        raise(Error.new(:invalid_argument, "axes: an integer >= 0 or {list, list}, got #{inspect(other)}"))
     end
   end
 
