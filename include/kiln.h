@@ -1070,6 +1070,88 @@ KilnStatus kiln_isin(const struct KilnTensor *x1,
                      Out out);
 
 /**
+ * Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a
+ * 1-D `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one
+ * longer) when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype`
+ * nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cumulative_sum(const struct KilnTensor *x,
+                               const ptrdiff_t *axis,
+                               const KilnDType *dtype,
+                               bool include_initial,
+                               struct KilnTensor **out);
+
+/**
+ * Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`:
+ * non-null; `axis`, `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cumulative_prod(const struct KilnTensor *x,
+                                const ptrdiff_t *axis,
+                                const KilnDType *dtype,
+                                bool include_initial,
+                                struct KilnTensor **out);
+
+/**
+ * Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is
+ * converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null;
+ * `axes` may be NULL only when `naxes` is 0; `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_prod(const struct KilnTensor *x,
+                     const ptrdiff_t *axes,
+                     size_t naxes,
+                     bool keepdims,
+                     const KilnDType *dtype,
+                     struct KilnTensor **out);
+
+/**
+ * Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof`
+ * delta degrees of freedom. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_std(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    size_t ddof,
+                    struct KilnTensor **out);
+
+/**
+ * The `n`-th forward difference along `axis` (negative counts from the end): `x[1:] - x[:-1]`
+ * `n` times, after joining `prepend` and `append` (nullable; x's dtype and shape but for the
+ * axis) at either end. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_diff(const struct KilnTensor *x,
+                     ptrdiff_t axis,
+                     size_t n,
+                     const struct KilnTensor *prepend,
+                     const struct KilnTensor *append,
+                     struct KilnTensor **out);
+
+/**
+ * Dot product of the vectors along `axis` (negative counts from the end of the broadcast
+ * shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal.
+ * `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_vecdot(const struct KilnTensor *x1,
+                       const struct KilnTensor *x2,
+                       ptrdiff_t axis,
+                       struct KilnTensor **out);
+
+/**
+ * numpy's tensordot: with `n >= 0` the last `n` axes of `x1` are contracted with the first `n`
+ * of `x2` (`axes1`, `axes2` unused, may be NULL); with `n < 0` axis `axes1[i]` of `x1` with
+ * `axes2[i]` of `x2` for i < `naxes` (negative counts from the end). The result has x1's other
+ * axes then x2's. `x1`, `x2`, `out`: non-null; `axes1`, `axes2` may be NULL only when `naxes`
+ * is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_tensordot(const struct KilnTensor *x1,
+                          const struct KilnTensor *x2,
+                          ptrdiff_t n,
+                          const ptrdiff_t *axes1,
+                          const ptrdiff_t *axes2,
+                          size_t naxes,
+                          struct KilnTensor **out);
+
+/**
  * Elementwise -x, same shape as `x` and its dtype unless stated (every dtype but bool, which gives
  * KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
  * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
@@ -1356,12 +1438,21 @@ KilnStatus kiln_isfinite(const struct KilnTensor *x, struct KilnTensor **out);
 KilnStatus kiln_signbit(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
+ * Elementwise bitwise not ~x (bool: logical not), same shape as `x` and its dtype unless stated
+ * (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_invert(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
  * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
  * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh", "cosh",
  * "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round", "sign",
- * "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit"); an unknown name
- * is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by
- * the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit",
+ * "bitwise_invert"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
  */
 KilnStatus kiln_unary(const char *op, const struct KilnTensor *x, struct KilnTensor **out);
 
@@ -1731,12 +1822,101 @@ KilnStatus kiln_floor_divide(const struct KilnTensor *a,
 KilnStatus kiln_floor_divide_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
 
 /**
- * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
- * "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "hypot",
- * "logaddexp", "copysign", "nextafter", "remainder", "floor_divide") with numpy broadcasting; an
- * unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a
+ * Elementwise bitwise and a & b with numpy broadcasting; the dtypes must match. Gives a tensor of
+ * their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
  * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
  * Thread-safe.
+ */
+KilnStatus kiln_bitwise_and(const struct KilnTensor *a,
+                            const struct KilnTensor *b,
+                            struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_and with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_and_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise bitwise or a | b with numpy broadcasting; the dtypes must match. Gives a tensor of
+ * their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_bitwise_or(const struct KilnTensor *a,
+                           const struct KilnTensor *b,
+                           struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_or with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_or_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise bitwise exclusive or a ^ b with numpy broadcasting; the dtypes must match. Gives a
+ * tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_xor(const struct KilnTensor *a,
+                            const struct KilnTensor *b,
+                            struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_xor with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_xor_scalar(const struct KilnTensor *a, double s, struct KilnTensor **out);
+
+/**
+ * Elementwise a shifted left by b bits (0 for b outside [0, 32)) with numpy broadcasting; the
+ * dtypes must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`,
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_left_shift(const struct KilnTensor *a,
+                                   const struct KilnTensor *b,
+                                   struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_left_shift with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_left_shift_scalar(const struct KilnTensor *a,
+                                          double s,
+                                          struct KilnTensor **out);
+
+/**
+ * Elementwise a shifted right by b bits, arithmetic for i32 (all sign bits for b outside [0, 32))
+ * with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype (bool gives
+ * KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_right_shift(const struct KilnTensor *a,
+                                    const struct KilnTensor *b,
+                                    struct KilnTensor **out);
+
+/**
+ * kiln_bitwise_right_shift with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_bitwise_right_shift_scalar(const struct KilnTensor *a,
+                                           double s,
+                                           struct KilnTensor **out);
+
+/**
+ * Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+ * "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "hypot",
+ * "logaddexp", "copysign", "nextafter", "remainder", "floor_divide", "bitwise_and", "bitwise_or",
+ * "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift") with numpy broadcasting; an unknown
+ * name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_binary(const char *op,
                        const struct KilnTensor *a,

@@ -149,6 +149,50 @@ fn run_op(op: &str, c: &Case) -> Result<Tensor> {
             let f = if op == "argmax" { ops::argmax } else { ops::argmin };
             f(c.input("x")?, axis, c.b("keepdims")?)?
         }
+        "vecdot" => ops::vecdot(c.input("a")?, c.input("b")?, c.i("axis")? as isize)?,
+        "tensordot" => {
+            let n = c.i("n")?;
+            let axes = if n >= 0 {
+                ops::TensordotAxes::Count(n as usize)
+            } else {
+                let list = |k: &str| -> Result<Vec<isize>> {
+                    Ok(c.opt_ints(k)?.unwrap_or_default().into_iter().map(|a| a as isize).collect())
+                };
+                ops::TensordotAxes::Pairs(list("axes1")?, list("axes2")?)
+            };
+            ops::tensordot(c.input("a")?, c.input("b")?, &axes)?
+        }
+        "diff" => ops::diff(
+            c.input("x")?,
+            c.i("axis")? as isize,
+            c.i("n")? as usize,
+            c.opt_input("prepend"),
+            c.opt_input("append"),
+        )?,
+        "prod" => {
+            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
+            let dtype = match c.get("dtype")? {
+                Value::Null => None,
+                v => Some(DType::parse(v.as_str().context("dtype")?)?),
+            };
+            ops::prod(c.input("x")?, axes.as_deref(), c.b("keepdims")?, dtype)?
+        }
+        "std" => {
+            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
+            ops::std(c.input("x")?, axes.as_deref(), c.b("keepdims")?, c.i("ddof")? as usize)?
+        }
+        "cumulative_sum" | "cumulative_prod" => {
+            let axis = match c.get("axis")? {
+                Value::Null => None,
+                v => Some(v.as_i64().context("axis")? as isize),
+            };
+            let dtype = match c.get("dtype")? {
+                Value::Null => None,
+                v => Some(DType::parse(v.as_str().context("dtype")?)?),
+            };
+            let f = if op == "cumulative_sum" { ops::cumulative_sum } else { ops::cumulative_prod };
+            f(c.input("x")?, axis, dtype, c.b("include_initial")?)?
+        }
         "softmax" => ops::softmax(c.input("x")?, c.i("axis")? as isize)?,
         "log_softmax" => ops::log_softmax(c.input("x")?, c.i("axis")? as isize)?,
         "layer_norm" => ops::layer_norm(c.input("x")?, c.opt_input("weight"), c.opt_input("bias"), c.f("eps")? as f32)?,

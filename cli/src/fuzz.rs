@@ -382,7 +382,7 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
     let (ax, ax2) = (axis(rng), axis(rng));
     let big = rng.chance(20);
     let (k2, s2, p2, d2) = (pair(rng, big), pair(rng, big), pair(rng, big), pair(rng, big));
-    let which = rng.below(29);
+    let which = rng.below(35);
     let (un, bin) = (
         ops::UnaryOp::ALL[rng.below(ops::UnaryOp::ALL.len())],
         ops::BinaryOp::ALL[rng.below(ops::BinaryOp::ALL.len())],
@@ -423,6 +423,13 @@ fn ops_once(rng: &mut Rng, report: &mut Report) {
                 .ok_or_else(|| kiln_core::Error::Internal("nonzero: no output".into()))?,
             26 => ops::unique_all(&a)?.inverse_indices,
             27 => ops::isin(&a, &b, ax > 0)?,
+            // Scans, statistics and linear algebra (core/src/ops/scan.rs, diff.rs, linalg.rs).
+            28 => [ops::cumulative_sum, ops::cumulative_prod][k2[1] % 2](&a, Some(ax), Some(dtb), ax2 > 0)?,
+            29 => ops::prod(&a, Some(&[ax, ax2]), ax > 0, Some(dtb))?,
+            30 => ops::std(&a, Some(&[ax]), ax2 > 0, k2[0])?,
+            31 => ops::diff(&a, ax, k2[0], Some(&b), Some(&a))?,
+            32 => ops::vecdot(&a, &b, ax)?,
+            33 => ops::tensordot(&a, &b, &ops::TensordotAxes::Pairs(vec![ax, ax2], vec![ax2, ax]))?,
             _ => ops::cast(&a, dtb)?,
         })
     });

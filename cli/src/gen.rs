@@ -345,11 +345,11 @@ const ELIXIR_KERNEL_HAND: &[(&str, usize)] = &[("max", 2), ("min", 2)];
 fn elixir_ops() -> String {
     let mut names: Vec<(&str, usize)> = Vec::new();
     for op in UnaryOp::ALL {
-        names.push((op.binding_names()[1].trim_start_matches('~'), 1));
+        names.push((op.binding_names()[1].strip_prefix('~').unwrap_or(op.binding_names()[1]), 1));
         names.push((op.name(), 1));
     }
     for op in BinaryOp::ALL {
-        names.push((op.binding_names()[1].trim_start_matches('~'), 2));
+        names.push((op.binding_names()[1].strip_prefix('~').unwrap_or(op.binding_names()[1]), 2));
         names.push((op.name(), 2));
     }
     let mut except: Vec<(&str, usize)> = ELIXIR_KERNEL.iter().copied().filter(|k| names.contains(k)).collect();
@@ -357,12 +357,14 @@ fn elixir_ops() -> String {
     except.sort();
     let list = except.iter().map(|(n, a)| format!("{n}: {a}")).collect::<Vec<_>>().join(", ");
     let mut s = format!("  import Kernel, except: [{list}]\n\n");
-    s += "  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric or\n  # :any (bool included, gives {:u, 8})}\n  @unary_ops [\n";
+    s += "  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric,\n  # :bits (integers and {:u, 8}, the type kept) or :any (bool included, gives {:u, 8})}\n  @unary_ops [\n";
     let n = UnaryOp::ALL.len();
     for (i, op) in UnaryOp::ALL.into_iter().enumerate() {
         let sep = if i + 1 < n { "," } else { "" };
         let rule = if op.gives_bool() {
             "any"
+        } else if op.is_bitwise() {
+            "bits"
         } else if op.allows_int() {
             "numeric"
         } else {
@@ -570,7 +572,7 @@ fn docs_table() -> String {
 /// The table's invariants a generated surface relies on.
 fn check_table(t: &[OpInfo]) -> Result<()> {
     for o in t {
-        if o.name.is_empty() || o.names.iter().any(|n| n.trim_start_matches('~').is_empty()) {
+        if o.name.is_empty() || o.names.iter().any(|n| n.strip_prefix('~').unwrap_or(n).is_empty()) {
             bail!("op table: {:?} has an empty name", o.name);
         }
     }

@@ -20,7 +20,8 @@ fn unary_ops_match_reference_on_awkward_shapes() {
     poison();
     let mut rng = Rng::new(1);
     for dt in float_dtypes() {
-        for op in UnaryOp::ALL {
+        // The bitwise ops take integers and bool only (core/tests/bitwise.rs).
+        for op in UnaryOp::ALL.into_iter().filter(|op| !op.is_bitwise()) {
             for shape in AWKWARD {
                 let (lo, hi) = domain(op);
                 let (x, xv) = rand_tensor(&mut rng, shape, dt, lo, hi);
@@ -80,8 +81,13 @@ fn binary_ops_broadcast_like_numpy() {
         (&[2, 1, 3, 1, 2], &[1, 3, 1, 2, 1]),
     ];
     for dt in DType::ALL.into_iter().filter(|d| *d != DType::F16 || has_f16()) {
-        for op in BinaryOp::ALL.into_iter().filter(|op| dt.is_float() || op.allows_int()) {
-            if dt == DType::Bool && !op.gives_bool() && !matches!(op, BinaryOp::Maximum | BinaryOp::Minimum) {
+        for op in BinaryOp::ALL.into_iter().filter(|op| if dt.is_float() { !op.is_bitwise() } else { op.allows_int() })
+        {
+            if dt == DType::Bool
+                && !op.gives_bool()
+                && !op.allows_bool_bits()
+                && !matches!(op, BinaryOp::Maximum | BinaryOp::Minimum)
+            {
                 // Arithmetic on bool is refused (core/tests/bool.rs checks the error).
                 continue;
             }
@@ -414,7 +420,7 @@ fn unary_ops_on_special_values() {
         // Odd length and a 2-D shape: the scalar kernel path; a multiple of 4: the vec4 path.
         for n in [xv.len(), xv.len() / 4 * 4] {
             let x = upload(&xv[..n], &[n], dt);
-            for op in UnaryOp::ALL {
+            for op in UnaryOp::ALL.into_iter().filter(|op| !op.is_bitwise()) {
                 let y = ops::unary(op, &x).unwrap().to_f64_vec().unwrap();
                 let (atol, rtol) = tol(dt);
                 let atol = if op == UnaryOp::Gelu && dt == DType::F32 { 3e-6 } else { atol };
@@ -480,7 +486,7 @@ fn binary_ops_on_special_values() {
         let av: Vec<f64> = (0..n * n).map(|i| v[i / n]).collect();
         let bv: Vec<f64> = (0..n * n).map(|i| v[i % n]).collect();
         let (af, bf) = (upload(&av, &[n * n], dt), upload(&bv, &[n * n], dt));
-        for op in BinaryOp::ALL {
+        for op in BinaryOp::ALL.into_iter().filter(|op| !op.is_bitwise()) {
             let out_dt = if op.gives_bool() { DType::Bool } else { dt };
             let (atol, rtol) = tol(out_dt);
             for (what, y) in

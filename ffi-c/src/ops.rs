@@ -863,3 +863,131 @@ pub unsafe extern "C" fn kiln_unique_values(x: *const KilnTensor, out: Out) -> K
 pub unsafe extern "C" fn kiln_isin(x1: *const KilnTensor, x2: *const KilnTensor, invert: bool, out: Out) -> KilnStatus {
     call_out("kiln_isin", out, || ops::isin(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, invert))
 }
+
+// ---- scans ----------------------------------------------------------------------------------
+
+/// The optional dtype of a scan: NULL keeps x's.
+unsafe fn opt_dtype(dtype: *const KilnDType) -> kiln_core::Result<Option<kiln_core::DType>> {
+    opt_value(dtype).map(crate::boundary::dtype).transpose()
+}
+
+/// Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a
+/// 1-D `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one
+/// longer) when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype`
+/// nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_cumulative_sum(
+    x: *const KilnTensor,
+    axis: *const isize,
+    dtype: *const KilnDType,
+    include_initial: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_cumulative_sum", out, || {
+        ops::cumulative_sum(&*tensor(x, "x")?, opt_value(axis), opt_dtype(dtype)?, include_initial)
+    })
+}
+
+/// Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`:
+/// non-null; `axis`, `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_cumulative_prod(
+    x: *const KilnTensor,
+    axis: *const isize,
+    dtype: *const KilnDType,
+    include_initial: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_cumulative_prod", out, || {
+        ops::cumulative_prod(&*tensor(x, "x")?, opt_value(axis), opt_dtype(dtype)?, include_initial)
+    })
+}
+
+// ---- statistics -----------------------------------------------------------------------------
+
+/// Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is
+/// converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null;
+/// `axes` may be NULL only when `naxes` is 0; `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_prod(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    dtype: *const KilnDType,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_prod", out, || ops::prod(&*tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, opt_dtype(dtype)?))
+}
+
+/// Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof`
+/// delta degrees of freedom. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_std(
+    x: *const KilnTensor,
+    axes: *const isize,
+    naxes: usize,
+    keepdims: bool,
+    ddof: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_std", out, || ops::std(&*tensor(x, "x")?, self::axes(axes, naxes)?, keepdims, ddof))
+}
+
+/// The `n`-th forward difference along `axis` (negative counts from the end): `x[1:] - x[:-1]`
+/// `n` times, after joining `prepend` and `append` (nullable; x's dtype and shape but for the
+/// axis) at either end. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_diff(
+    x: *const KilnTensor,
+    axis: isize,
+    n: usize,
+    prepend: *const KilnTensor,
+    append: *const KilnTensor,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_diff", out, || {
+        let (p, a) = (opt_tensor(prepend, "prepend")?, opt_tensor(append, "append")?);
+        ops::diff(&*tensor(x, "x")?, axis, n, p.as_deref(), a.as_deref())
+    })
+}
+
+// ---- linear algebra lowered to matmul / reductions ------------------------------------------
+
+/// Dot product of the vectors along `axis` (negative counts from the end of the broadcast
+/// shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal.
+/// `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_vecdot(
+    x1: *const KilnTensor,
+    x2: *const KilnTensor,
+    axis: isize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_vecdot", out, || ops::vecdot(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, axis))
+}
+
+/// numpy's tensordot: with `n >= 0` the last `n` axes of `x1` are contracted with the first `n`
+/// of `x2` (`axes1`, `axes2` unused, may be NULL); with `n < 0` axis `axes1[i]` of `x1` with
+/// `axes2[i]` of `x2` for i < `naxes` (negative counts from the end). The result has x1's other
+/// axes then x2's. `x1`, `x2`, `out`: non-null; `axes1`, `axes2` may be NULL only when `naxes`
+/// is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_tensordot(
+    x1: *const KilnTensor,
+    x2: *const KilnTensor,
+    n: isize,
+    axes1: *const isize,
+    axes2: *const isize,
+    naxes: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_tensordot", out, || {
+        let axes = if n >= 0 {
+            ops::TensordotAxes::Count(n as usize)
+        } else {
+            ops::TensordotAxes::Pairs(slice(axes1, naxes, "axes1")?.to_vec(), slice(axes2, naxes, "axes2")?.to_vec())
+        };
+        ops::tensordot(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, &axes)
+    })
+}

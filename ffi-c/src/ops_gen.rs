@@ -332,12 +332,22 @@ pub unsafe extern "C" fn kiln_signbit(x: *const KilnTensor, out: *mut *mut KilnT
     unary("kiln_signbit", x, out, ops::signbit)
 }
 
+/// Elementwise bitwise not ~x (bool: logical not), same shape as `x` and its dtype unless stated
+/// (every dtype but bool, which gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out`
+/// receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+/// error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_invert(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_bitwise_invert", x, out, ops::bitwise_invert)
+}
+
 /// Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
 /// "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh", "cosh",
 /// "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round", "sign",
-/// "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit"); an unknown name
-/// is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null. `*out` receives a new tensor owned by
-/// the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit",
+/// "bitwise_invert"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_unary(op: *const c_char, x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_unary", out, || {
@@ -723,12 +733,97 @@ pub unsafe extern "C" fn kiln_floor_divide_scalar(a: *const KilnTensor, s: f64, 
     scalar("kiln_floor_divide_scalar", a, s, out, ops::floor_divide_scalar)
 }
 
-/// Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
-/// "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "hypot",
-/// "logaddexp", "copysign", "nextafter", "remainder", "floor_divide") with numpy broadcasting; an
-/// unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a
+/// Elementwise bitwise and a & b with numpy broadcasting; the dtypes must match. Gives a tensor of
+/// their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
 /// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
 /// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_and(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_bitwise_and", a, b, out, ops::bitwise_and)
+}
+
+/// kiln_bitwise_and with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_and_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_bitwise_and_scalar", a, s, out, ops::bitwise_and_scalar)
+}
+
+/// Elementwise bitwise or a | b with numpy broadcasting; the dtypes must match. Gives a tensor of
+/// their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a
+/// new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_or(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_bitwise_or", a, b, out, ops::bitwise_or)
+}
+
+/// kiln_bitwise_or with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`: non-null.
+/// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_or_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_bitwise_or_scalar", a, s, out, ops::bitwise_or_scalar)
+}
+
+/// Elementwise bitwise exclusive or a ^ b with numpy broadcasting; the dtypes must match. Gives a
+/// tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out`
+/// receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+/// error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_xor(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_bitwise_xor", a, b, out, ops::bitwise_xor)
+}
+
+/// kiln_bitwise_xor with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_xor_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_bitwise_xor_scalar", a, s, out, ops::bitwise_xor_scalar)
+}
+
+/// Elementwise a shifted left by b bits (0 for b outside [0, 32)) with numpy broadcasting; the
+/// dtypes must match. Gives a tensor of their dtype (bool gives KILN_ERR_DTYPE_MISMATCH). `a`, `b`,
+/// `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+/// kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_left_shift(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_bitwise_left_shift", a, b, out, ops::bitwise_left_shift)
+}
+
+/// kiln_bitwise_left_shift with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_left_shift_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_bitwise_left_shift_scalar", a, s, out, ops::bitwise_left_shift_scalar)
+}
+
+/// Elementwise a shifted right by b bits, arithmetic for i32 (all sign bits for b outside [0, 32))
+/// with numpy broadcasting; the dtypes must match. Gives a tensor of their dtype (bool gives
+/// KILN_ERR_DTYPE_MISMATCH). `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the
+/// caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_right_shift(a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    binary("kiln_bitwise_right_shift", a, b, out, ops::bitwise_right_shift)
+}
+
+/// kiln_bitwise_right_shift with a scalar right operand `s`, converted to `a`'s dtype. `a`, `out`:
+/// non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+/// is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_bitwise_right_shift_scalar(a: *const KilnTensor, s: f64, out: *mut *mut KilnTensor) -> KilnStatus {
+    scalar("kiln_bitwise_right_shift_scalar", a, s, out, ops::bitwise_right_shift_scalar)
+}
+
+/// Elementwise binary op by name ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+/// "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "hypot",
+/// "logaddexp", "copysign", "nextafter", "remainder", "floor_divide", "bitwise_and", "bitwise_or",
+/// "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift") with numpy broadcasting; an unknown
+/// name is KILN_ERR_INVALID_ARGUMENT. `op`, `a`, `b`, `out`: non-null. `*out` receives a new tensor
+/// owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_binary(op: *const c_char, a: *const KilnTensor, b: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_binary", out, || {

@@ -600,9 +600,8 @@ end
 Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, b::KilnArray{<:Integer}) = _truncdiv(a, b)
 Broadcast.broadcasted(::KilnStyle, ::typeof(div), a::KilnArray{<:Integer}, s::Integer) = _truncdiv(a, s)
 
-# The logical broadcasts of Bool arrays: `.!`, `.&`, `.|`, `xor.` (Base's on Bool). Integer
-# arrays would need bitwise ops, which Kiln does not compute: they fall through to the error
-# below rather than get a logical answer.
+# The logical broadcasts of Bool arrays: `.!`, `.&`, `.|`, `xor.` (Base's on Bool). On integer
+# arrays `.&`, `.|`, `xor.`, `.<<` and `.>>` are kiln-core's bitwise ops (BINARY), and `.~` below.
 Broadcast.broadcasted(::KilnStyle, ::typeof(!), x::KilnArray{Bool}) = _unary("logical_not", x)
 for (f, name) in ((:&, "logical_and"), (:|, "logical_or"), (:xor, "logical_xor"))
     @eval begin
@@ -611,6 +610,9 @@ for (f, name) in ((:&, "logical_and"), (:|, "logical_or"), (:xor, "logical_xor")
         Broadcast.broadcasted(::KilnStyle, ::typeof($f), s::Bool, a::KilnArray{Bool}) = _binary_scalar($name, a, s, true)
     end
 end
+
+# `.~`: bitwise not (Base's `~` on Bool is `!`, as kiln-core's bitwise_invert on bool).
+Broadcast.broadcasted(::KilnStyle, ::typeof(~), x::KilnArray{<:Union{Bool,Int32,UInt32}}) = _unary("bitwise_invert", x)
 
 # ifelse.(cond, a, b): Kiln's `where` (cond Bool, or non-zero = true).
 _tensor_like(s::Real, ::Type{T}) where {T} = full(T, s)
@@ -647,7 +649,7 @@ Broadcast.broadcasted(::KilnStyle, ::Type{T}, x::KilnArray) where {T<:KilnEltype
 function Base.copy(bc::Broadcast.Broadcasted{KilnStyle})
     throw(ArgumentError("Kiln: broadcasting $(bc.f) over these arguments is not supported on the GPU. " *
                         "Supported: the unary ops $(join(first.(UNARY), ", ")), the binary ops " *
-                        "$(join(first.(BINARY), ", ")), /, ^, div, fld, ifelse, !, &, |, xor (Bool arrays) and element-type conversion, " *
+                        "$(join(first.(BINARY), ", ")), /, ^, div, fld, ifelse, ~, !, &, |, xor (Bool arrays) and element-type conversion, " *
                         "on KilnArrays and real scalars. Read back with Array(x) to use other functions."))
 end
 
@@ -721,6 +723,9 @@ function _reduce(name::Symbol, x::KilnArray, axes::Union{Nothing,Vector{Cptrdiff
                 @ccall libkiln.kiln_all(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
             elseif name === :any
                 @ccall libkiln.kiln_any(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
+            elseif name === :prod
+                @ccall libkiln.kiln_prod(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, C_NULL::Ptr{UInt32},
+                                         out::Ref{Ptr{KilnTensor}})::UInt32
             else
                 @ccall libkiln.kiln_min(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
             end
@@ -750,6 +755,13 @@ function Base.sum(x::KilnArray{T}; dims=:, init=_NoInit()) where {T}
     init isa _NoInit && return r
     return dims isa Colon ? r + init : _binary_scalar("add", r, init, false)
 end
+"""
+    prod(x::KilnArray; dims=:)
+
+Product on the GPU in the array's element type (integers wrap; Base widens `Int32` to `Int`,
+kiln has no 64-bit integers); 1 over an empty collection.
+"""
+Base.prod(x::KilnArray; dims=:) = _reduction(:prod, x, dims)
 Base.maximum(x::KilnArray; dims=:, init=_NoInit()) = _extremum(:max, "maximum", max, x, dims, init)
 Base.minimum(x::KilnArray; dims=:, init=_NoInit()) = _extremum(:min, "minimum", min, x, dims, init)
 
@@ -776,7 +788,7 @@ end
 Base.all(x::KilnArray; dims=:) = _logical(:all, x, dims)
 Base.any(x::KilnArray; dims=:) = _logical(:any, x, dims)
 
-function _var(x::KilnArray, dims, corrected::Bool)
+function _var(x::KilnArray, dims, corrected::Bool, std::Bool=false)
     ax = _axes(x, dims)
     whole = ax === nothing
     ax2 = whole ? Cptrdiff_t[] : ax
@@ -784,17 +796,19 @@ function _var(x::KilnArray, dims, corrected::Bool)
     xf = _floaty(x)
     r = GC.@preserve ax2 begin
         _new() do out
-            @ccall libkiln.kiln_var(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
-                                    Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+            if std
+                @ccall libkiln.kiln_std(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
+                                        Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+            else
+                @ccall libkiln.kiln_var(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
+                                        Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+            end
         end
     end
     return whole ? _scalar(r) : r
 end
 Statistics.var(x::KilnArray; dims=:, corrected::Bool=true) = _var(x, dims, corrected)
-function Statistics.std(x::KilnArray; dims=:, corrected::Bool=true)
-    v = _var(x, dims, corrected)
-    return v isa KilnArray ? sqrt.(v) : sqrt(v)
-end
+Statistics.std(x::KilnArray; dims=:, corrected::Bool=true) = _var(x, dims, corrected, true)
 
 function _arg(name::Symbol, x::KilnArray{T,N}, dims) where {T,N}
     if dims isa Colon
@@ -1341,5 +1355,102 @@ reset_devices!() = check(@ccall libkiln.kiln_reset_devices()::UInt32)
 
 """`Kiln.empty_cache()`: returns pooled GPU buffers to the driver."""
 empty_cache() = check(@ccall libkiln.kiln_empty_cache()::UInt32)
+
+
+# ---- scans (kiln_cumulative_sum / kiln_cumulative_prod) --------------------------------------
+
+function _scan(name::Symbol, x::KilnArray{T,N}, dims, include_initial::Bool) where {T,N}
+    if dims === nothing
+        N == 1 || throw(ArgumentError("Kiln: $name of a $N-dimensional array needs dims"))
+        dims = 1
+    end
+    dims isa Integer || throw(ArgumentError("Kiln: $name takes one dimension"))
+    1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
+    axis = Ref{Cptrdiff_t}(N - dims)   # Julia's dims count from the other end of kiln's axes
+    return _new() do out
+        if name === :cumsum
+            @ccall libkiln.kiln_cumulative_sum(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, C_NULL::Ptr{UInt32}, include_initial::Bool,
+                                               out::Ref{Ptr{KilnTensor}})::UInt32
+        else
+            @ccall libkiln.kiln_cumulative_prod(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, C_NULL::Ptr{UInt32}, include_initial::Bool,
+                                                out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+"""
+    cumsum(x::KilnArray; dims, include_initial=false)
+
+Running sum along `dims` (optional for vectors), on the GPU. Integer sums wrap in the array's
+own type (Base widens `Int32` to `Int`; kiln has no 64-bit integers). `include_initial=true`
+(kiln's, the Array API's) starts the run with a 0, one longer along `dims`.
+"""
+Base.cumsum(x::KilnArray; dims=nothing, include_initial::Bool=false) = _scan(:cumsum, x, dims, include_initial)
+
+"""`cumprod(x::KilnArray; dims, include_initial=false)`: running product along `dims`, as `cumsum`."""
+Base.cumprod(x::KilnArray; dims=nothing, include_initial::Bool=false) = _scan(:cumprod, x, dims, include_initial)
+
+"""
+    diff(x::KilnArray; dims, n=1, prepend=nothing, append=nothing)
+
+Forward difference along `dims` (optional for vectors), on the GPU. `n` (kiln's, numpy's)
+repeats it; `prepend` / `append` (KilnArrays of x's element type and size but along `dims`) are
+joined at either end first.
+"""
+function Base.diff(x::KilnArray{T,N}; dims=nothing, n::Integer=1, prepend=nothing, append=nothing) where {T,N}
+    if dims === nothing
+        N == 1 || throw(ArgumentError("Kiln: diff of a $N-dimensional array needs dims"))
+        dims = 1
+    end
+    1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
+    n >= 0 || throw(ArgumentError("n must be >= 0, got $n"))
+    return GC.@preserve prepend append begin
+        _new() do out
+            @ccall libkiln.kiln_diff(x::Ptr{KilnTensor}, (N - dims)::Cptrdiff_t, Csize_t(n)::Csize_t, ptr(prepend)::Ptr{KilnTensor},
+                                     ptr(append)::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+"""
+    Kiln.vecdot(a, b; dims=1)
+
+Dot product of the vectors along `dims` with broadcasting: `sum(a .* b; dims)` without the
+reduced dimension, on the GPU (kiln-core's vecdot).
+"""
+function vecdot(a::KilnArray, b::KilnArray; dims::Integer=1)
+    dims >= 1 || throw(ArgumentError("dims must be >= 1, got $dims"))
+    return _new() do out   # Julia dim d counts from the other end of kiln's axes
+        @ccall libkiln.kiln_vecdot(a::Ptr{KilnTensor}, b::Ptr{KilnTensor}, (-dims)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+
+"""
+    Kiln.tensordot(A, B, n::Integer=2)
+    Kiln.tensordot(A, B, dimsA, dimsB)
+
+Tensor contraction: the last `n` dimensions of `A` with the first `n` of `B` (or `dimsA[i]` with
+`dimsB[i]`); the result has A's other dimensions then B's. One matmul on the GPU; as for `*`,
+this is kiln-core's tensordot with the operands swapped (column-major views).
+"""
+function tensordot(A::KilnArray, B::KilnArray, n::Integer=2)
+    n >= 0 || throw(ArgumentError("n must be >= 0, got $n"))
+    return _new() do out
+        @ccall libkiln.kiln_tensordot(B::Ptr{KilnTensor}, A::Ptr{KilnTensor}, Cptrdiff_t(n)::Cptrdiff_t, C_NULL::Ptr{Cptrdiff_t},
+                                      C_NULL::Ptr{Cptrdiff_t}, Csize_t(0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+    end
+end
+function tensordot(A::KilnArray{T,NA}, B::KilnArray{T,NB}, dimsA, dimsB) where {T,NA,NB}
+    length(dimsA) == length(dimsB) || throw(ArgumentError("tensordot: $(length(dimsA)) dims of A against $(length(dimsB)) of B"))
+    all(d -> 1 <= d <= NA, dimsA) && all(d -> 1 <= d <= NB, dimsB) || throw(ArgumentError("tensordot: a dimension out of range"))
+    a1 = Cptrdiff_t[NB - d for d in dimsB]   # core x1 is B
+    a2 = Cptrdiff_t[NA - d for d in dimsA]
+    return GC.@preserve a1 a2 begin
+        _new() do out
+            @ccall libkiln.kiln_tensordot(B::Ptr{KilnTensor}, A::Ptr{KilnTensor}, Cptrdiff_t(-1)::Cptrdiff_t, pointer(a1)::Ptr{Cptrdiff_t},
+                                          pointer(a2)::Ptr{Cptrdiff_t}, Csize_t(length(a1))::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
 
 end # module

@@ -64,4 +64,9 @@ const BINARY = (
     (:nextafter, "nextafter"),
     (:mod, "remainder"),
     (:fld, "floor_divide"),
+    (:&, "bitwise_and"),
+    (:|, "bitwise_or"),
+    (:xor, "bitwise_xor"),
+    (:<<, "bitwise_left_shift"),
+    (:>>, "bitwise_right_shift"),
 )

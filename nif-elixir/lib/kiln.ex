@@ -28,8 +28,8 @@ defmodule Kiln do
   # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise.rs)
   import Kernel, except: [abs: 1, ceil: 1, div: 2, floor: 1, max: 2, min: 2, round: 1, trunc: 1]
 
-  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric or
-  # :any (bool included, gives {:u, 8})}
+  # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric,
+  # :bits (integers and {:u, 8}, the type kept) or :any (bool included, gives {:u, 8})}
   @unary_ops [
     {:negate, "neg", :numeric},
     {:abs, "abs", :numeric},
@@ -68,7 +68,8 @@ defmodule Kiln do
     {:is_nan, "isnan", :any},
     {:is_infinity, "isinf", :any},
     {:is_finite, "isfinite", :any},
-    {:signbit, "signbit", :any}
+    {:signbit, "signbit", :any},
+    {:bitwise_not, "bitwise_invert", :bits}
   ]
 
   # {Elixir name (Nx's where Nx has the op), kiln-core name, gives {:u, 8} (bool)?}
@@ -95,7 +96,12 @@ defmodule Kiln do
     {:copysign, "copysign", false},
     {:nextafter, "nextafter", false},
     {:mod, "remainder", false},
-    {:floor_div, "floor_divide", false}
+    {:floor_div, "floor_divide", false},
+    {:bitwise_and, "bitwise_and", false},
+    {:bitwise_or, "bitwise_or", false},
+    {:bitwise_xor, "bitwise_xor", false},
+    {:left_shift, "bitwise_left_shift", false},
+    {:right_shift, "bitwise_right_shift", false}
   ]
 
   # END GENERATED (kiln gen)
@@ -554,6 +560,7 @@ defmodule Kiln do
     Elementwise `#{name}` (kiln-core's `#{core}`). #{case rule do
       :float -> "It needs a float tensor."
       :numeric -> "It needs a float or an integer tensor (not `{:u, 8}`, bool)."
+      :bits -> "It needs an integer tensor or `{:u, 8}` (bool, where it is logical)."
       :any -> "It takes any tensor, `{:u, 8}` (bool) included, and gives `{:u, 8}`."
     end}
     """
@@ -854,6 +861,95 @@ defmodule Kiln do
   def isin(t, set, opts \\ []) do
     kw = opts!(opts, invert: false)
     out(Native.isin(ref!(t), ref!(set), kw[:invert] == true))
+  # Scans
+
+  for {op, core} <- [cumulative_sum: "cumulative_sum", cumulative_product: "cumulative_prod"] do
+    @doc """
+    Running #{if op == :cumulative_sum, do: "sum", else: "product"} along `axis:` (default 0, as
+    Nx), in `type:` (default the tensor's; it is converted first), with a leading
+    #{if op == :cumulative_sum, do: "0", else: "1"} (the axis one longer) when
+    `include_initial: true`. Integer results wrap.
+    """
+    def unquote(op)(t, opts \\ []) do
+      kw = opts!(opts, axis: 0, type: nil, include_initial: false)
+      type = if kw[:type] == nil, do: nil, else: native_type(kw[:type])
+      out(Native.scan(unquote(core), ref!(t), int!(kw[:axis], "axis"), type, kw[:include_initial] == true))
+    end
+  end
+
+  @doc "kiln-core's (and the Array API's) name for `cumulative_product/2`."
+  def cumulative_prod(t, opts \\ []), do: cumulative_product(t, opts)
+
+  @doc """
+  Product over `axes:` (default all) with `keep_axes:`, in `type:` (default the tensor's; it is
+  converted first). Integer products wrap; an empty axis gives 1.
+  """
+  def product(t, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false, type: nil)
+    type = if kw[:type] == nil, do: nil, else: native_type(kw[:type])
+    out(Native.prod(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, type))
+  end
+
+  @doc "kiln-core's name for `product/2`."
+  def prod(t, opts \\ []), do: product(t, opts)
+
+  @doc "Standard deviation (the square root of `var/2`) over `axes:` with `ddof:` (default 0) and `keep_axes:`."
+  def standard_deviation(t, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false, ddof: 0)
+    ddof = kw[:ddof]
+
+    unless is_integer(ddof) and ddof >= 0,
+      do: raise(Error.new(:invalid_argument, "ddof must be a non-negative integer"))
+
+    out(Native.std(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, ddof))
+  end
+
+  @doc "kiln-core's name for `standard_deviation/2`."
+  def std(t, opts \\ []), do: standard_deviation(t, opts)
+
+  @doc """
+  The `n:`-th (default 1) forward difference along `axis:` (default -1): `x[1:] - x[:-1]`, `n`
+  times, after joining the optional `prepend:` and `append:` tensors (the same type and shape
+  but for the axis) at either end.
+  """
+  def diff(t, opts \\ []) do
+    kw = opts!(opts, axis: -1, n: 1, prepend: nil, append: nil)
+    n = kw[:n]
+
+    unless is_integer(n) and n >= 0,
+      do: raise(Error.new(:invalid_argument, "n must be a non-negative integer"))
+
+    out(Native.diff(ref!(t), int!(kw[:axis], "axis"), n, opt_ref(kw[:prepend]), opt_ref(kw[:append])))
+  end
+
+  @doc "Dot product of the vectors along `axis:` (default -1), broadcasting the other axes: `sum(a * b, axis)`."
+  def vecdot(a, b, opts \\ []) do
+    kw = opts!(opts, axis: -1)
+    out(Native.vecdot(ref!(a), ref!(b), int!(kw[:axis], "axis")))
+  end
+
+  @doc """
+  Nx's `dot/4`: contracts the axes `axes_a` of `a` with `axes_b` of `b` pairwise; the result has
+  `a`'s other axes then `b`'s (one matmul on the GPU).
+  """
+  def dot(a, axes_a, b, axes_b) when is_list(axes_a) and is_list(axes_b),
+    do: out(Native.tensordot(ref!(a), ref!(b), -1, axes!(axes_a), axes!(axes_b)))
+
+  @doc """
+  numpy's `tensordot`: `axes:` an integer n (the last n axes of `a` with the first n of `b`,
+  default 2) or a tuple `{axes_a, axes_b}` of lists.
+  """
+  def tensordot(a, b, opts \\ []) do
+    case opts!(opts, axes: 2)[:axes] do
+      n when is_integer(n) and n >= 0 ->
+        out(Native.tensordot(ref!(a), ref!(b), n, [], []))
+
+      {la, lb} when is_list(la) and is_list(lb) ->
+        dot(a, la, b, lb)
+
+      other ->
+        raise(Error.new(:invalid_argument, "axes: an integer >= 0 or {list, list}, got #{inspect(other)}"))
+    end
   end
 
   # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ mod ops;
 mod ops_gen;
 mod runtime;
 mod sort;
+mod scan;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -71,7 +72,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::where_,
         // matmul, reduce, norm
         ops::matmul,
-        ops::sum,
         ops::mean,
         ops::max,
         ops::min,
@@ -112,6 +112,15 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::dequantize,
         ops::quant_matmul,
         ops::quant_embedding,
+        // scans
+        scan::cumulative_sum,
+        scan::cumulative_prod,
+        scan::sum,
+        scan::prod,
+        scan::std,
+        scan::diff,
+        scan::vecdot,
+        scan::tensordot,
     );
     ops_gen::register(m)?;
     sort::register(m)?;

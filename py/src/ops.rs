@@ -458,8 +458,8 @@ macro_rules! reduce_fns {
     };
 }
 
+// `sum` (with the Array API's `dtype=`) is in scan.rs.
 reduce_fns! {
-    sum, "Sum over ``axis`` (None: all axes; an int or a tuple, negative counts from the end).";
     mean, "Mean over ``axis`` (None: all axes).";
     max, "Maximum over ``axis`` (None: all axes).";
     min, "Minimum over ``axis`` (None: all axes).";

@@ -44,6 +44,7 @@ unary_fns! {
     isinf => IsInf, "Elementwise whether x is +inf or -inf (bool).";
     isfinite => IsFinite, "Elementwise whether x is finite (bool).";
     signbit => Signbit, "Elementwise whether the sign bit of x is set (bool).";
+    bitwise_invert => BitwiseInvert, "Elementwise bitwise not ~x (bool: logical not).";
 }
 
 binary_fns! {
@@ -67,6 +68,11 @@ binary_fns! {
     logaddexp => Logaddexp, "Elementwise log(e^a + e^b), with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
     copysign => Copysign, "Elementwise |a| with the sign of b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
     nextafter => Nextafter, "Elementwise the next representable value after a toward b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    bitwise_and => BitwiseAnd, "Elementwise bitwise and a & b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    bitwise_or => BitwiseOr, "Elementwise bitwise or a | b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    bitwise_xor => BitwiseXor, "Elementwise bitwise exclusive or a ^ b, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    bitwise_left_shift => BitwiseLeftShift, "Elementwise a shifted left by b bits (0 for b outside [0, 32)), with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
+    bitwise_right_shift => BitwiseRightShift, "Elementwise a shifted right by b bits, arithmetic for i32 (all sign bits for b outside [0, 32)), with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
 }
 
 /// Adds every function above to the module.
@@ -108,6 +114,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(isinf, m)?)?;
     m.add_function(wrap_pyfunction!(isfinite, m)?)?;
     m.add_function(wrap_pyfunction!(signbit, m)?)?;
+    m.add_function(wrap_pyfunction!(bitwise_invert, m)?)?;
     m.add_function(wrap_pyfunction!(add, m)?)?;
     m.add_function(wrap_pyfunction!(subtract, m)?)?;
     m.add_function(wrap_pyfunction!(multiply, m)?)?;
@@ -128,5 +135,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(logaddexp, m)?)?;
     m.add_function(wrap_pyfunction!(copysign, m)?)?;
     m.add_function(wrap_pyfunction!(nextafter, m)?)?;
+    m.add_function(wrap_pyfunction!(bitwise_and, m)?)?;
+    m.add_function(wrap_pyfunction!(bitwise_or, m)?)?;
+    m.add_function(wrap_pyfunction!(bitwise_xor, m)?)?;
+    m.add_function(wrap_pyfunction!(bitwise_left_shift, m)?)?;
+    m.add_function(wrap_pyfunction!(bitwise_right_shift, m)?)?;
     Ok(())
 }

@@ -103,36 +103,6 @@ pub fn remainder_op(py: Python<'_>, a: &Tensor, b: &Bound<'_, PyAny>, reflected:
     floor_family(py, BinaryOp::Remainder, a, b, reflected)
 }
 
-/// `&`, `|`, `^` and `~` are numpy's logical ops on bool tensors; on integer tensors numpy's are
-/// bitwise, which kiln does not compute, so they are refused rather than answered logically.
-fn bool_only(py: Python<'_>, op: &str, t: &Tensor) -> PyResult<()> {
-    if t.dtype() != DType::Bool {
-        return Err(crate::errors::dtype_err(
-            py,
-            format!(
-                "`{op}` takes bool tensors (it is logical there); on {} it would be bitwise, which kiln does not compute",
-                t.dtype()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn logical_operator(
-    py: Python<'_>,
-    name: &str,
-    op: BinaryOp,
-    a: &Tensor,
-    other: &Bound<'_, PyAny>,
-    reflected: bool,
-) -> PyResult<Py<PyAny>> {
-    bool_only(py, name, a)?;
-    if let Some(Operand::Tensor(b)) = operand(py, other)? {
-        bool_only(py, name, &b)?;
-    }
-    wrap(py, binary_op(py, op, a, other, reflected)?)
-}
-
 fn wrap(py: Python<'_>, r: Option<Tensor>) -> PyResult<Py<PyAny>> {
     match r {
         Some(t) => Ok(Py::new(py, PyTensor::new(t))?.into_any()),
@@ -329,35 +299,49 @@ impl PyTensor {
         scalar_value(py, &self.t, "an index")?.bind(py).extract::<i64>()
     }
 
-    /// ``~x``: logical not of a bool tensor (numpy's ``~`` on bool). Integer tensors have no
-    /// bitwise not here: a DTypeError says so rather than compute something else.
+    /// ``~x``: bitwise not of an integer tensor, logical not of a bool one (numpy's ``~``).
     fn __invert__(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        bool_only(py, "~", &self.t)?;
-        gpu(py, || ops::unary(UnaryOp::LogicalNot, &self.t)).map(PyTensor::new)
+        gpu(py, || ops::unary(UnaryOp::BitwiseInvert, &self.t)).map(PyTensor::new)
     }
 
     fn __and__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        logical_operator(py, "&", BinaryOp::LogicalAnd, &self.t, other, false)
+        wrap(py, binary_op(py, BinaryOp::BitwiseAnd, &self.t, other, false)?)
     }
 
     fn __rand__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        logical_operator(py, "&", BinaryOp::LogicalAnd, &self.t, other, true)
+        wrap(py, binary_op(py, BinaryOp::BitwiseAnd, &self.t, other, true)?)
     }
 
     fn __or__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        logical_operator(py, "|", BinaryOp::LogicalOr, &self.t, other, false)
+        wrap(py, binary_op(py, BinaryOp::BitwiseOr, &self.t, other, false)?)
     }
 
     fn __ror__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        logical_operator(py, "|", BinaryOp::LogicalOr, &self.t, other, true)
+        wrap(py, binary_op(py, BinaryOp::BitwiseOr, &self.t, other, true)?)
     }
 
     fn __xor__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        logical_operator(py, "^", BinaryOp::LogicalXor, &self.t, other, false)
+        wrap(py, binary_op(py, BinaryOp::BitwiseXor, &self.t, other, false)?)
     }
 
     fn __rxor__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        logical_operator(py, "^", BinaryOp::LogicalXor, &self.t, other, true)
+        wrap(py, binary_op(py, BinaryOp::BitwiseXor, &self.t, other, true)?)
+    }
+
+    fn __lshift__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, binary_op(py, BinaryOp::BitwiseLeftShift, &self.t, other, false)?)
+    }
+
+    fn __rlshift__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, binary_op(py, BinaryOp::BitwiseLeftShift, &self.t, other, true)?)
+    }
+
+    fn __rshift__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, binary_op(py, BinaryOp::BitwiseRightShift, &self.t, other, false)?)
+    }
+
+    fn __rrshift__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, binary_op(py, BinaryOp::BitwiseRightShift, &self.t, other, true)?)
     }
 
     fn __neg__(&self, py: Python<'_>) -> PyResult<PyTensor> {

@@ -38,6 +38,7 @@ static const struct { const char *name; UnaryFn f; } UNARY[] = {
     {"isinf", kiln_isinf},
     {"isfinite", kiln_isfinite},
     {"signbit", kiln_signbit},
+    {"bitwise_invert", kiln_bitwise_invert},
 };
 static const struct { const char *name; BinaryFn f; } BINARY[] = {
     {"add", kiln_add},
@@ -63,4 +64,9 @@ static const struct { const char *name; BinaryFn f; } BINARY[] = {
     {"nextafter", kiln_nextafter},
     {"remainder", kiln_remainder},
     {"floor_divide", kiln_floor_divide},
+    {"bitwise_and", kiln_bitwise_and},
+    {"bitwise_or", kiln_bitwise_or},
+    {"bitwise_xor", kiln_bitwise_xor},
+    {"bitwise_left_shift", kiln_bitwise_left_shift},
+    {"bitwise_right_shift", kiln_bitwise_right_shift},
 };

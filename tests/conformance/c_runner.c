@@ -251,6 +251,33 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         ptrdiff_t axis = (ptrdiff_t)a->i;
         return f(x, a->kind == 'n' ? NULL : &axis, pb(c, "keepdims"), out);
     }
+    if (!strcmp(op, "vecdot")) return kiln_vecdot(input(c, "a"), input(c, "b"), (ptrdiff_t)pi(c, "axis"), out);
+    if (!strcmp(op, "tensordot")) {
+        const Param *p1 = need(c, "axes1"), *p2 = need(c, "axes2");
+        ptrdiff_t a1[MAX_LIST], a2[MAX_LIST];
+        for (int j = 0; j < p1->nlist; j++) a1[j] = (ptrdiff_t)p1->list[j];
+        for (int j = 0; j < p2->nlist; j++) a2[j] = (ptrdiff_t)p2->list[j];
+        return kiln_tensordot(input(c, "a"), input(c, "b"), (ptrdiff_t)pi(c, "n"), a1, a2, (size_t)p1->nlist, out);
+    }
+    if (!strcmp(op, "diff"))
+        return kiln_diff(x, (ptrdiff_t)pi(c, "axis"), (size_t)pi(c, "n"), input(c, "prepend"), input(c, "append"), out);
+    if (!strcmp(op, "prod") || !strcmp(op, "std")) {
+        const Param *a = need(c, "axes");
+        ptrdiff_t axes[MAX_LIST];
+        for (int j = 0; j < a->nlist; j++) axes[j] = (ptrdiff_t)a->list[j];
+        if (!strcmp(op, "std"))
+            return kiln_std(x, a->kind == 'n' ? NULL : axes, (size_t)a->nlist, pb(c, "keepdims"), (size_t)pi(c, "ddof"), out);
+        const Param *d = need(c, "dtype");
+        uint32_t dt = d->kind == 'n' ? 0 : parse_dtype(d->s);
+        return kiln_prod(x, a->kind == 'n' ? NULL : axes, (size_t)a->nlist, pb(c, "keepdims"), d->kind == 'n' ? NULL : &dt, out);
+    }
+    if (!strcmp(op, "cumulative_sum") || !strcmp(op, "cumulative_prod")) {
+        const Param *a = need(c, "axis"), *d = need(c, "dtype");
+        ptrdiff_t axis = (ptrdiff_t)a->i;
+        uint32_t dt = d->kind == 'n' ? 0 : parse_dtype(d->s);
+        return (!strcmp(op, "cumulative_sum") ? kiln_cumulative_sum : kiln_cumulative_prod)(
+            x, a->kind == 'n' ? NULL : &axis, d->kind == 'n' ? NULL : &dt, pb(c, "include_initial"), out);
+    }
     if (!strcmp(op, "softmax")) return kiln_softmax(x, (ptrdiff_t)pi(c, "axis"), out);
     if (!strcmp(op, "log_softmax")) return kiln_log_softmax(x, (ptrdiff_t)pi(c, "axis"), out);
     if (!strcmp(op, "layer_norm")) return kiln_layer_norm(x, input(c, "weight"), input(c, "bias"), (float)pf(c, "eps"), out);

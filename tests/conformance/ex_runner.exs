@@ -87,6 +87,20 @@ defmodule Kiln.Conformance do
       o when o in ["sum", "mean", "max", "min", "all", "any"] -> apply(Kiln, String.to_atom(o), [x, [axes: p["axes"], keep_axes: p["keepdims"]]])
       "var" -> Kiln.var(x, axes: p["axes"], keep_axes: p["keepdims"], ddof: p["ddof"])
       o when o in ["argmax", "argmin"] -> apply(Kiln, String.to_atom(o), [x, [axis: p["axis"], keep_axis: p["keepdims"]]])
+      "vecdot" -> Kiln.vecdot(get.("a"), get.("b"), axis: p["axis"])
+      "tensordot" ->
+        if p["n"] >= 0,
+          do: Kiln.tensordot(get.("a"), get.("b"), axes: p["n"]),
+          else: Kiln.dot(get.("a"), p["axes1"], get.("b"), p["axes2"])
+      "diff" -> Kiln.diff(x, axis: p["axis"], n: p["n"], prepend: get.("prepend"), append: get.("append"))
+      "prod" ->
+        opts = [axes: p["axes"], keep_axes: p["keepdims"]]
+        Kiln.product(x, if(p["dtype"] == nil, do: opts, else: opts ++ [type: t(p, "dtype")]))
+      "std" -> Kiln.standard_deviation(x, axes: p["axes"], keep_axes: p["keepdims"], ddof: p["ddof"])
+      o when o in ["cumulative_sum", "cumulative_prod"] ->
+        opts = [axis: p["axis"] || 0, include_initial: p["include_initial"]]
+        opts = if p["dtype"] == nil, do: opts, else: opts ++ [type: t(p, "dtype")]
+        apply(Kiln, String.to_atom(o), [x, opts])
       "softmax" -> Kiln.softmax(x, axis: p["axis"])
       "log_softmax" -> Kiln.log_softmax(x, axis: p["axis"])
       "layer_norm" -> Kiln.layer_norm(x, weight: get.("weight"), bias: get.("bias"), eps: p["eps"])

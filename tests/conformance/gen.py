@@ -17,6 +17,7 @@ import math
 import os
 import shutil
 import sys
+import warnings
 
 import numpy as np
 
@@ -782,6 +783,14 @@ def build_added(g, seed):
     build_bool(g, np.random.default_rng(seed + 4))
     # ---- searching, sorting and sets: a stream of their own (seed + 5).
     build_sort(g, np.random.default_rng(seed + 5))
+    # ---- scans (cumulative_sum / cumulative_prod), then the bitwise ops: a stream of their own
+    # (seed + 6).
+    rng6 = np.random.default_rng(seed + 6)
+    build_scan(g, rng6)
+    build_bitwise(g, rng6)
+    build_stats(g, rng6)
+    build_diff(g, rng6)
+    build_linalg(g, rng6)
 
 
 def numpy_divmod(f):
@@ -929,6 +938,204 @@ TRUTHY = {
 LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor}
 PREDICATES = {"logical_not": np.logical_not, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
               "signbit": lambda x: np.signbit(x) if x.dtype != np.bool_ else np.zeros(x.shape, bool)}
+
+
+def build_scan(g, rng):
+    """cumulative_sum / cumulative_prod: awkward shapes and axes, runs longer than one block of
+    the kernel (1024), integers that wrap (numpy's in the dtype itself), a dtype that casts
+    first, include_initial, and the special values (NaN, inf - inf, 0 * inf, the sign of zero)."""
+
+    def vals(shape, dt, lo, hi):
+        if dt in ("i32", "u32"):
+            return rng.integers(int(lo), int(hi) + 1, size=shape).astype(NP[dt])
+        if dt == "bool":
+            return rng.integers(0, 2, size=shape).astype(np.bool_)
+        return rng.uniform(lo, hi, size=shape).astype(NP[dt])
+
+    def want(op, x, axis, odt, init):
+        f = np.cumulative_sum if op == "cumulative_sum" else np.cumulative_prod
+        ax = 0 if axis is None else axis
+        with np.errstate(all="ignore"):
+            if odt in ("i32", "u32"):
+                return f(x.astype(NP[odt]), axis=ax, dtype=NP[odt], include_initial=init)
+            return f(x.astype(NP[odt]).astype(np.float64), axis=ax, include_initial=init)
+
+    sp = {"f32": [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, -0.0, -0.0, 0.5], "f16": [np.nan, np.inf, -0.0, -0.0, 2.0, -np.inf, 0.0]}
+    for op, lo, hi in (("cumulative_sum", -1.0, 1.0), ("cumulative_prod", 0.99, 1.01)):
+        for cid, shape, dt, axis, init, odt in [("typical", [4, 8], "f32", 1, False, None), ("edge_empty", [0], "f32", None, False, None),
+                                                ("edge_one", [1], "f32", None, True, None), ("edge_empty_axis", [2, 0, 3], "i32", 1, True, None),
+                                                ("axis0_prime", [3, 1, 257], "f32", 0, False, None), ("large_blocks", [2, 2053], "f32", -1, True, None),
+                                                ("f16", [13, 17], "f16", 1, True, None), ("i32_wrap", [3, 1031], "i32", 1, False, None),
+                                                ("u32_wrap", [1500], "u32", None, True, None), ("dtype_i32_f32", [5, 7], "i32", 0, False, "f32"),
+                                                ("dtype_bool_i32", [6, 9], "bool", -1, False, "i32")]:
+            wrap = cid.endswith("_wrap")
+            x = vals(shape, dt, -2e9 if dt == "i32" and wrap else (0 if dt == "u32" else (-50 if dt == "i32" else lo)),
+                     2e9 if wrap else (50 if dt == "i32" else hi))
+            out = odt or dt
+            n = shape[0 if axis is None else axis] if shape else 1
+            tol = ftol(out, 1.0 + n / 64.0)
+            g.case(f"{op}.{cid}", op, {"axis": axis, "dtype": odt, "include_initial": init}, [("x", x, dt)],
+                   want(op, x, axis, out, init), out, tol)
+        for dt, v in sp.items():
+            x = np.stack([rng.permutation(np.array(v, dtype=NP[dt])) for _ in range(3)], axis=1)
+            g.case(f"{op}.special_{dt}", op, {"axis": 0, "dtype": None, "include_initial": False}, [("x", x, dt)],
+                   want(op, x, 0, dt, False), dt, ftol(dt))
+
+
+def build_stats(g, rng):
+    """prod (integers wrapping in the dtype, dtype= casting first, 1 over an empty axis, special
+    values) and std (sqrt of var, NaN over an empty axis)."""
+    for cid, shape, dt, axes, keep, odt in [("typical", [4, 8], "f32", [1], False, None), ("f16", [13, 17], "f16", [0], True, None),
+                                            ("i32_wrap", [3, 40], "i32", [1], False, None), ("u32_whole", [5, 7], "u32", None, True, None),
+                                            ("edge_empty_axis", [2, 0, 3], "f32", [1], False, None), ("edge_no_axes", [3, 4], "i32", [], False, None),
+                                            ("large_split", [2, 20011], "f32", [-1], False, None), ("dtype_i32_f32", [6, 5], "i32", [0], False, "f32"),
+                                            ("dtype_bool_i32", [4, 9], "bool", None, False, "i32")]:
+        if dt == "bool":
+            x = rng.integers(0, 2, size=shape).astype(bool)
+        elif dt in ("i32", "u32"):
+            info = np.iinfo(NP[dt])
+            lo, hi = (info.min, info.max) if "wrap" in cid else (-4 if dt == "i32" else 0, 4)
+            x = rng.integers(lo, hi, size=shape, endpoint=True, dtype=np.int64).astype(NP[dt])
+        else:
+            x = rng.uniform(0.999, 1.001, size=shape).astype(NP[dt]) if "large" in cid else rng.uniform(-1.5, 1.5, size=shape).astype(NP[dt])
+        out = odt or dt
+        ax = None if axes is None else tuple(axes)
+        with np.errstate(all="ignore"):
+            want = np.prod(x.astype(NP[out]), axis=ax, keepdims=keep, dtype=NP[out]) if out in ("i32", "u32") else \
+                np.prod(x.astype(NP[out]).astype(np.float64), axis=ax, keepdims=keep)
+        n = int(np.prod([shape[a] for a in axes])) if axes is not None else int(np.prod(shape))
+        g.case(f"prod.{cid}", "prod", {"axes": axes, "keepdims": keep, "dtype": odt}, [("x", x, dt)], want, out, ftol(out, 1.0 + n / 64.0))
+    v = np.array([2.0, np.nan, 0.0, np.inf, -0.0, -3.0, 1.0, -np.inf], np.float32)
+    x = v[np.array([[0, 5, 6], [1, 0, 6], [2, 3, 6], [4, 0, 6], [4, 5, 6], [7, 5, 0]])]
+    with np.errstate(all="ignore"):
+        g.case("prod.special_f32", "prod", {"axes": [1], "keepdims": False, "dtype": None}, [("x", x, "f32")],
+               np.prod(x.astype(np.float64), axis=1), "f32", (0, 0))
+    for cid, shape, dt, axes, ddof in [("typical", [4, 8], "f32", [1], 0), ("f16", [13, 17], "f16", [0], 1),
+                                       ("large", [3, 1031], "f32", [-1], 1), ("whole", [5, 7], "f32", None, 0),
+                                       ("edge_empty_axis", [2, 0, 3], "f32", [1], 0), ("edge_one_ddof1", [3, 1], "f32", [1], 1)]:
+        x = rng.uniform(-3.0, 3.0, size=shape).astype(NP[dt])
+        ax = None if axes is None else tuple(axes)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an empty axis: NaN, as intended
+            want = np.std(x.astype(np.float64), axis=ax, ddof=ddof)
+        n = int(np.prod([shape[a] for a in axes])) if axes is not None else int(np.prod(shape))
+        g.case(f"std.{cid}", "std", {"axes": axes, "keepdims": False, "ddof": ddof}, [("x", x, dt)], want, dt, ftol(dt, 1.0 + n / 64.0))
+
+
+def build_linalg(g, rng):
+    """vecdot (broadcasting, any axis) and tensordot (a count or pairs of axes, empty
+    contractions), against float64 numpy; integers small enough to be exact."""
+
+    def vals(shape, dt):
+        if dt == "i32":
+            return rng.integers(-20, 21, size=shape).astype(np.int32)
+        return rng.uniform(-1.0, 1.0, size=shape).astype(NP[dt])
+
+    for cid, s1, s2, axis, dt in [("typical", [4, 8], [4, 8], -1, "f32"), ("broadcast", [3, 1, 257], [5, 257], -1, "f32"),
+                                  ("axis0", [13, 17], [13, 17], 0, "f32"), ("f16", [6, 33], [33], -1, "f16"),
+                                  ("i32", [7, 9], [9], -1, "i32"), ("edge_empty", [2, 0, 3], [1, 3], -1, "f32"),
+                                  ("edge_zero_length", [4, 0], [4, 0], -1, "f32")]:
+        a, b = vals(s1, dt), vals(s2, dt)
+        want = np.sum(np.multiply(a.astype(np.float64), b.astype(np.float64)), axis=axis)
+        k = s1[axis]
+        g.case(f"vecdot.{cid}", "vecdot", {"axis": axis}, [("a", a, dt), ("b", b, dt)], want, dt, ftol(dt, 1.0 + k / 16.0))
+    for cid, s1, s2, n, a1, a2, dt in [("typical", [3, 4, 5], [4, 5, 6], 2, [], [], "f32"), ("one", [3, 4], [4, 7], 1, [], [], "f32"),
+                                       ("outer", [3, 4], [5], 0, [], [], "f32"), ("pairs", [2, 3, 5], [5, 3, 7], -1, [1, 2], [1, 0], "f32"),
+                                       ("pairs_negative", [2, 3, 5], [3, 2], -1, [-3, 1], [1, 0], "f32"), ("f16", [6, 33], [33, 5], 1, [], [], "f16"),
+                                       ("i32", [4, 9], [9, 3], 1, [], [], "i32"), ("large", [3, 257], [257, 2], 1, [], [], "f32"),
+                                       ("edge_empty", [4, 0], [0, 5], 1, [], [], "f32")]:
+        a, b = vals(s1, dt), vals(s2, dt)
+        axes = n if n >= 0 else (a1, a2)
+        want = np.tensordot(a.astype(np.float64), b.astype(np.float64), axes=axes)
+        k = int(np.prod(s1[len(s1) - n:])) if n >= 0 else int(np.prod([s1[d] for d in a1]))
+        g.case(f"tensordot.{cid}", "tensordot", {"n": n, "axes1": a1, "axes2": a2}, [("a", a, dt), ("b", b, dt)], want, dt,
+               ftol(dt, 1.0 + k / 16.0))
+
+
+def build_diff(g, rng):
+    """diff: awkward shapes and axes, n past the axis length, prepend / append, integers that
+    wrap, and IEEE subtraction of the special values."""
+    for cid, shape, dt, axis, n, pre, app in [("typical", [4, 8], "f32", -1, 1, 0, 0), ("axis0_n2", [13, 17], "f32", 0, 2, 0, 0),
+                                              ("prime", [3, 1, 257], "f16", -1, 1, 0, 0), ("i32_wrap", [5, 9], "i32", 1, 1, 0, 0),
+                                              ("u32_wrap_prepend", [6, 4], "u32", 0, 1, 2, 0), ("append", [3, 5], "f32", 1, 3, 0, 1),
+                                              ("both", [2, 3, 4], "i32", 1, 2, 1, 2), ("edge_n0", [3, 4], "f32", 0, 0, 0, 0),
+                                              ("edge_n_past", [5], "f32", 0, 9, 0, 0), ("edge_empty", [0, 3], "f32", 0, 1, 0, 0)]:
+        def vals(sh, dt=dt):
+            if dt in ("i32", "u32"):
+                info = np.iinfo(NP[dt])
+                return rng.integers(info.min, info.max, size=sh, endpoint=True, dtype=np.int64).astype(NP[dt])
+            return rng.uniform(-5.0, 5.0, size=sh).astype(NP[dt])
+
+        def edge(k, shape=shape, axis=axis):
+            sh = list(shape)
+            sh[axis] = k
+            return vals(sh)
+
+        x = vals(shape)
+        ins = [("x", x, dt)]
+        parts = [x]
+        if pre:
+            p = edge(pre)
+            ins.append(("prepend", p, dt))
+            parts.insert(0, p)
+        if app:
+            a = edge(app)
+            ins.append(("append", a, dt))
+            parts.append(a)
+        y = np.concatenate(parts, axis=axis)
+        with np.errstate(all="ignore"):
+            want = np.diff(y, n=n, axis=axis) if dt in ("i32", "u32") else y.astype(np.float64)
+            if dt not in ("i32", "u32"):
+                for _ in range(n):  # each order rounded to the dtype, as the kernel computes it
+                    want = np.diff(want, axis=axis).astype(NP[dt]).astype(np.float64)
+        g.case(f"diff.{cid}", "diff", {"axis": axis, "n": n}, ins, want, dt, (0, 0))
+    x = np.array([np.inf, np.inf, np.nan, 1.0, -0.0, 0.0, -np.inf, -np.inf, 3.0], np.float32)
+    with np.errstate(all="ignore"):
+        g.case("diff.special_f32", "diff", {"axis": 0, "n": 1}, [("x", x, "f32")], np.diff(x.astype(np.float64)), "f32", (0, 0))
+
+
+def build_bitwise(g, rng):
+    """The bitwise ops: the whole range of i32 / u32 with the extremes, shift counts inside and
+    outside [0, 32) (negative ones for i32: numpy's 0, or -1 for a negative i32 shifted right),
+    broadcasting, the scalar forms, and bool (logical) for and / or / xor / invert."""
+
+    def ints(shape, dt):
+        info = np.iinfo(NP[dt])
+        x = rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=np.int64)
+        edges = np.array([info.min, info.max, 0, 1] + ([-1] if dt == "i32" else []), np.int64)
+        flat = x.reshape(-1)
+        flat[: min(flat.size, edges.size)] = edges[: flat.size]
+        return x.astype(NP[dt])
+
+    def counts(shape, dt):
+        return rng.integers(-40 if dt == "i32" else 0, 41, size=shape).astype(NP[dt])
+
+    ops = [("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or), ("bitwise_xor", np.bitwise_xor),
+           ("bitwise_left_shift", np.left_shift), ("bitwise_right_shift", np.right_shift)]
+    for op, f in ops:
+        shift = "shift" in op
+        for cid, sa, sb, dt in [("typical", [4, 8], [4, 8], "i32"), ("u32", [13, 17], [17], "u32"),
+                                ("edge_empty", [0, 3], [3], "i32"), ("large_broadcast", [3, 1, 257], [1, 5, 1], "u32")]:
+            a = ints(sa, dt)
+            b = counts(sb, dt) if shift else ints(sb, dt)
+            g.case(f"{op}.{cid}", op, {}, [("a", a, dt), ("b", b, dt)], f(a, b), dt, (0, 0))
+        for dt in ("i32", "u32"):
+            a = ints([37], dt)
+            sc = 31 if shift else (-0x0F0F0F10 if dt == "i32" else 0xF0F0F0F0)
+            g.case(f"{op}.{dt}_scalar", op, {"scalar": float(sc), "scalar_first": False}, [("a", a, dt)],
+                   f(a, NP[dt](sc)), dt, (0, 0))
+            a2 = counts([29], dt) if shift else ints([29], dt)
+            sf = 5 if shift else sc
+            g.case(f"{op}.{dt}_scalar_first", op, {"scalar": float(sf), "scalar_first": True}, [("a", a2, dt)],
+                   f(NP[dt](sf), a2), dt, (0, 0))
+        if not shift:
+            a, b = rng.integers(0, 2, size=(6, 7)).astype(bool), rng.integers(0, 2, size=(7,)).astype(bool)
+            g.case(f"{op}.bool", op, {}, [("a", a, "bool"), ("b", b, "bool")], f(a, b), "bool", (0, 0))
+    for cid, shape, dt in [("typical", [4, 8], "i32"), ("u32", [1031], "u32"), ("edge_empty", [0], "i32")]:
+        x = ints(shape, dt)
+        g.case(f"bitwise_invert.{cid}", "bitwise_invert", {}, [("x", x, dt)], np.invert(x), dt, (0, 0))
+    x = rng.integers(0, 2, size=(5, 9)).astype(bool)
+    g.case("bitwise_invert.bool", "bitwise_invert", {}, [("x", x, "bool")], np.invert(x), "bool", (0, 0))
 
 
 def build_bool(g, rng):

@@ -139,6 +139,12 @@ function exposed(op)
         op == "var" && return owned(Statistics.var, Tuple{KA})
         op == "argmax" && return owned(argmax, Tuple{KA})
         op == "argmin" && return owned(argmin, Tuple{KA})
+        op == "bitwise_invert" && return owned(Broadcast.broadcasted, Tuple{KS,typeof(~),KilnArray{Int32,2}})
+        op == "diff" && return owned(diff, Tuple{KA})
+        op == "prod" && return owned(prod, Tuple{KA})
+        op == "std" && return owned(Statistics.std, Tuple{KA})
+        op == "cumulative_sum" && return owned(cumsum, Tuple{KA})
+        op == "cumulative_prod" && return owned(cumprod, Tuple{KA})
         op == "reshape" && return owned(reshape, Tuple{KA,Dims{2}})
         op == "permute" && return owned(permutedims, Tuple{KA,Vector{Int}})
         op == "transpose" && return kiln_fn(:swapdims)
@@ -256,6 +262,31 @@ function run_op(op, p, c::Case, dir)
         return Kiln.unique_values(x)
     elseif op == "isin"
         return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
+    elseif op == "vecdot"
+        a, b = up("a"), up("b")
+        n = max(ndims(a), ndims(b))
+        return Kiln.vecdot(a, b; dims=jdim(Int(p["axis"]), n))
+    elseif op == "tensordot"
+        a, b = up("a"), up("b")
+        p["n"] >= 0 && return Kiln.tensordot(b, a, Int(p["n"]))   # core (a, b) is Julia (b, a)
+        return Kiln.tensordot(b, a, [jdim(Int(k), ndims(b)) for k in p["axes2"]], [jdim(Int(k), ndims(a)) for k in p["axes1"]])
+    elseif op == "diff"
+        return diff(x; dims=jdim(Int(p["axis"]), nx), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
+    elseif op in ("prod", "std")
+        dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
+        if op == "prod"
+            xs = p["dtype"] === nothing ? x : Kiln.cast(x, T("dtype"))   # the standard casts first
+            return prod(xs; dims=dims)
+        end
+        p["ddof"] in (0, 1) || error("Kiln.jl's std takes corrected=true/false only (ddof 0 or 1)")
+        return Statistics.std(x; dims=dims, corrected=p["ddof"] == 1)
+    elseif op == "bitwise_invert"
+        return (~).(x)
+    elseif op in ("cumulative_sum", "cumulative_prod")
+        xs = p["dtype"] === nothing ? x : Kiln.cast(x, T("dtype"))   # the standard casts first
+        dims = p["axis"] === nothing ? nothing : jdim(Int(p["axis"]), nx)
+        f = op == "cumulative_sum" ? cumsum : cumprod
+        return f(xs; dims=dims, include_initial=p["include_initial"])
     elseif op == "softmax"
         return Kiln.softmax(x; dims=jdim(Int(p["axis"]), nx))
     elseif op == "log_softmax"
@@ -335,7 +366,7 @@ function run_op(op, p, c::Case, dir)
     end
 end
 
-const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin", "all", "any", "count_nonzero")
+const REDUCTIONS = ("sum", "mean", "max", "min", "var", "argmax", "argmin", "all", "any", "count_nonzero", "prod", "std")
 squeeze1(t) = Tuple(d for d in t if d != 1)
 
 # A zero matches only a zero of the same sign (-0.0 == 0.0 in Julia, so signbit decides).

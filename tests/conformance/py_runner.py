@@ -74,6 +74,20 @@ def run(op, f, p, ins, d):
         return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
     if op in ("argmax", "argmin"):
         return f(x, axis=p["axis"], keepdims=p["keepdims"])
+    if op == "vecdot":
+        return f(get("a"), get("b"), axis=p["axis"])
+    if op == "tensordot":
+        return f(get("a"), get("b"), axes=p["n"] if p["n"] >= 0 else (p["axes1"], p["axes2"]))
+    if op == "diff":
+        return f(x, axis=p["axis"], n=p["n"], prepend=get("prepend"), append=get("append"))
+    if op == "prod":
+        axes = None if p["axes"] is None else tuple(p["axes"])
+        return f(x, axis=axes, keepdims=p["keepdims"], dtype=p["dtype"])
+    if op == "std":
+        axes = None if p["axes"] is None else tuple(p["axes"])
+        return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
+    if op in ("cumulative_sum", "cumulative_prod"):
+        return f(x, axis=p["axis"], dtype=p["dtype"], include_initial=p["include_initial"])
     if op in ("softmax", "log_softmax"):
         return f(x, p["axis"])
     if op == "layer_norm":

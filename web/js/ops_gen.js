@@ -68,6 +68,7 @@ export const OPS = [
   { name: "isinf", js: "isinf", family: "predicate" },
   { name: "isfinite", js: "isfinite", family: "predicate" },
   { name: "signbit", js: "signbit", family: "predicate" },
+  { name: "bitwise_invert", js: "bitwiseInvert", family: "bitwise" },
   { name: "add", js: "add", family: "binary" },
   { name: "sub", js: "subtract", family: "binary" },
   { name: "mul", js: "multiply", family: "binary" },
@@ -91,6 +92,11 @@ export const OPS = [
   { name: "nextafter", js: "nextafter", family: "binary" },
   { name: "remainder", js: "remainder", family: "binary" },
   { name: "floor_divide", js: "floorDivide", family: "binary" },
+  { name: "bitwise_and", js: "bitwiseAnd", family: "bitwise" },
+  { name: "bitwise_or", js: "bitwiseOr", family: "bitwise" },
+  { name: "bitwise_xor", js: "bitwiseXor", family: "bitwise" },
+  { name: "bitwise_left_shift", js: "bitwiseLeftShift", family: "bitwise" },
+  { name: "bitwise_right_shift", js: "bitwiseRightShift", family: "bitwise" },
   { name: "where", js: "where", family: "select" },
   { name: "clip", js: "clip", family: "select" },
   { name: "cast", js: "astype", family: "cast" },
@@ -137,6 +143,13 @@ export const OPS = [
   { name: "unique_inverse", js: "uniqueInverse", family: "set" },
   { name: "unique_values", js: "uniqueValues", family: "set" },
   { name: "isin", js: "isin", family: "set" },
+  { name: "cumulative_sum", js: "cumulativeSum", family: "scan" },
+  { name: "cumulative_prod", js: "cumulativeProd", family: "scan" },
+  { name: "prod", js: "prod", family: "reduce" },
+  { name: "std", js: "std", family: "reduce" },
+  { name: "diff", js: "diff", family: "stats" },
+  { name: "vecdot", js: "vecdot", family: "linalg" },
+  { name: "tensordot", js: "tensordot", family: "linalg" },
 ];
 
 /** Elementwise -x. */
@@ -253,6 +266,9 @@ export const isfinite = (x) => unaryOp("isfinite", x);
 /** Elementwise whether the sign bit of x is set (bool). */
 export const signbit = (x) => unaryOp("signbit", x);
 
+/** Elementwise bitwise not ~x (bool: logical not). */
+export const bitwiseInvert = (x) => unaryOp("bitwise_invert", x);
+
 /** Elementwise a + b, with numpy broadcasting; either side may be a number. */
 export const add = (a, b) => binaryOp("add", a, b);
 
@@ -321,3 +337,18 @@ export const remainder = (a, b) => binaryOp("remainder", a, b);
 
 /** Elementwise floor(a / b) (numpy's floor_divide, Python's //), with numpy broadcasting; either side may be a number. */
 export const floorDivide = (a, b) => binaryOp("floor_divide", a, b);
+
+/** Elementwise bitwise and a & b, with numpy broadcasting; either side may be a number. */
+export const bitwiseAnd = (a, b) => binaryOp("bitwise_and", a, b);
+
+/** Elementwise bitwise or a | b, with numpy broadcasting; either side may be a number. */
+export const bitwiseOr = (a, b) => binaryOp("bitwise_or", a, b);
+
+/** Elementwise bitwise exclusive or a ^ b, with numpy broadcasting; either side may be a number. */
+export const bitwiseXor = (a, b) => binaryOp("bitwise_xor", a, b);
+
+/** Elementwise a shifted left by b bits (0 for b outside [0, 32)), with numpy broadcasting; either side may be a number. */
+export const bitwiseLeftShift = (a, b) => binaryOp("bitwise_left_shift", a, b);
+
+/** Elementwise a shifted right by b bits, arithmetic for i32 (all sign bits for b outside [0, 32)), with numpy broadcasting; either side may be a number. */
+export const bitwiseRightShift = (a, b) => binaryOp("bitwise_right_shift", a, b);

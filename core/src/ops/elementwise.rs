@@ -27,7 +27,7 @@ macro_rules! count {
 /// and produces the enum variant (with the doc comment above the line), its name and the
 /// function `ops::name`, its dtype rule
 /// (`any`: every numeric dtype; `float`: f32 and f16 only; `pred`: every dtype, bool included,
-/// giving bool), its name in each binding and its WGSL
+/// giving bool; `bits`: i32, u32 and bool, the dtype kept), its name in each binding and its WGSL
 /// expression of `x0` per dtype (the `k_` functions are in shaders/elementwise_special.wgsl).
 /// A binding name starting with `~` is written by hand in that binding (it takes extra
 /// parameters or has other semantics there); `kiln gen` lists it but writes no wrapper.
@@ -62,7 +62,12 @@ macro_rules! unary_ops {
 
             /// Whether the op is defined on integer tensors (the rest need a float dtype).
             pub fn allows_int(self) -> bool {
-                match self { $(UnaryOp::$v => matches!(stringify!($rule), "any" | "pred"),)* }
+                match self { $(UnaryOp::$v => matches!(stringify!($rule), "any" | "pred" | "bits"),)* }
+            }
+
+            /// Whether the op is bitwise (`bits`: i32, u32 and bool only, the dtype kept).
+            pub fn is_bitwise(self) -> bool {
+                match self { $(UnaryOp::$v => stringify!($rule) == "bits",)* }
             }
 
             /// Whether the op is a predicate or logical op: bool out, every dtype (bool too) in.
@@ -202,6 +207,11 @@ unary_ops! {
         I32 => "x0 < 0",
         _ => "false",
     }
+    /// `~x`: every bit flipped (i32, u32); logical not for bool.
+    BitwiseInvert bitwise_invert bits ["bitwise_invert" "bitwise_not" "~~"] "bitwise not ~x (bool: logical not)" {
+        Bool => "1u - x0",
+        _ => "~x0",
+    }
 }
 
 impl UnaryOp {
@@ -218,8 +228,8 @@ impl UnaryOp {
 /// `Variant name name_scalar kind ["python" "elixir" "julia"] "doc phrase" { dtype pattern => "WGSL", … }`
 ///
 /// `kind` is `arith` (the result has the operands' dtype), `float` (the same, for float
-/// operands only), `compare` (bool) or `logical` (bool; each operand is true where non-zero, as
-/// numpy's `logical_*`). The WGSL is
+/// operands only), `compare` (bool), `logical` (bool; each operand is true where non-zero, as
+/// numpy's `logical_*`), `bits` (i32, u32 and bool, the dtype kept) or `shift` (i32, u32). The WGSL is
 /// `x0 OP x1` on operands of the dtype. Float comparisons, maximum and minimum order the
 /// operands by their bits (NaN apart): WGSL's `!=` becomes an ordered compare in naga's SPIR-V
 /// (NaN != NaN gave false), and a GPU that flushes subnormals compares them as 0.
@@ -261,6 +271,16 @@ macro_rules! binary_ops {
             /// Whether the op is defined on integer tensors (`float` ops need f32 or f16).
             pub fn allows_int(self) -> bool {
                 match self { $(BinaryOp::$v => stringify!($kind) != "float",)* }
+            }
+
+            /// Whether the op is bitwise: `bits` (i32, u32 and bool) or `shift` (i32, u32).
+            pub fn is_bitwise(self) -> bool {
+                match self { $(BinaryOp::$v => matches!(stringify!($kind), "bits" | "shift"),)* }
+            }
+
+            /// Whether a bitwise op takes bool tensors too (`bits`).
+            pub fn allows_bool_bits(self) -> bool {
+                match self { $(BinaryOp::$v => stringify!($kind) == "bits",)* }
             }
 
             /// Names in the bindings: `[python, elixir, julia]` (`~`: written by hand there).
@@ -381,6 +401,25 @@ binary_ops! {
         I32 => "k_floor_div_i32(x0, x1)",
         U32 => "k_floor_div_u32(x0, x1)",
         _ => "k_floor_divide(x0, x1)",
+    }
+    // The bitwise ops (the Array API's, numpy's): i32 and u32, and bool for and / or / xor.
+    /// `a & b`.
+    BitwiseAnd bitwise_and bitwise_and_scalar bits ["bitwise_and" "bitwise_and" "&"] "bitwise and a & b" { _ => "x0 & x1" }
+    /// `a | b`.
+    BitwiseOr bitwise_or bitwise_or_scalar bits ["bitwise_or" "bitwise_or" "|"] "bitwise or a | b" { _ => "x0 | x1" }
+    /// `a ^ b`.
+    BitwiseXor bitwise_xor bitwise_xor_scalar bits ["bitwise_xor" "bitwise_xor" "xor"] "bitwise exclusive or a ^ b" { _ => "x0 ^ x1" }
+    /// `a << b`, numpy's: a count outside [0, 32) (negative included) gives 0 (WGSL would take
+    /// it modulo 32).
+    BitwiseLeftShift bitwise_left_shift bitwise_left_shift_scalar shift ["bitwise_left_shift" "left_shift" "<<"] "a shifted left by b bits (0 for b outside [0, 32))" {
+        I32 => "select(0i, x0 << u32(x1), u32(x1) < 32u)",
+        _ => "select(0u, x0 << u32(x1), u32(x1) < 32u)",
+    }
+    /// `a >> b`, arithmetic for i32 (the sign bit fills in), numpy's: a count outside [0, 32)
+    /// gives -1 for a negative i32, else 0.
+    BitwiseRightShift bitwise_right_shift bitwise_right_shift_scalar shift ["bitwise_right_shift" "right_shift" ">>"] "a shifted right by b bits, arithmetic for i32 (all sign bits for b outside [0, 32))" {
+        I32 => "select(select(0i, -1i, x0 < 0i), x0 >> u32(x1), u32(x1) < 32u)",
+        _ => "select(0u, x0 >> u32(x1), u32(x1) < 32u)",
     }
 }
 
@@ -564,7 +603,10 @@ fn no_bool_arithmetic(name: &str) -> Error {
 
 pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let dt = x.dtype();
-    if dt == DType::Bool && !op.gives_bool() {
+    if op.is_bitwise() && dt.is_float() {
+        return Err(Error::DTypeMismatch(format!("{} needs an integer or bool tensor, got {dt}", op.name())));
+    }
+    if dt == DType::Bool && !op.gives_bool() && !op.is_bitwise() {
         return Err(no_bool_arithmetic(op.name()));
     }
     if !dt.is_float() && !op.allows_int() {
@@ -578,8 +620,18 @@ fn check_binary_dtypes(op: BinaryOp, a: DType, b: DType) -> Result<()> {
     if a != b {
         return Err(Error::DTypeMismatch(format!("{} of {a} and {b}: dtypes must match (cast one first)", op.name())));
     }
+    if op.is_bitwise() && a.is_float() {
+        return Err(Error::DTypeMismatch(format!("{} needs integer tensors (i32 or u32), got {a}", op.name())));
+    }
+    if op.is_bitwise() && a == DType::Bool && !op.allows_bool_bits() {
+        return Err(Error::DTypeMismatch(format!("{} needs integer tensors (i32 or u32), got bool", op.name())));
+    }
     // maximum / minimum of bools are numpy's logical or / and, exact on 0/1 words.
-    if a == DType::Bool && !op.gives_bool() && !matches!(op, BinaryOp::Maximum | BinaryOp::Minimum) {
+    if a == DType::Bool
+        && !op.gives_bool()
+        && !op.allows_bool_bits()
+        && !matches!(op, BinaryOp::Maximum | BinaryOp::Minimum)
+    {
         return Err(no_bool_arithmetic(op.name()));
     }
     if !a.is_float() && !op.allows_int() {

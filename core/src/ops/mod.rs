@@ -3,8 +3,10 @@
 
 pub mod attention;
 pub mod conv;
+pub mod diff;
 pub mod elementwise;
 pub mod kv_cache;
+pub mod linalg;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
@@ -14,11 +16,14 @@ pub mod reduce;
 pub mod search;
 pub mod sets;
 pub mod sort;
+pub mod scan;
 
 pub use attention::*;
 pub use conv::*;
+pub use diff::*;
 pub use elementwise::*;
 pub use kv_cache::*;
+pub use linalg::*;
 pub use matmul::*;
 pub use movement::*;
 pub use norm::*;
@@ -28,6 +33,7 @@ pub use reduce::*;
 pub use search::*;
 pub use sets::*;
 pub use sort::*;
+pub use scan::*;
 
 /// One op of the shared API, as every binding names and documents it. `kiln gen`
 /// (cli/src/gen.rs) writes the bindings' repetitive surfaces, the conformance suite's op list
@@ -47,22 +53,23 @@ pub struct OpInfo {
     /// One line saying what it computes.
     pub doc: &'static str,
     /// `[python, elixir, julia]` names; a leading `~` marks a hand-written wrapper in that
-    /// binding (other semantics or extra parameters), which `kiln gen` lists but does not write.
+    /// binding (other semantics or extra parameters), which `kiln gen` lists but does not write
+    /// (one `~` only: Julia's `~` written by hand is `~~`).
     pub names: [&'static str; 3],
 }
 
 impl OpInfo {
     /// The Python name (without the `~` mark).
     pub fn py(&self) -> &'static str {
-        self.names[0].trim_start_matches('~')
+        self.names[0].strip_prefix('~').unwrap_or(self.names[0])
     }
     /// The Elixir name: Nx's where Nx has the op (`subtract`, `greater_equal`, …).
     pub fn ex(&self) -> &'static str {
-        self.names[1].trim_start_matches('~')
+        self.names[1].strip_prefix('~').unwrap_or(self.names[1])
     }
     /// The Julia function (Base's where Base has it).
     pub fn jl(&self) -> &'static str {
-        self.names[2].trim_start_matches('~')
+        self.names[2].strip_prefix('~').unwrap_or(self.names[2])
     }
 }
 
@@ -169,6 +176,16 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("unique_inverse", "set", 1, "any, bool included", "", "(values, inverse_indices) of the distinct values", ["~unique_inverse", "~unique_inverse", "~unique_inverse"]),
     op("unique_values", "set", 1, "any, bool included", "", "the distinct values, sorted (each NaN kept)", ["~unique_values", "~unique_values", "~unique"]),
     op("isin", "set", 2, "any, bool included (one dtype)", "invert: bool = false", "whether each element of x1 is in x2 (bool; NaN never is)", ["~isin", "~isin", "~isin"]),
+    // Scans (core/src/ops/scan.rs).
+    op("cumulative_sum", "scan", 1, "any", "axis: Option<isize> = None, dtype: Option<DType> = None, include_initial: bool = false", "running sum along an axis (an axis is required past 1-D; integers wrap)", ["~cumulative_sum", "~cumulative_sum", "~cumsum"]),
+    op("cumulative_prod", "scan", 1, "any", "axis: Option<isize> = None, dtype: Option<DType> = None, include_initial: bool = false", "running product along an axis (an axis is required past 1-D; integers wrap)", ["~cumulative_prod", "~cumulative_product", "~cumprod"]),
+    // Statistics beside the reductions above (core/src/ops/reduce.rs).
+    op("prod", "reduce", 1, "any", "axes: Option<&[isize]> = None, keepdims: bool = false, dtype: Option<DType> = None", "product over axes (integers wrap; 1 over an empty axis)", ["~prod", "~product", "~prod"]),
+    op("std", "reduce", 1, "float", "axes: Option<&[isize]> = None, keepdims: bool = false, ddof: usize = 0", "standard deviation over axes, sqrt(var)", ["~std", "~standard_deviation", "~std"]),
+    op("diff", "stats", 1, "any", "axis: isize = -1, n: usize = 1, prepend: Option<&Tensor> = None, append: Option<&Tensor> = None", "n-th forward difference along an axis (x[1:] - x[:-1], n times)", ["~diff", "~diff", "~diff"]),
+    // Linear algebra lowered to the kernels above (core/src/ops/linalg.rs).
+    op("vecdot", "linalg", 2, "any", "axis: isize = -1", "dot product of the vectors along an axis, with broadcasting (sum(x1 * x2, axis))", ["~vecdot", "~vecdot", "~vecdot"]),
+    op("tensordot", "linalg", 2, "any", "axes: the last n of x1 with the first n of x2 (n = 2), or two lists of axes", "tensor contraction over paired axes (numpy's tensordot), one matmul", ["~tensordot", "~dot", "~tensordot"]),
 ];
 
 /// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's
@@ -178,6 +195,8 @@ pub fn op_table() -> Vec<OpInfo> {
     for u in UnaryOp::ALL {
         let (family, dtypes) = if u.gives_bool() {
             ("predicate", "any, bool included (gives bool)")
+        } else if u.is_bitwise() {
+            ("bitwise", "i32, u32, bool")
         } else if u.allows_int() {
             ("unary", "any")
         } else {
@@ -190,6 +209,10 @@ pub fn op_table() -> Vec<OpInfo> {
             ("compare", "any, bool included (gives bool)")
         } else if b.is_logical() {
             ("logical", "any, bool included (gives bool; non-zero is true)")
+        } else if b.allows_bool_bits() {
+            ("bitwise", "i32, u32, bool")
+        } else if b.is_bitwise() {
+            ("bitwise", "i32, u32")
         } else if matches!(b, BinaryOp::Maximum | BinaryOp::Minimum) {
             ("binary", "any, bool included (or / and)")
         } else if b.allows_int() {

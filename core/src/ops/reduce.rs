@@ -22,6 +22,7 @@ const LONG_RUN: usize = 256;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     Sum,
+    Prod,
     Mean,
     Var,
     Max,
@@ -34,6 +35,7 @@ impl Op {
     fn name(self) -> &'static str {
         match self {
             Op::Sum => "sum",
+            Op::Prod => "prod",
             Op::Mean => "mean",
             Op::Var => "var",
             Op::Max => "max",
@@ -108,10 +110,11 @@ fn reduce_as(
     if matches!(op, Op::Mean | Op::Var) && !dt.is_float() {
         return Err(Error::DTypeMismatch(format!("{} needs a float tensor (f32 or f16), got {dt}", op.name())));
     }
-    if op == Op::Sum && dt == DType::Bool {
-        return Err(Error::DTypeMismatch(
-            "sum is not defined on bool tensors: cast to i32 or u32 first to count the true values".into(),
-        ));
+    if matches!(op, Op::Sum | Op::Prod) && dt == DType::Bool {
+        return Err(Error::DTypeMismatch(format!(
+            "{} is not defined on bool tensors: cast to i32 or u32 first (or pass a dtype)",
+            op.name()
+        )));
     }
     if matches!(op, Op::ArgMax | Op::ArgMin)
         && axes.iter().map(|&d| x.shape()[d]).product::<usize>() > i32::MAX as usize
@@ -136,6 +139,7 @@ fn reduce_as(
     if n_out > 0 && r_total == 0 {
         return match op {
             Op::Sum => crate::ops::full_on(&device, &oshape, odt, 0.0),
+            Op::Prod => crate::ops::full_on(&device, &oshape, odt, 1.0),
             Op::Mean | Op::Var => crate::ops::full_on(&device, &oshape, odt, f64::NAN),
             _ => Err(Error::InvalidArgument(format!(
                 "{} of an empty axis: a zero-size reduction has no identity (x shape {:?})",
@@ -182,7 +186,7 @@ fn reduce_as(
 /// Whether to split each run into pieces, and the piece length: only for the ops whose partial
 /// results fold with the same operation, when there are too few outputs to fill the GPU.
 fn split(op: Op, p: &Plan, row: bool) -> Option<usize> {
-    if !matches!(op, Op::Sum | Op::Mean | Op::Max | Op::Min) {
+    if !matches!(op, Op::Sum | Op::Prod | Op::Mean | Op::Max | Op::Min) {
         return None;
     }
     // (outputs, shortest run worth splitting, shortest piece, threads or workgroups to aim for)
@@ -209,6 +213,7 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
         // Branch-free (select), so the unrolled fold stays straight-line.
         Op::Max => "return Acc(select(select(max(a.v, b.v), b.v, is_nan(b.v)), a.v, is_nan(a.v)), 0u);",
         Op::Min => "return Acc(select(select(min(a.v, b.v), b.v, is_nan(b.v)), a.v, is_nan(a.v)), 0u);",
+        Op::Prod => "return Acc(a.v * b.v, 0u);",
         _ => "return Acc(a.v + b.v, 0u);",
     };
     let elem = match op {
@@ -220,6 +225,8 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     };
     let init = if op.extreme() {
         "return elem(base + j0 * stride, j0, 0u, 0.0);".to_string()
+    } else if op == Op::Prod {
+        format!("return Acc({acc}(1), 0u);")
     } else {
         format!("return Acc({acc}(0), 0u);")
     };
@@ -337,6 +344,26 @@ fn arg_reduce(op: Op, x: &Tensor, axis: Option<isize>, keepdims: bool) -> Result
 /// Sum over `axes` (None = all). Integer sums wrap; the sum over an empty axis is 0.
 pub fn sum(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
     reduce_axes(Op::Sum, x, axes, keepdims, 0)
+}
+
+/// Product over `axes` (None = all) in `dtype` (None: x's own; x is converted first). Integer
+/// products wrap; the product over an empty axis is 1. Floats multiply in f32 in a fixed order.
+pub fn prod(x: &Tensor, axes: Option<&[isize]>, keepdims: bool, dtype: Option<DType>) -> Result<Tensor> {
+    match dtype {
+        Some(d) if d != x.dtype() => {
+            if d == DType::Bool {
+                return Err(Error::DTypeMismatch("prod: the dtype cannot be bool".into()));
+            }
+            reduce_axes(Op::Prod, &crate::ops::cast(x, d)?, axes, keepdims, 0)
+        }
+        _ => reduce_axes(Op::Prod, x, axes, keepdims, 0),
+    }
+}
+
+/// Standard deviation over `axes`, `sqrt(var)` with `ddof` delta degrees of freedom (float
+/// dtypes; NaN over an empty axis).
+pub fn std(x: &Tensor, axes: Option<&[isize]>, keepdims: bool, ddof: usize) -> Result<Tensor> {
+    crate::ops::sqrt(&var(x, axes, keepdims, ddof)?)
 }
 
 /// Arithmetic mean over `axes` (float dtypes; NaN over an empty axis).

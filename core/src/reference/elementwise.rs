@@ -108,6 +108,11 @@ pub fn unary_exact(op: UnaryOp, x: f64, dtype: DType) -> f64 {
         UnaryOp::IsInf => x.is_infinite() as u8 as f64,
         UnaryOp::IsFinite => x.is_finite() as u8 as f64,
         UnaryOp::Signbit => x.is_sign_negative() as u8 as f64,
+        UnaryOp::BitwiseInvert => match dtype {
+            DType::I32 => !(x as i32) as f64,
+            DType::U32 => !(x as u32) as f64,
+            _ => (x == 0.0) as u8 as f64,
+        },
     }
 }
 
@@ -320,6 +325,46 @@ pub fn binary_exact(op: BinaryOp, a: f64, b: f64, dtype: DType) -> f64 {
         BinaryOp::Remainder => divmod_f32(a as f32, b as f32).1 as f64,
         BinaryOp::FloorDivide if int => floor_div(a, b, dtype),
         BinaryOp::FloorDivide => divmod_f32(a as f32, b as f32).0 as f64,
+        BinaryOp::BitwiseAnd => bits(a, b, dtype, |x, y| x & y),
+        BinaryOp::BitwiseOr => bits(a, b, dtype, |x, y| x | y),
+        BinaryOp::BitwiseXor => bits(a, b, dtype, |x, y| x ^ y),
+        BinaryOp::BitwiseLeftShift => shift(a, b, dtype, true),
+        BinaryOp::BitwiseRightShift => shift(a, b, dtype, false),
+    }
+}
+
+/// `f` on the 32 bits of two values of `dtype` (i32, u32; bool as 0 / 1).
+fn bits(a: f64, b: f64, dtype: DType, f: impl Fn(u32, u32) -> u32) -> f64 {
+    match dtype {
+        DType::I32 => f(a as i32 as u32, b as i32 as u32) as i32 as f64,
+        DType::Bool => f((a != 0.0) as u32, (b != 0.0) as u32) as f64,
+        _ => f(a as u32, b as u32) as f64,
+    }
+}
+
+/// numpy's shifts: a count outside [0, 32) shifts every bit out (a right shift of a negative
+/// i32 leaves -1).
+fn shift(a: f64, b: f64, dtype: DType, left: bool) -> f64 {
+    let n = b as i64;
+    let inside = (0..32).contains(&n);
+    match dtype {
+        DType::I32 => {
+            let x = a as i32;
+            match (left, inside) {
+                (true, true) => (x << n) as f64,
+                (false, true) => (x >> n) as f64,
+                (true, false) => 0.0,
+                (false, false) => (if x < 0 { -1 } else { 0 }) as f64,
+            }
+        }
+        _ => {
+            let x = a as u32;
+            match (left, inside) {
+                (true, true) => (x << n) as f64,
+                (false, true) => (x >> n) as f64,
+                _ => 0.0,
+            }
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod attention;
 pub mod conv;
 pub mod elementwise;
+pub mod linalg;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
@@ -12,6 +13,7 @@ pub mod quant;
 pub mod random;
 pub mod reduce;
 pub mod sort;
+pub mod scan;
 
 pub use crate::numeric::round_to;
 

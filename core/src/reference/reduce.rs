@@ -102,6 +102,43 @@ pub fn var(
     Ok((out, reduced_shape(shape, &ax, keepdims)))
 }
 
+/// Product over `axes` of values of `dtype` (a caller's dtype casts first): integers wrap as
+/// numpy's do in the dtype, floats multiply in f64 and round once; 1 over an empty axis.
+pub fn prod(
+    x: &[f64],
+    shape: &[usize],
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
+    if dtype == DType::Bool {
+        return Err(Error::DTypeMismatch("prod is not defined on bool".into()));
+    }
+    let ax = normalize_axes(axes, shape.len())?;
+    let out = groups(x, shape, &ax)
+        .iter()
+        .map(|g| match dtype {
+            DType::I32 => g.iter().fold(1i32, |a, &v| a.wrapping_mul(v as i32)) as f64,
+            DType::U32 => g.iter().fold(1u32, |a, &v| a.wrapping_mul(v as u32)) as f64,
+            _ => round_to(dtype, g.iter().product()),
+        })
+        .collect();
+    Ok((out, reduced_shape(shape, &ax, keepdims)))
+}
+
+/// Standard deviation: the square root of [`var`].
+pub fn std(
+    x: &[f64],
+    shape: &[usize],
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    ddof: usize,
+    dtype: DType,
+) -> Result<(Vec<f64>, Vec<usize>)> {
+    let (v, s) = var(x, shape, axes, keepdims, ddof, dtype)?;
+    Ok((v.iter().map(|v| round_to(dtype, v.sqrt())).collect(), s))
+}
+
 /// Position of the winner in `g` (NaN first, then largest/smallest, then first occurrence).
 fn arg_best(g: &[f64], largest: bool) -> usize {
     let mut best = 0;

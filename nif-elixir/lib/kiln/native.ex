@@ -176,7 +176,14 @@ defmodule Kiln.Native do
     nonzero: 1,
     unique_all: 1,
     unique_values: 1,
-    isin: 3
+    isin: 3,
+    # scan and statistics
+    scan: 5,
+    prod: 4,
+    std: 4,
+    diff: 5,
+    vecdot: 3,
+    tensordot: 5
   ]
 
   @doc false

@@ -29,6 +29,7 @@ mod quant;
 mod random;
 mod reduce;
 mod sort;
+mod scan;
 
 mod atoms {
     rustler::atoms! {
