@@ -3,6 +3,7 @@
 //! the CPU. Element e takes word e % 4 of the Philox block with counter (e / 4, 0, 0, 0) and
 //! key (seed low 32 bits, seed high 32 bits).
 
+use crate::ops::elementwise::with_special;
 use crate::dtype::DType;
 use crate::exec::{check_f16, enables, Launch, Params};
 use crate::pipeline::render;
@@ -47,7 +48,7 @@ fn generate(
     let t = dtype.wgsl();
     Launch {
         key: format!("random:{name}:{dtype}"),
-        source: Box::new(move || render(TEMPLATE, &[("ENABLE", enable), ("T", t), ("BODY", body)])),
+        source: Box::new(move || with_special(render(TEMPLATE, &[("ENABLE", enable), ("T", t), ("BODY", body)]))),
         tensors: &[&out],
         params: Some(params),
         groups,
