@@ -44,23 +44,6 @@ fn k_log(x: f32) -> f32 {
     return k_ln_bits(b);
 }
 
-// Veltkamp's split of a into a high part of 12 significant bits and the exact rest (a = hi + lo),
-// for |a| < 2^100. Separately rounded * and - only: WGSL's fma() may or may not fuse, and
-// nothing here may be fused either (no implementation we run on contracts a * b + c).
-fn k_split(a: f32) -> vec2<f32> {
-    let c = 4097.0 * a;
-    let hi = c - (c - a);
-    return vec2<f32>(hi, a - hi);
-}
-
-// The rounding error of p = a * b (Dekker's TwoProduct): a * b = p + k_mul_err(a, b, p) exactly,
-// for operands and product well inside the normal range (here always near 1).
-fn k_mul_err(a: f32, b: f32, p: f32) -> f32 {
-    let x = k_split(a);
-    let y = k_split(b);
-    return ((x.x * y.x - p) + x.x * y.y + x.y * y.x) + x.y * y.y;
-}
-
 // A finite non-zero magnitude (bits without the sign) as (m, e) with m in [2^23, 2^24) and the
 // value m 2^(e - 150): subnormals are normalised from the bits (a GPU may read them as 0).
 fn k_unpack(a: u32) -> vec2<i32> {
@@ -108,7 +91,7 @@ fn k_pack(sign: u32, q: f32, k: i32, below: i32) -> f32 {
 
 // a / b correctly rounded (IEEE 754 division, as a CPU gives it): WGSL lets `/` be 2.5 ULP off
 // and flush subnormals, so the quotient of the significands is estimated with the builtin, put
-// right with an exact residual (k_mul_err), and the exponent and any subnormal rounding are done
+// right with the exact remainder in integers, and the exponent and any subnormal rounding are done
 // on the bits. NaN operands give the first NaN quieted (its sign kept); 0/0 and inf/inf give the
 // default NaN of x86 (0xffc00000), which is what the CPUs that the other languages run on give.
 fn k_div(a: f32, b: f32) -> f32 {
@@ -124,7 +107,7 @@ fn k_div(a: f32, b: f32) -> f32 {
         return bitcast<f32>(bb | 0x00400000u);
     }
     if ((aa == 0u && ba == 0u) || (aa == 0x7f800000u && ba == 0x7f800000u)) {
-        return bitcast<f32>(0xffc00000u);
+        return k_bits(0xffc00000u);
     }
     if (aa == 0x7f800000u || ba == 0u) {
         return bitcast<f32>(sign | 0x7f800000u);
@@ -134,31 +117,27 @@ fn k_div(a: f32, b: f32) -> f32 {
     }
     let ua = k_unpack(aa);
     let ub = k_unpack(ba);
-    let fa = k_sig(ua.x);
-    let fb = k_sig(ub.x);
-    // fa / fb lies in (1/2, 2). One correction from the estimate brings q within half an ULP
-    // and a bit; the exact residual then says whether a neighbour is nearer.
-    let y = 1.0 / fb;
-    let q0 = fa * y;
-    let p0 = q0 * fb;
-    let q = q0 + ((fa - p0) - k_mul_err(q0, fb, p0)) * y;
-    let p = q * fb;
-    let r = (fa - p) - k_mul_err(q, fb, p); // exact: fa - q fb
-    let qb = bitcast<u32>(q);
-    let up = bitcast<f32>(qb + 1u);
-    let down = bitcast<f32>(qb - 1u);
-    var res = q;
-    var below = select(select(0, -1, r < 0.0), 1, r > 0.0);
-    // The midpoint to a neighbour is crossed when |r| > half the step times fb (never equal: a
-    // quotient of two 24-bit significands is never a 25-bit midpoint).
-    if (r > 0.0 && r > (up - q) * fb * 0.5) {
-        res = up;
-        below = -1;
-    } else if (r < 0.0 && -r > (q - down) * fb * 0.5) {
-        res = down;
-        below = 1;
+    // Significands A (doubled when A < B, so that the quotient is in [1, 2)) and B, integers.
+    let lt = ua.x < ub.x;
+    let an = u32(ua.x) << select(0u, 1u, lt);
+    let bn = u32(ub.x);
+    // q estimates A / B 2^23 (the builtin is a few ULP off at most); r = A 2^23 - q B, the exact
+    // remainder: it is small, so the wrapping u32 arithmetic gives it exactly. Integers only
+    // from here, which no compiler may reassociate.
+    var q = u32(clamp(f32(an) / f32(bn) * 8388608.0, 8388608.0, 16777216.0));
+    var r = bitcast<i32>((an << 23u) - q * bn);
+    let b2 = i32(bn);
+    for (var i = 0; i < 3; i++) {
+        // Nearest: |2r| <= B (never equal: no quotient of 24-bit significands is a midpoint).
+        if (2 * r > b2) {
+            q += 1u;
+            r -= b2;
+        } else if (2 * r < -b2) {
+            q -= 1u;
+            r += b2;
+        }
     }
-    return k_pack(sign, res, ua.y - ub.y, below);
+    return k_pack(sign, f32(q) * 1.1920928955078125e-7, ua.y - ub.y - select(0, 1, lt), select(select(0, -1, r < 0), 1, r > 0));
 }
 
 // a * b as IEEE 754 gives it on a CPU, on every device: the product is the builtin's where both
@@ -183,7 +162,7 @@ fn k_mul(a: f32, b: f32) -> f32 {
         return bitcast<f32>(bb | 0x00400000u);
     }
     if ((aa == 0u && ba == 0x7f800000u) || (aa == 0x7f800000u && ba == 0u)) {
-        return bitcast<f32>(0xffc00000u);
+        return k_bits(0xffc00000u);
     }
     if (aa == 0x7f800000u || ba == 0x7f800000u) {
         return bitcast<f32>(sign | 0x7f800000u);
@@ -193,39 +172,39 @@ fn k_mul(a: f32, b: f32) -> f32 {
     }
     let ua = k_unpack(aa);
     let ub = k_unpack(ba);
-    let fa = k_sig(ua.x);
-    let fb = k_sig(ub.x);
-    let p = fa * fb; // in [1, 4)
-    let e = k_mul_err(fa, fb, p);
-    return k_pack(sign, p, ua.y + ub.y - 254, select(select(0, -1, e < 0.0), 1, e > 0.0));
+    let p = k_sig(ua.x) * k_sig(ub.x); // in [1, 4), correctly rounded
+    // The exact product of the significands minus p's, both 2^-46 units: small, so the low 32
+    // bits of the wrapping u32 arithmetic give it exactly; its sign rounds a subnormal result.
+    let pb = bitcast<u32>(p);
+    let pm = ((pb & 0x007fffffu) | 0x00800000u) << select(23u, 24u, pb >= 0x40000000u);
+    let d = bitcast<i32>(u32(ua.x) * u32(ub.x) - pm);
+    return k_pack(sign, p, ua.y + ub.y - 254, select(select(0, -1, d < 0), 1, d > 0));
 }
 
-// sqrt correctly rounded for a positive finite non-zero magnitude (bits): x = f 2^2k with f in
-// [1, 4), the builtin's estimate of sqrt(f) put right with an exact residual (k_mul_err), then
-// scaled by 2^k on the bits (the result is always normal).
+// sqrt correctly rounded for a positive finite non-zero magnitude (bits): x = X 2^(2k - 23)
+// with X in [2^23, 2^25), sqrt(X 2^23) = S estimated with the builtin then put right in integers
+// (the remainder X 2^23 - S^2 is small, so wrapping u32 arithmetic gives it exactly), scaled by
+// 2^k on the bits (the result is always normal).
 fn k_sqrt_pos(a: u32) -> f32 {
     let u = k_unpack(a);
     let e = u.y - 127; // x = k_sig(m) 2^e
     let odd = (e & 1) != 0;
-    let f = k_sig(u.x) * select(1.0, 2.0, odd);
+    let xn = u32(u.x) << select(0u, 1u, odd);
     let k = (e - select(0, 1, odd)) / 2;
-    let s0 = sqrt(f);
-    let p0 = s0 * s0;
-    let s1 = s0 + ((f - p0) - k_mul_err(s0, s0, p0)) * (0.5 * inverseSqrt(f));
-    let p = s1 * s1;
-    let r = (f - p) - k_mul_err(s1, s1, p); // f - s1^2, exact or (when large) with its sign kept
-    let sb = bitcast<u32>(s1);
-    let up = bitcast<f32>(sb + 1u);
-    let down = bitcast<f32>(sb - 1u);
-    var s = s1;
-    // f and s1^2 are whole multiples of step^2, so f > (s1 + step/2)^2 = s1^2 + s1 step + step^2/4
-    // exactly when r > s1 step.
-    if (r > s1 * (up - s1)) {
-        s = up;
-    } else if (r <= -s1 * (s1 - down)) {
-        s = down;
+    var sn = u32(clamp(sqrt(f32(xn) * 1.1920928955078125e-7) * 8388608.0, 8388608.0, 16777216.0));
+    var r = bitcast<i32>((xn << 23u) - sn * sn);
+    for (var i = 0; i < 3; i++) {
+        let s2 = i32(sn);
+        // (S + 1/2)^2 = S^2 + S + 1/4 and (S - 1/2)^2 = S^2 - S + 1/4, against whole r.
+        if (r > s2) {
+            r -= 2 * s2 + 1;
+            sn += 1u;
+        } else if (r <= -s2) {
+            r += 2 * s2 - 1;
+            sn -= 1u;
+        }
     }
-    return bitcast<f32>(bitcast<u32>(s) + (u32(k) << 23u));
+    return bitcast<f32>(bitcast<u32>(f32(sn) * 1.1920928955078125e-7) + (u32(k) << 23u));
 }
 
 fn k_sqrt(x: f32) -> f32 {
