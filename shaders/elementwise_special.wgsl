@@ -13,6 +13,13 @@ fn k_bits(b: u32) -> f32 {
     return bitcast<f32>(b);
 }
 
+// v itself, through a select no compiler can decide: a barrier to floating-point contraction
+// (a * b + c into a fused multiply-add) and reassociation ((1 + x) - 1 into x), which Mesa
+// applies to SPIR-V without NoContraction and other compilers do not, so results would differ.
+fn k_keep(v: f32) -> f32 {
+    return select(v, 0.0, bitcast<u32>(v) == 0xffffffffu);
+}
+
 fn k_nan() -> f32 {
     return k_bits(0x7fc00000u);
 }
@@ -611,7 +618,7 @@ fn k_exp2(x: f32) -> f32 {
         return 0.0; // x < -150
     }
     let k = floor(x + 0.5);
-    return k_pack(0u, 1.0 + k_expm1_poly((x - k) * 0.6931471805599453), i32(k), 0);
+    return k_pack(0u, 1.0 + k_expm1_poly(k_keep(k_keep(x - k) * 0.6931471805599453)), i32(k), 0);
 }
 
 // e^x with the special values from the bits: +inf past ln(f32::MAX), +0 below the smallest
@@ -667,7 +674,10 @@ fn k_log_kernel(f: f32, c: f32, dk: f32) -> f32 {
     let t1 = w * (0.40000972152 + w * 0.24279078841);
     let t2 = z * (0.66666662693 + w * 0.28498786688);
     let hfsq = 0.5 * f * f;
-    return s * (hfsq + t1 + t2) + (dk * 9.0580006145e-06 + c) - hfsq + f + dk * 6.9313812256e-01;
+    // k_keep fixes the order of the sum where callers pass constant c or dk (0): compilers fold
+    // and reorder it differently otherwise.
+    let r = k_keep(s * (hfsq + t1 + t2) + (dk * 9.0580006145e-06 + c));
+    return k_keep(k_keep(r - hfsq) + f + dk * 6.9313812256e-01);
 }
 
 // x = 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)), as (k, f), for a positive normal x.
@@ -709,7 +719,7 @@ fn k_log1p(x: f32) -> f32 {
     if (b < 0x3ed413d0u || (b >= 0x80000000u && b <= 0xbe95f619u)) {
         return k_log_kernel(x, 0.0, 0.0); // sqrt(2)/2 <= 1 + x < sqrt(2)
     }
-    let u = 1.0 + x;
+    let u = k_keep(1.0 + x); // not folded into (1 + x) - 1 = x below
     let s = k_log_split(u);
     // The rounding error of 1 + x, as a correction to log(u).
     var c = 0.0;
