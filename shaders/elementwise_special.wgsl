@@ -473,9 +473,9 @@ fn k_pow_small(x: f32, n: u32) -> f32 {
     var r = 1.0;
     while (e != 0u) {
         if ((e & 1u) != 0u) {
-            r = r * base;
+            r = k_mul(r, base); // subnormal products rounded, not flushed
         }
-        base = base * base;
+        base = k_mul(base, base);
         e = e >> 1u;
     }
     return r;
@@ -527,7 +527,7 @@ fn k_pow(x: f32, y: f32) -> f32 {
     } else {
         m = k_exp(y * k_ln(base));
     }
-    return select(m, -m, x_neg && y_odd);
+    return select(m, k_flip_sign(m), x_neg && y_odd);
 }
 
 // Integer x^y with wrap-around (numpy's integer power); for a negative exponent, which numpy
