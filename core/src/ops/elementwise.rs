@@ -43,10 +43,14 @@ macro_rules! unary_ops {
         /// keeps it (`neg`, `abs`, `sqrt(-0) = -0`, `sin`, `tanh`, `floor`, …), and ±inf give the
         /// limits. The special values are recognised from the bits, so they hold whatever a
         /// GPU's float compares assume. A GPU may read subnormal operands of arithmetic as ±0 and
-        /// flush subnormal results to ±0 (WGSL allows both, the H100 does it); `log`, `sqrt`,
-        /// `rsqrt`, `sin`, `cos`, `tanh`, `relu` and `floor` read subnormal inputs from the bits,
-        /// exactly on every device (docs/elementwise-accuracy.md). f16 tensors are computed in
-        /// f32 and rounded once on store (overflow gives ±inf).
+        /// flush subnormal results to ±0 (WGSL allows both, the H100 does it); `neg` (a sign-bit
+        /// flip), `exp`, `log`, `sqrt`, `rsqrt`, `sin`, `cos`, `tanh`, `relu`, `floor` and the
+        /// activations read subnormal inputs from the bits and round subnormal results from the
+        /// bits, exactly on every device (docs/elementwise-accuracy.md). No WGSL builtin whose
+        /// precision is the implementation's (exp, log, sqrt, `/`, …) decides a result: the
+        /// `k_` functions give the same bits on every adapter (lavapipe, SwiftShader), `sqrt` and
+        /// `reciprocal` correctly rounded. f16 tensors are computed in f32 and rounded once on
+        /// store (overflow gives ±inf).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum UnaryOp {
             $( $(#[$doc])* $v, )*
@@ -299,7 +303,8 @@ binary_ops! {
     Add add add_scalar arith ["add" "add" "+"] "a + b" { _ => "x0 + x1" }
     Sub sub sub_scalar arith ["subtract" "subtract" "-"] "a - b" { _ => "x0 - x1" }
     Mul mul mul_scalar arith ["multiply" "multiply" "*"] "a * b" { F32 | F16 => "k_mul(x0, x1)", _ => "x0 * x1" }
-    /// Floats: IEEE division (`x / ±0 = ±inf`, `0 / 0 = NaN`). Integers: numpy's floor
+    /// Floats: IEEE division, correctly rounded on every device (subnormals included), as a
+    /// CPU gives it (`x / ±0 = ±inf`, `0 / 0 = NaN`). Integers: numpy's floor
     /// division `//`, rounding toward -inf (`-7 div 2 = -4`, `7 div -2 = -4`); `x div 0 = 0`
     /// (numpy's result, which also warns) and `i32::MIN div -1 = i32::MIN` (wraps, as numpy).
     Div div div_scalar arith ["~divide" "divide" "~/"] "a / b (integers: floor division as numpy's //, x / 0 = 0)" {
