@@ -18,10 +18,10 @@
 //! - fused, one workgroup per query row (`shaders/attention.wgsl`): any D, no mask; Auto's
 //!   choice for small problems with D or Dv over 64, and for D over `FLASH_MAX_D`.
 
-use crate::ops::elementwise::with_special;
 use crate::dtype::DType;
 use crate::exec::grid;
 use crate::exec::{check_f16, check_same_device, enables, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::shape::{broadcast_shapes, numel};
 use crate::tensor::Tensor;
@@ -664,7 +664,10 @@ fn fused(g: &Geometry, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor) -> Resu
     Launch {
         key: format!("attention:{dtype}:{dvt}"),
         source: Box::new(move || {
-            with_special(render(TEMPLATE, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("DVT", &dvt.to_string())]))
+            with_special(render(
+                TEMPLATE,
+                &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("DVT", &dvt.to_string())],
+            ))
         }),
         tensors: &tensors,
         params: Some(params),

@@ -2,9 +2,9 @@
 //! (over the last axis), batch_norm (inference form, x [N, C, ...]). Float dtypes only; f16 data
 //! is computed in f32. Kernels: `shaders/norm.wgsl`, `shaders/norm_batch.wgsl`.
 
-use crate::ops::elementwise::with_special;
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::shape::{normalize_axis, numel};
 use crate::tensor::Tensor;

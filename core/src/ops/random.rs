@@ -3,9 +3,9 @@
 //! the CPU. Element e takes word e % 4 of the Philox block with counter (e / 4, 0, 0, 0) and
 //! key (seed low 32 bits, seed high 32 bits).
 
-use crate::ops::elementwise::with_special;
 use crate::dtype::DType;
 use crate::exec::{check_f16, enables, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::shape::{check_rank, numel};
 use crate::tensor::Tensor;

@@ -1,8 +1,8 @@
 //! Rotary position embedding (`shaders/rope.wgsl`).
 
 use super::check_u32;
-use crate::ops::elementwise::with_special;
 use crate::exec::{check_f16, enables, groups_1d, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
