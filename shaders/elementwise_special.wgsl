@@ -134,7 +134,11 @@ fn k_div(a: f32, b: f32) -> f32 {
     var q = u32(clamp(f32(an) / f32(bn) * 8388608.0, 8388608.0, 16777216.0));
     var r = bitcast<i32>((an << 23u) - q * bn);
     let b2 = i32(bn);
-    for (var i = 0; i < 3; i++) {
+    // One integer step brings q within one of the quotient however loose the estimate was (WGSL
+    // allows 2.5 ULP, and the conversion truncates); the loop then rounds to nearest.
+    q = u32(i32(q) + r / b2);
+    r = bitcast<i32>((an << 23u) - q * bn);
+    for (var i = 0; i < 2; i++) {
         // Nearest: |2r| <= B (never equal: no quotient of 24-bit significands is a midpoint).
         if (2 * r > b2) {
             q += 1u;
@@ -200,7 +204,11 @@ fn k_sqrt_pos(a: u32) -> f32 {
     let k = (e - select(0, 1, odd)) / 2;
     var sn = u32(clamp(sqrt(f32(xn) * 1.1920928955078125e-7) * 8388608.0, 8388608.0, 16777216.0));
     var r = bitcast<i32>((xn << 23u) - sn * sn);
-    for (var i = 0; i < 3; i++) {
+    // One integer Newton step (S + r / 2S) brings S within one of the root however loose the
+    // builtin was (WGSL bounds sqrt only through inverseSqrt and `/`); the loop then rounds.
+    sn = u32(i32(sn) + r / (2 * i32(sn)));
+    r = bitcast<i32>((xn << 23u) - sn * sn);
+    for (var i = 0; i < 2; i++) {
         let s2 = i32(sn);
         // (S + 1/2)^2 = S^2 + S + 1/4 and (S - 1/2)^2 = S^2 - S + 1/4, against whole r.
         if (r > s2) {
