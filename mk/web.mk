@@ -6,6 +6,11 @@
 #   make web-pkg      builds the package: web/pkg/ (wasm-bindgen output, git-ignored) + web/js/
 #   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader);
 #                     the demo's screenshot goes to build/web/demo.png
+#   make web-types    web/js/kiln.d.ts through `tsc --noEmit --strict` with a typed usage file
+#                     (web/types/); TypeScript at a pinned version, npm-installed once under
+#                     build/tools/ (node and npm from the system: skipped with a message without)
+#   make web-opt      wasm-opt -O on the package's wasm (binaryen at a pinned version from npm,
+#                     kept under build/tools/; skipped with a message where npm is missing)
 #   make web-serve    serves the repository on http://localhost:8000 (demo: /web/demo/)
 #   make web-lint     rustfmt and clippy -D warnings on web/ and on kiln-core for wasm32 (part of
 #                     make lint: web/ is a workspace of its own, which lint-rust does not see)
@@ -16,7 +21,12 @@ WASM_BINDGEN_VERSION := 0.2.130
 WASM_BINDGEN := build/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)/bin/wasm-bindgen
 WEB_WASM := target/$(WASM_TARGET)/release/kiln_web.wasm
 
-.PHONY: web-target web-browser web-check web-pkg web-test web-serve web-lint
+TSC_VERSION := 5.9.3
+TSC := build/tools/typescript-$(TSC_VERSION)/node_modules/.bin/tsc
+BINARYEN_VERSION := 123.0.0
+WASM_OPT := build/tools/binaryen-$(BINARYEN_VERSION)/node_modules/.bin/wasm-opt
+
+.PHONY: web-target web-browser web-check web-pkg web-test web-serve web-lint web-types web-opt
 
 web-target:
 	@rustup target list --installed 2>/dev/null | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET)
@@ -25,6 +35,24 @@ web-target:
 # --debug: it builds in about half the time of a release build and runs on one ~2 MB module.
 $(WASM_BINDGEN):
 	$(CARGO) install --debug wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --root build/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)
+
+$(TSC):
+	npm install --silent --no-save --no-audit --no-fund --prefix build/tools/typescript-$(TSC_VERSION) typescript@$(TSC_VERSION)
+
+web-types:
+	@if ! command -v npm >/dev/null; then echo "web-types: skipped: no npm/node on the PATH"; else \
+		$(MAKE) --no-print-directory $(TSC) && $(TSC) -p web/types/tsconfig.json && echo "web-types: kiln.d.ts passes tsc --strict ($(TSC_VERSION))"; fi
+
+$(WASM_OPT):
+	npm install --silent --no-save --no-audit --no-fund --prefix build/tools/binaryen-$(BINARYEN_VERSION) binaryen@$(BINARYEN_VERSION)
+
+# After web-pkg: optimises web/pkg/kiln_web_bg.wasm in place (the tests then run the optimised one).
+web-opt: web-pkg
+	@if ! command -v npm >/dev/null; then echo "web-opt: skipped: no npm/node on the PATH (wasm left as built)"; else \
+		$(MAKE) --no-print-directory $(WASM_OPT) && before=$$(stat -c %s web/pkg/kiln_web_bg.wasm) && \
+		$(WASM_OPT) -O --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
+			web/pkg/kiln_web_bg.wasm -o web/pkg/kiln_web_bg.opt.wasm && mv web/pkg/kiln_web_bg.opt.wasm web/pkg/kiln_web_bg.wasm && \
+		echo "web-opt: wasm-opt -O: $$before -> $$(stat -c %s web/pkg/kiln_web_bg.wasm) bytes"; fi
 
 web-browser:
 	@command -v chromedriver >/dev/null && command -v chromium >/dev/null || { \
@@ -39,7 +67,7 @@ web-pkg: web-target $(WASM_BINDGEN)
 	$(WASM_BINDGEN) --target web --weak-refs --out-dir web/pkg $(WEB_WASM)
 	@echo "web-pkg: web/pkg/kiln_web_bg.wasm is $$(stat -c %s web/pkg/kiln_web_bg.wasm) bytes"
 
-web-test: web-pkg web-browser
+web-test: web-opt web-browser web-types
 	scripts/web-test.py unit
 	scripts/web-test.py nogpu
 	scripts/web-test.py demo build/web/demo.png

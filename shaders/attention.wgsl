@@ -90,8 +90,8 @@ fn main(
         }
         let m_new = max(m, red[0]);
         workgroupBarrier();
-        let alpha = exp(m - m_new);
-        let e = select(0.0, exp(s - m_new), valid);
+        let alpha = k_exp(m - m_new);
+        let e = select(0.0, k_exp(s - m_new), valid);
         probs[lid] = e;
         red[lid] = e;
         workgroupBarrier();
@@ -116,7 +116,7 @@ fn main(
         }
         workgroupBarrier();
     }
-    let inv = select(0.0, 1.0 / l, l > 0.0);
+    let inv = select(0.0, k_div(1.0, l), l > 0.0);
     for (var t = 0u; t < DVT; t++) {
         let dd = lid + t * WG;
         if (dd < p.dv) {

@@ -59,13 +59,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let mx = tree(lid, m, true);
     var acc = 0.0;
     for (var j = lid; j < n; j += 256u) {
-        acc += exp(s[base + j] * p.scale - mx);
+        acc += k_exp(s[base + j] * p.scale - mx);
     }
     let total = tree(lid, acc, false);
     for (var j = lid; j < p.lk; j += 256u) {
         var v = 0.0;
         if (j < n) {
-            v = exp(s[base + j] * p.scale - mx) / total;
+            v = k_div(k_exp(s[base + j] * p.scale - mx), total);
         }
         out[base + j] = v;
     }

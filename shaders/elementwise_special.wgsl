@@ -13,6 +13,13 @@ fn k_bits(b: u32) -> f32 {
     return bitcast<f32>(b);
 }
 
+// v itself, through a select no compiler can decide: a barrier to floating-point contraction
+// (a * b + c into a fused multiply-add) and reassociation ((1 + x) - 1 into x), which Mesa
+// applies to SPIR-V without NoContraction and other compilers do not, so results would differ.
+fn k_keep(v: f32) -> f32 {
+    return select(v, 0.0, bitcast<u32>(v) == 0xffffffffu);
+}
+
 fn k_nan() -> f32 {
     return k_bits(0x7fc00000u);
 }
@@ -30,19 +37,6 @@ fn k_with_sign(x: f32, s: f32) -> f32 {
     return bitcast<f32>((bitcast<u32>(x) & 0x7fffffffu) | (bitcast<u32>(s) & 0x80000000u));
 }
 
-fn k_exp(x: f32) -> f32 {
-    if (k_is_nan(x)) {
-        return x;
-    }
-    if (x > 88.8) {
-        return k_inf(); // e^88.73 is past f32::MAX
-    }
-    if (x < -104.0) {
-        return 0.0; // below half the smallest subnormal
-    }
-    return exp(x);
-}
-
 fn k_log(x: f32) -> f32 {
     let b = bitcast<u32>(x);
     if ((b & 0x7fffffffu) == 0u) {
@@ -54,11 +48,178 @@ fn k_log(x: f32) -> f32 {
     if (b >= 0x7f800000u) {
         return x; // +inf, NaN
     }
-    if (b < 0x00800000u) {
-        // Subnormal x = b * 2^-149, from the integer bits (a GPU may read x itself as 0).
-        return log(f32(b)) - 103.27892990343185;
+    return k_ln_bits(b);
+}
+
+// A finite non-zero magnitude (bits without the sign) as (m, e) with m in [2^23, 2^24) and the
+// value m 2^(e - 150): subnormals are normalised from the bits (a GPU may read them as 0).
+fn k_unpack(a: u32) -> vec2<i32> {
+    if (a >= 0x00800000u) {
+        return vec2<i32>(i32((a & 0x007fffffu) | 0x00800000u), i32(a >> 23u));
     }
-    return log(x);
+    let sh = countLeadingZeros(a) - 8u;
+    return vec2<i32>(i32(a << sh), 1 - i32(sh));
+}
+
+// The significand m (in [2^23, 2^24)) as a float in [1, 2).
+fn k_sig(m: i32) -> f32 {
+    return bitcast<f32>((u32(m) & 0x007fffffu) | 0x3f800000u);
+}
+
+// m 2^-s rounded to a whole number, to nearest; a tie goes the way `below` says (the sign of
+// what lies beyond m's bits: > 0 above, < 0 below, 0 none), else to even. For m < 2^24, s >= 1.
+fn k_round_shift(m: u32, s: u32, below: i32) -> u32 {
+    if (s > 24u) {
+        return 0u; // m 2^-s < 1/2
+    }
+    let kept = m >> s;
+    let rem = m & ((1u << s) - 1u);
+    let half = 1u << (s - 1u);
+    let up = rem > half || (rem == half && (below > 0 || (below == 0 && (kept & 1u) == 1u)));
+    return kept + select(0u, 1u, up);
+}
+
+// sign * q * 2^k for q in [0.5, 2] (a correctly rounded significand quotient or root) built from
+// the bits, so the result is the same on every device: overflow gives ±inf, and a subnormal result
+// is rounded once from q's bits and `below` (the sign of the exact value minus q) instead of being
+// flushed or rounded twice.
+fn k_pack(sign: u32, q: f32, k: i32, below: i32) -> f32 {
+    let b = bitcast<u32>(q);
+    let e = i32(b >> 23u) + k;
+    if (e >= 255) {
+        return bitcast<f32>(sign | 0x7f800000u);
+    }
+    if (e >= 1) {
+        return bitcast<f32>(sign | (u32(e) << 23u) | (b & 0x007fffffu));
+    }
+    let s = u32(min(1 - e, 31));
+    return bitcast<f32>(sign | k_round_shift((b & 0x007fffffu) | 0x00800000u, s, below));
+}
+
+// a / b correctly rounded (IEEE 754 division, as a CPU gives it): WGSL lets `/` be 2.5 ULP off
+// and flush subnormals, so the quotient of the significands is estimated with the builtin, put
+// right with the exact remainder in integers, and the exponent and any subnormal rounding are done
+// on the bits. NaN operands give the first NaN quieted (its sign kept); 0/0 and inf/inf give the
+// default NaN of x86 (0xffc00000), which is what the CPUs that the other languages run on give.
+fn k_div(a: f32, b: f32) -> f32 {
+    let ab = bitcast<u32>(a);
+    let bb = bitcast<u32>(b);
+    let sign = (ab ^ bb) & 0x80000000u;
+    let aa = ab & 0x7fffffffu;
+    let ba = bb & 0x7fffffffu;
+    if (aa > 0x7f800000u) {
+        return bitcast<f32>(ab | 0x00400000u);
+    }
+    if (ba > 0x7f800000u) {
+        return bitcast<f32>(bb | 0x00400000u);
+    }
+    if ((aa == 0u && ba == 0u) || (aa == 0x7f800000u && ba == 0x7f800000u)) {
+        return k_bits(0xffc00000u);
+    }
+    if (aa == 0x7f800000u || ba == 0u) {
+        return bitcast<f32>(sign | 0x7f800000u);
+    }
+    if (aa == 0u || ba == 0x7f800000u) {
+        return bitcast<f32>(sign);
+    }
+    let ua = k_unpack(aa);
+    let ub = k_unpack(ba);
+    // Significands A (doubled when A < B, so that the quotient is in [1, 2)) and B, integers.
+    let lt = ua.x < ub.x;
+    let an = u32(ua.x) << select(0u, 1u, lt);
+    let bn = u32(ub.x);
+    // q estimates A / B 2^23 (the builtin is a few ULP off at most); r = A 2^23 - q B, the exact
+    // remainder: it is small, so the wrapping u32 arithmetic gives it exactly. Integers only
+    // from here, which no compiler may reassociate.
+    var q = u32(clamp(f32(an) / f32(bn) * 8388608.0, 8388608.0, 16777216.0));
+    var r = bitcast<i32>((an << 23u) - q * bn);
+    let b2 = i32(bn);
+    // One integer step brings q within one of the quotient however loose the estimate was (WGSL
+    // allows 2.5 ULP, and the conversion truncates); the loop then rounds to nearest.
+    q = u32(i32(q) + r / b2);
+    r = bitcast<i32>((an << 23u) - q * bn);
+    for (var i = 0; i < 2; i++) {
+        // Nearest: |2r| <= B (never equal: no quotient of 24-bit significands is a midpoint).
+        if (2 * r > b2) {
+            q += 1u;
+            r -= b2;
+        } else if (2 * r < -b2) {
+            q -= 1u;
+            r += b2;
+        }
+    }
+    return k_pack(sign, f32(q) * 1.1920928955078125e-7, ua.y - ub.y - select(0, 1, lt), select(select(0, -1, r < 0), 1, r > 0));
+}
+
+// a * b as IEEE 754 gives it on a CPU, on every device: the product is the builtin's where both
+// operands and the product are well inside the normal range (a correctly rounded multiply); else
+// it is built from the bits (subnormal operands read exactly, a subnormal product rounded once,
+// not flushed), NaN operands give the first NaN quieted and inf * 0 the default NaN of x86.
+fn k_mul(a: f32, b: f32) -> f32 {
+    let ab = bitcast<u32>(a);
+    let bb = bitcast<u32>(b);
+    let ea = (ab >> 23u) & 0xffu;
+    let eb = (bb >> 23u) & 0xffu;
+    if (ea - 1u < 253u && eb - 1u < 253u && ea + eb - 128u < 252u) {
+        return a * b; // 2^-125 <= |a b| < 2^127: normal, no overflow
+    }
+    let sign = (ab ^ bb) & 0x80000000u;
+    let aa = ab & 0x7fffffffu;
+    let ba = bb & 0x7fffffffu;
+    if (aa > 0x7f800000u) {
+        return bitcast<f32>(ab | 0x00400000u);
+    }
+    if (ba > 0x7f800000u) {
+        return bitcast<f32>(bb | 0x00400000u);
+    }
+    if ((aa == 0u && ba == 0x7f800000u) || (aa == 0x7f800000u && ba == 0u)) {
+        return k_bits(0xffc00000u);
+    }
+    if (aa == 0x7f800000u || ba == 0x7f800000u) {
+        return bitcast<f32>(sign | 0x7f800000u);
+    }
+    if (aa == 0u || ba == 0u) {
+        return bitcast<f32>(sign);
+    }
+    let ua = k_unpack(aa);
+    let ub = k_unpack(ba);
+    let p = k_sig(ua.x) * k_sig(ub.x); // in [1, 4), correctly rounded
+    // The exact product of the significands minus p's, both 2^-46 units: small, so the low 32
+    // bits of the wrapping u32 arithmetic give it exactly; its sign rounds a subnormal result.
+    let pb = bitcast<u32>(p);
+    let pm = ((pb & 0x007fffffu) | 0x00800000u) << select(23u, 24u, pb >= 0x40000000u);
+    let d = bitcast<i32>(u32(ua.x) * u32(ub.x) - pm);
+    return k_pack(sign, p, ua.y + ub.y - 254, select(select(0, -1, d < 0), 1, d > 0));
+}
+
+// sqrt correctly rounded for a positive finite non-zero magnitude (bits): x = X 2^(2k - 23)
+// with X in [2^23, 2^25), sqrt(X 2^23) = S estimated with the builtin then put right in integers
+// (the remainder X 2^23 - S^2 is small, so wrapping u32 arithmetic gives it exactly), scaled by
+// 2^k on the bits (the result is always normal).
+fn k_sqrt_pos(a: u32) -> f32 {
+    let u = k_unpack(a);
+    let e = u.y - 127; // x = k_sig(m) 2^e
+    let odd = (e & 1) != 0;
+    let xn = u32(u.x) << select(0u, 1u, odd);
+    let k = (e - select(0, 1, odd)) / 2;
+    var sn = u32(clamp(sqrt(f32(xn) * 1.1920928955078125e-7) * 8388608.0, 8388608.0, 16777216.0));
+    var r = bitcast<i32>((xn << 23u) - sn * sn);
+    // One integer Newton step (S + r / 2S) brings S within one of the root however loose the
+    // builtin was (WGSL bounds sqrt only through inverseSqrt and `/`); the loop then rounds.
+    sn = u32(i32(sn) + r / (2 * i32(sn)));
+    r = bitcast<i32>((xn << 23u) - sn * sn);
+    for (var i = 0; i < 2; i++) {
+        let s2 = i32(sn);
+        // (S + 1/2)^2 = S^2 + S + 1/4 and (S - 1/2)^2 = S^2 - S + 1/4, against whole r.
+        if (r > s2) {
+            r -= 2 * s2 + 1;
+            sn += 1u;
+        } else if (r <= -s2) {
+            r += 2 * s2 - 1;
+            sn -= 1u;
+        }
+    }
+    return bitcast<f32>(bitcast<u32>(f32(sn) * 1.1920928955078125e-7) + (u32(k) << 23u));
 }
 
 fn k_sqrt(x: f32) -> f32 {
@@ -69,10 +230,7 @@ fn k_sqrt(x: f32) -> f32 {
     if (b > 0x80000000u) {
         return k_nan();
     }
-    if (b < 0x00800000u) {
-        return sqrt(f32(b) * 2.0) * 2.6469779601696886e-23; // sqrt(b 2^-149) = sqrt(2b) 2^-75
-    }
-    return sqrt(x);
+    return k_sqrt_pos(b); // subnormals too
 }
 
 fn k_rsqrt(x: f32) -> f32 {
@@ -89,10 +247,7 @@ fn k_rsqrt(x: f32) -> f32 {
     if (b > 0x7f800000u) {
         return x;
     }
-    if (b < 0x00800000u) {
-        return 3.777893186295716e22 / sqrt(f32(b) * 2.0); // 2^75 / sqrt(2b)
-    }
-    return 1.0 / sqrt(x);
+    return k_div(1.0, k_sqrt_pos(b)); // subnormals too
 }
 
 // sin or cos with the argument reduced exactly (Payne-Hanek): |x| = (4k + n + f) pi/2 with
@@ -183,15 +338,15 @@ fn k_tanh(x: f32) -> f32 {
         t = ax + ax * z * (-0.3333333333 + z * (0.1333333333 + z * (-0.05396825397 + z * 0.02186948854)));
     } else if (ax < 9.1) {
         // exp of a non-positive argument never overflows, unlike (e^2x - 1) / (e^2x + 1).
-        let e = exp(-2.0 * ax);
-        t = (1.0 - e) / (1.0 + e);
+        let e = k_exp(-2.0 * ax);
+        t = k_div(1.0 - e, 1.0 + e);
     }
     return k_with_sign(t, x);
 }
 
 fn k_erf(x: f32) -> f32 {
     // Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7); WGSL has no erf.
-    let t = 1.0 / (1.0 + 0.3275911 * abs(x));
+    let t = k_div(1.0, 1.0 + 0.3275911 * abs(x));
     let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * k_exp(-x * x);
     return k_with_sign(y, x);
 }
@@ -200,7 +355,7 @@ fn k_sigmoid(x: f32) -> f32 {
     if (k_is_nan(x)) {
         return x;
     }
-    return 1.0 / (1.0 + k_exp(-x));
+    return k_div(1.0, 1.0 + k_exp(k_flip_sign(x)));
 }
 
 // max(x, 0) with numpy's rules: NaN stays NaN, x <= 0 (-0 included) gives +0.
@@ -240,19 +395,33 @@ fn k_act_special(x: f32) -> bool {
     return k_is_nan(x) || bitcast<u32>(x) == 0xff800000u;
 }
 
+// x Phi(x) for |x| < 2^-60 is x / 2 (Phi(x) - 1/2 is below 2^-61): halved from the bits, as
+// 0.5 * x on a device that flushes subnormals would not be.
+fn k_act_tiny(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) < 0x21800000u;
+}
+
 fn k_act_value(x: f32) -> f32 {
-    return select(x, k_bits(0x80000000u), bitcast<u32>(x) == 0xff800000u);
+    let b = bitcast<u32>(x);
+    if (k_act_tiny(x)) {
+        if ((b & 0x7fffffffu) == 0u) {
+            return x;
+        }
+        let u = k_unpack(b & 0x7fffffffu);
+        return k_pack(b & 0x80000000u, k_sig(u.x), u.y - 128, 0);
+    }
+    return select(x, k_bits(0x80000000u), b == 0xff800000u);
 }
 
 fn k_gelu(x: f32) -> f32 {
-    if (k_act_special(x)) {
+    if (k_act_special(x) || k_act_tiny(x)) {
         return k_act_value(x);
     }
     return 0.5 * x * (1.0 + k_erf(x * 0.70710678118654752));
 }
 
 fn k_gelu_tanh(x: f32) -> f32 {
-    if (k_act_special(x)) {
+    if (k_act_special(x) || k_act_tiny(x)) {
         return k_act_value(x);
     }
     return 0.5 * x * (1.0 + k_tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
@@ -262,13 +431,7 @@ fn k_silu(x: f32) -> f32 {
     if (k_act_special(x)) {
         return k_act_value(x);
     }
-    return x / (1.0 + k_exp(-x));
-}
-
-fn k_div(a: f32, b: f32) -> f32 {
-    // WGSL bounds the error of a / b only for |b| <= 2^126 (a GPU may multiply by 1/b, which
-    // is subnormal past that and may flush to 0): a larger divisor is scaled into range.
-    return select(a / b, (a * 0.25) / (b * 0.25), (bitcast<u32>(b) & 0x7fffffffu) > 0x7e800000u);
+    return k_div(x, 1.0 + k_exp(k_flip_sign(x)));
 }
 
 // x's place in the order of the reals, from its bits: a monotone map to i32 with -0 and +0 both
@@ -318,9 +481,9 @@ fn k_pow_small(x: f32, n: u32) -> f32 {
     var r = 1.0;
     while (e != 0u) {
         if ((e & 1u) != 0u) {
-            r = r * base;
+            r = k_mul(r, base); // subnormal products rounded, not flushed
         }
-        base = base * base;
+        base = k_mul(base, base);
         e = e >> 1u;
     }
     return r;
@@ -366,13 +529,13 @@ fn k_pow(x: f32, y: f32) -> f32 {
     var m: f32;
     if (ax < 0x00800000u) {
         // Subnormal |x| = ax 2^-149, from the integer bits (a GPU may read x itself as 0).
-        m = exp2(y * (log2(f32(ax)) - 149.0));
+        m = k_exp(y * k_ln_bits(ax));
     } else if (y_int && ay <= 0x42000000u) {
-        m = k_pow_small(select(base, 1.0 / base, y_neg), u32(yf));
+        m = k_pow_small(select(base, k_div(1.0, base), y_neg), u32(yf));
     } else {
-        m = pow(base, y);
+        m = k_exp(y * k_ln(base));
     }
-    return select(m, -m, x_neg && y_odd);
+    return select(m, k_flip_sign(m), x_neg && y_odd);
 }
 
 // Integer x^y with wrap-around (numpy's integer power); for a negative exponent, which numpy
@@ -449,9 +612,26 @@ fn k_exp_split(x: f32) -> vec2<f32> {
     return vec2<f32>(k, k_expm1_poly(r));
 }
 
+// 2^x, builtin-free as k_exp: 2^x = 2^k 2^f with k = round(x) and f = x - k exact, |f| <= 1/2.
+fn k_exp2(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+        return x;
+    }
+    if (b < 0x80000000u && a >= 0x43000000u) {
+        return k_inf(); // x >= 128
+    }
+    if (b >= 0x80000000u && a > 0x43160000u) {
+        return 0.0; // x < -150
+    }
+    let k = floor(x + 0.5);
+    return k_pack(0u, 1.0 + k_expm1_poly(k_keep(k_keep(x - k) * 0.6931471805599453)), i32(k), 0);
+}
+
 // e^x with the special values from the bits: +inf past ln(f32::MAX), +0 below the smallest
-// subnormal's log.
-fn k_exp_acc(x: f32) -> f32 {
+// subnormal's log; a subnormal result is rounded from the bits (k_pack), not flushed.
+fn k_exp(x: f32) -> f32 {
     let b = bitcast<u32>(x);
     let a = b & 0x7fffffffu;
     if (a > 0x7f800000u) {
@@ -464,7 +644,7 @@ fn k_exp_acc(x: f32) -> f32 {
         return 0.0; // x < -103.972: below half the smallest subnormal (-inf included)
     }
     let s = k_exp_split(x);
-    return k_scale(1.0 + s.y, i32(s.x));
+    return k_pack(0u, 1.0 + s.y, i32(s.x), 0);
 }
 
 // e^x - 1, accurate near 0 (log1p's partner): expm1(±0) = ±0, expm1(-inf) = -1, +inf -> +inf.
@@ -496,13 +676,16 @@ fn k_expm1(x: f32) -> f32 {
 // ln(1 + f) + c + dk ln 2 for f in [sqrt(2)/2 - 1, sqrt(2) - 1] (musl's logf / log1pf kernel:
 // s = f / (2 + f), a minimax polynomial in s^2, ln 2 in two parts).
 fn k_log_kernel(f: f32, c: f32, dk: f32) -> f32 {
-    let s = f / (2.0 + f);
+    let s = k_div(f, 2.0 + f);
     let z = s * s;
     let w = z * z;
     let t1 = w * (0.40000972152 + w * 0.24279078841);
     let t2 = z * (0.66666662693 + w * 0.28498786688);
     let hfsq = 0.5 * f * f;
-    return s * (hfsq + t1 + t2) + (dk * 9.0580006145e-06 + c) - hfsq + f + dk * 6.9313812256e-01;
+    // k_keep fixes the order of the sum where callers pass constant c or dk (0): compilers fold
+    // and reorder it differently otherwise.
+    let r = k_keep(s * (hfsq + t1 + t2) + (dk * 9.0580006145e-06 + c));
+    return k_keep(k_keep(r - hfsq) + f + dk * 6.9313812256e-01);
 }
 
 // x = 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)), as (k, f), for a positive normal x.
@@ -511,6 +694,13 @@ fn k_log_split(x: f32) -> vec2<f32> {
     let k = i32(ix >> 23u) - 127;
     let f = bitcast<f32>((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0;
     return vec2<f32>(f32(k), f);
+}
+
+// ln(x) for a positive finite non-zero x given as bits (subnormals normalised from the bits).
+fn k_ln_bits(b: u32) -> f32 {
+    let u = k_unpack(b);
+    let s = k_log_split(k_sig(u.x));
+    return k_log_kernel(s.y, 0.0, s.x + f32(u.y - 127));
 }
 
 // ln(x) for a positive normal finite x, to about 1 ULP (the builtin log is only bounded to
@@ -537,12 +727,12 @@ fn k_log1p(x: f32) -> f32 {
     if (b < 0x3ed413d0u || (b >= 0x80000000u && b <= 0xbe95f619u)) {
         return k_log_kernel(x, 0.0, 0.0); // sqrt(2)/2 <= 1 + x < sqrt(2)
     }
-    let u = 1.0 + x;
+    let u = k_keep(1.0 + x); // not folded into (1 + x) - 1 = x below
     let s = k_log_split(u);
     // The rounding error of 1 + x, as a correction to log(u).
     var c = 0.0;
     if (s.x < 25.0) {
-        c = select(x - (u - 1.0), 1.0 - (u - x), s.x >= 2.0) / u;
+        c = k_div(select(x - (u - 1.0), 1.0 - (u - x), s.x >= 2.0), u);
     }
     return k_log_kernel(s.y, c, s.x);
 }
@@ -590,7 +780,7 @@ fn k_sinh(x: f32) -> f32 {
         r = k_scale(1.0 + s.y, i32(s.x) - 1); // e^|x| / 2 without overflowing e^|x|
     } else {
         let t = k_expm1(ax);
-        r = select(0.5 * (t + t / (t + 1.0)), 0.5 * (2.0 * t - t * t / (t + 1.0)), ax < 1.0);
+        r = select(0.5 * (t + k_div(t, t + 1.0)), 0.5 * (2.0 * t - k_div(t * t, t + 1.0)), ax < 1.0);
     }
     return k_with_sign(r, x);
 }
@@ -613,10 +803,10 @@ fn k_cosh(x: f32) -> f32 {
     }
     if (a < 0x3f317218u) {
         let t = k_expm1(ax); // |x| < ln 2
-        return 1.0 + t * t / (2.0 * (1.0 + t));
+        return 1.0 + k_div(t * t, 2.0 * (1.0 + t));
     }
-    let t = k_exp_acc(ax);
-    return 0.5 * t + 0.5 / t;
+    let t = k_exp(ax);
+    return 0.5 * t + k_div(0.5, t);
 }
 
 // asinh (musl's asinhf): asinh(±0) = ±0, ±inf -> ±inf.
@@ -630,9 +820,9 @@ fn k_asinh(x: f32) -> f32 {
     if (a >= 0x45800000u) {
         r = k_ln(ax) + 0.6931471805599453; // |x| >= 2^12
     } else if (a >= 0x40000000u) {
-        r = k_ln(2.0 * ax + 1.0 / (sqrt(ax * ax + 1.0) + ax));
+        r = k_ln(2.0 * ax + k_div(1.0, k_sqrt(ax * ax + 1.0) + ax));
     } else {
-        r = k_log1p(ax + ax * ax / (sqrt(ax * ax + 1.0) + 1.0));
+        r = k_log1p(ax + k_div(ax * ax, k_sqrt(ax * ax + 1.0) + 1.0));
     }
     return k_with_sign(r, x);
 }
@@ -648,10 +838,10 @@ fn k_acosh(x: f32) -> f32 {
     }
     if (b < 0x40000000u) {
         let t = x - 1.0;
-        return k_log1p(t + sqrt(2.0 * t + t * t));
+        return k_log1p(t + k_sqrt(2.0 * t + t * t));
     }
     if (b < 0x45800000u) {
-        return k_ln(2.0 * x - 1.0 / (x + sqrt(x * x - 1.0)));
+        return k_ln(2.0 * x - k_div(1.0, x + k_sqrt(x * x - 1.0)));
     }
     return k_ln(x) + 0.6931471805599453;
 }
@@ -671,9 +861,9 @@ fn k_atanh(x: f32) -> f32 {
     let y = bitcast<f32>(a);
     var r: f32;
     if (a < 0x3f000000u) {
-        r = 0.5 * k_log1p(2.0 * y + 2.0 * y * y / (1.0 - y));
+        r = 0.5 * k_log1p(2.0 * y + k_div(2.0 * y * y, 1.0 - y));
     } else {
-        r = 0.5 * k_log1p(2.0 * (y / (1.0 - y)));
+        r = 0.5 * k_log1p(2.0 * k_div(y, 1.0 - y));
     }
     return k_with_sign(r, x);
 }
@@ -694,17 +884,17 @@ fn k_atan(x: f32) -> f32 {
         if (a < 0x3f980000u) {
             if (a < 0x3f300000u) {
                 id = 0;
-                t = (2.0 * t - 1.0) / (2.0 + t);
+                t = k_div(2.0 * t - 1.0, 2.0 + t);
             } else {
                 id = 1;
-                t = (t - 1.0) / (t + 1.0);
+                t = k_div(t - 1.0, t + 1.0);
             }
         } else if (a < 0x401c0000u) {
             id = 2;
-            t = (t - 1.5) / (1.0 + 1.5 * t);
+            t = k_div(t - 1.5, 1.0 + 1.5 * t);
         } else {
             id = 3;
-            t = -1.0 / t;
+            t = k_div(-1.0, t);
         }
     }
     let z = t * t;
@@ -734,7 +924,7 @@ fn k_atan(x: f32) -> f32 {
 fn k_asin_r(z: f32) -> f32 {
     let p = z * (1.6666586697e-01 + z * (-4.2743422091e-02 + z * -8.6563630030e-03));
     let q = 1.0 + z * -7.0662963390e-01;
-    return p / q;
+    return k_div(p, q);
 }
 
 // asin (musl's asinf): |x| > 1 -> NaN, asin(±0) = ±0, asin(±1) = ±pi/2.
@@ -753,7 +943,7 @@ fn k_asin(x: f32) -> f32 {
         return x + x * k_asin_r(x * x);
     }
     let z = (1.0 - bitcast<f32>(a)) * 0.5;
-    let s = sqrt(z);
+    let s = k_sqrt(z);
     let r = 1.5707962513 - ((2.0 * (s + s * k_asin_r(z))) - 7.5497894159e-08);
     return k_with_sign(r, x);
 }
@@ -779,14 +969,14 @@ fn k_acos(x: f32) -> f32 {
     }
     if (b >= 0x80000000u) {
         let z = (1.0 + x) * 0.5;
-        let s = sqrt(z);
+        let s = k_sqrt(z);
         let w = k_asin_r(z) * s - 7.5497894159e-08;
         return 2.0 * (1.5707962513 - (s + w));
     }
     let z = (1.0 - x) * 0.5;
-    let s = sqrt(z);
+    let s = k_sqrt(z);
     let df = bitcast<f32>(bitcast<u32>(s) & 0xfffff000u);
-    let c = (z - df * df) / (s + df);
+    let c = k_div(z - df * df, s + df);
     let w = k_asin_r(z) * s + c;
     return 2.0 * (df + w);
 }
@@ -886,7 +1076,7 @@ fn k_atan2(y: f32, x: f32) -> f32 {
             fy = select(fy * 1.8446744073709552e19, f32(ay) * 2.5849394142282115e-26, ay < 0x00800000u);
             fx = select(fx * 1.8446744073709552e19, f32(ax) * 2.5849394142282115e-26, ax < 0x00800000u);
         }
-        z = k_atan(k_div(fy, fx)); // fx may be past 2^126: see k_div
+        z = k_atan(k_div(fy, fx));
     }
     if (x_neg) {
         z = pi - (z - -8.7422776573e-08);
@@ -915,7 +1105,7 @@ fn k_hypot(x: f32, y: f32) -> f32 {
     if (hi >= 0x58800000u) {
         fh = fh * 8.271806125530277e-25;
         fl = fl * 8.271806125530277e-25;
-        let v = sqrt(fh * fh + fl * fl);
+        let v = k_sqrt(fh * fh + fl * fl);
         if (v > 281474959933440.0) {
             return k_inf(); // past f32::MAX / 2^80
         }
@@ -925,9 +1115,9 @@ fn k_hypot(x: f32, y: f32) -> f32 {
         // Subnormals from their integer bits (b 2^-149): a GPU may read them as 0.
         fh = select(fh * 1.8446744073709552e19, f32(hi) * 2.5849394142282115e-26, hi < 0x00800000u);
         fl = select(fl * 1.8446744073709552e19, f32(lo) * 2.5849394142282115e-26, lo < 0x00800000u);
-        return sqrt(fh * fh + fl * fl) * 5.421010862427522e-20;
+        return k_sqrt(fh * fh + fl * fl) * 5.421010862427522e-20;
     }
-    return sqrt(fh * fh + fl * fl);
+    return k_sqrt(fh * fh + fl * fl);
 }
 
 // numpy's logaddexp, log(e^a + e^b): NaN with a NaN, +inf with a +inf, the other operand
@@ -954,7 +1144,7 @@ fn k_logaddexp(a: f32, b: f32) -> f32 {
     if (bitcast<u32>(d) == 0xff800000u) {
         return hi;
     }
-    return hi + k_log1p(k_exp_acc(d));
+    return hi + k_log1p(k_exp(d));
 }
 
 // The next f32 after x toward y, from the bits: NaN with a NaN, y when x == y (so

@@ -133,7 +133,7 @@ fn main(
 {{PER_KEY}}        }
     }
     if (row_ok) {
-        let inv = select(0.0, 1.0 / l, l > 0.0);
+        let inv = select(0.0, k_div(1.0, l), l > 0.0);
         let obase = (bi * p.lq + i) * p.dv;
 {{STORE}}
     }

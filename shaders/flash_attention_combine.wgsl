@@ -35,13 +35,13 @@ fn main(
     }
     var l = 0.0;
     for (var s = 0u; s < p.nsplit; s++) {
-        l += part[base + s * w + 1u] * exp(part[base + s * w] - mx);
+        l += part[base + s * w + 1u] * k_exp(part[base + s * w] - mx);
     }
-    let inv = select(0.0, 1.0 / l, l > 0.0);
+    let inv = select(0.0, k_div(1.0, l), l > 0.0);
     for (var dd = lid; dd < p.dv; dd += WG) {
         var o = 0.0;
         for (var s = 0u; s < p.nsplit; s++) {
-            o = fma(part[base + s * w + 2u + dd], exp(part[base + s * w] - mx), o);
+            o = fma(part[base + s * w + 2u + dd], k_exp(part[base + s * w] - mx), o);
         }
         out[row * p.dv + dd] = {{T}}(o * inv);
     }

@@ -116,8 +116,8 @@ fn main(
 {{SCORE}}
         }
         let m_new = max(m, reduce(lid, s, true));
-        let alpha = exp(m - m_new);
-        let e = select(0.0, exp(s - m_new), valid);
+        let alpha = k_exp(m - m_new);
+        let e = select(0.0, k_exp(s - m_new), valid);
         probs[lid] = e;
         l = l * alpha + reduce(lid, e, false);
         m = m_new;

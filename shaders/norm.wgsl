@@ -36,7 +36,7 @@ fn term(kind: u32, v: f32, a: f32) -> f32 {
             return d * d;
         }
         case 2u: {
-            return exp(v - a);
+            return k_exp(v - a);
         }
         case 3u: {
             return v * v;

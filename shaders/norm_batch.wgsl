@@ -28,6 +28,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let c = (i / p.spatial) % p.c;
-    let y = (f32(x[i]) - f32(mu[c])) / sqrt(f32(va[c]) + p.eps) * wt(c) + bs(c);
+    let y = k_div(f32(x[i]) - f32(mu[c]), k_sqrt(f32(va[c]) + p.eps)) * wt(c) + bs(c);
     out[i] = {{O}}(y);
 }

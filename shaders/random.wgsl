@@ -64,8 +64,8 @@ fn uniform_value(w: u32) -> f32 {
 fn normal_pair(w0: u32, w1: u32) -> vec2<f32> {
     let u1 = ldexp(f32((w0 >> 8u) + 1u), -24);
     let th = 6.2831853071795865 * (unit(w1) - 0.5);
-    let r = sqrt(-2.0 * log(u1));
-    return vec2<f32>(p.a + p.b * (r * cos(th)), p.a + p.b * (r * sin(th)));
+    let r = k_sqrt(-2.0 * k_ln(u1));
+    return vec2<f32>(p.a + p.b * (r * k_sin_cos(th, true)), p.a + p.b * (r * k_sin_cos(th, false)));
 }
 
 @compute @workgroup_size(64)

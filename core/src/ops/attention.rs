@@ -23,6 +23,7 @@ mod coop;
 use crate::dtype::DType;
 use crate::exec::grid;
 use crate::exec::{check_f16, check_same_device, enables, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::shape::{broadcast_shapes, numel};
 use crate::tensor::Tensor;
@@ -380,7 +381,7 @@ fn flash(
     tensors.push(out);
     Launch {
         key: format!("flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}"),
-        source: Box::new(move || flash_source(dtype, dp, dvp, bc, has_mask, vec)),
+        source: Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec))),
         tensors: &tensors,
         params: Some(params),
         groups: grid(blocks as u64, device.limits().max_compute_workgroups_per_dimension)?,
@@ -457,12 +458,12 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
         if has_mask {
             let _ = writeln!(b, "            sc += f32(mask[moff + i * p.msq + (j0 + j) * p.msk]) * LOG2E;");
         }
-        b.push_str("            if (sc > m) {\n                let alpha = exp2(m - sc);\n                m = sc;\n                l *= alpha;\n");
+        b.push_str("            if (sc > m) {\n                let alpha = k_exp2(m - sc);\n                m = sc;\n                l *= alpha;\n");
         for c in 0..dvp {
             let _ = writeln!(b, "                a{c} *= alpha;");
         }
         b.push_str(
-            "            }\n            let pj = exp2(sc - m);\n            l += pj;\n            let vb = j * DVP;\n",
+            "            }\n            let pj = k_exp2(sc - m);\n            l += pj;\n            let vb = j * DVP;\n",
         );
         for c in 0..dvp {
             let _ = writeln!(b, "            a{c} = fma(vec4<f32>(pj), vt[vb + {c}u], a{c});");
@@ -572,7 +573,7 @@ fn split_kv(
         let (dp, dvp) = (g.d / 4, g.dv / 4);
         Launch {
             key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}"),
-            source: Box::new(move || decode_source(dtype, dp, dvp, has_mask)),
+            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask))),
             tensors: &tensors,
             params: Some(params),
             groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
@@ -584,7 +585,7 @@ fn split_kv(
     Launch {
         key: format!("flash_attention_split:{dtype}:{kc}:{ds}:{dvt}:{has_mask}"),
         source: Box::new(move || {
-            render(
+            with_special(render(
                 SPLIT,
                 &[
                     ("ENABLE", enables(&[dtype])),
@@ -594,7 +595,7 @@ fn split_kv(
                     ("DVT", &dvt.to_string()),
                     ("HAS_MASK", if has_mask { "true" } else { "false" }),
                 ],
-            )
+            ))
         }),
         tensors: &tensors,
         params: Some(params),
@@ -662,7 +663,7 @@ fn combine(g: &Geometry, part: &Tensor, nsplit: usize, out: &Tensor) -> Result<(
     let params = Params::new().u32(g.rows).u32(nsplit).u32(g.dv).u32(0);
     Launch {
         key: format!("flash_attention_combine:{dtype}"),
-        source: Box::new(move || render(COMBINE, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl())])),
+        source: Box::new(move || with_special(render(COMBINE, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl())]))),
         tensors: &[part, out],
         params: Some(params),
         groups: grid(g.rows as u64, device.limits().max_compute_workgroups_per_dimension)?,
@@ -693,7 +694,10 @@ fn fused(g: &Geometry, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor) -> Resu
     Launch {
         key: format!("attention:{dtype}:{dvt}"),
         source: Box::new(move || {
-            render(TEMPLATE, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("DVT", &dvt.to_string())])
+            with_special(render(
+                TEMPLATE,
+                &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("DVT", &dvt.to_string())],
+            ))
         }),
         tensors: &tensors,
         params: Some(params),
@@ -720,7 +724,7 @@ fn through_matmul(
     let params = Params::new().u32(rows).u32(lq).u32(lk).u32(causal as u32).f32(scale).u32(0).u32(0).u32(0);
     Launch {
         key: "attention_softmax".into(),
-        source: Box::new(|| SOFTMAX.to_string()),
+        source: Box::new(|| with_special(SOFTMAX.to_string())),
         tensors: &[&s, &probs],
         params: Some(params),
         groups: grid(rows as u64, device.limits().max_compute_workgroups_per_dimension)?,

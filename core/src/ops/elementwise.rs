@@ -43,10 +43,14 @@ macro_rules! unary_ops {
         /// keeps it (`neg`, `abs`, `sqrt(-0) = -0`, `sin`, `tanh`, `floor`, …), and ±inf give the
         /// limits. The special values are recognised from the bits, so they hold whatever a
         /// GPU's float compares assume. A GPU may read subnormal operands of arithmetic as ±0 and
-        /// flush subnormal results to ±0 (WGSL allows both, the H100 does it); `log`, `sqrt`,
-        /// `rsqrt`, `sin`, `cos`, `tanh`, `relu` and `floor` read subnormal inputs from the bits,
-        /// exactly on every device (docs/elementwise-accuracy.md). f16 tensors are computed in
-        /// f32 and rounded once on store (overflow gives ±inf).
+        /// flush subnormal results to ±0 (WGSL allows both, the H100 does it); `neg` (a sign-bit
+        /// flip), `exp`, `log`, `sqrt`, `rsqrt`, `sin`, `cos`, `tanh`, `relu`, `floor` and the
+        /// activations read subnormal inputs from the bits and round subnormal results from the
+        /// bits, exactly on every device (docs/elementwise-accuracy.md). No WGSL builtin whose
+        /// precision is the implementation's (exp, log, sqrt, `/`, …) decides a result: the
+        /// `k_` functions give the same bits on every adapter (lavapipe, SwiftShader), `sqrt` and
+        /// `reciprocal` correctly rounded. f16 tensors are computed in f32 and rounded once on
+        /// store (overflow gives ±inf).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum UnaryOp {
             $( $(#[$doc])* $v, )*
@@ -104,7 +108,7 @@ macro_rules! unary_ops {
 
 unary_ops! {
     /// `-x`; flips the sign bit (`-(+0) = -0`); integers wrap (`-i32::MIN = i32::MIN`).
-    Neg neg any ["negative" "negate" "-"] "-x" { U32 => "0u - x0", _ => "-x0" }
+    Neg neg any ["negative" "negate" "-"] "-x" { U32 => "0u - x0", I32 => "-x0", _ => "k_flip_sign(x0)" }
     /// `|x|`; clears the sign bit; integers wrap (`abs(i32::MIN) = i32::MIN`).
     Abs abs any ["abs" "abs" "abs"] "|x|" { U32 => "x0", _ => "abs(x0)" }
     /// `e^x`: `exp(±0) = 1`, `exp(-inf) = +0`, `exp(+inf) = +inf`, overflow gives +inf.
@@ -318,8 +322,9 @@ macro_rules! binary_ops {
 binary_ops! {
     Add add add_scalar arith ["add" "add" "+"] "a + b" { _ => "x0 + x1" }
     Sub sub sub_scalar arith ["subtract" "subtract" "-"] "a - b" { _ => "x0 - x1" }
-    Mul mul mul_scalar arith ["multiply" "multiply" "*"] "a * b" { _ => "x0 * x1" }
-    /// Floats: IEEE division (`x / ±0 = ±inf`, `0 / 0 = NaN`). Integers: numpy's floor
+    Mul mul mul_scalar arith ["multiply" "multiply" "*"] "a * b" { F32 | F16 => "k_mul(x0, x1)", _ => "x0 * x1" }
+    /// Floats: IEEE division, correctly rounded on every device (subnormals included), as a
+    /// CPU gives it (`x / ±0 = ±inf`, `0 / 0 = NaN`). Integers: numpy's floor
     /// division `//`, rounding toward -inf (`-7 div 2 = -4`, `7 div -2 = -4`); `x div 0 = 0`
     /// (numpy's result, which also warns) and `i32::MIN div -1 = i32::MIN` (wraps, as numpy).
     Div div div_scalar arith ["~divide" "divide" "~/"] "a / b (integers: floor division as numpy's //, x / 0 = 0)" {
@@ -430,6 +435,14 @@ impl BinaryOp {
             .find(|op| op.name() == name)
             .ok_or_else(|| Error::InvalidArgument(format!("unknown binary op {name:?}")))
     }
+}
+
+/// `src` followed by the items of shaders/elementwise_special.wgsl that it calls: the one WGSL
+/// library of builtin-free math (k_exp, k_div, k_sqrt, k_sin_cos, …) that gives the same bits on
+/// every device, shared by every kernel that needs one of them (norm, attention, rope, random).
+pub(crate) fn with_special(src: String) -> String {
+    let special = special_functions(&src);
+    src + "\n" + &special
 }
 
 /// The items of shaders/elementwise_special.wgsl that `expr` needs: those it calls and, in turn,

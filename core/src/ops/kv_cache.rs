@@ -5,6 +5,7 @@
 //! transposes. [`crate::ops::attention_prefix`] then reads the filled prefix in place.
 
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -93,7 +94,9 @@ pub fn rope_qkv_to_cache(
     let enable = enables(&[dtype]);
     Launch {
         key: format!("rope_kv_cache:{dtype}"),
-        source: Box::new(move || render(ROPE_KV_CACHE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON),
+        source: Box::new(move || {
+            with_special(render(ROPE_KV_CACHE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON)
+        }),
         tensors: &[qkv, &q, k_cache, v_cache],
         params: Some(params),
         groups: groups_1d(&device, pairs)?,

@@ -4,6 +4,7 @@
 
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::shape::{normalize_axis, numel};
 use crate::tensor::Tensor;
@@ -37,15 +38,15 @@ impl Kind {
         match self {
             Kind::Softmax | Kind::LogSoftmax => "    let s1 = MAX();\n    let s2 = SUM(2u, s1);",
             Kind::LayerNorm => {
-                "    let s1 = SUM(0u, 0.0) / f32(p.r);\n    let s2 = 1.0 / sqrt(SUM(1u, s1) / f32(p.r) + p.eps);"
+                "    let s1 = k_div(SUM(0u, 0.0), f32(p.r));\n    let s2 = k_div(1.0, k_sqrt(k_div(SUM(1u, s1), f32(p.r)) + p.eps));"
             }
-            Kind::RmsNorm => "    let s1 = 0.0;\n    let s2 = 1.0 / sqrt(SUM(3u, 0.0) / f32(p.r) + p.eps);",
+            Kind::RmsNorm => "    let s1 = 0.0;\n    let s2 = k_div(1.0, k_sqrt(k_div(SUM(3u, 0.0), f32(p.r)) + p.eps));",
         }
     }
     fn final_expr(self) -> &'static str {
         match self {
-            Kind::Softmax => "return exp(v - s1) / s2;",
-            Kind::LogSoftmax => "return v - s1 - log(s2);",
+            Kind::Softmax => "return k_div(k_exp(v - s1), s2);",
+            Kind::LogSoftmax => "return v - s1 - k_log(s2);",
             Kind::LayerNorm => "return (v - s1) * s2 * wt(j) + bs(j);",
             Kind::RmsNorm => "return v * s2 * wt(j);",
         }
@@ -161,7 +162,7 @@ fn run(
             b.is_some()
         ),
         source: Box::new(move || {
-            render(
+            with_special(render(
                 TEMPLATE,
                 &[
                     ("ENABLE", enables(&[dt])),
@@ -181,7 +182,7 @@ fn run(
                     ("ROW_STATS", &row_stats),
                     ("COL_STATS", &col_stats),
                 ],
-            )
+            ))
         }),
         tensors: &tensors,
         params: Some(params),
@@ -271,7 +272,7 @@ pub fn batch_norm(
     Launch {
         key: format!("norm:batch_norm:{dt}:{}:{}", weight.is_some(), bias.is_some()),
         source: Box::new(move || {
-            render(
+            with_special(render(
                 BATCH,
                 &[
                     ("ENABLE", enables(&[dt])),
@@ -281,7 +282,7 @@ pub fn batch_norm(
                     ("WT", &wt),
                     ("BS", &bs),
                 ],
-            )
+            ))
         }),
         tensors: &tensors,
         params: Some(params),

@@ -5,6 +5,7 @@
 
 use crate::dtype::DType;
 use crate::exec::{check_f16, enables, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::shape::{check_rank, numel};
 use crate::tensor::Tensor;
@@ -47,7 +48,7 @@ fn generate(
     let t = dtype.wgsl();
     Launch {
         key: format!("random:{name}:{dtype}"),
-        source: Box::new(move || render(TEMPLATE, &[("ENABLE", enable), ("T", t), ("BODY", body)])),
+        source: Box::new(move || with_special(render(TEMPLATE, &[("ENABLE", enable), ("T", t), ("BODY", body)]))),
         tensors: &[&out],
         params: Some(params),
         groups,

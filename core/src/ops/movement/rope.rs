@@ -2,6 +2,7 @@
 
 use super::check_u32;
 use crate::exec::{check_f16, enables, groups_1d, Launch, Params};
+use crate::ops::elementwise::with_special;
 use crate::pipeline::render;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -54,7 +55,7 @@ pub fn rope(x: &Tensor, pos_offset: usize, base: f32) -> Result<Tensor> {
     let enable = enables(&[dtype]);
     Launch {
         key: format!("rope:{dtype}"),
-        source: Box::new(move || render(ROPE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON),
+        source: Box::new(move || with_special(render(ROPE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON)),
         tensors: &[x, &out],
         params: Some(params),
         groups: groups_1d(&device, pairs)?,

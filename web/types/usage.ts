@@ -1,0 +1,53 @@
+// Type-checks kiln.d.ts against a page's typical use (`make web-types`: tsc --noEmit --strict).
+// Never run: it only has to compile, and the @ts-expect-error lines have to fail to.
+import * as kiln from "../js/kiln.js";
+import { KilnError, Tensor, Kernel, errors } from "../js/kiln.js";
+
+export async function page(): Promise<number> {
+  const info: kiln.AdapterInfo = await kiln.init();
+  const f16: boolean = info.shaderF16 && kiln.hasF16();
+  const a: Tensor = kiln.tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
+  const b = Tensor.fromArray(new Float32Array(12), [3, 4], "f32");
+  const c = kiln.matmul(a, b);
+  const p = kiln.softmax(c, -1);
+  const s = kiln.sum(p, [1], true);
+  const m = kiln.mean(kiln.multiply(s, 2), null);
+  const y = kiln.divide(1, kiln.add(kiln.exp(kiln.negative(a)), 1.0));
+  const v = kiln.var(a, 0);
+  const n = kiln.layerNorm(a, null, null, 1e-5);
+  const r = kiln.rope(kiln.reshape(a, [1, 2, 3]).reshape([2, 3]), 0, 10000);
+  const at = kiln.attention(a, a, a, { causal: true, scale: null });
+  const cmp: Tensor = kiln.less(a, 3);
+  const i = kiln.tensor(new Int32Array([1, 2]), [2], "i32");
+  const kernel: Kernel = await Kernel.compile("@compute @workgroup_size(1) fn main() {}", "main");
+  kernel.dispatch([a], [1, 1, 1], null);
+  kernel.dispatch([a], 1);
+  const ws: Uint32Array = kernel.workgroupSize;
+  const out: kiln.TypedArray = await y.toArray();
+  const bytes: Uint8Array = await m.toBytes();
+  const shape: number[] = Array.from(p.shape);
+  await kiln.synchronize();
+  const stats = kiln.memoryStats();
+  try {
+    kiln.matmul(a, a);
+  } catch (e) {
+    if (e instanceof KilnError) {
+      const code: number = e.code;
+      const name: string = e.codeName;
+      const isShape: boolean = e instanceof errors.SHAPE_MISMATCH;
+      console.log(code, name, isShape);
+    }
+  }
+  for (const t of [a, b, c, p, s, m, y, v, n, r, at, cmp, i]) {
+    t.free();
+  }
+  kernel.free();
+  // @ts-expect-error: dtypes are a closed set
+  kiln.zeros([2], "f64");
+  // @ts-expect-error: shapes are arrays of numbers
+  kiln.tensor(new Float32Array(1), "1");
+  // @ts-expect-error: toArray is asynchronous
+  const wrong: Float32Array = y.toArray();
+  console.log(f16, out.length, bytes.length, shape, stats.peakBytes, ws[0], wrong);
+  return info.maxBufferSize;
+}
