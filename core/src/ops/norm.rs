@@ -36,7 +36,10 @@ impl Kind {
     /// Statistics s1, s2 with `SUM(kind, a)` / `MAX()` standing for the row or column folds.
     fn stats(self) -> &'static str {
         match self {
-            Kind::Softmax | Kind::LogSoftmax => "    let s1 = MAX();\n    let s2 = SUM(2u, s1);",
+            // softmax's s2 is 1 / sum: one correctly rounded division per row, then a multiply
+            // per element (a division per element halved its bandwidth on the H100).
+            Kind::Softmax => "    let s1 = MAX();\n    let s2 = k_div(1.0, SUM(2u, s1));",
+            Kind::LogSoftmax => "    let s1 = MAX();\n    let s2 = SUM(2u, s1);",
             Kind::LayerNorm => {
                 "    let s1 = k_div(SUM(0u, 0.0), f32(p.r));\n    let s2 = k_div(1.0, k_sqrt(k_div(SUM(1u, s1), f32(p.r)) + p.eps));"
             }
@@ -45,7 +48,7 @@ impl Kind {
     }
     fn final_expr(self) -> &'static str {
         match self {
-            Kind::Softmax => "return k_div(k_exp(v - s1), s2);",
+            Kind::Softmax => "return k_mul(k_exp(v - s1), s2);",
             Kind::LogSoftmax => "return v - s1 - k_log(s2);",
             Kind::LayerNorm => "return (v - s1) * s2 * wt(j) + bs(j);",
             Kind::RmsNorm => "return v * s2 * wt(j);",
