@@ -8,6 +8,7 @@ use crate::device::{Binding, Device, MAX_PARAMS_BYTES};
 use crate::dtype::DType;
 use crate::kernel_limits;
 use crate::pipeline::{compile_with, Checks, Pipeline, USER_KEY_PREFIX};
+use crate::session::SessionInner;
 use crate::tensor::Tensor;
 use crate::{runtime, Error, Result};
 use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
@@ -42,6 +43,8 @@ pub struct UniformBinding {
 
 pub struct Kernel {
     device: Arc<Device>,
+    /// The session it was compiled in (None: the default session): closing it retires the kernel.
+    owner: Option<Arc<SessionInner>>,
     pipeline: Arc<Pipeline>,
     entry: String,
     storage: Vec<StorageBinding>,
@@ -284,6 +287,10 @@ impl Kernel {
     /// memory: `Error::Shader`); a compile past `KILN_COMPILE_TIMEOUT_MS` is `Error::Timeout`.
     pub fn new_on(device: &Arc<Device>, source: &str, entry: &str) -> Result<Kernel> {
         device.check_alive()?;
+        let owner = crate::session::current_inner();
+        if let Some(s) = &owner {
+            s.check_open()?;
+        }
         kernel_limits::check_source_size(source)?;
         let key = user_key(source, entry);
         let cached = device.pipelines.get_cached(&key);
@@ -311,8 +318,12 @@ impl Kernel {
             }
             (None, None) => return Err(Error::Internal("kernel compiled without a pipeline".into())),
         };
+        if let Some(s) = &owner {
+            s.kernel_compiled();
+        }
         Ok(Kernel {
             device: device.clone(),
+            owner,
             pipeline,
             entry: entry.to_string(),
             storage: compiled.storage,
@@ -350,6 +361,15 @@ impl Kernel {
     /// Binds `tensors` to the storage bindings in binding order, `uniforms` to the uniform
     /// binding, and queues `workgroups` workgroups.
     pub fn dispatch(&self, tensors: &[&Tensor], uniforms: Option<&[u8]>, workgroups: [u32; 3]) -> Result<()> {
+        if let Some(s) = &self.owner {
+            if s.is_closed() {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel {:?} belonged to session {}, which was closed",
+                    self.entry,
+                    s.id()
+                )));
+            }
+        }
         if tensors.len() != self.storage.len() {
             return Err(Error::InvalidArgument(format!(
                 "kernel {:?} has {} storage bindings but {} tensors were given",

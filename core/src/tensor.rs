@@ -163,6 +163,7 @@ impl Tensor {
                 self.nbytes()
             )));
         }
+        self.buf.check_readable()?;
         if self.dtype == DType::Bool {
             return self.device.read_bools(self.raw(), out);
         }
@@ -192,6 +193,7 @@ impl Tensor {
     /// Reads back without blocking the page: resolves once the GPU has delivered the bytes.
     #[cfg(target_arch = "wasm32")]
     pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
+        self.buf.check_readable()?;
         if self.dtype == DType::Bool {
             // A word per element on the device, a byte on the host (see `read_bools`).
             let mut words = vec![0u8; 4 * self.numel()];
