@@ -154,6 +154,13 @@ impl Tensor {
         Tensor { shape, ..self.clone() }
     }
 
+    /// Whether the tensor is still valid: INVALID_ARGUMENT once its session closed, COMPUTE_LIMIT
+    /// when the session kernel that last wrote it ran out of its loop budget (this may wait for
+    /// that kernel to finish). Reading the tensor checks the same.
+    pub fn check(&self) -> Result<()> {
+        self.buf.check_readable()
+    }
+
     /// Reads the tensor back into `out` (exactly `nbytes()` long). Submits queued work.
     pub fn read_into(&self, out: &mut [u8]) -> Result<()> {
         if out.len() != self.nbytes() {
