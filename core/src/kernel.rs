@@ -207,11 +207,18 @@ impl CompileJob {
         };
         let guard_binding = bounded.as_ref().map(|b| b.guard_binding);
         let has_bindings = !storage.is_empty() || uniform.is_some() || guard_binding.is_some();
+        let invocations = Some(ep.workgroup_size.iter().product::<u32>().max(1));
         let pipeline = match (self.build_pipeline, bounded) {
             (false, _) => None,
-            (true, None) => {
-                Some(compile_with(&self.device, &self.label, source, entry, Checks::Bounded, has_bindings)?)
-            }
+            (true, None) => Some(compile_with(
+                &self.device,
+                &self.label,
+                source,
+                entry,
+                Checks::Bounded,
+                has_bindings,
+                invocations,
+            )?),
             (true, Some(b)) => {
                 let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
                     .validate(&b.module)
@@ -224,7 +231,7 @@ impl CompileJob {
                 })?;
                 let text = naga::back::wgsl::write_string(&b.module, &info, naga::back::wgsl::WriterFlags::empty())
                     .map_err(|e| Error::Internal(format!("writing the loop-bounded kernel failed: {e}")))?;
-                Some(compile_with(&self.device, &self.label, &text, entry, Checks::Bounded, has_bindings)?)
+                Some(compile_with(&self.device, &self.label, &text, entry, Checks::Bounded, has_bindings, invocations)?)
             }
         };
         Ok(Compiled { storage, uniform, workgroup_size: ep.workgroup_size, pipeline, guard_binding })

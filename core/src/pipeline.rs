@@ -203,7 +203,7 @@ impl PipelineCache {
 
 /// Compiles one compute pipeline, turning wgpu validation errors into `Error::Shader`.
 pub(crate) fn compile(device: &wgpu::Device, label: &str, src: &str, entry: &str, checks: Checks) -> Result<Pipeline> {
-    compile_with(device, label, src, entry, checks, true)
+    compile_with(device, label, src, entry, checks, true, None)
 }
 
 /// Compiles on the calling thread. For user kernels that is a `kernel_limits::run_compile`
@@ -215,6 +215,7 @@ pub(crate) fn compile_with(
     entry: &str,
     checks: Checks,
     has_bindings: bool,
+    group_invocations: Option<u32>,
 ) -> Result<Pipeline> {
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(src.into()) };
@@ -237,7 +238,8 @@ pub(crate) fn compile_with(
     // Inside the scope: on an invalid pipeline it fails too, and must not escape uncaptured.
     let layout = has_bindings.then(|| pipeline.get_bind_group_layout(0));
     crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))?;
-    Ok(Pipeline { pipeline, layout, group_invocations: group_invocations_of(src, entry) })
+    let group_invocations = group_invocations.unwrap_or_else(|| group_invocations_of(src, entry));
+    Ok(Pipeline { pipeline, layout, group_invocations })
 }
 
 /// Fills `{{NAME}}` placeholders of a WGSL template. A placeholder left unfilled is a bug in a
