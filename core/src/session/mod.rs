@@ -30,6 +30,9 @@ pub(crate) trait BufferHome: Send + Sync {
     fn revoke(&self, buffers: Vec<(wgpu::Buffer, u64)>);
 }
 
+/// A session's buffers on one home, gathered for `BufferHome::revoke`.
+type HomeBuffers = (Arc<dyn BufferHome>, Vec<(wgpu::Buffer, u64)>);
+
 struct Owned {
     buffer: wgpu::Buffer,
     class: u64,
@@ -169,7 +172,7 @@ impl Session {
             // that is being destroyed.
             let mut owned = lock(&self.inner.owned);
             freed = owned.len();
-            let mut by_home: HashMap<usize, (Arc<dyn BufferHome>, Vec<(wgpu::Buffer, u64)>)> = HashMap::new();
+            let mut by_home: HashMap<usize, HomeBuffers> = HashMap::new();
             for (_, o) in owned.drain() {
                 let key = Arc::as_ptr(&o.home) as *const () as usize;
                 by_home.entry(key).or_insert_with(|| (o.home.clone(), Vec::new())).1.push((o.buffer, o.class));
