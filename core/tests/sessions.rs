@@ -177,3 +177,51 @@ fn many_sessions_on_many_threads() {
     }
     assert_eq!(dev.memory_stats().in_use_bytes, before);
 }
+
+#[test]
+fn a_thousand_sessions_at_once() {
+    let _g = serial();
+    let dev = kiln_core::device().unwrap();
+    let before = dev.memory_stats().in_use_bytes;
+    const THREADS: u64 = 16;
+    const PER_THREAD: u64 = 63; // 1008 sessions open at the same time
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(THREADS as usize + 1));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                // A failure must still reach the barriers, or every other thread waits forever.
+                let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let mut rng = Rng::new(1000 + i);
+                    let sessions: Vec<Session> = (0..PER_THREAD).map(|_| Session::new(limits(3 * 64))).collect();
+                    let mut held = Vec::new();
+                    for s in &sessions {
+                        s.run(|| {
+                            let n = rng.int(9, 16) as usize; // 36-64 bytes: one 64-byte class each
+                            held.push(checked_add3(&mut rng, n));
+                            let e = Tensor::empty(&[1], DType::F32).unwrap_err();
+                            assert_eq!(e.code(), ErrorCode::QuotaExceeded);
+                        });
+                    }
+                    (sessions, held)
+                }));
+                barrier.wait(); // every session is open and holds its tensors here
+                barrier.wait();
+                let (sessions, held) = opened.unwrap_or_else(|p| std::panic::resume_unwind(p));
+                for s in &sessions {
+                    assert_eq!((s.stats().bytes_in_use, s.stats().quota_exceeded), (3 * 64, 1));
+                    s.close();
+                }
+                drop(held);
+            })
+        })
+        .collect();
+    barrier.wait();
+    let open = kiln_core::session::live_sessions().into_iter().filter(|s| !s.is_closed()).count();
+    barrier.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(open >= (THREADS * PER_THREAD) as usize, "{open} sessions open");
+    assert_eq!(dev.memory_stats().in_use_bytes, before, "no memory left after every session closed");
+}
