@@ -1272,6 +1272,7 @@ function (k::Kernel)(xs::KilnArray...; workgroups=(1, 1, 1), uniforms=nothing)
 end
 
 include("interop.jl")   # copyto! and mul! in place
+include("session.jl")   # sessions: limits, ownership, close
 
 # --------------------------------------------------------------------------------------------
 # Devices, memory, synchronization
