@@ -471,6 +471,19 @@ impl Kernel {
     /// Binds `tensors` to the storage bindings in binding order, `uniforms` to the uniform
     /// binding, and queues `workgroups` workgroups.
     pub fn dispatch(&self, tensors: &[&Tensor], uniforms: Option<&[u8]>, workgroups: [u32; 3]) -> Result<()> {
+        let r = self.dispatch_checked(tensors, uniforms, workgroups);
+        if let (Err(e), Some(owner)) = (&r, &self.owner) {
+            crate::session::event("error", |m| {
+                m.insert("session".into(), owner.id().into());
+                m.insert("entry".into(), self.entry.as_str().into());
+                m.insert("during".into(), "dispatch".into());
+                crate::session::error_fields(m, e);
+            });
+        }
+        r
+    }
+
+    fn dispatch_checked(&self, tensors: &[&Tensor], uniforms: Option<&[u8]>, workgroups: [u32; 3]) -> Result<()> {
         if let Some(s) = &self.owner {
             if s.is_closed() {
                 return Err(Error::InvalidArgument(format!(

@@ -23,6 +23,8 @@ fn workload() -> u64 {
         let e = Tensor::empty(&[1000], DType::F32).unwrap_err();
         assert_eq!(e.code(), ErrorCode::QuotaExceeded);
         assert!(Kernel::new("not wgsl", "main").is_err());
+        let e = k.dispatch(&[], None, [1, 1, 1]).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
     });
     s.close();
     s.id()
@@ -48,7 +50,7 @@ fn events_go_to_a_callback_then_a_file_and_stop_when_off() {
     let kinds: Vec<&str> = ev.iter().map(|v| v["event"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"session_opened"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"session_closed"), "{kinds:?}");
-    for want in ["kernel_compiled", "dispatch", "limit_hit"] {
+    for want in ["kernel_compiled", "dispatch", "limit_hit", "error"] {
         assert!(kinds.contains(&want), "no {want} in {kinds:?}");
     }
     let compiled: Vec<&Value> = ev.iter().filter(|v| v["event"] == "kernel_compiled").collect();
@@ -60,6 +62,8 @@ fn events_go_to_a_callback_then_a_file_and_stop_when_off() {
     assert_eq!(compiled[1]["code"], "SHADER");
     let limit = ev.iter().find(|v| v["event"] == "limit_hit").unwrap();
     assert_eq!(limit["code"], "QUOTA_EXCEEDED");
+    let error = ev.iter().find(|v| v["event"] == "error").unwrap();
+    assert_eq!((&error["code"], &error["during"]), (&Value::from("INVALID_ARGUMENT"), &Value::from("dispatch")));
     let dispatch = ev.iter().find(|v| v["event"] == "dispatch").unwrap();
     assert_eq!(dispatch["workgroups"], serde_json::json!([1, 1, 1]));
     // No tensor data, no source text.
