@@ -45,6 +45,26 @@
 #include <stdint.h>
 
 /**
+ * KilnSessionLimits.forbid: no f16.
+ */
+#define KILN_FORBID_F16 1
+
+/**
+ * KilnSessionLimits.forbid: no atomics.
+ */
+#define KILN_FORBID_ATOMICS 2
+
+/**
+ * KilnSessionLimits.forbid: no var<workgroup> memory.
+ */
+#define KILN_FORBID_WORKGROUP_MEMORY 4
+
+/**
+ * KilnSessionLimits.forbid: no subgroup operations or builtins.
+ */
+#define KILN_FORBID_SUBGROUPS 8
+
+/**
  * Major version of the library.
  */
 #define KILN_VERSION_MAJOR 0
@@ -105,7 +125,8 @@ enum KilnStatus
      */
     KILN_ERR_OUT_OF_MEMORY = 5,
     /**
-     * A configured limit was hit (reserved for session quotas; not produced yet).
+     * A session's memory quota would be exceeded: the allocation was refused, nothing else
+     * changed.
      */
     KILN_ERR_QUOTA_EXCEEDED = 6,
     /**
@@ -136,6 +157,11 @@ enum KilnStatus
      * Anything else.
      */
     KILN_ERR_INTERNAL = 13,
+    /**
+     * A session's compute budget was hit: operations per dispatch or in total (refused), or a
+     * kernel's loop budget (stopped early, its output invalid).
+     */
+    KILN_ERR_COMPUTE_LIMIT = 14,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -191,6 +217,14 @@ typedef uint32_t KilnDType;
  * a `KilnKernel *` is a checked handle, not an address.
  */
 typedef struct KilnKernel KilnKernel;
+
+/**
+ * A session: an owner of tensors and kernels with limits on memory, operations, loop
+ * iterations and the kernels it may compile (docs/DESIGN.md, "Sessions and untrusted
+ * kernels"). Opaque; a checked handle like KilnTensor. Created by kiln_session_create,
+ * released with kiln_session_free.
+ */
+typedef struct KilnSession KilnSession;
 
 /**
  * A tensor: a dtype, a shape (rank 0 to 8, row-major) and a GPU buffer. Opaque.
@@ -306,6 +340,64 @@ typedef struct KilnPipelineStats {
 } KilnPipelineStats;
 
 typedef struct KilnTensor **Out;
+
+/**
+ * kiln_session_create's limits. Every 0 means "no limit" (max_loop_iterations 0: the default
+ * budget, about 4 billion per invocation). Zero-initialise it (`KilnSessionLimits l = {0};`)
+ * and set what you need, so that fields added later keep their defaults.
+ */
+typedef struct KilnSessionLimits {
+    /**
+     * Bytes the session's live tensors may hold; over it: KILN_ERR_QUOTA_EXCEEDED.
+     */
+    uint64_t max_bytes;
+    /**
+     * Operations (workgroups x invocations per workgroup) one dispatch may count; over it:
+     * KILN_ERR_COMPUTE_LIMIT, nothing queued.
+     */
+    uint64_t max_ops_per_dispatch;
+    /**
+     * Operations the session may count in all; past it: KILN_ERR_COMPUTE_LIMIT.
+     */
+    uint64_t max_ops_total;
+    /**
+     * Loop iterations one invocation of the session's kernels may run, all loops together.
+     */
+    uint32_t max_loop_iterations;
+    /**
+     * Most invocations per workgroup a kernel may declare.
+     */
+    uint32_t max_workgroup_invocations;
+    /**
+     * Largest kernel source, in bytes.
+     */
+    uint64_t max_source_bytes;
+    /**
+     * Most bindings a kernel's entry point may use.
+     */
+    uint32_t max_bindings;
+    /**
+     * KILN_FORBID_* bits: WGSL features the session's kernels may not use.
+     */
+    uint32_t forbid;
+} KilnSessionLimits;
+
+/**
+ * kiln_session_stats' counters (a snapshot).
+ */
+typedef struct KilnSessionStats {
+    uint64_t id;
+    uint64_t bytes_in_use;
+    uint64_t peak_bytes;
+    uint64_t live_buffers;
+    uint64_t ops_total;
+    uint64_t dispatches;
+    uint64_t kernels_compiled;
+    uint64_t quota_exceeded;
+    uint64_t compute_limit_hits;
+    uint64_t policy_rejections;
+    bool closed;
+} KilnSessionStats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1933,6 +2025,68 @@ KilnStatus kiln_binary_scalar(const char *op,
                               double s,
                               bool scalar_first,
                               struct KilnTensor **out);
+
+/**
+ * Opens a session with `limits` (nullable: no limits) and writes its handle to `*out`.
+ * Nothing is current yet: call kiln_session_enter on each thread that should work in it.
+ * Thread-safe.
+ */
+KilnStatus kiln_session_create(const struct KilnSessionLimits *limits, struct KilnSession **out);
+
+/**
+ * Makes `session` the calling thread's current session: tensors and kernels this thread
+ * creates from now on belong to it and count against its limits, until kiln_session_exit.
+ */
+KilnStatus kiln_session_enter(const struct KilnSession *session);
+
+/**
+ * The calling thread goes back to the default session (no limits). Never fails.
+ */
+KilnStatus kiln_session_exit(void);
+
+/**
+ * Closes `session`: frees every tensor and kernel created in it now. Their handles stay
+ * valid to free, but any other use gives KILN_ERR_INVALID_ARGUMENT naming the closed
+ * session. The session handle itself stays valid (for kiln_session_stats) until
+ * kiln_session_free. Closing twice is fine. Thread-safe.
+ */
+KilnStatus kiln_session_close(const struct KilnSession *session);
+
+/**
+ * Closes `session` (see kiln_session_close) and releases its handle. NULL is a no-op.
+ */
+KilnStatus kiln_session_free(struct KilnSession *session);
+
+/**
+ * Writes `session`'s counters to `*out`.
+ */
+KilnStatus kiln_session_stats(const struct KilnSession *session, struct KilnSessionStats *out);
+
+/**
+ * Whether `tensor` is valid: KILN_ERR_INVALID_ARGUMENT once its session was closed,
+ * KILN_ERR_COMPUTE_LIMIT when the session kernel that last wrote it ran out of its loop
+ * budget (this may wait for the GPU). Reading a tensor checks the same.
+ */
+KilnStatus kiln_tensor_check(const struct KilnTensor *t);
+
+/**
+ * Appends the audit log (JSON lines: sessions, kernel compiles, dispatches, limits hit,
+ * errors; never tensor data) to the file at `path`. Off by default.
+ */
+KilnStatus kiln_audit_to_file(const char *path);
+
+/**
+ * Hands each audit event (one JSON object, NUL-terminated, valid during the call) and
+ * `user_data` to `callback`, on the thread that caused the event: the callback must be
+ * thread-safe and must not call Kiln. Off by default.
+ */
+KilnStatus kiln_audit_to_callback(void (*callback)(const char *event, void *user_data),
+                                  void *user_data);
+
+/**
+ * Stops the audit log. Never fails.
+ */
+KilnStatus kiln_audit_off(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -79,9 +79,8 @@ error_table! {
     3 ShapeMismatch "SHAPE_MISMATCH" "shape mismatch" "Shapes do not broadcast, multiply or reshape.";
     4 DTypeMismatch "DTYPE_MISMATCH" "dtype mismatch" "dtypes differ or are not supported by the op.";
     5 OutOfMemory "OUT_OF_MEMORY" "out of memory" "The device or the pool could not allocate.";
-    /// Reserved: nothing produces it yet. It is kept (the number is part of the ABI) for the
-    /// coming sessions issue, whose per-session memory and time quotas will report it.
-    6 QuotaExceeded "QUOTA_EXCEEDED" "quota exceeded" "A configured limit was hit (reserved for session quotas; not produced yet).";
+    /// A session's memory quota (docs/DESIGN.md, "Sessions and untrusted kernels").
+    6 QuotaExceeded "QUOTA_EXCEEDED" "quota exceeded" "A session's memory quota would be exceeded: the allocation was refused, nothing else changed.";
     7 Shader "SHADER" "shader error" "WGSL failed to parse or validate, or is over a kernel limit (the message has line:column).";
     8 DeviceLost "DEVICE_LOST" "device lost" "The device was lost, destroyed, reset or given up after a timeout.";
     9 NoAdapter "NO_ADAPTER" "no adapter" "No adapter matched.";
@@ -89,6 +88,10 @@ error_table! {
     11 Unsupported "UNSUPPORTED" "unsupported" "The adapter lacks a feature (e.g. f16).";
     12 Panic "PANIC" "panic" "An internal panic was caught at the boundary (a bug in Kiln: please report it).";
     13 Internal "INTERNAL" "internal error" "Anything else.";
+    /// Compute budgets of a session: operations per dispatch or in total (refused before
+    /// anything is queued), or a user kernel's loop budget (the dispatch ran, stopped early, and
+    /// the tensors it wrote are invalid).
+    14 ComputeLimit "COMPUTE_LIMIT" "compute limit" "A session's compute budget was hit: operations per dispatch or in total (refused), or a kernel's loop budget (stopped early, its output invalid).";
 }
 
 impl Error {

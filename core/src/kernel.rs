@@ -4,10 +4,11 @@
 //! thread, within the limits of `kernel_limits` (source size, stack, time, workgroup and private
 //! memory), so that no kernel can crash, hang or exhaust the process that compiles it.
 
-use crate::device::{Binding, Device, MAX_PARAMS_BYTES};
+use crate::device::{Binding, Device, Verdict, MAX_PARAMS_BYTES};
 use crate::dtype::DType;
 use crate::kernel_limits;
 use crate::pipeline::{compile_with, Checks, Pipeline, USER_KEY_PREFIX};
+use crate::session::{loop_guard, policy, SessionInner, ShaderPolicy};
 use crate::tensor::Tensor;
 use crate::{runtime, Error, Result};
 use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
@@ -42,11 +43,15 @@ pub struct UniformBinding {
 
 pub struct Kernel {
     device: Arc<Device>,
+    /// The session it was compiled in (None: the default session): closing it retires the kernel.
+    owner: Option<Arc<SessionInner>>,
     pipeline: Arc<Pipeline>,
     entry: String,
     storage: Vec<StorageBinding>,
     uniform: Option<UniformBinding>,
     workgroup_size: [u32; 3],
+    /// Where the loop-budget buffer binds (a session's kernel with loops).
+    guard_binding: Option<u32>,
 }
 
 fn scalar_dtype(s: naga::Scalar) -> Option<DType> {
@@ -87,6 +92,9 @@ struct CompileJob {
     entry: String,
     label: String,
     build_pipeline: bool,
+    /// The session's shader policy when the kernel is compiled in a session: then the policy is
+    /// checked and the loops are bounded (`session::loop_guard`).
+    sandbox: Option<ShaderPolicy>,
 }
 
 struct Compiled {
@@ -94,6 +102,8 @@ struct Compiled {
     uniform: Option<UniformBinding>,
     workgroup_size: [u32; 3],
     pipeline: Option<Pipeline>,
+    /// Where the loop-budget buffer binds, for a sandboxed kernel with loops.
+    guard_binding: Option<u32>,
 }
 
 impl CompileJob {
@@ -131,6 +141,9 @@ impl CompileJob {
             .update(module.to_ctx())
             .map_err(|e| Error::Shader(format!("cannot lay out the module's types: {e}")))?;
         let uses = info.get_entry_point(ep_index);
+        if let Some(p) = &self.sandbox {
+            policy::check(p, source, &module, uses, entry)?;
+        }
         kernel_limits::check_workgroup_memory(&module, uses, &layouter, entry, self.workgroup_limit)?;
         kernel_limits::check_private_memory(&module, &info, ep_index, &layouter)?;
         let (length_read, length_untraced) = array_length_globals(&module);
@@ -188,13 +201,40 @@ impl CompileJob {
             }
         }
         storage.sort_by_key(|b| b.binding);
-        let has_bindings = !storage.is_empty() || uniform.is_some();
-        let pipeline = if self.build_pipeline {
-            Some(compile_with(&self.device, &self.label, source, entry, Checks::Bounded, has_bindings)?)
-        } else {
-            None
+        let bounded = match &self.sandbox {
+            Some(_) => loop_guard::bound_loops(&module, entry)?,
+            None => None,
         };
-        Ok(Compiled { storage, uniform, workgroup_size: ep.workgroup_size, pipeline })
+        let guard_binding = bounded.as_ref().map(|b| b.guard_binding);
+        let has_bindings = !storage.is_empty() || uniform.is_some() || guard_binding.is_some();
+        let invocations = Some(ep.workgroup_size.iter().product::<u32>().max(1));
+        let pipeline = match (self.build_pipeline, bounded) {
+            (false, _) => None,
+            (true, None) => Some(compile_with(
+                &self.device,
+                &self.label,
+                source,
+                entry,
+                Checks::Bounded,
+                has_bindings,
+                invocations,
+            )?),
+            (true, Some(b)) => {
+                let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+                    .validate(&b.module)
+                    .map_err(|e| {
+                    Error::Shader(format!(
+                        "this kernel's loops cannot be given a budget: the bounded module does not \
+                             validate ({})",
+                        e.as_inner()
+                    ))
+                })?;
+                let text = naga::back::wgsl::write_string(&b.module, &info, naga::back::wgsl::WriterFlags::empty())
+                    .map_err(|e| Error::Internal(format!("writing the loop-bounded kernel failed: {e}")))?;
+                Some(compile_with(&self.device, &self.label, &text, entry, Checks::Bounded, has_bindings, invocations)?)
+            }
+        };
+        Ok(Compiled { storage, uniform, workgroup_size: ep.workgroup_size, pipeline, guard_binding })
     }
 }
 
@@ -266,12 +306,54 @@ fn array_length_globals(
     (read, untraced)
 }
 
+/// The loop-budget verdict of one dispatch of a sandboxed kernel (see `session::loop_guard`):
+/// read back, once, when a tensor it wrote is first read.
+struct LoopVerdict {
+    guard: Tensor,
+    entry: String,
+    owner: Arc<SessionInner>,
+    seen: std::sync::OnceLock<Result<()>>,
+}
+
+impl Verdict for LoopVerdict {
+    fn check(&self) -> Result<()> {
+        if let Some(r) = self.seen.get() {
+            return r.clone();
+        }
+        let words = self.guard.to_vec::<u32>()?;
+        let r = if words[1] != 0 {
+            let e = Error::ComputeLimit(format!(
+                "kernel {:?} ran out of its loop budget ({} iterations per invocation in session {}) and stopped \
+                 early: what it wrote is invalid",
+                self.entry,
+                words[0],
+                self.owner.id()
+            ));
+            self.owner.loop_budget_hit(&e);
+            Err(e)
+        } else {
+            Ok(())
+        };
+        self.seen.get_or_init(|| r).clone()
+    }
+}
+
 /// The pipeline cache's key of a user kernel.
 fn user_key(source: &str, entry: &str) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     source.hash(&mut h);
     format!("{USER_KEY_PREFIX}{:016x}:{entry}", h.finish())
+}
+
+/// The audit log's name for a source: FNV-1a 64, stable across processes and builds (unlike
+/// the cache key's hasher), so that events of one kernel can be matched over time.
+fn source_hash(source: &str) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in source.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    format!("fnv1a64:{h:016x}")
 }
 
 impl Kernel {
@@ -284,8 +366,44 @@ impl Kernel {
     /// memory: `Error::Shader`); a compile past `KILN_COMPILE_TIMEOUT_MS` is `Error::Timeout`.
     pub fn new_on(device: &Arc<Device>, source: &str, entry: &str) -> Result<Kernel> {
         device.check_alive()?;
+        let owner = crate::session::current_inner();
+        if let Some(s) = &owner {
+            s.check_open()?;
+        }
+        let result = Self::compile(device, source, entry, owner.as_ref());
+        if let Some(s) = &owner {
+            let refused = matches!(&result, Err(Error::Shader(m)) if m.contains("policy:"));
+            if refused {
+                s.policy_rejected();
+            }
+            crate::session::event("kernel_compiled", |m| {
+                m.insert("session".into(), s.id().into());
+                m.insert("source_hash".into(), source_hash(source).into());
+                m.insert("source_bytes".into(), source.len().into());
+                m.insert("entry".into(), entry.into());
+                m.insert("policy".into(), if refused { "refused" } else { "allowed" }.into());
+                match &result {
+                    Ok(k) => {
+                        m.insert("bounded_loops".into(), k.guard_binding.is_some().into());
+                    }
+                    Err(e) => crate::session::error_fields(m, e),
+                }
+            });
+            if result.is_ok() {
+                s.kernel_compiled();
+            }
+        }
+        result
+    }
+
+    fn compile(device: &Arc<Device>, source: &str, entry: &str, owner: Option<&Arc<SessionInner>>) -> Result<Kernel> {
         kernel_limits::check_source_size(source)?;
-        let key = user_key(source, entry);
+        let sandbox = owner.map(|s| s.limits().policy.clone());
+        let mut key = user_key(source, entry);
+        if sandbox.is_some() {
+            // The same source bounded is another pipeline.
+            key += ":bounded";
+        }
         let cached = device.pipelines.get_cached(&key);
         let job = CompileJob {
             device: device.device.clone(),
@@ -295,6 +413,7 @@ impl Kernel {
             entry: entry.to_string(),
             label: key.clone(),
             build_pipeline: cached.is_none(),
+            sandbox,
         };
         let start = crate::platform::Instant::now();
         let compiled = kernel_limits::run_compile(&format!("kernel {entry:?}"), move || job.run())?;
@@ -313,6 +432,8 @@ impl Kernel {
         };
         Ok(Kernel {
             device: device.clone(),
+            owner: owner.cloned(),
+            guard_binding: compiled.guard_binding,
             pipeline,
             entry: entry.to_string(),
             storage: compiled.storage,
@@ -350,6 +471,28 @@ impl Kernel {
     /// Binds `tensors` to the storage bindings in binding order, `uniforms` to the uniform
     /// binding, and queues `workgroups` workgroups.
     pub fn dispatch(&self, tensors: &[&Tensor], uniforms: Option<&[u8]>, workgroups: [u32; 3]) -> Result<()> {
+        let r = self.dispatch_checked(tensors, uniforms, workgroups);
+        if let (Err(e), Some(owner)) = (&r, &self.owner) {
+            crate::session::event("error", |m| {
+                m.insert("session".into(), owner.id().into());
+                m.insert("entry".into(), self.entry.as_str().into());
+                m.insert("during".into(), "dispatch".into());
+                crate::session::error_fields(m, e);
+            });
+        }
+        r
+    }
+
+    fn dispatch_checked(&self, tensors: &[&Tensor], uniforms: Option<&[u8]>, workgroups: [u32; 3]) -> Result<()> {
+        if let Some(s) = &self.owner {
+            if s.is_closed() {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel {:?} belonged to session {}, which was closed",
+                    self.entry,
+                    s.id()
+                )));
+            }
+        }
         if tensors.len() != self.storage.len() {
             return Err(Error::InvalidArgument(format!(
                 "kernel {:?} has {} storage bindings but {} tensors were given",
@@ -439,7 +582,11 @@ impl Kernel {
             }
             (None, _) => None,
         };
-        let bindings: Vec<Binding<'_>> = tensors
+        let guard = match (self.guard_binding, &self.owner) {
+            (Some(slot), Some(owner)) => Some((slot, owner, self.guard_buffer(owner)?)),
+            _ => None,
+        };
+        let mut bindings: Vec<Binding<'_>> = tensors
             .iter()
             .zip(&self.storage)
             .map(|(t, b)| Binding {
@@ -448,6 +595,41 @@ impl Kernel {
                 size: Some((t.nbytes() as u64).next_multiple_of(4).max(4)),
             })
             .collect();
-        self.device.dispatch(&self.pipeline, &bindings, params, workgroups)
+        if let Some((slot, _, g)) = &guard {
+            bindings.push(Binding { slot: *slot, buffer: g.raw(), size: None });
+        }
+        self.device.dispatch(&self.pipeline, &bindings, params, workgroups)?;
+        if let Some(owner) = &self.owner {
+            crate::session::event("dispatch", |m| {
+                m.insert("session".into(), owner.id().into());
+                m.insert("entry".into(), self.entry.as_str().into());
+                m.insert("workgroups".into(), workgroups.to_vec().into());
+                m.insert("workgroup_size".into(), self.workgroup_size.to_vec().into());
+                m.insert("tensors".into(), tensors.len().into());
+            });
+        }
+        if let Some((_, owner, g)) = guard {
+            let v: Arc<dyn Verdict> = Arc::new(LoopVerdict {
+                guard: g,
+                entry: self.entry.clone(),
+                owner: owner.clone(),
+                seen: std::sync::OnceLock::new(),
+            });
+            for (t, b) in tensors.iter().zip(&self.storage) {
+                if b.writable {
+                    *t.buf.verdict.lock().unwrap_or_else(|p| p.into_inner()) = Some(v.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A fresh budget buffer for one dispatch: [budget, 0]. It belongs to no session (a tenant
+    /// at its quota must still be able to run its kernels) and lives as long as the verdict.
+    fn guard_buffer(&self, owner: &SessionInner) -> Result<Tensor> {
+        let previous = crate::session::set_current(None);
+        let t = Tensor::from_slice_on(&self.device, &[owner.limits().loop_budget(), 0u32], &[2]);
+        crate::session::set_current(previous);
+        t
     }
 }

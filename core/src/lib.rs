@@ -24,6 +24,7 @@ pub(crate) mod platform;
 pub(crate) mod pool;
 pub mod reference;
 pub mod runtime;
+pub mod session;
 pub mod shape;
 pub mod tensor;
 
@@ -37,4 +38,5 @@ pub use pipeline::PipelineStats;
 pub use runtime::{
     adapters, device, init_async, reset_devices, runtime, select_adapter, synchronize, synchronize_async, AdapterInfo,
 };
+pub use session::{Session, SessionLimits, SessionStats, ShaderPolicy};
 pub use tensor::Tensor;

@@ -11,6 +11,17 @@ pub struct Pipeline {
     pub(crate) pipeline: wgpu::ComputePipeline,
     /// None for a kernel without bindings (wgpu has no group 0 to hand out then).
     pub(crate) layout: Option<wgpu::BindGroupLayout>,
+    /// Invocations per workgroup (x × y × z of `@workgroup_size`), what a session's operation
+    /// count multiplies the workgroups by; 1 where it could not be read (a pipeline-overridable
+    /// size).
+    pub(crate) group_invocations: u32,
+}
+
+/// Invocations per workgroup of `entry` in `src`, read with naga (1 when it cannot be read).
+fn group_invocations_of(src: &str, entry: &str) -> u32 {
+    let Ok(module) = naga::front::wgsl::parse_str(src) else { return 1 };
+    let Some(ep) = module.entry_points.iter().find(|e| e.name == entry) else { return 1 };
+    ep.workgroup_size.iter().product::<u32>().max(1)
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -192,7 +203,7 @@ impl PipelineCache {
 
 /// Compiles one compute pipeline, turning wgpu validation errors into `Error::Shader`.
 pub(crate) fn compile(device: &wgpu::Device, label: &str, src: &str, entry: &str, checks: Checks) -> Result<Pipeline> {
-    compile_with(device, label, src, entry, checks, true)
+    compile_with(device, label, src, entry, checks, true, None)
 }
 
 /// Compiles on the calling thread. For user kernels that is a `kernel_limits::run_compile`
@@ -204,6 +215,7 @@ pub(crate) fn compile_with(
     entry: &str,
     checks: Checks,
     has_bindings: bool,
+    group_invocations: Option<u32>,
 ) -> Result<Pipeline> {
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(src.into()) };
@@ -226,7 +238,8 @@ pub(crate) fn compile_with(
     // Inside the scope: on an invalid pipeline it fails too, and must not escape uncaptured.
     let layout = has_bindings.then(|| pipeline.get_bind_group_layout(0));
     crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))?;
-    Ok(Pipeline { pipeline, layout })
+    let group_invocations = group_invocations.unwrap_or_else(|| group_invocations_of(src, entry));
+    Ok(Pipeline { pipeline, layout, group_invocations })
 }
 
 /// Fills `{{NAME}}` placeholders of a WGSL template. A placeholder left unfilled is a bug in a

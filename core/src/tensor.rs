@@ -154,6 +154,13 @@ impl Tensor {
         Tensor { shape, ..self.clone() }
     }
 
+    /// Whether the tensor is still valid: INVALID_ARGUMENT once its session closed, COMPUTE_LIMIT
+    /// when the session kernel that last wrote it ran out of its loop budget (this may wait for
+    /// that kernel to finish). Reading the tensor checks the same.
+    pub fn check(&self) -> Result<()> {
+        self.buf.check_readable()
+    }
+
     /// Reads the tensor back into `out` (exactly `nbytes()` long). Submits queued work.
     pub fn read_into(&self, out: &mut [u8]) -> Result<()> {
         if out.len() != self.nbytes() {
@@ -163,6 +170,7 @@ impl Tensor {
                 self.nbytes()
             )));
         }
+        self.buf.check_readable()?;
         if self.dtype == DType::Bool {
             return self.device.read_bools(self.raw(), out);
         }
@@ -192,6 +200,7 @@ impl Tensor {
     /// Reads back without blocking the page: resolves once the GPU has delivered the bytes.
     #[cfg(target_arch = "wasm32")]
     pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
+        self.buf.check_readable()?;
         if self.dtype == DType::Bool {
             // A word per element on the device, a byte on the host (see `read_bools`).
             let mut words = vec![0u8; 4 * self.numel()];

@@ -54,6 +54,8 @@ mod layout {
     pub(super) const ID_BITS: u32 = 45;
     pub(super) const TENSOR: usize = 0x4B54;
     pub(super) const KERNEL: usize = 0x4B4B;
+    /// "KS"
+    pub(super) const SESSION: usize = 0x4B53;
 }
 #[cfg(target_pointer_width = "32")]
 mod layout {
@@ -61,6 +63,7 @@ mod layout {
     pub(super) const ID_BITS: u32 = 25;
     pub(super) const TENSOR: usize = 0xA;
     pub(super) const KERNEL: usize = 0xB;
+    pub(super) const SESSION: usize = 0xC;
 }
 use layout::*;
 
@@ -96,6 +99,7 @@ fn unmix(m: usize) -> usize {
 pub(crate) enum Kind {
     Tensor,
     Kernel,
+    Session,
 }
 
 impl Kind {
@@ -103,19 +107,19 @@ impl Kind {
         match self {
             Kind::Tensor => TENSOR,
             Kind::Kernel => KERNEL,
+            Kind::Session => SESSION,
         }
     }
     fn name(self) -> &'static str {
         match self {
             Kind::Tensor => "tensor",
             Kind::Kernel => "kernel",
+            Kind::Session => "session",
         }
     }
-    fn other(self) -> Kind {
-        match self {
-            Kind::Tensor => Kind::Kernel,
-            Kind::Kernel => Kind::Tensor,
-        }
+    /// The kind whose tag `tag` is, if any.
+    fn of_tag(tag: usize) -> Option<Kind> {
+        [Kind::Tensor, Kind::Kernel, Kind::Session].into_iter().find(|k| k.tag() == tag)
     }
 }
 
@@ -206,10 +210,11 @@ impl<T> Table<T> {
             return Ok(id);
         }
         let name = self.kind.name();
-        Err(if well_formed && kind == self.kind.other().tag() {
+        let other = Kind::of_tag(kind).filter(|&k| k != self.kind);
+        Err(if let (true, Some(other)) = (well_formed, other) {
             Error::InvalidArgument(format!(
                 "{what} ({h:#x}) is not a {name} handle: it has the form of a Kiln{} handle",
-                capitalised(self.kind.other().name())
+                capitalised(other.name())
             ))
         } else {
             Error::InvalidArgument(format!(
@@ -245,6 +250,12 @@ pub(crate) fn tensors() -> &'static Table<kiln_core::Tensor> {
 pub(crate) fn kernels() -> &'static Table<kiln_core::Kernel> {
     static K: OnceLock<Table<kiln_core::Kernel>> = OnceLock::new();
     K.get_or_init(|| Table::new(Kind::Kernel))
+}
+
+/// The process's sessions.
+pub(crate) fn sessions() -> &'static Table<kiln_core::Session> {
+    static S: OnceLock<Table<kiln_core::Session>> = OnceLock::new();
+    S.get_or_init(|| Table::new(Kind::Session))
 }
 
 #[cfg(test)]

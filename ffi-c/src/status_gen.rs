@@ -21,7 +21,8 @@ pub enum KilnStatus {
     KILN_ERR_DTYPE_MISMATCH = 4,
     /// The device or the pool could not allocate.
     KILN_ERR_OUT_OF_MEMORY = 5,
-    /// A configured limit was hit (reserved for session quotas; not produced yet).
+    /// A session's memory quota would be exceeded: the allocation was refused, nothing else
+    /// changed.
     KILN_ERR_QUOTA_EXCEEDED = 6,
     /// WGSL failed to parse or validate, or is over a kernel limit (the message has line:column).
     KILN_ERR_SHADER = 7,
@@ -37,6 +38,9 @@ pub enum KilnStatus {
     KILN_ERR_PANIC = 12,
     /// Anything else.
     KILN_ERR_INTERNAL = 13,
+    /// A session's compute budget was hit: operations per dispatch or in total (refused), or a
+    /// kernel's loop budget (stopped early, its output invalid).
+    KILN_ERR_COMPUTE_LIMIT = 14,
 }
 
 /// Element types. The numbers are stable. Functions that take a `KilnDType` accept any 32-bit value
@@ -74,6 +78,7 @@ pub(crate) fn status_of(code: kiln_core::ErrorCode) -> KilnStatus {
         kiln_core::ErrorCode::Unsupported => KilnStatus::KILN_ERR_UNSUPPORTED,
         kiln_core::ErrorCode::Panic => KilnStatus::KILN_ERR_PANIC,
         kiln_core::ErrorCode::Internal => KilnStatus::KILN_ERR_INTERNAL,
+        kiln_core::ErrorCode::ComputeLimit => KilnStatus::KILN_ERR_COMPUTE_LIMIT,
     }
 }
 
@@ -94,6 +99,7 @@ pub(crate) fn status_name(status: u32) -> &'static [u8] {
         11 => b"UNSUPPORTED\0",
         12 => b"PANIC\0",
         13 => b"INTERNAL\0",
+        14 => b"COMPUTE_LIMIT\0",
         _ => b"UNKNOWN\0",
     }
 }

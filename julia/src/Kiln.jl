@@ -1287,6 +1287,7 @@ end
 
 include("interop.jl")   # copyto! and mul! in place
 include("sorting.jl")   # sort, sortperm, searchsortedfirst/last, count, findall, unique, isin
+include("session.jl")   # sessions: limits, ownership, close
 
 # --------------------------------------------------------------------------------------------
 # Devices, memory, synchronization

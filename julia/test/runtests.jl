@@ -592,6 +592,64 @@ const top = @testset "Kiln.jl" begin
         @test Array(KilnArray(Float32[4, 5]) .* 2f0) == Float32[8, 10]   # a fresh device
     end
 
+    @testset "sessions" begin
+        A = Float32.(reshape(1:1024, 32, 32))
+        s = Kiln.Session(max_bytes=2 * 4096, allow_atomics=false)
+        held = Kiln.with_session(s) do
+            x = KilnArray(A)
+            y = x .+ x
+            @test Array(y) == A .+ A
+            err = try
+                x .* y
+                nothing
+            catch e
+                e
+            end
+            @test err isa KilnError && err.name == :QUOTA_EXCEEDED
+            st = Kiln.session_stats(s)
+            @test st.bytes_in_use == 2 * 4096 && st.quota_exceeded == 1
+            err = try
+                Kiln.Kernel("@group(0) @binding(0) var<storage, read_write> c: atomic<u32>;\n" *
+                            "@compute @workgroup_size(1) fn main() { atomicAdd(&c, 1u); }")
+                nothing
+            catch e
+                e
+            end
+            @test err isa KilnError && err.name == :SHADER && occursin("policy", err.msg)
+            x
+        end
+        close(s)
+        err = try
+            Array(held)
+            nothing
+        catch e
+            e
+        end
+        @test err isa KilnError && err.name == :INVALID_ARGUMENT && occursin("closed", err.msg)
+        @test Kiln.session_stats(s).closed
+        @test Array(KilnArray(A) .+ 1f0) == A .+ 1f0
+        Kiln.free!(s)
+
+        # A kernel that never ends stops at its loop budget; the device carries on.
+        s2 = Kiln.Session(max_loop_iterations=1000)
+        err = Kiln.with_session(s2) do
+            spin = Kiln.Kernel("@group(0) @binding(0) var<storage, read_write> v: array<f32>;\n" *
+                               "@compute @workgroup_size(1) fn main() { loop { v[0] = v[0] + 1.0; } }")
+            w = KilnArray(zeros(Float32, 4))
+            spin(w; workgroups=1)
+            try
+                Array(w)
+                nothing
+            catch e
+                e
+            end
+        end
+        @test err isa KilnError && err.name == :COMPUTE_LIMIT && occursin("loop budget", err.msg)
+        @test Kiln.session_stats(s2).compute_limit_hits == 1
+        @test Array(KilnArray(A) .* 2f0) == A .* 2f0
+        close(s2)
+    end
+
     @testset "threads" begin
         results = Vector{Bool}(undef, 8)
         Threads.@threads for i in 1:8

@@ -14,6 +14,7 @@ mod ops_gen;
 mod runtime;
 mod sort;
 mod scan;
+mod session;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -29,6 +30,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<runtime::PyDevice>()?;
     m.add_class::<runtime::PyKernel>()?;
+    m.add_class::<session::PySession>()?;
     m.add_class::<models::PySentenceEmbedder>()?;
     m.add_class::<causal_lm::PyCausalLM>()?;
     m.add_class::<causal_lm::PyGeneration>()?;
@@ -44,6 +46,9 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         runtime::empty_cache,
         runtime::reset_devices,
         runtime::_bench_core,
+        session::audit_to_file,
+        session::audit_to_callback,
+        session::audit_off,
         errors::error_codes,
         errors::_raise_error,
         errors::_panic,

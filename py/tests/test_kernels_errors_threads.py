@@ -103,6 +103,7 @@ EXCEPTIONS = {
     11: (kiln.UnsupportedError, kiln.KilnError),
     12: (kiln.InternalError, RuntimeError),
     13: (kiln.InternalError, RuntimeError),
+    14: (kiln.ComputeLimitError, kiln.KilnError),
 }
 
 

@@ -20,6 +20,7 @@ export const ERROR_CODES = [
   [11, "UNSUPPORTED"],
   [12, "PANIC"],
   [13, "INTERNAL"],
+  [14, "COMPUTE_LIMIT"],
 ];
 
 /** Every op of kiln-core's table: its core name, its JavaScript name and its family. */

@@ -64,6 +64,11 @@ impl Device {
             return Ok(());
         }
         let mut batch = self.batch.lock().unwrap();
+        self.check_not_revoked(bindings.iter().map(|b| b.buffer))?;
+        if let Some(session) = crate::session::current_inner() {
+            let groups_total = groups.iter().map(|&g| g as u64).product::<u64>();
+            session.charge_ops(groups_total.saturating_mul(pipe.group_invocations as u64))?;
+        }
         let align = (self.limits.min_uniform_buffer_offset_alignment as usize).max(16);
         let param_len = params.map_or(0, |(_, p)| p.len().next_multiple_of(16).max(16));
         if param_len > MAX_PARAMS_BYTES {
@@ -139,6 +144,7 @@ impl Device {
             return Ok(());
         }
         let mut batch = self.batch.lock().unwrap();
+        self.check_not_revoked([src, dst])?;
         batch.pass = None;
         let enc = batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
         enc.copy_buffer_to_buffer(src, src_off, dst, dst_off, bytes);

@@ -3,6 +3,7 @@
 
 use super::Device;
 use crate::pool::size_class;
+use crate::session::{BufferHome, SessionInner};
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,16 +32,47 @@ pub(super) struct Mem {
     pub(super) live: AtomicU64,
 }
 
-/// A GPU buffer owned by a tensor; goes back to the pool on drop.
+/// A GPU buffer owned by a tensor; goes back to the pool on drop (or was freed earlier, when
+/// the session that owned it closed).
 pub(crate) struct GpuBuffer {
     pub(crate) buffer: Option<wgpu::Buffer>,
     pub(crate) class: u64,
     device: Arc<Device>,
+    /// The session it was allocated in (None: the default session) and its id there.
+    owner: Option<(Arc<SessionInner>, u64)>,
+    /// Set by a sandboxed kernel that wrote this buffer: its loop-budget verdict, checked when
+    /// the buffer is read (see `kernel`).
+    pub(crate) verdict: std::sync::Mutex<Option<Arc<dyn Verdict>>>,
+}
+
+/// Whether the last writer of a buffer finished: Err(COMPUTE_LIMIT) when it stopped early.
+pub(crate) trait Verdict: Send + Sync {
+    fn check(&self) -> Result<()>;
 }
 
 impl GpuBuffer {
     pub(crate) fn raw(&self) -> &wgpu::Buffer {
         self.buffer.as_ref().expect("buffer present until drop")
+    }
+
+    /// INVALID_ARGUMENT once the owning session closed (its memory is gone); COMPUTE_LIMIT when
+    /// the kernel that last wrote it ran out of its loop budget.
+    pub(crate) fn check_readable(&self) -> Result<()> {
+        if let Some((s, _)) = &self.owner {
+            if s.is_closed() {
+                return Err(Error::InvalidArgument(format!(
+                    "this tensor belonged to session {}, which was closed: its memory was freed",
+                    s.id()
+                )));
+            }
+        }
+        let v = self.verdict.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(v) = v {
+            v.check()?;
+            // Read once: the verdict does not change, and the buffer's next writer resets it.
+            *self.verdict.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        Ok(())
     }
 }
 
@@ -48,9 +80,36 @@ impl Drop for GpuBuffer {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
             let d = &self.device;
+            if let Some((s, id)) = &self.owner {
+                if !s.release(*id) {
+                    // Its session's close destroyed it and did the accounting.
+                    d.unrevoke(&b);
+                    return;
+                }
+            }
             d.mem.in_use.fetch_sub(self.class, Ordering::Relaxed);
             d.mem.live.fetch_sub(1, Ordering::Relaxed);
             d.pool.release(self.class, STORAGE_USAGE, b);
+        }
+    }
+}
+
+impl BufferHome for Device {
+    fn revoke(&self, buffers: Vec<(wgpu::Buffer, u64)>) {
+        {
+            let mut revoked = self.revoked.lock().unwrap_or_else(|p| p.into_inner());
+            revoked.extend(buffers.iter().map(|(b, _)| b.clone()));
+            self.revoked_count.store(revoked.len(), Ordering::SeqCst);
+        }
+        // Commands recorded before the revocation may use these buffers: submit them first, so
+        // that destroying a buffer cannot invalidate a batch other sessions' work is in (wgpu
+        // keeps a destroyed buffer's memory until the submissions using it are done).
+        let _ = self.flush();
+        for (b, class) in buffers {
+            b.destroy();
+            self.mem.allocated.fetch_sub(class, Ordering::Relaxed);
+            self.mem.in_use.fetch_sub(class, Ordering::Relaxed);
+            self.mem.live.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -66,13 +125,41 @@ impl Device {
     /// buffer the host will upload into (`queue.write_buffer` runs before the batch) may not.
     pub(crate) fn alloc(self: &Arc<Device>, bytes: u64, gpu_written: bool) -> Result<GpuBuffer> {
         self.check_alive()?;
+        let Some(session) = crate::session::current_inner() else { return self.alloc_in(bytes, gpu_written, None) };
+        let class = self.class_of(bytes);
+        session.charge_bytes(class)?;
+        let mut buf = match self.alloc_in(bytes, gpu_written, Some(class)) {
+            Ok(b) => b,
+            Err(e) => {
+                session.uncharge_bytes(class);
+                return Err(e);
+            }
+        };
+        let id = crate::session::next_buffer_id();
+        let home: Arc<dyn BufferHome> = self.clone();
+        if let Err(e) = session.adopt(id, buf.raw(), buf.class, home) {
+            // Closed meanwhile: the buffer goes back as if the default session had dropped it.
+            session.uncharge_bytes(class);
+            return Err(e);
+        }
+        buf.owner = Some((session, id));
+        Ok(buf)
+    }
+
+    fn class_of(&self, bytes: u64) -> u64 {
+        let max = self.max_tensor_bytes();
+        size_class(bytes).min(max.max(16)).max(bytes.next_multiple_of(4))
+    }
+
+    /// Allocation proper; `class` was computed by the caller when it charged a session.
+    fn alloc_in(self: &Arc<Device>, bytes: u64, gpu_written: bool, class: Option<u64>) -> Result<GpuBuffer> {
         let max = self.max_tensor_bytes();
         if bytes > max {
             return Err(Error::OutOfMemory(format!(
                 "a buffer of {bytes} bytes is over this device's limit of {max} bytes per buffer"
             )));
         }
-        let class = size_class(bytes).min(max.max(16)).max(bytes.next_multiple_of(4));
+        let class = class.unwrap_or_else(|| self.class_of(bytes));
         let poison = self.poison.load(Ordering::Relaxed);
         let reused = self
             .pool
@@ -101,7 +188,29 @@ impl Device {
         let now = self.mem.in_use.fetch_add(class, Ordering::Relaxed) + class;
         self.mem.peak.fetch_max(now, Ordering::Relaxed);
         self.mem.live.fetch_add(1, Ordering::Relaxed);
-        Ok(GpuBuffer { buffer: Some(buffer), class, device: self.clone() })
+        Ok(GpuBuffer { buffer: Some(buffer), class, device: self.clone(), owner: None, verdict: Default::default() })
+    }
+
+    /// Stops refusing `buffer` (its last handle is gone, its id may be reused).
+    fn unrevoke(&self, buffer: &wgpu::Buffer) {
+        let mut revoked = self.revoked.lock().unwrap_or_else(|p| p.into_inner());
+        revoked.remove(buffer);
+        self.revoked_count.store(revoked.len(), Ordering::SeqCst);
+    }
+
+    /// INVALID_ARGUMENT when a buffer about to be used belonged to a closed session. Called with
+    /// the batch lock held, so that nothing recorded after a revocation names a revoked buffer.
+    pub(super) fn check_not_revoked<'a>(&self, buffers: impl IntoIterator<Item = &'a wgpu::Buffer>) -> Result<()> {
+        if self.revoked_count.load(Ordering::SeqCst) == 0 {
+            return Ok(());
+        }
+        let revoked = self.revoked.lock().unwrap_or_else(|p| p.into_inner());
+        if buffers.into_iter().any(|b| revoked.contains(b)) {
+            return Err(Error::InvalidArgument(
+                "a tensor given belonged to a session that was closed: its memory was freed".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Test aid: fill every buffer handed to a tensor with 0xFF bytes (NaN for floats), so a

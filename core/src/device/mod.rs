@@ -12,8 +12,8 @@ mod wait;
 #[cfg(target_arch = "wasm32")]
 mod wait_web;
 
-pub(crate) use memory::GpuBuffer;
 pub use memory::MemoryStats;
+pub(crate) use memory::{GpuBuffer, Verdict};
 pub use wait::DEFAULT_TIMEOUT_MS;
 
 use crate::adapter::AdapterInfo;
@@ -70,6 +70,10 @@ pub struct Device {
     poll_lock: Mutex<()>,
     /// This device's own Arc, for `abandon`.
     me: std::sync::Weak<Device>,
+    /// Buffers of closed sessions whose handles callers still hold (see `BufferHome::revoke`),
+    /// and how many (read without the lock on every dispatch).
+    revoked: Mutex<std::collections::HashSet<wgpu::Buffer>>,
+    revoked_count: std::sync::atomic::AtomicUsize,
 }
 
 impl Device {
@@ -181,6 +185,8 @@ impl Device {
             flush_bytes,
             wait_spin: Duration::from_micros(env_or("KILN_WAIT_SPIN_US", SPIN.as_micros() as u64)),
             poll_lock: Mutex::new(()),
+            revoked: Mutex::new(Default::default()),
+            revoked_count: Default::default(),
         });
         Self::start_poller(&dev);
         Ok(dev)

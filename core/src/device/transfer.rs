@@ -155,6 +155,12 @@ impl Device {
         };
         {
             let mut batch = self.batch.lock().unwrap();
+            if let Err(e) = self.check_not_revoked([src]) {
+                drop(batch);
+                let destroyed = self.pool.release_idle(class, STAGING_USAGE, staging);
+                self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
+                return Err(e);
+            }
             batch.pass = None;
             let enc = batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
             enc.copy_buffer_to_buffer(src, 0, &staging, 0, padded);

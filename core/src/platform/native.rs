@@ -33,3 +33,8 @@ pub(crate) fn check_scope(
 pub(crate) fn check_expression_depth(_source: &str) -> Result<()> {
     Ok(())
 }
+
+/// Milliseconds since the Unix epoch (audit events' time stamps).
+pub(crate) fn unix_millis() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}

@@ -152,3 +152,8 @@ pub(crate) fn check_expression_depth(source: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// Milliseconds since the Unix epoch (audit events' time stamps), from the page's clock.
+pub(crate) fn unix_millis() -> u64 {
+    web_time::SystemTime::now().duration_since(web_time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}

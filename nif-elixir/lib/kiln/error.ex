@@ -35,7 +35,8 @@ defmodule Kiln.Error do
     timeout: 10,
     unsupported: 11,
     panic: 12,
-    internal: 13
+    internal: 13,
+    compute_limit: 14
   }
 
   # END GENERATED (kiln gen)

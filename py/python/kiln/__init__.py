@@ -26,6 +26,7 @@ from ._array_api import (
 )
 from ._errors import (
     CODE_NAMES,
+    ComputeLimitError,
     DeviceLostError,
     DTypeError,
     InternalError,
@@ -145,7 +146,7 @@ __all__ = sorted(
     {n for n in dir(_kiln) if not n.startswith("_")}
     | set(_ALIASES)
     | {"float32", "float16", "int32", "uint32", "bool", "dtypes", "random", "KilnError", "InvalidArgumentError",
-       "ShapeError", "DTypeError", "OutOfMemoryError", "QuotaExceededError", "ShaderError",
+       "ShapeError", "DTypeError", "OutOfMemoryError", "QuotaExceededError", "ComputeLimitError", "ShaderError",
        "DeviceLostError", "NoAdapterError", "TimeoutError", "UnsupportedError", "InternalError",
        "CODE_NAMES", "__version__"}
 )

@@ -1,7 +1,7 @@
 """Type stubs of the kiln package (the Rust extension kiln._kiln and its Python layer)."""
 
 from types import EllipsisType
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -10,6 +10,9 @@ from . import models as models
 from . import random as random
 from ._errors import (
     CODE_NAMES as CODE_NAMES,
+)
+from ._errors import (
+    ComputeLimitError as ComputeLimitError,
 )
 from ._errors import (
     DeviceLostError as DeviceLostError,
@@ -231,6 +234,26 @@ class Kernel:
     def bindings(self) -> List[Dict[str, Any]]: ...
     @property
     def uniform_bytes(self) -> Optional[int]: ...
+
+class Session:
+    """A session with limits (every 0: none); ``with`` makes it current on the calling thread,
+    and leaving the block closes it, freeing every tensor and kernel it owns."""
+    def __init__(self, *, max_bytes: int = 0, max_ops_per_dispatch: int = 0, max_ops_total: int = 0,
+                 max_loop_iterations: int = 0, max_source_bytes: int = 0, max_workgroup_invocations: int = 0,
+                 max_bindings: int = 0, allow_f16: bool = True, allow_atomics: bool = True,
+                 allow_workgroup_memory: bool = True, allow_subgroups: bool = True) -> None: ...
+    def __enter__(self) -> Session: ...
+    def __exit__(self, *exc: Any) -> bool: ...
+    def close(self) -> None: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    def stats(self) -> Dict[str, int]: ...
+
+def audit_to_file(path: str) -> None: ...
+def audit_to_callback(callback: Callable[[str], Any]) -> None: ...
+def audit_off() -> None: ...
 
 # runtime
 def devices() -> List[Device]: ...

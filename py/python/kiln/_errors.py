@@ -10,7 +10,7 @@ from . import _kiln
 __all__ = [
     "KilnError", "InvalidArgumentError", "ShapeError", "DTypeError", "OutOfMemoryError",
     "QuotaExceededError", "ShaderError", "DeviceLostError", "NoAdapterError", "TimeoutError",
-    "UnsupportedError", "InternalError", "CODE_NAMES",
+    "UnsupportedError", "InternalError", "ComputeLimitError", "CODE_NAMES",
 ]
 
 #: The stable error codes, by number (kiln-core's error table).
@@ -57,7 +57,12 @@ class OutOfMemoryError(KilnError, MemoryError):
 
 
 class QuotaExceededError(KilnError):
-    """A configured limit was hit (code 6)."""
+    """A session's memory quota would be exceeded; the allocation was refused (code 6)."""
+
+
+class ComputeLimitError(KilnError):
+    """A session's compute budget was hit: operations per dispatch or in total (refused), or a
+    kernel's loop budget (it stopped early; what it wrote is invalid) (code 14)."""
 
 
 class ShaderError(KilnError):
@@ -99,6 +104,7 @@ _CLASS_OF_NAME = {
     "UNSUPPORTED": UnsupportedError,
     "PANIC": InternalError,
     "INTERNAL": InternalError,
+    "COMPUTE_LIMIT": ComputeLimitError,
 }
 
 

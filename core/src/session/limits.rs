@@ -1,0 +1,69 @@
+//! What a session may use: memory, compute, and which kernels it may compile. Every field's
+//! zero (or `None`) means "no limit", so `SessionLimits::default()` is today's unlimited runtime.
+
+/// Limits of one session (docs/DESIGN.md, "Sessions and untrusted kernels").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Bytes of GPU storage the session's live tensors may hold at once (their size classes,
+    /// what the device really sets aside). Over it an allocation fails with QUOTA_EXCEEDED.
+    pub max_bytes: u64,
+    /// Operations one dispatch may count (workgroups × invocations per workgroup): over it the
+    /// dispatch is refused with COMPUTE_LIMIT before anything is queued.
+    pub max_ops_per_dispatch: u64,
+    /// Operations the session may count in all: a dispatch that would pass it is refused with
+    /// COMPUTE_LIMIT (the counter stays where it was).
+    pub max_ops_total: u64,
+    /// Loop iterations one invocation of a user kernel compiled in this session may run, all its
+    /// loops together. 0 means `DEFAULT_LOOP_BUDGET`: a kernel compiled in a session is always
+    /// bounded (kernels of the default session are not rewritten at all).
+    pub max_loop_iterations: u32,
+    /// Which kernels the session may compile.
+    pub policy: ShaderPolicy,
+}
+
+/// The loop budget of a session that sets none: ~4 billion iterations per invocation, so that
+/// every loop ends, while no real kernel notices. Tenants get a far smaller one from their limits.
+pub const DEFAULT_LOOP_BUDGET: u32 = u32::MAX;
+
+/// What a session's kernels may be, checked on the validated naga module before anything is
+/// compiled for the driver. Every zero means "no limit"; every `allow_*` starts allowed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShaderPolicy {
+    /// Largest source in bytes (below the process-wide `KILN_MAX_KERNEL_SOURCE_BYTES`).
+    pub max_source_bytes: usize,
+    /// Most invocations per workgroup (x × y × z of `@workgroup_size`).
+    pub max_workgroup_invocations: u32,
+    /// Most bindings (storage and uniform) the entry point uses.
+    pub max_bindings: u32,
+    pub allow_f16: bool,
+    pub allow_atomics: bool,
+    /// `var<workgroup>` memory (and with it the barriers that make it useful).
+    pub allow_workgroup_memory: bool,
+    /// Subgroup operations and builtins.
+    pub allow_subgroups: bool,
+}
+
+impl Default for ShaderPolicy {
+    fn default() -> ShaderPolicy {
+        ShaderPolicy {
+            max_source_bytes: 0,
+            max_workgroup_invocations: 0,
+            max_bindings: 0,
+            allow_f16: true,
+            allow_atomics: true,
+            allow_workgroup_memory: true,
+            allow_subgroups: true,
+        }
+    }
+}
+
+impl SessionLimits {
+    /// The loop budget user kernels of this session run under.
+    pub fn loop_budget(&self) -> u32 {
+        if self.max_loop_iterations == 0 {
+            DEFAULT_LOOP_BUDGET
+        } else {
+            self.max_loop_iterations
+        }
+    }
+}
