@@ -13,10 +13,10 @@ pub mod norm;
 pub mod quant;
 pub mod random;
 pub mod reduce;
+pub mod scan;
 pub mod search;
 pub mod sets;
 pub mod sort;
-pub mod scan;
 
 pub use attention::*;
 pub use conv::*;
@@ -30,10 +30,10 @@ pub use norm::*;
 pub use quant::*;
 pub use random::*;
 pub use reduce::*;
+pub use scan::*;
 pub use search::*;
 pub use sets::*;
 pub use sort::*;
-pub use scan::*;
 
 /// One op of the shared API, as every binding names and documents it. `kiln gen`
 /// (cli/src/gen.rs) writes the bindings' repetitive surfaces, the conformance suite's op list

@@ -12,8 +12,8 @@ pub mod norm;
 pub mod quant;
 pub mod random;
 pub mod reduce;
-pub mod sort;
 pub mod scan;
+pub mod sort;
 
 pub use crate::numeric::round_to;
 

@@ -28,8 +28,8 @@ mod norm;
 mod quant;
 mod random;
 mod reduce;
-mod sort;
 mod scan;
+mod sort;
 
 mod atoms {
     rustler::atoms! {
