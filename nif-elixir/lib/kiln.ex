@@ -861,6 +861,9 @@ defmodule Kiln do
   def isin(t, set, opts \\ []) do
     kw = opts!(opts, invert: false)
     out(Native.isin(ref!(t), ref!(set), kw[:invert] == true))
+  end
+
+  # ---------------------------------------------------------------------------------------------
   # Scans
 
   for {op, core} <- [cumulative_sum: "cumulative_sum", cumulative_product: "cumulative_prod"] do
