@@ -15,6 +15,19 @@ async function fetchBytes(file) {
 
 const upload = async (spec) => kiln.fromBytes(await fetchBytes(spec.file), spec.shape, spec.dtype);
 
+/** The fields of each unique_* result, in the order of the standard's tuple (the case's `output`). */
+const UNIQUE_FIELDS = {
+  unique_all: ["values", "indices", "inverse_indices", "counts"],
+  unique_counts: ["values", "counts"],
+  unique_inverse: ["values", "inverse_indices"],
+};
+
+/** Element `k` of a list of tensors; the others are freed. */
+function pick(ts, k) {
+  ts.forEach((t, i) => i !== k && t.free());
+  return ts[k];
+}
+
 /** Calls op `op` as the package spells it (the generated table's JavaScript names). */
 async function call(op, f, p, ins) {
   const x = ins.length ? ins[0][1] : undefined;
@@ -93,6 +106,37 @@ async function call(op, f, p, ins) {
       return f(get("x"), get("w"), p.format, p.n);
     case "quant_embedding":
       return f(get("w"), p.format, p.d, get("ids"));
+    case "prod":
+      return f(x, p.axes, p.keepdims, p.dtype);
+    case "std":
+      return f(x, p.axes, p.keepdims, p.ddof);
+    case "cumulative_sum":
+    case "cumulative_prod":
+      return f(x, { axis: p.axis, dtype: p.dtype, includeInitial: p.include_initial });
+    case "diff":
+      return f(x, { axis: p.axis, n: p.n, prepend: get("prepend"), append: get("append") });
+    case "vecdot":
+      return f(get("a"), get("b"), p.axis);
+    case "tensordot":
+      return f(get("a"), get("b"), p.n >= 0 ? p.n : [p.axes1, p.axes2]);
+    case "sort":
+    case "argsort":
+      return f(x, { axis: p.axis, descending: p.descending });
+    case "searchsorted":
+      return f(get("x1"), get("x2"), { side: p.right ? "right" : "left" });
+    case "count_nonzero":
+      return f(x, p.axes, p.keepdims);
+    case "isin":
+      return f(get("x1"), get("x2"), { invert: p.invert });
+    // The ops giving several tensors are checked on the element `output` (the others are freed).
+    case "nonzero":
+      return pick(await f(x), p.output);
+    case "unique_all":
+    case "unique_counts":
+    case "unique_inverse": {
+      const r = await f(x);
+      return pick(UNIQUE_FIELDS[op].map((k) => r[k]), p.output);
+    }
     case "kernel": {
       const src = new TextDecoder().decode(await fetchBytes(p.source));
       const k = await kiln.Kernel.compile(src, p.entry);
@@ -171,12 +215,9 @@ async function flushesSubnormals() {
 
 /**
  * Ops of the op table that kiln.js does not expose yet, with the reason: each case of them is
- * reported unsupported (not missing) so the rest of the suite still gates the browser.
+ * reported unsupported (not missing) so the rest of the suite still gates the browser. None now.
  */
-const PENDING_IN_BROWSER = Object.fromEntries(
-  ["sort", "argsort", "searchsorted", "count_nonzero", "nonzero", "unique_all", "unique_counts", "unique_inverse",
-    "unique_values", "isin"].map((op) => [op, "not in kiln.js yet: the browser wrappers of the searching, sorting and set ops are pending (nonzero and unique_* read their output size back, which needs an async form there)"]),
-);
+const PENDING_IN_BROWSER = {};
 
 /** Why the adapter cannot run a case, or null: f16 without shader-f16 (SwiftShader). */
 function unsupported(c) {
