@@ -312,7 +312,12 @@ fn opt_dtype(name: Option<String>) -> JsResult<Option<kiln_core::DType>> {
 }
 
 #[wasm_bindgen]
-pub fn prod(x: &Tensor, axes: Option<Vec<i32>>, keepdims: Option<bool>, dtype_name: Option<String>) -> JsResult<Tensor> {
+pub fn prod(
+    x: &Tensor,
+    axes: Option<Vec<i32>>,
+    keepdims: Option<bool>,
+    dtype_name: Option<String>,
+) -> JsResult<Tensor> {
     let axes = axes.map(|a| isizes(&a));
     out(ops::prod(&x.inner, axes.as_deref(), keepdims.unwrap_or(false), opt_dtype(dtype_name)?))
 }

@@ -244,11 +244,11 @@ const PENDING_IN_BROWSER = {};
  */
 function unsupported(c, merges) {
   if (PENDING_IN_BROWSER[c.op]) return PENDING_IN_BROWSER[c.op];
-  if (merges && c.op === "cumulative_sum" && c.params.include_initial && ["f32", "f16"].includes(c.expected.dtype)) {
-    return "the adapter's shader compiler merges the constants +0 and -0 of a module (probed), so the scan's +0 initial value comes out -0 beside its -0 identity";
-  }
   const dtypes = [...c.inputs.map((s) => s.dtype), c.expected.dtype, c.params?.dtype];
   if (!kiln.hasF16() && dtypes.includes("f16")) return "f16: the adapter has no shader-f16 (SwiftShader)";
+  if (merges && c.op === "cumulative_sum" && c.params.include_initial && c.expected.dtype === "f32") {
+    return "the adapter's shader compiler merges the constants +0 and -0 of a module (probed), so the scan's +0 initial value comes out -0 beside its -0 identity";
+  }
   return null;
 }
 
