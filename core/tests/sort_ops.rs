@@ -288,3 +288,36 @@ fn bad_input_is_an_error() {
     assert_eq!(ops::nonzero(&s).unwrap_err().code(), ErrorCode::InvalidArgument);
     assert_eq!(code(ops::isin(&x, &i, false)), ErrorCode::DTypeMismatch);
 }
+
+/// The awaited forms (the browser's) give the blocking forms' bytes: they share all but the
+/// count readback.
+#[test]
+fn async_nonzero_and_unique_match_the_blocking_ones() {
+    let mut rng = Rng::new(12);
+    for dt in dtypes() {
+        for shape in [&[0usize][..], &[1], &[3, 1, 257], &[1031]] {
+            let n: usize = shape.iter().product();
+            let x = upload(&awkward_values(&mut rng, dt, n), shape, dt);
+            let what = format!("{dt} {shape:?}");
+            let sync = ops::nonzero(&x).unwrap();
+            let awaited = pollster::block_on(ops::nonzero_async(&x)).unwrap();
+            assert_eq!(sync.len(), awaited.len(), "nonzero_async {what}");
+            for (a, b) in sync.iter().zip(&awaited) {
+                assert_eq!(a.to_bytes().unwrap(), b.to_bytes().unwrap(), "nonzero_async {what}");
+            }
+            let u = ops::unique_all(&x).unwrap();
+            let v = pollster::block_on(ops::unique_all_async(&x)).unwrap();
+            for (name, a, b) in [
+                ("values", &u.values, &v.values),
+                ("indices", &u.indices, &v.indices),
+                ("inverse_indices", &u.inverse_indices, &v.inverse_indices),
+                ("counts", &u.counts, &v.counts),
+            ] {
+                assert_eq!(a.shape(), b.shape(), "unique_all_async {name} {what}");
+                assert_eq!(a.to_bytes().unwrap(), b.to_bytes().unwrap(), "unique_all_async {name} {what}");
+            }
+        }
+    }
+    let e = pollster::block_on(ops::nonzero_async(&upload(&[1.0], &[], DType::F32))).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument);
+}

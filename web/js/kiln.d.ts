@@ -138,6 +138,48 @@ export function dequantize(w: Tensor, format: string, rows: number, cols: number
 export function quantMatmul(x: Tensor, w: Tensor, format: string, n: number): Tensor;
 export function quantEmbedding(w: Tensor, format: string, d: number, ids: Tensor): Tensor;
 
+export type Axes = number | number[] | null;
+/** Product over `axes` (all when absent), in `dtype` (default: x's). */
+export function prod(x: Tensor, axes?: Axes, keepdims?: boolean, dtype?: DType | null): Tensor;
+export function std(x: Tensor, axes?: Axes, keepdims?: boolean, ddof?: number): Tensor;
+export interface ScanOptions {
+  /** Required unless x is 1-D. */
+  axis?: number | null;
+  dtype?: DType | null;
+  /** A leading 0 (sum) or 1 (product) along the axis. */
+  includeInitial?: boolean;
+}
+export function cumulativeSum(x: Tensor, options?: ScanOptions): Tensor;
+export function cumulativeProd(x: Tensor, options?: ScanOptions): Tensor;
+/** The `n`-th forward difference along `axis`; a number for `prepend` / `append` is one element along it. */
+export function diff(
+  x: Tensor,
+  options?: { axis?: number; n?: number; prepend?: Tensor | number | null; append?: Tensor | number | null },
+): Tensor;
+export function vecdot(x1: Tensor, x2: Tensor, axis?: number): Tensor;
+/** Contracts the last `axes` axes of x1 with the first of x2, or the axes paired by `[axes1, axes2]`. */
+export function tensordot(x1: Tensor, x2: Tensor, axes?: number | [number[], number[]]): Tensor;
+
+export function sort(x: Tensor, options?: { axis?: number; descending?: boolean }): Tensor;
+export function argsort(x: Tensor, options?: { axis?: number; descending?: boolean }): Tensor;
+/** For each element of x2, the i32 index at which it goes into the sorted 1-D x1. */
+export function searchsorted(x1: Tensor, x2: Tensor, options?: { side?: "left" | "right" }): Tensor;
+export function countNonzero(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
+export function isin(x1: Tensor, x2: Tensor, options?: { invert?: boolean }): Tensor;
+/** One i32 tensor of coordinates per dimension of x (the count is an awaited readback). */
+export function nonzero(x: Tensor): Promise<Tensor[]>;
+/** The Array API's `unique_all` result (field names as the standard spells them). */
+export interface UniqueAllResult {
+  values: Tensor;
+  indices: Tensor;
+  inverse_indices: Tensor;
+  counts: Tensor;
+}
+export function uniqueAll(x: Tensor): Promise<UniqueAllResult>;
+export function uniqueCounts(x: Tensor): Promise<{ values: Tensor; counts: Tensor }>;
+export function uniqueInverse(x: Tensor): Promise<{ values: Tensor; inverse_indices: Tensor }>;
+export function uniqueValues(x: Tensor): Promise<Tensor>;
+
 // BEGIN GENERATED (kiln gen)
 // elementwise ops of kiln-core's tables (comparisons give u32 0/1)
 export function negative(x: Tensor): Tensor;

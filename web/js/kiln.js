@@ -149,6 +149,78 @@ export const dequantize = (w, format, rows, cols) => wasm.dequantize(w, format, 
 export const quantMatmul = (x, w, format, n) => wasm.quantMatmul(x, w, format, n);
 export const quantEmbedding = (w, format, d, ids) => wasm.quantEmbedding(w, format, d, ids);
 
+
+// ---- reductions, scans and linear algebra of the Array API ----
+
+/** Product over `axes` (all when absent), in `dtype` (default: x's). */
+export const prod = (x, axes, keepdims = false, dtype) => wasm.prod(x, axesOf(axes), keepdims, dtype ?? undefined);
+export const std = (x, axes, keepdims = false, ddof = 0) => wasm.std(x, axesOf(axes), keepdims, ddof);
+/** Cumulative sum along `axis` (optional for 1-D x), in `dtype`, with a leading 0 when `includeInitial`. */
+export const cumulativeSum = (x, { axis, dtype, includeInitial = false } = {}) =>
+  wasm.cumulativeSum(x, axis ?? undefined, dtype ?? undefined, includeInitial);
+/** Cumulative product along `axis`, as cumulativeSum (a leading 1 when `includeInitial`). */
+export const cumulativeProd = (x, { axis, dtype, includeInitial = false } = {}) =>
+  wasm.cumulativeProd(x, axis ?? undefined, dtype ?? undefined, includeInitial);
+/**
+ * The `n`-th forward difference along `axis`; `prepend` / `append` (tensors of x's shape but
+ * for the axis, or numbers: one element along the axis) are joined at either end first.
+ */
+export const diff = (x, { axis = -1, n = 1, prepend, append } = {}) => {
+  const edge = (v) => {
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== "number") return v.clone();
+    const shape = Array.from(x.shape);
+    if (shape.length) shape[axis < 0 ? axis + shape.length : axis] = 1;
+    return full(shape, v, x.dtype);
+  };
+  return wasm.diff(x, axis, n, edge(prepend), edge(append));
+};
+export const vecdot = (x1, x2, axis = -1) => wasm.vecdot(x1, x2, axis);
+/** Contracts the last `axes` axes of x1 with the first of x2, or the axes paired by `[axes1, axes2]`. */
+export const tensordot = (x1, x2, axes = 2) =>
+  typeof axes === "number" ? wasm.tensordot(x1, x2, axes, undefined, undefined) : wasm.tensordot(x1, x2, undefined, axes[0], axes[1]);
+
+// ---- searching, sorting and sets ----
+
+export const sort = (x, { axis = -1, descending = false } = {}) => wasm.sort(x, axis, descending);
+export const argsort = (x, { axis = -1, descending = false } = {}) => wasm.argsort(x, axis, descending);
+/** For each element of x2, the i32 index at which it goes into the sorted 1-D x1 ("left": before equal elements). */
+export const searchsorted = (x1, x2, { side = "left" } = {}) => {
+  if (side !== "left" && side !== "right") throw new errors.INVALID_ARGUMENT(`searchsorted: side must be "left" or "right", got ${side}`);
+  return wasm.searchsorted(x1, x2, side === "right");
+};
+export const countNonzero = (x, axes, keepdims = false) => wasm.countNonzero(x, axesOf(axes), keepdims);
+/** Whether each element of x1 equals an element of x2 (bool; with `invert`, equals none). NaN is never found. */
+export const isin = (x1, x2, { invert = false } = {}) => wasm.isin(x1, x2, invert);
+// nonzero and unique_* size their outputs by data read back from the GPU: they resolve.
+/** Resolves to one i32 tensor of coordinates per dimension of x. */
+export const nonzero = (x) => wasm.nonzero(x);
+/** Resolves to `{values, indices, inverse_indices, counts}` (the Array API's names). */
+export const uniqueAll = async (x) => {
+  const [values, indices, inverse_indices, counts] = await wasm.uniqueAll(x);
+  return { values, indices, inverse_indices, counts };
+};
+/** Resolves to `{values, counts}`. */
+export const uniqueCounts = async (x) => {
+  const [values, indices, inverse, counts] = await wasm.uniqueAll(x);
+  indices.free();
+  inverse.free();
+  return { values, counts };
+};
+/** Resolves to `{values, inverse_indices}` (x's shape). */
+export const uniqueInverse = async (x) => {
+  const [values, indices, inverse_indices, counts] = await wasm.uniqueAll(x);
+  indices.free();
+  counts.free();
+  return { values, inverse_indices };
+};
+/** Resolves to the distinct values, sorted (each NaN kept). */
+export const uniqueValues = async (x) => {
+  const [values, ...rest] = await wasm.uniqueAll(x);
+  rest.forEach((t) => t.free());
+  return values;
+};
+
 /** The JavaScript function of each op of kiln-core's table (a missing one is a bug: the tests check). */
 export function opFunctions(module) {
   return Object.fromEntries(OPS.map((o) => [o.name, module[o.js]]));

@@ -306,3 +306,125 @@ pub fn quant_matmul(x: &Tensor, w: &Tensor, format_name: &str, n: u32) -> JsResu
 pub fn quant_embedding(w: &Tensor, format_name: &str, d: u32, ids: &Tensor) -> JsResult<Tensor> {
     out(ops::quant_embedding(&w.inner, format(format_name)?, d as usize, &ids.inner))
 }
+
+fn opt_dtype(name: Option<String>) -> JsResult<Option<kiln_core::DType>> {
+    name.map(|n| dtype(&n)).transpose()
+}
+
+#[wasm_bindgen]
+pub fn prod(
+    x: &Tensor,
+    axes: Option<Vec<i32>>,
+    keepdims: Option<bool>,
+    dtype_name: Option<String>,
+) -> JsResult<Tensor> {
+    let axes = axes.map(|a| isizes(&a));
+    out(ops::prod(&x.inner, axes.as_deref(), keepdims.unwrap_or(false), opt_dtype(dtype_name)?))
+}
+
+#[wasm_bindgen]
+pub fn std(x: &Tensor, axes: Option<Vec<i32>>, keepdims: Option<bool>, ddof: Option<u32>) -> JsResult<Tensor> {
+    let axes = axes.map(|a| isizes(&a));
+    out(ops::std(&x.inner, axes.as_deref(), keepdims.unwrap_or(false), ddof.unwrap_or(0) as usize))
+}
+
+#[wasm_bindgen(js_name = cumulativeSum)]
+pub fn cumulative_sum(
+    x: &Tensor,
+    axis: Option<i32>,
+    dtype_name: Option<String>,
+    include_initial: Option<bool>,
+) -> JsResult<Tensor> {
+    let axis = axis.map(|a| a as isize);
+    out(ops::cumulative_sum(&x.inner, axis, opt_dtype(dtype_name)?, include_initial.unwrap_or(false)))
+}
+
+#[wasm_bindgen(js_name = cumulativeProd)]
+pub fn cumulative_prod(
+    x: &Tensor,
+    axis: Option<i32>,
+    dtype_name: Option<String>,
+    include_initial: Option<bool>,
+) -> JsResult<Tensor> {
+    let axis = axis.map(|a| a as isize);
+    out(ops::cumulative_prod(&x.inner, axis, opt_dtype(dtype_name)?, include_initial.unwrap_or(false)))
+}
+
+#[wasm_bindgen]
+pub fn diff(x: &Tensor, axis: i32, n: u32, prepend: Option<Tensor>, append: Option<Tensor>) -> JsResult<Tensor> {
+    out(ops::diff(
+        &x.inner,
+        axis as isize,
+        n as usize,
+        prepend.as_ref().map(|t| &t.inner),
+        append.as_ref().map(|t| &t.inner),
+    ))
+}
+
+#[wasm_bindgen]
+pub fn vecdot(x1: &Tensor, x2: &Tensor, axis: i32) -> JsResult<Tensor> {
+    out(ops::vecdot(&x1.inner, &x2.inner, axis as isize))
+}
+
+/// The last `n` axes of x1 with the first `n` of x2 (`axes1` and `axes2` absent), or the two
+/// lists of axes paired.
+#[wasm_bindgen]
+pub fn tensordot(
+    x1: &Tensor,
+    x2: &Tensor,
+    n: Option<u32>,
+    axes1: Option<Vec<i32>>,
+    axes2: Option<Vec<i32>>,
+) -> JsResult<Tensor> {
+    let axes = match (n, axes1, axes2) {
+        (Some(n), None, None) => ops::TensordotAxes::Count(n as usize),
+        (None, Some(a1), Some(a2)) => ops::TensordotAxes::Pairs(isizes(&a1), isizes(&a2)),
+        _ => return Err(invalid("tensordot: axes is a count or a pair of lists of axes")),
+    };
+    out(ops::tensordot(&x1.inner, &x2.inner, &axes))
+}
+
+#[wasm_bindgen]
+pub fn sort(x: &Tensor, axis: i32, descending: bool) -> JsResult<Tensor> {
+    out(ops::sort(&x.inner, axis as isize, descending))
+}
+
+#[wasm_bindgen]
+pub fn argsort(x: &Tensor, axis: i32, descending: bool) -> JsResult<Tensor> {
+    out(ops::argsort(&x.inner, axis as isize, descending))
+}
+
+#[wasm_bindgen]
+pub fn searchsorted(x1: &Tensor, x2: &Tensor, right: bool) -> JsResult<Tensor> {
+    out(ops::searchsorted(&x1.inner, &x2.inner, right))
+}
+
+#[wasm_bindgen(js_name = countNonzero)]
+pub fn count_nonzero(x: &Tensor, axes: Option<Vec<i32>>, keepdims: Option<bool>) -> JsResult<Tensor> {
+    let axes = axes.map(|a| isizes(&a));
+    out(ops::count_nonzero(&x.inner, axes.as_deref(), keepdims.unwrap_or(false)))
+}
+
+#[wasm_bindgen]
+pub fn isin(x1: &Tensor, x2: &Tensor, invert: bool) -> JsResult<Tensor> {
+    out(ops::isin(&x1.inner, &x2.inner, invert))
+}
+
+fn tensors(ts: Vec<kiln_core::Tensor>) -> Vec<Tensor> {
+    ts.into_iter().map(Tensor::from).collect()
+}
+
+/// Resolves to one i32 tensor of coordinates per dimension of `x` (the count of non-zero
+/// elements is an awaited readback).
+#[wasm_bindgen]
+pub async fn nonzero(x: &Tensor) -> JsResult<Vec<Tensor>> {
+    ops::nonzero_async(&x.inner).await.map(tensors).map_err(js_err)
+}
+
+/// Resolves to `[values, indices, inverse_indices, counts]` (the number of distinct values is
+/// an awaited readback); js/kiln.js names them.
+#[wasm_bindgen(js_name = uniqueAll)]
+pub async fn unique_all(x: &Tensor) -> JsResult<Vec<Tensor>> {
+    let u = ops::unique_all_async(&x.inner).await.map_err(js_err)?;
+    Ok(tensors(vec![u.values, u.indices, u.inverse_indices, u.counts]))
+}

@@ -62,6 +62,25 @@ function matmulRef(a, b, m, k, n) {
   return out;
 }
 
+async function expectReject(p, codeName, what) {
+  try {
+    await p;
+  } catch (e) {
+    if (!(e instanceof kiln.errors[codeName])) throw new Error(`${what}: rejected with ${e?.codeName ?? e}, expected ${codeName}`);
+    return;
+  }
+  throw new Error(`${what}: resolved, expected ${codeName}`);
+}
+
+/** The sort's order: -0 == +0, NaN above everything and equal to NaN. */
+const cmpSort = (a, b) => (Number.isNaN(a) ? (Number.isNaN(b) ? 0 : 1) : Number.isNaN(b) ? -1 : a < b ? -1 : a > b ? 1 : 0);
+
+/** f32 data with repeats, NaNs and both zeros. */
+function awkwardF32(n, r) {
+  const pool = [NaN, 0, -0, Infinity, -Infinity, 1.5, -2, 3];
+  return Float32Array.from({ length: n }, () => (r() < 0.5 ? pool[Math.floor(r() * pool.length)] : Math.round((r() - 0.5) * 8)));
+}
+
 let log = () => {};
 
 const tests = {
@@ -261,6 +280,106 @@ const tests = {
     const y2 = await kiln.layerNorm(x, w, b).toArray();
     sameBits(y1, y2, "layerNorm twice with the same weight");
     if ((await w.toArray())[0] !== 1) throw new Error("weight unusable after the call");
+  },
+
+  async "sort, argsort, searchsorted, isin and countNonzero match references (NaN, -0, repeats)"() {
+    const r = rng(17);
+    for (const n of [1, 2, 7, 300]) {
+      const v = awkwardF32(n, r);
+      const x = kiln.tensor(v);
+      const order = Array.from(v.keys()).sort((i, j) => cmpSort(v[i], v[j]) || i - j);
+      sameBits(await kiln.argsort(x).toArray(), Int32Array.from(order), `argsort n=${n}`);
+      const sorted = kiln.sort(x);
+      const sv = await sorted.toArray();
+      close(sv, order.map((i) => v[i]), 0, 0, `sort n=${n}`);
+      const desc = Array.from(v.keys()).sort((i, j) => cmpSort(v[j], v[i]) || i - j);
+      close(await kiln.sort(x, { descending: true }).toArray(), desc.map((i) => v[i]), 0, 0, `sort descending n=${n}`);
+      const q = awkwardF32(11, r);
+      const tq = kiln.tensor(q);
+      for (const side of ["left", "right"]) {
+        const want = Int32Array.from(q, (e) => sv.findIndex((s) => (side === "left" ? cmpSort(s, e) >= 0 : cmpSort(s, e) > 0)))
+          .map((k) => (k < 0 ? n : k));
+        sameBits(await kiln.searchsorted(sorted, tq, { side }).toArray(), want, `searchsorted ${side} n=${n}`);
+      }
+      const found = Uint8Array.from(q, (e) => (v.some((s) => s === e) ? 1 : 0));
+      sameBits(await kiln.isin(tq, x).toArray(), found, `isin n=${n}`);
+      sameBits(await kiln.isin(tq, x, { invert: true }).toArray(), found.map((b) => 1 - b), `isin invert n=${n}`);
+      const nz = v.filter((e) => e !== 0).length;
+      sameBits(await kiln.countNonzero(x).toArray(), new Int32Array([nz]), `countNonzero n=${n}`);
+    }
+    expectError(() => kiln.searchsorted(kiln.zeros([2]), kiln.zeros([2]), { side: "middle" }), "INVALID_ARGUMENT", "side");
+  },
+
+  async "nonzero and unique_* resolve to the references, and their input stays usable"() {
+    const r = rng(23);
+    for (const shape of [[1], [3, 1, 7], [2, 600]]) {
+      const n = shape.reduce((a, b) => a * b, 1);
+      const v = awkwardF32(n, r);
+      const x = kiln.tensor(v, shape);
+      const coords = await kiln.nonzero(x);
+      if (coords.length !== shape.length) throw new Error(`nonzero gave ${coords.length} arrays for ${shape}`);
+      const flat = [...v.keys()].filter((i) => v[i] !== 0);
+      for (let d = 0; d < shape.length; d++) {
+        const stride = shape.slice(d + 1).reduce((a, b) => a * b, 1);
+        sameBits(await coords[d].toArray(), Int32Array.from(flat, (i) => Math.floor(i / stride) % shape[d]), `nonzero ${shape} dim ${d}`);
+      }
+      // Reference: stable sort, a new value where one differs from the one before (NaN != NaN).
+      const order = [...v.keys()].sort((i, j) => cmpSort(v[i], v[j]) || i - j);
+      const starts = order.map((_, k) => k).filter((k) => k === 0 || !(v[order[k]] === v[order[k - 1]]));
+      const values = Float32Array.from(starts, (k) => v[order[k]]);
+      const counts = Int32Array.from(starts, (k, u) => (starts[u + 1] ?? n) - k);
+      const inverse = new Int32Array(n);
+      starts.forEach((k, u) => order.slice(k, starts[u + 1] ?? n).forEach((i) => (inverse[i] = u)));
+      const u = await kiln.uniqueAll(x);
+      sameBits(await u.values.toArray(), values, `uniqueAll values ${shape}`);
+      sameBits(await u.indices.toArray(), Int32Array.from(starts, (k) => order[k]), `uniqueAll indices ${shape}`);
+      sameBits(await u.inverse_indices.toArray(), inverse, `uniqueAll inverse ${shape}`);
+      if (Array.from(u.inverse_indices.shape).join() !== shape.join()) throw new Error("inverse_indices shape");
+      sameBits(await u.counts.toArray(), counts, `uniqueAll counts ${shape}`);
+      const c = await kiln.uniqueCounts(x);
+      sameBits(await c.counts.toArray(), counts, `uniqueCounts ${shape}`);
+      sameBits(await (await kiln.uniqueInverse(x)).inverse_indices.toArray(), inverse, `uniqueInverse ${shape}`);
+      sameBits(await (await kiln.uniqueValues(x)).toArray(), values, `uniqueValues ${shape}`);
+      sameBits(await x.toArray(), v, "the input after nonzero and unique_*");
+    }
+    const empty = await kiln.uniqueAll(kiln.zeros([0]));
+    if (empty.values.numel !== 0 || empty.counts.numel !== 0) throw new Error("unique of nothing");
+    const none = await kiln.nonzero(kiln.zeros([2, 3]));
+    if (none.length !== 2 || none[0].numel !== 0) throw new Error("nonzero of zeros");
+    await expectReject(kiln.nonzero(kiln.zeros([])), "INVALID_ARGUMENT", "nonzero of a 0-D tensor");
+  },
+
+  async "scans, prod, std, diff, vecdot and tensordot match float64 references"() {
+    const r = rng(31);
+    for (const n of [1, 5, 1031]) {
+      const v = randomF32(n, r);
+      const x = kiln.tensor(v);
+      let acc = 0;
+      close(await kiln.cumulativeSum(x).toArray(), Array.from(v, (e) => (acc += e)), 1e-4, 1e-4, `cumulativeSum n=${n}`);
+      acc = 0;
+      const withInit = [0, ...Array.from(v, (e) => (acc += e))];
+      close(await kiln.cumulativeSum(x, { includeInitial: true }).toArray(), withInit, 1e-4, 1e-4, `cumulativeSum initial n=${n}`);
+      const small = v.slice(0, 20);
+      let p = 1;
+      close(await kiln.cumulativeProd(kiln.tensor(small)).toArray(), Array.from(small, (e) => (p *= e)), 1e-6, 1e-5, `cumulativeProd n=${n}`);
+      close(await kiln.prod(kiln.tensor(small)).toArray(), [p], 1e-6, 1e-5, `prod n=${n}`);
+      const mean = v.reduce((a, b) => a + b, 0) / n;
+      const sd = Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / n);
+      close(await kiln.std(x).toArray(), [sd], 1e-5, 1e-4, `std n=${n}`);
+      close(await kiln.diff(x, { prepend: 1 }).toArray(), Array.from(v, (e, i) => e - (i ? v[i - 1] : 1)), 1e-6, 1e-6, `diff n=${n}`);
+      close(await kiln.vecdot(x, x).toArray(), [v.reduce((a, b) => a + b * b, 0)], 1e-4, 1e-4, `vecdot n=${n}`);
+    }
+    const ci = await kiln.cumulativeSum(kiln.tensor(new Int32Array([2147483647, 1, 5])), { dtype: "i32" }).toArray();
+    sameBits(ci, new Int32Array([2147483647, -2147483648, -2147483643]), "cumulativeSum wraps i32");
+    const [m, k, n] = [3, 7, 5];
+    const a = randomF32(m * k, r);
+    const b = randomF32(k * n, r);
+    const want = matmulRef(a, b, m, k, n);
+    close(await kiln.tensordot(kiln.tensor(a, [m, k]), kiln.tensor(b, [k, n]), 1).toArray(), want, 1e-5, 1e-4, "tensordot 1");
+    const bt = kiln.permuteDims(kiln.tensor(b, [k, n]), [1, 0]);
+    close(await kiln.tensordot(kiln.tensor(a, [m, k]), bt, [[1], [1]]).toArray(), want, 1e-5, 1e-4, "tensordot pairs");
+    expectError(() => kiln.cumulativeSum(kiln.zeros([2, 2])), "INVALID_ARGUMENT", "a 2-D scan without an axis");
+    expectError(() => kiln.tensordot(kiln.zeros([2, 3]), kiln.zeros([2, 3]), 1), "SHAPE_MISMATCH", "tensordot sizes");
   },
 
   async "a page using only the documented API: matmul, softmax, a reduction, a kernel, a KilnError"() {

@@ -51,3 +51,34 @@ export async function page(): Promise<number> {
   console.log(f16, out.length, bytes.length, shape, stats.peakBytes, ws[0], wrong);
   return info.maxBufferSize;
 }
+
+// The Array API's sorting, searching, set, scan and contraction functions.
+export async function arrayApi(a: Tensor): Promise<number> {
+  const sorted: Tensor = kiln.sort(a, { axis: -1, descending: true });
+  const order = kiln.argsort(a, {});
+  const at = kiln.searchsorted(sorted, a, { side: "right" });
+  const nz: Tensor[] = await kiln.nonzero(a);
+  const u: kiln.UniqueAllResult = await kiln.uniqueAll(a);
+  const { values, counts } = await kiln.uniqueCounts(a);
+  const inv: Tensor = (await kiln.uniqueInverse(a)).inverse_indices;
+  const uv: Tensor = await kiln.uniqueValues(a);
+  const found = kiln.isin(a, uv, { invert: false });
+  const cs = kiln.cumulativeSum(a, { axis: 0, dtype: "f32", includeInitial: true });
+  const cp = kiln.cumulativeProd(a);
+  const pr = kiln.prod(a, [0], false, "f32");
+  const sd = kiln.std(a, null, true, 1);
+  const d = kiln.diff(a, { axis: 0, n: 2, prepend: 0, append: a });
+  const vd = kiln.vecdot(a, a, -1);
+  const td = kiln.tensordot(a, a, [[0], [0]]);
+  const td2 = kiln.tensordot(a, a, 1);
+  const cnt = kiln.countNonzero(a, [0, 1], true);
+  // @ts-expect-error: nonzero resolves (its output size is read back)
+  const sync: Tensor[] = kiln.nonzero(a);
+  // @ts-expect-error: side is "left" or "right"
+  kiln.searchsorted(sorted, a, { side: "middle" });
+  console.log(sync, u.inverse_indices.shape, nz.length);
+  for (const t of [sorted, order, at, values, counts, inv, uv, found, cs, cp, pr, sd, d, vd, td, td2, cnt]) {
+    t.free();
+  }
+  return u.counts.numel;
+}

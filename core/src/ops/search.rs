@@ -62,19 +62,39 @@ pub fn count_nonzero(x: &Tensor, axes: Option<&[isize]>, keepdims: bool) -> Resu
 /// descending argsort of the truth values (the true ones first, in order) cut to that count.
 /// A 0-D `x` is an error, as the Array API says.
 pub fn nonzero(x: &Tensor) -> Result<Vec<Tensor>> {
-    if x.ndim() == 0 {
-        return Err(Error::InvalidArgument("nonzero: x must have at least one dimension (got 0-D)".into()));
-    }
-    let flat = crate::ops::cast(&x.reshape(&[-1])?, DType::Bool)?;
+    let flat = truth(x)?;
     let count = match x.numel() {
         0 => 0,
         _ => count_nonzero(&flat, None, false)?.to_vec::<i32>()?[0] as usize,
     };
+    coordinates(x, &flat, count)
+}
+
+/// `nonzero` with its count readback awaited (the browser's way; natively the same as `nonzero`).
+pub async fn nonzero_async(x: &Tensor) -> Result<Vec<Tensor>> {
+    let flat = truth(x)?;
+    let count = match x.numel() {
+        0 => 0,
+        _ => count_nonzero(&flat, None, false)?.to_vec_async::<i32>().await?[0] as usize,
+    };
+    coordinates(x, &flat, count)
+}
+
+/// `x` flattened to bools (the 0-D check of `nonzero` first).
+fn truth(x: &Tensor) -> Result<Tensor> {
+    if x.ndim() == 0 {
+        return Err(Error::InvalidArgument("nonzero: x must have at least one dimension (got 0-D)".into()));
+    }
+    crate::ops::cast(&x.reshape(&[-1])?, DType::Bool)
+}
+
+/// The coordinates of the `count` true elements of `flat` (x flattened to bools).
+fn coordinates(x: &Tensor, flat: &Tensor, count: usize) -> Result<Vec<Tensor>> {
     let device = x.device();
     if count == 0 {
         return (0..x.ndim()).map(|_| Tensor::empty_on(device, &[0], DType::I32)).collect();
     }
-    let order = crate::ops::argsort(&flat, 0, true)?;
+    let order = crate::ops::argsort(flat, 0, true)?;
     let idx = crate::ops::slice(&order, 0, 0, count as isize, 1)?;
     let st = strides(x.shape());
     (0..x.ndim())

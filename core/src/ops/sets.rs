@@ -23,6 +23,34 @@ pub struct Unique {
 /// The distinct values of `x` (flattened) with first indices, inverse indices and counts.
 /// The number of distinct values is read back to the host (the output size depends on data).
 pub fn unique_all(x: &Tensor) -> Result<Unique> {
+    match sorted(x)? {
+        Sorted::Empty(u) => Ok(u),
+        Sorted::Runs { perm, sorted, starts_mask } => {
+            let starts = ops::nonzero(&starts_mask)?.remove(0);
+            finish(x, &perm, &sorted, &starts)
+        }
+    }
+}
+
+/// `unique_all` with its count readback awaited (the browser's way; natively the same).
+pub async fn unique_all_async(x: &Tensor) -> Result<Unique> {
+    match sorted(x)? {
+        Sorted::Empty(u) => Ok(u),
+        Sorted::Runs { perm, sorted, starts_mask } => {
+            let starts = ops::search::nonzero_async(&starts_mask).await?.remove(0);
+            finish(x, &perm, &sorted, &starts)
+        }
+    }
+}
+
+/// `x` flattened and sorted, with a mask of where each run of equal values starts (the part
+/// of `unique_all` before its readback); the empty result at once for an empty `x`.
+enum Sorted {
+    Empty(Unique),
+    Runs { perm: Tensor, sorted: Tensor, starts_mask: Tensor },
+}
+
+fn sorted(x: &Tensor) -> Result<Sorted> {
     let n = x.numel();
     if n > i32::MAX as usize {
         return Err(Error::InvalidArgument(format!("unique: {n} elements are past i32 indexing")));
@@ -31,12 +59,12 @@ pub fn unique_all(x: &Tensor) -> Result<Unique> {
     let flat = x.reshape(&[-1])?;
     if n == 0 {
         let e = |dt| Tensor::empty_on(device, &[0], dt);
-        return Ok(Unique {
+        return Ok(Sorted::Empty(Unique {
             values: e(x.dtype())?,
             indices: e(DType::I32)?,
             inverse_indices: Tensor::empty_on(device, x.shape(), DType::I32)?,
             counts: e(DType::I32)?,
-        });
+        }));
     }
     let perm = ops::argsort(&flat, 0, false)?;
     let sorted = ops::index_select(&flat, 0, &perm)?;
@@ -48,20 +76,25 @@ pub fn unique_all(x: &Tensor) -> Result<Unique> {
         let diff = ops::ne(&ops::slice(&sorted, 0, 1, n as isize, 1)?, &ops::slice(&sorted, 0, 0, n as isize - 1, 1)?)?;
         ops::concat(&[&first, &diff], 0)?
     };
-    let starts = ops::nonzero(&starts_mask)?.remove(0);
+    Ok(Sorted::Runs { perm, sorted, starts_mask })
+}
+
+/// The rest of `unique_all` from the (i32) sorted positions where the runs start.
+fn finish(x: &Tensor, perm: &Tensor, sorted: &Tensor, starts: &Tensor) -> Result<Unique> {
+    let (n, device) = (x.numel(), x.device());
     let u = starts.numel();
-    let values = ops::index_select(&sorted, 0, &starts)?;
-    let indices = ops::index_select(&perm, 0, &starts)?;
+    let values = ops::index_select(sorted, 0, starts)?;
+    let indices = ops::index_select(perm, 0, starts)?;
     let ends = ops::concat(
-        &[&ops::slice(&starts, 0, 1, u as isize, 1)?, &ops::full_on(device, &[1], DType::I32, n as f64)?],
+        &[&ops::slice(starts, 0, 1, u as isize, 1)?, &ops::full_on(device, &[1], DType::I32, n as f64)?],
         0,
     )?;
-    let counts = ops::sub(&ends, &starts)?;
+    let counts = ops::sub(&ends, starts)?;
     // The group of sorted position i is the number of starts at or before i, minus one; x's
     // element perm[i] belongs to it, so inverse = group[perm⁻¹].
     let positions = ops::arange(0.0, n as f64, 1.0, DType::I32)?;
-    let group = ops::sub_scalar(&ops::searchsorted(&starts, &positions, true)?, 1.0)?;
-    let inverse = ops::index_select(&group, 0, &ops::sort::invert_permutation(&perm)?)?;
+    let group = ops::sub_scalar(&ops::searchsorted(starts, &positions, true)?, 1.0)?;
+    let inverse = ops::index_select(&group, 0, &ops::sort::invert_permutation(perm)?)?;
     Ok(Unique { values, indices, inverse_indices: inverse.reshape(&shape_isize(x.shape()))?, counts })
 }
 
