@@ -16,7 +16,7 @@ struct Params {
     nblocks: u32,  // blocks per run
     out_len: u32,  // r + 1 with the initial value, else r
     init: u32,     // 1: out[row, 0] is the identity and element j goes to j + 1
-    pad0: u32,
+    neg_zero: u32, // 0x80000000: -0's bits, from the host (see identity())
     pad1: u32,
     pad2: u32,
 }
@@ -27,7 +27,9 @@ struct Params {
 @group(0) @binding({{PBIND}}) var<uniform> p: Params;
 
 // The identity every padded element and every first prefix starts from. The sum's float
-// identity is -0 so that a run of -0 keeps its sign (-0 + -0 = -0, -0 + x = x).
+// identity is -0 so that a run of -0 keeps its sign (-0 + -0 = -0, -0 + x = x). Its bits come
+// through the parameters: SwiftShader's compiler merges the constants -0 and +0 of one shader
+// (the initial value is +0), so in Chromium a literal -0 turned the leading 0 into -0.
 fn identity() -> {{A}} {
     {{IDENTITY}}
 }

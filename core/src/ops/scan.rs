@@ -157,9 +157,10 @@ fn launch(
     let groups = rows as u64 * nblocks as u64;
     let wg = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
     let out_len = r + init as usize;
-    let params = Params::new().u32(groups).u32(r).u32(nblocks).u32(out_len).u32(init as u32).u32(0).u32(0).u32(0);
+    let params =
+        Params::new().u32(groups).u32(r).u32(nblocks).u32(out_len).u32(init as u32).u32(0x8000_0000u32).u32(0).u32(0);
     let (opc, identity, initial) = match op {
-        Op::Sum if acc.is_float() => ("+", "return bitcast<f32>(0x80000000u);".to_string(), "0"),
+        Op::Sum if acc.is_float() => ("+", "return bitcast<f32>(p.neg_zero);".to_string(), "0"),
         Op::Sum => ("+", format!("return {}(0);", acc.wgsl()), "0"),
         Op::Prod => ("*", format!("return {}(1);", acc.wgsl()), "1"),
     };
