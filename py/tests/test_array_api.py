@@ -9,18 +9,101 @@ import pytest
 from conftest import FLOATS
 
 # Special values: signed zeros, infinities, NaN, the dtype's extremes, subnormals, halves.
-F32_SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 1e-3, -1e-3,
-                1e-10, -1e-10, 0.999, -0.999, 1.001, 10.0, -10.0, 88.0, 89.0, -89.0, 100.0, 1e10, -1e10, 7.93e14,
-                3e38, -3e38, float(np.finfo(np.float32).max), float(np.finfo(np.float32).tiny), 1e-40, -1e-40,
-                8388607.5, -8388608.5, 16777216.0]
-F16_SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1e-3, 0.999, 10.0,
-                -10.0, 11.0, 65504.0, -65504.0, 6.1035e-05, 5.96e-08, 1000.5]
+F32_SPECIALS = [
+    0.0,
+    -0.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    1.5,
+    2.5,
+    -2.5,
+    3.5,
+    1e-3,
+    -1e-3,
+    1e-10,
+    -1e-10,
+    0.999,
+    -0.999,
+    1.001,
+    10.0,
+    -10.0,
+    88.0,
+    89.0,
+    -89.0,
+    100.0,
+    1e10,
+    -1e10,
+    7.93e14,
+    3e38,
+    -3e38,
+    float(np.finfo(np.float32).max),
+    float(np.finfo(np.float32).tiny),
+    1e-40,
+    -1e-40,
+    8388607.5,
+    -8388608.5,
+    16777216.0,
+]
+F16_SPECIALS = [
+    0.0,
+    -0.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    1.5,
+    2.5,
+    -2.5,
+    1e-3,
+    0.999,
+    10.0,
+    -10.0,
+    11.0,
+    65504.0,
+    -65504.0,
+    6.1035e-05,
+    5.96e-08,
+    1000.5,
+]
 SPECIALS = {"float32": F32_SPECIALS, "float16": F16_SPECIALS}
 
-UNARY = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10",
-         "ceil", "trunc", "round", "sign", "reciprocal", "square"]
-NUMPY = {"asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh,
-         "atanh": np.arctanh, "atan2": np.arctan2}
+UNARY = [
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "log1p",
+    "expm1",
+    "log2",
+    "log10",
+    "ceil",
+    "trunc",
+    "round",
+    "sign",
+    "reciprocal",
+    "square",
+]
+NUMPY = {
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "atan2": np.arctan2,
+}
 EXACT = {"ceil", "trunc", "round", "sign", "square", "copysign", "nextafter", "remainder", "floor_divide"}
 
 
@@ -57,8 +140,27 @@ def test_unary_special_values_match_numpy(name, dtype):
 
 
 BINARY = ["atan2", "hypot", "logaddexp", "copysign", "nextafter", "remainder", "floor_divide"]
-B32 = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 2.5, -7.5, 0.1, 1e10, -1e10, 3e38,
-       1e-3, 7.0]
+B32 = [
+    0.0,
+    -0.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    1.0,
+    -1.0,
+    2.0,
+    -2.0,
+    0.5,
+    -0.5,
+    2.5,
+    -7.5,
+    0.1,
+    1e10,
+    -1e10,
+    3e38,
+    1e-3,
+    7.0,
+]
 
 
 @pytest.mark.parametrize("name", BINARY)
@@ -90,7 +192,9 @@ def test_random_inputs_on_awkward_sizes(rng, n):
     j = rng.integers(-9, 9, n).astype(np.int32)
     with np.errstate(all="ignore"):
         assert np.array_equal((kiln.asarray(i) % kiln.asarray(j)).numpy(), np.where(j == 0, 0, np.remainder(i, j)))
-        assert np.array_equal((kiln.asarray(i) // kiln.asarray(j)).numpy(), np.where(j == 0, 0, i // np.where(j == 0, 1, j)))
+        assert np.array_equal(
+            (kiln.asarray(i) // kiln.asarray(j)).numpy(), np.where(j == 0, 0, i // np.where(j == 0, 1, j))
+        )
     for f in ("ceil", "trunc", "round", "sign", "square"):
         assert np.array_equal(getattr(kiln, f)(kiln.asarray(i)).numpy(), getattr(np, f)(i)), f
 
@@ -102,8 +206,12 @@ def test_accuracy_where_naive_formulas_fail():
         want = getattr(np, f.__name__)(x.astype(np.float64))
         assert np.all(np.abs(got - want) <= 2 * np.spacing(np.abs(want).astype(np.float32))), f.__name__
     assert kiln.sinh(kiln.asarray(np.float32([89.0]))).numpy()[0] == np.float32(np.sinh(89.0))  # e^89 overflows f32
-    assert kiln.remainder(kiln.asarray(np.float32([1e30])), 7.0).numpy()[0] == np.remainder(np.float32(1e30), np.float32(7))
-    assert kiln.floor_divide(kiln.asarray(np.float32([1.0])), 0.1).numpy()[0] == np.floor_divide(np.float32(1), np.float32(0.1))
+    assert kiln.remainder(kiln.asarray(np.float32([1e30])), 7.0).numpy()[0] == np.remainder(
+        np.float32(1e30), np.float32(7)
+    )
+    assert kiln.floor_divide(kiln.asarray(np.float32([1.0])), 0.1).numpy()[0] == np.floor_divide(
+        np.float32(1), np.float32(0.1)
+    )
 
 
 def test_clip_propagates_nan_and_takes_scalars_or_arrays():
@@ -142,8 +250,13 @@ def test_namespace_version_constants_and_dtypes():
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_finfo_matches_numpy(dtype):
     f, n = kiln.finfo(getattr(kiln, dtype)), np.finfo(dtype)
-    assert (f.bits, f.eps, f.max, f.min, f.smallest_normal) == (n.bits, float(n.eps), float(n.max), float(n.min),
-                                                                 float(n.smallest_normal))
+    assert (f.bits, f.eps, f.max, f.min, f.smallest_normal) == (
+        n.bits,
+        float(n.eps),
+        float(n.max),
+        float(n.min),
+        float(n.smallest_normal),
+    )
     assert f.dtype == np.dtype(dtype)
     assert kiln.finfo(kiln.asarray(np.zeros(2, dtype))).eps == float(n.eps)
     assert f.eps == 2.0 ** -(23 if dtype == "float32" else 10)
@@ -239,8 +352,10 @@ def test_eye_tril_triu_match_numpy(rng, n, m, kk):
     assert np.array_equal(kiln.triu(kiln.asarray(x), k=kk).numpy(), np.triu(x, kk))
 
 
-@pytest.mark.parametrize("args", [(0.0, 1.0, 5, True), (-3.0, 7.5, 1031, True), (2.0, -1.0, 7, False), (0.0, 1.0, 0, True),
-                                  (1.0, 1.0, 1, True)])
+@pytest.mark.parametrize(
+    "args",
+    [(0.0, 1.0, 5, True), (-3.0, 7.5, 1031, True), (2.0, -1.0, 7, False), (0.0, 1.0, 0, True), (1.0, 1.0, 1, True)],
+)
 def test_linspace_matches_numpy(args):
     a, b, n, endpoint = args
     got = kiln.linspace(a, b, n, endpoint=endpoint)
@@ -324,8 +439,15 @@ def test_dtype_functions_agree_with_array_api_strict():
                 with pytest.raises(TypeError):
                     kiln.result_type(ka, kb)
             assert kiln.can_cast(ka, kb) == xs.can_cast(sa, sb), (a, b)
-        for kind in ("bool", "signed integer", "unsigned integer", "integral", "real floating", "complex floating",
-                     "numeric"):
+        for kind in (
+            "bool",
+            "signed integer",
+            "unsigned integer",
+            "integral",
+            "real floating",
+            "complex floating",
+            "numeric",
+        ):
             assert kiln.isdtype(getattr(kiln, a), kind) == xs.isdtype(getattr(xs, a), kind), (a, kind)
     for name in ("float32",):
         f, s = kiln.finfo(getattr(kiln, name)), xs.finfo(getattr(xs, name))
@@ -333,3 +455,44 @@ def test_dtype_functions_agree_with_array_api_strict():
     for name in ("int32", "uint32"):
         i, s = kiln.iinfo(getattr(kiln, name)), xs.iinfo(getattr(xs, name))
         assert (i.bits, i.max, i.min) == (s.bits, s.max, s.min)
+
+
+def standard_only_statistics(x, k):
+    """A second program on the standard alone: sorting, searching, sets, scans, statistics,
+    linear algebra, bitwise ops and indexing — the same on numpy, array-api-strict and kiln."""
+    xp = x.__array_namespace__()
+    s = xp.sort(x, axis=-1)
+    order = xp.argsort(x, axis=0, descending=True)
+    edges = xp.linspace(-2.0, 2.0, 9, dtype=x.dtype)
+    bins = xp.searchsorted(edges, xp.reshape(x, (-1,)), side="right")
+    u = xp.unique_counts(xp.round(x * 2))
+    csum = xp.cumulative_sum(x, axis=1, include_initial=True)
+    cprod = xp.cumulative_prod(xp.abs(x) + 0.5, axis=0)
+    spread = xp.std(x, axis=0, correction=1)
+    total = xp.prod(xp.abs(x[:2, :3]) + 1, axis=None)
+    d = xp.diff(x, axis=-1, n=2)
+    v = xp.vecdot(x, s, axis=-1)
+    t = xp.tensordot(x, xp.permute_dims(x, (1, 0)), axes=1)
+    bits = xp.bitwise_xor(k, xp.bitwise_left_shift(k, xp.asarray(3, dtype=k.dtype))) & 0xFF
+    nz = xp.count_nonzero(x > 0.5, axis=1)
+    picked = x[1:, ::2][x[1:, ::2] > 0]
+    inside = xp.isin(k, xp.asarray([1, 2, 3], dtype=k.dtype))
+    return [s, order, bins, u.values, u.counts, csum, cprod, spread, total, d, v, t, bits, nz, picked, inside]
+
+
+def test_a_standard_only_statistics_program_matches_array_api_strict(rng):
+    # numpy's own namespace lacks parts of the standard (argsort's `descending`,
+    # cumulative_prod): array-api-strict (the standard over numpy) is the reference here.
+    xs = pytest.importorskip("array_api_strict")
+    x = rng.uniform(-2, 2, (6, 5)).astype(np.float32)
+    x[0, 0], x[2, 3] = -0.0, 0.0
+    k = rng.integers(-100, 100, (6, 5)).astype(np.int32)
+    want = [np.asarray(r) for r in standard_only_statistics(xs.asarray(x), xs.asarray(k))]
+    got = standard_only_statistics(kiln.asarray(x), kiln.asarray(k))
+    # Kiln's default index dtype is int32 (no int64 on the GPU; __array_namespace_info__ says so).
+    assert kiln.__array_namespace_info__().default_dtypes()["indexing"] == kiln.int32
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = g.numpy()
+        wdt = np.dtype(np.int32) if w.dtype == np.int64 else w.dtype
+        assert g.shape == w.shape and g.dtype == wdt, (i, g.shape, w.shape, g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=3e-6, atol=3e-6, err_msg=f"result {i}")
