@@ -339,8 +339,6 @@ typedef struct KilnPipelineStats {
     double compile_seconds;
 } KilnPipelineStats;
 
-typedef struct KilnTensor **Out;
-
 /**
  * kiln_session_create's limits. Every 0 means "no limit" (max_loop_iterations 0: the default
  * budget, about 4 billion per invocation). Zero-initialise it (`KilnSessionLimits l = {0};`)
@@ -1079,7 +1077,7 @@ KilnStatus kiln_quant_embedding(const struct KilnTensor *w,
 KilnStatus kiln_sort(const struct KilnTensor *x,
                      ptrdiff_t axis,
                      bool descending,
-                     Out out);
+                     struct KilnTensor **out);
 
 /**
  * The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order).
@@ -1088,7 +1086,7 @@ KilnStatus kiln_sort(const struct KilnTensor *x,
 KilnStatus kiln_argsort(const struct KilnTensor *x,
                         ptrdiff_t axis,
                         bool descending,
-                        Out out);
+                        struct KilnTensor **out);
 
 /**
  * numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of
@@ -1098,7 +1096,7 @@ KilnStatus kiln_argsort(const struct KilnTensor *x,
 KilnStatus kiln_searchsorted(const struct KilnTensor *x1,
                              const struct KilnTensor *x2,
                              bool right,
-                             Out out);
+                             struct KilnTensor **out);
 
 /**
  * The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`:
@@ -1108,7 +1106,7 @@ KilnStatus kiln_count_nonzero(const struct KilnTensor *x,
                               const ptrdiff_t *axes,
                               size_t naxes,
                               bool keepdims,
-                              Out out);
+                              struct KilnTensor **out);
 
 /**
  * numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero
@@ -1117,7 +1115,7 @@ KilnStatus kiln_count_nonzero(const struct KilnTensor *x,
  * `outs[d]`: non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
  */
 KilnStatus kiln_nonzero(const struct KilnTensor *x,
-                        const Out *outs,
+                        struct KilnTensor **const *outs,
                         size_t nouts);
 
 /**
@@ -1127,30 +1125,30 @@ KilnStatus kiln_nonzero(const struct KilnTensor *x,
  * host. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
  */
 KilnStatus kiln_unique_all(const struct KilnTensor *x,
-                           Out values,
-                           Out indices,
-                           Out inverse_indices,
-                           Out counts);
+                           struct KilnTensor **values,
+                           struct KilnTensor **indices,
+                           struct KilnTensor **inverse_indices,
+                           struct KilnTensor **counts);
 
 /**
  * kiln_unique_all's values and counts. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
  */
 KilnStatus kiln_unique_counts(const struct KilnTensor *x,
-                              Out values,
-                              Out counts);
+                              struct KilnTensor **values,
+                              struct KilnTensor **counts);
 
 /**
  * kiln_unique_all's values and inverse indices. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
  */
 KilnStatus kiln_unique_inverse(const struct KilnTensor *x,
-                               Out values,
-                               Out inverse_indices);
+                               struct KilnTensor **values,
+                               struct KilnTensor **inverse_indices);
 
 /**
  * kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_unique_values(const struct KilnTensor *x,
-                              Out out);
+                              struct KilnTensor **out);
 
 /**
  * Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is
@@ -1159,7 +1157,7 @@ KilnStatus kiln_unique_values(const struct KilnTensor *x,
 KilnStatus kiln_isin(const struct KilnTensor *x1,
                      const struct KilnTensor *x2,
                      bool invert,
-                     Out out);
+                     struct KilnTensor **out);
 
 /**
  * Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a

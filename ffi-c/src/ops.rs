@@ -728,14 +728,24 @@ pub unsafe extern "C" fn kiln_quant_embedding(
 /// NaNs last ascending, first descending (the exact reverse order, ties still in index order).
 /// `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_sort(x: *const KilnTensor, axis: isize, descending: bool, out: Out) -> KilnStatus {
+pub unsafe extern "C" fn kiln_sort(
+    x: *const KilnTensor,
+    axis: isize,
+    descending: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_sort", out, || ops::sort(&*tensor(x, "x")?, axis, descending))
 }
 
 /// The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order).
 /// `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_argsort(x: *const KilnTensor, axis: isize, descending: bool, out: Out) -> KilnStatus {
+pub unsafe extern "C" fn kiln_argsort(
+    x: *const KilnTensor,
+    axis: isize,
+    descending: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_argsort", out, || ops::argsort(&*tensor(x, "x")?, axis, descending))
 }
 
@@ -747,7 +757,7 @@ pub unsafe extern "C" fn kiln_searchsorted(
     x1: *const KilnTensor,
     x2: *const KilnTensor,
     right: bool,
-    out: Out,
+    out: *mut *mut KilnTensor,
 ) -> KilnStatus {
     call_out("kiln_searchsorted", out, || ops::searchsorted(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, right))
 }
@@ -760,7 +770,7 @@ pub unsafe extern "C" fn kiln_count_nonzero(
     axes: *const isize,
     naxes: usize,
     keepdims: bool,
-    out: Out,
+    out: *mut *mut KilnTensor,
 ) -> KilnStatus {
     reduce("kiln_count_nonzero", x, axes, naxes, keepdims, out, ops::count_nonzero)
 }
@@ -798,7 +808,11 @@ fn call_outs(func: &str, outs: &[Out], f: impl FnOnce() -> kiln_core::Result<Vec
 /// is read back to the host (the output size depends on the data). `x`, `outs` and each
 /// `outs[d]`: non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_nonzero(x: *const KilnTensor, outs: *const Out, nouts: usize) -> KilnStatus {
+pub unsafe extern "C" fn kiln_nonzero(
+    x: *const KilnTensor,
+    outs: *const *mut *mut KilnTensor,
+    nouts: usize,
+) -> KilnStatus {
     let outs = match slice(outs, nouts, "outs") {
         Ok(o) => o,
         Err(e) => return call("kiln_nonzero", || Err(e)),
@@ -822,10 +836,10 @@ pub unsafe extern "C" fn kiln_nonzero(x: *const KilnTensor, outs: *const Out, no
 #[no_mangle]
 pub unsafe extern "C" fn kiln_unique_all(
     x: *const KilnTensor,
-    values: Out,
-    indices: Out,
-    inverse_indices: Out,
-    counts: Out,
+    values: *mut *mut KilnTensor,
+    indices: *mut *mut KilnTensor,
+    inverse_indices: *mut *mut KilnTensor,
+    counts: *mut *mut KilnTensor,
 ) -> KilnStatus {
     call_outs("kiln_unique_all", &[values, indices, inverse_indices, counts], || {
         let u = ops::unique_all(&*tensor(x, "x")?)?;
@@ -835,7 +849,11 @@ pub unsafe extern "C" fn kiln_unique_all(
 
 /// kiln_unique_all's values and counts. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_unique_counts(x: *const KilnTensor, values: Out, counts: Out) -> KilnStatus {
+pub unsafe extern "C" fn kiln_unique_counts(
+    x: *const KilnTensor,
+    values: *mut *mut KilnTensor,
+    counts: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_outs("kiln_unique_counts", &[values, counts], || {
         let (v, c) = ops::unique_counts(&*tensor(x, "x")?)?;
         Ok(vec![v, c])
@@ -844,7 +862,11 @@ pub unsafe extern "C" fn kiln_unique_counts(x: *const KilnTensor, values: Out, c
 
 /// kiln_unique_all's values and inverse indices. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_unique_inverse(x: *const KilnTensor, values: Out, inverse_indices: Out) -> KilnStatus {
+pub unsafe extern "C" fn kiln_unique_inverse(
+    x: *const KilnTensor,
+    values: *mut *mut KilnTensor,
+    inverse_indices: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_outs("kiln_unique_inverse", &[values, inverse_indices], || {
         let (v, i) = ops::unique_inverse(&*tensor(x, "x")?)?;
         Ok(vec![v, i])
@@ -853,14 +875,19 @@ pub unsafe extern "C" fn kiln_unique_inverse(x: *const KilnTensor, values: Out, 
 
 /// kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_unique_values(x: *const KilnTensor, out: Out) -> KilnStatus {
+pub unsafe extern "C" fn kiln_unique_values(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_unique_values", out, || ops::unique_values(&*tensor(x, "x")?))
 }
 
 /// Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is
 /// never found); `invert` negates. `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_isin(x1: *const KilnTensor, x2: *const KilnTensor, invert: bool, out: Out) -> KilnStatus {
+pub unsafe extern "C" fn kiln_isin(
+    x1: *const KilnTensor,
+    x2: *const KilnTensor,
+    invert: bool,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
     call_out("kiln_isin", out, || ops::isin(&*tensor(x1, "x1")?, &*tensor(x2, "x2")?, invert))
 }
 
