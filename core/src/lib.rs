@@ -17,6 +17,8 @@ pub(crate) mod exec;
 pub mod gpu_timer;
 pub mod kernel;
 pub mod kernel_limits;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod metrics;
 pub mod numeric;
 pub mod ops;
 pub mod pipeline;
