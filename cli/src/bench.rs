@@ -467,6 +467,32 @@ pub fn main(args: Args) -> Result<()> {
         let s = median(samples);
         println!("{:<20} {:<22} {:>10.2} µs", "latency_1op", "256 f32, op + sync", s * 1e6);
         results.push(json!({"op": "latency_1op", "size": "256 f32", "seconds": s, "us_per_op": s * 1e6}));
+        // Where the round trip goes: recording the op, submitting it (the parameter upload
+        // included), waiting for it.
+        let (mut rec, mut sub, mut wait) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let t0 = Instant::now();
+            let y = ops::add_scalar(&x, 1.0)?;
+            let t1 = Instant::now();
+            dev.flush()?;
+            let t2 = Instant::now();
+            dev.synchronize()?;
+            let t3 = Instant::now();
+            rec.push((t1 - t0).as_secs_f64());
+            sub.push((t2 - t1).as_secs_f64());
+            wait.push((t3 - t2).as_secs_f64());
+            drop(y);
+        }
+        let (rec, sub, wait) = (median(rec), median(sub), median(wait));
+        println!(
+            "{:<20} {:<22} record {:.2} µs, submit {:.2} µs, wait {:.2} µs",
+            "latency_phases",
+            "256 f32",
+            rec * 1e6,
+            sub * 1e6,
+            wait * 1e6
+        );
+        results.push(json!({"op": "latency_phases", "size": "256 f32", "record_seconds": rec, "submit_seconds": sub, "wait_seconds": wait}));
     }
     if want("transfer") {
         let n = if args.quick { 1 << 20 } else { 64 << 20 };

@@ -284,6 +284,9 @@ fn matmul_f16_cooperative_or_fallback() {
         (&[2, 1, 37, 48], &[3, 48, 20]), // broadcast batch
         (&[3, 40, 24], &[24, 18]),       // batched A, one B: one tall product
         (&[520, 70], &[70, 516]),        // the large coop tiling, ragged edges
+        (&[96, 48], &[48, 80]),          // multiples of 16 (the direct staging), tiles past M and N
+        (&[2, 144, 32], &[2, 32, 48]),   // batched, multiples of 16
+        (&[528, 64], &[64, 544]),        // the large tiling, multiples of 16, tiles past M and N
         (&[15, 64], &[64, 64]),          // below one tile: always the tiled kernel
         (&[64, 8], &[8, 64]),
     ];
