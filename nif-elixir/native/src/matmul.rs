@@ -1,9 +1,10 @@
 //! numpy matmul.
 
+use rustler::Env;
 use crate::{tensor_reply, Out, Reply, TRef};
 use kiln_core::ops;
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn matmul(a: TRef, b: TRef) -> Reply<Out> {
-    tensor_reply(|| ops::matmul(&a.get()?, &b.get()?))
+fn matmul(env: Env<'_>, a: TRef, b: TRef) -> Reply<Out> {
+    tensor_reply(env, || ops::matmul(&a.get()?, &b.get()?))
 }
