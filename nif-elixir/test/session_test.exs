@@ -3,6 +3,8 @@ defmodule KilnSessionTest do
   use ExUnit.Case, async: false
   import Kiln.Ref
 
+  doctest Kiln.Session
+
   @moduletag timeout: 300_000
 
   # x[i] = sum of j for j < n[i], a loop of n[i] iterations (n[i] + 1 budget units: a for loop
@@ -64,7 +66,7 @@ defmodule KilnSessionTest do
     assert st.quota_exceeded == 1
     assert st.peak_bytes == 8192
     # The error is the stable code, as every binding reports it.
-    e = assert_raise(Kiln.Error, fn -> Kiln.Session.with(s, fn -> Kiln.ones({2000}, type: {:f, 32}) end) end)
+    e = assert_raise(Kiln.Error, fn -> Kiln.Session.with(s, fn -> Kiln.ones({3000}, type: {:f, 32}) end) end)
     assert {e.code, e.status} == {:quota_exceeded, 6}
     assert Kiln.Session.close(s) == :ok
     assert in_use() == before
@@ -73,6 +75,7 @@ defmodule KilnSessionTest do
   test "operation budgets give :compute_limit" do
     s = Kiln.Session.open!(max_ops_per_dispatch: 1_000_000, max_ops_total: 2_000)
     x = Kiln.Session.with(s, fn -> Kiln.tensor(rand_list(64)) end)
+
     assert code_of(fn -> Kiln.Session.with(s, fn -> Enum.each(1..100, fn _ -> Kiln.add(x, 1.0) end) end) end) ==
              :compute_limit
 
@@ -140,7 +143,10 @@ defmodule KilnSessionTest do
     assert {st.closed, st.bytes_in_use, st.live_buffers} == {true, 0, 0}
     e = assert_raise(Kiln.Error, fn -> Kiln.to_list(a) end)
     assert e.code == :invalid_argument and e.message =~ "closed"
-    assert code_of(fn -> Kiln.Session.with(outer, fn -> Kiln.zeros({1}, type: {:f, 32}) end) end) == :invalid_argument
+
+    assert code_of(fn -> Kiln.Session.with(outer, fn -> Kiln.zeros({1}, type: {:f, 32}) end) end) ==
+             :invalid_argument
+
     # The other session is untouched.
     assert length(flat(b)) == 100
     Kiln.Session.close(inner)
@@ -150,7 +156,10 @@ defmodule KilnSessionTest do
 
   test "bad limits are refused with :invalid_argument" do
     assert {:error, %Kiln.Error{code: :invalid_argument}} = Kiln.Session.open(max_bytes: -1)
-    assert {:error, %Kiln.Error{code: :invalid_argument}} = Kiln.Session.open(max_loop_iterations: 4_294_967_296)
+
+    assert {:error, %Kiln.Error{code: :invalid_argument}} =
+             Kiln.Session.open(max_loop_iterations: 4_294_967_296)
+
     assert {:error, %Kiln.Error{code: :invalid_argument}} = Kiln.Session.open(allow_f16: :yes)
     assert {:error, %Kiln.Error{code: :invalid_argument, message: m}} = Kiln.Session.open(max_byte: 1)
     assert m =~ "max_byte"
@@ -229,6 +238,7 @@ defmodule KilnSessionTest do
           st = Kiln.Session.stats(s)
           :ok = Kiln.Session.close(s)
           after_close = Kiln.Session.stats(s)
+
           {over, got == want, {st.bytes_in_use, st.quota_exceeded},
            {after_close.bytes_in_use, after_close.live_buffers}, code_of(fn -> flat(c) end)}
         end)

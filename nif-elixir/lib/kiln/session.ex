@@ -122,7 +122,9 @@ defmodule Kiln.Session do
 
     if is_integer(v) and v >= 0 and v <= max,
       do: {:ok, v},
-      else: {:error, Kiln.Error.new(:invalid_argument, "#{key} must be an integer from 0 to #{max}, got #{inspect(v)}")}
+      else:
+        {:error,
+         Kiln.Error.new(:invalid_argument, "#{key} must be an integer from 0 to #{max}, got #{inspect(v)}")}
   end
 
   @doc """
@@ -131,7 +133,7 @@ defmodule Kiln.Session do
   process is affected: a process `fun` spawns starts with no session (give it the session and
   let it call `with/2` itself).
   """
-  @spec with(t, (-> result)) :: result when result: term
+  @spec with(t, (() -> result)) :: result when result: term
   def with(%__MODULE__{ref: ref}, fun) when is_function(fun, 0) do
     Native.session_enter(ref)
 

@@ -1,9 +1,11 @@
 //! Convolution and pooling (NCHW).
 
-use rustler::Env;
 use crate::{opt_get, tensor_reply, Int, Opt, Out, Pair, Reply, TRef};
 use kiln_core::ops;
+use rustler::Env;
 
+// The env (for the calling process's session) is the eighth argument.
+#[allow(clippy::too_many_arguments)]
 #[rustler::nif(schedule = "DirtyIo")]
 fn conv2d(
     env: Env<'_>,

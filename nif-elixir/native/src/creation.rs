@@ -1,9 +1,9 @@
 //! Creation: zeros, ones, full, arange, empty, fill, copy. Fill values and arange bounds reach
 //! kiln-core as the f64 they are; core checks them against the dtype (DType::check_scalar).
 
-use rustler::Env;
 use crate::{guard, tensor_reply, Dt, Out, Reply, Scalar, Shape, TRef};
 use kiln_core::{ops, Tensor};
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn zeros(env: Env<'_>, shape: Shape, dtype: Dt) -> Reply<Out> {

@@ -1,9 +1,9 @@
 //! Elementwise: unary, binary (broadcasting), scalar forms, compare, where, cast. The op names
 //! are parsed by kiln-core's own `UnaryOp::parse` / `BinaryOp::parse`.
 
-use rustler::Env;
 use crate::{opt_get, tensor_reply, Dt, Flag, Opt, Out, Reply, Scalar, TRef, Text};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn unary(env: Env<'_>, op: Text, x: TRef) -> Reply<Out> {

@@ -1,8 +1,8 @@
 //! Custom WGSL kernels and the runtime: compile, dispatch, devices, synchronize, memory stats.
 
-use rustler::Env;
 use crate::{bad_arg, guard, Bytes, Groups, List, Reply, TRef, Text};
 use kiln_core::{Error, Kernel};
+use rustler::Env;
 use rustler::{Decoder, NifMap, NifResult, ResourceArc, Term};
 
 pub struct KernelRes(Kernel);

@@ -1,8 +1,8 @@
 //! numpy matmul.
 
-use rustler::Env;
 use crate::{tensor_reply, Out, Reply, TRef};
 use kiln_core::ops;
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn matmul(env: Env<'_>, a: TRef, b: TRef) -> Reply<Out> {

@@ -1,8 +1,8 @@
 //! Movement: reshape, permute, transpose, concat, slice, index_select, gather.
 
-use rustler::Env;
 use crate::{tensor_reply, Axes, Int, List, Out, Reply, TRef};
 use kiln_core::ops;
+use rustler::Env;
 
 fn ints(l: &Axes) -> Vec<isize> {
     l.0.iter().map(|i| i.0).collect()

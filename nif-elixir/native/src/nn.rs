@@ -1,8 +1,8 @@
 //! Neural-network ops: embedding, rope, attention.
 
-use rustler::Env;
 use crate::{tensor_reply, Flag, Int, Opt, Out, Reply, Scalar, TRef};
 use kiln_core::ops;
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn embedding(env: Env<'_>, weight: TRef, ids: TRef) -> Reply<Out> {

@@ -1,8 +1,8 @@
 //! Normalisation: softmax, log_softmax, layer_norm, rms_norm, batch_norm.
 
-use rustler::Env;
 use crate::{opt_get, tensor_reply, Int, Opt, Out, Reply, Scalar, TRef};
 use kiln_core::ops;
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn softmax(env: Env<'_>, x: TRef, axis: Int<isize>) -> Reply<Out> {
@@ -31,7 +31,15 @@ fn rms_norm(env: Env<'_>, x: TRef, weight: Opt<TRef>, eps: Scalar) -> Reply<Out>
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn batch_norm(env: Env<'_>, x: TRef, mean: TRef, var: TRef, weight: Opt<TRef>, bias: Opt<TRef>, eps: Scalar) -> Reply<Out> {
+fn batch_norm(
+    env: Env<'_>,
+    x: TRef,
+    mean: TRef,
+    var: TRef,
+    weight: Opt<TRef>,
+    bias: Opt<TRef>,
+    eps: Scalar,
+) -> Reply<Out> {
     tensor_reply(env, || {
         let (w, b) = (opt_get(&weight)?, opt_get(&bias)?);
         ops::batch_norm(&x.get()?, &mean.get()?, &var.get()?, w.as_ref(), b.as_ref(), eps.0 as f32)

@@ -1,9 +1,9 @@
 //! GGUF quantized weights (q4_0, q4_1, q8_0): the format travels as its name (lib/kiln.ex turns
 //! the atom `:q4_0` into "q4_0") and kiln-core parses it.
 
-use rustler::Env;
 use crate::{tensor_reply, Bytes, Int, Out, Reply, TRef, Text};
 use kiln_core::ops::{self, QuantFormat};
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn quant_from_bytes(env: Env<'_>, data: Bytes, format: Text, rows: Int<usize>, cols: Int<usize>) -> Reply<Out> {

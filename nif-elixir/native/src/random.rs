@@ -1,8 +1,8 @@
 //! Random: counter-based uniform and normal numbers.
 
-use rustler::Env;
 use crate::{tensor_reply, Dt, Int, Out, Reply, Scalar, Shape};
 use kiln_core::ops;
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn random_uniform(env: Env<'_>, shape: Shape, dtype: Dt, seed: Int<u64>, low: Scalar, high: Scalar) -> Reply<Out> {

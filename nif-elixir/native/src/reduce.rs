@@ -1,9 +1,9 @@
 //! Reductions: sum mean max min all any (axes), var (ddof), argmax argmin (one axis or
 //! flattened).
 
-use rustler::Env;
 use crate::{axes, tensor_reply, Axes, Flag, Int, Opt, Out, Reply, TRef, Text};
 use kiln_core::{ops, Error};
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn reduce(env: Env<'_>, op: Text, x: TRef, axes_: Opt<Axes>, keepdims: Flag) -> Reply<Out> {

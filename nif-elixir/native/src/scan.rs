@@ -2,9 +2,9 @@
 //! the statistics beside the reductions (prod with an optional dtype, std, diff), vecdot and
 //! tensordot.
 
-use rustler::Env;
 use crate::{axes, opt_get, tensor_reply, Axes, Dt, Flag, Int, Opt, Out, Reply, TRef, Text};
 use kiln_core::{ops, Error};
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn scan(env: Env<'_>, op: Text, x: TRef, axis: Opt<Int<isize>>, dtype: Opt<Dt>, include_initial: Flag) -> Reply<Out> {

@@ -9,14 +9,23 @@
 //! `Kiln.Session.close/1`, or by the resource's destructor when its last reference goes (the
 //! garbage collector, or a process exit with it current and no other holder).
 
-use crate::{guard, Flag, Int, Reply};
+use crate::{bad_arg, guard, Flag, Int, Reply};
 use kiln_core::{Error, Session, SessionLimits, ShaderPolicy};
-use rustler::{Env, LocalPid, Monitor, NifMap, ResourceArc};
+use rustler::{Decoder, Env, LocalPid, Monitor, NifMap, NifResult, ResourceArc, Term};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 pub struct SessionRes(Session);
+
+/// A session argument: the resource inside a `%Kiln.Session{}`.
+pub struct SRef(ResourceArc<SessionRes>);
+
+impl<'a> Decoder<'a> for SRef {
+    fn decode(term: Term<'a>) -> NifResult<Self> {
+        term.decode::<ResourceArc<SessionRes>>().map(SRef).map_err(|_| bad_arg(term, "expected a Kiln.Session"))
+    }
+}
 
 impl Drop for SessionRes {
     fn drop(&mut self) {
@@ -93,7 +102,8 @@ fn session_open(
 
 /// Makes `s` the calling process's current session until the matching `session_exit`.
 #[rustler::nif]
-fn session_enter(env: Env<'_>, s: ResourceArc<SessionRes>) {
+fn session_enter(env: Env<'_>, s: SRef) {
+    let s = s.0;
     let pid = env.pid();
     let monitor = env.monitor(&s, &pid);
     let mut bound = lock();
@@ -133,9 +143,9 @@ fn session_current(env: Env<'_>) -> Option<ResourceArc<SessionRes>> {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn session_close(env: Env<'_>, s: ResourceArc<SessionRes>) -> Reply<()> {
+fn session_close(env: Env<'_>, s: SRef) -> Reply<()> {
     guard(env, || {
-        s.0.close();
+        s.0 .0.close();
         Ok(())
     })
 }
@@ -156,8 +166,8 @@ pub struct Stats {
 }
 
 #[rustler::nif]
-fn session_stats(s: ResourceArc<SessionRes>) -> Stats {
-    let st = s.0.stats();
+fn session_stats(s: SRef) -> Stats {
+    let st = s.0 .0.stats();
     Stats {
         id: st.id,
         bytes_in_use: st.bytes_in_use,

@@ -1,9 +1,9 @@
 //! Searching, sorting and sets: sort argsort (axis, descending), searchsorted (right),
 //! count_nonzero (axes), nonzero and unique_all (several tensors: a list), unique_values, isin.
 
-use rustler::Env;
 use crate::{axes, guard, tensor_reply, Axes, Flag, Int, Opt, Out, Reply, TRef};
 use kiln_core::ops;
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn sort(env: Env<'_>, x: TRef, axis: Int<isize>, descending: Flag, indices: Flag) -> Reply<Out> {
