@@ -95,7 +95,7 @@ c-test-run:
 # Memcheck: invalid reads/writes anywhere and definite leaks fail the run; the suppressions
 # cover only the Vulkan loader, the driver (Mesa lavapipe) and LLVM.
 c-valgrind:
-	@for t in example test_kiln test_hostile test_session; do \
+	@for t in example test_kiln test_hostile test_session test_session_many; do \
 		echo "== valgrind $$t"; \
 		KILN_TEST_QUICK=1 valgrind $(VALGRIND_FLAGS) --log-file=$(C_BUILD)/valgrind-$$t.log $(C_BUILD)/bin/$$t \
 			|| { echo "valgrind: errors in $$t (see $(C_BUILD)/valgrind-$$t.log)" >&2; \
