@@ -141,7 +141,10 @@ impl Session {
     pub fn exit(&self) -> JsResult<()> {
         let current = kiln_core::session::current();
         if current.as_ref().map(|s| s.id()) != Some(self.inner.id()) {
-            return Err(invalid(format!("session {} is not the current session: exit() follows enter()", self.inner.id())));
+            return Err(invalid(format!(
+                "session {} is not the current session: exit() follows enter()",
+                self.inner.id()
+            )));
         }
         let prev = self.previous.borrow_mut().pop().flatten();
         kiln_core::session::set_current(prev);
