@@ -207,6 +207,44 @@ defmodule KilnSessionTest do
     Kiln.Session.close(s)
   end
 
+  test "a process's calls hop scheduler threads, other processes' calls share them: no cross-talk" do
+    s = Kiln.Session.open!()
+    stop = :atomics.new(1, [])
+
+    # Processes without a session keep every dirty scheduler busy meanwhile.
+    noise =
+      for _ <- 1..16 do
+        Task.async(fn ->
+          Stream.repeatedly(fn -> Kiln.add(Kiln.tensor(rand_list(8)), 1.0) |> flat() end)
+          |> Enum.take_while(fn _ -> :atomics.get(stop, 1) == 0 end)
+          |> length()
+        end)
+      end
+
+    held =
+      Kiln.Session.with(s, fn ->
+        for i <- 1..100 do
+          # Dirty IO (ops), dirty CPU (kernel compile) and normal schedulers (stats) in turn.
+          t = Kiln.add(Kiln.tensor(rand_list(4)), 1.0)
+          if rem(i, 25) == 0, do: Kiln.Kernel.compile!(@triangle, "main")
+          _ = Kiln.Session.stats(s)
+          t
+        end
+      end)
+
+    :atomics.put(stop, 1, 1)
+    busy = Task.await_many(noise, 60_000)
+    assert Enum.all?(busy, &(&1 > 0))
+    st = Kiln.Session.stats(s)
+    # This process's 100 kept tensors (their inputs may be collected already), its 4 kernels and
+    # 100 dispatches: none of the other processes' work was charged here.
+    assert st.live_buffers >= 100 and st.live_buffers <= 200
+    assert st.kernels_compiled == 4
+    assert st.dispatches == 100
+    Kiln.Session.close(s)
+    assert length(held) == 100
+  end
+
   test "1000 BEAM processes, each with its own session, at once" do
     before = in_use()
     parent = self()
