@@ -3,6 +3,10 @@
 //! compile a pipeline) runs on a dirty scheduler, and every body runs under `catch_unwind`, so a
 //! panic becomes `{:error, {:panic, 12, msg}}` instead of taking the VM down.
 //!
+//! Every NIF that reaches kiln-core takes the caller's `Env`: `guard(env, f)` makes the calling
+//! process's session (session.rs, `Kiln.Session.with/2`) current on the scheduler thread for
+//! that call only, since one process's calls may run on any thread.
+//!
 //! Replies: `{:ok, value} | {:error, {code_atom, code_number, message}}`; a tensor travels as
 //! `{resource, shape_list, dtype_atom}` and `lib/kiln.ex` wraps it in `%Kiln.Tensor{}`.
 //!
