@@ -25,7 +25,7 @@ C_BUILD := build/c
 C_PREFIX := $(abspath $(C_BUILD)/prefix)
 KILN_LIBDIR := target/$(PROFILE)
 C_WARN := -Wall -Wextra -Werror -pedantic
-C_TESTS := test_kiln test_threads test_hostile test_session example
+C_TESTS := test_kiln test_threads test_hostile test_session test_session_many example
 VALGRIND_FLAGS := --error-exitcode=99 --leak-check=full --show-leak-kinds=definite \
 	--errors-for-leak-kinds=definite --undef-value-errors=no --num-callers=30 \
 	--suppressions=tests/c/valgrind.supp --gen-suppressions=all
@@ -95,7 +95,7 @@ c-test-run:
 # Memcheck: invalid reads/writes anywhere and definite leaks fail the run; the suppressions
 # cover only the Vulkan loader, the driver (Mesa lavapipe) and LLVM.
 c-valgrind:
-	@for t in example test_kiln test_hostile test_session; do \
+	@for t in example test_kiln test_hostile test_session test_session_many; do \
 		echo "== valgrind $$t"; \
 		KILN_TEST_QUICK=1 valgrind $(VALGRIND_FLAGS) --log-file=$(C_BUILD)/valgrind-$$t.log $(C_BUILD)/bin/$$t \
 			|| { echo "valgrind: errors in $$t (see $(C_BUILD)/valgrind-$$t.log)" >&2; \

@@ -321,6 +321,26 @@ impl Verdict for LoopVerdict {
             return r.clone();
         }
         let words = self.guard.to_vec::<u32>()?;
+        self.judge(&words)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn unsettled(&self) -> Option<Tensor> {
+        self.seen.get().is_none().then(|| self.guard.clone())
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn settle(&self, words: &[u32]) {
+        let _ = self.judge(words);
+    }
+}
+
+impl LoopVerdict {
+    /// The verdict of the guard's words (`[budget, exhausted]`), decided once.
+    fn judge(&self, words: &[u32]) -> Result<()> {
+        if let Some(r) = self.seen.get() {
+            return r.clone();
+        }
         let r = if words[1] != 0 {
             let e = Error::ComputeLimit(format!(
                 "kernel {:?} ran out of its loop budget ({} iterations per invocation in session {}) and stopped \

@@ -200,6 +200,7 @@ impl Tensor {
     /// Reads back without blocking the page: resolves once the GPU has delivered the bytes.
     #[cfg(target_arch = "wasm32")]
     pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
+        self.buf.settle_verdict_async().await?;
         self.buf.check_readable()?;
         if self.dtype == DType::Bool {
             // A word per element on the device, a byte on the host (see `read_bools`).

@@ -1219,6 +1219,18 @@ defmodule Kiln do
   @doc "Gives the pooled GPU buffers back to the driver."
   def empty_cache, do: unwrap!(Native.empty_cache())
 
+  @doc """
+  Runs `fun` with `session` current for the calling process (`Kiln.Session.with/2`): tensors
+  and kernels it creates belong to the session and count against its limits.
+  """
+  def with_session(session, fun), do: Kiln.Session.with(session, fun)
+
+  @doc """
+  kiln-core's metrics in Prometheus' text exposition format (0.0.4): device memory, dispatches
+  and errors, and one sample per open session, ready for a `/metrics` endpoint.
+  """
+  def metrics_text, do: unwrap!(Native.metrics_text())
+
   @doc "Whether the default device supports `{:f, 16}`."
   def f16_supported?, do: unwrap!(Native.has_f16())
 end

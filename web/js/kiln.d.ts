@@ -60,6 +60,58 @@ export class Kernel {
   free(): void;
 }
 
+/** Limits of a session; every field optional (0 or absent: no limit; the allow* flags default to true). */
+export interface SessionLimits {
+  /** Bytes the session's live tensors may hold at once (size classes): over it, QUOTA_EXCEEDED. */
+  maxBytes?: number;
+  /** Operations (workgroups × invocations per workgroup) per dispatch and in all: over them, COMPUTE_LIMIT. */
+  maxOpsPerDispatch?: number;
+  maxOpsTotal?: number;
+  /** Loop iterations one invocation of the session's kernels may run (0: about 4 billion). */
+  maxLoopIterations?: number;
+  maxSourceBytes?: number;
+  maxWorkgroupInvocations?: number;
+  maxBindings?: number;
+  allowF16?: boolean;
+  allowAtomics?: boolean;
+  allowWorkgroupMemory?: boolean;
+  allowSubgroups?: boolean;
+}
+
+export interface SessionStats {
+  id: number;
+  bytesInUse: number;
+  peakBytes: number;
+  liveBuffers: number;
+  opsTotal: number;
+  dispatches: number;
+  kernelsCompiled: number;
+  quotaExceeded: number;
+  computeLimitHits: number;
+  policyRejections: number;
+  closed: boolean;
+}
+
+/**
+ * A session with limits. Current only while synchronous code runs: inside `run(fn)`, or between
+ * `enter()` and `exit()` with no `await` between (the page's other tasks would run in it).
+ * `close()` (or `free()`, or garbage collection) frees everything it owns.
+ */
+export class Session {
+  constructor(limits?: SessionLimits);
+  readonly id: number;
+  readonly closed: boolean;
+  /** Calls `f` with the session current; `f` must be synchronous (a returned promise is refused). */
+  run<T>(f: () => T): T;
+  enter(): void;
+  exit(): void;
+  /** Compiles a kernel owned by the session (bounded loops, its shader policy). */
+  compileKernel(source: string, entry?: string): Promise<Kernel>;
+  close(): void;
+  stats(): SessionStats;
+  free(): void;
+}
+
 export function init(options?: { wasm?: string | URL }): Promise<AdapterInfo>;
 export function adapterInfo(): AdapterInfo;
 export function hasF16(): boolean;

@@ -51,6 +51,14 @@ export function init(options = {}) {
 export const Tensor = wasm.Tensor;
 export const TensorList = wasm.TensorList;
 export const Kernel = wasm.Kernel;
+/**
+ * A session: tensors and kernels created while it is current belong to it and count against
+ * its limits (`new Session({maxBytes, maxOpsTotal, ...})`). It is current only inside
+ * `session.run(fn)` (fn synchronous) or between `enter()` and `exit()` with no `await` between:
+ * the page's one thread runs every task, so a session left current across an `await` would be
+ * charged for other tasks' work. `compileKernel` is the asynchronous creation in a session.
+ */
+export const Session = wasm.Session;
 
 /** Binds `tensors` in binding order and queues `workgroups` ([x, y, z] or a number). */
 Kernel.prototype.dispatch = function dispatch(tensors, workgroups, uniforms) {
@@ -61,6 +69,7 @@ Kernel.prototype.dispatch = function dispatch(tensors, workgroups, uniforms) {
 if (typeof Symbol.dispose === "symbol") {
   Tensor.prototype[Symbol.dispose] = Tensor.prototype.free;
   Kernel.prototype[Symbol.dispose] = Kernel.prototype.free;
+  Session.prototype[Symbol.dispose] = Session.prototype.free;
 }
 
 /**

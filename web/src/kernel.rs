@@ -9,6 +9,12 @@ pub struct Kernel {
     inner: kiln_core::Kernel,
 }
 
+impl From<kiln_core::Kernel> for Kernel {
+    fn from(inner: kiln_core::Kernel) -> Kernel {
+        Kernel { inner }
+    }
+}
+
 #[wasm_bindgen]
 impl Kernel {
     /// Compiles `source`; `entry` is the @compute function (default "main"). A bad kernel

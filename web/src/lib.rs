@@ -6,10 +6,12 @@
 mod error;
 mod kernel;
 mod ops;
+mod session;
 mod tensor;
 
 pub use error::set_error_factory;
 pub use kernel::Kernel;
+pub use session::Session;
 pub use tensor::{Tensor, TensorList};
 
 use error::{js_err, JsResult};

@@ -397,6 +397,153 @@ const tests = {
       if (!(e instanceof kiln.KilnError) || e.codeName !== "SHAPE_MISMATCH") throw e;
     }
   },
+
+  // Sessions (docs/DESIGN.md, "Sessions and untrusted kernels"): current only while synchronous
+  // code runs, so every check below awaits outside `run`.
+  async "sessions: quota, stats, close, and use after close"() {
+    const before = kiln.memoryStats().inUseBytes;
+    const r = rng(21);
+    const n = 9 + Math.floor(r() * 8); // 36-64 bytes: one 64-byte size class
+    const a = randomF32(n, r);
+    const b = randomF32(n, r);
+    const s = new kiln.Session({ maxBytes: 3 * 64 });
+    const [ta, tb, tc] = s.run(() => {
+      const ta = kiln.tensor(a);
+      const tb = kiln.tensor(b);
+      return [ta, tb, kiln.add(ta, tb)];
+    });
+    const e = s.run(() => expectError(() => kiln.zeros([1]), "QUOTA_EXCEEDED", "over the quota"));
+    if (e.code !== 6) throw new Error(`QUOTA_EXCEEDED is code ${e.code}`);
+    // Outside run the default session is current again: no limit, not counted.
+    const outside = kiln.zeros([1000]);
+    close(await tc.toArray(), Array.from(a, (v, i) => Math.fround(v + b[i])), 0, 0, "a + b in a session");
+    const st = s.stats();
+    if (st.bytesInUse !== 192 || st.liveBuffers !== 3 || st.quotaExceeded !== 1 || st.dispatches < 1 || st.closed)
+      throw new Error(`stats ${JSON.stringify(st)}`);
+    s.close();
+    s.close();
+    const after = s.stats();
+    if (!after.closed || after.bytesInUse !== 0 || after.liveBuffers !== 0 || !s.closed) throw new Error(`after close ${JSON.stringify(after)}`);
+    await expectReject(tc.toArray(), "INVALID_ARGUMENT", "a closed session's tensor");
+    expectError(() => kiln.add(ta, tb), "INVALID_ARGUMENT", "an op on a closed session's tensors");
+    expectError(() => s.run(() => kiln.zeros([1])), "INVALID_ARGUMENT", "work in a closed session");
+    close(await outside.toArray(), new Float64Array(1000), 0, 0, "the default session's tensor");
+    [ta, tb, tc, outside].forEach((t) => t.free());
+    s.free();
+    // At most what it was: tensors of earlier tests the garbage collector finalized meanwhile
+    // may have given memory back too.
+    if (kiln.memoryStats().inUseBytes > before) throw new Error(`memory left: ${kiln.memoryStats().inUseBytes - before} bytes`);
+  },
+
+  async "sessions: run is synchronous, enter/exit pair, bad limits refused"() {
+    const s = new kiln.Session({ maxBytes: 1 << 16 });
+    const e = expectError(() => s.run(async () => kiln.zeros([4])), "INVALID_ARGUMENT", "an async fn");
+    if (!/synchronous/.test(e.message)) throw new Error(e.message);
+    // A throwing fn leaves the session too.
+    try {
+      s.run(() => {
+        throw new RangeError("mine");
+      });
+      throw new Error("no error");
+    } catch (err) {
+      if (!(err instanceof RangeError)) throw err;
+    }
+    const live = s.stats().liveBuffers;
+    const t = kiln.zeros([4]);
+    if (s.stats().liveBuffers !== live) throw new Error("the session stayed current after run");
+    s.enter();
+    const inner = new kiln.Session();
+    inner.run(() => kiln.zeros([2]).free());
+    const u = kiln.zeros([8]);
+    s.exit();
+    if (s.stats().liveBuffers !== live + 1) throw new Error("enter/exit: the tensor is not the session's");
+    expectError(() => s.exit(), "INVALID_ARGUMENT", "exit without enter");
+    for (const bad of [{ maxBytes: -1 }, { maxBytes: 1.5 }, { maxLoopIterations: 2 ** 32 }, { allowF16: 1 }, { max_bytes: 1 }, 7]) {
+      expectError(() => new kiln.Session(bad), "INVALID_ARGUMENT", `limits ${JSON.stringify(bad)}`);
+    }
+    [t, u].forEach((x) => x.free());
+    inner.close();
+    s.close();
+  },
+
+  async "sessions: loop and operation budgets give COMPUTE_LIMIT, the device carries on"() {
+    const spin = "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(1) fn main() { loop { x[0] = x[0] + 1.0; } }";
+    const triangle = `@group(0) @binding(0) var<storage, read> n: array<u32>;
+@group(0) @binding(1) var<storage, read_write> x: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = g.x;
+  if (i >= arrayLength(&x)) { return; }
+  var s = 0u;
+  for (var j = 0u; j < n[i]; j++) { s += j; }
+  x[i] = s;
+}`;
+    const s = new kiln.Session({ maxLoopIterations: 100, maxOpsPerDispatch: 4096 });
+    const r = rng(22);
+    const counts = Uint32Array.from({ length: 131 }, () => Math.floor(r() * 100));
+    const tri = await s.compileKernel(triangle);
+    const [tn, tx] = s.run(() => [kiln.tensor(counts), kiln.zeros([131], "u32")]);
+    s.run(() => tri.dispatch([tn, tx], [3]));
+    close(await tx.toArray(), Array.from(counts, (c) => (c * (c - 1)) / 2), 0, 0, "loops within the budget");
+    const k = await s.compileKernel(spin);
+    const x = s.run(() => kiln.zeros([4]));
+    s.run(() => k.dispatch([x], [1]));
+    await expectReject(x.toArray(), "COMPUTE_LIMIT", "a loop without end");
+    // 65 workgroups of 64 invocations is over the per-dispatch budget: refused before queuing.
+    const big = s.run(() => [kiln.tensor(new Uint32Array(65 * 64)), kiln.tensor(new Uint32Array(65 * 64))]);
+    expectError(() => s.run(() => tri.dispatch(big, [65])), "COMPUTE_LIMIT", "over maxOpsPerDispatch");
+    if (s.stats().computeLimitHits !== 2 || s.stats().kernelsCompiled !== 2) throw new Error(`stats ${JSON.stringify(s.stats())}`);
+    // The policy refuses at compile time, asynchronously too.
+    const strict = new kiln.Session({ maxWorkgroupInvocations: 32 });
+    await expectReject(strict.compileKernel(triangle), "SHADER", "over the policy's workgroup size");
+    if (strict.stats().policyRejections !== 1) throw new Error("policy rejection not counted");
+    // Everything else carries on.
+    const y = kiln.multiply(kiln.tensor(new Float32Array([1.5, -2])), 2);
+    close(await y.toArray(), [3, -4], 0, 0, "after COMPUTE_LIMIT");
+    s.close();
+    strict.close();
+  },
+
+  async "sessions: 1000 at once, interleaved across awaits"() {
+    const before = kiln.memoryStats().inUseBytes;
+    const count = 1000;
+    const sessions = Array.from({ length: count }, () => new kiln.Session({ maxBytes: 3 * 64 }));
+    // Every task creates its tensors inside run, then awaits (the other tasks run meanwhile).
+    const results = await Promise.all(
+      sessions.map(async (s, i) => {
+        const r = rng(1000 + i);
+        const n = 9 + (i % 8);
+        const a = randomF32(n, r);
+        const b = randomF32(n, r);
+        const c = s.run(() => kiln.add(kiln.tensor(a), kiln.tensor(b)));
+        await null;
+        const refused = s.run(() => {
+          try {
+            kiln.zeros([4 * 16]);
+            return "none";
+          } catch (e) {
+            return e.codeName;
+          }
+        });
+        const got = await c.toArray();
+        const right = got.every((v, j) => v === Math.fround(a[j] + b[j]));
+        return { refused, right, held: s.stats().bytesInUse, c };
+      }),
+    );
+    const held = sessions.reduce((acc, s) => acc + s.stats().bytesInUse, 0);
+    for (const [i, r] of results.entries()) {
+      if (r.refused !== "QUOTA_EXCEEDED" || !r.right) throw new Error(`session ${i}: ${JSON.stringify(r)}`);
+    }
+    for (const s of sessions) s.close();
+    const left = sessions.reduce((acc, s) => acc + s.stats().bytesInUse + s.stats().liveBuffers, 0);
+    results.forEach((r) => r.c.free());
+    sessions.forEach((s) => s.free());
+    if (left !== 0) throw new Error(`${left} bytes and buffers left in closed sessions`);
+    if (held < count * 64) throw new Error(`only ${held} bytes held with every session open`);
+    // At most what it was: tensors of earlier tests the garbage collector finalized meanwhile
+    // may have given memory back too.
+    if (kiln.memoryStats().inUseBytes > before) throw new Error(`memory left: ${kiln.memoryStats().inUseBytes - before} bytes`);
+  },
 };
 
 export async function run(logLine) {

@@ -28,6 +28,16 @@ export async function page(): Promise<number> {
   const shape: number[] = Array.from(p.shape);
   await kiln.synchronize();
   const stats = kiln.memoryStats();
+  const session = new kiln.Session({ maxBytes: 1 << 20, maxOpsTotal: 1e9, allowAtomics: false });
+  const owned: Tensor = session.run(() => kiln.add(a, 1));
+  const sk: Kernel = await session.compileKernel("@compute @workgroup_size(1) fn main() {}");
+  session.enter();
+  session.exit();
+  const ss: kiln.SessionStats = session.stats();
+  const inUse: number = ss.bytesInUse + (session.closed ? 1 : 0) + session.id;
+  session.close();
+  // @ts-expect-error: limits are named fields
+  new kiln.Session({ max_bytes: 1 });
   try {
     kiln.matmul(a, a);
   } catch (e) {
@@ -48,7 +58,7 @@ export async function page(): Promise<number> {
   kiln.tensor(new Float32Array(1), "1");
   // @ts-expect-error: toArray is asynchronous
   const wrong: Float32Array = y.toArray();
-  console.log(f16, out.length, bytes.length, shape, stats.peakBytes, ws[0], wrong);
+  console.log(f16, out.length, bytes.length, shape, stats.peakBytes, ws[0], wrong, owned, sk, inUse);
   return info.maxBufferSize;
 }
 

@@ -48,6 +48,12 @@ pub(crate) struct GpuBuffer {
 /// Whether the last writer of a buffer finished: Err(COMPUTE_LIMIT) when it stopped early.
 pub(crate) trait Verdict: Send + Sync {
     fn check(&self) -> Result<()>;
+    /// The browser cannot block: the tensor holding the verdict's words, to be read back with an
+    /// `await` and handed to `settle` before `check` (None once settled).
+    #[cfg(target_arch = "wasm32")]
+    fn unsettled(&self) -> Option<crate::Tensor>;
+    #[cfg(target_arch = "wasm32")]
+    fn settle(&self, words: &[u32]);
 }
 
 impl GpuBuffer {
@@ -71,6 +77,24 @@ impl GpuBuffer {
             v.check()?;
             // Read once: the verdict does not change, and the buffer's next writer resets it.
             *self.verdict.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl GpuBuffer {
+    /// Reads the last writer's loop-budget verdict back without blocking the page, so that
+    /// `check_readable` then finds it decided (the blocking read is not available there).
+    pub(crate) async fn settle_verdict_async(&self) -> Result<()> {
+        let v = self.verdict.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(v) = v {
+            if let Some(guard) = v.unsettled() {
+                // The guard's own buffer has no verdict: read it directly (no recursion).
+                let mut bytes = vec![0u8; guard.nbytes()];
+                guard.device.read_async(guard.raw(), bytes.len() as u64, &mut bytes).await?;
+                v.settle(&bytemuck::pod_collect_to_vec::<u8, u32>(&bytes));
+            }
         }
         Ok(())
     }

@@ -183,7 +183,15 @@ defmodule Kiln.Native do
     std: 4,
     diff: 5,
     vecdot: 3,
-    tensordot: 5
+    tensordot: 5,
+    # sessions (native/src/session.rs) and metrics
+    session_open: 11,
+    session_enter: 1,
+    session_exit: 0,
+    session_current: 0,
+    session_close: 1,
+    session_stats: 1,
+    metrics_text: 0
   ]
 
   @doc false
@@ -211,7 +219,15 @@ defmodule Kiln.SafeNative do
   # tuple. A panic that escaped the NIF's own guard (rustler raises `:nif_panicked`) becomes a
   # `:panic` `Kiln.Error`. Nothing raises a bare `ArgumentError` to the user.
 
-  @plain [source_hash: 0, error_codes: 0, is_freed: 1]
+  @plain [
+    source_hash: 0,
+    error_codes: 0,
+    is_freed: 1,
+    session_open: 11,
+    session_enter: 1,
+    session_current: 0,
+    session_stats: 1
+  ]
 
   for {name, arity} <- Kiln.Native.nifs() do
     args = Macro.generate_arguments(arity, __MODULE__)

@@ -3,39 +3,40 @@
 
 use crate::{opt_get, tensor_reply, Dt, Flag, Opt, Out, Reply, Scalar, TRef, Text};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn unary(op: Text, x: TRef) -> Reply<Out> {
-    tensor_reply(|| ops::unary(UnaryOp::parse(&op.0)?, &x.get()?))
+fn unary(env: Env<'_>, op: Text, x: TRef) -> Reply<Out> {
+    tensor_reply(env, || ops::unary(UnaryOp::parse(&op.0)?, &x.get()?))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn binary(op: Text, a: TRef, b: TRef) -> Reply<Out> {
-    tensor_reply(|| ops::binary(BinaryOp::parse(&op.0)?, &a.get()?, &b.get()?))
+fn binary(env: Env<'_>, op: Text, a: TRef, b: TRef) -> Reply<Out> {
+    tensor_reply(env, || ops::binary(BinaryOp::parse(&op.0)?, &a.get()?, &b.get()?))
 }
 
 /// `a OP s`: the scalar reaches kiln-core untouched, which rejects NaN, fractions and values
 /// out of range for an integer tensor (INVALID_ARGUMENT).
 #[rustler::nif(schedule = "DirtyIo")]
-fn binary_scalar(op: Text, a: TRef, s: Scalar, scalar_first: Flag) -> Reply<Out> {
-    tensor_reply(|| ops::binary_scalar(BinaryOp::parse(&op.0)?, &a.get()?, s.0, scalar_first.0))
+fn binary_scalar(env: Env<'_>, op: Text, a: TRef, s: Scalar, scalar_first: Flag) -> Reply<Out> {
+    tensor_reply(env, || ops::binary_scalar(BinaryOp::parse(&op.0)?, &a.get()?, s.0, scalar_first.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn where_(cond: TRef, a: TRef, b: TRef) -> Reply<Out> {
-    tensor_reply(|| ops::where_(&cond.get()?, &a.get()?, &b.get()?))
+fn where_(env: Env<'_>, cond: TRef, a: TRef, b: TRef) -> Reply<Out> {
+    tensor_reply(env, || ops::where_(&cond.get()?, &a.get()?, &b.get()?))
 }
 
 /// The Array API's `clip`: either bound may be nil (Elixir numbers are made tensors first).
 #[rustler::nif(schedule = "DirtyIo")]
-fn clip(x: TRef, min: Opt<TRef>, max: Opt<TRef>) -> Reply<Out> {
-    tensor_reply(|| {
+fn clip(env: Env<'_>, x: TRef, min: Opt<TRef>, max: Opt<TRef>) -> Reply<Out> {
+    tensor_reply(env, || {
         let (lo, hi) = (opt_get(&min)?, opt_get(&max)?);
         ops::clip(&x.get()?, lo.as_ref(), hi.as_ref())
     })
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn cast(x: TRef, dtype: Dt) -> Reply<Out> {
-    tensor_reply(|| ops::cast(&x.get()?, dtype.0))
+fn cast(env: Env<'_>, x: TRef, dtype: Dt) -> Reply<Out> {
+    tensor_reply(env, || ops::cast(&x.get()?, dtype.0))
 }

@@ -2,6 +2,7 @@
 
 use crate::{bad_arg, guard, Bytes, Groups, List, Reply, TRef, Text};
 use kiln_core::{Error, Kernel};
+use rustler::Env;
 use rustler::{Decoder, NifMap, NifResult, ResourceArc, Term};
 
 pub struct KernelRes(Kernel);
@@ -42,9 +43,9 @@ pub struct KernelInfo {
 /// compiles on a thread of its own with a stack sized for the largest accepted source, so the
 /// scheduler's small stack is never at risk. `source` and `entry` must be UTF-8.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn kernel_compile(source: Text, entry: Text) -> Reply<(ResourceArc<KernelRes>, KernelInfo)> {
+fn kernel_compile(env: Env<'_>, source: Text, entry: Text) -> Reply<(ResourceArc<KernelRes>, KernelInfo)> {
     let (source, entry) = (source.0, entry.0);
-    guard(move || {
+    guard(env, move || {
         let k = Kernel::new(&source, &entry)?;
         let [x, y, z] = k.workgroup_size();
         let info = KernelInfo {
@@ -68,8 +69,8 @@ fn kernel_compile(source: Text, entry: Text) -> Reply<(ResourceArc<KernelRes>, K
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn kernel_dispatch(k: KRef, tensors: List<TRef>, workgroups: Groups, uniforms: Bytes) -> Reply<()> {
-    guard(|| {
+fn kernel_dispatch(env: Env<'_>, k: KRef, tensors: List<TRef>, workgroups: Groups, uniforms: Bytes) -> Reply<()> {
+    guard(env, || {
         let ts = tensors.0.iter().map(|t| t.get()).collect::<kiln_core::Result<Vec<_>>>()?;
         let refs: Vec<&kiln_core::Tensor> = ts.iter().collect();
         let u = if uniforms.0.is_empty() { None } else { Some(uniforms.0.as_slice()) };
@@ -99,8 +100,8 @@ pub struct DeviceInfo {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn devices() -> Reply<Vec<DeviceInfo>> {
-    guard(|| {
+fn devices(env: Env<'_>) -> Reply<Vec<DeviceInfo>> {
+    guard(env, || {
         let list = kiln_core::adapters();
         if list.is_empty() {
             // Asking for the device gives core's NO_ADAPTER error with its install hint.
@@ -133,15 +134,15 @@ fn devices() -> Reply<Vec<DeviceInfo>> {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn synchronize() -> Reply<()> {
-    guard(kiln_core::synchronize)
+fn synchronize(env: Env<'_>) -> Reply<()> {
+    guard(env, kiln_core::synchronize)
 }
 
 /// Destroys the process's devices; tensors and kernels made before answer DEVICE_LOST, and the
 /// next call creates a fresh device.
 #[rustler::nif(schedule = "DirtyIo")]
-fn reset_devices() -> Reply<()> {
-    guard(|| {
+fn reset_devices(env: Env<'_>) -> Reply<()> {
+    guard(env, || {
         kiln_core::reset_devices();
         Ok(())
     })
@@ -157,8 +158,8 @@ pub struct MemStats {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn memory_stats() -> Reply<MemStats> {
-    guard(|| {
+fn memory_stats(env: Env<'_>) -> Reply<MemStats> {
+    guard(env, || {
         let s = kiln_core::device()?.memory_stats();
         Ok(MemStats {
             allocated_bytes: s.allocated_bytes,
@@ -171,14 +172,14 @@ fn memory_stats() -> Reply<MemStats> {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn empty_cache() -> Reply<()> {
-    guard(|| {
+fn empty_cache(env: Env<'_>) -> Reply<()> {
+    guard(env, || {
         kiln_core::device()?.empty_cache();
         Ok(())
     })
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn has_f16() -> Reply<bool> {
-    guard(|| Ok(kiln_core::device()?.has_f16()))
+fn has_f16(env: Env<'_>) -> Reply<bool> {
+    guard(env, || Ok(kiln_core::device()?.has_f16()))
 }

@@ -3,6 +3,10 @@
 //! compile a pipeline) runs on a dirty scheduler, and every body runs under `catch_unwind`, so a
 //! panic becomes `{:error, {:panic, 12, msg}}` instead of taking the VM down.
 //!
+//! Every NIF that reaches kiln-core takes the caller's `Env`: `guard(env, f)` makes the calling
+//! process's session (session.rs, `Kiln.Session.with/2`) current on the scheduler thread for
+//! that call only, since one process's calls may run on any thread.
+//!
 //! Replies: `{:ok, value} | {:error, {code_atom, code_number, message}}`; a tensor travels as
 //! `{resource, shape_list, dtype_atom}` and `lib/kiln.ex` wraps it in `%Kiln.Tensor{}`.
 //!
@@ -29,6 +33,7 @@ mod quant;
 mod random;
 mod reduce;
 mod scan;
+mod session;
 mod sort;
 
 mod atoms {
@@ -67,8 +72,12 @@ impl Encoder for KError {
 
 pub type Reply<T> = Result<T, KError>;
 
-/// Runs `f`, turning a panic into `Error::Panic` (the VM never sees it).
-pub fn guard<T>(f: impl FnOnce() -> kiln_core::Result<T>) -> Reply<T> {
+/// Runs `f` for the calling process, turning a panic into `Error::Panic` (the VM never sees it).
+/// The process's current session (`Kiln.Session.with/2`), if any, is current on this scheduler
+/// thread for the duration of the call only: the next call of the same process may run on
+/// another thread, and this thread's next call may come from another process.
+pub fn guard<T>(env: Env<'_>, f: impl FnOnce() -> kiln_core::Result<T>) -> Reply<T> {
+    let _entered = session::current_of(env).map(|s| s.enter());
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(KError),
         Err(payload) => Err(KError(Error::from_panic(payload))),
@@ -380,8 +389,8 @@ impl Encoder for Out {
     }
 }
 
-pub fn tensor_reply(f: impl FnOnce() -> kiln_core::Result<Tensor>) -> Reply<Out> {
-    guard(f).map(Out)
+pub fn tensor_reply(env: Env<'_>, f: impl FnOnce() -> kiln_core::Result<Tensor>) -> Reply<Out> {
+    guard(env, f).map(Out)
 }
 
 pub fn opt_get(t: &Opt<TRef>) -> kiln_core::Result<Option<Tensor>> {
@@ -407,13 +416,13 @@ impl<'a> Decoder<'a> for Bytes<'a> {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn from_binary(data: Bytes, dtype: Dt, shape: Shape) -> Reply<Out> {
-    tensor_reply(|| Tensor::from_bytes(data.0.as_slice(), &shape.0, dtype.0))
+fn from_binary(env: Env<'_>, data: Bytes, dtype: Dt, shape: Shape) -> Reply<Out> {
+    tensor_reply(env, || Tensor::from_bytes(data.0.as_slice(), &shape.0, dtype.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
 fn to_binary<'a>(env: Env<'a>, t: TRef) -> Reply<Term<'a>> {
-    let bytes = guard(|| {
+    let bytes = guard(env, || {
         let t = t.get()?;
         // (An allocation failure panics inside rustler and is caught by `guard`.)
         let mut bin = rustler::OwnedBinary::new(t.nbytes());
@@ -426,8 +435,8 @@ fn to_binary<'a>(env: Env<'a>, t: TRef) -> Reply<Term<'a>> {
 /// Drops this handle's tensor now; the GPU buffer goes back to the pool unless a view
 /// (reshape) made from it is still alive.
 #[rustler::nif(schedule = "DirtyIo")]
-fn free(t: TRef) -> Reply<bool> {
-    guard(|| {
+fn free(env: Env<'_>, t: TRef) -> Reply<bool> {
+    guard(env, || {
         let taken = t.0 .0.lock().unwrap_or_else(|e| e.into_inner()).take();
         Ok(taken.is_some())
     })

@@ -3,10 +3,11 @@
 
 use crate::{axes, tensor_reply, Axes, Flag, Int, Opt, Out, Reply, TRef, Text};
 use kiln_core::{ops, Error};
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn reduce(op: Text, x: TRef, axes_: Opt<Axes>, keepdims: Flag) -> Reply<Out> {
-    tensor_reply(|| {
+fn reduce(env: Env<'_>, op: Text, x: TRef, axes_: Opt<Axes>, keepdims: Flag) -> Reply<Out> {
+    tensor_reply(env, || {
         let x = x.get()?;
         let a = axes(&axes_);
         let a = a.as_deref();
@@ -23,13 +24,13 @@ fn reduce(op: Text, x: TRef, axes_: Opt<Axes>, keepdims: Flag) -> Reply<Out> {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn var(x: TRef, axes_: Opt<Axes>, keepdims: Flag, ddof: Int<usize>) -> Reply<Out> {
-    tensor_reply(|| ops::var(&x.get()?, axes(&axes_).as_deref(), keepdims.0, ddof.0))
+fn var(env: Env<'_>, x: TRef, axes_: Opt<Axes>, keepdims: Flag, ddof: Int<usize>) -> Reply<Out> {
+    tensor_reply(env, || ops::var(&x.get()?, axes(&axes_).as_deref(), keepdims.0, ddof.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn arg_reduce(op: Text, x: TRef, axis: Opt<Int<isize>>, keepdims: Flag) -> Reply<Out> {
-    tensor_reply(|| {
+fn arg_reduce(env: Env<'_>, op: Text, x: TRef, axis: Opt<Int<isize>>, keepdims: Flag) -> Reply<Out> {
+    tensor_reply(env, || {
         let x = x.get()?;
         let axis = axis.0.map(|a| a.0);
         match op.0.as_str() {

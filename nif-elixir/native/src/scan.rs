@@ -4,10 +4,11 @@
 
 use crate::{axes, opt_get, tensor_reply, Axes, Dt, Flag, Int, Opt, Out, Reply, TRef, Text};
 use kiln_core::{ops, Error};
+use rustler::Env;
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn scan(op: Text, x: TRef, axis: Opt<Int<isize>>, dtype: Opt<Dt>, include_initial: Flag) -> Reply<Out> {
-    tensor_reply(|| {
+fn scan(env: Env<'_>, op: Text, x: TRef, axis: Opt<Int<isize>>, dtype: Opt<Dt>, include_initial: Flag) -> Reply<Out> {
+    tensor_reply(env, || {
         let x = x.get()?;
         let (axis, dtype) = (axis.0.map(|a| a.0), dtype.0.map(|d| d.0));
         match op.0.as_str() {
@@ -19,32 +20,32 @@ fn scan(op: Text, x: TRef, axis: Opt<Int<isize>>, dtype: Opt<Dt>, include_initia
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn prod(x: TRef, axes_: Opt<Axes>, keepdims: Flag, dtype: Opt<Dt>) -> Reply<Out> {
-    tensor_reply(|| ops::prod(&x.get()?, axes(&axes_).as_deref(), keepdims.0, dtype.0.map(|d| d.0)))
+fn prod(env: Env<'_>, x: TRef, axes_: Opt<Axes>, keepdims: Flag, dtype: Opt<Dt>) -> Reply<Out> {
+    tensor_reply(env, || ops::prod(&x.get()?, axes(&axes_).as_deref(), keepdims.0, dtype.0.map(|d| d.0)))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn std(x: TRef, axes_: Opt<Axes>, keepdims: Flag, ddof: Int<usize>) -> Reply<Out> {
-    tensor_reply(|| ops::std(&x.get()?, axes(&axes_).as_deref(), keepdims.0, ddof.0))
+fn std(env: Env<'_>, x: TRef, axes_: Opt<Axes>, keepdims: Flag, ddof: Int<usize>) -> Reply<Out> {
+    tensor_reply(env, || ops::std(&x.get()?, axes(&axes_).as_deref(), keepdims.0, ddof.0))
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn diff(x: TRef, axis: Int<isize>, n: Int<usize>, prepend: Opt<TRef>, append: Opt<TRef>) -> Reply<Out> {
-    tensor_reply(|| {
+fn diff(env: Env<'_>, x: TRef, axis: Int<isize>, n: Int<usize>, prepend: Opt<TRef>, append: Opt<TRef>) -> Reply<Out> {
+    tensor_reply(env, || {
         let (p, a) = (opt_get(&prepend)?, opt_get(&append)?);
         ops::diff(&x.get()?, axis.0, n.0, p.as_ref(), a.as_ref())
     })
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn vecdot(a: TRef, b: TRef, axis: Int<isize>) -> Reply<Out> {
-    tensor_reply(|| ops::vecdot(&a.get()?, &b.get()?, axis.0))
+fn vecdot(env: Env<'_>, a: TRef, b: TRef, axis: Int<isize>) -> Reply<Out> {
+    tensor_reply(env, || ops::vecdot(&a.get()?, &b.get()?, axis.0))
 }
 
 /// `n >= 0`: the last n axes of a with the first n of b; else the pairs `axes1[i]`, `axes2[i]`.
 #[rustler::nif(schedule = "DirtyIo")]
-fn tensordot(a: TRef, b: TRef, n: Int<isize>, axes1: Axes, axes2: Axes) -> Reply<Out> {
-    tensor_reply(|| {
+fn tensordot(env: Env<'_>, a: TRef, b: TRef, n: Int<isize>, axes1: Axes, axes2: Axes) -> Reply<Out> {
+    tensor_reply(env, || {
         let axes = if n.0 >= 0 {
             ops::TensordotAxes::Count(n.0 as usize)
         } else {
