@@ -14,16 +14,28 @@ use crate::Result;
 use std::fmt::Write;
 
 const TEMPLATE: &str = include_str!("../../../../shaders/flash_attention_coop.wgsl");
-/// Subgroups per workgroup, 16 query rows each.
-const NSG: usize = 4;
+/// Subgroups per workgroup (16 query rows each), most wanted first: 8 shares every K and V tile
+/// among 128 query rows, which measured 1.5-1.8x faster than 4 on the H100 (BENCHMARKS.md item
+/// 28) though it leaves room for only 32 keys per tile; 4 where 8 does not fit the device.
+/// `KILN_ATTN_NSG=2|4|8|16` puts one first (tuning).
+fn nsg_choices() -> [usize; 2] {
+    static N: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let wanted = *N.get_or_init(|| match std::env::var("KILN_ATTN_NSG").ok().and_then(|v| v.parse().ok()) {
+        Some(n @ (2 | 4 | 8 | 16)) => Some(n),
+        _ => None,
+    });
+    [wanted.unwrap_or(8), 4]
+}
 
-/// One configuration of the kernel: the subgroup size and the keys per tile.
+/// One configuration of the kernel: the subgroup size, the keys per tile, the head sizes and the
+/// subgroups per workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct CoopAttn {
     sg: usize,
     bc: usize,
     d: usize,
     dv: usize,
+    nsg: usize,
 }
 
 impl CoopAttn {
@@ -46,14 +58,18 @@ pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option
         return None;
     }
     let limits = device.limits();
-    if sg * NSG > limits.max_compute_invocations_per_workgroup as usize
-        || sg * NSG > limits.max_compute_workgroup_size_x as usize
-    {
-        return None;
-    }
     let limit = limits.max_compute_workgroup_storage_size as usize;
-    let bc = [64, 32, 16].into_iter().find(|&bc| CoopAttn::shared_bytes(NSG, bc, d, dv) <= limit)?;
-    Some(CoopAttn { sg, bc, d, dv })
+    for nsg in nsg_choices() {
+        if sg * nsg > limits.max_compute_invocations_per_workgroup as usize
+            || sg * nsg > limits.max_compute_workgroup_size_x as usize
+        {
+            continue;
+        }
+        if let Some(bc) = [64, 32, 16].into_iter().find(|&bc| CoopAttn::shared_bytes(nsg, bc, d, dv) <= limit) {
+            return Some(CoopAttn { sg, bc, d, dv, nsg });
+        }
+    }
+    None
 }
 
 pub(super) fn run(
@@ -66,7 +82,7 @@ pub(super) fn run(
     out: &Tensor,
 ) -> Result<()> {
     let device = q.device().clone();
-    let br = NSG * 16;
+    let br = c.nsg * 16;
     let nqb = g.lq.div_ceil(br);
     let blocks = numel(g.batch_shape) * nqb;
     let params = g.flash_params(nqb, blocks, mask.map(|(_, s)| s));
@@ -75,7 +91,7 @@ pub(super) fn run(
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
     Launch {
-        key: format!("flash_attention_coop:{}:{}:{}:{}:{has_mask}", c.sg, c.bc, c.d, c.dv),
+        key: format!("flash_attention_coop:{}:{}:{}:{}:{}:{has_mask}", c.sg, c.bc, c.d, c.dv, c.nsg),
         source: Box::new(move || source(c, has_mask)),
         tensors: &tensors,
         params: Some(params),
@@ -88,10 +104,10 @@ pub(super) fn run(
 
 /// The kernel's WGSL for one configuration (the tests validate it through naga everywhere).
 pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
-    let CoopAttn { sg, bc, d, dv } = c;
+    let CoopAttn { sg, bc, d, dv, nsg } = c;
     let (qd, nb, od) = (d / 16, bc / 16, dv / 16);
     let lpr = sg / 16;
-    let nt = sg * NSG;
+    let nt = sg * nsg;
     let mut load_q = String::new();
     for ci in 0..qd {
         let _ = write!(
@@ -259,15 +275,15 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
             ("P_SLOT", if has_mask { "5" } else { "4" }),
             ("SG", &sg.to_string()),
-            ("NSG", &NSG.to_string()),
+            ("NSG", &nsg.to_string()),
             ("NT", &nt.to_string()),
             ("BC", &bc.to_string()),
             ("D", &d.to_string()),
             ("DV", &dv.to_string()),
             ("KS_LEN", &(bc * (d + 8)).to_string()),
             ("VS_LEN", &(bc * (dv + 8)).to_string()),
-            ("SS_LEN", &(NSG * 16 * (bc + 4)).to_string()),
-            ("PS_LEN", &(NSG * 16 * (bc + 8)).to_string()),
+            ("SS_LEN", &(nsg * 16 * (bc + 4)).to_string()),
+            ("PS_LEN", &(nsg * 16 * (bc + 8)).to_string()),
             ("LOAD_Q", &load_q),
             ("ACC_DECL", &acc),
             ("FETCH_DECL", &fetch_decl),
@@ -285,10 +301,10 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     )
 }
 
-/// The kernel's WGSL for subgroup size `sg`, `bc` keys per tile, head sizes `d`, `dv` (tests
-/// validate it through naga on every machine).
-pub fn source_for_tests(sg: usize, bc: usize, d: usize, dv: usize, has_mask: bool) -> String {
-    source(CoopAttn { sg, bc, d, dv }, has_mask)
+/// The kernel's WGSL for subgroup size `sg`, `bc` keys per tile, head sizes `d`, `dv`, `nsg`
+/// subgroups (tests validate it through naga on every machine).
+pub fn source_for_tests(sg: usize, bc: usize, d: usize, dv: usize, nsg: usize, has_mask: bool) -> String {
+    source(CoopAttn { sg, bc, d, dv, nsg }, has_mask)
 }
 
 /// What the kernel relies on, checked by the tests on devices with cooperative matrices: the
