@@ -117,7 +117,8 @@ impl Device {
             let _ = tx.send(r);
         });
         let mapped = self.wait(rx)?;
-        self.finish_read(staging, mapped, take)
+        self.finish_read(staging, mapped, take)?;
+        self.settle_times()
     }
 
     /// `read`, awaited: the browser's only way (the page cannot block while the GPU answers).

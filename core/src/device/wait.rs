@@ -161,6 +161,12 @@ impl Device {
                 out
             }
         };
+        // Without timestamps, a session with a GPU budget is charged the wall clock of its waits.
+        if !self.has_timestamps() {
+            if let Some(s) = crate::session::current_inner().filter(|s| s.has_gpu_budget()) {
+                s.charge_gpu_ns(start.elapsed().as_nanos() as u64);
+            }
+        }
         // The host waited for the GPU: the next queue of work starts with an early submit again.
         self.batch.lock().unwrap().flush_at = self.flush_bytes;
         match out {
@@ -193,6 +199,7 @@ impl Device {
             let _ = tx.send(());
         });
         self.wait(rx)?;
+        self.settle_times()?;
         self.take_uncaptured()
     }
 
