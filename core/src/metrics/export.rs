@@ -174,6 +174,8 @@ pub fn gather() -> Vec<MetricFamily> {
     out.push(errors.0);
 
     out.extend(device_families());
+    // The text encoder refuses a family without samples (no session open, no op run yet).
+    out.retain(|f| !f.get_metric().is_empty());
     out
 }
 
@@ -230,12 +232,18 @@ pub fn prometheus_text() -> String {
     encode(&gather())
 }
 
-/// Encodes metric families (the runtime's, a service's, or both) as Prometheus text.
+/// Encodes metric families (the runtime's, a service's, or both) as Prometheus text. A family
+/// the encoder refuses (one without samples, say) is left out, not the ones after it.
 pub fn encode(families: &[MetricFamily]) -> String {
     use prometheus::Encoder;
+    let encoder = prometheus::TextEncoder::new();
     let mut out = Vec::new();
-    // Encoding into a Vec fails only on a malformed family, which `gather` never builds.
-    let _ = prometheus::TextEncoder::new().encode(families, &mut out);
+    for f in families {
+        let mut one = Vec::new();
+        if encoder.encode(std::slice::from_ref(f), &mut one).is_ok() {
+            out.extend(one);
+        }
+    }
     String::from_utf8(out).unwrap_or_default()
 }
 
