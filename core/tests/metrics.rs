@@ -331,6 +331,13 @@ fn empty_and_failing_dispatches_are_counted_right() {
     let st = s.stats();
     assert_eq!((st.dispatches, st.bound_bytes, st.compute_limit_hits), (0, 0, 1));
     s.close();
+    // An allocation over a quota is counted under its code, once.
+    let q = Session::new(SessionLimits { max_bytes: 64, ..Default::default() });
+    let before_quota = error_count("QUOTA_EXCEEDED");
+    let e = q.run(|| Tensor::from_slice(&[0.5f32; 1024], &[1024])).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::QuotaExceeded);
+    assert_eq!(error_count("QUOTA_EXCEEDED") - before_quota, 1.0);
+    q.close();
 }
 
 #[test]

@@ -189,6 +189,10 @@ impl Device {
 
     /// Submits everything queued and waits until the GPU has finished it.
     pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_counted().map_err(crate::metrics::counters::count_error)
+    }
+
+    fn synchronize_counted(&self) -> Result<()> {
         self.check_alive()?;
         {
             let mut batch = self.batch.lock().unwrap();
