@@ -45,15 +45,21 @@
 #include <stdint.h>
 
 /**
- * KilnProfileResult.clock: GPU timestamps at each op's pass.
+ * KilnProfileSummary.clock: GPU timestamps at each op's pass.
  */
 #define KILN_CLOCK_GPU_TIMESTAMPS 0
 
 /**
- * KilnProfileResult.clock: the adapter has no timestamp queries; host wall clock of each op
+ * KilnProfileSummary.clock: the adapter has no timestamp queries; host wall clock of each op
  * submitted and waited for alone (includes submit and wait overhead).
  */
 #define KILN_CLOCK_WALL 1
+
+/**
+ * Longest op name a KilnProfileRow holds, with its NUL (longer ones are cut; Kiln's op names
+ * are far shorter).
+ */
+#define KILN_PROFILE_OP_LEN 64
 
 /**
  * KilnSessionLimits.forbid: no f16.
@@ -351,14 +357,35 @@ typedef struct KilnPipelineStats {
 } KilnPipelineStats;
 
 /**
+ * kiln_profile_stop's totals.
+ */
+typedef struct KilnProfileSummary {
+    /**
+     * Rows written to `*rows`.
+     */
+    size_t n_rows;
+    /**
+     * KILN_CLOCK_GPU_TIMESTAMPS or KILN_CLOCK_WALL.
+     */
+    uint32_t clock;
+    /**
+     * The rows' total time, seconds.
+     */
+    double total_s;
+    /**
+     * Host wall clock from kiln_profile_start to kiln_profile_stop, seconds.
+     */
+    double wall_s;
+} KilnProfileSummary;
+
+/**
  * One op's line of a profile.
  */
 typedef struct KilnProfileRow {
     /**
-     * The op (kernel family, e.g. "matmul", "elementwise:add", "user_kernel"); owned by the
-     * result.
+     * The op (kernel family, e.g. "matmul", "elementwise:add", "user_kernel"), NUL-terminated.
      */
-    char *op;
+    char op[64];
     /**
      * Dispatches of the op while the profile ran.
      */
@@ -374,25 +401,6 @@ typedef struct KilnProfileRow {
      */
     double share;
 } KilnProfileRow;
-
-/**
- * What kiln_profile_stop writes: the table as text, the rows (most time first) and the
- * totals. Release with kiln_profile_result_free.
- */
-typedef struct KilnProfileResult {
-    /**
-     * The aligned table (what Kiln's other bindings print), NUL-terminated.
-     */
-    char *text;
-    struct KilnProfileRow *rows;
-    size_t n_rows;
-    /**
-     * KILN_CLOCK_GPU_TIMESTAMPS or KILN_CLOCK_WALL.
-     */
-    uint32_t clock;
-    double total_s;
-    double wall_s;
-} KilnProfileResult;
 
 /**
  * kiln_session_create's limits. Every 0 means "no limit" (max_loop_iterations 0: the default
@@ -692,17 +700,20 @@ KilnStatus kiln_string_free(char *s);
 KilnStatus kiln_profile_start(void);
 
 /**
- * Stops the profile (waits for the GPU) and writes its result to `*out`; release it with
- * kiln_profile_result_free. KILN_ERR_INVALID_ARGUMENT when no profile runs; `*out` is zeroed
- * on failure.
+ * Stops the profile (waits for the GPU): writes the totals to `*summary`, a new array of
+ * `summary->n_rows` rows (most time first) to `*rows` (release with kiln_profile_rows_free; NULL
+ * when there are none) and, when `text` is not NULL, the aligned table as a new string to
+ * `*text` (release with kiln_string_free). KILN_ERR_INVALID_ARGUMENT when no profile runs;
+ * on failure `*rows` and `*text` are NULL.
  */
-KilnStatus kiln_profile_stop(struct KilnProfileResult *out);
+KilnStatus kiln_profile_stop(struct KilnProfileSummary *summary,
+                             struct KilnProfileRow **rows,
+                             char **text);
 
 /**
- * Releases what kiln_profile_stop wrote into `*r` and zeroes it (freeing twice is a no-op).
- * NULL is a no-op.
+ * Releases the `n_rows` rows kiln_profile_stop wrote (n_rows as it said). NULL is a no-op.
  */
-KilnStatus kiln_profile_result_free(struct KilnProfileResult *r);
+KilnStatus kiln_profile_rows_free(struct KilnProfileRow *rows, size_t n_rows);
 
 /**
  * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is KILN_BOOL, or

@@ -1,27 +1,30 @@
 //! Metrics and profiles over the C ABI: the runtime's metrics as Prometheus text, and per-op
 //! GPU-time profiles (docs/DESIGN.md, "Metrics and profiling"). Strings handed out are owned by
-//! the caller and released with kiln_string_free; a profile's result with
-//! kiln_profile_result_free.
+//! the caller and released with kiln_string_free; a profile's rows with kiln_profile_rows_free.
 
 use crate::boundary::{call, out_ptr};
 use crate::types::KilnStatus;
-use kiln_core::profile::{self, Clock, Profile};
-use kiln_core::{Error, Result};
+use kiln_core::profile::{self, Clock};
+use kiln_core::Error;
 use std::ffi::CString;
 use std::os::raw::c_char;
 
-/// KilnProfileResult.clock: GPU timestamps at each op's pass.
+/// KilnProfileSummary.clock: GPU timestamps at each op's pass.
 pub const KILN_CLOCK_GPU_TIMESTAMPS: u32 = 0;
-/// KilnProfileResult.clock: the adapter has no timestamp queries; host wall clock of each op
+/// KilnProfileSummary.clock: the adapter has no timestamp queries; host wall clock of each op
 /// submitted and waited for alone (includes submit and wait overhead).
 pub const KILN_CLOCK_WALL: u32 = 1;
 
+/// Longest op name a KilnProfileRow holds, with its NUL (longer ones are cut; Kiln's op names
+/// are far shorter).
+pub const KILN_PROFILE_OP_LEN: usize = 64;
+
 /// One op's line of a profile.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct KilnProfileRow {
-    /// The op (kernel family, e.g. "matmul", "elementwise:add", "user_kernel"); owned by the
-    /// result.
-    pub op: *mut c_char,
+    /// The op (kernel family, e.g. "matmul", "elementwise:add", "user_kernel"), NUL-terminated.
+    pub op: [c_char; 64],
     /// Dispatches of the op while the profile ran.
     pub calls: u64,
     /// Of those, how many were timed.
@@ -32,51 +35,32 @@ pub struct KilnProfileRow {
     pub share: f64,
 }
 
-/// What kiln_profile_stop writes: the table as text, the rows (most time first) and the
-/// totals. Release with kiln_profile_result_free.
+/// kiln_profile_stop's totals.
 #[repr(C)]
-pub struct KilnProfileResult {
-    /// The aligned table (what Kiln's other bindings print), NUL-terminated.
-    pub text: *mut c_char,
-    pub rows: *mut KilnProfileRow,
+#[derive(Clone, Copy, Default)]
+pub struct KilnProfileSummary {
+    /// Rows written to `*rows`.
     pub n_rows: usize,
     /// KILN_CLOCK_GPU_TIMESTAMPS or KILN_CLOCK_WALL.
     pub clock: u32,
+    /// The rows' total time, seconds.
     pub total_s: f64,
+    /// Host wall clock from kiln_profile_start to kiln_profile_stop, seconds.
     pub wall_s: f64,
 }
 
 fn c_string(s: String) -> *mut c_char {
-    // Kiln's texts have no NUL; one would only cut the string short, never fail.
+    // Kiln's texts have no NUL; one would only be replaced, never fail the call.
     let s = s.replace('\0', " ");
     CString::new(s).map(CString::into_raw).unwrap_or(std::ptr::null_mut())
 }
 
-fn result_of(p: Profile) -> KilnProfileResult {
-    let rows: Box<[KilnProfileRow]> = p
-        .rows
-        .iter()
-        .map(|r| KilnProfileRow {
-            op: c_string(r.op.clone()),
-            calls: r.calls,
-            timed: r.timed,
-            total_s: r.total_s,
-            mean_s: r.mean_s,
-            share: r.share,
-        })
-        .collect();
-    let n_rows = rows.len();
-    KilnProfileResult {
-        text: c_string(p.to_string()),
-        rows: Box::into_raw(rows) as *mut KilnProfileRow,
-        n_rows,
-        clock: match p.clock {
-            Clock::GpuTimestamps => KILN_CLOCK_GPU_TIMESTAMPS,
-            Clock::WallClock => KILN_CLOCK_WALL,
-        },
-        total_s: p.total_s,
-        wall_s: p.wall_s,
+fn row_of(r: &kiln_core::ProfileRow) -> KilnProfileRow {
+    let mut op = [0 as c_char; KILN_PROFILE_OP_LEN];
+    for (d, b) in op.iter_mut().zip(r.op.bytes().take(KILN_PROFILE_OP_LEN - 1)) {
+        *d = b as c_char;
     }
+    KilnProfileRow { op, calls: r.calls, timed: r.timed, total_s: r.total_s, mean_s: r.mean_s, share: r.share }
 }
 
 /// Writes the runtime's metrics in Prometheus' text format (version 0.0.4) to `*out`, a new
@@ -113,54 +97,53 @@ pub extern "C" fn kiln_profile_start() -> KilnStatus {
     call("kiln_profile_start", profile::start)
 }
 
-/// Stops the profile (waits for the GPU) and writes its result to `*out`; release it with
-/// kiln_profile_result_free. KILN_ERR_INVALID_ARGUMENT when no profile runs; `*out` is zeroed
-/// on failure.
+/// Stops the profile (waits for the GPU): writes the totals to `*summary`, a new array of
+/// `summary->n_rows` rows (most time first) to `*rows` (release with kiln_profile_rows_free; NULL
+/// when there are none) and, when `text` is not NULL, the aligned table as a new string to
+/// `*text` (release with kiln_string_free). KILN_ERR_INVALID_ARGUMENT when no profile runs;
+/// on failure `*rows` and `*text` are NULL.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_profile_stop(out: *mut KilnProfileResult) -> KilnStatus {
+pub unsafe extern "C" fn kiln_profile_stop(
+    summary: *mut KilnProfileSummary,
+    rows: *mut *mut KilnProfileRow,
+    text: *mut *mut c_char,
+) -> KilnStatus {
     call("kiln_profile_stop", || {
-        let out = out_ptr(out, "out")?;
-        *out = empty();
-        *out = result_of(profile::stop()?);
+        let summary = out_ptr(summary, "summary")?;
+        let rows = out_ptr(rows, "rows")?;
+        *summary = KilnProfileSummary::default();
+        *rows = std::ptr::null_mut();
+        if !text.is_null() {
+            *text = std::ptr::null_mut();
+        }
+        let p = profile::stop()?;
+        let table: Box<[KilnProfileRow]> = p.rows.iter().map(row_of).collect();
+        *summary = KilnProfileSummary {
+            n_rows: table.len(),
+            clock: match p.clock {
+                Clock::GpuTimestamps => KILN_CLOCK_GPU_TIMESTAMPS,
+                Clock::WallClock => KILN_CLOCK_WALL,
+            },
+            total_s: p.total_s,
+            wall_s: p.wall_s,
+        };
+        if !table.is_empty() {
+            *rows = Box::into_raw(table) as *mut KilnProfileRow;
+        }
+        if !text.is_null() {
+            *text = c_string(p.to_string());
+        }
         Ok(())
     })
 }
 
-fn empty() -> KilnProfileResult {
-    KilnProfileResult {
-        text: std::ptr::null_mut(),
-        rows: std::ptr::null_mut(),
-        n_rows: 0,
-        clock: 0,
-        total_s: 0.0,
-        wall_s: 0.0,
-    }
-}
-
-/// Releases what kiln_profile_stop wrote into `*r` and zeroes it (freeing twice is a no-op).
-/// NULL is a no-op.
+/// Releases the `n_rows` rows kiln_profile_stop wrote (n_rows as it said). NULL is a no-op.
 #[no_mangle]
-pub unsafe extern "C" fn kiln_profile_result_free(r: *mut KilnProfileResult) -> KilnStatus {
-    call("kiln_profile_result_free", || {
-        if r.is_null() {
-            return Ok(());
+pub unsafe extern "C" fn kiln_profile_rows_free(rows: *mut KilnProfileRow, n_rows: usize) -> KilnStatus {
+    call("kiln_profile_rows_free", || {
+        if !rows.is_null() {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(rows, n_rows)));
         }
-        let res = std::mem::replace(&mut *r, empty());
-        free_result(res)
+        Ok(())
     })
-}
-
-unsafe fn free_result(res: KilnProfileResult) -> Result<()> {
-    if !res.text.is_null() {
-        drop(CString::from_raw(res.text));
-    }
-    if !res.rows.is_null() {
-        let rows = Box::from_raw(std::ptr::slice_from_raw_parts_mut(res.rows, res.n_rows));
-        for row in rows.iter() {
-            if !row.op.is_null() {
-                drop(CString::from_raw(row.op));
-            }
-        }
-    }
-    Ok(())
 }

@@ -55,33 +55,39 @@ static void test_metrics_text(void) {
 }
 
 static void test_profile(void) {
-    KilnProfileResult r;
-    memset(&r, 0x55, sizeof r);
-    EXPECT_ERR(KILN_ERR_INVALID_ARGUMENT, "no profile", kiln_profile_stop(&r));
-    if (r.text != NULL || r.rows != NULL) KT_FAIL("a failed stop leaves the result zeroed");
+    KilnProfileSummary sum;
+    KilnProfileRow *rows = (KilnProfileRow *)&sum; /* garbage: must come back NULL */
+    char *text = (char *)&sum;
+    EXPECT_ERR(KILN_ERR_INVALID_ARGUMENT, "no profile", kiln_profile_stop(&sum, &rows, &text));
+    if (rows != NULL || text != NULL) KT_FAIL("a failed stop leaves rows and text NULL");
     OK(kiln_profile_start());
     EXPECT_ERR(KILN_ERR_INVALID_ARGUMENT, "already running", kiln_profile_start());
     run_adds(257, 3);
-    OK(kiln_profile_stop(&r));
+    OK(kiln_profile_stop(&sum, &rows, &text));
     int found = 0;
     double shares = 0;
-    for (size_t i = 0; i < r.n_rows; i++) {
-        shares += r.rows[i].share;
-        if (strcmp(r.rows[i].op, "elementwise:add") == 0) {
+    for (size_t i = 0; i < sum.n_rows; i++) {
+        shares += rows[i].share;
+        if (strcmp(rows[i].op, "elementwise:add") == 0) {
             found = 1;
-            if (r.rows[i].calls != 3) KT_FAIL("add calls %llu, want 3", (unsigned long long)r.rows[i].calls);
-            if (r.rows[i].timed != 3) KT_FAIL("add timed %llu, want 3", (unsigned long long)r.rows[i].timed);
+            if (rows[i].calls != 3) KT_FAIL("add calls %llu, want 3", (unsigned long long)rows[i].calls);
+            if (rows[i].timed != 3) KT_FAIL("add timed %llu, want 3", (unsigned long long)rows[i].timed);
         }
     }
-    if (!found) KT_FAIL("no elementwise:add row in\n%s", r.text);
-    if (r.n_rows != 1) KT_FAIL("%zu rows, want 1:\n%s", r.n_rows, r.text);
-    if (r.total_s <= 0 || fabs(shares - 1.0) > 1e-9) KT_FAIL("total %g, shares %g", r.total_s, shares);
-    if (!strstr(r.text, "elementwise:add") || !strstr(r.text, "calls")) KT_FAIL("table:\n%s", r.text);
-    if (r.clock != KILN_CLOCK_GPU_TIMESTAMPS && r.clock != KILN_CLOCK_WALL) KT_FAIL("clock %u", r.clock);
-    if (r.clock == KILN_CLOCK_WALL && !strstr(r.text, "WALL-CLOCK")) KT_FAIL("wall clock not labelled");
-    OK(kiln_profile_result_free(&r));
-    OK(kiln_profile_result_free(&r)); /* zeroed: a no-op */
-    OK(kiln_profile_result_free(NULL));
+    if (!found) KT_FAIL("no elementwise:add row in\n%s", text);
+    if (sum.n_rows != 1) KT_FAIL("%zu rows, want 1:\n%s", sum.n_rows, text);
+    if (sum.total_s <= 0 || fabs(shares - 1.0) > 1e-9) KT_FAIL("total %g, shares %g", sum.total_s, shares);
+    if (!strstr(text, "elementwise:add") || !strstr(text, "calls")) KT_FAIL("table:\n%s", text);
+    if (sum.clock != KILN_CLOCK_GPU_TIMESTAMPS && sum.clock != KILN_CLOCK_WALL) KT_FAIL("clock %u", sum.clock);
+    if (sum.clock == KILN_CLOCK_WALL && !strstr(text, "WALL-CLOCK")) KT_FAIL("wall clock not labelled");
+    OK(kiln_profile_rows_free(rows, sum.n_rows));
+    OK(kiln_string_free(text));
+    OK(kiln_profile_rows_free(NULL, 0));
+    /* Text is optional; an empty profile has no rows. */
+    OK(kiln_profile_start());
+    OK(kiln_profile_stop(&sum, &rows, NULL));
+    if (sum.n_rows != 0 || rows != NULL) KT_FAIL("empty profile: %zu rows", sum.n_rows);
+    EXPECT_ERR(KILN_ERR_NULL_POINTER, "summary", kiln_profile_stop(NULL, &rows, NULL));
 }
 
 static void test_gpu_budget(void) {
