@@ -50,7 +50,6 @@ end
 
 Base.show(io::IO, p::Profile) = print(io, p.text)
 
-_cstr(t::NTuple{N,UInt8}) where {N} = String(UInt8[c for c in t if c != 0x00])
 
 function _profile_stop()
     summary = Ref{KilnProfileSummary}()
