@@ -50,7 +50,6 @@ end
 
 Base.show(io::IO, p::Profile) = print(io, p.text)
 
-
 function _profile_stop()
     summary = Ref{KilnProfileSummary}()
     rows = Ref{Ptr{KilnProfileRow}}(C_NULL)
