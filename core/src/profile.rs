@@ -11,6 +11,9 @@
 //! dispatch is submitted and waited for on its own and the wall clock from submit to done is
 //! its time: the profile says so (`Clock::WallClock`, and in its table's heading), since that
 //! time includes a submit and a wait per op and is only good for comparing ops with each other.
+//!
+//! Native only: in the browser `start` answers UNSUPPORTED (reading the times back needs the
+//! blocking waits a page does not have).
 
 use crate::metrics::counters::OpStats;
 use crate::{Error, Result};
@@ -133,6 +136,9 @@ pub(crate) fn add_wall(op: &Arc<OpStats>, took: Duration) {
 /// Starts profiling every dispatch of the process. Work queued before is submitted first (not
 /// counted). INVALID_ARGUMENT when a profile already runs (one at a time).
 pub fn start() -> Result<()> {
+    if cfg!(target_arch = "wasm32") {
+        return Err(Error::Unsupported("profiles need blocking waits, which the browser does not have".into()));
+    }
     let mut s = state();
     if s.is_some() {
         return Err(Error::InvalidArgument("a profile is already running (one at a time per process)".into()));

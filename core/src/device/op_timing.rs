@@ -99,8 +99,10 @@ impl OpTimes {
 }
 
 impl Device {
+    /// Whether per-op GPU time is measured with timestamps. Never in the browser: the times are
+    /// read back by the blocking waits, which a page does not have.
     pub(crate) fn has_timestamps(&self) -> bool {
-        self.features.contains(wgpu::Features::TIMESTAMP_QUERY)
+        !cfg!(target_arch = "wasm32") && self.features.contains(wgpu::Features::TIMESTAMP_QUERY)
     }
 
     /// The batch with `r`'s timestamps was submitted: map them, charge what is ready already.
