@@ -45,6 +45,23 @@
 #include <stdint.h>
 
 /**
+ * KilnProfileSummary.clock: GPU timestamps at each op's pass.
+ */
+#define KILN_CLOCK_GPU_TIMESTAMPS 0
+
+/**
+ * KilnProfileSummary.clock: the adapter has no timestamp queries; host wall clock of each op
+ * submitted and waited for alone (includes submit and wait overhead).
+ */
+#define KILN_CLOCK_WALL 1
+
+/**
+ * Longest op name a KilnProfileRow holds, with its NUL (longer ones are cut; Kiln's op names
+ * are far shorter).
+ */
+#define KILN_PROFILE_OP_LEN 64
+
+/**
  * KilnSessionLimits.forbid: no f16.
  */
 #define KILN_FORBID_F16 1
@@ -83,7 +100,7 @@
  * Version of the C ABI this header describes; kiln_abi_version() returns the library's.
  * It changes only when an existing function, type or value changes incompatibly.
  */
-#define KILN_ABI_VERSION 1
+#define KILN_ABI_VERSION 2
 
 /**
  * Maximum tensor rank.
@@ -340,6 +357,52 @@ typedef struct KilnPipelineStats {
 } KilnPipelineStats;
 
 /**
+ * kiln_profile_stop's totals.
+ */
+typedef struct KilnProfileSummary {
+    /**
+     * Rows written to `*rows`.
+     */
+    size_t n_rows;
+    /**
+     * KILN_CLOCK_GPU_TIMESTAMPS or KILN_CLOCK_WALL.
+     */
+    uint32_t clock;
+    /**
+     * The rows' total time, seconds.
+     */
+    double total_s;
+    /**
+     * Host wall clock from kiln_profile_start to kiln_profile_stop, seconds.
+     */
+    double wall_s;
+} KilnProfileSummary;
+
+/**
+ * One op's line of a profile.
+ */
+typedef struct KilnProfileRow {
+    /**
+     * The op (kernel family, e.g. "matmul", "elementwise:add", "user_kernel"), NUL-terminated.
+     */
+    char op[64];
+    /**
+     * Dispatches of the op while the profile ran.
+     */
+    uint64_t calls;
+    /**
+     * Of those, how many were timed.
+     */
+    uint64_t timed;
+    double total_s;
+    double mean_s;
+    /**
+     * Part of the profile's total, 0..1.
+     */
+    double share;
+} KilnProfileRow;
+
+/**
  * kiln_session_create's limits. Every 0 means "no limit" (max_loop_iterations 0: the default
  * budget, about 4 billion per invocation). Zero-initialise it (`KilnSessionLimits l = {0};`)
  * and set what you need, so that fields added later keep their defaults.
@@ -378,6 +441,12 @@ typedef struct KilnSessionLimits {
      * KILN_FORBID_* bits: WGSL features the session's kernels may not use.
      */
     uint32_t forbid;
+    /**
+     * Milliseconds of GPU time the session's dispatches may use in all (timestamp queries;
+     * the wall clock of its waits where the adapter has none). Charged when results are read
+     * or synchronized; once spent, every dispatch fails with KILN_ERR_COMPUTE_LIMIT.
+     */
+    uint64_t max_gpu_time_ms;
 } KilnSessionLimits;
 
 /**
@@ -395,6 +464,14 @@ typedef struct KilnSessionStats {
     uint64_t compute_limit_hits;
     uint64_t policy_rejections;
     bool closed;
+    /**
+     * Bytes of storage buffers bound to the session's dispatches.
+     */
+    uint64_t bound_bytes;
+    /**
+     * GPU time charged to the session, nanoseconds (see KilnSessionLimits.max_gpu_time_ms).
+     */
+    uint64_t gpu_time_ns;
 } KilnSessionStats;
 
 #ifdef __cplusplus
@@ -603,6 +680,40 @@ KilnStatus kiln_kernel_dispatch(const struct KilnKernel *kernel,
  * Thread-safe.
  */
 KilnStatus kiln_kernel_free(struct KilnKernel *kernel);
+
+/**
+ * Writes the runtime's metrics in Prometheus' text format (version 0.0.4) to `*out`, a new
+ * NUL-terminated string the caller releases with kiln_string_free. Thread-safe.
+ */
+KilnStatus kiln_metrics_text(char **out);
+
+/**
+ * Releases a string Kiln handed out (kiln_metrics_text). NULL is a no-op.
+ */
+KilnStatus kiln_string_free(char *s);
+
+/**
+ * Starts a per-op GPU-time profile of every dispatch in the process (one at a time:
+ * KILN_ERR_INVALID_ARGUMENT while one runs). Each dispatch gets a compute pass of its own while
+ * it runs, so profiled work is slower.
+ */
+KilnStatus kiln_profile_start(void);
+
+/**
+ * Stops the profile (waits for the GPU): writes the totals to `*summary`, a new array of
+ * `summary->n_rows` rows (most time first) to `*rows` (release with kiln_profile_rows_free; NULL
+ * when there are none) and, when `text` is not NULL, the aligned table as a new string to
+ * `*text` (release with kiln_string_free). KILN_ERR_INVALID_ARGUMENT when no profile runs;
+ * on failure `*rows` and `*text` are NULL.
+ */
+KilnStatus kiln_profile_stop(struct KilnProfileSummary *summary,
+                             struct KilnProfileRow **rows,
+                             char **text);
+
+/**
+ * Releases the `n_rows` rows kiln_profile_stop wrote (n_rows as it said). NULL is a no-op.
+ */
+KilnStatus kiln_profile_rows_free(struct KilnProfileRow *rows, size_t n_rows);
 
 /**
  * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is KILN_BOOL, or

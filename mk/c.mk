@@ -25,7 +25,7 @@ C_BUILD := build/c
 C_PREFIX := $(abspath $(C_BUILD)/prefix)
 KILN_LIBDIR := target/$(PROFILE)
 C_WARN := -Wall -Wextra -Werror -pedantic
-C_TESTS := test_kiln test_threads test_hostile test_session test_session_many example
+C_TESTS := test_kiln test_threads test_hostile test_session test_session_many test_metrics example
 VALGRIND_FLAGS := --error-exitcode=99 --leak-check=full --show-leak-kinds=definite \
 	--errors-for-leak-kinds=definite --undef-value-errors=no --num-callers=30 \
 	--suppressions=tests/c/valgrind.supp --gen-suppressions=all

@@ -17,13 +17,13 @@ pub(crate) mod exec;
 pub mod gpu_timer;
 pub mod kernel;
 pub mod kernel_limits;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod metrics;
 pub mod numeric;
 pub mod ops;
 pub mod pipeline;
 pub(crate) mod platform;
 pub(crate) mod pool;
+pub mod profile;
 pub mod reference;
 pub mod runtime;
 pub mod session;
@@ -37,6 +37,7 @@ pub use gpu_timer::GpuTime;
 pub use half::f16;
 pub use kernel::Kernel;
 pub use pipeline::PipelineStats;
+pub use profile::{Clock, Profile, ProfileRow};
 pub use runtime::{
     adapters, device, init_async, reset_devices, runtime, select_adapter, synchronize, synchronize_async, AdapterInfo,
 };

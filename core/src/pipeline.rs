@@ -15,6 +15,9 @@ pub struct Pipeline {
     /// count multiplies the workgroups by; 1 where it could not be read (a pipeline-overridable
     /// size).
     pub(crate) group_invocations: u32,
+    /// The metrics of the op this pipeline belongs to (from its cache key, see
+    /// `metrics::counters::op_name`): found once here, so a dispatch never looks it up.
+    pub(crate) op: Arc<crate::metrics::counters::OpStats>,
 }
 
 /// Invocations per workgroup of `entry` in `src`, read with naga (1 when it cannot be read).
@@ -237,9 +240,11 @@ pub(crate) fn compile_with(
     });
     // Inside the scope: on an invalid pipeline it fails too, and must not escape uncaptured.
     let layout = has_bindings.then(|| pipeline.get_bind_group_layout(0));
-    crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))?;
+    crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))
+        .map_err(crate::metrics::counters::count_error)?;
     let group_invocations = group_invocations.unwrap_or_else(|| group_invocations_of(src, entry));
-    Ok(Pipeline { pipeline, layout, group_invocations })
+    let op = crate::metrics::counters::op_stats(label);
+    Ok(Pipeline { pipeline, layout, group_invocations, op })
 }
 
 /// Fills `{{NAME}}` placeholders of a WGSL template. A placeholder left unfilled is a bug in a

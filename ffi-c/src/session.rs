@@ -42,6 +42,10 @@ pub struct KilnSessionLimits {
     pub max_bindings: u32,
     /// KILN_FORBID_* bits: WGSL features the session's kernels may not use.
     pub forbid: u32,
+    /// Milliseconds of GPU time the session's dispatches may use in all (timestamp queries;
+    /// the wall clock of its waits where the adapter has none). Charged when results are read
+    /// or synchronized; once spent, every dispatch fails with KILN_ERR_COMPUTE_LIMIT.
+    pub max_gpu_time_ms: u64,
 }
 
 /// kiln_session_stats' counters (a snapshot).
@@ -59,6 +63,10 @@ pub struct KilnSessionStats {
     pub compute_limit_hits: u64,
     pub policy_rejections: u64,
     pub closed: bool,
+    /// Bytes of storage buffers bound to the session's dispatches.
+    pub bound_bytes: u64,
+    /// GPU time charged to the session, nanoseconds (see KilnSessionLimits.max_gpu_time_ms).
+    pub gpu_time_ns: u64,
 }
 
 /// KilnSessionLimits.forbid: no f16.
@@ -82,6 +90,7 @@ fn limits_of(l: &KilnSessionLimits) -> Result<SessionLimits> {
         max_ops_per_dispatch: l.max_ops_per_dispatch,
         max_ops_total: l.max_ops_total,
         max_loop_iterations: l.max_loop_iterations,
+        max_gpu_time_ms: l.max_gpu_time_ms,
         policy: ShaderPolicy {
             max_source_bytes,
             max_workgroup_invocations: l.max_workgroup_invocations,
@@ -181,6 +190,8 @@ pub unsafe extern "C" fn kiln_session_stats(session: *const KilnSession, out: *m
             compute_limit_hits: s.compute_limit_hits,
             policy_rejections: s.policy_rejections,
             closed: s.closed,
+            bound_bytes: s.bound_bytes,
+            gpu_time_ns: s.gpu_time_ns,
         };
         Ok(())
     })

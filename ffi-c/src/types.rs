@@ -96,7 +96,7 @@ pub const KILN_VERSION_MINOR: u32 = 1;
 pub const KILN_VERSION_PATCH: u32 = 0;
 /// Version of the C ABI this header describes; kiln_abi_version() returns the library's.
 /// It changes only when an existing function, type or value changes incompatibly.
-pub const KILN_ABI_VERSION: u32 = 1;
+pub const KILN_ABI_VERSION: u32 = 2;
 /// Maximum tensor rank.
 pub const KILN_MAX_NDIM: u32 = 8;
 

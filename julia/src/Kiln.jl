@@ -29,7 +29,7 @@ export KilnArray, KilnError, KilnVector, KilnMatrix
 # A constant name for @ccall; __init__ dlopens the real file first, and libkiln.so carries
 # the soname "libkiln.so", so every @ccall resolves to that already-loaded copy.
 const libkiln = "libkiln." * Libdl.dlext
-const ABI_VERSION = 0x00000001
+const ABI_VERSION = 0x00000002
 const LIBPATH = Ref{String}("")
 const LIBHANDLE = Ref{Ptr{Cvoid}}(C_NULL)
 
@@ -1288,6 +1288,7 @@ end
 include("interop.jl")   # copyto! and mul! in place
 include("sorting.jl")   # sort, sortperm, searchsortedfirst/last, count, findall, unique, isin
 include("session.jl")   # sessions: limits, ownership, close
+include("metrics.jl")   # metrics_text, profile
 
 # --------------------------------------------------------------------------------------------
 # Devices, memory, synchronization

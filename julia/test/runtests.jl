@@ -592,6 +592,59 @@ const top = @testset "Kiln.jl" begin
         @test Array(KilnArray(Float32[4, 5]) .* 2f0) == Float32[8, 10]   # a fresh device
     end
 
+    @testset "metrics and profiles" begin
+        A = Float32.(reshape(1:600, 20, 30)) ./ 100f0
+        x = KilnArray(A)
+        Array(x .+ x)
+        sample(text) = begin
+            m = match(r"\nkiln_op_dispatches_total\{op=\"elementwise:add\"\} (\S+)", text)
+            m === nothing ? 0.0 : parse(Float64, m.captures[1])
+        end
+        before = sample(Kiln.metrics_text())
+        for _ in 1:3
+            @test Array(x .+ x) == A .+ A
+        end
+        text = Kiln.metrics_text()
+        @test sample(text) - before == 3
+        @test occursin("# TYPE kiln_op_gpu_seconds histogram", text)
+
+        y = nothing
+        p = Kiln.profile() do
+            y = Array((x .+ x) .* x)
+        end
+        @test y == (A .+ A) .* A
+        calls = Dict(r.op => r.calls for r in p.rows)
+        @test calls["elementwise:add"] == 1 && calls["elementwise:mul"] == 1
+        @test p.clock in (:gpu_timestamps, :wall_clock)
+        @test p.total_s > 0 && isapprox(sum(r.share for r in p.rows), 1.0; atol=1e-9)
+        shown = sprint(show, p)
+        @test occursin("elementwise:mul", shown) && occursin("calls", shown)
+        err = try
+            Kiln.profile(() -> Kiln.profile(() -> nothing))
+            nothing
+        catch e
+            e
+        end
+        @test err isa KilnError && err.name == :INVALID_ARGUMENT
+
+        big = KilnArray(collect(range(-1f0, 1f0; length=1 << 18)))
+        s = Kiln.Session(max_gpu_time_ms=2)
+        err = Kiln.with_session(s) do
+            try
+                for _ in 1:5000
+                    Array(big .* big)
+                end
+                nothing
+            catch e
+                e
+            end
+        end
+        @test err isa KilnError && err.name == :COMPUTE_LIMIT && occursin("GPU time", err.msg)
+        st = Kiln.session_stats(s)
+        @test st.gpu_time_ns >= 2_000_000 && st.bound_bytes > 0
+        Kiln.free!(s)
+    end
+
     @testset "sessions" begin
         A = Float32.(reshape(1:1024, 32, 32))
         s = Kiln.Session(max_bytes=2 * 4096, allow_atomics=false)

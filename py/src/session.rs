@@ -16,7 +16,8 @@ use std::sync::Mutex;
 /// ``with kiln.Session(max_bytes=1 << 20) as s:`` makes it the current session of the calling
 /// thread: tensors and kernels created there belong to it; an allocation over ``max_bytes``
 /// raises ``QuotaExceededError``, a dispatch over an operation budget or a kernel out of its
-/// loop budget ``ComputeLimitError``, a kernel against the policy ``ShaderError`` (naming the
+/// loop budget ``ComputeLimitError`` (also once ``max_gpu_time_ms`` of GPU time, charged when
+/// results are read, is spent), a kernel against the policy ``ShaderError`` (naming the
 /// line). Leaving the block closes the session: everything it owns is freed, and its tensors
 /// raise ``InvalidArgumentError`` from then on (read what you need inside the block).
 #[pyclass(frozen, module = "kiln", name = "Session")]
@@ -31,7 +32,7 @@ impl PySession {
     #[new]
     #[pyo3(signature = (*, max_bytes=0, max_ops_per_dispatch=0, max_ops_total=0, max_loop_iterations=0,
         max_source_bytes=0, max_workgroup_invocations=0, max_bindings=0, allow_f16=true, allow_atomics=true,
-        allow_workgroup_memory=true, allow_subgroups=true))]
+        allow_workgroup_memory=true, allow_subgroups=true, max_gpu_time_ms=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_bytes: u64,
@@ -45,12 +46,14 @@ impl PySession {
         allow_atomics: bool,
         allow_workgroup_memory: bool,
         allow_subgroups: bool,
+        max_gpu_time_ms: u64,
     ) -> PySession {
         let limits = SessionLimits {
             max_bytes,
             max_ops_per_dispatch,
             max_ops_total,
             max_loop_iterations,
+            max_gpu_time_ms,
             policy: ShaderPolicy {
                 max_source_bytes,
                 max_workgroup_invocations,
@@ -99,7 +102,8 @@ impl PySession {
     }
 
     /// The session's counters: bytes in use and at peak, live buffers, operations, dispatches,
-    /// kernels compiled, and how many times each limit was hit.
+    /// bytes bound, GPU time (``gpu_time_ns``), kernels compiled, and how many times each limit
+    /// was hit.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.inner.stats();
         let d = PyDict::new(py);
@@ -109,6 +113,8 @@ impl PySession {
         d.set_item("live_buffers", s.live_buffers)?;
         d.set_item("ops_total", s.ops_total)?;
         d.set_item("dispatches", s.dispatches)?;
+        d.set_item("bound_bytes", s.bound_bytes)?;
+        d.set_item("gpu_time_ns", s.gpu_time_ns)?;
         d.set_item("kernels_compiled", s.kernels_compiled)?;
         d.set_item("quota_exceeded", s.quota_exceeded)?;
         d.set_item("compute_limit_hits", s.compute_limit_hits)?;

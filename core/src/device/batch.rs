@@ -1,8 +1,10 @@
 //! The open command batch: dispatches and copies are recorded into one encoder and submitted
 //! when a result is read, when the batch is full, on synchronize, or early (the flush policy).
 
+use super::op_timing::OpTimes;
 use super::{Binding, Device, MAX_PARAMS_BYTES};
 use crate::gpu_timer::Timer;
+use crate::metrics::counters::count_error;
 use crate::pipeline::Pipeline;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
@@ -24,6 +26,8 @@ pub(super) const FLUSH_BYTES: u64 = 256 << 20;
 /// records the rest.
 const DISPATCH_FLOOR_BYTES: u64 = 1 << 20;
 pub(super) const FLUSH_GROWTH: u64 = 16;
+/// Passes one batch can time (a pass per dispatch while timing; copies are no passes).
+pub(super) const MAX_TIMED_PASSES: u32 = MAX_BATCH_DISPATCHES as u32;
 
 pub(super) struct Batch {
     pub(super) encoder: Option<wgpu::CommandEncoder>,
@@ -36,11 +40,36 @@ pub(super) struct Batch {
     pub(super) params: Vec<u8>,
     /// While a GPU timer runs, each pass opened writes begin/end timestamps into it.
     pub(super) timer: Option<Timer>,
+    /// The timestamps of this batch's per-op timed passes (profiling, GPU budgets): resolved
+    /// and read back at submit (`op_timing`).
+    pub(super) op_times: Option<OpTimes>,
 }
 
 impl Device {
     /// Records one dispatch into the open batch; `params` is a uniform block bound at its slot.
+    /// Counts it in the metrics (its op's and its session's counters), or the error it fails
+    /// with. While a profile runs on an adapter without timestamp queries, the dispatch is
+    /// submitted and waited for on its own and the wall clock of that is its time.
     pub(crate) fn dispatch(
+        &self,
+        pipe: &Pipeline,
+        bindings: &[Binding<'_>],
+        params: Option<(u32, &[u8])>,
+        groups: [u32; 3],
+    ) -> Result<()> {
+        let wall = crate::profile::active() && !self.has_timestamps() && !groups.contains(&0);
+        if !wall {
+            return self.dispatch_counted(pipe, bindings, params, groups).map_err(count_error);
+        }
+        self.synchronize().map_err(count_error)?;
+        let start = crate::platform::Instant::now();
+        self.dispatch_counted(pipe, bindings, params, groups).map_err(count_error)?;
+        self.synchronize().map_err(count_error)?;
+        crate::profile::add_wall(&pipe.op, start.elapsed());
+        Ok(())
+    }
+
+    fn dispatch_counted(
         &self,
         pipe: &Pipeline,
         bindings: &[Binding<'_>],
@@ -65,10 +94,15 @@ impl Device {
         }
         let mut batch = self.batch.lock().unwrap();
         self.check_not_revoked(bindings.iter().map(|b| b.buffer))?;
-        if let Some(session) = crate::session::current_inner() {
-            let groups_total = groups.iter().map(|&g| g as u64).product::<u64>();
-            session.charge_ops(groups_total.saturating_mul(pipe.group_invocations as u64))?;
+        let ops = groups.iter().map(|&g| g as u64).product::<u64>().saturating_mul(pipe.group_invocations as u64);
+        let session = crate::session::current_inner();
+        if let Some(session) = &session {
+            session.check_gpu_budget()?;
+            session.charge_ops(ops)?;
         }
+        let profiling = crate::profile::active();
+        // Timed dispatches get a compute pass of their own, so each pass's time is one op's.
+        let timed = self.has_timestamps() && (profiling || session.as_ref().is_some_and(|s| s.has_gpu_budget()));
         let align = (self.limits.min_uniform_buffer_offset_alignment as usize).max(16);
         let param_len = params.map_or(0, |(_, p)| p.len().next_multiple_of(16).max(16));
         if param_len > MAX_PARAMS_BYTES {
@@ -109,10 +143,18 @@ impl Device {
         let bind_group = pipe.layout.as_ref().map(|layout| {
             self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries })
         });
-        let Batch { encoder, pass, timer, .. } = &mut *batch;
+        let Batch { encoder, pass, timer, op_times, .. } = &mut *batch;
         let encoder = encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
+        if timed {
+            *pass = None;
+        }
         let pass = pass.get_or_insert_with(|| {
-            let timestamp_writes = timer.as_mut().and_then(|t| t.next_pass());
+            let timestamp_writes = if timed {
+                let times = op_times.get_or_insert_with(|| OpTimes::new(&self.device));
+                times.next_pass(&pipe.op, session.as_ref(), profiling)
+            } else {
+                timer.as_mut().and_then(|t| t.next_pass())
+            };
             encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes }).forget_lifetime()
         });
         pass.set_pipeline(&pipe.pipeline);
@@ -120,9 +162,20 @@ impl Device {
             pass.set_bind_group(0, bg, &[]);
         }
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        if timed {
+            // Ends the pass, so that its end timestamp covers this dispatch alone.
+            batch.pass = None;
+        }
         batch.dispatches += 1;
         let bound = bindings.iter().map(|b| b.size.unwrap_or_else(|| b.buffer.size())).sum::<u64>();
         batch.bound_bytes += bound.max(DISPATCH_FLOOR_BYTES);
+        pipe.op.record_dispatch(ops, bound);
+        if let Some(s) = &session {
+            s.record_bound_bytes(bound);
+        }
+        if profiling {
+            crate::profile::count_call(&pipe.op);
+        }
         if batch.flush_at > 0 && batch.bound_bytes >= batch.flush_at {
             batch.flush_at = (batch.flush_at * 2).min(self.flush_bytes * FLUSH_GROWTH);
             self.submit_locked(&mut batch)?;
@@ -166,7 +219,12 @@ impl Device {
         }
         batch.dispatches = 0;
         batch.bound_bytes = 0;
+        let mut encoder = encoder;
+        let readback = batch.op_times.take().and_then(|t| t.resolve(&self.device, &mut encoder));
         let idx = self.queue.submit([encoder.finish()]);
+        if let Some(r) = readback {
+            self.times_submitted(r);
+        }
         let destroyed = self.pool.on_submit();
         self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
         self.take_uncaptured()?;

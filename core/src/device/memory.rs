@@ -148,6 +148,10 @@ impl Device {
     /// recorded after this call, so a buffer freed earlier in the open batch may be reused; a
     /// buffer the host will upload into (`queue.write_buffer` runs before the batch) may not.
     pub(crate) fn alloc(self: &Arc<Device>, bytes: u64, gpu_written: bool) -> Result<GpuBuffer> {
+        self.alloc_counted(bytes, gpu_written).map_err(crate::metrics::counters::count_error)
+    }
+
+    fn alloc_counted(self: &Arc<Device>, bytes: u64, gpu_written: bool) -> Result<GpuBuffer> {
         self.check_alive()?;
         let Some(session) = crate::session::current_inner() else { return self.alloc_in(bytes, gpu_written, None) };
         let class = self.class_of(bytes);

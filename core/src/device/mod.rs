@@ -6,6 +6,7 @@
 
 mod batch;
 mod memory;
+mod op_timing;
 mod timing;
 mod transfer;
 mod wait;
@@ -74,6 +75,18 @@ pub struct Device {
     /// and how many (read without the lock on every dispatch).
     revoked: Mutex<std::collections::HashSet<wgpu::Buffer>>,
     revoked_count: std::sync::atomic::AtomicUsize,
+    /// Per-op timestamps submitted but not yet read (`op_timing`).
+    pending_times: op_timing::PendingTimes,
+}
+
+/// Every device created and not yet dropped, for the metrics (which must not create one).
+static DEVICES: Mutex<Vec<std::sync::Weak<Device>>> = Mutex::new(Vec::new());
+
+/// The devices this process has open (not lost), oldest first.
+pub fn live_devices() -> Vec<Arc<Device>> {
+    let mut all = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    all.retain(|w| w.strong_count() > 0);
+    all.iter().filter_map(|w| w.upgrade()).filter(|d| !d.is_lost()).collect()
 }
 
 impl Device {
@@ -86,6 +99,10 @@ impl Device {
     pub(crate) async fn create_async(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
         let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
         let mut features = adapter.features() & wanted;
+        // Lets the wall-clock fallbacks of profiles and GPU budgets be tried on any adapter.
+        if crate::platform::env_var("KILN_NO_TIMESTAMPS").is_some() {
+            features.remove(wgpu::Features::TIMESTAMP_QUERY);
+        }
         // Cooperative matrices (tensor cores) only where the adapter offers them; the feature is
         // experimental in wgpu 30, so it needs the opt-in token, asked for only in that case.
         // Only the f16 matmul uses it (ops/matmul.rs), behind its own checks and tests.
@@ -170,6 +187,7 @@ impl Device {
                 flush_at: flush_bytes,
                 params: Vec::new(),
                 timer: None,
+                op_times: None,
             }),
             params_buffer,
             params_capacity,
@@ -187,7 +205,9 @@ impl Device {
             poll_lock: Mutex::new(()),
             revoked: Mutex::new(Default::default()),
             revoked_count: Default::default(),
+            pending_times: Default::default(),
         });
+        DEVICES.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&dev));
         Self::start_poller(&dev);
         Ok(dev)
     }

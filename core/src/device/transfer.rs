@@ -111,13 +111,18 @@ impl Device {
 
     /// Maps `bytes` bytes of `src` (submitting the batch first) and hands them to `take`.
     fn read_with(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, take: impl FnOnce(&[u8])) -> Result<()> {
+        self.read_counted(src, bytes, take).map_err(crate::metrics::counters::count_error)
+    }
+
+    fn read_counted(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, take: impl FnOnce(&[u8])) -> Result<()> {
         let Some(staging) = self.begin_read(src, bytes)? else { return Ok(()) };
         let (tx, rx) = mpsc::channel();
         staging.buffer.slice(..staging.padded).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
         let mapped = self.wait(rx)?;
-        self.finish_read(staging, mapped, take)
+        self.finish_read(staging, mapped, take)?;
+        self.settle_times()
     }
 
     /// `read`, awaited: the browser's only way (the page cannot block while the GPU answers).

@@ -161,6 +161,12 @@ impl Device {
                 out
             }
         };
+        // Without timestamps, a session with a GPU budget is charged the wall clock of its waits.
+        if !self.has_timestamps() {
+            if let Some(s) = crate::session::current_inner().filter(|s| s.has_gpu_budget()) {
+                s.charge_gpu_ns(start.elapsed().as_nanos() as u64);
+            }
+        }
         // The host waited for the GPU: the next queue of work starts with an early submit again.
         self.batch.lock().unwrap().flush_at = self.flush_bytes;
         match out {
@@ -183,6 +189,10 @@ impl Device {
 
     /// Submits everything queued and waits until the GPU has finished it.
     pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_counted().map_err(crate::metrics::counters::count_error)
+    }
+
+    fn synchronize_counted(&self) -> Result<()> {
         self.check_alive()?;
         {
             let mut batch = self.batch.lock().unwrap();
@@ -193,6 +203,7 @@ impl Device {
             let _ = tx.send(());
         });
         self.wait(rx)?;
+        self.settle_times()?;
         self.take_uncaptured()
     }
 

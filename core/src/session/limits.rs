@@ -13,6 +13,14 @@ pub struct SessionLimits {
     /// Operations the session may count in all: a dispatch that would pass it is refused with
     /// COMPUTE_LIMIT (the counter stays where it was).
     pub max_ops_total: u64,
+    /// Milliseconds of GPU time the session's dispatches may use in all. Its passes are timed
+    /// with timestamp queries (one pass per dispatch), and the time is charged when the GPU has
+    /// finished them and Kiln reads the timestamps: at a read or a synchronize (and at later
+    /// submits, for work already done). Once the charged time reaches the budget, every further
+    /// dispatch is refused with COMPUTE_LIMIT; work already queued still runs, so a session can
+    /// pass its budget by what it had in flight. Without timestamp queries on the adapter, the
+    /// wall-clock time of the session's waits (reads, synchronize) is charged instead.
+    pub max_gpu_time_ms: u64,
     /// Loop iterations one invocation of a user kernel compiled in this session may run, all its
     /// loops together. 0 means `DEFAULT_LOOP_BUDGET`: a kernel compiled in a session is always
     /// bounded (kernels of the default session are not rewritten at all).

@@ -50,6 +50,14 @@ pub struct SessionStats {
     /// Operations counted so far (workgroups × invocations per workgroup, every dispatch).
     pub ops_total: u64,
     pub dispatches: u64,
+    /// Bytes of the storage buffers bound to the session's dispatches (their size classes).
+    pub bound_bytes: u64,
+    /// GPU time charged to the session, in nanoseconds: timestamp-measured time of its passes
+    /// while it has a GPU budget (`SessionLimits::max_gpu_time_ms`) or a profile runs; the
+    /// wall clock of its waits where the adapter has no timestamp queries and it has a budget.
+    pub gpu_time_ns: u64,
+    /// Dispatches refused because the GPU-time budget was spent (also in `compute_limit_hits`).
+    pub gpu_time_limit_hits: u64,
     pub kernels_compiled: u64,
     /// Allocations refused with QUOTA_EXCEEDED.
     pub quota_exceeded: u64,
@@ -66,6 +74,9 @@ struct Counters {
     peak_bytes: AtomicU64,
     ops_total: AtomicU64,
     dispatches: AtomicU64,
+    bound_bytes: AtomicU64,
+    gpu_time_ns: AtomicU64,
+    gpu_time_limit_hits: AtomicU64,
     kernels_compiled: AtomicU64,
     quota_exceeded: AtomicU64,
     compute_limit_hits: AtomicU64,
@@ -126,6 +137,7 @@ impl Session {
             m.insert("max_bytes".into(), l.max_bytes.into());
             m.insert("max_ops_per_dispatch".into(), l.max_ops_per_dispatch.into());
             m.insert("max_ops_total".into(), l.max_ops_total.into());
+            m.insert("max_gpu_time_ms".into(), l.max_gpu_time_ms.into());
             m.insert("max_loop_iterations".into(), l.loop_budget().into());
         });
         Session { inner }
@@ -189,6 +201,7 @@ impl Session {
             m.insert("peak_bytes".into(), s.peak_bytes.into());
             m.insert("ops_total".into(), s.ops_total.into());
             m.insert("dispatches".into(), s.dispatches.into());
+            m.insert("gpu_time_ns".into(), s.gpu_time_ns.into());
             m.insert("kernels_compiled".into(), s.kernels_compiled.into());
         });
     }
@@ -256,6 +269,9 @@ impl SessionInner {
             live_buffers: lock(&self.owned).len() as u64,
             ops_total: get(&c.ops_total),
             dispatches: get(&c.dispatches),
+            bound_bytes: get(&c.bound_bytes),
+            gpu_time_ns: get(&c.gpu_time_ns),
+            gpu_time_limit_hits: get(&c.gpu_time_limit_hits),
             kernels_compiled: get(&c.kernels_compiled),
             quota_exceeded: get(&c.quota_exceeded),
             compute_limit_hits: get(&c.compute_limit_hits),
@@ -359,6 +375,42 @@ impl SessionInner {
         }
         c.dispatches.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Whether the session's passes must be timed (it has a GPU-time budget).
+    pub(crate) fn has_gpu_budget(&self) -> bool {
+        self.limits.max_gpu_time_ms > 0
+    }
+
+    /// COMPUTE_LIMIT once the GPU time charged so far reached the session's budget.
+    pub(crate) fn check_gpu_budget(&self) -> Result<()> {
+        let budget_ms = self.limits.max_gpu_time_ms;
+        if budget_ms == 0 {
+            return Ok(());
+        }
+        let used = self.counters.gpu_time_ns.load(Ordering::Relaxed);
+        if used < budget_ms.saturating_mul(1_000_000) {
+            return Ok(());
+        }
+        self.counters.gpu_time_limit_hits.fetch_add(1, Ordering::Relaxed);
+        Err(self.limit_hit(
+            &self.counters.compute_limit_hits,
+            Error::ComputeLimit(format!(
+                "session {} has used {:.3} ms of GPU time, its budget of {budget_ms} ms (max_gpu_time_ms) is spent",
+                self.id,
+                used as f64 * 1e-6
+            )),
+        ))
+    }
+
+    /// Charges GPU time measured for one of the session's passes (or waits, see `SessionLimits`).
+    pub(crate) fn charge_gpu_ns(&self, ns: u64) {
+        self.counters.gpu_time_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Counts the bytes bound by one of the session's dispatches.
+    pub(crate) fn record_bound_bytes(&self, bytes: u64) {
+        self.counters.bound_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     pub(crate) fn kernel_compiled(&self) {

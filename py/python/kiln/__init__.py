@@ -69,6 +69,7 @@ from ._manipulation import (
     triu,
     unstack,
 )
+from ._profile import Profile, profile
 from ._sorting import (
     isin,
     searchsorted,
@@ -148,5 +149,5 @@ __all__ = sorted(
     | {"float32", "float16", "int32", "uint32", "bool", "dtypes", "random", "KilnError", "InvalidArgumentError",
        "ShapeError", "DTypeError", "OutOfMemoryError", "QuotaExceededError", "ComputeLimitError", "ShaderError",
        "DeviceLostError", "NoAdapterError", "TimeoutError", "UnsupportedError", "InternalError",
-       "CODE_NAMES", "__version__"}
+       "CODE_NAMES", "__version__", "Profile", "profile"}
 )
