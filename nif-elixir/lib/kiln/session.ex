@@ -28,6 +28,8 @@ defmodule Kiln.Session do
     workgroup) per dispatch and in all; over them `:compute_limit`.
   * `:max_loop_iterations` - loop iterations one invocation of a kernel compiled in the session
     may run; a kernel that runs out stops, and reading its output raises `:compute_limit`.
+  * `:max_gpu_time_ms` - GPU time the session's passes may take in all (timestamp queries where
+    the adapter has them, else the wall clock of its waits); once spent, `:compute_limit`.
   * Shader policy: `:max_source_bytes`, `:max_workgroup_invocations`, `:max_bindings`,
     `:allow_f16`, `:allow_atomics`, `:allow_workgroup_memory`, `:allow_subgroups` (booleans,
     `true` by default). A kernel against the policy fails to compile with code `:shader`.
@@ -52,6 +54,7 @@ defmodule Kiln.Session do
     max_ops_per_dispatch: {0, :u64},
     max_ops_total: {0, :u64},
     max_loop_iterations: {0, :u32},
+    max_gpu_time_ms: {0, :u64},
     max_source_bytes: {0, :u64},
     max_workgroup_invocations: {0, :u32},
     max_bindings: {0, :u32},

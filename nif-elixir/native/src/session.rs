@@ -74,6 +74,7 @@ fn session_open(
     max_ops_per_dispatch: Int<u64>,
     max_ops_total: Int<u64>,
     max_loop_iterations: Int<u32>,
+    max_gpu_time_ms: Int<u64>,
     max_source_bytes: Int<usize>,
     max_workgroup_invocations: Int<u32>,
     max_bindings: Int<u32>,
@@ -87,6 +88,7 @@ fn session_open(
         max_ops_per_dispatch: max_ops_per_dispatch.0,
         max_ops_total: max_ops_total.0,
         max_loop_iterations: max_loop_iterations.0,
+        max_gpu_time_ms: max_gpu_time_ms.0,
         policy: ShaderPolicy {
             max_source_bytes: max_source_bytes.0,
             max_workgroup_invocations: max_workgroup_invocations.0,
@@ -162,6 +164,9 @@ pub struct Stats {
     quota_exceeded: u64,
     compute_limit_hits: u64,
     policy_rejections: u64,
+    bound_bytes: u64,
+    gpu_time_ns: u64,
+    gpu_time_limit_hits: u64,
     closed: bool,
 }
 
@@ -179,6 +184,9 @@ fn session_stats(s: SRef) -> Stats {
         quota_exceeded: st.quota_exceeded,
         compute_limit_hits: st.compute_limit_hits,
         policy_rejections: st.policy_rejections,
+        bound_bytes: st.bound_bytes,
+        gpu_time_ns: st.gpu_time_ns,
+        gpu_time_limit_hits: st.gpu_time_limit_hits,
         closed: st.closed,
     }
 }
