@@ -46,6 +46,7 @@ fuzz-cargo: fuzz-cargo-tool
 		start=$$(date +%s); \
 		echo "fuzz-cargo: $$t for $(FUZZ_CARGO_SECONDS) s (log: build/fuzz/$$t.log)"; \
 		$(FUZZ_CARGO) run $(FUZZ_CARGO_FLAGS) $$t core/fuzz/corpus/$$t -- \
-			-max_total_time=$(FUZZ_CARGO_SECONDS) -timeout=20 -print_final_stats=1 > build/fuzz/$$t.log 2>&1; \
+			-max_total_time=$(FUZZ_CARGO_SECONDS) -timeout=20 -print_final_stats=1 -dict=$(CURDIR)/core/fuzz/wgsl.dict \
+			> build/fuzz/$$t.log 2>&1; \
 		python3 core/fuzz/summary.py $$t build/fuzz/$$t.log core/fuzz/artifacts/$$t $$start || status=1; \
 	done; exit $$status

@@ -3,7 +3,8 @@
 
 Sources: every shaders/*.wgsl (templates rendered with plain defaults: a placeholder left over
 makes a seed that does not parse, which still gives the fuzzer its tokens), and the WGSL inside
-string literals of the Rust, C and Python tests and of cli/src (any literal with `@compute`).
+string literals of the Rust, C and Python tests and of cli/src (any literal with `@compute`), each
+also as the body of its entry point alone (the target wraps such an input in an entry point).
 Each seed is named by the SHA-1 of its bytes, so rerunning adds nothing twice.
 
     core/fuzz/seed_corpus.py OUT_DIR   (run from the repository root)
@@ -49,6 +50,20 @@ def literals(path: pathlib.Path):
             yield unescape("".join(C_STR.findall(run.group(0))))
 
 
+def entry_body(kernel: str):
+    """The statements of the first @compute function (between its braces), or None."""
+    at = kernel.find("@compute")
+    open_brace = kernel.find("{", kernel.find(")", kernel.find("fn ", at)) if at >= 0 else -1)
+    if at < 0 or open_brace < 0:
+        return None
+    depth = 0
+    for i in range(open_brace, len(kernel)):
+        depth += {"{": 1, "}": -1}.get(kernel[i], 0)
+        if depth == 0:
+            return kernel[open_brace + 1 : i].strip("\n")
+    return None
+
+
 def seeds(root: pathlib.Path):
     for p in sorted((root / "shaders").glob("*.wgsl")):
         yield render(p.read_text())
@@ -57,7 +72,13 @@ def seeds(root: pathlib.Path):
             for lit in literals(p):
                 if "@compute" in lit:
                     # format!() strings double their braces.
-                    yield lit.replace("{{", "{").replace("}}", "}") if "{{" in lit and "}}" in lit else lit
+                    kernel = lit.replace("{{", "{").replace("}}", "}") if "{{" in lit and "}}" in lit else lit
+                    yield kernel
+                    # The body alone: the target wraps an input without `@compute` in an entry
+                    # point, so mutations of it stay among statements.
+                    body = entry_body(kernel)
+                    if body and "@compute" not in body:
+                        yield body
 
 
 def main() -> int:

@@ -5,7 +5,8 @@
 //! Asserted, beyond "no panic": a kernel that validated keeps validating once its loops are
 //! bounded, every loop of the rewritten module (and of the WGSL written from it) starts with the
 //! budget check (`sandbox_check` answers `Error::Internal` otherwise), and every policy refusal
-//! names a line and column of the source.
+//! names a line and column of the source. An input with no `@compute` is taken as the body of
+//! one (`as_kernel`).
 #![no_main]
 
 use kiln_core::session::sandbox_check::sandbox_check;
@@ -64,8 +65,23 @@ fn check(src: &str, entry: &str, policy: &ShaderPolicy) -> Result<(), Error> {
     r.map(|_| ())
 }
 
+/// What an input without an entry point becomes: the body of one, with a buffer to write (the
+/// seed corpus holds such bodies, so mutations stay among statements and loops instead of
+/// spending most runs on text that never parses).
+fn as_kernel(src: &str) -> std::borrow::Cow<'_, str> {
+    if src.contains("@compute") {
+        return src.into();
+    }
+    format!(
+        "@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n\
+         @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {{\n{src}\n}}\n"
+    )
+    .into()
+}
+
 fuzz_target!(|data: &[u8]| {
-    let Ok(src) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let src = &*as_kernel(text);
     let entry = entry_of(src);
     let open = check(src, entry, &ShaderPolicy::default());
     // The strict policy only matters for kernels that got past validation.
