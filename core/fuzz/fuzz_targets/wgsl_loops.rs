@@ -20,7 +20,7 @@ struct Gen<'a, 'b> {
 
 impl Gen<'_, '_> {
     fn small(&mut self) -> Result<u32> {
-        Ok(self.u.int_in_range(0..=5)?)
+        self.u.int_in_range(0..=5)
     }
 
     fn stmts(&mut self, depth: u32, in_loop: bool, in_continuing: bool) -> Result<()> {
