@@ -4,7 +4,8 @@
 #   make c-lib             build target/release/libkiln.{so,a}
 #   make c-rust-test       unit tests of the FFI boundary (cargo test -p kiln-ffi)
 #   make c-header          regenerate include/kiln.h with cbindgen
-#   make c-header-check    fail when the committed include/kiln.h differs from a fresh one
+#   make c-header-check    fail when the committed include/kiln.h differs from a fresh one, or
+#                          declares a name without the Kiln/kiln_/KILN_ prefix
 #   make c-compile-check   kiln.h as C11 and as C++17 with -Wall -Wextra -Werror (-pedantic)
 #   make c-test            install into build/c/prefix, build tests/c against it with
 #                          pkg-config, run them, then run them again under valgrind memcheck
@@ -61,6 +62,7 @@ c-header-check: cbindgen-tool
 		echo "c-header-check: include/kiln.h is out of date: run 'make c-header' and commit it" >&2; exit 1; \
 	fi
 	@echo "c-header-check: include/kiln.h is up to date"
+	@$(PYTHON) scripts/check_header_names.py include/kiln.h
 
 c-compile-check:
 	@mkdir -p $(C_BUILD)

@@ -15,20 +15,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<i32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-fn float_key(b: u32) -> u32 {
-    let mag = b & 0x7fffffffu;
-    if (mag > 0x7f800000u) {
-        return 0xffffffffu;
-    }
-    if (mag == 0u) {
-        return 0x80000000u;
-    }
-    if ((b >> 31u) == 1u) {
-        return ~b;
-    }
-    return b | 0x80000000u;
-}
-
+// float_key: sort_key_common.wgsl.
 fn key(v: {{T}}) -> u32 {
     {{KEY}}
 }

@@ -19,22 +19,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> pairs: array<vec2<u32>>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-// numpy's order on floats as an unsigned integer, from the bits (no float arithmetic, so a
-// GPU that flushes subnormals still orders them): NaN above +inf, -0 folded onto +0.
-fn float_key(b: u32) -> u32 {
-    let mag = b & 0x7fffffffu;
-    if (mag > 0x7f800000u) {
-        return 0xffffffffu;
-    }
-    if (mag == 0u) {
-        return 0x80000000u;
-    }
-    if ((b >> 31u) == 1u) {
-        return ~b;
-    }
-    return b | 0x80000000u;
-}
-
+// float_key: sort_key_common.wgsl.
 fn key(v: {{T}}) -> u32 {
     {{KEY}}
 }

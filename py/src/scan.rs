@@ -5,41 +5,37 @@ use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float,
 use crate::errors::{gpu, invalid};
 use crate::ops::PyT;
 use crate::tensor::PyTensor;
-use kiln_core::ops;
+use kiln_core::{ops, DType, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
-/// Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted
-/// first), with a leading 0 when ``include_initial``. Integer sums wrap as numpy's do.
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, dtype=None, include_initial=false))]
-pub fn cumulative_sum(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    axis: Option<Int<isize>>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    include_initial: bool,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let dtype = parse_dtype(py, dtype)?;
-    let axis = axis.map(|a| a.0);
-    gpu(py, || ops::cumulative_sum(&x, axis, dtype, include_initial)).map(PyTensor::new)
+/// The scans: the same keywords (numpy 2's) around one kiln-core call each.
+macro_rules! scan_fns {
+    ($($name:ident, $doc:literal;)*) => {
+        $(
+            #[doc = $doc]
+            #[pyfunction]
+            #[pyo3(signature = (x, /, *, axis=None, dtype=None, include_initial=false))]
+            pub fn $name(
+                py: Python<'_>,
+                x: &Bound<'_, PyAny>,
+                axis: Option<Int<isize>>,
+                dtype: Option<&Bound<'_, PyAny>>,
+                include_initial: bool,
+            ) -> PyT {
+                let x = tensor_arg(py, x)?;
+                let dtype = parse_dtype(py, dtype)?;
+                let axis = axis.map(|a| a.0);
+                gpu(py, || ops::$name(&x, axis, dtype, include_initial)).map(PyTensor::new)
+            }
+        )*
+    };
 }
 
-/// Running product along ``axis``, as ``cumulative_sum`` (a leading 1 when ``include_initial``).
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, dtype=None, include_initial=false))]
-pub fn cumulative_prod(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    axis: Option<Int<isize>>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    include_initial: bool,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let dtype = parse_dtype(py, dtype)?;
-    let axis = axis.map(|a| a.0);
-    gpu(py, || ops::cumulative_prod(&x, axis, dtype, include_initial)).map(PyTensor::new)
+scan_fns! {
+    cumulative_sum, "Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted\n\
+        first), with a leading 0 when ``include_initial``. Integer sums wrap as numpy's do.";
+    cumulative_prod, "Running product along ``axis``, as ``cumulative_sum`` (a leading 1 when ``include_initial``).";
 }
 
 /// The correction (numpy's ``ddof``) of ``var`` / ``std``: either keyword, a whole number >= 0.
@@ -55,41 +51,41 @@ fn correction_of(py: Python<'_>, name: &str, correction: Option<Float>, ddof: Op
     Ok(c as usize)
 }
 
-/// Sum over ``axis`` (None: all axes; an int or a tuple) in ``dtype`` (None: x's own, which for
-/// int32 and uint32 is the Array API's default integer of that signedness; x is converted first).
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, dtype=None, keepdims=false))]
-pub fn sum(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    axis: Option<&Bound<'_, PyAny>>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    keepdims: bool,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let dtype = parse_dtype(py, dtype)?;
-    let axes = parse_axes(py, axis)?;
-    gpu(py, || match dtype {
-        Some(d) if d != x.dtype() => ops::sum(&ops::cast(&x, d)?, axes.as_deref(), keepdims),
-        _ => ops::sum(&x, axes.as_deref(), keepdims),
-    })
-    .map(PyTensor::new)
+/// The reductions with the Array API's ``dtype=``: the same keywords around one kiln-core call
+/// each (`ops::prod` takes the dtype itself; `sum_in` casts first).
+macro_rules! dtype_reduce_fns {
+    ($($name:ident => $op:path, $doc:literal;)*) => {
+        $(
+            #[doc = $doc]
+            #[pyfunction]
+            #[pyo3(signature = (x, /, *, axis=None, dtype=None, keepdims=false))]
+            pub fn $name(
+                py: Python<'_>,
+                x: &Bound<'_, PyAny>,
+                axis: Option<&Bound<'_, PyAny>>,
+                dtype: Option<&Bound<'_, PyAny>>,
+                keepdims: bool,
+            ) -> PyT {
+                let x = tensor_arg(py, x)?;
+                let dtype = parse_dtype(py, dtype)?;
+                let axes = parse_axes(py, axis)?;
+                gpu(py, || $op(&x, axes.as_deref(), keepdims, dtype)).map(PyTensor::new)
+            }
+        )*
+    };
 }
 
-/// Product over ``axis`` in ``dtype`` (as ``sum``); integer products wrap, an empty axis gives 1.
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, dtype=None, keepdims=false))]
-pub fn prod(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    axis: Option<&Bound<'_, PyAny>>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    keepdims: bool,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let dtype = parse_dtype(py, dtype)?;
-    let axes = parse_axes(py, axis)?;
-    gpu(py, || ops::prod(&x, axes.as_deref(), keepdims, dtype)).map(PyTensor::new)
+fn sum_in(x: &Tensor, axes: Option<&[isize]>, keepdims: bool, dtype: Option<DType>) -> kiln_core::Result<Tensor> {
+    match dtype {
+        Some(d) if d != x.dtype() => ops::sum(&ops::cast(x, d)?, axes, keepdims),
+        _ => ops::sum(x, axes, keepdims),
+    }
+}
+
+dtype_reduce_fns! {
+    sum => sum_in, "Sum over ``axis`` (None: all axes; an int or a tuple) in ``dtype`` (None: x's own, which for\n\
+        int32 and uint32 is the Array API's default integer of that signedness; x is converted first).";
+    prod => ops::prod, "Product over ``axis`` in ``dtype`` (as ``sum``); integer products wrap, an empty axis gives 1.";
 }
 
 /// Standard deviation over ``axis`` with ``correction`` (numpy's ``ddof``; either keyword).

@@ -38,6 +38,7 @@ pub fn searchsorted(x1: &Tensor, x2: &Tensor, right: bool) -> Result<Tensor> {
         key: format!("searchsorted:{dt}"),
         source: Box::new(move || {
             render(SEARCH, &[("ENABLE", enables(&[dt])), ("T", dt.wgsl()), ("KEY", crate::ops::sort::key_expr(dt))])
+                + crate::ops::sort::KEY_COMMON
         }),
         tensors: &[x1, x2, &out],
         params: Some(Params::new().u32(x2.numel()).u32(m).u32(right as u32).u32(0)),

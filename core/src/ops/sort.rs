@@ -23,6 +23,8 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 const KEYS: &str = include_str!("../../../shaders/sort_keys.wgsl");
+/// `float_key`, shared with search.wgsl (appended: `enable` comes first).
+pub(crate) const KEY_COMMON: &str = include_str!("../../../shaders/sort_key_common.wgsl");
 const BITONIC: &str = include_str!("../../../shaders/sort_bitonic.wgsl");
 const INDICES: &str = include_str!("../../../shaders/sort_indices.wgsl");
 const SCATTER: &str = include_str!("../../../shaders/sort_scatter.wgsl");
@@ -85,7 +87,9 @@ fn argsort_last(x: &Tensor, descending: bool) -> Result<Tensor> {
     let desc = if descending { u32::MAX } else { 0 };
     Launch {
         key: format!("sort_keys:{dt}"),
-        source: Box::new(move || render(KEYS, &[("ENABLE", enables(&[dt])), ("T", dt.wgsl()), ("KEY", key_expr(dt))])),
+        source: Box::new(move || {
+            render(KEYS, &[("ENABLE", enables(&[dt])), ("T", dt.wgsl()), ("KEY", key_expr(dt))]) + KEY_COMMON
+        }),
         tensors: &[x, &pairs],
         params: Some(Params::new().u32(total).u32(n).u32(p2).u32(desc).u32(0).u32(0).u32(0).u32(0)),
         groups: groups_1d(&device, total)?,

@@ -47,15 +47,15 @@ pub(crate) fn bound_loops(module: &Module, entry: &str) -> Result<Option<Bounded
     if !any_loop {
         return Ok(None);
     }
+    let used = module.global_variables.iter().filter_map(|(_, v)| v.binding.as_ref()).filter(|b| b.group == 0);
+    let guard_binding = match used.map(|b| b.binding).max() {
+        None => 0,
+        // naga accepts any u32 here: + 1 overflowed (a panic, or a wrap to 0 in release builds).
+        Some(b) => b.checked_add(1).ok_or_else(|| {
+            Error::Shader(format!("binding {b} of group 0 leaves no binding after it for the loop budget buffer"))
+        })?,
+    };
     let mut m = module.clone();
-    let guard_binding = m
-        .global_variables
-        .iter()
-        .filter_map(|(_, v)| v.binding.as_ref())
-        .filter(|b| b.group == 0)
-        .map(|b| b.binding + 1)
-        .max()
-        .unwrap_or(0);
     let u32_ty = m.types.insert(Type { name: None, inner: TypeInner::Scalar(naga::Scalar::U32) }, Span::UNDEFINED);
     let arr_ty = m.types.insert(
         Type {

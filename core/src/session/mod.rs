@@ -11,6 +11,8 @@ mod audit;
 mod limits;
 pub(crate) mod loop_guard;
 pub(crate) mod policy;
+#[doc(hidden)]
+pub mod sandbox_check;
 
 pub use audit::{audit_enabled, audit_off, audit_to_callback, audit_to_file};
 pub(crate) use audit::{error_fields, event};
