@@ -33,7 +33,12 @@ def wall_ratio(k, n):
     return "—"
 
 
+phases = []
 for r in kiln["results"]:
+    if "seconds" not in r:
+        # Breakdown rows (latency_phases) have no figure to compare: listed after the table.
+        phases.append(r)
+        continue
     kv, ks = fig(r)
     # A Kiln row may name the baseline rows it is compared with (the LLM rows: PyTorch's f16
     # and f32 runs of the same model against Kiln's quantized one).
@@ -47,6 +52,10 @@ for r in kiln["results"]:
         # The backend torch_bench.py saw (SDPA kernel, model attention implementation).
         backend = n.get("backend", "—")
         print(f"| {label} | {r['size']} | {ks} | {ns} | {kv / nv:.2f} | {wall_ratio(r, n)} | {backend} |")
+
+for r in phases:
+    parts = ", ".join(f"{k.removesuffix('_seconds')} {v * 1e6:.1f} µs" for k, v in r.items() if k.endswith("_seconds"))
+    print(f"\n{r['op']} ({r['size']}): {parts}")
 
 mem = [
     (r, other, native.get(other))
