@@ -86,6 +86,8 @@ fn limits(o: &JsValue) -> JsResult<kiln_core::SessionLimits> {
         max_ops_per_dispatch: limit(o, "maxOpsPerDispatch", safe)? as u64,
         max_ops_total: limit(o, "maxOpsTotal", safe)? as u64,
         max_loop_iterations: limit(o, "maxLoopIterations", u32max)? as u32,
+        // The page times nothing (no blocking waits to charge), so there is no GPU-time budget.
+        max_gpu_time_ms: 0,
         policy: kiln_core::ShaderPolicy {
             max_source_bytes: limit(o, "maxSourceBytes", u32max)? as usize,
             max_workgroup_invocations: limit(o, "maxWorkgroupInvocations", u32max)? as u32,
