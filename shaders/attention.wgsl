@@ -19,6 +19,7 @@ struct Params {
     qstride: array<vec4<u32>, 2>,
     kstride: array<vec4<u32>, 2>,
     vstride: array<vec4<u32>, 2>,
+    mstride: array<vec4<u32>, 2>, // no mask here: zeros (the shared batch_offsets reads it)
 }
 
 @group(0) @binding(0) var<storage, read> q: array<{{T}}>;
@@ -26,6 +27,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> v: array<{{T}}>;
 @group(0) @binding(3) var<storage, read_write> out: array<{{T}}>;
 @group(0) @binding(4) var<uniform> p: Params;
+{{ATTENTION_COMMON}}
 
 const WG = 64u;
 const DVT = {{DVT}}u;
@@ -46,20 +48,10 @@ fn main(
     }
     let i = row % p.lq;
     let bi = row / p.lq;
-    var qoff = 0u;
-    var koff = 0u;
-    var voff = 0u;
-    var r = bi;
-    for (var t = 0u; t < p.brank; t++) {
-        let dd = p.brank - 1u - t;
-        let a = dd / 4u;
-        let s = dd % 4u;
-        let ci = r % p.bshape[a][s];
-        r = r / p.bshape[a][s];
-        qoff += ci * p.qstride[a][s];
-        koff += ci * p.kstride[a][s];
-        voff += ci * p.vstride[a][s];
-    }
+    let offs = batch_offsets(bi);
+    let qoff = offs.x;
+    let koff = offs.y;
+    let voff = offs.z;
     let qrow = qoff + i * p.d;
     var nk = p.lk;
     if (p.causal != 0u) {

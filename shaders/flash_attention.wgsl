@@ -44,6 +44,7 @@ struct Params {
 {{MASK_BINDING}}
 @group(0) @binding({{OUT_SLOT}}) var<storage, read_write> out: array<{{T}}>;
 @group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
+{{ATTENTION_COMMON}}
 
 const BR = {{BR}}u;
 const BC = {{BC}}u;
@@ -88,22 +89,11 @@ fn main(
     // The last (for causal, the longest) query blocks first, so the short ones fill the tail.
     let qb = p.nqb - 1u - block % p.nqb;
     let bi = block / p.nqb;
-    var qoff = 0u;
-    var koff = 0u;
-    var voff = 0u;
-    var moff = 0u;
-    var r = bi;
-    for (var t = 0u; t < p.brank; t++) {
-        let dd = p.brank - 1u - t;
-        let a = dd / 4u;
-        let s = dd % 4u;
-        let ci = r % p.bshape[a][s];
-        r = r / p.bshape[a][s];
-        qoff += ci * p.qstride[a][s];
-        koff += ci * p.kstride[a][s];
-        voff += ci * p.vstride[a][s];
-        moff += ci * p.mstride[a][s];
-    }
+    let offs = batch_offsets(bi);
+    let qoff = offs.x;
+    let koff = offs.y;
+    let voff = offs.z;
+    let moff = offs.w;
     let i = qb * BR + lid;
     let row_ok = i < p.lq;
     // Keys this row sees, and keys any row of the block sees.

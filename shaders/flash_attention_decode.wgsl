@@ -34,6 +34,7 @@ struct Params {
 {{MASK_BINDING}}
 @group(0) @binding({{PART_SLOT}}) var<storage, read_write> part: array<f32>;
 @group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
+{{ATTENTION_COMMON}}
 
 const WG = 64u;
 const DP = {{DP}}u;
@@ -77,22 +78,11 @@ fn main(
     let split = gi % p.nsplit;
     let i = row % p.lq;
     let bi = row / p.lq;
-    var qoff = 0u;
-    var koff = 0u;
-    var voff = 0u;
-    var moff = 0u;
-    var r = bi;
-    for (var t = 0u; t < p.brank; t++) {
-        let dd = p.brank - 1u - t;
-        let a = dd / 4u;
-        let s = dd % 4u;
-        let ci = r % p.bshape[a][s];
-        r = r / p.bshape[a][s];
-        qoff += ci * p.qstride[a][s];
-        koff += ci * p.kstride[a][s];
-        voff += ci * p.vstride[a][s];
-        moff += ci * p.mstride[a][s];
-    }
+    let offs = batch_offsets(bi);
+    let qoff = offs.x;
+    let koff = offs.y;
+    let voff = offs.z;
+    let moff = offs.w;
     var nk = p.lk;
     if (p.causal != 0u) {
         nk = min(p.lk, i + 1u);

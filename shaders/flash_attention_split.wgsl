@@ -35,6 +35,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> mask: array<{{T}}>;
 @group(0) @binding(4) var<storage, read_write> part: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
+{{ATTENTION_COMMON}}
 
 const WG = 64u;
 const KC = {{KC}}u;
@@ -81,22 +82,11 @@ fn main(
     let split = g % p.nsplit;
     let i = row % p.lq;
     let bi = row / p.lq;
-    var qoff = 0u;
-    var koff = 0u;
-    var voff = 0u;
-    var moff = 0u;
-    var r = bi;
-    for (var t = 0u; t < p.brank; t++) {
-        let dd = p.brank - 1u - t;
-        let a = dd / 4u;
-        let s = dd % 4u;
-        let ci = r % p.bshape[a][s];
-        r = r / p.bshape[a][s];
-        qoff += ci * p.qstride[a][s];
-        koff += ci * p.kstride[a][s];
-        voff += ci * p.vstride[a][s];
-        moff += ci * p.mstride[a][s];
-    }
+    let offs = batch_offsets(bi);
+    let qoff = offs.x;
+    let koff = offs.y;
+    let voff = offs.z;
+    let moff = offs.w;
     var nk = p.lk;
     if (p.causal != 0u) {
         nk = min(p.lk, i + 1u);

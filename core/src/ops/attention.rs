@@ -36,6 +36,8 @@ const FLASH: &str = include_str!("../../../shaders/flash_attention.wgsl");
 const SPLIT: &str = include_str!("../../../shaders/flash_attention_split.wgsl");
 const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgsl");
 const DECODE: &str = include_str!("../../../shaders/flash_attention_decode.wgsl");
+/// `batch_offsets`, rendered into every attention kernel after its Params.
+pub(super) const ATTENTION_COMMON: &str = include_str!("../../../shaders/attention_common.wgsl");
 /// Threads per workgroup of the attention kernel (the shader's WG).
 const WG: usize = 64;
 /// The matmul path holds the f32 score matrix (and its softmax) only up to this size.
@@ -486,6 +488,7 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
     render(
         FLASH,
         &[
+            ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", enables(&[dtype])),
             ("T", t),
             ("LT", &lt),
@@ -588,6 +591,7 @@ fn split_kv(
             with_special(render(
                 SPLIT,
                 &[
+                    ("ATTENTION_COMMON", ATTENTION_COMMON),
                     ("ENABLE", enables(&[dtype])),
                     ("T", dtype.wgsl()),
                     ("KC", &kc.to_string()),
@@ -635,6 +639,7 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String 
     render(
         DECODE,
         &[
+            ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", enables(&[dtype])),
             ("T", t),
             (
@@ -684,11 +689,8 @@ fn fused(g: &Geometry, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor) -> Resu
         .u32(g.rows)
         .u32(g.causal as u32)
         .f32(g.scale)
-        .u32(bs.len())
-        .dims8(bs, 1)
-        .dims8(&crate::shape::batch_strides(g.qb, bs, g.lq * g.d), 0)
-        .dims8(&crate::shape::batch_strides(g.kb, bs, g.kv_rows * g.d), 0)
-        .dims8(&crate::shape::batch_strides(g.vb, bs, g.kv_rows * g.dv), 0);
+        .u32(bs.len());
+    let params = g.batch_params(params, None);
     let dvt = g.dv.div_ceil(WG).max(1);
     let tensors = [q, k, v, out];
     Launch {
@@ -696,7 +698,12 @@ fn fused(g: &Geometry, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor) -> Resu
         source: Box::new(move || {
             with_special(render(
                 TEMPLATE,
-                &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("DVT", &dvt.to_string())],
+                &[
+                    ("ATTENTION_COMMON", ATTENTION_COMMON),
+                    ("ENABLE", enables(&[dtype])),
+                    ("T", dtype.wgsl()),
+                    ("DVT", &dvt.to_string()),
+                ],
             ))
         }),
         tensors: &tensors,

@@ -3,7 +3,7 @@
 //! them on the invocations. Taken where the device has wgpu's cooperative-matrix feature with an
 //! f16 x f16 -> f32 configuration, one subgroup size of 16, 32 or 64, and D, Dv multiples of 16.
 
-use super::{Geometry, FLASH_MAX_D};
+use super::{Geometry, ATTENTION_COMMON, FLASH_MAX_D};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::exec::{grid, Launch};
@@ -270,6 +270,7 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     render(
         TEMPLATE,
         &[
+            ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
