@@ -4,9 +4,9 @@
 //! limit.
 
 use crate::error::{ApiError, ApiResult, METHOD_NOT_ALLOWED, NOT_FOUND, NOT_READY, PAYLOAD_TOO_LARGE, UNAUTHORIZED};
+use crate::npy;
 use crate::parse::{self, Download, TensorQuery};
 use crate::state::{AppState, Slot, Tenant};
-use crate::npy;
 use axum::body::{Body, Bytes};
 use axum::extract::{MatchedPath, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
@@ -114,7 +114,8 @@ async fn on_gpu<T: Send + 'static>(
     session: Option<Session>,
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
-    let permit = tenant.permits.clone().acquire_owned().await.map_err(|_| ApiError::new("INTERNAL", "shutting down"))?;
+    let permit =
+        tenant.permits.clone().acquire_owned().await.map_err(|_| ApiError::new("INTERNAL", "shutting down"))?;
     let task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let guarded = move || {
@@ -133,7 +134,8 @@ async fn on_gpu<T: Send + 'static>(
 /// one cut short is BAD_REQUEST.
 async fn read_body(st: &AppState, headers: &HeaderMap, body: Body) -> ApiResult<Bytes> {
     let max = st.config.max_body_bytes;
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let too_large = || ApiError::new(PAYLOAD_TOO_LARGE, format!("the body is over the limit of {max} bytes"));
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
@@ -255,7 +257,9 @@ async fn download(
         let raw = tensor.to_bytes()?;
         match format {
             Download::Raw => Ok(raw),
-            Download::Npy => npy::encode(tensor.dtype(), tensor.shape(), &raw).map_err(|e| ApiError::new("INTERNAL", e)),
+            Download::Npy => {
+                npy::encode(tensor.dtype(), tensor.shape(), &raw).map_err(|e| ApiError::new("INTERNAL", e))
+            }
         }
     })
     .await?;

@@ -186,7 +186,10 @@ fn check(c: &Config) -> Result<(), String> {
             return Err(format!("config: tenant names must be non-empty and unique ({:?})", t.name));
         }
         if t.max_concurrent_requests == 0 || t.max_open_sessions == 0 {
-            return Err(format!("config: tenant {:?}: max_concurrent_requests and max_open_sessions must be positive", t.name));
+            return Err(format!(
+                "config: tenant {:?}: max_concurrent_requests and max_open_sessions must be positive",
+                t.name
+            ));
         }
         for tok in &t.tokens {
             // Short tokens are guessable; a duplicate would make the tenant ambiguous.

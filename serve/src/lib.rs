@@ -4,8 +4,10 @@
 //! (`kiln serve`), the tests start it in-process and the fuzz target calls its parsers.
 
 pub mod api;
+pub mod client;
 pub mod config;
 pub mod error;
+pub mod load;
 pub mod metrics;
 pub mod npy;
 pub mod parse;

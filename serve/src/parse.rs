@@ -46,7 +46,9 @@ pub fn parse_shape(s: &str) -> ApiResult<Vec<usize>> {
     }
     let dims: Vec<usize> = s
         .split(',')
-        .map(|d| d.trim().parse::<usize>().map_err(|_| ApiError::bad_request(format!("shape {s:?}: {d:?} is not a size"))))
+        .map(|d| {
+            d.trim().parse::<usize>().map_err(|_| ApiError::bad_request(format!("shape {s:?}: {d:?} is not a size")))
+        })
         .collect::<ApiResult<_>>()?;
     if dims.len() > MAX_NDIM {
         return Err(ApiError::bad_request(format!("shape has {} dimensions; at most {MAX_NDIM}", dims.len())));

@@ -94,8 +94,11 @@ impl AppState {
             ));
         }
         let id = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let slot =
-            Arc::new(Slot { id, session: Session::new(tenant.limits.clone()), objects: Mutex::new(Objects::default()) });
+        let slot = Arc::new(Slot {
+            id,
+            session: Session::new(tenant.limits.clone()),
+            objects: Mutex::new(Objects::default()),
+        });
         sessions.insert(id, slot.clone());
         Ok(slot)
     }
