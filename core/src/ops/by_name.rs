@@ -129,7 +129,9 @@ fn dispatch(op: &str, c: &OpCall) -> Option<Result<Tensor>> {
         "random_uniform" => {
             (|| ops::random_uniform(&c.shape()?, c.dtype()?, c.u64("seed")?, c.f("low")?, c.f("high")?))()
         }
-        "random_normal" => (|| ops::random_normal(&c.shape()?, c.dtype()?, c.u64("seed")?, c.f("mean")?, c.f("std")?))(),
+        "random_normal" => {
+            (|| ops::random_normal(&c.shape()?, c.dtype()?, c.u64("seed")?, c.f("mean")?, c.f("std")?))()
+        }
         _ => return dispatch_on_inputs(op, c),
     })
 }
@@ -168,13 +170,9 @@ fn dispatch_on_inputs(op: &str, c: &OpCall) -> Option<Result<Tensor>> {
                 };
                 ops::tensordot(c.input("a")?, c.input("b")?, &axes)?
             }
-            "diff" => ops::diff(
-                c.input("x")?,
-                c.axis("axis")?,
-                c.n("n")?,
-                c.opt_input("prepend"),
-                c.opt_input("append"),
-            )?,
+            "diff" => {
+                ops::diff(c.input("x")?, c.axis("axis")?, c.n("n")?, c.opt_input("prepend"), c.opt_input("append"))?
+            }
             "prod" => {
                 ops::prod(c.input("x")?, c.opt_axes("axes")?.as_deref(), c.b("keepdims")?, c.opt_dtype("dtype")?)?
             }
