@@ -167,7 +167,7 @@ pub struct DispatchRequest {
 }
 
 pub fn parse_hex(s: &str) -> ApiResult<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ApiError::bad_request("uniforms: an even number of hex digits"));
     }
     (0..s.len() / 2)

@@ -295,8 +295,9 @@ fn metrics_merge_the_runtime_and_the_service() {
     assert!(m.contains(r#"kiln_serve_requests_total{route="/v1/sessions",status="401",tenant="-"} 1"#), "{m}");
     assert!(m.contains("kiln_serve_request_seconds_bucket"), "{m}");
     assert!(m.contains("kiln_serve_requests_in_flight 0"), "{m}");
-    assert!(m.contains(&format!("session=\"")), "{m}");
-    let _ = sid;
+    // The open session's own runtime samples.
+    assert!(m.contains("kiln_session_bytes_in_use{session="), "{m}");
+    s.a.delete(&format!("/v1/sessions/{sid}")).unwrap();
     let addr = s.running.as_ref().unwrap().metrics_addr;
     let probe = kiln_serve::client::Client::new(addr, None);
     assert_eq!(probe.get("/health").unwrap().status, 200);
