@@ -263,4 +263,17 @@ tokens = ["secret-token-0123456789"]
         let short = two.replace("secret-token-0123456789\"]\n[[", "short\"]\n[[");
         assert!(parse(&short).unwrap_err().contains("shorter"));
     }
+
+    #[test]
+    fn the_kubernetes_configmap_holds_a_valid_config() {
+        let yaml = include_str!("../../deploy/k8s/configmap.yaml");
+        let body = yaml.split("serve.toml.in: |\n").nth(1).unwrap();
+        let text: String = body.lines().map(|l| l.strip_prefix("    ").unwrap_or(l)).collect::<Vec<_>>().join("\n");
+        let text = text
+            .replace("${TEAM_A_TOKEN}", "a-token-of-enough-length")
+            .replace("${TEAM_B_TOKEN}", "b-token-of-enough-length");
+        let c = parse(&text).unwrap();
+        assert_eq!(c.tenants.len(), 2);
+        assert!(!c.tenants[1].shader.allow_atomics);
+    }
 }
