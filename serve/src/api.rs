@@ -141,17 +141,16 @@ async fn read_body(st: &AppState, headers: &HeaderMap, body: Body) -> ApiResult<
         return Err(too_large());
     }
     axum::body::to_bytes(body, max).await.map_err(|e| {
-        let limited = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util_limit::LengthLimitError>());
-        if limited {
-            too_large()
-        } else {
-            ApiError::bad_request("the body could not be read in full")
+        // The limit's error sits somewhere in the source chain (axum wraps it).
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(s) = source {
+            if s.is::<http_body_util::LengthLimitError>() {
+                return too_large();
+            }
+            source = s.source();
         }
+        ApiError::bad_request("the body could not be read in full")
     })
-}
-
-mod http_body_util_limit {
-    pub use axum::extract::rejection::LengthLimitError;
 }
 
 fn created(v: Value) -> Response {

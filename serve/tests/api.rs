@@ -8,6 +8,7 @@ use kiln_core::ops::BinaryOp;
 use kiln_core::{reference, DType};
 use kiln_serve::npy;
 use serde_json::json;
+use std::io::{Read, Write};
 
 #[test]
 fn sessions_tensors_ops_and_kernels_match_the_reference() {
@@ -154,8 +155,33 @@ fn bad_input_gets_a_clear_4xx_and_the_server_stays_up() {
     expect(up("", file[..file.len() - 3].to_vec()), 400, "BAD_REQUEST");
     let huge = String::from_utf8_lossy(&file).replace("(4,)", "(4611686018427387904,)").into_bytes();
     expect(up("", huge), 400, "BAD_REQUEST");
-    // Just over the 1 MiB limit (small enough that the client finishes sending before it reads).
-    expect(up("?dtype=uint32&shape=262145", vec![0; 1_048_580]), 413, "PAYLOAD_TOO_LARGE");
+    // A declared length over the 1 MiB limit is refused before the body is read (so the body
+    // is not even sent here).
+    let mut raw = std::net::TcpStream::connect(s.running.as_ref().unwrap().api_addr).unwrap();
+    let head = format!(
+        "POST /v1/sessions/{sid}/tensors?dtype=uint8&shape=2000000 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN_A}\r\ncontent-length: 2000000\r\nconnection: close\r\n\r\n"
+    );
+    raw.write_all(head.as_bytes()).unwrap();
+    let mut reply = String::new();
+    let _ = raw.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 413") && reply.contains("PAYLOAD_TOO_LARGE"), "{reply}");
+    // The same without a Content-Length (chunked): caught while reading.
+    let mut raw = std::net::TcpStream::connect(s.running.as_ref().unwrap().api_addr).unwrap();
+    let head = format!(
+        "POST /v1/sessions/{sid}/tensors?dtype=uint8&shape=1 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN_A}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    );
+    raw.write_all(head.as_bytes()).unwrap();
+    let chunk = vec![b'a'; 65536];
+    for _ in 0..17 {
+        if raw.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).is_err() || raw.write_all(&chunk).is_err() {
+            break;
+        }
+        let _ = raw.write_all(b"\r\n");
+    }
+    let _ = raw.write_all(b"0\r\n\r\n");
+    let mut reply = String::new();
+    let _ = raw.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 413") && reply.contains("PAYLOAD_TOO_LARGE"), "{reply}");
     // JSON bodies.
     let op = |name: &str, body: &[u8]| {
         c.send("POST", &format!("/v1/sessions/{sid}/ops/{name}"), "application/json", body.to_vec()).unwrap()
