@@ -224,14 +224,13 @@ async fn upload(
     let q: TensorQuery = parse::parse_query(uri.query())?;
     let bytes = read_body(&st, &headers, body).await?;
     let s2 = slot.clone();
-    let (id, v) = on_gpu(&t, Some(slot.session.clone()), move || {
+    let v = on_gpu(&t, Some(slot.session.clone()), move || {
         let a = parse::decode_upload(&q, &bytes)?;
         let tensor = Tensor::from_bytes(&a.bytes, &a.shape, a.dtype)?;
         let id = s2.add_tensor(tensor.clone());
-        Ok((id, tensor_json(id, &tensor)))
+        Ok(tensor_json(id, &tensor))
     })
     .await?;
-    let _ = id;
     Ok(created(v))
 }
 
