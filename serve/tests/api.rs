@@ -329,3 +329,20 @@ fn metrics_merge_the_runtime_and_the_service() {
     assert_eq!(probe.get("/health").unwrap().status, 200);
     assert_eq!(probe.get("/ready").unwrap().status, 200);
 }
+
+#[test]
+fn a_tenant_with_every_slot_busy_waits_alone_and_times_out_alone() {
+    let s = start_with(&config_text("").replace("request_timeout_ms = 60000", "request_timeout_ms = 300"));
+    let state = s.running.as_ref().unwrap().state.clone();
+    let b_tenant = state.tenant_for(TOKEN_B).unwrap();
+    let (sa, sb) = (s.a.open_session().unwrap(), s.b.open_session().unwrap());
+    // Every slot of b is taken (as by b's own long-running work).
+    let held = s.rt.block_on(b_tenant.permits.clone().acquire_owned()).unwrap();
+    let r = s.b.send("POST", &format!("/v1/sessions/{sb}/tensors?dtype=float32&shape=1"), "", vec![0; 4]).unwrap();
+    expect(r, 504, "TIMEOUT");
+    // a is not behind b's queue.
+    let t = s.a.upload_raw(sa, "float32", &[2], f32_bytes(&[3.0, 4.0])).unwrap();
+    assert_eq!(f32s(&s.a.get(&format!("/v1/sessions/{sa}/tensors/{t}?format=raw")).unwrap().body), vec![3.0, 4.0]);
+    drop(held);
+    assert!(s.b.upload_raw(sb, "float32", &[1], vec![0; 4]).is_ok());
+}
