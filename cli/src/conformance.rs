@@ -6,8 +6,8 @@
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use kiln_core::dtype::bytes_to_f64;
-use kiln_core::ops::QuantFormat;
-use kiln_core::{ops, DType, Kernel, Tensor};
+use kiln_core::ops::{self, by_name};
+use kiln_core::{DType, Kernel, Tensor};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,28 +20,10 @@ pub struct Args {
     pub out: PathBuf,
 }
 
-/// What `run_op` says for an op it has no mapping for (the exposure check looks for it).
-#[derive(Debug)]
-struct Unmapped(String);
-
-impl std::fmt::Display for Unmapped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the Rust runner has no mapping for op {:?}", self.0)
-    }
-}
-
-impl std::error::Error for Unmapped {}
-
-/// Whether `run_op` dispatches `op`: it is asked with an empty case, which every mapped op
-/// refuses for a missing input or parameter before it reaches the GPU, and an unmapped one
-/// refuses with [`Unmapped`]. So the exposure check reads the dispatch itself, not a copy of it.
+/// Whether `run_op` dispatches `op`: custom kernels here, every other op through kiln-core's
+/// by-name dispatcher (shared with `kiln serve`), asked itself rather than a copy of its list.
 fn dispatches(op: &str) -> bool {
-    let p = serde_json::Map::new();
-    let c = Case { p: &p, inputs: Vec::new(), dir: Path::new(".") };
-    match run_op(op, &c) {
-        Ok(_) => true,
-        Err(e) => e.downcast_ref::<Unmapped>().is_none(),
-    }
+    op == "kernel" || by_name::knows(op)
 }
 
 struct Case<'a> {
@@ -51,51 +33,14 @@ struct Case<'a> {
 }
 
 impl Case<'_> {
-    fn input(&self, name: &str) -> Result<&Tensor> {
-        self.inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t).with_context(|| format!("no input {name:?}"))
-    }
-    fn opt_input(&self, name: &str) -> Option<&Tensor> {
-        self.inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t)
-    }
     fn get(&self, k: &str) -> Result<&Value> {
         self.p.get(k).with_context(|| format!("no parameter {k:?}"))
-    }
-    fn f(&self, k: &str) -> Result<f64> {
-        self.get(k)?.as_f64().with_context(|| format!("{k} is not a number"))
-    }
-    fn i(&self, k: &str) -> Result<i64> {
-        self.get(k)?.as_i64().with_context(|| format!("{k} is not an integer"))
-    }
-    fn u64(&self, k: &str) -> Result<u64> {
-        self.get(k)?.as_u64().with_context(|| format!("{k} is not an unsigned integer"))
-    }
-    fn b(&self, k: &str) -> Result<bool> {
-        self.get(k)?.as_bool().with_context(|| format!("{k} is not a bool"))
     }
     fn s(&self, k: &str) -> Result<&str> {
         self.get(k)?.as_str().with_context(|| format!("{k} is not a string"))
     }
-    fn opt_ints(&self, k: &str) -> Result<Option<Vec<i64>>> {
-        match self.get(k)? {
-            Value::Null => Ok(None),
-            v => Ok(Some(ints(v).with_context(|| format!("{k} is not a list of integers"))?)),
-        }
-    }
-    fn ints(&self, k: &str) -> Result<Vec<i64>> {
-        self.opt_ints(k)?.with_context(|| format!("{k} is null"))
-    }
-    fn pair(&self, k: &str) -> Result<[usize; 2]> {
-        let v = self.ints(k)?;
-        if v.len() != 2 {
-            bail!("{k} must have two values");
-        }
-        Ok([v[0] as usize, v[1] as usize])
-    }
-    fn shape(&self) -> Result<Vec<usize>> {
-        Ok(self.ints("shape")?.into_iter().map(|d| d as usize).collect())
-    }
-    fn dtype(&self) -> Result<DType> {
-        Ok(DType::parse(self.s("dtype")?)?)
+    fn i(&self, k: &str) -> Result<i64> {
+        self.get(k)?.as_i64().with_context(|| format!("{k} is not an integer"))
     }
 }
 
@@ -112,222 +57,24 @@ fn load(dir: &Path, spec: &Value) -> Result<(DType, Vec<usize>, Vec<u8>)> {
 }
 
 fn run_op(op: &str, c: &Case) -> Result<Tensor> {
-    use ops::{BinaryOp, UnaryOp};
-    let t = match op {
-        "zeros" => ops::zeros(&c.shape()?, c.dtype()?)?,
-        "ones" => ops::ones(&c.shape()?, c.dtype()?)?,
-        "full" => ops::full(&c.shape()?, c.dtype()?, c.f("value")?)?,
-        "arange" => ops::arange(c.f("start")?, c.f("stop")?, c.f("step")?, c.dtype()?)?,
-        "random_uniform" => ops::random_uniform(&c.shape()?, c.dtype()?, c.u64("seed")?, c.f("low")?, c.f("high")?)?,
-        "random_normal" => ops::random_normal(&c.shape()?, c.dtype()?, c.u64("seed")?, c.f("mean")?, c.f("std")?)?,
-        "where" => ops::where_(c.input("cond")?, c.input("a")?, c.input("b")?)?,
-        "clip" if c.inputs.len() == 3 => ops::clip(c.input("x")?, Some(c.input("min")?), Some(c.input("max")?))?,
-        "clip" => ops::clip_scalar(c.input("x")?, c.f("min")?, c.f("max")?)?,
-        "cast" => ops::cast(c.input("x")?, c.dtype()?)?,
-        "matmul" => ops::matmul(c.input("a")?, c.input("b")?)?,
-        "sum" | "mean" | "max" | "min" | "all" | "any" => {
-            let f = match op {
-                "sum" => ops::sum,
-                "mean" => ops::mean,
-                "max" => ops::max,
-                "all" => ops::all,
-                "any" => ops::any,
-                _ => ops::min,
-            };
-            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
-            f(c.input("x")?, axes.as_deref(), c.b("keepdims")?)?
-        }
-        "var" => {
-            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
-            ops::var(c.input("x")?, axes.as_deref(), c.b("keepdims")?, c.i("ddof")? as usize)?
-        }
-        "argmax" | "argmin" => {
-            let axis = match c.get("axis")? {
-                Value::Null => None,
-                v => Some(v.as_i64().context("axis")? as isize),
-            };
-            let f = if op == "argmax" { ops::argmax } else { ops::argmin };
-            f(c.input("x")?, axis, c.b("keepdims")?)?
-        }
-        "vecdot" => ops::vecdot(c.input("a")?, c.input("b")?, c.i("axis")? as isize)?,
-        "tensordot" => {
-            let n = c.i("n")?;
-            let axes = if n >= 0 {
-                ops::TensordotAxes::Count(n as usize)
-            } else {
-                let list = |k: &str| -> Result<Vec<isize>> {
-                    Ok(c.opt_ints(k)?.unwrap_or_default().into_iter().map(|a| a as isize).collect())
-                };
-                ops::TensordotAxes::Pairs(list("axes1")?, list("axes2")?)
-            };
-            ops::tensordot(c.input("a")?, c.input("b")?, &axes)?
-        }
-        "diff" => ops::diff(
-            c.input("x")?,
-            c.i("axis")? as isize,
-            c.i("n")? as usize,
-            c.opt_input("prepend"),
-            c.opt_input("append"),
-        )?,
-        "prod" => {
-            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
-            let dtype = match c.get("dtype")? {
-                Value::Null => None,
-                v => Some(DType::parse(v.as_str().context("dtype")?)?),
-            };
-            ops::prod(c.input("x")?, axes.as_deref(), c.b("keepdims")?, dtype)?
-        }
-        "std" => {
-            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
-            ops::std(c.input("x")?, axes.as_deref(), c.b("keepdims")?, c.i("ddof")? as usize)?
-        }
-        "cumulative_sum" | "cumulative_prod" => {
-            let axis = match c.get("axis")? {
-                Value::Null => None,
-                v => Some(v.as_i64().context("axis")? as isize),
-            };
-            let dtype = match c.get("dtype")? {
-                Value::Null => None,
-                v => Some(DType::parse(v.as_str().context("dtype")?)?),
-            };
-            let f = if op == "cumulative_sum" { ops::cumulative_sum } else { ops::cumulative_prod };
-            f(c.input("x")?, axis, dtype, c.b("include_initial")?)?
-        }
-        "softmax" => ops::softmax(c.input("x")?, c.i("axis")? as isize)?,
-        "log_softmax" => ops::log_softmax(c.input("x")?, c.i("axis")? as isize)?,
-        "layer_norm" => ops::layer_norm(c.input("x")?, c.opt_input("weight"), c.opt_input("bias"), c.f("eps")? as f32)?,
-        "rms_norm" => ops::rms_norm(c.input("x")?, c.opt_input("weight"), c.f("eps")? as f32)?,
-        "batch_norm" => ops::batch_norm(
-            c.input("x")?,
-            c.input("mean")?,
-            c.input("var")?,
-            c.opt_input("weight"),
-            c.opt_input("bias"),
-            c.f("eps")? as f32,
-        )?,
-        "conv2d" => ops::conv2d(
-            c.input("x")?,
-            c.input("w")?,
-            c.opt_input("bias"),
-            c.pair("stride")?,
-            c.pair("padding")?,
-            c.pair("dilation")?,
-            c.i("groups")? as usize,
-        )?,
-        "max_pool2d" => ops::max_pool2d(c.input("x")?, c.pair("kernel")?, c.pair("stride")?, c.pair("padding")?)?,
-        "avg_pool2d" => ops::avg_pool2d(c.input("x")?, c.pair("kernel")?, c.pair("stride")?, c.pair("padding")?)?,
-        "reshape" => {
-            let s: Vec<isize> = c.ints("shape")?.into_iter().map(|d| d as isize).collect();
-            ops::reshape(c.input("x")?, &s)?
-        }
-        "permute" => {
-            let a: Vec<isize> = c.ints("axes")?.into_iter().map(|d| d as isize).collect();
-            ops::permute(c.input("x")?, &a)?
-        }
-        "transpose" => ops::transpose(c.input("x")?, c.i("axis0")? as isize, c.i("axis1")? as isize)?,
-        "concat" => {
-            let ts: Vec<&Tensor> = c.inputs.iter().map(|(_, t)| t).collect();
-            ops::concat(&ts, c.i("axis")? as isize)?
-        }
-        "slice" => ops::slice(
-            c.input("x")?,
-            c.i("axis")? as isize,
-            c.i("start")? as isize,
-            c.i("stop")? as isize,
-            c.i("step")? as isize,
-        )?,
-        "index_select" => ops::index_select(c.input("x")?, c.i("axis")? as isize, c.input("indices")?)?,
-        "gather" => ops::gather(c.input("x")?, c.i("axis")? as isize, c.input("index")?)?,
-        "embedding" => ops::embedding(c.input("weight")?, c.input("ids")?)?,
-        "rope" => ops::rope(c.input("x")?, c.i("pos_offset")? as usize, c.f("base")? as f32)?,
-        "attention" => {
-            let scale = match c.get("scale")? {
-                Value::Null => None,
-                v => Some(v.as_f64().context("scale")? as f32),
-            };
-            ops::attention(c.input("q")?, c.input("k")?, c.input("v")?, c.b("causal")?, scale)?
-        }
-        "quant_from_bytes" => {
-            let data = c.input("data")?;
-            let mut bytes = data.to_bytes()?;
-            bytes.truncate(c.i("nbytes")? as usize);
-            let f = QuantFormat::parse(c.s("format")?)?;
-            ops::quant_from_bytes(data.device(), &bytes, f, c.i("rows")? as usize, c.i("cols")? as usize)?
-        }
-        "quantize" => ops::quantize(c.input("x")?, QuantFormat::parse(c.s("format")?)?)?,
-        "dequantize" => ops::dequantize(
-            c.input("w")?,
-            QuantFormat::parse(c.s("format")?)?,
-            c.i("rows")? as usize,
-            c.i("cols")? as usize,
-        )?,
-        "quant_matmul" => {
-            ops::quant_matmul(c.input("x")?, c.input("w")?, QuantFormat::parse(c.s("format")?)?, c.i("n")? as usize)?
-        }
-        "quant_embedding" => ops::quant_embedding(
-            c.input("w")?,
-            QuantFormat::parse(c.s("format")?)?,
-            c.i("d")? as usize,
-            c.input("ids")?,
-        )?,
-        // Searching, sorting and sets; ops giving a tuple name the element with `output`.
-        "sort" => ops::sort(c.input("x")?, c.i("axis")? as isize, c.b("descending")?)?,
-        "argsort" => ops::argsort(c.input("x")?, c.i("axis")? as isize, c.b("descending")?)?,
-        "searchsorted" => ops::searchsorted(c.input("x1")?, c.input("x2")?, c.b("right")?)?,
-        "count_nonzero" => {
-            let axes: Option<Vec<isize>> = c.opt_ints("axes")?.map(|v| v.into_iter().map(|a| a as isize).collect());
-            ops::count_nonzero(c.input("x")?, axes.as_deref(), c.b("keepdims")?)?
-        }
-        "nonzero" | "unique_all" | "unique_counts" | "unique_inverse" => {
-            let x = c.input("x")?;
-            let k = c.i("output")? as usize;
-            let outs = match op {
-                "nonzero" => ops::nonzero(x)?,
-                "unique_all" => {
-                    let u = ops::unique_all(x)?;
-                    vec![u.values, u.indices, u.inverse_indices, u.counts]
-                }
-                "unique_counts" => {
-                    let (v, n) = ops::unique_counts(x)?;
-                    vec![v, n]
-                }
-                _ => {
-                    let (v, i) = ops::unique_inverse(x)?;
-                    vec![v, i]
-                }
-            };
-            outs.into_iter().nth(k).with_context(|| format!("{op} has no output {k}"))?
-        }
-        "unique_values" => ops::unique_values(c.input("x")?)?,
-        "isin" => ops::isin(c.input("x1")?, c.input("x2")?, c.b("invert")?)?,
-        "kernel" => {
-            let src = std::fs::read_to_string(c.dir.join(c.s("source")?))?;
-            let k = Kernel::new(&src, c.s("entry")?)?;
-            let wg = c.ints("workgroups")?;
-            let uniforms = match c.get("uniforms")? {
-                Value::Null => None,
-                v => Some(hex(v.as_str().context("uniforms")?)?),
-            };
-            let ts: Vec<&Tensor> = c.inputs.iter().map(|(_, t)| t).collect();
-            k.dispatch(&ts, uniforms.as_deref(), [wg[0] as u32, wg[1] as u32, wg[2] as u32])?;
-            c.inputs[c.i("output")? as usize].1.clone()
-        }
-        _ => {
-            if let Ok(u) = UnaryOp::parse(op) {
-                ops::unary(u, c.input("x")?)?
-            } else if let Ok(b) = BinaryOp::parse(op) {
-                match c.p.get("scalar") {
-                    Some(s) => {
-                        ops::binary_scalar(b, c.input("a")?, s.as_f64().context("scalar")?, c.b("scalar_first")?)?
-                    }
-                    None => ops::binary(b, c.input("a")?, c.input("b")?)?,
-                }
-            } else {
-                return Err(Unmapped(op.to_string()).into());
-            }
-        }
+    if op != "kernel" {
+        return Ok(by_name::run(op, &by_name::OpCall { params: c.p, inputs: &c.inputs })?);
+    }
+    let src = std::fs::read_to_string(c.dir.join(c.s("source")?))?;
+    let k = Kernel::new(&src, c.s("entry")?)?;
+    let wg = ints(c.get("workgroups")?).context("workgroups is not a list of integers")?;
+    if wg.len() != 3 {
+        bail!("workgroups must have three values");
+    }
+    let uniforms = match c.get("uniforms")? {
+        Value::Null => None,
+        v => Some(hex(v.as_str().context("uniforms")?)?),
     };
-    Ok(t)
+    let ts: Vec<&Tensor> = c.inputs.iter().map(|(_, t)| t).collect();
+    k.dispatch(&ts, uniforms.as_deref(), [wg[0] as u32, wg[1] as u32, wg[2] as u32])?;
+    let out = c.i("output")?;
+    let (_, t) = usize::try_from(out).ok().and_then(|k| c.inputs.get(k)).with_context(|| format!("no input {out}"))?;
+    Ok(t.clone())
 }
 
 fn hex(s: &str) -> Result<Vec<u8>> {

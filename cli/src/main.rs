@@ -12,6 +12,8 @@ mod gen;
 mod generate;
 mod npy;
 mod run;
+mod serve;
+mod serve_load;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,6 +50,12 @@ enum Command {
     /// and enums, Python registration and stubs, Elixir and Julia op lists, the conformance op
     /// list, the docs table): `make gen`, checked by `make gen-check`.
     Gen(gen::Args),
+    /// Serve sessions, tensors, ops and WGSL kernels over HTTP to many tenants:
+    /// `kiln serve [--config FILE.toml]` (default: one `dev` tenant on 127.0.0.1:8080).
+    Serve(serve::Args),
+    /// Load-test `kiln serve` in-process on localhost: well-behaved clients alone, then with a
+    /// flooding tenant and an infinite-loop kernel; reports throughput and p50/p99 latency.
+    ServeLoad(serve_load::Args),
 }
 
 fn devices() -> anyhow::Result<()> {
@@ -119,6 +127,8 @@ fn main() -> ExitCode {
         Command::Conformance(args) => conformance::main(args),
         Command::Fuzz(args) => fuzz::main(args),
         Command::Gen(args) => gen::main(args),
+        Command::Serve(args) => serve::main(args),
+        Command::ServeLoad(args) => serve_load::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

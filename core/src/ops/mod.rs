@@ -2,6 +2,7 @@
 //! reference under `reference/`.
 
 pub mod attention;
+pub mod by_name;
 pub mod conv;
 pub mod diff;
 pub mod elementwise;

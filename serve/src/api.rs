@@ -1,0 +1,358 @@
+//! The HTTP surface: routes, the auth and metrics middleware, and the handlers. Handlers parse
+//! with `parse` (pure), look ids up in the caller's tenant only (`state`), and run GPU work on the
+//! blocking pool with the tenant's session current (`on_gpu`), under the tenant's concurrency
+//! limit.
+
+use crate::error::{ApiError, ApiResult, METHOD_NOT_ALLOWED, NOT_FOUND, NOT_READY, PAYLOAD_TOO_LARGE, UNAUTHORIZED};
+use crate::npy;
+use crate::parse::{self, Download, TensorQuery};
+use crate::state::{AppState, Slot, Tenant};
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use kiln_core::ops::by_name;
+use kiln_core::{Kernel, Session, Tensor};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type St = State<Arc<AppState>>;
+
+/// The tenant a request was authenticated as, put on the response for the metrics middleware.
+#[derive(Clone)]
+struct TenantLabel(String);
+
+pub fn api_router(state: Arc<AppState>) -> Router {
+    let v1 = Router::new()
+        .route("/v1/sessions", post(create_session).get(list_sessions))
+        .route("/v1/sessions/{sid}", get(session_stats).delete(close_session))
+        .route("/v1/sessions/{sid}/tensors", post(upload).get(list_tensors))
+        .route("/v1/sessions/{sid}/tensors/{tid}", get(download).delete(delete_tensor))
+        .route("/v1/sessions/{sid}/ops/{op}", post(run_op))
+        .route("/v1/sessions/{sid}/kernels", post(compile_kernel))
+        .route("/v1/sessions/{sid}/kernels/{kid}/dispatch", post(dispatch_kernel))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .merge(v1)
+        .merge(probes())
+        .fallback(|| async { ApiError::new(NOT_FOUND, "no such route") })
+        .method_not_allowed_fallback(|| async { ApiError::new(METHOD_NOT_ALLOWED, "method not allowed on this route") })
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+pub fn metrics_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .merge(probes())
+        .fallback(|| async { ApiError::new(NOT_FOUND, "no such route") })
+        .with_state(state)
+}
+
+fn probes() -> Router<Arc<AppState>> {
+    Router::new().route("/health", get(|| async { Json(json!({"status": "ok"})) })).route("/ready", get(ready))
+}
+
+async fn metrics(State(st): St) -> Response {
+    let text = tokio::task::spawn_blocking(move || st.metrics.render()).await.unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// Ready: the device is up and not lost (creating it on first ask).
+async fn ready() -> Response {
+    let ok = tokio::task::spawn_blocking(|| kiln_core::device().map(|d| !d.is_lost()).unwrap_or(false))
+        .await
+        .unwrap_or(false);
+    if ok {
+        Json(json!({"status": "ready"})).into_response()
+    } else {
+        ApiError::new(NOT_READY, "the GPU device is not available").into_response()
+    }
+}
+
+/// Counts, times and bounds every request (the per-request time limit is here).
+async fn observe(State(st): St, req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "other".into());
+    let start = Instant::now();
+    st.metrics.started();
+    let limit = Duration::from_millis(st.config.request_timeout_ms);
+    let resp = match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => ApiError::new("TIMEOUT", format!("the request ran past the limit of {} ms", limit.as_millis()))
+            .into_response(),
+    };
+    let tenant = resp.extensions().get::<TenantLabel>().map(|t| t.0.clone()).unwrap_or_else(|| "-".into());
+    st.metrics.finished(&route, resp.status().as_u16(), &tenant, start.elapsed().as_secs_f64());
+    resp
+}
+
+async fn authenticate(State(st): St, mut req: Request, next: Next) -> Response {
+    let token = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(parse::bearer);
+    let Some(tenant) = token.and_then(|t| st.tenant_for(t)) else {
+        let mut r = ApiError::new(UNAUTHORIZED, "missing or unknown bearer token").into_response();
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    };
+    let label = TenantLabel(tenant.name.clone());
+    req.extensions_mut().insert(tenant);
+    let mut resp = next.run(req).await;
+    resp.extensions_mut().insert(label);
+    resp
+}
+
+type Caller = Extension<Arc<Tenant>>;
+
+/// Runs `f` on the blocking pool with `session` current, once the tenant has a free slot. The
+/// slot is held until `f` returns, also when the request itself has timed out meanwhile: the
+/// tenant's GPU work, not its requests, is what is bounded.
+async fn on_gpu<T: Send + 'static>(
+    tenant: &Tenant,
+    session: Option<Session>,
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    let permit =
+        tenant.permits.clone().acquire_owned().await.map_err(|_| ApiError::new("INTERNAL", "shutting down"))?;
+    let task = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let guarded = move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+                .unwrap_or_else(|p| Err(kiln_core::Error::from_panic(p).into()))
+        };
+        match session {
+            Some(s) => s.run(guarded),
+            None => guarded(),
+        }
+    });
+    task.await.unwrap_or_else(|_| Err(ApiError::new("INTERNAL", "the worker stopped")))
+}
+
+/// Reads a body of at most `max_body_bytes`: a larger declared or sent body is PAYLOAD_TOO_LARGE,
+/// one cut short is BAD_REQUEST.
+async fn read_body(st: &AppState, headers: &HeaderMap, body: Body) -> ApiResult<Bytes> {
+    let max = st.config.max_body_bytes;
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let too_large = || ApiError::new(PAYLOAD_TOO_LARGE, format!("the body is over the limit of {max} bytes"));
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, max).await.map_err(|e| {
+        // The limit's error sits somewhere in the source chain (axum wraps it).
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(s) = source {
+            if s.is::<http_body_util::LengthLimitError>() {
+                return too_large();
+            }
+            source = s.source();
+        }
+        ApiError::bad_request("the body could not be read in full")
+    })
+}
+
+fn created(v: Value) -> Response {
+    (StatusCode::CREATED, Json(v)).into_response()
+}
+
+fn tensor_json(id: u64, t: &Tensor) -> Value {
+    json!({"id": id, "dtype": t.dtype().to_string(), "shape": t.shape()})
+}
+
+fn stats_json(slot: &Slot) -> Value {
+    let s = slot.session.stats();
+    let (tensors, kernels) = slot.counts();
+    json!({
+        "id": slot.id,
+        "tensors": tensors,
+        "kernels": kernels,
+        "bytes_in_use": s.bytes_in_use,
+        "peak_bytes": s.peak_bytes,
+        "ops_total": s.ops_total,
+        "dispatches": s.dispatches,
+        "kernels_compiled": s.kernels_compiled,
+        "quota_exceeded": s.quota_exceeded,
+        "compute_limit_hits": s.compute_limit_hits,
+        "policy_rejections": s.policy_rejections,
+    })
+}
+
+async fn create_session(State(st): St, Extension(t): Caller) -> ApiResult<Response> {
+    let slot = st.open_session(&t)?;
+    let l = slot.session.limits();
+    Ok(created(json!({
+        "id": slot.id,
+        "limits": {
+            "max_bytes": l.max_bytes,
+            "max_ops_total": l.max_ops_total,
+            "max_ops_per_dispatch": l.max_ops_per_dispatch,
+            "max_loop_iterations": l.loop_budget(),
+        }
+    })))
+}
+
+async fn list_sessions(Extension(t): Caller) -> Json<Value> {
+    Json(json!({"sessions": t.sessions().iter().map(|s| stats_json(s)).collect::<Vec<_>>()}))
+}
+
+async fn session_stats(Extension(t): Caller, Path(sid): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(stats_json(&*t.session(&sid)?)))
+}
+
+async fn close_session(Extension(t): Caller, Path(sid): Path<String>) -> ApiResult<Json<Value>> {
+    let slot = t.remove_session(&sid)?;
+    let id = slot.id;
+    on_gpu(&t, None, move || {
+        slot.close();
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"closed": id})))
+}
+
+async fn upload(
+    State(st): St,
+    Extension(t): Caller,
+    Path(sid): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let slot = t.session(&sid)?;
+    let q: TensorQuery = parse::parse_query(uri.query())?;
+    let bytes = read_body(&st, &headers, body).await?;
+    let s2 = slot.clone();
+    let v = on_gpu(&t, Some(slot.session.clone()), move || {
+        let a = parse::decode_upload(&q, &bytes)?;
+        let tensor = Tensor::from_bytes(&a.bytes, &a.shape, a.dtype)?;
+        let id = s2.add_tensor(tensor.clone());
+        Ok(tensor_json(id, &tensor))
+    })
+    .await?;
+    Ok(created(v))
+}
+
+async fn list_tensors(Extension(t): Caller, Path(sid): Path<String>) -> ApiResult<Json<Value>> {
+    let slot = t.session(&sid)?;
+    Ok(Json(json!({"tensors": slot.tensors().iter().map(|(id, t)| tensor_json(*id, t)).collect::<Vec<_>>()})))
+}
+
+async fn download(
+    Extension(t): Caller,
+    Path((sid, tid)): Path<(String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let slot = t.session(&sid)?;
+    let tensor = slot.tensor(&tid)?;
+    let q: TensorQuery = parse::parse_query(uri.query())?;
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = parse::download_format(&q, accept)?;
+    let (dtype, shape) = (tensor.dtype(), tensor.shape().to_vec());
+    let bytes = on_gpu(&t, Some(slot.session.clone()), move || {
+        let raw = tensor.to_bytes()?;
+        match format {
+            Download::Raw => Ok(raw),
+            Download::Npy => {
+                npy::encode(tensor.dtype(), tensor.shape(), &raw).map_err(|e| ApiError::new("INTERNAL", e))
+            }
+        }
+    })
+    .await?;
+    let shape_text = shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",");
+    let ctype = match format {
+        Download::Raw => "application/octet-stream",
+        Download::Npy => "application/x-npy",
+    };
+    let mut resp = Response::new(Body::from(bytes));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+    h.insert("x-kiln-dtype", HeaderValue::from_str(&dtype.to_string()).unwrap_or(HeaderValue::from_static("")));
+    h.insert("x-kiln-shape", HeaderValue::from_str(&shape_text).unwrap_or(HeaderValue::from_static("")));
+    Ok(resp)
+}
+
+async fn delete_tensor(Extension(t): Caller, Path((sid, tid)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+    let slot = t.session(&sid)?;
+    let tensor = slot.remove_tensor(&tid)?;
+    drop(tensor);
+    Ok(Json(json!({"deleted": tid})))
+}
+
+async fn run_op(
+    State(st): St,
+    Extension(t): Caller,
+    Path((sid, op)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let slot = t.session(&sid)?;
+    let req: parse::OpRequest = parse::parse_json(&read_body(&st, &headers, body).await?)?;
+    let inputs =
+        req.inputs.iter().map(|i| Ok((i.name.clone(), slot.tensor_by_number(i.id)?))).collect::<ApiResult<Vec<_>>>()?;
+    let s2 = slot.clone();
+    let v = on_gpu(&t, Some(slot.session.clone()), move || {
+        let y = by_name::run(&op, &by_name::OpCall { params: &req.params, inputs: &inputs })?;
+        let id = s2.add_tensor(y.clone());
+        Ok(tensor_json(id, &y))
+    })
+    .await?;
+    Ok(created(v))
+}
+
+async fn compile_kernel(
+    State(st): St,
+    Extension(t): Caller,
+    Path(sid): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let slot = t.session(&sid)?;
+    let req: parse::KernelRequest = parse::parse_json(&read_body(&st, &headers, body).await?)?;
+    let s2 = slot.clone();
+    // Compiled with the tenant's session current: its loops are bounded and its policy applies.
+    let v = on_gpu(&t, Some(slot.session.clone()), move || {
+        let k = Kernel::new(&req.source, &req.entry)?;
+        let info = json!({
+            "entry": k.entry(),
+            "workgroup_size": k.workgroup_size(),
+            "storage_bindings": k.storage_bindings().len(),
+            "uniform": k.uniform_binding().is_some(),
+        });
+        let id = s2.add_kernel(k);
+        let mut info = info;
+        info["id"] = id.into();
+        Ok(info)
+    })
+    .await?;
+    Ok(created(v))
+}
+
+async fn dispatch_kernel(
+    State(st): St,
+    Extension(t): Caller,
+    Path((sid, kid)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let slot = t.session(&sid)?;
+    let kernel = slot.kernel(&kid)?;
+    let req: parse::DispatchRequest = parse::parse_json(&read_body(&st, &headers, body).await?)?;
+    let tensors = req.tensors.iter().map(|&id| slot.tensor_by_number(id)).collect::<ApiResult<Vec<_>>>()?;
+    let uniforms = req.uniforms.as_deref().map(parse::parse_hex).transpose()?;
+    let ids = req.tensors.clone();
+    on_gpu(&t, Some(slot.session.clone()), move || {
+        let refs: Vec<&Tensor> = tensors.iter().collect();
+        kernel.dispatch(&refs, uniforms.as_deref(), req.workgroups)?;
+        // A kernel stopped by its loop budget leaves its outputs invalid: say so now, for this
+        // dispatch, rather than at some later read.
+        for t in &tensors {
+            t.check()?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"dispatched": kid, "tensors": ids})))
+}
