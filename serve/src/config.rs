@@ -70,6 +70,11 @@ pub struct TenantConfig {
     /// Loop iterations per invocation of a tenant kernel (0: Kiln's default budget).
     #[serde(default = "default_loop_iterations")]
     pub max_loop_iterations: u32,
+    /// GPU time one session's work may take in all, in ms (timestamp queries where the adapter
+    /// has them, else the wall clock of its waits); 0: no budget (the request time limit still
+    /// bounds each request).
+    #[serde(default)]
+    pub max_gpu_time_ms: u64,
     #[serde(default = "default_sessions")]
     pub max_open_sessions: usize,
     /// Requests of this tenant running at once; more wait for a slot (within the request time
@@ -152,6 +157,7 @@ impl TenantConfig {
             max_ops_per_dispatch: self.max_ops_per_dispatch,
             max_ops_total: self.max_ops_total,
             max_loop_iterations: self.max_loop_iterations,
+            max_gpu_time_ms: self.max_gpu_time_ms,
             policy: ShaderPolicy {
                 max_source_bytes: s.max_source_bytes,
                 max_workgroup_invocations: s.max_workgroup_invocations,
