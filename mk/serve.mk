@@ -15,9 +15,10 @@ SERVE_FUZZ_SECONDS := $(if $(filter command line environment,$(origin FUZZ_SECON
 
 .PHONY: serve-test serve-load serve-fuzz
 
-serve-test:
-	cargo test -p kiln-serve
-	cargo test -p kiln-cli --bin kiln conformance
+# Release, like every other suite: one build of wgpu serves them all (a debug build is a second
+# one, minutes on CI). The by-name dispatcher's conformance tests run in rust-test.
+serve-test: deps
+	$(CARGO) test --release -p kiln-serve
 
 serve-load: cli
 	$(KILN) serve-load --seconds $(SERVE_LOAD_SECONDS) --clients $(SERVE_LOAD_CLIENTS)
