@@ -3,13 +3,18 @@
 #   make lint-rust    rustfmt (rustfmt.toml) and clippy with warnings as errors, on the workspace
 #   make lint-elixir  mix format --check-formatted in nif-elixir/
 #   make lint-python  ruff (ruff.toml) on py/, tests/, bench/ and scripts/
+#   make lint-cycles  no import cycle among core's modules (scripts/core-cycles.py; three slipped
+#                     in while it was only a script)
 # Generated files are checked by gen-check instead (the Rust ones carry #[rustfmt::skip]).
 
 RUFF_VERSION ?= 0.17.6
 
-.PHONY: lint lint-rust lint-elixir lint-python
+.PHONY: lint lint-rust lint-elixir lint-python lint-cycles
 
-lint: lint-rust lint-elixir lint-python
+lint: lint-rust lint-elixir lint-python lint-cycles
+
+lint-cycles:
+	python3 scripts/core-cycles.py
 
 lint-rust: deps
 	@command -v rustup >/dev/null && { rustup component list --installed | grep -q '^clippy' && \

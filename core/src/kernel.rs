@@ -325,8 +325,8 @@ impl Verdict for LoopVerdict {
     }
 
     #[cfg(target_arch = "wasm32")]
-    fn unsettled(&self) -> Option<Tensor> {
-        self.seen.get().is_none().then(|| self.guard.clone())
+    fn unsettled(&self) -> Option<(Arc<Device>, wgpu::Buffer, usize)> {
+        self.seen.get().is_none().then(|| (self.guard.device.clone(), self.guard.raw().clone(), self.guard.nbytes()))
     }
 
     #[cfg(target_arch = "wasm32")]

@@ -28,6 +28,7 @@ pub mod reference;
 pub mod runtime;
 pub mod session;
 pub mod shape;
+pub(crate) mod stats;
 pub mod tensor;
 
 pub use device::{Device, MemoryStats};

@@ -16,8 +16,8 @@ pub struct Pipeline {
     /// size).
     pub(crate) group_invocations: u32,
     /// The metrics of the op this pipeline belongs to (from its cache key, see
-    /// `metrics::counters::op_name`): found once here, so a dispatch never looks it up.
-    pub(crate) op: Arc<crate::metrics::counters::OpStats>,
+    /// `op_label`): found once here, so a dispatch never looks it up.
+    pub(crate) op: Arc<crate::stats::counters::OpStats>,
 }
 
 /// Invocations per workgroup of `entry` in `src`, read with naga (1 when it cannot be read).
@@ -241,10 +241,35 @@ pub(crate) fn compile_with(
     // Inside the scope: on an invalid pipeline it fails too, and must not escape uncaptured.
     let layout = has_bindings.then(|| pipeline.get_bind_group_layout(0));
     crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))
-        .map_err(crate::metrics::counters::count_error)?;
+        .map_err(crate::stats::counters::count_error)?;
     let group_invocations = group_invocations.unwrap_or_else(|| group_invocations_of(src, entry));
-    let op = crate::metrics::counters::op_stats(label);
+    let op = crate::stats::counters::op_stats(&op_label(label));
     Ok(Pipeline { pipeline, layout, group_invocations, op })
+}
+
+/// The op a pipeline key belongs to: the key's leading name segments, without the
+/// specialization (dtypes, tile sizes, flags). `elementwise:add:f32,f32:...` is
+/// `elementwise:add`, `matmul:f32:64x64x8:...` is `matmul`, `reduce:sum:f32:...` is
+/// `reduce:sum`. Every user kernel is `user_kernel`: their names are the caller's, and a label
+/// per caller-chosen string would let one tenant grow the metrics without bound.
+pub(crate) fn op_label(key: &str) -> String {
+    if key.starts_with(USER_KEY_PREFIX) {
+        return "user_kernel".into();
+    }
+    let is_name = |s: &str| {
+        !s.is_empty()
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            && crate::DType::parse(s).is_err()
+            && !matches!(s, "true" | "false" | "row" | "col")
+    };
+    let mut parts = key.split(':');
+    let first = parts.next().unwrap_or_default();
+    let mut name = if first.is_empty() { "unnamed".to_string() } else { first.to_string() };
+    if let Some(second) = parts.next().filter(|s| is_name(s)) {
+        name.push(':');
+        name.push_str(second);
+    }
+    name
 }
 
 /// Fills `{{NAME}}` placeholders of a WGSL template. A placeholder left unfilled is a bug in a
@@ -286,5 +311,23 @@ mod render_tests {
         assert_eq!(unfilled_placeholder("fn f() {{ }} {{ NOT }}"), None);
         assert_eq!(unfilled_placeholder("x {{MISSING}} y"), Some("MISSING"));
         assert!(std::panic::catch_unwind(|| render("{{A}} {{B}}", &[("A", "1")])).is_err());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::op_label;
+
+    #[test]
+    fn op_labels_drop_the_specialization() {
+        assert_eq!(op_label("elementwise:add:f32,f32:f32:true:true:a + b"), "elementwise:add");
+        assert_eq!(op_label("matmul:f32:64x64x8:4x4:true:true"), "matmul");
+        assert_eq!(op_label("reduce:sum:f32:f32:row:true"), "reduce:sum");
+        assert_eq!(op_label("norm:layer_norm:f32:row:true:true:false"), "norm:layer_norm");
+        assert_eq!(op_label("conv2d:f32:true"), "conv2d");
+        assert_eq!(op_label("searchsorted:bool"), "searchsorted");
+        assert_eq!(op_label("attention_softmax"), "attention_softmax");
+        assert_eq!(op_label("user:0123456789abcdef:main:bounded"), "user_kernel");
+        assert_eq!(op_label(""), "unnamed");
     }
 }

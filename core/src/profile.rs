@@ -15,11 +15,9 @@
 //! Native only: in the browser `start` answers UNSUPPORTED (reading the times back needs the
 //! blocking waits a page does not have).
 
-use crate::metrics::counters::OpStats;
+use crate::stats::recording::{active, state, Acc, State, ACTIVE, GENERATION};
 use crate::{Error, Result};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 /// What a profile's times were measured with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,72 +63,6 @@ pub struct Profile {
     pub total_s: f64,
     /// Host wall clock from `start` to `stop`.
     pub wall_s: f64,
-}
-
-struct Acc {
-    op: Arc<OpStats>,
-    calls: u64,
-    timed: u64,
-    ns: u64,
-}
-
-struct State {
-    generation: u64,
-    started: crate::platform::Instant,
-    rows: Vec<Acc>,
-}
-
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-static STATE: Mutex<Option<State>> = Mutex::new(None);
-
-fn state() -> std::sync::MutexGuard<'static, Option<State>> {
-    STATE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Whether a profile runs (one relaxed load: what every dispatch pays for profiling).
-#[inline]
-pub(crate) fn active() -> bool {
-    ACTIVE.load(Ordering::Relaxed)
-}
-
-/// The running profile's number (passes recorded under it carry it).
-pub(crate) fn generation() -> u64 {
-    GENERATION.load(Ordering::Relaxed)
-}
-
-fn row<'a>(rows: &'a mut Vec<Acc>, op: &Arc<OpStats>) -> &'a mut Acc {
-    let i = match rows.iter().position(|r| Arc::ptr_eq(&r.op, op)) {
-        Some(i) => i,
-        None => {
-            rows.push(Acc { op: op.clone(), calls: 0, timed: 0, ns: 0 });
-            rows.len() - 1
-        }
-    };
-    &mut rows[i]
-}
-
-pub(crate) fn count_call(op: &Arc<OpStats>) {
-    if let Some(s) = state().as_mut() {
-        row(&mut s.rows, op).calls += 1;
-    }
-}
-
-pub(crate) fn add_gpu(generation: u64, op: &Arc<OpStats>, ns: u64) {
-    if let Some(s) = state().as_mut().filter(|s| s.generation == generation) {
-        let r = row(&mut s.rows, op);
-        r.timed += 1;
-        r.ns += ns;
-    }
-}
-
-pub(crate) fn add_wall(op: &Arc<OpStats>, took: Duration) {
-    if let Some(s) = state().as_mut() {
-        // The call itself was counted when it was recorded (`count_call`).
-        let r = row(&mut s.rows, op);
-        r.timed += 1;
-        r.ns += took.as_nanos() as u64;
-    }
 }
 
 /// Starts profiling every dispatch of the process. Work queued before is submitted first (not

@@ -2,15 +2,13 @@
 //! when a result is read, when the batch is full, on synchronize, or early (the flush policy).
 
 use super::op_timing::OpTimes;
-use super::{Binding, Device, MAX_PARAMS_BYTES};
+use super::{Binding, Device, MAX_BATCH_DISPATCHES, MAX_PARAMS_BYTES};
 use crate::gpu_timer::Timer;
-use crate::metrics::counters::count_error;
 use crate::pipeline::Pipeline;
+use crate::stats::counters::count_error;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
-/// Dispatches recorded before the batch is submitted on its own.
-const MAX_BATCH_DISPATCHES: usize = 1024;
 /// Early submits, so that the GPU starts on big work while the host records what follows: the
 /// first once the batch's dispatches have bound this many bytes, each next one after twice as
 /// many as the last (up to `FLUSH_GROWTH` times this), back to the start whenever the host
@@ -26,8 +24,6 @@ pub(super) const FLUSH_BYTES: u64 = 256 << 20;
 /// records the rest.
 const DISPATCH_FLOOR_BYTES: u64 = 1 << 20;
 pub(super) const FLUSH_GROWTH: u64 = 16;
-/// Passes one batch can time (a pass per dispatch while timing; copies are no passes).
-pub(super) const MAX_TIMED_PASSES: u32 = MAX_BATCH_DISPATCHES as u32;
 
 pub(super) struct Batch {
     pub(super) encoder: Option<wgpu::CommandEncoder>,
@@ -57,7 +53,7 @@ impl Device {
         params: Option<(u32, &[u8])>,
         groups: [u32; 3],
     ) -> Result<()> {
-        let wall = crate::profile::active() && !self.has_timestamps() && !groups.contains(&0);
+        let wall = crate::stats::recording::active() && !self.has_timestamps() && !groups.contains(&0);
         if !wall {
             return self.dispatch_counted(pipe, bindings, params, groups).map_err(count_error);
         }
@@ -65,7 +61,7 @@ impl Device {
         let start = crate::platform::Instant::now();
         self.dispatch_counted(pipe, bindings, params, groups).map_err(count_error)?;
         self.synchronize().map_err(count_error)?;
-        crate::profile::add_wall(&pipe.op, start.elapsed());
+        crate::stats::recording::add_wall(&pipe.op, start.elapsed());
         Ok(())
     }
 
@@ -100,7 +96,7 @@ impl Device {
             session.check_gpu_budget()?;
             session.charge_ops(ops)?;
         }
-        let profiling = crate::profile::active();
+        let profiling = crate::stats::recording::active();
         // Timed dispatches get a compute pass of their own, so each pass's time is one op's.
         let timed = self.has_timestamps() && (profiling || session.as_ref().is_some_and(|s| s.has_gpu_budget()));
         let align = (self.limits.min_uniform_buffer_offset_alignment as usize).max(16);
@@ -174,7 +170,7 @@ impl Device {
             s.record_bound_bytes(bound);
         }
         if profiling {
-            crate::profile::count_call(&pipe.op);
+            crate::stats::recording::count_call(&pipe.op);
         }
         if batch.flush_at > 0 && batch.bound_bytes >= batch.flush_at {
             batch.flush_at = (batch.flush_at * 2).min(self.flush_bytes * FLUSH_GROWTH);

@@ -48,10 +48,11 @@ pub(crate) struct GpuBuffer {
 /// Whether the last writer of a buffer finished: Err(COMPUTE_LIMIT) when it stopped early.
 pub(crate) trait Verdict: Send + Sync {
     fn check(&self) -> Result<()>;
-    /// The browser cannot block: the tensor holding the verdict's words, to be read back with an
-    /// `await` and handed to `settle` before `check` (None once settled).
+    /// The browser cannot block: the buffer holding the verdict's words (on its device, and its
+    /// size in bytes), to be read back with an `await` and handed to `settle` before `check`
+    /// (None once settled).
     #[cfg(target_arch = "wasm32")]
-    fn unsettled(&self) -> Option<crate::Tensor>;
+    fn unsettled(&self) -> Option<(Arc<Device>, wgpu::Buffer, usize)>;
     #[cfg(target_arch = "wasm32")]
     fn settle(&self, words: &[u32]);
 }
@@ -89,10 +90,10 @@ impl GpuBuffer {
     pub(crate) async fn settle_verdict_async(&self) -> Result<()> {
         let v = self.verdict.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(v) = v {
-            if let Some(guard) = v.unsettled() {
+            if let Some((device, guard, nbytes)) = v.unsettled() {
                 // The guard's own buffer has no verdict: read it directly (no recursion).
-                let mut bytes = vec![0u8; guard.nbytes()];
-                guard.device.read_async(guard.raw(), bytes.len() as u64, &mut bytes).await?;
+                let mut bytes = vec![0u8; nbytes];
+                device.read_async(&guard, bytes.len() as u64, &mut bytes).await?;
                 v.settle(&bytemuck::pod_collect_to_vec::<u8, u32>(&bytes));
             }
         }
@@ -148,7 +149,7 @@ impl Device {
     /// recorded after this call, so a buffer freed earlier in the open batch may be reused; a
     /// buffer the host will upload into (`queue.write_buffer` runs before the batch) may not.
     pub(crate) fn alloc(self: &Arc<Device>, bytes: u64, gpu_written: bool) -> Result<GpuBuffer> {
-        self.alloc_counted(bytes, gpu_written).map_err(crate::metrics::counters::count_error)
+        self.alloc_counted(bytes, gpu_written).map_err(crate::stats::counters::count_error)
     }
 
     fn alloc_counted(self: &Arc<Device>, bytes: u64, gpu_written: bool) -> Result<GpuBuffer> {

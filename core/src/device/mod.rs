@@ -30,6 +30,8 @@ use std::time::Duration;
 use wait::{Poller, SPIN};
 
 /// Largest parameter block one dispatch may carry.
+/// Dispatches recorded before the batch is submitted on its own.
+pub(crate) const MAX_BATCH_DISPATCHES: usize = 1024;
 pub(crate) const MAX_PARAMS_BYTES: usize = 1024;
 
 /// One buffer bound to a dispatch at `slot`: the whole buffer, or its first `size` bytes.

@@ -5,12 +5,14 @@
 //! histogram, the session, the profile) when a read or synchronize waits for the GPU anyway,
 //! or at a later submit once the GPU is done with them.
 
-use super::batch::MAX_TIMED_PASSES;
-use super::Device;
-use crate::metrics::counters::OpStats;
+use super::{Device, MAX_BATCH_DISPATCHES};
 use crate::session::SessionInner;
+use crate::stats::counters::OpStats;
 use crate::Result;
 use std::sync::{mpsc, Arc};
+
+/// Passes one batch can time (a pass per dispatch while timing; copies are no passes).
+pub(super) const MAX_TIMED_PASSES: u32 = MAX_BATCH_DISPATCHES as u32;
 
 /// Whom one timed pass is charged to.
 pub(super) struct Mark {
@@ -64,7 +66,7 @@ impl OpTimes {
         if i >= MAX_TIMED_PASSES {
             return None;
         }
-        let profile = if profiling { crate::profile::generation() } else { 0 };
+        let profile = if profiling { crate::stats::recording::generation() } else { 0 };
         self.marks.push(Mark { op: op.clone(), session: session.cloned(), profile });
         Some(wgpu::ComputePassTimestampWrites {
             query_set: &self.set,
@@ -172,7 +174,7 @@ impl Device {
                     s.charge_gpu_ns(ns);
                 }
                 if mark.profile != 0 {
-                    crate::profile::add_gpu(mark.profile, &mark.op, ns);
+                    crate::stats::recording::add_gpu(mark.profile, &mark.op, ns);
                 }
             }
         }

@@ -111,7 +111,7 @@ impl Device {
 
     /// Maps `bytes` bytes of `src` (submitting the batch first) and hands them to `take`.
     fn read_with(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, take: impl FnOnce(&[u8])) -> Result<()> {
-        self.read_counted(src, bytes, take).map_err(crate::metrics::counters::count_error)
+        self.read_counted(src, bytes, take).map_err(crate::stats::counters::count_error)
     }
 
     fn read_counted(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, take: impl FnOnce(&[u8])) -> Result<()> {

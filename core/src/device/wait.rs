@@ -189,7 +189,7 @@ impl Device {
 
     /// Submits everything queued and waits until the GPU has finished it.
     pub fn synchronize(&self) -> Result<()> {
-        self.synchronize_counted().map_err(crate::metrics::counters::count_error)
+        self.synchronize_counted().map_err(crate::stats::counters::count_error)
     }
 
     fn synchronize_counted(&self) -> Result<()> {

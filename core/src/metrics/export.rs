@@ -1,8 +1,8 @@
 //! The counters as Prometheus metric families (plain model of the prometheus crate, built by
 //! hand: the values live in Kiln's own atomics, not in prometheus collectors).
 
-use super::counters::{all_ops, errors_by_code, BYTES_BOUNDS_LOG2, DISPATCH_BYTES, GPU_SECONDS_BOUNDS};
 use crate::session::live_sessions;
+use crate::stats::counters::{all_ops, errors_by_code, BYTES_BOUNDS_LOG2, DISPATCH_BYTES, GPU_SECONDS_BOUNDS};
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 
 struct Family(MetricFamily);

@@ -92,9 +92,8 @@ pub fn set_dispatch_counters(on: bool) {
     ENABLED.store(on, Ordering::Relaxed);
 }
 
-/// The counters of the op whose pipelines are cached under `key` (created on first use).
-pub(crate) fn op_stats(key: &str) -> Arc<OpStats> {
-    let name = op_name(key);
+/// The counters of op `name` (created on first use; `pipeline::op_label` names a pipeline's op).
+pub(crate) fn op_stats(name: &str) -> Arc<OpStats> {
     let mut ops = OPS.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(o) = ops.iter().find(|o| *o.name == *name) {
         return o.clone();
@@ -115,31 +114,6 @@ pub(crate) fn all_ops() -> Vec<Arc<OpStats>> {
     OPS.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-/// The op a pipeline key belongs to: the key's leading name segments, without the
-/// specialization (dtypes, tile sizes, flags). `elementwise:add:f32,f32:...` is
-/// `elementwise:add`, `matmul:f32:64x64x8:...` is `matmul`, `reduce:sum:f32:...` is
-/// `reduce:sum`. Every user kernel is `user_kernel`: their names are the caller's, and a label
-/// per caller-chosen string would let one tenant grow the metrics without bound.
-pub(crate) fn op_name(key: &str) -> String {
-    if key.starts_with(crate::pipeline::USER_KEY_PREFIX) {
-        return "user_kernel".into();
-    }
-    let is_name = |s: &str| {
-        !s.is_empty()
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
-            && crate::DType::parse(s).is_err()
-            && !matches!(s, "true" | "false" | "row" | "col")
-    };
-    let mut parts = key.split(':');
-    let first = parts.next().unwrap_or_default();
-    let mut name = if first.is_empty() { "unnamed".to_string() } else { first.to_string() };
-    if let Some(second) = parts.next().filter(|s| is_name(s)) {
-        name.push(':');
-        name.push_str(second);
-    }
-    name
-}
-
 /// Counts an error produced on one of the runtime's paths (dispatch, allocation, reads and
 /// waits, sessions). Returns it, for `map_err(count_error)`.
 pub(crate) fn count_error(e: Error) -> Error {
@@ -155,22 +129,4 @@ pub fn errors_by_code() -> Vec<(ErrorCode, u64)> {
         .filter(|c| **c != ErrorCode::Ok)
         .map(|&c| (c, ERRORS[(c as usize).min(ERRORS.len() - 1)].load(Ordering::Relaxed)))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::op_name;
-
-    #[test]
-    fn op_names_drop_the_specialization() {
-        assert_eq!(op_name("elementwise:add:f32,f32:f32:true:true:a + b"), "elementwise:add");
-        assert_eq!(op_name("matmul:f32:64x64x8:4x4:true:true"), "matmul");
-        assert_eq!(op_name("reduce:sum:f32:f32:row:true"), "reduce:sum");
-        assert_eq!(op_name("norm:layer_norm:f32:row:true:true:false"), "norm:layer_norm");
-        assert_eq!(op_name("conv2d:f32:true"), "conv2d");
-        assert_eq!(op_name("searchsorted:bool"), "searchsorted");
-        assert_eq!(op_name("attention_softmax"), "attention_softmax");
-        assert_eq!(op_name("user:0123456789abcdef:main:bounded"), "user_kernel");
-        assert_eq!(op_name(""), "unnamed");
-    }
 }
