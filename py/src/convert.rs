@@ -510,3 +510,21 @@ pub fn tensor_or_scalar_like(py: Python<'_>, obj: &Bound<'_, PyAny>, like: Optio
 pub fn core_err(py: Python<'_>, e: kiln_core::Error) -> PyErr {
     to_pyerr(py, e)
 }
+
+/// The correction (numpy's ``ddof``) of ``var`` / ``std``: either keyword, a whole number >= 0.
+pub(crate) fn correction_of(
+    py: Python<'_>,
+    name: &str,
+    correction: Option<Float>,
+    ddof: Option<Float>,
+) -> PyResult<usize> {
+    let c = match (correction.map(|c| c.0), ddof.map(|c| c.0)) {
+        (Some(_), Some(_)) => return Err(invalid(py, format!("{name}: give correction or ddof, not both"))),
+        (Some(c), None) | (None, Some(c)) => c,
+        (None, None) => 0.0,
+    };
+    if c < 0.0 || c.fract() != 0.0 {
+        return Err(invalid(py, format!("{name}: correction must be a non-negative integer, got {c}")));
+    }
+    Ok(c as usize)
+}

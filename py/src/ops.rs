@@ -480,17 +480,9 @@ pub fn var(
     ddof: Option<Float>,
 ) -> PyT {
     let x = tensor_arg(py, x)?;
-    let (correction, ddof) = (correction.map(|c| c.0), ddof.map(|c| c.0));
-    let c = match (correction, ddof) {
-        (Some(_), Some(_)) => return Err(invalid(py, "var: give correction or ddof, not both")),
-        (Some(c), None) | (None, Some(c)) => c,
-        (None, None) => 0.0,
-    };
-    if c < 0.0 || c.fract() != 0.0 {
-        return Err(invalid(py, format!("var: correction must be a non-negative integer, got {c}")));
-    }
+    let c = crate::convert::correction_of(py, "var", correction, ddof)?;
     let axes = parse_axes(py, axis)?;
-    gpu(py, || ops::var(&x, axes.as_deref(), keepdims, c as usize)).map(ok)
+    gpu(py, || ops::var(&x, axes.as_deref(), keepdims, c)).map(ok)
 }
 
 /// Index (uint32) of the maximum along ``axis``; None: index into the flattened tensor.

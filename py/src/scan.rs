@@ -1,7 +1,7 @@
 //! The Array API's scans and statistics: `cumulative_sum`, `cumulative_prod`, `sum(dtype=)`,
 //! `prod`, `std`, `diff`, `vecdot`, `tensordot` (numpy 2's names and keywords). Argument conversion around kiln-core calls.
 
-use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};
+use crate::convert::{correction_of, opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};
 use crate::errors::{gpu, invalid};
 use crate::ops::PyT;
 use crate::tensor::PyTensor;
@@ -36,19 +36,6 @@ scan_fns! {
     cumulative_sum, "Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted\n\
         first), with a leading 0 when ``include_initial``. Integer sums wrap as numpy's do.";
     cumulative_prod, "Running product along ``axis``, as ``cumulative_sum`` (a leading 1 when ``include_initial``).";
-}
-
-/// The correction (numpy's ``ddof``) of ``var`` / ``std``: either keyword, a whole number >= 0.
-fn correction_of(py: Python<'_>, name: &str, correction: Option<Float>, ddof: Option<Float>) -> PyResult<usize> {
-    let c = match (correction.map(|c| c.0), ddof.map(|c| c.0)) {
-        (Some(_), Some(_)) => return Err(invalid(py, format!("{name}: give correction or ddof, not both"))),
-        (Some(c), None) | (None, Some(c)) => c,
-        (None, None) => 0.0,
-    };
-    if c < 0.0 || c.fract() != 0.0 {
-        return Err(invalid(py, format!("{name}: correction must be a non-negative integer, got {c}")));
-    }
-    Ok(c as usize)
 }
 
 /// The reductions with the Array API's ``dtype=``: the same keywords around one kiln-core call
