@@ -1231,6 +1231,30 @@ defmodule Kiln do
   """
   def metrics_text, do: unwrap!(Native.metrics_text())
 
+  @doc """
+  Runs `fun` under a per-op GPU-time profile of the whole process (every dispatch gets a timed
+  pass of its own while it runs, so profiled work is slower) and returns `{result, profile}`:
+  a map with `:rows` (one per op: `:op`, `:calls`, `:timed`, `:total_s`, `:mean_s`, `:share`,
+  most time first), `:clock` (`"gpu_timestamps"`, or `"wall_clock"` where the adapter has no
+  timestamp queries), `:total_s`, `:wall_s` and `:text`, the table to print with `IO.puts/1`.
+  One profile at a time per process: a second raises `:invalid_argument`. The profile is
+  stopped even when `fun` raises.
+
+      iex> {_, p} = Kiln.profile(fn -> Kiln.add(Kiln.tensor([1.0, 2.0]), 1.0) |> Kiln.to_list() end)
+      iex> Enum.any?(p.rows, &(&1.op == "elementwise:add"))
+      true
+  """
+  def profile(fun) when is_function(fun, 0) do
+    unwrap!(Native.profile_start())
+
+    try do
+      result = fun.()
+      {result, unwrap!(Native.profile_stop())}
+    after
+      if Native.profile_running(), do: Native.profile_stop()
+    end
+  end
+
   @doc "Whether the default device supports `{:f, 16}`."
   def f16_supported?, do: unwrap!(Native.has_f16())
 end

@@ -191,7 +191,10 @@ defmodule Kiln.Native do
     session_current: 0,
     session_close: 1,
     session_stats: 1,
-    metrics_text: 0
+    metrics_text: 0,
+    profile_start: 0,
+    profile_stop: 0,
+    profile_running: 0
   ]
 
   @doc false
@@ -226,7 +229,8 @@ defmodule Kiln.SafeNative do
     session_open: 12,
     session_enter: 1,
     session_current: 0,
-    session_stats: 1
+    session_stats: 1,
+    profile_running: 0
   ]
 
   for {name, arity} <- Kiln.Native.nifs() do

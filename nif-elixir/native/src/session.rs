@@ -196,3 +196,62 @@ fn session_stats(s: SRef) -> Stats {
 fn metrics_text(env: Env<'_>) -> Reply<String> {
     guard(env, || Ok(kiln_core::metrics::prometheus_text()))
 }
+
+/// One op's line of a profile (`Kiln.profile/1`).
+#[derive(NifMap)]
+pub struct ProfileRow {
+    op: String,
+    calls: u64,
+    timed: u64,
+    total_s: f64,
+    mean_s: f64,
+    share: f64,
+}
+
+/// A stopped profile: its rows, the clock they were measured with, and the printable table.
+#[derive(NifMap)]
+pub struct Profile {
+    clock: String,
+    rows: Vec<ProfileRow>,
+    total_s: f64,
+    wall_s: f64,
+    text: String,
+}
+
+/// Starts the process-wide per-op GPU-time profile (`kiln_core::profile`).
+#[rustler::nif(schedule = "DirtyIo")]
+fn profile_start(env: Env<'_>) -> Reply<()> {
+    guard(env, kiln_core::profile::start)
+}
+
+/// Stops the profile (synchronizing every device) and returns it.
+#[rustler::nif(schedule = "DirtyIo")]
+fn profile_stop(env: Env<'_>) -> Reply<Profile> {
+    guard(env, || {
+        let p = kiln_core::profile::stop()?;
+        Ok(Profile {
+            clock: p.clock.name().to_string(),
+            rows: p
+                .rows
+                .iter()
+                .map(|r| ProfileRow {
+                    op: r.op.clone(),
+                    calls: r.calls,
+                    timed: r.timed,
+                    total_s: r.total_s,
+                    mean_s: r.mean_s,
+                    share: r.share,
+                })
+                .collect(),
+            total_s: p.total_s,
+            wall_s: p.wall_s,
+            text: p.to_string(),
+        })
+    })
+}
+
+/// Whether a profile runs now.
+#[rustler::nif]
+fn profile_running() -> bool {
+    kiln_core::profile::is_running()
+}
