@@ -8,7 +8,7 @@ use crate::device::{Binding, Device, Verdict, MAX_PARAMS_BYTES};
 use crate::dtype::DType;
 use crate::kernel_limits;
 use crate::pipeline::{compile_with, Checks, Pipeline, USER_KEY_PREFIX};
-use crate::session::{loop_guard, policy, SessionInner, ShaderPolicy};
+use crate::session::{kernel_front, loop_guard, SessionInner, ShaderPolicy};
 use crate::tensor::Tensor;
 use crate::{runtime, Error, Result};
 use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
@@ -64,13 +64,6 @@ fn scalar_dtype(s: naga::Scalar) -> Option<DType> {
     }
 }
 
-fn shader_error(kind: &str, text: String, loc: Option<naga::SourceLocation>) -> Error {
-    match loc {
-        Some(l) => Error::Shader(format!("{}:{}: {kind}: {text}", l.line_number, l.line_position)),
-        None => Error::Shader(format!("{kind}: {text}")),
-    }
-}
-
 impl std::fmt::Debug for Kernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kernel")
@@ -109,43 +102,10 @@ struct Compiled {
 impl CompileJob {
     fn run(self) -> Result<Compiled> {
         let (source, entry) = (self.source.as_str(), self.entry.as_str());
-        let module = naga::front::wgsl::parse_str(source).map_err(|e| {
-            let text = e.message().to_string();
-            shader_error("parse error", text, e.location(source))
-        })?;
-        let mut caps = naga::valid::Capabilities::empty();
-        if self.has_f16 {
-            caps |= naga::valid::Capabilities::SHADER_FLOAT16;
-        }
-        let info =
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&module).map_err(|e| {
-                let text = e.as_inner().to_string();
-                let mut full = text.clone();
-                let mut src = e.as_inner() as &dyn std::error::Error;
-                while let Some(next) = src.source() {
-                    full += &format!(": {next}");
-                    src = next;
-                }
-                shader_error("validation error", full, e.location(source))
-            })?;
-        let (ep_index, ep) =
-            module.entry_points.iter().enumerate().find(|(_, ep)| ep.name == entry).ok_or_else(|| {
-                let names: Vec<_> = module.entry_points.iter().map(|e| e.name.as_str()).collect();
-                Error::Shader(format!("no entry point named {entry:?} (the module has {names:?})"))
-            })?;
-        if ep.stage != naga::ShaderStage::Compute {
-            return Err(Error::Shader(format!("entry point {entry:?} is not a @compute function")));
-        }
-        let mut layouter = naga::proc::Layouter::default();
-        layouter
-            .update(module.to_ctx())
-            .map_err(|e| Error::Shader(format!("cannot lay out the module's types: {e}")))?;
+        let kernel_front::Front { module, info, ep_index, layouter } =
+            kernel_front::check(source, entry, self.has_f16, self.sandbox.as_ref(), self.workgroup_limit)?;
+        let ep = &module.entry_points[ep_index];
         let uses = info.get_entry_point(ep_index);
-        if let Some(p) = &self.sandbox {
-            policy::check(p, source, &module, uses, entry)?;
-        }
-        kernel_limits::check_workgroup_memory(&module, uses, &layouter, entry, self.workgroup_limit)?;
-        kernel_limits::check_private_memory(&module, &info, ep_index, &layouter)?;
         let (length_read, length_untraced) = array_length_globals(&module);
         let mut storage = Vec::new();
         let mut uniform = None;
@@ -220,9 +180,7 @@ impl CompileJob {
                 invocations,
             )?),
             (true, Some(b)) => {
-                let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
-                    .validate(&b.module)
-                    .map_err(|e| {
+                let info = kernel_front::validator(self.has_f16).validate(&b.module).map_err(|e| {
                     Error::Shader(format!(
                         "this kernel's loops cannot be given a budget: the bounded module does not \
                              validate ({})",

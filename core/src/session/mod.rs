@@ -8,6 +8,7 @@
 //! metrics exporter can read them later without a lock on the dispatch path.
 
 mod audit;
+pub(crate) mod kernel_front;
 mod limits;
 pub(crate) mod loop_guard;
 pub(crate) mod policy;

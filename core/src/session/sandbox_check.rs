@@ -10,9 +10,9 @@
 //! (`Error::Shader`); a broken promise of the rewrite is `Error::Internal`, which no input may
 //! cause.
 
-use super::{loop_guard, policy, ShaderPolicy};
+use super::kernel_front::{self, validation_text, validator, Front};
+use super::{loop_guard, ShaderPolicy};
 use crate::{kernel_limits, Error, Result};
-use naga::valid::{Capabilities, ValidationFlags, Validator};
 use naga::{AddressSpace, Block, Expression, Function, Handle, Module, Statement};
 
 /// The workgroup memory limit the check assumes (WebGPU's default, which every device offers).
@@ -31,30 +31,6 @@ pub struct SandboxReport {
     pub guard_binding: Option<u32>,
 }
 
-/// The validator of the compile path, with f16 allowed as on a device that has it (the widest
-/// set of kernels a session may see).
-fn validator() -> Validator {
-    Validator::new(ValidationFlags::all(), Capabilities::SHADER_FLOAT16)
-}
-
-/// A validation error with its chain of causes, as kernel.rs reports it.
-fn validation_text(e: &naga::WithSpan<naga::valid::ValidationError>) -> String {
-    let mut text = e.as_inner().to_string();
-    let mut src = e.as_inner() as &dyn std::error::Error;
-    while let Some(next) = src.source() {
-        text += &format!(": {next}");
-        src = next;
-    }
-    text
-}
-
-fn located(kind: &str, text: String, loc: Option<naga::SourceLocation>) -> Error {
-    match loc {
-        Some(l) => Error::Shader(format!("{}:{}: {kind}: {text}", l.line_number, l.line_position)),
-        None => Error::Shader(format!("{kind}: {text}")),
-    }
-}
-
 /// Runs a sandboxed kernel's pre-driver path on `source` (entry point `entry`, under `policy`)
 /// and checks what the loop rewrite promises: the rewritten module validates, every loop in it
 /// starts with the budget check, its budget buffer takes a binding no other global has, and the
@@ -71,24 +47,8 @@ pub fn sandbox_check(source: &str, entry: &str, policy: &ShaderPolicy) -> Result
 }
 
 fn checked(source: &str, entry: &str, policy: &ShaderPolicy) -> Result<SandboxReport> {
-    let module = naga::front::wgsl::parse_str(source)
-        .map_err(|e| located("parse error", e.message().to_string(), e.location(source)))?;
-    let info = validator()
-        .validate(&module)
-        .map_err(|e| located("validation error", validation_text(&e), e.location(source)))?;
-    let Some(ep_index) = module.entry_points.iter().position(|e| e.name == entry) else {
-        return Err(Error::Shader(format!("no entry point named {entry:?}")));
-    };
-    if module.entry_points[ep_index].stage != naga::ShaderStage::Compute {
-        return Err(Error::Shader(format!("entry point {entry:?} is not a @compute function")));
-    }
-    let mut layouter = naga::proc::Layouter::default();
-    layouter.update(module.to_ctx()).map_err(|e| Error::Shader(format!("cannot lay out the module's types: {e}")))?;
-    let uses = info.get_entry_point(ep_index);
-    policy::check(policy, source, &module, uses, entry)?;
-    kernel_limits::check_workgroup_memory(&module, uses, &layouter, entry, WORKGROUP_STORAGE_LIMIT)?;
-    kernel_limits::check_private_memory(&module, &info, ep_index, &layouter)?;
-
+    // f16 allowed, as on a device that has it: the widest set of kernels a session may see.
+    let Front { module, .. } = kernel_front::check(source, entry, true, Some(policy), WORKGROUP_STORAGE_LIMIT)?;
     let loops = count_loops(&module);
     let Some(bounded) = loop_guard::bound_loops(&module, entry)? else {
         if loops > 0 {
@@ -99,14 +59,14 @@ fn checked(source: &str, entry: &str, policy: &ShaderPolicy) -> Result<SandboxRe
     let rewritten = &bounded.module;
     let guard = guard_of(rewritten, bounded.guard_binding)?;
     check_guarded(rewritten, guard, loops, "the rewritten module")?;
-    let rewritten_info = validator()
+    let rewritten_info = validator(true)
         .validate(rewritten)
         .map_err(|e| broken(format!("the rewritten module does not validate: {}", validation_text(&e))))?;
     let text = naga::back::wgsl::write_string(rewritten, &rewritten_info, naga::back::wgsl::WriterFlags::empty())
         .map_err(|e| broken(format!("naga cannot write the rewritten module: {e}")))?;
     let again = naga::front::wgsl::parse_str(&text)
         .map_err(|e| broken(format!("the written WGSL does not parse: {}\n{text}", e.emit_to_string(&text))))?;
-    validator()
+    validator(true)
         .validate(&again)
         .map_err(|e| broken(format!("the written WGSL does not validate: {}\n{text}", validation_text(&e))))?;
     let guard_again = guard_of(&again, bounded.guard_binding)?;
