@@ -54,8 +54,10 @@ pub const DEFAULT_PIPELINE_CACHE_ENTRIES: usize = 512;
 
 /// Stack the compile thread gets per accepted source byte. Measured: a 65,000-deep `~~~x` chain
 /// (65 KB) overflows 32 MiB and fits in 64 MiB, i.e. up to ~1 KiB of stack per source byte in
-/// naga's lowering; 4 KiB per byte leaves 4x for wgpu's second parse and the driver.
-const STACK_PER_SOURCE_BYTE: u64 = 4 << 10;
+/// naga's lowering; 4 KiB per byte leaves 4x for wgpu's second parse and the driver. Unoptimized
+/// builds (a Rust user's `cargo test`) take several times the stack per frame: a 64 KB nested
+/// source overflowed 256 MiB there, so they get 4x (address space only, as below).
+const STACK_PER_SOURCE_BYTE: u64 = if cfg!(debug_assertions) { 16 << 10 } else { 4 << 10 };
 /// Floor of the compile thread's stack: only address space is reserved, pages are touched on use.
 const MIN_COMPILE_STACK: u64 = 256 << 20;
 /// Ceiling, so that a huge `KILN_MAX_KERNEL_SOURCE_BYTES` cannot make every compile fail to
