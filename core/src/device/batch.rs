@@ -312,6 +312,12 @@ impl Device {
         self.phases.get()
     }
 
+    /// Whether short batches' parameter blocks go through the mapped ring on this device.
+    #[doc(hidden)]
+    pub fn has_param_ring(&self) -> bool {
+        self.param_ring.enabled()
+    }
+
     /// Dispatches whose parameter block went through the mapped ring (`param_ring`), for tests.
     #[doc(hidden)]
     pub fn param_ring_dispatches(&self) -> u64 {

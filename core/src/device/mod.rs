@@ -71,8 +71,6 @@ pub struct Device {
     flush_bytes: u64,
     /// How long a waiter checks before it parks (`SPIN`).
     wait_spin: Duration,
-    /// Whether a checking waiter yields its core between checks (`KILN_WAIT_YIELD`, default 1).
-    wait_yield: bool,
     /// Held by whoever polls the device (the poller, or a waiter's non-blocking check): wgpu-core
     /// 30 panics when two polls retire the same submissions concurrently.
     poll_lock: Mutex<()>,
@@ -219,7 +217,6 @@ impl Device {
             poison: AtomicBool::new(crate::platform::env_var("KILN_POISON").is_some()),
             flush_bytes,
             wait_spin: Duration::from_micros(env_or("KILN_WAIT_SPIN_US", SPIN.as_micros() as u64)),
-            wait_yield: env_or("KILN_WAIT_YIELD", 1u8) != 0,
             poll_lock: Mutex::new(()),
             revoked: Mutex::new(Default::default()),
             revoked_count: Default::default(),

@@ -37,6 +37,10 @@ impl ParamRing {
         ParamRing { ready: Default::default(), created: Mutex::new(0), max }
     }
 
+    pub(super) fn enabled(&self) -> bool {
+        self.max > 0
+    }
+
     /// A mapped buffer, a new one while fewer than `max` exist, or None (use the shared buffer).
     pub(super) fn take(&self, device: &wgpu::Device) -> Option<RingSlot> {
         if self.max == 0 {

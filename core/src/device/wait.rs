@@ -140,13 +140,9 @@ impl Device {
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.device.poll(wgpu::PollType::Poll)));
             }
             drop(guard);
-            // Leave the core to others between checks (a software adapter computes on the CPU),
-            // unless `KILN_WAIT_YIELD=0` (an experiment: the syscall's cost against a pure spin).
-            if self.wait_yield {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            // Leave the core to others between checks (a software adapter computes on the CPU).
+            // Measured on the H100: a pure spin instead waits the same (27.5 µs either way).
+            std::thread::yield_now();
         }
         let out = match early {
             Some(v) => Ok(v),
