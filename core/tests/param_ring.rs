@@ -64,9 +64,12 @@ fn round_trips_read_their_blocks_from_the_ring() {
 fn a_long_batch_mixes_ring_and_shared_blocks() {
     let _g = serial();
     let mut rng = Rng::new(32);
-    // 600 dependent ops: the first blocks in a ring buffer, the rest in the shared buffer, and
-    // an early submit (after 256 dispatches) starts a second batch with a ring buffer again.
+    // 600 dependent ops after a wait: the first batch's first blocks in a ring buffer, the rest
+    // in the shared buffer; the batches after its early submit (no wait between) keep the shared
+    // buffer, so a chain of small ops runs as it was measured before the ring.
     let (mut y, mut want) = rand_tensor(&mut rng, &[130], DType::F32, -10.0, 10.0);
+    let dev = kiln_core::device().unwrap();
+    dev.synchronize().unwrap();
     let before = ring_count();
     for i in 0..600 {
         let s = rng.uniform(-2.0, 2.0) + (i % 7) as f64;
@@ -74,7 +77,10 @@ fn a_long_batch_mixes_ring_and_shared_blocks() {
         want = add_ref(&want, s);
     }
     assert_close("600 dependent adds", &y.to_f64_vec().unwrap(), &want, 0.0, 0.0);
-    assert_ring_used(before, 2);
+    assert_ring_used(before, 1);
+    let one_buffer = 4096 / (dev.limits().min_uniform_buffer_offset_alignment as u64).max(16);
+    let used = ring_count() - before;
+    assert!(used <= one_buffer, "{used} blocks through the ring, one ring buffer holds {one_buffer}");
 }
 
 #[test]

@@ -43,7 +43,14 @@ pub(super) struct Batch {
     pub(super) op_times: Option<OpTimes>,
     /// The ring buffer holding this batch's first parameter blocks (`param_ring`), if any.
     pub(super) ring: Option<RingSlot>,
+    /// Whether this batch may take a ring buffer: after the host waited, or after a short batch
+    /// (`RING_AFTER_DISPATCHES`). A long chain of small ops (its batches follow one another
+    /// without waits) keeps the shared buffer it was measured with.
+    pub(super) ring_ok: bool,
 }
+
+/// A batch of at most this many dispatches lets the next one take a ring buffer.
+const RING_AFTER_DISPATCHES: usize = 16;
 
 impl Device {
     /// Records one dispatch into the open batch; `params` is a uniform block bound at its slot.
@@ -126,7 +133,7 @@ impl Device {
                 }),
             })
             .collect();
-        if params.is_some() && batch.ring.is_none() {
+        if params.is_some() && batch.ring.is_none() && batch.ring_ok {
             batch.ring = self.param_ring.take(&self.device);
         }
         let Batch { params: shared, ring, .. } = &mut *batch;
@@ -234,6 +241,7 @@ impl Device {
         if let Some(r) = &ring {
             ParamRing::seal(r);
         }
+        batch.ring_ok = batch.dispatches <= RING_AFTER_DISPATCHES;
         batch.dispatches = 0;
         batch.bound_bytes = 0;
         let mut encoder = encoder;

@@ -203,6 +203,7 @@ impl Device {
                 timer: None,
                 op_times: None,
                 ring: None,
+                ring_ok: true,
             }),
             params_buffer,
             params_capacity,

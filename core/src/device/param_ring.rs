@@ -7,9 +7,9 @@
 //! ring. When the ring has no mapped buffer left (nobody has polled since), the batch uses the
 //! shared parameter buffer as before, so the ring never waits.
 //!
-//! Only the first `RING_BYTES` of a batch's blocks go to a ring buffer: the round trip of a short
-//! batch is what the staging copy costs; a long batch (a chain of small ops) keeps the one
-//! staged upload, whose GPU cost is known not to grow per dispatch.
+//! Only the first `RING_BYTES` of a batch's blocks go to a ring buffer, and only in a batch that
+//! follows a wait or a short batch: the round trip of a short batch is what the staging copy
+//! costs; a long chain of small ops keeps the one staged upload per batch it was measured with.
 
 use std::sync::{Arc, Mutex};
 
