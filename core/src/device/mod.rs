@@ -107,7 +107,9 @@ impl Device {
     /// Opens a device on `adapter` (awaited in the browser, blocked on natively by `create`).
     pub(crate) async fn create_async(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
         let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
-        // Native only (the web has no such feature): host-written parameter buffers.
+        // Native only (the web has no such feature): host-written parameter buffers. wgpu logs a
+        // warning for it on discrete GPUs (mapped primary buffers live in host-visible memory);
+        // only the ring's small uniform buffers are created mappable.
         let ring_buffers = env_or("KILN_PARAM_RING", RING_BUFFERS);
         if ring_buffers > 0 {
             wanted |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
