@@ -239,7 +239,7 @@ impl Device {
         }
         let ring = batch.ring.take();
         if let Some(r) = &ring {
-            ParamRing::seal(r);
+            ParamRing::seal(r)?;
         }
         batch.ring_ok = batch.dispatches <= RING_AFTER_DISPATCHES;
         batch.dispatches = 0;

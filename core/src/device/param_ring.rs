@@ -11,6 +11,7 @@
 //! follows a wait or a short batch: the round trip of a short batch is what the staging copy
 //! costs; a long chain of small ops keeps the one staged upload per batch it was measured with.
 
+use crate::{Error, Result};
 use std::sync::{Arc, Mutex};
 
 /// One ring buffer's size: 16 dispatches' blocks at the usual 256-byte offset alignment.
@@ -64,13 +65,18 @@ impl ParamRing {
     }
 
     /// Writes the slot's blocks and unmaps its buffer: call before the submit that reads it.
-    pub(super) fn seal(slot: &RingSlot) {
+    /// Ring buffers are mapped by construction; should one not be, the batch fails rather than
+    /// run on stale blocks.
+    pub(super) fn seal(slot: &RingSlot) -> Result<()> {
         if !slot.bytes.is_empty() {
-            if let Ok(mut view) = slot.buffer.get_mapped_range_mut(..slot.bytes.len() as u64) {
-                view.copy_from_slice(&slot.bytes);
-            }
+            let mut view = slot
+                .buffer
+                .get_mapped_range_mut(..slot.bytes.len() as u64)
+                .map_err(|e| Error::Internal(format!("parameter ring buffer not mapped: {e}")))?;
+            view.copy_from_slice(&slot.bytes);
         }
         slot.buffer.unmap();
+        Ok(())
     }
 
     /// Maps the slot's buffer again once the submission that reads it is done, back into the
