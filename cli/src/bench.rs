@@ -470,29 +470,50 @@ pub fn main(args: Args) -> Result<()> {
         // Where the round trip goes: recording the op, submitting it (the parameter upload
         // included), waiting for it.
         let (mut rec, mut sub, mut wait) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut upload, mut finish, mut submit) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..200 {
             let t0 = Instant::now();
             let y = ops::add_scalar(&x, 1.0)?;
             let t1 = Instant::now();
             dev.flush()?;
             let t2 = Instant::now();
+            let phases = dev.last_submit_phases();
             dev.synchronize()?;
             let t3 = Instant::now();
             rec.push((t1 - t0).as_secs_f64());
             sub.push((t2 - t1).as_secs_f64());
             wait.push((t3 - t2).as_secs_f64());
+            upload.push(phases.upload.as_secs_f64());
+            finish.push(phases.finish.as_secs_f64());
+            submit.push(phases.submit.as_secs_f64());
             drop(y);
         }
+        // A synchronize with nothing queued: the wait's own floor (callback, polls, wake-up).
+        let mut idle = Vec::new();
+        for _ in 0..200 {
+            let t = Instant::now();
+            dev.synchronize()?;
+            idle.push(t.elapsed().as_secs_f64());
+        }
         let (rec, sub, wait) = (median(rec), median(sub), median(wait));
+        let (upload, finish, submit, idle) = (median(upload), median(finish), median(submit), median(idle));
         println!(
-            "{:<20} {:<22} record {:.2} µs, submit {:.2} µs, wait {:.2} µs",
+            "{:<20} {:<22} record {:.2} µs, submit {:.2} µs (upload {:.2}, finish {:.2}, queue.submit {:.2}), \
+             wait {:.2} µs; idle synchronize {:.2} µs; ring dispatches {}",
             "latency_phases",
             "256 f32",
             rec * 1e6,
             sub * 1e6,
-            wait * 1e6
+            upload * 1e6,
+            finish * 1e6,
+            submit * 1e6,
+            wait * 1e6,
+            idle * 1e6,
+            dev.param_ring_dispatches()
         );
-        results.push(json!({"op": "latency_phases", "size": "256 f32", "record_seconds": rec, "submit_seconds": sub, "wait_seconds": wait}));
+        results.push(json!({"op": "latency_phases", "size": "256 f32", "record_seconds": rec, "submit_seconds": sub,
+            "wait_seconds": wait, "upload_seconds": upload, "finish_seconds": finish, "queue_submit_seconds": submit,
+            "idle_sync_seconds": idle}));
     }
     if want("transfer") {
         let n = if args.quick { 1 << 20 } else { 64 << 20 };

@@ -2,9 +2,11 @@
 //! when a result is read, when the batch is full, on synchronize, or early (the flush policy).
 
 use super::op_timing::OpTimes;
+use super::param_ring::{ParamRing, RingSlot, RING_BYTES};
 use super::{Binding, Device, MAX_BATCH_DISPATCHES, MAX_PARAMS_BYTES};
 use crate::gpu_timer::Timer;
 use crate::pipeline::Pipeline;
+use crate::platform::Instant;
 use crate::stats::counters::count_error;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
@@ -39,7 +41,16 @@ pub(super) struct Batch {
     /// The timestamps of this batch's per-op timed passes (profiling, GPU budgets): resolved
     /// and read back at submit (`op_timing`).
     pub(super) op_times: Option<OpTimes>,
+    /// The ring buffer holding this batch's first parameter blocks (`param_ring`), if any.
+    pub(super) ring: Option<RingSlot>,
+    /// Whether this batch may take a ring buffer: after the host waited, or after a short batch
+    /// (`RING_AFTER_DISPATCHES`). A long chain of small ops (its batches follow one another
+    /// without waits) keeps the shared buffer it was measured with.
+    pub(super) ring_ok: bool,
 }
+
+/// A batch of at most this many dispatches lets the next one take a ring buffer.
+const RING_AFTER_DISPATCHES: usize = 16;
 
 impl Device {
     /// Records one dispatch into the open batch; `params` is a uniform block bound at its slot.
@@ -122,15 +133,27 @@ impl Device {
                 }),
             })
             .collect();
+        if params.is_some() && batch.ring.is_none() && batch.ring_ok {
+            batch.ring = self.param_ring.take(&self.device);
+        }
+        let Batch { params: shared, ring, .. } = &mut *batch;
         if let Some((slot, p)) = params {
-            let offset = batch.params.len().next_multiple_of(align);
-            batch.params.resize(offset, 0);
-            batch.params.extend_from_slice(p);
-            batch.params.resize(offset + param_len, 0);
+            // The batch's first blocks go to its ring buffer while they fit (`param_ring`).
+            let (bytes, buffer) = match ring {
+                Some(r) if (r.bytes.len().next_multiple_of(align) + param_len) as u64 <= RING_BYTES => {
+                    self.ring_dispatches.fetch_add(1, Ordering::Relaxed);
+                    (&mut r.bytes, &r.buffer)
+                }
+                _ => (shared, &self.params_buffer),
+            };
+            let offset = bytes.len().next_multiple_of(align);
+            bytes.resize(offset, 0);
+            bytes.extend_from_slice(p);
+            bytes.resize(offset + param_len, 0);
             entries.push(wgpu::BindGroupEntry {
                 binding: slot,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &self.params_buffer,
+                    buffer,
                     offset: offset as u64,
                     size: wgpu::BufferSize::new(param_len as u64),
                 }),
@@ -209,15 +232,29 @@ impl Device {
             self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
             return Ok(None);
         };
+        let t0 = Instant::now();
         if !batch.params.is_empty() {
             self.queue.write_buffer(&self.params_buffer, 0, &batch.params);
             batch.params.clear();
         }
+        let ring = batch.ring.take();
+        if let Some(r) = &ring {
+            ParamRing::seal(r)?;
+        }
+        batch.ring_ok = batch.dispatches <= RING_AFTER_DISPATCHES;
         batch.dispatches = 0;
         batch.bound_bytes = 0;
         let mut encoder = encoder;
         let readback = batch.op_times.take().and_then(|t| t.resolve(&self.device, &mut encoder));
-        let idx = self.queue.submit([encoder.finish()]);
+        let t1 = Instant::now();
+        let commands = encoder.finish();
+        let t2 = Instant::now();
+        let idx = self.queue.submit([commands]);
+        let t3 = Instant::now();
+        if let Some(r) = ring {
+            self.param_ring.recycle(r);
+        }
+        self.phases.set(t1 - t0, t2 - t1, t3 - t2);
         if let Some(r) = readback {
             self.times_submitted(r);
         }
@@ -246,5 +283,52 @@ impl Device {
         self.check_alive()?;
         let mut batch = self.batch.lock().unwrap();
         self.submit_locked(&mut batch).map(|_| ())
+    }
+}
+
+/// Host time of the last submit's phases (the `latency_phases` bench row): uploading the shared
+/// parameter block and sealing the ring buffer (`upload`), `encoder.finish` (`finish`) and
+/// `queue.submit` (`submit`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SubmitPhases {
+    pub upload: std::time::Duration,
+    pub finish: std::time::Duration,
+    pub submit: std::time::Duration,
+}
+
+/// `SubmitPhases` of the last submit, kept without a lock (nanoseconds).
+#[derive(Default)]
+pub(super) struct PhaseClock([std::sync::atomic::AtomicU64; 3]);
+
+impl PhaseClock {
+    fn set(&self, upload: std::time::Duration, finish: std::time::Duration, submit: std::time::Duration) {
+        for (slot, d) in self.0.iter().zip([upload, finish, submit]) {
+            slot.store(d.as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn get(&self) -> SubmitPhases {
+        let [u, f, s] = [0, 1, 2].map(|i| std::time::Duration::from_nanos(self.0[i].load(Ordering::Relaxed)));
+        SubmitPhases { upload: u, finish: f, submit: s }
+    }
+}
+
+impl Device {
+    /// Host time of the last submit's phases (for the latency benchmark's split).
+    #[doc(hidden)]
+    pub fn last_submit_phases(&self) -> SubmitPhases {
+        self.phases.get()
+    }
+
+    /// Whether short batches' parameter blocks go through the mapped ring on this device.
+    #[doc(hidden)]
+    pub fn has_param_ring(&self) -> bool {
+        self.param_ring.enabled()
+    }
+
+    /// Dispatches whose parameter block went through the mapped ring (`param_ring`), for tests.
+    #[doc(hidden)]
+    pub fn param_ring_dispatches(&self) -> u64 {
+        self.ring_dispatches.load(Ordering::Relaxed)
     }
 }

@@ -7,12 +7,14 @@
 mod batch;
 mod memory;
 mod op_timing;
+mod param_ring;
 mod timing;
 mod transfer;
 mod wait;
 #[cfg(target_arch = "wasm32")]
 mod wait_web;
 
+pub use batch::SubmitPhases;
 pub use memory::MemoryStats;
 pub(crate) use memory::{GpuBuffer, Verdict};
 pub use wait::DEFAULT_TIMEOUT_MS;
@@ -22,8 +24,9 @@ use crate::env::env_or;
 use crate::pipeline::{Checks, Pipeline, PipelineCache, PipelineStats};
 use crate::pool::Pool;
 use crate::{Error, Result};
-use batch::{Batch, FLUSH_BYTES};
+use batch::{Batch, PhaseClock, FLUSH_BYTES};
 use memory::Mem;
+use param_ring::{ParamRing, RING_BUFFERS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -79,6 +82,10 @@ pub struct Device {
     revoked_count: std::sync::atomic::AtomicUsize,
     /// Per-op timestamps submitted but not yet read (`op_timing`).
     pending_times: op_timing::PendingTimes,
+    /// Mapped uniform buffers for short batches' parameter blocks (`param_ring`).
+    param_ring: ParamRing,
+    ring_dispatches: std::sync::atomic::AtomicU64,
+    phases: PhaseClock,
 }
 
 /// Every device created and not yet dropped, for the metrics (which must not create one).
@@ -99,7 +106,14 @@ impl Device {
 
     /// Opens a device on `adapter` (awaited in the browser, blocked on natively by `create`).
     pub(crate) async fn create_async(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
-        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
+        let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
+        // Native only (the web has no such feature): host-written parameter buffers. wgpu logs a
+        // warning for it on discrete GPUs (mapped primary buffers live in host-visible memory);
+        // only the ring's small uniform buffers are created mappable.
+        let ring_buffers = env_or("KILN_PARAM_RING", RING_BUFFERS);
+        if ring_buffers > 0 {
+            wanted |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
+        }
         let mut features = adapter.features() & wanted;
         // Lets the wall-clock fallbacks of profiles and GPU budgets be tried on any adapter.
         if crate::platform::env_var("KILN_NO_TIMESTAMPS").is_some() {
@@ -190,6 +204,8 @@ impl Device {
                 params: Vec::new(),
                 timer: None,
                 op_times: None,
+                ring: None,
+                ring_ok: true,
             }),
             params_buffer,
             params_capacity,
@@ -208,6 +224,13 @@ impl Device {
             revoked: Mutex::new(Default::default()),
             revoked_count: Default::default(),
             pending_times: Default::default(),
+            param_ring: ParamRing::new(if features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS) {
+                ring_buffers
+            } else {
+                0
+            }),
+            ring_dispatches: Default::default(),
+            phases: Default::default(),
         });
         DEVICES.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&dev));
         Self::start_poller(&dev);
