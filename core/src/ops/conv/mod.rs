@@ -1,13 +1,20 @@
-//! `conv2d`, `max_pool2d` and `avg_pool2d` over NCHW tensors (PyTorch semantics), run by
-//! `shaders/conv.wgsl` and `shaders/pool.wgsl`. Unbatched [C, H, W] input is taken too and
-//! gives an unbatched result.
+//! `conv2d`, `max_pool2d` and `avg_pool2d` over NCHW tensors (PyTorch semantics). Unbatched
+//! [C, H, W] input is taken too and gives an unbatched result.
 //!
-//! Big float convolutions without groups run as a matmul instead (`through_matmul`; f16 on the
-//! f16 matmul, tensor cores where the device has them): im2col
-//! (`shaders/im2col.wgsl`; a 1x1 kernel with stride 1 and no padding needs none), then
-//! w [O, C*KH*KW] @ cols [N, C*KH*KW, OH*OW], which is already NCHW. The direct kernel (one
-//! thread per output, every tap from global memory) stays for integers, groups, small problems
-//! and im2col buffers over `COLS_MAX_BYTES`.
+//! conv2d runs one of four kernels ([`ConvPath`]; `Auto` picks):
+//! - implicit GEMM (`gemm`, `shaders/conv_gemm.wgsl`): per group, out [O/g, N*OH*OW] =
+//!   w [O/g, C/g*KH*KW] @ patches, the patch tiles gathered from x into workgroup memory (no
+//!   im2col buffer), register-tiled; floats (f16 widened to f32).
+//! - the same on cooperative matrices (`coop`, `shaders/conv_coop.wgsl`): f16 where the device
+//!   has them (tensor cores).
+//! - im2col + matmul (`shaders/im2col.wgsl`, then `ops::matmul`): floats without groups.
+//! - direct (`shaders/conv.wgsl`): one thread per output, every tap from global memory; every
+//!   dtype, and Auto's choice for integers and small problems.
+
+mod coop;
+mod gemm;
+
+pub use coop::conv_coop_source_for_tests;
 
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
@@ -16,16 +23,46 @@ use crate::shape::window_out_size as out_size;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
-const CONV: &str = include_str!("../../../shaders/conv.wgsl");
-const POOL: &str = include_str!("../../../shaders/pool.wgsl");
-const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
+const CONV: &str = include_str!("../../../../shaders/conv.wgsl");
+const POOL: &str = include_str!("../../../../shaders/pool.wgsl");
+const IM2COL: &str = include_str!("../../../../shaders/im2col.wgsl");
 /// The parameter block and window decode shared by conv.wgsl, im2col.wgsl and pool.wgsl (the
 /// block is built by `Geometry::params`).
-const WINDOW_COMMON: &str = include_str!("../../../shaders/window_common.wgsl");
+const WINDOW_COMMON: &str = include_str!("../../../../shaders/window_common.wgsl");
 /// The matmul path from this many multiply-adds (below, the direct kernel is as fast)...
 const GEMM_MIN_MACS: usize = 1 << 22;
 /// ... while the im2col buffer stays within this size.
 const COLS_MAX_BYTES: usize = 1 << 30;
+
+/// ... and this many output channels per group.
+const GEMM_MIN_OG: usize = 4;
+
+/// `KILN_CONV_PATH=direct|im2col|implicit|coop`: the path `Auto` takes (for tuning), read once.
+fn env_path() -> Option<ConvPath> {
+    static P: std::sync::OnceLock<Option<ConvPath>> = std::sync::OnceLock::new();
+    *P.get_or_init(|| match std::env::var("KILN_CONV_PATH").ok()?.as_str() {
+        "direct" => Some(ConvPath::Direct),
+        "im2col" => Some(ConvPath::Im2col),
+        "implicit" => Some(ConvPath::Implicit),
+        "coop" => Some(ConvPath::Coop),
+        _ => None,
+    })
+}
+
+/// Whether `ConvPath::Coop` runs on `device` (f16 conv2d on cooperative matrices).
+pub fn conv2d_has_cooperative_matrix(device: &crate::device::Device) -> bool {
+    coop::pick(device, 64).is_some()
+}
+
+/// Which kernel runs a conv2d (see the module doc); anything but `Auto` is for tests and tuning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvPath {
+    Auto,
+    Direct,
+    Im2col,
+    Implicit,
+    Coop,
+}
 
 fn acc_type(dtype: DType) -> &'static str {
     if dtype.is_float() {
@@ -61,6 +98,23 @@ pub fn conv2d(
     padding: [usize; 2],
     dilation: [usize; 2],
     groups: usize,
+) -> Result<Tensor> {
+    conv2d_on_path(x, w, bias, stride, padding, dilation, groups, ConvPath::Auto)
+}
+
+/// `conv2d` on a chosen kernel. InvalidArgument where the kernel does not take the dtype
+/// (integers run only `Direct`, `Coop` only f16) or the groups (`Im2col`: none); Unsupported
+/// where the device has no cooperative matrices for `Coop`.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_on_path(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+    path: ConvPath,
 ) -> Result<Tensor> {
     let mut all = vec![x, w];
     all.extend(bias);
@@ -127,13 +181,45 @@ pub fn conv2d(
     let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation, groups };
     geo.check("conv2d")?;
     let taps = cg * kh * kw;
-    let cols_bytes = n * taps * oh * ow * dtype.storage_size();
-    if dtype.is_float()
-        && groups == 1
-        && total * taps >= GEMM_MIN_MACS
-        && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize)
-    {
-        return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
+    let float = dtype.is_float();
+    let refuse = |why: &str| Err(Error::InvalidArgument(format!("conv2d on path {path:?}: {why}")));
+    // The tuning override, where that path takes this convolution.
+    let path = match (path, env_path()) {
+        (ConvPath::Auto, Some(ConvPath::Coop)) if dtype != DType::F16 => ConvPath::Auto,
+        (ConvPath::Auto, Some(ConvPath::Im2col)) if groups != 1 => ConvPath::Auto,
+        (ConvPath::Auto, Some(p)) if float => p,
+        (p, _) => p,
+    };
+    let path = match path {
+        // Depthwise-like convolutions (few output channels per group) leave most of a GEMM
+        // tile empty.
+        ConvPath::Auto if !float || total * taps < GEMM_MIN_MACS || o / groups < GEMM_MIN_OG => ConvPath::Direct,
+        ConvPath::Auto if dtype == DType::F16 && coop::pick(&device, o / groups).is_some() => ConvPath::Coop,
+        ConvPath::Auto => ConvPath::Implicit,
+        ConvPath::Direct => ConvPath::Direct,
+        _ if !float => return refuse("integers run only the direct kernel"),
+        ConvPath::Im2col if groups != 1 => return refuse("im2col takes no groups"),
+        ConvPath::Coop if dtype != DType::F16 => return refuse("cooperative matrices take f16 only"),
+        p => p,
+    };
+    match path {
+        ConvPath::Im2col => return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape)),
+        ConvPath::Implicit | ConvPath::Coop => {
+            let launch = gemm::GemmLaunch { x, w, bias, out: &out, geo: &geo };
+            if path == ConvPath::Coop {
+                let Some(tiles) = coop::pick(&device, o / groups) else {
+                    return Err(Error::Unsupported(format!(
+                        "conv2d: the adapter {} has no cooperative matrices this kernel can use",
+                        device.info().name
+                    )));
+                };
+                coop::run(&launch, tiles)?;
+            } else {
+                gemm::run(&launch, gemm::pick(&device, o / groups))?;
+            }
+            return Ok(out);
+        }
+        _ => {}
     }
     let params = geo.params(total);
     let has_bias = bias.is_some();
@@ -240,6 +326,10 @@ fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -
     let device = x.device().clone();
     let taps = g.c * g.kh * g.kw;
     let pixels = g.oh * g.ow;
+    let cols_bytes = g.n * taps * pixels * x.dtype().storage_size();
+    if cols_bytes > COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
+        return Err(Error::InvalidArgument(format!("conv2d through im2col: a {cols_bytes}-byte im2col buffer")));
+    }
     let direct = g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0];
     let cols = if direct {
         // A 1x1 kernel reads each pixel once, in place: x already is [N, C, H*W].
