@@ -57,24 +57,10 @@ fn main(
     let col = column_of(col0 + bc, tile.grp);
     let wbase = tile.grp * p.m * p.k;
 
-{{ACC_DECL}}
+{{ACC_DECL}}{{PREFETCH_DECL}}
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
-        for (var l = lid; l < BM * BK; l += NT) {
-            let mm = l / BK;
-            let kk = l % BK;
-            let gr = row0 + mm;
-            let gk = k0 + kk;
-            var v = f16(0);
-            if (gr < p.m && gk < p.k) {
-                v = wt[wbase + gr * p.k + gk];
-            }
-            As[mm * SA + kk] = v;
-        }
-        for (var kk = br; kk < BK; kk += RB) {
-            Bs[kk * SB + bc] = patch_at(k0 + kk, col);
-        }
-        workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk += 16u) {
+{{LOAD}}        workgroupBarrier();
+{{PREFETCH_NEXT}}        for (var kk = 0u; kk < BK; kk += 16u) {
 {{INNER}}
         }
         workgroupBarrier();

@@ -51,25 +51,10 @@ fn main(
     let col = column_of(col0 + bc, tile.grp);
     let wbase = tile.grp * p.m * p.k;
 
-{{ACC_DECL}}
+{{ACC_DECL}}{{PREFETCH_DECL}}
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
-        // Weight tile: consecutive threads take consecutive k of one row.
-        for (var l = lid; l < BM * BK; l += NT) {
-            let mm = l / BK;
-            let kk = l % BK;
-            let gr = row0 + mm;
-            let gk = k0 + kk;
-            var v = 0.0;
-            if (gr < p.m && gk < p.k) {
-                v = f32(wt[wbase + gr * p.k + gk]);
-            }
-            As[kk * (BM / 4u) + mm / 4u][mm % 4u] = v;
-        }
-        for (var kk = br; kk < BK; kk += RB) {
-            Bs[kk * (BN / 4u) + bc / 4u][bc % 4u] = f32(patch_at(k0 + kk, col));
-        }
-        workgroupBarrier();
-{{K_STEPS}}
+{{LOAD}}        workgroupBarrier();
+{{PREFETCH_NEXT}}{{K_STEPS}}
         workgroupBarrier();
     }
 

@@ -359,9 +359,9 @@ fn conv_coop_source_validates() {
     for acc in ["f32", "f16"] {
         for sg in [32, 64] {
             for wide in [false, true] {
-                for bias in [false, true] {
-                    let src = ops::conv_coop_source_for_tests(acc, sg, wide, bias);
-                    let what = format!("acc {acc}, subgroup {sg}, wide {wide}, bias {bias}");
+                for (bias, pf) in [(false, true), (true, true), (true, false)] {
+                    let src = ops::conv_coop_source_for_tests(acc, sg, wide, bias, pf);
+                    let what = format!("acc {acc}, subgroup {sg}, wide {wide}, bias {bias}, prefetch {pf}");
                     let module = naga::front::wgsl::parse_str(&src)
                         .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
                     let info = naga::valid::Validator::new(

@@ -3,7 +3,7 @@
 //! ([`crate::ops::coop_accumulator`]) and a known subgroup size. `KILN_CONV_COOP_TILES=
 //! warps_m,warps_n,tm,tn,bk` overrides the tiling (for tuning).
 
-use super::gemm::{GemmLaunch, COMMON};
+use super::gemm::{prefetch, tile_loads, GemmLaunch, TileLayout, COMMON};
 use crate::device::Device;
 use crate::pipeline::render;
 use crate::Result;
@@ -59,14 +59,23 @@ fn env_tiles() -> Option<[u32; 5]> {
     })
 }
 
+/// The (wide, thin) tilings: 64 x 128 tiles of 2x4 subgroups with 2x2 accumulators each, K
+/// steps of 16 (on the H100 at 32x64x56x56 3x3: 38.0 TFLOP/s; 2x2 subgroups of 2x4 with K
+/// steps of 32: 22.7, of 16: 29.8; 2x4 of 2x2 with steps of 32: 32.0); for 16 or fewer output
+/// channels per group, 16 x 128 tiles of 1x8 subgroups.
+fn tilings(sg: u32, acc: &'static str) -> (CoopTiles, CoopTiles) {
+    (
+        CoopTiles { warps_m: 2, warps_n: 4, tm: 2, tn: 2, bk: 16, sg, acc },
+        CoopTiles { warps_m: 1, warps_n: 8, tm: 1, tn: 1, bk: 16, sg, acc },
+    )
+}
+
 /// The tiling for `m` output channels per group on `device`, or None where the device has no
 /// cooperative matrices the kernel can use.
 pub(super) fn pick(device: &Device, m: usize) -> Option<CoopTiles> {
     let acc = crate::ops::coop_accumulator(device)?;
     let sg = device.subgroup_size.filter(|s| (8..=128).contains(s))?;
-    // 64 channels: 2x2 subgroups of 2x4 (64 x 128 tiles); fewer: one row of 4 subgroups.
-    let wide = CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 4, bk: 32, sg, acc };
-    let thin = CoopTiles { warps_m: 1, warps_n: 4, tm: 1, tn: 2, bk: 32, sg, acc };
+    let (wide, thin) = tilings(sg, acc);
     let mut wanted = if m > 16 { wide } else { thin };
     if let Some([warps_m, warps_n, tm, tn, bk]) = env_tiles() {
         wanted = CoopTiles { warps_m, warps_n, tm, tn, bk, ..wanted };
@@ -120,8 +129,10 @@ fn generate(t: CoopTiles, has_bias: bool) -> (String, String, String) {
     (decl, inner, store)
 }
 
-fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize) -> String {
+fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize, pf: bool) -> String {
     let (decl, inner, store) = generate(t, has_bias);
+    let layout = TileLayout { ty: "f16", store_a: "As[mm * SA + kk] = v;", store_b: "Bs[kk * SB + bc] = v;" };
+    let [pre_decl, load, pre_next] = tile_loads(&layout, t.bm(), t.bn(), t.bk, t.threads(), pf);
     let common = render(COMMON, &[("T", "f16")]);
     render(
         TEMPLATE,
@@ -144,6 +155,9 @@ fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize) -> Str
             ("BS_LEN", &(t.bk * (t.bn() + 8)).to_string()),
             ("CS_LEN", &(t.warps_m * t.warps_n * 256).to_string()),
             ("ACC_DECL", &decl),
+            ("PREFETCH_DECL", &pre_decl),
+            ("LOAD", &load),
+            ("PREFETCH_NEXT", &pre_next),
             ("INNER", &inner),
             ("STORE", &store),
         ],
@@ -152,19 +166,18 @@ fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize) -> Str
 
 pub(super) fn run(l: &GemmLaunch<'_>, t: CoopTiles) -> Result<()> {
     let has_bias = l.bias.is_some();
-    let key = format!("conv_coop:{}x{}:{}x{}:{}:{}:{}", t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc);
-    l.run(key, t.bm(), t.bn(), move |bias_decl, out_slot| source(t, has_bias, bias_decl, out_slot))
+    let pf = prefetch();
+    let key = format!("conv_coop:{}x{}:{}x{}:{}:{}:{}:{pf}", t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc);
+    l.run(key, t.bm(), t.bn(), move |bias_decl, out_slot| source(t, has_bias, bias_decl, out_slot, pf))
 }
 
 /// The kernel's WGSL for accumulator `acc` and subgroup size `sg`, `wide` tiling or not, with
-/// or without bias (tests validate it with naga where no device runs it).
+/// or without bias, with or without the register prefetch (tests validate it with naga where no
+/// device runs it).
 #[doc(hidden)]
-pub fn conv_coop_source_for_tests(acc: &'static str, sg: u32, wide: bool, has_bias: bool) -> String {
-    let t = if wide {
-        CoopTiles { warps_m: 2, warps_n: 2, tm: 2, tn: 4, bk: 32, sg, acc }
-    } else {
-        CoopTiles { warps_m: 1, warps_n: 4, tm: 1, tn: 2, bk: 32, sg, acc }
-    };
+pub fn conv_coop_source_for_tests(acc: &'static str, sg: u32, wide: bool, has_bias: bool, pf: bool) -> String {
+    let (w, t) = tilings(sg, acc);
+    let t = if wide { w } else { t };
     let decl = if has_bias { "@group(0) @binding(3) var<storage, read> bias: array<f16>;" } else { "" };
-    source(t, has_bias, decl, if has_bias { 4 } else { 3 })
+    source(t, has_bias, decl, if has_bias { 4 } else { 3 }, pf)
 }

@@ -194,6 +194,12 @@ pub fn conv2d_on_path(
         // Depthwise-like convolutions (few output channels per group) leave most of a GEMM
         // tile empty.
         ConvPath::Auto if !float || total * taps < GEMM_MIN_MACS || o / groups < GEMM_MIN_OG => ConvPath::Direct,
+        // A 1x1 kernel with stride 1 and no padding is a plain matmul over x in place (no im2col
+        // buffer), and the matmul kernels' vec4 loads beat the gather: on the H100 at
+        // 32x64x56x56 -> 256 channels, 21.1 TFLOP/s against 10.5 (f16: 33.6 against 14.4).
+        ConvPath::Auto if groups == 1 && [kh, kw] == [1, 1] && stride == [1, 1] && padding == [0, 0] => {
+            ConvPath::Im2col
+        }
         ConvPath::Auto if dtype == DType::F16 && coop::pick(&device, o / groups).is_some() => ConvPath::Coop,
         ConvPath::Auto => ConvPath::Implicit,
         ConvPath::Direct => ConvPath::Direct,
@@ -326,11 +332,11 @@ fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -
     let device = x.device().clone();
     let taps = g.c * g.kh * g.kw;
     let pixels = g.oh * g.ow;
+    let direct = g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0];
     let cols_bytes = g.n * taps * pixels * x.dtype().storage_size();
-    if cols_bytes > COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
+    if !direct && cols_bytes > COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
         return Err(Error::InvalidArgument(format!("conv2d through im2col: a {cols_bytes}-byte im2col buffer")));
     }
-    let direct = g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0];
     let cols = if direct {
         // A 1x1 kernel reads each pixel once, in place: x already is [N, C, H*W].
         x.with_shape(vec![g.n, taps, pixels])
