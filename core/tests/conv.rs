@@ -200,18 +200,20 @@ fn conv_and_pool_are_deterministic() {
 
 #[test]
 fn conv2d_through_matmul_matches_reference() {
-    // Float convolutions without groups and with at least 2^22 multiply-adds run as im2col +
-    // f32 matmul (f16 cast to f32 and back) (a 1x1, stride-1, unpadded kernel skips im2col); these shapes cross that line.
+    // Float convolutions with at least 2^22 multiply-adds run as an implicit GEMM (f16 on
+    // cooperative matrices where the device has them), 1x1 stride-1 unpadded ones as a matmul;
+    // these shapes cross that line.
     poison();
     let mut rng = Rng::new(22);
     #[allow(clippy::type_complexity)]
     let cases: &[([usize; 4], [usize; 4], bool, [usize; 2], [usize; 2], [usize; 2])] = &[
         ([2, 16, 30, 29], [24, 16, 3, 3], true, [1, 1], [1, 1], [1, 1]),
         ([2, 16, 30, 29], [24, 16, 3, 3], false, [1, 1], [1, 1], [1, 1]),
-        ([3, 64, 23, 19], [128, 64, 1, 1], true, [1, 1], [0, 0], [1, 1]), // 1x1: no im2col
-        ([2, 64, 23, 19], [96, 64, 1, 1], false, [2, 2], [0, 0], [1, 1]), // strided 1x1: im2col
+        ([3, 64, 23, 19], [128, 64, 1, 1], true, [1, 1], [0, 0], [1, 1]), // 1x1: matmul
+        ([2, 64, 23, 19], [96, 64, 1, 1], false, [2, 2], [0, 0], [1, 1]), // strided 1x1: implicit GEMM
         ([2, 8, 67, 53], [40, 8, 5, 3], true, [2, 1], [2, 1], [2, 1]),    // stride, padding, dilation
-        ([8, 64, 64, 64], [8, 64, 3, 3], true, [1, 1], [1, 1], [1, 1]),   // im2col over 65535 workgroups
+        ([8, 64, 64, 64], [8, 64, 3, 3], true, [1, 1], [1, 1], [1, 1]),   // thin tiles, many workgroups
+        ([2, 4, 190, 180], [64, 4, 3, 3], false, [1, 1], [1, 1], [1, 1]), // 512+ tiles: the big coop tiling
     ];
     for dt in float_dtypes() {
         for &(xs, ws, bias, s, p, d) in cases {
@@ -253,7 +255,8 @@ fn check_paths(
     let shape = &shape[4 - x_shape.len()..];
     let (atol, rtol) = conv_tol(dt, w_shape[1] * w_shape[2] * w_shape[3]);
     let mut ran = Vec::new();
-    for path in [ConvPath::Auto, ConvPath::Direct, ConvPath::Im2col, ConvPath::Implicit, ConvPath::Coop] {
+    let pointwise = groups == 1 && w_shape[2..] == [1, 1] && stride == [1, 1] && padding == [0, 0];
+    for path in [ConvPath::Auto, ConvPath::Direct, ConvPath::Matmul, ConvPath::Implicit, ConvPath::Coop] {
         let what = format!(
             "conv2d {path:?} x{x_shape:?} w{w_shape:?} bias={bias} s{stride:?} p{padding:?} d{dilation:?} g{groups} {dt}"
         );
@@ -262,7 +265,7 @@ fn check_paths(
             Err(e) => {
                 // The paths that cannot take the case say so; nothing else may fail.
                 let refused = match path {
-                    ConvPath::Im2col => groups != 1 && e.code() == ErrorCode::InvalidArgument,
+                    ConvPath::Matmul => !pointwise && e.code() == ErrorCode::InvalidArgument,
                     ConvPath::Coop => match dt {
                         DType::F16 => !coop_device() && e.code() == ErrorCode::Unsupported,
                         _ => e.code() == ErrorCode::InvalidArgument,
@@ -341,7 +344,7 @@ fn conv2d_paths_propagate_nan_and_inf() {
         let (want, _) = cpu::conv2d(&xv, xs, &wv, ws, None, [1, 1], [1, 1], [1, 1], 1).unwrap();
         assert!(want.iter().any(|v| v.is_nan()) && want.iter().any(|v| v.is_infinite()));
         let (atol, rtol) = conv_tol(dt, 45);
-        for path in [ConvPath::Direct, ConvPath::Im2col, ConvPath::Implicit, ConvPath::Coop] {
+        for path in [ConvPath::Direct, ConvPath::Implicit, ConvPath::Coop] {
             let y = match ops::conv2d_on_path(&x, &w, None, [1, 1], [1, 1], [1, 1], 1, path) {
                 Ok(y) => y,
                 Err(_) if path == ConvPath::Coop => continue,
@@ -358,10 +361,10 @@ fn conv2d_paths_propagate_nan_and_inf() {
 fn conv_coop_source_validates() {
     for acc in ["f32", "f16"] {
         for sg in [32, 64] {
-            for wide in [false, true] {
+            for which in 0..3 {
                 for (bias, pf) in [(false, true), (true, true), (true, false)] {
-                    let src = ops::conv_coop_source_for_tests(acc, sg, wide, bias, pf);
-                    let what = format!("acc {acc}, subgroup {sg}, wide {wide}, bias {bias}, prefetch {pf}");
+                    let src = ops::conv_coop_source_for_tests(acc, sg, which, bias, pf);
+                    let what = format!("acc {acc}, subgroup {sg}, tiling {which}, bias {bias}, prefetch {pf}");
                     let module = naga::front::wgsl::parse_str(&src)
                         .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
                     let info = naga::valid::Validator::new(

@@ -59,28 +59,42 @@ fn env_tiles() -> Option<[u32; 5]> {
     })
 }
 
-/// The (wide, thin) tilings: 64 x 128 tiles of 2x4 subgroups with 2x2 accumulators each, K
-/// steps of 16 (on the H100 at 32x64x56x56 3x3: 38.0 TFLOP/s; 2x2 subgroups of 2x4 with K
-/// steps of 32: 22.7, of 16: 29.8; 2x4 of 2x2 with steps of 32: 32.0); for 16 or fewer output
-/// channels per group, 16 x 128 tiles of 1x8 subgroups.
-fn tilings(sg: u32, acc: &'static str) -> (CoopTiles, CoopTiles) {
-    (
+/// The (big, wide, thin) tilings, measured on the H100 at 32x64x56x56 with the register
+/// prefetch. wide: 64 x 128 tiles of 2x4 subgroups with 2x2 accumulators each, K steps of 16
+/// (3x3: 38.1 TFLOP/s, stride 2 to 128 channels: 34.9; 2x2 subgroups of 2x4 with K steps of
+/// 32: 22.7, of 16: 29.8; 2x4 of 2x2 with steps of 32: 32.0; without the prefetch 33.9). big:
+/// the same tile with 4x4 subgroups of 1x2, for problems of 512 tiles or more (3x3: 44.3; the
+/// stride-2 row's 392 tiles 29.6). thin, for 16 or fewer output channels per group: 16 x 128
+/// tiles of 1x8 subgroups (4 groups of 16: 15.2; 1x4 subgroups of 1x2 with K steps of 32: 11.2).
+fn tilings(sg: u32, acc: &'static str) -> [CoopTiles; 3] {
+    [
+        CoopTiles { warps_m: 4, warps_n: 4, tm: 1, tn: 2, bk: 16, sg, acc },
         CoopTiles { warps_m: 2, warps_n: 4, tm: 2, tn: 2, bk: 16, sg, acc },
         CoopTiles { warps_m: 1, warps_n: 8, tm: 1, tn: 1, bk: 16, sg, acc },
-    )
+    ]
 }
 
-/// The tiling for `m` output channels per group on `device`, or None where the device has no
-/// cooperative matrices the kernel can use.
-pub(super) fn pick(device: &Device, m: usize) -> Option<CoopTiles> {
+/// Problems of at least this many 64 x 128 tiles take the big tiling.
+const BIG_TILES: usize = 512;
+
+/// The tiling for `m` output channels per group, `n` columns and `groups` groups on `device`,
+/// or None where the device has no cooperative matrices the kernel can use.
+pub(super) fn pick(device: &Device, m: usize, n: usize, groups: usize) -> Option<CoopTiles> {
     let acc = crate::ops::coop_accumulator(device)?;
     let sg = device.subgroup_size.filter(|s| (8..=128).contains(s))?;
-    let (wide, thin) = tilings(sg, acc);
-    let mut wanted = if m > 16 { wide } else { thin };
+    let [big, wide, thin] = tilings(sg, acc);
+    let tiles = m.div_ceil(64) * n.div_ceil(128) * groups;
+    let mut wanted = if m <= 16 {
+        thin
+    } else if tiles >= BIG_TILES {
+        big
+    } else {
+        wide
+    };
     if let Some([warps_m, warps_n, tm, tn, bk]) = env_tiles() {
         wanted = CoopTiles { warps_m, warps_n, tm, tn, bk, ..wanted };
     }
-    [wanted, thin, wide].into_iter().find(|t| t.fits(device.limits()))
+    [wanted, wide, thin].into_iter().find(|t| t.fits(device.limits()))
 }
 
 fn generate(t: CoopTiles, has_bias: bool) -> (String, String, String) {
@@ -171,13 +185,13 @@ pub(super) fn run(l: &GemmLaunch<'_>, t: CoopTiles) -> Result<()> {
     l.run(key, t.bm(), t.bn(), move |bias_decl, out_slot| source(t, has_bias, bias_decl, out_slot, pf))
 }
 
-/// The kernel's WGSL for accumulator `acc` and subgroup size `sg`, `wide` tiling or not, with
+/// The kernel's WGSL for accumulator `acc` and subgroup size `sg`, tiling `which` (0 big, 1
+/// wide, 2 thin), with
 /// or without bias, with or without the register prefetch (tests validate it with naga where no
 /// device runs it).
 #[doc(hidden)]
-pub fn conv_coop_source_for_tests(acc: &'static str, sg: u32, wide: bool, has_bias: bool, pf: bool) -> String {
-    let (w, t) = tilings(sg, acc);
-    let t = if wide { w } else { t };
+pub fn conv_coop_source_for_tests(acc: &'static str, sg: u32, which: usize, has_bias: bool, pf: bool) -> String {
+    let t = tilings(sg, acc)[which];
     let decl = if has_bias { "@group(0) @binding(3) var<storage, read> bias: array<f16>;" } else { "" };
     source(t, has_bias, decl, if has_bias { 4 } else { 3 }, pf)
 }

@@ -7,7 +7,10 @@
 //!   im2col buffer), register-tiled; floats (f16 widened to f32).
 //! - the same on cooperative matrices (`coop`, `shaders/conv_coop.wgsl`): f16 where the device
 //!   has them (tensor cores).
-//! - im2col + matmul (`shaders/im2col.wgsl`, then `ops::matmul`): floats without groups.
+//! - matmul: a 1x1 kernel with stride 1, no padding and no groups is w [O, C] @ x [N, C, H*W]
+//!   in place, on `ops::matmul` (its vec4 loads beat the gather there). An im2col pass in front
+//!   of the matmul for other shapes measured slower than the implicit GEMM everywhere (H100,
+//!   32x64x56x56 3x3: 10.1 against 20.1 TFLOP/s f32, 13.5 against 38.1 f16), so it is gone.
 //! - direct (`shaders/conv.wgsl`): one thread per output, every tap from global memory; every
 //!   dtype, and Auto's choice for integers and small problems.
 
@@ -25,24 +28,21 @@ use crate::{Error, Result};
 
 const CONV: &str = include_str!("../../../../shaders/conv.wgsl");
 const POOL: &str = include_str!("../../../../shaders/pool.wgsl");
-const IM2COL: &str = include_str!("../../../../shaders/im2col.wgsl");
-/// The parameter block and window decode shared by conv.wgsl, im2col.wgsl and pool.wgsl (the
+/// The parameter block and window decode shared by conv.wgsl and pool.wgsl (the
 /// block is built by `Geometry::params`).
 const WINDOW_COMMON: &str = include_str!("../../../../shaders/window_common.wgsl");
 /// The matmul path from this many multiply-adds (below, the direct kernel is as fast)...
 const GEMM_MIN_MACS: usize = 1 << 22;
-/// ... while the im2col buffer stays within this size.
-const COLS_MAX_BYTES: usize = 1 << 30;
 
 /// ... and this many output channels per group.
 const GEMM_MIN_OG: usize = 4;
 
-/// `KILN_CONV_PATH=direct|im2col|implicit|coop`: the path `Auto` takes (for tuning), read once.
+/// `KILN_CONV_PATH=direct|matmul|implicit|coop`: the path `Auto` takes (for tuning), read once.
 fn env_path() -> Option<ConvPath> {
     static P: std::sync::OnceLock<Option<ConvPath>> = std::sync::OnceLock::new();
     *P.get_or_init(|| match std::env::var("KILN_CONV_PATH").ok()?.as_str() {
         "direct" => Some(ConvPath::Direct),
-        "im2col" => Some(ConvPath::Im2col),
+        "matmul" => Some(ConvPath::Matmul),
         "implicit" => Some(ConvPath::Implicit),
         "coop" => Some(ConvPath::Coop),
         _ => None,
@@ -51,7 +51,7 @@ fn env_path() -> Option<ConvPath> {
 
 /// Whether `ConvPath::Coop` runs on `device` (f16 conv2d on cooperative matrices).
 pub fn conv2d_has_cooperative_matrix(device: &crate::device::Device) -> bool {
-    coop::pick(device, 64).is_some()
+    coop::pick(device, 64, 128, 1).is_some()
 }
 
 /// Which kernel runs a conv2d (see the module doc); anything but `Auto` is for tests and tuning.
@@ -59,7 +59,7 @@ pub fn conv2d_has_cooperative_matrix(device: &crate::device::Device) -> bool {
 pub enum ConvPath {
     Auto,
     Direct,
-    Im2col,
+    Matmul,
     Implicit,
     Coop,
 }
@@ -103,7 +103,8 @@ pub fn conv2d(
 }
 
 /// `conv2d` on a chosen kernel. InvalidArgument where the kernel does not take the dtype
-/// (integers run only `Direct`, `Coop` only f16) or the groups (`Im2col`: none); Unsupported
+/// (integers run only `Direct`, `Coop` only f16) or the shape (`Matmul`: 1x1, stride 1, no
+/// padding, no groups); Unsupported
 /// where the device has no cooperative matrices for `Coop`.
 #[allow(clippy::too_many_arguments)]
 pub fn conv2d_on_path(
@@ -182,11 +183,12 @@ pub fn conv2d_on_path(
     geo.check("conv2d")?;
     let taps = cg * kh * kw;
     let float = dtype.is_float();
+    let pointwise = groups == 1 && [kh, kw] == [1, 1] && stride == [1, 1] && padding == [0, 0];
     let refuse = |why: &str| Err(Error::InvalidArgument(format!("conv2d on path {path:?}: {why}")));
     // The tuning override, where that path takes this convolution.
     let path = match (path, env_path()) {
         (ConvPath::Auto, Some(ConvPath::Coop)) if dtype != DType::F16 => ConvPath::Auto,
-        (ConvPath::Auto, Some(ConvPath::Im2col)) if groups != 1 => ConvPath::Auto,
+        (ConvPath::Auto, Some(ConvPath::Matmul)) if !pointwise => ConvPath::Auto,
         (ConvPath::Auto, Some(p)) if float => p,
         (p, _) => p,
     };
@@ -197,23 +199,23 @@ pub fn conv2d_on_path(
         // A 1x1 kernel with stride 1 and no padding is a plain matmul over x in place (no im2col
         // buffer), and the matmul kernels' vec4 loads beat the gather: on the H100 at
         // 32x64x56x56 -> 256 channels, 21.1 TFLOP/s against 10.5 (f16: 33.6 against 14.4).
-        ConvPath::Auto if groups == 1 && [kh, kw] == [1, 1] && stride == [1, 1] && padding == [0, 0] => {
-            ConvPath::Im2col
+        ConvPath::Auto if pointwise => ConvPath::Matmul,
+        ConvPath::Auto if dtype == DType::F16 && coop::pick(&device, o / groups, n * oh * ow, groups).is_some() => {
+            ConvPath::Coop
         }
-        ConvPath::Auto if dtype == DType::F16 && coop::pick(&device, o / groups).is_some() => ConvPath::Coop,
         ConvPath::Auto => ConvPath::Implicit,
         ConvPath::Direct => ConvPath::Direct,
         _ if !float => return refuse("integers run only the direct kernel"),
-        ConvPath::Im2col if groups != 1 => return refuse("im2col takes no groups"),
+        ConvPath::Matmul if !pointwise => return refuse("only 1x1 kernels with stride 1, no padding and no groups"),
         ConvPath::Coop if dtype != DType::F16 => return refuse("cooperative matrices take f16 only"),
         p => p,
     };
     match path {
-        ConvPath::Im2col => return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape)),
+        ConvPath::Matmul => return Ok(pointwise_matmul(x, w, bias, &geo)?.with_shape(out_shape)),
         ConvPath::Implicit | ConvPath::Coop => {
             let launch = gemm::GemmLaunch { x, w, bias, out: &out, geo: &geo };
             if path == ConvPath::Coop {
-                let Some(tiles) = coop::pick(&device, o / groups) else {
+                let Some(tiles) = coop::pick(&device, o / groups, n * oh * ow, groups) else {
                     return Err(Error::Unsupported(format!(
                         "conv2d: the adapter {} has no cooperative matrices this kernel can use",
                         device.info().name
@@ -326,40 +328,10 @@ impl Geometry {
     }
 }
 
-/// Float conv2d without groups as im2col + matmul (f16 through the f16 matmul: tensor cores
-/// where the device has them, f32 accumulation either way); gives [N, O, OH, OW].
-fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -> Result<Tensor> {
-    let device = x.device().clone();
-    let taps = g.c * g.kh * g.kw;
-    let pixels = g.oh * g.ow;
-    let direct = g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0];
-    let cols_bytes = g.n * taps * pixels * x.dtype().storage_size();
-    if !direct && cols_bytes > COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize) {
-        return Err(Error::InvalidArgument(format!("conv2d through im2col: a {cols_bytes}-byte im2col buffer")));
-    }
-    let cols = if direct {
-        // A 1x1 kernel reads each pixel once, in place: x already is [N, C, H*W].
-        x.with_shape(vec![g.n, taps, pixels])
-    } else {
-        let dtype = x.dtype();
-        let cols = Tensor::empty_on(&device, &[g.n, taps, pixels], dtype)?;
-        let total = cols.numel();
-        check_indexable(total)?;
-        let params = g.params(total);
-        Launch {
-            key: format!("im2col:{dtype}"),
-            source: Box::new(move || {
-                render(IM2COL, &[("ENABLE", enables(&[dtype])), ("WINDOW_COMMON", WINDOW_COMMON), ("T", dtype.wgsl())])
-            }),
-            tensors: &[x, &cols],
-            params: Some(params),
-            groups: groups_1d(&device, total)?,
-        }
-        .run(&device)?;
-        cols
-    };
-    let y = crate::ops::matmul(&w.with_shape(vec![g.o, taps]), &cols)?;
-    drop(cols);
+/// A 1x1 float conv2d with stride 1, no padding and no groups as w [O, C] @ x [N, C, H*W]
+/// (f16 on the f16 matmul: tensor cores where the device has them); gives [N, O, H*W].
+fn pointwise_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -> Result<Tensor> {
+    let y = crate::ops::matmul(&w.with_shape(vec![g.o, g.c]), &x.with_shape(vec![g.n, g.c, g.h * g.w]))?;
     match bias {
         Some(b) => crate::ops::add(&y, &b.with_shape(vec![g.o, 1])),
         None => Ok(y),
