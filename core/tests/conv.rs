@@ -256,7 +256,13 @@ fn check_paths(
     let (atol, rtol) = conv_tol(dt, w_shape[1] * w_shape[2] * w_shape[3]);
     let mut ran = Vec::new();
     let pointwise = groups == 1 && w_shape[2..] == [1, 1] && stride == [1, 1] && padding == [0, 0];
-    for path in [ConvPath::Auto, ConvPath::Direct, ConvPath::Matmul, ConvPath::Implicit, ConvPath::Coop] {
+    // The depthwise kernel's input window: 8 output rows by 32 columns at least.
+    let window =
+        (7 * stride[0] + (w_shape[2] - 1) * dilation[0] + 1) * (31 * stride[1] + (w_shape[3] - 1) * dilation[1] + 1);
+    let depthwise = w_shape[1] == 1 && window <= 4096;
+    let paths =
+        [ConvPath::Auto, ConvPath::Direct, ConvPath::Matmul, ConvPath::Implicit, ConvPath::Coop, ConvPath::Depthwise];
+    for path in paths {
         let what = format!(
             "conv2d {path:?} x{x_shape:?} w{w_shape:?} bias={bias} s{stride:?} p{padding:?} d{dilation:?} g{groups} {dt}"
         );
@@ -266,6 +272,7 @@ fn check_paths(
                 // The paths that cannot take the case say so; nothing else may fail.
                 let refused = match path {
                     ConvPath::Matmul => !pointwise && e.code() == ErrorCode::InvalidArgument,
+                    ConvPath::Depthwise => !depthwise && e.code() == ErrorCode::InvalidArgument,
                     ConvPath::Coop => match dt {
                         DType::F16 => !coop_device() && e.code() == ErrorCode::Unsupported,
                         _ => e.code() == ErrorCode::InvalidArgument,
@@ -302,6 +309,9 @@ fn conv2d_every_path_matches_reference() {
         (&[1, 4, 17, 13], [6, 2, 3, 3], true, [1, 2], [2, 1], [2, 3], 2), // groups, dilation
         (&[3, 6, 11, 11], [6, 1, 3, 3], true, [1, 1], [1, 1], [1, 1], 6), // depthwise
         (&[2, 6, 7, 5], [12, 1, 5, 3], false, [2, 1], [2, 1], [1, 1], 6), // depthwise, multiplier 2
+        (&[2, 3, 70, 37], [3, 1, 3, 3], true, [1, 1], [1, 1], [1, 1], 3), // depthwise, > one tile
+        (&[1, 4, 41, 67], [8, 1, 5, 4], true, [2, 3], [3, 2], [2, 1], 4), // depthwise, strided, dilated
+        (&[1, 2, 85, 90], [2, 1, 3, 3], false, [1, 1], [0, 0], [40, 40], 2), // depthwise window too big
         (&[2, 8, 9, 9], [5, 8, 1, 1], true, [1, 1], [0, 0], [1, 1], 1),  // 1x1
         (&[1, 8, 9, 9], [4, 2, 1, 1], false, [2, 2], [0, 0], [1, 1], 4), // grouped 1x1, strided
         (&[1, 2, 1, 1], [3, 2, 3, 3], true, [1, 1], [1, 1], [1, 1], 1),  // all padding but the centre
@@ -328,29 +338,33 @@ fn conv2d_every_path_matches_reference() {
 fn conv2d_paths_propagate_nan_and_inf() {
     poison();
     let mut rng = Rng::new(32);
-    for dt in float_dtypes() {
-        let (xs, ws) = ([2, 5, 9, 10], [6, 5, 3, 3]);
-        let (x, mut xv) = rand_tensor(&mut rng, &xs, dt, -1.0, 1.0);
-        let (w, wv) = rand_tensor(&mut rng, &ws, dt, -1.0, 1.0);
-        let xv_len = xv.len();
-        // A NaN, a +inf and a -inf in x (their windows' outputs NaN or inf, an inf meeting the
-        // -inf or a zero weight NaN); the rest finite.
-        let specials = [(13, f64::NAN), (200, f64::INFINITY), (xv_len - 7, f64::NEG_INFINITY), (450, 0.0)];
-        for &(i, v) in &specials {
-            xv[i] = v;
-        }
-        drop(x);
-        let x = Tensor::from_bytes(&f64_to_bytes(dt, &xv), &xs, dt).unwrap();
-        let (want, _) = cpu::conv2d(&xv, xs, &wv, ws, None, [1, 1], [1, 1], [1, 1], 1).unwrap();
-        assert!(want.iter().any(|v| v.is_nan()) && want.iter().any(|v| v.is_infinite()));
-        let (atol, rtol) = conv_tol(dt, 45);
-        for path in [ConvPath::Direct, ConvPath::Implicit, ConvPath::Coop] {
-            let y = match ops::conv2d_on_path(&x, &w, None, [1, 1], [1, 1], [1, 1], 1, path) {
-                Ok(y) => y,
-                Err(_) if path == ConvPath::Coop => continue,
-                Err(e) => panic!("{path:?} {dt}: {e}"),
-            };
-            assert_close(&format!("{path:?} {dt} specials"), &y.to_f64_vec().unwrap(), &want, atol, rtol);
+    let xs = [2, 5, 9, 10];
+    // Dense and depthwise weights.
+    for (ws, groups) in [([6, 5, 3, 3], 1), ([5, 1, 3, 3], 5)] {
+        for dt in float_dtypes() {
+            let (_, mut xv) = rand_tensor(&mut rng, &xs, dt, -1.0, 1.0);
+            let (w, wv) = rand_tensor(&mut rng, &ws, dt, -1.0, 1.0);
+            let xv_len = xv.len();
+            // A NaN, a +inf and a -inf in x (their windows' outputs NaN or inf, an inf meeting
+            // the -inf NaN); the rest finite.
+            for (i, v) in [(13, f64::NAN), (200, f64::INFINITY), (xv_len - 7, f64::NEG_INFINITY), (450, 0.0)] {
+                xv[i] = v;
+            }
+            let x = Tensor::from_bytes(&f64_to_bytes(dt, &xv), &xs, dt).unwrap();
+            let (want, _) = cpu::conv2d(&xv, xs, &wv, ws, None, [1, 1], [1, 1], [1, 1], groups).unwrap();
+            assert!(want.iter().any(|v| v.is_nan()) && want.iter().any(|v| v.is_infinite()));
+            let (atol, rtol) = conv_tol(dt, 45);
+            let mut ran = 0;
+            for path in [ConvPath::Direct, ConvPath::Implicit, ConvPath::Coop, ConvPath::Depthwise] {
+                let y = match ops::conv2d_on_path(&x, &w, None, [1, 1], [1, 1], [1, 1], groups, path) {
+                    Ok(y) => y,
+                    Err(_) if path == ConvPath::Coop || (path == ConvPath::Depthwise && groups == 1) => continue,
+                    Err(e) => panic!("{path:?} {dt}: {e}"),
+                };
+                assert_close(&format!("{path:?} {dt} g{groups} specials"), &y.to_f64_vec().unwrap(), &want, atol, rtol);
+                ran += 1;
+            }
+            assert!(ran >= 2 + usize::from(groups > 1), "{ran} paths ran");
         }
     }
 }

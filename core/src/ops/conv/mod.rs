@@ -11,10 +11,13 @@
 //!   in place, on `ops::matmul` (its vec4 loads beat the gather there). An im2col pass in front
 //!   of the matmul for other shapes measured slower than the implicit GEMM everywhere (H100,
 //!   32x64x56x56 3x3: 10.1 against 20.1 TFLOP/s f32, 13.5 against 38.1 f16), so it is gone.
+//! - depthwise (`depthwise`, `shaders/conv_depthwise.wgsl`): one input channel per group,
+//!   each output tile's input window in workgroup memory; floats.
 //! - direct (`shaders/conv.wgsl`): one thread per output, every tap from global memory; every
 //!   dtype, and Auto's choice for integers and small problems.
 
 mod coop;
+mod depthwise;
 mod gemm;
 
 pub use coop::conv_coop_source_for_tests;
@@ -43,6 +46,7 @@ fn env_path() -> Option<ConvPath> {
     *P.get_or_init(|| match std::env::var("KILN_CONV_PATH").ok()?.as_str() {
         "direct" => Some(ConvPath::Direct),
         "matmul" => Some(ConvPath::Matmul),
+        "depthwise" => Some(ConvPath::Depthwise),
         "implicit" => Some(ConvPath::Implicit),
         "coop" => Some(ConvPath::Coop),
         _ => None,
@@ -60,6 +64,7 @@ pub enum ConvPath {
     Auto,
     Direct,
     Matmul,
+    Depthwise,
     Implicit,
     Coop,
 }
@@ -184,17 +189,22 @@ pub fn conv2d_on_path(
     let taps = cg * kh * kw;
     let float = dtype.is_float();
     let pointwise = groups == 1 && [kh, kw] == [1, 1] && stride == [1, 1] && padding == [0, 0];
+    let depthwise = cg == 1 && depthwise::tile_rows(&geo).is_some();
     let refuse = |why: &str| Err(Error::InvalidArgument(format!("conv2d on path {path:?}: {why}")));
     // The tuning override, where that path takes this convolution.
     let path = match (path, env_path()) {
         (ConvPath::Auto, Some(ConvPath::Coop)) if dtype != DType::F16 => ConvPath::Auto,
         (ConvPath::Auto, Some(ConvPath::Matmul)) if !pointwise => ConvPath::Auto,
+        (ConvPath::Auto, Some(ConvPath::Depthwise)) if !depthwise => ConvPath::Auto,
         (ConvPath::Auto, Some(p)) if float => p,
         (p, _) => p,
     };
     let path = match path {
         // Depthwise-like convolutions (few output channels per group) leave most of a GEMM
         // tile empty.
+        ConvPath::Auto if float && depthwise && o / groups < GEMM_MIN_OG && total * taps >= GEMM_MIN_MACS => {
+            ConvPath::Depthwise
+        }
         ConvPath::Auto if !float || total * taps < GEMM_MIN_MACS || o / groups < GEMM_MIN_OG => ConvPath::Direct,
         // A 1x1 kernel with stride 1 and no padding is a plain matmul over x in place (no im2col
         // buffer), and the matmul kernels' vec4 loads beat the gather: on the H100 at
@@ -206,12 +216,19 @@ pub fn conv2d_on_path(
         ConvPath::Auto => ConvPath::Implicit,
         ConvPath::Direct => ConvPath::Direct,
         _ if !float => return refuse("integers run only the direct kernel"),
+        ConvPath::Depthwise if !depthwise => {
+            return refuse("one input channel per group and an input window that fits workgroup memory")
+        }
         ConvPath::Matmul if !pointwise => return refuse("only 1x1 kernels with stride 1, no padding and no groups"),
         ConvPath::Coop if dtype != DType::F16 => return refuse("cooperative matrices take f16 only"),
         p => p,
     };
     match path {
         ConvPath::Matmul => return Ok(pointwise_matmul(x, w, bias, &geo)?.with_shape(out_shape)),
+        ConvPath::Depthwise => {
+            depthwise::run(x, w, bias, &out, &geo)?;
+            return Ok(out);
+        }
         ConvPath::Implicit | ConvPath::Coop => {
             let launch = gemm::GemmLaunch { x, w, bias, out: &out, geo: &geo };
             if path == ConvPath::Coop {
