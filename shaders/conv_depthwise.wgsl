@@ -2,7 +2,8 @@
 // computes a TH x TW tile of one output plane. The input window that tile reads is copied into
 // workgroup memory once (zeros in the padding), so each input element is read from global
 // memory about once instead of KH * KW times; then each thread computes TH / 8 outputs of one
-// column from the window. Accumulates in f32.
+// column from the window. Accumulates in f32. Every global index is guarded and the window's
+// indices are in range by construction (WH x WW covers every tap of the tile).
 {{ENABLE}}
 
 struct Params {
@@ -24,8 +25,6 @@ struct Params {
     dh: u32,
     dw: u32,
     og: u32,       // output channels per group (the depth multiplier)
-    wh: u32,       // window rows: (TH - 1) * sh + (KH - 1) * dh + 1
-    ww: u32,       // window columns
 }
 
 @group(0) @binding(0) var<storage, read> x: array<{{T}}>;
@@ -37,6 +36,13 @@ struct Params {
 const TW = 32u;
 const TH = {{TH}}u;
 const ROWS = TH / 8u; // outputs per thread, 8 rows of threads apart
+// The geometry is baked into each pipeline, so the tap loops unroll with constant offsets.
+const KH = {{KH}}u;
+const KW = {{KW}}u;
+const SH = {{SH}}u;
+const SW = {{SW}}u;
+const WW = {{WW}}u;
+const WH = {{WH}}u;
 
 var<workgroup> win: array<f32, {{WIN_LEN}}>;
 
@@ -58,12 +64,12 @@ fn main(
     let ni = plane / p.o;
     let xbase = (ni * p.c + oc / p.og) * p.h * p.w;
     // The window's corner in the input (negative in the padding).
-    let y0 = i32(ty * TH * p.sh) - i32(p.ph);
-    let x0 = i32(tx * TW * p.sw) - i32(p.pw);
-    for (var i = lid; i < p.wh * p.ww; i += 256u) {
-        let r = i / p.ww;
+    let y0 = i32(ty * TH * SH) - i32(p.ph);
+    let x0 = i32(tx * TW * SW) - i32(p.pw);
+    for (var i = lid; i < WH * WW; i += 256u) {
+        let r = i / WW;
         let iy = y0 + i32(r);
-        let ix = x0 + i32(i - r * p.ww);
+        let ix = x0 + i32(i - r * WW);
         var v = 0.0;
         if (u32(iy) < p.h && u32(ix) < p.w) {
             v = f32(x[xbase + u32(iy) * p.w + u32(ix)]);
@@ -74,24 +80,7 @@ fn main(
     let cx = lid % TW;
     let cy = lid / TW;
     let ox = tx * TW + cx;
-    let wbase = oc * p.kh * p.kw;
-    var acc: array<f32, ROWS>;
-    for (var ky = 0u; ky < p.kh; ky++) {
-        for (var kx = 0u; kx < p.kw; kx++) {
-            let wv = f32(wt[wbase + ky * p.kw + kx]);
-            let col = cx * p.sw + kx * p.dw;
-            for (var r = 0u; r < ROWS; r++) {
-                let row = (cy + 8u * r) * p.sh + ky * p.dh;
-                acc[r] = fma(win[row * p.ww + col], wv, acc[r]);
-            }
-        }
-    }
-    if (ox < p.ow) {
-        for (var r = 0u; r < ROWS; r++) {
-            let oy = ty * TH + cy + 8u * r;
-            if (oy < p.oh) {
-                out[(plane * p.oh + oy) * p.ow + ox] = {{T}}(acc[r]{{BIAS_ADD}});
-            }
-        }
-    }
-}
+    let wbase = oc * KH * KW;
+    // Unrolled over the kernel taps and this thread's rows (ops/conv/depthwise.rs).
+{{TAPS}}
+{{STORE}}}

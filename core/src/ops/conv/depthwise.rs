@@ -3,7 +3,7 @@
 
 use super::Geometry;
 use crate::exec::{enables, grid, Launch, Params};
-use crate::pipeline::render;
+use crate::pipeline::{render, Checks};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
@@ -13,13 +13,26 @@ const TW: usize = 32;
 /// Window elements in workgroup memory (16 KiB of f32).
 const WIN_LEN: usize = 4096;
 
+/// Kernels up to this many taps (the tap loops are unrolled).
+const MAX_TAPS: usize = 64;
+
+/// [columns, rows] of the input window of a `th`-row output tile (saturating: only compared).
+fn window(g: &Geometry, th: usize) -> [usize; 2] {
+    let span = |n: usize, s: usize, k: usize, d: usize| {
+        (n - 1).saturating_mul(s).saturating_add((k - 1).saturating_mul(d)).saturating_add(1)
+    };
+    [span(TW, g.stride[1], g.kw, g.dilation[1]), span(th, g.stride[0], g.kh, g.dilation[0])]
+}
+
 /// The tile height (32, 16 or 8 rows) whose input window fits in `WIN_LEN`, or None where even
-/// 8 rows do not (big strides or dilations: the direct kernel runs those).
+/// 8 rows do not or the kernel has more than `MAX_TAPS` taps (the direct kernel runs those).
 pub(super) fn tile_rows(g: &Geometry) -> Option<usize> {
-    let ww = (TW - 1) * g.stride[1] + (g.kw - 1) * g.dilation[1] + 1;
+    if g.kh * g.kw > MAX_TAPS {
+        return None;
+    }
     [32, 16, 8].into_iter().find(|&th| {
-        let wh = (th - 1) * g.stride[0] + (g.kh - 1) * g.dilation[0] + 1;
-        wh.checked_mul(ww).is_some_and(|n| n <= WIN_LEN)
+        let [ww, wh] = window(g, th);
+        ww.checked_mul(wh).is_some_and(|n| n <= WIN_LEN)
     })
 }
 
@@ -54,19 +67,48 @@ pub(super) fn run(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out: &Tensor, g
         .u32(g.padding[1])
         .u32(g.dilation[0])
         .u32(g.dilation[1])
-        .u32(g.o / g.groups)
-        .u32((th - 1) * g.stride[0] + (g.kh - 1) * g.dilation[0] + 1)
-        .u32((TW - 1) * g.stride[1] + (g.kw - 1) * g.dilation[1] + 1);
+        .u32(g.o / g.groups);
     let dtype = x.dtype();
     let has_bias = bias.is_some();
+    let (geo_k, geo_s, geo_d) = ([g.kh, g.kw], g.stride, g.dilation);
+    let win = window(g, th);
     let mut tensors: Vec<&Tensor> = vec![x, w];
     tensors.extend(bias);
     tensors.push(out);
     let out_slot = tensors.len() - 1;
     Launch {
-        key: format!("conv_depthwise:{dtype}:{th}:{has_bias}"),
+        key: format!(
+            "conv_depthwise:{dtype}:{th}:{has_bias}:{}x{}:{:?}:{:?}",
+            geo_k[0], geo_k[1], geo_s, geo_d
+        ),
         source: Box::new(move || {
             let t = dtype.wgsl();
+            let [kh, kw] = geo_k;
+            let (ww, wh) = (win[0], win[1]);
+            let rows = th / 8;
+            let mut taps = String::from("    let base = cy * SH * WW + cx * SW;\n");
+            for r in 0..rows {
+                taps += &format!("    var acc{r} = 0.0;\n");
+            }
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    taps += &format!("    {{\n        let wv = f32(wt[wbase + {}u]);\n", ky * kw + kx);
+                    for r in 0..rows {
+                        let off = (8 * r * geo_s[0] + ky * geo_d[0]) * ww + kx * geo_d[1];
+                        taps += &format!("        acc{r} = fma(win[base + {off}u], wv, acc{r});\n");
+                    }
+                    taps += "    }\n";
+                }
+            }
+            let mut store = String::from("    if (ox < p.ow) {\n");
+            for r in 0..rows {
+                let bias = if has_bias { " + f32(bias[oc])" } else { "" };
+                store += &format!(
+                    "        {{\n            let oy = ty * TH + cy + {}u;\n            if (oy < p.oh) {{\n                out[(plane * p.oh + oy) * p.ow + ox] = {t}(acc{r}{bias});\n            }}\n        }}\n",
+                    8 * r
+                );
+            }
+            store += "    }\n";
             let decl = if has_bias {
                 format!("@group(0) @binding(2) var<storage, read> bias: array<{t}>;")
             } else {
@@ -78,7 +120,14 @@ pub(super) fn run(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out: &Tensor, g
                     ("ENABLE", enables(&[dtype])),
                     ("T", t),
                     ("BIAS_DECL", &decl),
-                    ("BIAS_ADD", if has_bias { " + f32(bias[oc])" } else { "" }),
+                    ("TAPS", &taps),
+                    ("STORE", &store),
+                    ("KH", &kh.to_string()),
+                    ("KW", &kw.to_string()),
+                    ("SH", &geo_s[0].to_string()),
+                    ("SW", &geo_s[1].to_string()),
+                    ("WW", &ww.to_string()),
+                    ("WH", &wh.to_string()),
                     ("OUT", &out_slot.to_string()),
                     ("PARAMS", &(out_slot + 1).to_string()),
                     ("TH", &th.to_string()),
@@ -90,5 +139,5 @@ pub(super) fn run(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out: &Tensor, g
         params: Some(params),
         groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
     }
-    .run(&device)
+    .run_with(&device, Checks::Unchecked)
 }
