@@ -1,10 +1,14 @@
 //! `conv2d`, `max_pool2d` and `avg_pool2d` over NCHW tensors (PyTorch semantics). Unbatched
 //! [C, H, W] input is taken too and gives an unbatched result.
 //!
-//! conv2d runs one of four kernels ([`ConvPath`]; `Auto` picks):
+//! conv2d runs one of five kernels ([`ConvPath`]; `Auto` picks). Measured on the H100 at
+//! 32x64x56x56 against PyTorch/cuDNN in the same run (bench rows `conv2d_*`): 3x3 f32 20.1
+//! TFLOP/s (0.69), f16 44.7 (0.34); 1x1 to 256 channels 0.81 / 0.28; 3x3 stride 2 to 128
+//! channels 0.65 / 0.39; 3x3 in 4 groups 1.36 / 9.7; depthwise 3x3 over 128 channels 1.33 / 0.52.
 //! - implicit GEMM (`gemm`, `shaders/conv_gemm.wgsl`): per group, out [O/g, N*OH*OW] =
 //!   w [O/g, C/g*KH*KW] @ patches, the patch tiles gathered from x into workgroup memory (no
-//!   im2col buffer), register-tiled; floats (f16 widened to f32).
+//!   im2col buffer), register-tiled; floats (f16 widened to f32). Grouped convolutions too:
+//!   4 groups of 16 channels 13.6 TFLOP/s against the direct kernel's 1.6.
 //! - the same on cooperative matrices (`coop`, `shaders/conv_coop.wgsl`): f16 where the device
 //!   has them (tensor cores).
 //! - matmul: a 1x1 kernel with stride 1, no padding and no groups is w [O, C] @ x [N, C, H*W]
@@ -12,9 +16,11 @@
 //!   of the matmul for other shapes measured slower than the implicit GEMM everywhere (H100,
 //!   32x64x56x56 3x3: 10.1 against 20.1 TFLOP/s f32, 13.5 against 38.1 f16), so it is gone.
 //! - depthwise (`depthwise`, `shaders/conv_depthwise.wgsl`): one input channel per group,
-//!   each output tile's input window in workgroup memory; floats.
+//!   each output tile's input window in workgroup memory; floats. 0.094 ms against the direct
+//!   kernel's 0.195 at 32x128x56x56 3x3 (f16: 0.085 against 0.186).
 //! - direct (`shaders/conv.wgsl`): one thread per output, every tap from global memory; every
-//!   dtype, and Auto's choice for integers and small problems.
+//!   dtype, and Auto's choice for integers, small problems, and grouped convolutions with few
+//!   output channels per group that the depthwise kernel does not take.
 
 mod coop;
 mod depthwise;
@@ -200,8 +206,8 @@ pub fn conv2d_on_path(
         (p, _) => p,
     };
     let path = match path {
-        // Depthwise-like convolutions (few output channels per group) leave most of a GEMM
-        // tile empty.
+        // Few output channels per group leave most of a GEMM tile empty (depthwise 3x3 at
+        // 32x128x56x56: 0.83 ms through the implicit GEMM, 0.19 direct, 0.094 depthwise).
         ConvPath::Auto if float && depthwise && o / groups < GEMM_MIN_OG && total * taps >= GEMM_MIN_MACS => {
             ConvPath::Depthwise
         }
