@@ -146,6 +146,19 @@ def main():
         xc, wc = pair([nb, c, hw, hw], dt, 19), rand([c, c, 3, 3], dt, 21)
         benches.append(("conv2d_3x3" + sfx, f"{nb}x{c}x{hw}x{hw} k3 p1", 0, 2.0 * nb * c * hw * hw * c * 9,
                         lambda i, xc=xc, wc=wc: F.conv2d(xc[i % 2], wc, padding=1)))
+        # Other conv shapes, the same rows as cli/src/bench.rs: (name, C, O, kernel, stride, padding, groups).
+        for name, ci, o, k, st, pd, g in [
+            ("conv2d_1x1", c, 4 * c, 1, 1, 0, 1),
+            ("conv2d_3x3_s2", c, 2 * c, 3, 2, 1, 1),
+            ("conv2d_3x3_g4", c, c, 3, 1, 1, 4),
+            ("conv2d_dw3x3", 2 * c, 2 * c, 3, 1, 1, 2 * c),
+        ]:
+            xc, wc = pair([nb, ci, hw, hw], dt, 23), rand([o, ci // g, k, k], dt, 25)
+            ohw = (hw + 2 * pd - k) // st + 1
+            benches.append((name + sfx, f"{nb}x{ci}x{hw}x{hw} o{o} k{k} s{st} p{pd} g{g}", 0,
+                            2.0 * nb * o * ohw * ohw * (ci // g) * k * k,
+                            lambda i, xc=xc, wc=wc, st=st, pd=pd, g=g: F.conv2d(
+                                xc[i % 2], wc, stride=st, padding=pd, groups=g)))
     benches += attention_benches(quick)
     for name, sz, nbytes, flops, f in benches:
         if not wanted(name):

@@ -1,5 +1,5 @@
-// Shared by conv.wgsl, im2col.wgsl and pool.wgsl (rendered into each as WINDOW_COMMON); the
-// parameter block is built by `Geometry::params` in ops/conv.rs.
+// Shared by conv.wgsl and pool.wgsl (rendered into each as WINDOW_COMMON); the
+// parameter block is built by `Geometry::params` in ops/conv/mod.rs.
 struct Params {
     total: u32,
     c: u32,

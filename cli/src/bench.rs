@@ -167,6 +167,27 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
             flops: 2.0 * (n * c * hw * hw * c * 9) as f64,
             run: Box::new(move |i| ops::conv2d(&x[i % 2], &w, None, [1, 1], [1, 1], [1, 1], 1)),
         });
+        // Other conv shapes, the same rows as torch_bench.py: (names, C, O, kernel, stride,
+        // padding, groups) on [n, C, hw, hw].
+        #[allow(clippy::type_complexity)]
+        let more: [(&str, &str, usize, usize, usize, usize, usize, usize); 4] = [
+            ("conv2d_1x1", "conv2d_1x1_f16", c, 4 * c, 1, 1, 0, 1),
+            ("conv2d_3x3_s2", "conv2d_3x3_s2_f16", c, 2 * c, 3, 2, 1, 1),
+            ("conv2d_3x3_g4", "conv2d_3x3_g4_f16", c, c, 3, 1, 1, 4),
+            ("conv2d_dw3x3", "conv2d_dw3x3_f16", 2 * c, 2 * c, 3, 1, 1, 2 * c),
+        ];
+        for (name, name16, ci, o, k, st, pd, g) in more {
+            let x = pair(&[n, ci, hw, hw], dt, 23)?;
+            let w = rand(&[o, ci / g, k, k], dt, 25)?;
+            let ohw = (hw + 2 * pd - k) / st + 1;
+            v.push(Bench {
+                name: if f16 { name16 } else { name },
+                size: format!("{n}x{ci}x{hw}x{hw} o{o} k{k} s{st} p{pd} g{g}"),
+                bytes: 0.0,
+                flops: 2.0 * (n * o * ohw * ohw * (ci / g) * k * k) as f64,
+                run: Box::new(move |i| ops::conv2d(&x[i % 2], &w, None, [st, st], [pd, pd], [1, 1], g)),
+            });
+        }
     }
     attention_benches(quick, &mut v)?;
     Ok(v)

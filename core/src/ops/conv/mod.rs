@@ -1,13 +1,32 @@
-//! `conv2d`, `max_pool2d` and `avg_pool2d` over NCHW tensors (PyTorch semantics), run by
-//! `shaders/conv.wgsl` and `shaders/pool.wgsl`. Unbatched [C, H, W] input is taken too and
-//! gives an unbatched result.
+//! `conv2d`, `max_pool2d` and `avg_pool2d` over NCHW tensors (PyTorch semantics). Unbatched
+//! [C, H, W] input is taken too and gives an unbatched result.
 //!
-//! Big float convolutions without groups run as a matmul instead (`through_matmul`; f16 on the
-//! f16 matmul, tensor cores where the device has them): im2col
-//! (`shaders/im2col.wgsl`; a 1x1 kernel with stride 1 and no padding needs none), then
-//! w [O, C*KH*KW] @ cols [N, C*KH*KW, OH*OW], which is already NCHW. The direct kernel (one
-//! thread per output, every tap from global memory) stays for integers, groups, small problems
-//! and im2col buffers over `COLS_MAX_BYTES`.
+//! conv2d runs one of five kernels ([`ConvPath`]; `Auto` picks). Measured on the H100 at
+//! 32x64x56x56 against PyTorch/cuDNN in the same run (bench rows `conv2d_*`): 3x3 f32 20.1
+//! TFLOP/s (0.69), f16 44.7 (0.34); 1x1 to 256 channels 0.81 / 0.28; 3x3 stride 2 to 128
+//! channels 0.65 / 0.39; 3x3 in 4 groups 1.36 / 9.7; depthwise 3x3 over 128 channels 1.33 / 0.52.
+//! - implicit GEMM (`gemm`, `shaders/conv_gemm.wgsl`): per group, out [O/g, N*OH*OW] =
+//!   w [O/g, C/g*KH*KW] @ patches, the patch tiles gathered from x into workgroup memory (no
+//!   im2col buffer), register-tiled; floats (f16 widened to f32). Grouped convolutions too:
+//!   4 groups of 16 channels 13.6 TFLOP/s against the direct kernel's 1.6.
+//! - the same on cooperative matrices (`coop`, `shaders/conv_coop.wgsl`): f16 where the device
+//!   has them (tensor cores).
+//! - matmul: a 1x1 kernel with stride 1, no padding and no groups is w [O, C] @ x [N, C, H*W]
+//!   in place, on `ops::matmul` (its vec4 loads beat the gather there). An im2col pass in front
+//!   of the matmul for other shapes measured slower than the implicit GEMM everywhere (H100,
+//!   32x64x56x56 3x3: 10.1 against 20.1 TFLOP/s f32, 13.5 against 38.1 f16), so it is gone.
+//! - depthwise (`depthwise`, `shaders/conv_depthwise.wgsl`): one input channel per group,
+//!   each output tile's input window in workgroup memory; floats. 0.094 ms against the direct
+//!   kernel's 0.195 at 32x128x56x56 3x3 (f16: 0.085 against 0.186).
+//! - direct (`shaders/conv.wgsl`): one thread per output, every tap from global memory; every
+//!   dtype, and Auto's choice for integers, small problems, and grouped convolutions with few
+//!   output channels per group that the depthwise kernel does not take.
+
+mod coop;
+mod depthwise;
+mod gemm;
+
+pub use coop::conv_coop_source_for_tests;
 
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
@@ -16,16 +35,45 @@ use crate::shape::window_out_size as out_size;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
-const CONV: &str = include_str!("../../../shaders/conv.wgsl");
-const POOL: &str = include_str!("../../../shaders/pool.wgsl");
-const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
-/// The parameter block and window decode shared by conv.wgsl, im2col.wgsl and pool.wgsl (the
+const CONV: &str = include_str!("../../../../shaders/conv.wgsl");
+const POOL: &str = include_str!("../../../../shaders/pool.wgsl");
+/// The parameter block and window decode shared by conv.wgsl and pool.wgsl (the
 /// block is built by `Geometry::params`).
-const WINDOW_COMMON: &str = include_str!("../../../shaders/window_common.wgsl");
+const WINDOW_COMMON: &str = include_str!("../../../../shaders/window_common.wgsl");
 /// The matmul path from this many multiply-adds (below, the direct kernel is as fast)...
 const GEMM_MIN_MACS: usize = 1 << 22;
-/// ... while the im2col buffer stays within this size.
-const COLS_MAX_BYTES: usize = 1 << 30;
+
+/// ... and this many output channels per group.
+const GEMM_MIN_OG: usize = 4;
+
+/// `KILN_CONV_PATH=direct|matmul|implicit|coop`: the path `Auto` takes (for tuning), read once.
+fn env_path() -> Option<ConvPath> {
+    static P: std::sync::OnceLock<Option<ConvPath>> = std::sync::OnceLock::new();
+    *P.get_or_init(|| match std::env::var("KILN_CONV_PATH").ok()?.as_str() {
+        "direct" => Some(ConvPath::Direct),
+        "matmul" => Some(ConvPath::Matmul),
+        "depthwise" => Some(ConvPath::Depthwise),
+        "implicit" => Some(ConvPath::Implicit),
+        "coop" => Some(ConvPath::Coop),
+        _ => None,
+    })
+}
+
+/// Whether `ConvPath::Coop` runs on `device` (f16 conv2d on cooperative matrices).
+pub fn conv2d_has_cooperative_matrix(device: &crate::device::Device) -> bool {
+    coop::pick(device, 64, 128, 1).is_some()
+}
+
+/// Which kernel runs a conv2d (see the module doc); anything but `Auto` is for tests and tuning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvPath {
+    Auto,
+    Direct,
+    Matmul,
+    Depthwise,
+    Implicit,
+    Coop,
+}
 
 fn acc_type(dtype: DType) -> &'static str {
     if dtype.is_float() {
@@ -61,6 +109,24 @@ pub fn conv2d(
     padding: [usize; 2],
     dilation: [usize; 2],
     groups: usize,
+) -> Result<Tensor> {
+    conv2d_on_path(x, w, bias, stride, padding, dilation, groups, ConvPath::Auto)
+}
+
+/// `conv2d` on a chosen kernel. InvalidArgument where the kernel does not take the dtype
+/// (integers run only `Direct`, `Coop` only f16) or the shape (`Matmul`: 1x1, stride 1, no
+/// padding, no groups); Unsupported
+/// where the device has no cooperative matrices for `Coop`.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_on_path(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+    path: ConvPath,
 ) -> Result<Tensor> {
     let mut all = vec![x, w];
     all.extend(bias);
@@ -127,13 +193,64 @@ pub fn conv2d(
     let geo = Geometry { n, c, h, w: wd, o, oh, ow, kh, kw, stride, padding, dilation, groups };
     geo.check("conv2d")?;
     let taps = cg * kh * kw;
-    let cols_bytes = n * taps * oh * ow * dtype.storage_size();
-    if dtype.is_float()
-        && groups == 1
-        && total * taps >= GEMM_MIN_MACS
-        && cols_bytes <= COLS_MAX_BYTES.min(device.max_tensor_bytes() as usize)
-    {
-        return Ok(through_matmul(x, w, bias, &geo)?.with_shape(out_shape));
+    let float = dtype.is_float();
+    let pointwise = groups == 1 && [kh, kw] == [1, 1] && stride == [1, 1] && padding == [0, 0];
+    let depthwise = cg == 1 && depthwise::tile_rows(&geo).is_some();
+    let refuse = |why: &str| Err(Error::InvalidArgument(format!("conv2d on path {path:?}: {why}")));
+    // The tuning override, where that path takes this convolution.
+    let path = match (path, env_path()) {
+        (ConvPath::Auto, Some(ConvPath::Coop)) if dtype != DType::F16 => ConvPath::Auto,
+        (ConvPath::Auto, Some(ConvPath::Matmul)) if !pointwise => ConvPath::Auto,
+        (ConvPath::Auto, Some(ConvPath::Depthwise)) if !depthwise => ConvPath::Auto,
+        (ConvPath::Auto, Some(p)) if float => p,
+        (p, _) => p,
+    };
+    let path = match path {
+        // Few output channels per group leave most of a GEMM tile empty (depthwise 3x3 at
+        // 32x128x56x56: 0.83 ms through the implicit GEMM, 0.19 direct, 0.094 depthwise).
+        ConvPath::Auto if float && depthwise && o / groups < GEMM_MIN_OG && total * taps >= GEMM_MIN_MACS => {
+            ConvPath::Depthwise
+        }
+        ConvPath::Auto if !float || total * taps < GEMM_MIN_MACS || o / groups < GEMM_MIN_OG => ConvPath::Direct,
+        // A 1x1 kernel with stride 1 and no padding is a plain matmul over x in place (no im2col
+        // buffer), and the matmul kernels' vec4 loads beat the gather: on the H100 at
+        // 32x64x56x56 -> 256 channels, 21.1 TFLOP/s against 10.5 (f16: 33.6 against 14.4).
+        ConvPath::Auto if pointwise => ConvPath::Matmul,
+        ConvPath::Auto if dtype == DType::F16 && coop::pick(&device, o / groups, n * oh * ow, groups).is_some() => {
+            ConvPath::Coop
+        }
+        ConvPath::Auto => ConvPath::Implicit,
+        ConvPath::Direct => ConvPath::Direct,
+        _ if !float => return refuse("integers run only the direct kernel"),
+        ConvPath::Depthwise if !depthwise => {
+            return refuse("one input channel per group and an input window that fits workgroup memory")
+        }
+        ConvPath::Matmul if !pointwise => return refuse("only 1x1 kernels with stride 1, no padding and no groups"),
+        ConvPath::Coop if dtype != DType::F16 => return refuse("cooperative matrices take f16 only"),
+        p => p,
+    };
+    match path {
+        ConvPath::Matmul => return Ok(pointwise_matmul(x, w, bias, &geo)?.with_shape(out_shape)),
+        ConvPath::Depthwise => {
+            depthwise::run(x, w, bias, &out, &geo)?;
+            return Ok(out);
+        }
+        ConvPath::Implicit | ConvPath::Coop => {
+            let launch = gemm::GemmLaunch { x, w, bias, out: &out, geo: &geo };
+            if path == ConvPath::Coop {
+                let Some(tiles) = coop::pick(&device, o / groups, n * oh * ow, groups) else {
+                    return Err(Error::Unsupported(format!(
+                        "conv2d: the adapter {} has no cooperative matrices this kernel can use",
+                        device.info().name
+                    )));
+                };
+                coop::run(&launch, tiles)?;
+            } else {
+                gemm::run(&launch, gemm::pick(&device, o / groups))?;
+            }
+            return Ok(out);
+        }
+        _ => {}
     }
     let params = geo.params(total);
     let has_bias = bias.is_some();
@@ -234,36 +351,10 @@ impl Geometry {
     }
 }
 
-/// Float conv2d without groups as im2col + matmul (f16 through the f16 matmul: tensor cores
-/// where the device has them, f32 accumulation either way); gives [N, O, OH, OW].
-fn through_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -> Result<Tensor> {
-    let device = x.device().clone();
-    let taps = g.c * g.kh * g.kw;
-    let pixels = g.oh * g.ow;
-    let direct = g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0];
-    let cols = if direct {
-        // A 1x1 kernel reads each pixel once, in place: x already is [N, C, H*W].
-        x.with_shape(vec![g.n, taps, pixels])
-    } else {
-        let dtype = x.dtype();
-        let cols = Tensor::empty_on(&device, &[g.n, taps, pixels], dtype)?;
-        let total = cols.numel();
-        check_indexable(total)?;
-        let params = g.params(total);
-        Launch {
-            key: format!("im2col:{dtype}"),
-            source: Box::new(move || {
-                render(IM2COL, &[("ENABLE", enables(&[dtype])), ("WINDOW_COMMON", WINDOW_COMMON), ("T", dtype.wgsl())])
-            }),
-            tensors: &[x, &cols],
-            params: Some(params),
-            groups: groups_1d(&device, total)?,
-        }
-        .run(&device)?;
-        cols
-    };
-    let y = crate::ops::matmul(&w.with_shape(vec![g.o, taps]), &cols)?;
-    drop(cols);
+/// A 1x1 float conv2d with stride 1, no padding and no groups as w [O, C] @ x [N, C, H*W]
+/// (f16 on the f16 matmul: tensor cores where the device has them); gives [N, O, H*W].
+fn pointwise_matmul(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: &Geometry) -> Result<Tensor> {
+    let y = crate::ops::matmul(&w.with_shape(vec![g.o, g.c]), &x.with_shape(vec![g.n, g.c, g.h * g.w]))?;
     match bias {
         Some(b) => crate::ops::add(&y, &b.with_shape(vec![g.o, 1])),
         None => Ok(y),

@@ -1,0 +1,197 @@
+//! f16 conv2d as an implicit GEMM on cooperative matrices (`shaders/conv_coop.wgsl`), where the
+//! device has the 16x16x16 f16 configuration matmul's cooperative kernel uses
+//! ([`crate::ops::coop_accumulator`]) and a known subgroup size. `KILN_CONV_COOP_TILES=
+//! warps_m,warps_n,tm,tn,bk` overrides the tiling (for tuning).
+
+use super::gemm::{prefetch, tile_loads, GemmLaunch, TileLayout, COMMON};
+use crate::device::Device;
+use crate::pipeline::render;
+use crate::Result;
+use std::sync::OnceLock;
+
+const TEMPLATE: &str = include_str!("../../../../shaders/conv_coop.wgsl");
+
+/// `warps_m` x `warps_n` subgroups of `sg`, each owning `tm` x `tn` 16x16 accumulators of
+/// `acc`, K in steps of `bk` (a multiple of 16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CoopTiles {
+    warps_m: u32,
+    warps_n: u32,
+    tm: u32,
+    tn: u32,
+    bk: u32,
+    sg: u32,
+    acc: &'static str,
+}
+
+impl CoopTiles {
+    fn bm(self) -> u32 {
+        self.warps_m * self.tm * 16
+    }
+    fn bn(self) -> u32 {
+        self.warps_n * self.tn * 16
+    }
+    fn threads(self) -> u32 {
+        self.warps_m * self.warps_n * self.sg
+    }
+    fn shared_bytes(self) -> u32 {
+        let acc_bytes = if self.acc == "f32" { 4 } else { 2 };
+        (self.bm() * (self.bk + 8) + self.bk * (self.bn() + 8)) * 2 + self.warps_m * self.warps_n * 256 * acc_bytes
+    }
+    fn fits(self, l: &wgpu::Limits) -> bool {
+        self.bk > 0
+            && self.bk.is_multiple_of(16)
+            && self.warps_m * self.warps_n * self.tm * self.tn > 0
+            // One patch column per invocation.
+            && self.threads().is_multiple_of(self.bn())
+            && self.threads() <= l.max_compute_workgroup_size_x
+            && self.threads() <= l.max_compute_invocations_per_workgroup
+            && self.shared_bytes() <= l.max_compute_workgroup_storage_size
+    }
+}
+
+fn env_tiles() -> Option<[u32; 5]> {
+    static T: OnceLock<Option<[u32; 5]>> = OnceLock::new();
+    *T.get_or_init(|| {
+        let s = std::env::var("KILN_CONV_COOP_TILES").ok()?;
+        let v: Vec<u32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
+        v[..].try_into().ok()
+    })
+}
+
+/// The (big, wide, thin) tilings, measured on the H100 at 32x64x56x56 with the register
+/// prefetch. wide: 64 x 128 tiles of 2x4 subgroups with 2x2 accumulators each, K steps of 16
+/// (3x3: 38.1 TFLOP/s, stride 2 to 128 channels: 34.9; 2x2 subgroups of 2x4 with K steps of
+/// 32: 22.7, of 16: 29.8; 2x4 of 2x2 with steps of 32: 32.0; without the prefetch 33.9). big:
+/// the same tile with 4x4 subgroups of 1x2, for problems of 512 tiles or more (3x3: 44.3; the
+/// stride-2 row's 392 tiles 29.6). thin, for 16 or fewer output channels per group: 16 x 128
+/// tiles of 1x8 subgroups (4 groups of 16: 15.2; 1x4 subgroups of 1x2 with K steps of 32: 11.2).
+fn tilings(sg: u32, acc: &'static str) -> [CoopTiles; 3] {
+    [
+        CoopTiles { warps_m: 4, warps_n: 4, tm: 1, tn: 2, bk: 16, sg, acc },
+        CoopTiles { warps_m: 2, warps_n: 4, tm: 2, tn: 2, bk: 16, sg, acc },
+        CoopTiles { warps_m: 1, warps_n: 8, tm: 1, tn: 1, bk: 16, sg, acc },
+    ]
+}
+
+/// Problems of at least this many 64 x 128 tiles take the big tiling.
+const BIG_TILES: usize = 512;
+
+/// The tiling for `m` output channels per group, `n` columns and `groups` groups on `device`,
+/// or None where the device has no cooperative matrices the kernel can use.
+pub(super) fn pick(device: &Device, m: usize, n: usize, groups: usize) -> Option<CoopTiles> {
+    let acc = crate::ops::coop_accumulator(device)?;
+    let sg = device.subgroup_size.filter(|s| (8..=128).contains(s))?;
+    let [big, wide, thin] = tilings(sg, acc);
+    let tiles = m.div_ceil(64) * n.div_ceil(128) * groups;
+    let mut wanted = if m <= 16 {
+        thin
+    } else if tiles >= BIG_TILES {
+        big
+    } else {
+        wide
+    };
+    if let Some([warps_m, warps_n, tm, tn, bk]) = env_tiles() {
+        wanted = CoopTiles { warps_m, warps_n, tm, tn, bk, ..wanted };
+    }
+    [wanted, wide, thin].into_iter().find(|t| t.fits(device.limits()))
+}
+
+fn generate(t: CoopTiles, has_bias: bool) -> (String, String, String) {
+    let acc = t.acc;
+    let mut decl = String::new();
+    let mut inner = String::new();
+    let mut store = String::new();
+    for i in 0..t.tm {
+        for j in 0..t.tn {
+            decl += &format!("    var acc_{i}_{j} = coop_mat16x16<{acc}, C>();\n");
+        }
+    }
+    for i in 0..t.tm {
+        inner += &format!(
+            "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n"
+        );
+    }
+    for j in 0..t.tn {
+        inner +=
+            &format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n");
+    }
+    for i in 0..t.tm {
+        for j in 0..t.tn {
+            inner += &format!("            acc_{i}_{j} = coopMultiplyAdd(a{i}, b{j}, acc_{i}_{j});\n");
+        }
+    }
+    let bias = if has_bias { " + f32(bias[oc])" } else { "" };
+    for i in 0..t.tm {
+        for j in 0..t.tn {
+            store += &format!(
+                "    coopStoreT(acc_{i}_{j}, &Cs[sg * 256u], 16u);
+    workgroupBarrier();
+    for (var e = lane; e < 256u; e += SG) {{
+        let row = row0 + wr + {i}u * 16u + e / 16u;
+        let oc = tile.grp * p.m + row;
+        let o = out_col(col0 + wc + {j}u * 16u + e % 16u);
+        if (row < p.m && o != 0xffffffffu) {{
+            out[o + oc * p.ohw] = f16(f32(Cs[sg * 256u + e]){bias});
+        }}
+    }}
+    workgroupBarrier();
+"
+            );
+        }
+    }
+    (decl, inner, store)
+}
+
+fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize, pf: bool) -> String {
+    let (decl, inner, store) = generate(t, has_bias);
+    let layout = TileLayout { ty: "f16", store_a: "As[mm * SA + kk] = v;", store_b: "Bs[kk * SB + bc] = v;" };
+    let [pre_decl, load, pre_next] = tile_loads(&layout, t.bm(), t.bn(), t.bk, t.threads(), pf);
+    let common = render(COMMON, &[("T", "f16")]);
+    render(
+        TEMPLATE,
+        &[
+            ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
+            ("GEMM_COMMON", &common),
+            ("BIAS_DECL", bias_decl),
+            ("OUT", &out_slot.to_string()),
+            ("PARAMS", &(out_slot + 1).to_string()),
+            ("ACC", t.acc),
+            ("BM", &t.bm().to_string()),
+            ("BN", &t.bn().to_string()),
+            ("BK", &t.bk.to_string()),
+            ("WARPS_N", &t.warps_n.to_string()),
+            ("WTM", &(t.tm * 16).to_string()),
+            ("WTN", &(t.tn * 16).to_string()),
+            ("SG", &t.sg.to_string()),
+            ("NT", &t.threads().to_string()),
+            ("AS_LEN", &(t.bm() * (t.bk + 8)).to_string()),
+            ("BS_LEN", &(t.bk * (t.bn() + 8)).to_string()),
+            ("CS_LEN", &(t.warps_m * t.warps_n * 256).to_string()),
+            ("ACC_DECL", &decl),
+            ("PREFETCH_DECL", &pre_decl),
+            ("LOAD", &load),
+            ("PREFETCH_NEXT", &pre_next),
+            ("INNER", &inner),
+            ("STORE", &store),
+        ],
+    )
+}
+
+pub(super) fn run(l: &GemmLaunch<'_>, t: CoopTiles) -> Result<()> {
+    let has_bias = l.bias.is_some();
+    let pf = prefetch();
+    let key = format!("conv_coop:{}x{}:{}x{}:{}:{}:{}:{pf}", t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc);
+    l.run(key, t.bm(), t.bn(), move |bias_decl, out_slot| source(t, has_bias, bias_decl, out_slot, pf))
+}
+
+/// The kernel's WGSL for accumulator `acc` and subgroup size `sg`, tiling `which` (0 big, 1
+/// wide, 2 thin), with
+/// or without bias, with or without the register prefetch (tests validate it with naga where no
+/// device runs it).
+#[doc(hidden)]
+pub fn conv_coop_source_for_tests(acc: &'static str, sg: u32, which: usize, has_bias: bool, pf: bool) -> String {
+    let t = tilings(sg, acc)[which];
+    let decl = if has_bias { "@group(0) @binding(3) var<storage, read> bias: array<f16>;" } else { "" };
+    source(t, has_bias, decl, if has_bias { 4 } else { 3 }, pf)
+}
