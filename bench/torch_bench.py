@@ -5,6 +5,7 @@ alternate. The figure is GPU time from a CUDA event pair around the loop (Kiln: 
 queries around its passes); the wall clock to the final torch.cuda.synchronize() is kept as
 `wall_seconds`. TF32 is off for f32 matmul.
 """
+
 import json
 import os
 import sys
@@ -15,6 +16,9 @@ import torch
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
+# cuDNN times its algorithms on first use of a shape and keeps the fastest: without this, its
+# heuristic picked a 1.6 TFLOP/s kernel for the grouped f16 row.
+torch.backends.cudnn.benchmark = True
 dev = "cuda"
 quick = "--quick" in sys.argv
 reps = 5
@@ -66,17 +70,33 @@ def attention_benches(quick):
     F = torch.nn.functional
     out = []
     for dt, sfx in [(torch.float32, ""), (torch.float16, "_f16")]:
-        for name, (b, h, seq, d) in [("attention_causal", (2, 2, 128, 64) if quick else (8, 8, 1024, 64)),
-                                      ("attention_causal_long", (1, 2, 512, 64) if quick else (4, 16, 4096, 64))]:
+        for name, (b, h, seq, d) in [
+            ("attention_causal", (2, 2, 128, 64) if quick else (8, 8, 1024, 64)),
+            ("attention_causal_long", (1, 2, 512, 64) if quick else (4, 16, 4096, 64)),
+        ]:
             q = pair([b, h, seq, d], dt, 23)
             k, v = rand([b, h, seq, d], dt, 25), rand([b, h, seq, d], dt, 27)
-            out.append((name + sfx, f"{b}x{h}x{seq}x{d}", 0, 4.0 * b * h * seq * seq * d / 2,
-                        lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True)))
+            out.append(
+                (
+                    name + sfx,
+                    f"{b}x{h}x{seq}x{d}",
+                    0,
+                    4.0 * b * h * seq * seq * d / 2,
+                    lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v, is_causal=True),
+                )
+            )
         b, h, lk, d = (2, 2, 512, 64) if quick else (8, 8, 4096, 64)
         q = pair([b, h, 1, d], dt, 29)
         k, v = rand([b, h, lk, d], dt, 31), rand([b, h, lk, d], dt, 33)
-        out.append(("attention_decode" + sfx, f"{b}x{h}x1x{d} kv {lk}", 2.0 * b * h * lk * d * q[0].element_size(), 0,
-                    lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v)))
+        out.append(
+            (
+                "attention_decode" + sfx,
+                f"{b}x{h}x1x{d} kv {lk}",
+                2.0 * b * h * lk * d * q[0].element_size(),
+                0,
+                lambda i, q=q, k=k, v=v: F.scaled_dot_product_attention(q[i % 2], k, v),
+            )
+        )
     return out
 
 
@@ -105,6 +125,62 @@ def sdpa_backend(f):
         except RuntimeError:
             pass
     return f"{ran} (accepts {'/'.join(accepted)})"
+
+
+def main_kernel(f):
+    """The CUDA kernel that took most of `f`'s GPU time (profiler), shortened: shows which
+    library path a matmul or conv row ran (cuBLAS/cuDNN, tensor cores or not)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    f(0)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        f(0)
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    if not kernels:
+        return "?"
+    top = max(kernels, key=lambda e: e.self_device_time_total)
+    return top.key if len(top.key) <= 60 else top.key[:57] + "..."
+
+
+def channels_last_conv(xs, w, **kw):
+    """The same conv as a row's, on channels_last copies of its inputs."""
+    xl = [t.to(memory_format=torch.channels_last) for t in xs]
+    wl = w.to(memory_format=torch.channels_last)
+    return lambda i: torch.nn.functional.conv2d(xl[i % 2], wl, **kw)
+
+
+def conv_backend(f, f_nhwc):
+    """The kernel cuDNN ran, and channels_last's throughput relative to NCHW (cuDNN's f16 tensor
+    core kernels prefer NHWC; Kiln's tensors are NCHW, so NCHW is the row's baseline)."""
+    nchw, _ = time_op(f)
+    nhwc, _ = time_op(f_nhwc)
+    return f"{main_kernel(f)}; NHWC {nchw / nhwc:.2f}x of NCHW"
+
+
+def backend_of(name, f, nhwc):
+    """The backend note of a row (None: the row has none); with f None, only whether it has one."""
+    kind = (
+        "sdpa"
+        if name.startswith("attention")
+        else "conv"
+        if name in nhwc
+        else "kernel"
+        if name.startswith("matmul")
+        else None
+    )
+    if f is None or kind is None:
+        return kind
+    note = {
+        "sdpa": lambda: sdpa_backend(f),
+        "conv": lambda: conv_backend(f, nhwc[name]),
+        "kernel": lambda: main_kernel(f),
+    }[kind]
+    try:
+        return note()
+    except Exception as e:  # a note must not cost the row its measurement
+        return f"? ({type(e).__name__}: {e})"[:80]
 
 
 def main():
@@ -137,15 +213,24 @@ def main():
     ]
     for dt, name in [(torch.float32, "matmul_f32"), (torch.float16, "matmul_f16")]:
         a, bm = pair([mm, mm], dt, 11), pair([mm, mm], dt, 13)
-        benches.append((name, f"{mm}x{mm}x{mm}", 0, 2.0 * mm ** 3, lambda i, a=a, bm=bm: a[i % 2] @ bm[i % 2]))
+        benches.append((name, f"{mm}x{mm}x{mm}", 0, 2.0 * mm**3, lambda i, a=a, bm=bm: a[i % 2] @ bm[i % 2]))
     bt, n = (4, 128) if quick else (32, 1024)
     a, bm = pair([bt, n, n], seed=15), pair([bt, n, n], seed=17)
-    benches.append(("matmul_batched_f32", f"{bt}x{n}x{n}x{n}", 0, 2.0 * bt * n ** 3, lambda i: a[i % 2] @ bm[i % 2]))
+    benches.append(("matmul_batched_f32", f"{bt}x{n}x{n}x{n}", 0, 2.0 * bt * n**3, lambda i: a[i % 2] @ bm[i % 2]))
+    nhwc = {}  # conv row -> the same conv in channels_last (for the backend note)
     for dt, sfx in [(torch.float32, ""), (torch.float16, "_f16")]:
         nb, c, hw = (2, 16, 14) if quick else (32, 64, 56)
         xc, wc = pair([nb, c, hw, hw], dt, 19), rand([c, c, 3, 3], dt, 21)
-        benches.append(("conv2d_3x3" + sfx, f"{nb}x{c}x{hw}x{hw} k3 p1", 0, 2.0 * nb * c * hw * hw * c * 9,
-                        lambda i, xc=xc, wc=wc: F.conv2d(xc[i % 2], wc, padding=1)))
+        benches.append(
+            (
+                "conv2d_3x3" + sfx,
+                f"{nb}x{c}x{hw}x{hw} k3 p1",
+                0,
+                2.0 * nb * c * hw * hw * c * 9,
+                lambda i, xc=xc, wc=wc: F.conv2d(xc[i % 2], wc, padding=1),
+            )
+        )
+        nhwc["conv2d_3x3" + sfx] = channels_last_conv(xc, wc, padding=1)
         # Other conv shapes, the same rows as cli/src/bench.rs: (name, C, O, kernel, stride, padding, groups).
         for name, ci, o, k, st, pd, g in [
             ("conv2d_1x1", c, 4 * c, 1, 1, 0, 1),
@@ -155,19 +240,34 @@ def main():
         ]:
             xc, wc = pair([nb, ci, hw, hw], dt, 23), rand([o, ci // g, k, k], dt, 25)
             ohw = (hw + 2 * pd - k) // st + 1
-            benches.append((name + sfx, f"{nb}x{ci}x{hw}x{hw} o{o} k{k} s{st} p{pd} g{g}", 0,
-                            2.0 * nb * o * ohw * ohw * (ci // g) * k * k,
-                            lambda i, xc=xc, wc=wc, st=st, pd=pd, g=g: F.conv2d(
-                                xc[i % 2], wc, stride=st, padding=pd, groups=g)))
+            benches.append(
+                (
+                    name + sfx,
+                    f"{nb}x{ci}x{hw}x{hw} o{o} k{k} s{st} p{pd} g{g}",
+                    0,
+                    2.0 * nb * o * ohw * ohw * (ci // g) * k * k,
+                    lambda i, xc=xc, wc=wc, st=st, pd=pd, g=g: F.conv2d(xc[i % 2], wc, stride=st, padding=pd, groups=g),
+                )
+            )
+            nhwc[name + sfx] = channels_last_conv(xc, wc, stride=st, padding=pd, groups=g)
     benches += attention_benches(quick)
     for name, sz, nbytes, flops, f in benches:
         if not wanted(name):
             continue
         s, wall = time_op(f)
-        out.append({"op": name, "size": sz, "seconds": s, "timer": "gpu", "gpu_seconds": s, "wall_seconds": wall,
-                    "gbps": nbytes / s / 1e9 if nbytes else None,
-                    "tflops": flops / s / 1e12 if flops else None,
-                    **({"backend": sdpa_backend(f)} if name.startswith("attention") else {})})
+        out.append(
+            {
+                "op": name,
+                "size": sz,
+                "seconds": s,
+                "timer": "gpu",
+                "gpu_seconds": s,
+                "wall_seconds": wall,
+                "gbps": nbytes / s / 1e9 if nbytes else None,
+                "tflops": flops / s / 1e12 if flops else None,
+                **({"backend": backend_of(name, f, nhwc)} if backend_of(name, None, nhwc) else {}),
+            }
+        )
     # 1000 dependent tiny ops, then one read.
     samples = []
     for _ in range(max(reps, 3)):
