@@ -325,9 +325,15 @@ fn matmul_coop_kernel_validates() {
     for acc in ["f32", "f16"] {
         for sg in [32, 64] {
             for large in [false, true] {
-                for (va, vb) in [(false, false), (true, true), (true, false)] {
-                    let src = kiln_core::ops::matmul::coop_source_for_tests(acc, sg, large, va, vb);
-                    let what = format!("acc {acc}, subgroup {sg}, large {large}, vec {va}/{vb}");
+                for (va, vb, vt) in [
+                    (false, false, true),
+                    (true, true, true),
+                    (true, false, true),
+                    (false, true, true),
+                    (true, true, false),
+                ] {
+                    let src = kiln_core::ops::matmul::coop_source_for_tests(acc, sg, large, va, vb, vt);
+                    let what = format!("acc {acc}, subgroup {sg}, large {large}, vec {va}/{vb}, vec4 tiles {vt}");
                     let module = naga::front::wgsl::parse_str(&src)
                         .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
                     let info = naga::valid::Validator::new(

@@ -27,6 +27,13 @@ fn nsg_choices() -> [usize; 2] {
     [wanted.unwrap_or(8), 4]
 }
 
+/// Whether the tiles in workgroup memory are arrays of vec4 (one 8- or 16-byte access where the
+/// scalar layout makes four), `KILN_ATTN_VEC=0|1` (tuning; default 1).
+fn vec_layout() -> bool {
+    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("KILN_ATTN_VEC").map(|v| v != "0").unwrap_or(true))
+}
+
 /// One configuration of the kernel: the subgroup size, the keys per tile, the head sizes and the
 /// subgroups per workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +43,8 @@ pub(super) struct CoopAttn {
     d: usize,
     dv: usize,
     nsg: usize,
+    /// Workgroup tiles as vec4 arrays ([`vec_layout`]).
+    vec: bool,
 }
 
 impl CoopAttn {
@@ -66,7 +75,7 @@ pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option
             continue;
         }
         if let Some(bc) = [64, 32, 16].into_iter().find(|&bc| CoopAttn::shared_bytes(nsg, bc, d, dv) <= limit) {
-            return Some(CoopAttn { sg, bc, d, dv, nsg });
+            return Some(CoopAttn { sg, bc, d, dv, nsg, vec: vec_layout() });
         }
     }
     None
@@ -91,7 +100,7 @@ pub(super) fn run(
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
     Launch {
-        key: format!("flash_attention_coop:{}:{}:{}:{}:{}:{has_mask}", c.sg, c.bc, c.d, c.dv, c.nsg),
+        key: format!("flash_attention_coop:{}:{}:{}:{}:{}:{}:{has_mask}", c.sg, c.bc, c.d, c.dv, c.nsg, c.vec),
         source: Box::new(move || source(c, has_mask)),
         tensors: &tensors,
         params: Some(params),
@@ -104,7 +113,10 @@ pub(super) fn run(
 
 /// The kernel's WGSL for one configuration (the tests validate it through naga everywhere).
 pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
-    let CoopAttn { sg, bc, d, dv, nsg } = c;
+    if c.vec {
+        return source_vec(c, has_mask);
+    }
+    let CoopAttn { sg, bc, d, dv, nsg, .. } = c;
     let (qd, nb, od) = (d / 16, bc / 16, dv / 16);
     let lpr = sg / 16;
     let nt = sg * nsg;
@@ -272,6 +284,8 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
         &[
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
+            ("H_ELEM", "f16"),
+            ("F_ELEM", "f32"),
             ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
             ("P_SLOT", if has_mask { "5" } else { "4" }),
@@ -302,10 +316,222 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     )
 }
 
+/// The kernel's WGSL with its workgroup tiles as vec4 arrays: K and V stored as the vec4s they
+/// were fetched as, each invocation's scores read as vec4<f32> and its P written as vec4<f16>
+/// (a quarter of the workgroup-memory instructions of the scalar layout), and the cooperative
+/// loads and stores given vec4 pointers with strides in vec4 units.
+fn source_vec(c: CoopAttn, has_mask: bool) -> String {
+    let CoopAttn { sg, bc, d, dv, nsg, .. } = c;
+    let (qd, nb, od) = (d / 16, bc / 16, dv / 16);
+    let lpr = sg / 16;
+    let nt = sg * nsg;
+    let comps = ["x", "y", "z", "w"];
+    let mut load_q = String::new();
+    for ci in 0..qd {
+        let _ = write!(
+            load_q,
+            "    for (var e = lane; e < 64u; e += SG) {{
+        let qr = row0 + e / 4u;
+        var x = vec4<f16>(0.0h);
+        if (qr < p.lq) {{
+            let b = qoff + qr * D + {off}u + (e % 4u) * 4u;
+            x = vec4<f16>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
+        }}
+        Ps[psb4 + (e / 4u) * SP4 + e % 4u] = x;
+    }}
+    workgroupBarrier();
+    let qa{ci} = coopLoadT<coop_mat16x16<f16, A>>(&Ps[psb4], SP4);
+    workgroupBarrier();
+",
+            off = ci * 16
+        );
+    }
+    let mut acc = String::new();
+    for ci in 0..od {
+        let _ = writeln!(acc, "    var o{ci} = coop_mat16x16<f32, C>();");
+    }
+    let mut fetch_decl = String::new();
+    let mut fetch = String::new();
+    let mut store_kv = String::new();
+    for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK4", "koff"), ("v", dv, "Vs", "SV4", "voff")] {
+        let per_row = width / 4;
+        let total = bc * per_row;
+        for e in 0..total.div_ceil(nt) {
+            let off = e * nt;
+            let guard = if (e + 1) * nt > total { format!("lid + {off}u < {total}u && ") } else { String::new() };
+            let _ = writeln!(fetch_decl, "    var {name}x{e} = vec4<f16>(0.0h);");
+            let body = format!(
+                "        {{
+            let kj = j0 + (lid + {off}u) / {per_row}u;
+            {name}x{e} = vec4<f16>(0.0h);
+            if ({guard}kj < p.lk) {{
+                {name}x{e} = {name}[({koff} + kj * {width}u) / 4u + (lid + {off}u) % {per_row}u];
+            }}
+        }}
+"
+            );
+            fetch_decl += &body;
+            fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
+            let open = if guard.is_empty() { String::new() } else { format!("if (lid + {off}u < {total}u) ") };
+            let _ = writeln!(
+                store_kv,
+                "        {open}{{
+            {dst}[((lid + {off}u) / {per_row}u) * {stride} + (lid + {off}u) % {per_row}u] = {name}x{e};
+        }}"
+            );
+        }
+    }
+    // Each invocation takes CPL consecutive columns of its row's tile, as CPL / 4 vec4s.
+    let cpl = bc / lpr;
+    let nv4 = cpl / 4;
+    let mut soft_max = String::new();
+    let mut soft_p = String::new();
+    for u in 0..nv4 {
+        let _ = writeln!(soft_max, "        let sv{u} = Ss[ssb4 + rr * SS4 + part * {nv4}u + {u}u];");
+        let mut ps = Vec::new();
+        for (ci, comp) in comps.iter().enumerate() {
+            let t = u * 4 + ci;
+            let col = format!("(part * {cpl}u + {t}u)");
+            let mask_add = if has_mask {
+                format!(" + f32(mask[moff + i * p.msq + (j0 + {col}) * p.msk]) * LOG2E")
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                soft_max,
+                "        let ok{t} = {col} < nv;
+        var x{t} = LOWEST;
+        if (ok{t}) {{
+            x{t} = sv{u}.{comp} * p.scale2{mask_add};
+            mx = max(mx, x{t});
+        }}"
+            );
+            let _ = writeln!(
+                soft_p,
+                "        let p{t} = select(0.0h, f16(exp2(x{t} - m)), ok{t});
+        sum += f32(p{t});"
+            );
+            ps.push(format!("p{t}"));
+        }
+        let _ = writeln!(soft_p, "        Ps[psb4 + rr * SP4 + part * {nv4}u + {u}u] = vec4<f16>({});", ps.join(", "));
+    }
+    let mut scores = String::from("        {\n");
+    for j in 0..nb {
+        let _ = writeln!(scores, "            var s{j} = coop_mat16x16<f32, C>();");
+    }
+    for ci in 0..qd {
+        for j in 0..nb {
+            let _ = writeln!(
+                scores,
+                "            let kb{ci}_{j} = coopLoad<coop_mat16x16<f16, B>>(&Ks[{}u * SK4 + {}u], SK4);
+            s{j} = coopMultiplyAdd(qa{ci}, kb{ci}_{j}, s{j});",
+                j * 16,
+                ci * 4
+            );
+        }
+    }
+    for j in 0..nb {
+        let _ = writeln!(scores, "            coopStoreT(s{j}, &Ss[ssb4 + {}u], SS4);", j * 4);
+    }
+    scores.push_str("        }\n");
+    let mut reduce_max = String::new();
+    let mut reduce_sum = String::new();
+    let mut o = 1;
+    while o < lpr {
+        let _ = writeln!(reduce_max, "        mx = max(mx, subgroupShuffleXor(mx, {o}u));");
+        let _ = writeln!(reduce_sum, "        sum += subgroupShuffleXor(sum, {o}u);");
+        o *= 2;
+    }
+    // An accumulator's 16 x 16 through the scratch: each invocation takes 4 / LPR vec4s of its row.
+    let through_scratch = |ci: usize, body: &str, reload: bool| {
+        format!(
+            "    coopStoreT(o{ci}, &Ss[ssb4], SS4);
+    workgroupBarrier();
+    for (var t = 0u; t < 4u / LPR; t++) {{
+        let u = t * LPR + part;
+        let at = ssb4 + rr * SS4 + u;
+        let col = {}u + u * 4u;
+{body}
+    }}
+    workgroupBarrier();
+{}",
+            ci * 16,
+            if reload {
+                format!("    o{ci} = coopLoadT<coop_mat16x16<f32, C>>(&Ss[ssb4], SS4);\n    workgroupBarrier();\n")
+            } else {
+                String::new()
+            }
+        )
+    };
+    let mut out_body = String::from("        let y = Ss[at] * inv;\n        if (i < p.lq) {\n");
+    for (ci, comp) in comps.iter().enumerate() {
+        let _ =
+            writeln!(out_body, "            if (col + {ci}u < p.dv) {{ out[obase + col + {ci}u] = f16(y.{comp}); }}");
+    }
+    out_body.push_str("        }");
+    let mut rescale = String::new();
+    let mut store = String::new();
+    for ci in 0..od {
+        rescale += &through_scratch(ci, "        Ss[at] = Ss[at] * alpha;", true);
+        store += &through_scratch(ci, &out_body, false);
+    }
+    let mut pv = String::from("        {\n");
+    for j in 0..nb {
+        let _ = writeln!(pv, "            let pa{j} = coopLoadT<coop_mat16x16<f16, A>>(&Ps[psb4 + {}u], SP4);", j * 4);
+    }
+    for ci in 0..od {
+        for j in 0..nb {
+            let _ = writeln!(
+                pv,
+                "            let vb{j}_{ci} = coopLoadT<coop_mat16x16<f16, B>>(&Vs[{}u * SV4 + {}u], SV4);
+            o{ci} = coopMultiplyAdd(pa{j}, vb{j}_{ci}, o{ci});",
+                j * 16,
+                ci * 4
+            );
+        }
+    }
+    pv.push_str("        }\n");
+    render(
+        TEMPLATE,
+        &[
+            ("ATTENTION_COMMON", ATTENTION_COMMON),
+            ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
+            ("H_ELEM", "vec4<f16>"),
+            ("F_ELEM", "vec4<f32>"),
+            ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
+            ("OUT_SLOT", if has_mask { "4" } else { "3" }),
+            ("P_SLOT", if has_mask { "5" } else { "4" }),
+            ("SG", &sg.to_string()),
+            ("NSG", &nsg.to_string()),
+            ("NT", &nt.to_string()),
+            ("BC", &bc.to_string()),
+            ("D", &d.to_string()),
+            ("DV", &dv.to_string()),
+            ("KS_LEN", &(bc * (d + 8) / 4).to_string()),
+            ("VS_LEN", &(bc * (dv + 8) / 4).to_string()),
+            ("SS_LEN", &(nsg * 16 * (bc + 4) / 4).to_string()),
+            ("PS_LEN", &(nsg * 16 * (bc + 8) / 4).to_string()),
+            ("LOAD_Q", &load_q),
+            ("ACC_DECL", &acc),
+            ("FETCH_DECL", &fetch_decl),
+            ("FETCH", &fetch),
+            ("STORE_KV", &store_kv),
+            ("SOFTMAX_MAX", &soft_max),
+            ("SOFTMAX_P", &soft_p),
+            ("SCORES", &scores),
+            ("REDUCE_MAX", &reduce_max),
+            ("REDUCE_SUM", &reduce_sum),
+            ("RESCALE", &rescale),
+            ("PV", &pv),
+            ("STORE", &store),
+        ],
+    )
+}
+
 /// The kernel's WGSL for subgroup size `sg`, `bc` keys per tile, head sizes `d`, `dv`, `nsg`
 /// subgroups (tests validate it through naga on every machine).
-pub fn source_for_tests(sg: usize, bc: usize, d: usize, dv: usize, nsg: usize, has_mask: bool) -> String {
-    source(CoopAttn { sg, bc, d, dv, nsg }, has_mask)
+pub fn source_for_tests(sg: usize, bc: usize, d: usize, dv: usize, nsg: usize, has_mask: bool, vec: bool) -> String {
+    source(CoopAttn { sg, bc, d, dv, nsg, vec }, has_mask)
 }
 
 /// What the kernel relies on, checked by the tests on devices with cooperative matrices: the

@@ -99,6 +99,22 @@ fn env_tiles() -> Option<[u32; 5]> {
     })
 }
 
+/// Whether vec4-aligned tiles are stored into workgroup memory as vec4s (`KILN_COOP_VEC=0|1`,
+/// tuning; default 1) rather than one f16 at a time.
+fn vec_tiles() -> bool {
+    static V: OnceLock<bool> = OnceLock::new();
+    *V.get_or_init(|| std::env::var("KILN_COOP_VEC").map(|v| v != "0").unwrap_or(true))
+}
+
+/// Timing-only variants that drop a part of the kernel (results are wrong): `KILN_COOP_PART=
+/// noload` (the global reads after the first K step), `nomath` (the cooperative products),
+/// `mathonly` (no global reads nor workgroup stores). Splits the kernel's time between loads,
+/// staging and math.
+fn part() -> &'static str {
+    static P: OnceLock<String> = OnceLock::new();
+    P.get_or_init(|| std::env::var("KILN_COOP_PART").unwrap_or_default())
+}
+
 /// The cooperative-matrix tiling for an f16 `m` x `k` by `k` x `n` product on `device`, or None
 /// where the tiled kernel runs it.
 pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<CoopTiles> {
@@ -121,7 +137,7 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<Coop
 
 /// The cooperative-matrix code of one tiling: accumulator declarations, the products of one K
 /// step, the store through workgroup memory.
-fn generate(t: CoopTiles) -> (String, String, String) {
+fn generate(t: CoopTiles, va: bool, vb: bool) -> (String, String, String) {
     let acc = t.acc;
     let mut decl = String::new();
     let mut inner = String::new();
@@ -132,13 +148,21 @@ fn generate(t: CoopTiles) -> (String, String, String) {
         }
     }
     for i in 0..t.tm {
-        inner += &format!(
-            "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n"
-        );
+        inner += &if va {
+            format!("            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA4 + kk / 4u], SA4);\n")
+        } else {
+            format!("            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n")
+        };
     }
     for j in 0..t.tn {
-        inner +=
-            &format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n");
+        inner += &if vb {
+            format!(
+                "            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB4 + wc / 4u + {}u], SB4);\n",
+                j * 4
+            )
+        } else {
+            format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n")
+        };
     }
     for i in 0..t.tm {
         for j in 0..t.tn {
@@ -170,7 +194,7 @@ fn generate(t: CoopTiles) -> (String, String, String) {
 /// registers; the K loop stores them into workgroup memory, then reads the following K step
 /// from global memory while the cooperative products of this one run. Returns
 /// (declarations + first fetch, store A, store B, fetch of the next step).
-fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String, String) {
+fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool) -> (String, String, String, String) {
     let nt = t.threads();
     let (bm, bn, bk) = (t.bm(), t.bn(), t.bk);
     let mut decl = String::new();
@@ -223,8 +247,15 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String
             let (arr, stride, dst) = if name == "a" { ("As", "SA", &mut st_a) } else { ("Bs", "SB", &mut st_b) };
             let close = if guard.is_empty() { "" } else { "}\n" };
             let open = if guard.is_empty() { String::new() } else { format!("if (lid + {}u < {total}u) {{\n", i * nt) };
-            *dst += &format!("        {{\n        {open}    let l = lid + {}u;\n            let o = (l / {row_chunks}u) * {stride} + (l % {row_chunks}u) * {w}u;\n", i * nt);
-            if vec {
+            let at = if vec && vec_tiles {
+                format!("let o4 = (l / {row_chunks}u) * {stride}4 + l % {row_chunks}u;")
+            } else {
+                format!("let o = (l / {row_chunks}u) * {stride} + (l % {row_chunks}u) * {w}u;")
+            };
+            *dst += &format!("        {{\n        {open}    let l = lid + {}u;\n            {at}\n", i * nt);
+            if vec && vec_tiles {
+                *dst += &format!("            {arr}[o4] = r{name}{i};\n");
+            } else if vec {
                 for (c, comp) in comps.iter().enumerate() {
                     *dst += &format!("            {arr}[o + {c}u] = r{name}{i}.{comp};\n");
                 }
@@ -240,10 +271,23 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String
     (decl, st_a, st_b, fetch)
 }
 
-/// The WGSL of one tiling (also used by the tests to check it through naga).
-fn source(t: CoopTiles, vec_a: bool, vec_b: bool) -> String {
-    let (decl, inner, store) = generate(t);
-    let (pre_decl, load_a, load_b, pre_next) = prefetched(t, vec_a, vec_b);
+/// The WGSL of one tiling (also used by the tests to check it through naga): `vec_a`, `vec_b`
+/// where A's and B's rows are vec4-aligned, `vec_tiles` to keep them as vec4s in workgroup
+/// memory too, `part` a timing-only variant ([`part`]; "" for the kernel).
+fn source(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool, part: &str) -> String {
+    let (va, vb) = (vec_a && vec_tiles, vec_b && vec_tiles);
+    let (decl, mut inner, store) = generate(t, va, vb);
+    let (pre_decl, mut load_a, mut load_b, mut pre_next) = prefetched(t, vec_a, vec_b, vec_tiles);
+    match part {
+        "noload" => pre_next.clear(),
+        "nomath" => inner.clear(),
+        "mathonly" => {
+            pre_next.clear();
+            load_a.clear();
+            load_b.clear();
+        }
+        _ => {}
+    }
     let warps = t.warps_m * t.warps_n;
     render(
         COOP_TEMPLATE,
@@ -261,8 +305,10 @@ fn source(t: CoopTiles, vec_a: bool, vec_b: bool) -> String {
             ("WTN", &(t.tn * 16).to_string()),
             ("SG", &t.sg.to_string()),
             ("NT", &t.threads().to_string()),
-            ("AS_LEN", &(t.bm() * (t.bk + 8)).to_string()),
-            ("BS_LEN", &(t.bk * (t.bn() + 8)).to_string()),
+            ("AS_ELEM", if va { "vec4<f16>" } else { "f16" }),
+            ("BS_ELEM", if vb { "vec4<f16>" } else { "f16" }),
+            ("AS_LEN", &(t.bm() * (t.bk + 8) / if va { 4 } else { 1 }).to_string()),
+            ("BS_LEN", &(t.bk * (t.bn() + 8) / if vb { 4 } else { 1 }).to_string()),
             ("CS_LEN", &(warps * 256).to_string()),
             ("LOAD_A", &load_a),
             ("LOAD_B", &load_b),
@@ -287,23 +333,37 @@ pub(super) fn run(
     let (k, n) = (problem.k, problem.n);
     let vec_a = k % 4 == 0;
     let vec_b = n % 4 == 0;
+    let (vec_tiles, part) = (vec_tiles(), part());
     let key = format!(
-        "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{vec_a}:{vec_b}",
+        "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{vec_a}:{vec_b}:{vec_tiles}:{part}",
         t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc
     );
     // Every global index is guarded against M, N, K and the workgroup-memory indices are in
     // range by construction; the tests run ragged shapes through this kernel on devices that
     // have it.
     let tensors = [a, b, &out];
-    Launch { key, source: Box::new(move || source(t, vec_a, vec_b)), tensors: &tensors, params: Some(params), groups }
-        .run_with(device, Checks::Unchecked)?;
+    Launch {
+        key,
+        source: Box::new(move || source(t, vec_a, vec_b, vec_tiles, part)),
+        tensors: &tensors,
+        params: Some(params),
+        groups,
+    }
+    .run_with(device, Checks::Unchecked)?;
     Ok(out)
 }
 
 /// The cooperative-matrix kernel's WGSL for a given shape class (tests validate it with naga
 /// where no device runs it): `acc` "f32" or "f16", subgroup size `sg`, `large` tiling or not.
 #[doc(hidden)]
-pub fn coop_source_for_tests(acc: &'static str, sg: u32, large: bool, vec_a: bool, vec_b: bool) -> String {
+pub fn coop_source_for_tests(
+    acc: &'static str,
+    sg: u32,
+    large: bool,
+    vec_a: bool,
+    vec_b: bool,
+    vec_tiles: bool,
+) -> String {
     let (large_t, small_t) = coop_tilings(sg, acc);
-    source(if large { large_t } else { small_t }, vec_a, vec_b)
+    source(if large { large_t } else { small_t }, vec_a, vec_b, vec_tiles, "")
 }
