@@ -59,7 +59,7 @@ const D = {{D}}u;
 const DV = {{DV}}u;
 const SK = D + 8u;  // row strides in workgroup memory, padded by 16 bytes
 const SV = DV + 8u;
-const SS = BC + 4u;
+const SS = {{SS}}u;
 const SP = BC + 8u;
 // The same strides in vec4 units, where the tiles are arrays of vec4 (VEC layout: one 8- or
 // 16-byte access instead of four scalar ones; cooperative loads and stores take vec4 pointers

@@ -34,6 +34,26 @@ fn vec_layout() -> bool {
     *V.get_or_init(|| std::env::var("KILN_ATTN_VEC").map(|v| v != "0").unwrap_or(true))
 }
 
+/// `KILN_ATTN_SF16=1` (experiment): scores accumulated in f16 (Q pre-scaled by scale * log2 e),
+/// stored as f16 and overwritten in place by P, which halves the scratch and leaves room for 64-key
+/// tiles; f16 scores lose precision where scores are large, so it is off by default.
+fn f16_scores() -> bool {
+    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("KILN_ATTN_SF16").is_ok_and(|v| v == "1"))
+}
+
+/// `KILN_ATTN_BC=16|32|64` (tuning): the keys per tile to try first.
+fn bc_choices() -> Vec<usize> {
+    static V: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let wanted = *V.get_or_init(|| match std::env::var("KILN_ATTN_BC").ok().and_then(|v| v.parse().ok()) {
+        Some(n @ (16 | 32 | 64)) => Some(n),
+        _ => None,
+    });
+    let mut v: Vec<usize> = wanted.into_iter().collect();
+    v.extend([64, 32, 16].into_iter().filter(|&b| Some(b) != wanted));
+    v
+}
+
 /// One configuration of the kernel: the subgroup size, the keys per tile, the head sizes and the
 /// subgroups per workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,14 +65,31 @@ pub(super) struct CoopAttn {
     nsg: usize,
     /// Workgroup tiles as vec4 arrays ([`vec_layout`]).
     vec: bool,
+    /// Scores in f16, P in place over them ([`f16_scores`]; implies `vec`).
+    sf16: bool,
 }
 
 impl CoopAttn {
-    fn shared_bytes(sg_count: usize, bc: usize, d: usize, dv: usize) -> usize {
+    fn shared_bytes(sg_count: usize, bc: usize, d: usize, dv: usize, sf16: bool) -> usize {
         // K and V tiles, the score and P scratch, and the `grew` flag's 16 bytes (at exactly the
-        // 48 KiB limit without them, D = 80 hung the H100).
-        bc * (d + 8) * 2 + bc * (dv + 8) * 2 + sg_count * 16 * (bc + 4) * 4 + sg_count * 16 * (bc + 8) * 2 + 16
+        // 48 KiB limit without them, D = 80 hung the H100). With f16 scores: one f16 scratch for
+        // scores and P, and a 16 x 16 f32 one per subgroup for the accumulators.
+        let scratch = if sf16 {
+            sg_count * 16 * (bc + 8) * 2 + sg_count * 16 * 20 * 4
+        } else {
+            sg_count * 16 * (bc + 4) * 4 + sg_count * 16 * (bc + 8) * 2
+        };
+        bc * (d + 8) * 2 + bc * (dv + 8) * 2 + scratch + 16
     }
+}
+
+/// Whether the device's cooperative matrices have a 16x16x16 f16 x f16 -> f16 configuration.
+fn has_f16_accumulator(device: &Device) -> bool {
+    use wgpu::CooperativeScalarType as S;
+    device
+        .coop_props
+        .iter()
+        .any(|p| p.m_size == 16 && p.n_size == 16 && p.k_size == 16 && p.ab_type == S::F16 && p.cr_type == S::F16)
 }
 
 /// The configuration for `dtype` attention with head sizes `d`, `dv` on `device`, or None where
@@ -68,14 +105,15 @@ pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option
     }
     let limits = device.limits();
     let limit = limits.max_compute_workgroup_storage_size as usize;
+    let sf16 = f16_scores() && has_f16_accumulator(device);
     for nsg in nsg_choices() {
         if sg * nsg > limits.max_compute_invocations_per_workgroup as usize
             || sg * nsg > limits.max_compute_workgroup_size_x as usize
         {
             continue;
         }
-        if let Some(bc) = [64, 32, 16].into_iter().find(|&bc| CoopAttn::shared_bytes(nsg, bc, d, dv) <= limit) {
-            return Some(CoopAttn { sg, bc, d, dv, nsg, vec: vec_layout() });
+        if let Some(bc) = bc_choices().into_iter().find(|&bc| CoopAttn::shared_bytes(nsg, bc, d, dv, sf16) <= limit) {
+            return Some(CoopAttn { sg, bc, d, dv, nsg, vec: vec_layout() || sf16, sf16 });
         }
     }
     None
@@ -100,7 +138,10 @@ pub(super) fn run(
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
     Launch {
-        key: format!("flash_attention_coop:{}:{}:{}:{}:{}:{}:{has_mask}", c.sg, c.bc, c.d, c.dv, c.nsg, c.vec),
+        key: format!(
+            "flash_attention_coop:{}:{}:{}:{}:{}:{}:{}:{has_mask}",
+            c.sg, c.bc, c.d, c.dv, c.nsg, c.vec, c.sf16
+        ),
         source: Box::new(move || source(c, has_mask)),
         tensors: &tensors,
         params: Some(params),
@@ -286,6 +327,7 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "f16"),
             ("F_ELEM", "f32"),
+            ("SS", &(bc + 4).to_string()),
             ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
             ("P_SLOT", if has_mask { "5" } else { "4" }),
@@ -321,11 +363,20 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
 /// (a quarter of the workgroup-memory instructions of the scalar layout), and the cooperative
 /// loads and stores given vec4 pointers with strides in vec4 units.
 fn source_vec(c: CoopAttn, has_mask: bool) -> String {
-    let CoopAttn { sg, bc, d, dv, nsg, .. } = c;
+    let CoopAttn { sg, bc, d, dv, nsg, sf16, .. } = c;
     let (qd, nb, od) = (d / 16, bc / 16, dv / 16);
     let lpr = sg / 16;
     let nt = sg * nsg;
     let comps = ["x", "y", "z", "w"];
+    // f16 scores: Q pre-scaled into log2 units, scores in the P scratch, a 16-wide f32 scratch.
+    let q_vec = if sf16 {
+        "vec4<f16>(vec4<f32>(vec4<f16>(q[b], q[b + 1u], q[b + 2u], q[b + 3u])) * p.scale2)"
+    } else {
+        "vec4<f16>(q[b], q[b + 1u], q[b + 2u], q[b + 3u])"
+    };
+    let (s_acc, s_arr, s_base, s_stride, s_scale) =
+        if sf16 { ("f16", "Ps", "psb4", "SP4", "") } else { ("f32", "Ss", "ssb4", "SS4", " * p.scale2") };
+    let ss = if sf16 { 20 } else { bc + 4 };
     let mut load_q = String::new();
     for ci in 0..qd {
         let _ = write!(
@@ -335,7 +386,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
         var x = vec4<f16>(0.0h);
         if (qr < p.lq) {{
             let b = qoff + qr * D + {off}u + (e % 4u) * 4u;
-            x = vec4<f16>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
+            x = {q_vec};
         }}
         Ps[psb4 + (e / 4u) * SP4 + e % 4u] = x;
     }}
@@ -387,7 +438,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     let mut soft_max = String::new();
     let mut soft_p = String::new();
     for u in 0..nv4 {
-        let _ = writeln!(soft_max, "        let sv{u} = Ss[ssb4 + rr * SS4 + part * {nv4}u + {u}u];");
+        let _ = writeln!(soft_max, "        let sv{u} = {s_arr}[{s_base} + rr * {s_stride} + part * {nv4}u + {u}u];");
         let mut ps = Vec::new();
         for (ci, comp) in comps.iter().enumerate() {
             let t = u * 4 + ci;
@@ -402,7 +453,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
                 "        let ok{t} = {col} < nv;
         var x{t} = LOWEST;
         if (ok{t}) {{
-            x{t} = sv{u}.{comp} * p.scale2{mask_add};
+            x{t} = f32(sv{u}.{comp}){s_scale}{mask_add};
             mx = max(mx, x{t});
         }}"
             );
@@ -417,7 +468,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     }
     let mut scores = String::from("        {\n");
     for j in 0..nb {
-        let _ = writeln!(scores, "            var s{j} = coop_mat16x16<f32, C>();");
+        let _ = writeln!(scores, "            var s{j} = coop_mat16x16<{s_acc}, C>();");
     }
     for ci in 0..qd {
         for j in 0..nb {
@@ -431,7 +482,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
         }
     }
     for j in 0..nb {
-        let _ = writeln!(scores, "            coopStoreT(s{j}, &Ss[ssb4 + {}u], SS4);", j * 4);
+        let _ = writeln!(scores, "            coopStoreT(s{j}, &{s_arr}[{s_base} + {}u], {s_stride});", j * 4);
     }
     scores.push_str("        }\n");
     let mut reduce_max = String::new();
@@ -498,6 +549,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "vec4<f16>"),
             ("F_ELEM", "vec4<f32>"),
+            ("SS", &ss.to_string()),
             ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
             ("P_SLOT", if has_mask { "5" } else { "4" }),
@@ -509,7 +561,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             ("DV", &dv.to_string()),
             ("KS_LEN", &(bc * (d + 8) / 4).to_string()),
             ("VS_LEN", &(bc * (dv + 8) / 4).to_string()),
-            ("SS_LEN", &(nsg * 16 * (bc + 4) / 4).to_string()),
+            ("SS_LEN", &(nsg * 16 * ss / 4).to_string()),
             ("PS_LEN", &(nsg * 16 * (bc + 8) / 4).to_string()),
             ("LOAD_Q", &load_q),
             ("ACC_DECL", &acc),
@@ -530,8 +582,18 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
 
 /// The kernel's WGSL for subgroup size `sg`, `bc` keys per tile, head sizes `d`, `dv`, `nsg`
 /// subgroups (tests validate it through naga on every machine).
-pub fn source_for_tests(sg: usize, bc: usize, d: usize, dv: usize, nsg: usize, has_mask: bool, vec: bool) -> String {
-    source(CoopAttn { sg, bc, d, dv, nsg, vec }, has_mask)
+#[allow(clippy::too_many_arguments)]
+pub fn source_for_tests(
+    sg: usize,
+    bc: usize,
+    d: usize,
+    dv: usize,
+    nsg: usize,
+    has_mask: bool,
+    vec: bool,
+    sf16: bool,
+) -> String {
+    source(CoopAttn { sg, bc, d, dv, nsg, vec: vec || sf16, sf16 }, has_mask)
 }
 
 /// What the kernel relies on, checked by the tests on devices with cooperative matrices: the
