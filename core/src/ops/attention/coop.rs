@@ -42,6 +42,14 @@ fn f16_scores() -> bool {
     *V.get_or_init(|| std::env::var("KILN_ATTN_SF16").is_ok_and(|v| v == "1"))
 }
 
+/// `KILN_ATTN_INPLACE=0|1` (tuning): V stored into K's tile once the scores are out, and Q and P
+/// written as f16 pairs over the f32 scores, which leaves room for 64-key tiles with 8 subgroups
+/// at D = 64.
+fn in_place() -> bool {
+    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("KILN_ATTN_INPLACE").is_ok_and(|v| v == "1"))
+}
+
 /// `KILN_ATTN_BC=16|32|64` (tuning): the keys per tile to try first.
 fn bc_choices() -> Vec<usize> {
     static V: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
@@ -67,10 +75,16 @@ pub(super) struct CoopAttn {
     vec: bool,
     /// Scores in f16, P in place over them ([`f16_scores`]; implies `vec`).
     sf16: bool,
+    /// One tile for K then V, Q and P as f16 pairs over the f32 scores ([`in_place`]; implies
+    /// `vec`, excludes `sf16`).
+    inplace: bool,
 }
 
 impl CoopAttn {
-    fn shared_bytes(sg_count: usize, bc: usize, d: usize, dv: usize, sf16: bool) -> usize {
+    fn shared_bytes(sg_count: usize, bc: usize, d: usize, dv: usize, sf16: bool, inplace: bool) -> usize {
+        if inplace {
+            return bc * (d.max(dv) + 8) * 2 + sg_count * 16 * (bc + 4) * 4 + 16;
+        }
         // K and V tiles, the score and P scratch, and the `grew` flag's 16 bytes (at exactly the
         // 48 KiB limit without them, D = 80 hung the H100). With f16 scores: one f16 scratch for
         // scores and P, and a 16 x 16 f32 one per subgroup for the accumulators.
@@ -112,8 +126,13 @@ pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option
         {
             continue;
         }
-        if let Some(bc) = bc_choices().into_iter().find(|&bc| CoopAttn::shared_bytes(nsg, bc, d, dv, sf16) <= limit) {
-            return Some(CoopAttn { sg, bc, d, dv, nsg, vec: vec_layout() || sf16, sf16 });
+        // In place, each invocation's P is written 8 halves at a time.
+        let inplace = in_place() && !sf16;
+        let fits = |bc: usize| {
+            CoopAttn::shared_bytes(nsg, bc, d, dv, sf16, inplace) <= limit && (!inplace || (bc * 16 / sg) % 8 == 0)
+        };
+        if let Some(bc) = bc_choices().into_iter().find(|&bc| fits(bc)) {
+            return Some(CoopAttn { sg, bc, d, dv, nsg, vec: vec_layout() || sf16 || inplace, sf16, inplace });
         }
     }
     None
@@ -139,8 +158,8 @@ pub(super) fn run(
     tensors.push(out);
     Launch {
         key: format!(
-            "flash_attention_coop:{}:{}:{}:{}:{}:{}:{}:{has_mask}",
-            c.sg, c.bc, c.d, c.dv, c.nsg, c.vec, c.sf16
+            "flash_attention_coop:{}:{}:{}:{}:{}:{}:{}:{}:{has_mask}",
+            c.sg, c.bc, c.d, c.dv, c.nsg, c.vec, c.sf16, c.inplace
         ),
         source: Box::new(move || source(c, has_mask)),
         tensors: &tensors,
@@ -153,6 +172,16 @@ pub(super) fn run(
 }
 
 /// The kernel's WGSL for one configuration (the tests validate it through naga everywhere).
+/// Workgroup memory of the scalar and vec4 layouts: K and V tiles, f32 scores, f16 Q / P.
+const SMEM_SEPARATE: &str = "var<workgroup> Ks: array<{{H_ELEM}}, {{KS_LEN}}>; // [BC][SK]
+var<workgroup> Vs: array<{{H_ELEM}}, {{VS_LEN}}>; // [BC][SV]
+var<workgroup> Ss: array<{{F_ELEM}}, {{SS_LEN}}>; // [NSG][16][SS]: scores, then accumulators on their way out
+var<workgroup> Ps: array<{{H_ELEM}}, {{PS_LEN}}>; // [NSG][16][SP]: Q on its way in, then P";
+/// Workgroup memory of the in-place layout: one tile for K, then V; f32 scores with Q and P
+/// written over them as f16 pairs.
+const SMEM_INPLACE: &str = "var<workgroup> Ks: array<{{H_ELEM}}, {{KS_LEN}}>; // [BC][SK]: K, then V ([BC][SV])
+var<workgroup> Ss: array<{{F_ELEM}}, {{SS_LEN}}>; // [NSG][16][SS]: Q, scores then P, accumulators";
+
 pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     if c.vec {
         return source_vec(c, has_mask);
@@ -323,6 +352,8 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     render(
         TEMPLATE,
         &[
+            ("SMEM", SMEM_SEPARATE),
+            ("AFTER_SCORES", ""),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "f16"),
@@ -363,7 +394,7 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
 /// (a quarter of the workgroup-memory instructions of the scalar layout), and the cooperative
 /// loads and stores given vec4 pointers with strides in vec4 units.
 fn source_vec(c: CoopAttn, has_mask: bool) -> String {
-    let CoopAttn { sg, bc, d, dv, nsg, sf16, .. } = c;
+    let CoopAttn { sg, bc, d, dv, nsg, sf16, inplace, .. } = c;
     let (qd, nb, od) = (d / 16, bc / 16, dv / 16);
     let lpr = sg / 16;
     let nt = sg * nsg;
@@ -397,6 +428,34 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             off = ci * 16
         );
     }
+    if inplace {
+        // Q's 16 x 16 blocks through the f32 scratch as f16 pairs (8 halves per vec4<f32>).
+        load_q.clear();
+        for ci in 0..qd {
+            let _ = write!(
+                load_q,
+                "    for (var e = lane; e < 32u; e += SG) {{
+        let qr = row0 + e / 2u;
+        var x = vec4<f32>(0.0);
+        if (qr < p.lq) {{
+            let b = qoff + qr * D + {off}u + (e % 2u) * 8u;
+            x = vec4<f32>(
+                bitcast<f32>(pack2x16float(vec2<f32>(f32(q[b]), f32(q[b + 1u])))),
+                bitcast<f32>(pack2x16float(vec2<f32>(f32(q[b + 2u]), f32(q[b + 3u])))),
+                bitcast<f32>(pack2x16float(vec2<f32>(f32(q[b + 4u]), f32(q[b + 5u])))),
+                bitcast<f32>(pack2x16float(vec2<f32>(f32(q[b + 6u]), f32(q[b + 7u])))),
+            );
+        }}
+        Ss[ssb4 + (e / 2u) * SS4 + e % 2u] = x;
+    }}
+    workgroupBarrier();
+    let qa{ci} = coopLoadT<coop_mat16x16<f16, A>>(&Ss[ssb4], SS4);
+    workgroupBarrier();
+",
+                off = ci * 16
+            );
+        }
+    }
     let mut acc = String::new();
     for ci in 0..od {
         let _ = writeln!(acc, "    var o{ci} = coop_mat16x16<f32, C>();");
@@ -404,7 +463,14 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     let mut fetch_decl = String::new();
     let mut fetch = String::new();
     let mut store_kv = String::new();
-    for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK4", "koff"), ("v", dv, "Vs", "SV4", "voff")] {
+    // In place, V goes into K's tile once the scores are out (AFTER_SCORES), and its next tile is
+    // fetched then.
+    let mut fetch_v = String::new();
+    let mut store_v = String::new();
+    let v_dst = if inplace { "Ks" } else { "Vs" };
+    for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK4", "koff"), ("v", dv, v_dst, "SV4", "voff")] {
+        let (fetch, store_kv) =
+            if inplace && name == "v" { (&mut fetch_v, &mut store_v) } else { (&mut fetch, &mut store_kv) };
         let per_row = width / 4;
         let total = bc * per_row;
         for e in 0..total.div_ceil(nt) {
@@ -422,16 +488,21 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
 "
             );
             fetch_decl += &body;
-            fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
+            *fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
             let open = if guard.is_empty() { String::new() } else { format!("if (lid + {off}u < {total}u) ") };
             let _ = writeln!(
-                store_kv,
+                *store_kv,
                 "        {open}{{
             {dst}[((lid + {off}u) / {per_row}u) * {stride} + (lid + {off}u) % {per_row}u] = {name}x{e};
         }}"
             );
         }
     }
+    let after_scores = if inplace {
+        format!("{store_v}        if (j0 + BC < nk_block) {{\n            let j0 = j0 + BC;\n{fetch_v}        }}\n")
+    } else {
+        String::new()
+    };
     // Each invocation takes CPL consecutive columns of its row's tile, as CPL / 4 vec4s.
     let cpl = bc / lpr;
     let nv4 = cpl / 4;
@@ -464,7 +535,28 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             );
             ps.push(format!("p{t}"));
         }
-        let _ = writeln!(soft_p, "        Ps[psb4 + rr * SP4 + part * {nv4}u + {u}u] = vec4<f16>({});", ps.join(", "));
+        if !inplace {
+            let _ =
+                writeln!(soft_p, "        Ps[psb4 + rr * SP4 + part * {nv4}u + {u}u] = vec4<f16>({});", ps.join(", "));
+        } else if u % 2 == 1 {
+            // Eight P values as f16 pairs in one vec4<f32>, over the first half of the row's
+            // scores: the other invocations of the row read theirs before the shuffles above,
+            // which this write comes after.
+            let t0 = (u - 1) * 4;
+            // (naga types a bitcast that changes the component count, vec2<f16> to f32, with the
+            // argument's count, so the pair goes through pack2x16float, exact for f16 values.)
+            let pair = |a: usize| format!("bitcast<f32>(pack2x16float(vec2<f32>(f32(p{a}), f32(p{}))))", a + 1);
+            let _ = writeln!(
+                soft_p,
+                "        Ss[ssb4 + rr * SS4 + part * {}u + {}u] = vec4<f32>({}, {}, {}, {});",
+                cpl / 8,
+                u / 2,
+                pair(t0),
+                pair(t0 + 2),
+                pair(t0 + 4),
+                pair(t0 + 6)
+            );
+        }
     }
     let mut scores = String::from("        {\n");
     for j in 0..nb {
@@ -528,13 +620,19 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     }
     let mut pv = String::from("        {\n");
     for j in 0..nb {
-        let _ = writeln!(pv, "            let pa{j} = coopLoadT<coop_mat16x16<f16, A>>(&Ps[psb4 + {}u], SP4);", j * 4);
+        if inplace {
+            let _ =
+                writeln!(pv, "            let pa{j} = coopLoadT<coop_mat16x16<f16, A>>(&Ss[ssb4 + {}u], SS4);", j * 2);
+        } else {
+            let _ =
+                writeln!(pv, "            let pa{j} = coopLoadT<coop_mat16x16<f16, A>>(&Ps[psb4 + {}u], SP4);", j * 4);
+        }
     }
     for ci in 0..od {
         for j in 0..nb {
             let _ = writeln!(
                 pv,
-                "            let vb{j}_{ci} = coopLoadT<coop_mat16x16<f16, B>>(&Vs[{}u * SV4 + {}u], SV4);
+                "            let vb{j}_{ci} = coopLoadT<coop_mat16x16<f16, B>>(&{v_dst}[{}u * SV4 + {}u], SV4);
             o{ci} = coopMultiplyAdd(pa{j}, vb{j}_{ci}, o{ci});",
                 j * 16,
                 ci * 4
@@ -545,6 +643,8 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     render(
         TEMPLATE,
         &[
+            ("SMEM", if inplace { SMEM_INPLACE } else { SMEM_SEPARATE }),
+            ("AFTER_SCORES", &after_scores),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "vec4<f16>"),
@@ -559,7 +659,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             ("BC", &bc.to_string()),
             ("D", &d.to_string()),
             ("DV", &dv.to_string()),
-            ("KS_LEN", &(bc * (d + 8) / 4).to_string()),
+            ("KS_LEN", &(bc * (if inplace { d.max(dv) } else { d } + 8) / 4).to_string()),
             ("VS_LEN", &(bc * (dv + 8) / 4).to_string()),
             ("SS_LEN", &(nsg * 16 * ss / 4).to_string()),
             ("PS_LEN", &(nsg * 16 * (bc + 8) / 4).to_string()),
@@ -592,8 +692,9 @@ pub fn source_for_tests(
     has_mask: bool,
     vec: bool,
     sf16: bool,
+    inplace: bool,
 ) -> String {
-    source(CoopAttn { sg, bc, d, dv, nsg, vec: vec || sf16, sf16 }, has_mask)
+    source(CoopAttn { sg, bc, d, dv, nsg, vec: vec || sf16 || inplace, sf16, inplace: inplace && !sf16 }, has_mask)
 }
 
 /// What the kernel relies on, checked by the tests on devices with cooperative matrices: the
