@@ -37,9 +37,6 @@ const SB = BN + 8u; // row stride of Bs
 // loads take the vec4 pointer with the stride in vec4 units).
 const SA4 = SA / 4u;
 const SB4 = SB / 4u;
-// ... and in vec4<u32> units (8 halves) where the tiles are arrays of vec4<u32>.
-const SA8 = SA / 8u;
-const SB8 = SB / 8u;
 
 var<workgroup> As: array<{{AS_ELEM}}, {{AS_LEN}}>; // [BM][SA]
 var<workgroup> Bs: array<{{BS_ELEM}}, {{BS_LEN}}>; // [BK][SB]

@@ -34,34 +34,6 @@ fn vec_layout() -> bool {
     *V.get_or_init(|| std::env::var("KILN_ATTN_VEC").map(|v| v != "0").unwrap_or(true))
 }
 
-/// `KILN_ATTN_SF16=1` (experiment): scores accumulated in f16 (Q pre-scaled by scale * log2 e),
-/// stored as f16 and overwritten in place by P, which halves the scratch and leaves room for 64-key
-/// tiles; f16 scores lose precision where scores are large, so it is off by default.
-fn f16_scores() -> bool {
-    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *V.get_or_init(|| std::env::var("KILN_ATTN_SF16").is_ok_and(|v| v == "1"))
-}
-
-/// `KILN_ATTN_INPLACE=0|1` (tuning): V stored into K's tile once the scores are out, and Q and P
-/// written as f16 pairs over the f32 scores, which leaves room for 64-key tiles with 8 subgroups
-/// at D = 64.
-fn in_place() -> bool {
-    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *V.get_or_init(|| std::env::var("KILN_ATTN_INPLACE").is_ok_and(|v| v == "1"))
-}
-
-/// `KILN_ATTN_BC=16|32|64` (tuning): the keys per tile to try first.
-fn bc_choices() -> Vec<usize> {
-    static V: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let wanted = *V.get_or_init(|| match std::env::var("KILN_ATTN_BC").ok().and_then(|v| v.parse().ok()) {
-        Some(n @ (16 | 32 | 64)) => Some(n),
-        _ => None,
-    });
-    let mut v: Vec<usize> = wanted.into_iter().collect();
-    v.extend([64, 32, 16].into_iter().filter(|&b| Some(b) != wanted));
-    v
-}
-
 /// One configuration of the kernel: the subgroup size, the keys per tile, the head sizes and the
 /// subgroups per workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,37 +45,14 @@ pub(super) struct CoopAttn {
     nsg: usize,
     /// Workgroup tiles as vec4 arrays ([`vec_layout`]).
     vec: bool,
-    /// Scores in f16, P in place over them ([`f16_scores`]; implies `vec`).
-    sf16: bool,
-    /// One tile for K then V, Q and P as f16 pairs over the f32 scores ([`in_place`]; implies
-    /// `vec`, excludes `sf16`).
-    inplace: bool,
 }
 
 impl CoopAttn {
-    fn shared_bytes(sg_count: usize, bc: usize, d: usize, dv: usize, sf16: bool, inplace: bool) -> usize {
-        if inplace {
-            return bc * (d.max(dv) + 8) * 2 + sg_count * 16 * (bc + 4) * 4 + 16;
-        }
+    fn shared_bytes(sg_count: usize, bc: usize, d: usize, dv: usize) -> usize {
         // K and V tiles, the score and P scratch, and the `grew` flag's 16 bytes (at exactly the
-        // 48 KiB limit without them, D = 80 hung the H100). With f16 scores: one f16 scratch for
-        // scores and P, and a 16 x 16 f32 one per subgroup for the accumulators.
-        let scratch = if sf16 {
-            sg_count * 16 * (bc + 8) * 2 + sg_count * 16 * 20 * 4
-        } else {
-            sg_count * 16 * (bc + 4) * 4 + sg_count * 16 * (bc + 8) * 2
-        };
-        bc * (d + 8) * 2 + bc * (dv + 8) * 2 + scratch + 16
+        // 48 KiB limit without them, D = 80 hung the H100).
+        bc * (d + 8) * 2 + bc * (dv + 8) * 2 + sg_count * 16 * (bc + 4) * 4 + sg_count * 16 * (bc + 8) * 2 + 16
     }
-}
-
-/// Whether the device's cooperative matrices have a 16x16x16 f16 x f16 -> f16 configuration.
-fn has_f16_accumulator(device: &Device) -> bool {
-    use wgpu::CooperativeScalarType as S;
-    device
-        .coop_props
-        .iter()
-        .any(|p| p.m_size == 16 && p.n_size == 16 && p.k_size == 16 && p.ab_type == S::F16 && p.cr_type == S::F16)
 }
 
 /// The configuration for `dtype` attention with head sizes `d`, `dv` on `device`, or None where
@@ -119,20 +68,14 @@ pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option
     }
     let limits = device.limits();
     let limit = limits.max_compute_workgroup_storage_size as usize;
-    let sf16 = f16_scores() && has_f16_accumulator(device);
     for nsg in nsg_choices() {
         if sg * nsg > limits.max_compute_invocations_per_workgroup as usize
             || sg * nsg > limits.max_compute_workgroup_size_x as usize
         {
             continue;
         }
-        // In place, each invocation's P is written 8 halves at a time.
-        let inplace = in_place() && !sf16;
-        let fits = |bc: usize| {
-            CoopAttn::shared_bytes(nsg, bc, d, dv, sf16, inplace) <= limit && (!inplace || (bc * 16 / sg) % 8 == 0)
-        };
-        if let Some(bc) = bc_choices().into_iter().find(|&bc| fits(bc)) {
-            return Some(CoopAttn { sg, bc, d, dv, nsg, vec: vec_layout() || sf16 || inplace, sf16, inplace });
+        if let Some(bc) = [64, 32, 16].into_iter().find(|&bc| CoopAttn::shared_bytes(nsg, bc, d, dv) <= limit) {
+            return Some(CoopAttn { sg, bc, d, dv, nsg, vec: vec_layout() });
         }
     }
     None
@@ -157,10 +100,7 @@ pub(super) fn run(
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
     Launch {
-        key: format!(
-            "flash_attention_coop:{}:{}:{}:{}:{}:{}:{}:{}:{has_mask}",
-            c.sg, c.bc, c.d, c.dv, c.nsg, c.vec, c.sf16, c.inplace
-        ),
+        key: format!("flash_attention_coop:{}:{}:{}:{}:{}:{}:{has_mask}", c.sg, c.bc, c.d, c.dv, c.nsg, c.vec),
         source: Box::new(move || source(c, has_mask)),
         tensors: &tensors,
         params: Some(params),
@@ -172,16 +112,6 @@ pub(super) fn run(
 }
 
 /// The kernel's WGSL for one configuration (the tests validate it through naga everywhere).
-/// Workgroup memory of the scalar and vec4 layouts: K and V tiles, f32 scores, f16 Q / P.
-const SMEM_SEPARATE: &str = "var<workgroup> Ks: array<{{H_ELEM}}, {{KS_LEN}}>; // [BC][SK]
-var<workgroup> Vs: array<{{H_ELEM}}, {{VS_LEN}}>; // [BC][SV]
-var<workgroup> Ss: array<{{F_ELEM}}, {{SS_LEN}}>; // [NSG][16][SS]: scores, then accumulators on their way out
-var<workgroup> Ps: array<{{H_ELEM}}, {{PS_LEN}}>; // [NSG][16][SP]: Q on its way in, then P";
-/// Workgroup memory of the in-place layout: one tile for K, then V; f32 scores with Q and P
-/// written over them as f16 pairs.
-const SMEM_INPLACE: &str = "var<workgroup> Ks: array<{{H_ELEM}}, {{KS_LEN}}>; // [BC][SK]: K, then V ([BC][SV])
-var<workgroup> Ss: array<{{F_ELEM}}, {{SS_LEN}}>; // [NSG][16][SS]: Q, scores then P, accumulators";
-
 pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     if c.vec {
         return source_vec(c, has_mask);
@@ -352,13 +282,10 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     render(
         TEMPLATE,
         &[
-            ("SMEM", SMEM_SEPARATE),
-            ("AFTER_SCORES", ""),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "f16"),
             ("F_ELEM", "f32"),
-            ("SS", &(bc + 4).to_string()),
             ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
             ("P_SLOT", if has_mask { "5" } else { "4" }),
@@ -394,20 +321,11 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
 /// (a quarter of the workgroup-memory instructions of the scalar layout), and the cooperative
 /// loads and stores given vec4 pointers with strides in vec4 units.
 fn source_vec(c: CoopAttn, has_mask: bool) -> String {
-    let CoopAttn { sg, bc, d, dv, nsg, sf16, inplace, .. } = c;
+    let CoopAttn { sg, bc, d, dv, nsg, .. } = c;
     let (qd, nb, od) = (d / 16, bc / 16, dv / 16);
     let lpr = sg / 16;
     let nt = sg * nsg;
     let comps = ["x", "y", "z", "w"];
-    // f16 scores: Q pre-scaled into log2 units, scores in the P scratch, a 16-wide f32 scratch.
-    let q_vec = if sf16 {
-        "vec4<f16>(vec4<f32>(vec4<f16>(q[b], q[b + 1u], q[b + 2u], q[b + 3u])) * p.scale2)"
-    } else {
-        "vec4<f16>(q[b], q[b + 1u], q[b + 2u], q[b + 3u])"
-    };
-    let (s_acc, s_arr, s_base, s_stride, s_scale) =
-        if sf16 { ("f16", "Ps", "psb4", "SP4", "") } else { ("f32", "Ss", "ssb4", "SS4", " * p.scale2") };
-    let ss = if sf16 { 20 } else { bc + 4 };
     let mut load_q = String::new();
     for ci in 0..qd {
         let _ = write!(
@@ -417,7 +335,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
         var x = vec4<f16>(0.0h);
         if (qr < p.lq) {{
             let b = qoff + qr * D + {off}u + (e % 4u) * 4u;
-            x = {q_vec};
+            x = vec4<f16>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
         }}
         Ps[psb4 + (e / 4u) * SP4 + e % 4u] = x;
     }}
@@ -428,34 +346,6 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             off = ci * 16
         );
     }
-    if inplace {
-        // Q's 16 x 16 blocks through the f32 scratch as f16 pairs (8 halves per vec4<f32>).
-        load_q.clear();
-        for ci in 0..qd {
-            let _ = write!(
-                load_q,
-                "    for (var e = lane; e < 32u; e += SG) {{
-        let qr = row0 + e / 2u;
-        var x = vec4<f32>(0.0);
-        if (qr < p.lq) {{
-            let b = qoff + qr * D + {off}u + (e % 2u) * 8u;
-            x = vec4<f32>(
-                bitcast<f32>(pack2x16float(vec2<f32>(f32(q[b]), f32(q[b + 1u])))),
-                bitcast<f32>(pack2x16float(vec2<f32>(f32(q[b + 2u]), f32(q[b + 3u])))),
-                bitcast<f32>(pack2x16float(vec2<f32>(f32(q[b + 4u]), f32(q[b + 5u])))),
-                bitcast<f32>(pack2x16float(vec2<f32>(f32(q[b + 6u]), f32(q[b + 7u])))),
-            );
-        }}
-        Ss[ssb4 + (e / 2u) * SS4 + e % 2u] = x;
-    }}
-    workgroupBarrier();
-    let qa{ci} = coopLoadT<coop_mat16x16<f16, A>>(&Ss[ssb4], SS4);
-    workgroupBarrier();
-",
-                off = ci * 16
-            );
-        }
-    }
     let mut acc = String::new();
     for ci in 0..od {
         let _ = writeln!(acc, "    var o{ci} = coop_mat16x16<f32, C>();");
@@ -463,14 +353,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     let mut fetch_decl = String::new();
     let mut fetch = String::new();
     let mut store_kv = String::new();
-    // In place, V goes into K's tile once the scores are out (AFTER_SCORES), and its next tile is
-    // fetched then.
-    let mut fetch_v = String::new();
-    let mut store_v = String::new();
-    let v_dst = if inplace { "Ks" } else { "Vs" };
-    for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK4", "koff"), ("v", dv, v_dst, "SV4", "voff")] {
-        let (fetch, store_kv) =
-            if inplace && name == "v" { (&mut fetch_v, &mut store_v) } else { (&mut fetch, &mut store_kv) };
+    for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK4", "koff"), ("v", dv, "Vs", "SV4", "voff")] {
         let per_row = width / 4;
         let total = bc * per_row;
         for e in 0..total.div_ceil(nt) {
@@ -488,28 +371,23 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
 "
             );
             fetch_decl += &body;
-            *fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
+            fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
             let open = if guard.is_empty() { String::new() } else { format!("if (lid + {off}u < {total}u) ") };
             let _ = writeln!(
-                *store_kv,
+                store_kv,
                 "        {open}{{
             {dst}[((lid + {off}u) / {per_row}u) * {stride} + (lid + {off}u) % {per_row}u] = {name}x{e};
         }}"
             );
         }
     }
-    let after_scores = if inplace {
-        format!("{store_v}        if (j0 + BC < nk_block) {{\n            let j0 = j0 + BC;\n{fetch_v}        }}\n")
-    } else {
-        String::new()
-    };
     // Each invocation takes CPL consecutive columns of its row's tile, as CPL / 4 vec4s.
     let cpl = bc / lpr;
     let nv4 = cpl / 4;
     let mut soft_max = String::new();
     let mut soft_p = String::new();
     for u in 0..nv4 {
-        let _ = writeln!(soft_max, "        let sv{u} = {s_arr}[{s_base} + rr * {s_stride} + part * {nv4}u + {u}u];");
+        let _ = writeln!(soft_max, "        let sv{u} = Ss[ssb4 + rr * SS4 + part * {nv4}u + {u}u];");
         let mut ps = Vec::new();
         for (ci, comp) in comps.iter().enumerate() {
             let t = u * 4 + ci;
@@ -524,7 +402,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
                 "        let ok{t} = {col} < nv;
         var x{t} = LOWEST;
         if (ok{t}) {{
-            x{t} = f32(sv{u}.{comp}){s_scale}{mask_add};
+            x{t} = sv{u}.{comp} * p.scale2{mask_add};
             mx = max(mx, x{t});
         }}"
             );
@@ -535,32 +413,11 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             );
             ps.push(format!("p{t}"));
         }
-        if !inplace {
-            let _ =
-                writeln!(soft_p, "        Ps[psb4 + rr * SP4 + part * {nv4}u + {u}u] = vec4<f16>({});", ps.join(", "));
-        } else if u % 2 == 1 {
-            // Eight P values as f16 pairs in one vec4<f32>, over the first half of the row's
-            // scores: the other invocations of the row read theirs before the shuffles above,
-            // which this write comes after.
-            let t0 = (u - 1) * 4;
-            // (naga types a bitcast that changes the component count, vec2<f16> to f32, with the
-            // argument's count, so the pair goes through pack2x16float, exact for f16 values.)
-            let pair = |a: usize| format!("bitcast<f32>(pack2x16float(vec2<f32>(f32(p{a}), f32(p{}))))", a + 1);
-            let _ = writeln!(
-                soft_p,
-                "        Ss[ssb4 + rr * SS4 + part * {}u + {}u] = vec4<f32>({}, {}, {}, {});",
-                cpl / 8,
-                u / 2,
-                pair(t0),
-                pair(t0 + 2),
-                pair(t0 + 4),
-                pair(t0 + 6)
-            );
-        }
+        let _ = writeln!(soft_p, "        Ps[psb4 + rr * SP4 + part * {nv4}u + {u}u] = vec4<f16>({});", ps.join(", "));
     }
     let mut scores = String::from("        {\n");
     for j in 0..nb {
-        let _ = writeln!(scores, "            var s{j} = coop_mat16x16<{s_acc}, C>();");
+        let _ = writeln!(scores, "            var s{j} = coop_mat16x16<f32, C>();");
     }
     for ci in 0..qd {
         for j in 0..nb {
@@ -574,7 +431,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
         }
     }
     for j in 0..nb {
-        let _ = writeln!(scores, "            coopStoreT(s{j}, &{s_arr}[{s_base} + {}u], {s_stride});", j * 4);
+        let _ = writeln!(scores, "            coopStoreT(s{j}, &Ss[ssb4 + {}u], SS4);", j * 4);
     }
     scores.push_str("        }\n");
     let mut reduce_max = String::new();
@@ -620,19 +477,13 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     }
     let mut pv = String::from("        {\n");
     for j in 0..nb {
-        if inplace {
-            let _ =
-                writeln!(pv, "            let pa{j} = coopLoadT<coop_mat16x16<f16, A>>(&Ss[ssb4 + {}u], SS4);", j * 2);
-        } else {
-            let _ =
-                writeln!(pv, "            let pa{j} = coopLoadT<coop_mat16x16<f16, A>>(&Ps[psb4 + {}u], SP4);", j * 4);
-        }
+        let _ = writeln!(pv, "            let pa{j} = coopLoadT<coop_mat16x16<f16, A>>(&Ps[psb4 + {}u], SP4);", j * 4);
     }
     for ci in 0..od {
         for j in 0..nb {
             let _ = writeln!(
                 pv,
-                "            let vb{j}_{ci} = coopLoadT<coop_mat16x16<f16, B>>(&{v_dst}[{}u * SV4 + {}u], SV4);
+                "            let vb{j}_{ci} = coopLoadT<coop_mat16x16<f16, B>>(&Vs[{}u * SV4 + {}u], SV4);
             o{ci} = coopMultiplyAdd(pa{j}, vb{j}_{ci}, o{ci});",
                 j * 16,
                 ci * 4
@@ -643,13 +494,10 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     render(
         TEMPLATE,
         &[
-            ("SMEM", if inplace { SMEM_INPLACE } else { SMEM_SEPARATE }),
-            ("AFTER_SCORES", &after_scores),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "vec4<f16>"),
             ("F_ELEM", "vec4<f32>"),
-            ("SS", &ss.to_string()),
             ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
             ("P_SLOT", if has_mask { "5" } else { "4" }),
@@ -659,9 +507,9 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             ("BC", &bc.to_string()),
             ("D", &d.to_string()),
             ("DV", &dv.to_string()),
-            ("KS_LEN", &(bc * (if inplace { d.max(dv) } else { d } + 8) / 4).to_string()),
+            ("KS_LEN", &(bc * (d + 8) / 4).to_string()),
             ("VS_LEN", &(bc * (dv + 8) / 4).to_string()),
-            ("SS_LEN", &(nsg * 16 * ss / 4).to_string()),
+            ("SS_LEN", &(nsg * 16 * (bc + 4) / 4).to_string()),
             ("PS_LEN", &(nsg * 16 * (bc + 8) / 4).to_string()),
             ("LOAD_Q", &load_q),
             ("ACC_DECL", &acc),
@@ -682,19 +530,8 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
 
 /// The kernel's WGSL for subgroup size `sg`, `bc` keys per tile, head sizes `d`, `dv`, `nsg`
 /// subgroups (tests validate it through naga on every machine).
-#[allow(clippy::too_many_arguments)]
-pub fn source_for_tests(
-    sg: usize,
-    bc: usize,
-    d: usize,
-    dv: usize,
-    nsg: usize,
-    has_mask: bool,
-    vec: bool,
-    sf16: bool,
-    inplace: bool,
-) -> String {
-    source(CoopAttn { sg, bc, d, dv, nsg, vec: vec || sf16 || inplace, sf16, inplace: inplace && !sf16 }, has_mask)
+pub fn source_for_tests(sg: usize, bc: usize, d: usize, dv: usize, nsg: usize, has_mask: bool, vec: bool) -> String {
+    source(CoopAttn { sg, bc, d, dv, nsg, vec }, has_mask)
 }
 
 /// What the kernel relies on, checked by the tests on devices with cooperative matrices: the

@@ -106,14 +106,6 @@ fn vec_tiles() -> bool {
     *V.get_or_init(|| std::env::var("KILN_COOP_VEC").map(|v| v != "0").unwrap_or(true))
 }
 
-/// Whether rows whose length is a multiple of 8 are read 8 halves at a time (one 16-byte
-/// vec4<u32> read and workgroup store, the tile then read by `coopLoad` as f16):
-/// `KILN_COOP_WIDE=0|1` (tuning; default 0).
-fn wide_loads() -> bool {
-    static V: OnceLock<bool> = OnceLock::new();
-    *V.get_or_init(|| std::env::var("KILN_COOP_WIDE").is_ok_and(|v| v == "1"))
-}
-
 /// Timing-only variants that drop a part of the kernel (results are wrong): `KILN_COOP_PART=
 /// noload` (the global reads after the first K step), `nomath` (the cooperative products),
 /// `mathonly` (no global reads nor workgroup stores). Splits the kernel's time between loads,
@@ -145,7 +137,7 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<Coop
 
 /// The cooperative-matrix code of one tiling: accumulator declarations, the products of one K
 /// step, the store through workgroup memory.
-fn generate(t: CoopTiles, ta: u32, tb: u32) -> (String, String, String) {
+fn generate(t: CoopTiles, va: bool, vb: bool) -> (String, String, String) {
     let acc = t.acc;
     let mut decl = String::new();
     let mut inner = String::new();
@@ -156,19 +148,17 @@ fn generate(t: CoopTiles, ta: u32, tb: u32) -> (String, String, String) {
         }
     }
     for i in 0..t.tm {
-        inner += &if ta > 1 {
-            format!(
-                "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA{ta} + kk / {ta}u], SA{ta});\n"
-            )
+        inner += &if va {
+            format!("            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA4 + kk / 4u], SA4);\n")
         } else {
             format!("            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n")
         };
     }
     for j in 0..t.tn {
-        inner += &if tb > 1 {
+        inner += &if vb {
             format!(
-                "            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB{tb} + wc / {tb}u + {}u], SB{tb});\n",
-                j * 16 / tb
+                "            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB4 + wc / 4u + {}u], SB4);\n",
+                j * 4
             )
         } else {
             format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n")
@@ -204,7 +194,7 @@ fn generate(t: CoopTiles, ta: u32, tb: u32) -> (String, String, String) {
 /// registers; the K loop stores them into workgroup memory, then reads the following K step
 /// from global memory while the cooperative products of this one run. Returns
 /// (declarations + first fetch, store A, store B, fetch of the next step).
-fn prefetched(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool) -> (String, String, String, String) {
+fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool) -> (String, String, String, String) {
     let nt = t.threads();
     let (bm, bn, bk) = (t.bm(), t.bn(), t.bk);
     let mut decl = String::new();
@@ -214,15 +204,9 @@ fn prefetched(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool) -> (String, Strin
     let mut st_b = String::new();
     let comps = ["x", "y", "z", "w"];
     // (name, vec, chunks per row, total chunks)
-    for (name, w) in [("a", wa), ("b", wb)] {
-        let vec = w > 1;
-        // Eight halves per global read travel as a vec4<u32> (and stay one in workgroup memory).
-        let ty = match w {
-            8 => "vec4<u32>",
-            4 => "vec4<f16>",
-            _ => "f16",
-        };
-        let vec_tiles = vec_tiles || w == 8;
+    for (name, vec) in [("a", vec_a), ("b", vec_b)] {
+        let w = if vec { 4 } else { 1 };
+        let ty = if vec { "vec4<f16>" } else { "f16" };
         let (row_chunks, total) = if name == "a" { (bk / w, bm * bk / w) } else { (bn / w, bk * bn / w) };
         let count = total.div_ceil(nt);
         for i in 0..count {
@@ -230,8 +214,7 @@ fn prefetched(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool) -> (String, Strin
             decl += &format!("    var r{name}{i} = {ty}(0);\n");
             for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "k0 + BK")] {
                 let cond_load = if name == "a" {
-                    let idx =
-                        if vec { format!("(aoff + gr * p.k + gk) / {w}u") } else { "aoff + gr * p.k + gk".into() };
+                    let idx = if vec { "(aoff + gr * p.k + gk) / 4u" } else { "aoff + gr * p.k + gk" };
                     format!(
                         "let gr = row0 + l / {row_chunks}u;
             let gk = {kb} + (l % {row_chunks}u) * {w}u;
@@ -241,8 +224,7 @@ fn prefetched(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool) -> (String, Strin
             }}"
                     )
                 } else {
-                    let idx =
-                        if vec { format!("(boff + gk * p.n + gc) / {w}u") } else { "boff + gk * p.n + gc".into() };
+                    let idx = if vec { "(boff + gk * p.n + gc) / 4u" } else { "boff + gk * p.n + gc" };
                     format!(
                         "let gk = {kb} + l / {row_chunks}u;
             let gc = col0 + (l % {row_chunks}u) * {w}u;
@@ -266,7 +248,7 @@ fn prefetched(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool) -> (String, Strin
             let close = if guard.is_empty() { "" } else { "}\n" };
             let open = if guard.is_empty() { String::new() } else { format!("if (lid + {}u < {total}u) {{\n", i * nt) };
             let at = if vec && vec_tiles {
-                format!("let o4 = (l / {row_chunks}u) * {stride}{w} + l % {row_chunks}u;")
+                format!("let o4 = (l / {row_chunks}u) * {stride}4 + l % {row_chunks}u;")
             } else {
                 format!("let o = (l / {row_chunks}u) * {stride} + (l % {row_chunks}u) * {w}u;")
             };
@@ -289,21 +271,13 @@ fn prefetched(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool) -> (String, Strin
     (decl, st_a, st_b, fetch)
 }
 
-/// The WGSL of one tiling (also used by the tests to check it through naga): `wa`, `wb` the
-/// halves per global read of A and B (8 or 4 where their rows are aligned so, else 1),
-/// `vec_tiles` to keep 4-wide reads as vec4s in workgroup memory too, `part` a timing-only variant ([`part`]; "" for the kernel).
-fn source(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool, part: &str) -> String {
-    // Halves per element of the workgroup tiles: 8 (vec4<u32>) where the global reads are 8
-    // wide, 4 (vec4<f16>) where they are 4 wide and `vec_tiles`, else 1.
-    let tile_w = |w: u32| if w == 8 || (w == 4 && vec_tiles) { w } else { 1 };
-    let (ta, tb) = (tile_w(wa), tile_w(wb));
-    let elem = |w: u32| match w {
-        8 => "vec4<u32>",
-        4 => "vec4<f16>",
-        _ => "f16",
-    };
-    let (decl, mut inner, store) = generate(t, ta, tb);
-    let (pre_decl, mut load_a, mut load_b, mut pre_next) = prefetched(t, wa, wb, vec_tiles);
+/// The WGSL of one tiling (also used by the tests to check it through naga): `vec_a`, `vec_b`
+/// where A's and B's rows are vec4-aligned, `vec_tiles` to keep them as vec4s in workgroup
+/// memory too, `part` a timing-only variant ([`part`]; "" for the kernel).
+fn source(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool, part: &str) -> String {
+    let (va, vb) = (vec_a && vec_tiles, vec_b && vec_tiles);
+    let (decl, mut inner, store) = generate(t, va, vb);
+    let (pre_decl, mut load_a, mut load_b, mut pre_next) = prefetched(t, vec_a, vec_b, vec_tiles);
     match part {
         "noload" => pre_next.clear(),
         "nomath" => inner.clear(),
@@ -320,8 +294,8 @@ fn source(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool, part: &str) -> String
         &[
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("MATMUL_COMMON", COMMON),
-            ("A_ELEM", elem(wa)),
-            ("B_ELEM", elem(wb)),
+            ("A_ELEM", if vec_a { "vec4<f16>" } else { "f16" }),
+            ("B_ELEM", if vec_b { "vec4<f16>" } else { "f16" }),
             ("ACC", t.acc),
             ("BM", &t.bm().to_string()),
             ("BN", &t.bn().to_string()),
@@ -331,10 +305,10 @@ fn source(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool, part: &str) -> String
             ("WTN", &(t.tn * 16).to_string()),
             ("SG", &t.sg.to_string()),
             ("NT", &t.threads().to_string()),
-            ("AS_ELEM", elem(ta)),
-            ("BS_ELEM", elem(tb)),
-            ("AS_LEN", &(t.bm() * (t.bk + 8) / ta).to_string()),
-            ("BS_LEN", &(t.bk * (t.bn() + 8) / tb).to_string()),
+            ("AS_ELEM", if va { "vec4<f16>" } else { "f16" }),
+            ("BS_ELEM", if vb { "vec4<f16>" } else { "f16" }),
+            ("AS_LEN", &(t.bm() * (t.bk + 8) / if va { 4 } else { 1 }).to_string()),
+            ("BS_LEN", &(t.bk * (t.bn() + 8) / if vb { 4 } else { 1 }).to_string()),
             ("CS_LEN", &(warps * 256).to_string()),
             ("LOAD_A", &load_a),
             ("LOAD_B", &load_b),
@@ -357,19 +331,11 @@ pub(super) fn run(
 ) -> Result<Tensor> {
     let (params, groups) = problem.launch(device, t.bm(), t.bn())?;
     let (k, n) = (problem.k, problem.n);
-    let width = |x: usize| {
-        if x % 8 == 0 && wide_loads() {
-            8
-        } else if x % 4 == 0 {
-            4
-        } else {
-            1
-        }
-    };
-    let (wa, wb) = (width(k), width(n));
+    let vec_a = k % 4 == 0;
+    let vec_b = n % 4 == 0;
     let (vec_tiles, part) = (vec_tiles(), part());
     let key = format!(
-        "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{wa}:{wb}:{vec_tiles}:{part}",
+        "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{vec_a}:{vec_b}:{vec_tiles}:{part}",
         t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc
     );
     // Every global index is guarded against M, N, K and the workgroup-memory indices are in
@@ -378,7 +344,7 @@ pub(super) fn run(
     let tensors = [a, b, &out];
     Launch {
         key,
-        source: Box::new(move || source(t, wa, wb, vec_tiles, part)),
+        source: Box::new(move || source(t, vec_a, vec_b, vec_tiles, part)),
         tensors: &tensors,
         params: Some(params),
         groups,
@@ -390,7 +356,14 @@ pub(super) fn run(
 /// The cooperative-matrix kernel's WGSL for a given shape class (tests validate it with naga
 /// where no device runs it): `acc` "f32" or "f16", subgroup size `sg`, `large` tiling or not.
 #[doc(hidden)]
-pub fn coop_source_for_tests(acc: &'static str, sg: u32, large: bool, wa: u32, wb: u32, vec_tiles: bool) -> String {
+pub fn coop_source_for_tests(
+    acc: &'static str,
+    sg: u32,
+    large: bool,
+    vec_a: bool,
+    vec_b: bool,
+    vec_tiles: bool,
+) -> String {
     let (large_t, small_t) = coop_tilings(sg, acc);
-    source(if large { large_t } else { small_t }, wa, wb, vec_tiles, "")
+    source(if large { large_t } else { small_t }, vec_a, vec_b, vec_tiles, "")
 }
