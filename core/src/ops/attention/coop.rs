@@ -37,6 +37,14 @@ fn vec_layout(d: usize, dv: usize) -> bool {
     forced.unwrap_or(d <= 64 && dv <= 64)
 }
 
+/// `KILN_ATTN_HALVES=1` (tuning): 64-key tiles with 8 subgroups at D, Dv <= 64 by computing and
+/// reading each tile's scores in two halves through a 32-key scratch, with V stored into K's tile
+/// once the scores are out: 6 barriers per 64 keys instead of 8.
+fn halves_wanted() -> bool {
+    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("KILN_ATTN_HALVES").is_ok_and(|v| v == "1"))
+}
+
 /// One configuration of the kernel: the subgroup size, the keys per tile, the head sizes and the
 /// subgroups per workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,9 +56,16 @@ pub(super) struct CoopAttn {
     nsg: usize,
     /// Workgroup tiles as vec4 arrays ([`vec_layout`]).
     vec: bool,
+    /// Scores computed and read in two halves of the tile, K and V sharing one tile ([`halves`];
+    /// needs `vec`).
+    halves: bool,
 }
 
 impl CoopAttn {
+    fn shared_bytes_halves(sg_count: usize, bc: usize, d: usize, dv: usize) -> usize {
+        bc * (d.max(dv) + 8) * 2 + sg_count * 16 * (bc / 2 + 4) * 4 + sg_count * 16 * (bc + 8) * 2 + 16
+    }
+
     fn shared_bytes(sg_count: usize, bc: usize, d: usize, dv: usize) -> usize {
         // K and V tiles, the score and P scratch, and the `grew` flag's 16 bytes (at exactly the
         // 48 KiB limit without them, D = 80 hung the H100).
@@ -77,8 +92,19 @@ pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option
         {
             continue;
         }
+        let vec = vec_layout(d, dv);
+        // 64 keys in halves where that fits and the whole tile does not (each invocation's
+        // share of a half is whole vec4s).
+        if vec
+            && halves_wanted()
+            && CoopAttn::shared_bytes(nsg, 64, d, dv) > limit
+            && CoopAttn::shared_bytes_halves(nsg, 64, d, dv) <= limit
+            && (32 / (sg / 16)) % 4 == 0
+        {
+            return Some(CoopAttn { sg, bc: 64, d, dv, nsg, vec, halves: true });
+        }
         if let Some(bc) = [64, 32, 16].into_iter().find(|&bc| CoopAttn::shared_bytes(nsg, bc, d, dv) <= limit) {
-            return Some(CoopAttn { sg, bc, d, dv, nsg, vec: vec_layout(d, dv) });
+            return Some(CoopAttn { sg, bc, d, dv, nsg, vec, halves: false });
         }
     }
     None
@@ -103,7 +129,10 @@ pub(super) fn run(
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
     Launch {
-        key: format!("flash_attention_coop:{}:{}:{}:{}:{}:{}:{has_mask}", c.sg, c.bc, c.d, c.dv, c.nsg, c.vec),
+        key: format!(
+            "flash_attention_coop:{}:{}:{}:{}:{}:{}:{}:{has_mask}",
+            c.sg, c.bc, c.d, c.dv, c.nsg, c.vec, c.halves
+        ),
         source: Box::new(move || source(c, has_mask)),
         tensors: &tensors,
         params: Some(params),
@@ -115,6 +144,17 @@ pub(super) fn run(
 }
 
 /// The kernel's WGSL for one configuration (the tests validate it through naga everywhere).
+/// Workgroup memory: K and V tiles, f32 scores, f16 Q / P.
+const SMEM_SEPARATE: &str = "var<workgroup> Ks: array<{{H_ELEM}}, {{KS_LEN}}>; // [BC][SK]
+var<workgroup> Vs: array<{{H_ELEM}}, {{VS_LEN}}>; // [BC][SV]
+var<workgroup> Ss: array<{{F_ELEM}}, {{SS_LEN}}>; // [NSG][16][SS]: scores, then accumulators on their way out
+var<workgroup> Ps: array<{{H_ELEM}}, {{PS_LEN}}>; // [NSG][16][SP]: Q on its way in, then P";
+/// Workgroup memory with the scores in two halves: one tile for K, then V; half a tile of f32
+/// scores; f16 Q / P.
+const SMEM_HALVES: &str = "var<workgroup> Ks: array<{{H_ELEM}}, {{KS_LEN}}>; // [BC][SK]: K, then V ([BC][SV])
+var<workgroup> Ss: array<{{F_ELEM}}, {{SS_LEN}}>; // [NSG][16][SS]: half a tile's scores, accumulators
+var<workgroup> Ps: array<{{H_ELEM}}, {{PS_LEN}}>; // [NSG][16][SP]: Q on its way in, then P";
+
 pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     if c.vec {
         return source_vec(c, has_mask);
@@ -285,6 +325,9 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     render(
         TEMPLATE,
         &[
+            ("SMEM", SMEM_SEPARATE),
+            ("AFTER_SCORES", ""),
+            ("SS", &(bc + 4).to_string()),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "f16"),
@@ -324,7 +367,8 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
 /// (a quarter of the workgroup-memory instructions of the scalar layout), and the cooperative
 /// loads and stores given vec4 pointers with strides in vec4 units.
 fn source_vec(c: CoopAttn, has_mask: bool) -> String {
-    let CoopAttn { sg, bc, d, dv, nsg, .. } = c;
+    let CoopAttn { sg, bc, d, dv, nsg, halves, .. } = c;
+    let ss = if halves { bc / 2 + 4 } else { bc + 4 };
     let (qd, nb, od) = (d / 16, bc / 16, dv / 16);
     let lpr = sg / 16;
     let nt = sg * nsg;
@@ -356,7 +400,14 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     let mut fetch_decl = String::new();
     let mut fetch = String::new();
     let mut store_kv = String::new();
-    for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK4", "koff"), ("v", dv, "Vs", "SV4", "voff")] {
+    // With the scores in halves, V goes into K's tile once the second half's scores are out
+    // (AFTER_SCORES), and its next tile is fetched then.
+    let mut fetch_v = String::new();
+    let mut store_v = String::new();
+    let v_dst = if halves { "Ks" } else { "Vs" };
+    for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK4", "koff"), ("v", dv, v_dst, "SV4", "voff")] {
+        let (fetch, store_kv) =
+            if halves && name == "v" { (&mut fetch_v, &mut store_v) } else { (&mut fetch, &mut store_kv) };
         let per_row = width / 4;
         let total = bc * per_row;
         for e in 0..total.div_ceil(nt) {
@@ -374,69 +425,107 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
 "
             );
             fetch_decl += &body;
-            fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
+            *fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
             let open = if guard.is_empty() { String::new() } else { format!("if (lid + {off}u < {total}u) ") };
             let _ = writeln!(
-                store_kv,
+                *store_kv,
                 "        {open}{{
             {dst}[((lid + {off}u) / {per_row}u) * {stride} + (lid + {off}u) % {per_row}u] = {name}x{e};
         }}"
             );
         }
     }
-    // Each invocation takes CPL consecutive columns of its row's tile, as CPL / 4 vec4s.
-    let cpl = bc / lpr;
-    let nv4 = cpl / 4;
-    let mut soft_max = String::new();
+    // Each invocation takes CPH consecutive columns of its row's tile (of each half, with the
+    // scores in halves), as CPH / 4 vec4s.
+    let nh = if halves { 2 } else { 1 };
+    let (hw, nbh) = (bc / nh, nb / nh);
+    let cph = hw / lpr;
+    let nvh4 = cph / 4;
+    let mut reads = vec![String::new(); nh];
     let mut soft_p = String::new();
-    for u in 0..nv4 {
-        let _ = writeln!(soft_max, "        let sv{u} = Ss[ssb4 + rr * SS4 + part * {nv4}u + {u}u];");
-        let mut ps = Vec::new();
-        for (ci, comp) in comps.iter().enumerate() {
-            let t = u * 4 + ci;
-            let col = format!("(part * {cpl}u + {t}u)");
-            let mask_add = if has_mask {
-                format!(" + f32(mask[moff + i * p.msq + (j0 + {col}) * p.msk]) * LOG2E")
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                soft_max,
-                "        let ok{t} = {col} < nv;
+    for (h, read) in reads.iter_mut().enumerate() {
+        let (nv, mx) = if halves && h == 0 { ("nv0", "mxh") } else { ("nv", "mx") };
+        for u in 0..nvh4 {
+            let _ = writeln!(read, "        let sv{h}_{u} = Ss[ssb4 + rr * SS4 + part * {nvh4}u + {u}u];");
+            let mut ps = Vec::new();
+            for (ci, comp) in comps.iter().enumerate() {
+                let t = h * cph + u * 4 + ci;
+                let col = format!("(part * {cph}u + {}u)", h * hw + u * 4 + ci);
+                let mask_add = if has_mask {
+                    format!(" + f32(mask[moff + i * p.msq + (j0 + {col}) * p.msk]) * LOG2E")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    read,
+                    "        let ok{t} = {col} < {nv};
         var x{t} = LOWEST;
         if (ok{t}) {{
-            x{t} = sv{u}.{comp} * p.scale2{mask_add};
-            mx = max(mx, x{t});
+            x{t} = sv{h}_{u}.{comp} * p.scale2{mask_add};
+            {mx} = max({mx}, x{t});
         }}"
-            );
+                );
+                let _ = writeln!(
+                    soft_p,
+                    "        let p{t} = select(0.0h, f16(exp2(x{t} - m)), ok{t});
+        sum += f32(p{t});"
+                );
+                ps.push(format!("p{t}"));
+            }
             let _ = writeln!(
                 soft_p,
-                "        let p{t} = select(0.0h, f16(exp2(x{t} - m)), ok{t});
-        sum += f32(p{t});"
+                "        Ps[psb4 + rr * SP4 + {}u + part * {nvh4}u + {u}u] = vec4<f16>({});",
+                h * hw / 4,
+                ps.join(", ")
             );
-            ps.push(format!("p{t}"));
         }
-        let _ = writeln!(soft_p, "        Ps[psb4 + rr * SP4 + part * {nv4}u + {u}u] = vec4<f16>({});", ps.join(", "));
     }
-    let mut scores = String::from("        {\n");
-    for j in 0..nb {
-        let _ = writeln!(scores, "            var s{j} = coop_mat16x16<f32, C>();");
-    }
-    for ci in 0..qd {
-        for j in 0..nb {
-            let _ = writeln!(
-                scores,
-                "            let kb{ci}_{j} = coopLoad<coop_mat16x16<f16, B>>(&Ks[{}u * SK4 + {}u], SK4);
+    let products = |h: usize| {
+        let mut sc = String::from("        {\n");
+        for j in h * nbh..(h + 1) * nbh {
+            let _ = writeln!(sc, "            var s{j} = coop_mat16x16<f32, C>();");
+        }
+        for ci in 0..qd {
+            for j in h * nbh..(h + 1) * nbh {
+                let _ = writeln!(
+                    sc,
+                    "            let kb{ci}_{j} = coopLoad<coop_mat16x16<f16, B>>(&Ks[{}u * SK4 + {}u], SK4);
             s{j} = coopMultiplyAdd(qa{ci}, kb{ci}_{j}, s{j});",
-                j * 16,
-                ci * 4
-            );
+                    j * 16,
+                    ci * 4
+                );
+            }
         }
-    }
-    for j in 0..nb {
-        let _ = writeln!(scores, "            coopStoreT(s{j}, &Ss[ssb4 + {}u], SS4);", j * 4);
-    }
-    scores.push_str("        }\n");
+        for j in h * nbh..(h + 1) * nbh {
+            let _ = writeln!(sc, "            coopStoreT(s{j}, &Ss[ssb4 + {}u], SS4);", (j - h * nbh) * 4);
+        }
+        sc.push_str("        }\n");
+        sc
+    };
+    // In halves: the first half's scores are read into registers (their maximum in mxh) before
+    // the second half overwrites the scratch.
+    let (scores, soft_max) = if halves {
+        (
+            format!(
+                "{}        workgroupBarrier();
+        let nv0 = select(0u, nk - j0, nk > j0);
+        var mxh = LOWEST;
+{}        workgroupBarrier();
+{}",
+                products(0),
+                reads[0],
+                products(1)
+            ),
+            format!("        mx = max(mx, mxh);\n{}", reads[1]),
+        )
+    } else {
+        (products(0), reads[0].clone())
+    };
+    let after_scores = if halves {
+        format!("{store_v}        if (j0 + BC < nk_block) {{\n            let j0 = j0 + BC;\n{fetch_v}        }}\n")
+    } else {
+        String::new()
+    };
     let mut reduce_max = String::new();
     let mut reduce_sum = String::new();
     let mut o = 1;
@@ -486,7 +575,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
         for j in 0..nb {
             let _ = writeln!(
                 pv,
-                "            let vb{j}_{ci} = coopLoadT<coop_mat16x16<f16, B>>(&Vs[{}u * SV4 + {}u], SV4);
+                "            let vb{j}_{ci} = coopLoadT<coop_mat16x16<f16, B>>(&{v_dst}[{}u * SV4 + {}u], SV4);
             o{ci} = coopMultiplyAdd(pa{j}, vb{j}_{ci}, o{ci});",
                 j * 16,
                 ci * 4
@@ -497,6 +586,9 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     render(
         TEMPLATE,
         &[
+            ("SMEM", if halves { SMEM_HALVES } else { SMEM_SEPARATE }),
+            ("AFTER_SCORES", &after_scores),
+            ("SS", &ss.to_string()),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "vec4<f16>"),
@@ -510,9 +602,9 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             ("BC", &bc.to_string()),
             ("D", &d.to_string()),
             ("DV", &dv.to_string()),
-            ("KS_LEN", &(bc * (d + 8) / 4).to_string()),
+            ("KS_LEN", &(bc * (if halves { d.max(dv) } else { d } + 8) / 4).to_string()),
             ("VS_LEN", &(bc * (dv + 8) / 4).to_string()),
-            ("SS_LEN", &(nsg * 16 * (bc + 4) / 4).to_string()),
+            ("SS_LEN", &(nsg * 16 * ss / 4).to_string()),
             ("PS_LEN", &(nsg * 16 * (bc + 8) / 4).to_string()),
             ("LOAD_Q", &load_q),
             ("ACC_DECL", &acc),
@@ -533,8 +625,19 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
 
 /// The kernel's WGSL for subgroup size `sg`, `bc` keys per tile, head sizes `d`, `dv`, `nsg`
 /// subgroups (tests validate it through naga on every machine).
-pub fn source_for_tests(sg: usize, bc: usize, d: usize, dv: usize, nsg: usize, has_mask: bool, vec: bool) -> String {
-    source(CoopAttn { sg, bc, d, dv, nsg, vec }, has_mask)
+/// `halves` (scores in two halves, K and V in one tile) implies `vec`.
+#[allow(clippy::too_many_arguments)]
+pub fn source_for_tests(
+    sg: usize,
+    bc: usize,
+    d: usize,
+    dv: usize,
+    nsg: usize,
+    has_mask: bool,
+    vec: bool,
+    halves: bool,
+) -> String {
+    source(CoopAttn { sg, bc, d, dv, nsg, vec: vec || halves, halves }, has_mask)
 }
 
 /// What the kernel relies on, checked by the tests on devices with cooperative matrices: the
