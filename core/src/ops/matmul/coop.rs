@@ -107,6 +107,13 @@ fn vec_tiles() -> bool {
     *V.get_or_init(|| std::env::var("KILN_COOP_VEC").is_ok_and(|v| v == "1"))
 }
 
+/// Whether rows whose length is a multiple of 8 are read 8 halves at a time (one 16-byte
+/// vec4<u32> read, unpacked into two vec4<f16> workgroup stores): `KILN_COOP_WIDE=1` (tuning).
+fn wide_loads() -> bool {
+    static V: OnceLock<bool> = OnceLock::new();
+    *V.get_or_init(|| std::env::var("KILN_COOP_WIDE").is_ok_and(|v| v == "1"))
+}
+
 /// Timing-only variants that drop a part of the kernel (results are wrong): `KILN_COOP_PART=
 /// noload` (the global reads after the first K step), `nomath` (the cooperative products),
 /// `mathonly` (no global reads nor workgroup stores). Splits the kernel's time between loads,
@@ -197,7 +204,7 @@ fn generate(t: CoopTiles, va: bool, vb: bool) -> (String, String, String) {
 /// registers; the K loop stores them into workgroup memory, then reads the following K step
 /// from global memory while the cooperative products of this one run. Returns
 /// (declarations + first fetch, store A, store B, fetch of the next step).
-fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool) -> (String, String, String, String) {
+fn prefetched(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool) -> (String, String, String, String) {
     let nt = t.threads();
     let (bm, bn, bk) = (t.bm(), t.bn(), t.bk);
     let mut decl = String::new();
@@ -207,9 +214,15 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool) -> (Strin
     let mut st_b = String::new();
     let comps = ["x", "y", "z", "w"];
     // (name, vec, chunks per row, total chunks)
-    for (name, vec) in [("a", vec_a), ("b", vec_b)] {
-        let w = if vec { 4 } else { 1 };
-        let ty = if vec { "vec4<f16>" } else { "f16" };
+    for (name, w) in [("a", wa), ("b", wb)] {
+        let vec = w > 1;
+        // Eight halves per global read travel as a vec4<u32>, unpacked into two vec4<f16> stores.
+        let ty = match w {
+            8 => "vec4<u32>",
+            4 => "vec4<f16>",
+            _ => "f16",
+        };
+        let vec_tiles = vec_tiles || w == 8;
         let (row_chunks, total) = if name == "a" { (bk / w, bm * bk / w) } else { (bn / w, bk * bn / w) };
         let count = total.div_ceil(nt);
         for i in 0..count {
@@ -217,7 +230,8 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool) -> (Strin
             decl += &format!("    var r{name}{i} = {ty}(0);\n");
             for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "k0 + BK")] {
                 let cond_load = if name == "a" {
-                    let idx = if vec { "(aoff + gr * p.k + gk) / 4u" } else { "aoff + gr * p.k + gk" };
+                    let idx =
+                        if vec { format!("(aoff + gr * p.k + gk) / {w}u") } else { "aoff + gr * p.k + gk".into() };
                     format!(
                         "let gr = row0 + l / {row_chunks}u;
             let gk = {kb} + (l % {row_chunks}u) * {w}u;
@@ -227,7 +241,8 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool) -> (Strin
             }}"
                     )
                 } else {
-                    let idx = if vec { "(boff + gk * p.n + gc) / 4u" } else { "boff + gk * p.n + gc" };
+                    let idx =
+                        if vec { format!("(boff + gk * p.n + gc) / {w}u") } else { "boff + gk * p.n + gc".into() };
                     format!(
                         "let gk = {kb} + l / {row_chunks}u;
             let gc = col0 + (l % {row_chunks}u) * {w}u;
@@ -251,12 +266,16 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool) -> (Strin
             let close = if guard.is_empty() { "" } else { "}\n" };
             let open = if guard.is_empty() { String::new() } else { format!("if (lid + {}u < {total}u) {{\n", i * nt) };
             let at = if vec && vec_tiles {
-                format!("let o4 = (l / {row_chunks}u) * {stride}4 + l % {row_chunks}u;")
+                format!("let o4 = (l / {row_chunks}u) * {stride}4 + (l % {row_chunks}u) * {}u;", w / 4)
             } else {
                 format!("let o = (l / {row_chunks}u) * {stride} + (l % {row_chunks}u) * {w}u;")
             };
             *dst += &format!("        {{\n        {open}    let l = lid + {}u;\n            {at}\n", i * nt);
-            if vec && vec_tiles {
+            if w == 8 {
+                let h = |c: &str| format!("vec2<f16>(unpack2x16float(r{name}{i}.{c}))");
+                *dst += &format!("            {arr}[o4] = vec4<f16>({}, {});\n", h("x"), h("y"));
+                *dst += &format!("            {arr}[o4 + 1u] = vec4<f16>({}, {});\n", h("z"), h("w"));
+            } else if vec && vec_tiles {
                 *dst += &format!("            {arr}[o4] = r{name}{i};\n");
             } else if vec {
                 for (c, comp) in comps.iter().enumerate() {
@@ -277,10 +296,16 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool) -> (Strin
 /// The WGSL of one tiling (also used by the tests to check it through naga): `vec_a`, `vec_b`
 /// where A's and B's rows are vec4-aligned, `vec_tiles` to keep them as vec4s in workgroup
 /// memory too, `part` a timing-only variant ([`part`]; "" for the kernel).
-fn source(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool, part: &str) -> String {
-    let (va, vb) = (vec_a && vec_tiles, vec_b && vec_tiles);
+fn source(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool, part: &str) -> String {
+    // vec4<f16> tiles where the reads are 8 wide, or 4 wide and `vec_tiles`.
+    let (va, vb) = (wa == 8 || (wa == 4 && vec_tiles), wb == 8 || (wb == 4 && vec_tiles));
+    let elem = |w: u32| match w {
+        8 => "vec4<u32>",
+        4 => "vec4<f16>",
+        _ => "f16",
+    };
     let (decl, mut inner, store) = generate(t, va, vb);
-    let (pre_decl, mut load_a, mut load_b, mut pre_next) = prefetched(t, vec_a, vec_b, vec_tiles);
+    let (pre_decl, mut load_a, mut load_b, mut pre_next) = prefetched(t, wa, wb, vec_tiles);
     match part {
         "noload" => pre_next.clear(),
         "nomath" => inner.clear(),
@@ -297,8 +322,8 @@ fn source(t: CoopTiles, vec_a: bool, vec_b: bool, vec_tiles: bool, part: &str) -
         &[
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("MATMUL_COMMON", COMMON),
-            ("A_ELEM", if vec_a { "vec4<f16>" } else { "f16" }),
-            ("B_ELEM", if vec_b { "vec4<f16>" } else { "f16" }),
+            ("A_ELEM", elem(wa)),
+            ("B_ELEM", elem(wb)),
             ("ACC", t.acc),
             ("BM", &t.bm().to_string()),
             ("BN", &t.bn().to_string()),
@@ -334,11 +359,19 @@ pub(super) fn run(
 ) -> Result<Tensor> {
     let (params, groups) = problem.launch(device, t.bm(), t.bn())?;
     let (k, n) = (problem.k, problem.n);
-    let vec_a = k % 4 == 0;
-    let vec_b = n % 4 == 0;
+    let width = |x: usize| {
+        if x % 8 == 0 && wide_loads() {
+            8
+        } else if x % 4 == 0 {
+            4
+        } else {
+            1
+        }
+    };
+    let (wa, wb) = (width(k), width(n));
     let (vec_tiles, part) = (vec_tiles(), part());
     let key = format!(
-        "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{vec_a}:{vec_b}:{vec_tiles}:{part}",
+        "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{wa}:{wb}:{vec_tiles}:{part}",
         t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc
     );
     // Every global index is guarded against M, N, K and the workgroup-memory indices are in
@@ -347,7 +380,7 @@ pub(super) fn run(
     let tensors = [a, b, &out];
     Launch {
         key,
-        source: Box::new(move || source(t, vec_a, vec_b, vec_tiles, part)),
+        source: Box::new(move || source(t, wa, wb, vec_tiles, part)),
         tensors: &tensors,
         params: Some(params),
         groups,
@@ -359,14 +392,7 @@ pub(super) fn run(
 /// The cooperative-matrix kernel's WGSL for a given shape class (tests validate it with naga
 /// where no device runs it): `acc` "f32" or "f16", subgroup size `sg`, `large` tiling or not.
 #[doc(hidden)]
-pub fn coop_source_for_tests(
-    acc: &'static str,
-    sg: u32,
-    large: bool,
-    vec_a: bool,
-    vec_b: bool,
-    vec_tiles: bool,
-) -> String {
+pub fn coop_source_for_tests(acc: &'static str, sg: u32, large: bool, wa: u32, wb: u32, vec_tiles: bool) -> String {
     let (large_t, small_t) = coop_tilings(sg, acc);
-    source(if large { large_t } else { small_t }, vec_a, vec_b, vec_tiles, "")
+    source(if large { large_t } else { small_t }, wa, wb, vec_tiles, "")
 }
