@@ -59,17 +59,21 @@ const D = {{D}}u;
 const DV = {{DV}}u;
 const SK = D + 8u;  // row strides in workgroup memory, padded by 16 bytes
 const SV = DV + 8u;
-const SS = BC + 4u;
+const SS = {{SS}}u;
 const SP = BC + 8u;
+// The same strides in vec4 units, where the tiles are arrays of vec4 (VEC layout: one 8- or
+// 16-byte access instead of four scalar ones; cooperative loads and stores take vec4 pointers
+// with strides in vec4 units).
+const SK4 = SK / 4u;
+const SV4 = SV / 4u;
+const SS4 = SS / 4u;
+const SP4 = SP / 4u;
 const LPR = SG / 16u; // invocations per query row
 const THRESH = 8.0;
 const LOWEST = -3.4028234e38f;
 const LOG2E = 1.44269504f;
 
-var<workgroup> Ks: array<f16, {{KS_LEN}}>; // [BC][SK]
-var<workgroup> Vs: array<f16, {{VS_LEN}}>; // [BC][SV]
-var<workgroup> Ss: array<f32, {{SS_LEN}}>; // [NSG][16][SS]: scores, then accumulators on their way out
-var<workgroup> Ps: array<f16, {{PS_LEN}}>; // [NSG][16][SP]: Q on its way in, then P
+{{SMEM}}
 // Whether some row's maximum grew past THRESH in this tile ([0]; four words so that every
 // workgroup variable is a multiple of 16 bytes: with a lone u32 the H100's driver placed the
 // arrays off the 16-byte alignment cooperative loads need, and they read zeros).
@@ -102,6 +106,8 @@ fn main(
     let i = row0 + rr;
     let ssb = sg * 16u * SS;
     let psb = sg * 16u * SP;
+    let ssb4 = ssb / 4u;
+    let psb4 = psb / 4u;
     // Keys this row sees, and keys any row of the workgroup sees.
     var nk = p.lk;
     var nk_block = p.lk;
@@ -135,7 +141,7 @@ fn main(
         }
 {{SCORES}}
         workgroupBarrier();
-        // This invocation's scores of the tile (SCORES_READ: scaled, masked, read once into
+{{AFTER_SCORES}}        // This invocation's scores of the tile (SCORES_READ: scaled, masked, read once into
         // registers), their maximum over the keys this row sees, then P.
         let nv = select(0u, nk - j0, nk > j0); // keys of this tile the row sees
         var mx = LOWEST;

@@ -32,9 +32,14 @@ const SG = {{SG}}u;
 const NT = {{NT}}u;
 const SA = BK + 8u; // row stride of As, in halves
 const SB = BN + 8u; // row stride of Bs
+// The strides in vec4 units, where a tile is an array of vec4<f16> (its rows read from global
+// memory as vec4s and stored as such, one 8-byte store instead of four 2-byte ones; cooperative
+// loads take the vec4 pointer with the stride in vec4 units).
+const SA4 = SA / 4u;
+const SB4 = SB / 4u;
 
-var<workgroup> As: array<f16, {{AS_LEN}}>; // [BM][SA]
-var<workgroup> Bs: array<f16, {{BS_LEN}}>; // [BK][SB]
+var<workgroup> As: array<{{AS_ELEM}}, {{AS_LEN}}>; // [BM][SA]
+var<workgroup> Bs: array<{{BS_ELEM}}, {{BS_LEN}}>; // [BK][SB]
 var<workgroup> Cs: array<{{ACC}}, {{CS_LEN}}>; // [subgroups][16][16]
 
 @compute @workgroup_size({{NT}}, 1, 1)

@@ -407,9 +407,23 @@ fn flash_coop_kernel_validates() {
     for sg in [16, 32, 64] {
         for bc in [16, 32, 64] {
             for (d, dv) in [(16, 16), (64, 64), (128, 128), (80, 48)] {
-                for (mask, nsg) in [(false, 4), (true, 4), (false, 8), (true, 8)] {
-                    let src = ops::flash_coop_source_for_tests(sg, bc, d, dv, nsg, mask);
-                    let what = format!("subgroup {sg}, {bc} keys, D {d}, Dv {dv}, mask {mask}, {nsg} subgroups");
+                for (mask, nsg, vec, halves) in [
+                    (false, 4, false, false),
+                    (true, 4, true, false),
+                    (false, 8, true, false),
+                    (true, 8, false, false),
+                    (false, 8, true, true),
+                    (true, 8, true, true),
+                ] {
+                    // In halves each invocation's share of a half is whole vec4s.
+                    if halves && (bc < 32 || (bc / 2 / (sg / 16)) % 4 != 0) {
+                        continue;
+                    }
+                    let src = ops::flash_coop_source_for_tests(sg, bc, d, dv, nsg, mask, vec, halves);
+                    let what = format!(
+                        "subgroup {sg}, {bc} keys, D {d}, Dv {dv}, mask {mask}, {nsg} subgroups, vec4 tiles {vec}, \
+                         halves {halves}"
+                    );
                     let module = naga::front::wgsl::parse_str(&src)
                         .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
                     let info = naga::valid::Validator::new(

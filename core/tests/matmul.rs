@@ -325,9 +325,19 @@ fn matmul_coop_kernel_validates() {
     for acc in ["f32", "f16"] {
         for sg in [32, 64] {
             for large in [false, true] {
-                for (va, vb) in [(false, false), (true, true), (true, false)] {
-                    let src = kiln_core::ops::matmul::coop_source_for_tests(acc, sg, large, va, vb);
-                    let what = format!("acc {acc}, subgroup {sg}, large {large}, vec {va}/{vb}");
+                // Halves per global read of A and B, and whether 4-wide ones stay vec4 in the tiles.
+                for (wa, wb, vt) in [
+                    (1, 1, false),
+                    (4, 4, false),
+                    (4, 1, true),
+                    (1, 4, true),
+                    (4, 4, true),
+                    (8, 8, false),
+                    (8, 4, true),
+                    (1, 8, false),
+                ] {
+                    let src = kiln_core::ops::matmul::coop_source_for_tests(acc, sg, large, wa, wb, vt);
+                    let what = format!("acc {acc}, subgroup {sg}, large {large}, widths {wa}/{wb}, vec4 tiles {vt}");
                     let module = naga::front::wgsl::parse_str(&src)
                         .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
                     let info = naga::valid::Validator::new(

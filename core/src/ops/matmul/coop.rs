@@ -99,6 +99,35 @@ fn env_tiles() -> Option<[u32; 5]> {
     })
 }
 
+/// Whether vec4-aligned tiles are stored into workgroup memory as vec4s rather than one f16 at a
+/// time: `KILN_COOP_VEC=1` (tuning; off by default: 164.9-166.6 -> 165.6 TFLOP/s at 4096^3 on the
+/// H100, no gain, as the staging stores are ~0.07 of the kernel's 0.83 ms, see `part`).
+fn vec_tiles() -> bool {
+    static V: OnceLock<bool> = OnceLock::new();
+    *V.get_or_init(|| std::env::var("KILN_COOP_VEC").is_ok_and(|v| v == "1"))
+}
+
+/// Whether rows whose length is a multiple of 8 are read 8 halves at a time (one 16-byte
+/// vec4<u32> read, unpacked into two vec4<f16> workgroup stores): `KILN_COOP_WIDE=1` (tuning;
+/// off: not yet run on a device. Its loads-and-staging part alone, with vec4<u32> tiles, measured
+/// 0.55 -> 0.42 ms at 4096^3 on the H100; tiles of u32 read by `coopLoad` as f16 fail the
+/// NVIDIA driver's compile, hence the unpacking).
+fn wide_loads() -> bool {
+    static V: OnceLock<bool> = OnceLock::new();
+    *V.get_or_init(|| std::env::var("KILN_COOP_WIDE").is_ok_and(|v| v == "1"))
+}
+
+/// Timing-only variants that drop a part of the kernel (results are wrong): `KILN_COOP_PART=
+/// noload` (the global reads after the first K step), `nomath` (the cooperative products),
+/// `mathonly` (no global reads nor workgroup stores). Splits the kernel's time between loads,
+/// staging and math: at 4096^3 on the H100 0.83 ms whole, 0.35 without the global reads, 0.55
+/// without the products, 0.28 products and barriers alone (483 TFLOP/s): the global reads are
+/// what one K step of register prefetch leaves exposed.
+fn part() -> &'static str {
+    static P: OnceLock<String> = OnceLock::new();
+    P.get_or_init(|| std::env::var("KILN_COOP_PART").unwrap_or_default())
+}
+
 /// The cooperative-matrix tiling for an f16 `m` x `k` by `k` x `n` product on `device`, or None
 /// where the tiled kernel runs it.
 pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<CoopTiles> {
@@ -121,7 +150,7 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<Coop
 
 /// The cooperative-matrix code of one tiling: accumulator declarations, the products of one K
 /// step, the store through workgroup memory.
-fn generate(t: CoopTiles) -> (String, String, String) {
+fn generate(t: CoopTiles, va: bool, vb: bool) -> (String, String, String) {
     let acc = t.acc;
     let mut decl = String::new();
     let mut inner = String::new();
@@ -132,13 +161,21 @@ fn generate(t: CoopTiles) -> (String, String, String) {
         }
     }
     for i in 0..t.tm {
-        inner += &format!(
-            "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n"
-        );
+        inner += &if va {
+            format!("            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA4 + kk / 4u], SA4);\n")
+        } else {
+            format!("            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n")
+        };
     }
     for j in 0..t.tn {
-        inner +=
-            &format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n");
+        inner += &if vb {
+            format!(
+                "            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB4 + wc / 4u + {}u], SB4);\n",
+                j * 4
+            )
+        } else {
+            format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n")
+        };
     }
     for i in 0..t.tm {
         for j in 0..t.tn {
@@ -170,7 +207,7 @@ fn generate(t: CoopTiles) -> (String, String, String) {
 /// registers; the K loop stores them into workgroup memory, then reads the following K step
 /// from global memory while the cooperative products of this one run. Returns
 /// (declarations + first fetch, store A, store B, fetch of the next step).
-fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String, String) {
+fn prefetched(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool) -> (String, String, String, String) {
     let nt = t.threads();
     let (bm, bn, bk) = (t.bm(), t.bn(), t.bk);
     let mut decl = String::new();
@@ -180,9 +217,15 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String
     let mut st_b = String::new();
     let comps = ["x", "y", "z", "w"];
     // (name, vec, chunks per row, total chunks)
-    for (name, vec) in [("a", vec_a), ("b", vec_b)] {
-        let w = if vec { 4 } else { 1 };
-        let ty = if vec { "vec4<f16>" } else { "f16" };
+    for (name, w) in [("a", wa), ("b", wb)] {
+        let vec = w > 1;
+        // Eight halves per global read travel as a vec4<u32>, unpacked into two vec4<f16> stores.
+        let ty = match w {
+            8 => "vec4<u32>",
+            4 => "vec4<f16>",
+            _ => "f16",
+        };
+        let vec_tiles = vec_tiles || w == 8;
         let (row_chunks, total) = if name == "a" { (bk / w, bm * bk / w) } else { (bn / w, bk * bn / w) };
         let count = total.div_ceil(nt);
         for i in 0..count {
@@ -190,7 +233,8 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String
             decl += &format!("    var r{name}{i} = {ty}(0);\n");
             for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "k0 + BK")] {
                 let cond_load = if name == "a" {
-                    let idx = if vec { "(aoff + gr * p.k + gk) / 4u" } else { "aoff + gr * p.k + gk" };
+                    let idx =
+                        if vec { format!("(aoff + gr * p.k + gk) / {w}u") } else { "aoff + gr * p.k + gk".into() };
                     format!(
                         "let gr = row0 + l / {row_chunks}u;
             let gk = {kb} + (l % {row_chunks}u) * {w}u;
@@ -200,7 +244,8 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String
             }}"
                     )
                 } else {
-                    let idx = if vec { "(boff + gk * p.n + gc) / 4u" } else { "boff + gk * p.n + gc" };
+                    let idx =
+                        if vec { format!("(boff + gk * p.n + gc) / {w}u") } else { "boff + gk * p.n + gc".into() };
                     format!(
                         "let gk = {kb} + l / {row_chunks}u;
             let gc = col0 + (l % {row_chunks}u) * {w}u;
@@ -223,8 +268,19 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String
             let (arr, stride, dst) = if name == "a" { ("As", "SA", &mut st_a) } else { ("Bs", "SB", &mut st_b) };
             let close = if guard.is_empty() { "" } else { "}\n" };
             let open = if guard.is_empty() { String::new() } else { format!("if (lid + {}u < {total}u) {{\n", i * nt) };
-            *dst += &format!("        {{\n        {open}    let l = lid + {}u;\n            let o = (l / {row_chunks}u) * {stride} + (l % {row_chunks}u) * {w}u;\n", i * nt);
-            if vec {
+            let at = if vec && vec_tiles {
+                format!("let o4 = (l / {row_chunks}u) * {stride}4 + (l % {row_chunks}u) * {}u;", w / 4)
+            } else {
+                format!("let o = (l / {row_chunks}u) * {stride} + (l % {row_chunks}u) * {w}u;")
+            };
+            *dst += &format!("        {{\n        {open}    let l = lid + {}u;\n            {at}\n", i * nt);
+            if w == 8 {
+                let h = |c: &str| format!("vec2<f16>(unpack2x16float(r{name}{i}.{c}))");
+                *dst += &format!("            {arr}[o4] = vec4<f16>({}, {});\n", h("x"), h("y"));
+                *dst += &format!("            {arr}[o4 + 1u] = vec4<f16>({}, {});\n", h("z"), h("w"));
+            } else if vec && vec_tiles {
+                *dst += &format!("            {arr}[o4] = r{name}{i};\n");
+            } else if vec {
                 for (c, comp) in comps.iter().enumerate() {
                     *dst += &format!("            {arr}[o + {c}u] = r{name}{i}.{comp};\n");
                 }
@@ -240,18 +296,37 @@ fn prefetched(t: CoopTiles, vec_a: bool, vec_b: bool) -> (String, String, String
     (decl, st_a, st_b, fetch)
 }
 
-/// The WGSL of one tiling (also used by the tests to check it through naga).
-fn source(t: CoopTiles, vec_a: bool, vec_b: bool) -> String {
-    let (decl, inner, store) = generate(t);
-    let (pre_decl, load_a, load_b, pre_next) = prefetched(t, vec_a, vec_b);
+/// The WGSL of one tiling (also used by the tests to check it through naga): `vec_a`, `vec_b`
+/// where A's and B's rows are vec4-aligned, `vec_tiles` to keep them as vec4s in workgroup
+/// memory too, `part` a timing-only variant ([`part`]; "" for the kernel).
+fn source(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool, part: &str) -> String {
+    // vec4<f16> tiles where the reads are 8 wide, or 4 wide and `vec_tiles`.
+    let (va, vb) = (wa == 8 || (wa == 4 && vec_tiles), wb == 8 || (wb == 4 && vec_tiles));
+    let elem = |w: u32| match w {
+        8 => "vec4<u32>",
+        4 => "vec4<f16>",
+        _ => "f16",
+    };
+    let (decl, mut inner, store) = generate(t, va, vb);
+    let (pre_decl, mut load_a, mut load_b, mut pre_next) = prefetched(t, wa, wb, vec_tiles);
+    match part {
+        "noload" => pre_next.clear(),
+        "nomath" => inner.clear(),
+        "mathonly" => {
+            pre_next.clear();
+            load_a.clear();
+            load_b.clear();
+        }
+        _ => {}
+    }
     let warps = t.warps_m * t.warps_n;
     render(
         COOP_TEMPLATE,
         &[
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("MATMUL_COMMON", COMMON),
-            ("A_ELEM", if vec_a { "vec4<f16>" } else { "f16" }),
-            ("B_ELEM", if vec_b { "vec4<f16>" } else { "f16" }),
+            ("A_ELEM", elem(wa)),
+            ("B_ELEM", elem(wb)),
             ("ACC", t.acc),
             ("BM", &t.bm().to_string()),
             ("BN", &t.bn().to_string()),
@@ -261,8 +336,10 @@ fn source(t: CoopTiles, vec_a: bool, vec_b: bool) -> String {
             ("WTN", &(t.tn * 16).to_string()),
             ("SG", &t.sg.to_string()),
             ("NT", &t.threads().to_string()),
-            ("AS_LEN", &(t.bm() * (t.bk + 8)).to_string()),
-            ("BS_LEN", &(t.bk * (t.bn() + 8)).to_string()),
+            ("AS_ELEM", if va { "vec4<f16>" } else { "f16" }),
+            ("BS_ELEM", if vb { "vec4<f16>" } else { "f16" }),
+            ("AS_LEN", &(t.bm() * (t.bk + 8) / if va { 4 } else { 1 }).to_string()),
+            ("BS_LEN", &(t.bk * (t.bn() + 8) / if vb { 4 } else { 1 }).to_string()),
             ("CS_LEN", &(warps * 256).to_string()),
             ("LOAD_A", &load_a),
             ("LOAD_B", &load_b),
@@ -285,25 +362,40 @@ pub(super) fn run(
 ) -> Result<Tensor> {
     let (params, groups) = problem.launch(device, t.bm(), t.bn())?;
     let (k, n) = (problem.k, problem.n);
-    let vec_a = k % 4 == 0;
-    let vec_b = n % 4 == 0;
+    let width = |x: usize| {
+        if x.is_multiple_of(8) && wide_loads() {
+            8
+        } else if x.is_multiple_of(4) {
+            4
+        } else {
+            1
+        }
+    };
+    let (wa, wb) = (width(k), width(n));
+    let (vec_tiles, part) = (vec_tiles(), part());
     let key = format!(
-        "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{vec_a}:{vec_b}",
+        "matmul_coop:{}x{}:{}x{}:{}:{}:{}:{wa}:{wb}:{vec_tiles}:{part}",
         t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc
     );
     // Every global index is guarded against M, N, K and the workgroup-memory indices are in
     // range by construction; the tests run ragged shapes through this kernel on devices that
     // have it.
     let tensors = [a, b, &out];
-    Launch { key, source: Box::new(move || source(t, vec_a, vec_b)), tensors: &tensors, params: Some(params), groups }
-        .run_with(device, Checks::Unchecked)?;
+    Launch {
+        key,
+        source: Box::new(move || source(t, wa, wb, vec_tiles, part)),
+        tensors: &tensors,
+        params: Some(params),
+        groups,
+    }
+    .run_with(device, Checks::Unchecked)?;
     Ok(out)
 }
 
 /// The cooperative-matrix kernel's WGSL for a given shape class (tests validate it with naga
 /// where no device runs it): `acc` "f32" or "f16", subgroup size `sg`, `large` tiling or not.
 #[doc(hidden)]
-pub fn coop_source_for_tests(acc: &'static str, sg: u32, large: bool, vec_a: bool, vec_b: bool) -> String {
+pub fn coop_source_for_tests(acc: &'static str, sg: u32, large: bool, wa: u32, wb: u32, vec_tiles: bool) -> String {
     let (large_t, small_t) = coop_tilings(sg, acc);
-    source(if large { large_t } else { small_t }, vec_a, vec_b)
+    source(if large { large_t } else { small_t }, wa, wb, vec_tiles, "")
 }
