@@ -5,16 +5,21 @@
 #   make lint-python  ruff (ruff.toml) on py/, tests/, bench/ and scripts/
 #   make lint-cycles  no import cycle among core's modules (scripts/core-cycles.py; three slipped
 #                     in while it was only a script)
+#   make lint-env     every KILN_* variable the code reads has a README settings row
+#                     (scripts/check_env_knobs.py; eleven had none)
 # Generated files are checked by gen-check instead (the Rust ones carry #[rustfmt::skip]).
 
 RUFF_VERSION ?= 0.17.6
 
-.PHONY: lint lint-rust lint-elixir lint-python lint-cycles
+.PHONY: lint lint-rust lint-elixir lint-python lint-cycles lint-env
 
-lint: lint-rust lint-elixir lint-python lint-cycles
+lint: lint-rust lint-elixir lint-python lint-cycles lint-env
 
 lint-cycles:
 	python3 scripts/core-cycles.py
+
+lint-env:
+	python3 scripts/check_env_knobs.py
 
 lint-rust: deps
 	@command -v rustup >/dev/null && { rustup component list --installed | grep -q '^clippy' && \
