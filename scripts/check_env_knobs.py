@@ -4,7 +4,7 @@ table: a knob nobody can find is a knob nobody can turn off when it misbehaves.
 
     scripts/check_env_knobs.py [repo root]
 
-A read is a string literal "KILN_..." passed to `env_or`, `env_var`, `var` or `var_os` (the
+A read is a string literal "KILN_..." passed to `env_*` (env.rs, platform), `var` or `var_os` (the
 std and Kiln readers). A row is a table line starting with "| `KILN_NAME". Exits 1 listing
 the variables without a row.
 """
@@ -15,7 +15,7 @@ import sys
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SOURCES = ["core/src", "cli/src", "models/src", "serve/src", "ffi-c/src", "py/src", "nif-elixir/native/src"]
-READ = re.compile(r"\b(?:env_or|env_var|var|var_os)\(\s*\"(KILN_[A-Z0-9_]+)\"")
+READ = re.compile(r"\b(?:env_\w+|var|var_os)\(\s*\"(KILN_[A-Z0-9_]+)\"")
 
 read = {}
 for top in SOURCES:

@@ -52,11 +52,7 @@ impl CoopTiles {
 
 fn env_tiles() -> Option<[u32; 5]> {
     static T: OnceLock<Option<[u32; 5]>> = OnceLock::new();
-    *T.get_or_init(|| {
-        let s = std::env::var("KILN_CONV_COOP_TILES").ok()?;
-        let v: Vec<u32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
-        v[..].try_into().ok()
-    })
+    *T.get_or_init(|| crate::env::env_u32s("KILN_CONV_COOP_TILES"))
 }
 
 /// The (big, wide, thin) tilings, measured on the H100 at 32x64x56x56 with the register

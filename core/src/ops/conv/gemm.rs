@@ -312,12 +312,8 @@ impl GemmTiles {
 fn env_tiles() -> Option<GemmTiles> {
     static T: OnceLock<Option<GemmTiles>> = OnceLock::new();
     *T.get_or_init(|| {
-        let s = std::env::var("KILN_CONV_TILES").ok()?;
-        let v: Vec<u32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
-        match v[..] {
-            [bm, bn, bk, tm, tn] => Some(GemmTiles { bm, bn, bk, tm, tn }).filter(|t| t.valid()),
-            _ => None,
-        }
+        let [bm, bn, bk, tm, tn] = crate::env::env_u32s("KILN_CONV_TILES")?;
+        Some(GemmTiles { bm, bn, bk, tm, tn }).filter(|t| t.valid())
     })
 }
 

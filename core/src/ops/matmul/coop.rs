@@ -88,14 +88,8 @@ fn coop_tilings(sg: u32, acc: &'static str) -> (CoopTiles, CoopTiles) {
 fn env_tiles() -> Option<[u32; 5]> {
     static T: OnceLock<Option<[u32; 5]>> = OnceLock::new();
     *T.get_or_init(|| {
-        let s = std::env::var("KILN_COOP_TILES").ok()?;
-        let v: Vec<u32> = s.split(',').filter_map(|x| x.trim().parse::<u32>().ok()).collect();
-        match v[..] {
-            [warps_m, warps_n, tm, tn, bk] if bk % 16 == 0 && bk > 0 && warps_m * warps_n * tm * tn > 0 => {
-                Some([warps_m, warps_n, tm, tn, bk])
-            }
-            _ => None,
-        }
+        let [warps_m, warps_n, tm, tn, bk] = crate::env::env_u32s("KILN_COOP_TILES")?;
+        (bk % 16 == 0 && bk > 0 && warps_m * warps_n * tm * tn > 0).then_some([warps_m, warps_n, tm, tn, bk])
     })
 }
 
