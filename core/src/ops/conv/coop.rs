@@ -9,45 +9,18 @@ use crate::pipeline::render;
 use crate::Result;
 use std::sync::OnceLock;
 
+use crate::ops::matmul::coop::CoopTiles;
+
 const TEMPLATE: &str = include_str!("../../../../shaders/conv_coop.wgsl");
 
-/// `warps_m` x `warps_n` subgroups of `sg`, each owning `tm` x `tn` 16x16 accumulators of
-/// `acc`, K in steps of `bk` (a multiple of 16).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct CoopTiles {
-    warps_m: u32,
-    warps_n: u32,
-    tm: u32,
-    tn: u32,
-    bk: u32,
-    sg: u32,
-    acc: &'static str,
-}
-
-impl CoopTiles {
-    fn bm(self) -> u32 {
-        self.warps_m * self.tm * 16
-    }
-    fn bn(self) -> u32 {
-        self.warps_n * self.tn * 16
-    }
-    fn threads(self) -> u32 {
-        self.warps_m * self.warps_n * self.sg
-    }
-    fn shared_bytes(self) -> u32 {
-        let acc_bytes = if self.acc == "f32" { 4 } else { 2 };
-        (self.bm() * (self.bk + 8) + self.bk * (self.bn() + 8)) * 2 + self.warps_m * self.warps_n * 256 * acc_bytes
-    }
-    fn fits(self, l: &wgpu::Limits) -> bool {
-        self.bk > 0
-            && self.bk.is_multiple_of(16)
-            && self.warps_m * self.warps_n * self.tm * self.tn > 0
-            // One patch column per invocation.
-            && self.threads().is_multiple_of(self.bn())
-            && self.threads() <= l.max_compute_workgroup_size_x
-            && self.threads() <= l.max_compute_invocations_per_workgroup
-            && self.shared_bytes() <= l.max_compute_workgroup_storage_size
-    }
+/// Whether the tiling fits the device and conv's kernel, which gathers one patch column per
+/// invocation.
+fn fits(t: CoopTiles, l: &wgpu::Limits) -> bool {
+    t.bk > 0
+        && t.bk.is_multiple_of(16)
+        && t.warps_m * t.warps_n * t.tm * t.tn > 0
+        && t.threads().is_multiple_of(t.bn())
+        && t.fits(l)
 }
 
 fn env_tiles() -> Option<[u32; 5]> {
@@ -90,7 +63,7 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, groups: usize) -> Option
     if let Some([warps_m, warps_n, tm, tn, bk]) = env_tiles() {
         wanted = CoopTiles { warps_m, warps_n, tm, tn, bk, ..wanted };
     }
-    [wanted, wide, thin].into_iter().find(|t| t.fits(device.limits()))
+    [wanted, wide, thin].into_iter().find(|t| fits(*t, device.limits()))
 }
 
 fn generate(t: CoopTiles, has_bias: bool) -> (String, String, String) {

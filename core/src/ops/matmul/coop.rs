@@ -13,36 +13,39 @@ use std::sync::OnceLock;
 
 const COOP_TEMPLATE: &str = include_str!("../../../../shaders/matmul_coop.wgsl");
 
-/// A tiling of `shaders/matmul_coop.wgsl`: `warps_m` x `warps_n` subgroups, each owning
-/// `tm` x `tn` 16x16 accumulators, walking K in steps of `bk` (a multiple of 16).
+/// A tiling of the cooperative-matrix kernels (`shaders/matmul_coop.wgsl`, and conv's
+/// `shaders/conv_coop.wgsl`): `warps_m` x `warps_n` subgroups, each owning `tm` x `tn` 16x16
+/// accumulators, walking K in steps of `bk` (a multiple of 16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct CoopTiles {
-    warps_m: u32,
-    warps_n: u32,
-    tm: u32,
-    tn: u32,
-    bk: u32,
+pub(crate) struct CoopTiles {
+    pub(crate) warps_m: u32,
+    pub(crate) warps_n: u32,
+    pub(crate) tm: u32,
+    pub(crate) tn: u32,
+    pub(crate) bk: u32,
     /// The subgroup size (invocations per subgroup).
-    sg: u32,
+    pub(crate) sg: u32,
     /// Accumulator type: "f32" where the hardware has f16 x f16 -> f32, else "f16".
-    acc: &'static str,
+    pub(crate) acc: &'static str,
 }
 
 impl CoopTiles {
-    fn bm(self) -> u32 {
+    pub(crate) fn bm(self) -> u32 {
         self.warps_m * self.tm * 16
     }
-    fn bn(self) -> u32 {
+    pub(crate) fn bn(self) -> u32 {
         self.warps_n * self.tn * 16
     }
-    fn threads(self) -> u32 {
+    pub(crate) fn threads(self) -> u32 {
         self.warps_m * self.warps_n * self.sg
     }
-    fn shared_bytes(self) -> u32 {
+    /// The A and B tiles (f16, rows padded by 8 halves against bank conflicts) and one 16x16
+    /// accumulator scratch per subgroup.
+    pub(crate) fn shared_bytes(self) -> u32 {
         let acc_bytes = if self.acc == "f32" { 4 } else { 2 };
         (self.bm() * (self.bk + 8) + self.bk * (self.bn() + 8)) * 2 + self.warps_m * self.warps_n * 256 * acc_bytes
     }
-    fn fits(self, limits: &wgpu::Limits) -> bool {
+    pub(crate) fn fits(self, limits: &wgpu::Limits) -> bool {
         self.threads() <= limits.max_compute_workgroup_size_x
             && self.threads() <= limits.max_compute_invocations_per_workgroup
             && self.shared_bytes() <= limits.max_compute_workgroup_storage_size

@@ -6,7 +6,7 @@
 //! The tile shapes live in [`MatmulTiles`] and are chosen per problem by [`pick_tiles`] from the
 //! adapter's limits; `KILN_MATMUL_TILES=bm,bn,bk,tm,tn` overrides the choice (for tuning).
 
-mod coop;
+pub(crate) mod coop;
 mod tiled;
 mod tiles;
 
