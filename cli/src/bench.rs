@@ -118,6 +118,8 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     rowop!("max_rows", mbytes, |t: &Tensor| ops::max(t, Some(&[-1]), false));
     rowop!("sum_cols", mbytes, |t: &Tensor| ops::sum(t, Some(&[0]), false));
     rowop!("softmax", 2.0 * mbytes, |t: &Tensor| ops::softmax(t, -1));
+    // Kiln only: the rows read three times from memory, as before they were kept in registers.
+    rowop!("softmax.streamed", 2.0 * mbytes, |t: &Tensor| ops::softmax_on_path(t, -1, false, false));
     let w = rand(&[cols], DType::F32, 9)?;
     let b = rand(&[cols], DType::F32, 10)?;
     {
