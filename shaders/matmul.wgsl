@@ -27,8 +27,12 @@ const WGX = {{WGX}}u; // BN / TN
 const WGY = {{WGY}}u; // BM / TM
 const NT = WGX * WGY;
 
-var<workgroup> As: array<vec4<{{ACC}}>, {{AS_LEN}}>; // [BK][BM / 4]
-var<workgroup> Bs: array<vec4<{{ACC}}>, {{BS_LEN}}>; // [BK][BN / 4]
+const AS_LEN = {{AS_LEN}}u; // one copy of A's tile, [BK][BM / 4] vec4s
+const BS_LEN = {{BS_LEN}}u; // one copy of B's tile, [BK][BN / 4] vec4s
+
+// COPIES copies of each tile (two with double staging: see MAIN_LOOP).
+var<workgroup> As: array<vec4<{{ACC}}>, {{AS_TOTAL}}>;
+var<workgroup> Bs: array<vec4<{{ACC}}>, {{BS_TOTAL}}>;
 
 @compute @workgroup_size({{WGX}}, {{WGY}}, 1)
 fn main(
@@ -51,11 +55,6 @@ fn main(
     let ty = lid3.y;
 
 {{ACC_DECL}}
-    for (var k0 = 0u; k0 < p.k; k0 += BK) {
-{{LOAD_A}}{{LOAD_B}}        workgroupBarrier();
-{{K_STEPS}}
-        workgroupBarrier();
-    }
-
+{{MAIN_LOOP}}
 {{STORE}}
 }
