@@ -42,16 +42,20 @@ impl MatmulKernel {
         MatmulKernel { quad_a: true, double_staging: true },
     ];
 
-    /// The staging `matmul` uses (`KILN_MATMUL_KERNEL` where set).
-    pub fn default_for() -> MatmulKernel {
-        static K: std::sync::OnceLock<MatmulKernel> = std::sync::OnceLock::new();
-        *K.get_or_init(|| {
+    /// The staging `matmul` uses for `tiles` (`KILN_MATMUL_KERNEL` where set). Measured on the
+    /// H100 (TFLOP/s, 4096³ / 32 x 1024³, scalar A / quad A / double / both): 34.6 / 36.8 /
+    /// 33.4 / 31.0 and 35.1 / 34.5 / 30.9 / 31.0. So quad A stores for HUGE (the 4096³ tiling)
+    /// only, and double staging nowhere (its prefetch registers cost more than the latency they
+    /// hide).
+    pub fn default_for(tiles: MatmulTiles) -> MatmulKernel {
+        static K: std::sync::OnceLock<Option<MatmulKernel>> = std::sync::OnceLock::new();
+        let forced = *K.get_or_init(|| {
             std::env::var("KILN_MATMUL_KERNEL")
                 .ok()
                 .and_then(|v| v.trim().parse::<usize>().ok())
                 .and_then(|i| Self::ALL.get(i).copied())
-                .unwrap_or(Self::ALL[3])
-        })
+        });
+        forced.unwrap_or(MatmulKernel { quad_a: tiles == MatmulTiles::HUGE, double_staging: false })
     }
 }
 
@@ -103,7 +107,7 @@ impl Problem<'_> {
 /// dimension is dropped from the result, so vector @ vector is rank 0). f16 accumulates in f32;
 /// i32/u32 wrap.
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    matmul_impl(a, b, None, MatmulKernel::default_for())
+    matmul_impl(a, b, None, None)
 }
 
 /// `matmul` with a given tiling instead of [`pick_tiles`]'s choice (for tuning and tests);
@@ -114,7 +118,7 @@ pub fn matmul_with_tiles(a: &Tensor, b: &Tensor, tiles: MatmulTiles) -> Result<T
             "matmul tiling {tiles:?} is malformed or over this adapter's limits"
         )));
     }
-    matmul_impl(a, b, Some(tiles), MatmulKernel::default_for())
+    matmul_impl(a, b, Some(tiles), None)
 }
 
 /// `matmul_with_tiles` with a given staging of the tiled kernel (tests and tuning).
@@ -124,10 +128,10 @@ pub fn matmul_with_kernel(a: &Tensor, b: &Tensor, tiles: MatmulTiles, kernel: Ma
             "matmul tiling {tiles:?} is malformed or over this adapter's limits"
         )));
     }
-    matmul_impl(a, b, Some(tiles), kernel)
+    matmul_impl(a, b, Some(tiles), Some(kernel))
 }
 
-fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>, kernel: MatmulKernel) -> Result<Tensor> {
+fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>, kernel: Option<MatmulKernel>) -> Result<Tensor> {
     let device = check_same_device(&[a, b])?;
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch(format!(
@@ -170,5 +174,6 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>, kernel: Matmu
         }
     }
     let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n));
+    let kernel = kernel.unwrap_or_else(|| MatmulKernel::default_for(tiles));
     tiled::run(&device, a, b, out, tiles, kernel, &problem)
 }
