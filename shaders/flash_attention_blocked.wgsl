@@ -121,10 +121,13 @@ fn main(
     var m = vec4<f32>(LOWEST);
     var lsum = vec4<f32>(0.0);
     let slots = vec4<u32>(0u, 8u, 16u, 24u);
+{{TILE_REGS}}
+{{FETCH_FIRST}}
     for (var j0 = 0u; j0 < nk_block; j0 += BC) {
         workgroupBarrier();
 {{LOAD_TILES}}
         workgroupBarrier();
+{{FETCH_NEXT}}
         var s0 = vec4<f32>(0.0);
         var s1 = vec4<f32>(0.0);
         var s2 = vec4<f32>(0.0);

@@ -389,7 +389,7 @@ fn flash(
         Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec)))
     };
     Launch {
-        key: format!("flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}"),
+        key: format!("flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}", flash_prefetch()),
         source,
         tensors: &tensors,
         params: Some(params),
@@ -414,6 +414,13 @@ pub fn with_flash_blocking<R>(blocked: bool, f: impl FnOnce() -> R) -> R {
     let r = f();
     FLASH_BLOCKING.with(|c| c.set(before));
     r
+}
+
+/// Whether the blocked kernel issues the next tile's loads before this tile's arithmetic
+/// (`KILN_FLASH_PREFETCH=0` turns it off, for measuring).
+fn flash_prefetch() -> bool {
+    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENV.get_or_init(|| std::env::var("KILN_FLASH_PREFETCH").map_or(true, |v| v != "0"))
 }
 
 fn flash_blocking_wanted() -> bool {
@@ -488,22 +495,24 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
             );
         }
     }
-    // Tile loads: every load of the thread issued, then the stores.
+    // Tile loads: every load of the thread issued, then the stores; with `prefetch` the next
+    // tile's loads are issued before this tile's arithmetic and stored after it.
     let nt = 128;
     let (kt_tasks, vt_tasks) = (8 * dp, 32 * dvp);
-    let (mut fetch, mut store) = (String::new(), String::new());
+    let (mut regs, mut fetch, mut store) = (String::new(), String::new(), String::new());
     for s in 0..kt_tasks.div_ceil(nt) {
         let guard =
             if (s + 1) * nt <= kt_tasks { "true".to_string() } else { format!("lid + {}u < {kt_tasks}u", s * nt) };
-        let _ = writeln!(fetch, "        let lk{s} = lid + {}u;", s * nt);
+        let _ = writeln!(regs, "    let lk{s} = lid + {}u;", s * nt);
         for x in 0..4 {
-            let _ = writeln!(fetch, "        var k{s}_{x} = vec4<f32>(0.0);");
+            let _ = writeln!(regs, "    var k{s}_{x} = vec4<f32>(0.0);");
+            let _ = writeln!(fetch, "        k{s}_{x} = vec4<f32>(0.0);");
         }
         let _ = writeln!(fetch, "        if ({guard}) {{");
         for x in 0..4 {
             let _ = writeln!(
                 fetch,
-                "            if (j0 + lk{s} % 8u + {}u < p.lk) {{ k{s}_{x} = ldk(koff + (j0 + lk{s} % 8u + {}u) * p.d, lk{s} / 8u); }}",
+                "            if (jn + lk{s} % 8u + {}u < p.lk) {{ k{s}_{x} = ldk(koff + (jn + lk{s} % 8u + {}u) * p.d, lk{s} / 8u); }}",
                 8 * x,
                 8 * x
             );
@@ -522,13 +531,22 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
     for s in 0..vt_tasks.div_ceil(nt) {
         let guard =
             if (s + 1) * nt <= vt_tasks { "true".to_string() } else { format!("lid + {}u < {vt_tasks}u", s * nt) };
+        let _ = writeln!(regs, "    let lv{s} = lid + {}u;\n    var v{s} = vec4<f32>(0.0);", s * nt);
         let _ = writeln!(
             fetch,
-            "        let lv{s} = lid + {}u;\n        var v{s} = vec4<f32>(0.0);\n        if ({guard} && j0 + lv{s} / DVP < p.lk) {{ v{s} = ldv(voff + (j0 + lv{s} / DVP) * p.dv, lv{s} % DVP); }}",
-            s * nt
+            "        v{s} = vec4<f32>(0.0);\n        if ({guard} && jn + lv{s} / DVP < p.lk) {{ v{s} = ldv(voff + (jn + lv{s} / DVP) * p.dv, lv{s} % DVP); }}"
         );
         let _ = writeln!(store, "        if ({guard}) {{ vt[lv{s}] = v{s}; }}");
     }
+    let (fetch_first, load_tiles, fetch_next) = if flash_prefetch() {
+        (
+            format!("    {{\n        let jn = 0u;\n{fetch}    }}\n"),
+            store,
+            format!("        if (j0 + BC < nk_block) {{\n        let jn = j0 + BC;\n{fetch}        }}\n"),
+        )
+    } else {
+        (String::new(), format!("        {{\n        let jn = j0;\n{fetch}        }}\n{store}"), String::new())
+    };
     let mut out = String::new();
     for (x, lane) in lanes.iter().enumerate() {
         for c in 0..no {
@@ -565,7 +583,10 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
             ("P_SLOT", if has_mask { "5" } else { "4" }),
             ("LOADERS", &flash_loaders(vec)),
             ("DECLARE", &declare),
-            ("LOAD_TILES", &(fetch + &store)),
+            ("TILE_REGS", &regs),
+            ("FETCH_FIRST", &fetch_first),
+            ("LOAD_TILES", &load_tiles),
+            ("FETCH_NEXT", &fetch_next),
             ("S_STEPS", &s_steps),
             ("MASK_ADD", &mask_add),
             ("RESCALE", &rescale),
