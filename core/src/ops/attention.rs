@@ -1,11 +1,14 @@
 //! Scaled dot-product attention, four ways (`AttentionPath`; Auto picks by shape):
-//! - flash (`shaders/flash_attention.wgsl`): 64 query rows per workgroup, K/V tiles in workgroup
-//!   memory, online softmax, causal tiles skipped, optional additive mask; no score matrix, so
-//!   any sequence length. Auto's choice for more than `DECODE_MAX_LQ` queries with D, Dv <= 64,
-//!   with a mask, and for scores too big for the matmul path. Measured on the H100 at
-//!   8x8x1024x64 causal: 8.25 TFLOP/s f32 against 7.77 through the matmuls (below); at
-//!   4x16x4096x64, where the matmul path cannot hold the scores, 10.3; at D = 128 only 3.2
-//!   (against the matmuls' 10.6: q and the accumulators spill out of registers).
+//! - flash: 64 query rows per workgroup, K/V tiles in workgroup memory, online softmax, causal
+//!   tiles skipped, optional additive mask; no score matrix, so any sequence length. Auto's
+//!   choice for more than `DECODE_MAX_LQ` queries with D, Dv <= 64, with a mask, and for scores
+//!   too big for the matmul path. Two kernels: for D, Dv <= 64 the register-blocked one
+//!   (`shaders/flash_attention_blocked.wgsl`: S = q kᵀ and p v as small matmuls, 4 x 4 scores
+//!   and 4 rows x 8 output columns per thread), else one query row per thread
+//!   (`shaders/flash_attention.wgsl`; `with_flash_blocking(false, ..)` forces it). Measured on
+//!   the H100 at 8x8x1024x64 / 4x16x4096x64 causal, f32: 8.80 / 10.70 TFLOP/s blocked, 5.13 /
+//!   6.44 one row per thread (the matmul path 6.48 / cannot hold the scores); at D = 128 the
+//!   one-row kernel gives only 2.7 against the matmuls' 9.3 (q and the accumulators spill).
 //! - split-KV (`shaders/flash_attention_split.wgsl` + `flash_attention_combine.wgsl`): a
 //!   workgroup per (query row, key range), then a combine pass; for decode (few queries, long
 //!   cache), where a workgroup per row leaves the GPU idle: 0.076 ms against 2.25 for the
@@ -417,10 +420,12 @@ pub fn with_flash_blocking<R>(blocked: bool, f: impl FnOnce() -> R) -> R {
 }
 
 /// Whether the blocked kernel issues the next tile's loads before this tile's arithmetic
-/// (`KILN_FLASH_PREFETCH=0` turns it off, for measuring).
+/// (`KILN_FLASH_PREFETCH=1`; measured on the H100 at 8x8x1024x64 / 4x16x4096x64 causal: 8.33 /
+/// 10.10 TFLOP/s against 8.80 / 10.70 without: its 32 registers cost more than the latency
+/// they hide, as in the matmul).
 fn flash_prefetch() -> bool {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENV.get_or_init(|| std::env::var("KILN_FLASH_PREFETCH").map_or(true, |v| v != "0"))
+    *ENV.get_or_init(|| std::env::var("KILN_FLASH_PREFETCH").is_ok_and(|v| v == "1"))
 }
 
 fn flash_blocking_wanted() -> bool {
@@ -446,10 +451,10 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
     let no = dvp.div_ceil(8);
     let mut declare = String::new();
     let mut rescale = String::new();
-    for x in 0..4 {
+    for (x, lane) in lanes.iter().enumerate() {
         for c in 0..no {
             let _ = writeln!(declare, "    var o{x}_{c} = vec4<f32>(0.0);");
-            let _ = writeln!(rescale, "        o{x}_{c} *= alpha.{};", lanes[x]);
+            let _ = writeln!(rescale, "        o{x}_{c} *= alpha.{lane};");
         }
     }
     let mut s_steps = String::new();
@@ -466,12 +471,11 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
     let mut mask_add = String::new();
     if has_mask {
         for (x, row_lane) in lanes.iter().enumerate() {
-            for (y, key_lane) in lanes.iter().enumerate() {
+            for key_lane in lanes {
                 let _ = writeln!(
                     mask_add,
                     "        if (r0 + {x}u < p.lq && jv.{key_lane} < lim.{row_lane}) {{ s{x}.{key_lane} += f32(mask[moff + (r0 + {x}u) * p.msq + jv.{key_lane} * p.msk]) * LOG2E; }}"
                 );
-                let _ = y;
             }
         }
     }
