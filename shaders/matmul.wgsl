@@ -8,7 +8,10 @@
 // rows ty, ty + WGY, ...). Out-of-range rows, columns and k are loaded as zeros, so any M, N, K
 // works (K = 0 gives zeros). Where K (for A) or N (for B) is a multiple of 4, the operand is
 // read as vec4s. Floats accumulate in f32 (f16 data is widened on load), integers in
-// their own type with wrapping arithmetic.
+// their own type with wrapping arithmetic. MAIN_LOOP (core/src/ops/matmul/tiled.rs) copies the
+// tiles: A as one vec4 along k per task stored as 4 scalars, or (quad A) 4 rows x 4 k per task
+// transposed in registers and stored as 4 whole vec4s; with one copy of the tiles, or two
+// (double staging: the next step's loads in flight during this one's arithmetic).
 //
 // Workgroups are numbered linearly over (n-tile, m-tile, batch), n fastest, and that number is
 // spread over x, y and z of the dispatch, so no dimension passes the per-dimension limit.
