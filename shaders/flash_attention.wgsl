@@ -1,5 +1,7 @@
-// Flash attention (ops/attention.rs): a workgroup takes BR query rows of one batch entry, one row
-// per thread, and walks the keys BC at a time. Each K and V tile is loaded once into workgroup
+// Flash attention (ops/attention.rs), one query row per thread: the flash path's kernel where D or
+// Dv is over 64 (up to 256) or the register-blocked one (flash_attention_blocked.wgsl) does not
+// fit the workgroup memory. A workgroup takes BR query rows of one batch entry, one row per
+// thread, and walks the keys BC at a time. Each K and V tile is loaded once into workgroup
 // memory and read by all BR rows (every thread reads the same element at the same time: a
 // broadcast, no bank conflicts). The online softmax goes key by key with a running maximum m
 // and sum l per row; the output accumulators are rescaled only when m grows (rare after the

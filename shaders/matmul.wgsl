@@ -8,7 +8,10 @@
 // rows ty, ty + WGY, ...). Out-of-range rows, columns and k are loaded as zeros, so any M, N, K
 // works (K = 0 gives zeros). Where K (for A) or N (for B) is a multiple of 4, the operand is
 // read as vec4s. Floats accumulate in f32 (f16 data is widened on load), integers in
-// their own type with wrapping arithmetic.
+// their own type with wrapping arithmetic. MAIN_LOOP (core/src/ops/matmul/tiled.rs) copies the
+// tiles: A as one vec4 along k per task stored as 4 scalars, or (quad A) 4 rows x 4 k per task
+// transposed in registers and stored as 4 whole vec4s; with one copy of the tiles, or two
+// (double staging: the next step's loads in flight during this one's arithmetic).
 //
 // Workgroups are numbered linearly over (n-tile, m-tile, batch), n fastest, and that number is
 // spread over x, y and z of the dispatch, so no dimension passes the per-dimension limit.
@@ -27,8 +30,12 @@ const WGX = {{WGX}}u; // BN / TN
 const WGY = {{WGY}}u; // BM / TM
 const NT = WGX * WGY;
 
-var<workgroup> As: array<vec4<{{ACC}}>, {{AS_LEN}}>; // [BK][BM / 4]
-var<workgroup> Bs: array<vec4<{{ACC}}>, {{BS_LEN}}>; // [BK][BN / 4]
+const AS_LEN = {{AS_LEN}}u; // one copy of A's tile, [BK][BM / 4] vec4s
+const BS_LEN = {{BS_LEN}}u; // one copy of B's tile, [BK][BN / 4] vec4s
+
+// COPIES copies of each tile (two with double staging: see MAIN_LOOP).
+var<workgroup> As: array<vec4<{{ACC}}>, {{AS_TOTAL}}>;
+var<workgroup> Bs: array<vec4<{{ACC}}>, {{BS_TOTAL}}>;
 
 @compute @workgroup_size({{WGX}}, {{WGY}}, 1)
 fn main(
@@ -51,11 +58,6 @@ fn main(
     let ty = lid3.y;
 
 {{ACC_DECL}}
-    for (var k0 = 0u; k0 < p.k; k0 += BK) {
-{{LOAD_A}}{{LOAD_B}}        workgroupBarrier();
-{{K_STEPS}}
-        workgroupBarrier();
-    }
-
+{{MAIN_LOOP}}
 {{STORE}}
 }

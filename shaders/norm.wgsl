@@ -54,9 +54,8 @@ fn final_value(v: f32, s1: f32, s2: f32, j: u32) -> f32 {
 
 var<workgroup> sh: array<f32, 256>;
 
-fn row_sum(lid: u32, base: u32, kind: u32, a: f32) -> f32 {
-    var acc = 0.0;
-{{ROW_SUM_LOOP}}
+// The workgroup's 256 partial results folded by a fixed tree (the same order on every device).
+fn tree_sum(lid: u32, acc: f32) -> f32 {
     sh[lid] = acc;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
@@ -70,9 +69,7 @@ fn row_sum(lid: u32, base: u32, kind: u32, a: f32) -> f32 {
     return total;
 }
 
-fn row_max(lid: u32, base: u32) -> f32 {
-    var acc = ld(base + lid % p.r);
-{{ROW_MAX_LOOP}}
+fn tree_max(lid: u32, acc: f32) -> f32 {
     sh[lid] = acc;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
@@ -84,6 +81,23 @@ fn row_max(lid: u32, base: u32) -> f32 {
     let total = sh[0];
     workgroupBarrier();
     return total;
+}
+
+// e^v per lane (softmax's rows kept in registers).
+fn exp4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(k_exp(v.x), k_exp(v.y), k_exp(v.z), k_exp(v.w));
+}
+
+fn row_sum(lid: u32, base: u32, kind: u32, a: f32) -> f32 {
+    var acc = 0.0;
+{{ROW_SUM_LOOP}}
+    return tree_sum(lid, acc);
+}
+
+fn row_max(lid: u32, base: u32) -> f32 {
+    var acc = ld(base + lid % p.r);
+{{ROW_MAX_LOOP}}
+    return tree_max(lid, acc);
 }
 
 fn col_sum(base: u32, stride: u32, kind: u32, a: f32) -> f32 {

@@ -118,6 +118,8 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     rowop!("max_rows", mbytes, |t: &Tensor| ops::max(t, Some(&[-1]), false));
     rowop!("sum_cols", mbytes, |t: &Tensor| ops::sum(t, Some(&[0]), false));
     rowop!("softmax", 2.0 * mbytes, |t: &Tensor| ops::softmax(t, -1));
+    // Kiln only: the rows read three times from memory, as before they were kept in registers.
+    rowop!("softmax.streamed", 2.0 * mbytes, |t: &Tensor| ops::softmax_on_path(t, -1, false, false));
     let w = rand(&[cols], DType::F32, 9)?;
     let b = rand(&[cols], DType::F32, 10)?;
     {
@@ -216,15 +218,28 @@ fn attention_benches(quick: bool, v: &mut Vec<Bench>) -> Result<()> {
             let k = rand(&[b, h, l, d], dt, 25)?;
             let vv = rand(&[b, h, l, d], dt, 27)?;
             let coop = dt == DType::F16 && ops::uses_flash_coop(&*kiln_core::device()?, d, d);
-            let paths = [("", P::Auto), (".flash", P::Flash), (".matmul", P::Matmul), (".coop", P::FlashCoop)];
-            for (tag, path) in &paths[..if coop { 4 } else { 3 }] {
+            // `.flash_rows`: the flash path's one-row-per-thread kernel (the register-blocked one is
+            // the default where it fits).
+            let paths = [
+                ("", P::Auto),
+                (".flash", P::Flash),
+                (".flash_rows", P::Flash),
+                (".matmul", P::Matmul),
+                (".coop", P::FlashCoop),
+            ];
+            for (tag, path) in &paths[..if coop { 5 } else { 4 }] {
                 let (q, k, vv, path) = (q.clone(), k.clone(), vv.clone(), *path);
+                let blocked = *tag != ".flash_rows";
                 v.push(Bench {
                     name: Box::leak(format!("{name}{sfx}{tag}").into_boxed_str()),
                     size: format!("{b}x{h}x{l}x{d}"),
                     bytes: 0.0,
                     flops: 4.0 * (b * h * l * l * d) as f64 / 2.0,
-                    run: Box::new(move |i| ops::attention_on_path(&q[i % 2], &k, &vv, None, true, None, path)),
+                    run: Box::new(move |i| {
+                        ops::with_flash_blocking(blocked, || {
+                            ops::attention_on_path(&q[i % 2], &k, &vv, None, true, None, path)
+                        })
+                    }),
                 });
             }
         }

@@ -331,6 +331,76 @@ fn special_values_on_every_path() {
     }
 }
 
+/// The flash path's two kernels (register-blocked, the default where D, Dv <= 64 fit, and one
+/// row per thread), forced in turn: ragged lengths around the 64-row and 32-key tiles, D and Dv
+/// not multiples of 4 (scalar loaders) or of 32 (threads without output columns), causal with
+/// Lq != Lk, a mask, and NaN / inf in values and keys that only some rows of a tile see.
+#[test]
+fn flash_kernels_match_reference() {
+    poison();
+    let mut rng = Rng::new(46);
+    let cases: [(usize, usize, usize, usize); 7] = [
+        (1, 1, 4, 4),
+        (7, 65, 64, 64),
+        (65, 33, 16, 8),
+        (100, 100, 63, 36),
+        (130, 70, 64, 20),
+        (64, 257, 8, 64),
+        (33, 0, 4, 4),
+    ];
+    for dt in float_dtypes() {
+        for (lq, lk, d, dv) in cases {
+            let (qs, ks, vs) = ([2, lq, d], [2, lk, d], [2, lk, dv]);
+            let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+            let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+            let (v, vv) = rand_tensor(&mut rng, &vs, dt, -1.0, 1.0);
+            let mshape = [lq, lk];
+            let mv: Vec<f64> =
+                (0..lq * lk).map(|e| if e % 7 == 3 { f64::NEG_INFINITY } else { ((e % 5) as f64) - 2.0 }).collect();
+            let m = tensor_of(&mv, &mshape, dt);
+            for blocked in [true, false] {
+                for causal in [false, true] {
+                    for mask in [None, Some((&m, &mv[..], &mshape[..]))] {
+                        ops::with_flash_blocking(blocked, || {
+                            check_path(
+                                AttentionPath::Flash,
+                                (&q, &qv, &qs),
+                                (&k, &kv, &ks),
+                                (&v, &vv, &vs),
+                                mask,
+                                causal,
+                                None,
+                                atol(dt),
+                            )
+                        });
+                    }
+                }
+            }
+        }
+    }
+    // Causal rows never see the NaN / inf of later keys, also inside a tile that earlier rows
+    // of the same workgroup share; rows that do see them give what the reference gives.
+    let (n, d) = (100usize, 8usize);
+    let (q, qv) = rand_tensor(&mut rng, &[1, n, d], DType::F32, -1.0, 1.0);
+    let mut kv: Vec<f64> = (0..n * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let mut vv: Vec<f64> = (0..n * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    vv[41 * d + 3] = f64::NAN;
+    vv[70 * d] = f64::INFINITY;
+    kv[90 * d + 1] = f64::INFINITY;
+    let (k, v) = (tensor_of(&kv, &[1, n, d], DType::F32), tensor_of(&vv, &[1, n, d], DType::F32));
+    let (want, _) = cpu::attention(&qv, &[1, n, d], &kv, &[1, n, d], &vv, &[1, n, d], true, None).unwrap();
+    for blocked in [true, false] {
+        let y = ops::with_flash_blocking(blocked, || {
+            ops::attention_on_path(&q, &k, &v, None, true, None, AttentionPath::Flash)
+        })
+        .unwrap()
+        .to_f64_vec()
+        .unwrap();
+        assert!(y[..41 * d].iter().all(|x| x.is_finite()), "blocked={blocked}: rows before the NaN");
+        assert_close(&format!("flash blocked={blocked} non-finite keys and values"), &y, &want, 2e-5, 1e-4);
+    }
+}
+
 #[test]
 fn flash_and_split_are_deterministic() {
     let mut rng = Rng::new(45);

@@ -203,6 +203,59 @@ fn matmul_every_tiling() {
     assert_eq!(ops::matmul_with_tiles(&a, &a, huge).unwrap_err().code(), ErrorCode::InvalidArgument);
 }
 
+/// Every staging of the tiled kernel (scalar or 4x4-transposed A stores, one or two tile
+/// copies) with every tiling: ragged shapes (K and N multiples of 4 or not, so the vec4 and
+/// scalar loaders both run), several K steps, broadcast batches, K = 0, and special values.
+#[test]
+fn matmul_every_staging() {
+    use kiln_core::ops::{MatmulKernel, MatmulTiles};
+    poison();
+    let mut rng = Rng::new(18);
+    let extra = MatmulTiles { bm: 8, bn: 12, bk: 5, tm: 8, tn: 4 };
+    let shapes: [(&[usize], &[usize]); 6] = [
+        (&[131, 36], &[36, 132]),
+        (&[67, 53], &[53, 29]),
+        (&[2, 1, 9, 40], &[3, 40, 8]),
+        (&[3, 0], &[0, 8]),
+        (&[130, 68], &[68, 4]),
+        (&[5, 200], &[200, 132]),
+    ];
+    for tiles in MatmulTiles::ALL.into_iter().chain([extra]) {
+        for kernel in MatmulKernel::ALL {
+            for (sa, sb) in shapes {
+                let (a, av) = rand_tensor(&mut rng, sa, DType::F32, -1.0, 1.0);
+                let (b, bv) = rand_tensor(&mut rng, sb, DType::F32, -1.0, 1.0);
+                let c = ops::matmul_with_kernel(&a, &b, tiles, kernel).unwrap();
+                let (want, shape) = cpu::matmul(&av, sa, &bv, sb).unwrap();
+                assert_eq!(c.shape(), &shape[..]);
+                let what = format!("{tiles:?} {kernel:?} {sa:?} x {sb:?}");
+                assert_close(&what, &c.to_f64_vec().unwrap(), &want, 1e-4, 1e-5);
+            }
+        }
+    }
+    // NaN and inf in A reach exactly their row of C, in B their column.
+    let (m, k, n) = (70, 36, 68);
+    let (_, mut av) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
+    let (_, mut bv) = rand_tensor(&mut rng, &[k, n], DType::F32, -1.0, 1.0);
+    av[5 * k + 7] = f64::NAN;
+    av[66 * k + 35] = f64::INFINITY;
+    bv[3 * n + 67] = f64::NEG_INFINITY;
+    bv[20 * n] = 3.0e38;
+    let up = |v: &[f64], s: &[usize]| {
+        Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(DType::F32, v), s, DType::F32).unwrap()
+    };
+    let (a, b) = (up(&av, &[m, k]), up(&bv, &[k, n]));
+    let (want, _) = cpu::matmul(&av, &[m, k], &bv, &[k, n]).unwrap();
+    let want: Vec<f64> =
+        want.iter().map(|&w| if w.abs() > f32::MAX as f64 { w.signum() * f64::INFINITY } else { w }).collect();
+    for tiles in [MatmulTiles::HUGE, MatmulTiles::LARGE, MatmulTiles::MEDIUM, MatmulTiles::SMALL] {
+        for kernel in MatmulKernel::ALL {
+            let got = ops::matmul_with_kernel(&a, &b, tiles, kernel).unwrap().to_f64_vec().unwrap();
+            assert_close(&format!("special {tiles:?} {kernel:?}"), &got, &want, 1e-4, 1e-5);
+        }
+    }
+}
+
 /// A timing run for a real GPU (`cargo test --release --test matmul -- --ignored --nocapture`):
 /// 4096³ f32 with each large tiling, checked on sampled entries.
 #[test]

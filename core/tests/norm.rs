@@ -61,6 +61,45 @@ fn softmax_is_stable_for_large_inputs() {
 const LAST_AXIS: &[&[usize]] =
     &[&[0], &[1], &[7], &[13, 17], &[3, 1, 257], &[2, 0, 3], &[5, 0], &[4, 600], &[2, 3, 40]];
 
+/// f32 rows of whole vec4s up to 8192 floats run with the row in registers: 32 floats (the
+/// shortest workgroup row), 36 (nine vec4s: most threads idle), 1028 (257 vec4s: one thread
+/// holds two), 4096 (four each), 8192 (eight each, the last size kept in registers) and 8196
+/// (streamed). Both paths must give the reference's values and the same bytes, special values
+/// included: row 1 has a NaN, row 2 is -inf only, row 3 has +inf, row 4 has ±3e38, ±0 and
+/// subnormals.
+#[test]
+fn softmax_rows_in_registers_match_streamed_bytes() {
+    poison();
+    let mut rng = Rng::new(26);
+    let specials: [&[f64]; 4] = [&[f64::NAN], &[], &[f64::INFINITY], &[3.0e38, -3.0e38, 0.0, -0.0, 1.0e-40, -1.0e-45]];
+    for shape in [&[5usize, 32][..], &[5, 36], &[5, 1028], &[5, 4096], &[5, 8192], &[5, 8196], &[5, 2, 36]] {
+        let (_, mut xv) = rand_tensor(&mut rng, shape, DType::F32, -20.0, 20.0);
+        let r = *shape.last().unwrap();
+        for (row, sp) in specials.iter().enumerate().map(|(i, sp)| (i + 1, sp)) {
+            for (i, &v) in sp.iter().enumerate() {
+                xv[row * r + (i * 7919 + row * 31) % r] = v;
+            }
+        }
+        xv[2 * r..3 * r].fill(f64::NEG_INFINITY);
+        let x = Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(DType::F32, &xv), shape, DType::F32).unwrap();
+        for log in [false, true] {
+            let what = format!("{} {shape:?}", if log { "log_softmax" } else { "softmax" });
+            let fast = ops::softmax_on_path(&x, -1, log, true).unwrap();
+            let streamed = ops::softmax_on_path(&x, -1, log, false).unwrap();
+            assert_eq!(fast.to_bytes().unwrap(), streamed.to_bytes().unwrap(), "{what}: paths differ");
+            let plain = if log { ops::log_softmax(&x, -1) } else { ops::softmax(&x, -1) }.unwrap();
+            assert_eq!(plain.to_bytes().unwrap(), fast.to_bytes().unwrap(), "{what}: default path");
+            let want = if log {
+                cpu::log_softmax(&xv, shape, -1, DType::F32)
+            } else {
+                cpu::softmax(&xv, shape, -1, DType::F32)
+            };
+            // log_softmax reaches ~40 in magnitude here (and ~6e38 in row 4): relative error.
+            assert_close(&what, &fast.to_f64_vec().unwrap(), &want.unwrap().0, 4e-6, 4e-5);
+        }
+    }
+}
+
 #[test]
 fn layer_norm_and_rms_norm_match_reference() {
     poison();

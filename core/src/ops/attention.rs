@@ -1,11 +1,14 @@
 //! Scaled dot-product attention, four ways (`AttentionPath`; Auto picks by shape):
-//! - flash (`shaders/flash_attention.wgsl`): 64 query rows per workgroup, K/V tiles in workgroup
-//!   memory, online softmax, causal tiles skipped, optional additive mask; no score matrix, so
-//!   any sequence length. Auto's choice for more than `DECODE_MAX_LQ` queries with D, Dv <= 64,
-//!   with a mask, and for scores too big for the matmul path. Measured on the H100 at
-//!   8x8x1024x64 causal: 8.25 TFLOP/s f32 against 7.77 through the matmuls (below); at
-//!   4x16x4096x64, where the matmul path cannot hold the scores, 10.3; at D = 128 only 3.2
-//!   (against the matmuls' 10.6: q and the accumulators spill out of registers).
+//! - flash: 64 query rows per workgroup, K/V tiles in workgroup memory, online softmax, causal
+//!   tiles skipped, optional additive mask; no score matrix, so any sequence length. Auto's
+//!   choice for more than `DECODE_MAX_LQ` queries with D, Dv <= 64, with a mask, and for scores
+//!   too big for the matmul path. Two kernels: for D, Dv <= 64 the register-blocked one
+//!   (`shaders/flash_attention_blocked.wgsl`: S = q kᵀ and p v as small matmuls, 4 x 4 scores
+//!   and 4 rows x 8 output columns per thread), else one query row per thread
+//!   (`shaders/flash_attention.wgsl`; `with_flash_blocking(false, ..)` forces it). Measured on
+//!   the H100 at 8x8x1024x64 / 4x16x4096x64 causal, f32: 8.80 / 10.70 TFLOP/s blocked, 5.13 /
+//!   6.44 one row per thread (the matmul path 6.48 / cannot hold the scores); at D = 128 the
+//!   one-row kernel gives only 2.7 against the matmuls' 9.3 (q and the accumulators spill).
 //! - split-KV (`shaders/flash_attention_split.wgsl` + `flash_attention_combine.wgsl`): a
 //!   workgroup per (query row, key range), then a combine pass; for decode (few queries, long
 //!   cache), where a workgroup per row leaves the GPU idle: 0.076 ms against 2.25 for the
@@ -33,6 +36,7 @@ pub use coop::{coop_layout_probe, source_for_tests as flash_coop_source_for_test
 const TEMPLATE: &str = include_str!("../../../shaders/attention.wgsl");
 const SOFTMAX: &str = include_str!("../../../shaders/attention_softmax.wgsl");
 const FLASH: &str = include_str!("../../../shaders/flash_attention.wgsl");
+const FLASH_BLOCKED: &str = include_str!("../../../shaders/flash_attention_blocked.wgsl");
 const SPLIT: &str = include_str!("../../../shaders/flash_attention_split.wgsl");
 const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgsl");
 const DECODE: &str = include_str!("../../../shaders/flash_attention_decode.wgsl");
@@ -381,9 +385,15 @@ fn flash(
     let mut tensors = vec![q, k, v];
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
+    let blocked = flash_blocked_fits(&device, dp, dvp) && flash_blocking_wanted();
+    let source: Box<dyn FnOnce() -> String> = if blocked {
+        Box::new(move || with_special(flash_blocked_source(dtype, dp, dvp, has_mask, vec)))
+    } else {
+        Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec)))
+    };
     Launch {
-        key: format!("flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}"),
-        source: Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec))),
+        key: format!("flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}", flash_prefetch()),
+        source,
         tensors: &tensors,
         params: Some(params),
         groups: grid(blocks as u64, device.limits().max_compute_workgroups_per_dimension)?,
@@ -394,12 +404,208 @@ fn flash(
     .run_with(&device, crate::pipeline::Checks::Unchecked)
 }
 
-/// The flash kernel with its per-row state unrolled into plain variables: q in `q0..`, the
-/// output accumulators in `a0..` (see the shader's header).
-fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, vec: bool) -> String {
+thread_local! {
+    /// `with_flash_blocking`'s choice for this thread (None: the default, blocked where it fits).
+    static FLASH_BLOCKING: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with the flash path's register-blocked kernel allowed (`true`, the default) or not
+/// (the one-row-per-thread kernel) on this thread: tests and `kiln bench` compare the two.
+#[doc(hidden)]
+pub fn with_flash_blocking<R>(blocked: bool, f: impl FnOnce() -> R) -> R {
+    let before = FLASH_BLOCKING.with(|c| c.replace(Some(blocked)));
+    let r = f();
+    FLASH_BLOCKING.with(|c| c.set(before));
+    r
+}
+
+/// Whether the blocked kernel issues the next tile's loads before this tile's arithmetic
+/// (`KILN_FLASH_PREFETCH=1`; measured on the H100 at 8x8x1024x64 / 4x16x4096x64 causal: 8.33 /
+/// 10.10 TFLOP/s against 8.80 / 10.70 without: its 32 registers cost more than the latency
+/// they hide, as in the matmul).
+fn flash_prefetch() -> bool {
+    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENV.get_or_init(|| std::env::var("KILN_FLASH_PREFETCH").is_ok_and(|v| v == "1"))
+}
+
+fn flash_blocking_wanted() -> bool {
+    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    FLASH_BLOCKING
+        .with(|c| c.get())
+        .unwrap_or_else(|| *ENV.get_or_init(|| std::env::var("KILN_FLASH_BLOCKED").map_or(true, |v| v != "0")))
+}
+
+/// Whether the register-blocked flash kernel takes these padded head sizes (vec4s) on `device`:
+/// D and Dv up to 64, its tiles within the workgroup memory.
+fn flash_blocked_fits(device: &crate::device::Device, dp: usize, dvp: usize) -> bool {
+    let bytes = (dp * 4 * 16 + dp * 4 * 8 + 32 * dvp + 32 * 17 + 128) * 16;
+    dp <= 16 && dvp <= 16 && bytes <= device.limits().max_compute_workgroup_storage_size as usize
+}
+
+/// The register-blocked flash kernel (`shaders/flash_attention_blocked.wgsl`): the per-thread
+/// output block (4 rows x `dvp.div_ceil(8)` vec4s) as plain variables, the k steps unrolled.
+fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec: bool) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
-    let loaders = if vec {
+    let lanes = ["x", "y", "z", "w"];
+    let no = dvp.div_ceil(8);
+    let mut declare = String::new();
+    let mut rescale = String::new();
+    for (x, lane) in lanes.iter().enumerate() {
+        for c in 0..no {
+            let _ = writeln!(declare, "    var o{x}_{c} = vec4<f32>(0.0);");
+            let _ = writeln!(rescale, "        o{x}_{c} *= alpha.{lane};");
+        }
+    }
+    let mut s_steps = String::new();
+    for dd in 0..4 {
+        let _ = writeln!(
+            s_steps,
+            "            {{\n                let a = qt[(d + {dd}u) * 16u + ty];\n                let b = kt[(d + {dd}u) * 8u + tx];"
+        );
+        for (x, lane) in lanes.iter().enumerate() {
+            let _ = writeln!(s_steps, "                s{x} = fma(vec4<f32>(a.{lane}), b, s{x});");
+        }
+        let _ = writeln!(s_steps, "            }}");
+    }
+    let mut mask_add = String::new();
+    if has_mask {
+        for (x, row_lane) in lanes.iter().enumerate() {
+            for key_lane in lanes {
+                let _ = writeln!(
+                    mask_add,
+                    "        if (r0 + {x}u < p.lq && jv.{key_lane} < lim.{row_lane}) {{ s{x}.{key_lane} += f32(mask[moff + (r0 + {x}u) * p.msq + jv.{key_lane} * p.msk]) * LOG2E; }}"
+                );
+            }
+        }
+    }
+    let col = |c: usize| {
+        if 8 * c + 8 <= dvp {
+            format!("tx + {}u", 8 * c)
+        } else {
+            format!("min(tx + {}u, DVP - 1u)", 8 * c)
+        }
+    };
+    let mut pv = String::new();
+    let mut pv_guarded = String::new();
+    for c in 0..no {
+        let _ = writeln!(pv, "            let b{c} = vt[j * DVP + {}];", col(c));
+        let _ = writeln!(pv_guarded, "            let b{c} = vt[j * DVP + {}];", col(c));
+        for (x, lane) in lanes.iter().enumerate() {
+            let _ = writeln!(pv, "            o{x}_{c} = fma(vec4<f32>(a.{lane}), b{c}, o{x}_{c});");
+            let _ = writeln!(
+                pv_guarded,
+                "            o{x}_{c} = select(o{x}_{c}, fma(vec4<f32>(a.{lane}), b{c}, o{x}_{c}), vis.{lane});"
+            );
+        }
+    }
+    // Tile loads: every load of the thread issued, then the stores; with `prefetch` the next
+    // tile's loads are issued before this tile's arithmetic and stored after it.
+    let nt = 128;
+    let (kt_tasks, vt_tasks) = (8 * dp, 32 * dvp);
+    let (mut regs, mut fetch, mut store) = (String::new(), String::new(), String::new());
+    for s in 0..kt_tasks.div_ceil(nt) {
+        let guard =
+            if (s + 1) * nt <= kt_tasks { "true".to_string() } else { format!("lid + {}u < {kt_tasks}u", s * nt) };
+        let _ = writeln!(regs, "    let lk{s} = lid + {}u;", s * nt);
+        for x in 0..4 {
+            let _ = writeln!(regs, "    var k{s}_{x} = vec4<f32>(0.0);");
+            let _ = writeln!(fetch, "        k{s}_{x} = vec4<f32>(0.0);");
+        }
+        let _ = writeln!(fetch, "        if ({guard}) {{");
+        for x in 0..4 {
+            let _ = writeln!(
+                fetch,
+                "            if (jn + lk{s} % 8u + {}u < p.lk) {{ k{s}_{x} = ldk(koff + (jn + lk{s} % 8u + {}u) * p.d, lk{s} / 8u); }}",
+                8 * x,
+                8 * x
+            );
+        }
+        let _ = writeln!(fetch, "        }}");
+        let _ = writeln!(store, "        if ({guard}) {{\n            let kb = (lk{s} / 8u) * 32u + lk{s} % 8u;");
+        for (dd, lane) in lanes.iter().enumerate() {
+            let _ = writeln!(
+                store,
+                "            kt[kb + {}u] = vec4<f32>(k{s}_0.{lane}, k{s}_1.{lane}, k{s}_2.{lane}, k{s}_3.{lane});",
+                dd * 8
+            );
+        }
+        let _ = writeln!(store, "        }}");
+    }
+    for s in 0..vt_tasks.div_ceil(nt) {
+        let guard =
+            if (s + 1) * nt <= vt_tasks { "true".to_string() } else { format!("lid + {}u < {vt_tasks}u", s * nt) };
+        let _ = writeln!(regs, "    let lv{s} = lid + {}u;\n    var v{s} = vec4<f32>(0.0);", s * nt);
+        let _ = writeln!(
+            fetch,
+            "        v{s} = vec4<f32>(0.0);\n        if ({guard} && jn + lv{s} / DVP < p.lk) {{ v{s} = ldv(voff + (jn + lv{s} / DVP) * p.dv, lv{s} % DVP); }}"
+        );
+        let _ = writeln!(store, "        if ({guard}) {{ vt[lv{s}] = v{s}; }}");
+    }
+    let (fetch_first, load_tiles, fetch_next) = if flash_prefetch() {
+        (
+            format!("    {{\n        let jn = 0u;\n{fetch}    }}\n"),
+            store,
+            format!("        if (j0 + BC < nk_block) {{\n        let jn = j0 + BC;\n{fetch}        }}\n"),
+        )
+    } else {
+        (String::new(), format!("        {{\n        let jn = j0;\n{fetch}        }}\n{store}"), String::new())
+    };
+    let mut out = String::new();
+    for (x, lane) in lanes.iter().enumerate() {
+        for c in 0..no {
+            let _ = writeln!(
+                out,
+                "    {{\n        let i = r0 + {x}u;\n        let cq = tx + {}u;\n        if (i < p.lq && cq < DVP) {{\n            let o = o{x}_{c} * inv.{lane};\n            let ob = (bi * p.lq + i) * p.dv + cq * 4u;",
+                8 * c
+            );
+            for (e, el) in lanes.iter().enumerate() {
+                let _ = writeln!(out, "            if (cq * 4u + {e}u < p.dv) {{ out[ob + {e}u] = {t}(o.{el}); }}");
+            }
+            let _ = writeln!(out, "        }}\n    }}");
+        }
+    }
+    let lt = if vec { format!("vec4<{t}>") } else { t.to_string() };
+    render(
+        FLASH_BLOCKED,
+        &[
+            ("ATTENTION_COMMON", ATTENTION_COMMON),
+            ("ENABLE", enables(&[dtype])),
+            ("T", t),
+            ("LT", &lt),
+            ("DP", &dp.to_string()),
+            ("DVP", &dvp.to_string()),
+            (
+                "MASK_BINDING",
+                &if has_mask {
+                    format!("@group(0) @binding(3) var<storage, read> mask: array<{t}>;")
+                } else {
+                    String::new()
+                },
+            ),
+            ("OUT_SLOT", if has_mask { "4" } else { "3" }),
+            ("P_SLOT", if has_mask { "5" } else { "4" }),
+            ("LOADERS", &flash_loaders(vec)),
+            ("DECLARE", &declare),
+            ("TILE_REGS", &regs),
+            ("FETCH_FIRST", &fetch_first),
+            ("LOAD_TILES", &load_tiles),
+            ("FETCH_NEXT", &fetch_next),
+            ("S_STEPS", &s_steps),
+            ("MASK_ADD", &mask_add),
+            ("RESCALE", &rescale),
+            ("PV_STEP", &pv),
+            ("PV_GUARDED", &pv_guarded),
+            ("STORE", &out),
+        ],
+    )
+}
+
+/// The q, k and v loaders of the flash kernels: vec4 reads where D and Dv are multiples of 4,
+/// else element by element with zeros past D (Dv).
+fn flash_loaders(vec: bool) -> String {
+    use std::fmt::Write;
+    if vec {
         "fn ldq(base: u32, c: u32) -> vec4<f32> { return vec4<f32>(q[base / 4u + c]); }\n\
          fn ldk(base: u32, c: u32) -> vec4<f32> { return vec4<f32>(k[base / 4u + c]); }\n\
          fn ldv(base: u32, c: u32) -> vec4<f32> { return vec4<f32>(v[base / 4u + c]); }\n"
@@ -415,7 +621,15 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
             );
         }
         l
-    };
+    }
+}
+
+/// The flash kernel with its per-row state unrolled into plain variables: q in `q0..`, the
+/// output accumulators in `a0..` (see the shader's header).
+fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, vec: bool) -> String {
+    use std::fmt::Write;
+    let t = dtype.wgsl();
+    let loaders = flash_loaders(vec);
     let mut declare = String::new();
     for c in 0..dp {
         let _ = writeln!(declare, "    var q{c} = vec4<f32>(0.0);");

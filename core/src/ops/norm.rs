@@ -16,6 +16,11 @@ const BATCH: &str = include_str!("../../../shaders/norm_batch.wgsl");
 /// Runs shorter than this (with inner == 1) use one thread per row instead of a workgroup.
 const ROW_MIN: usize = 32;
 
+/// softmax and log_softmax keep f32 rows of whole vec4s up to this many vec4s per thread (256
+/// threads: rows of up to 8192 floats) in registers: one read of x from memory and one e^x per
+/// element, where the streamed kernel reads each row three times and computes e^x twice.
+const MAX_ROW_REGS: usize = 8;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Softmax,
@@ -110,6 +115,7 @@ fn run(
     w: Option<&Tensor>,
     b: Option<&Tensor>,
     eps: f32,
+    in_registers: bool,
 ) -> Result<Tensor> {
     let device = x.device().clone();
     let dt = x.dtype();
@@ -130,6 +136,11 @@ fn run(
     let vec4 = row && dt == DType::F32 && r.is_multiple_of(4);
     let elem_t = if vec4 { "vec4<f32>".to_string() } else { dt.wgsl().to_string() };
     let (bindings, wt, bs) = param_bindings(1, dt, w.is_some(), b.is_some(), &elem_t);
+    let regs = if vec4 && in_registers && matches!(kind, Kind::Softmax | Kind::LogSoftmax) {
+        Some(r / 4).filter(|&n4| n4 <= 256 * MAX_ROW_REGS).map(|n4| n4.div_ceil(256))
+    } else {
+        None
+    };
     let (ldx, row_sum_loop, row_max_loop, row_final, col_store) = if vec4 {
         (
             "x[k / 4u][k % 4u]",
@@ -148,7 +159,13 @@ fn run(
         )
     };
     let stats = kind.stats();
-    let row_stats = stats.replace("SUM(", "row_sum(lid, base, ").replace("MAX()", "row_max(lid, base)");
+    let (row_stats, row_final) = match regs {
+        Some(nv) => softmax_in_registers(kind, nv),
+        None => (
+            stats.replace("SUM(", "row_sum(lid, base, ").replace("MAX()", "row_max(lid, base)"),
+            row_final.replace("{{O}}", dt.wgsl()),
+        ),
+    };
     let col_stats = stats.replace("SUM(", "col_sum(base, stride, ").replace("MAX()", "col_max(base, stride)");
     let (row_entry, col_entry) = if row { ("main", "unused_col") } else { ("unused_row", "main") };
     let mut tensors: Vec<&Tensor> = vec![x];
@@ -158,11 +175,12 @@ fn run(
     let params = Params::new().u32(rows).u32(r).u32(inner).f32(eps);
     Launch {
         key: format!(
-            "norm:{}:{dt}:{}:{}:{}:{vec4}",
+            "norm:{}:{dt}:{}:{}:{}:{vec4}:{}",
             kind.name(),
             if row { "row" } else { "col" },
             w.is_some(),
-            b.is_some()
+            b.is_some(),
+            regs.unwrap_or(0)
         ),
         source: Box::new(move || {
             with_special(render(
@@ -173,7 +191,7 @@ fn run(
                     ("LDX", ldx),
                     ("ROW_SUM_LOOP", row_sum_loop),
                     ("ROW_MAX_LOOP", row_max_loop),
-                    ("ROW_FINAL", &row_final.replace("{{O}}", dt.wgsl())),
+                    ("ROW_FINAL", &row_final),
                     ("COL_STORE", &col_store),
                     ("O", dt.wgsl()),
                     ("BINDINGS", &bindings),
@@ -195,22 +213,77 @@ fn run(
     Ok(out)
 }
 
-fn along_axis(kind: Kind, x: &Tensor, axis: isize) -> Result<Tensor> {
+/// The row kernel's statistics and stores for softmax / log_softmax with the row's vec4s in
+/// registers: thread `lid` holds vec4s lid, lid + 256, ... (`nv` of them), as the streamed loops
+/// visit them, so every sum is added in the same order and the results are the same bytes.
+fn softmax_in_registers(kind: Kind, nv: usize) -> (String, String) {
+    let mut st = String::from("    let b4 = base / 4u;\n    let n4 = p.r / 4u;\n");
+    // v0 is always a vec4 of the row (clamped), so the max may start from it unguarded.
+    st += "    var v0 = x[b4 + min(lid, n4 - 1u)];\n";
+    for i in 1..nv {
+        st += &format!(
+            "    var v{i} = vec4<f32>(0.0);\n    if (lid + {o}u < n4) {{\n        v{i} = x[b4 + lid + {o}u];\n    }}\n",
+            o = 256 * i
+        );
+    }
+    st += "    var m = max(max(v0.x, v0.y), max(v0.z, v0.w));\n";
+    for i in 1..nv {
+        st += &format!(
+            "    if (lid + {o}u < n4) {{\n        m = max(m, max(max(v{i}.x, v{i}.y), max(v{i}.z, v{i}.w)));\n    }}\n",
+            o = 256 * i
+        );
+    }
+    st += "    let s1 = tree_max(lid, m);\n    var acc = 0.0;\n";
+    for i in 0..nv {
+        // softmax overwrites v with e^(v - max), which its stores scale; log_softmax keeps v.
+        let keep = if kind == Kind::Softmax { format!("v{i} = e;") } else { String::new() };
+        st += &format!(
+            "    if (lid + {o}u < n4) {{\n        let e = exp4(v{i} - vec4<f32>(s1));\n        acc += (e.x + e.y) + (e.z + e.w);\n        {keep}\n    }}\n",
+            o = 256 * i
+        );
+    }
+    let (stats, value) = if kind == Kind::Softmax {
+        ("    let s2 = k_div(1.0, tree_sum(lid, acc));\n", "k_mul(vI.C, s2)")
+    } else {
+        ("    let s2 = tree_sum(lid, acc);\n    let ls = k_log(s2);\n", "vI.C - s1 - ls")
+    };
+    st += stats;
+    let mut fin = String::new();
+    for i in 0..nv {
+        let lanes: Vec<String> =
+            ["x", "y", "z", "w"].iter().map(|c| value.replace('I', &i.to_string()).replace('C', c)).collect();
+        fin += &format!(
+            "    if (lid + {o}u < n4) {{\n        out[b4 + lid + {o}u] = vec4<f32>({});\n    }}\n",
+            lanes.join(", "),
+            o = 256 * i
+        );
+    }
+    (st, fin)
+}
+
+fn along_axis(kind: Kind, x: &Tensor, axis: isize, in_registers: bool) -> Result<Tensor> {
     need_float(kind.name(), x)?;
     // A rank-0 tensor is treated as shape [1] (axis 0 or -1), as PyTorch does.
     let shape = if x.ndim() == 0 { vec![1] } else { x.shape().to_vec() };
     let a = normalize_axis(axis, shape.len())?;
-    run(kind, x, numel(&shape[..a]), shape[a], numel(&shape[a + 1..]), None, None, 0.0)
+    run(kind, x, numel(&shape[..a]), shape[a], numel(&shape[a + 1..]), None, None, 0.0, in_registers)
 }
 
 /// exp(x - max) / sum(exp(x - max)) along `axis`.
 pub fn softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
-    along_axis(Kind::Softmax, x, axis)
+    along_axis(Kind::Softmax, x, axis, true)
 }
 
 /// x - max - log(sum(exp(x - max))) along `axis`.
 pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
-    along_axis(Kind::LogSoftmax, x, axis)
+    along_axis(Kind::LogSoftmax, x, axis, true)
+}
+
+/// softmax (or log_softmax with `log`) with rows kept in registers where they fit, or always
+/// streamed three times from memory: the same bytes either way (tests and `kiln bench`).
+#[doc(hidden)]
+pub fn softmax_on_path(x: &Tensor, axis: isize, log: bool, in_registers: bool) -> Result<Tensor> {
+    along_axis(if log { Kind::LogSoftmax } else { Kind::Softmax }, x, axis, in_registers)
 }
 
 fn last_axis(name: &str, x: &Tensor) -> Result<usize> {
@@ -225,7 +298,7 @@ pub fn layer_norm(x: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, ep
     check_param("layer_norm", "weight", x, weight, n)?;
     check_param("layer_norm", "bias", x, bias, n)?;
     let outer = x.numel().checked_div(n).unwrap_or(0);
-    run(Kind::LayerNorm, x, outer, n, 1, weight, bias, eps)
+    run(Kind::LayerNorm, x, outer, n, 1, weight, bias, eps, false)
 }
 
 /// x / sqrt(mean(x^2) + eps) * weight over the last axis; `weight` has shape [last] or is None.
@@ -233,7 +306,7 @@ pub fn rms_norm(x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Tensor>
     let n = last_axis("rms_norm", x)?;
     check_param("rms_norm", "weight", x, weight, n)?;
     let outer = x.numel().checked_div(n).unwrap_or(0);
-    run(Kind::RmsNorm, x, outer, n, 1, weight, None, eps)
+    run(Kind::RmsNorm, x, outer, n, 1, weight, None, eps, false)
 }
 
 /// Inference batch norm: (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] for x of

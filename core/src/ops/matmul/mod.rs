@@ -20,6 +20,45 @@ use crate::shape::{broadcast_shapes, matmul_shape, numel};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
+/// How the tiled kernel stages its tiles through workgroup memory (tuning and tests; `matmul`
+/// uses [`MatmulKernel::default_for`], `KILN_MATMUL_KERNEL=0..3` overrides it: bit 0 `quad_a`,
+/// bit 1 `double_staging`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatmulKernel {
+    /// A's tile copied as 4 x 4 blocks transposed in registers and stored as whole vec4s (where
+    /// K is a multiple of 4), not one vec4 along k stored as four scalars with bank conflicts.
+    pub quad_a: bool,
+    /// Two copies of the tiles: the next K step's loads are in flight during this step's
+    /// arithmetic, one barrier per step (where its registers and workgroup memory allow).
+    pub double_staging: bool,
+}
+
+impl MatmulKernel {
+    /// Every combination, for tests.
+    pub const ALL: [MatmulKernel; 4] = [
+        MatmulKernel { quad_a: false, double_staging: false },
+        MatmulKernel { quad_a: true, double_staging: false },
+        MatmulKernel { quad_a: false, double_staging: true },
+        MatmulKernel { quad_a: true, double_staging: true },
+    ];
+
+    /// The staging `matmul` uses for `tiles` (`KILN_MATMUL_KERNEL` where set). Measured on the
+    /// H100 (TFLOP/s, 4096³ / 32 x 1024³, scalar A / quad A / double / both): 34.6 / 36.8 /
+    /// 33.4 / 31.0 and 35.1 / 34.5 / 30.9 / 31.0. So quad A stores for HUGE (the 4096³ tiling)
+    /// only, and double staging nowhere (its prefetch registers cost more than the latency they
+    /// hide).
+    pub fn default_for(tiles: MatmulTiles) -> MatmulKernel {
+        static K: std::sync::OnceLock<Option<MatmulKernel>> = std::sync::OnceLock::new();
+        let forced = *K.get_or_init(|| {
+            std::env::var("KILN_MATMUL_KERNEL")
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .and_then(|i| Self::ALL.get(i).copied())
+        });
+        forced.unwrap_or(MatmulKernel { quad_a: tiles == MatmulTiles::HUGE, double_staging: false })
+    }
+}
+
 /// The parameter block and index helpers both kernels splice in.
 const COMMON: &str = include_str!("../../../../shaders/matmul_common.wgsl");
 
@@ -68,7 +107,7 @@ impl Problem<'_> {
 /// dimension is dropped from the result, so vector @ vector is rank 0). f16 accumulates in f32;
 /// i32/u32 wrap.
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    matmul_impl(a, b, None)
+    matmul_impl(a, b, None, None)
 }
 
 /// `matmul` with a given tiling instead of [`pick_tiles`]'s choice (for tuning and tests);
@@ -79,10 +118,20 @@ pub fn matmul_with_tiles(a: &Tensor, b: &Tensor, tiles: MatmulTiles) -> Result<T
             "matmul tiling {tiles:?} is malformed or over this adapter's limits"
         )));
     }
-    matmul_impl(a, b, Some(tiles))
+    matmul_impl(a, b, Some(tiles), None)
 }
 
-fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Tensor> {
+/// `matmul_with_tiles` with a given staging of the tiled kernel (tests and tuning).
+pub fn matmul_with_kernel(a: &Tensor, b: &Tensor, tiles: MatmulTiles, kernel: MatmulKernel) -> Result<Tensor> {
+    if !tiles.fits(a.device().limits()) {
+        return Err(Error::InvalidArgument(format!(
+            "matmul tiling {tiles:?} is malformed or over this adapter's limits"
+        )));
+    }
+    matmul_impl(a, b, Some(tiles), Some(kernel))
+}
+
+fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>, kernel: Option<MatmulKernel>) -> Result<Tensor> {
     let device = check_same_device(&[a, b])?;
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch(format!(
@@ -125,5 +174,6 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>) -> Result<Ten
         }
     }
     let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n));
-    tiled::run(&device, a, b, out, tiles, &problem)
+    let kernel = kernel.unwrap_or_else(|| MatmulKernel::default_for(tiles));
+    tiled::run(&device, a, b, out, tiles, kernel, &problem)
 }

@@ -1,7 +1,7 @@
 //! The plain tiled kernel (`shaders/matmul.wgsl`) for every dtype: the register-block code it is
 //! generated with for a [`MatmulTiles`], and its launch.
 
-use super::{MatmulTiles, Problem, COMMON};
+use super::{MatmulKernel, MatmulTiles, Problem, COMMON};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::exec::{enables, Launch};
@@ -33,10 +33,10 @@ fn generate(t: MatmulTiles, dtype: DType) -> (String, String, String) {
     for kk in &steps {
         inner += "            {\n";
         for c in 0..cm {
-            inner += &format!("            let a{c} = As[{kk} * (BM / 4u) + {c}u * WGY + ty];\n");
+            inner += &format!("            let a{c} = As[ao + {kk} * (BM / 4u) + {c}u * WGY + ty];\n");
         }
         for j in 0..cn {
-            inner += &format!("            let b{j} = Bs[{kk} * (BN / 4u) + {j}u * WGX + tx];\n");
+            inner += &format!("            let b{j} = Bs[bo + {kk} * (BN / 4u) + {j}u * WGX + tx];\n");
         }
         for c in 0..cm {
             for (r, lane) in LANES.iter().enumerate() {
@@ -70,81 +70,173 @@ fn generate(t: MatmulTiles, dtype: DType) -> (String, String, String) {
     (decl, inner, store)
 }
 
-/// The loops that copy one K-step of A and of B into workgroup memory. With `vec_a` (K a
-/// multiple of 4) A is read as vec4s along k; with `vec_b` (N a multiple of 4) B as vec4s along n.
-fn loads(acc: &str, vec_a: bool, vec_b: bool) -> (String, String) {
-    let la = if vec_a {
-        format!(
-            "        // A tile, vec4 along k: consecutive threads take consecutive k of one row.
-        for (var l = lid; l < BM * BK / 4u; l += NT) {{
-            let mm = l / (BK / 4u);
-            let kq = l % (BK / 4u);
-            let gr = row0 + mm;
-            let gk = k0 + kq * 4u;
-            var v = vec4<{acc}>(0);
-            if (gr < p.m && gk < p.k) {{
-                v = vec4<{acc}>(a[(aoff + gr * p.k + gk) / 4u]);
-            }}
-            let i0 = kq * 4u * (BM / 4u) + mm / 4u;
-            let lane = mm % 4u;
-            As[i0][lane] = v.x;
-            As[i0 + BM / 4u][lane] = v.y;
-            As[i0 + 2u * (BM / 4u)][lane] = v.z;
-            As[i0 + 3u * (BM / 4u)][lane] = v.w;
-        }}
-"
-        )
+/// How the kernel stages its tiles (see [`super::MatmulKernel`]).
+#[derive(Clone, Copy)]
+struct Staging {
+    /// A read as 4 rows x 4 k per task and stored as 4 vec4s along m (a register transpose),
+    /// instead of one vec4 along k stored as 4 scalars; needs `vec_a`.
+    quad_a: bool,
+    /// Two copies of each tile: the next K step is fetched into registers before this one's
+    /// arithmetic and stored into the other copy after it, one barrier per step.
+    double: bool,
+}
+
+/// One operand's copy into workgroup memory, as tasks numbered 0..`tasks`: `fetch` reads task
+/// `l` of the K step at `k0` into registers named with `{t}` (a slot), `store` writes them into
+/// the tile copy at offset `o`.
+struct Loader {
+    tasks: u32,
+    /// Registers per slot, as WGSL declarations with `{t}` for the slot.
+    decl: String,
+    fetch: String,
+    store: String,
+}
+
+fn loader_a(acc: &str, t: MatmulTiles, vec_a: bool, quad_a: bool) -> Loader {
+    let z4 = format!("vec4<{acc}>(0)");
+    if vec_a && quad_a {
+        // Task l: rows 4 mq .. 4 mq + 3 at k 4 kq .. 4 kq + 3, kq fastest (four neighbouring
+        // threads read 64 contiguous bytes of a row), stored as 4 whole vec4s along m.
+        let mut fetch = String::from(
+            "            let kq = l % (BK / 4u);\n            let mq = l / (BK / 4u);\n            let gk = k0 + kq * 4u;\n",
+        );
+        for i in 0..4 {
+            fetch += &format!(
+                "            ra{{t}}_{i} = {z4};\n            if (row0 + mq * 4u + {i}u < p.m && gk < p.k) {{\n                ra{{t}}_{i} = vec4<{acc}>(a[(aoff + (row0 + mq * 4u + {i}u) * p.k + gk) / 4u]);\n            }}\n"
+            );
+        }
+        let mut store = String::from("            let kq = l % (BK / 4u);\n            let mq = l / (BK / 4u);\n");
+        for (kk, lane) in LANES.iter().enumerate() {
+            store += &format!(
+                "            As[o + (kq * 4u + {kk}u) * (BM / 4u) + mq] = vec4<{acc}>(ra{{t}}_0.{lane}, ra{{t}}_1.{lane}, ra{{t}}_2.{lane}, ra{{t}}_3.{lane});\n"
+            );
+        }
+        let decl = (0..4).map(|i| format!("    var ra{{t}}_{i} = {z4};\n")).collect();
+        Loader { tasks: t.bm * t.bk / 16, decl, fetch, store }
+    } else if vec_a {
+        // Task l: one vec4 along k of row mm (consecutive threads, consecutive k), stored
+        // transposed one scalar at a time.
+        Loader {
+            tasks: t.bm * t.bk / 4,
+            decl: format!("    var ra{{t}} = {z4};\n"),
+            fetch: format!(
+                "            let gr = row0 + l / (BK / 4u);\n            let gk = k0 + (l % (BK / 4u)) * 4u;\n            ra{{t}} = {z4};\n            if (gr < p.m && gk < p.k) {{\n                ra{{t}} = vec4<{acc}>(a[(aoff + gr * p.k + gk) / 4u]);\n            }}\n"
+            ),
+            store: "            let mm = l / (BK / 4u);\n            let i0 = o + (l % (BK / 4u)) * 4u * (BM / 4u) + mm / 4u;\n            let lane = mm % 4u;\n            As[i0][lane] = ra{t}.x;\n            As[i0 + BM / 4u][lane] = ra{t}.y;\n            As[i0 + 2u * (BM / 4u)][lane] = ra{t}.z;\n            As[i0 + 3u * (BM / 4u)][lane] = ra{t}.w;\n".into(),
+        }
     } else {
-        format!(
-            "        // A tile: consecutive threads take consecutive k of one row (coalesced reads).
-        for (var l = lid; l < BM * BK; l += NT) {{
-            let mm = l / BK;
-            let kk = l % BK;
-            let gr = row0 + mm;
-            let gk = k0 + kk;
-            var v = {acc}(0);
-            if (gr < p.m && gk < p.k) {{
-                v = {acc}(a[aoff + gr * p.k + gk]);
-            }}
-            As[kk * (BM / 4u) + mm / 4u][mm % 4u] = v;
-        }}
-"
-        )
-    };
-    let lb = if vec_b {
-        format!(
-            "        // B tile, vec4 along n.
-        for (var l = lid; l < BK * BN / 4u; l += NT) {{
-            let kk = l / (BN / 4u);
-            let nq = l % (BN / 4u);
-            let gk = k0 + kk;
-            let gc = col0 + nq * 4u;
-            var v = vec4<{acc}>(0);
-            if (gk < p.k && gc < p.n) {{
-                v = vec4<{acc}>(b[(boff + gk * p.n + gc) / 4u]);
-            }}
-            Bs[kk * (BN / 4u) + nq] = v;
-        }}
-"
-        )
+        Loader {
+            tasks: t.bm * t.bk,
+            decl: format!("    var ra{{t}} = {acc}(0);\n"),
+            fetch: format!(
+                "            let gr = row0 + l / BK;\n            let gk = k0 + l % BK;\n            ra{{t}} = {acc}(0);\n            if (gr < p.m && gk < p.k) {{\n                ra{{t}} = {acc}(a[aoff + gr * p.k + gk]);\n            }}\n"
+            ),
+            store: "            let mm = l / BK;\n            As[o + (l % BK) * (BM / 4u) + mm / 4u][mm % 4u] = ra{t};\n".into(),
+        }
+    }
+}
+
+fn loader_b(acc: &str, t: MatmulTiles, vec_b: bool) -> Loader {
+    if vec_b {
+        Loader {
+            tasks: t.bk * t.bn / 4,
+            decl: format!("    var rb{{t}} = vec4<{acc}>(0);\n"),
+            fetch: format!(
+                "            let gk = k0 + l / (BN / 4u);\n            let gc = col0 + (l % (BN / 4u)) * 4u;\n            rb{{t}} = vec4<{acc}>(0);\n            if (gk < p.k && gc < p.n) {{\n                rb{{t}} = vec4<{acc}>(b[(boff + gk * p.n + gc) / 4u]);\n            }}\n"
+            ),
+            store: "            Bs[o + l] = rb{t};\n".into(),
+        }
     } else {
-        format!(
-            "        // B tile: consecutive threads take consecutive n of one k.
-        for (var l = lid; l < BK * BN; l += NT) {{
-            let kk = l / BN;
-            let nn = l % BN;
-            let gk = k0 + kk;
-            let gc = col0 + nn;
-            var v = {acc}(0);
-            if (gk < p.k && gc < p.n) {{
-                v = {acc}(b[boff + gk * p.n + gc]);
-            }}
-            Bs[kk * (BN / 4u) + nn / 4u][nn % 4u] = v;
-        }}
-"
-        )
+        Loader {
+            tasks: t.bk * t.bn,
+            decl: format!("    var rb{{t}} = {acc}(0);\n"),
+            fetch: format!(
+                "            let gk = k0 + l / BN;\n            let gc = col0 + l % BN;\n            rb{{t}} = {acc}(0);\n            if (gk < p.k && gc < p.n) {{\n                rb{{t}} = {acc}(b[boff + gk * p.n + gc]);\n            }}\n"
+            ),
+            store: "            let nn = l % BN;\n            Bs[o + (l / BN) * (BN / 4u) + nn / 4u][nn % 4u] = rb{t};\n".into(),
+        }
+    }
+}
+
+/// Registers (4-byte words) one thread holds to prefetch a K step with `double` staging.
+fn prefetch_words(t: MatmulTiles, vec_a: bool, vec_b: bool, quad_a: bool) -> u32 {
+    let nt = t.threads_x() * t.threads_y();
+    let (a, b) = (loader_a("f32", t, vec_a, quad_a), loader_b("f32", t, vec_b));
+    let wa = if vec_a && quad_a {
+        16
+    } else if vec_a {
+        4
+    } else {
+        1
     };
-    (la, lb)
+    let wb = if vec_b { 4 } else { 1 };
+    a.tasks.div_ceil(nt) * wa + b.tasks.div_ceil(nt) * wb
+}
+
+/// Double staging is used where its prefetch registers stay few (the big tilings: 24 words for
+/// HUGE) and two copies of the tiles fit the adapter's workgroup memory.
+fn double_fits(t: MatmulTiles, vec_a: bool, vec_b: bool, quad_a: bool, limits: &wgpu::Limits) -> bool {
+    prefetch_words(t, vec_a, vec_b, quad_a) <= 32 && 2 * t.shared_bytes() <= limits.max_compute_workgroup_storage_size
+}
+
+/// The main loop over K: with single staging a runtime loop of loads and stores, two barriers
+/// per step; with double staging unrolled fetches into registers around the arithmetic.
+fn main_loop(acc: &str, t: MatmulTiles, vec_a: bool, vec_b: bool, st: Staging, k_steps: &str) -> String {
+    let la = loader_a(acc, t, vec_a, st.quad_a);
+    let lb = loader_b(acc, t, vec_b);
+    let slot = |code: &str, i: u32| code.replace("{t}", &i.to_string());
+    if !st.double {
+        let one = |l: &Loader, tile: &str| {
+            format!(
+                "{}        for (var l = lid; l < {}u; l += NT) {{\n        {{\n{}        }}\n        {{\n{}        }}\n        }}\n",
+                slot(&l.decl, 0).replace("    var", "        var"),
+                l.tasks,
+                slot(&l.fetch, 0),
+                slot(&l.store, 0).replace("o + ", &format!("{tile} + "))
+            )
+        };
+        return format!(
+            "    let ao = 0u;\n    let bo = 0u;\n    for (var k0 = 0u; k0 < p.k; k0 += BK) {{\n        {{\n{}        }}\n        {{\n{}        }}\n        workgroupBarrier();\n{k_steps}\n        workgroupBarrier();\n    }}\n",
+            one(&la, "0u"),
+            one(&lb, "0u")
+        );
+    }
+    let nt = t.threads_x() * t.threads_y();
+    let mut decl = String::new();
+    let mut fetch = String::new();
+    // The stores into the copy at `oa` (A) and `ob` (B), indented by `ind`.
+    let stores = |oa: &str, ob: &str, ind: &str| {
+        let mut s = String::new();
+        for (l, o) in [(&la, oa), (&lb, ob)] {
+            for i in 0..l.tasks.div_ceil(nt) {
+                s += &guarded(l, i, nt, &slot(&l.store, i).replace("o + ", &format!("{o} + ")));
+            }
+        }
+        indent(&s, ind)
+    };
+    for l in [&la, &lb] {
+        for i in 0..l.tasks.div_ceil(nt) {
+            decl += &slot(&l.decl, i);
+            fetch += &guarded(l, i, nt, &slot(&l.fetch, i));
+        }
+    }
+    format!(
+        "{decl}    var k0 = 0u;\n{}{}    workgroupBarrier();\n    var cur = 0u;\n    for (; k0 < p.k; k0 += BK) {{\n        let ao = cur * AS_LEN;\n        let bo = cur * BS_LEN;\n        let more = k0 + BK < p.k;\n        if (more) {{\n            let k0 = k0 + BK;\n{}        }}\n{k_steps}\n        if (more) {{\n{}        }}\n        cur = 1u - cur;\n        workgroupBarrier();\n    }}\n",
+        indent(&fetch, ""),
+        stores("0u", "0u", ""),
+        indent(&fetch, "    "),
+        stores("(AS_LEN - ao)", "(BS_LEN - bo)", "    ")
+    )
+}
+
+/// `body` for slot `i` of `l` (task lid + i NT), guarded where the slot passes the last task.
+fn guarded(l: &Loader, i: u32, nt: u32, body: &str) -> String {
+    let guard = if (i + 1) * nt <= l.tasks { String::new() } else { format!("if (lid + {}u < {}u) ", i * nt, l.tasks) };
+    format!("    {guard}{{\n        let l = lid + {}u;\n{body}    }}\n", i * nt)
+}
+
+fn indent(s: &str, ind: &str) -> String {
+    s.lines().map(|l| format!("{ind}{l}\n")).collect()
 }
 
 /// Runs `a` x `b` into `out` with `tiles`.
@@ -154,6 +246,7 @@ pub(super) fn run(
     b: &Tensor,
     out: Tensor,
     tiles: MatmulTiles,
+    kernel: MatmulKernel,
     problem: &Problem<'_>,
 ) -> Result<Tensor> {
     let dtype = a.dtype();
@@ -161,13 +254,24 @@ pub(super) fn run(
     let (params, groups) = problem.launch(device, tiles.bm, tiles.bn)?;
     let vec_a = k % 4 == 0 && tiles.bk.is_multiple_of(4);
     let vec_b = n.is_multiple_of(4);
-    let key =
-        format!("matmul:{dtype}:{}x{}x{}:{}x{}:{vec_a}:{vec_b}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
+    let quad_a = kernel.quad_a && vec_a;
+    let double = kernel.double_staging && double_fits(tiles, vec_a, vec_b, quad_a, device.limits());
+    let st = Staging { quad_a, double };
+    let key = format!(
+        "matmul:{dtype}:{}x{}x{}:{}x{}:{vec_a}:{vec_b}:{quad_a}:{double}",
+        tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn
+    );
     let tensors = [a, b, &out];
     let source = move || {
         let (decl, inner, store) = generate(tiles, dtype);
         let acc = if dtype.is_float() { "f32" } else { dtype.wgsl() };
-        let (load_a, load_b) = loads(acc, vec_a, vec_b);
+        let k_steps = if tiles.unrolled() {
+            inner.clone()
+        } else {
+            format!("        for (var kk = 0u; kk < BK; kk++) {{\n{inner}        }}\n")
+        };
+        let main = main_loop(acc, tiles, vec_a, vec_b, st, &k_steps);
+        let copies = if double { 2 } else { 1 };
         let t = dtype.wgsl();
         let vt = format!("vec4<{t}>");
         render(
@@ -178,8 +282,7 @@ pub(super) fn run(
                 ("T", t),
                 ("A_ELEM", if vec_a { &vt } else { t }),
                 ("B_ELEM", if vec_b { &vt } else { t }),
-                ("LOAD_A", &load_a),
-                ("LOAD_B", &load_b),
+                ("MAIN_LOOP", &main),
                 ("ACC", acc),
                 ("BM", &tiles.bm.to_string()),
                 ("BN", &tiles.bn.to_string()),
@@ -188,15 +291,9 @@ pub(super) fn run(
                 ("WGY", &tiles.threads_y().to_string()),
                 ("AS_LEN", &(tiles.bk * tiles.bm / 4).to_string()),
                 ("BS_LEN", &(tiles.bk * tiles.bn / 4).to_string()),
+                ("AS_TOTAL", &(copies * tiles.bk * tiles.bm / 4).to_string()),
+                ("BS_TOTAL", &(copies * tiles.bk * tiles.bn / 4).to_string()),
                 ("ACC_DECL", &decl),
-                (
-                    "K_STEPS",
-                    &if tiles.unrolled() {
-                        inner.clone()
-                    } else {
-                        format!("        for (var kk = 0u; kk < BK; kk++) {{\n{inner}        }}\n")
-                    },
-                ),
                 ("STORE", &store),
             ],
         )
