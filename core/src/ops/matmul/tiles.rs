@@ -78,20 +78,14 @@ impl MatmulTiles {
             && self.threads_x() * self.threads_y() <= limits.max_compute_invocations_per_workgroup
             && self.shared_bytes() <= limits.max_compute_workgroup_storage_size
     }
-
-    fn parse(s: &str) -> Option<MatmulTiles> {
-        let v: Vec<u32> = s.split(',').map(|x| x.trim().parse().ok()).collect::<Option<_>>()?;
-        let t = match v[..] {
-            [bm, bn, bk, tm, tn] => MatmulTiles { bm, bn, bk, tm, tn },
-            _ => return None,
-        };
-        t.valid().then_some(t)
-    }
 }
 
 fn env_tiles() -> Option<MatmulTiles> {
     static T: OnceLock<Option<MatmulTiles>> = OnceLock::new();
-    *T.get_or_init(|| std::env::var("KILN_MATMUL_TILES").ok().and_then(|s| MatmulTiles::parse(&s)))
+    *T.get_or_init(|| {
+        let [bm, bn, bk, tm, tn] = crate::env::env_u32s("KILN_MATMUL_TILES")?;
+        Some(MatmulTiles { bm, bn, bk, tm, tn }).filter(|t| t.valid())
+    })
 }
 
 /// The tiling used for an `m` x `k` by `k` x `n` product on `device` (K does not change it).
