@@ -19,25 +19,7 @@
 // one. Where D and Dv are multiples of 4, q, k and v are read as vec4s (LOADERS), else element
 // by element.
 {{ENABLE}}
-struct Params {
-    lq: u32,
-    lk: u32,
-    d: u32,
-    dv: u32,
-    nqb: u32,      // query blocks per batch entry
-    blocks: u32,   // batch * nqb
-    causal: u32,
-    scale2: f32,   // scale * log2(e)
-    msq: u32,      // mask stride over queries (0 when broadcast)
-    msk: u32,      // mask stride over keys
-    brank: u32,
-    pad0: u32,
-    bshape: array<vec4<u32>, 2>,
-    qstride: array<vec4<u32>, 2>,
-    kstride: array<vec4<u32>, 2>,
-    vstride: array<vec4<u32>, 2>,
-    mstride: array<vec4<u32>, 2>,
-}
+{{FLASH_PARAMS}}
 
 @group(0) @binding(0) var<storage, read> q: array<{{LT}}>;
 @group(0) @binding(1) var<storage, read> k: array<{{LT}}>;

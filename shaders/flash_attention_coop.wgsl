@@ -22,25 +22,7 @@
 // subgroupBarrier orders only subgroup memory (SPIR-V SubgroupMemory semantics), and on the H100
 // the scores read after it were stale (every output 0).
 {{ENABLE}}
-struct Params {
-    lq: u32,
-    lk: u32,
-    d: u32,
-    dv: u32,
-    nqb: u32,      // query blocks per batch entry
-    blocks: u32,   // batch * nqb
-    causal: u32,
-    scale2: f32,   // scale * log2(e)
-    msq: u32,      // mask stride over queries (0 when broadcast)
-    msk: u32,      // mask stride over keys
-    brank: u32,
-    pad0: u32,
-    bshape: array<vec4<u32>, 2>,
-    qstride: array<vec4<u32>, 2>,
-    kstride: array<vec4<u32>, 2>,
-    vstride: array<vec4<u32>, 2>,
-    mstride: array<vec4<u32>, 2>,
-}
+{{FLASH_PARAMS}}
 
 @group(0) @binding(0) var<storage, read> q: array<f16>;
 @group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;

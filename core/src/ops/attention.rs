@@ -42,6 +42,8 @@ const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgs
 const DECODE: &str = include_str!("../../../shaders/flash_attention_decode.wgsl");
 /// `batch_offsets`, rendered into every attention kernel after its Params.
 pub(super) const ATTENTION_COMMON: &str = include_str!("../../../shaders/attention_common.wgsl");
+/// The parameter block shared by the flash kernels.
+pub(super) const FLASH_PARAMS: &str = include_str!("../../../shaders/flash_params.wgsl");
 /// Threads per workgroup of the attention kernel (the shader's WG).
 const WG: usize = 64;
 /// The matmul path holds the f32 score matrix (and its softmax) only up to this size.
@@ -569,6 +571,7 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
     render(
         FLASH_BLOCKED,
         &[
+            ("FLASH_PARAMS", FLASH_PARAMS),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", enables(&[dtype])),
             ("T", t),
@@ -702,6 +705,7 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
     render(
         FLASH,
         &[
+            ("FLASH_PARAMS", FLASH_PARAMS),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
             ("ENABLE", enables(&[dtype])),
             ("T", t),

@@ -3,7 +3,7 @@
 //! them on the invocations. Taken where the device has wgpu's cooperative-matrix feature with an
 //! f16 x f16 -> f32 configuration, one subgroup size of 16, 32 or 64, and D, Dv multiples of 16.
 
-use super::{Geometry, ATTENTION_COMMON, FLASH_MAX_D};
+use super::{Geometry, ATTENTION_COMMON, FLASH_MAX_D, FLASH_PARAMS};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::exec::{grid, Launch};
@@ -331,6 +331,7 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
             ("AFTER_SCORES", ""),
             ("SS", &(bc + 4).to_string()),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
+            ("FLASH_PARAMS", FLASH_PARAMS),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "f16"),
             ("F_ELEM", "f32"),
@@ -592,6 +593,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
             ("AFTER_SCORES", &after_scores),
             ("SS", &ss.to_string()),
             ("ATTENTION_COMMON", ATTENTION_COMMON),
+            ("FLASH_PARAMS", FLASH_PARAMS),
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("H_ELEM", "vec4<f16>"),
             ("F_ELEM", "vec4<f32>"),
