@@ -157,6 +157,114 @@ const SMEM_HALVES: &str = "var<workgroup> Ks: array<{{H_ELEM}}, {{KS_LEN}}>; // 
 var<workgroup> Ss: array<{{F_ELEM}}, {{SS_LEN}}>; // [NSG][16][SS]: half a tile's scores, accumulators
 var<workgroup> Ps: array<{{H_ELEM}}, {{PS_LEN}}>; // [NSG][16][SP]: Q on its way in, then P";
 
+/// What differs between the two workgroup layouts besides the generated code blocks.
+struct Layout {
+    smem: &'static str,
+    after_scores: String,
+    /// The score scratch's row stride in f32s.
+    ss: usize,
+    h_elem: &'static str,
+    f_elem: &'static str,
+    /// KS_LEN, VS_LEN, SS_LEN, PS_LEN: the workgroup arrays' lengths in elements.
+    lens: [usize; 4],
+}
+
+/// The code blocks, in the order of `BLOCKS`.
+const BLOCKS: [&str; 13] = [
+    "LOAD_Q",
+    "ACC_DECL",
+    "FETCH_DECL",
+    "FETCH",
+    "STORE_KV",
+    "SOFTMAX_MAX",
+    "SOFTMAX_P",
+    "SCORES",
+    "REDUCE_MAX",
+    "REDUCE_SUM",
+    "RESCALE",
+    "PV",
+    "STORE",
+];
+
+fn render_kernel(c: CoopAttn, has_mask: bool, l: Layout, blocks: [String; 13]) -> String {
+    let nt = c.sg * c.nsg;
+    let numbers = [("SS", l.ss), ("SG", c.sg), ("NSG", c.nsg), ("NT", nt), ("BC", c.bc), ("D", c.d), ("DV", c.dv)]
+        .map(|(k, v)| (k, v.to_string()));
+    let lens = ["KS_LEN", "VS_LEN", "SS_LEN", "PS_LEN"].into_iter().zip(l.lens.map(|v| v.to_string()));
+    let mut vars: Vec<(&str, &str)> = vec![
+        ("SMEM", l.smem),
+        ("AFTER_SCORES", &l.after_scores),
+        ("ATTENTION_COMMON", ATTENTION_COMMON),
+        ("FLASH_PARAMS", FLASH_PARAMS),
+        ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
+        ("H_ELEM", l.h_elem),
+        ("F_ELEM", l.f_elem),
+        ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
+        ("OUT_SLOT", if has_mask { "4" } else { "3" }),
+        ("P_SLOT", if has_mask { "5" } else { "4" }),
+    ];
+    let lens: Vec<(&str, String)> = lens.collect();
+    vars.extend(numbers.iter().chain(lens.iter()).map(|(k, v)| (*k, v.as_str())));
+    vars.extend(BLOCKS.iter().zip(blocks.iter()).map(|(k, v)| (*k, v.as_str())));
+    render(TEMPLATE, &vars)
+}
+
+/// One K or V tile's loading code, shared by both layouts: each invocation's vec4s fetched into
+/// registers (`kx0`.., zeros past Lk) and stored into workgroup memory at the top of the next
+/// step (the layout's store statement from `store(e, offset, vec4s per row)`).
+struct TileFetch<'a> {
+    name: &'a str,
+    width: usize,
+    koff: &'a str,
+    bc: usize,
+    nt: usize,
+}
+
+impl TileFetch<'_> {
+    fn emit(
+        &self,
+        fetch_decl: &mut String,
+        fetch: &mut String,
+        store_kv: &mut String,
+        store: impl Fn(usize, usize, usize) -> String,
+    ) {
+        let TileFetch { name, width, koff, bc, nt } = *self;
+        let per_row = width / 4;
+        let total = bc * per_row;
+        for e in 0..total.div_ceil(nt) {
+            let off = e * nt;
+            let guard = if (e + 1) * nt > total { format!("lid + {off}u < {total}u && ") } else { String::new() };
+            let _ = writeln!(fetch_decl, "    var {name}x{e} = vec4<f16>(0.0h);");
+            let body = format!(
+                "        {{
+            let kj = j0 + (lid + {off}u) / {per_row}u;
+            {name}x{e} = vec4<f16>(0.0h);
+            if ({guard}kj < p.lk) {{
+                {name}x{e} = {name}[({koff} + kj * {width}u) / 4u + (lid + {off}u) % {per_row}u];
+            }}
+        }}
+"
+            );
+            *fetch_decl += &body;
+            *fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
+            let open = if guard.is_empty() { String::new() } else { format!("if (lid + {off}u < {total}u) ") };
+            let _ = writeln!(store_kv, "        {open}{{\n{}\n        }}", store(e, off, per_row));
+        }
+    }
+}
+
+/// The row max and sum reductions across the LPR lanes that share a row.
+fn lane_reductions(lpr: usize) -> (String, String) {
+    let (mut reduce_max, mut reduce_sum) = (String::new(), String::new());
+    let mut o = 1;
+    while o < lpr {
+        let _ = writeln!(reduce_max, "        mx = max(mx, subgroupShuffleXor(mx, {o}u));");
+        let _ = writeln!(reduce_sum, "        sum += subgroupShuffleXor(sum, {o}u);");
+        o *= 2;
+    }
+    (reduce_max, reduce_sum)
+}
+
 pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     if c.vec {
         return source_vec(c, has_mask);
@@ -188,42 +296,20 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
     for ci in 0..od {
         let _ = writeln!(acc, "    var o{ci} = coop_mat16x16<f32, C>();");
     }
-    // K and V tiles: each invocation's vec4s fetched into registers (rx0.., zeros past Lk),
-    // stored into workgroup memory at the top of the next step.
     let mut fetch_decl = String::new();
     let mut fetch = String::new();
     let mut store_kv = String::new();
     for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK", "koff"), ("v", dv, "Vs", "SV", "voff")] {
-        let per_row = width / 4;
-        let total = bc * per_row;
-        for e in 0..total.div_ceil(nt) {
-            let off = e * nt;
-            let guard = if (e + 1) * nt > total { format!("lid + {off}u < {total}u && ") } else { String::new() };
-            let _ = writeln!(fetch_decl, "    var {name}x{e} = vec4<f16>(0.0h);");
-            let body = format!(
-                "        {{
-            let kj = j0 + (lid + {off}u) / {per_row}u;
-            {name}x{e} = vec4<f16>(0.0h);
-            if ({guard}kj < p.lk) {{
-                {name}x{e} = {name}[({koff} + kj * {width}u) / 4u + (lid + {off}u) % {per_row}u];
-            }}
-        }}
-"
-            );
-            fetch_decl += &body;
-            fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
-            let open = if guard.is_empty() { String::new() } else { format!("if (lid + {off}u < {total}u) ") };
-            let _ = writeln!(
-                store_kv,
-                "        {open}{{
-            let o = ((lid + {off}u) / {per_row}u) * {stride} + ((lid + {off}u) % {per_row}u) * 4u;
+        let tile = TileFetch { name, width, koff, bc, nt };
+        tile.emit(&mut fetch_decl, &mut fetch, &mut store_kv, |e, off, per_row| {
+            format!(
+                "            let o = ((lid + {off}u) / {per_row}u) * {stride} + ((lid + {off}u) % {per_row}u) * 4u;
             {dst}[o] = {name}x{e}.x;
             {dst}[o + 1u] = {name}x{e}.y;
             {dst}[o + 2u] = {name}x{e}.z;
-            {dst}[o + 3u] = {name}x{e}.w;
-        }}"
-            );
-        }
+            {dst}[o + 3u] = {name}x{e}.w;"
+            )
+        });
     }
     // The softmax of one tile's row share: scores read once into registers.
     let cpl = bc / lpr;
@@ -271,14 +357,7 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
         let _ = writeln!(scores, "            coopStoreT(s{j}, &Ss[ssb + {}u], SS);", j * 16);
     }
     scores.push_str("        }\n");
-    let mut reduce_max = String::new();
-    let mut reduce_sum = String::new();
-    let mut o = 1;
-    while o < lpr {
-        let _ = writeln!(reduce_max, "        mx = max(mx, subgroupShuffleXor(mx, {o}u));");
-        let _ = writeln!(reduce_sum, "        sum += subgroupShuffleXor(sum, {o}u);");
-        o *= 2;
-    }
+    let (reduce_max, reduce_sum) = lane_reductions(lpr);
     let through_scratch = |ci: usize, body: &str, reload: bool| {
         format!(
             "    coopStoreT(o{ci}, &Ss[ssb], SS);
@@ -324,43 +403,20 @@ pub(super) fn source(c: CoopAttn, has_mask: bool) -> String {
         }
     }
     pv.push_str("        }\n");
-    render(
-        TEMPLATE,
-        &[
-            ("SMEM", SMEM_SEPARATE),
-            ("AFTER_SCORES", ""),
-            ("SS", &(bc + 4).to_string()),
-            ("ATTENTION_COMMON", ATTENTION_COMMON),
-            ("FLASH_PARAMS", FLASH_PARAMS),
-            ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
-            ("H_ELEM", "f16"),
-            ("F_ELEM", "f32"),
-            ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
-            ("OUT_SLOT", if has_mask { "4" } else { "3" }),
-            ("P_SLOT", if has_mask { "5" } else { "4" }),
-            ("SG", &sg.to_string()),
-            ("NSG", &nsg.to_string()),
-            ("NT", &nt.to_string()),
-            ("BC", &bc.to_string()),
-            ("D", &d.to_string()),
-            ("DV", &dv.to_string()),
-            ("KS_LEN", &(bc * (d + 8)).to_string()),
-            ("VS_LEN", &(bc * (dv + 8)).to_string()),
-            ("SS_LEN", &(nsg * 16 * (bc + 4)).to_string()),
-            ("PS_LEN", &(nsg * 16 * (bc + 8)).to_string()),
-            ("LOAD_Q", &load_q),
-            ("ACC_DECL", &acc),
-            ("FETCH_DECL", &fetch_decl),
-            ("FETCH", &fetch),
-            ("STORE_KV", &store_kv),
-            ("SOFTMAX_MAX", &soft_max),
-            ("SOFTMAX_P", &soft_p),
-            ("SCORES", &scores),
-            ("REDUCE_MAX", &reduce_max),
-            ("REDUCE_SUM", &reduce_sum),
-            ("RESCALE", &rescale),
-            ("PV", &pv),
-            ("STORE", &store),
+    render_kernel(
+        c,
+        has_mask,
+        Layout {
+            smem: SMEM_SEPARATE,
+            after_scores: String::new(),
+            ss: bc + 4,
+            h_elem: "f16",
+            f_elem: "f32",
+            lens: [bc * (d + 8), bc * (dv + 8), nsg * 16 * (bc + 4), nsg * 16 * (bc + 8)],
+        },
+        [
+            load_q, acc, fetch_decl, fetch, store_kv, soft_max, soft_p, scores, reduce_max, reduce_sum, rescale, pv,
+            store,
         ],
     )
 }
@@ -411,32 +467,10 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     for (name, width, dst, stride, koff) in [("k", d, "Ks", "SK4", "koff"), ("v", dv, v_dst, "SV4", "voff")] {
         let (fetch, store_kv) =
             if halves && name == "v" { (&mut fetch_v, &mut store_v) } else { (&mut fetch, &mut store_kv) };
-        let per_row = width / 4;
-        let total = bc * per_row;
-        for e in 0..total.div_ceil(nt) {
-            let off = e * nt;
-            let guard = if (e + 1) * nt > total { format!("lid + {off}u < {total}u && ") } else { String::new() };
-            let _ = writeln!(fetch_decl, "    var {name}x{e} = vec4<f16>(0.0h);");
-            let body = format!(
-                "        {{
-            let kj = j0 + (lid + {off}u) / {per_row}u;
-            {name}x{e} = vec4<f16>(0.0h);
-            if ({guard}kj < p.lk) {{
-                {name}x{e} = {name}[({koff} + kj * {width}u) / 4u + (lid + {off}u) % {per_row}u];
-            }}
-        }}
-"
-            );
-            fetch_decl += &body;
-            *fetch += &body.replace("\n        ", "\n            ").replacen("        {", "            {", 1);
-            let open = if guard.is_empty() { String::new() } else { format!("if (lid + {off}u < {total}u) ") };
-            let _ = writeln!(
-                *store_kv,
-                "        {open}{{
-            {dst}[((lid + {off}u) / {per_row}u) * {stride} + (lid + {off}u) % {per_row}u] = {name}x{e};
-        }}"
-            );
-        }
+        let tile = TileFetch { name, width, koff, bc, nt };
+        tile.emit(&mut fetch_decl, fetch, store_kv, |e, off, per_row| {
+            format!("            {dst}[((lid + {off}u) / {per_row}u) * {stride} + (lid + {off}u) % {per_row}u] = {name}x{e};")
+        });
     }
     // Each invocation takes CPH consecutive columns of its row's tile (of each half, with the
     // scores in halves), as CPH / 4 vec4s.
@@ -529,14 +563,7 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
     } else {
         String::new()
     };
-    let mut reduce_max = String::new();
-    let mut reduce_sum = String::new();
-    let mut o = 1;
-    while o < lpr {
-        let _ = writeln!(reduce_max, "        mx = max(mx, subgroupShuffleXor(mx, {o}u));");
-        let _ = writeln!(reduce_sum, "        sum += subgroupShuffleXor(sum, {o}u);");
-        o *= 2;
-    }
+    let (reduce_max, reduce_sum) = lane_reductions(lpr);
     // An accumulator's 16 x 16 through the scratch: each invocation takes 4 / LPR vec4s of its row.
     let through_scratch = |ci: usize, body: &str, reload: bool| {
         format!(
@@ -586,43 +613,25 @@ fn source_vec(c: CoopAttn, has_mask: bool) -> String {
         }
     }
     pv.push_str("        }\n");
-    render(
-        TEMPLATE,
-        &[
-            ("SMEM", if halves { SMEM_HALVES } else { SMEM_SEPARATE }),
-            ("AFTER_SCORES", &after_scores),
-            ("SS", &ss.to_string()),
-            ("ATTENTION_COMMON", ATTENTION_COMMON),
-            ("FLASH_PARAMS", FLASH_PARAMS),
-            ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
-            ("H_ELEM", "vec4<f16>"),
-            ("F_ELEM", "vec4<f32>"),
-            ("MASK_BINDING", if has_mask { "@group(0) @binding(3) var<storage, read> mask: array<f16>;" } else { "" }),
-            ("OUT_SLOT", if has_mask { "4" } else { "3" }),
-            ("P_SLOT", if has_mask { "5" } else { "4" }),
-            ("SG", &sg.to_string()),
-            ("NSG", &nsg.to_string()),
-            ("NT", &nt.to_string()),
-            ("BC", &bc.to_string()),
-            ("D", &d.to_string()),
-            ("DV", &dv.to_string()),
-            ("KS_LEN", &(bc * (if halves { d.max(dv) } else { d } + 8) / 4).to_string()),
-            ("VS_LEN", &(bc * (dv + 8) / 4).to_string()),
-            ("SS_LEN", &(nsg * 16 * ss / 4).to_string()),
-            ("PS_LEN", &(nsg * 16 * (bc + 8) / 4).to_string()),
-            ("LOAD_Q", &load_q),
-            ("ACC_DECL", &acc),
-            ("FETCH_DECL", &fetch_decl),
-            ("FETCH", &fetch),
-            ("STORE_KV", &store_kv),
-            ("SOFTMAX_MAX", &soft_max),
-            ("SOFTMAX_P", &soft_p),
-            ("SCORES", &scores),
-            ("REDUCE_MAX", &reduce_max),
-            ("REDUCE_SUM", &reduce_sum),
-            ("RESCALE", &rescale),
-            ("PV", &pv),
-            ("STORE", &store),
+    render_kernel(
+        c,
+        has_mask,
+        Layout {
+            smem: if halves { SMEM_HALVES } else { SMEM_SEPARATE },
+            after_scores,
+            ss,
+            h_elem: "vec4<f16>",
+            f_elem: "vec4<f32>",
+            lens: [
+                bc * (if halves { d.max(dv) } else { d } + 8) / 4,
+                bc * (dv + 8) / 4,
+                nsg * 16 * ss / 4,
+                nsg * 16 * (bc + 8) / 4,
+            ],
+        },
+        [
+            load_q, acc, fetch_decl, fetch, store_kv, soft_max, soft_p, scores, reduce_max, reduce_sum, rescale, pv,
+            store,
         ],
     )
 }
