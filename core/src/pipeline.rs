@@ -38,9 +38,35 @@ pub struct PipelineStats {
     pub compile_seconds: f64,
 }
 
-/// Cache keys of user kernels start with this; only those are evicted (built-in kernels are a
-/// fixed, small set per device).
+/// Cache keys of user kernels start with this; they are evicted past
+/// `KILN_PIPELINE_CACHE_ENTRIES`.
 pub(crate) const USER_KEY_PREFIX: &str = "user:";
+
+/// Built-in kernels specialized on a caller-chosen geometry (kernel size, stride, dilation baked
+/// into unrolled code): a small set for any one model, but a caller could ask for thousands, so
+/// they are evicted past `SHAPED_CACHE_ENTRIES` like user kernels. Every other built-in kernel
+/// is keyed by dtype, flags and tiling only: a fixed, small set per device.
+const SHAPED_KEY_PREFIXES: [&str; 1] = ["conv_depthwise:"];
+/// Shape-specialized built-in pipelines kept per device.
+pub const SHAPED_CACHE_ENTRIES: usize = 64;
+
+/// The pipelines evicted past a cap, each class against its own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Evictable {
+    User,
+    Shaped,
+}
+
+/// Which eviction class a key is in (None: never evicted).
+fn evictable(key: &str) -> Option<Evictable> {
+    if key.starts_with(USER_KEY_PREFIX) {
+        Some(Evictable::User)
+    } else if SHAPED_KEY_PREFIXES.iter().any(|p| key.starts_with(p)) {
+        Some(Evictable::Shaped)
+    } else {
+        None
+    }
+}
 
 struct Entry {
     pipeline: Arc<Pipeline>,
@@ -52,11 +78,20 @@ struct Entries {
     map: HashMap<String, Entry>,
     clock: u64,
     user: usize,
+    /// Shape-specialized built-in pipelines (see `SHAPED_KEY_PREFIXES`).
+    shaped: usize,
     /// Evicted since `take_evicted` last looked (see there).
     evicted: usize,
 }
 
 impl Entries {
+    fn count(&mut self, class: Evictable) -> &mut usize {
+        match class {
+            Evictable::User => &mut self.user,
+            Evictable::Shaped => &mut self.shaped,
+        }
+    }
+
     fn get(&mut self, key: &str) -> Option<Arc<Pipeline>> {
         self.clock += 1;
         let clock = self.clock;
@@ -67,29 +102,30 @@ impl Entries {
     }
 
     /// Stores `p` unless another thread stored `key` first, and evicts the least recently used
-    /// user pipelines past the cap (a live `Kernel` keeps its own `Arc`, so eviction never
+    /// user (or shape-specialized) pipelines past their cap (a live `Kernel` keeps its own `Arc`, so eviction never
     /// breaks one; it only stops sharing).
     fn insert(&mut self, key: &str, p: Arc<Pipeline>) -> Arc<Pipeline> {
         if let Some(existing) = self.get(key) {
             return existing;
         }
-        let user = key.starts_with(USER_KEY_PREFIX);
         self.map.insert(key.to_string(), Entry { pipeline: p.clone(), last_used: self.clock });
-        if user {
-            self.user += 1;
-            let cap = crate::kernel_limits::pipeline_cache_entries();
-            while self.user > cap {
-                let oldest = self
-                    .map
-                    .iter()
-                    .filter(|(k, _)| k.starts_with(USER_KEY_PREFIX) && k.as_str() != key)
-                    .min_by_key(|(_, e)| e.last_used)
-                    .map(|(k, _)| k.clone());
-                let Some(oldest) = oldest else { break };
-                self.map.remove(&oldest);
-                self.user -= 1;
-                self.evicted += 1;
-            }
+        let Some(class) = evictable(key) else { return p };
+        let cap = match class {
+            Evictable::User => crate::kernel_limits::pipeline_cache_entries(),
+            Evictable::Shaped => SHAPED_CACHE_ENTRIES,
+        };
+        *self.count(class) += 1;
+        while *self.count(class) > cap {
+            let oldest = self
+                .map
+                .iter()
+                .filter(|(k, _)| evictable(k) == Some(class) && k.as_str() != key)
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(k, _)| k.clone());
+            let Some(oldest) = oldest else { break };
+            self.map.remove(&oldest);
+            *self.count(class) -= 1;
+            self.evicted += 1;
         }
         p
     }

@@ -394,3 +394,42 @@ fn conv_coop_source_validates() {
         }
     }
 }
+
+/// The depthwise kernel bakes its geometry into the pipeline, so a caller choosing kernel
+/// sizes and strides could grow the device's pipeline cache without bound: past
+/// `SHAPED_CACHE_ENTRIES` the least recently used are evicted, and an evicted geometry
+/// recompiles and still gives the reference result.
+#[test]
+fn depthwise_pipelines_are_bounded() {
+    let dev = kiln_core::device().unwrap();
+    let mut rng = Rng::new(41);
+    let (x, xv) = rand_tensor(&mut rng, &[1, 2, 12, 12], DType::F32, -1.0, 1.0);
+    let run = |rng: &mut Rng, kh: usize, kw: usize, s: usize| {
+        let w_shape = [2, 1, kh, kw];
+        let (w, wv) = rand_tensor(rng, &w_shape, DType::F32, -1.0, 1.0);
+        let what = format!("depthwise k{kh}x{kw} s{s}");
+        let y = ops::conv2d_on_path(&x, &w, None, [s, s], [kh / 2, kw / 2], [1, 1], 2, ConvPath::Depthwise)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (want, _) =
+            cpu::conv2d(&xv, [1, 2, 12, 12], &wv, w_shape, None, [s, s], [kh / 2, kw / 2], [1, 1], 2).unwrap();
+        assert_close(&what, &y.to_f64_vec().unwrap(), &want, 1e-5, 1e-5);
+    };
+    run(&mut rng, 3, 3, 1);
+    let others = dev.pipeline_stats().pipelines - dev.pipeline_stats().user_pipelines;
+    let cap = kiln_core::pipeline::SHAPED_CACHE_ENTRIES as u64;
+    let mut geometries = 0;
+    for s in 1..=2 {
+        for kh in 1..=6 {
+            for kw in 1..=6 {
+                run(&mut rng, kh, kw, s);
+                geometries += 1;
+                let s = dev.pipeline_stats();
+                // The 3x3 stride-1 pipeline is among `others` and may itself be evicted.
+                assert!(s.pipelines - s.user_pipelines <= others - 1 + cap, "{s:?} after {geometries} geometries");
+            }
+        }
+    }
+    assert!(geometries as u64 > cap, "the test must pass the cap ({geometries} geometries)");
+    // The first geometry was evicted long ago: recompiled, still right.
+    run(&mut rng, 3, 3, 1);
+}
