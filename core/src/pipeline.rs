@@ -33,6 +33,8 @@ pub struct PipelineStats {
     pub pipelines: u64,
     /// Of those, user kernels' (bounded by `KILN_PIPELINE_CACHE_ENTRIES`).
     pub user_pipelines: u64,
+    /// Of those, shape-specialized built-ins' (bounded by `SHAPED_CACHE_ENTRIES`).
+    pub shaped_pipelines: u64,
     pub hits: u64,
     pub misses: u64,
     pub compile_seconds: f64,
@@ -233,6 +235,7 @@ impl PipelineCache {
         PipelineStats {
             pipelines: e.map.len() as u64,
             user_pipelines: e.user as u64,
+            shaped_pipelines: e.shaped as u64,
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             compile_seconds: self.compile_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
