@@ -9,7 +9,7 @@ use crate::pipeline::render;
 use crate::Result;
 use std::sync::OnceLock;
 
-use crate::ops::matmul::coop::CoopTiles;
+use crate::ops::matmul::coop::{cooperative_code, CoopTiles};
 
 const TEMPLATE: &str = include_str!("../../../../shaders/conv_coop.wgsl");
 
@@ -66,54 +66,23 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, groups: usize) -> Option
     [wanted, wide, thin].into_iter().find(|t| fits(*t, device.limits()))
 }
 
-fn generate(t: CoopTiles, has_bias: bool) -> (String, String, String) {
-    let acc = t.acc;
-    let mut decl = String::new();
-    let mut inner = String::new();
-    let mut store = String::new();
-    for i in 0..t.tm {
-        for j in 0..t.tn {
-            decl += &format!("    var acc_{i}_{j} = coop_mat16x16<{acc}, C>();\n");
-        }
-    }
-    for i in 0..t.tm {
-        inner += &format!(
-            "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA + kk], SA);\n"
-        );
-    }
-    for j in 0..t.tn {
-        inner +=
-            &format!("            let b{j} = coopLoadT<coop_mat16x16<f16, B>>(&Bs[kk * SB + wc + {j}u * 16u], SB);\n");
-    }
-    for i in 0..t.tm {
-        for j in 0..t.tn {
-            inner += &format!("            acc_{i}_{j} = coopMultiplyAdd(a{i}, b{j}, acc_{i}_{j});\n");
-        }
-    }
+/// Conv's write of one accumulator element: output channel `oc` of the NCHW output, bias added.
+fn write_out(has_bias: bool) -> impl Fn(u32, u32) -> String {
     let bias = if has_bias { " + f32(bias[oc])" } else { "" };
-    for i in 0..t.tm {
-        for j in 0..t.tn {
-            store += &format!(
-                "    coopStoreT(acc_{i}_{j}, &Cs[sg * 256u], 16u);
-    workgroupBarrier();
-    for (var e = lane; e < 256u; e += SG) {{
-        let row = row0 + wr + {i}u * 16u + e / 16u;
-        let oc = tile.grp * p.m + row;
+    move |_i, j| {
+        format!(
+            "        let oc = tile.grp * p.m + row;
         let o = out_col(col0 + wc + {j}u * 16u + e % 16u);
         if (row < p.m && o != 0xffffffffu) {{
             out[o + oc * p.ohw] = f16(f32(Cs[sg * 256u + e]){bias});
         }}
-    }}
-    workgroupBarrier();
 "
-            );
-        }
+        )
     }
-    (decl, inner, store)
 }
 
 fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize, pf: bool) -> String {
-    let (decl, inner, store) = generate(t, has_bias);
+    let (decl, inner, store) = cooperative_code(t, false, false, write_out(has_bias));
     let layout = TileLayout { ty: "f16", store_a: "As[mm * SA + kk] = v;", store_b: "Bs[kk * SB + bc] = v;" };
     let [pre_decl, load, pre_next] = tile_loads(&layout, t.bm(), t.bn(), t.bk, t.threads(), pf);
     let common = render(COMMON, &[("T", "f16")]);

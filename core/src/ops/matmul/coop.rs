@@ -146,8 +146,15 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<Coop
 }
 
 /// The cooperative-matrix code of one tiling: accumulator declarations, the products of one K
-/// step, the store through workgroup memory.
-fn generate(t: CoopTiles, va: bool, vb: bool) -> (String, String, String) {
+/// step (`va`, `vb`: the tiles are arrays of vec4<f16>), the store through workgroup memory.
+/// `write(i, j)` gives the lines that write element `e` of accumulator (i, j) (row `row`
+/// known): matmul writes C, conv its NCHW output with the bias.
+pub(crate) fn cooperative_code(
+    t: CoopTiles,
+    va: bool,
+    vb: bool,
+    write: impl Fn(u32, u32) -> String,
+) -> (String, String, String) {
     let acc = t.acc;
     let mut decl = String::new();
     let mut inner = String::new();
@@ -186,17 +193,25 @@ fn generate(t: CoopTiles, va: bool, vb: bool) -> (String, String, String) {
     workgroupBarrier();
     for (var e = lane; e < 256u; e += SG) {{
         let row = row0 + wr + {i}u * 16u + e / 16u;
-        let col = col0 + wc + {j}u * 16u + e % 16u;
-        if (row < p.m && col < p.n) {{
-            c[coff + row * p.n + col] = f16(Cs[sg * 256u + e]);
-        }}
-    }}
+{}    }}
     workgroupBarrier();
-"
+",
+                write(i, j)
             );
         }
     }
     (decl, inner, store)
+}
+
+/// Matmul's write of one accumulator element into C.
+fn write_c(_i: u32, j: u32) -> String {
+    format!(
+        "        let col = col0 + wc + {j}u * 16u + e % 16u;
+        if (row < p.m && col < p.n) {{
+            c[coff + row * p.n + col] = f16(Cs[sg * 256u + e]);
+        }}
+"
+    )
 }
 
 /// Register-prefetched tile loads: each invocation holds its share of the next A and B
@@ -304,7 +319,7 @@ fn source(t: CoopTiles, wa: u32, wb: u32, vec_tiles: bool, part: &str) -> String
         4 => "vec4<f16>",
         _ => "f16",
     };
-    let (decl, mut inner, store) = generate(t, va, vb);
+    let (decl, mut inner, store) = cooperative_code(t, va, vb, write_c);
     let (pre_decl, mut load_a, mut load_b, mut pre_next) = prefetched(t, wa, wb, vec_tiles);
     match part {
         "noload" => pre_next.clear(),
