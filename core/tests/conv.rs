@@ -429,7 +429,7 @@ fn depthwise_pipelines_are_bounded() {
             }
         }
     }
-    assert!(geometries as u64 > cap, "the test must pass the cap ({geometries} geometries)");
+    assert!(geometries > cap, "the test must pass the cap ({geometries} geometries)");
     // The first geometry was evicted long ago: recompiled, still right.
     run(&mut rng, 3, 3, 1);
 }
