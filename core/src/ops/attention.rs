@@ -39,6 +39,7 @@ const FLASH: &str = include_str!("../../../shaders/flash_attention.wgsl");
 const FLASH_BLOCKED: &str = include_str!("../../../shaders/flash_attention_blocked.wgsl");
 const SPLIT: &str = include_str!("../../../shaders/flash_attention_split.wgsl");
 const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgsl");
+const COMBINE_SERIAL: &str = include_str!("../../../shaders/flash_attention_combine_serial.wgsl");
 const DECODE: &str = include_str!("../../../shaders/flash_attention_decode.wgsl");
 /// `batch_offsets`, rendered into every attention kernel after its Params.
 pub(super) const ATTENTION_COMMON: &str = include_str!("../../../shaders/attention_common.wgsl");
@@ -735,10 +736,35 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
 }
 
 /// Keys per split of the split-KV path: enough splits for about `SPLIT_TARGET_GROUPS`
-/// workgroups, a multiple of the kernel's `kc` keys per step.
+/// workgroups, a multiple of the kernel's `kc` keys per step. A function of the shape alone, so
+/// every device sums in the same order. `KILN_DECODE_CHUNK` overrides it (tuning; at most
+/// `SPLIT_TARGET_GROUPS` splits a row, which the combine kernel's weights array holds).
 fn split_chunk(rows: usize, lk: usize, kc: usize) -> usize {
+    if let Some(c) = decode_knobs().chunk {
+        return c.max(lk.div_ceil(SPLIT_TARGET_GROUPS)).div_ceil(kc).max(1) * kc;
+    }
     let splits = SPLIT_TARGET_GROUPS.div_ceil(rows).clamp(1, lk.div_ceil(kc).max(1));
     lk.div_ceil(splits).div_ceil(kc).max(1) * kc
+}
+
+/// The split-KV path's tuning and timing knobs, read once.
+struct DecodeKnobs {
+    /// `KILN_DECODE_CHUNK=N`: keys per split.
+    chunk: Option<usize>,
+    /// `KILN_DECODE_ROWLOADS=1`: the vec4 kernel reads each key's row in its own thread.
+    row_loads: bool,
+    /// `KILN_DECODE_PART=nocombine|serialcombine`: skip the combine pass (results are wrong;
+    /// for splitting the time only), or merge with the one-thread-per-dim loop it replaced.
+    part: String,
+}
+
+fn decode_knobs() -> &'static DecodeKnobs {
+    static K: std::sync::OnceLock<DecodeKnobs> = std::sync::OnceLock::new();
+    K.get_or_init(|| DecodeKnobs {
+        chunk: Some(crate::env::env_or("KILN_DECODE_CHUNK", 0usize)).filter(|&c| c > 0),
+        row_loads: crate::env::env_or("KILN_DECODE_ROWLOADS", 0u32) == 1,
+        part: crate::env::env_or("KILN_DECODE_PART", String::new()),
+    })
 }
 
 fn split_kv(
@@ -792,9 +818,12 @@ fn split_kv(
         tensors.extend(mask.map(|(m, _)| m));
         tensors.push(&part);
         let (dp, dvp) = (g.d / 4, g.dv / 4);
+        // Coalesced score loads need a step's 64 rows to split evenly into vec4s per thread, and
+        // their DP + 1 products a key (padded against bank conflicts) in workgroup memory.
+        let coalesced = WG.is_multiple_of(dp) && dp <= 32 && !decode_knobs().row_loads;
         Launch {
-            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}"),
-            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask))),
+            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}"),
+            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced))),
             tensors: &tensors,
             params: Some(params),
             groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
@@ -829,17 +858,40 @@ fn split_kv(
 
 /// The split-KV kernel with vec4 loads, q and the score's loads unrolled over D and p v over a
 /// thread's keys (see the shader's header).
-fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String {
+fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced: bool) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
-    let mut load_q = String::new();
-    for c in 0..dp {
-        let _ = writeln!(load_q, "    let q{c} = vec4<f32>(q[qb + {c}u]) * p.scale;");
-    }
-    let mut score = String::new();
-    for c in 0..dp {
-        let (op, eq) = if c == 0 { ("var ", "=") } else { ("", "+=") };
-        let _ = writeln!(score, "            {op}sd {eq} dot(q{c}, vec4<f32>(k[kb + {c}u]));");
+    let (mut load_q, mut score_pre, mut score, mut scratch) =
+        (String::new(), String::new(), String::new(), String::new());
+    if coalesced {
+        // Key (lid + r WG) / DP = lid / DP + r WG / DP of the step, dims vec4 lid % DP.
+        let _ = writeln!(load_q, "    let qv = vec4<f32>(q[qb + lid % DP]) * p.scale;");
+        let _ = writeln!(scratch, "var<workgroup> sc: array<f32, {}>;", WG * (dp + 1));
+        let _ = writeln!(score_pre, "        let kblk = (koff + j0 * p.d) / 4u;");
+        for r in 0..dp {
+            let _ = writeln!(
+                score_pre,
+                "        {{ let key = lid / DP + {}u; if (key < n) {{ sc[key * (DP + 1u) + lid % DP] = \
+                 dot(qv, vec4<f32>(k[kblk + lid + {}u])); }} }}",
+                r * WG / dp,
+                r * WG
+            );
+        }
+        score_pre.push_str("        workgroupBarrier();\n");
+        score.push_str("            let sb = lid * (DP + 1u);\n");
+        for c in 0..dp {
+            let (op, eq) = if c == 0 { ("var ", "=") } else { ("", "+=") };
+            let _ = writeln!(score, "            {op}sd {eq} sc[sb + {c}u];");
+        }
+    } else {
+        for c in 0..dp {
+            let _ = writeln!(load_q, "    let q{c} = vec4<f32>(q[qb + {c}u]) * p.scale;");
+        }
+        score.push_str("            let kb = (koff + (j0 + lid) * p.d) / 4u;\n");
+        for c in 0..dp {
+            let (op, eq) = if c == 0 { ("var ", "=") } else { ("", "+=") };
+            let _ = writeln!(score, "            {op}sd {eq} dot(q{c}, vec4<f32>(k[kb + {c}u]));");
+        }
     }
     score.push_str("            s = sd;\n");
     if has_mask {
@@ -873,6 +925,8 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String 
             ("DP", &dp.to_string()),
             ("DVP", &dvp.to_string()),
             ("LOAD_Q", &load_q),
+            ("SCORE_SCRATCH", &scratch),
+            ("SCORE_PRE", &score_pre),
             ("SCORE", &score),
             ("PV", &pv),
         ],
@@ -883,10 +937,19 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String 
 fn combine(g: &Geometry, part: &Tensor, nsplit: usize, out: &Tensor) -> Result<()> {
     let device = out.device().clone();
     let dtype = out.dtype();
+    let serial = match decode_knobs().part.as_str() {
+        "nocombine" => return Ok(()),
+        "serialcombine" => true,
+        _ => false,
+    };
     let params = Params::new().u32(g.rows).u32(nsplit).u32(g.dv).u32(0);
     Launch {
-        key: format!("flash_attention_combine:{dtype}"),
-        source: Box::new(move || with_special(render(COMBINE, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl())]))),
+        key: format!("flash_attention_combine:{dtype}:{serial}"),
+        source: Box::new(move || {
+            let (template, maxs) =
+                if serial { (COMBINE_SERIAL, String::new()) } else { (COMBINE, SPLIT_TARGET_GROUPS.to_string()) };
+            with_special(render(template, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("MAXS", &maxs)]))
+        }),
         tensors: &[part, out],
         params: Some(params),
         groups: grid(g.rows as u64, device.limits().max_compute_workgroups_per_dimension)?,
