@@ -1,4 +1,5 @@
-// The serial merge flash_attention_combine.wgsl replaced (KILN_DECODE_PART=serialcombine, for timing).
+// Split-KV combine for few splits (below SERIAL_COMBINE_BELOW, ops/attention.rs): every thread walks
+// the splits itself, which costs less setup than flash_attention_combine.wgsl's parallel merge.
 // Second pass of split-KV attention (flash_attention_split.wgsl): one workgroup per query row
 // merges its splits' partials (m_s, l_s, acc_s) into softmax-weighted output:
 //   out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M),  M = max_s m_s,

@@ -14,6 +14,7 @@
 // r of thread t is vec4 t + r * WG: key (t + r * WG) / DP, dims vec4 t % DP, so a thread needs
 // one vec4 of q), writes each vec4's dot product to `sc` and, after a barrier, thread t sums
 // its key's DP products in dims order, the same order as the row-per-thread kernel.
+// f16 K and V are bound as vec2<u32> and unpacked (`kv4`): same addresses as vec4<f16>.
 {{ENABLE}}
 struct Params {
     lq: u32,
@@ -36,8 +37,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<{{T}}>>;
-@group(0) @binding(1) var<storage, read> k: array<vec4<{{T}}>>;
-@group(0) @binding(2) var<storage, read> v: array<vec4<{{T}}>>;
+@group(0) @binding(1) var<storage, read> k: array<{{KV}}>;
+@group(0) @binding(2) var<storage, read> v: array<{{KV}}>;
 {{MASK_BINDING}}
 @group(0) @binding({{PART_SLOT}}) var<storage, read_write> part: array<f32>;
 @group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
@@ -48,6 +49,11 @@ const DP = {{DP}}u;
 const DVP = {{DVP}}u;
 const G = WG / DVP;
 const LOWEST = -3.4028234e38f;
+
+// Four of K's or V's values as f32: f16 is bound as pairs of u32 (`decode_source`'s `packed`).
+fn kv4(x: {{KV}}) -> vec4<f32> {
+{{KV4}}
+}
 
 var<workgroup> red: array<f32, WG>;
 var<workgroup> probs: array<f32, WG>;
