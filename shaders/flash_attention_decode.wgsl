@@ -7,14 +7,12 @@
 // memory as DP vec4s (unrolled: q and the loads are plain variables), and for p v thread t
 // owns dims vec4 c = t % DVP of keys g, g + G, ... (g = t / DVP, G = WG / DVP groups), again
 // all unrolled; the G groups' accumulators are summed once, at the end.
-// Scores, where DP divides WG (`decode_source`'s `coalesced`): thread t reading key t's row
-// alone made every load instruction of a subgroup touch 32 cache lines (the rows are D apart),
-// the same L1 cost for 8-byte f16 vec4s as for 16-byte f32 ones, which is why f16 ran no
-// faster than f32. Instead the subgroup reads the step's 64 rows as one contiguous block (load
-// r of thread t is vec4 t + r * WG: key (t + r * WG) / DP, dims vec4 t % DP, so a thread needs
-// one vec4 of q), writes each vec4's dot product to `sc` and, after a barrier, thread t sums
+// Scores, in f32 where DP divides WG (`decode_source`'s `coalesced`): thread t reading key t's
+// row alone makes every load instruction of a subgroup touch 32 cache lines (the rows are D
+// apart). Instead the subgroup reads the step's 64 rows as one contiguous block (load r of
+// thread t is vec4 t + r * WG: key (t + r * WG) / DP, dims vec4 t % DP, so a thread needs one
+// vec4 of q), writes each vec4's dot product to `sc` and, after a barrier, thread t sums
 // its key's DP products in dims order, the same order as the row-per-thread kernel.
-// f16 K and V are bound as vec2<u32> and unpacked (`kv4`): same addresses as vec4<f16>.
 {{ENABLE}}
 struct Params {
     lq: u32,
@@ -37,8 +35,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<{{T}}>>;
-@group(0) @binding(1) var<storage, read> k: array<{{KV}}>;
-@group(0) @binding(2) var<storage, read> v: array<{{KV}}>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<{{T}}>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<{{T}}>>;
 {{MASK_BINDING}}
 @group(0) @binding({{PART_SLOT}}) var<storage, read_write> part: array<f32>;
 @group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
@@ -49,11 +47,6 @@ const DP = {{DP}}u;
 const DVP = {{DVP}}u;
 const G = WG / DVP;
 const LOWEST = -3.4028234e38f;
-
-// Four of K's or V's values as f32: f16 is bound as pairs of u32 (`decode_source`'s `packed`).
-fn kv4(x: {{KV}}) -> vec4<f32> {
-{{KV4}}
-}
 
 var<workgroup> red: array<f32, WG>;
 var<workgroup> probs: array<f32, WG>;

@@ -602,7 +602,7 @@ fn coop_load_layouts_on_device() {
 // ---- split-KV decode kernels (the coalesced score loads, the parallel combine) ----
 
 /// The vec4 decode kernel reads a step's K rows as one block in f32 where D / 4 divides 64 (D =
-/// 4 .. 128) and row by row elsewhere (D = 12, 256, and f16, read as unpacked u32 pairs); each
+/// 4 .. 128) and row by row elsewhere (D = 12, 256, and f16); each
 /// with a partial last step (150 and 5 keys), a mask, causal rows (Lq = 2), Dv unlike D, and a
 /// few splits (the serial combine).
 #[test]

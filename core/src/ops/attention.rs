@@ -757,8 +757,6 @@ struct DecodeKnobs {
     /// `KILN_DECODE_KLOAD=row|block`: the vec4 kernel reads each key's K row in its own thread,
     /// or the step's rows as one block (default: block for f32, row for f16).
     block_loads: Option<bool>,
-    /// `KILN_DECODE_F16PACK=0`: f16 K and V read as vec4<f16> instead of u32 pairs.
-    f16_pack: bool,
     /// `KILN_DECODE_PART=nocombine|serialcombine`: skip the combine pass (results are wrong;
     /// for splitting the time only), or merge with the one-thread-per-dim loop it replaced.
     part: String,
@@ -773,7 +771,6 @@ fn decode_knobs() -> &'static DecodeKnobs {
             "block" => Some(true),
             _ => None,
         },
-        f16_pack: crate::env::env_or("KILN_DECODE_F16PACK", 1u32) != 0,
         part: crate::env::env_or("KILN_DECODE_PART", String::new()),
     })
 }
@@ -836,11 +833,9 @@ fn split_kv(
         let knobs = decode_knobs();
         let block_default = dtype == DType::F32;
         let coalesced = WG.is_multiple_of(dp) && dp <= 32 && knobs.block_loads.unwrap_or(block_default);
-        // f16 K and V read as u32 pairs (the same 8 bytes as a vec4<f16>) and unpacked.
-        let packed = dtype == DType::F16 && knobs.f16_pack;
         Launch {
-            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}:{packed}"),
-            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, packed))),
+            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}"),
+            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced))),
             tensors: &tensors,
             params: Some(params),
             groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
@@ -875,14 +870,9 @@ fn split_kv(
 
 /// The split-KV kernel with vec4 loads, q and the score's loads unrolled over D and p v over a
 /// thread's keys (see the shader's header).
-fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced: bool, packed: bool) -> String {
+fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced: bool) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
-    let (kv, kv4) = if packed {
-        ("vec2<u32>".to_string(), "    return vec4<f32>(unpack2x16float(x.x), unpack2x16float(x.y));")
-    } else {
-        (format!("vec4<{t}>"), "    return vec4<f32>(x);")
-    };
     let (mut load_q, mut score_pre, mut score, mut scratch) =
         (String::new(), String::new(), String::new(), String::new());
     if coalesced {
@@ -894,7 +884,7 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
             let _ = writeln!(
                 score_pre,
                 "        {{ let key = lid / DP + {}u; if (key < n) {{ sc[key * (DP + 1u) + lid % DP] = \
-                 dot(qv, kv4(k[kblk + lid + {}u])); }} }}",
+                 dot(qv, vec4<f32>(k[kblk + lid + {}u])); }} }}",
                 r * WG / dp,
                 r * WG
             );
@@ -912,7 +902,7 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
         score.push_str("            let kb = (koff + (j0 + lid) * p.d) / 4u;\n");
         for c in 0..dp {
             let (op, eq) = if c == 0 { ("var ", "=") } else { ("", "+=") };
-            let _ = writeln!(score, "            {op}sd {eq} dot(q{c}, kv4(k[kb + {c}u]));");
+            let _ = writeln!(score, "            {op}sd {eq} dot(q{c}, vec4<f32>(k[kb + {c}u]));");
         }
     }
     score.push_str("            s = sd;\n");
@@ -925,7 +915,7 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
         let _ = writeln!(
             pv,
             "            {{ let kj = g + {jj}u * G; if (kj < n) {{ acc = fma(vec4<f32>(probs[kj]), \
-             kv4(v[(voff + (j0 + kj) * p.dv) / 4u + c]), acc); }} }}"
+             vec4<f32>(v[(voff + (j0 + kj) * p.dv) / 4u + c]), acc); }} }}"
         );
     }
     render(
@@ -946,8 +936,6 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
             ("P_SLOT", if has_mask { "5" } else { "4" }),
             ("DP", &dp.to_string()),
             ("DVP", &dvp.to_string()),
-            ("KV", &kv),
-            ("KV4", kv4),
             ("LOAD_Q", &load_q),
             ("SCORE_SCRATCH", &scratch),
             ("SCORE_PRE", &score_pre),
