@@ -757,6 +757,8 @@ struct DecodeKnobs {
     /// `KILN_DECODE_KLOAD=row|block`: the vec4 kernel reads each key's K row in its own thread,
     /// or the step's rows as one block (default: block for f32, row for f16).
     block_loads: Option<bool>,
+    /// `KILN_DECODE_HOIST=0`: the vec4 kernel's loads stay inside their bounds checks.
+    hoist: bool,
     /// `KILN_DECODE_PART=nocombine|serialcombine`: skip the combine pass (results are wrong;
     /// for splitting the time only), or merge with the one-thread-per-dim loop it replaced.
     part: String,
@@ -771,6 +773,7 @@ fn decode_knobs() -> &'static DecodeKnobs {
             "block" => Some(true),
             _ => None,
         },
+        hoist: crate::env::env_or("KILN_DECODE_HOIST", 1u32) != 0,
         part: crate::env::env_or("KILN_DECODE_PART", String::new()),
     })
 }
@@ -833,9 +836,10 @@ fn split_kv(
         let knobs = decode_knobs();
         let block_default = dtype == DType::F32;
         let coalesced = WG.is_multiple_of(dp) && dp <= 32 && knobs.block_loads.unwrap_or(block_default);
+        let hoist = knobs.hoist;
         Launch {
-            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}"),
-            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced))),
+            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}:{hoist}"),
+            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist))),
             tensors: &tensors,
             params: Some(params),
             groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
@@ -870,7 +874,7 @@ fn split_kv(
 
 /// The split-KV kernel with vec4 loads, q and the score's loads unrolled over D and p v over a
 /// thread's keys (see the shader's header).
-fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced: bool) -> String {
+fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced: bool, hoist: bool) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
     let (mut load_q, mut score_pre, mut score, mut scratch) =
@@ -881,13 +885,21 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
         let _ = writeln!(scratch, "var<workgroup> sc: array<f32, {}>;", WG * (dp + 1));
         let _ = writeln!(score_pre, "        let kblk = (koff + j0 * p.d) / 4u;");
         for r in 0..dp {
-            let _ = writeln!(
-                score_pre,
-                "        {{ let key = lid / DP + {}u; if (key < n) {{ sc[key * (DP + 1u) + lid % DP] = \
-                 dot(qv, vec4<f32>(k[kblk + lid + {}u])); }} }}",
-                r * WG / dp,
-                r * WG
-            );
+            let (key, at) = (r * WG / dp, r * WG);
+            if hoist {
+                let _ = writeln!(
+                    score_pre,
+                    "        let k{r} = k[kblk + min(lid + {at}u, n * DP - 1u)];\n        \
+                     if (lid / DP + {key}u < n) {{ sc[(lid / DP + {key}u) * (DP + 1u) + lid % DP] = \
+                     dot(qv, vec4<f32>(k{r})); }}"
+                );
+            } else {
+                let _ = writeln!(
+                    score_pre,
+                    "        {{ let key = lid / DP + {key}u; if (key < n) {{ sc[key * (DP + 1u) + lid % DP] = \
+                     dot(qv, vec4<f32>(k[kblk + lid + {at}u])); }} }}"
+                );
+            }
         }
         score_pre.push_str("        workgroupBarrier();\n");
         score.push_str("            let sb = lid * (DP + 1u);\n");
@@ -911,11 +923,22 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
     }
     let groups = 64 / dvp;
     let mut pv = String::new();
-    for jj in 0..64usize.div_ceil(groups) {
+    let steps = 64usize.div_ceil(groups);
+    if hoist {
+        // Every load first, unconditionally (a step's last valid row stands in past `n`), so
+        // they are all in flight at once: loads inside the guards went out one round trip
+        // after another. The same sums in the same order as with the guards around the loads.
+        for jj in 0..steps {
+            let _ =
+                writeln!(pv, "            let v{jj} = v[(voff + (j0 + min(g + {jj}u * G, n - 1u)) * p.dv) / 4u + c];");
+        }
+    }
+    for jj in 0..steps {
+        let load = if hoist { format!("v{jj}") } else { format!("v[(voff + (j0 + kj) * p.dv) / 4u + c]") };
         let _ = writeln!(
             pv,
             "            {{ let kj = g + {jj}u * G; if (kj < n) {{ acc = fma(vec4<f32>(probs[kj]), \
-             vec4<f32>(v[(voff + (j0 + kj) * p.dv) / 4u + c]), acc); }} }}"
+             vec4<f32>({load}), acc); }} }}"
         );
     }
     render(
