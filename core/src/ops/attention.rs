@@ -831,8 +831,8 @@ fn split_kv(
         let (dp, dvp) = (g.d / 4, g.dv / 4);
         // Coalesced score loads need a step's 64 rows to split evenly into vec4s per thread, and
         // their DP + 1 products a key (padded against bank conflicts) in workgroup memory.
-        // Measured on the H100 (8x8x1x64, 4096 keys): block loads 1782 -> 2072 GB/s in f32, but
-        // 977 -> 843 in f16, which keeps a row per thread.
+        // Measured on the H100 (8x8x1x64, 4096 keys, loads issued before their guards): block
+        // loads 1657 -> 2043 GB/s in f32, but 1377 -> 1056 in f16, which keeps a row per thread.
         let knobs = decode_knobs();
         let block_default = dtype == DType::F32;
         let coalesced = WG.is_multiple_of(dp) && dp <= 32 && knobs.block_loads.unwrap_or(block_default);
@@ -934,7 +934,7 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
         }
     }
     for jj in 0..steps {
-        let load = if hoist { format!("v{jj}") } else { format!("v[(voff + (j0 + kj) * p.dv) / 4u + c]") };
+        let load = if hoist { format!("v{jj}") } else { "v[(voff + (j0 + kj) * p.dv) / 4u + c]".to_string() };
         let _ = writeln!(
             pv,
             "            {{ let kj = g + {jj}u * G; if (kj < n) {{ acc = fma(vec4<f32>(probs[kj]), \
