@@ -7,6 +7,12 @@
 // memory as DP vec4s (unrolled: q and the loads are plain variables), and for p v thread t
 // owns dims vec4 c = t % DVP of keys g, g + G, ... (g = t / DVP, G = WG / DVP groups), again
 // all unrolled; the G groups' accumulators are summed once, at the end.
+// Scores, in f32 where DP divides WG (`decode_source`'s `coalesced`): thread t reading key t's
+// row alone makes every load instruction of a subgroup touch 32 cache lines (the rows are D
+// apart). Instead the subgroup reads the step's 64 rows as one contiguous block (load r of
+// thread t is vec4 t + r * WG: key (t + r * WG) / DP, dims vec4 t % DP, so a thread needs one
+// vec4 of q), writes each vec4's dot product to `sc` and, after a barrier, thread t sums
+// its key's DP products in dims order, the same order as the row-per-thread kernel.
 {{ENABLE}}
 struct Params {
     lq: u32,
@@ -45,6 +51,7 @@ const LOWEST = -3.4028234e38f;
 var<workgroup> red: array<f32, WG>;
 var<workgroup> probs: array<f32, WG>;
 var<workgroup> accs: array<vec4<f32>, WG>;
+{{SCORE_SCRATCH}}
 
 fn reduce(lid: u32, x: f32, take_max: bool) -> f32 {
     red[lid] = x;
@@ -101,8 +108,8 @@ fn main(
         let n = min(WG, jend - j0);
         var s = LOWEST;
         let valid = lid < n;
+{{SCORE_PRE}}
         if (valid) {
-            let kb = (koff + (j0 + lid) * p.d) / 4u;
 {{SCORE}}
         }
         let m_new = max(m, reduce(lid, s, true));

@@ -257,6 +257,21 @@ fn attention_benches(quick: bool, v: &mut Vec<Bench>) -> Result<()> {
                 run: Box::new(move |i| ops::attention_on_path(&q[i % 2], &k, &vv, None, false, None, path)),
             });
         }
+        // SmolLM2-135M's decode step (Kiln only): 9 query heads over 3 KV heads (K and V
+        // broadcast over the group axis, as models/src/llama.rs lays them out), a short and a
+        // long cache; latency bound, so a regression in launch or combine cost shows here first.
+        for lk in [128, 2048] {
+            let q = pair(&[3, 3, 1, 64], dt, 35)?;
+            let k = rand(&[3, 1, lk, 64], dt, 37)?;
+            let vv = rand(&[3, 1, lk, 64], dt, 39)?;
+            v.push(Bench {
+                name: Box::leak(format!("attention_decode_gqa{lk}{sfx}").into_boxed_str()),
+                size: format!("3x3x1x64 kv 3x{lk}"),
+                bytes: 2.0 * (3 * lk * 64 * dt.size()) as f64,
+                flops: 0.0,
+                run: Box::new(move |i| ops::attention(&q[i % 2], &k, &vv, false, None)),
+            });
+        }
     }
     Ok(())
 }

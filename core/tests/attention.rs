@@ -598,3 +598,89 @@ fn coop_load_layouts_on_device() {
     let y = ops::attention_on_path(&q, &q, &v, None, false, None, AttentionPath::FlashCoop).unwrap();
     assert_eq!(y.to_vec::<f16>().unwrap(), vs);
 }
+
+// ---- split-KV decode kernels (the coalesced score loads, the parallel combine) ----
+
+/// The vec4 decode kernel reads a step's K rows as one block in f32 where D / 4 divides 64 (D =
+/// 4 .. 128) and row by row elsewhere (D = 12, 256, and f16); each
+/// with a partial last step (150 and 5 keys), a mask, causal rows (Lq = 2), Dv unlike D, and a
+/// few splits (the serial combine).
+#[test]
+fn decode_kernel_score_loads_match_reference() {
+    poison();
+    let mut rng = Rng::new(61);
+    for dt in float_dtypes() {
+        for (d, dv) in [(4usize, 8usize), (8, 4), (16, 16), (32, 64), (64, 64), (128, 32), (12, 20), (256, 8)] {
+            for lk in [5usize, 150] {
+                let (qs, ks, vs) = ([2, 3, 2, d], [2, 1, lk, d], [2, 1, lk, dv]);
+                let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+                let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+                let (v, vv) = rand_tensor(&mut rng, &vs, dt, -1.0, 1.0);
+                let mv: Vec<f64> =
+                    (0..lk).map(|j| if j % 5 == 1 { f64::NEG_INFINITY } else { j as f64 / 64.0 }).collect();
+                let m = tensor_of(&mv, &[lk], dt);
+                for (mask, causal) in [(None, false), (None, true), (Some((&m, &mv[..], &[lk][..])), false)] {
+                    check_path(
+                        AttentionPath::SplitKv,
+                        (&q, &qv, &qs),
+                        (&k, &kv, &ks),
+                        (&v, &vv, &vs),
+                        mask,
+                        causal,
+                        None,
+                        atol(dt),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One row over 4500 keys takes 71 splits: more than the combine's 64 threads, so each thread
+/// weighs several splits. The mask drops whole splits of row 0 (their max stays the lowest
+/// float beside finite ones) and every key of row 1 (zeros).
+#[test]
+fn decode_combine_over_more_splits_than_threads() {
+    poison();
+    let mut rng = Rng::new(62);
+    let lk = 4500;
+    for dt in float_dtypes() {
+        let (qs, ks, vs) = ([2, 64], [lk, 64], [lk, 72]);
+        let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+        let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+        let (v, vv) = rand_tensor(&mut rng, &vs, dt, -1.0, 1.0);
+        let mv: Vec<f64> =
+            (0..2 * lk).map(|e| if e >= lk || (e / 300) % 3 == 1 { f64::NEG_INFINITY } else { 0.0 }).collect();
+        let m = tensor_of(&mv, &[2, lk], dt);
+        for mask in [None, Some((&m, &mv[..], &[2, lk][..]))] {
+            check_path(
+                AttentionPath::SplitKv,
+                (&q, &qv, &qs),
+                (&k, &kv, &ks),
+                (&v, &vv, &vs),
+                mask,
+                false,
+                None,
+                atol(dt),
+            );
+        }
+        let y = ops::attention_on_path(&q, &k, &v, Some(&m), false, None, AttentionPath::SplitKv).unwrap();
+        assert!(y.to_f64_vec().unwrap()[72..].iter().all(|&x| x == 0.0), "a row with every key masked gives zeros");
+    }
+}
+
+/// The decode path twice on the same inputs gives the same bytes (its sums run in an order
+/// fixed by the shape), and Auto takes it for a decode-shaped f16 call.
+#[test]
+fn decode_path_is_deterministic() {
+    let mut rng = Rng::new(63);
+    for dt in float_dtypes() {
+        let (q, _) = rand_tensor(&mut rng, &[3, 3, 1, 64], dt, -1.0, 1.0);
+        let (k, _) = rand_tensor(&mut rng, &[3, 1, 700, 64], dt, -1.0, 1.0);
+        let (v, _) = rand_tensor(&mut rng, &[3, 1, 700, 64], dt, -1.0, 1.0);
+        let run = |path| ops::attention_on_path(&q, &k, &v, None, false, None, path).unwrap().to_bytes().unwrap();
+        let first = run(AttentionPath::SplitKv);
+        assert_eq!(run(AttentionPath::SplitKv), first, "{dt}");
+        assert_eq!(run(AttentionPath::Auto), first, "{dt}: Auto takes split-KV for one query");
+    }
+}

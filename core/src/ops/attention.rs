@@ -39,6 +39,7 @@ const FLASH: &str = include_str!("../../../shaders/flash_attention.wgsl");
 const FLASH_BLOCKED: &str = include_str!("../../../shaders/flash_attention_blocked.wgsl");
 const SPLIT: &str = include_str!("../../../shaders/flash_attention_split.wgsl");
 const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgsl");
+const COMBINE_SERIAL: &str = include_str!("../../../shaders/flash_attention_combine_serial.wgsl");
 const DECODE: &str = include_str!("../../../shaders/flash_attention_decode.wgsl");
 /// `batch_offsets`, rendered into every attention kernel after its Params.
 pub(super) const ATTENTION_COMMON: &str = include_str!("../../../shaders/attention_common.wgsl");
@@ -110,6 +111,9 @@ const FLASH_BR: usize = 64;
 const FLASH_MAX_D: usize = 256;
 /// Auto takes the split-KV path for at most this many queries per batch entry.
 const DECODE_MAX_LQ: usize = 4;
+/// Split-KV: below this many splits a row the combine walks them serially (less setup than the
+/// parallel merge's weights and reductions).
+const SERIAL_COMBINE_BELOW: usize = 8;
 /// Split-KV: workgroups to aim for (several per SM on a big GPU).
 const SPLIT_TARGET_GROUPS: usize = 1024;
 
@@ -735,10 +739,43 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
 }
 
 /// Keys per split of the split-KV path: enough splits for about `SPLIT_TARGET_GROUPS`
-/// workgroups, a multiple of the kernel's `kc` keys per step.
+/// workgroups, a multiple of the kernel's `kc` keys per step. A function of the shape alone, so
+/// every device sums in the same order. `KILN_DECODE_CHUNK` overrides it (tuning; at most
+/// `SPLIT_TARGET_GROUPS` splits a row, which the combine kernel's weights array holds).
 fn split_chunk(rows: usize, lk: usize, kc: usize) -> usize {
+    if let Some(c) = decode_knobs().chunk {
+        return c.max(lk.div_ceil(SPLIT_TARGET_GROUPS)).div_ceil(kc).max(1) * kc;
+    }
     let splits = SPLIT_TARGET_GROUPS.div_ceil(rows).clamp(1, lk.div_ceil(kc).max(1));
     lk.div_ceil(splits).div_ceil(kc).max(1) * kc
+}
+
+/// The split-KV path's tuning and timing knobs, read once.
+struct DecodeKnobs {
+    /// `KILN_DECODE_CHUNK=N`: keys per split.
+    chunk: Option<usize>,
+    /// `KILN_DECODE_KLOAD=row|block`: the vec4 kernel reads each key's K row in its own thread,
+    /// or the step's rows as one block (default: block for f32, row for f16).
+    block_loads: Option<bool>,
+    /// `KILN_DECODE_HOIST=0`: the vec4 kernel's loads stay inside their bounds checks.
+    hoist: bool,
+    /// `KILN_DECODE_PART=nocombine|serialcombine`: skip the combine pass (results are wrong;
+    /// for splitting the time only), or merge with the one-thread-per-dim loop it replaced.
+    part: String,
+}
+
+fn decode_knobs() -> &'static DecodeKnobs {
+    static K: std::sync::OnceLock<DecodeKnobs> = std::sync::OnceLock::new();
+    K.get_or_init(|| DecodeKnobs {
+        chunk: Some(crate::env::env_or("KILN_DECODE_CHUNK", 0usize)).filter(|&c| c > 0),
+        block_loads: match crate::env::env_or("KILN_DECODE_KLOAD", String::new()).as_str() {
+            "row" => Some(false),
+            "block" => Some(true),
+            _ => None,
+        },
+        hoist: crate::env::env_or("KILN_DECODE_HOIST", 1u32) != 0,
+        part: crate::env::env_or("KILN_DECODE_PART", String::new()),
+    })
 }
 
 fn split_kv(
@@ -792,9 +829,17 @@ fn split_kv(
         tensors.extend(mask.map(|(m, _)| m));
         tensors.push(&part);
         let (dp, dvp) = (g.d / 4, g.dv / 4);
+        // Coalesced score loads need a step's 64 rows to split evenly into vec4s per thread, and
+        // their DP + 1 products a key (padded against bank conflicts) in workgroup memory.
+        // Measured on the H100 (8x8x1x64, 4096 keys, loads issued before their guards): block
+        // loads 1657 -> 2043 GB/s in f32, but 1377 -> 1056 in f16, which keeps a row per thread.
+        let knobs = decode_knobs();
+        let block_default = dtype == DType::F32;
+        let coalesced = WG.is_multiple_of(dp) && dp <= 32 && knobs.block_loads.unwrap_or(block_default);
+        let hoist = knobs.hoist;
         Launch {
-            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}"),
-            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask))),
+            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}:{hoist}"),
+            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist))),
             tensors: &tensors,
             params: Some(params),
             groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
@@ -829,17 +874,48 @@ fn split_kv(
 
 /// The split-KV kernel with vec4 loads, q and the score's loads unrolled over D and p v over a
 /// thread's keys (see the shader's header).
-fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String {
+fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced: bool, hoist: bool) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
-    let mut load_q = String::new();
-    for c in 0..dp {
-        let _ = writeln!(load_q, "    let q{c} = vec4<f32>(q[qb + {c}u]) * p.scale;");
-    }
-    let mut score = String::new();
-    for c in 0..dp {
-        let (op, eq) = if c == 0 { ("var ", "=") } else { ("", "+=") };
-        let _ = writeln!(score, "            {op}sd {eq} dot(q{c}, vec4<f32>(k[kb + {c}u]));");
+    let (mut load_q, mut score_pre, mut score, mut scratch) =
+        (String::new(), String::new(), String::new(), String::new());
+    if coalesced {
+        // Key (lid + r WG) / DP = lid / DP + r WG / DP of the step, dims vec4 lid % DP.
+        let _ = writeln!(load_q, "    let qv = vec4<f32>(q[qb + lid % DP]) * p.scale;");
+        let _ = writeln!(scratch, "var<workgroup> sc: array<f32, {}>;", WG * (dp + 1));
+        let _ = writeln!(score_pre, "        let kblk = (koff + j0 * p.d) / 4u;");
+        for r in 0..dp {
+            let (key, at) = (r * WG / dp, r * WG);
+            if hoist {
+                let _ = writeln!(
+                    score_pre,
+                    "        let k{r} = k[kblk + min(lid + {at}u, n * DP - 1u)];\n        \
+                     if (lid / DP + {key}u < n) {{ sc[(lid / DP + {key}u) * (DP + 1u) + lid % DP] = \
+                     dot(qv, vec4<f32>(k{r})); }}"
+                );
+            } else {
+                let _ = writeln!(
+                    score_pre,
+                    "        {{ let key = lid / DP + {key}u; if (key < n) {{ sc[key * (DP + 1u) + lid % DP] = \
+                     dot(qv, vec4<f32>(k[kblk + lid + {at}u])); }} }}"
+                );
+            }
+        }
+        score_pre.push_str("        workgroupBarrier();\n");
+        score.push_str("            let sb = lid * (DP + 1u);\n");
+        for c in 0..dp {
+            let (op, eq) = if c == 0 { ("var ", "=") } else { ("", "+=") };
+            let _ = writeln!(score, "            {op}sd {eq} sc[sb + {c}u];");
+        }
+    } else {
+        for c in 0..dp {
+            let _ = writeln!(load_q, "    let q{c} = vec4<f32>(q[qb + {c}u]) * p.scale;");
+        }
+        score.push_str("            let kb = (koff + (j0 + lid) * p.d) / 4u;\n");
+        for c in 0..dp {
+            let (op, eq) = if c == 0 { ("var ", "=") } else { ("", "+=") };
+            let _ = writeln!(score, "            {op}sd {eq} dot(q{c}, vec4<f32>(k[kb + {c}u]));");
+        }
     }
     score.push_str("            s = sd;\n");
     if has_mask {
@@ -847,11 +923,22 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String 
     }
     let groups = 64 / dvp;
     let mut pv = String::new();
-    for jj in 0..64usize.div_ceil(groups) {
+    let steps = 64usize.div_ceil(groups);
+    if hoist {
+        // Every load first, unconditionally (a step's last valid row stands in past `n`), so
+        // they are all in flight at once: loads inside the guards went out one round trip
+        // after another. The same sums in the same order as with the guards around the loads.
+        for jj in 0..steps {
+            let _ =
+                writeln!(pv, "            let v{jj} = v[(voff + (j0 + min(g + {jj}u * G, n - 1u)) * p.dv) / 4u + c];");
+        }
+    }
+    for jj in 0..steps {
+        let load = if hoist { format!("v{jj}") } else { "v[(voff + (j0 + kj) * p.dv) / 4u + c]".to_string() };
         let _ = writeln!(
             pv,
             "            {{ let kj = g + {jj}u * G; if (kj < n) {{ acc = fma(vec4<f32>(probs[kj]), \
-             vec4<f32>(v[(voff + (j0 + kj) * p.dv) / 4u + c]), acc); }} }}"
+             vec4<f32>({load}), acc); }} }}"
         );
     }
     render(
@@ -873,6 +960,8 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String 
             ("DP", &dp.to_string()),
             ("DVP", &dvp.to_string()),
             ("LOAD_Q", &load_q),
+            ("SCORE_SCRATCH", &scratch),
+            ("SCORE_PRE", &score_pre),
             ("SCORE", &score),
             ("PV", &pv),
         ],
@@ -883,10 +972,22 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool) -> String 
 fn combine(g: &Geometry, part: &Tensor, nsplit: usize, out: &Tensor) -> Result<()> {
     let device = out.device().clone();
     let dtype = out.dtype();
+    // Measured on the H100: the parallel merge 14.2 vs 10.2 us at 2 splits (9 rows, 128 keys),
+    // 26.4 vs 32.4 at 32 splits, 64.8 vs 66.6 at 16 (64 rows, the whole op's time).
+    let serial = match decode_knobs().part.as_str() {
+        "nocombine" => return Ok(()),
+        "serialcombine" => true,
+        "parallelcombine" => false,
+        _ => nsplit < SERIAL_COMBINE_BELOW,
+    };
     let params = Params::new().u32(g.rows).u32(nsplit).u32(g.dv).u32(0);
     Launch {
-        key: format!("flash_attention_combine:{dtype}"),
-        source: Box::new(move || with_special(render(COMBINE, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl())]))),
+        key: format!("flash_attention_combine:{dtype}:{serial}"),
+        source: Box::new(move || {
+            let (template, maxs) =
+                if serial { (COMBINE_SERIAL, String::new()) } else { (COMBINE, SPLIT_TARGET_GROUPS.to_string()) };
+            with_special(render(template, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("MAXS", &maxs)]))
+        }),
         tensors: &[part, out],
         params: Some(params),
         groups: grid(g.rows as u64, device.limits().max_compute_workgroups_per_dimension)?,
