@@ -39,12 +39,16 @@ impl GemmLaunch<'_> {
     /// Whether K runs (ky, kx, c), c fastest, for K steps of `bk`: where a group's input
     /// channels are a multiple of `bk`, so that each step shares one tap (the kernel decodes
     /// the tap once per step, not per element). `KILN_CONV_BY_TAP=0` keeps (c, ky, kx) (tuning).
-    /// The order changes the f32 sums' order, and so their rounding, not which elements add up.
+    /// The order changes the f32 sums' order, and so their rounding: so that it depends on the
+    /// shape only, not on the tiling the adapter's limits pick (native and browser must agree
+    /// bit for bit), the channels must also be a multiple of 16, which every built-in K step
+    /// divides.
     pub(super) fn by_tap(&self, bk: u32) -> bool {
         static ON: OnceLock<bool> = OnceLock::new();
         let cg = self.geo.c / self.geo.groups;
         *ON.get_or_init(|| std::env::var("KILN_CONV_BY_TAP").map_or(true, |v| v != "0"))
             && cg > 0
+            && cg.is_multiple_of(BY_TAP_CHANNELS)
             && cg.is_multiple_of(bk as usize)
     }
 
@@ -158,6 +162,10 @@ impl GemmLaunch<'_> {
         .run_with(&device, Checks::Unchecked)
     }
 }
+
+/// K runs by tap only where a group's channels are a multiple of this (a multiple of every
+/// built-in tiling's K step, checked by a test).
+pub(super) const BY_TAP_CHANNELS: usize = 16;
 
 /// How a kernel stores its tiles in workgroup memory: the element type, and the stores of a
 /// weight value `v` at (`mm`, `kk`) and of a patch value `v` at (`kk`, `bc`).
@@ -506,4 +514,17 @@ pub(super) fn run(l: &GemmLaunch<'_>, tiles: GemmTiles) -> Result<()> {
             ],
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The K order must not depend on which built-in tiling an adapter gets.
+    #[test]
+    fn by_tap_channels_are_a_multiple_of_every_k_step() {
+        for t in [GemmTiles::WIDE, GemmTiles::MID, GemmTiles::THIN, GemmTiles::SMALL] {
+            assert!(BY_TAP_CHANNELS.is_multiple_of(t.bk as usize), "{t:?}");
+        }
+    }
 }
