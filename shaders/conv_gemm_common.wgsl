@@ -20,6 +20,8 @@ struct Params {
     chw: u32,      // one image of x
     cghw: u32,     // one group's input channels of one image
     o: u32,
+    hw: u32,       // one channel of x
+    khw: u32,      // one input channel's taps in a weight row
 }
 
 // The tile workgroup g computes: n-tile fastest, then m-tile, then conv group (so that the
@@ -82,6 +84,33 @@ fn patch_at(gk: u32, col: Column) -> {{T}} {
         if (u32(iy) < p.h && u32(ix) < p.w) {
             v = x[col.base + t.x];
         }
+    }
+    return v;
+}
+
+// With K ordered (ky, kx, c), c fastest (ops/conv/gemm.rs picks it where a group's input
+// channels are a multiple of BK), one K step of BK shares one tap: taps[k0 / BK] = (offset of the
+// step's first channel at that tap from the window's corner, dy, dx, offset of (first channel,
+// tap) in a weight row). The tap offset and the padding check are then uniform per step, and
+// element kk of the step is one load at base + kk * H * W (weights: woff + kk * KH * KW).
+struct Step {
+    base: u32,
+    woff: u32,
+    ok: bool,
+}
+
+fn step_of(k0: u32, col: Column) -> Step {
+    let t = taps[k0 / BK];
+    let iy = col.iy0 + i32(t.y);
+    let ix = col.ix0 + i32(t.z);
+    return Step(col.base + t.x, t.w, col.ok && k0 < p.k && u32(iy) < p.h && u32(ix) < p.w);
+}
+
+// Patch element kk of step `s` (0 in the padding and past N and K).
+fn patch_step(s: Step, kk: u32) -> {{T}} {
+    var v = {{T}}(0);
+    if (s.ok) {
+        v = x[s.base + kk * p.hw];
     }
     return v;
 }

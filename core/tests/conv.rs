@@ -321,10 +321,15 @@ fn conv2d_every_path_matches_reference() {
         (&[1, 12, 15, 17], [36, 4, 3, 3], false, [1, 1], [1, 1], [1, 1], 3), // groups of 12 channels
         (&[1, 40, 9, 9], [130, 20, 1, 3], true, [1, 1], [0, 1], [1, 1], 2),  // M > 64 per group
         (&[2, 16, 20, 21], [20, 16, 3, 3], true, [2, 2], [1, 1], [1, 1], 1), // 17-32 channels
-        (&[0, 3, 5, 5], [2, 3, 3, 3], true, [1, 1], [0, 0], [1, 1], 1),      // empty batch
-        (&[1, 3, 5, 5], [0, 3, 3, 3], false, [1, 1], [0, 0], [1, 1], 1),     // no output channels
-        (&[1, 0, 5, 5], [2, 0, 3, 3], true, [1, 1], [0, 0], [1, 1], 1),      // no input channels: bias only
-        (&[1, 0, 5, 5], [2, 0, 3, 3], false, [1, 1], [0, 0], [1, 1], 1),     // ... and no bias: zeros
+        // K by tap (channels per group a multiple of the K step): padding, stride, dilation,
+        // groups, M past one tile, a step count that is not a multiple of anything.
+        (&[2, 16, 11, 13], [9, 16, 3, 5], true, [2, 1], [2, 3], [2, 1], 1),
+        (&[1, 32, 9, 7], [70, 16, 3, 3], false, [1, 1], [1, 1], [1, 1], 2),
+        (&[3, 48, 6, 5], [20, 48, 2, 2], true, [1, 2], [1, 0], [1, 1], 1),
+        (&[0, 3, 5, 5], [2, 3, 3, 3], true, [1, 1], [0, 0], [1, 1], 1), // empty batch
+        (&[1, 3, 5, 5], [0, 3, 3, 3], false, [1, 1], [0, 0], [1, 1], 1), // no output channels
+        (&[1, 0, 5, 5], [2, 0, 3, 3], true, [1, 1], [0, 0], [1, 1], 1), // no input channels: bias only
+        (&[1, 0, 5, 5], [2, 0, 3, 3], false, [1, 1], [0, 0], [1, 1], 1), // ... and no bias: zeros
     ];
     for dt in float_dtypes() {
         for &(xs, ws, bias, s, p, d, g) in cases {
@@ -376,9 +381,13 @@ fn conv_coop_source_validates() {
     for acc in ["f32", "f16"] {
         for sg in [32, 64] {
             for which in 0..3 {
-                for (bias, pf) in [(false, true), (true, true), (true, false)] {
-                    let src = ops::conv_coop_source_for_tests(acc, sg, which, bias, pf);
-                    let what = format!("acc {acc}, subgroup {sg}, tiling {which}, bias {bias}, prefetch {pf}");
+                for (bias, pf, by_tap) in
+                    [(false, true, true), (true, true, false), (true, false, true), (false, false, false)]
+                {
+                    let src = ops::conv_coop_source_for_tests(acc, sg, which, bias, pf, by_tap);
+                    let what = format!(
+                        "acc {acc}, subgroup {sg}, tiling {which}, bias {bias}, prefetch {pf}, by tap {by_tap}"
+                    );
                     let module = naga::front::wgsl::parse_str(&src)
                         .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
                     let info = naga::valid::Validator::new(

@@ -81,10 +81,10 @@ fn write_out(has_bias: bool) -> impl Fn(u32, u32) -> String {
     }
 }
 
-fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize, pf: bool) -> String {
+fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize, pf: bool, by_tap: bool) -> String {
     let (decl, inner, store) = cooperative_code(t, false, false, write_out(has_bias));
     let layout = TileLayout { ty: "f16", store_a: "As[mm * SA + kk] = v;", store_b: "Bs[kk * SB + bc] = v;" };
-    let [pre_decl, load, pre_next] = tile_loads(&layout, t.bm(), t.bn(), t.bk, t.threads(), pf);
+    let [pre_decl, load, pre_next] = tile_loads(&layout, t.bm(), t.bn(), t.bk, t.threads(), pf, by_tap);
     let common = render(COMMON, &[("T", "f16")]);
     render(
         TEMPLATE,
@@ -119,17 +119,27 @@ fn source(t: CoopTiles, has_bias: bool, bias_decl: &str, out_slot: usize, pf: bo
 pub(super) fn run(l: &GemmLaunch<'_>, t: CoopTiles) -> Result<()> {
     let has_bias = l.bias.is_some();
     let pf = prefetch();
-    let key = format!("conv_coop:{}x{}:{}x{}:{}:{}:{}:{pf}", t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc);
-    l.run(key, t.bm(), t.bn(), move |bias_decl, out_slot| source(t, has_bias, bias_decl, out_slot, pf))
+    let bt = l.by_tap(t.bk);
+    let key = format!("conv_coop:{}x{}:{}x{}:{}:{}:{}:{pf}:{bt}", t.warps_m, t.warps_n, t.tm, t.tn, t.bk, t.sg, t.acc);
+    l.run(key, t.bm(), t.bn(), bt.then_some(t.bk), move |bias_decl, out_slot| {
+        source(t, has_bias, bias_decl, out_slot, pf, bt)
+    })
 }
 
 /// The kernel's WGSL for accumulator `acc` and subgroup size `sg`, tiling `which` (0 big, 1
 /// wide, 2 thin), with
-/// or without bias, with or without the register prefetch (tests validate it with naga where no
-/// device runs it).
+/// or without bias, with or without the register prefetch, K by tap or not (tests validate it
+/// with naga where no device runs it).
 #[doc(hidden)]
-pub fn conv_coop_source_for_tests(acc: &'static str, sg: u32, which: usize, has_bias: bool, pf: bool) -> String {
+pub fn conv_coop_source_for_tests(
+    acc: &'static str,
+    sg: u32,
+    which: usize,
+    has_bias: bool,
+    pf: bool,
+    by_tap: bool,
+) -> String {
     let t = tilings(sg, acc)[which];
     let decl = if has_bias { "@group(0) @binding(3) var<storage, read> bias: array<f16>;" } else { "" };
-    source(t, has_bias, decl, if has_bias { 4 } else { 3 }, pf)
+    source(t, has_bias, decl, if has_bias { 4 } else { 3 }, pf, by_tap)
 }

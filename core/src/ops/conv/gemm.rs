@@ -36,12 +36,47 @@ impl GemmLaunch<'_> {
         self.geo.c / self.geo.groups * self.geo.kh * self.geo.kw
     }
 
-    /// The tap table: for k = (c, ky, kx), the offset of that tap from its window's corner in
-    /// x and its (dy, dx) from the corner. At least one entry (a buffer cannot be empty).
-    fn taps(&self, device: &Arc<Device>) -> Result<Tensor> {
+    /// Whether K runs (ky, kx, c), c fastest, for K steps of `bk`: where a group's input
+    /// channels are a multiple of `bk`, so that each step shares one tap (the kernel decodes
+    /// the tap once per step, not per element). `KILN_CONV_BY_TAP=0` keeps (c, ky, kx) (tuning).
+    /// The order changes the f32 sums' order, and so their rounding: so that it depends on the
+    /// shape only, not on the tiling the adapter's limits pick (native and browser must agree
+    /// bit for bit), the channels must also be a multiple of 16, which every built-in K step
+    /// divides.
+    pub(super) fn by_tap(&self, bk: u32) -> bool {
+        static ON: OnceLock<bool> = OnceLock::new();
+        let cg = self.geo.c / self.geo.groups;
+        *ON.get_or_init(|| std::env::var("KILN_CONV_BY_TAP").map_or(true, |v| v != "0"))
+            && cg > 0
+            && cg.is_multiple_of(BY_TAP_CHANNELS)
+            && cg.is_multiple_of(bk as usize)
+    }
+
+    /// The tap table. In (c, ky, kx) order, one entry per k: the offset of that tap from its
+    /// window's corner in x and its (dy, dx) from the corner. By tap (`by_tap`), one entry per
+    /// K step of `bk` and one past the end (the last prefetch reads it): the offset of the step's
+    /// first channel at its tap, (dy, dx), and the offset of (that channel, tap) in a weight row.
+    /// At least one entry (a buffer cannot be empty).
+    fn taps(&self, device: &Arc<Device>, by_tap: Option<u32>) -> Result<Tensor> {
         let g = self.geo;
+        let cg = g.c / g.groups;
+        if let Some(bk) = by_tap {
+            let bk = bk as usize;
+            let mut t = Vec::with_capacity((self.k() / bk + 1) * 4);
+            for ky in 0..g.kh {
+                for kx in 0..g.kw {
+                    let (dy, dx) = (ky * g.dilation[0], kx * g.dilation[1]);
+                    for c0 in (0..cg).step_by(bk) {
+                        let off = (c0 * g.h + dy) * g.w + dx;
+                        t.extend([off as u32, dy as u32, dx as u32, (c0 * g.kh * g.kw + ky * g.kw + kx) as u32]);
+                    }
+                }
+            }
+            t.extend([0u32; 4]);
+            return Tensor::from_slice_on(device, &t, &[t.len()]);
+        }
         let mut t = Vec::with_capacity(self.k().max(1) * 4);
-        for c in 0..g.c / g.groups {
+        for c in 0..cg {
             for ky in 0..g.kh {
                 for kx in 0..g.kw {
                     let (dy, dx) = (ky * g.dilation[0], kx * g.dilation[1]);
@@ -63,6 +98,7 @@ impl GemmLaunch<'_> {
         key: String,
         bm: u32,
         bn: u32,
+        by_tap: Option<u32>,
         source: impl FnOnce(&str, usize) -> String + 'static,
     ) -> Result<()> {
         let device = self.x.device().clone();
@@ -98,8 +134,10 @@ impl GemmLaunch<'_> {
             .u32(g.padding[1])
             .u32(g.c * g.h * g.w)
             .u32(g.c / g.groups * g.h * g.w)
-            .u32(g.o);
-        let taps = self.taps(&device)?;
+            .u32(g.o)
+            .u32(g.h * g.w)
+            .u32(g.kh * g.kw);
+        let taps = self.taps(&device, by_tap)?;
         let mut tensors: Vec<&Tensor> = vec![self.x, self.w, &taps];
         tensors.extend(self.bias);
         tensors.push(self.out);
@@ -125,6 +163,10 @@ impl GemmLaunch<'_> {
     }
 }
 
+/// K runs by tap only where a group's channels are a multiple of this (a multiple of every
+/// built-in tiling's K step, checked by a test).
+pub(super) const BY_TAP_CHANNELS: usize = 16;
+
 /// How a kernel stores its tiles in workgroup memory: the element type, and the stores of a
 /// weight value `v` at (`mm`, `kk`) and of a patch value `v` at (`kk`, `bc`).
 pub(super) struct TileLayout {
@@ -144,8 +186,33 @@ pub(super) fn prefetch() -> bool {
 /// `prefetch`, each thread holds its share of the next step in registers: the loop stores them,
 /// and after the barrier reads the following step from global memory while this step's
 /// products run. Without, the loop reads global memory straight into the tiles.
-pub(super) fn tile_loads(l: &TileLayout, bm: u32, bn: u32, bk: u32, nt: u32, prefetch: bool) -> [String; 3] {
+///
+/// With `by_tap` (K ordered (ky, kx, c), see [`GemmLaunch::by_tap`]), each fetch of a step
+/// first decodes the step's tap once (`step_of`), and every element is one load off it.
+pub(super) fn tile_loads(
+    l: &TileLayout,
+    bm: u32,
+    bn: u32,
+    bk: u32,
+    nt: u32,
+    prefetch: bool,
+    by_tap: bool,
+) -> [String; 3] {
     let ty = l.ty;
+    // The step variable each section's fetches read: the first fetch, the prefetch of the next
+    // step, the loop's own fetch.
+    let step = |kb: &str| match kb {
+        "0u" => "st0",
+        "k0" => "stl",
+        _ => "stn",
+    };
+    let wt_at = |kb: &str| {
+        if by_tap {
+            format!("wt[wbase + gr * p.k + {}.woff + kk * p.khw]", step(kb))
+        } else {
+            "wt[wbase + gr * p.k + gk]".to_string()
+        }
+    };
     let rb = nt / bn;
     let na = (bm * bk).div_ceil(nt);
     let nb = bk / rb;
@@ -160,22 +227,32 @@ pub(super) fn tile_loads(l: &TileLayout, bm: u32, bn: u32, bk: u32, nt: u32, pre
             let gk = {kb} + kk;
             var v = {ty}(0);
             if ({guard}gr < p.m && gk < p.k) {{
-                v = {ty}(wt[wbase + gr * p.k + gk]);
+                v = {ty}({});
             }}
 ",
-            i * nt
+            i * nt,
+            wt_at(kb)
         )
     };
     let b_at = |j: u32, kb: &str| {
         format!(
             "        {{
             let kk = br + {}u;
-            let v = {ty}(patch_at({kb} + kk, col));
+            let v = {ty}({});
 ",
-            j * rb
+            j * rb,
+            if by_tap { format!("patch_step({}, kk)", step(kb)) } else { format!("patch_at({kb} + kk, col)") }
         )
     };
     let (mut decl, mut load, mut next) = (String::new(), String::new(), String::new());
+    if by_tap {
+        if prefetch {
+            decl += "    let st0 = step_of(0u, col);\n";
+            next += "        let stn = step_of(k0 + BK, col);\n";
+        } else {
+            load += "        let stl = step_of(k0, col);\n";
+        }
+    }
     let a_store = |i: u32| {
         let guard = if (i + 1) * nt > bm * bk { format!("if (l < {}u) {{ ", bm * bk) } else { "{ ".into() };
         format!(
@@ -399,8 +476,9 @@ pub(super) fn run(l: &GemmLaunch<'_>, tiles: GemmTiles) -> Result<()> {
     let dtype = l.x.dtype();
     let has_bias = l.bias.is_some();
     let pf = prefetch();
-    let key = format!("conv_gemm:{dtype}:{}x{}x{}:{}x{}:{pf}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
-    l.run(key, tiles.bm, tiles.bn, move |bias_decl, out_slot| {
+    let bt = l.by_tap(tiles.bk);
+    let key = format!("conv_gemm:{dtype}:{}x{}x{}:{}x{}:{pf}:{bt}", tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn);
+    l.run(key, tiles.bm, tiles.bn, bt.then_some(tiles.bk), move |bias_decl, out_slot| {
         let (decl, inner, store) = generate(tiles, dtype, has_bias);
         let layout = TileLayout {
             ty: "f32",
@@ -408,7 +486,7 @@ pub(super) fn run(l: &GemmLaunch<'_>, tiles: GemmTiles) -> Result<()> {
             store_b: "Bs[kk * (BN / 4u) + bc / 4u][bc % 4u] = v;",
         };
         let nt = (tiles.bn / tiles.tn) * (tiles.bm / tiles.tm);
-        let [pre_decl, load, pre_next] = tile_loads(&layout, tiles.bm, tiles.bn, tiles.bk, nt, pf);
+        let [pre_decl, load, pre_next] = tile_loads(&layout, tiles.bm, tiles.bn, tiles.bk, nt, pf, bt);
         let t = dtype.wgsl();
         let common = render(COMMON, &[("T", t)]);
         render(
@@ -436,4 +514,17 @@ pub(super) fn run(l: &GemmLaunch<'_>, tiles: GemmTiles) -> Result<()> {
             ],
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The K order must not depend on which built-in tiling an adapter gets.
+    #[test]
+    fn by_tap_channels_are_a_multiple_of_every_k_step() {
+        for t in [GemmTiles::WIDE, GemmTiles::MID, GemmTiles::THIN, GemmTiles::SMALL] {
+            assert!(BY_TAP_CHANNELS.is_multiple_of(t.bk as usize), "{t:?}");
+        }
+    }
 }

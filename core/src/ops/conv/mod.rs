@@ -2,13 +2,15 @@
 //! [C, H, W] input is taken too and gives an unbatched result.
 //!
 //! conv2d runs one of five kernels ([`ConvPath`]; `Auto` picks). Measured on the H100 at
-//! 32x64x56x56 against PyTorch/cuDNN in the same run (bench rows `conv2d_*`): 3x3 f32 20.1
-//! TFLOP/s (0.69), f16 44.7 (0.34); 1x1 to 256 channels 0.81 / 0.28; 3x3 stride 2 to 128
-//! channels 0.65 / 0.39; 3x3 in 4 groups 1.36 / 9.7; depthwise 3x3 over 128 channels 1.33 / 0.52.
+//! 32x64x56x56 against PyTorch/cuDNN in the same run (bench rows `conv2d_*`): 3x3 f32 27.5
+//! TFLOP/s (0.89), f16 76.1 (0.62); 1x1 to 256 channels 0.77 / 0.50; 3x3 stride 2 to 128
+//! channels 0.81 / 0.68; 3x3 in 4 groups 2.1 / 3.1; depthwise 3x3 over 128 channels 1.34 / 0.54.
 //! - implicit GEMM (`gemm`, `shaders/conv_gemm.wgsl`): per group, out [O/g, N*OH*OW] =
 //!   w [O/g, C/g*KH*KW] @ patches, the patch tiles gathered from x into workgroup memory (no
 //!   im2col buffer), register-tiled; floats (f16 widened to f32). Grouped convolutions too:
-//!   4 groups of 16 channels 13.6 TFLOP/s against the direct kernel's 1.6.
+//!   4 groups of 16 channels 20.8 TFLOP/s against the direct kernel's 1.6. Where a group's
+//!   channels are a multiple of 16, K runs (ky, kx, c) so that a K step shares one tap
+//!   (`GemmLaunch::by_tap`; 3x3 f32 20.0 -> 27.5 TFLOP/s, f16 on tensor cores 45.2 -> 76.1).
 //! - the same on cooperative matrices (`coop`, `shaders/conv_coop.wgsl`): f16 where the device
 //!   has them (tensor cores).
 //! - matmul: a 1x1 kernel with stride 1, no padding and no groups is w [O, C] @ x [N, C, H*W]
