@@ -144,7 +144,7 @@ fn main(
         let p1 = flash_exp2_4(s1 - vec4<f32>(m.y));
         let p2 = flash_exp2_4(s2 - vec4<f32>(m.z));
         let p3 = flash_exp2_4(s3 - vec4<f32>(m.w));
-        lsum += vec4<f32>(sum4(p0), sum4(p1), sum4(p2), sum4(p3));
+        lsum = lsum * alpha + vec4<f32>(sum4(p0), sum4(p1), sum4(p2), sum4(p3));
         pt[tx * PS + ty] = vec4<f32>(p0.x, p1.x, p2.x, p3.x);
         pt[(tx + 8u) * PS + ty] = vec4<f32>(p0.y, p1.y, p2.y, p3.y);
         pt[(tx + 16u) * PS + ty] = vec4<f32>(p0.z, p1.z, p2.z, p3.z);

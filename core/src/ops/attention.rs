@@ -6,9 +6,10 @@
 //!   (`shaders/flash_attention_blocked.wgsl`: S = q kᵀ and p v as small matmuls, 4 x 4 scores
 //!   and 4 rows x 8 output columns per thread), else one query row per thread
 //!   (`shaders/flash_attention.wgsl`; `with_flash_blocking(false, ..)` forces it). Measured on
-//!   the H100 at 8x8x1024x64 / 4x16x4096x64 causal, f32: 8.80 / 10.70 TFLOP/s blocked, 5.13 /
-//!   6.44 one row per thread (the matmul path 6.48 / cannot hold the scores); at D = 128 the
-//!   one-row kernel gives only 2.7 against the matmuls' 9.3 (q and the accumulators spill).
+//!   the H100 at 8x8x1024x64 / 4x16x4096x64 causal, f32: 13.9 / 16.3 TFLOP/s blocked, 8.3 / 9.7
+//!   one row per thread, with the softmax-range exp2 of `shaders/flash_exp2.wgsl` (9.5 / 10.8 and
+//!   5.6 / 6.4 with the shared k_exp2; the matmul path 6.48 / cannot hold the scores); at D = 128
+//!   the one-row kernel gives only 3.3 against the matmuls' 9.3 (q and the accumulators spill).
 //! - split-KV (`shaders/flash_attention_split.wgsl` + `flash_attention_combine.wgsl`): a
 //!   workgroup per (query row, key range), then a combine pass; for decode (few queries, long
 //!   cache), where a workgroup per row leaves the GPU idle: 0.076 ms against 2.25 for the
@@ -436,7 +437,9 @@ fn flash_prefetch() -> bool {
     *ENV.get_or_init(|| std::env::var("KILN_FLASH_PREFETCH").is_ok_and(|v| v == "1"))
 }
 
-/// Which exp2 the flash kernels' softmax uses (`KILN_FLASH_EXP2`, for measurement).
+/// Which exp2 the flash kernels' softmax uses (`KILN_FLASH_EXP2`, for measurement). Measured on
+/// the H100 at 8x8x1024x64 / 4x16x4096x64 causal (blocked kernel): softmax 13.9 / 16.3 TFLOP/s,
+/// special 9.5 / 10.8, builtin 14.5 / 17.2.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum FlashExp2 {
     /// `shaders/flash_exp2.wgsl`: builtin-free, for the softmax's range only (the default).
@@ -472,7 +475,9 @@ fn flash_exp2_source() -> String {
 
 /// Whether the blocked kernel skips the accumulators' rescale where no row of the thread has a
 /// new maximum in this tile (`KILN_FLASH_SKIP_RESCALE=1`; the same bits: the factor is exactly 1
-/// there).
+/// there). Measured on the H100 at 8x8x1024x64 / 4x16x4096x64 causal: 13.7 / 16.0 TFLOP/s against
+/// 14.0 / 16.4 without, twice: a warp holds 16 rows, so some row still grows in most tiles, and
+/// the branch costs more than the multiplications it saves.
 fn flash_skip_rescale() -> bool {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ENV.get_or_init(|| std::env::var("KILN_FLASH_SKIP_RESCALE").is_ok_and(|v| v == "1"))
@@ -500,16 +505,20 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
     let lanes = ["x", "y", "z", "w"];
     let no = dvp.div_ceil(8);
     let mut declare = String::new();
-    let mut rescale = String::from("        let alpha = flash_exp2_4(m - mn);\n        lsum *= alpha;\n");
+    let mut rescale = String::new();
     for (x, lane) in lanes.iter().enumerate() {
         for c in 0..no {
             let _ = writeln!(declare, "    var o{x}_{c} = vec4<f32>(0.0);");
             let _ = writeln!(rescale, "        o{x}_{c} *= alpha.{lane};");
         }
     }
-    if flash_skip_rescale() {
-        rescale = format!("        if (any(mn != m)) {{\n{rescale}        }}\n");
-    }
+    rescale = if flash_skip_rescale() {
+        format!(
+            "        var alpha = vec4<f32>(1.0);\n        if (any(mn != m)) {{\n            alpha = flash_exp2_4(m - mn);\n{rescale}        }}\n"
+        )
+    } else {
+        format!("        let alpha = flash_exp2_4(m - mn);\n{rescale}")
+    };
     let mut s_steps = String::new();
     for dd in 0..4 {
         let _ = writeln!(
