@@ -6,7 +6,7 @@
 //!   (`shaders/flash_attention_blocked.wgsl`: S = q kᵀ and p v as small matmuls, 4 x 4 scores
 //!   and 4 rows x 8 output columns per thread), else one query row per thread
 //!   (`shaders/flash_attention.wgsl`; `with_flash_blocking(false, ..)` forces it). Measured on
-//!   the H100 at 8x8x1024x64 / 4x16x4096x64 causal, f32: 13.9 / 16.3 TFLOP/s blocked, 8.3 / 9.7
+//!   the H100 at 8x8x1024x64 / 4x16x4096x64 causal, f32: 13.6 / 15.8 TFLOP/s blocked, 7.9 / 9.3
 //!   one row per thread, with the softmax-range exp2 of `shaders/flash_exp2.wgsl` (9.5 / 10.8 and
 //!   5.6 / 6.4 with the shared k_exp2; the matmul path 6.48 / cannot hold the scores); at D = 128
 //!   the one-row kernel gives only 3.3 against the matmuls' 9.3 (q and the accumulators spill).
@@ -438,8 +438,8 @@ fn flash_prefetch() -> bool {
 }
 
 /// Which exp2 the flash kernels' softmax uses (`KILN_FLASH_EXP2`, for measurement). Measured on
-/// the H100 at 8x8x1024x64 / 4x16x4096x64 causal (blocked kernel): softmax 13.9 / 16.3 TFLOP/s,
-/// special 9.5 / 10.8, builtin 14.5 / 17.2.
+/// the H100 at 8x8x1024x64 / 4x16x4096x64 causal (blocked kernel): softmax 13.6 / 15.8 TFLOP/s
+/// (13.9 / 16.3 before its two k_keep), special 9.5 / 10.8, builtin 14.5 / 17.2.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum FlashExp2 {
     /// `shaders/flash_exp2.wgsl`: builtin-free, for the softmax's range only (the default).
@@ -476,8 +476,9 @@ fn flash_exp2_source() -> String {
 /// Whether the blocked kernel skips the accumulators' rescale where no row of the thread has a
 /// new maximum in this tile (`KILN_FLASH_SKIP_RESCALE=1`; the same bits: the factor is exactly 1
 /// there). Measured on the H100 at 8x8x1024x64 / 4x16x4096x64 causal: 13.7 / 16.0 TFLOP/s against
-/// 14.0 / 16.4 without, twice: a warp holds 16 rows, so some row still grows in most tiles, and
-/// the branch costs more than the multiplications it saves.
+/// 14.0 / 16.4 without (twice, an earlier flash_exp2), then 13.67 / 15.93 against 13.56 / 15.82
+/// (the final one): within noise either way. A warp holds 16 rows, so some row still grows in
+/// most tiles.
 fn flash_skip_rescale() -> bool {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ENV.get_or_init(|| std::env::var("KILN_FLASH_SKIP_RESCALE").is_ok_and(|v| v == "1"))
