@@ -6,7 +6,8 @@
 // broadcast, no bank conflicts). The online softmax goes key by key with a running maximum m
 // and sum l per row; the output accumulators are rescaled only when m grows (rare after the
 // first keys), so the Lq x Lk score matrix never exists and most keys cost one exp2.
-// Scores are kept in base 2 (q is pre-scaled by scale * log2(e), exp2 in place of exp).
+// Scores are kept in base 2 (q is pre-scaled by scale * log2(e), flash_exp2.wgsl's exp2 in place
+// of exp).
 // Causal (top-left aligned: key j > query i masked): the workgroup stops after the last key its
 // last row sees, so fully masked tiles are never loaded; each row stops at its own last key, so
 // values it never sees (NaN, inf) never reach it. The optional additive mask (MASK_BINDING) is
@@ -41,6 +42,7 @@ var<workgroup> kt: array<vec4<f32>, BC * DP>;
 var<workgroup> vt: array<vec4<f32>, BC * DVP>;
 
 {{LOADERS}}
+{{FLASH_EXP2}}
 
 // Element e of the K (V) tile starting at key j0: key e / DP, dims (e % DP) * 4.., zero past Lk
 // and past the tile.

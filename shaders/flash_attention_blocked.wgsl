@@ -13,7 +13,8 @@
 // last row sees; in p v each thread stops at its own last row's key and guards the keys only
 // some of its rows see, so values a row never sees (NaN, inf) never reach it. The optional
 // additive mask is read at [batch, i, j] through its broadcast strides. A row whose every key
-// is masked gives zeros. Scores in base 2 (exp2 in place of exp). D and Dv padded to vec4s.
+// is masked gives zeros. Scores in base 2 (flash_exp2.wgsl's exp2 in place of exp). D and Dv padded
+// to vec4s.
 {{ENABLE}}
 {{FLASH_PARAMS}}
 
@@ -40,6 +41,7 @@ var<workgroup> pt: array<vec4<f32>, BC * PS>;       // [key][row quad]
 var<workgroup> red: array<vec4<f32>, BR * 2u>;      // [row][the 8 threads' partials]
 
 {{LOADERS}}
+{{FLASH_EXP2}}
 
 fn max4(a: vec4<f32>) -> f32 {
     return max(max(a.x, a.y), max(a.z, a.w));
@@ -136,14 +138,13 @@ fn main(
             max(max4(red[rr + 2u]), max4(red[rr + 3u])),
             max(max4(red[rr + 4u]), max4(red[rr + 5u])),
             max(max4(red[rr + 6u]), max4(red[rr + 7u]))));
-        let alpha = vec4<f32>(k_exp2(m.x - mn.x), k_exp2(m.y - mn.y), k_exp2(m.z - mn.z), k_exp2(m.w - mn.w));
-        m = mn;
-        let p0 = vec4<f32>(k_exp2(s0.x - m.x), k_exp2(s0.y - m.x), k_exp2(s0.z - m.x), k_exp2(s0.w - m.x));
-        let p1 = vec4<f32>(k_exp2(s1.x - m.y), k_exp2(s1.y - m.y), k_exp2(s1.z - m.y), k_exp2(s1.w - m.y));
-        let p2 = vec4<f32>(k_exp2(s2.x - m.z), k_exp2(s2.y - m.z), k_exp2(s2.z - m.z), k_exp2(s2.w - m.z));
-        let p3 = vec4<f32>(k_exp2(s3.x - m.w), k_exp2(s3.y - m.w), k_exp2(s3.z - m.w), k_exp2(s3.w - m.w));
-        lsum = lsum * alpha + vec4<f32>(sum4(p0), sum4(p1), sum4(p2), sum4(p3));
 {{RESCALE}}
+        m = mn;
+        let p0 = flash_exp2_4(s0 - vec4<f32>(m.x));
+        let p1 = flash_exp2_4(s1 - vec4<f32>(m.y));
+        let p2 = flash_exp2_4(s2 - vec4<f32>(m.z));
+        let p3 = flash_exp2_4(s3 - vec4<f32>(m.w));
+        lsum = lsum * alpha + vec4<f32>(sum4(p0), sum4(p1), sum4(p2), sum4(p3));
         pt[tx * PS + ty] = vec4<f32>(p0.x, p1.x, p2.x, p3.x);
         pt[(tx + 8u) * PS + ty] = vec4<f32>(p0.y, p1.y, p2.y, p3.y);
         pt[(tx + 16u) * PS + ty] = vec4<f32>(p0.z, p1.z, p2.z, p3.z);

@@ -684,3 +684,71 @@ fn decode_path_is_deterministic() {
         assert_eq!(run(AttentionPath::Auto), first, "{dt}: Auto takes split-KV for one query");
     }
 }
+
+// ---- The flash kernels' softmax exp2 (shaders/flash_exp2.wgsl): its accuracy over the whole
+// range the softmax gives it, its cut-off below 2^-126, and NaN from q or k.
+
+/// Two keys per row, k = [0, -1], v = [0, 1]: row i's second score is exactly x_i =
+/// -(t_i * scale * log2 e) in f32 (what the kernel computes), so its output is 2^x / (1 + 2^x)
+/// with only a few roundings besides the exp2's. x runs from 0 past -126, below which the weight
+/// (a subnormal) is 0 on every device: far under any output's tolerance.
+#[test]
+fn flash_exp2_accuracy_over_the_softmax_range() {
+    let n = 300usize;
+    let ts: Vec<f32> = (0..n).map(|i| i as f32 * 0.3).collect();
+    let q = Tensor::from_slice(&ts, &[n, 1]).unwrap();
+    let k = Tensor::from_slice(&[0.0f32, -1.0], &[2, 1]).unwrap();
+    let v = Tensor::from_slice(&[0.0f32, 1.0], &[2, 1]).unwrap();
+    let scale2 = 1.0f32 * std::f32::consts::LOG2_E;
+    for blocked in [true, false] {
+        let y = ops::with_flash_blocking(blocked, || {
+            ops::attention_on_path(&q, &k, &v, None, false, Some(1.0), AttentionPath::Flash)
+        })
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+        for (i, (&t, &g)) in ts.iter().zip(&y).enumerate() {
+            let x = -(t * scale2) as f64;
+            let p = x.exp2();
+            let want = p / (1.0 + p);
+            let err = (g as f64 - want).abs();
+            let bound = if x < -126.0 { want } else { 1e-6 * want };
+            assert!(err <= bound, "blocked={blocked} row {i}: x = {x}: got {g:e}, want {want:e}");
+        }
+    }
+}
+
+/// A NaN in one row of q makes that row NaN, and a NaN in one key makes every row that sees the
+/// key NaN, on both flash kernels (the exp2's clamp must not turn NaN into a finite weight).
+#[test]
+fn flash_nan_in_q_or_k_gives_nan_rows() {
+    let mut rng = Rng::new(4732);
+    let (lq, lk, d) = (70usize, 90usize, 8usize);
+    let mut qv: Vec<f64> = (0..lq * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let mut kv: Vec<f64> = (0..lk * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let vv: Vec<f64> = (0..lk * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    qv[5 * d + 2] = f64::NAN;
+    kv[40 * d + 7] = f64::NAN;
+    let (q, k, v) = (
+        tensor_of(&qv, &[1, lq, d], DType::F32),
+        tensor_of(&kv, &[1, lk, d], DType::F32),
+        tensor_of(&vv, &[1, lk, d], DType::F32),
+    );
+    for causal in [false, true] {
+        let (mut want, _) = cpu::attention(&qv, &[1, lq, d], &kv, &[1, lk, d], &vv, &[1, lk, d], causal, None).unwrap();
+        // Row 5's scores are all NaN: the reference's running max skips NaN and takes the row for
+        // fully masked (zeros); PyTorch gives NaN there, and so do the kernels.
+        want[5 * d..6 * d].fill(f64::NAN);
+        let nan_rows = (0..lq).filter(|&i| want[i * d].is_nan()).count();
+        assert_eq!(nan_rows, if causal { 1 + (40..lq).count() } else { lq }, "causal={causal}: the reference");
+        for blocked in [true, false] {
+            let y = ops::with_flash_blocking(blocked, || {
+                ops::attention_on_path(&q, &k, &v, None, causal, None, AttentionPath::Flash)
+            })
+            .unwrap()
+            .to_f64_vec()
+            .unwrap();
+            assert_close(&format!("blocked={blocked} causal={causal} NaN in q and k"), &y, &want, 2e-5, 1e-4);
+        }
+    }
+}

@@ -6,9 +6,10 @@
 //!   (`shaders/flash_attention_blocked.wgsl`: S = q kᵀ and p v as small matmuls, 4 x 4 scores
 //!   and 4 rows x 8 output columns per thread), else one query row per thread
 //!   (`shaders/flash_attention.wgsl`; `with_flash_blocking(false, ..)` forces it). Measured on
-//!   the H100 at 8x8x1024x64 / 4x16x4096x64 causal, f32: 8.80 / 10.70 TFLOP/s blocked, 5.13 /
-//!   6.44 one row per thread (the matmul path 6.48 / cannot hold the scores); at D = 128 the
-//!   one-row kernel gives only 2.7 against the matmuls' 9.3 (q and the accumulators spill).
+//!   the H100 at 8x8x1024x64 / 4x16x4096x64 causal, f32: 13.6 / 15.8 TFLOP/s blocked, 7.9 / 9.3
+//!   one row per thread, with the softmax-range exp2 of `shaders/flash_exp2.wgsl` (9.5 / 10.8 and
+//!   5.6 / 6.4 with the shared k_exp2; the matmul path 6.48 / cannot hold the scores); at D = 128
+//!   the one-row kernel gives only 3.3 against the matmuls' 9.3 (q and the accumulators spill).
 //! - split-KV (`shaders/flash_attention_split.wgsl` + `flash_attention_combine.wgsl`): a
 //!   workgroup per (query row, key range), then a combine pass; for decode (few queries, long
 //!   cache), where a workgroup per row leaves the GPU idle: 0.076 ms against 2.25 for the
@@ -37,6 +38,7 @@ const TEMPLATE: &str = include_str!("../../../shaders/attention.wgsl");
 const SOFTMAX: &str = include_str!("../../../shaders/attention_softmax.wgsl");
 const FLASH: &str = include_str!("../../../shaders/flash_attention.wgsl");
 const FLASH_BLOCKED: &str = include_str!("../../../shaders/flash_attention_blocked.wgsl");
+const FLASH_EXP2: &str = include_str!("../../../shaders/flash_exp2.wgsl");
 const SPLIT: &str = include_str!("../../../shaders/flash_attention_split.wgsl");
 const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgsl");
 const COMBINE_SERIAL: &str = include_str!("../../../shaders/flash_attention_combine_serial.wgsl");
@@ -398,7 +400,12 @@ fn flash(
         Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec)))
     };
     Launch {
-        key: format!("flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}", flash_prefetch()),
+        key: format!(
+            "flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}:{:?}:{}",
+            flash_prefetch(),
+            flash_exp2_kind(),
+            flash_skip_rescale()
+        ),
         source,
         tensors: &tensors,
         params: Some(params),
@@ -434,6 +441,53 @@ fn flash_prefetch() -> bool {
     *ENV.get_or_init(|| std::env::var("KILN_FLASH_PREFETCH").is_ok_and(|v| v == "1"))
 }
 
+/// Which exp2 the flash kernels' softmax uses (`KILN_FLASH_EXP2`, for measurement). Measured on
+/// the H100 at 8x8x1024x64 / 4x16x4096x64 causal (blocked kernel): softmax 13.6 / 15.8 TFLOP/s
+/// (13.9 / 16.3 before its two k_keep), special 9.5 / 10.8, builtin 14.5 / 17.2.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum FlashExp2 {
+    /// `shaders/flash_exp2.wgsl`: builtin-free, for the softmax's range only (the default).
+    Softmax,
+    /// `special`: the shared builtin-free `k_exp2`, every input to a few ULP (the cost before).
+    Special,
+    /// `builtin`: WGSL's `exp2`, whose precision WGSL leaves to the device, so its bits differ
+    /// between backends: only to measure what the builtin-free exp2 costs.
+    Builtin,
+}
+
+fn flash_exp2_kind() -> FlashExp2 {
+    static ENV: std::sync::OnceLock<FlashExp2> = std::sync::OnceLock::new();
+    *ENV.get_or_init(|| match std::env::var("KILN_FLASH_EXP2").as_deref() {
+        Ok("special") => FlashExp2::Special,
+        Ok("builtin") => FlashExp2::Builtin,
+        _ => FlashExp2::Softmax,
+    })
+}
+
+/// The FLASH_EXP2 block of the flash kernels: `flash_exp2` and `flash_exp2_4`.
+fn flash_exp2_source() -> String {
+    let (scalar, vec4) = match flash_exp2_kind() {
+        FlashExp2::Softmax => return FLASH_EXP2.to_string(),
+        FlashExp2::Special => ("k_exp2(x)", "vec4<f32>(k_exp2(x.x), k_exp2(x.y), k_exp2(x.z), k_exp2(x.w))"),
+        FlashExp2::Builtin => ("exp2(x)", "exp2(x)"),
+    };
+    format!(
+        "fn flash_exp2(x: f32) -> f32 {{ return {scalar}; }}\n\
+         fn flash_exp2_4(x: vec4<f32>) -> vec4<f32> {{ return {vec4}; }}\n"
+    )
+}
+
+/// Whether the blocked kernel skips the accumulators' rescale where no row of the thread has a
+/// new maximum in this tile (`KILN_FLASH_SKIP_RESCALE=1`; the same bits: the factor is exactly 1
+/// there). Measured on the H100 at 8x8x1024x64 / 4x16x4096x64 causal: 13.7 / 16.0 TFLOP/s against
+/// 14.0 / 16.4 without (twice, an earlier flash_exp2), then 13.67 / 15.93 against 13.56 / 15.82
+/// (the final one): within noise either way. A warp holds 16 rows, so some row still grows in
+/// most tiles.
+fn flash_skip_rescale() -> bool {
+    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENV.get_or_init(|| std::env::var("KILN_FLASH_SKIP_RESCALE").is_ok_and(|v| v == "1"))
+}
+
 fn flash_blocking_wanted() -> bool {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     FLASH_BLOCKING
@@ -463,6 +517,13 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
             let _ = writeln!(rescale, "        o{x}_{c} *= alpha.{lane};");
         }
     }
+    rescale = if flash_skip_rescale() {
+        format!(
+            "        var alpha = vec4<f32>(1.0);\n        if (any(mn != m)) {{\n            alpha = flash_exp2_4(m - mn);\n{rescale}        }}\n"
+        )
+    } else {
+        format!("        let alpha = flash_exp2_4(m - mn);\n{rescale}")
+    };
     let mut s_steps = String::new();
     for dd in 0..4 {
         let _ = writeln!(
@@ -593,6 +654,7 @@ fn flash_blocked_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, vec
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
             ("P_SLOT", if has_mask { "5" } else { "4" }),
             ("LOADERS", &flash_loaders(vec)),
+            ("FLASH_EXP2", &flash_exp2_source()),
             ("DECLARE", &declare),
             ("TILE_REGS", &regs),
             ("FETCH_FIRST", &fetch_first),
@@ -681,12 +743,12 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
         if has_mask {
             let _ = writeln!(b, "            sc += f32(mask[moff + i * p.msq + (j0 + j) * p.msk]) * LOG2E;");
         }
-        b.push_str("            if (sc > m) {\n                let alpha = k_exp2(m - sc);\n                m = sc;\n                l *= alpha;\n");
+        b.push_str("            if (sc > m) {\n                let alpha = flash_exp2(m - sc);\n                m = sc;\n                l *= alpha;\n");
         for c in 0..dvp {
             let _ = writeln!(b, "                a{c} *= alpha;");
         }
         b.push_str(
-            "            }\n            let pj = k_exp2(sc - m);\n            l += pj;\n            let vb = j * DVP;\n",
+            "            }\n            let pj = flash_exp2(sc - m);\n            l += pj;\n            let vb = j * DVP;\n",
         );
         for c in 0..dvp {
             let _ = writeln!(b, "            a{c} = fma(vec4<f32>(pj), vt[vb + {c}u], a{c});");
@@ -729,6 +791,7 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
             ("OUT_SLOT", if has_mask { "4" } else { "3" }),
             ("P_SLOT", if has_mask { "5" } else { "4" }),
             ("LOADERS", &loaders),
+            ("FLASH_EXP2", &flash_exp2_source()),
             ("DECLARE", &declare),
             ("LOAD_Q", &load_q),
             ("LOAD_TILES", &tiles),
