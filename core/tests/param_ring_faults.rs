@@ -43,6 +43,8 @@ fn ring_round_trips(dev: &kiln_core::Device) {
 
 #[test]
 fn ring_buffers_survive_a_lost_device_and_a_timeout() {
+    // The ring is off by default.
+    std::env::set_var("KILN_PARAM_RING", "8");
     // A lost device: ring buffers in flight (flushed, not waited for) and one holding a recorded
     // block when it goes.
     let old = kiln_core::device().unwrap();

@@ -16,8 +16,11 @@ use std::sync::{Arc, Mutex};
 
 /// One ring buffer's size: 16 dispatches' blocks at the usual 256-byte offset alignment.
 pub(super) const RING_BYTES: u64 = 4096;
-/// Default number of ring buffers (`KILN_PARAM_RING`; 0: no ring).
-pub(super) const RING_BUFFERS: usize = 8;
+/// Default number of ring buffers (`KILN_PARAM_RING=N` asks for N). Off: on the H100 the
+/// ring's device (MAPPABLE_PRIMARY_BUFFERS requested) uploaded 256 MiB at 7.7-8.2 GB/s against
+/// 10.6-10.8 without it (alternating, one run, BENCHMARKS.md item 39), a bigger loss than its
+/// 6.5 µs off one op + synchronize (42-44 -> 36-37 µs).
+pub(super) const RING_BUFFERS: usize = 0;
 
 pub(super) struct ParamRing {
     /// Mapped buffers, ready for the host to fill.
