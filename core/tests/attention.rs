@@ -752,3 +752,19 @@ fn flash_nan_in_q_or_k_gives_nan_rows() {
         }
     }
 }
+
+/// The f32 flash kernel's timing-only variants (`KILN_FLASH_PART`) each cut something out of
+/// the source (a measurement under one is never silently the whole kernel) and still compile.
+#[test]
+fn flash_timing_parts_change_the_kernel_and_validate() {
+    use wgpu::naga;
+    for (part, whole, cut) in ops::flash_part_sources_for_tests() {
+        assert_ne!(whole, cut, "{part}: nothing cut");
+        assert!(cut.len() < whole.len(), "{part}");
+        let module =
+            naga::front::wgsl::parse_str(&cut).unwrap_or_else(|e| panic!("{part}: {}", e.emit_to_string(&cut)));
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{part}: {e:?}"));
+    }
+}

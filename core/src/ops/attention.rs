@@ -395,16 +395,18 @@ fn flash(
     tensors.push(out);
     let blocked = flash_blocked_fits(&device, dp, dvp) && flash_blocking_wanted();
     let source: Box<dyn FnOnce() -> String> = if blocked {
-        Box::new(move || with_special(flash_blocked_source(dtype, dp, dvp, has_mask, vec)))
+        let part = flash_part();
+        Box::new(move || with_special(timing_part(flash_blocked_source(dtype, dp, dvp, has_mask, vec), part)))
     } else {
         Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec)))
     };
     Launch {
         key: format!(
-            "flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}:{:?}:{}",
+            "flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}:{:?}:{}:{}",
             flash_prefetch(),
             flash_exp2_kind(),
-            flash_skip_rescale()
+            flash_skip_rescale(),
+            flash_part()
         ),
         source,
         tensors: &tensors,
@@ -486,6 +488,52 @@ fn flash_exp2_source() -> String {
 fn flash_skip_rescale() -> bool {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ENV.get_or_init(|| std::env::var("KILN_FLASH_SKIP_RESCALE").is_ok_and(|v| v == "1"))
+}
+
+/// Timing-only variants of the register-blocked kernel that drop a part of it (results are
+/// wrong): `KILN_FLASH_PART=nored` (each thread's own row maxima instead of the round trip
+/// through `red` and its barrier), `nos` (no Q K^T products), `noexp` (p = s - m, no exp2),
+/// `nopv` (no P V products). Splits the kernel's time the way `KILN_COOP_PART` splits the f16
+/// matmul's (BENCHMARKS.md item 40).
+fn flash_part() -> &'static str {
+    static P: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    P.get_or_init(|| std::env::var("KILN_FLASH_PART").unwrap_or_default())
+}
+
+/// `src` with the part `part` names cut out (unchanged for "" or an unknown name).
+fn timing_part(src: String, part: &str) -> String {
+    match part {
+        "nored" => match (src.find("        red[rr + half][lane] = max4(s0);"), src.find("        m = mn;")) {
+            (Some(a), Some(b)) if a < b => {
+                let rescale_at = src[a..b].find("        let alpha").map_or(b, |r| a + r);
+                format!(
+                    "{}        let mn = max(m, vec4<f32>(max4(s0), max4(s1), max4(s2), max4(s3)));\n{}",
+                    &src[..a],
+                    &src[rescale_at..]
+                )
+            }
+            _ => src,
+        },
+        "nos" => src.replacen("for (var d = 0u; d < DP * 4u; d += 4u) {", "for (var d = 0u; d < 0u; d += 4u) {", 1),
+        "noexp" => src.replace("= flash_exp2_4(s", "= (s"),
+        "nopv" => src.replacen("for (var j = 0u; j < jfull; j++) {", "for (var j = 0u; j < 0u; j++) {", 1).replacen(
+            "for (var j = jfull; j < jmax; j++) {",
+            "for (var j = jfull; j < jfull; j++) {",
+            1,
+        ),
+        _ => src,
+    }
+}
+
+/// The timing-only variants each change the blocked kernel's source (so a measurement under one
+/// is never silently the whole kernel), and every variant still validates.
+#[doc(hidden)]
+pub fn flash_part_sources_for_tests() -> Vec<(&'static str, String, String)> {
+    let whole = flash_blocked_source(DType::F32, 16, 16, false, true);
+    ["nored", "nos", "noexp", "nopv"]
+        .into_iter()
+        .map(|p| (p, with_special(whole.clone()), with_special(timing_part(whole.clone(), p))))
+        .collect()
 }
 
 fn flash_blocking_wanted() -> bool {
