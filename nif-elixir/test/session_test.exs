@@ -32,6 +32,8 @@ defmodule KilnSessionTest do
     y
   end
 
+  # The device's bytes in use. Tests check it comes back to at most what it was (never `==`):
+  # earlier tests' tensors may be collected by the BEAM while a test runs.
   defp in_use, do: Kiln.memory_stats().in_use_bytes
 
   defp code_of(fun) do
@@ -69,7 +71,7 @@ defmodule KilnSessionTest do
     e = assert_raise(Kiln.Error, fn -> Kiln.Session.with(s, fn -> Kiln.ones({3000}, type: {:f, 32}) end) end)
     assert {e.code, e.status} == {:quota_exceeded, 6}
     assert Kiln.Session.close(s) == :ok
-    assert in_use() == before
+    assert in_use() <= before
   end
 
   test "operation budgets give :compute_limit" do
@@ -150,7 +152,9 @@ defmodule KilnSessionTest do
     # The other session is untouched.
     assert length(flat(b)) == 100
     Kiln.Session.close(inner)
-    assert in_use() == before
+    # At most what was in use before: tensors of earlier tests may be collected meanwhile (seen
+    # in CI: 176000 bytes before, 0 after), so equality would test the garbage collector.
+    assert in_use() <= before
     assert inspect(outer) =~ "closed"
   end
 
@@ -188,7 +192,7 @@ defmodule KilnSessionTest do
     assert_receive {:DOWN, ^ref, :process, ^pid, :killed}, 5_000
     # The monitor's callback and the resource's destructor run as the VM gets to them.
     assert wait_until(fn -> not (Kiln.metrics_text() =~ ~s(session="#{id}")) end)
-    assert in_use() == before
+    assert in_use() <= before
   end
 
   defp wait_until(f, tries \\ 100) do
@@ -260,11 +264,16 @@ defmodule KilnSessionTest do
           a = rand_list(n)
           b = rand_list(n)
 
-          {c, over} =
+          # The inputs stay bound and used until after the stats below: as unnamed
+          # temporaries the BEAM's garbage collector could free them at any moment, and the
+          # session would then hold 64 or 128 bytes instead of 192 (seen in CI: 875 of 1000).
+          {ta, tb, c, over} =
             Kiln.Session.with(s, fn ->
-              c = Kiln.add(Kiln.tensor(a), Kiln.tensor(b))
+              ta = Kiln.tensor(a)
+              tb = Kiln.tensor(b)
+              c = Kiln.add(ta, tb)
               over = code_of(fn -> Kiln.empty({1}, type: {:f, 32}) end)
-              {c, over}
+              {ta, tb, c, over}
             end)
 
           # Every process holds its session open until all of them have got here.
@@ -274,6 +283,8 @@ defmodule KilnSessionTest do
           got = flat(c)
           want = Enum.zip_with(a, b, &f32(f32(&1) + f32(&2)))
           st = Kiln.Session.stats(s)
+          {n} = Kiln.shape(ta)
+          {^n} = Kiln.shape(tb)
           :ok = Kiln.Session.close(s)
           after_close = Kiln.Session.stats(s)
 
@@ -293,6 +304,6 @@ defmodule KilnSessionTest do
     assert Enum.all?(results, fn {_, _, held, _, _} -> held == {192, 1} end)
     assert Enum.all?(results, fn {_, _, _, left, _} -> left == {0, 0} end)
     assert Enum.all?(results, fn {_, _, _, _, later} -> later == :invalid_argument end)
-    assert in_use() == before
+    assert in_use() <= before
   end
 end
