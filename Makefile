@@ -27,5 +27,8 @@ rust-test: deps
 TEST_TARGETS :=
 -include mk/*.mk
 
-test: rust-test $(TEST_TARGETS)
+# The suites run one after another through scripts/suite-times.sh, which ends the log with a
+# table of each suite's wall-clock time (where CI's minutes go), also when one fails.
+test:
+	@MAKE="$(MAKE)" scripts/suite-times.sh rust-test $(TEST_TARGETS)
 	@echo "make test: all suites passed"

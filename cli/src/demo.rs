@@ -58,43 +58,73 @@ impl Inputs {
     }
 }
 
+/// The dtype the demo feeds an elementwise op: the first of these the op's own dtype rule
+/// (`UnaryOp::accepts` / `BinaryOp::accepts`, what the op checks) takes, so a new op with a
+/// narrower rule gets inputs it accepts rather than breaking the demo.
+const DEMO_DTYPES: [DType; 4] = [DType::F32, DType::I32, DType::U32, DType::Bool];
+
+fn demo_dtype(op: &str, accepts: impl Fn(DType) -> bool) -> Result<DType> {
+    DEMO_DTYPES
+        .into_iter()
+        .find(|&d| accepts(d))
+        .ok_or_else(|| anyhow::anyhow!("{op} takes none of the demo's dtypes {DEMO_DTYPES:?}"))
+}
+
+/// Input range of an integer or bool operand (shift counts run past 32, where the rule changes).
+fn int_range(dt: DType, shift_count: bool) -> (f64, f64) {
+    match (dt, shift_count) {
+        (DType::Bool, _) => (0.0, 2.0),
+        (_, true) => (0.0, 40.0),
+        (DType::U32, _) => (0.0, 4e9),
+        _ => (-2e9, 2e9),
+    }
+}
+
 fn cases(inp: &mut Inputs) -> Result<Vec<Case>> {
     let mut cases = Vec::new();
     let n = 1 << 16;
     for op in UnaryOp::ALL {
+        let dt = demo_dtype(op.name(), |d| op.accepts(d))?;
         let (lo, hi) = match op {
+            _ if !dt.is_float() => int_range(dt, false),
             UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Log2 | UnaryOp::Log10 => (0.05, 10.0),
             UnaryOp::Asin | UnaryOp::Acos | UnaryOp::Atanh => (-0.99, 0.99),
             UnaryOp::Acosh => (1.0, 10.0),
             UnaryOp::Log1p => (-0.9, 5.0),
             _ => (-5.0, 5.0),
         };
-        let (x, xv) = inp.tensor(&[n], lo, hi, DType::F32)?;
+        let (x, xv) = inp.tensor(&[n], lo, hi, dt)?;
+        let tol = if dt.is_float() { (3e-6, 1e-5) } else { (0.0, 0.0) };
         cases.push(Case {
             op: op.name().into(),
-            shape: format!("[{n}] f32"),
+            shape: format!("[{n}] {dt}"),
             gpu: Box::new(move || ops::unary(op, &x)?.to_f64_vec()),
-            cpu: Box::new(move || cpu::elementwise::unary(op, &xv, DType::F32)),
-            atol: 3e-6,
-            rtol: 1e-5,
+            cpu: Box::new(move || cpu::elementwise::unary(op, &xv, dt)),
+            atol: tol.0,
+            rtol: tol.1,
         });
     }
     for op in BinaryOp::ALL {
+        let dt = demo_dtype(op.name(), |d| op.accepts(d))?;
         let (sa, sb) = (vec![256, 257], vec![257]);
-        let lo = if matches!(op, BinaryOp::Pow | BinaryOp::Div | BinaryOp::Remainder | BinaryOp::FloorDivide) {
-            0.5
+        let shift = matches!(op, BinaryOp::BitwiseLeftShift | BinaryOp::BitwiseRightShift);
+        let ((alo, ahi), (blo, bhi)) = if !dt.is_float() {
+            (int_range(dt, false), int_range(dt, shift))
+        } else if matches!(op, BinaryOp::Pow | BinaryOp::Div | BinaryOp::Remainder | BinaryOp::FloorDivide) {
+            ((0.5, 3.0), (0.5, 3.0))
         } else {
-            -5.0
+            ((-5.0, 3.0), (-5.0, 3.0))
         };
-        let (a, av) = inp.tensor(&sa, lo, 3.0, DType::F32)?;
-        let (b, bv) = inp.tensor(&sb, lo, 3.0, DType::F32)?;
+        let (a, av) = inp.tensor(&sa, alo, ahi, dt)?;
+        let (b, bv) = inp.tensor(&sb, blo, bhi, dt)?;
+        let tol = if dt.is_float() { (1e-6, 1e-5) } else { (0.0, 0.0) };
         cases.push(Case {
             op: op.name().into(),
-            shape: format!("{sa:?}x{sb:?} f32"),
+            shape: format!("{sa:?}x{sb:?} {dt}"),
             gpu: Box::new(move || ops::binary(op, &a, &b)?.to_f64_vec()),
-            cpu: Box::new(move || cpu::elementwise::binary(op, &av, &sa, &bv, &sb, DType::F32).unwrap().0),
-            atol: 1e-6,
-            rtol: 1e-5,
+            cpu: Box::new(move || cpu::elementwise::binary(op, &av, &sa, &bv, &sb, dt).unwrap().0),
+            atol: tol.0,
+            rtol: tol.1,
         });
     }
     {
@@ -545,13 +575,33 @@ pub fn main(args: Args) -> Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    println!("{:<14} {:<34} {:>10} {:>10} {:>10}  ok", "op", "shape", "GPU ms", "CPU ms", "max err");
+    println!("{:<20} {:<34} {:>10} {:>10} {:>10}  ok", "op", "shape", "GPU ms", "CPU ms", "max err");
     for (op, shape, g, c, e, ok, note) in &rows {
-        println!("{op:<14} {shape:<34} {g:>10.3} {c:>10.3} {e:>10.2e}  {}{}", if *ok { "ok" } else { "FAIL " }, note);
+        println!("{op:<20} {shape:<34} {g:>10.3} {c:>10.3} {e:>10.2e}  {}{}", if *ok { "ok" } else { "FAIL " }, note);
     }
     println!("{} ops, {} ok, {} failed", rows.len(), rows.len() - failures, failures);
     if failures > 0 {
         anyhow::bail!("{failures} op(s) did not match the CPU reference");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every elementwise op gets a demo dtype its own rule accepts (no device needed): a new
+    /// op with a narrower rule cannot make `make demo` feed it a refused dtype.
+    #[test]
+    fn every_elementwise_op_gets_an_accepted_dtype() {
+        for op in UnaryOp::ALL {
+            let dt = demo_dtype(op.name(), |d| op.accepts(d)).unwrap();
+            kiln_core::ops::check_unary_dtype(op, dt).unwrap();
+        }
+        for op in BinaryOp::ALL {
+            let dt = demo_dtype(op.name(), |d| op.accepts(d)).unwrap();
+            kiln_core::ops::check_binary_dtypes(op, dt, dt).unwrap();
+        }
+        assert_eq!(demo_dtype("bitwise_and", |d| BinaryOp::BitwiseAnd.accepts(d)).unwrap(), DType::I32);
+    }
 }

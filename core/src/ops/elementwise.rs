@@ -614,8 +614,10 @@ fn no_bool_arithmetic(name: &str) -> Error {
     ))
 }
 
-pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
-    let dt = x.dtype();
+/// The dtype rule of a unary op: Ok where `op` takes a tensor of `dt`, else the DTYPE_MISMATCH
+/// it answers. The one place the rule is written: the op checks it, and `UnaryOp::accepts`
+/// (which `kiln demo` and the tests use to pick inputs) asks it.
+pub fn check_unary_dtype(op: UnaryOp, dt: DType) -> Result<()> {
     if op.is_bitwise() && dt.is_float() {
         return Err(Error::DTypeMismatch(format!("{} needs an integer or bool tensor, got {dt}", op.name())));
     }
@@ -625,11 +627,32 @@ pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     if !dt.is_float() && !op.allows_int() {
         return Err(Error::DTypeMismatch(format!("{} needs a float tensor (f32 or f16), got {dt}", op.name())));
     }
+    Ok(())
+}
+
+impl UnaryOp {
+    /// Whether the op takes a tensor of `dt` ([`check_unary_dtype`]).
+    pub fn accepts(self, dt: DType) -> bool {
+        check_unary_dtype(self, dt).is_ok()
+    }
+}
+
+impl BinaryOp {
+    /// Whether the op takes two tensors of `dt` ([`check_binary_dtypes`]).
+    pub fn accepts(self, dt: DType) -> bool {
+        check_binary_dtypes(self, dt, dt).is_ok()
+    }
+}
+
+pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
+    let dt = x.dtype();
+    check_unary_dtype(op, dt)?;
     let out_dtype = if op.gives_bool() { DType::Bool } else { dt };
     elementwise(op.name(), &[x], x.shape(), out_dtype, op.expr(dt), [0, 0], x.device())
 }
 
-fn check_binary_dtypes(op: BinaryOp, a: DType, b: DType) -> Result<()> {
+/// The dtype rule of a binary op (see [`check_unary_dtype`]).
+pub fn check_binary_dtypes(op: BinaryOp, a: DType, b: DType) -> Result<()> {
     if a != b {
         return Err(Error::DTypeMismatch(format!("{} of {a} and {b}: dtypes must match (cast one first)", op.name())));
     }
