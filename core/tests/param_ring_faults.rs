@@ -24,6 +24,16 @@ fn spin(groups: u32, steps: u32) -> Tensor {
     o
 }
 
+/// Workgroups of `spin(_, 60_000)` that run about 4x `timeout` on this machine now, timed on
+/// the current device (default timeout). A fixed count was measured once at ~5 s, and on a
+/// faster or idler machine it finished inside the 1.5 s timeout (this test failed in CI).
+fn runaway_groups(timeout: Duration) -> u32 {
+    let t = Instant::now();
+    spin(100, 60_000).to_vec::<f32>().unwrap();
+    let per_group = t.elapsed().as_secs_f64() / 100.0;
+    ((4.0 * timeout.as_secs_f64() / per_group).ceil() as u32).clamp(500, 20_000)
+}
+
 /// A few round trips on the current device, checked, and the ring's use of them.
 fn ring_round_trips(dev: &kiln_core::Device) {
     let before = dev.param_ring_dispatches();
@@ -71,14 +81,15 @@ fn ring_buffers_survive_a_lost_device_and_a_timeout() {
     drop((a, in_flight, queued, old));
 
     // A timeout: the runaway dispatch's block is in a ring buffer that never comes back.
+    let groups = runaway_groups(Duration::from_millis(1500));
     kiln_core::reset_devices();
     std::env::set_var("KILN_TIMEOUT_MS", "1500");
     let timed = kiln_core::device().unwrap();
     assert!(!Arc::ptr_eq(&fresh, &timed));
     ring_round_trips(&timed);
     let before = timed.param_ring_dispatches();
-    // About 5 s of work on lavapipe (0.5 s per 100 groups), far more than the 1.5 s allowed.
-    let long = spin(1000, 60_000);
+    // About 6 s of work, far more than the 1.5 s allowed.
+    let long = spin(groups, 60_000);
     if timed.has_param_ring() {
         // One batch (the zeros' fill, the spin): its first blocks are the ring's.
         assert!(timed.param_ring_dispatches() > before, "the runaway block went through the ring");

@@ -33,13 +33,21 @@ fn a_timed_out_wait_resets_the_device_and_later_calls_work() {
         eprintln!("spin {n}: {:?} -> {:?}", t.elapsed(), &v[..1]);
         return;
     }
+    // Workgroups for ~6 s of work at this machine's speed now (a fixed 1000 was ~5 s once, and
+    // finishes inside the timeout on a faster or idler machine); timed on a device that is then
+    // dropped, so the timeout below applies to a fresh one.
+    let t = Instant::now();
+    spin(100).to_vec::<f32>().unwrap();
+    let per_group = t.elapsed().as_secs_f64() / 100.0;
+    let groups = ((6.0 / per_group).ceil() as u32).clamp(500, 20_000);
+    kiln_core::reset_devices();
     std::env::set_var("KILN_TIMEOUT_MS", "1500");
     let old = kiln_core::device().unwrap();
     let before = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
     assert_eq!(before.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
 
-    // About 5 s of work on lavapipe (0.5 s per 100 groups), far more than the 1.5 s allowed.
-    let long = spin(1000);
+    // About 6 s of work, far more than the 1.5 s allowed.
+    let long = spin(groups);
     let t = Instant::now();
     let err = long.to_vec::<f32>().unwrap_err();
     assert_eq!(err.code(), ErrorCode::Timeout, "{err}");
