@@ -186,10 +186,7 @@ impl Device {
                     self.timeout
                 )))
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                self.check_alive()?;
-                Err(Error::Internal("the GPU callback was dropped".into()))
-            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.fault("the GPU callback was dropped".into())),
         }
     }
 
