@@ -80,6 +80,25 @@ pub(crate) fn groups_1d(device: &Device, threads: usize) -> Result<[u32; 3]> {
     grid((threads as u64).div_ceil(WG as u64), device.limits().max_compute_workgroups_per_dimension)
 }
 
+/// Charges the current session (if any) `work` operations for one built-in op whose work
+/// outgrows the data its dispatches bind (`what`: multiply-adds of a matmul, a convolution or a
+/// pooling window, an attention), before anything of the op is recorded: over the session's
+/// per-dispatch or total budget it is refused with COMPUTE_LIMIT and nothing runs. Every op
+/// family computes its `work` from its shapes in one place (`ops::matmul::Problem::macs`,
+/// `ops::conv::Geometry::macs`, ...); the rest are memory-bound and charged per dispatch (see
+/// `Device::dispatch`).
+pub(crate) fn charge_work(what: &str, work: u64) -> Result<()> {
+    match crate::session::current_inner() {
+        Some(s) => s.charge_work(what, work),
+        None => Ok(()),
+    }
+}
+
+/// The product of `dims`, saturating at u64::MAX (an op's work, from its shapes).
+pub(crate) fn work_of(dims: &[usize]) -> u64 {
+    dims.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
+}
+
 /// One built-in kernel launch.
 pub(crate) struct Launch<'a> {
     /// Cache key: kernel name plus everything that changes the rendered source.
@@ -112,7 +131,7 @@ impl Launch<'_> {
             .map(|(i, t)| Binding { slot: i as u32, buffer: t.raw(), size: None })
             .collect();
         let slot = self.tensors.len() as u32;
-        device.dispatch(&pipe, &bindings, self.params.as_ref().map(|p| (slot, p.bytes())), self.groups)
+        device.dispatch(&pipe, &bindings, self.params.as_ref().map(|p| (slot, p.bytes())), self.groups, None)
     }
 }
 

@@ -102,7 +102,7 @@ struct Compiled {
 impl CompileJob {
     fn run(self) -> Result<Compiled> {
         let (source, entry) = (self.source.as_str(), self.entry.as_str());
-        let kernel_front::Front { module, info, ep_index, layouter } =
+        let kernel_front::Front { module, info, ep_index, layouter, resolved_overrides } =
             kernel_front::check(source, entry, self.has_f16, self.sandbox.as_ref(), self.workgroup_limit)?;
         let ep = &module.entry_points[ep_index];
         let uses = info.get_entry_point(ep_index);
@@ -170,15 +170,15 @@ impl CompileJob {
         let invocations = Some(ep.workgroup_size.iter().product::<u32>().max(1));
         let pipeline = match (self.build_pipeline, bounded) {
             (false, _) => None,
-            (true, None) => Some(compile_with(
-                &self.device,
-                &self.label,
-                source,
-                entry,
-                Checks::Bounded,
-                has_bindings,
-                invocations,
-            )?),
+            (true, None) => {
+                // With overrides, the resolved module (what was checked) is compiled, not the source.
+                let text = match resolved_overrides {
+                    true => naga::back::wgsl::write_string(&module, &info, naga::back::wgsl::WriterFlags::empty())
+                        .map_err(|e| Error::Internal(format!("writing the override-resolved kernel failed: {e}")))?,
+                    false => source.to_string(),
+                };
+                Some(compile_with(&self.device, &self.label, &text, entry, Checks::Bounded, has_bindings, invocations)?)
+            }
             (true, Some(b)) => {
                 let info = kernel_front::validator(self.has_f16).validate(&b.module).map_err(|e| {
                     Error::Shader(format!(
@@ -576,7 +576,20 @@ impl Kernel {
         if let Some((slot, _, g)) = &guard {
             bindings.push(Binding { slot: *slot, buffer: g.raw(), size: None });
         }
-        self.device.dispatch(&self.pipeline, &bindings, params, workgroups)?;
+        // The whole dispatch's work, bounded before it is submitted: every invocation runs at
+        // most the loop budget's iterations (all its loops together, see `session::loop_guard`)
+        // plus its straight-line code once; a kernel without loops is one operation per
+        // invocation. The budget, not what the loops will really do, since nothing can know
+        // that before they run: a tenant whose kernels loop little lowers `max_loop_iterations`
+        // to dispatch more invocations.
+        let invocations =
+            workgroups.iter().chain(&self.workgroup_size).fold(1u64, |acc, &d| acc.saturating_mul(d as u64));
+        let per_invocation = match &guard {
+            Some((_, owner, _)) => 1 + owner.limits().loop_budget() as u64,
+            None => 1,
+        };
+        let work = invocations.saturating_mul(per_invocation);
+        self.device.dispatch(&self.pipeline, &bindings, params, workgroups, Some(work))?;
         if let Some(owner) = &self.owner {
             crate::session::event("dispatch", |m| {
                 m.insert("session".into(), owner.id().into());

@@ -62,10 +62,13 @@ pub struct TenantConfig {
     /// Bytes one session's live tensors may hold.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: u64,
+    /// Operations (real work: loop iterations of kernels, multiply-adds of matmul, conv and
+    /// attention, elements of the rest) one session may run in all; 0: no limit.
     #[serde(default = "default_max_ops")]
     pub max_ops_total: u64,
+    /// Operations one dispatch (or one built-in op) may run, bounded before it is submitted;
     /// 0: no per-dispatch limit.
-    #[serde(default)]
+    #[serde(default = "default_max_ops_per_dispatch")]
     pub max_ops_per_dispatch: u64,
     /// Loop iterations per invocation of a tenant kernel (0: Kiln's default budget).
     #[serde(default = "default_loop_iterations")]
@@ -88,7 +91,15 @@ pub struct TenantConfig {
 fn default_max_bytes() -> u64 {
     1 << 30
 }
+/// 10^12 operations: a session's whole work, ~100 dispatches at the per-dispatch bound.
 fn default_max_ops() -> u64 {
+    1_000_000_000_000
+}
+/// 10^10 operations per dispatch: ~12 s of lavapipe on 2 cores (it runs ~8e8 loop iterations
+/// or conv multiply-adds a second), milliseconds of a data-centre GPU, so one request cannot
+/// hold the device past the request time limit. A kernel with loops is charged its loop budget
+/// per invocation: at the default 2^20 iterations that is ~9,500 invocations a dispatch.
+fn default_max_ops_per_dispatch() -> u64 {
     10_000_000_000
 }
 fn default_loop_iterations() -> u32 {
@@ -245,7 +256,8 @@ mod tests {
     fn the_default_config_parses_once_it_has_a_token() {
         let mut c: Config = toml::from_str(DEFAULT_CONFIG).unwrap();
         assert_eq!(c.tenants[0].max_bytes, 1 << 30);
-        assert_eq!(c.tenants[0].max_ops_total, 10_000_000_000);
+        assert_eq!(c.tenants[0].max_ops_total, 1_000_000_000_000);
+        assert_eq!(c.tenants[0].max_ops_per_dispatch, 10_000_000_000);
         c.tenants[0].tokens = vec![random_token()];
         check(&c).unwrap();
         assert_ne!(random_token(), random_token());

@@ -54,8 +54,12 @@ const RING_AFTER_DISPATCHES: usize = 16;
 
 impl Device {
     /// Records one dispatch into the open batch; `params` is a uniform block bound at its slot.
-    /// Counts it in the metrics (its op's and its session's counters), or the error it fails
-    /// with. While a profile runs on an adapter without timestamp queries, the dispatch is
+    /// `work` is its real work in operations where the caller knows it (a session's kernel:
+    /// invocations x its loop budget); None counts a memory-bound built-in dispatch: the larger
+    /// of its invocations and the 4-byte elements it binds (each invocation's loops walk data
+    /// bound to it; the ops whose work outgrows their data charge it themselves, see
+    /// `exec::charge_work`). Counts it in the metrics (its op's and its session's counters),
+    /// charged before anything is recorded, or the error it fails with. While a profile runs on an adapter without timestamp queries, the dispatch is
     /// submitted and waited for on its own and the wall clock of that is its time.
     pub(crate) fn dispatch(
         &self,
@@ -63,14 +67,15 @@ impl Device {
         bindings: &[Binding<'_>],
         params: Option<(u32, &[u8])>,
         groups: [u32; 3],
+        work: Option<u64>,
     ) -> Result<()> {
         let wall = crate::stats::recording::active() && !self.has_timestamps() && !groups.contains(&0);
         if !wall {
-            return self.dispatch_counted(pipe, bindings, params, groups).map_err(count_error);
+            return self.dispatch_counted(pipe, bindings, params, groups, work).map_err(count_error);
         }
         self.synchronize().map_err(count_error)?;
         let start = crate::platform::Instant::now();
-        self.dispatch_counted(pipe, bindings, params, groups).map_err(count_error)?;
+        self.dispatch_counted(pipe, bindings, params, groups, work).map_err(count_error)?;
         self.synchronize().map_err(count_error)?;
         crate::stats::recording::add_wall(&pipe.op, start.elapsed());
         Ok(())
@@ -82,6 +87,7 @@ impl Device {
         bindings: &[Binding<'_>],
         params: Option<(u32, &[u8])>,
         groups: [u32; 3],
+        work: Option<u64>,
     ) -> Result<()> {
         self.check_alive()?;
         let max = self.limits.max_compute_workgroups_per_dimension;
@@ -101,7 +107,10 @@ impl Device {
         }
         let mut batch = self.batch.lock().unwrap();
         self.check_not_revoked(bindings.iter().map(|b| b.buffer))?;
-        let ops = groups.iter().map(|&g| g as u64).product::<u64>().saturating_mul(pipe.group_invocations as u64);
+        let bound = bindings.iter().map(|b| b.size.unwrap_or_else(|| b.buffer.size())).sum::<u64>();
+        let invocations =
+            groups.iter().map(|&g| g as u64).product::<u64>().saturating_mul(pipe.group_invocations as u64);
+        let ops = work.unwrap_or_else(|| invocations.max(bound / 4));
         let session = crate::session::current_inner();
         if let Some(session) = &session {
             session.check_gpu_budget()?;
@@ -186,7 +195,6 @@ impl Device {
             batch.pass = None;
         }
         batch.dispatches += 1;
-        let bound = bindings.iter().map(|b| b.size.unwrap_or_else(|| b.buffer.size())).sum::<u64>();
         batch.bound_bytes += bound.max(DISPATCH_FLOOR_BYTES);
         pipe.op.record_dispatch(ops, bound);
         if let Some(s) = &session {

@@ -283,13 +283,23 @@ impl Device {
         Ok(())
     }
 
+    /// A failure of work on this device: DEVICE_LOST once the device is lost (a device destroyed
+    /// or abandoned by the timeout watchdog fails the map callbacks and commands of every owner
+    /// of what was on it, who must be told the device is gone, never INTERNAL), else INTERNAL.
+    pub(crate) fn fault(&self, text: String) -> Error {
+        match self.check_alive() {
+            Err(lost) => lost,
+            Ok(()) => Error::Internal(text),
+        }
+    }
+
     /// Errors wgpu reported outside any scope since the last check.
     pub(super) fn take_uncaptured(&self) -> Result<()> {
         let errs = std::mem::take(&mut *self.uncaptured.lock().unwrap());
         if errs.is_empty() {
             Ok(())
         } else {
-            Err(Error::Internal(errs.join("; ")))
+            Err(self.fault(errs.join("; ")))
         }
     }
 

@@ -2,7 +2,7 @@
 
 use super::{Device, GpuBuffer};
 use crate::pool::size_class;
-use crate::{Error, Result};
+use crate::Result;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
@@ -134,7 +134,7 @@ impl Device {
         let mapped = rx.await;
         crate::platform::settle_scopes().await?;
         self.check_alive()?;
-        let mapped = mapped.ok_or_else(|| Error::Internal("the GPU callback was dropped".into()))?;
+        let mapped = mapped.ok_or_else(|| self.fault("the GPU callback was dropped".into()))?;
         self.finish_read(staging, mapped, |view| copy_parallel(&mut out[..bytes as usize], view))
     }
 
@@ -182,12 +182,12 @@ impl Device {
         take: impl FnOnce(&[u8]),
     ) -> Result<()> {
         let Staging { buffer: staging, padded, class, bytes } = staging;
-        mapped.map_err(|e| Error::Internal(format!("mapping the staging buffer failed: {e}")))?;
+        mapped.map_err(|e| self.fault(format!("mapping the staging buffer failed: {e}")))?;
         {
             let view = staging
                 .slice(..padded)
                 .get_mapped_range()
-                .map_err(|e| Error::Internal(format!("reading the staging buffer failed: {e}")))?;
+                .map_err(|e| self.fault(format!("reading the staging buffer failed: {e}")))?;
             take(&view[..bytes as usize]);
         }
         staging.unmap();

@@ -238,6 +238,9 @@ fn attention_impl(
     let rows = numel(&batch_shape) * lq;
     let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
     let scores = rows * lk;
+    // Its real work: every query row against every key, D multiply-adds for the score and Dv
+    // for the output (whatever the path; causal masking skips at most half).
+    crate::exec::charge_work("attention", crate::exec::work_of(&[rows, lk, d + dv]))?;
     let matmul_fits = scores * 4 <= SCORES_MAX_BYTES.min(device.max_tensor_bytes() as usize);
     let flash_tile = flash_keys_per_tile(&device, d, dv);
     let flash_coop = coop::pick(&device, dtype, d, dv);

@@ -434,6 +434,9 @@ pub fn quant_matmul_fused(
     let rows =
         if fusion.swiglu { n.checked_mul(2).ok_or_else(|| Error::InvalidArgument(format!("{n} rows")))? } else { n };
     check_weight("quant_matmul", w, format, rows, k)?;
+    // Its real work: every row of x against every row of W (K multiply-adds each).
+    let x_rows = x.numel().checked_div(k).unwrap_or(0);
+    crate::exec::charge_work("quant_matmul", crate::exec::work_of(&[x_rows, rows, k]))?;
     check_f16(&device, &[dtype])?;
     let mut shape = x.shape().to_vec();
     *shape.last_mut().unwrap_or(&mut 0) = n;

@@ -15,6 +15,10 @@ pub(crate) struct Front {
     pub info: ModuleInfo,
     pub ep_index: usize,
     pub layouter: naga::proc::Layouter,
+    /// The source declared `override`s: `module` is the module with them replaced by their
+    /// values, which is what must be compiled (the source as written would be resolved by the
+    /// driver, after the checks).
+    pub resolved_overrides: bool,
 }
 
 /// The validator of the compile path: f16 only where the device has it.
@@ -50,17 +54,38 @@ pub(crate) fn check(
     sandbox: Option<&ShaderPolicy>,
     workgroup_limit: u32,
 ) -> Result<Front> {
-    let module = naga::front::wgsl::parse_str(source)
+    let mut module = naga::front::wgsl::parse_str(source)
         .map_err(|e| shader_error("parse error", e.message().to_string(), e.location(source)))?;
-    let info = validator(has_f16)
+    let mut info = validator(has_f16)
         .validate(&module)
         .map_err(|e| shader_error("validation error", validation_text(&e), e.location(source)))?;
-    let Some(ep_index) = module.entry_points.iter().position(|ep| ep.name == entry) else {
+    let Some(mut ep_index) = module.entry_points.iter().position(|ep| ep.name == entry) else {
         let names: Vec<_> = module.entry_points.iter().map(|e| e.name.as_str()).collect();
         return Err(Error::Shader(format!("no entry point named {entry:?} (the module has {names:?})")));
     };
     if module.entry_points[ep_index].stage != naga::ShaderStage::Compute {
         return Err(Error::Shader(format!("entry point {entry:?} is not a @compute function")));
+    }
+    // Pipeline-overridable constants (`override w: u32 = 1024u; @workgroup_size(w)`) leave the
+    // module's workgroup size at [1, 1, 1] and override-sized workgroup arrays unsized until the
+    // pipeline is made, after every check: a 1024-invocation workgroup passed a 64-invocation
+    // policy and was charged as 1. Kiln sets no pipeline constants, so each override takes its
+    // default (one without a default cannot be compiled): resolve them all here, so that every
+    // check, the reflection, the charge and the compiled code see the same resolved module.
+    let resolved_overrides = !module.overrides.is_empty();
+    if resolved_overrides {
+        let (m, i) = naga::back::pipeline_constants::process_overrides(
+            &module,
+            &info,
+            Some((naga::ShaderStage::Compute, entry)),
+            &Default::default(),
+        )
+        .map_err(|e| Error::Shader(format!("pipeline-overridable constants (override): {e}")))?;
+        (module, info) = (m.into_owned(), i.into_owned());
+        ep_index =
+            module.entry_points.iter().position(|ep| ep.name == entry).ok_or_else(|| {
+                Error::Internal(format!("entry point {entry:?} went missing while resolving overrides"))
+            })?;
     }
     let mut layouter = naga::proc::Layouter::default();
     layouter.update(module.to_ctx()).map_err(|e| Error::Shader(format!("cannot lay out the module's types: {e}")))?;
@@ -70,5 +95,5 @@ pub(crate) fn check(
     }
     kernel_limits::check_workgroup_memory(&module, uses, &layouter, entry, workgroup_limit)?;
     kernel_limits::check_private_memory(&module, &info, ep_index, &layouter)?;
-    Ok(Front { module, info, ep_index, layouter })
+    Ok(Front { module, info, ep_index, layouter, resolved_overrides })
 }

@@ -7,8 +7,11 @@ pub struct SessionLimits {
     /// Bytes of GPU storage the session's live tensors may hold at once (their size classes,
     /// what the device really sets aside). Over it an allocation fails with QUOTA_EXCEEDED.
     pub max_bytes: u64,
-    /// Operations one dispatch may count (workgroups × invocations per workgroup): over it the
-    /// dispatch is refused with COMPUTE_LIMIT before anything is queued.
+    /// Operations one dispatch may count, its real work bounded before anything is queued: a
+    /// session's kernel counts invocations × (1 + the loop budget) when it has loops (else its
+    /// invocations); matmul, conv2d, the pools and attention their multiply-adds (or taps), once
+    /// per op; other built-in dispatches the larger of their invocations and the 4-byte elements
+    /// they bind. Over it the dispatch (or op) is refused with COMPUTE_LIMIT.
     pub max_ops_per_dispatch: u64,
     /// Operations the session may count in all: a dispatch that would pass it is refused with
     /// COMPUTE_LIMIT (the counter stays where it was).

@@ -50,7 +50,8 @@ pub struct SessionStats {
     pub bytes_in_use: u64,
     pub peak_bytes: u64,
     pub live_buffers: u64,
-    /// Operations counted so far (workgroups × invocations per workgroup, every dispatch).
+    /// Operations counted so far: the real work of every dispatch and built-in op (see
+    /// `SessionLimits::max_ops_per_dispatch`).
     pub ops_total: u64,
     pub dispatches: u64,
     /// Bytes of the storage buffers bound to the session's dispatches (their size classes).
@@ -344,9 +345,23 @@ impl SessionInner {
         true
     }
 
-    /// Counts one dispatch of `ops` operations, refusing it (COMPUTE_LIMIT) over the per-dispatch
-    /// or the total budget; a refused dispatch counts nothing.
+    /// Counts one dispatch of `ops` operations (its real work, see `SessionLimits`), refusing it
+    /// (COMPUTE_LIMIT) over the per-dispatch or the total budget; a refused dispatch counts nothing.
     pub(crate) fn charge_ops(&self, ops: u64) -> Result<()> {
+        self.charge("a dispatch", ops)?;
+        self.counters.dispatches.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Charges the real work of one built-in op (`what`: multiply-adds of a matmul, a
+    /// convolution, an attention), decided from its shapes before any of its dispatches is
+    /// recorded, under the same per-dispatch and total budgets as `charge_ops` (the op's
+    /// dispatches then charge their own invocations on top).
+    pub(crate) fn charge_work(&self, what: &str, ops: u64) -> Result<()> {
+        self.charge(what, ops)
+    }
+
+    fn charge(&self, what: &str, ops: u64) -> Result<()> {
         self.check_open()?;
         let l = &self.limits;
         let c = &self.counters;
@@ -354,7 +369,7 @@ impl SessionInner {
             return Err(self.limit_hit(
                 &c.compute_limit_hits,
                 Error::ComputeLimit(format!(
-                    "a dispatch of {ops} operations is over session {}'s limit of {} per dispatch",
+                    "{what} of {ops} operations is over session {}'s limit of {} per dispatch",
                     self.id, l.max_ops_per_dispatch
                 )),
             ));
@@ -366,18 +381,16 @@ impl SessionInner {
                 return Err(self.limit_hit(
                     &c.compute_limit_hits,
                     Error::ComputeLimit(format!(
-                        "session {} has run {now} operations; {ops} more would pass its budget of {}",
+                        "session {} has run {now} operations; {what} of {ops} more would pass its budget of {}",
                         self.id, l.max_ops_total
                     )),
                 ));
             }
             match c.ops_total.compare_exchange_weak(now, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
+                Ok(_) => return Ok(()),
                 Err(actual) => now = actual,
             }
         }
-        c.dispatches.fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Whether the session's passes must be timed (it has a GPU-time budget).

@@ -314,6 +314,7 @@ struct Geometry {
 impl Geometry {
     /// The kernels index windows in 32-bit integers (`oh * stride - padding + kh * dilation`):
     /// a geometry past that would silently wrap, so it is refused here.
+    /// Also charges the session the op's real work (`macs`) before anything is launched.
     fn check(&self, op: &str) -> Result<()> {
         let reach = |i: usize| -> Option<usize> {
             let last = [self.oh, self.ow][i].saturating_sub(1).checked_mul(self.stride[i])?;
@@ -327,7 +328,15 @@ impl Geometry {
                 self.stride, self.padding, self.dilation
             )));
         }
-        Ok(())
+        crate::exec::charge_work(op, self.macs())
+    }
+
+    /// Multiply-adds (or window taps, for a pool): every output element of every image reads
+    /// C/groups x KH x KW taps. A 1023x1023 filter over a 1024x1024 image is ~1e12 of them in
+    /// a million outputs.
+    fn macs(&self) -> u64 {
+        let taps = crate::exec::work_of(&[self.c / self.groups.max(1), self.kh, self.kw]);
+        crate::exec::work_of(&[self.n, self.o, self.oh, self.ow]).saturating_mul(taps)
     }
 
     /// The parameter block of `shaders/window_common.wgsl` for a launch over `total` elements.

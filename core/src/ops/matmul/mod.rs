@@ -74,6 +74,12 @@ struct Problem<'a> {
 }
 
 impl Problem<'_> {
+    /// The product's multiply-adds (every batch, M x N x K): its real work, charged to the
+    /// session before any dispatch (`exec::charge_work`).
+    fn macs(&self) -> u64 {
+        crate::exec::work_of(&[numel(self.batch_shape), self.m, self.n, self.k])
+    }
+
     /// The parameter block of shaders/matmul_common.wgsl and the dispatch size for output tiles
     /// of `bm` x `bn`.
     fn launch(&self, device: &Device, bm: u32, bn: u32) -> Result<(Params, [u32; 3])> {
@@ -168,6 +174,7 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>, kernel: Optio
         return Err(Error::InvalidArgument("matmul: operands of more than 2^32 elements".into()));
     }
     let problem = Problem { m, n, k, batch_shape: &batch_shape, ab: &ab, bb: &bb };
+    crate::exec::charge_work("matmul", problem.macs())?;
     if tiles.is_none() && dtype == DType::F16 {
         if let Some(coop) = coop::pick(&device, m, n, k) {
             return coop::run(&device, a, b, out, coop, &problem);
