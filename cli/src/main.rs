@@ -157,13 +157,20 @@ fn main() -> ExitCode {
     }
 }
 
-/// The error and its causes joined by ": ", leaving out a cause whose text the message already
-/// holds (an error whose Display includes its source, as `path: cause` errors do, would
-/// otherwise print the cause twice: "model directory not found: model directory not found").
+/// The error and its causes joined by ": ", leaving out what the message already holds: a
+/// cause whose Display includes its source (`path: cause` errors) would otherwise print the
+/// cause twice ("model directory not found: model directory not found"), and a context naming
+/// the file, then the error naming it again, the path twice.
 fn error_chain(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
-        let text = cause.to_string();
+        let mut text = cause.to_string();
+        while let Some((head, rest)) = text.split_once(": ") {
+            if head.is_empty() || !out.contains(head) {
+                break;
+            }
+            text = rest.to_string();
+        }
         if text.is_empty() || out.contains(&text) {
             continue;
         }

@@ -31,6 +31,7 @@ fn a_missing_model_directory_is_said_once() {
     let o = kiln(&["embed", "--model", "/nonexistent/kiln-model", "hello"]);
     let e = fails_with(&o, &["model directory not found"]);
     assert_eq!(e.matches("model directory not found").count(), 1, "{e}");
+    assert_eq!(e.matches("/nonexistent/kiln-model").count(), 1, "{e}");
 }
 
 #[test]
@@ -38,6 +39,7 @@ fn a_directory_given_to_generate_is_named_as_one() {
     let dir = scratch("cli-dir");
     let o = kiln(&["generate", "--model", dir.to_str().unwrap(), "--prompt", "hi"]);
     let e = fails_with(&o, &["a directory", "expected a .gguf file"]);
+    assert_eq!(e.matches(dir.to_str().unwrap()).count(), 1, "{e}");
     assert!(!e.contains("os error 19") && !e.contains("No such device"), "{e}");
 }
 
