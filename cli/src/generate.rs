@@ -122,11 +122,8 @@ fn summary(s: &GenerationStats) -> String {
             s.prefill_tokens_per_s()
         )
     };
-    let decode = if s.decode.is_zero() {
-        String::new()
-    } else {
-        format!(", decode {:.1} tok/s", s.decode_tokens_per_s())
-    };
+    let decode =
+        if s.decode.is_zero() { String::new() } else { format!(", decode {:.1} tok/s", s.decode_tokens_per_s()) };
     format!("{prompt}; generated {} tokens{decode}", s.generated_tokens)
 }
 
@@ -144,7 +141,12 @@ mod tests {
         assert_eq!(line, "prompt 9 tokens (prefill not run); generated 0 tokens");
         assert_eq!(s.prefill_tokens_per_s(), 0.0);
         // One token: prefill ran, no decode step.
-        let s = GenerationStats { prompt_tokens: 9, prefill: Duration::from_millis(500), generated_tokens: 1, ..Default::default() };
+        let s = GenerationStats {
+            prompt_tokens: 9,
+            prefill: Duration::from_millis(500),
+            generated_tokens: 1,
+            ..Default::default()
+        };
         assert_eq!(summary(&s), "prompt 9 tokens in 0.50 s (18.0 tok/s); generated 1 tokens");
         let s = GenerationStats { decode: Duration::from_secs(2), generated_tokens: 5, ..s };
         assert!(summary(&s).ends_with("generated 5 tokens, decode 2.0 tok/s"), "{}", summary(&s));

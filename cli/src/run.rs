@@ -118,7 +118,8 @@ pub fn main(args: Args) -> Result<()> {
         };
         outputs.push(kiln_core::ops::zeros(&shape, dtype)?);
     }
-    let sized: Vec<(&str, usize)> = args.outputs.iter().map(String::as_str).zip(outputs.iter().map(Tensor::numel)).collect();
+    let sized: Vec<(&str, usize)> =
+        args.outputs.iter().map(String::as_str).zip(outputs.iter().map(Tensor::numel)).collect();
     for w in coverage_warnings(wg, kernel.workgroup_size(), &sized) {
         eprintln!("kiln run: warning: {w}");
     }

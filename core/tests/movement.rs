@@ -309,8 +309,14 @@ fn negative_and_out_of_range_indices_follow_numpy() {
     // Embedding: -1, -n, -n-1 and n are all rows of zeros.
     let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]).unwrap();
     let ids = Tensor::from_slice(&[-1i32, -3, -4, 3, 2], &[5]).unwrap();
-    assert_eq!(ops::embedding(&w, &ids).unwrap().to_f64_vec().unwrap(), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 6.0]);
-    assert_eq!(cpu::embedding(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 3, 2, &[-1, -3, -4, 3, 2]), ops::embedding(&w, &ids).unwrap().to_f64_vec().unwrap());
+    assert_eq!(
+        ops::embedding(&w, &ids).unwrap().to_f64_vec().unwrap(),
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 6.0]
+    );
+    assert_eq!(
+        cpu::embedding(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 3, 2, &[-1, -3, -4, 3, 2]),
+        ops::embedding(&w, &ids).unwrap().to_f64_vec().unwrap()
+    );
 }
 
 #[test]

@@ -67,10 +67,9 @@ impl LlamaConfig {
         };
         // rms_norm divides by sqrt(mean(x^2) + eps): eps <= 0 can give inf/NaN logits; a RoPE
         // base <= 0 gives NaN angles.
-        for (key, v) in [
-            ("llama.attention.layer_norm_rms_epsilon", cfg.rms_eps),
-            ("llama.rope.freq_base", cfg.rope_base),
-        ] {
+        for (key, v) in
+            [("llama.attention.layer_norm_rms_epsilon", cfg.rms_eps), ("llama.rope.freq_base", cfg.rope_base)]
+        {
             if !(v.is_finite() && v > 0.0) {
                 return Err(ModelError::Corrupt {
                     path: f.path().to_path_buf(),
