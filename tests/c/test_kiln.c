@@ -558,13 +558,13 @@ static void test_movement(void) {
         }
     kt_expect_f32(OUT(kiln_gather(m, 1, I(ni, s32, 2), &o_)), nw, 6, 0, 0, "gather negative");
     size_t s6[1] = {6};
-    float tw[18];
+    float nt[18];
     for (int r = 0; r < 3; r++)
         for (int j = 0; j < 6; j++) {
             int32_t v = ni[j] < 0 ? ni[j] + 8 : ni[j];
-            tw[r * 6 + j] = (v < 0 || v >= 8) ? 0.0f : x[r * 8 + v];
+            nt[r * 6 + j] = (v < 0 || v >= 8) ? 0.0f : x[r * 8 + v];
         }
-    kt_expect_f32(OUT(kiln_index_select(m, 1, I(ni, s6, 1), &o_)), tw, 18, 0, 0, "index_select negative");
+    kt_expect_f32(OUT(kiln_index_select(m, 1, I(ni, s6, 1), &o_)), nt, 18, 0, 0, "index_select negative");
     free_all();
 }
 
