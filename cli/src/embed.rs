@@ -45,11 +45,18 @@ pub fn main(args: Args) -> Result<()> {
     } else {
         args.texts
     };
+    // Hidden until the first report brings the real total (a bar of length 0 draws full, "0/0").
     let load_bar = bar(0, "loading");
+    load_bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let mut shown = false;
     let precision = if args.f16 { Precision::F16 } else { Precision::F32 };
     let model = SentenceEmbedder::load_with(&args.model, LoadOptions { precision }, |done, total| {
         load_bar.set_length(total as u64);
         load_bar.set_position(done as u64);
+        if !shown {
+            shown = true;
+            load_bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
     })
     .with_context(|| format!("loading the model in {}", args.model))?;
     load_bar.finish_and_clear();

@@ -19,11 +19,25 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "kiln", version, about = "Kiln: one WebGPU compute runtime for Rust, C, Julia, Elixir and Python")]
+#[command(
+    name = "kiln",
+    version,
+    about = "Kiln: one WebGPU compute runtime for Rust, C, Julia, Elixir and Python",
+    after_help = DEV_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// The developer commands, hidden from the command list above it (they serve the build and CI:
+/// the Makefile runs them) but still runnable; a test checks that every hidden command is here.
+const DEV_HELP: &str = "\
+Developer commands (for Kiln's own build and tests; `kiln <command> --help` for each):
+  conformance  Run the cross-language conformance vectors through kiln-core
+  fuzz         Attack the kernel compiler or the op API with seeded random input
+  gen          Write the surfaces generated from kiln-core's tables (make gen)
+  serve-load   Load-test `kiln serve` in-process on localhost";
 
 #[derive(Subcommand)]
 enum Command {
@@ -42,19 +56,23 @@ enum Command {
     /// `kiln generate --model FILE.gguf --prompt TEXT [--max-tokens N] [--temperature T] [--seed S] [--chat]`.
     Generate(generate::Args),
     /// Run the cross-language conformance vectors (tests/conformance) through kiln-core.
+    #[command(hide = true)]
     Conformance(conformance::Args),
     /// Attack the kernel compiler (wgsl) or the op API (ops) with seeded random input for a
     /// bounded time; fails on a panic, an INTERNAL error or a device that stops working.
+    #[command(hide = true)]
     Fuzz(fuzz::Args),
     /// Write the surfaces generated from kiln-core's op, error and dtype tables (the C wrappers
     /// and enums, Python registration and stubs, Elixir and Julia op lists, the conformance op
     /// list, the docs table): `make gen`, checked by `make gen-check`.
+    #[command(hide = true)]
     Gen(gen::Args),
     /// Serve sessions, tensors, ops and WGSL kernels over HTTP to many tenants:
     /// `kiln serve [--config FILE.toml]` (default: one `dev` tenant on 127.0.0.1:8080).
     Serve(serve::Args),
     /// Load-test `kiln serve` in-process on localhost: well-behaved clients alone, then with a
     /// flooding tenant and an infinite-loop kernel; reports throughput and p50/p99 latency.
+    #[command(hide = true)]
     ServeLoad(serve_load::Args),
 }
 
@@ -133,8 +151,33 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("kiln: {e:#}");
+            eprintln!("kiln: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes joined by ": ", leaving out what the message already holds: a
+/// cause whose Display includes its source (`path: cause` errors) would otherwise print the
+/// cause twice ("model directory not found: model directory not found"), and a context naming
+/// the file, then the error naming it again, the path twice.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let mut text = cause.to_string();
+        while let Some((head, rest)) = text.split_once(": ") {
+            if head.is_empty() || !out.contains(head) {
+                break;
+            }
+            text = rest.to_string();
+        }
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

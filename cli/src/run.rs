@@ -54,6 +54,31 @@ fn parse_workgroups(s: &str) -> Result<[u32; 3]> {
     Ok(wg)
 }
 
+/// What the dispatch may leave unwritten. Kiln cannot know which elements a kernel writes (it
+/// may loop, or write one element per workgroup), so this is the one honest comparison it can
+/// make: the number of invocations against each output's element count. A kernel that writes
+/// one element per invocation, the usual `out[gid.x] = ...`, leaves the rest at 0 (outputs start
+/// zeroed) when there are fewer invocations than elements; `kiln run` used to say nothing.
+fn coverage_warnings(workgroups: [u32; 3], size: [u32; 3], outputs: &[(&str, usize)]) -> Vec<String> {
+    let count = |v: [u32; 3]| v.iter().map(|&x| u128::from(x)).product::<u128>();
+    let invocations = count(workgroups) * count(size);
+    outputs
+        .iter()
+        .filter(|(_, n)| (*n as u128) > invocations)
+        .map(|(path, n)| {
+            format!(
+                "{path} has {n} elements but the dispatch runs {invocations} invocations ({} workgroups of {} = \
+                 {:?} x {:?}); if the kernel writes one element per invocation, {} elements stay 0",
+                count(workgroups),
+                count(size),
+                workgroups,
+                size,
+                *n as u128 - invocations
+            )
+        })
+        .collect()
+}
+
 fn uniform_bytes(specs: &[String]) -> Result<Option<Vec<u8>>> {
     if specs.is_empty() {
         return Ok(None);
@@ -93,6 +118,11 @@ pub fn main(args: Args) -> Result<()> {
         };
         outputs.push(kiln_core::ops::zeros(&shape, dtype)?);
     }
+    let sized: Vec<(&str, usize)> =
+        args.outputs.iter().map(String::as_str).zip(outputs.iter().map(Tensor::numel)).collect();
+    for w in coverage_warnings(wg, kernel.workgroup_size(), &sized) {
+        eprintln!("kiln run: warning: {w}");
+    }
     let all: Vec<&Tensor> = inputs.iter().chain(outputs.iter()).collect();
     let uniforms = uniform_bytes(&args.uniforms)?;
     let start = std::time::Instant::now();
@@ -114,7 +144,22 @@ pub fn main(args: Args) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_workgroups;
+    use super::{coverage_warnings, parse_workgroups};
+
+    #[test]
+    fn too_few_invocations_are_reported_per_output() {
+        // Issue 28's case: 1 workgroup of 64 over 1000 elements left 936 zeros, silently.
+        let w = coverage_warnings([1, 1, 1], [64, 1, 1], &[("out.npy", 1000), ("small.npy", 64)]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("out.npy has 1000 elements") && w[0].contains("64 invocations") && w[0].contains("936"));
+        // Enough invocations, in any dimension, warns about nothing.
+        assert!(coverage_warnings([4, 2, 2], [8, 4, 1], &[("o", 512)]).is_empty());
+        assert!(coverage_warnings([16, 1, 1], [64, 1, 1], &[("o", 1000)]).is_empty());
+        // Zero workgroups run nothing: every non-empty output is reported.
+        assert_eq!(coverage_warnings([0, 1, 1], [64, 1, 1], &[("a", 1), ("b", 0)]).len(), 1);
+        // The product past u64 does not overflow.
+        assert!(coverage_warnings([u32::MAX; 3], [1024, 1, 1], &[("o", usize::MAX)]).is_empty());
+    }
 
     #[test]
     fn workgroups_are_rejected_never_truncated() {

@@ -264,7 +264,7 @@ fn gather_matches_torch() {
             for &(shape, axis, ishape) in cases {
                 let (x, xv) = rand_any(&mut rng, shape, dt);
                 let n = shape[axis.rem_euclid(shape.len() as isize) as usize] as i64;
-                let lo = if idt == DType::I32 { -2 } else { 0 };
+                let lo = if idt == DType::I32 { -n - 2 } else { 0 };
                 let idx: Vec<i64> = (0..ishape.iter().product::<usize>()).map(|_| rng.int(lo, n + 1)).collect();
                 let it =
                     idx_tensor(&idx, idt).reshape(&ishape.iter().map(|&d| d as isize).collect::<Vec<_>>()).unwrap();
@@ -274,6 +274,49 @@ fn gather_matches_torch() {
             }
         }
     }
+}
+
+/// Issue 28: `take_along_axis` (core's gather) read -1 as 0. The answers here are numpy's,
+/// written out (x = [10, 20, 30], n = 3): `np.take(x, [-1, -3])` and
+/// `np.take_along_axis(x, [-1, -3], 0)` are [30, 10]; numpy raises IndexError for -4 and 3,
+/// which Kiln reads as 0 (docs/ops-api.md). Embedding ids have no negative form: all zeros.
+#[test]
+fn negative_and_out_of_range_indices_follow_numpy() {
+    let x = Tensor::from_slice(&[10.0f32, 20.0, 30.0], &[3]).unwrap();
+    let idx = Tensor::from_slice(&[-1i32, -3, -4, 3, 0, 2], &[6]).unwrap();
+    let want = [30.0, 10.0, 0.0, 0.0, 10.0, 30.0];
+    assert_eq!(ops::index_select(&x, 0, &idx).unwrap().to_f64_vec().unwrap(), want, "index_select (numpy take)");
+    assert_eq!(ops::gather(&x, 0, &idx).unwrap().to_f64_vec().unwrap(), want, "gather (numpy take_along_axis)");
+    // u32 indices are never negative: 2^32 - 1 is past the end.
+    let uidx = Tensor::from_slice(&[u32::MAX, 2, 3], &[3]).unwrap();
+    assert_eq!(ops::gather(&x, 0, &uidx).unwrap().to_f64_vec().unwrap(), [0.0, 30.0, 0.0]);
+    assert_eq!(ops::index_select(&x, 0, &uidx).unwrap().to_f64_vec().unwrap(), [0.0, 30.0, 0.0]);
+    // 2-D, along axis 1 and axis -1: np.take_along_axis([[1,2,3],[4,5,6]], [[-1,0],[-2,-3]], 1)
+    // is [[3,1],[5,4]].
+    let m = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    let i2 = Tensor::from_slice(&[-1i32, 0, -2, -3], &[2, 2]).unwrap();
+    for axis in [1, -1] {
+        assert_eq!(ops::gather(&m, axis, &i2).unwrap().to_f64_vec().unwrap(), [3.0, 1.0, 5.0, 4.0]);
+    }
+    // Along axis 0 (n = 2): -1 is row 1, -2 row 0, -3 reads 0.
+    let i0 = Tensor::from_slice(&[-1i32, -2, 0, -3, 1, -1], &[2, 3]).unwrap();
+    assert_eq!(ops::gather(&m, 0, &i0).unwrap().to_f64_vec().unwrap(), [4.0, 2.0, 3.0, 0.0, 5.0, 6.0]);
+    // The CPU reference agrees.
+    let xv = [10.0, 20.0, 30.0];
+    let iv = [-1i64, -3, -4, 3, 0, 2];
+    assert_eq!(cpu::gather(&xv, &[3], 0, &iv, &[6]).unwrap(), want);
+    assert_eq!(cpu::index_select(&xv, &[3], 0, &iv).unwrap().0, want);
+    // Embedding: -1, -n, -n-1 and n are all rows of zeros.
+    let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]).unwrap();
+    let ids = Tensor::from_slice(&[-1i32, -3, -4, 3, 2], &[5]).unwrap();
+    assert_eq!(
+        ops::embedding(&w, &ids).unwrap().to_f64_vec().unwrap(),
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 6.0]
+    );
+    assert_eq!(
+        cpu::embedding(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 3, 2, &[-1, -3, -4, 3, 2]),
+        ops::embedding(&w, &ids).unwrap().to_f64_vec().unwrap()
+    );
 }
 
 #[test]

@@ -1077,14 +1077,19 @@ end
 Base.getindex(x::KilnArray, ::Colon) = copy(vec(x))
 Base.getindex(x::KilnArray{T,1}, ::Colon) where {T} = copy(x)
 
-_ids(ids::KilnArray{<:Union{Int32,UInt32}}) = _binary_scalar("sub", ids, 1, false)
-_ids(ids::AbstractArray{<:Integer}) = KilnArray{Int32}(Int32.(ids) .- Int32(1))
+# 1-based ids as core's 0-based ones, in u32: an id outside 1:typemax(Int32) (0 and negative ones
+# included) becomes a u32 at or past 2^31, past any axis, so it reads 0. In i32 a Julia 0 would
+# be core's -1, which core's gather counts from the end (numpy): the last entry, not an error.
+_ids(ids::KilnArray{UInt32}) = _binary_scalar("sub", ids, 1, false)
+_ids(ids::KilnArray{Int32}) = _binary_scalar("sub", cast(ids, UInt32), 1, false)
+_ids(ids::AbstractArray{<:Integer}) = KilnArray{UInt32}(map(i -> 1 <= i <= typemax(Int32) ? UInt32(i - 1) : typemax(UInt32), ids))
 
 """
     Kiln.gather(x, index; dims)
 
 `out[I] = x[I with dimension dims replaced by index[I]]` (torch.gather in Julia terms);
-`index` holds 1-based positions and has `x`'s number of dimensions.
+`index` holds 1-based positions and has `x`'s number of dimensions; an index outside
+`1:size(x, dims)` (0 and negative ones included: they never count from the end) reads 0.
 """
 function gather(x::KilnArray, index; dims::Integer)
     idx = _ids(index)

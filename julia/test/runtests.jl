@@ -325,6 +325,13 @@ const top = @testset "Kiln.jl" begin
         @test Array(vcat(KilnArray(v), KilnArray(w))) == vcat(v, w)
         idx = Int32[3 1; 2 5; 1 3]            # 1-based positions along dims=2 of the 3×5 matrix M
         @test Array(Kiln.gather(KilnArray(M), idx; dims=2)) == [M[i, idx[i, j]] for i in 1:3, j in 1:2]
+        # Julia has no negative indices: 0, -1 and 6 are outside 1:5 and read 0 (core's gather would
+        # count an i32 -1 from the end), from host ids and from Int32/UInt32 KilnArrays alike.
+        edge = Int32[0 -1; 6 1; 5 -5]
+        want = [1 <= edge[i, j] <= 5 ? M[i, edge[i, j]] : 0.0f0 for i in 1:3, j in 1:2]
+        @test Array(Kiln.gather(KilnArray(M), edge; dims=2)) == want
+        @test Array(Kiln.gather(KilnArray(M), KilnArray(edge); dims=2)) == want
+        @test Array(Kiln.embedding(KilnArray(r32(2, 3)), Int32[0, -1, 4])) == zeros(Float32, 2, 3)
         E = r32(4, 6)                         # (D, V)
         ids = [6 1 2; 3 3 5]
         emb = Kiln.embedding(KilnArray(E), ids)

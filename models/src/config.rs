@@ -39,8 +39,33 @@ fn default_eps() -> f64 {
 }
 
 impl BertConfig {
-    /// Refuses what the encoder does not implement, naming it.
+    /// Refuses values no BERT has (`path` is the config.json they came from, for the message):
+    /// a zero size, or a layer_norm_eps that makes layer_norm divide by sqrt(var + eps) <= 0
+    /// (issue 28: eps = -1 loaded and embedded every text as NaN, with exit code 0).
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        for (field, v) in [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("type_vocab_size", self.type_vocab_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+            ("num_attention_heads", self.num_attention_heads),
+        ] {
+            if v == 0 {
+                return Err(corrupt(path, format!("{field} is 0; it must be at least 1")));
+            }
+        }
+        let eps = self.layer_norm_eps;
+        if !(eps.is_finite() && eps > 0.0 && (eps as f32) > 0.0) {
+            return Err(corrupt(path, format!("layer_norm_eps {eps} must be a positive finite f32 (BERT uses 1e-12)")));
+        }
+        Ok(())
+    }
+
+    /// Refuses what the encoder does not implement, naming it ([`validate`](Self::validate)
+    /// first, against a config.json of unknown place).
     pub fn check(&self) -> Result<()> {
+        self.validate(Path::new("config.json"))?;
         let is_bert = self.model_type.as_deref() == Some("bert")
             || (self.model_type.is_none() && self.architectures.iter().any(|a| a.starts_with("Bert")));
         if !is_bert {

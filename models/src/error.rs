@@ -37,3 +37,18 @@ pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> M
 pub(crate) fn corrupt(path: &std::path::Path, message: impl std::fmt::Display) -> ModelError {
     ModelError::Corrupt { path: path.to_path_buf(), message: message.to_string() }
 }
+
+/// Opens `path` as a regular file for mapping. A directory (or a device, a FIFO) is refused by
+/// name: mmap of a directory fails with ENODEV, which read "No such device (os error 19)".
+pub(crate) fn open_file(path: &std::path::Path, expected: &str) -> Result<std::fs::File> {
+    let file = std::fs::File::open(path).map_err(io_err(path))?;
+    let meta = file.metadata().map_err(io_err(path))?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() { "a directory" } else { "not a regular file" };
+        return Err(ModelError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{what}; expected {expected}")),
+        });
+    }
+    Ok(file)
+}

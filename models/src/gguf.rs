@@ -495,6 +495,34 @@ fn read_array(r: &mut Reader, depth: usize, what: &dyn Fn() -> String) -> GResul
     })
 }
 
+/// No two tensors share a byte of the data section: sorted by offset, each (padded to the
+/// alignment, as writers lay them out) ends at or before the next begins. With every range also
+/// inside the file (checked before), the tensors' bytes add up to at most the data section, so
+/// what a loader uploads (kiln-models keeps GGUF weights in their file format on the GPU, with no
+/// expansion) is bounded by the file's size. Without this, a 1.7 MiB file whose 1000 layers all
+/// point at layer 0's bytes loaded to 2 GB of device memory (issue 28). Empty tensors take no
+/// bytes and may sit anywhere.
+fn check_disjoint(tensors: &[TensorInfo], alignment: u64) -> GResult<()> {
+    let mut order: Vec<&TensorInfo> = tensors.iter().filter(|t| t.n_bytes > 0).collect();
+    order.sort_by_key(|t| t.offset);
+    for w in order.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        // In range: offset + n_bytes <= data_len was checked, so neither sum overflows.
+        let end = (a.offset + a.n_bytes).div_ceil(alignment) * alignment;
+        if end > b.offset {
+            return Err(GgufError::Invalid(format!(
+                "tensors {} (bytes {}..{}) and {} (from byte {}) overlap in the data section",
+                a.name,
+                a.offset,
+                a.offset + a.n_bytes,
+                b.name,
+                b.offset
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Header {
     /// Parses the header from the start of `buf` (the whole file: offsets and sizes are checked
     /// against its length).
@@ -598,6 +626,7 @@ impl Header {
                 });
             }
         }
+        check_disjoint(&tensors, alignment)?;
         Ok(Header { version, metadata, tensors, alignment, data_offset })
     }
 }
@@ -614,7 +643,7 @@ pub struct GgufFile {
 impl GgufFile {
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(io_err(path))?;
+        let file = crate::error::open_file(path, "a .gguf file")?;
         // SAFETY: the map is read-only; a file truncated or rewritten by another process while
         // it is mapped is outside what we can guard against (as for every mmap reader).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
@@ -911,6 +940,51 @@ mod tests {
         assert!(
             matches!(parse_err(&one(&[1, 1, 1, 1, 1], 0, 0, 4)), GgufError::Invalid(m) if m.contains("dimensions"))
         );
+    }
+
+    /// A table of `tensors` (name, f32 element count, offset) over `data` bytes of data.
+    fn table(tensors: &[(String, u64, u64)], data: usize) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.header(3, tensors.len() as u64, 0);
+        for (name, n, offset) in tensors {
+            w.str(name).u32(1).u64(*n).u32(0).u64(*offset);
+        }
+        w.pad_to(32);
+        w.buf.extend(std::iter::repeat_n(0u8, data));
+        w.buf
+    }
+
+    #[test]
+    fn overlapping_tensor_data_is_refused() {
+        // Issue 28: 1000 layers whose tensors all point at layer 0's bytes. Each would be
+        // uploaded on its own: 1000x the file's data on the device.
+        let aliased: Vec<(String, u64, u64)> = (0..1000).map(|i| (format!("blk.{i}.w"), 256, 0)).collect();
+        let e = parse_err(&table(&aliased, 1024));
+        assert!(matches!(&e, GgufError::Invalid(m) if m.contains("overlap") && m.contains("blk.")), "{e}");
+        // The same layers laid out one after another parse, and their bytes add up to no more
+        // than the file's data section.
+        let laid: Vec<(String, u64, u64)> = (0..1000).map(|i| (format!("blk.{i}.w"), 8, i * 32)).collect();
+        let buf = table(&laid, 32 * 1000);
+        let h = Header::parse(&buf).unwrap();
+        let total: u64 = h.tensors.iter().map(|t| t.n_bytes).sum();
+        assert!(total <= buf.len() as u64 - h.data_offset);
+        // Attacks on the check: one byte of overlap at the end, a tensor inside another, the
+        // overlapping pair listed in reverse order, and a pair that is identical in all but name.
+        let t = |n: &str, elems: u64, off: u64| (n.to_string(), elems, off);
+        for tensors in [
+            vec![t("a", 9, 0), t("b", 8, 32)],  // 36 bytes from 0: 4 past where b begins
+            vec![t("a", 64, 0), t("b", 8, 96)], // b inside a
+            vec![t("b", 8, 96), t("a", 64, 0)], // the same, in reverse order in the table
+            vec![t("a", 8, 64), t("b", 8, 64)], // the same range
+        ] {
+            let e = parse_err(&table(&tensors, 256));
+            assert!(matches!(&e, GgufError::Invalid(m) if m.contains("overlap")), "{tensors:?}: {e}");
+        }
+        // Adjacent ranges (a ends where b begins) and empty tensors anywhere are fine.
+        assert!(Header::parse(&table(&[t("a", 8, 0), t("b", 8, 32)], 64)).is_ok());
+        assert!(Header::parse(&table(&[t("a", 16, 0), t("b", 8, 64)], 96)).is_ok());
+        let empty = |n: &str, off: u64| (n.to_string(), 0, off);
+        assert!(Header::parse(&table(&[t("a", 16, 0), empty("e", 32), empty("f", 32)], 64)).is_ok());
     }
 
     #[test]

@@ -42,6 +42,25 @@ use kiln_core::{ops, DType, Tensor};
 use std::path::Path;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
+/// The tokenizer's vocabulary is not empty and every id in it (added tokens included) is a row
+/// of the word embedding table (issue 28: ids past vocab_size embedded as zeros, exit code 0).
+fn check_vocab(tokenizer: &Tokenizer, tok_path: &Path, config_path: &Path, vocab_size: usize) -> Result<()> {
+    let vocab = tokenizer.get_vocab(true);
+    if vocab.is_empty() {
+        return Err(error::corrupt(tok_path, "the vocabulary (model.vocab) is empty"));
+    }
+    if let Some((token, &id)) = vocab.iter().max_by_key(|(_, &id)| id).filter(|(_, &id)| id as usize >= vocab_size) {
+        return Err(error::corrupt(
+            tok_path,
+            format!(
+                "token {token:?} has id {id}, past the {vocab_size} rows of the embedding table (vocab_size in {})",
+                config_path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A row-major [rows, dim] f32 matrix: one embedding per input text, in input order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Embeddings {
@@ -102,6 +121,8 @@ pub struct LoadOptions {
 pub struct SentenceEmbedder {
     bert: Bert,
     tokenizer: Tokenizer,
+    /// tokenizer.json, for the messages of ids past the vocabulary.
+    tok_path: std::path::PathBuf,
     max_seq_length: usize,
     lower_case: bool,
     normalize: bool,
@@ -139,7 +160,9 @@ impl SentenceEmbedder {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "model directory not found"),
             });
         }
-        let config: BertConfig = read_json(&dir.join("config.json"))?;
+        let config_path = dir.join("config.json");
+        let config: BertConfig = read_json(&config_path)?;
+        config.validate(&config_path)?;
         config.check()?;
         let sbert: SentenceBertConfig = read_json(&dir.join("sentence_bert_config.json"))?;
         let pooling: PoolingConfig = read_json(&dir.join("1_Pooling").join("config.json"))?;
@@ -178,10 +201,11 @@ impl SentenceEmbedder {
             }))
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         tokenizer.with_padding(None);
+        check_vocab(&tokenizer, &tok_path, &config_path, config.vocab_size)?;
 
         let ck = weights::Checkpoint::open(&dir.join("model.safetensors"))?;
         let bert = Bert::load(config, &ck, options.precision.dtype(), progress)?;
-        Ok(SentenceEmbedder { bert, tokenizer, max_seq_length, lower_case: sbert.do_lower_case, normalize })
+        Ok(SentenceEmbedder { bert, tokenizer, tok_path, max_seq_length, lower_case: sbert.do_lower_case, normalize })
     }
 
     pub fn precision(&self) -> Precision {
@@ -220,7 +244,27 @@ impl SentenceEmbedder {
         };
         let encodings =
             self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
-        Ok(encodings.into_iter().map(|e| (e.get_ids().to_vec(), e.get_type_ids().to_vec())).collect())
+        let out: Vec<(Vec<u32>, Vec<u32>)> =
+            encodings.into_iter().map(|e| (e.get_ids().to_vec(), e.get_type_ids().to_vec())).collect();
+        // The embedding op reads an id past its table as a row of zeros: a silent wrong result.
+        // The vocabulary was checked at load, but the post-processor's special tokens ([CLS],
+        // [SEP]) carry ids of their own in tokenizer.json.
+        let c = &self.bert.config;
+        for (ids, types) in &out {
+            if let Some(&id) = ids.iter().find(|&&i| i as usize >= c.vocab_size) {
+                return Err(error::corrupt(
+                    &self.tok_path,
+                    format!("gives token id {id}, past config.json's vocab_size {}", c.vocab_size),
+                ));
+            }
+            if let Some(&t) = types.iter().find(|&&t| t as usize >= c.type_vocab_size) {
+                return Err(error::corrupt(
+                    &self.tok_path,
+                    format!("gives token type id {t}, past config.json's type_vocab_size {}", c.type_vocab_size),
+                ));
+            }
+        }
+        Ok(out)
     }
 
     /// Embeddings of `texts` with the default options (batch 32, the model's normalisation).

@@ -65,6 +65,18 @@ impl LlamaConfig {
             rope_base: f.get("llama.rope.freq_base").and_then(|v| v.as_f64()).unwrap_or(10000.0) as f32,
             rms_eps: f.f64("llama.attention.layer_norm_rms_epsilon")? as f32,
         };
+        // rms_norm divides by sqrt(mean(x^2) + eps): eps <= 0 can give inf/NaN logits; a RoPE
+        // base <= 0 gives NaN angles.
+        for (key, v) in
+            [("llama.attention.layer_norm_rms_epsilon", cfg.rms_eps), ("llama.rope.freq_base", cfg.rope_base)]
+        {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ModelError::Corrupt {
+                    path: f.path().to_path_buf(),
+                    message: format!("{key} = {v}: must be a positive finite number"),
+                });
+            }
+        }
         if !hidden.is_multiple_of(n_heads) || !n_heads.is_multiple_of(n_kv_heads) || !cfg.head_dim.is_multiple_of(2) {
             return Err(ModelError::Unsupported(format!(
                 "hidden {hidden} with {n_heads} heads and {n_kv_heads} KV heads"
@@ -235,12 +247,21 @@ pub struct GenerationStats {
 }
 
 impl GenerationStats {
+    /// Prompt tokens per second of prefill; 0 when prefill did not run (max_tokens 0: before,
+    /// the prompt's tokens over a zero duration read as ~1e9 tokens/s).
     pub fn prefill_tokens_per_s(&self) -> f64 {
-        self.prompt_tokens as f64 / self.prefill.as_secs_f64().max(1e-9)
+        if self.prefill.is_zero() {
+            return 0.0;
+        }
+        self.prompt_tokens as f64 / self.prefill.as_secs_f64()
     }
 
+    /// Decoded tokens per second; 0 when no decode step ran.
     pub fn decode_tokens_per_s(&self) -> f64 {
-        self.generated_tokens.saturating_sub(1) as f64 / self.decode.as_secs_f64().max(1e-9)
+        if self.decode.is_zero() {
+            return 0.0;
+        }
+        self.generated_tokens.saturating_sub(1) as f64 / self.decode.as_secs_f64()
     }
 }
 
@@ -282,6 +303,8 @@ impl CausalLM {
         let ld = Loader { f: &f, device: &device };
         let c = &config;
         let total = c.n_layers + 1;
+        // The real total from the start (a bar made before the file is read knows none).
+        progress(0, total);
         let embed = ld.stacked(&[("token_embd.weight", c.vocab, None)], c.hidden)?;
         let output = if f.tensor("output.weight").is_some() {
             Some(ld.stacked(&[("output.weight", c.vocab, None)], c.hidden)?)

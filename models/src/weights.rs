@@ -16,7 +16,7 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     pub fn open(path: &Path) -> Result<Checkpoint> {
-        let file = std::fs::File::open(path).map_err(io_err(path))?;
+        let file = crate::error::open_file(path, "a .safetensors file")?;
         // SAFETY: the map is read-only; a file truncated or rewritten by another process while
         // it is mapped is outside what we can guard against (as for every mmap reader).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;

@@ -501,6 +501,14 @@ defmodule KilnOpsTest do
       g = rand_ints(3 * 4, 0, 9)
       out = Kiln.gather(tx, 1, t(g, [3, 4], {:u, 32}))
       assert flat(out) == for({gi, i} <- Enum.with_index(g), do: div(i, 4) * 10 + gi)
+
+      # Negative indices count from the end (numpy take / take_along_axis; issue 28: gather read
+      # -1 as 0); -11 and 10 are outside [-10, 10) and read 0.
+      neg = [-1, -10, -11, 10]
+      want = for(r <- 0..2, do: for(c <- [9, 0], do: r * 10 + c) ++ [0, 0])
+      assert Kiln.to_list(Kiln.index_select(tx, 1, t(neg, [4], {:s, 32}))) == want
+      gi = List.flatten(List.duplicate(neg, 3))
+      assert Kiln.to_list(Kiln.gather(tx, 1, t(gi, [3, 4], {:s, 32}))) == want
     end
   end
 

@@ -313,6 +313,24 @@ def test_take_index_select_gather(rng, idx_dtype):
         kiln.take(t, np.array([0.0, 1.0], np.float32), axis=0)
 
 
+def test_negative_indices_count_from_the_end(rng):
+    """Issue 28: take_along_axis read -1 as 0. numpy's answers for indices in [-n, n); outside
+    it numpy raises IndexError and Kiln reads 0 (docs/ops-api.md)."""
+    a = rand(rng, (4, 5, 3), "float32")
+    t = kiln.asarray(a)
+    g = rng.integers(-4, 4, size=(2, 5, 3)).astype(np.int32)
+    g[0, 0, 0], g[1, 0, 0] = -1, -4
+    check(kiln.take_along_axis(t, g, axis=0), np.take_along_axis(a, g, axis=0), "float32")
+    check(kiln.gather(t, -1, g[:, :, :2] % 3 - 3), np.take_along_axis(a[:2], g[:, :, :2] % 3 - 3, axis=-1), "float32")
+    idx = np.array([-1, -5, 0, 4], np.int32)
+    check(kiln.take(t, idx, axis=1), np.take(a, idx, axis=1), "float32")
+    bad = np.array([[-5], [4]], np.int32)  # n = 4 along axis 0: both outside [-4, 4)
+    got = kiln.take_along_axis(kiln.asarray(a[:2, :1, 0]), bad, axis=0).numpy()
+    assert (got == 0).all()
+    with pytest.raises(IndexError):
+        np.take_along_axis(a[:2, :1, 0], bad, axis=0)
+
+
 # ------------------------------------------------------------------------------------- nn
 
 def test_embedding(rng):

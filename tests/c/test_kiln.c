@@ -546,6 +546,25 @@ static void test_movement(void) {
     t = OUT(kiln_gather(m, 1, I(gi, s32, 2), &o_));
     kt_expect_shape(t, s32, 2, "gather");
     kt_expect_f32(t, gw, 6, 0, 0, "gather");
+    /* Negative indices count from the end, numpy's take / take_along_axis (issue 28: gather read
+       -1 as 0); -9 and 8 are outside [-8, 8) and read 0. */
+    int32_t ni[6] = {-1, -8, -9, 8, -2, 0};
+    float nw[6];
+    for (int r = 0; r < 3; r++)
+        for (int j = 0; j < 2; j++) {
+            int32_t v = ni[r * 2 + j];
+            v = v < 0 ? v + 8 : v;
+            nw[r * 2 + j] = (v < 0 || v >= 8) ? 0.0f : x[r * 8 + v];
+        }
+    kt_expect_f32(OUT(kiln_gather(m, 1, I(ni, s32, 2), &o_)), nw, 6, 0, 0, "gather negative");
+    size_t s6[1] = {6};
+    float nt[18];
+    for (int r = 0; r < 3; r++)
+        for (int j = 0; j < 6; j++) {
+            int32_t v = ni[j] < 0 ? ni[j] + 8 : ni[j];
+            nt[r * 6 + j] = (v < 0 || v >= 8) ? 0.0f : x[r * 8 + v];
+        }
+    kt_expect_f32(OUT(kiln_index_select(m, 1, I(ni, s6, 1), &o_)), nt, 18, 0, 0, "index_select negative");
     free_all();
 }
 

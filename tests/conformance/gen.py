@@ -632,17 +632,24 @@ def build(g):
         g.case(f"slice.{cid}", "slice", {"axis": axis, "start": start, "stop": stop, "step": step}, [("x", x, dt)], f64(x)[tuple(sl)], dt, (0, 0))
     for cid, xs, axis, idx, idt, dt in [("typical", [6, 4], 0, [5, 0, 2, 2], "i32", "f32"), ("edge_neg_axis_u32", [3, 7], -1, [6, 1], "u32", "f32"),
                                         ("edge_empty", [4, 3], 0, [], "i32", "f32"), ("large", [3, 9], 1, list(range(9)) * 40, "i32", "f32"),
-                                        ("edge_f16", [5, 2], 0, [4, 4, 0], "u32", "f16")]:
+                                        ("edge_f16", [5, 2], 0, [4, 4, 0], "u32", "f16"),
+                                        # numpy counts a negative index from the end: -1 the last, -n the first.
+                                        ("edge_negative", [4, 5], 1, [-1, -5, 0, -2, 4], "i32", "f32")]:
         x = g.rand(xs, dt)
         i = np.array(idx, dtype=NP[idt])
         g.case(f"index_select.{cid}", "index_select", {"axis": axis}, [("x", x, dt), ("indices", i, idt)], np.take(f64(x), i.astype(np.int64), axis=axis), dt, (0, 0))
     for cid, xs, axis, ishape, idt, dt in [("typical", [4, 5], 0, [3, 5], "i32", "f32"), ("edge_neg_axis_smaller", [3, 6], -1, [2, 4], "u32", "f32"),
                                            ("edge_one", [1], 0, [1], "i32", "f32"), ("large", [3, 400], 1, [3, 401], "i32", "f32"),
-                                           ("edge_f16", [2, 3, 4], 1, [2, 5, 4], "i32", "f16")]:
+                                           ("edge_f16", [2, 3, 4], 1, [2, 5, 4], "i32", "f16"),
+                                           # issue 28: take_along_axis read -1 as 0. Indices in [-n, n), as numpy allows.
+                                           ("edge_negative", [4, 5], 1, [4, 7], "i32", "f32"),
+                                           ("edge_negative_axis0", [3, 2, 4], 0, [5, 2, 4], "i32", "f32")]:
         x = g.rand(xs, dt)
         ax = axis % len(xs)
-        index = g.rng.integers(0, xs[ax], size=ishape).astype(NP[idt])
-        g.case(f"gather.{cid}", "gather", {"axis": axis}, [("x", x, dt), ("index", index, idt)], gather_ref(f64(x), axis, index), dt, (0, 0))
+        lo = -xs[ax] if cid.startswith("edge_negative") else 0
+        index = g.rng.integers(lo, xs[ax], size=ishape).astype(NP[idt])
+        want = np.take_along_axis(f64(x), index.astype(np.int64), axis=axis) if lo else gather_ref(f64(x), axis, index)
+        g.case(f"gather.{cid}", "gather", {"axis": axis}, [("x", x, dt), ("index", index, idt)], want, dt, (0, 0))
 
     # ---- nn
     for cid, v, _d, ishape, idt, dt in [("typical", [10, 8], None, [5], "i32", "f32"), ("edge_2d_ids_u32", [7, 3], None, [2, 3], "u32", "f32"),

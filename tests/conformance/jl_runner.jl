@@ -179,7 +179,9 @@ function numpy_range(n, start, stop, step)
 end
 
 # Reads an index input as a host vector / array of 1-based Ints.
-host_index(dir, s::TSpec) = Int.(read_array(dir, s)) .+ 1
+# Core's 0-based index -> Julia's 1-based one; a negative core index counts from the end of an axis
+# of length n (numpy), which Julia spells n + 1 + i (Julia's own gather never wraps).
+host_index(dir, s::TSpec, n) = [i < 0 ? n + 1 + i : i + 1 for i in Int.(read_array(dir, s))]
 
 function run_op(op, p, c::Case, dir)
     # `local`: a plain `s = …` here would be run_op's own `s` (assigned in the gather and
@@ -320,12 +322,12 @@ function run_op(op, p, c::Case, dir)
         return x[ntuple(i -> i == d ? r : Colon(), nx)...]
     elseif op == "index_select"
         d = jdim(Int(p["axis"]), nx)
-        idx = vec(host_index(dir, spec("indices")))
+        idx = vec(host_index(dir, spec("indices"), size(x, d)))
         return x[ntuple(i -> i == d ? idx : Colon(), nx)...]
     elseif op == "gather"
-        s = spec("index")
-        index = KilnArray(read_array(dir, s) .+ one(s.T))
-        return Kiln.gather(x, index; dims=jdim(Int(p["axis"]), nx))
+        d = jdim(Int(p["axis"]), nx)
+        index = KilnArray(Int32.(host_index(dir, spec("index"), size(x, d))))
+        return Kiln.gather(x, index; dims=d)
     elseif op == "embedding"
         s = spec("ids")
         return Kiln.embedding(up("weight"), KilnArray(read_array(dir, s) .+ one(s.T)))

@@ -116,14 +116,17 @@ pub fn index_select(x: &[f64], shape: &[usize], axis: isize, indices: &[i64]) ->
     Ok((vals, out_shape))
 }
 
-/// torch.gather: out[c] = x[c with c[axis] = index[c]]; indices outside [0, n) read 0.
+/// torch.gather / numpy `take_along_axis`: out[c] = x[c with c[axis] = index[c]]; a negative
+/// index counts from the end once, anything still outside [0, n) reads 0.
 pub fn gather(x: &[f64], shape: &[usize], axis: isize, index: &[i64], index_shape: &[usize]) -> Result<Vec<f64>> {
     let ax = normalize_axis(axis, shape.len())?;
+    let n = shape[ax] as i64;
     Ok((0..numel(index_shape))
         .map(|i| {
             let mut c = coords(i, index_shape);
             let j = index[i];
-            if j < 0 || j >= shape[ax] as i64 {
+            let j = if j < 0 { j + n } else { j };
+            if j < 0 || j >= n {
                 return 0.0;
             }
             c[ax] = j as usize;

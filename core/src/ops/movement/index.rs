@@ -51,9 +51,11 @@ pub fn index_select(x: &Tensor, axis: isize, indices: &Tensor) -> Result<Tensor>
     take(x, ax, indices, true)
 }
 
-/// torch.gather: `out[c] = x[c with c[axis] = index[c]]`. `index` has x's rank and, off the
-/// axis, dimensions no larger than x's; the output has index's shape. Indices outside
-/// `[0, x.shape[axis])` read as 0.
+/// torch.gather, also numpy `take_along_axis`: `out[c] = x[c with c[axis] = index[c]]`.
+/// `index` has x's rank and, off the axis, dimensions no larger than x's; the output has
+/// index's shape. A negative i32 index counts from the end once, as in numpy and
+/// [`index_select`] (-1 is the last entry, -n the first); indices still outside
+/// `[0, x.shape[axis])` (-n-1, n) read as 0, since the GPU cannot raise numpy's IndexError.
 pub fn gather(x: &Tensor, axis: isize, index: &Tensor) -> Result<Tensor> {
     check_index_dtype("gather", index)?;
     let device = check_same_device(&[x, index])?;
@@ -82,7 +84,7 @@ pub fn gather(x: &Tensor, axis: isize, index: &Tensor) -> Result<Tensor> {
         axis: 8,
         ax_stride: st[ax],
         ax_size: x.shape()[ax],
-        wrap: false,
+        wrap: true,
     };
     launch(&device, Mode::Gather, x, Some(index), &out, plan)?;
     Ok(out)
