@@ -297,6 +297,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::useless_format)] // one shape for every attack in the list
     fn only_what_numpy_writes_gets_to_npyz() {
         // What numpy writes (and variants it accepts) decodes.
         let ok = [
