@@ -173,7 +173,11 @@ fn slow_heads_past_the_cap_do_not_lock_out_a_good_client() {
     for mut c in slow {
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = Vec::new();
-        assert!(c.read_to_end(&mut buf).is_ok(), "a slow head still open");
+        // Closed: the end, or a reset (closed with the head unread); a timeout means still open.
+        match c.read_to_end(&mut buf) {
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "a slow head still open: {e}"),
+        }
     }
 }
 
@@ -278,7 +282,8 @@ fn three_hundred_slow_connections_under_ulimit_256_do_not_lock_out_a_good_client
 fn sigterm_during_a_long_kernel_answers_and_exits_within_the_grace() {
     let text = config_text("").replace("shutdown_grace_ms = 60000", "shutdown_grace_ms = 2000").replacen(
         "max_loop_iterations = 20000",
-        "max_loop_iterations = 1048576",
+        // Room for a kernel of ~2.7e11 operations (invocations x loop budget), ~30 s on lavapipe.
+        "max_loop_iterations = 1048576\nmax_ops_total = 10000000000000",
         1,
     );
     let mut srv = spawn_child(&text, None, &[("KILN_TIMEOUT_MS", "600000")]);
@@ -295,10 +300,23 @@ fn sigterm_during_a_long_kernel_answers_and_exits_within_the_grace() {
         let body = json!({"tensors": [out], "workgroups": [wgs, 1, 1]});
         c.post_json(&format!("/v1/sessions/{sid}/kernels/{kid}/dispatch"), &body)
     });
-    std::thread::sleep(Duration::from_millis(1500));
-    // The device is busy past the probe's wait: not ready (it said ready before the fix).
-    let t0 = Instant::now();
-    let r = a.get("/ready").unwrap();
+    // Once the kernel is on the device (seconds under load), the device is busy past the
+    // probe's wait: not ready (it said ready before the fix).
+    let t_kernel = Instant::now();
+    let (r, t0) = loop {
+        let t0 = Instant::now();
+        let r = a.get("/ready").unwrap();
+        if slow.is_finished() {
+            panic!(
+                "the kernel ended early: {:?}",
+                slow.join().unwrap().map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            );
+        }
+        if r.status != 200 || t_kernel.elapsed() > Duration::from_secs(15) {
+            break (r, t0);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     eprintln!("/ready during the kernel: {} in {:?}", r.status, t0.elapsed());
     assert_eq!((r.status, r.code().as_str()), (503, "NOT_READY"), "{}", String::from_utf8_lossy(&r.body));
     assert!(t0.elapsed() < Duration::from_secs(4));
@@ -324,8 +342,8 @@ fn sigterm_during_a_long_kernel_answers_and_exits_within_the_grace() {
     let exited = t0.elapsed();
     eprintln!("SIGTERM: answered in {answered:?}, exited ({status}) in {exited:?}");
     assert!(status.success(), "{status}");
-    assert!(answered >= Duration::from_millis(1900) && answered < Duration::from_millis(3500), "{answered:?}");
-    assert!(exited < Duration::from_millis(2000) + Duration::from_millis(3000), "{exited:?}");
+    assert!(answered >= Duration::from_millis(1900) && answered < Duration::from_millis(4500), "{answered:?}");
+    assert!(exited < Duration::from_millis(2000) + Duration::from_millis(4500), "{exited:?}");
     let lines: Vec<String> = srv.lines.try_iter().collect();
     assert!(lines.iter().any(|l| l.contains("STOPPED drained=false")), "{lines:?}");
 }
