@@ -31,18 +31,14 @@ pub fn main(args: Args) -> Result<()> {
             c
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    rt.block_on(async move {
-        let running = kiln_serve::start(cfg).await.context("binding the listeners")?;
+    let s = kiln_serve::run_until_signal(cfg, |running| {
         println!("kiln serve: API on http://{}, metrics on http://{}/metrics", running.api_addr, running.metrics_addr);
-        kiln_serve::shutdown_signal().await;
-        println!("kiln serve: shutting down (finishing in-flight requests)");
-        let s = running.shutdown().await;
-        println!(
-            "kiln serve: stopped; {} sessions closed{}",
-            s.sessions_closed,
-            if s.drained { "" } else { "; some requests were cut off at the grace period" }
-        );
-        Ok(())
     })
+    .context("binding the listeners")?;
+    println!(
+        "kiln serve: stopped; {} sessions closed{}",
+        s.sessions_closed,
+        if s.drained { "" } else { "; requests still running at the grace period were answered SHUTTING_DOWN" }
+    );
+    Ok(())
 }

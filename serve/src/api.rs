@@ -3,7 +3,10 @@
 //! blocking pool with the tenant's session current (`on_gpu`), under the tenant's concurrency
 //! limit.
 
-use crate::error::{ApiError, ApiResult, METHOD_NOT_ALLOWED, NOT_FOUND, NOT_READY, PAYLOAD_TOO_LARGE, UNAUTHORIZED};
+use crate::error::{
+    ApiError, ApiResult, METHOD_NOT_ALLOWED, NOT_FOUND, NOT_READY, PAYLOAD_TOO_LARGE, REQUEST_TIMEOUT, SHUTTING_DOWN,
+    UNAUTHORIZED,
+};
 use crate::npy;
 use crate::parse::{self, Download, TensorQuery};
 use crate::state::{AppState, Slot, Tenant};
@@ -15,10 +18,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use kiln_core::ops::by_name;
-use kiln_core::{Kernel, Session, Tensor};
+use kiln_core::{Kernel, Tensor};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::OwnedSemaphorePermit;
 
 type St = State<Arc<AppState>>;
 
@@ -62,15 +66,15 @@ async fn metrics(State(st): St) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
-/// Ready: the device is up and not lost (creating it on first ask).
-async fn ready() -> Response {
-    let ok = tokio::task::spawn_blocking(|| kiln_core::device().map(|d| !d.is_lost()).unwrap_or(false))
-        .await
-        .unwrap_or(false);
-    if ok {
-        Json(json!({"status": "ready"})).into_response()
-    } else {
-        ApiError::new(NOT_READY, "the GPU device is not available").into_response()
+/// Ready: the device answers a tiny round trip in time (`ready`), and the service is not
+/// shutting down.
+async fn ready(State(st): St) -> Response {
+    if *st.grace_over.borrow() {
+        return ApiError::new(SHUTTING_DOWN, "the server is shutting down").into_response();
+    }
+    match st.readiness.check().await {
+        Ok(()) => Json(json!({"status": "ready"})).into_response(),
+        Err(e) => ApiError::new(NOT_READY, format!("the GPU device is not available: {e}")).into_response(),
     }
 }
 
@@ -80,10 +84,20 @@ async fn observe(State(st): St, req: Request, next: Next) -> Response {
     let start = Instant::now();
     st.metrics.started();
     let limit = Duration::from_millis(st.config.request_timeout_ms);
-    let resp = match tokio::time::timeout(limit, next.run(req)).await {
-        Ok(r) => r,
-        Err(_) => ApiError::new("TIMEOUT", format!("the request ran past the limit of {} ms", limit.as_millis()))
-            .into_response(),
+    let mut grace_over = st.grace_over.subscribe();
+    let resp = tokio::select! {
+        r = tokio::time::timeout(limit, next.run(req)) => match r {
+            Ok(r) => r,
+            Err(_) => ApiError::new("TIMEOUT", format!("the request ran past the limit of {} ms", limit.as_millis()))
+                .into_response(),
+        },
+        // Shutdown's grace period is over: answer now rather than be cut off without a word (the
+        // GPU work, on a blocking thread, is not waited for).
+        _ = grace_over.wait_for(|over| *over) => ApiError::new(
+            SHUTTING_DOWN,
+            "the server is shutting down and this request ran past its grace period; its result is lost",
+        )
+        .into_response(),
     };
     let tenant = resp.extensions().get::<TenantLabel>().map(|t| t.0.clone()).unwrap_or_else(|| "-".into());
     st.metrics.finished(&route, resp.status().as_u16(), &tenant, start.elapsed().as_secs_f64());
@@ -106,33 +120,60 @@ async fn authenticate(State(st): St, mut req: Request, next: Next) -> Response {
 
 type Caller = Extension<Arc<Tenant>>;
 
-/// Runs `f` on the blocking pool with `session` current, once the tenant has a free slot. The
-/// slot is held until `f` returns, also when the request itself has timed out meanwhile: the
-/// tenant's GPU work, not its requests, is what is bounded.
+/// Waits for one of the tenant's concurrency slots. Taken before a request's body is read, so
+/// that a tenant's stalled or queued uploads wait for its own slots, not in the server's memory.
+async fn take_slot(tenant: &Tenant) -> ApiResult<OwnedSemaphorePermit> {
+    tenant.permits.clone().acquire_owned().await.map_err(|_| ApiError::new(SHUTTING_DOWN, "shutting down"))
+}
+
+/// Runs `f` on the blocking pool with `slot`'s session current, in the slot `permit`. The permit
+/// is held until `f` returns, also when the request itself has timed out meanwhile: the tenant's
+/// GPU work, not its requests, is what is bounded. Kiln's session numbers in error messages are
+/// replaced by the session's id.
 async fn on_gpu<T: Send + 'static>(
-    tenant: &Tenant,
-    session: Option<Session>,
+    permit: OwnedSemaphorePermit,
+    slot: Option<Arc<Slot>>,
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
-    let permit =
-        tenant.permits.clone().acquire_owned().await.map_err(|_| ApiError::new("INTERNAL", "shutting down"))?;
     let task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let guarded = move || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
                 .unwrap_or_else(|p| Err(kiln_core::Error::from_panic(p).into()))
         };
-        match session {
-            Some(s) => s.run(guarded),
+        match slot {
+            Some(s) => s.session.run(guarded).map_err(|mut e| {
+                e.message = s.own_message(&e.message);
+                e
+            }),
             None => guarded(),
         }
     });
     task.await.unwrap_or_else(|_| Err(ApiError::new("INTERNAL", "the worker stopped")))
 }
 
-/// Reads a body of at most `max_body_bytes`: a larger declared or sent body is PAYLOAD_TOO_LARGE,
-/// one cut short is BAD_REQUEST.
-async fn read_body(st: &AppState, headers: &HeaderMap, body: Body) -> ApiResult<Bytes> {
+/// `on_gpu` in a slot taken now (requests without a body).
+async fn in_slot<T: Send + 'static>(
+    tenant: &Tenant,
+    slot: Option<Arc<Slot>>,
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    on_gpu(take_slot(tenant).await?, slot, f).await
+}
+
+/// The body bytes a request has reserved, the tenant's and the server's; released on drop.
+pub struct BodyHold {
+    _tenant: OwnedSemaphorePermit,
+    _server: OwnedSemaphorePermit,
+}
+
+/// Reads a body of at most `max_body_bytes`, call it in the tenant's slot: a larger declared or
+/// sent body is PAYLOAD_TOO_LARGE, one cut short is BAD_REQUEST, one that stops arriving for
+/// `body_read_timeout_ms` is REQUEST_TIMEOUT. Its bytes (the declared length, else the largest
+/// body) are reserved from the tenant's and the server's `max_body_bytes_in_flight` before a
+/// byte is read, and stay reserved while the returned hold lives.
+async fn read_body(st: &AppState, tenant: &Tenant, headers: &HeaderMap, body: Body) -> ApiResult<(Bytes, BodyHold)> {
+    use http_body_util::BodyExt;
     let max = st.config.max_body_bytes;
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
@@ -140,17 +181,38 @@ async fn read_body(st: &AppState, headers: &HeaderMap, body: Body) -> ApiResult<
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, max).await.map_err(|e| {
-        // The limit's error sits somewhere in the source chain (axum wraps it).
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-        while let Some(s) = source {
-            if s.is::<http_body_util::LengthLimitError>() {
-                return too_large();
+    let want = declared.unwrap_or(max as u64);
+    let shutting = || ApiError::new(SHUTTING_DOWN, "shutting down");
+    let hold = BodyHold {
+        _tenant: tenant.body_bytes.reserve(want).await.ok_or_else(shutting)?,
+        _server: st.body_bytes.reserve(want).await.ok_or_else(shutting)?,
+    };
+    let stall = Duration::from_millis(st.config.body_read_timeout_ms);
+    let mut body = http_body_util::Limited::new(body, max);
+    let mut out = Vec::with_capacity(want.min(1 << 20) as usize);
+    loop {
+        let frame = match tokio::time::timeout(stall, body.frame()).await {
+            Err(_) => {
+                return Err(ApiError::new(
+                    REQUEST_TIMEOUT,
+                    format!("the body sent nothing for {} ms (body_read_timeout_ms)", stall.as_millis()),
+                ))
             }
-            source = s.source();
+            Ok(None) => break,
+            Ok(Some(Ok(f))) => f,
+            Ok(Some(Err(e))) => {
+                return Err(if e.is::<http_body_util::LengthLimitError>() {
+                    too_large()
+                } else {
+                    ApiError::bad_request("the body could not be read in full")
+                })
+            }
+        };
+        if let Ok(data) = frame.into_data() {
+            out.extend_from_slice(&data);
         }
-        ApiError::bad_request("the body could not be read in full")
-    })
+    }
+    Ok((Bytes::from(out), hold))
 }
 
 fn created(v: Value) -> Response {
@@ -204,7 +266,7 @@ async fn session_stats(Extension(t): Caller, Path(sid): Path<String>) -> ApiResu
 async fn close_session(Extension(t): Caller, Path(sid): Path<String>) -> ApiResult<Json<Value>> {
     let slot = t.remove_session(&sid)?;
     let id = slot.id;
-    on_gpu(&t, None, move || {
+    in_slot(&t, None, move || {
         slot.close();
         Ok(())
     })
@@ -222,10 +284,12 @@ async fn upload(
 ) -> ApiResult<Response> {
     let slot = t.session(&sid)?;
     let q: TensorQuery = parse::parse_query(uri.query())?;
-    let bytes = read_body(&st, &headers, body).await?;
+    let permit = take_slot(&t).await?;
+    let (bytes, hold) = read_body(&st, &t, &headers, body).await?;
     let s2 = slot.clone();
-    let v = on_gpu(&t, Some(slot.session.clone()), move || {
+    let v = on_gpu(permit, Some(slot), move || {
         let a = parse::decode_upload(&q, &bytes)?;
+        drop((bytes, hold));
         let tensor = Tensor::from_bytes(&a.bytes, &a.shape, a.dtype)?;
         let id = s2.add_tensor(tensor.clone());
         Ok(tensor_json(id, &tensor))
@@ -251,7 +315,7 @@ async fn download(
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let format = parse::download_format(&q, accept)?;
     let (dtype, shape) = (tensor.dtype(), tensor.shape().to_vec());
-    let bytes = on_gpu(&t, Some(slot.session.clone()), move || {
+    let bytes = in_slot(&t, Some(slot), move || {
         let raw = tensor.to_bytes()?;
         match format {
             Download::Raw => Ok(raw),
@@ -289,11 +353,12 @@ async fn run_op(
     body: Body,
 ) -> ApiResult<Response> {
     let slot = t.session(&sid)?;
-    let req: parse::OpRequest = parse::parse_json(&read_body(&st, &headers, body).await?)?;
+    let permit = take_slot(&t).await?;
+    let req: parse::OpRequest = parse::parse_json(&read_body(&st, &t, &headers, body).await?.0)?;
     let inputs =
         req.inputs.iter().map(|i| Ok((i.name.clone(), slot.tensor_by_number(i.id)?))).collect::<ApiResult<Vec<_>>>()?;
     let s2 = slot.clone();
-    let v = on_gpu(&t, Some(slot.session.clone()), move || {
+    let v = on_gpu(permit, Some(slot), move || {
         let y = by_name::run(&op, &by_name::OpCall { params: &req.params, inputs: &inputs })?;
         let id = s2.add_tensor(y.clone());
         Ok(tensor_json(id, &y))
@@ -310,10 +375,11 @@ async fn compile_kernel(
     body: Body,
 ) -> ApiResult<Response> {
     let slot = t.session(&sid)?;
-    let req: parse::KernelRequest = parse::parse_json(&read_body(&st, &headers, body).await?)?;
+    let permit = take_slot(&t).await?;
+    let req: parse::KernelRequest = parse::parse_json(&read_body(&st, &t, &headers, body).await?.0)?;
     let s2 = slot.clone();
     // Compiled with the tenant's session current: its loops are bounded and its policy applies.
-    let v = on_gpu(&t, Some(slot.session.clone()), move || {
+    let v = on_gpu(permit, Some(slot), move || {
         let k = Kernel::new(&req.source, &req.entry)?;
         let info = json!({
             "entry": k.entry(),
@@ -339,11 +405,12 @@ async fn dispatch_kernel(
 ) -> ApiResult<Json<Value>> {
     let slot = t.session(&sid)?;
     let kernel = slot.kernel(&kid)?;
-    let req: parse::DispatchRequest = parse::parse_json(&read_body(&st, &headers, body).await?)?;
+    let permit = take_slot(&t).await?;
+    let req: parse::DispatchRequest = parse::parse_json(&read_body(&st, &t, &headers, body).await?.0)?;
     let tensors = req.tensors.iter().map(|&id| slot.tensor_by_number(id)).collect::<ApiResult<Vec<_>>>()?;
     let uniforms = req.uniforms.as_deref().map(parse::parse_hex).transpose()?;
     let ids = req.tensors.clone();
-    on_gpu(&t, Some(slot.session.clone()), move || {
+    on_gpu(permit, Some(slot), move || {
         let refs: Vec<&Tensor> = tensors.iter().collect();
         kernel.dispatch(&refs, uniforms.as_deref(), req.workgroups)?;
         // A kernel stopped by its loop budget leaves its outputs invalid: say so now, for this

@@ -14,6 +14,10 @@ metrics_listen = "127.0.0.1:9090"
 max_body_bytes = 67108864
 request_timeout_ms = 30000
 shutdown_grace_ms = 10000
+header_read_timeout_ms = 10000
+body_read_timeout_ms = 10000
+max_connections = 1024
+max_body_bytes_in_flight = 536870912
 
 [[tenants]]
 name = "dev"
@@ -37,9 +41,28 @@ pub struct Config {
     pub max_body_bytes: usize,
     #[serde(default = "default_timeout")]
     pub request_timeout_ms: u64,
-    /// How long shutdown waits for in-flight requests before it gives up on them.
+    /// How long shutdown waits for in-flight requests; past it they are answered 503
+    /// SHUTTING_DOWN and the process exits (work still on the GPU is not waited for).
     #[serde(default = "default_grace")]
     pub shutdown_grace_ms: u64,
+    /// Time a client has to send a whole request head, from the connection's start or the end
+    /// of its previous response (so also how long an idle keep-alive connection stays open).
+    #[serde(default = "default_header_timeout")]
+    pub header_read_timeout_ms: u64,
+    /// Time a request body may go without sending a byte before it is refused (408).
+    #[serde(default = "default_body_timeout")]
+    pub body_read_timeout_ms: u64,
+    /// Connections open at once on each listener, further capped below the process's open-file
+    /// limit (RLIMIT_NOFILE less `server::FD_RESERVE`). At the cap, the connection idle the
+    /// longest is closed for a new one.
+    #[serde(default = "default_connections")]
+    pub max_connections: usize,
+    /// Bytes of request bodies being read or held at once, all tenants together (each tenant
+    /// also has its own `max_body_bytes_in_flight`). A body reserves its Content-Length, or
+    /// `max_body_bytes` when it declares none, before a byte is read; a request that cannot
+    /// reserve waits (within its time limit).
+    #[serde(default = "default_body_in_flight")]
+    pub max_body_bytes_in_flight: u64,
     pub tenants: Vec<TenantConfig>,
 }
 
@@ -51,6 +74,21 @@ fn default_timeout() -> u64 {
 }
 fn default_grace() -> u64 {
     10_000
+}
+fn default_header_timeout() -> u64 {
+    10_000
+}
+fn default_body_timeout() -> u64 {
+    10_000
+}
+fn default_connections() -> usize {
+    1024
+}
+fn default_body_in_flight() -> u64 {
+    512 << 20
+}
+fn default_tenant_body_in_flight() -> u64 {
+    128 << 20
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -84,6 +122,11 @@ pub struct TenantConfig {
     /// limit), so a flooding tenant queues behind itself and no one else.
     #[serde(default = "default_concurrency")]
     pub max_concurrent_requests: usize,
+    /// Bytes of this tenant's request bodies being read or held at once (see the server-wide
+    /// `max_body_bytes_in_flight`). A request takes its concurrency slot before its body is read,
+    /// so a tenant's stalled uploads wait for its own slots, not in the server's memory.
+    #[serde(default = "default_tenant_body_in_flight")]
+    pub max_body_bytes_in_flight: u64,
     #[serde(default)]
     pub shader: ShaderConfig,
 }
@@ -196,6 +239,13 @@ fn check(c: &Config) -> Result<(), String> {
     if c.max_body_bytes == 0 || c.request_timeout_ms == 0 {
         return Err("config: max_body_bytes and request_timeout_ms must be positive".into());
     }
+    if c.header_read_timeout_ms == 0 || c.body_read_timeout_ms == 0 || c.max_connections == 0 {
+        return Err("config: header_read_timeout_ms, body_read_timeout_ms and max_connections must be positive".into());
+    }
+    // A body of the largest size must be able to reserve its bytes, or it would wait forever.
+    if c.max_body_bytes_in_flight < c.max_body_bytes as u64 {
+        return Err("config: max_body_bytes_in_flight must be at least max_body_bytes".into());
+    }
     let mut names = std::collections::HashSet::new();
     let mut tokens = std::collections::HashSet::new();
     for t in &c.tenants {
@@ -205,6 +255,12 @@ fn check(c: &Config) -> Result<(), String> {
         if t.max_concurrent_requests == 0 || t.max_open_sessions == 0 {
             return Err(format!(
                 "config: tenant {:?}: max_concurrent_requests and max_open_sessions must be positive",
+                t.name
+            ));
+        }
+        if t.max_body_bytes_in_flight < c.max_body_bytes as u64 {
+            return Err(format!(
+                "config: tenant {:?}: max_body_bytes_in_flight must be at least max_body_bytes",
                 t.name
             ));
         }

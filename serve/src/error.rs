@@ -14,6 +14,10 @@ pub const METHOD_NOT_ALLOWED: &str = "METHOD_NOT_ALLOWED";
 pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
 pub const TOO_MANY_SESSIONS: &str = "TOO_MANY_SESSIONS";
 pub const NOT_READY: &str = "NOT_READY";
+/// A request still running when the shutdown grace period ended.
+pub const SHUTTING_DOWN: &str = "SHUTTING_DOWN";
+/// A request body that stopped arriving (`body_read_timeout_ms`).
+pub const REQUEST_TIMEOUT: &str = "REQUEST_TIMEOUT";
 
 /// Every code the service may answer, with its status: the documented map.
 pub const STATUS_MAP: &[(&str, u16)] = &[
@@ -26,6 +30,7 @@ pub const STATUS_MAP: &[(&str, u16)] = &[
     (UNAUTHORIZED, 401),
     (NOT_FOUND, 404),
     (METHOD_NOT_ALLOWED, 405),
+    (REQUEST_TIMEOUT, 408),
     (PAYLOAD_TOO_LARGE, 413),
     ("UNSUPPORTED", 422),
     ("QUOTA_EXCEEDED", 429),
@@ -37,6 +42,7 @@ pub const STATUS_MAP: &[(&str, u16)] = &[
     ("DEVICE_LOST", 503),
     ("NO_ADAPTER", 503),
     (NOT_READY, 503),
+    (SHUTTING_DOWN, 503),
     ("TIMEOUT", 504),
 ];
 
@@ -101,5 +107,8 @@ mod tests {
         for (code, status) in STATUS_MAP {
             assert!((400..600).contains(status), "{code}");
         }
+        // A lost device is the service's trouble, not the caller's: 503, never 500.
+        let lost: ApiError = kiln_core::Error::DeviceLost("gone".into()).into();
+        assert_eq!((lost.code, lost.status().as_u16()), ("DEVICE_LOST", 503));
     }
 }

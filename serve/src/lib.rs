@@ -11,8 +11,9 @@ pub mod load;
 pub mod metrics;
 pub mod npy;
 pub mod parse;
+pub mod ready;
 pub mod server;
 pub mod state;
 
 pub use config::Config;
-pub use server::{shutdown_signal, start, Running, Stopped};
+pub use server::{run_until_signal, shutdown_signal, start, Running, Stopped};

@@ -7,9 +7,8 @@ use crate::error::{ApiError, ApiResult, TOO_MANY_SESSIONS};
 use crate::metrics::ServiceMetrics;
 use kiln_core::{Kernel, Session, SessionLimits, Tensor};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -19,7 +18,36 @@ pub struct AppState {
     pub config: Config,
     tenants: Vec<Arc<Tenant>>,
     pub metrics: ServiceMetrics,
-    next_session: AtomicU64,
+    /// Bytes of request bodies in flight, all tenants (`BodyBytes`).
+    pub body_bytes: BodyBytes,
+    /// Set when the shutdown grace period is over: requests still running answer SHUTTING_DOWN.
+    pub grace_over: watch::Sender<bool>,
+    pub readiness: Arc<crate::ready::Readiness>,
+}
+
+/// A budget of bytes as semaphore permits of `UNIT` bytes each (tokio counts permits in u32).
+pub struct BodyBytes {
+    sem: Arc<Semaphore>,
+    total: u64,
+}
+
+/// The granularity of body byte budgets.
+const UNIT: u64 = 1024;
+
+impl BodyBytes {
+    pub fn new(bytes: u64) -> BodyBytes {
+        let units = bytes.div_ceil(UNIT).min(Semaphore::MAX_PERMITS as u64 >> 1);
+        BodyBytes { sem: Arc::new(Semaphore::new(units as usize)), total: units * UNIT }
+    }
+    /// Waits until `bytes` are free and holds them until the permit is dropped.
+    pub async fn reserve(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let units = u32::try_from(bytes.div_ceil(UNIT).max(1)).ok()?;
+        self.sem.clone().acquire_many_owned(units).await.ok()
+    }
+    /// Bytes reserved now.
+    pub fn in_use(&self) -> u64 {
+        self.total - self.sem.available_permits() as u64 * UNIT
+    }
 }
 
 pub struct Tenant {
@@ -29,6 +57,8 @@ pub struct Tenant {
     max_sessions: usize,
     /// Requests of this tenant on the GPU workers at once (`max_concurrent_requests`).
     pub permits: Arc<Semaphore>,
+    /// Bytes of this tenant's request bodies in flight.
+    pub body_bytes: BodyBytes,
     sessions: Mutex<BTreeMap<u64, Arc<Slot>>>,
 }
 
@@ -61,14 +91,17 @@ impl AppState {
                 limits: t.session_limits(),
                 max_sessions: t.max_open_sessions,
                 permits: Arc::new(Semaphore::new(t.max_concurrent_requests)),
+                body_bytes: BodyBytes::new(t.max_body_bytes_in_flight),
                 sessions: Mutex::new(BTreeMap::new()),
             })
         });
         AppState {
             tenants: tenants.collect(),
+            body_bytes: BodyBytes::new(config.max_body_bytes_in_flight),
             config,
             metrics: ServiceMetrics::default(),
-            next_session: AtomicU64::new(1),
+            grace_over: watch::channel(false).0,
+            readiness: Arc::new(crate::ready::Readiness::default()),
         }
     }
 
@@ -93,7 +126,13 @@ impl AppState {
                 format!("{} sessions are open, the most this tenant may have; close one", sessions.len()),
             ));
         }
-        let id = self.next_session.fetch_add(1, Ordering::Relaxed);
+        // Random, not a counter: an id must not tell how many sessions others have opened.
+        let id = loop {
+            let id = random_id();
+            if !sessions.contains_key(&id) {
+                break id;
+            }
+        };
         let slot = Arc::new(Slot {
             id,
             session: Session::new(tenant.limits.clone()),
@@ -107,6 +146,15 @@ impl AppState {
     pub fn take_all_sessions(&self) -> Vec<Arc<Slot>> {
         self.tenants.iter().flat_map(|t| std::mem::take(&mut *lock(&t.sessions)).into_values()).collect()
     }
+}
+
+/// A random session id below 2^53 (exact as a JSON number in every language), never 0.
+fn random_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState's keys come from the OS's random source; each one differs.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    (h.finish() >> 11).max(1)
 }
 
 impl Tenant {
@@ -128,6 +176,12 @@ impl Tenant {
 }
 
 impl Slot {
+    /// `message` (from Kiln) with the runtime's own session number, a process-wide counter,
+    /// replaced by this session's id, so that no message tells how many sessions exist.
+    pub fn own_message(&self, message: &str) -> String {
+        replace_number_after(message, "session ", self.session.id(), self.id)
+    }
+
     pub fn tensor(&self, id: &str) -> ApiResult<Tensor> {
         self.find_tensor(crate::parse::parse_id(id)).ok_or_else(|| ApiError::not_found("tensor", id))
     }
@@ -181,5 +235,36 @@ impl Slot {
     pub fn close(&self) {
         *lock(&self.objects) = Objects::default();
         self.session.close();
+    }
+}
+
+/// `text` with every `prefix` followed by exactly the number `from` changed to `to`.
+fn replace_number_after(text: &str, prefix: &str, from: u64, to: u64) -> String {
+    let (from, to) = (from.to_string(), to.to_string());
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        let after = &rest[at + prefix.len()..];
+        out.push_str(&rest[..at + prefix.len()]);
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if after[..digits] == from {
+            out.push_str(&to);
+        } else {
+            out.push_str(&after[..digits]);
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_the_whole_number_is_replaced() {
+        let r = |t: &str| super::replace_number_after(t, "session ", 17, 9001);
+        assert_eq!(r("session 17 has run 5; session 17's limit"), "session 9001 has run 5; session 9001's limit");
+        assert_eq!(r("session 170 and session 1 and session x"), "session 170 and session 1 and session x");
+        assert_eq!(r("no session"), "no session");
     }
 }
