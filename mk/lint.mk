@@ -7,13 +7,16 @@
 #                     in while it was only a script)
 #   make lint-env     every KILN_* variable the code reads has a README settings row
 #                     (scripts/check_env_knobs.py; eleven had none)
+#   make lint-hakari  workspace-hack/ is what `cargo hakari generate` makes of today's
+#                     dependencies (skipped with a message where cargo-hakari is not installed:
+#                     `cargo install cargo-hakari --locked`, ~7 min, is not worth a CI run)
 # Generated files are checked by gen-check instead (the Rust ones carry #[rustfmt::skip]).
 
 RUFF_VERSION ?= 0.17.6
 
-.PHONY: lint lint-rust lint-elixir lint-python lint-cycles lint-env
+.PHONY: lint lint-rust lint-elixir lint-python lint-cycles lint-env lint-hakari
 
-lint: lint-rust lint-elixir lint-python lint-cycles lint-env
+lint: lint-rust lint-elixir lint-python lint-cycles lint-env lint-hakari
 
 lint-cycles:
 	python3 scripts/core-cycles.py
@@ -34,3 +37,10 @@ lint-elixir:
 lint-python: py-venv
 	@$(PY_PYTHON) -m ruff --version 2>/dev/null | grep -q "$(RUFF_VERSION)" || $(PY_PYTHON) -m pip install -q "ruff==$(RUFF_VERSION)"
 	$(PY_PYTHON) -m ruff check py tests bench scripts
+
+# Without the workspace-hack's feature pins, each `cargo -p X` selection rebuilt wgpu, naga and
+# kiln-core with its own feature set (c-rust-test alone: 173 s on the 2-core CI machine).
+lint-hakari:
+	@if $(CARGO) hakari --version >/dev/null 2>&1; then \
+		$(CARGO) hakari generate --diff && echo "lint-hakari: workspace-hack/ is up to date"; \
+	else echo "lint-hakari: skipped: cargo-hakari is not installed"; fi
