@@ -10,6 +10,7 @@
 mod audit;
 pub(crate) mod kernel_front;
 mod limits;
+pub(crate) mod opaque_id;
 pub(crate) mod loop_guard;
 pub(crate) mod policy;
 #[doc(hidden)]
@@ -107,7 +108,6 @@ impl std::fmt::Debug for Session {
     }
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 static LIVE: Mutex<Vec<Weak<SessionInner>>> = Mutex::new(Vec::new());
 
@@ -123,7 +123,7 @@ impl Session {
     /// Opens a session with `limits` (see `SessionLimits`; the default has none).
     pub fn new(limits: SessionLimits) -> Session {
         let inner = Arc::new(SessionInner {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: opaque_id::next(),
             limits,
             closed: AtomicBool::new(false),
             counters: Counters::default(),
@@ -146,6 +146,8 @@ impl Session {
         Session { inner }
     }
 
+    /// Unique in the process and never 0, but not a count of the sessions opened before it
+    /// (see `opaque_id`): error messages name it, and tenants read those.
     pub fn id(&self) -> u64 {
         self.inner.id
     }
