@@ -8,7 +8,9 @@ use kiln_core::session::{audit_off as core_audit_off, audit_to_callback as core_
 use kiln_core::{Session, SessionLimits, ShaderPolicy};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::collections::HashMap;
 use std::sync::Mutex;
+use std::thread::ThreadId;
 
 /// A session with limits. Every limit 0 means none; ``max_loop_iterations`` bounds the loop
 /// iterations of one invocation of the session's kernels (all loops together).
@@ -23,8 +25,10 @@ use std::sync::Mutex;
 #[pyclass(frozen, module = "kiln", name = "Session")]
 pub struct PySession {
     inner: Session,
-    /// The sessions that were current before each `__enter__` (restored by `__exit__`).
-    previous: Mutex<Vec<Option<Session>>>,
+    /// The sessions that were current before each `__enter__` (restored by `__exit__`), per
+    /// thread: the current session is the thread's, and one `Session` may be entered on several
+    /// threads at once; a single stack would hand one thread's outer session to another.
+    previous: Mutex<HashMap<ThreadId, Vec<Option<Session>>>>,
 }
 
 #[pymethods]
@@ -64,19 +68,29 @@ impl PySession {
                 allow_subgroups,
             },
         };
-        PySession { inner: Session::new(limits), previous: Mutex::new(Vec::new()) }
+        PySession { inner: Session::new(limits), previous: Mutex::new(HashMap::new()) }
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         let me = slf.get();
         let prev = kiln_core::session::set_current(Some(me.inner.clone()));
-        me.previous.lock().unwrap_or_else(|p| p.into_inner()).push(prev);
+        let thread = std::thread::current().id();
+        me.previous.lock().unwrap_or_else(|p| p.into_inner()).entry(thread).or_default().push(prev);
         slf
     }
 
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        let prev = self.previous.lock().unwrap_or_else(|p| p.into_inner()).pop().flatten();
+        let prev = {
+            let mut stacks = self.previous.lock().unwrap_or_else(|p| p.into_inner());
+            let thread = std::thread::current().id();
+            let stack = stacks.get_mut(&thread);
+            let prev = stack.and_then(|s| s.pop()).flatten();
+            if stacks.get(&thread).is_some_and(|s| s.is_empty()) {
+                stacks.remove(&thread);
+            }
+            prev
+        };
         kiln_core::session::set_current(prev);
         self.close(py)?;
         Ok(false)
