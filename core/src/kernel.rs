@@ -334,6 +334,14 @@ fn source_hash(source: &str) -> String {
     format!("fnv1a64:{h:016x}")
 }
 
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        if let Some(s) = &self.owner {
+            s.release_kernel();
+        }
+    }
+}
+
 impl Kernel {
     pub fn new(source: &str, entry: &str) -> Result<Kernel> {
         Self::new_on(&runtime::device()?, source, entry)
@@ -346,9 +354,13 @@ impl Kernel {
         device.check_alive()?;
         let owner = crate::session::current_inner();
         if let Some(s) = &owner {
-            s.check_open()?;
+            // Before the compile: a refused kernel costs no compile time either.
+            s.charge_kernel()?;
         }
         let result = Self::compile(device, source, entry, owner.as_ref());
+        if let (Some(s), Err(_)) = (&owner, &result) {
+            s.release_kernel();
+        }
         if let Some(s) = &owner {
             let refused = matches!(&result, Err(Error::Shader(m)) if m.contains("policy:"));
             if refused {

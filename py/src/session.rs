@@ -13,7 +13,8 @@ use std::sync::Mutex;
 use std::thread::ThreadId;
 
 /// A session with limits. Every limit 0 means none; ``max_loop_iterations`` bounds the loop
-/// iterations of one invocation of the session's kernels (all loops together).
+/// iterations of one invocation of the session's kernels (all loops together); ``max_kernels``
+/// the kernels it holds at once (each also counts ``KERNEL_CHARGE_BYTES`` against ``max_bytes``).
 ///
 /// ``with kiln.Session(max_bytes=1 << 20) as s:`` makes it the current session of the calling
 /// thread: tensors and kernels created there belong to it; an allocation over ``max_bytes``
@@ -36,7 +37,7 @@ impl PySession {
     #[new]
     #[pyo3(signature = (*, max_bytes=0, max_ops_per_dispatch=0, max_ops_total=0, max_loop_iterations=0,
         max_source_bytes=0, max_workgroup_invocations=0, max_bindings=0, allow_f16=true, allow_atomics=true,
-        allow_workgroup_memory=true, allow_subgroups=true, max_gpu_time_ms=0))]
+        allow_workgroup_memory=true, allow_subgroups=true, max_gpu_time_ms=0, max_kernels=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_bytes: u64,
@@ -51,6 +52,7 @@ impl PySession {
         allow_workgroup_memory: bool,
         allow_subgroups: bool,
         max_gpu_time_ms: u64,
+        max_kernels: u32,
     ) -> PySession {
         let limits = SessionLimits {
             max_bytes,
@@ -58,6 +60,7 @@ impl PySession {
             max_ops_total,
             max_loop_iterations,
             max_gpu_time_ms,
+            max_kernels,
             policy: ShaderPolicy {
                 max_source_bytes,
                 max_workgroup_invocations,
@@ -130,6 +133,7 @@ impl PySession {
         d.set_item("bound_bytes", s.bound_bytes)?;
         d.set_item("gpu_time_ns", s.gpu_time_ns)?;
         d.set_item("kernels_compiled", s.kernels_compiled)?;
+        d.set_item("kernels_alive", s.kernels_alive)?;
         d.set_item("quota_exceeded", s.quota_exceeded)?;
         d.set_item("compute_limit_hits", s.compute_limit_hits)?;
         d.set_item("policy_rejections", s.policy_rejections)?;
