@@ -28,7 +28,7 @@ fn source(i: usize) -> String {
 fn compile_and_run(i: usize, x: &Tensor) {
     let k = Kernel::new(&source(i), "main").unwrap();
     let every: usize = std::env::var("KILN_TEST_DISPATCH_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(97);
-    if i % every == 0 && std::env::var_os("KILN_TEST_NO_DISPATCH").is_none() {
+    if i.is_multiple_of(every) && std::env::var_os("KILN_TEST_NO_DISPATCH").is_none() {
         // Dispatch some of them, so that evicted pipelines were also used by the GPU.
         k.dispatch(&[x], None, [1, 1, 1]).unwrap();
     }
@@ -39,7 +39,7 @@ fn compile_range(start: usize, n: usize, every: usize, x: &Tensor) -> Vec<(usize
     let mut seen = Vec::new();
     for i in start..start + n {
         compile_and_run(i, x);
-        if (i + 1 - start) % every == 0 {
+        if (i + 1 - start).is_multiple_of(every) {
             if std::env::var_os("KILN_TEST_NO_SYNC").is_none() {
                 kiln_core::device().unwrap().synchronize().unwrap();
             }

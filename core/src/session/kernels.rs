@@ -13,9 +13,9 @@ impl SessionInner {
         self.check_open()?;
         let c: &Counters = &self.counters;
         let max = self.limits.max_kernels as u64;
-        let taken = c.kernels_alive.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-            (max == 0 || n < max).then_some(n + 1)
-        });
+        let taken = c
+            .kernels_alive
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (max == 0 || n < max).then_some(n + 1));
         if let Err(n) = taken {
             return Err(self.limit_hit(
                 &c.quota_exceeded,

@@ -11,8 +11,8 @@ mod audit;
 pub(crate) mod kernel_front;
 mod kernels;
 mod limits;
-pub(crate) mod opaque_id;
 pub(crate) mod loop_guard;
+pub(crate) mod opaque_id;
 pub(crate) mod policy;
 #[doc(hidden)]
 pub mod sandbox_check;
