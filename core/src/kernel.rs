@@ -354,12 +354,18 @@ impl Kernel {
         device.check_alive()?;
         let owner = crate::session::current_inner();
         if let Some(s) = &owner {
-            // Before the compile: a refused kernel costs no compile time either.
-            s.charge_kernel()?;
+            s.check_open()?;
+            // At its kernel limit a session compiles nothing: refused before any compile time.
+            s.check_kernel_room()?;
         }
-        let result = Self::compile(device, source, entry, owner.as_ref());
-        if let (Some(s), Err(_)) = (&owner, &result) {
-            s.release_kernel();
+        let mut result = Self::compile(device, source, entry, owner.as_ref());
+        if let (Some(s), Ok(k)) = (&owner, &mut result) {
+            // Charged once compiled, so that a kernel the policy refuses says SHADER whatever
+            // the quota; a kernel refused here is dropped uncharged.
+            if let Err(e) = s.charge_kernel() {
+                k.owner = None;
+                result = Err(e);
+            }
         }
         if let Some(s) = &owner {
             let refused = matches!(&result, Err(Error::Shader(m)) if m.contains("policy:"));

@@ -26,9 +26,10 @@ pub struct SessionLimits {
     /// bounded (kernels of the default session are not rewritten at all).
     pub max_loop_iterations: u32,
     /// User kernels the session may hold at once (compiled and not yet dropped; each `Kernel`
-    /// counts, also one whose source was compiled before and came from the cache). Over it a
+    /// counts, also one whose source was compiled before and came from the cache). At it a
     /// compile fails with QUOTA_EXCEEDED before anything is compiled. Each kernel is also
-    /// charged `KERNEL_CHARGE_BYTES` against `max_bytes` while it lives. `SUGGESTED_MAX_KERNELS`
+    /// charged `KERNEL_CHARGE_BYTES` against `max_bytes` while it lives (once compiled, so that
+    /// a kernel against the policy still says SHADER). `SUGGESTED_MAX_KERNELS`
     /// is the tenants' default in `kiln serve`.
     pub max_kernels: u32,
     /// Which kernels the session may compile.
