@@ -172,3 +172,24 @@ def test_audit_log_to_a_callback():
     with kiln.Session():
         pass
     assert len(lines) == len(events)  # off again
+
+
+def test_max_kernels_and_the_kernel_charge():
+    """Issue 28: kernels were charged nothing. At max_kernels (the same source again counts too)
+    a compile raises QuotaExceededError; dropping one makes room."""
+    src = "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(1) fn main() { x[0] = %d.0; }"
+    with kiln.Session(max_kernels=2) as s:
+        a, b = kiln.Kernel(src % 1), kiln.Kernel(src % 2)
+        with pytest.raises(kiln.QuotaExceededError, match="max_kernels"):
+            kiln.Kernel(src % 1)
+        assert s.stats()["kernels_alive"] == 2
+        charge = s.stats()["bytes_in_use"] // 2
+        del a
+        c = kiln.Kernel(src % 3)
+        assert s.stats()["kernels_alive"] == 2
+    # The memory quota holds kernels too: a quota of one kernel's charge takes one kernel.
+    with kiln.Session(max_bytes=charge) as s:
+        d = kiln.Kernel(src % 4)
+        with pytest.raises(kiln.QuotaExceededError, match="a kernel is charged"):
+            kiln.Kernel(src % 5)
+    del b, c, d
