@@ -177,7 +177,10 @@ def test_audit_log_to_a_callback():
 def test_max_kernels_and_the_kernel_charge():
     """Issue 28: kernels were charged nothing. At max_kernels (the same source again counts too)
     a compile raises QuotaExceededError; dropping one makes room."""
-    src = "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(1) fn main() { x[0] = %d.0; }"
+    src = (
+        "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
+        "@compute @workgroup_size(1) fn main() { x[0] = %d.0; }"
+    )
     with kiln.Session(max_kernels=2) as s:
         a, b = kiln.Kernel(src % 1), kiln.Kernel(src % 2)
         with pytest.raises(kiln.QuotaExceededError, match="max_kernels"):
