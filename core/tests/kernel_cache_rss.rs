@@ -27,8 +27,8 @@ fn source(i: usize) -> String {
 
 fn compile_and_run(i: usize, x: &Tensor) {
     let k = Kernel::new(&source(i), "main").unwrap();
-    let every: usize = std::env::var("KILN_TEST_DISPATCH_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(97);
-    if i.is_multiple_of(every) && std::env::var_os("KILN_TEST_NO_DISPATCH").is_none() {
+    let every: usize = std::env::var("RSS_TEST_DISPATCH_EVERY").ok().and_then(|v| v.parse().ok()).unwrap_or(97);
+    if i.is_multiple_of(every) && std::env::var_os("RSS_TEST_NO_DISPATCH").is_none() {
         // Dispatch some of them, so that evicted pipelines were also used by the GPU.
         k.dispatch(&[x], None, [1, 1, 1]).unwrap();
     }
@@ -40,7 +40,7 @@ fn compile_range(start: usize, n: usize, every: usize, x: &Tensor) -> Vec<(usize
     for i in start..start + n {
         compile_and_run(i, x);
         if (i + 1 - start).is_multiple_of(every) {
-            if std::env::var_os("KILN_TEST_NO_SYNC").is_none() {
+            if std::env::var_os("RSS_TEST_NO_SYNC").is_none() {
                 kiln_core::device().unwrap().synchronize().unwrap();
             }
             seen.push((i + 1, rss_bytes()));
@@ -71,14 +71,16 @@ fn compiles_evicted_from_the_cache_do_not_grow_the_process() {
 }
 
 /// The measurement (`--ignored --nocapture`): resident memory over 5,000 distinct
-/// compiles with the default cache (512 entries).
+/// compiles with the default cache (512 entries). Test-only variables vary it:
+/// RSS_TEST_COMPILES (how many), RSS_TEST_DISPATCH_EVERY (dispatch every Nth kernel, 97;
+/// 1 makes lavapipe JIT every one), RSS_TEST_NO_DISPATCH, RSS_TEST_NO_SYNC.
 #[test]
 #[ignore]
 fn rss_over_five_thousand_compiles() {
     let x = Tensor::from_slice(&[1.0f32; 64], &[64]).unwrap();
     let t0 = std::time::Instant::now();
     let start = rss_bytes();
-    let n: usize = std::env::var("KILN_TEST_COMPILES").ok().and_then(|v| v.parse().ok()).unwrap_or(5000);
+    let n: usize = std::env::var("RSS_TEST_COMPILES").ok().and_then(|v| v.parse().ok()).unwrap_or(5000);
     for (n, rss) in compile_range(0, n, n / 10, &x) {
         println!("{n} compiles: rss {:.1} MiB (+{:.1})", rss as f64 / 1048576.0, (rss - start) as f64 / 1048576.0);
     }
