@@ -447,6 +447,12 @@ typedef struct KilnSessionLimits {
      * or synchronized; once spent, every dispatch fails with KILN_ERR_COMPUTE_LIMIT.
      */
     uint64_t max_gpu_time_ms;
+    /**
+     * Kernels the session may hold at once (compiled, not yet freed); over it a compile fails
+     * with KILN_ERR_QUOTA_EXCEEDED. Each live kernel also counts a fixed charge against
+     * max_bytes (Kiln core's KERNEL_CHARGE_BYTES).
+     */
+    uint32_t max_kernels;
 } KilnSessionLimits;
 
 /**
@@ -472,6 +478,10 @@ typedef struct KilnSessionStats {
      * GPU time charged to the session, nanoseconds (see KilnSessionLimits.max_gpu_time_ms).
      */
     uint64_t gpu_time_ns;
+    /**
+     * Kernels of the session alive now (see KilnSessionLimits.max_kernels).
+     */
+    uint64_t kernels_alive;
 } KilnSessionStats;
 
 #ifdef __cplusplus

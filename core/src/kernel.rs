@@ -334,6 +334,14 @@ fn source_hash(source: &str) -> String {
     format!("fnv1a64:{h:016x}")
 }
 
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        if let Some(s) = &self.owner {
+            s.release_kernel();
+        }
+    }
+}
+
 impl Kernel {
     pub fn new(source: &str, entry: &str) -> Result<Kernel> {
         Self::new_on(&runtime::device()?, source, entry)
@@ -347,8 +355,18 @@ impl Kernel {
         let owner = crate::session::current_inner();
         if let Some(s) = &owner {
             s.check_open()?;
+            // At its kernel limit a session compiles nothing: refused before any compile time.
+            s.check_kernel_room()?;
         }
-        let result = Self::compile(device, source, entry, owner.as_ref());
+        let mut result = Self::compile(device, source, entry, owner.as_ref());
+        if let (Some(s), Ok(k)) = (&owner, &mut result) {
+            // Charged once compiled, so that a kernel the policy refuses says SHADER whatever
+            // the quota; a kernel refused here is dropped uncharged.
+            if let Err(e) = s.charge_kernel() {
+                k.owner = None;
+                result = Err(e);
+            }
+        }
         if let Some(s) = &owner {
             let refused = matches!(&result, Err(Error::Shader(m)) if m.contains("policy:"));
             if refused {

@@ -42,5 +42,5 @@ pub use profile::{Clock, Profile, ProfileRow};
 pub use runtime::{
     adapters, device, init_async, reset_devices, runtime, select_adapter, synchronize, synchronize_async, AdapterInfo,
 };
-pub use session::{Session, SessionLimits, SessionStats, ShaderPolicy};
+pub use session::{Session, SessionLimits, SessionStats, ShaderPolicy, KERNEL_CHARGE_BYTES, SUGGESTED_MAX_KERNELS};
 pub use tensor::Tensor;

@@ -3,6 +3,11 @@
 //! Over its cap the pool gives back the buffers freed longest ago, not the one just freed: a
 //! program's working set moves on (measured: a pool full of an earlier phase's 256 MiB buffers
 //! made every 224 MiB buffer of the next phase a fresh allocation, ~1 ms of host time each).
+//!
+//! Each pooled buffer remembers its owner (the session whose tensor held it, `DEFAULT_OWNER`
+//! for the default session): `take_for` prefers one of the asker's own buffers and says when it
+//! hands out another owner's, which the caller must clear before anyone reads it (issue 28: a
+//! session's `empty()` read another session's freed bytes).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,11 +28,28 @@ pub fn size_class(bytes: u64) -> u64 {
 
 type Key = (u64, u32);
 
+/// Who last held a pooled buffer's bytes: a session's id, or this for the default session (and
+/// for staging buffers, which never hold a tensor). Session ids are never 0.
+pub(crate) const DEFAULT_OWNER: u64 = 0;
+
+/// A buffer out of the pool; `foreign` when its bytes are another owner's (clear before use).
+pub(crate) struct Taken {
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) foreign: bool,
+}
+
+/// Index of the most recently freed buffer of `key` in `items` (oldest first), the asker's own
+/// if it has one.
+fn pick(items: &[(Key, u64, wgpu::Buffer)], key: Key, owner: u64) -> Option<usize> {
+    let own = items.iter().rposition(|(k, o, _)| *k == key && *o == owner);
+    own.or_else(|| items.iter().rposition(|(k, _, _)| *k == key))
+}
+
 #[derive(Default)]
 pub(crate) struct Pool {
     /// Oldest first; `take` picks the most recently freed buffer of its class.
-    free: Mutex<VecDeque<(Key, wgpu::Buffer)>>,
-    deferred: Mutex<Vec<(Key, wgpu::Buffer)>>,
+    free: Mutex<VecDeque<(Key, u64, wgpu::Buffer)>>,
+    deferred: Mutex<Vec<(Key, u64, wgpu::Buffer)>>,
     cached_bytes: AtomicU64,
     pub(crate) cap_bytes: u64,
 }
@@ -37,36 +59,44 @@ impl Pool {
         Pool { cap_bytes, ..Default::default() }
     }
 
+    /// A staging buffer (they hold no tensor: whose they were does not matter).
     pub(crate) fn take(&self, class: u64, usage: wgpu::BufferUsages) -> Option<wgpu::Buffer> {
+        self.take_for(class, usage, DEFAULT_OWNER).map(|t| t.buffer)
+    }
+
+    /// An idle buffer of `class` for `owner`: its own most recently freed one, else another
+    /// owner's (`foreign`).
+    pub(crate) fn take_for(&self, class: u64, usage: wgpu::BufferUsages, owner: u64) -> Option<Taken> {
         let mut free = self.free.lock().unwrap();
-        let i = free.iter().rposition(|(k, _)| *k == (class, usage.bits()))?;
-        let (_, buf) = free.remove(i)?;
+        let i = pick(free.make_contiguous(), (class, usage.bits()), owner)?;
+        let (_, was, buffer) = free.remove(i)?;
         self.cached_bytes.fetch_sub(class, Ordering::Relaxed);
-        Some(buf)
+        Some(Taken { buffer, foreign: was != owner })
     }
 
     /// A buffer freed during the open batch, for an output that only GPU commands recorded
     /// later in the same batch will write (they run after every earlier reader).
-    pub(crate) fn take_deferred(&self, class: u64, usage: wgpu::BufferUsages) -> Option<wgpu::Buffer> {
+    pub(crate) fn take_deferred(&self, class: u64, usage: wgpu::BufferUsages, owner: u64) -> Option<Taken> {
         let mut deferred = self.deferred.lock().unwrap();
-        let i = deferred.iter().rposition(|(k, _)| *k == (class, usage.bits()))?;
-        Some(deferred.swap_remove(i).1)
+        let i = pick(&deferred, (class, usage.bits()), owner)?;
+        let (_, was, buffer) = deferred.swap_remove(i);
+        Some(Taken { buffer, foreign: was != owner })
     }
 
-    /// A buffer whose last use may still be in the open batch.
-    pub(crate) fn release(&self, class: u64, usage: wgpu::BufferUsages, buf: wgpu::Buffer) {
-        self.deferred.lock().unwrap().push(((class, usage.bits()), buf));
+    /// A buffer whose last use may still be in the open batch; its bytes are `owner`'s.
+    pub(crate) fn release(&self, class: u64, usage: wgpu::BufferUsages, owner: u64, buf: wgpu::Buffer) {
+        self.deferred.lock().unwrap().push(((class, usage.bits()), owner, buf));
     }
 
     /// A buffer known to be idle (staging buffers after their map completed). Returns the bytes
     /// destroyed to stay within the cap.
     pub(crate) fn release_idle(&self, class: u64, usage: wgpu::BufferUsages, buf: wgpu::Buffer) -> u64 {
-        self.put(((class, usage.bits()), buf))
+        self.put(((class, usage.bits()), DEFAULT_OWNER, buf))
     }
 
     /// Caches `buf`, first destroying the buffers freed longest ago while the cap would be
     /// exceeded (or `buf` itself, when it alone is over the cap). Returns the bytes destroyed.
-    fn put(&self, (key, buf): (Key, wgpu::Buffer)) -> u64 {
+    fn put(&self, (key, owner, buf): (Key, u64, wgpu::Buffer)) -> u64 {
         if key.0 > self.cap_bytes {
             buf.destroy();
             return key.0;
@@ -74,13 +104,13 @@ impl Pool {
         let mut free = self.free.lock().unwrap();
         let mut destroyed = 0;
         while self.cached_bytes.load(Ordering::Relaxed) + key.0 > self.cap_bytes {
-            let Some(((class, _), old)) = free.pop_front() else { break };
+            let Some(((class, _), _, old)) = free.pop_front() else { break };
             old.destroy();
             self.cached_bytes.fetch_sub(class, Ordering::Relaxed);
             destroyed += class;
         }
         self.cached_bytes.fetch_add(key.0, Ordering::Relaxed);
-        free.push_back((key, buf));
+        free.push_back((key, owner, buf));
         destroyed
     }
 
@@ -94,7 +124,7 @@ impl Pool {
     pub(crate) fn clear(&self) -> u64 {
         let mut free = self.free.lock().unwrap();
         let mut total = 0;
-        for ((class, _), b) in free.drain(..) {
+        for ((class, _), _, b) in free.drain(..) {
             b.destroy();
             total += class;
         }

@@ -225,3 +225,32 @@ fn a_thousand_sessions_at_once() {
     assert!(open >= (THREADS * PER_THREAD) as usize, "{open} sessions open");
     assert_eq!(dev.memory_stats().in_use_bytes, before, "no memory left after every session closed");
 }
+
+/// Issue 28: error messages named sessions by a global counter ("session 17 has run ..."), so a
+/// tenant could count the sessions others opened between two of its own. The id a message names
+/// is still the session's own (the bindings key on it), but consecutive ids say nothing.
+#[test]
+fn session_ids_in_messages_do_not_count_other_sessions() {
+    let _g = serial();
+    let named = |s: &Session| {
+        let e = s.run(|| Tensor::empty(&[1024], DType::F32).unwrap_err());
+        assert_eq!(e.code(), ErrorCode::QuotaExceeded, "{e}");
+        let id: u64 = e.message().split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(id, s.id(), "{e}");
+        id
+    };
+    let first = Session::new(limits(16));
+    let a = named(&first);
+    let others: Vec<Session> = (0..50).map(|_| Session::new(limits(16))).collect();
+    let second = Session::new(limits(16));
+    let b = named(&second);
+    // A counter would put them 51 apart; any small distance would still hint at a count.
+    assert!(a.abs_diff(b) > 1 << 20, "ids {a} and {b} of sessions opened 51 apart");
+    let mut ids: Vec<u64> = others.iter().map(Session::id).chain([a, b]).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 52, "session ids must stay unique");
+    for s in others.iter().chain([&first, &second]) {
+        s.close();
+    }
+}

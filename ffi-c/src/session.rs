@@ -46,6 +46,10 @@ pub struct KilnSessionLimits {
     /// the wall clock of its waits where the adapter has none). Charged when results are read
     /// or synchronized; once spent, every dispatch fails with KILN_ERR_COMPUTE_LIMIT.
     pub max_gpu_time_ms: u64,
+    /// Kernels the session may hold at once (compiled, not yet freed); over it a compile fails
+    /// with KILN_ERR_QUOTA_EXCEEDED. Each live kernel also counts a fixed charge against
+    /// max_bytes (Kiln core's KERNEL_CHARGE_BYTES).
+    pub max_kernels: u32,
 }
 
 /// kiln_session_stats' counters (a snapshot).
@@ -67,6 +71,8 @@ pub struct KilnSessionStats {
     pub bound_bytes: u64,
     /// GPU time charged to the session, nanoseconds (see KilnSessionLimits.max_gpu_time_ms).
     pub gpu_time_ns: u64,
+    /// Kernels of the session alive now (see KilnSessionLimits.max_kernels).
+    pub kernels_alive: u64,
 }
 
 /// KilnSessionLimits.forbid: no f16.
@@ -91,6 +97,7 @@ fn limits_of(l: &KilnSessionLimits) -> Result<SessionLimits> {
         max_ops_total: l.max_ops_total,
         max_loop_iterations: l.max_loop_iterations,
         max_gpu_time_ms: l.max_gpu_time_ms,
+        max_kernels: l.max_kernels,
         policy: ShaderPolicy {
             max_source_bytes,
             max_workgroup_invocations: l.max_workgroup_invocations,
@@ -192,6 +199,7 @@ pub unsafe extern "C" fn kiln_session_stats(session: *const KilnSession, out: *m
             closed: s.closed,
             bound_bytes: s.bound_bytes,
             gpu_time_ns: s.gpu_time_ns,
+            kernels_alive: s.kernels_alive,
         };
         Ok(())
     })

@@ -13,6 +13,7 @@ struct KilnSessionLimits
     max_bindings::UInt32
     forbid::UInt32
     max_gpu_time_ms::UInt64
+    max_kernels::UInt32
 end
 
 struct KilnSessionStats
@@ -29,20 +30,22 @@ struct KilnSessionStats
     closed::Bool
     bound_bytes::UInt64
     gpu_time_ns::UInt64
+    kernels_alive::UInt64
 end
 
 """
     s = Kiln.Session(; max_bytes=0, max_ops_per_dispatch=0, max_ops_total=0, max_loop_iterations=0,
                      max_source_bytes=0, max_workgroup_invocations=0, max_bindings=0,
                      allow_f16=true, allow_atomics=true, allow_workgroup_memory=true, allow_subgroups=true,
-                     max_gpu_time_ms=0)
+                     max_gpu_time_ms=0, max_kernels=0)
     Kiln.with_session(s) do ... end
 
 A session with limits (every 0: none). Arrays and kernels created inside `with_session` belong
 to it: an allocation over `max_bytes` throws `KilnError` `:QUOTA_EXCEEDED`, a dispatch over an
 operation budget, a kernel out of its loop budget, or any dispatch once `max_gpu_time_ms` of GPU
 time (charged when results are read) is spent `:COMPUTE_LIMIT`, a kernel against the policy
-`:SHADER` naming the line. `close(s)` frees everything it owns (its arrays throw
+`:SHADER` naming the line, a kernel past `max_kernels` held at once `:QUOTA_EXCEEDED` (each live
+kernel also counts a fixed charge against `max_bytes`). `close(s)` frees everything it owns (its arrays throw
 `:INVALID_ARGUMENT` from then on). The current session belongs to the OS thread, so run the block
 without yielding to other tasks (no `@sync`/`@spawn` inside).
 """
@@ -50,12 +53,13 @@ mutable struct Session
     handle::Ptr{KilnSession}
     function Session(; max_bytes=0, max_ops_per_dispatch=0, max_ops_total=0, max_loop_iterations=0,
                      max_source_bytes=0, max_workgroup_invocations=0, max_bindings=0, allow_f16=true,
-                     allow_atomics=true, allow_workgroup_memory=true, allow_subgroups=true, max_gpu_time_ms=0)
+                     allow_atomics=true, allow_workgroup_memory=true, allow_subgroups=true, max_gpu_time_ms=0,
+                     max_kernels=0)
         forbid = UInt32((allow_f16 ? 0 : 1) | (allow_atomics ? 0 : 2) | (allow_workgroup_memory ? 0 : 4) |
                         (allow_subgroups ? 0 : 8))
         limits = Ref(KilnSessionLimits(max_bytes, max_ops_per_dispatch, max_ops_total, max_loop_iterations,
                                        max_workgroup_invocations, max_source_bytes, max_bindings, forbid,
-                                       max_gpu_time_ms))
+                                       max_gpu_time_ms, max_kernels))
         out = Ref{Ptr{KilnSession}}(C_NULL)
         check(@ccall libkiln.kiln_session_create(limits::Ref{KilnSessionLimits}, out::Ref{Ptr{KilnSession}})::UInt32)
         s = new(out[])
@@ -100,7 +104,8 @@ function session_stats(s::Session)
             live_buffers=Int(st.live_buffers), ops_total=Int(st.ops_total), dispatches=Int(st.dispatches),
             kernels_compiled=Int(st.kernels_compiled), quota_exceeded=Int(st.quota_exceeded),
             compute_limit_hits=Int(st.compute_limit_hits), policy_rejections=Int(st.policy_rejections),
-            closed=st.closed, bound_bytes=Int(st.bound_bytes), gpu_time_ns=Int(st.gpu_time_ns))
+            closed=st.closed, bound_bytes=Int(st.bound_bytes), gpu_time_ns=Int(st.gpu_time_ns),
+            kernels_alive=Int(st.kernels_alive))
 end
 
 Base.show(io::IO, s::Session) = print(io, "Kiln.Session(", s.handle == C_NULL ? "freed" : "", ")")

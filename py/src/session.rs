@@ -8,10 +8,13 @@ use kiln_core::session::{audit_off as core_audit_off, audit_to_callback as core_
 use kiln_core::{Session, SessionLimits, ShaderPolicy};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::collections::HashMap;
 use std::sync::Mutex;
+use std::thread::ThreadId;
 
 /// A session with limits. Every limit 0 means none; ``max_loop_iterations`` bounds the loop
-/// iterations of one invocation of the session's kernels (all loops together).
+/// iterations of one invocation of the session's kernels (all loops together); ``max_kernels``
+/// the kernels it holds at once (each also counts ``KERNEL_CHARGE_BYTES`` against ``max_bytes``).
 ///
 /// ``with kiln.Session(max_bytes=1 << 20) as s:`` makes it the current session of the calling
 /// thread: tensors and kernels created there belong to it; an allocation over ``max_bytes``
@@ -23,8 +26,10 @@ use std::sync::Mutex;
 #[pyclass(frozen, module = "kiln", name = "Session")]
 pub struct PySession {
     inner: Session,
-    /// The sessions that were current before each `__enter__` (restored by `__exit__`).
-    previous: Mutex<Vec<Option<Session>>>,
+    /// The sessions that were current before each `__enter__` (restored by `__exit__`), per
+    /// thread: the current session is the thread's, and one `Session` may be entered on several
+    /// threads at once; a single stack would hand one thread's outer session to another.
+    previous: Mutex<HashMap<ThreadId, Vec<Option<Session>>>>,
 }
 
 #[pymethods]
@@ -32,7 +37,7 @@ impl PySession {
     #[new]
     #[pyo3(signature = (*, max_bytes=0, max_ops_per_dispatch=0, max_ops_total=0, max_loop_iterations=0,
         max_source_bytes=0, max_workgroup_invocations=0, max_bindings=0, allow_f16=true, allow_atomics=true,
-        allow_workgroup_memory=true, allow_subgroups=true, max_gpu_time_ms=0))]
+        allow_workgroup_memory=true, allow_subgroups=true, max_gpu_time_ms=0, max_kernels=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_bytes: u64,
@@ -47,6 +52,7 @@ impl PySession {
         allow_workgroup_memory: bool,
         allow_subgroups: bool,
         max_gpu_time_ms: u64,
+        max_kernels: u32,
     ) -> PySession {
         let limits = SessionLimits {
             max_bytes,
@@ -54,6 +60,7 @@ impl PySession {
             max_ops_total,
             max_loop_iterations,
             max_gpu_time_ms,
+            max_kernels,
             policy: ShaderPolicy {
                 max_source_bytes,
                 max_workgroup_invocations,
@@ -64,19 +71,29 @@ impl PySession {
                 allow_subgroups,
             },
         };
-        PySession { inner: Session::new(limits), previous: Mutex::new(Vec::new()) }
+        PySession { inner: Session::new(limits), previous: Mutex::new(HashMap::new()) }
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         let me = slf.get();
         let prev = kiln_core::session::set_current(Some(me.inner.clone()));
-        me.previous.lock().unwrap_or_else(|p| p.into_inner()).push(prev);
+        let thread = std::thread::current().id();
+        me.previous.lock().unwrap_or_else(|p| p.into_inner()).entry(thread).or_default().push(prev);
         slf
     }
 
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        let prev = self.previous.lock().unwrap_or_else(|p| p.into_inner()).pop().flatten();
+        let prev = {
+            let mut stacks = self.previous.lock().unwrap_or_else(|p| p.into_inner());
+            let thread = std::thread::current().id();
+            let stack = stacks.get_mut(&thread);
+            let prev = stack.and_then(|s| s.pop()).flatten();
+            if stacks.get(&thread).is_some_and(|s| s.is_empty()) {
+                stacks.remove(&thread);
+            }
+            prev
+        };
         kiln_core::session::set_current(prev);
         self.close(py)?;
         Ok(false)
@@ -116,6 +133,7 @@ impl PySession {
         d.set_item("bound_bytes", s.bound_bytes)?;
         d.set_item("gpu_time_ns", s.gpu_time_ns)?;
         d.set_item("kernels_compiled", s.kernels_compiled)?;
+        d.set_item("kernels_alive", s.kernels_alive)?;
         d.set_item("quota_exceeded", s.quota_exceeded)?;
         d.set_item("compute_limit_hits", s.compute_limit_hits)?;
         d.set_item("policy_rejections", s.policy_rejections)?;

@@ -109,6 +109,54 @@ def test_sessions_on_threads():
     assert errors == []
 
 
+def test_one_session_entered_on_two_threads_restores_each_threads_own():
+    """Issue 28: two threads entering the same Session shared one saved-session stack, so the
+    thread that left first got the other thread's outer session (its QuotaExceeded), and the
+    other thread then allocated 8 MiB under its 1 MiB quota."""
+    shared = kiln.Session()
+    step = threading.Barrier(2, timeout=60)
+    results = {}
+    mib8 = np.ones(2 << 20, np.float32)
+
+    def a():
+        try:
+            with kiln.Session(max_bytes=64 << 20):
+                with shared:
+                    step.wait()  # 1: a entered shared
+                    step.wait()  # 2: b entered shared
+                # a's outer session (64 MiB) must be current again, not b's (1 MiB).
+                x = kiln.asarray(mib8)
+                results["a"] = float(np.asarray(x)[-1])
+                step.wait()  # 3
+        except Exception as e:  # noqa: BLE001 - reported below
+            results["a"] = repr(e)
+            step.abort()
+
+    def b():
+        try:
+            with kiln.Session(max_bytes=1 << 20):
+                step.wait()  # 1
+                with shared:
+                    step.wait()  # 2
+                    step.wait()  # 3: a left shared (closing it) and allocated
+                # b's own 1 MiB session must be current again.
+                try:
+                    kiln.asarray(mib8)
+                    results["b"] = "allocated 8 MiB under a 1 MiB quota"
+                except kiln.QuotaExceededError:
+                    results["b"] = "QuotaExceeded"
+        except Exception as e:  # noqa: BLE001 - reported below
+            results["b"] = repr(e)
+            step.abort()
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {"a": 1.0, "b": "QuotaExceeded"}
+
+
 def test_audit_log_to_a_callback():
     lines = []
     kiln.audit_to_callback(lines.append)
@@ -124,3 +172,27 @@ def test_audit_log_to_a_callback():
     with kiln.Session():
         pass
     assert len(lines) == len(events)  # off again
+
+
+def test_max_kernels_and_the_kernel_charge():
+    """Issue 28: kernels were charged nothing. At max_kernels (the same source again counts too)
+    a compile raises QuotaExceededError; dropping one makes room."""
+    src = (
+        "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n"
+        "@compute @workgroup_size(1) fn main() { x[0] = %d.0; }"
+    )
+    with kiln.Session(max_kernels=2) as s:
+        a, b = kiln.Kernel(src % 1), kiln.Kernel(src % 2)
+        with pytest.raises(kiln.QuotaExceededError, match="max_kernels"):
+            kiln.Kernel(src % 1)
+        assert s.stats()["kernels_alive"] == 2
+        charge = s.stats()["bytes_in_use"] // 2
+        del a
+        c = kiln.Kernel(src % 3)
+        assert s.stats()["kernels_alive"] == 2
+    # The memory quota holds kernels too: a quota of one kernel's charge takes one kernel.
+    with kiln.Session(max_bytes=charge) as s:
+        d = kiln.Kernel(src % 4)
+        with pytest.raises(kiln.QuotaExceededError, match="a kernel is charged"):
+            kiln.Kernel(src % 5)
+    del b, c, d

@@ -116,6 +116,10 @@ pub struct TenantConfig {
     /// bounds each request).
     #[serde(default)]
     pub max_gpu_time_ms: u64,
+    /// Kernels one session may hold at once (each also charged against `max_bytes`); 0: no
+    /// limit.
+    #[serde(default = "default_max_kernels")]
+    pub max_kernels: u32,
     #[serde(default = "default_sessions")]
     pub max_open_sessions: usize,
     /// Requests of this tenant running at once; more wait for a slot (within the request time
@@ -144,6 +148,9 @@ fn default_max_ops() -> u64 {
 /// per invocation: at the default 2^20 iterations that is ~9,500 invocations a dispatch.
 fn default_max_ops_per_dispatch() -> u64 {
     10_000_000_000
+}
+fn default_max_kernels() -> u32 {
+    kiln_core::SUGGESTED_MAX_KERNELS
 }
 fn default_loop_iterations() -> u32 {
     1 << 20
@@ -212,6 +219,7 @@ impl TenantConfig {
             max_ops_total: self.max_ops_total,
             max_loop_iterations: self.max_loop_iterations,
             max_gpu_time_ms: self.max_gpu_time_ms,
+            max_kernels: self.max_kernels,
             policy: ShaderPolicy {
                 max_source_bytes: s.max_source_bytes,
                 max_workgroup_invocations: s.max_workgroup_invocations,

@@ -288,25 +288,30 @@ fn quotas_and_limits_answer_their_codes_and_nothing_else_changes() {
 #[test]
 fn an_infinite_loop_answers_compute_limit_and_the_server_keeps_serving() {
     let s = start();
-    let sid = s.b.open_session().unwrap();
-    let out = s.b.upload_raw(sid, "float32", &[64], vec![0; 256]).unwrap();
-    let r = s.b.post_json(&format!("/v1/sessions/{sid}/kernels"), &json!({"source": kiln_serve::load::INFINITE_LOOP}));
+    // In tenant a: a kernel is charged 256 KiB (KERNEL_CHARGE_BYTES), past tenant b's 64 KiB.
+    let sid = s.a.open_session().unwrap();
+    let out = s.a.upload_raw(sid, "float32", &[64], vec![0; 256]).unwrap();
+    let r = s.a.post_json(&format!("/v1/sessions/{sid}/kernels"), &json!({"source": kiln_serve::load::INFINITE_LOOP}));
     let kid = r.unwrap().json()["id"].as_u64().unwrap();
     for _ in 0..2 {
-        let r = s.b.post_json(
+        let r = s.a.post_json(
             &format!("/v1/sessions/{sid}/kernels/{kid}/dispatch"),
             &json!({"tensors": [out], "workgroups": [1, 1, 1]}),
         );
         expect(r.unwrap(), 429, "COMPUTE_LIMIT");
     }
-    expect(s.b.get(&format!("/v1/sessions/{sid}/tensors/{out}")).unwrap(), 429, "COMPUTE_LIMIT");
-    let a = s.a.open_session().unwrap();
-    let x = s.a.upload_raw(a, "float32", &[3], f32_bytes(&[1.0, -2.0, 0.5])).unwrap();
-    let r = s.a.post_json(&format!("/v1/sessions/{a}/ops/abs"), &json!({"inputs": [{"name": "x", "id": x}]})).unwrap();
+    expect(s.a.get(&format!("/v1/sessions/{sid}/tensors/{out}")).unwrap(), 429, "COMPUTE_LIMIT");
+    let other = s.b.open_session().unwrap();
+    let x = s.b.upload_raw(other, "float32", &[3], f32_bytes(&[1.0, -2.0, 0.5])).unwrap();
+    let r =
+        s.b.post_json(&format!("/v1/sessions/{other}/ops/abs"), &json!({"inputs": [{"name": "x", "id": x}]})).unwrap();
     let y = r.json()["id"].as_u64().unwrap();
-    assert_eq!(f32s(&s.a.get(&format!("/v1/sessions/{a}/tensors/{y}?format=raw")).unwrap().body), vec![1.0, 2.0, 0.5]);
-    assert_eq!(s.b.get("/ready").unwrap().status, 200);
-    let st = s.b.get(&format!("/v1/sessions/{sid}")).unwrap().json();
+    assert_eq!(
+        f32s(&s.b.get(&format!("/v1/sessions/{other}/tensors/{y}?format=raw")).unwrap().body),
+        vec![1.0, 2.0, 0.5]
+    );
+    assert_eq!(s.a.get("/ready").unwrap().status, 200);
+    let st = s.a.get(&format!("/v1/sessions/{sid}")).unwrap().json();
     assert!(st["compute_limit_hits"].as_u64().unwrap() >= 2, "{st}");
 }
 

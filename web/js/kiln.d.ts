@@ -69,6 +69,9 @@ export interface SessionLimits {
   maxOpsTotal?: number;
   /** Loop iterations one invocation of the session's kernels may run (0: about 4 billion). */
   maxLoopIterations?: number;
+  /** Kernels the session may hold at once (QUOTA_EXCEEDED past it); each live kernel also
+   *  counts a fixed charge against maxBytes. */
+  maxKernels?: number;
   maxSourceBytes?: number;
   maxWorkgroupInvocations?: number;
   maxBindings?: number;

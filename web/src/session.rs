@@ -50,8 +50,9 @@ fn flag(o: &JsValue, key: &str) -> JsResult<bool> {
     v.as_bool().ok_or_else(|| invalid(format!("session policy {key} must be true or false, got {v:?}")))
 }
 
-const KNOWN: [&str; 11] = [
+const KNOWN: [&str; 12] = [
     "maxBytes",
+    "maxKernels",
     "maxOpsPerDispatch",
     "maxOpsTotal",
     "maxLoopIterations",
@@ -88,6 +89,7 @@ fn limits(o: &JsValue) -> JsResult<kiln_core::SessionLimits> {
         max_loop_iterations: limit(o, "maxLoopIterations", u32max)? as u32,
         // The page times nothing (no blocking waits to charge), so there is no GPU-time budget.
         max_gpu_time_ms: 0,
+        max_kernels: limit(o, "maxKernels", u32max)? as u32,
         policy: kiln_core::ShaderPolicy {
             max_source_bytes: limit(o, "maxSourceBytes", u32max)? as usize,
             max_workgroup_invocations: limit(o, "maxWorkgroupInvocations", u32max)? as u32,

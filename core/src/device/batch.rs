@@ -232,6 +232,15 @@ impl Device {
         Ok(())
     }
 
+    /// Records zeroing `buffer` in the batch, after every command recorded so far.
+    pub(super) fn clear(&self, buffer: &wgpu::Buffer) {
+        let mut batch = self.batch.lock().unwrap();
+        batch.pass = None;
+        let enc = batch.encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
+        enc.clear_buffer(buffer, 0, None);
+        batch.dispatches += 1;
+    }
+
     pub(super) fn submit_locked(&self, batch: &mut Batch) -> Result<Option<wgpu::SubmissionIndex>> {
         batch.pass = None;
         let Some(encoder) = batch.encoder.take() else {

@@ -2,7 +2,7 @@
 //! for tests, and giving cached memory back.
 
 use super::Device;
-use crate::pool::size_class;
+use crate::pool::{size_class, Taken, DEFAULT_OWNER};
 use crate::session::{BufferHome, SessionInner};
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -114,7 +114,8 @@ impl Drop for GpuBuffer {
             }
             d.mem.in_use.fetch_sub(self.class, Ordering::Relaxed);
             d.mem.live.fetch_sub(1, Ordering::Relaxed);
-            d.pool.release(self.class, STORAGE_USAGE, b);
+            let owner = self.owner.as_ref().map_or(DEFAULT_OWNER, |(s, _)| s.id());
+            d.pool.release(self.class, STORAGE_USAGE, owner, b);
         }
     }
 }
@@ -154,10 +155,12 @@ impl Device {
 
     fn alloc_counted(self: &Arc<Device>, bytes: u64, gpu_written: bool) -> Result<GpuBuffer> {
         self.check_alive()?;
-        let Some(session) = crate::session::current_inner() else { return self.alloc_in(bytes, gpu_written, None) };
+        let Some(session) = crate::session::current_inner() else {
+            return self.alloc_in(bytes, gpu_written, None, DEFAULT_OWNER);
+        };
         let class = self.class_of(bytes);
         session.charge_bytes(class)?;
-        let mut buf = match self.alloc_in(bytes, gpu_written, Some(class)) {
+        let mut buf = match self.alloc_in(bytes, gpu_written, Some(class), session.id()) {
             Ok(b) => b,
             Err(e) => {
                 session.uncharge_bytes(class);
@@ -180,8 +183,15 @@ impl Device {
         size_class(bytes).min(max.max(16)).max(bytes.next_multiple_of(4))
     }
 
-    /// Allocation proper; `class` was computed by the caller when it charged a session.
-    fn alloc_in(self: &Arc<Device>, bytes: u64, gpu_written: bool, class: Option<u64>) -> Result<GpuBuffer> {
+    /// Allocation proper; `class` was computed by the caller when it charged a session, `owner`
+    /// is whose bytes the buffer will hold (`pool::DEFAULT_OWNER` for the default session).
+    fn alloc_in(
+        self: &Arc<Device>,
+        bytes: u64,
+        gpu_written: bool,
+        class: Option<u64>,
+        owner: u64,
+    ) -> Result<GpuBuffer> {
         let max = self.max_tensor_bytes();
         if bytes > max {
             return Err(Error::OutOfMemory(format!(
@@ -190,12 +200,15 @@ impl Device {
         }
         let class = class.unwrap_or_else(|| self.class_of(bytes));
         let poison = self.poison.load(Ordering::Relaxed);
-        let reused = self
-            .pool
-            .take(class, STORAGE_USAGE)
-            .or_else(|| (gpu_written && !poison).then(|| self.pool.take_deferred(class, STORAGE_USAGE)).flatten());
+        let reused = self.pool.take_for(class, STORAGE_USAGE, owner).or_else(|| {
+            (gpu_written && !poison).then(|| self.pool.take_deferred(class, STORAGE_USAGE, owner)).flatten()
+        });
         let buffer = match reused {
-            Some(b) => b,
+            Some(Taken { buffer, foreign: false }) => buffer,
+            Some(Taken { buffer, foreign: true }) => {
+                self.clear_foreign(&buffer, bytes, class, gpu_written);
+                buffer
+            }
             None => {
                 let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
                 let b = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -218,6 +231,47 @@ impl Device {
         self.mem.peak.fetch_max(now, Ordering::Relaxed);
         self.mem.live.fetch_add(1, Ordering::Relaxed);
         Ok(GpuBuffer { buffer: Some(buffer), class, device: self.clone(), owner: None, verdict: Default::default() })
+    }
+
+    /// Zeroes a pooled buffer whose bytes were another owner's (another session's, or the default
+    /// session's) before its new owner can read them (issue 28). A buffer that GPU commands will
+    /// write (`empty()` and every op's output) is cleared by a command recorded in the open
+    /// batch: after every earlier reader of its old contents (it may come from the batch's own
+    /// freed buffers) and before any command of the new owner. A buffer the host uploads into is
+    /// idle, and the upload (`queue.write_buffer`, which runs before the batch) overwrites its
+    /// first `bytes` rounded up to a word: only the rest of its size class is zeroed, by a fill
+    /// submitted before the upload's writes.
+    ///
+    /// The cost (`cargo test --release -p kiln-core --test pool_owners -- --ignored
+    /// clearing_cost --nocapture`; lavapipe on a shared 2-core machine, ms, median of 20; two
+    /// runs differed by up to 2x at 64 MiB):
+    ///
+    /// | bytes  | `empty()`: own / another's (cleared) / new | + first full read: own / another's / new | upload: own / another's |
+    /// |--------|--------------------------|----------------------|---------------|
+    /// | 4 KiB  | 0.002 / 0.038 / 0.014    | 0.043 / 0.028 / 0.036 | 0.016 / 0.043 |
+    /// | 256 KiB| 0.001 / 0.028 / 0.007    | 0.041 / 0.044 / 0.056 | 0.026 / 0.054 |
+    /// | 4 MiB  | 0.001 / 0.069 / 0.007    | 0.34 / 0.52 / 0.48    | 0.22 / 0.29   |
+    /// | 64 MiB | 0.001 / 1.4-3.0 / 0.013  | 68 / 72 / 233         | 19.6 / 18.3   |
+    ///
+    /// (A new buffer looks free until first used: wgpu zero-fills it then, hence its read column.)
+    /// A buffer of the asker's own is handed out as before, without a clear, so a program that
+    /// never mixes sessions (or one session's steady state) pays nothing. Clearing on reuse was
+    /// chosen over a pool per owner: a pool per owner keeps freed memory away from every other
+    /// session (a closed session's buffers would be new allocations for everyone else, and
+    /// wgpu zero-fills every new buffer anyway, at about the same cost as the clear).
+    fn clear_foreign(&self, buffer: &wgpu::Buffer, bytes: u64, class: u64, gpu_written: bool) {
+        if gpu_written {
+            return self.clear(buffer);
+        }
+        let covered = bytes.next_multiple_of(4).min(class);
+        if covered < class {
+            // Submitted now, so that it runs before the upload's writes (queued for the next
+            // submit): a GPU fill, not a host buffer of zeros copied through staging (that cost
+            // 8 ms more for a 48 MiB upload into a 64 MiB class on lavapipe, this ~1 ms).
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            enc.clear_buffer(buffer, covered, Some(class - covered));
+            self.queue.submit([enc.finish()]);
+        }
     }
 
     /// Stops refusing `buffer` (its last handle is gone, its id may be reused).

@@ -28,6 +28,13 @@ pub struct SessionLimits {
     /// loops together. 0 means `DEFAULT_LOOP_BUDGET`: a kernel compiled in a session is always
     /// bounded (kernels of the default session are not rewritten at all).
     pub max_loop_iterations: u32,
+    /// User kernels the session may hold at once (compiled and not yet dropped; each `Kernel`
+    /// counts, also one whose source was compiled before and came from the cache). At it a
+    /// compile fails with QUOTA_EXCEEDED before anything is compiled. Each kernel is also
+    /// charged `KERNEL_CHARGE_BYTES` against `max_bytes` while it lives (once compiled, so that
+    /// a kernel against the policy still says SHADER). `SUGGESTED_MAX_KERNELS`
+    /// is the tenants' default in `kiln serve`.
+    pub max_kernels: u32,
     /// Which kernels the session may compile.
     pub policy: ShaderPolicy,
 }
@@ -35,6 +42,20 @@ pub struct SessionLimits {
 /// The loop budget of a session that sets none: ~4 billion iterations per invocation, so that
 /// every loop ends, while no real kernel notices. Tenants get a far smaller one from their limits.
 pub const DEFAULT_LOOP_BUDGET: u32 = u32::MAX;
+
+/// What one live user kernel of a session is charged against its `max_bytes`: compiled
+/// pipelines live in driver memory that no buffer counter sees. Measured on lavapipe (`cargo
+/// test --release -p kiln-core --test kernel_cache_rss -- --ignored --nocapture
+/// rss_of_live_kernels`): 500 distinct small kernels held alive cost ~89 KB of resident memory
+/// each (the issue saw ~150 KB); a GPU driver keeps the machine code in device memory and its
+/// bookkeeping on the host. 256 KiB is above both, with room for kernels bigger than the
+/// measured ones, and a size class of its own: a tenant that fills its quota with kernels holds
+/// no more than it could with tensors.
+pub const KERNEL_CHARGE_BYTES: u64 = 256 << 10;
+
+/// A sensible `max_kernels` for an untrusted tenant: far more distinct kernels than a real
+/// program holds at once, and with `KERNEL_CHARGE_BYTES` each, 16 MiB of its quota at most.
+pub const SUGGESTED_MAX_KERNELS: u32 = 64;
 
 /// What a session's kernels may be, checked on the validated naga module before anything is
 /// compiled for the driver. Every zero means "no limit"; every `allow_*` starts allowed.

@@ -9,15 +9,17 @@
 
 mod audit;
 pub(crate) mod kernel_front;
+mod kernels;
 mod limits;
 pub(crate) mod loop_guard;
+pub(crate) mod opaque_id;
 pub(crate) mod policy;
 #[doc(hidden)]
 pub mod sandbox_check;
 
 pub use audit::{audit_enabled, audit_off, audit_to_callback, audit_to_file};
 pub(crate) use audit::{error_fields, event};
-pub use limits::{SessionLimits, ShaderPolicy, DEFAULT_LOOP_BUDGET};
+pub use limits::{SessionLimits, ShaderPolicy, DEFAULT_LOOP_BUDGET, KERNEL_CHARGE_BYTES, SUGGESTED_MAX_KERNELS};
 
 use crate::{Error, Result};
 use std::cell::RefCell;
@@ -46,7 +48,8 @@ struct Owned {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionStats {
     pub id: u64,
-    /// Bytes the session's live tensors hold (size classes).
+    /// Bytes the session's live tensors hold (size classes), and `KERNEL_CHARGE_BYTES` for
+    /// each of its live kernels.
     pub bytes_in_use: u64,
     pub peak_bytes: u64,
     pub live_buffers: u64,
@@ -63,6 +66,8 @@ pub struct SessionStats {
     /// Dispatches refused because the GPU-time budget was spent (also in `compute_limit_hits`).
     pub gpu_time_limit_hits: u64,
     pub kernels_compiled: u64,
+    /// User kernels of the session alive now (see `SessionLimits::max_kernels`).
+    pub kernels_alive: u64,
     /// Allocations refused with QUOTA_EXCEEDED.
     pub quota_exceeded: u64,
     /// Dispatches refused, or kernels stopped, with COMPUTE_LIMIT.
@@ -82,6 +87,7 @@ struct Counters {
     gpu_time_ns: AtomicU64,
     gpu_time_limit_hits: AtomicU64,
     kernels_compiled: AtomicU64,
+    kernels_alive: AtomicU64,
     quota_exceeded: AtomicU64,
     compute_limit_hits: AtomicU64,
     policy_rejections: AtomicU64,
@@ -108,7 +114,6 @@ impl std::fmt::Debug for Session {
     }
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 static LIVE: Mutex<Vec<Weak<SessionInner>>> = Mutex::new(Vec::new());
 
@@ -124,7 +129,7 @@ impl Session {
     /// Opens a session with `limits` (see `SessionLimits`; the default has none).
     pub fn new(limits: SessionLimits) -> Session {
         let inner = Arc::new(SessionInner {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: opaque_id::next(),
             limits,
             closed: AtomicBool::new(false),
             counters: Counters::default(),
@@ -147,6 +152,8 @@ impl Session {
         Session { inner }
     }
 
+    /// Unique in the process and never 0, but not a count of the sessions opened before it
+    /// (see `opaque_id`): error messages name it, and tenants read those.
     pub fn id(&self) -> u64 {
         self.inner.id
     }
@@ -197,6 +204,7 @@ impl Session {
                 home.revoke(buffers);
             }
             self.inner.counters.bytes_in_use.store(0, Ordering::Relaxed);
+            self.inner.counters.kernels_alive.store(0, Ordering::Relaxed);
         }
         let s = self.stats();
         event("session_closed", |m| {
@@ -277,6 +285,7 @@ impl SessionInner {
             gpu_time_ns: get(&c.gpu_time_ns),
             gpu_time_limit_hits: get(&c.gpu_time_limit_hits),
             kernels_compiled: get(&c.kernels_compiled),
+            kernels_alive: get(&c.kernels_alive),
             quota_exceeded: get(&c.quota_exceeded),
             compute_limit_hits: get(&c.compute_limit_hits),
             policy_rejections: get(&c.policy_rejections),

@@ -185,7 +185,7 @@ defmodule Kiln.Native do
     vecdot: 3,
     tensordot: 5,
     # sessions (native/src/session.rs) and metrics
-    session_open: 12,
+    session_open: 13,
     session_enter: 1,
     session_exit: 0,
     session_current: 0,
@@ -226,7 +226,7 @@ defmodule Kiln.SafeNative do
     source_hash: 0,
     error_codes: 0,
     is_freed: 1,
-    session_open: 12,
+    session_open: 13,
     session_enter: 1,
     session_current: 0,
     session_stats: 1,

@@ -30,6 +30,9 @@ defmodule Kiln.Session do
     may run; a kernel that runs out stops, and reading its output raises `:compute_limit`.
   * `:max_gpu_time_ms` - GPU time the session's passes may take in all (timestamp queries where
     the adapter has them, else the wall clock of its waits); once spent, `:compute_limit`.
+  * `:max_kernels` - kernels the session may hold at once; over it compiling one raises
+    `:quota_exceeded`. Each live kernel also counts a fixed charge (Kiln core's
+    `KERNEL_CHARGE_BYTES`) against `:max_bytes`.
   * Shader policy: `:max_source_bytes`, `:max_workgroup_invocations`, `:max_bindings`,
     `:allow_f16`, `:allow_atomics`, `:allow_workgroup_memory`, `:allow_subgroups` (booleans,
     `true` by default). A kernel against the policy fails to compile with code `:shader`.
@@ -61,7 +64,8 @@ defmodule Kiln.Session do
     allow_f16: {true, :bool},
     allow_atomics: {true, :bool},
     allow_workgroup_memory: {true, :bool},
-    allow_subgroups: {true, :bool}
+    allow_subgroups: {true, :bool},
+    max_kernels: {0, :u32}
   ]
 
   @doc """

@@ -82,6 +82,7 @@ fn session_open(
     allow_atomics: Flag,
     allow_workgroup_memory: Flag,
     allow_subgroups: Flag,
+    max_kernels: Int<u32>,
 ) -> ResourceArc<SessionRes> {
     let limits = SessionLimits {
         max_bytes: max_bytes.0,
@@ -89,6 +90,7 @@ fn session_open(
         max_ops_total: max_ops_total.0,
         max_loop_iterations: max_loop_iterations.0,
         max_gpu_time_ms: max_gpu_time_ms.0,
+        max_kernels: max_kernels.0,
         policy: ShaderPolicy {
             max_source_bytes: max_source_bytes.0,
             max_workgroup_invocations: max_workgroup_invocations.0,
