@@ -8,7 +8,7 @@ use crate::device::{Binding, Device, Verdict, MAX_PARAMS_BYTES};
 use crate::dtype::DType;
 use crate::kernel_limits;
 use crate::pipeline::{compile_with, Checks, Pipeline, USER_KEY_PREFIX};
-use crate::session::{kernel_front, loop_guard, SessionInner, ShaderPolicy};
+use crate::session::{kernel_cost, kernel_front, loop_guard, SessionInner, ShaderPolicy};
 use crate::tensor::Tensor;
 use crate::{runtime, Error, Result};
 use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
@@ -52,6 +52,8 @@ pub struct Kernel {
     workgroup_size: [u32; 3],
     /// Where the loop-budget buffer binds (a session's kernel with loops).
     guard_binding: Option<u32>,
+    /// Operations one pass through the code counts (`session::kernel_cost`).
+    ops_per_pass: u64,
 }
 
 fn scalar_dtype(s: naga::Scalar) -> Option<DType> {
@@ -97,6 +99,7 @@ struct Compiled {
     pipeline: Option<Pipeline>,
     /// Where the loop-budget buffer binds, for a sandboxed kernel with loops.
     guard_binding: Option<u32>,
+    ops_per_pass: u64,
 }
 
 impl CompileJob {
@@ -166,6 +169,7 @@ impl CompileJob {
             None => None,
         };
         let guard_binding = bounded.as_ref().map(|b| b.guard_binding);
+        let ops_per_pass = kernel_cost::ops_per_pass(&module, ep_index)?;
         let has_bindings = !storage.is_empty() || uniform.is_some() || guard_binding.is_some();
         let invocations = Some(ep.workgroup_size.iter().product::<u32>().max(1));
         let pipeline = match (self.build_pipeline, bounded) {
@@ -192,7 +196,7 @@ impl CompileJob {
                 Some(compile_with(&self.device, &self.label, &text, entry, Checks::Bounded, has_bindings, invocations)?)
             }
         };
-        Ok(Compiled { storage, uniform, workgroup_size: ep.workgroup_size, pipeline, guard_binding })
+        Ok(Compiled { storage, uniform, workgroup_size: ep.workgroup_size, pipeline, guard_binding, ops_per_pass })
     }
 }
 
@@ -430,6 +434,7 @@ impl Kernel {
             device: device.clone(),
             owner: owner.cloned(),
             guard_binding: compiled.guard_binding,
+            ops_per_pass: compiled.ops_per_pass,
             pipeline,
             entry: entry.to_string(),
             storage: compiled.storage,
@@ -462,6 +467,14 @@ impl Kernel {
     }
     pub fn workgroup_size(&self) -> [u32; 3] {
         self.workgroup_size
+    }
+
+    /// Operations one pass through the kernel's code counts against a session's compute
+    /// limits: its inlined size (expressions and statements, every call site's callee added)
+    /// over 64, at least 1. A dispatch counts invocations × passes × this, where passes is
+    /// 1 + the loop budget for a kernel with loops and 1 without.
+    pub fn ops_per_pass(&self) -> u64 {
+        self.ops_per_pass
     }
 
     /// Binds `tensors` to the storage bindings in binding order, `uniforms` to the uniform
@@ -596,17 +609,17 @@ impl Kernel {
         }
         // The whole dispatch's work, bounded before it is submitted: every invocation runs at
         // most the loop budget's iterations (all its loops together, see `session::loop_guard`)
-        // plus its straight-line code once; a kernel without loops is one operation per
-        // invocation. The budget, not what the loops will really do, since nothing can know
-        // that before they run: a tenant whose kernels loop little lowers `max_loop_iterations`
-        // to dispatch more invocations.
+        // plus its straight-line code once, and each pass costs the code's inlined size
+        // (`session::kernel_cost`: loop bodies and call trees of any size). The budget, not
+        // what the loops will really do, since nothing can know that before they run: a tenant
+        // whose kernels loop little lowers `max_loop_iterations` to dispatch more invocations.
         let invocations =
             workgroups.iter().chain(&self.workgroup_size).fold(1u64, |acc, &d| acc.saturating_mul(d as u64));
-        let per_invocation = match &guard {
+        let passes = match &guard {
             Some((_, owner, _)) => 1 + owner.limits().loop_budget() as u64,
             None => 1,
         };
-        let work = invocations.saturating_mul(per_invocation);
+        let work = invocations.saturating_mul(passes).saturating_mul(self.ops_per_pass);
         self.device.dispatch(&self.pipeline, &bindings, params, workgroups, Some(work))?;
         if let Some(owner) = &self.owner {
             crate::session::event("dispatch", |m| {

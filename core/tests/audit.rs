@@ -14,7 +14,12 @@ const KERNEL: &str = "@group(0) @binding(0) var<storage, read_write> x: array<f3
 
 /// Everything a session does that the log should show; returns the session's id.
 fn workload() -> u64 {
-    let s = Session::new(SessionLimits { max_bytes: 64, max_loop_iterations: 10, ..Default::default() });
+    // Room for the kernel (charged KERNEL_CHARGE_BYTES) and 64 bytes of tensors.
+    let s = Session::new(SessionLimits {
+        max_bytes: 64 + kiln_core::session::KERNEL_CHARGE_BYTES,
+        max_loop_iterations: 10,
+        ..Default::default()
+    });
     s.run(|| {
         let x = Tensor::from_slice(&[SECRET; 4], &[4]).unwrap();
         let k = Kernel::new(KERNEL, "secret_kernel_name").unwrap();

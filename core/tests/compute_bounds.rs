@@ -270,3 +270,82 @@ fn a_reduction_is_charged_the_elements_it_reads() {
     compute_limit(s.run(|| ops::sum(&x, None, false)));
     s.close();
 }
+
+/// A chain of `depth` helpers, each calling the next `fanout` times: no loop at all, and
+/// `fanout^depth` calls per invocation.
+fn call_tree(depth: usize, fanout: usize) -> String {
+    let mut src = String::from("@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n");
+    src.push_str(&format!("fn f{depth}(x: f32) -> f32 {{ return x * 1.0001 + 0.5; }}\n"));
+    for d in (0..depth).rev() {
+        let calls = (0..fanout).map(|_| format!("f{}(x)", d + 1)).collect::<Vec<_>>().join(" + ");
+        src.push_str(&format!("fn f{d}(x: f32) -> f32 {{ return {calls}; }}\n"));
+    }
+    src.push_str(
+        "@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { o[g.x] = f0(o[g.x]); }",
+    );
+    src
+}
+
+#[test]
+fn a_call_tree_or_a_big_loop_body_is_charged_its_size() {
+    // Counting one operation per invocation (or per loop iteration) left two multipliers free:
+    // a call tree (10 helpers deep, 10 calls each: 10^10 calls per invocation, no loop) and a
+    // loop body of thousands of expressions. Both are charged their inlined size now.
+    let limits = SessionLimits { max_ops_per_dispatch: 10_000_000_000, ..Default::default() };
+    let s = Session::new(limits.clone());
+    // 10^10 calls: refused before the driver sees it (lavapipe spent its whole 20 s compile
+    // budget inlining it, then went on in the background), in a session or not.
+    let t = std::time::Instant::now();
+    for e in [
+        s.run(|| Kernel::new(&call_tree(10, 10), "main")).unwrap_err(),
+        Kernel::new(&call_tree(10, 10), "main").unwrap_err(),
+    ] {
+        assert_eq!(e.code(), ErrorCode::Shader, "{e}");
+        assert!(e.message().contains("inlined"), "{e}");
+    }
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+    // 1,000 calls compile, and count their size: 125+ operations a pass.
+    let tree = s.run(|| Kernel::new(&call_tree(3, 10), "main")).unwrap();
+    assert!(tree.ops_per_pass() >= 1000 * 5 / 64, "{}", tree.ops_per_pass());
+    let o = s.run(|| kiln_core::ops::zeros(&[64], DType::F32)).unwrap();
+    // 65535 x 20 workgroups of 64: 8.4e7 invocations, under 1e10 at one operation each.
+    let e = s.run(|| tree.dispatch(&[&o], None, [65535, 20, 1])).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ComputeLimit, "{e}");
+    // A small tree (3 deep, 3 calls each: 27 calls) counts a few operations a pass and runs.
+    let small = s.run(|| Kernel::new(&call_tree(3, 3), "main")).unwrap();
+    assert!(small.ops_per_pass() > 1 && small.ops_per_pass() * 20 < tree.ops_per_pass(), "{}", small.ops_per_pass());
+    // The loop kernel the per-dispatch bounds were measured with counts one operation a pass.
+    let spin = "struct P { n: u32 }
+@group(0) @binding(0) var<storage, read_write> o: array<f32>;
+@group(0) @binding(1) var<uniform> p: P;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    var acc = o[id.x];
+    for (var i = 0u; i < p.n; i++) { acc = fract(acc * 1.618034 + f32(i & 7u) * 0.1) + 5.0; }
+    o[id.x] = acc;
+}";
+    assert_eq!(s.run(|| Kernel::new(spin, "main")).unwrap().ops_per_pass(), 1);
+    s.run(|| small.dispatch(&[&o], None, [1, 1, 1])).unwrap();
+    let got = o.to_vec::<f32>().unwrap();
+    // f3(0) = 0.5, f2 = 3 * 0.5, f1 = 9 * 0.5, f0 = 27 * 0.5.
+    assert!(got.iter().all(|&v| (v - 13.5).abs() < 1e-3), "{:?}", &got[..4]);
+
+    // A loop body of ~4,000 expressions: ~60x the operations per iteration of a small one.
+    let body: String = (0..1000).map(|i| format!("acc = acc * 1.0001 + f32({i}u & i);\n")).collect();
+    let heavy = format!(
+        "@group(0) @binding(0) var<storage, read_write> o: array<f32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {{
+    var acc = o[g.x];
+    for (var i = 0u; i < 16u; i++) {{ {body} }}
+    o[g.x] = acc;
+}}"
+    );
+    let looped = Session::new(SessionLimits { max_loop_iterations: 16, ..limits });
+    let k = looped.run(|| Kernel::new(&heavy, "main")).unwrap();
+    assert!(k.ops_per_pass() >= 4000 / 64, "{}", k.ops_per_pass());
+    // 2^20 workgroups x 64 x 17 passes is 1.1e9 at one op a pass (it passed), x ops_per_pass now.
+    let x = looped.run(|| kiln_core::ops::zeros(&[64], DType::F32)).unwrap();
+    let e = looped.run(|| k.dispatch(&[&x], None, [65535, 16, 1])).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ComputeLimit, "{e}");
+    s.close();
+    looped.close();
+}

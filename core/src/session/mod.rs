@@ -8,6 +8,7 @@
 //! metrics exporter can read them later without a lock on the dispatch path.
 
 mod audit;
+pub(crate) mod kernel_cost;
 pub(crate) mod kernel_front;
 mod kernels;
 mod limits;
