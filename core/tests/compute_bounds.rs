@@ -349,3 +349,49 @@ fn a_call_tree_or_a_big_loop_body_is_charged_its_size() {
     s.close();
     looped.close();
 }
+
+/// What the `kiln serve` tenant defaults let one dispatch cost, in time on this adapter: each
+/// case is just inside 1e10 operations per dispatch (2^20 loop iterations per invocation).
+/// Measurement only (`cargo test --release --test compute_bounds -- --ignored --nocapture` on
+/// a GPU machine; BENCHMARKS.md, "What one tenant dispatch may cost"): lavapipe takes minutes.
+#[test]
+#[ignore]
+fn time_of_a_dispatch_at_the_serve_defaults() {
+    let budget = 1u32 << 20;
+    let limits =
+        SessionLimits { max_loop_iterations: budget, max_ops_per_dispatch: 10_000_000_000, ..Default::default() };
+    let s = Session::new(limits);
+    let time = |name: &str, f: &dyn Fn() -> kiln_core::Result<()>| {
+        s.run(f).unwrap(); // compile and warm
+        let t = std::time::Instant::now();
+        s.run(f).unwrap();
+        eprintln!("{name}: {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    };
+    let groups = (10_000_000_000u64 / (64 * (budget as u64 + 1))) as u32;
+    // One iteration short of the budget (the guard counts the loop's last, failing test too).
+    let n = budget - 1;
+    let k = s.run(|| Kernel::new(SPIN, "main")).unwrap();
+    let o = s.run(|| kiln_core::ops::zeros(&[groups as usize * 64], DType::F32)).unwrap();
+    time(&format!("loop kernel, {groups} workgroups x 64 x 2^20 iterations"), &|| {
+        k.dispatch(&[&o], Some(&n.to_le_bytes()), [groups, 1, 1])?;
+        o.to_vec::<f32>().map(drop)
+    });
+    // Heavier bodies: the charge grows with the body, so fewer workgroups fit.
+    for reps in [6, 48] {
+        let heavy = SPIN.replace("acc = acc + 1.0;", &"acc = acc * 1.0001 + 0.5; ".repeat(reps));
+        let k2 = s.run(|| Kernel::new(&heavy, "main")).unwrap();
+        let g2 = (groups as u64 / k2.ops_per_pass()).max(1) as u32;
+        time(&format!("loop body of {reps} fmas ({} ops a pass), {g2} workgroups", k2.ops_per_pass()), &|| {
+            k2.dispatch(&[&o], Some(&n.to_le_bytes()), [g2, 1, 1])?;
+            o.to_vec::<f32>().map(drop)
+        });
+    }
+    let a = s.run(|| kiln_core::ops::random_uniform(&[2048, 2048], DType::F32, 1, -1.0, 1.0)).unwrap();
+    time("matmul 2048^3 f32 (8.6e9 multiply-adds)", &|| kiln_core::ops::matmul(&a, &a)?.to_vec::<f32>().map(drop));
+    let x = s.run(|| kiln_core::ops::random_uniform(&[3, 128, 128, 128], DType::F32, 2, -1.0, 1.0)).unwrap();
+    let w = s.run(|| kiln_core::ops::random_uniform(&[128, 128, 3, 3], DType::F32, 3, -1.0, 1.0)).unwrap();
+    time("conv2d [3,128,128,128] * [128,128,3,3] (9.1e9 multiply-adds)", &|| {
+        kiln_core::ops::conv2d(&x, &w, None, [1, 1], [1, 1], [1, 1], 1)?.to_vec::<f32>().map(drop)
+    });
+    s.close();
+}
