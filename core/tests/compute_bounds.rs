@@ -3,6 +3,7 @@
 //! charge, and built-in ops are charged by their real work (docs/DESIGN.md, "Sessions and
 //! untrusted kernels").
 
+mod common;
 use kiln_core::{DType, ErrorCode, Kernel, Session, SessionLimits, ShaderPolicy};
 
 fn policy(max_workgroup_invocations: u32) -> Session {
@@ -315,15 +316,7 @@ fn a_call_tree_or_a_big_loop_body_is_charged_its_size() {
     let small = s.run(|| Kernel::new(&call_tree(3, 3), "main")).unwrap();
     assert!(small.ops_per_pass() > 1 && small.ops_per_pass() * 20 < tree.ops_per_pass(), "{}", small.ops_per_pass());
     // The loop kernel the per-dispatch bounds were measured with counts one operation a pass.
-    let spin = "struct P { n: u32 }
-@group(0) @binding(0) var<storage, read_write> o: array<f32>;
-@group(0) @binding(1) var<uniform> p: P;
-@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    var acc = o[id.x];
-    for (var i = 0u; i < p.n; i++) { acc = fract(acc * 1.618034 + f32(i & 7u) * 0.1) + 5.0; }
-    o[id.x] = acc;
-}";
-    assert_eq!(s.run(|| Kernel::new(spin, "main")).unwrap().ops_per_pass(), 1);
+    assert_eq!(s.run(|| Kernel::new(common::SPIN, "main")).unwrap().ops_per_pass(), 1);
     s.run(|| small.dispatch(&[&o], None, [1, 1, 1])).unwrap();
     let got = o.to_vec::<f32>().unwrap();
     // f3(0) = 0.5, f2 = 3 * 0.5, f1 = 9 * 0.5, f0 = 27 * 0.5.

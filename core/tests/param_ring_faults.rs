@@ -2,37 +2,12 @@
 //! wait: ring buffers in flight or holding a recorded block when the device goes must not hang
 //! or panic anything, and the fresh device's ring works. Its own test binary: it destroys the
 //! process's default device and sets KILN_TIMEOUT_MS.
-use kiln_core::{ops, ErrorCode, Kernel, Tensor};
+mod common;
+use kiln_core::{ops, ErrorCode, Tensor};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Every invocation runs `p.n` dependent steps; `p` is the dispatch's block (in a ring buffer).
-const SPIN: &str = "
-struct P { n: u32 }
-@group(0) @binding(0) var<storage, read_write> o: array<f32>;
-@group(0) @binding(1) var<uniform> p: P;
-@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    var acc = o[id.x];
-    for (var i = 0u; i < p.n; i++) { acc = fract(acc * 1.618034 + f32(i & 7u) * 0.1) + 5.0; }
-    o[id.x] = acc;
-}";
-
-fn spin(groups: u32, steps: u32) -> Tensor {
-    let k = Kernel::new(SPIN, "main").unwrap();
-    let o = ops::zeros(&[groups as usize * 64], kiln_core::DType::F32).unwrap();
-    k.dispatch(&[&o], Some(&steps.to_le_bytes()), [groups, 1, 1]).unwrap();
-    o
-}
-
-/// Workgroups of `spin(_, 60_000)` that run about 4x `timeout` on this machine now, timed on
-/// the current device (default timeout). A fixed count was measured once at ~5 s, and on a
-/// faster or idler machine it finished inside the 1.5 s timeout (this test failed in CI).
-fn runaway_groups(timeout: Duration) -> u32 {
-    let t = Instant::now();
-    spin(100, 60_000).to_vec::<f32>().unwrap();
-    let per_group = t.elapsed().as_secs_f64() / 100.0;
-    ((4.0 * timeout.as_secs_f64() / per_group).ceil() as u32).clamp(500, 20_000)
-}
+use common::spin;
 
 /// A few round trips on the current device, checked, and the ring's use of them.
 fn ring_round_trips(dev: &kiln_core::Device) {
@@ -81,7 +56,7 @@ fn ring_buffers_survive_a_lost_device_and_a_timeout() {
     drop((a, in_flight, queued, old));
 
     // A timeout: the runaway dispatch's block is in a ring buffer that never comes back.
-    let groups = runaway_groups(Duration::from_millis(1500));
+    let groups = common::spin_groups_for(Duration::from_secs(6), 60_000);
     kiln_core::reset_devices();
     std::env::set_var("KILN_TIMEOUT_MS", "1500");
     let timed = kiln_core::device().unwrap();

@@ -1,28 +1,14 @@
 //! A wait that runs past KILN_TIMEOUT_MS: the caller gets TIMEOUT, the device is given up (every
 //! later call on it answers DEVICE_LOST at once, none blocks), and the next call gets a fresh
 //! device that works. Its own test binary: it sets the timeout and loses the default device.
-use kiln_core::{ops, ErrorCode, Kernel, Tensor};
+mod common;
+use kiln_core::{ops, ErrorCode, Tensor};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Every invocation runs `p.n` dependent steps (lavapipe ends a shader's loops after 65535
-/// iterations in all, so the work is made long by many invocations rather than one long loop).
-const SPIN: &str = "
-struct P { n: u32 }
-@group(0) @binding(0) var<storage, read_write> o: array<f32>;
-@group(0) @binding(1) var<uniform> p: P;
-@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    var acc = o[id.x];
-    for (var i = 0u; i < p.n; i++) { acc = fract(acc * 1.618034 + f32(i & 7u) * 0.1) + 5.0; }
-    o[id.x] = acc;
-}";
-
 /// `groups` workgroups of 64 invocations, 60,000 steps each.
 fn spin(groups: u32) -> Tensor {
-    let k = Kernel::new(SPIN, "main").unwrap();
-    let o = ops::zeros(&[groups as usize * 64], kiln_core::DType::F32).unwrap();
-    k.dispatch(&[&o], Some(&60_000u32.to_le_bytes()), [groups, 1, 1]).unwrap();
-    o
+    common::spin(groups, 60_000)
 }
 
 #[test]
@@ -33,13 +19,9 @@ fn a_timed_out_wait_resets_the_device_and_later_calls_work() {
         eprintln!("spin {n}: {:?} -> {:?}", t.elapsed(), &v[..1]);
         return;
     }
-    // Workgroups for ~6 s of work at this machine's speed now (a fixed 1000 was ~5 s once, and
-    // finishes inside the timeout on a faster or idler machine); timed on a device that is then
+    // Workgroups for ~6 s of work at this machine's speed now, timed on a device that is then
     // dropped, so the timeout below applies to a fresh one.
-    let t = Instant::now();
-    spin(100).to_vec::<f32>().unwrap();
-    let per_group = t.elapsed().as_secs_f64() / 100.0;
-    let groups = ((6.0 / per_group).ceil() as u32).clamp(500, 20_000);
+    let groups = common::spin_groups_for(Duration::from_secs(6), 60_000);
     kiln_core::reset_devices();
     std::env::set_var("KILN_TIMEOUT_MS", "1500");
     let old = kiln_core::device().unwrap();

@@ -3,28 +3,20 @@
 //! since a session's dispatch is bounded before submission (`SessionLimits`), the abandoned work
 //! ends, so later small ops succeed again even on lavapipe, where it shares the CPU with them.
 //! Its own test binary: it sets KILN_TIMEOUT_MS and loses the default device.
+mod common;
 use kiln_core::{ops, DType, ErrorCode, Kernel, Session, SessionLimits, Tensor};
 use std::time::{Duration, Instant};
 
 const TIMEOUT_MS: u64 = 1500;
 
-const SPIN: &str = "
-struct P { n: u32 }
-@group(0) @binding(0) var<storage, read_write> o: array<f32>;
-@group(0) @binding(1) var<uniform> p: P;
-@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    var acc = o[id.x];
-    for (var i = 0u; i < p.n; i++) { acc = fract(acc * 1.618034 + f32(i & 7u) * 0.1) + 5.0; }
-    o[id.x] = acc;
-}";
-
-/// Steps per invocation and workgroups of the runaway dispatch: ~4-7 s of lavapipe (0.3-0.5 s
-/// per 100 groups), several times the timeout; 5.8e9 operations under its session's bound.
+/// Steps per invocation of the runaway dispatch; its workgroups are sized to this machine's
+/// speed (`common::spin_groups_for`): ~6 s, several times the timeout, bounded by its session.
 const STEPS: u32 = 60_000;
-const GROUPS: u32 = 1500;
 
 #[test]
 fn a_timeout_gives_device_lost_to_every_owner_and_small_ops_recover() {
+    let groups = common::spin_groups_for(Duration::from_secs(6), STEPS);
+    kiln_core::reset_devices();
     std::env::set_var("KILN_TIMEOUT_MS", TIMEOUT_MS.to_string());
     let old = kiln_core::device().unwrap();
     // Tenant B's tensor, made before anything goes wrong.
@@ -35,14 +27,14 @@ fn a_timeout_gives_device_lost_to_every_owner_and_small_ops_recover() {
     // Tenant A: a dispatch inside its bound that runs past the timeout.
     let a = Session::new(SessionLimits {
         max_loop_iterations: STEPS + 1,
-        max_ops_per_dispatch: GROUPS as u64 * 64 * (STEPS as u64 + 2),
+        max_ops_per_dispatch: groups as u64 * 64 * (STEPS as u64 + 2),
         ..Default::default()
     });
     let long = a
         .run(|| {
-            let k = Kernel::new(SPIN, "main")?;
-            let o = ops::zeros(&[GROUPS as usize * 64], DType::F32)?;
-            k.dispatch(&[&o], Some(&STEPS.to_le_bytes()), [GROUPS, 1, 1])?;
+            let k = Kernel::new(common::SPIN, "main")?;
+            let o = ops::zeros(&[groups as usize * 64], DType::F32)?;
+            k.dispatch(&[&o], Some(&STEPS.to_le_bytes()), [groups, 1, 1])?;
             Ok::<_, kiln_core::Error>(o)
         })
         .unwrap();

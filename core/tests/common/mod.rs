@@ -77,3 +77,34 @@ pub fn float_dtypes() -> Vec<DType> {
         vec![DType::F32]
     }
 }
+
+/// Every invocation runs `p.n` dependent steps (lavapipe ends a shader's loops after 65535
+/// iterations in all, so long work is made of many invocations rather than one long loop). The
+/// runaway work of the timeout tests.
+pub const SPIN: &str = "
+struct P { n: u32 }
+@group(0) @binding(0) var<storage, read_write> o: array<f32>;
+@group(0) @binding(1) var<uniform> p: P;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    var acc = o[id.x];
+    for (var i = 0u; i < p.n; i++) { acc = fract(acc * 1.618034 + f32(i & 7u) * 0.1) + 5.0; }
+    o[id.x] = acc;
+}";
+
+/// `groups` workgroups of [`SPIN`] at `steps` steps, dispatched on the current device.
+pub fn spin(groups: u32, steps: u32) -> Tensor {
+    let k = kiln_core::Kernel::new(SPIN, "main").unwrap();
+    let o = kiln_core::ops::zeros(&[groups as usize * 64], DType::F32).unwrap();
+    k.dispatch(&[&o], Some(&steps.to_le_bytes()), [groups, 1, 1]).unwrap();
+    o
+}
+
+/// Workgroups of `spin(_, steps)` that run about `target` on this machine now, timed on 50 of
+/// them on the current device. A fixed count measured once went stale: 1000 workgroups were
+/// ~5 s on a loaded machine and finished inside a 1.5 s timeout on an idle one.
+pub fn spin_groups_for(target: std::time::Duration, steps: u32) -> u32 {
+    let t = std::time::Instant::now();
+    spin(50, steps).to_vec::<f32>().unwrap();
+    let per_group = t.elapsed().as_secs_f64() / 50.0;
+    ((target.as_secs_f64() / per_group).ceil() as u32).clamp(200, 20_000)
+}
