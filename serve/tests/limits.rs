@@ -283,7 +283,7 @@ fn sigterm_during_a_long_kernel_answers_and_exits_within_the_grace() {
     let text = config_text("").replace("shutdown_grace_ms = 60000", "shutdown_grace_ms = 2000").replacen(
         "max_loop_iterations = 20000",
         // Room for a kernel of ~2.7e11 operations (invocations x loop budget), ~30 s on lavapipe.
-        "max_loop_iterations = 1048576\nmax_ops_total = 10000000000000",
+        "max_loop_iterations = 1048576\nmax_ops_total = 10000000000000\nmax_ops_per_dispatch = 1000000000000",
         1,
     );
     let mut srv = spawn_child(&text, None, &[("KILN_TIMEOUT_MS", "600000")]);
