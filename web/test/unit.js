@@ -478,7 +478,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var j = 0u; j < n[i]; j++) { s += j; }
   x[i] = s;
 }`;
-    const s = new kiln.Session({ maxLoopIterations: 100, maxOpsPerDispatch: 4096 });
+    // A dispatch counts invocations x (1 + loop budget) x operations per pass (1 for kernels this
+    // small): 3 workgroups of 64 x 101 fit exactly.
+    const s = new kiln.Session({ maxLoopIterations: 100, maxOpsPerDispatch: 3 * 64 * 101 });
     const r = rng(22);
     const counts = Uint32Array.from({ length: 131 }, () => Math.floor(r() * 100));
     const tri = await s.compileKernel(triangle);
@@ -489,9 +491,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     const x = s.run(() => kiln.zeros([4]));
     s.run(() => k.dispatch([x], [1]));
     await expectReject(x.toArray(), "COMPUTE_LIMIT", "a loop without end");
-    // 65 workgroups of 64 invocations is over the per-dispatch budget: refused before queuing.
-    const big = s.run(() => [kiln.tensor(new Uint32Array(65 * 64)), kiln.tensor(new Uint32Array(65 * 64))]);
-    expectError(() => s.run(() => tri.dispatch(big, [65])), "COMPUTE_LIMIT", "over maxOpsPerDispatch");
+    // 4 workgroups of 64 invocations is over the per-dispatch budget: refused before queuing.
+    const big = s.run(() => [kiln.tensor(new Uint32Array(4 * 64)), kiln.tensor(new Uint32Array(4 * 64))]);
+    expectError(() => s.run(() => tri.dispatch(big, [4])), "COMPUTE_LIMIT", "over maxOpsPerDispatch");
     if (s.stats().computeLimitHits !== 2 || s.stats().kernelsCompiled !== 2) throw new Error(`stats ${JSON.stringify(s.stats())}`);
     // The policy refuses at compile time, asynchronously too.
     const strict = new kiln.Session({ maxWorkgroupInvocations: 32 });
