@@ -47,8 +47,10 @@ impl TokenPicker for Argmax {
 /// Host time the loop spent, for [`crate::GenerationStats`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoopTimes {
-    /// Recording decode tokens (and submitting them).
+    /// Recording decode tokens' commands.
     pub recording: Duration,
+    /// Submitting them (and starting the readbacks of their ids).
+    pub submitting: Duration,
     /// Blocked until token ids arrived.
     pub waiting: Duration,
 }
@@ -175,6 +177,7 @@ impl DecodeLoop {
         self.last = Some(tok.clone());
         self.open.push(tok);
         self.recorded += 1;
+        let recorded = Instant::now();
         // The first token alone (time to first token), a full window, or the last token.
         let device = model.device();
         if first || self.open.len() >= self.window(device.timeout()) || self.recorded == max_tokens {
@@ -183,7 +186,8 @@ impl DecodeLoop {
             device.flush()?;
         }
         if !first {
-            self.times.recording += t.elapsed();
+            self.times.recording += recorded - t;
+            self.times.submitting += recorded.elapsed();
         }
         Ok(())
     }
@@ -222,5 +226,32 @@ impl DecodeLoop {
         self.last_collect = Some(now);
         self.ready.extend(ids.into_iter().map(|i| i as u32));
         Ok(())
+    }
+}
+
+// Bindings keep a generation on another thread (Python: behind a Mutex), so the loop and what
+// it holds (pending readbacks) must stay Send.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<crate::Generation<'static>>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_window_shrinks_so_one_wait_stays_under_a_quarter_of_the_timeout() {
+        let mut l = DecodeLoop::new(Box::new(Argmax), LOOKAHEAD);
+        let minute = Duration::from_secs(60);
+        // Untimed: one token per read until a decode token has been timed.
+        assert_eq!(l.window(minute), 1);
+        for (per_token, want) in [(0.002, READ_WINDOW), (3.0, 4), (5.0, 3), (7.6, 1), (20.0, 1), (1e-12, 4)] {
+            l.per_token = Some(per_token);
+            assert_eq!(l.window(minute), want, "{per_token} s a token");
+        }
+        l.per_token = Some(0.002);
+        assert_eq!(l.window(Duration::from_millis(10)), 1, "a 10 ms timeout");
+        assert_eq!(l.window(Duration::from_millis(20)), 2, "a 20 ms timeout");
     }
 }

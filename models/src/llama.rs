@@ -245,10 +245,12 @@ pub struct GenerationStats {
     pub generated_tokens: usize,
     /// Decode steps (every generated token after the first, whose logits come from prefill).
     pub decode: Duration,
-    /// Host time recording and submitting decode tokens. Greedy's GPU-resident loop records
-    /// ahead (up to its lookahead, from the prompt's step on), so this can cover tokens
-    /// recorded past the stop and time inside `prefill`.
+    /// Host time recording decode tokens' commands. Greedy's GPU-resident loop records ahead
+    /// (up to its lookahead, from the prompt's step on), so this and `decode_submitting` can
+    /// cover tokens recorded past the stop and time inside `prefill`.
     pub decode_recording: Duration,
+    /// Host time submitting decode tokens (on lavapipe a submit runs the work: its GPU time).
+    pub decode_submitting: Duration,
     /// Of `decode`, the time blocked until token ids (or, when sampling on the host, logits)
     /// came back.
     pub decode_waiting: Duration,
@@ -499,8 +501,11 @@ impl CausalLM {
     ) -> Result<Tensor> {
         let c = &self.config;
         let l = ids_t.numel();
-        if l == 0 || ids_t.ndim() != 1 {
+        if l == 0 {
             return Err(ModelError::Tokenizer("no tokens to run".into()));
+        }
+        if ids_t.ndim() != 1 {
+            return Err(ModelError::Unsupported(format!("token ids of shape {:?} (one row of ids)", ids_t.shape())));
         }
         if cache.len + l > c.context {
             return Err(ModelError::Unsupported(format!(
@@ -723,6 +728,7 @@ impl Generation<'_> {
             let before = dl.times;
             let t = dl.next(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens)?;
             self.stats.decode_recording += dl.times.recording - before.recording;
+            self.stats.decode_submitting += dl.times.submitting - before.submitting;
             if !prefill {
                 self.stats.decode_waiting += dl.times.waiting - before.waiting;
             }
@@ -730,12 +736,14 @@ impl Generation<'_> {
         } else {
             let ids = if prefill { &self.history[..] } else { &self.history[self.history.len() - 1..] };
             let model = &self.model;
-            let (t, recorded) = if greedy {
-                let id = model.greedy_id(ids, cache)?;
-                (Serial::Id(id), t0.elapsed())
+            let t = if greedy {
+                Serial::Id(model.greedy_id(ids, cache)?)
             } else {
-                (Serial::Logits(model.last_logits(ids, cache, &mut |_| Ok(()))?), t0.elapsed())
+                Serial::Logits(model.last_logits(ids, cache, &mut |_| Ok(()))?)
             };
+            let recorded = t0.elapsed();
+            model.device.flush()?;
+            let submitted = t0.elapsed();
             let t = match t {
                 Serial::Id(id) => read_id(&id)?,
                 Serial::Logits(l) => {
@@ -745,7 +753,8 @@ impl Generation<'_> {
             };
             if !prefill {
                 self.stats.decode_recording += recorded;
-                self.stats.decode_waiting += t0.elapsed() - recorded;
+                self.stats.decode_submitting += submitted - recorded;
+                self.stats.decode_waiting += t0.elapsed() - submitted;
             }
             t
         };

@@ -40,7 +40,7 @@ fn run(model: &CausalLM, prompt: &[u32], opts: &GenerateOptions, lookahead: usiz
     }
     let s = g.stats();
     assert_eq!(s.generated_tokens, g.tokens().len());
-    assert!(s.decode_recording <= s.decode + s.prefill, "{s:?}");
+    assert!(s.decode_recording + s.decode_submitting <= s.decode + s.prefill, "{s:?}");
     assert!(s.decode_waiting <= s.decode, "{s:?}");
     Run { pieces, tokens: g.tokens().to_vec(), error }
 }
