@@ -159,7 +159,8 @@ pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     let mut splits = Vec::new();
     for (name, lookahead) in [("serial", 0), ("pipelined", LOOKAHEAD)] {
         let s = generate_split(&model, ctx, n_decode, lookahead, reps)?;
-        let op = format!("llm_generate_{name}_ctx{ctx}");
+        // llm_generate_*: the loop `generate` runs; llm_serial_*: the serial loop it replaced.
+        let op = if lookahead == 0 { format!("llm_serial_ctx{ctx}") } else { format!("llm_generate_ctx{ctx}") };
         let mut row = base(op, format!("{n_decode} tokens after {ctx}"), s.wall);
         row["host_recording_seconds"] = json!(s.recording);
         row["submit_seconds"] = json!(s.submitting);
