@@ -3,10 +3,14 @@
 //! transformers on CUDA: prefill of a 512-token prompt, time to first token after 128, greedy
 //! decode after 128 and after 1920 tokens (a 2048-token context), each token read back to the
 //! host, and the peak GPU memory in use. The prompts are the same token ids on both sides.
+//! Decode is also measured through `generate` itself, serial (the loop it had) and GPU-resident
+//! (ids kept on the GPU, tokens recorded ahead), with each token's split: wall, GPU time, host
+//! recording, wait.
 
 use crate::bench::{gpu_steps, host_steps, median, wall_median, StepTime};
 use anyhow::Result;
-use kiln_models::CausalLM;
+use kiln_models::decode_loop::LOOKAHEAD;
+use kiln_models::{CausalLM, GenerateOptions};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Instant;
@@ -20,8 +24,9 @@ fn ids(n: usize, salt: usize) -> Vec<u32> {
 
 /// GPU seconds per step of one decode token after `ctx` tokens (summed over the layers), from a
 /// GPU timer stopped and restarted at each of the model's marks, and the wall time of a token
-/// decoded normally: what the GPU does against what the token costs.
-fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
+/// decoded normally: what the GPU does against what the token costs. Returns the GPU seconds of
+/// the whole token (None without timestamp queries).
+fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<Option<f64>> {
     let mut cache = model.cache_with_capacity(ctx + 8)?;
     let t = model.forward_greedy(&ids(ctx, 3), &mut cache)?;
     let start = Instant::now();
@@ -29,8 +34,9 @@ fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
     let wall = start.elapsed().as_secs_f64();
     let steps = gpu_steps(|mark| model.forward_marked(&[t], &mut cache, mark))?;
     if steps.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
+    let gpu: f64 = steps.iter().map(|s| s.seconds).sum();
     print_steps(&format!("GPU time per step of one decode token after {ctx} tokens"), &steps);
     println!("    a token decoded unmarked: {:.3} ms wall", wall * 1e3);
     let t = model.forward_greedy(&[t], &mut cache)?;
@@ -45,7 +51,37 @@ fn decode_breakdown(model: &CausalLM, ctx: usize) -> Result<()> {
     let mut pcache = model.cache_with_capacity(128)?;
     let steps = gpu_steps(|mark| model.forward_marked(&ids(128, 5), &mut pcache, mark))?;
     print_steps("GPU time per step of a 128-token prefill", &steps);
-    Ok(())
+    Ok(Some(gpu))
+}
+
+/// Per decode token of a greedy `generate` run after a `ctx`-token prompt, medians over rounds:
+/// wall, host recording, submits and time blocked on token ids (GenerationStats), for the serial loop
+/// (lookahead 0: record, read the id, record the next) or the GPU-resident one.
+struct LoopSplit {
+    wall: f64,
+    recording: f64,
+    submitting: f64,
+    waiting: f64,
+}
+
+fn generate_split(model: &CausalLM, ctx: usize, n_decode: usize, lookahead: usize, reps: usize) -> Result<LoopSplit> {
+    let (mut wall, mut rec, mut sub, mut wait) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for rep in 0..reps.div_ceil(2).max(1) + 1 {
+        let opts = GenerateOptions { max_tokens: n_decode + 1, stop_at_eos: false, ..Default::default() };
+        let mut g = model.generate_from_ids(ids(ctx, 3), opts).with_lookahead(lookahead);
+        for piece in g.by_ref() {
+            piece?;
+        }
+        let s = g.stats();
+        let n = s.generated_tokens.saturating_sub(1).max(1) as f64;
+        if rep > 0 {
+            wall.push(s.decode.as_secs_f64() / n);
+            rec.push(s.decode_recording.as_secs_f64() / n);
+            sub.push(s.decode_submitting.as_secs_f64() / n);
+            wait.push(s.decode_waiting.as_secs_f64() / n);
+        }
+    }
+    Ok(LoopSplit { wall: median(wall), recording: median(rec), submitting: median(sub), waiting: median(wait) })
 }
 
 fn print_steps(title: &str, steps: &[StepTime]) {
@@ -117,7 +153,35 @@ pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
             &op,
         );
     }
+    // Decode through the real `generate` loop: the serial loop it had (the reference) and the
+    // GPU-resident one, with the per-token split.
+    let ctx = 128;
+    let mut splits = Vec::new();
+    for (name, lookahead) in [("serial", 0), ("pipelined", LOOKAHEAD)] {
+        let s = generate_split(&model, ctx, n_decode, lookahead, reps)?;
+        // llm_generate_*: the loop `generate` runs; llm_serial_*: the serial loop it replaced.
+        let op = if lookahead == 0 { format!("llm_serial_ctx{ctx}") } else { format!("llm_generate_ctx{ctx}") };
+        let mut row = base(op, format!("{n_decode} tokens after {ctx}"), s.wall);
+        row["host_recording_seconds"] = json!(s.recording);
+        row["submit_seconds"] = json!(s.submitting);
+        row["wait_seconds"] = json!(s.waiting);
+        push(row, Some(1.0 / s.wall), &format!("llm_decode_ctx{ctx}"));
+        splits.push((name, s));
+    }
     let peak = dev.memory_stats().peak_bytes;
+    let gpu = decode_breakdown(&model, ctx)?;
+    println!("  per decode token through generate after {ctx} tokens (ms; GPU time from the marked run above):");
+    println!("    {:<10} {:>8} {:>8} {:>8} {:>8} {:>8}", "loop", "wall", "GPU", "record", "submit", "wait");
+    for (name, s) in &splits {
+        let g = gpu.map_or("-".to_string(), |g| format!("{:.3}", g * 1e3));
+        println!(
+            "    {name:<10} {:>8.3} {g:>8} {:>8.3} {:>8.3} {:>8.3}",
+            s.wall * 1e3,
+            s.recording * 1e3,
+            s.submitting * 1e3,
+            s.waiting * 1e3
+        );
+    }
     decode_breakdown(&model, long_ctx)?;
     println!("llm: peak GPU memory in use {:.1} MiB", peak as f64 / (1 << 20) as f64);
     for r in &mut rows {

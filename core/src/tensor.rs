@@ -177,6 +177,16 @@ impl Tensor {
         self.device.read(self.raw(), self.nbytes() as u64, out)
     }
 
+    /// Starts reading the tensor back and returns at once: the copy is submitted with the work
+    /// queued so far, and the caller collects the bytes later ([`crate::device::PendingRead`]),
+    /// recording more work meanwhile.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn start_read(&self) -> Result<crate::device::PendingRead> {
+        self.buf.check_readable()?;
+        let bytes = if self.dtype == DType::Bool { 4 * self.numel() } else { self.nbytes() };
+        self.device.start_read(self.raw(), bytes as u64, self.dtype)
+    }
+
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let mut out = vec![0u8; self.nbytes()];
         self.read_into(&mut out)?;

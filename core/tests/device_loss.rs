@@ -11,8 +11,13 @@ fn a_lost_device_fails_cleanly_and_is_recreated() {
     let b = ops::add_scalar(&a, 1.0).unwrap();
     assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0]);
     let queued = ops::mul_scalar(&b, 2.0).unwrap(); // recorded, not yet submitted
+                                                    // A readback started before the loss answers DeviceLost when collected, whether or not its
+                                                    // bytes had arrived.
+    let pending = queued.start_read().unwrap();
 
     old.destroy();
+    assert_eq!(pending.wait_bytes().unwrap_err().code(), ErrorCode::DeviceLost);
+    assert_eq!(b.start_read().err().map(|e| e.code()), Some(ErrorCode::DeviceLost));
     assert!(old.is_lost());
     // Every call on the lost device or its tensors: DeviceLost, no panic, no hang.
     assert_eq!(a.to_vec::<f32>().unwrap_err().code(), ErrorCode::DeviceLost);

@@ -24,6 +24,7 @@
 
 mod bert;
 pub mod config;
+pub mod decode_loop;
 mod error;
 pub mod gguf;
 pub mod gguf_tokenizer;

@@ -8,6 +8,7 @@
 //! quantized blocks along K, so this moves bytes and changes no value; q·k within a head is the
 //! same either way, hence no core change is needed.
 
+use crate::decode_loop::{Argmax, DecodeLoop, TokenPicker, LOOKAHEAD};
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
@@ -244,6 +245,15 @@ pub struct GenerationStats {
     pub generated_tokens: usize,
     /// Decode steps (every generated token after the first, whose logits come from prefill).
     pub decode: Duration,
+    /// Host time recording decode tokens' commands. Greedy's GPU-resident loop records ahead
+    /// (up to its lookahead, from the prompt's step on), so this and `decode_submitting` can
+    /// cover tokens recorded past the stop and time inside `prefill`.
+    pub decode_recording: Duration,
+    /// Host time submitting decode tokens (on lavapipe a submit runs the work: its GPU time).
+    pub decode_submitting: Duration,
+    /// Of `decode`, the time blocked until token ids (or, when sampling on the host, logits)
+    /// came back.
+    pub decode_waiting: Duration,
 }
 
 impl GenerationStats {
@@ -407,9 +417,13 @@ impl CausalLM {
     /// lowest among equals): greedy decoding reads back 4 bytes per token, not the vocabulary's
     /// logits. Unlike [`crate::sampling::argmax`] a NaN logit wins (numpy's argmax).
     pub fn forward_greedy(&self, ids: &[u32], cache: &mut KvCache) -> Result<u32> {
+        read_id(&self.greedy_id(ids, cache)?)
+    }
+
+    /// The greedy token after `ids`, recorded and left on the GPU (an i32 tensor of shape [1]).
+    fn greedy_id(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let logits = self.last_logits(ids, cache, &mut |_| Ok(()))?;
-        let i = ops::argmax(&logits, None, false)?.to_f64_vec()?;
-        Ok(i.first().copied().unwrap_or(0.0) as u32)
+        Argmax.pick(&logits)
     }
 
     /// Logits of every position of `ids` from an empty cache ([len, vocab] row-major): what
@@ -447,7 +461,12 @@ impl CausalLM {
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
     ) -> Result<Tensor> {
         let h = self.hidden(ids, cache, mark)?;
-        let l = ids.len();
+        self.head_logits(h, mark)
+    }
+
+    /// The logits [1, vocab] after the last row of the hidden states `h` [L, D], on the GPU.
+    fn head_logits(&self, h: Tensor, mark: &mut dyn FnMut(&'static str) -> Result<()>) -> Result<Tensor> {
+        let l = h.shape()[0];
         let last = if l == 1 { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
         let logits = self.head().matmul(&last, self.final_norm())?;
         mark("rms_norm + output matvec (vocabulary)")?;
@@ -465,10 +484,28 @@ impl CausalLM {
         cache: &mut KvCache,
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
     ) -> Result<Tensor> {
+        if ids.is_empty() {
+            return Err(ModelError::Tokenizer("no tokens to run".into()));
+        }
+        let ids_t = Tensor::from_slice_on(&self.device, ids, &[ids.len()])?;
+        self.hidden_from(&ids_t, cache, mark)
+    }
+
+    /// [`hidden`](Self::hidden) for ids already on the GPU (a 1-D i32 or u32 tensor): the
+    /// decode loop feeds each step the token the last one picked, never reading it first.
+    fn hidden_from(
+        &self,
+        ids_t: &Tensor,
+        cache: &mut KvCache,
+        mark: &mut dyn FnMut(&'static str) -> Result<()>,
+    ) -> Result<Tensor> {
         let c = &self.config;
-        let l = ids.len();
+        let l = ids_t.numel();
         if l == 0 {
             return Err(ModelError::Tokenizer("no tokens to run".into()));
+        }
+        if ids_t.ndim() != 1 {
+            return Err(ModelError::Unsupported(format!("token ids of shape {:?} (one row of ids)", ids_t.shape())));
         }
         if cache.len + l > c.context {
             return Err(ModelError::Unsupported(format!(
@@ -489,8 +526,7 @@ impl CausalLM {
         self.grow(cache, cache.len + l)?;
         let (hd, nh, nkv) = (c.head_dim, c.n_heads, c.n_kv_heads);
         let (group, cap, pos) = (nh / nkv, cache.capacity, cache.len);
-        let ids_t = Tensor::from_slice_on(&self.device, ids, &[l])?;
-        let mut h = ops::quant_embedding(&self.embed.w, self.embed.format, c.hidden, &ids_t)?; // [L, D]
+        let mut h = ops::quant_embedding(&self.embed.w, self.embed.format, c.hidden, ids_t)?; // [L, D]
         mark("embedding")?;
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
         for (layer, (kc, vc)) in self.layers.iter().zip(cache.layers.iter()) {
@@ -528,6 +564,21 @@ impl CausalLM {
         Ok(h)
     }
 
+    /// The prompt's last logits [1, vocab], left on the GPU (the decode loop's first step).
+    pub(crate) fn prompt_logits(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        self.last_logits(ids, cache, &mut |_| Ok(()))
+    }
+
+    /// The logits [1, vocab] after one token whose id is on the GPU (a [1] i32/u32 tensor).
+    pub(crate) fn token_logits(&self, id: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let h = self.hidden_from(id, cache, &mut |_| Ok(()))?;
+        self.head_logits(h, &mut |_| Ok(()))
+    }
+
+    pub(crate) fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
     /// Logits after `ids` from an empty cache.
     pub fn logits(&self, ids: &[u32]) -> Result<Vec<f32>> {
         self.forward(ids, &mut self.cache_with_capacity(ids.len())?)
@@ -550,6 +601,18 @@ impl CausalLM {
         let ids = self.tokenizer.encode(prompt)?;
         Ok(Generation::new(ModelRef::Shared(Arc::clone(self)), ids, opts))
     }
+}
+
+/// What the serial loop reads back for a token.
+enum Serial {
+    Id(Tensor),
+    Logits(Tensor),
+}
+
+/// A token id tensor read back (waits for the GPU).
+fn read_id(id: &Tensor) -> Result<u32> {
+    let i = id.to_f64_vec()?;
+    Ok(i.first().copied().unwrap_or(0.0) as u32)
 }
 
 enum ModelRef<'a> {
@@ -583,7 +646,18 @@ impl<'a> Generation<'a> {
             utf8: Utf8Stream::default(),
             stops,
             done: false,
+            lookahead: LOOKAHEAD,
+            decode: None,
         }
+    }
+
+    /// Tokens the greedy loop records ahead of the last id read back (default
+    /// [`LOOKAHEAD`]); 0 runs the serial loop (record a token, read its id, record the next),
+    /// kept as the reference the pipelined loop is tested against. Set before the first token.
+    #[doc(hidden)]
+    pub fn with_lookahead(mut self, tokens: usize) -> Self {
+        self.lookahead = tokens;
+        self
     }
 }
 
@@ -601,6 +675,10 @@ pub struct Generation<'a> {
     stops: StopStrings,
     stats: GenerationStats,
     done: bool,
+    /// Tokens recorded ahead by the greedy loop (0: serial).
+    lookahead: usize,
+    /// The greedy loop, made at the first step when it runs.
+    decode: Option<DecodeLoop>,
 }
 
 impl Generation<'_> {
@@ -642,12 +720,43 @@ impl Generation<'_> {
                 .cache
                 .insert(self.model.cache_with_capacity(self.history.len().saturating_add(self.opts.max_tokens))?),
         };
-        let ids = if prefill { &self.history[..] } else { &self.history[self.history.len() - 1..] };
-        let t = if self.sampler.is_plain_greedy() {
-            self.model.forward_greedy(ids, cache)?
+        let greedy = self.sampler.is_plain_greedy();
+        let t = if greedy && self.lookahead > 0 {
+            // The GPU-resident loop (`decode_loop`): ids stay on the GPU, several tokens in flight.
+            let lookahead = self.lookahead;
+            let dl = self.decode.get_or_insert_with(|| DecodeLoop::new(Box::new(Argmax), lookahead));
+            let before = dl.times;
+            let t = dl.next(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens)?;
+            self.stats.decode_recording += dl.times.recording - before.recording;
+            self.stats.decode_submitting += dl.times.submitting - before.submitting;
+            if !prefill {
+                self.stats.decode_waiting += dl.times.waiting - before.waiting;
+            }
+            t
         } else {
-            let mut logits = self.model.forward(ids, cache)?;
-            self.sampler.sample(&mut logits, &self.history)
+            let ids = if prefill { &self.history[..] } else { &self.history[self.history.len() - 1..] };
+            let model = &self.model;
+            let t = if greedy {
+                Serial::Id(model.greedy_id(ids, cache)?)
+            } else {
+                Serial::Logits(model.last_logits(ids, cache, &mut |_| Ok(()))?)
+            };
+            let recorded = t0.elapsed();
+            model.device.flush()?;
+            let submitted = t0.elapsed();
+            let t = match t {
+                Serial::Id(id) => read_id(&id)?,
+                Serial::Logits(l) => {
+                    let mut logits = l.to_vec::<f32>()?;
+                    self.sampler.sample(&mut logits, &self.history)
+                }
+            };
+            if !prefill {
+                self.stats.decode_recording += recorded;
+                self.stats.decode_submitting += submitted - recorded;
+                self.stats.decode_waiting += t0.elapsed() - submitted;
+            }
+            t
         };
         if prefill {
             self.stats.prefill = t0.elapsed();

@@ -232,3 +232,24 @@ fn decoding_with_the_kv_cache_matches_one_pass() {
         logits = model().forward(&[t], &mut cache).unwrap();
     }
 }
+
+#[test]
+fn the_gpu_resident_loop_streams_what_the_serial_loop_does() {
+    // Greedy `generate` (ids kept on the GPU, tokens recorded ahead, ids read in windows)
+    // against the serial loop it replaced (lookahead 0), piece by piece; 6 and 5 tokens: a
+    // window boundary inside each run. The default prompts (the first plain and chat ones).
+    for (p, steps) in gpu_prompts().into_iter().zip([6, 5]) {
+        let name = p["name"].as_str().unwrap();
+        let prompt = ids(&p["ids"]);
+        let opts = GenerateOptions { max_tokens: steps, stop_at_eos: false, ..Default::default() };
+        let stream = |lookahead: usize| {
+            let mut g = model().generate_from_ids(prompt.clone(), opts.clone()).with_lookahead(lookahead);
+            let pieces: Vec<String> = g.by_ref().map(|p| p.unwrap()).collect();
+            (pieces, g.tokens().to_vec())
+        };
+        let serial = stream(0);
+        assert_eq!(serial.1.len(), steps, "{name}");
+        assert_eq!(stream(8), serial, "{name}");
+        eprintln!("{name}: {steps} tokens alike: {:?}", serial.0.concat());
+    }
+}

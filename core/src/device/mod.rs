@@ -2,12 +2,14 @@
 //! cache and the memory accounting. Everything that talks to wgpu for execution lives in this
 //! module, one concept per file: `batch` (recording, submits and the flush policy), `wait` (the
 //! poller, waits, timeouts), `memory` (allocation and accounting), `transfer` (upload and
-//! readback), `timing` (GPU timers).
+//! readback), `readback` (readbacks collected later), `timing` (GPU timers).
 
 mod batch;
 mod memory;
 mod op_timing;
 mod param_ring;
+#[cfg(not(target_arch = "wasm32"))]
+mod readback;
 mod timing;
 mod transfer;
 mod wait;
@@ -17,6 +19,8 @@ mod wait_web;
 pub use batch::SubmitPhases;
 pub use memory::MemoryStats;
 pub(crate) use memory::{GpuBuffer, Verdict};
+#[cfg(not(target_arch = "wasm32"))]
+pub use readback::PendingRead;
 pub use wait::DEFAULT_TIMEOUT_MS;
 
 use crate::adapter::AdapterInfo;

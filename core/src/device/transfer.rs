@@ -7,14 +7,14 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 /// A staging buffer holding a copy on its way to the host.
-struct Staging {
-    buffer: wgpu::Buffer,
-    padded: u64,
-    class: u64,
-    bytes: u64,
+pub(super) struct Staging {
+    pub(super) buffer: wgpu::Buffer,
+    pub(super) padded: u64,
+    pub(super) class: u64,
+    pub(super) bytes: u64,
 }
 
-const STAGING_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
+pub(super) const STAGING_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ.union(wgpu::BufferUsages::COPY_DST);
 
 impl Device {
     /// Host bytes into a buffer. Runs before any later-recorded GPU work (see `Pool`).
@@ -139,7 +139,7 @@ impl Device {
     }
 
     /// Records the copy of `src` into a staging buffer and submits it; None for zero bytes.
-    fn begin_read(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Option<Staging>> {
+    pub(super) fn begin_read(&self, src: &wgpu::Buffer, bytes: u64) -> Result<Option<Staging>> {
         self.check_alive()?;
         if bytes == 0 {
             return Ok(None);
@@ -175,7 +175,7 @@ impl Device {
     }
 
     /// Copies the mapped staging buffer into `out` and gives the buffer back to the pool.
-    fn finish_read(
+    pub(super) fn finish_read(
         &self,
         staging: Staging,
         mapped: std::result::Result<(), wgpu::BufferAsyncError>,

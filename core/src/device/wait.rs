@@ -192,6 +192,12 @@ impl Device {
         }
     }
 
+    /// How long one wait for the GPU may take before the device is given up (`KILN_TIMEOUT_MS`):
+    /// work queued ahead of a wait (a decode loop's lookahead) should take well under it.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Submits everything queued and waits until the GPU has finished it.
     pub fn synchronize(&self) -> Result<()> {
         self.synchronize_counted().map_err(crate::stats::counters::count_error)
