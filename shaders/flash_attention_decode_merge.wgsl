@@ -5,10 +5,12 @@
 // exactly as flash_attention_combine.wgsl does (same sums in the same order: the same bits as
 // the two-pass path) and puts the counter back to 0 for the next dispatch.
 // Ordering: the partials are written and read with atomics (device-scope, so never a stale
-// cached copy) and storageBarrier() — a device-scope acquire-release barrier in what naga
-// emits for Vulkan, Metal and D3D — sits between the partials' stores and the count (release)
-// and between the count and the merge's loads (acquire). WGSL itself promises atomics only
-// relaxed ordering; this is the classic "last block" reduction (CUDA's threadFenceReduction).
+// cached copy) and storageBarrier() sits between the partials' stores and the count (release)
+// and between the count and the merge's loads (acquire). naga emits it as a Device-scope
+// acquire-release OpControlBarrier for Vulkan and DeviceMemoryBarrierWithGroupSync for D3D;
+// Metal's threadgroup_barrier(mem_device) and WGSL itself promise less (WGSL's atomics are
+// relaxed). This is the classic "last block" reduction (CUDA's threadFenceReduction);
+// KILN_DECODE_FUSE=0 is the two-dispatch path for a driver that breaks it.
 @group(0) @binding({{OUT_SLOT}}) var<storage, read_write> out: array<{{T}}>;
 @group(0) @binding({{CNT_SLOT}}) var<storage, read_write> cnt: array<atomic<u32>>;
 

@@ -797,13 +797,15 @@ fn decode_one_pass_equals_two_pass_for_every_split_count() {
             let (v, vv) = rand_tensor(&mut rng, &ks, dt, -1.0, 1.0);
             let two = ops::with_decode_fusion(false, || ops::attention_prefix(&q, &k, &v, len, false, None)).unwrap();
             for _ in 0..3 {
-                let one = ops::with_decode_fusion(true, || ops::attention_prefix(&q, &k, &v, len, false, None)).unwrap();
+                let one =
+                    ops::with_decode_fusion(true, || ops::attention_prefix(&q, &k, &v, len, false, None)).unwrap();
                 assert_eq!(bits(&one), bits(&two), "{dt} len {len}");
             }
-            let prefix = |t: &[f64]| -> Vec<f64> { (0..3).flat_map(|b| t[b * cap * 64..(b * cap + len) * 64].to_vec()).collect() };
+            let prefix = |t: &[f64]| -> Vec<f64> {
+                (0..3).flat_map(|b| t[b * cap * 64..(b * cap + len) * 64].to_vec()).collect()
+            };
             let shape = [3, 1, len, 64];
-            let (want, _) =
-                cpu::attention(&qv, &qs, &prefix(&kv), &shape, &prefix(&vv), &shape, false, None).unwrap();
+            let (want, _) = cpu::attention(&qv, &qs, &prefix(&kv), &shape, &prefix(&vv), &shape, false, None).unwrap();
             assert_close(&format!("{dt} len {len}"), &two.to_f64_vec().unwrap(), &want, atol(dt), 4e-3);
         }
         let lk = 4500;

@@ -342,9 +342,20 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
                     assert!(one.1 == two.1, "{what}: k cache differs from the two ops'");
                     assert!(one.2 == two.2, "{what}: v cache differs from the two ops'");
                     // The reference, on the finite rows: the product, then the rotation.
-                    let qkv = cpu::quant_matmul_fused(&xv, l, k, &bytes, f, width, norm.then_some((&gv[..], 1e-5)), false, None);
+                    let qkv = cpu::quant_matmul_fused(
+                        &xv,
+                        l,
+                        k,
+                        &bytes,
+                        f,
+                        width,
+                        norm.then_some((&gv[..], 1e-5)),
+                        false,
+                        None,
+                    );
                     let (mut kw, mut vw) = (kcv.clone(), vcv.clone());
-                    let want_q = cpu_movement::rope_qkv_to_cache(&qkv, l, h, &mut kw, &mut vw, hkv, cap, d, pos, 10000.0);
+                    let want_q =
+                        cpu_movement::rope_qkv_to_cache(&qkv, l, h, &mut kw, &mut vw, hkv, cap, d, pos, 10000.0);
                     let scale = error_scale(&xv, l, k, &bytes, f, width, norm.then_some(&gv[..]), false);
                     let max_scale = scale.iter().take(width.min(scale.len())).fold(0.0f64, |a, &b| a.max(b));
                     let rel = if dt == DType::F32 { 4e-5 } else { 2e-3 };
@@ -353,7 +364,12 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
                         for i in 0..d.min(if l > 0 { d } else { 0 }) {
                             let at = hh * l * d + i; // row 0 of head hh
                             let bound = rel * (2.0 + 2.0 * max_scale);
-                            assert!((got_q[at] - want_q[at]).abs() <= bound, "{what}: q[{at}] {} vs {}", got_q[at], want_q[at]);
+                            assert!(
+                                (got_q[at] - want_q[at]).abs() <= bound,
+                                "{what}: q[{at}] {} vs {}",
+                                got_q[at],
+                                want_q[at]
+                            );
                         }
                     }
                     if l > 1 {
@@ -372,7 +388,10 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
                     if l > 0 {
                         let s = (pos * d)..(pos + 1) * d;
                         let rel_ok = |a: f64, b: f64| (a - b).abs() <= rel * (2.0 + 2.0 * max_scale);
-                        assert!(kc[s.clone()].iter().zip(&kw[s.clone()]).all(|(a, b)| rel_ok(*a, *b)), "{what}: k row {pos}");
+                        assert!(
+                            kc[s.clone()].iter().zip(&kw[s.clone()]).all(|(a, b)| rel_ok(*a, *b)),
+                            "{what}: k row {pos}"
+                        );
                         assert!(vc[s.clone()].iter().zip(&vw[s]).all(|(a, b)| rel_ok(*a, *b)), "{what}: v row {pos}");
                     }
                 }

@@ -126,7 +126,9 @@ fn check_caches(
 /// Rows pos .. pos + len must fit a cache of `cap`.
 fn check_rows(what: &str, pos: usize, len: usize, cap: usize) -> Result<()> {
     if pos.checked_add(len).is_none_or(|end| end > cap) {
-        return Err(Error::InvalidArgument(format!("{what}: rows {pos}..{pos}+{len} do not fit a cache of {cap} rows")));
+        return Err(Error::InvalidArgument(format!(
+            "{what}: rows {pos}..{pos}+{len} do not fit a cache of {cap} rows"
+        )));
     }
     Ok(())
 }
