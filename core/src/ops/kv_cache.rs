@@ -165,12 +165,14 @@ pub fn quant_qkv_rope_to_cache(
     if x.ndim() != 2 {
         return Err(Error::ShapeMismatch(format!("quant_qkv_rope_to_cache: x must be [L, K], got {:?}", x.shape())));
     }
-    let (k, len, _) = check_fused(x, w, format, width, &fusion)?;
+    let (len, k) = (x.shape()[0], x.shape()[1]);
     check_rows("quant_qkv_rope_to_cache", pos, len, cap)?;
     if !decode_fusion() || !matvec_takes(len, k) || len == 0 || n_heads == 0 {
+        // The two ops, each checking (and charging a session for) its own work.
         let qkv = crate::ops::quant_matmul_fused(x, w, format, width, fusion)?;
         return rope_qkv_to_cache(&qkv, k_cache, v_cache, n_heads, pos, base);
     }
+    check_fused(x, w, format, width, &fusion)?;
     let q = Tensor::empty_on(x.device(), &[n_heads, len, d], dtype)?;
     let rope = RopeToCache { k_cache, v_cache, n_heads, n_kv_heads: nkv, half: d / 2, cap, pos, base };
     matvec(x, w, format, width, fusion, &q, Some(&rope))?;
