@@ -13,6 +13,8 @@
 // thread t is vec4 t + r * WG: key (t + r * WG) / DP, dims vec4 t % DP, so a thread needs one
 // vec4 of q), writes each vec4's dot product to `sc` and, after a barrier, thread t sums
 // its key's DP products in dims order, the same order as the row-per-thread kernel.
+// One pass (the default): the last workgroup of a row merges the row's splits in this dispatch
+// (flash_attention_decode_merge.wgsl) instead of a second dispatch.
 {{ENABLE}}
 struct Params {
     lq: u32,
@@ -38,9 +40,13 @@ struct Params {
 @group(0) @binding(1) var<storage, read> k: array<vec4<{{T}}>>;
 @group(0) @binding(2) var<storage, read> v: array<vec4<{{T}}>>;
 {{MASK_BINDING}}
-@group(0) @binding({{PART_SLOT}}) var<storage, read_write> part: array<f32>;
+@group(0) @binding({{PART_SLOT}}) var<storage, read_write> part: array<{{PART_ELEM}}>;
 @group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
 {{ATTENTION_COMMON}}
+// `put(i, x)` stores partial i, `finish(row, lid)` ends the workgroup: plain stores and nothing
+// for the two-pass path (flash_attention_combine.wgsl merges), the one-pass merge of
+// flash_attention_decode_merge.wgsl otherwise.
+{{ENDING}}
 
 const WG = 64u;
 const DP = {{DP}}u;
@@ -128,8 +134,8 @@ fn main(
     let w = p.dv + 2u;
     let o = gi * w;
     if (lid == 0u) {
-        part[o] = m;
-        part[o + 1u] = l;
+        put(o, m);
+        put(o + 1u, l);
     }
     if (lid < DVP) {
         var sum = accs[lid];
@@ -137,7 +143,8 @@ fn main(
             sum += accs[lid + h * DVP];
         }
         for (var x = 0u; x < 4u; x++) {
-            part[o + 2u + lid * 4u + x] = sum[x];
+            put(o + 2u + lid * 4u + x, sum[x]);
         }
     }
+    finish(row, lid);
 }

@@ -10,7 +10,13 @@
 //    the inverse RMS of its x rows itself (K values, cheap next to the W rows it reads), the
 //    products use x * g and the sum is scaled once at the end;
 //  - GLU: W holds 2N rows, gate rows [0, N) then up rows [N, 2N); out = silu(gate) * up;
-//  - RES: out = T(sum) + r (a residual connection, r shaped like out).
+//  - RES: out = T(sum) + r (a residual connection, r shaped like out);
+//  - ROPE: W is a decoder layer's stacked Q, K and V rows ((NH + 2 NKV) heads of D) and the
+//    epilogue is rope_kv_cache.wgsl's: the queries RoPE'd into out [NH, M, D], the keys RoPE'd
+//    and the values copied into the KV caches at rows pos .. pos + M. Rotate-half pairs rows
+//    (i, i + D/2) of a head, so slots 2j and 2j + 1 of a workgroup take such a pair (row n of
+//    the others is wg * RPW + slot); the even slot's lane 0 rotates both sums. The sums are
+//    rounded to T first, as the separate kernels' stored QKV is: the same bits as the two.
 struct Params {
     m: u32,       // rows of x
     n: u32,       // outputs per x row (rows of W, half of them under GLU)
@@ -20,7 +26,7 @@ struct Params {
     eps: f32,     // NORM's epsilon
     pad1: u32,
     pad2: u32,
-}
+{{ROPE_FIELDS}}}
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 // x read four values at a time: rows start at multiples of K (a multiple of 32) and the values
@@ -31,7 +37,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> g: array<vec4<{{T}}>>;
 // RES's residual, shaped like out (bound to x when unused).
 @group(0) @binding(4) var<storage, read> r: array<{{T}}>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
 
 const TPR: u32 = {{TPR}}u;
 const RPW: u32 = 256u / TPR;
@@ -39,6 +45,7 @@ const MT: u32 = {{MT}}u;
 const NORM: bool = {{NORM}};
 const GLU: bool = {{GLU}};
 const RES: bool = {{RES}};
+const ROPE: bool = {{ROPE}};
 // Accumulators per x row: the gate and up rows under GLU.
 const NA: u32 = select(1u, 2u, GLU);
 
@@ -67,7 +74,11 @@ fn main(
 ) {
     let lane = li % TPR;
     let slot = li / TPR;
-    let n = (wg.x + wg.y * nwg.x) * RPW + slot;
+    let wgi = wg.x + wg.y * nwg.x;
+    var n = wgi * RPW + slot;
+    if (ROPE) {
+        n = rope_row(wgi, slot);
+    }
     let m0 = wg.z * MT;
     if (NORM) {
         // Sum of squares of each x row, by a fixed tree (deterministic).
@@ -130,6 +141,12 @@ fn main(
         }
         workgroupBarrier();
     }
+    if (ROPE) {
+        if (lane == 0u && slot % 2u == 0u && n < p.n) {
+            rope_epilogue(n, m0, li);
+        }
+        return;
+    }
     if (lane == 0u && n < p.n) {
         for (var q = 0u; q < MT; q++) {
             if (m0 + q < p.m) {
@@ -154,3 +171,5 @@ fn main(
         }
     }
 }
+
+{{ROPE_PART}}

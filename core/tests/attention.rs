@@ -768,3 +768,91 @@ fn flash_timing_parts_change_the_kernel_and_validate() {
             .unwrap_or_else(|e| panic!("{part}: {e:?}"));
     }
 }
+
+// ---- One-pass decode attention (KILN_DECODE_FUSE): the split-KV combine folded into the vec4
+// split kernel, the last workgroup of each row merging it.
+
+/// Bits of a result, NaN payloads and all.
+fn bits(t: &Tensor) -> Vec<u8> {
+    t.to_bytes().unwrap()
+}
+
+/// The one-pass kernel gives the two-pass path's bytes (the merge is the combine kernel's code,
+/// the same sums in the same order) and the CPU reference's values, for every split count:
+/// SmolLM2's decode shape (3 KV heads x 3 queries, D 64) over 1, 63, 64, 65, 255, 256, 257 and
+/// 2049 keys of a larger cache, one row over 4500 keys (71 splits: more than the merge's 64
+/// threads), with a mask that drops whole splits and every key of a row, causal rows, f32 and
+/// f16. Each is run three times in a row: a counter the kernel failed to reset would make the
+/// next call merge too early or never.
+#[test]
+fn decode_one_pass_equals_two_pass_for_every_split_count() {
+    poison();
+    let mut rng = Rng::new(64);
+    for dt in float_dtypes() {
+        for len in [1usize, 63, 64, 65, 255, 256, 257, 2049] {
+            let cap = len + 37;
+            let (qs, ks) = ([3, 3, 1, 64], [3, 1, cap, 64]);
+            let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+            let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+            let (v, vv) = rand_tensor(&mut rng, &ks, dt, -1.0, 1.0);
+            let two = ops::with_decode_fusion(false, || ops::attention_prefix(&q, &k, &v, len, false, None)).unwrap();
+            for _ in 0..3 {
+                let one =
+                    ops::with_decode_fusion(true, || ops::attention_prefix(&q, &k, &v, len, false, None)).unwrap();
+                assert_eq!(bits(&one), bits(&two), "{dt} len {len}");
+            }
+            let prefix = |t: &[f64]| -> Vec<f64> {
+                (0..3).flat_map(|b| t[b * cap * 64..(b * cap + len) * 64].to_vec()).collect()
+            };
+            let shape = [3, 1, len, 64];
+            let (want, _) = cpu::attention(&qv, &qs, &prefix(&kv), &shape, &prefix(&vv), &shape, false, None).unwrap();
+            assert_close(&format!("{dt} len {len}"), &two.to_f64_vec().unwrap(), &want, atol(dt), 4e-3);
+        }
+        let lk = 4500;
+        let (qs, ks, vs) = ([2, 2, 64], [lk, 64], [lk, 72]);
+        let (q, _) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+        let (k, _) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+        let (v, _) = rand_tensor(&mut rng, &vs, dt, -1.0, 1.0);
+        let mv: Vec<f64> =
+            (0..2 * lk).map(|e| if e >= lk || (e / 300) % 3 == 1 { f64::NEG_INFINITY } else { 0.0 }).collect();
+        let m = tensor_of(&mv, &[2, lk], dt);
+        for (mask, causal) in [(None, false), (Some(&m), false), (None, true)] {
+            let run = |on| {
+                ops::with_decode_fusion(on, || {
+                    ops::attention_on_path(&q, &k, &v, mask, causal, None, AttentionPath::SplitKv).unwrap()
+                })
+            };
+            let two = bits(&run(false));
+            for _ in 0..3 {
+                assert_eq!(bits(&run(true)), two, "{dt} 4500 keys mask {} causal {causal}", mask.is_some());
+            }
+        }
+    }
+}
+
+/// NaN and infinities reach the output as they do through the two-pass path: a NaN key poisons
+/// its row, an infinite score takes all the weight or gives NaN (inf - inf), an infinite value
+/// gives inf or NaN; the other rows keep their values.
+#[test]
+fn decode_one_pass_propagates_nan_and_inf_as_two_pass() {
+    let mut rng = Rng::new(65);
+    for dt in float_dtypes() {
+        let len = 300;
+        let (q, _) = rand_tensor(&mut rng, &[4, 1, 1, 64], dt, -1.0, 1.0);
+        let (k, mut kv) = rand_tensor(&mut rng, &[4, 1, len, 64], dt, -1.0, 1.0);
+        let (v, mut vv) = rand_tensor(&mut rng, &[4, 1, len, 64], dt, -1.0, 1.0);
+        kv[10 * 64 + 3] = f64::NAN; // row 0: a NaN key
+        kv[(len + 200) * 64] = 1e30; // row 1: a huge score (inf in f16)
+        vv[(2 * len + 70) * 64 + 5] = f64::INFINITY; // row 2: an infinite value
+        let _ = (k, v);
+        let k = tensor_of(&kv, &[4, 1, len, 64], dt);
+        let v = tensor_of(&vv, &[4, 1, len, 64], dt);
+        let run = |on| ops::with_decode_fusion(on, || ops::attention_prefix(&q, &k, &v, len, false, None).unwrap());
+        let (one, two) = (run(true), run(false));
+        assert_eq!(bits(&one), bits(&two), "{dt}");
+        let y = one.to_f64_vec().unwrap();
+        assert!(y[..64].iter().all(|x| x.is_nan()), "{dt}: a NaN key makes its row NaN");
+        assert!(y[3 * 64..].iter().all(|x| x.is_finite()), "{dt}: the clean row stays finite");
+        assert!(!y[2 * 64 + 5].is_finite(), "{dt}: an infinite value reaches its output");
+    }
+}

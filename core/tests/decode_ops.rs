@@ -284,3 +284,141 @@ fn attention_prefix_reads_the_filled_rows_in_place() {
     let e = ops::attention_prefix(&q, &k, &k, 3, false, None).unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidArgument);
 }
+
+/// `quant_qkv_rope_to_cache` (the QKV matvec with RoPE and the cache write as its epilogue, one
+/// dispatch) gives the bytes of `quant_matmul_fused` + `rope_qkv_to_cache` (the two dispatches
+/// it replaces) for the queries and both caches, whose other rows stay as they were; and the
+/// CPU reference's values. SmolLM2's layer (9 + 2·3 heads of 64, K 576: 4 rows a workgroup),
+/// K 64 (8 rows a workgroup), several positions (L 5: two groups of 4 x rows), D 2 and 6 (one
+/// and three pairs a head), L 9 (past the matrix-vector kernel: the two ops), L 0; every
+/// format, with and without the norm; a NaN and infinities in x.
+#[test]
+fn quant_qkv_rope_to_cache_equals_the_two_ops() {
+    poison();
+    let mut rng = Rng::new(46);
+    // (L, heads, kv heads, D, cap, pos, K)
+    let cases: &[(usize, usize, usize, usize, usize, usize, usize)] = &[
+        (1, 9, 3, 64, 40, 37, 576),
+        (1, 3, 1, 64, 9, 0, 64),
+        (5, 2, 2, 6, 8, 3, 96),
+        (4, 4, 1, 2, 4, 0, 32),
+        (9, 2, 1, 8, 12, 0, 64),
+        (0, 1, 1, 4, 3, 3, 32),
+    ];
+    for dt in float_dtypes() {
+        for f in FORMATS {
+            for &(l, h, hkv, d, cap, pos, k) in cases {
+                for norm in [false, true] {
+                    let width = (h + 2 * hkv) * d;
+                    let (w, bytes) = quant_weights(&mut rng, f, width, k);
+                    let (_, mut xv) = rand_tensor(&mut rng, &[l, k], dt, -2.0, 2.0);
+                    if l > 1 {
+                        // Row 1: a NaN (its whole row of outputs), row 0 stays finite.
+                        xv[k + 3] = f64::NAN;
+                    }
+                    if l > 2 {
+                        xv[2 * k] = f64::INFINITY;
+                        xv[2 * k + 1] = f64::NEG_INFINITY;
+                    }
+                    let x = host(dt, &xv, &[l, k]);
+                    let (g, gv) = rand_tensor(&mut rng, &[k], dt, 0.5, 1.5);
+                    let (_, kcv) = rand_tensor(&mut rng, &[hkv, cap, d], dt, -1.0, 1.0);
+                    let (_, vcv) = rand_tensor(&mut rng, &[hkv, cap, d], dt, -1.0, 1.0);
+                    let rms = norm.then_some((&g, 1e-5f32));
+                    let run = |fused: bool| {
+                        let kc = host(dt, &kcv, &[hkv, cap, d]);
+                        let vc = host(dt, &vcv, &[hkv, cap, d]);
+                        let q = ops::with_decode_fusion(fused, || {
+                            ops::quant_qkv_rope_to_cache(&x, &w, f, rms, &kc, &vc, h, pos, 10000.0)
+                        })
+                        .unwrap();
+                        assert_eq!(q.shape(), [h, l, d]);
+                        (q.to_bytes().unwrap(), kc.to_bytes().unwrap(), vc.to_bytes().unwrap(), q, kc, vc)
+                    };
+                    let one = run(true);
+                    let two = run(false);
+                    let what = format!("{dt} {f} L {l} H {h} Hkv {hkv} D {d} cap {cap} pos {pos} K {k} norm {norm}");
+                    assert!(one.0 == two.0, "{what}: queries differ from the two ops'");
+                    assert!(one.1 == two.1, "{what}: k cache differs from the two ops'");
+                    assert!(one.2 == two.2, "{what}: v cache differs from the two ops'");
+                    // The reference, on the finite rows: the product, then the rotation.
+                    let qkv = cpu::quant_matmul_fused(
+                        &xv,
+                        l,
+                        k,
+                        &bytes,
+                        f,
+                        width,
+                        norm.then_some((&gv[..], 1e-5)),
+                        false,
+                        None,
+                    );
+                    let (mut kw, mut vw) = (kcv.clone(), vcv.clone());
+                    let want_q =
+                        cpu_movement::rope_qkv_to_cache(&qkv, l, h, &mut kw, &mut vw, hkv, cap, d, pos, 10000.0);
+                    let scale = error_scale(&xv, l, k, &bytes, f, width, norm.then_some(&gv[..]), false);
+                    let max_scale = scale.iter().take(width.min(scale.len())).fold(0.0f64, |a, &b| a.max(b));
+                    let rel = if dt == DType::F32 { 4e-5 } else { 2e-3 };
+                    let got_q = one.3.to_f64_vec().unwrap();
+                    for hh in 0..h {
+                        for i in 0..d.min(if l > 0 { d } else { 0 }) {
+                            let at = hh * l * d + i; // row 0 of head hh
+                            let bound = rel * (2.0 + 2.0 * max_scale);
+                            assert!(
+                                (got_q[at] - want_q[at]).abs() <= bound,
+                                "{what}: q[{at}] {} vs {}",
+                                got_q[at],
+                                want_q[at]
+                            );
+                        }
+                    }
+                    if l > 1 {
+                        assert!(got_q[d..2 * d].iter().all(|v| v.is_nan()), "{what}: a NaN in x makes its queries NaN");
+                    }
+                    // Rows outside pos .. pos + L keep their values, bit for bit.
+                    let kc = one.4.to_f64_vec().unwrap();
+                    let vc = one.5.to_f64_vec().unwrap();
+                    for hh in 0..hkv {
+                        for r in (0..cap).filter(|r| !(pos..pos + l).contains(r)) {
+                            let s = (hh * cap + r) * d..(hh * cap + r + 1) * d;
+                            assert_eq!(kc[s.clone()], kcv[s.clone()], "{what}: k cache row {r}");
+                            assert_eq!(vc[s.clone()], vcv[s], "{what}: v cache row {r}");
+                        }
+                    }
+                    if l > 0 {
+                        let s = (pos * d)..(pos + 1) * d;
+                        let rel_ok = |a: f64, b: f64| (a - b).abs() <= rel * (2.0 + 2.0 * max_scale);
+                        assert!(
+                            kc[s.clone()].iter().zip(&kw[s.clone()]).all(|(a, b)| rel_ok(*a, *b)),
+                            "{what}: k row {pos}"
+                        );
+                        assert!(vc[s.clone()].iter().zip(&vw[s]).all(|(a, b)| rel_ok(*a, *b)), "{what}: v row {pos}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quant_qkv_rope_to_cache_refuses_bad_operands() {
+    let mut rng = Rng::new(47);
+    let (w, _) = quant_weights(&mut rng, QuantFormat::Q8_0, 5 * 4, 32);
+    let x = Tensor::from_slice(&[0.5f32; 2 * 32], &[2, 32]).unwrap();
+    let kc = Tensor::from_slice(&[0.0f32; 8], &[1, 2, 4]).unwrap();
+    let vc = Tensor::from_slice(&[0.0f32; 8], &[1, 2, 4]).unwrap();
+    let code = |r: kiln_core::Result<Tensor>| r.unwrap_err().code();
+    let f = QuantFormat::Q8_0;
+    let call = |x: &Tensor, kc: &Tensor, vc: &Tensor, h: usize, pos: usize, base: f32| {
+        ops::quant_qkv_rope_to_cache(x, &w, f, None, kc, vc, h, pos, base)
+    };
+    // 3 heads + 2 kv heads of 4 = 20 rows; rows 1..3 overflow a cache of 2.
+    assert_eq!(code(call(&x, &kc, &vc, 3, 1, 1e4)), ErrorCode::InvalidArgument);
+    assert_eq!(code(call(&x, &kc, &vc, 2, 0, 1e4)), ErrorCode::ShapeMismatch);
+    assert_eq!(code(call(&x, &kc, &kc, 3, 0, 1e4)), ErrorCode::InvalidArgument);
+    assert_eq!(code(call(&x, &kc, &vc, 3, 0, f32::NAN)), ErrorCode::InvalidArgument);
+    assert_eq!(code(call(&x.reshape(&[2, 1, 32]).unwrap(), &kc, &vc, 3, 0, 1e4)), ErrorCode::ShapeMismatch);
+    let ki = Tensor::from_slice(&[0i32; 8], &[1, 2, 4]).unwrap();
+    assert_eq!(code(call(&x, &ki, &vc, 3, 0, 1e4)), ErrorCode::DTypeMismatch);
+    assert!(call(&x, &kc, &vc, 3, 0, 1e4).is_ok());
+}

@@ -125,7 +125,7 @@ struct Layer {
 }
 
 /// Keys and values of the positions seen so far: per layer two [n_kv_heads, capacity, head_dim]
-/// tensors written in place (`ops::rope_qkv_to_cache`), rows past `len` unused. The capacity
+/// tensors written in place (`ops::quant_qkv_rope_to_cache`), rows past `len` unused. The capacity
 /// doubles when a pass would overflow it (one copy per doubling), up to the model's context.
 pub struct KvCache {
     layers: Vec<(Tensor, Tensor)>,
@@ -475,9 +475,10 @@ impl CausalLM {
 
     /// The decoder's last hidden states [L, D] for `ids` after what `cache` holds; their keys
     /// and values are written into the cache. Per layer and token: the QKV matvec (its RMSNorm
-    /// folded in), RoPE and the cache write, attention over the cache (split over its length),
-    /// the output matvec (residual folded in), the gate/up matvec (RMSNorm and SwiGLU folded in),
-    /// the down matvec (residual folded in) — 7 dispatches.
+    /// folded in, RoPE and the cache write in its epilogue), attention over the cache (split
+    /// over its length, the splits merged by the last workgroup of each row), the output matvec
+    /// (residual folded in), the gate/up matvec (RMSNorm and SwiGLU folded in), the down matvec
+    /// (residual folded in) — 5 dispatches (7 with `KILN_DECODE_FUSE=0`).
     fn hidden(
         &self,
         ids: &[u32],
@@ -531,10 +532,11 @@ impl CausalLM {
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
         for (layer, (kc, vc)) in self.layers.iter().zip(cache.layers.iter()) {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
-            let qkv = layer.qkv.matmul(&h, norm(&layer.attn_norm))?; // [L, (nh + 2 nkv) hd]
-            mark("rms_norm + qkv matvec")?;
-            let q = ops::rope_qkv_to_cache(&qkv, kc, vc, nh, pos, c.rope_base)?; // [nh, L, hd]
-            mark("rope + kv cache write")?;
+            // The QKV matvec with RoPE and the cache write in its epilogue (one dispatch at
+            // decode; prefill runs the matmul and `rope_qkv_to_cache`).
+            let (qkv, norm_w) = (&layer.qkv, Some((&layer.attn_norm, c.rms_eps)));
+            let q = ops::quant_qkv_rope_to_cache(&h, &qkv.w, qkv.format, norm_w, kc, vc, nh, pos, c.rope_base)?; // [nh, L, hd]
+            mark("rms_norm + qkv matvec + rope + kv cache write")?;
             // Grouped-query attention: query head g*group + j reads KV head g (llama.cpp's
             // and Hugging Face's order), by broadcasting K and V over the group axis.
             let qg = q.reshape(&dims(&[nkv, group, l, hd]))?;

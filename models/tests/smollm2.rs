@@ -253,3 +253,39 @@ fn the_gpu_resident_loop_streams_what_the_serial_loop_does() {
         eprintln!("{name}: {steps} tokens alike: {:?}", serial.0.concat());
     }
 }
+
+/// A decode token is 5 dispatches a layer (the QKV matvec with RoPE and the cache write in its
+/// epilogue, one attention dispatch, o, gate/up, down) against the 7 of before
+/// (`KILN_DECODE_FUSE=0`: RoPE/cache and the split-KV combine as dispatches of their own),
+/// counted by a session around one greedy token; and the two give the same logits, bit for
+/// bit, over a prefill and three decode steps.
+#[test]
+fn a_decode_token_is_five_dispatches_a_layer_with_the_same_logits() {
+    let m = model();
+    let prompt = ids(&gpu_prompts()[0]["ids"]);
+    let run = |fused: bool| {
+        kiln_core::ops::with_decode_fusion(fused, || {
+            let mut cache = m.cache_with_capacity(prompt.len() + 8).unwrap();
+            let mut logits = vec![m.forward(&prompt, &mut cache).unwrap()];
+            for _ in 0..3 {
+                let t = argmax(logits.last().unwrap()) as u32;
+                logits.push(m.forward(&[t], &mut cache).unwrap());
+            }
+            let t = argmax(logits.last().unwrap()) as u32;
+            let session = kiln_core::Session::new(Default::default());
+            session.run(|| m.forward_greedy(&[t], &mut cache).unwrap());
+            let dispatches = session.stats().dispatches;
+            session.close();
+            (logits, dispatches)
+        })
+    };
+    let (fused, unfused) = (run(true), run(false));
+    let layers = m.config.n_layers as u64;
+    eprintln!("dispatches per decode token: {} fused, {} unfused ({layers} layers)", fused.1, unfused.1);
+    assert_eq!(unfused.1 - fused.1, 2 * layers, "two dispatches a layer fewer");
+    assert!(fused.1 <= 5 * layers + 4, "{} dispatches for {layers} layers", fused.1);
+    for (i, (a, b)) in fused.0.iter().zip(&unfused.0).enumerate() {
+        let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(same, "step {i}: fused and unfused logits differ");
+    }
+}

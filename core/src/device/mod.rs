@@ -5,6 +5,7 @@
 //! readback), `readback` (readbacks collected later), `timing` (GPU timers).
 
 mod batch;
+mod counters;
 mod memory;
 mod op_timing;
 mod param_ring;
@@ -90,6 +91,8 @@ pub struct Device {
     param_ring: ParamRing,
     ring_dispatches: std::sync::atomic::AtomicU64,
     phases: PhaseClock,
+    /// Zeroed counters for kernels that reset them themselves (`counters`).
+    counters: counters::Counters,
 }
 
 /// Every device created and not yet dropped, for the metrics (which must not create one).
@@ -235,6 +238,7 @@ impl Device {
             }),
             ring_dispatches: Default::default(),
             phases: Default::default(),
+            counters: Default::default(),
         });
         DEVICES.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&dev));
         Self::start_poller(&dev);

@@ -14,7 +14,14 @@
 //!   workgroup per (query row, key range), then a combine pass; for decode (few queries, long
 //!   cache), where a workgroup per row leaves the GPU idle: 0.076 ms against 2.25 for the
 //!   per-row kernel at 64 rows x 4096 keys (vec4 kernel `flash_attention_decode.wgsl` where D
-//!   and Dv are multiples of 4). Also the masked path for D or Dv over `FLASH_MAX_D`.
+//!   and Dv are multiples of 4). Also the masked path for D or Dv over `FLASH_MAX_D`. The vec4
+//!   kernel runs in one dispatch: the last workgroup of each row to finish merges the row's
+//!   splits (`flash_attention_decode_merge.wgsl`, counted in the device's self-resetting
+//!   counters) — the combine pass's code, so the same bits — rather than a second dispatch,
+//!   whose boundary cost more than the merge (SmolLM2 decode: 2 dispatches' latency were 44% of
+//!   a token's GPU time). Chosen over one workgroup per row walking every key, which would be
+//!   serial in the cache length (32 steps at 2048 keys for 9 rows) on a GPU with 132 SMs.
+//!   `KILN_DECODE_FUSE=0` keeps the second dispatch.
 //! - through the f32 matmul kernels (f16 operands cast to f32 and the result back): s = q kᵀ, a
 //!   masked softmax over each row (`shaders/attention_softmax.wgsl`), then p v; the score matrix
 //!   must fit in `SCORES_MAX_BYTES`. Auto's choice, without a mask, for D or Dv over 64 from
@@ -24,6 +31,7 @@
 
 mod coop;
 
+use crate::device::Binding;
 use crate::dtype::DType;
 use crate::exec::grid;
 use crate::exec::{check_f16, check_same_device, enables, Launch, Params};
@@ -43,6 +51,7 @@ const SPLIT: &str = include_str!("../../../shaders/flash_attention_split.wgsl");
 const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgsl");
 const COMBINE_SERIAL: &str = include_str!("../../../shaders/flash_attention_combine_serial.wgsl");
 const DECODE: &str = include_str!("../../../shaders/flash_attention_decode.wgsl");
+const DECODE_MERGE: &str = include_str!("../../../shaders/flash_attention_decode_merge.wgsl");
 /// `batch_offsets`, rendered into every attention kernel after its Params.
 pub(super) const ATTENTION_COMMON: &str = include_str!("../../../shaders/attention_common.wgsl");
 /// The parameter block shared by the flash kernels.
@@ -873,9 +882,36 @@ struct DecodeKnobs {
     block_loads: Option<bool>,
     /// `KILN_DECODE_HOIST=0`: the vec4 kernel's loads stay inside their bounds checks.
     hoist: bool,
-    /// `KILN_DECODE_PART=nocombine|serialcombine`: skip the combine pass (results are wrong;
-    /// for splitting the time only), or merge with the one-thread-per-dim loop it replaced.
+    /// `KILN_DECODE_PART=nocombine|serialcombine|parallelcombine`: the two-pass vec4 path
+    /// without its combine pass (results are wrong; for splitting the time only), or with the
+    /// given merge.
     part: String,
+    /// `KILN_DECODE_FUSE=0`: the vec4 kernel's splits merged by a second dispatch (the two-pass
+    /// path) rather than by the last workgroup of each row, and RoPE with the cache write as a
+    /// dispatch of its own rather than the QKV matvec's epilogue (`ops::kv_cache`): a decoder
+    /// layer's 7 dispatches of before, for A/B timing.
+    fuse: bool,
+}
+
+thread_local! {
+    /// `with_decode_fusion`'s choice for this thread (None: `KILN_DECODE_FUSE`).
+    static DECODE_FUSION: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether decode's fusions are on: `with_decode_fusion`'s choice on this thread, else
+/// `KILN_DECODE_FUSE` (read once; on unless 0).
+pub(crate) fn decode_fusion() -> bool {
+    DECODE_FUSION.with(|c| c.get()).unwrap_or(decode_knobs().fuse)
+}
+
+/// Runs `f` with decode's fusions on or off on this thread, whatever `KILN_DECODE_FUSE` says:
+/// tests hold the fused kernels to the unfused ones in one process.
+#[doc(hidden)]
+pub fn with_decode_fusion<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    let before = DECODE_FUSION.with(|c| c.replace(Some(on)));
+    let r = f();
+    DECODE_FUSION.with(|c| c.set(before));
+    r
 }
 
 fn decode_knobs() -> &'static DecodeKnobs {
@@ -889,6 +925,7 @@ fn decode_knobs() -> &'static DecodeKnobs {
         },
         hoist: crate::env::env_or("KILN_DECODE_HOIST", 1u32) != 0,
         part: crate::env::env_or("KILN_DECODE_PART", String::new()),
+        fuse: crate::env::env_or("KILN_DECODE_FUSE", 1u32) != 0,
     })
 }
 
@@ -951,15 +988,23 @@ fn split_kv(
         let block_default = dtype == DType::F32;
         let coalesced = WG.is_multiple_of(dp) && dp <= 32 && knobs.block_loads.unwrap_or(block_default);
         let hoist = knobs.hoist;
-        Launch {
-            key: format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}:{hoist}"),
-            source: Box::new(move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist))),
-            tensors: &tensors,
-            params: Some(params),
-            groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
+        let one_pass = decode_fusion() && knobs.part.is_empty();
+        let key = format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}:{hoist}:{one_pass}");
+        let source = move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist, one_pass));
+        let groups = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
+        if !one_pass {
+            Launch { key, source: Box::new(source), tensors: &tensors, params: Some(params), groups }.run(&device)?;
+            return combine(g, &part, nsplit, out);
         }
-        .run(&device)?;
-        return combine(g, &part, nsplit, out);
+        // One dispatch: the last workgroup of each row merges it (the shader's header); the
+        // counters are the device's self-resetting ones, one per row.
+        let counters = device.self_resetting_counters(g.rows)?;
+        tensors.push(out);
+        let mut bindings: Vec<Binding<'_>> =
+            tensors.iter().enumerate().map(|(i, t)| Binding { slot: i as u32, buffer: t.raw(), size: None }).collect();
+        bindings.push(Binding { slot: tensors.len() as u32, buffer: &counters, size: None });
+        let pipe = device.pipeline(&key, crate::pipeline::Checks::Bounded, source)?;
+        return device.dispatch(&pipe, &bindings, Some((bindings.len() as u32, params.bytes())), groups, None);
     }
     let tensors = [q, k, v, mask.map_or(q, |(m, _)| m), &part];
     Launch {
@@ -988,7 +1033,18 @@ fn split_kv(
 
 /// The split-KV kernel with vec4 loads, q and the score's loads unrolled over D and p v over a
 /// thread's keys (see the shader's header).
-fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced: bool, hoist: bool) -> String {
+/// `one_pass`: the row's last workgroup merges the splits (`flash_attention_decode_merge.wgsl`,
+/// bound after `part`: `out`, then the counters); else `combine` runs after it.
+#[allow(clippy::too_many_arguments)]
+fn decode_source(
+    dtype: DType,
+    dp: usize,
+    dvp: usize,
+    has_mask: bool,
+    coalesced: bool,
+    hoist: bool,
+    one_pass: bool,
+) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
     let (mut load_q, mut score_pre, mut score, mut scratch) =
@@ -1055,6 +1111,20 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
              vec4<f32>({load}), acc); }} }}"
         );
     }
+    let part_slot = if has_mask { 4 } else { 3 };
+    let ending = if one_pass {
+        render(
+            DECODE_MERGE,
+            &[
+                ("T", t),
+                ("OUT_SLOT", &(part_slot + 1).to_string()),
+                ("CNT_SLOT", &(part_slot + 2).to_string()),
+                ("MAXS", &SPLIT_TARGET_GROUPS.to_string()),
+            ],
+        )
+    } else {
+        "fn put(i: u32, x: f32) { part[i] = x; }\nfn finish(row: u32, lid: u32) {}\n".to_string()
+    };
     render(
         DECODE,
         &[
@@ -1069,8 +1139,10 @@ fn decode_source(dtype: DType, dp: usize, dvp: usize, has_mask: bool, coalesced:
                     String::new()
                 },
             ),
-            ("PART_SLOT", if has_mask { "4" } else { "3" }),
-            ("P_SLOT", if has_mask { "5" } else { "4" }),
+            ("PART_SLOT", &part_slot.to_string()),
+            ("PART_ELEM", if one_pass { "atomic<u32>" } else { "f32" }),
+            ("P_SLOT", &(part_slot + if one_pass { 3 } else { 1 }).to_string()),
+            ("ENDING", &ending),
             ("DP", &dp.to_string()),
             ("DVP", &dvp.to_string()),
             ("LOAD_Q", &load_q),

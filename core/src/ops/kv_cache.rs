@@ -4,8 +4,12 @@
 //! (as concatenation would, O(len) bytes per token) nor spends dispatches on splits and
 //! transposes. [`crate::ops::attention_prefix`] then reads the filled prefix in place.
 
+use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
+use crate::ops::attention::decode_fusion;
 use crate::ops::elementwise::with_special;
+use crate::ops::quant::{check_fused, matvec, matvec_takes, RopeToCache};
+use crate::ops::{QuantFormat, QuantFusion};
 use crate::pipeline::render;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -29,25 +33,7 @@ pub fn rope_qkv_to_cache(
 ) -> Result<Tensor> {
     let device = check_same_device(&[qkv, k_cache, v_cache])?;
     let dtype = qkv.dtype();
-    if !dtype.is_float() || k_cache.dtype() != dtype || v_cache.dtype() != dtype {
-        return Err(Error::DTypeMismatch(format!(
-            "rope_qkv_to_cache: qkv {dtype}, caches {} and {}: one float dtype",
-            k_cache.dtype(),
-            v_cache.dtype()
-        )));
-    }
-    check_f16(&device, &[dtype])?;
-    let cs = k_cache.shape();
-    if cs.len() != 3 || v_cache.shape() != cs {
-        return Err(Error::ShapeMismatch(format!(
-            "rope_qkv_to_cache: caches must both be [Hkv, Lmax, D], got {cs:?} and {:?}",
-            v_cache.shape()
-        )));
-    }
-    let (nkv, cap, d) = (cs[0], cs[1], cs[2]);
-    if d == 0 || d % 2 != 0 {
-        return Err(Error::InvalidArgument(format!("rope_qkv_to_cache: head dimension {d} must be even and > 0")));
-    }
+    let (nkv, cap, d) = check_caches("rope_qkv_to_cache", dtype, k_cache, v_cache, &[qkv], pos, base)?;
     let width = (n_heads + 2 * nkv) * d;
     if qkv.ndim() != 2 || qkv.shape()[1] != width {
         return Err(Error::ShapeMismatch(format!(
@@ -56,22 +42,8 @@ pub fn rope_qkv_to_cache(
         )));
     }
     let len = qkv.shape()[0];
-    if pos.checked_add(len).is_none_or(|end| end > cap) {
-        return Err(Error::InvalidArgument(format!(
-            "rope_qkv_to_cache: rows {pos}..{pos}+{len} do not fit a cache of {cap} rows"
-        )));
-    }
-    if !(base.is_finite() && base > 0.0) {
-        return Err(Error::InvalidArgument(format!("rope_qkv_to_cache: base must be positive and finite, got {base}")));
-    }
-    if k_cache.shares_buffer(v_cache) || k_cache.shares_buffer(qkv) || v_cache.shares_buffer(qkv) {
-        return Err(Error::InvalidArgument(
-            "rope_qkv_to_cache: qkv and the two caches must be distinct tensors".into(),
-        ));
-    }
-    for t in [qkv, k_cache, v_cache] {
-        check_indexable(t.numel())?;
-    }
+    check_rows("rope_qkv_to_cache", pos, len, cap)?;
+    check_indexable(qkv.numel())?;
     let q = Tensor::empty_on(&device, &[n_heads, len, d], dtype)?;
     let half = d / 2;
     let pairs = len * (n_heads + 2 * nkv) * half;
@@ -102,5 +74,107 @@ pub fn rope_qkv_to_cache(
         groups: groups_1d(&device, pairs)?,
     }
     .run(&device)?;
+    Ok(q)
+}
+
+/// The checks `rope_qkv_to_cache` and `quant_qkv_rope_to_cache` share: float caches [Hkv, Lmax,
+/// D] of `dtype` (D even), distinct from each other and from `others`, a positive finite
+/// `base`. Returns (Hkv, Lmax, D).
+fn check_caches(
+    what: &str,
+    dtype: DType,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    others: &[&Tensor],
+    pos: usize,
+    base: f32,
+) -> Result<(usize, usize, usize)> {
+    if !dtype.is_float() || k_cache.dtype() != dtype || v_cache.dtype() != dtype {
+        return Err(Error::DTypeMismatch(format!(
+            "{what}: input {dtype}, caches {} and {}: one float dtype",
+            k_cache.dtype(),
+            v_cache.dtype()
+        )));
+    }
+    check_f16(k_cache.device(), &[dtype])?;
+    let cs = k_cache.shape();
+    if cs.len() != 3 || v_cache.shape() != cs {
+        return Err(Error::ShapeMismatch(format!(
+            "{what}: caches must both be [Hkv, Lmax, D], got {cs:?} and {:?}",
+            v_cache.shape()
+        )));
+    }
+    let (nkv, cap, d) = (cs[0], cs[1], cs[2]);
+    if d == 0 || d % 2 != 0 {
+        return Err(Error::InvalidArgument(format!("{what}: head dimension {d} must be even and > 0")));
+    }
+    if pos > cap {
+        return Err(Error::InvalidArgument(format!("{what}: position {pos} is past a cache of {cap} rows")));
+    }
+    if !(base.is_finite() && base > 0.0) {
+        return Err(Error::InvalidArgument(format!("{what}: base must be positive and finite, got {base}")));
+    }
+    if k_cache.shares_buffer(v_cache) || others.iter().any(|t| k_cache.shares_buffer(t) || v_cache.shares_buffer(t)) {
+        return Err(Error::InvalidArgument(format!("{what}: the input and the two caches must be distinct tensors")));
+    }
+    for t in [k_cache, v_cache] {
+        check_indexable(t.numel())?;
+    }
+    Ok((nkv, cap, d))
+}
+
+/// Rows pos .. pos + len must fit a cache of `cap`.
+fn check_rows(what: &str, pos: usize, len: usize, cap: usize) -> Result<()> {
+    if pos.checked_add(len).is_none_or(|end| end > cap) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: rows {pos}..{pos}+{len} do not fit a cache of {cap} rows"
+        )));
+    }
+    Ok(())
+}
+
+/// A decoder layer's QKV projection, RoPE and KV-cache write in one: what
+/// `rope_qkv_to_cache(&quant_matmul_fused(x, w, format, (H + 2·Hkv)·D, {rms_norm}), k_cache,
+/// v_cache, n_heads, pos, base)` gives, for x [L, K] and W quantized [(H + 2·Hkv)·D, K] (the
+/// query, key and value rows stacked). For decode (L up to the matrix-vector kernel's rows) it
+/// is one dispatch, the rotation and the stores folded into the matvec's epilogue
+/// (`shaders/quant_matvec_rope.wgsl`): the same operations in the same order on the same
+/// rounded sums, hence the same bits (up to the driver contracting the rotation's multiply-adds
+/// differently in the two kernels: one rounding of the f32 rotation). Longer L, and
+/// `KILN_DECODE_FUSE=0`, run the two ops.
+#[allow(clippy::too_many_arguments)]
+pub fn quant_qkv_rope_to_cache(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    rms_norm: Option<(&Tensor, f32)>,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    n_heads: usize,
+    pos: usize,
+    base: f32,
+) -> Result<Tensor> {
+    let dtype = x.dtype();
+    let mut others = vec![x, w];
+    others.extend(rms_norm.map(|(g, _)| g));
+    let (nkv, cap, d) = check_caches("quant_qkv_rope_to_cache", dtype, k_cache, v_cache, &others, pos, base)?;
+    others.extend([k_cache, v_cache]);
+    check_same_device(&others)?;
+    let width = (n_heads + 2 * nkv) * d;
+    let fusion = QuantFusion { rms_norm, ..Default::default() };
+    if x.ndim() != 2 {
+        return Err(Error::ShapeMismatch(format!("quant_qkv_rope_to_cache: x must be [L, K], got {:?}", x.shape())));
+    }
+    let (len, k) = (x.shape()[0], x.shape()[1]);
+    check_rows("quant_qkv_rope_to_cache", pos, len, cap)?;
+    if !decode_fusion() || !matvec_takes(len, k) || len == 0 || n_heads == 0 {
+        // The two ops, each checking (and charging a session for) its own work.
+        let qkv = crate::ops::quant_matmul_fused(x, w, format, width, fusion)?;
+        return rope_qkv_to_cache(&qkv, k_cache, v_cache, n_heads, pos, base);
+    }
+    check_fused(x, w, format, width, &fusion)?;
+    let q = Tensor::empty_on(x.device(), &[n_heads, len, d], dtype)?;
+    let rope = RopeToCache { k_cache, v_cache, n_heads, n_kv_heads: nkv, half: d / 2, cap, pos, base };
+    matvec(x, w, format, width, fusion, &q, Some(&rope))?;
     Ok(q)
 }

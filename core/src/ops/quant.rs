@@ -25,6 +25,9 @@ const COMMON: &str = include_str!("../../../shaders/quant_common.wgsl");
 const MATVEC: &str = include_str!("../../../shaders/quant_matvec.wgsl");
 const TILED: &str = include_str!("../../../shaders/quant_tiled.wgsl");
 const ROWS: &str = include_str!("../../../shaders/quant_rows.wgsl");
+const MATVEC_ROPE: &str = include_str!("../../../shaders/quant_matvec_rope.wgsl");
+/// The rotation angles, shared with `ops::rope` and `ops::rope_qkv_to_cache`.
+const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
 /// Rows of x up to which `quant_matmul` takes the matrix-vector kernel (each x row then costs a
 /// pass over W, but W is read in whole coalesced words; past it the tiled kernel's reuse wins).
@@ -419,6 +422,27 @@ pub fn quant_matmul_fused(
     n: usize,
     fusion: QuantFusion,
 ) -> Result<Tensor> {
+    let (k, m, shape) = check_fused(x, w, format, n, &fusion)?;
+    if k == 0 || m > MATVEC_MAX_ROWS {
+        return composed(x, w, format, n, fusion);
+    }
+    let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    matvec(x, w, format, n, fusion, &out, None)?;
+    Ok(out)
+}
+
+/// `quant_matmul_fused`'s checks of its operands; returns K, the rows of x and the result's
+/// shape.
+pub(crate) fn check_fused(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    fusion: &QuantFusion,
+) -> Result<(usize, usize, Vec<usize>)> {
     let mut all = vec![x, w];
     all.extend(fusion.rms_norm.map(|(g, _)| g));
     all.extend(fusion.residual);
@@ -464,15 +488,45 @@ pub fn quant_matmul_fused(
             )));
         }
     }
-    let m = x.numel().checked_div(k).unwrap_or(0);
-    if k == 0 || m > MATVEC_MAX_ROWS {
-        return composed(x, w, format, n, fusion);
-    }
-    let out = Tensor::empty_on(&device, &shape, dtype)?;
-    if out.numel() == 0 {
-        return Ok(out);
-    }
-    let (blocks, row_h, enable, max_dim) = launch_sizes(x, &out, format, k)?;
+    Ok((k, x_rows, shape))
+}
+
+/// Whether [`matvec`] takes `m` rows of x of `k` values (else the tiled kernel, composed).
+pub(crate) fn matvec_takes(m: usize, k: usize) -> bool {
+    k > 0 && m <= MATVEC_MAX_ROWS
+}
+
+/// The matrix-vector kernel's ROPE epilogue (`ops::quant_qkv_rope_to_cache`, checked there):
+/// W's rows are `n_heads` query, `n_kv_heads` key and `n_kv_heads` value heads of `2 half`
+/// rows; the queries go to `out` [n_heads, M, 2 half], keys and values into the caches
+/// [n_kv_heads, cap, 2 half] at rows pos .. pos + M.
+pub(crate) struct RopeToCache<'a> {
+    pub k_cache: &'a Tensor,
+    pub v_cache: &'a Tensor,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub half: usize,
+    pub cap: usize,
+    pub pos: usize,
+    pub base: f32,
+}
+
+/// The matrix-vector kernel into `out` (operands checked by the caller, `matvec_takes` true,
+/// `out` not empty); with `rope`, `fusion` may hold only the norm.
+pub(crate) fn matvec(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    fusion: QuantFusion,
+    out: &Tensor,
+    rope: Option<&RopeToCache>,
+) -> Result<()> {
+    let device = x.device().clone();
+    let dtype = x.dtype();
+    let k = *x.shape().last().unwrap_or(&0);
+    let m = x.numel() / k;
+    let (blocks, row_h, enable, max_dim) = launch_sizes(x, out, format, k)?;
     let mt = m.min(MATVEC_MT);
     // Enough threads per row to cover a short row in one or two strides, few enough that a
     // workgroup does several rows (N = 576 then still makes dozens of workgroups).
@@ -481,20 +535,54 @@ pub fn quant_matmul_fused(
     let mut groups = grid(n.div_ceil(rows_per_wg) as u64, max_dim)?;
     groups[2] = m.div_ceil(mt) as u32;
     let eps = fusion.rms_norm.map_or(0.0, |(_, e)| e);
-    let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).f32(eps).u32(0u32).u32(0u32);
+    let mut params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).f32(eps).u32(0u32).u32(0u32);
     let (norm, glu, res) = (fusion.rms_norm.is_some(), fusion.swiglu, fusion.residual.is_some());
     let acc = mt * if glu { 2 } else { 1 };
     let g = fusion.rms_norm.map_or(x, |(g, _)| g);
     let r = fusion.residual.unwrap_or(x);
+    let mut tensors = vec![w, x, out, g, r];
+    if let Some(rp) = rope {
+        if glu || res || !n.is_multiple_of(2 * rp.half) {
+            return Err(Error::Internal("quant matvec: RoPE takes whole heads and no SwiGLU or residual".into()));
+        }
+        params = params
+            .u32(rp.n_heads)
+            .u32(rp.n_kv_heads)
+            .u32(rp.cap)
+            .u32(rp.pos)
+            .f32((rp.base as f64).log2() as f32)
+            .f32((1.0 / rp.half as f64) as f32)
+            .u32(rp.half)
+            .u32(0u32);
+        tensors.extend([rp.k_cache, rp.v_cache]);
+        // Slots 2j and 2j + 1 take pair j: rows_per_wg / 2 of the n / 2 pairs per workgroup.
+        let mut g = grid((n / 2).div_ceil(rows_per_wg / 2) as u64, max_dim)?;
+        g[2] = groups[2];
+        groups = g;
+    }
+    let with_rope = rope.is_some();
     Launch {
-        key: format!("quant_matvec:{format}:{dtype}:{tpr}:{mt}:{norm}:{glu}:{res}"),
+        key: format!("quant_matvec:{format}:{dtype}:{tpr}:{mt}:{norm}:{glu}:{res}:{with_rope}"),
         source: Box::new(move || {
-            enable.to_string()
+            let t = dtype.wgsl();
+            let (fields, part, slot) = if with_rope {
+                (
+                    "    nh: u32,\n    nkv: u32,\n    cap: u32,\n    pos: u32,\n    log2_base: f32,\n    \
+                     inv_half: f32,\n    half: u32,\n    pad3: u32,\n"
+                        .to_string(),
+                    render(MATVEC_ROPE, &[("T", t)]),
+                    "7",
+                )
+            } else {
+                (String::new(), "fn rope_row(wgi: u32, slot: u32) -> u32 { return 0u; }\nfn rope_epilogue(n: u32, m0: u32, li: u32) {}\n"
+                        .to_string(), "5")
+            };
+            let src = enable.to_string()
                 + &format.common_wgsl()
                 + &render(
                     MATVEC,
                     &[
-                        ("T", dtype.wgsl()),
+                        ("T", t),
                         ("TPR", &tpr.to_string()),
                         ("MT", &mt.to_string()),
                         ("ACC", &acc.to_string()),
@@ -502,15 +590,23 @@ pub fn quant_matmul_fused(
                         ("NORM", &norm.to_string()),
                         ("GLU", &glu.to_string()),
                         ("RES", &res.to_string()),
+                        ("ROPE", &with_rope.to_string()),
+                        ("ROPE_FIELDS", &fields),
+                        ("P_SLOT", slot),
+                        ("ROPE_PART", &part),
                     ],
-                )
+                );
+            if with_rope {
+                crate::ops::elementwise::with_special(src + ROPE_COMMON)
+            } else {
+                src
+            }
         }),
-        tensors: &[w, x, &out, g, r],
+        tensors: &tensors,
         params: Some(params),
         groups,
     }
     .run_with(&device, Checks::Unchecked)
-    .map(|()| out)
 }
 
 /// What both product kernels take: blocks per row, halfwords per W row, the WGSL `enable` line
