@@ -12,11 +12,13 @@
 // f32 accumulators; K walked in steps of BK (a multiple of 16). ALIGNED=1 where K and N are both
 // multiples of 8 (and so every batch offset too): tiles are read from global memory 8 halves
 // (16 bytes) at a time and full output tiles are stored straight from the accumulators;
-// ALIGNED=0 reads one half at a time, any shape.
+// ALIGNED=0 reads one half at a time, any shape. DOUBLE: see the pipeline below.
 //
-// Pipeline: the tiles of K step s+1 are read from global memory into registers while the
-// products of step s run on the other of two workgroup-memory buffers; then they are stored
-// into that buffer, and one barrier per K step separates the two.
+// Pipeline (DOUBLE=1): the tiles of K step s+1 are read from global memory into registers while
+// the products of step s run on the other of two workgroup-memory buffers; then they are stored
+// into that buffer, and one barrier per K step separates the two. DOUBLE=0: one buffer, two
+// barriers per step (store, barrier, read the next step into registers, products, barrier), the
+// WGSL tier's schedule, in half the workgroup memory.
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -63,8 +65,13 @@ layout(std140, set = 0, binding = 3) uniform Params {
     uvec4 dims[6];
 } p;
 
-shared f16vec4 As[2 * A_TILE4];  // [2][BM][SA]
-shared f16vec4 Bs[2 * B_TILE4];  // [2][BK][SB]
+#if DOUBLE
+#define NBUF 2
+#else
+#define NBUF 1
+#endif
+shared f16vec4 As[NBUF * A_TILE4];  // [NBUF][BM][SA]
+shared f16vec4 Bs[NBUF * B_TILE4];  // [NBUF][BK][SB]
 shared float16_t Cs[WM * WN * 256];  // [subgroup][16][16]: ragged output tiles
 
 #if ALIGNED
@@ -115,11 +122,11 @@ void main() {
     uint wr = (sg / WN) * (TM * 16u);
     uint wc = (sg % WN) * (TN * 16u);
 
-    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[TM][TN];
-    [[unroll]] for (uint i = 0u; i < TM; i++) {
-        [[unroll]] for (uint j = 0u; j < TN; j++) {
-            acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
-        }
+    // One flat array (accumulator (i, j) at i * TN + j): spirv-opt's scalar replacement turns a
+    // flat array into TM * TN registers, a nested one it leaves in memory.
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[TM * TN];
+    [[unroll]] for (uint i = 0u; i < TM * TN; i++) {
+        acc[i] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
     }
 
 #if ALIGNED
@@ -211,14 +218,26 @@ void main() {
         }                                                                                         \
     }
 
+#if DOUBLE
     if (steps > 0u) {
         FETCH(0u)
         STORE(0u)
     }
     barrier();
+#else
+    if (steps > 0u) {
+        FETCH(0u)
+    }
+#endif
     for (uint s = 0u; s < steps; s++) {
-        uint cur = s & 1u;
         bool more = s + 1u < steps;
+#if DOUBLE
+        uint cur = s & 1u;
+#else
+        uint cur = 0u;
+        STORE(0u)
+        barrier();
+#endif
         // Uniform: `more` is the same for every invocation.
         if (more) {
             FETCH(s + 1u)
@@ -238,14 +257,16 @@ void main() {
             }
             [[unroll]] for (uint i = 0u; i < TM; i++) {
                 [[unroll]] for (uint j = 0u; j < TN; j++) {
-                    acc[i][j] = coopMatMulAdd(fa[i], fb[j], acc[i][j]);
+                    acc[i * TN + j] = coopMatMulAdd(fa[i], fb[j], acc[i * TN + j]);
                 }
             }
         }
+#if DOUBLE
         // The other buffer was last read in step s-1, before the previous barrier.
         if (more) {
             STORE(cur ^ 1u)
         }
+#endif
         barrier();
     }
 
@@ -260,7 +281,7 @@ void main() {
     [[unroll]] for (uint i = 0u; i < TM; i++) {
         [[unroll]] for (uint j = 0u; j < TN; j++) {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> h =
-                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[i][j]);
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[i * TN + j]);
             uint row = row0 + wr + i * 16u;
             uint col = col0 + wc + j * 16u;
             if (whole) {
@@ -271,7 +292,10 @@ void main() {
                 coopMatStore(h, Cs, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
-                for (uint e = lane; e < 256u; e += SG) {
+                // 256 / 32 = 8 elements per lane: a constant trip count, so the loops around
+                // unroll too and the accumulators stay in registers.
+                [[unroll]] for (uint t = 0u; t < 256u / SG; t++) {
+                    uint e = lane + t * SG;
                     uint rr = row + e / 16u;
                     uint cc = col + e % 16u;
                     if (rr < p.m && cc < p.n) {

@@ -19,15 +19,19 @@ pub(crate) struct NativeTiles {
 
 /// 128x128, 4 subgroups of 64x64 (2x2 of 4x4 accumulators), K steps of 32.
 const L: NativeTiles = NativeTiles { name: "l", bm: 128, bn: 128 };
+/// `L` with one tile buffer and two barriers per K step (the WGSL kernel's schedule).
+const L1: NativeTiles = NativeTiles { name: "l1", bm: 128, bn: 128 };
+/// `L1` with K steps of 64.
+const LK: NativeTiles = NativeTiles { name: "lk", bm: 128, bn: 128 };
 /// 128x128, 8 subgroups of 64x32, K steps of 32.
 const W: NativeTiles = NativeTiles { name: "w", bm: 128, bn: 128 };
 /// 256x128, 8 subgroups of 64x64, K steps of 16.
 const X: NativeTiles = NativeTiles { name: "x", bm: 256, bn: 128 };
 /// 64x64, 4 subgroups of 32x32, K steps of 32 (small products).
 const S: NativeTiles = NativeTiles { name: "s", bm: 64, bn: 64 };
-const ALL: [NativeTiles; 4] = [L, W, X, S];
+const ALL: [NativeTiles; 6] = [L, L1, LK, W, X, S];
 
-/// `KILN_NATIVE_TILES=l|w|x|s` (tuning), read once.
+/// `KILN_NATIVE_TILES=l|l1|lk|w|x|s` (tuning), read once.
 fn env_tiles() -> Option<NativeTiles> {
     static T: OnceLock<Option<NativeTiles>> = OnceLock::new();
     *T.get_or_init(|| {
