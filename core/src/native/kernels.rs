@@ -41,6 +41,10 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_x", 256),
     module!("matmul_f16_s_aligned", 128),
     module!("matmul_f16_s", 128),
+    module!("matmul_f16_ls_aligned", 128),
+    module!("matmul_f16_ls", 128),
+    module!("matmul_f16_l1s_aligned", 128),
+    module!("matmul_f16_l1s", 128),
 ];
 
 /// The names of every module (tests compare them with kernels.txt).

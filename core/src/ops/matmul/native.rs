@@ -23,15 +23,18 @@ const L: NativeTiles = NativeTiles { name: "l", bm: 128, bn: 128 };
 const L1: NativeTiles = NativeTiles { name: "l1", bm: 128, bn: 128 };
 /// `L1` with K steps of 64.
 const LK: NativeTiles = NativeTiles { name: "lk", bm: 128, bn: 128 };
+/// `L` and `L1` with workgroups walking bands of 8 tile rows (L2 reuse).
+const LS: NativeTiles = NativeTiles { name: "ls", bm: 128, bn: 128 };
+const L1S: NativeTiles = NativeTiles { name: "l1s", bm: 128, bn: 128 };
 /// 128x128, 8 subgroups of 64x32, K steps of 32.
 const W: NativeTiles = NativeTiles { name: "w", bm: 128, bn: 128 };
 /// 256x128, 8 subgroups of 64x64, K steps of 16.
 const X: NativeTiles = NativeTiles { name: "x", bm: 256, bn: 128 };
 /// 64x64, 4 subgroups of 32x32, K steps of 32 (small products).
 const S: NativeTiles = NativeTiles { name: "s", bm: 64, bn: 64 };
-const ALL: [NativeTiles; 6] = [L, L1, LK, W, X, S];
+const ALL: [NativeTiles; 8] = [L, L1, LK, W, X, S, LS, L1S];
 
-/// `KILN_NATIVE_TILES=l|l1|lk|w|x|s` (tuning), read once.
+/// `KILN_NATIVE_TILES=l|l1|lk|w|x|s|ls|l1s` (tuning), read once.
 fn env_tiles() -> Option<NativeTiles> {
     static T: OnceLock<Option<NativeTiles>> = OnceLock::new();
     *T.get_or_init(|| {
