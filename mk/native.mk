@@ -15,9 +15,10 @@ NATIVE_ENV := LD_LIBRARY_PATH=$(NATIVE_TOOLS)/glslang/cmeel.prefix/lib:$(NATIVE_
 GLSLANG := $(NATIVE_ENV) $(NATIVE_TOOLS)/glslang/cmeel.prefix/bin/glslangValidator
 SPIRV_VAL := $(NATIVE_ENV) $(NATIVE_TOOLS)/spirv-tools/cmeel.prefix/bin/spirv-val
 SPIRV_OPT := $(NATIVE_ENV) $(NATIVE_TOOLS)/spirv-tools/cmeel.prefix/bin/spirv-opt
-# glslang leaves [[unroll]] loops and arrays of cooperative matrices to the driver; unrolled and
-# scalar-replaced here, the accumulators are registers (`-O --loop-unroll -O`: the first -O
-# simplifies the loops so that they unroll, the second replaces the arrays).
+# For the kernels.txt lines marked --spirv-opt: glslang leaves [[unroll]] loops and arrays of
+# cooperative matrices to the driver; these passes unroll them and replace the arrays by
+# registers (the first -O simplifies the loops so that they unroll, the second replaces the
+# arrays). Not a default: on the H100 it made the double-buffered kernel slower (155 -> 108).
 SPIRV_OPT_PASSES := -O --loop-unroll -O
 # SPIR-V 1.5: Vulkan 1.2, which every adapter with KHR cooperative matrices has.
 NATIVE_TARGET_ENV := vulkan1.2
@@ -38,10 +39,11 @@ native-tools: $(NATIVE_TOOLS)/.ok
 # $(1): output folder. One glslang run per kernels.txt line (comments and blank lines skipped).
 define native_compile
 	@mkdir -p $(1) && grep -v '^\s*\(#\|$$\)' shaders/native/kernels.txt | while read -r name src defs; do \
-		$(GLSLANG) -V --quiet --target-env $(NATIVE_TARGET_ENV) $$defs shaders/native/$$src -o $(1)/$$name.unopt \
+		case " $$defs " in *" --spirv-opt "*) opt=1;; *) opt=0;; esac; defs=$${defs% --spirv-opt}; \
+		$(GLSLANG) -V --quiet --target-env $(NATIVE_TARGET_ENV) $$defs shaders/native/$$src -o $(1)/$$name.spv \
 			>/dev/null || { echo "native: $$name failed to compile" >&2; exit 1; }; \
-		$(SPIRV_OPT) --target-env=$(NATIVE_TARGET_ENV) $(SPIRV_OPT_PASSES) $(1)/$$name.unopt -o $(1)/$$name.spv \
-			&& rm $(1)/$$name.unopt || { echo "native: spirv-opt failed on $$name" >&2; exit 1; }; \
+		if [ $$opt = 1 ]; then $(SPIRV_OPT) --target-env=$(NATIVE_TARGET_ENV) $(SPIRV_OPT_PASSES) $(1)/$$name.spv \
+			-o $(1)/$$name.spv || { echo "native: spirv-opt failed on $$name" >&2; exit 1; }; fi; \
 	done
 endef
 

@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod kernel_limits;
 pub mod metrics;
 pub mod native;
+pub mod native_kernels;
 pub mod numeric;
 pub mod ops;
 pub mod pipeline;

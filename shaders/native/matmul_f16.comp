@@ -12,8 +12,7 @@
 // f32 accumulators; K walked in steps of BK (a multiple of 16). ALIGNED=1 where K and N are both
 // multiples of 8 (and so every batch offset too): tiles are read from global memory 8 halves
 // (16 bytes) at a time and full output tiles are stored straight from the accumulators;
-// ALIGNED=0 reads one half at a time, any shape. DOUBLE: see the pipeline below. SWIZZLE=n:
-// workgroups walk bands of n tile rows (L2 reuse); 0 keeps the WGSL kernels' order.
+// ALIGNED=0 reads one half at a time, any shape. DOUBLE: see the pipeline below.
 //
 // Pipeline (DOUBLE=1): the tiles of K step s+1 are read from global memory into registers while
 // the products of step s run on the other of two workgroup-memory buffers; then they are stored
@@ -102,21 +101,8 @@ void main() {
     uint per_batch = p.ntiles * p.mtiles;
     uint t = g % per_batch;
     uint bi = g / per_batch;
-#if SWIZZLE
-    // Bands of SWIZZLE m-tiles walked column by column, so that the workgroups in flight share
-    // A's rows and B's columns in L2: band b holds m-tiles b*SWIZZLE .. (the last band fewer,
-    // `rows`), and its rows * ntiles tiles are numbered m-tile fastest. A bijection onto
-    // (mt < mtiles, nt < ntiles): in_band < rows * ntiles, as t < mtiles * ntiles.
-    uint band = t / (SWIZZLE * p.ntiles);
-    uint first = band * SWIZZLE;
-    uint rows = min(p.mtiles - first, SWIZZLE);
-    uint in_band = t - band * (SWIZZLE * p.ntiles);
-    uint mt = first + in_band % rows;
-    uint nt = in_band / rows;
-#else
     uint nt = t % p.ntiles;
     uint mt = t / p.ntiles;
-#endif
     uint aoff = 0u;
     uint boff = 0u;
     uint r = bi;

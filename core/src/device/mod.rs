@@ -259,6 +259,11 @@ impl Device {
         self.features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
     }
 
+    /// What the native kernel tier may use on this device (probed at creation, `crate::native`).
+    pub fn native_caps(&self) -> &crate::native::NativeCaps {
+        &self.native
+    }
+
     pub fn limits(&self) -> &wgpu::Limits {
         &self.limits
     }

@@ -1,4 +1,4 @@
-//! f16 matmul on the native tier (shaders/native/matmul_f16.comp through `crate::native`): the
+//! f16 matmul on the native tier (shaders/native/matmul_f16.comp through `crate::native_kernels`): the
 //! hook that picks its variant and launches it. Same parameter block and workgroup numbering as
 //! the WGSL kernels (shaders/matmul_common.wgsl), so batched and broadcast products run too.
 
@@ -17,24 +17,26 @@ pub(crate) struct NativeTiles {
     bn: u32,
 }
 
-/// 128x128, 4 subgroups of 64x64 (2x2 of 4x4 accumulators), K steps of 32.
+/// 128x128, 4 subgroups of 64x64 (2x2 of 4x4 accumulators), K steps of 32, tiles
+/// double-buffered in workgroup memory.
 const L: NativeTiles = NativeTiles { name: "l", bm: 128, bn: 128 };
 /// `L` with one tile buffer and two barriers per K step (the WGSL kernel's schedule).
 const L1: NativeTiles = NativeTiles { name: "l1", bm: 128, bn: 128 };
-/// `L1` with K steps of 64.
-const LK: NativeTiles = NativeTiles { name: "lk", bm: 128, bn: 128 };
-/// `L` and `L1` with workgroups walking bands of 8 tile rows (L2 reuse).
-const LS: NativeTiles = NativeTiles { name: "ls", bm: 128, bn: 128 };
-const L1S: NativeTiles = NativeTiles { name: "l1s", bm: 128, bn: 128 };
-/// 128x128, 8 subgroups of 64x32, K steps of 32.
-const W: NativeTiles = NativeTiles { name: "w", bm: 128, bn: 128 };
-/// 256x128, 8 subgroups of 64x64, K steps of 16.
-const X: NativeTiles = NativeTiles { name: "x", bm: 256, bn: 128 };
+/// `L1` unrolled and scalar-replaced by spirv-opt.
+const L1O: NativeTiles = NativeTiles { name: "l1o", bm: 128, bn: 128 };
 /// 64x64, 4 subgroups of 32x32, K steps of 32 (small products).
 const S: NativeTiles = NativeTiles { name: "s", bm: 64, bn: 64 };
-const ALL: [NativeTiles; 8] = [L, L1, LK, W, X, S, LS, L1S];
+const ALL: [NativeTiles; 4] = [L, L1, L1O, S];
 
-/// `KILN_NATIVE_TILES=l|l1|lk|w|x|s|ls|l1s` (tuning), read once.
+/// The tiling `matmul` picks by default on adapters with the tier, per product size (large,
+/// small): none yet, as none beats the WGSL tier's cooperative-matrix kernel. Measured on the
+/// H100 at 4096^3 in one run (TFLOP/s): WGSL 255; l1o 195, l through spirv-opt 108, and
+/// variants since dropped: 256x128 tiles of 8 subgroups 140, 128x128 of 8 subgroups 130, BK 64
+/// 118, bands of 8 tile rows (L2 order) no change; `l` without spirv-opt 155 in an earlier run
+/// (WGSL 251 there). `KILN_NATIVE_TILES` picks one for tuning; set this where one wins.
+const DEFAULT: Option<(NativeTiles, NativeTiles)> = None;
+
+/// `KILN_NATIVE_TILES=l|l1|l1o|s` (tuning), read once.
 fn env_tiles() -> Option<NativeTiles> {
     static T: OnceLock<Option<NativeTiles>> = OnceLock::new();
     *T.get_or_init(|| {
@@ -44,13 +46,17 @@ fn env_tiles() -> Option<NativeTiles> {
 }
 
 /// The native variant for an f16 `m` x `k` by `k` x `n` product on `device`, or None where the
-/// WGSL tier runs it (no native tier, or a product below one 16x16x16 step, where the tiled
-/// kernel does better than tensor-core tiles of mostly padding).
+/// WGSL tier runs it: no native tier, no tiling chosen ([`DEFAULT`], `KILN_NATIVE_TILES`), or a
+/// product below one 16x16x16 step (tensor-core tiles of mostly padding).
 pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<NativeTiles> {
     if !device.native.matmul_f16() || m < 16 || n < 16 || k < 16 {
         return None;
     }
-    Some(env_tiles().unwrap_or(if m >= 512 && n >= 512 { L } else { S }))
+    if let Some(t) = env_tiles() {
+        return Some(t);
+    }
+    let (large, small) = DEFAULT?;
+    Some(if m >= 512 && n >= 512 { large } else { small })
 }
 
 /// Whether the native kernel runs `matmul` of f16 `m` x `k` by `k` x `n` on `device`.
@@ -69,14 +75,21 @@ pub(super) fn by_name(name: &str) -> Result<NativeTiles> {
         .ok_or_else(|| Error::InvalidArgument(format!("no native matmul tiling named {name}")))
 }
 
-pub(super) fn run(device: &Device, a: &Tensor, b: &Tensor, out: Tensor, t: NativeTiles, problem: &Problem<'_>) -> Result<Tensor> {
+pub(super) fn run(
+    device: &Device,
+    a: &Tensor,
+    b: &Tensor,
+    out: Tensor,
+    t: NativeTiles,
+    problem: &Problem<'_>,
+) -> Result<Tensor> {
     let (params, groups) = problem.launch(device, t.bm, t.bn)?;
     // 16-byte reads and direct output stores need K and N multiples of 8 (and so every row and
     // batch offset of A, B and C); otherwise the variant that reads one half at a time.
     let aligned = problem.k.is_multiple_of(8) && problem.n.is_multiple_of(8);
     let module = format!("matmul_f16_{}{}", t.name, if aligned { "_aligned" } else { "" });
     let key = format!("matmul_native:f16:{module}");
-    let pipe = crate::native::kernels::pipeline(device, &key, &module)?;
+    let pipe = crate::native_kernels::pipeline(device, &key, &module)?;
     let bindings = [
         Binding { slot: 0, buffer: a.raw(), size: None },
         Binding { slot: 1, buffer: b.raw(), size: None },

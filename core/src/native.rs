@@ -6,15 +6,11 @@
 //! `KILN_NATIVE_KERNELS=0`) the WGSL tier runs.
 //!
 //! Passthrough modules skip naga's validation and its runtime bounds checks, so only the SPIR-V
-//! compiled from this repository's sources ever goes through here ([`kernels`] is a fixed table
-//! of them); user kernels stay on the validated WGSL path.
-
-#[cfg(not(target_arch = "wasm32"))]
-pub(crate) mod kernels;
-#[cfg(not(target_arch = "wasm32"))]
-pub use kernels::{module_names, plumbing_add};
-
-use crate::device::Device;
+//! compiled from this repository's sources ever goes through here (`native_kernels::MODULES`
+//! is a fixed table of them); user kernels stay on the validated WGSL path.
+//!
+//! This module holds the probe and the tier names only (the device keeps a probe, and must not
+//! import what imports it); the modules and their pipelines are in `native_kernels`.
 
 /// Which tier ran an op (the conformance table states it per op and device).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,9 +76,7 @@ pub(crate) fn probe(
     use wgpu::CooperativeScalarType as S;
     let coop_shapes = coop_props
         .iter()
-        .map(|p| {
-            format!("{}x{}x{} {:?}->{:?}", p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type)
-        })
+        .map(|p| format!("{}x{}x{} {:?}->{:?}", p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type))
         .collect();
     let coop = features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
         && features.contains(wgpu::Features::SHADER_F16)
@@ -96,9 +90,4 @@ pub(crate) fn probe(
         coop_f16_16x16x16_f32: coop,
         coop_shapes,
     }
-}
-
-/// The device's native-tier probe.
-pub fn caps(device: &Device) -> &NativeCaps {
-    &device.native
 }
