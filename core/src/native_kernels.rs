@@ -42,6 +42,8 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_l1o", 128),
     module!("matmul_f16_s_aligned", 128),
     module!("matmul_f16_s", 128),
+    module!("matmul_f16_l1u_aligned", 128),
+    module!("matmul_f16_l1u", 128),
 ];
 
 /// The names of every module (tests compare them with kernels.txt).

@@ -239,10 +239,16 @@ void main() {
         STORE(0u)
         barrier();
 #endif
-        // Uniform: `more` is the same for every invocation.
+        // Uniform: `more` is the same for every invocation. UNCOND=1 reads past the last step
+        // too (every index is then >= K, so the guards give zeros without a memory access): the
+        // loads no longer sit behind a branch, for the driver to schedule.
+#if UNCOND
+        FETCH(s + 1u)
+#else
         if (more) {
             FETCH(s + 1u)
         }
+#endif
         // The fragments: A rows wr + 16i .. +16 (< BM), k kk .. kk+16 (<= BK); B k-rows kk ..
         // kk+16, columns wc + 16j .. +16 (< BN). Offsets in f16vec4 units, 16-byte aligned.
         [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {

@@ -24,9 +24,11 @@ const L: NativeTiles = NativeTiles { name: "l", bm: 128, bn: 128 };
 const L1: NativeTiles = NativeTiles { name: "l1", bm: 128, bn: 128 };
 /// `L1` unrolled and scalar-replaced by spirv-opt.
 const L1O: NativeTiles = NativeTiles { name: "l1o", bm: 128, bn: 128 };
+/// `L1` reading the next K step without a branch around the reads.
+const L1U: NativeTiles = NativeTiles { name: "l1u", bm: 128, bn: 128 };
 /// 64x64, 4 subgroups of 32x32, K steps of 32 (small products).
 const S: NativeTiles = NativeTiles { name: "s", bm: 64, bn: 64 };
-const ALL: [NativeTiles; 4] = [L, L1, L1O, S];
+const ALL: [NativeTiles; 5] = [L, L1, L1O, L1U, S];
 
 /// The tiling `matmul` picks by default on adapters with the tier, per product size (large,
 /// small): none yet, as none beats the WGSL tier's cooperative-matrix kernel. Measured on the
@@ -36,7 +38,7 @@ const ALL: [NativeTiles; 4] = [L, L1, L1O, S];
 /// (WGSL 251 there). `KILN_NATIVE_TILES` picks one for tuning; set this where one wins.
 const DEFAULT: Option<(NativeTiles, NativeTiles)> = None;
 
-/// `KILN_NATIVE_TILES=l|l1|l1o|s` (tuning), read once.
+/// `KILN_NATIVE_TILES=l|l1|l1o|l1u|s` (tuning), read once.
 fn env_tiles() -> Option<NativeTiles> {
     static T: OnceLock<Option<NativeTiles>> = OnceLock::new();
     *T.get_or_init(|| {
