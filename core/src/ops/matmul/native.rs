@@ -30,13 +30,14 @@ const L1U: NativeTiles = NativeTiles { name: "l1u", bm: 128, bn: 128 };
 const S: NativeTiles = NativeTiles { name: "s", bm: 64, bn: 64 };
 const ALL: [NativeTiles; 5] = [L, L1, L1O, L1U, S];
 
-/// The tiling `matmul` picks by default on adapters with the tier, per product size (large,
-/// small): none yet, as none beats the WGSL tier's cooperative-matrix kernel. Measured on the
-/// H100 at 4096^3 in one run (TFLOP/s): WGSL 255; l1o 195, l through spirv-opt 108, and
-/// variants since dropped: 256x128 tiles of 8 subgroups 140, 128x128 of 8 subgroups 130, BK 64
-/// 118, bands of 8 tile rows (L2 order) no change; `l` without spirv-opt 155 in an earlier run
-/// (WGSL 251 there). `KILN_NATIVE_TILES` picks one for tuning; set this where one wins.
-const DEFAULT: Option<(NativeTiles, NativeTiles)> = None;
+/// The tiling `matmul` picks by default on adapters with the tier: `L1` for products of at least
+/// 512x512 whose K and N are multiples of 8 (the 16-byte variant), where it was measured ahead
+/// of the WGSL tier's cooperative-matrix kernel (same tile shape and schedule); the WGSL tier
+/// everywhere else (unmeasured there). H100, one run (TFLOP/s, 4096³ / 32x1024³): WGSL 255.5 /
+/// 197.2, l1 265.0 / 208.4, l1u 261.3 / 203.2, l1o 197.0 / 165.4, l 154.5 / 133.6. Dropped
+/// earlier (4096³): 256x128 tiles of 8 subgroups 140-163, 128x128 of 8 subgroups 130-170,
+/// BK 64 118, bands of 8 tile rows (L2 order) no change. `KILN_NATIVE_TILES` forces one.
+const DEFAULT_LARGE: NativeTiles = L1;
 
 /// `KILN_NATIVE_TILES=l|l1|l1o|l1u|s` (tuning), read once.
 fn env_tiles() -> Option<NativeTiles> {
@@ -48,8 +49,9 @@ fn env_tiles() -> Option<NativeTiles> {
 }
 
 /// The native variant for an f16 `m` x `k` by `k` x `n` product on `device`, or None where the
-/// WGSL tier runs it: no native tier, no tiling chosen ([`DEFAULT`], `KILN_NATIVE_TILES`), or a
-/// product below one 16x16x16 step (tensor-core tiles of mostly padding).
+/// WGSL tier runs it: no native tier, a product below one 16x16x16 step (tensor-core tiles of
+/// mostly padding), or one outside [`DEFAULT_LARGE`]'s measured class unless
+/// `KILN_NATIVE_TILES` forces a tiling.
 pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<NativeTiles> {
     if !device.native.matmul_f16() || m < 16 || n < 16 || k < 16 {
         return None;
@@ -57,8 +59,7 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<Nati
     if let Some(t) = env_tiles() {
         return Some(t);
     }
-    let (large, small) = DEFAULT?;
-    Some(if m >= 512 && n >= 512 { large } else { small })
+    (m >= 512 && n >= 512 && k.is_multiple_of(8) && n.is_multiple_of(8)).then_some(DEFAULT_LARGE)
 }
 
 /// Whether the native kernel runs `matmul` of f16 `m` x `k` by `k` x `n` on `device`.
