@@ -226,6 +226,10 @@ def main():
     bt, n = (4, 128) if quick else (32, 1024)
     a, bm = pair([bt, n, n], seed=15), pair([bt, n, n], seed=17)
     benches.append(("matmul_batched_f32", f"{bt}x{n}x{n}x{n}", 0, 2.0 * bt * n**3, lambda i: a[i % 2] @ bm[i % 2]))
+    a16, bm16 = pair([bt, n, n], torch.float16, 15), pair([bt, n, n], torch.float16, 17)
+    benches.append(
+        ("matmul_batched_f16", f"{bt}x{n}x{n}x{n}", 0, 2.0 * bt * n**3, lambda i: a16[i % 2] @ bm16[i % 2])
+    )
     nhwc = {}  # conv row -> the same conv in channels_last (for the backend note)
     for dt, sfx in [(torch.float32, ""), (torch.float16, "_f16")]:
         nb, c, hw = (2, 16, 14) if quick else (32, 64, 56)

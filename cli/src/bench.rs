@@ -153,6 +153,18 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
             flops: 2.0 * bt as f64 * (n as f64).powi(3),
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
         });
+        // f16: the native tier's batched product where the adapter has it (issue 30).
+        if kiln_core::device()?.has_f16() {
+            let a = pair(&[bt, n, n], DType::F16, 15)?;
+            let bm = pair(&[bt, n, n], DType::F16, 17)?;
+            v.push(Bench {
+                name: "matmul_batched_f16",
+                size: format!("{bt}x{n}x{n}x{n}"),
+                bytes: 0.0,
+                flops: 2.0 * bt as f64 * (n as f64).powi(3),
+                run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
+            });
+        }
     }
     for dt in [DType::F32, DType::F16] {
         if dt == DType::F16 && !kiln_core::device()?.has_f16() {

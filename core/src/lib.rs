@@ -18,6 +18,8 @@ pub mod gpu_timer;
 pub mod kernel;
 pub mod kernel_limits;
 pub mod metrics;
+pub mod native;
+pub mod native_kernels;
 pub mod numeric;
 pub mod ops;
 pub mod pipeline;

@@ -61,6 +61,8 @@ pub struct Device {
     pub(crate) coop_props: Vec<wgpu::CooperativeMatrixProperties>,
     /// The subgroup size where the adapter has only one (NVIDIA: 32).
     pub(crate) subgroup_size: Option<u32>,
+    /// What the native kernel tier may use here (`crate::native`).
+    pub(crate) native: crate::native::NativeCaps,
     batch: Mutex<Batch>,
     params_buffer: wgpu::Buffer,
     params_capacity: usize,
@@ -140,6 +142,7 @@ impl Device {
         } else {
             wgpu::ExperimentalFeatures::disabled()
         };
+        features |= crate::native::wanted_features(adapter.features());
         let ainfo = adapter.get_info();
         let subgroup_size = (ainfo.subgroup_min_size == ainfo.subgroup_max_size).then_some(ainfo.subgroup_min_size);
         let limits = adapter.limits();
@@ -200,6 +203,7 @@ impl Device {
             queue,
             limits,
             features,
+            native: crate::native::probe(features, &coop_props, subgroup_size),
             coop_props,
             subgroup_size,
             batch: Mutex::new(Batch {
@@ -261,6 +265,11 @@ impl Device {
     /// `KILN_NO_COOP=1` turns them off.
     pub fn has_cooperative_matrix(&self) -> bool {
         self.features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+    }
+
+    /// What the native kernel tier may use on this device (probed at creation, `crate::native`).
+    pub fn native_caps(&self) -> &crate::native::NativeCaps {
+        &self.native
     }
 
     pub fn limits(&self) -> &wgpu::Limits {

@@ -1,16 +1,19 @@
 //! `matmul` with numpy semantics (2-D, batched with broadcast batch dimensions, 1-D operands
 //! promoted): the shape logic and the launch parameters here, the kernels in `tiled` (the tiled
 //! kernel of `shaders/matmul.wgsl`, every dtype, tilings in `tiles`) and `coop` (f16 on
-//! cooperative matrices where the adapter has them).
+//! cooperative matrices where the adapter has them), and on the native tier `native` (f16 on
+//! tensor cores through Kiln's own SPIR-V, where `crate::native`'s probe allows it).
 //!
 //! The tile shapes live in [`MatmulTiles`] and are chosen per problem by [`pick_tiles`] from the
 //! adapter's limits; `KILN_MATMUL_TILES=bm,bn,bk,tm,tn` overrides the choice (for tuning).
 
 pub(crate) mod coop;
+mod native;
 mod tiled;
 mod tiles;
 
 pub use coop::{coop_accumulator, coop_source_for_tests, uses_cooperative_matrix};
+pub use native::{native_tilings, uses_native};
 pub use tiles::{pick_tiles, MatmulTiles};
 
 use crate::device::Device;
@@ -113,7 +116,30 @@ impl Problem<'_> {
 /// dimension is dropped from the result, so vector @ vector is rank 0). f16 accumulates in f32;
 /// i32/u32 wrap.
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    matmul_impl(a, b, None, None)
+    matmul_impl(a, b, None, None, None)
+}
+
+/// Which tier `matmul` runs an `m` x `k` by `k` x `n` product of `dtype` on, on `device`.
+pub fn matmul_tier(device: &Device, dtype: DType, m: usize, n: usize, k: usize) -> crate::native::Tier {
+    if dtype == DType::F16 && native::uses_native(device, m, n, k) {
+        crate::native::Tier::Native
+    } else {
+        crate::native::Tier::Wgsl
+    }
+}
+
+/// f16 `matmul` on the native tier with the tiling named `tiling` ([`native_tilings`]), whatever
+/// the shape (tests run ragged shapes through every variant); Unsupported without the tier.
+#[doc(hidden)]
+pub fn matmul_native_with(a: &Tensor, b: &Tensor, tiling: &str) -> Result<Tensor> {
+    let t = native::by_name(tiling)?;
+    if !a.device().native.matmul_f16() {
+        return Err(Error::Unsupported("this device has no native f16 matmul".into()));
+    }
+    if a.dtype() != DType::F16 {
+        return Err(Error::DTypeMismatch("the native matmul is f16 only".into()));
+    }
+    matmul_impl(a, b, None, None, Some(t))
 }
 
 /// `matmul` with a given tiling instead of [`pick_tiles`]'s choice (for tuning and tests);
@@ -124,7 +150,7 @@ pub fn matmul_with_tiles(a: &Tensor, b: &Tensor, tiles: MatmulTiles) -> Result<T
             "matmul tiling {tiles:?} is malformed or over this adapter's limits"
         )));
     }
-    matmul_impl(a, b, Some(tiles), None)
+    matmul_impl(a, b, Some(tiles), None, None)
 }
 
 /// `matmul_with_tiles` with a given staging of the tiled kernel (tests and tuning).
@@ -134,10 +160,16 @@ pub fn matmul_with_kernel(a: &Tensor, b: &Tensor, tiles: MatmulTiles, kernel: Ma
             "matmul tiling {tiles:?} is malformed or over this adapter's limits"
         )));
     }
-    matmul_impl(a, b, Some(tiles), Some(kernel))
+    matmul_impl(a, b, Some(tiles), Some(kernel), None)
 }
 
-fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>, kernel: Option<MatmulKernel>) -> Result<Tensor> {
+fn matmul_impl(
+    a: &Tensor,
+    b: &Tensor,
+    tiles: Option<MatmulTiles>,
+    kernel: Option<MatmulKernel>,
+    forced_native: Option<native::NativeTiles>,
+) -> Result<Tensor> {
     let device = check_same_device(&[a, b])?;
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch(format!(
@@ -175,7 +207,13 @@ fn matmul_impl(a: &Tensor, b: &Tensor, tiles: Option<MatmulTiles>, kernel: Optio
     }
     let problem = Problem { m, n, k, batch_shape: &batch_shape, ab: &ab, bb: &bb };
     crate::exec::charge_work("matmul", problem.macs())?;
+    if let Some(t) = forced_native {
+        return native::run(&device, a, b, out, t, &problem);
+    }
     if tiles.is_none() && dtype == DType::F16 {
+        if let Some(t) = native::pick(&device, m, n, k) {
+            return native::run(&device, a, b, out, t, &problem);
+        }
         if let Some(coop) = coop::pick(&device, m, n, k) {
             return coop::run(&device, a, b, out, coop, &problem);
         }

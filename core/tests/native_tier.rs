@@ -1,0 +1,153 @@
+//! The native kernel tier (core/src/native/, shaders/native/): the probe and the tier choice on
+//! whatever adapter runs the tests (lavapipe: the WGSL tier), the SPIR-V passthrough path through
+//! a plain kernel (any adapter with passthrough shaders, lavapipe included), and the native f16
+//! matmul on ragged shapes against the CPU reference (only where the tier is available: an
+//! adapter with 16x16x16 f16 -> f32 cooperative matrices, e.g. the H100; prints a skip line
+//! elsewhere).
+
+mod common;
+use common::*;
+use kiln_core::native::Tier;
+use kiln_core::ops;
+use kiln_core::reference::matmul as cpu;
+use kiln_core::{DType, Tensor};
+
+fn native_matmul_available() -> bool {
+    kiln_core::device().unwrap().native_caps().matmul_f16()
+}
+
+#[test]
+fn probe_picks_the_tier_it_reports() {
+    let dev = kiln_core::device().unwrap();
+    let c = dev.native_caps();
+    eprintln!(
+        "adapter {}: passthrough {}, coop f16 16x16x16 -> f32 {}, shapes {:?}",
+        dev.info().name,
+        c.passthrough,
+        c.coop_f16_16x16x16_f32,
+        c.coop_shapes
+    );
+    let big = ops::matmul_tier(&dev, DType::F16, 4096, 4096, 4096);
+    // Native exactly where the probe allows it, for this large aligned product.
+    assert_eq!(big == Tier::Native, c.matmul_f16(), "tier {big:?} against the probe {c:?}");
+    // Never native: other dtypes, and products below one 16x16x16 step.
+    assert_eq!(ops::matmul_tier(&dev, DType::F32, 4096, 4096, 4096), Tier::Wgsl);
+    assert_eq!(ops::matmul_tier(&dev, DType::F16, 1, 4096, 4096), Tier::Wgsl);
+    if std::env::var("KILN_NATIVE_TILES").is_err() {
+        // Outside the measured class (small, or K / N not multiples of 8): the WGSL tier.
+        assert_eq!(ops::matmul_tier(&dev, DType::F16, 256, 256, 256), Tier::Wgsl);
+        assert_eq!(ops::matmul_tier(&dev, DType::F16, 4096, 4096, 4095), Tier::Wgsl);
+    }
+    // Mesa's lavapipe has no cooperative matrices: the WGSL tier, with its exact results.
+    if dev.info().name.contains("llvmpipe") {
+        assert!(!c.coop_f16_16x16x16_f32 && big == Tier::Wgsl, "lavapipe must run the WGSL tier: {c:?}");
+    }
+    if std::env::var("KILN_NATIVE_KERNELS").is_ok_and(|v| v == "0") {
+        assert!(!c.passthrough && big == Tier::Wgsl, "KILN_NATIVE_KERNELS=0 leaves the tier on: {c:?}");
+    }
+}
+
+#[test]
+fn every_kernels_txt_line_is_a_module() {
+    let txt = include_str!("../../shaders/native/kernels.txt");
+    let listed: Vec<&str> = txt
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(listed, kiln_core::native_kernels::module_names());
+}
+
+#[test]
+fn spirv_passthrough_runs_a_plain_kernel() {
+    let dev = kiln_core::device().unwrap();
+    let mut rng = Rng::new(30);
+    for n in [0usize, 1, 63, 64, 65, 1031] {
+        let av: Vec<u32> = (0..n).map(|_| rng.next_u64() as u32).collect();
+        let bv: Vec<u32> = (0..n).map(|i| if i % 3 == 0 { u32::MAX } else { rng.next_u64() as u32 }).collect();
+        let a = Tensor::from_slice(&av, &[n]).unwrap();
+        let b = Tensor::from_slice(&bv, &[n]).unwrap();
+        let got = kiln_core::native_kernels::plumbing_add(&a, &b);
+        if !dev.native_caps().passthrough {
+            assert!(got.is_err(), "a passthrough kernel ran without the feature");
+            eprintln!("no passthrough shaders on {}: the plumbing kernel is refused, as it must be", dev.info().name);
+            return;
+        }
+        let got = got.unwrap().to_vec::<u32>().unwrap();
+        let want: Vec<u32> = av.iter().zip(&bv).map(|(x, y)| x.wrapping_add(*y)).collect();
+        assert_eq!(got, want, "n = {n}");
+    }
+}
+
+/// Integer-valued inputs in [-3, 3]: every partial sum is an integer below 2^24, exact in f32 in
+/// any order, so the f16 output must equal the reference's rounding exactly: a check of the
+/// indexing (every element, every tile edge) that no summation order can blur.
+fn exact_case(rng: &mut Rng, sa: &[usize], sb: &[usize], tiling: &str) {
+    let ints = |rng: &mut Rng, n: usize| -> Vec<f64> { (0..n).map(|_| rng.int(-3, 3) as f64).collect() };
+    let av = ints(rng, sa.iter().product());
+    let bv = ints(rng, sb.iter().product());
+    let a = Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(DType::F16, &av), sa, DType::F16).unwrap();
+    let b = Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(DType::F16, &bv), sb, DType::F16).unwrap();
+    let c = ops::matmul_native_with(&a, &b, tiling).unwrap_or_else(|e| panic!("{sa:?} x {sb:?} {tiling}: {e}"));
+    let (want, shape) = cpu::matmul(&av, sa, &bv, sb).unwrap();
+    let want: Vec<f64> = want.iter().map(|&w| kiln_core::reference::round_to(DType::F16, w)).collect();
+    assert_eq!(c.shape(), &shape[..]);
+    assert_close(&format!("native {tiling} {sa:?} x {sb:?} (exact)"), &c.to_f64_vec().unwrap(), &want, 0.0, 0.0);
+}
+
+#[test]
+fn native_matmul_ragged_shapes_match_the_reference() {
+    if !native_matmul_available() {
+        eprintln!("no native f16 matmul on this adapter: skipped (runs where the tier is)");
+        return;
+    }
+    poison();
+    let mut rng = Rng::new(3030);
+    // (m, n, k): 1, 15, 17, 4097 and non-multiples of every tile (16, 64, 128, 256, BK 16/32),
+    // plus aligned ones (K and N multiples of 8: the 16-byte variant) with ragged M.
+    let shapes: &[(usize, usize, usize)] = &[
+        (1, 1, 1),
+        (1, 4097, 17),
+        (15, 17, 1),
+        (17, 15, 4097),
+        (4097, 15, 33),
+        (129, 257, 72),
+        (200, 136, 40),
+        (257, 264, 264),
+        (64, 64, 8),
+        (130, 520, 4096),
+        (0, 16, 16),
+        (16, 16, 0),
+    ];
+    for tiling in ops::native_tilings() {
+        for &(m, n, k) in shapes {
+            exact_case(&mut rng, &[m, k], &[k, n], tiling);
+        }
+        // Batched, with broadcast batch dimensions (A [3, 1], B [1, 2]) and a ragged tail.
+        exact_case(&mut rng, &[3, 1, 33, 24], &[1, 2, 24, 40], tiling);
+        exact_case(&mut rng, &[2, 17, 19], &[2, 19, 23], tiling);
+    }
+}
+
+#[test]
+fn native_matmul_random_values_within_the_f16_tolerance() {
+    if !native_matmul_available() {
+        eprintln!("no native f16 matmul on this adapter: skipped (runs where the tier is)");
+        return;
+    }
+    poison();
+    let mut rng = Rng::new(3031);
+    for &(m, n, k) in &[(1000usize, 1000usize, 1000usize), (513, 1031, 777), (4096, 256, 4096), (17, 4097, 4097)] {
+        let (a, av) = rand_tensor(&mut rng, &[m, k], DType::F16, -1.0, 1.0);
+        let (b, bv) = rand_tensor(&mut rng, &[k, n], DType::F16, -1.0, 1.0);
+        let (want, _) = cpu::matmul(&av, &[m, k], &bv, &[k, n]).unwrap();
+        for tiling in ops::native_tilings() {
+            let c = ops::matmul_native_with(&a, &b, tiling).unwrap();
+            // The stated f16 tolerance (core/tests/matmul.rs's mm_tol): f32 accumulation in the
+            // hardware's order, one f16 rounding at the end.
+            let (atol, rtol) = (1e-3 + 2e-5 * k as f64, 2e-3);
+            let what = format!("native {tiling} matmul {m}x{k} x {k}x{n}");
+            assert_close(&what, &c.to_f64_vec().unwrap(), &want, atol, rtol);
+        }
+    }
+}
