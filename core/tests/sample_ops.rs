@@ -77,7 +77,8 @@ fn the_gpu_picks_the_references_token_for_every_option_on_awkward_distributions(
             let l = logits(&mut rng, v, kind);
             let recent: Vec<u32> = (0..6).map(|_| rng.int(0, v as i64 + 3) as u32).chain([0, 0, u32::MAX]).collect();
             for (n, &t) in temps.iter().enumerate() {
-                for (top_k, top_p) in [(0, 1.0), (1, 1.0), (2, 0.9), (40, 0.5), (v, 1e-6), (v + 5, 0.0), (0, f32::NAN)] {
+                for (top_k, top_p) in [(0, 1.0), (1, 1.0), (2, 0.9), (40, 0.5), (v, 1e-6), (v + 5, 0.0), (0, f32::NAN)]
+                {
                     for pen in [1.0, 1.3, 0.7] {
                         let r = randoms[(n + top_k + kind) % 4] ^ rng.next_u64() as u32 & 0xff;
                         check(&l, &recent, &params(t, top_k, top_p, pen, r));

@@ -115,7 +115,8 @@ impl Derived {
         let c = if greedy { 0.0 } else { flush((std::f64::consts::LOG2_E / t as f64).min(f32::MAX as f64) as f32) };
         // |d| <= lim_d keeps |d · c| <= 2 (B + 1) (a little more after rounding): no overflow,
         // and anything further is below 2^-(B+1) of the largest weight anyway.
-        let lim_d = if c == 0.0 { f32::MAX } else { flush((2.0 * (b + 1) as f64 / c as f64).min(f32::MAX as f64) as f32) };
+        let lim_d =
+            if c == 0.0 { f32::MAX } else { flush((2.0 * (b + 1) as f64 / c as f64).min(f32::MAX as f64) as f32) };
         let top_p = if p.top_p.is_nan() || p.top_p >= 1.0 {
             TOP_P_ONE
         } else {
