@@ -384,7 +384,8 @@ mod tests {
         assert_eq!(d.weight(5.0, 5.0, t), 1 << 16);
         assert_eq!(d.weight(-1e30, 3e38, t), 0);
         assert_eq!(weight_bits(1), 24);
-        assert_eq!(weight_bits(257), 24);
+        assert_eq!(weight_bits(255), 24);
+        assert_eq!(weight_bits(257), 23);
         assert_eq!(weight_bits(49152), 16);
         assert!((49152u64 << 16) <= u32::MAX as u64);
     }
