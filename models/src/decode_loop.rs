@@ -27,8 +27,8 @@ pub const READ_WINDOW: usize = 4;
 /// software adapter can take many seconds a token).
 const TIMEOUT_SHARE: f64 = 4.0;
 
-/// What turns a position's logits into the next token on the GPU. Greedy's argmax today; a GPU
-/// sampler producing a token tensor plugs in here.
+/// What turns a position's logits into the next token on the GPU: greedy's [`Argmax`], or
+/// seeded sampling's [`crate::sample_picker::SamplePicker`].
 pub trait TokenPicker: Send {
     /// `logits` [1, vocab] f32 to the token id, an i32 tensor of shape [1], on the GPU.
     fn pick(&mut self, logits: &Tensor) -> Result<Tensor>;

@@ -29,6 +29,7 @@ mod error;
 pub mod gguf;
 pub mod gguf_tokenizer;
 pub mod llama;
+pub mod sample_picker;
 pub mod sampling;
 pub mod stop_strings;
 mod weights;

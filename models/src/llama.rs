@@ -12,6 +12,7 @@ use crate::decode_loop::{Argmax, DecodeLoop, TokenPicker, LOOKAHEAD};
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
+use crate::sample_picker::SamplePicker;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::stop_strings::StopStrings;
 use kiln_core::ops::{self, QuantFormat, QuantFusion};
@@ -653,7 +654,7 @@ impl<'a> Generation<'a> {
         }
     }
 
-    /// Tokens the greedy loop records ahead of the last id read back (default
+    /// Tokens the GPU-resident loop (greedy or sampled) records ahead of the last id read back (default
     /// [`LOOKAHEAD`]); 0 runs the serial loop (record a token, read its id, record the next),
     /// kept as the reference the pipelined loop is tested against. Set before the first token.
     #[doc(hidden)]
@@ -677,9 +678,9 @@ pub struct Generation<'a> {
     stops: StopStrings,
     stats: GenerationStats,
     done: bool,
-    /// Tokens recorded ahead by the greedy loop (0: serial).
+    /// Tokens recorded ahead by the GPU-resident loop (0: serial).
     lookahead: usize,
-    /// The greedy loop, made at the first step when it runs.
+    /// The GPU-resident loop, made at the first step when it runs.
     decode: Option<DecodeLoop>,
 }
 
@@ -723,10 +724,16 @@ impl Generation<'_> {
                 .insert(self.model.cache_with_capacity(self.history.len().saturating_add(self.opts.max_tokens))?),
         };
         let greedy = self.sampler.is_plain_greedy();
-        let t = if greedy && self.lookahead > 0 {
-            // The GPU-resident loop (`decode_loop`): ids stay on the GPU, several tokens in flight.
+        let t = if self.lookahead > 0 {
+            // The GPU-resident loop (`decode_loop`): ids stay on the GPU, several tokens in flight;
+            // sampling there too (`sample_picker`: the host sampler's tokens, picked on the GPU).
             let lookahead = self.lookahead;
-            let dl = self.decode.get_or_insert_with(|| DecodeLoop::new(Box::new(Argmax), lookahead));
+            let (sampler, prompt) = (&self.sampler, &self.history[..self.stats.prompt_tokens]);
+            let dl = self.decode.get_or_insert_with(|| {
+                let picker: Box<dyn TokenPicker> =
+                    if greedy { Box::new(Argmax) } else { Box::new(SamplePicker::new(sampler.clone(), prompt)) };
+                DecodeLoop::new(picker, lookahead)
+            });
             let before = dl.times;
             let t = dl.next(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens)?;
             self.stats.decode_recording += dl.times.recording - before.recording;
@@ -749,8 +756,8 @@ impl Generation<'_> {
             let t = match t {
                 Serial::Id(id) => read_id(&id)?,
                 Serial::Logits(l) => {
-                    let mut logits = l.to_vec::<f32>()?;
-                    self.sampler.sample(&mut logits, &self.history)
+                    let logits = l.to_vec::<f32>()?;
+                    self.sampler.sample(&logits, &self.history)
                 }
             };
             if !prefill {

@@ -1,7 +1,10 @@
 //! Picking the next token from the logits, on the host: greedy, or seeded sampling with
-//! temperature, top-k, top-p and a repetition penalty. Everything after the logits is computed
-//! here in a fixed order with a PRNG of our own, so a seed gives the same choice on every device
-//! for the same logits.
+//! temperature, top-k, top-p and a repetition penalty. Everything after the logits is
+//! [`kiln_core::ops::sample_token_host`]'s fixed integer-weight definition with a PRNG of our
+//! own, so a seed gives the same choice on every device for the same logits, and the GPU
+//! sampler ([`crate::sample_picker`]) the same choice as this one.
+
+use kiln_core::ops::{self, SampleParams};
 
 /// How the next token is chosen. `temperature <= 0` is greedy (the other knobs but the
 /// repetition penalty are then unused).
@@ -64,6 +67,7 @@ pub fn argmax(logits: &[f32]) -> usize {
     best
 }
 
+#[derive(Debug, Clone)]
 pub struct Sampler {
     opts: SamplingOptions,
     rng: Rng,
@@ -87,62 +91,27 @@ impl Sampler {
         (o.temperature.is_nan() || o.temperature <= 0.0) && !penalty
     }
 
-    /// The next token for `logits` (changed in place by the penalty), `history` being the
-    /// tokens so far (prompt and generated).
-    pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+    /// The next token for `logits`, `history` being the tokens so far (prompt and generated):
+    /// [`kiln_core::ops::sample_token_host`] over the last `repeat_last_n` of them, the
+    /// definition that the GPU's [`kiln_core::ops::sample_token`] follows bit for bit. Draws
+    /// exactly one number from the seed's stream per call, whatever the logits, so a GPU
+    /// sampler can draw them ahead.
+    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+        let start = history.len().saturating_sub(self.opts.repeat_last_n);
+        let p = self.next_params();
+        ops::sample_token_host(logits, &history[start..], &p)
+    }
+
+    /// The options with the next draw of the seed's stream: one call per token.
+    pub fn next_params(&mut self) -> SampleParams {
         let o = &self.opts;
-        if o.repetition_penalty != 1.0 && o.repetition_penalty > 0.0 {
-            let start = history.len().saturating_sub(o.repeat_last_n);
-            let mut seen: Vec<u32> = history[start..].to_vec();
-            seen.sort_unstable();
-            seen.dedup();
-            for t in seen {
-                if let Some(l) = logits.get_mut(t as usize) {
-                    *l = if *l > 0.0 { *l / o.repetition_penalty } else { *l * o.repetition_penalty };
-                }
-            }
+        SampleParams {
+            temperature: o.temperature,
+            top_k: o.top_k,
+            top_p: o.top_p,
+            repetition_penalty: o.repetition_penalty,
+            random: (self.rng.next_u64() >> 32) as u32,
         }
-        if o.temperature.is_nan() || o.temperature <= 0.0 {
-            return argmax(logits) as u32;
-        }
-        // Candidates by logit, highest first (ties by index, so the order is total).
-        let mut idx: Vec<usize> = (0..logits.len()).filter(|&i| logits[i].is_finite()).collect();
-        if idx.is_empty() {
-            return argmax(logits) as u32;
-        }
-        idx.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-        if o.top_k > 0 {
-            idx.truncate(o.top_k);
-        }
-        let max = logits[idx[0]] as f64;
-        let t = o.temperature as f64;
-        let mut probs: Vec<f64> = idx.iter().map(|&i| ((logits[i] as f64 - max) / t).exp()).collect();
-        let total: f64 = probs.iter().sum();
-        probs.iter_mut().for_each(|p| *p /= total);
-        if o.top_p < 1.0 {
-            let mut acc = 0.0;
-            let mut keep = probs.len();
-            for (j, p) in probs.iter().enumerate() {
-                acc += p;
-                if acc >= o.top_p as f64 {
-                    keep = j + 1;
-                    break;
-                }
-            }
-            probs.truncate(keep);
-            idx.truncate(keep);
-            let total: f64 = probs.iter().sum();
-            probs.iter_mut().for_each(|p| *p /= total);
-        }
-        let r = self.rng.next_f64();
-        let mut acc = 0.0;
-        for (j, p) in probs.iter().enumerate() {
-            acc += p;
-            if r < acc {
-                return idx[j] as u32;
-            }
-        }
-        idx[probs.len() - 1] as u32
     }
 }
 
@@ -174,14 +143,28 @@ mod tests {
     #[test]
     fn greedy_and_penalty() {
         let mut s = Sampler::new(SamplingOptions::default());
-        assert_eq!(s.sample(&mut [0.1, 2.0, 1.9], &[]), 1);
+        assert_eq!(s.sample(&[0.1, 2.0, 1.9], &[]), 1);
         let mut s = Sampler::new(SamplingOptions { repetition_penalty: 1.1, ..Default::default() });
         // 2.0 / 1.1 < 1.9: the seen token loses.
-        assert_eq!(s.sample(&mut [0.1, 2.0, 1.9], &[1]), 2);
-        // A negative logit is pushed further down.
-        let mut l = [-1.0, -1.05];
-        assert_eq!(s.sample(&mut l, &[0]), 1);
-        assert_eq!(l[0], -1.1);
+        assert_eq!(s.sample(&[0.1, 2.0, 1.9], &[1]), 2);
+        // A negative logit is pushed further down (-1.1 < -1.05).
+        assert_eq!(s.sample(&[-1.0, -1.05], &[0]), 1);
+        // Only the last repeat_last_n tokens count.
+        let mut s = Sampler::new(SamplingOptions { repetition_penalty: 1.1, repeat_last_n: 1, ..Default::default() });
+        assert_eq!(s.sample(&[0.1, 2.0, 1.9], &[1, 0]), 1);
+    }
+
+    #[test]
+    fn one_draw_per_token_whatever_the_logits() {
+        // The GPU sampler draws each token's number before its logits exist.
+        let opts = SamplingOptions { temperature: 0.9, seed: 5, ..Default::default() };
+        let (mut a, mut b) = (Sampler::new(opts.clone()), Sampler::new(opts));
+        a.sample(&[f32::NAN, f32::NAN], &[]);
+        b.sample(&[0.0, 1.0, 2.0], &[]);
+        let l = [0.5, 0.2, 0.1, 0.9, 0.3];
+        let (x, y): (Vec<u32>, Vec<u32>) = (0..50).map(|_| (a.sample(&l, &[]), b.sample(&l, &[]))).unzip();
+        assert_eq!(x, y);
+        assert!(x.iter().any(|&t| t != x[0]));
     }
 
     #[test]
@@ -190,7 +173,7 @@ mod tests {
         let opts = SamplingOptions { temperature: 1.0, seed: 42, ..Default::default() };
         let run = |opts: &SamplingOptions| {
             let mut s = Sampler::new(opts.clone());
-            (0..4000).map(|_| s.sample(&mut logits.clone(), &[])).collect::<Vec<u32>>()
+            (0..4000).map(|_| s.sample(&logits, &[])).collect::<Vec<u32>>()
         };
         let a = run(&opts);
         assert_eq!(a, run(&opts));

@@ -143,8 +143,8 @@ fn running_out_of_context_mid_window_gives_the_same_tokens_then_the_same_error()
 }
 
 #[test]
-fn sampling_keeps_the_host_path_and_its_stream() {
-    // Non-greedy sampling does not go through the GPU loop: the lookahead changes nothing.
+fn sampling_streams_the_same_in_both_loops() {
+    // Sampling is picked on the GPU in the pipelined loop (gpu_sampling.rs tests more options).
     let model = tiny("sample", 0, 256);
     let mut opts = GenerateOptions { max_tokens: 9, stop_at_eos: false, ..Default::default() };
     opts.sampling.temperature = 0.8;
