@@ -31,7 +31,7 @@ pub mod shape;
 pub(crate) mod stats;
 pub mod tensor;
 
-pub use device::{Device, MemoryStats};
+pub use device::{BindGroupStats, Device, MemoryStats, BIND_GROUP_CACHE_ENTRIES};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorCode, Result};
 pub use gpu_timer::GpuTime;

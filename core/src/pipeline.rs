@@ -11,6 +11,9 @@ pub struct Pipeline {
     pub(crate) pipeline: wgpu::ComputePipeline,
     /// None for a kernel without bindings (wgpu has no group 0 to hand out then).
     pub(crate) layout: Option<wgpu::BindGroupLayout>,
+    /// Whether the parameter block (the one uniform binding) has a dynamic offset in `layout`:
+    /// given at `set_bind_group`, so the bind group can be cached (`device::bind_cache`).
+    pub(crate) dynamic_params: bool,
     /// Invocations per workgroup (x × y × z of `@workgroup_size`), what a session's operation
     /// count multiplies the workgroups by; 1 where it could not be read (a pipeline-overridable
     /// size).
@@ -283,7 +286,7 @@ pub(crate) fn compile_with(
         .map_err(crate::stats::counters::count_error)?;
     let group_invocations = group_invocations.unwrap_or_else(|| group_invocations_of(src, entry));
     let op = crate::stats::counters::op_stats(&op_label(label));
-    Ok(Pipeline { pipeline, layout, group_invocations, op })
+    Ok(Pipeline { pipeline, layout, dynamic_params: false, group_invocations, op })
 }
 
 /// The op a pipeline key belongs to: the key's leading name segments, without the

@@ -5,6 +5,7 @@
 //! readback), `timing` (GPU timers).
 
 mod batch;
+mod bind_cache;
 mod memory;
 mod op_timing;
 mod param_ring;
@@ -15,6 +16,7 @@ mod wait;
 mod wait_web;
 
 pub use batch::SubmitPhases;
+pub use bind_cache::{BindGroupStats, BIND_GROUP_CACHE_ENTRIES};
 pub use memory::MemoryStats;
 pub(crate) use memory::{GpuBuffer, Verdict};
 pub use wait::DEFAULT_TIMEOUT_MS;
@@ -206,6 +208,8 @@ impl Device {
                 op_times: None,
                 ring: None,
                 ring_ok: true,
+                recorded: 0,
+                binds: Default::default(),
             }),
             params_buffer,
             params_capacity,
