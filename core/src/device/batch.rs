@@ -1,7 +1,7 @@
 //! The open command batch: dispatches and copies are recorded into one encoder and submitted
 //! when a result is read, when the batch is full, on synchronize, or early (the flush policy).
 
-use super::bind_cache::{BindCache, BindGroupStats, Bound, Key};
+use super::bind_cache::{BindCache, BindGroupStats, BoundRef};
 use super::op_timing::OpTimes;
 use super::param_ring::{ParamRing, RingSlot, RING_BYTES};
 use super::{Binding, Device, MAX_BATCH_DISPATCHES, MAX_PARAMS_BYTES};
@@ -137,12 +137,12 @@ impl Device {
             self.submit_locked(&mut batch)?;
         }
         // What the bind group binds: the buffers, then the parameter block (see `bind_cache`).
-        let mut binds: Vec<Bound> = Vec::with_capacity(bindings.len() + 1);
-        binds.extend(bindings.iter().map(|b| (b.slot, b.buffer.clone(), 0, b.size.map(|s| s.max(4)))));
+        let mut binds: Vec<BoundRef<'_>> = Vec::with_capacity(bindings.len() + 1);
+        binds.extend(bindings.iter().map(|b| (b.slot, b.buffer, 0, b.size.map(|s| s.max(4)))));
         if params.is_some() && batch.ring.is_none() && batch.ring_ok {
             batch.ring = self.param_ring.take(&self.device);
         }
-        let Batch { params: shared, ring, .. } = &mut *batch;
+        let Batch { params: shared, ring, binds: cache, .. } = &mut *batch;
         let mut dynamic_offset = None;
         if let Some((slot, p)) = params {
             // The batch's first blocks go to its ring buffer while they fit (`param_ring`).
@@ -165,19 +165,18 @@ impl Device {
             } else {
                 offset as u64
             };
-            binds.push((slot, buffer.clone(), at, Some(param_len as u64)));
+            binds.push((slot, buffer, at, Some(param_len as u64)));
         }
         let gone = self.pool.take_destroyed();
-        batch.binds.forget(&gone);
+        cache.forget(&gone);
         let bind_group = pipe.layout.as_ref().map(|layout| {
-            batch.binds.get_or_create(Key { layout: layout.clone(), bound: binds }, |key| {
-                let entries: Vec<wgpu::BindGroupEntry<'_>> = key
-                    .bound
+            cache.get_or_create(layout, &binds, || {
+                let entries: Vec<wgpu::BindGroupEntry<'_>> = binds
                     .iter()
                     .map(|(slot, buffer, offset, size)| wgpu::BindGroupEntry {
                         binding: *slot,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer,
+                            buffer: *buffer,
                             offset: *offset,
                             size: size.map(|s| wgpu::BufferSize::new(s).unwrap()),
                         }),

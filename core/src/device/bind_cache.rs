@@ -13,6 +13,39 @@
 //! (`check_not_revoked`). The cache is bounded: two generations of `BIND_GROUP_CACHE_ENTRIES`.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+/// The lookup runs on every dispatch, over keys of a few ids: a multiply-rotate hash (as
+/// rustc's FxHasher) instead of SipHash, whose flood resistance nothing here needs (the keys
+/// are wgpu's own ids, not a caller's data).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// Bind groups in one generation: when it is full it becomes the old one (the previous old one
 /// dropped), and a hit there moves the entry back. A SmolLM2 decode token binds 212 distinct
@@ -22,16 +55,45 @@ pub const BIND_GROUP_CACHE_ENTRIES: usize = 1024;
 /// One binding of a bind group: slot, buffer, offset, size (None: the whole buffer).
 pub(super) type Bound = (u32, wgpu::Buffer, u64, Option<u64>);
 
-#[derive(PartialEq, Eq, Hash)]
-pub(super) struct Key {
-    pub(super) layout: wgpu::BindGroupLayout,
-    pub(super) bound: Vec<Bound>,
+/// A binding as a dispatch names it (borrowed: a hit clones nothing).
+pub(super) type BoundRef<'a> = (u32, &'a wgpu::Buffer, u64, Option<u64>);
+
+/// A cached group and what it binds (its buffers' handles keep their ids from being reused).
+struct Entry {
+    layout: wgpu::BindGroupLayout,
+    bound: Vec<Bound>,
+    group: wgpu::BindGroup,
+}
+
+impl Entry {
+    fn matches(&self, layout: &wgpu::BindGroupLayout, bound: &[BoundRef<'_>]) -> bool {
+        self.layout == *layout
+            && self.bound.len() == bound.len()
+            && self.bound.iter().zip(bound).all(|(a, b)| a.0 == b.0 && a.1 == *b.1 && a.2 == b.2 && a.3 == b.3)
+    }
+}
+
+/// Entries by the hash of what they bind (`key_hash`). Two keys of one hash (never seen: 64
+/// bits) would take turns in the slot, each a miss that creates its group anew: correct, and
+/// no second level of indirection on the hot path.
+type Map = HashMap<u64, Entry, BuildHasherDefault<IdHasher>>;
+
+fn key_hash(layout: &wgpu::BindGroupLayout, bound: &[BoundRef<'_>]) -> u64 {
+    let mut h = IdHasher::default();
+    layout.hash(&mut h);
+    for b in bound {
+        h.write_u32(b.0);
+        b.1.hash(&mut h);
+        h.write_u64(b.2);
+        h.write_u64(b.3.map_or(u64::MAX, |s| s));
+    }
+    h.finish()
 }
 
 #[derive(Default)]
 pub(super) struct BindCache {
-    current: HashMap<Key, wgpu::BindGroup>,
-    old: HashMap<Key, wgpu::BindGroup>,
+    current: Map,
+    old: Map,
     hits: u64,
     misses: u64,
 }
@@ -45,27 +107,38 @@ pub struct BindGroupStats {
 }
 
 impl BindCache {
-    /// The bind group for `key`, created by `create` on a miss.
-    pub(super) fn get_or_create(&mut self, key: Key, create: impl FnOnce(&Key) -> wgpu::BindGroup) -> wgpu::BindGroup {
-        if let Some(bg) = self.current.get(&key) {
+    /// The bind group of `layout` binding `bound`, created by `create` on a miss.
+    pub(super) fn get_or_create(
+        &mut self,
+        layout: &wgpu::BindGroupLayout,
+        bound: &[BoundRef<'_>],
+        create: impl FnOnce() -> wgpu::BindGroup,
+    ) -> wgpu::BindGroup {
+        let h = key_hash(layout, bound);
+        if let Some(e) = self.current.get(&h).filter(|e| e.matches(layout, bound)) {
             self.hits += 1;
-            return bg.clone();
+            return e.group.clone();
         }
-        let bg = match self.old.remove(&key) {
-            Some(bg) => {
+        let entry = match self.old.remove(&h).filter(|e| e.matches(layout, bound)) {
+            Some(e) => {
                 self.hits += 1;
-                bg
+                e
             }
             None => {
                 self.misses += 1;
-                create(&key)
+                Entry {
+                    layout: layout.clone(),
+                    bound: bound.iter().map(|b| (b.0, b.1.clone(), b.2, b.3)).collect(),
+                    group: create(),
+                }
             }
         };
         if self.current.len() >= BIND_GROUP_CACHE_ENTRIES {
             self.old = std::mem::take(&mut self.current);
         }
-        self.current.insert(key, bg.clone());
-        bg
+        let group = entry.group.clone();
+        self.current.insert(h, entry);
+        group
     }
 
     /// Drops every entry that binds one of `destroyed` (buffers Kiln destroyed).
@@ -75,7 +148,7 @@ impl BindCache {
         }
         let gone: HashSet<&wgpu::Buffer> = destroyed.iter().collect();
         for map in [&mut self.current, &mut self.old] {
-            map.retain(|k, _| !k.bound.iter().any(|b| gone.contains(&b.1)));
+            map.retain(|_, e| !e.bound.iter().any(|b| gone.contains(&b.1)));
         }
     }
 
