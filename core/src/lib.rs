@@ -15,6 +15,7 @@ pub(crate) mod env;
 pub mod error;
 pub(crate) mod exec;
 pub mod gpu_timer;
+pub(crate) mod id_hash;
 pub mod kernel;
 pub mod kernel_limits;
 pub mod metrics;

@@ -80,7 +80,7 @@ struct Entry {
 
 #[derive(Default)]
 struct Entries {
-    map: HashMap<String, Entry>,
+    map: HashMap<String, Entry, std::hash::BuildHasherDefault<crate::id_hash::IdHasher>>,
     clock: u64,
     user: usize,
     /// Shape-specialized built-in pipelines (see `SHAPED_KEY_PREFIXES`).

@@ -12,40 +12,9 @@
 //! keeps a destroyed buffer's handle. Revoked session buffers are refused before any lookup
 //! (`check_not_revoked`). The cache is bounded: two generations of `BIND_GROUP_CACHE_ENTRIES`.
 
+use crate::id_hash::IdHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-
-/// The lookup runs on every dispatch, over keys of a few ids: a multiply-rotate hash (as
-/// rustc's FxHasher) instead of SipHash, whose flood resistance nothing here needs (the keys
-/// are wgpu's own ids, not a caller's data).
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(x as u64);
-    }
-
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
 
 /// Bind groups in one generation: when it is full it becomes the old one (the previous old one
 /// dropped), and a hit there moves the entry back. A SmolLM2 decode token binds 212 distinct
