@@ -128,3 +128,22 @@ fn closed_sessions_buffers_are_refused_and_forgotten() {
     assert!(same_bits(&got, &[0.0; 3]));
     other.close();
 }
+
+#[test]
+fn a_moving_parameter_block_keeps_its_group() {
+    let _g = serial();
+    let dev = kiln_core::device().unwrap();
+    let x = Tensor::from_slice(&[1.0f32, -0.0, 2.5], &[3]).unwrap();
+    // One batch: each dispatch's block goes further into the batch's parameter buffer, and each
+    // output reuses the buffer the last one freed. With the block's offset given at
+    // set_bind_group (a dynamic offset) every group after the first is the same.
+    let mut y = ops::add_scalar(&x, 0.0).unwrap();
+    let before = dev.bind_group_stats();
+    for i in 1..=20 {
+        drop(y);
+        y = ops::add_scalar(&x, i as f64).unwrap();
+    }
+    let now = dev.bind_group_stats();
+    assert!(now.misses - before.misses <= 1, "{} misses in 20 dispatches", now.misses - before.misses);
+    assert!(same_bits(&y.to_vec::<f32>().unwrap(), &[21.0, 20.0, 22.5]));
+}
