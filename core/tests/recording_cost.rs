@@ -61,6 +61,24 @@ fn token(embed: &Tensor, out_norm: &Tensor, layers: &[Layer], id: u32, pos: usiz
     ops::quant_matmul_fused(&h, embed, f, VOCAB, norm(out_norm)).unwrap()
 }
 
+/// CPU time of the calling thread: what recording costs the host, whatever else the machine runs
+/// (the wall clock of a thread that shares 2 cores with a loaded machine mostly measures waits).
+fn thread_cpu() -> std::time::Duration {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    unsafe extern "C" {
+        fn clock_gettime(clock: i32, t: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut t = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec (two longs on 64-bit Linux) into `t`.
+    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    std::time::Duration::new(t.sec as u64, t.nsec as u32)
+}
+
 #[test]
 #[ignore]
 fn decode_token_recording_cost() {
@@ -82,13 +100,16 @@ fn decode_token_recording_cost() {
         .collect();
     let (embed, out_norm) = (weight(VOCAB, D), ones());
     let (mut per_token, mut per_dispatch, mut dispatches) = (Vec::new(), Vec::new(), 0);
+    let mut cpu_per_dispatch = Vec::new();
     let mut binds = dev.bind_group_stats();
     for pos in 0..tokens.min(CONTEXT) {
         dev.synchronize().unwrap();
         let before = dev.dispatches_recorded();
+        let cpu0 = thread_cpu();
         let start = Instant::now();
         let logits = token(&embed, &out_norm, &layers, (pos % VOCAB) as u32, pos);
         let recorded = start.elapsed().as_secs_f64();
+        let cpu = (thread_cpu() - cpu0).as_secs_f64();
         dispatches = dev.dispatches_recorded() - before;
         assert_eq!(logits.to_vec::<f32>().unwrap().len(), VOCAB);
         if pos == 1 {
@@ -98,6 +119,7 @@ fn decode_token_recording_cost() {
             // The first tokens meet new shapes (pipelines compiled, pool classes filled).
             per_token.push(recorded * 1e6);
             per_dispatch.push(recorded * 1e6 / dispatches as f64);
+            cpu_per_dispatch.push(cpu * 1e6 / dispatches as f64);
         }
     }
     let median = |mut v: Vec<f64>| {
@@ -105,9 +127,10 @@ fn decode_token_recording_cost() {
         v[v.len() / 2]
     };
     println!(
-        "decode-shaped token recording: {:.1} µs/token, {:.2} µs/dispatch, {dispatches} dispatches/token (median of {})",
+        "decode-shaped token recording: {:.1} µs/token, {:.2} µs/dispatch wall, {:.2} µs/dispatch thread CPU, {dispatches} dispatches/token (median of {})",
         median(per_token.clone()),
         median(per_dispatch),
+        median(cpu_per_dispatch),
         per_token.len()
     );
     let now = dev.bind_group_stats();
