@@ -176,7 +176,7 @@ impl Device {
                     .map(|(slot, buffer, offset, size)| wgpu::BindGroupEntry {
                         binding: *slot,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: *buffer,
+                            buffer,
                             offset: *offset,
                             size: size.map(|s| wgpu::BufferSize::new(s).unwrap()),
                         }),

@@ -115,6 +115,8 @@ impl BindCache {
         if destroyed.is_empty() {
             return;
         }
+        // A buffer hashes and compares by its wgpu id, never by its mutable mapping state.
+        #[allow(clippy::mutable_key_type)]
         let gone: HashSet<&wgpu::Buffer> = destroyed.iter().collect();
         for map in [&mut self.current, &mut self.old] {
             map.retain(|_, e| !e.bound.iter().any(|b| gone.contains(&b.1)));
