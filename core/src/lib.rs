@@ -15,6 +15,7 @@ pub(crate) mod env;
 pub mod error;
 pub(crate) mod exec;
 pub mod gpu_timer;
+pub(crate) mod id_hash;
 pub mod kernel;
 pub mod kernel_limits;
 pub mod metrics;
@@ -33,7 +34,7 @@ pub mod shape;
 pub(crate) mod stats;
 pub mod tensor;
 
-pub use device::{Device, MemoryStats};
+pub use device::{BindGroupStats, Device, MemoryStats, BIND_GROUP_CACHE_ENTRIES};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorCode, Result};
 pub use gpu_timer::GpuTime;

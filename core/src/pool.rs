@@ -10,7 +10,7 @@
 //! session's `empty()` read another session's freed bytes).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Rounds a request up to its size class: powers of two up to 64 MiB, then 16 MiB steps
@@ -52,6 +52,10 @@ pub(crate) struct Pool {
     deferred: Mutex<Vec<(Key, u64, wgpu::Buffer)>>,
     cached_bytes: AtomicU64,
     pub(crate) cap_bytes: u64,
+    /// Buffers destroyed since `take_destroyed` last looked, for the device's bind-group cache
+    /// to forget (`device::bind_cache`), and whether there are any (read on every dispatch).
+    destroyed: Mutex<Vec<wgpu::Buffer>>,
+    any_destroyed: AtomicBool,
 }
 
 impl Pool {
@@ -98,14 +102,14 @@ impl Pool {
     /// exceeded (or `buf` itself, when it alone is over the cap). Returns the bytes destroyed.
     fn put(&self, (key, owner, buf): (Key, u64, wgpu::Buffer)) -> u64 {
         if key.0 > self.cap_bytes {
-            buf.destroy();
+            self.destroy(buf);
             return key.0;
         }
         let mut free = self.free.lock().unwrap();
         let mut destroyed = 0;
         while self.cached_bytes.load(Ordering::Relaxed) + key.0 > self.cap_bytes {
             let Some(((class, _), _, old)) = free.pop_front() else { break };
-            old.destroy();
+            self.destroy(old);
             self.cached_bytes.fetch_sub(class, Ordering::Relaxed);
             destroyed += class;
         }
@@ -125,11 +129,28 @@ impl Pool {
         let mut free = self.free.lock().unwrap();
         let mut total = 0;
         for ((class, _), _, b) in free.drain(..) {
-            b.destroy();
+            self.destroy(b);
             total += class;
         }
         self.cached_bytes.store(0, Ordering::Relaxed);
         total
+    }
+
+    /// Destroys `buf` (a buffer Kiln allocated: the pool's own, or a closed session's) and
+    /// remembers it until `take_destroyed`.
+    pub(crate) fn destroy(&self, buf: wgpu::Buffer) {
+        buf.destroy();
+        self.destroyed.lock().unwrap().push(buf);
+        self.any_destroyed.store(true, Ordering::Release);
+    }
+
+    /// The buffers destroyed since the last call (none without taking the lock when there are
+    /// none: called on every dispatch).
+    pub(crate) fn take_destroyed(&self) -> Vec<wgpu::Buffer> {
+        if !self.any_destroyed.load(Ordering::Relaxed) || !self.any_destroyed.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.destroyed.lock().unwrap())
     }
 
     pub(crate) fn cached_bytes(&self) -> u64 {

@@ -1,6 +1,7 @@
 //! The open command batch: dispatches and copies are recorded into one encoder and submitted
 //! when a result is read, when the batch is full, on synchronize, or early (the flush policy).
 
+use super::bind_cache::{BindCache, BindGroupStats, BoundRef};
 use super::op_timing::OpTimes;
 use super::param_ring::{ParamRing, RingSlot, RING_BYTES};
 use super::{Binding, Device, MAX_BATCH_DISPATCHES, MAX_PARAMS_BYTES};
@@ -47,6 +48,10 @@ pub(super) struct Batch {
     /// (`RING_AFTER_DISPATCHES`). A long chain of small ops (its batches follow one another
     /// without waits) keeps the shared buffer it was measured with.
     pub(super) ring_ok: bool,
+    /// Dispatches recorded on this device so far (the recording-cost harness divides by it).
+    pub(super) recorded: u64,
+    /// Bind groups kept across dispatches (`bind_cache`), under the batch's lock.
+    pub(super) binds: BindCache,
 }
 
 /// A batch of at most this many dispatches lets the next one take a ring buffer.
@@ -131,21 +136,14 @@ impl Device {
         {
             self.submit_locked(&mut batch)?;
         }
-        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bindings
-            .iter()
-            .map(|b| wgpu::BindGroupEntry {
-                binding: b.slot,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: b.buffer,
-                    offset: 0,
-                    size: b.size.map(|s| wgpu::BufferSize::new(s.max(4)).unwrap()),
-                }),
-            })
-            .collect();
+        // What the bind group binds: the buffers, then the parameter block (see `bind_cache`).
+        let mut binds: Vec<BoundRef<'_>> = Vec::with_capacity(bindings.len() + 1);
+        binds.extend(bindings.iter().map(|b| (b.slot, b.buffer, 0, b.size.map(|s| s.max(4)))));
         if params.is_some() && batch.ring.is_none() && batch.ring_ok {
             batch.ring = self.param_ring.take(&self.device);
         }
-        let Batch { params: shared, ring, .. } = &mut *batch;
+        let Batch { params: shared, ring, binds: cache, .. } = &mut *batch;
+        let mut dynamic_offset = None;
         if let Some((slot, p)) = params {
             // The batch's first blocks go to its ring buffer while they fit (`param_ring`).
             let (bytes, buffer) = match ring {
@@ -159,17 +157,33 @@ impl Device {
             bytes.resize(offset, 0);
             bytes.extend_from_slice(p);
             bytes.resize(offset + param_len, 0);
-            entries.push(wgpu::BindGroupEntry {
-                binding: slot,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer,
-                    offset: offset as u64,
-                    size: wgpu::BufferSize::new(param_len as u64),
-                }),
-            });
+            // A pipeline whose parameter block has a dynamic offset gets it at set_bind_group, so
+            // its bind group does not depend on where in the batch's blocks this one went.
+            let at = if pipe.dynamic_params {
+                dynamic_offset = Some(offset as u32);
+                0
+            } else {
+                offset as u64
+            };
+            binds.push((slot, buffer, at, Some(param_len as u64)));
         }
+        let gone = self.pool.take_destroyed();
+        cache.forget(&gone);
         let bind_group = pipe.layout.as_ref().map(|layout| {
-            self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries })
+            cache.get_or_create(layout, &binds, || {
+                let entries: Vec<wgpu::BindGroupEntry<'_>> = binds
+                    .iter()
+                    .map(|(slot, buffer, offset, size)| wgpu::BindGroupEntry {
+                        binding: *slot,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer,
+                            offset: *offset,
+                            size: size.map(|s| wgpu::BufferSize::new(s).unwrap()),
+                        }),
+                    })
+                    .collect();
+                self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries })
+            })
         });
         let Batch { encoder, pass, timer, op_times, .. } = &mut *batch;
         let encoder = encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
@@ -187,7 +201,7 @@ impl Device {
         });
         pass.set_pipeline(&pipe.pipeline);
         if let Some(bg) = &bind_group {
-            pass.set_bind_group(0, bg, &[]);
+            pass.set_bind_group(0, bg, dynamic_offset.as_slice());
         }
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         if timed {
@@ -195,6 +209,7 @@ impl Device {
             batch.pass = None;
         }
         batch.dispatches += 1;
+        batch.recorded += 1;
         batch.bound_bytes += bound.max(DISPATCH_FLOOR_BYTES);
         pipe.op.record_dispatch(ops, bound);
         if let Some(s) = &session {
@@ -341,6 +356,24 @@ impl Device {
     #[doc(hidden)]
     pub fn has_param_ring(&self) -> bool {
         self.param_ring.enabled()
+    }
+
+    /// Compute dispatches recorded on this device so far (for measuring host cost per dispatch).
+    #[doc(hidden)]
+    pub fn dispatches_recorded(&self) -> u64 {
+        self.batch.lock().unwrap().recorded
+    }
+
+    /// Hits, misses and entries of this device's bind-group cache (`bind_cache`).
+    #[doc(hidden)]
+    pub fn bind_group_stats(&self) -> BindGroupStats {
+        self.batch.lock().unwrap().binds.stats()
+    }
+
+    /// Drops the cached bind groups of the buffers destroyed since the last dispatch.
+    pub(super) fn forget_destroyed(&self) {
+        let gone = self.pool.take_destroyed();
+        self.batch.lock().unwrap().binds.forget(&gone);
     }
 
     /// Dispatches whose parameter block went through the mapped ring (`param_ring`), for tests.

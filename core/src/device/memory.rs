@@ -132,7 +132,7 @@ impl BufferHome for Device {
         // keeps a destroyed buffer's memory until the submissions using it are done).
         let _ = self.flush();
         for (b, class) in buffers {
-            b.destroy();
+            self.pool.destroy(b);
             self.mem.allocated.fetch_sub(class, Ordering::Relaxed);
             self.mem.in_use.fetch_sub(class, Ordering::Relaxed);
             self.mem.live.fetch_sub(1, Ordering::Relaxed);
@@ -323,6 +323,7 @@ impl Device {
     pub fn empty_cache(&self) {
         let freed = self.pool.clear();
         self.mem.allocated.fetch_sub(freed, Ordering::Relaxed);
+        self.forget_destroyed();
         self.pipelines.evict_unused_user();
         // Some drivers (lavapipe) free destroyed pipelines only at the next submission.
         self.submit_now();

@@ -5,6 +5,7 @@
 //! readback), `readback` (readbacks collected later), `timing` (GPU timers).
 
 mod batch;
+mod bind_cache;
 mod counters;
 mod memory;
 mod op_timing;
@@ -18,6 +19,7 @@ mod wait;
 mod wait_web;
 
 pub use batch::SubmitPhases;
+pub use bind_cache::{BindGroupStats, BIND_GROUP_CACHE_ENTRIES};
 pub use memory::MemoryStats;
 pub(crate) use memory::{GpuBuffer, Verdict};
 #[cfg(not(target_arch = "wasm32"))]
@@ -217,6 +219,8 @@ impl Device {
                 op_times: None,
                 ring: None,
                 ring_ok: true,
+                recorded: 0,
+                binds: Default::default(),
             }),
             params_buffer,
             params_capacity,
