@@ -204,7 +204,84 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         }
     }
     attention_benches(quick, &mut v)?;
+    quant_matvec_benches(quick, &mut v);
     Ok(v)
+}
+
+/// Decode's quantized matrix-vector products at Llama-3.2-1B's shapes (Q4_0 and Q8_0) and
+/// SmolLM2-135M's (Q4_1), with the fusions decode uses, in GB/s of weight bytes read. Weights are
+/// random bytes (speed does not depend on their values), in enough copies (alternated) that the
+/// set exceeds an H100's 50 MB L2, as a model's weights do; built on the first call, so a
+/// filtered-out row costs nothing. `--quick` takes 1/16 of the rows. `KILN_QUANT_MATVEC=strided`
+/// or `wide` forces a kernel for A/B runs.
+fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
+    use ops::QuantFormat::{Q4_0, Q4_1, Q8_0};
+    // (name, format, N outputs, K, SwiGLU, RMSNorm, residual)
+    #[allow(clippy::type_complexity)]
+    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 9] = [
+        ("quant_matvec_q4_0_gateup", Q4_0, 8192, 2048, true, true, false),
+        ("quant_matvec_q4_0_down", Q4_0, 2048, 8192, false, false, true),
+        ("quant_matvec_q4_0_head", Q4_0, 128256, 2048, false, true, false),
+        ("quant_matvec_q8_0_gateup", Q8_0, 8192, 2048, true, true, false),
+        ("quant_matvec_q8_0_down", Q8_0, 2048, 8192, false, false, true),
+        ("quant_matvec_q8_0_head", Q8_0, 128256, 2048, false, true, false),
+        ("quant_matvec_q4_1_gateup", Q4_1, 1536, 576, true, true, false),
+        ("quant_matvec_q4_1_down", Q4_1, 576, 1536, false, false, true),
+        ("quant_matvec_q4_1_head", Q4_1, 49152, 576, false, true, false),
+    ];
+    for (name, f, n, k, glu, norm, res) in rows {
+        let n = if quick { n.div_ceil(16) } else { n };
+        let w_rows = if glu { 2 * n } else { n };
+        let nbytes = w_rows * f.row_bytes(k).expect("whole blocks");
+        let copies = if quick { 2 } else { (64usize << 20).div_ceil(nbytes).clamp(1, 8) };
+        let size = format!(
+            "{}{n}x{k}{}{}{}",
+            if glu { "2x" } else { "" },
+            if glu { " glu" } else { "" },
+            if norm { " norm" } else { "" },
+            if res { " res" } else { "" }
+        );
+        type Operands = (Vec<Tensor>, Tensor, Tensor, Tensor);
+        let made: std::sync::OnceLock<Operands> = std::sync::OnceLock::new();
+        let make = move || -> kiln_core::Result<Operands> {
+            let dev = kiln_core::device()?;
+            let mut ws = Vec::with_capacity(copies);
+            let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ nbytes as u64;
+            for _ in 0..copies {
+                // Bytes <= 0x3b: every f16 scale finite and below 1.
+                let bytes: Vec<u8> = (0..nbytes)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        (state >> 24) as u8 & 0x3b
+                    })
+                    .collect();
+                ws.push(ops::quant_from_bytes(&dev, &bytes, f, w_rows, k)?);
+            }
+            Ok((
+                ws,
+                ops::random_uniform(&[1, k], DType::F32, 41, -1.0, 1.0)?,
+                ops::random_uniform(&[k], DType::F32, 43, 0.5, 1.5)?,
+                ops::random_uniform(&[1, n], DType::F32, 47, -1.0, 1.0)?,
+            ))
+        };
+        v.push(Bench {
+            name,
+            size,
+            bytes: nbytes as f64,
+            flops: 0.0,
+            run: Box::new(move |i| {
+                if made.get().is_none() {
+                    let _ = made.set(make()?);
+                }
+                let (ws, x, g, r) = made.get().expect("set above");
+                let fusion =
+                    ops::QuantFusion { rms_norm: norm.then_some((g, 1e-5)), swiglu: glu, residual: res.then_some(r) };
+                ops::quant_matmul_fused(x, &ws[i % ws.len()], f, n, fusion)
+            }),
+        });
+    }
 }
 
 /// Attention as models lay it out, [batch, heads, seq, dim] (the same rows as torch_bench.py):

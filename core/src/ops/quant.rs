@@ -11,6 +11,8 @@
 //! `quantize` runs on the host, as ggml's reference quantizers (`quantize_row_q4_0_ref`, …) do,
 //! so the bytes equal ggml's.
 
+use super::quant_matvec_wide::strided_tpr;
+pub use super::quant_matvec_wide::MatvecKernel;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, grid, groups_1d, Launch, Params};
@@ -128,7 +130,7 @@ impl QuantFormat {
     }
 
     /// quant_common.wgsl for this format.
-    fn common_wgsl(self) -> String {
+    pub(crate) fn common_wgsl(self) -> String {
         let block_h = (self.block_bytes() / 2).to_string();
         render(COMMON, &[("BLOCK_H", &block_h), ("DECODE", self.decode_wgsl())])
     }
@@ -422,12 +424,28 @@ pub fn quant_matmul_fused(
     n: usize,
     fusion: QuantFusion,
 ) -> Result<Tensor> {
+    quant_matmul_fused_kernel(x, w, format, n, fusion, MatvecKernel::Auto)
+}
+
+/// [`quant_matmul_fused`] on the matrix-vector kernel `kernel` picks (tests and A/B timing;
+/// `Auto` is what [`quant_matmul_fused`] does).
+pub fn quant_matmul_fused_kernel(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    fusion: QuantFusion,
+    kernel: MatvecKernel,
+) -> Result<Tensor> {
     let (k, m, shape) = check_fused(x, w, format, n, &fusion)?;
     if k == 0 || m > MATVEC_MAX_ROWS {
         return composed(x, w, format, n, fusion);
     }
     let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
     if out.numel() == 0 {
+        return Ok(out);
+    }
+    if super::quant_matvec_wide::run(x, w, &out, format, n, k, m, &fusion, kernel)? {
         return Ok(out);
     }
     matvec(x, w, format, n, fusion, &out, None)?;
@@ -530,7 +548,7 @@ pub(crate) fn matvec(
     let mt = m.min(MATVEC_MT);
     // Enough threads per row to cover a short row in one or two strides, few enough that a
     // workgroup does several rows (N = 576 then still makes dozens of workgroups).
-    let tpr: usize = if blocks * 4 <= 64 { 32 } else { 64 };
+    let tpr = strided_tpr(blocks);
     let rows_per_wg = 256 / tpr;
     let mut groups = grid(n.div_ceil(rows_per_wg) as u64, max_dim)?;
     groups[2] = m.div_ceil(mt) as u32;

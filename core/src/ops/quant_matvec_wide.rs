@@ -1,0 +1,260 @@
+//! The bandwidth variant of the decode matrix-vector kernel (`shaders/quant_matvec_wide.wgsl`):
+//! one row of x staged once per workgroup in workgroup memory, whole blocks per thread with all
+//! their words loaded at once and the next step's words in flight during the math. It computes
+//! the same sums in the same order as `quant_matvec.wgsl` (the shader's header says how), so
+//! results match that kernel's bit for bit on a driver that fuses multiply-adds alike.
+//!
+//! [`quant_matmul_fused`](super::quant::quant_matmul_fused) takes it for one row of x and a
+//! large W when x fits in workgroup memory; `KILN_QUANT_MATVEC=strided|wide` overrides the
+//! choice (A/B timing).
+
+use super::quant::{QuantFormat, QuantFusion};
+use crate::device::Device;
+use crate::exec::{grid, Launch, Params};
+use crate::pipeline::{render, Checks};
+use crate::tensor::Tensor;
+use crate::Result;
+
+const WIDE: &str = include_str!("../../../shaders/quant_matvec_wide.wgsl");
+
+/// Which matrix-vector kernel decode's `quant_matmul` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MatvecKernel {
+    /// `KILN_QUANT_MATVEC` if set, else by shape: the wide kernel for one row of x times a W of
+    /// at least [`WIDE_MIN_ROWS`] rows and [`WIDE_MIN_K`] columns, where x fits.
+    #[default]
+    Auto,
+    /// The threads-stride-over-words kernel (`quant_matvec.wgsl`), every shape.
+    Strided,
+    /// The wide kernel wherever it applies (one row of x that fits in workgroup memory).
+    Wide,
+}
+
+/// W rows (2N under SwiGLU) from which `Auto` takes the wide kernel: below it the strided
+/// kernel's 4x more threads per row fill more of the GPU (a guess to be settled on the H100 with
+/// `kiln bench --filter quant_matvec`; SmolLM2's K/V projections, 192 rows, stay strided).
+pub const WIDE_MIN_ROWS: usize = 512;
+/// Columns from which `Auto` takes the wide kernel (short rows leave most of its threads idle).
+pub const WIDE_MIN_K: usize = 256;
+/// Workgroups the launch aims for before it takes smaller workgroups (2 per SM of a 132-SM
+/// H100): fewer leave SMs idle or with too few loads in flight.
+const TARGET_GROUPS: usize = 256;
+/// Blocks per W row one thread decodes per step (words in flight: U x 5 or 9, twice with the
+/// prefetch); under SwiGLU half, since each step covers the gate and the up row.
+const BLOCKS_PER_STEP: usize = 4;
+
+impl MatvecKernel {
+    /// The `KILN_QUANT_MATVEC` override: `strided` or `wide` (anything else: by shape).
+    fn from_env() -> MatvecKernel {
+        static ENV: std::sync::OnceLock<MatvecKernel> = std::sync::OnceLock::new();
+        *ENV.get_or_init(|| match crate::platform::env_var("KILN_QUANT_MATVEC").as_deref().map(str::trim) {
+            Some("strided") => MatvecKernel::Strided,
+            Some("wide") => MatvecKernel::Wide,
+            _ => MatvecKernel::Auto,
+        })
+    }
+}
+
+/// The strided kernel's threads per row for K = 32 * blocks (quant.rs uses the same rule).
+pub(crate) fn strided_tpr(blocks: usize) -> usize {
+    if blocks * 4 <= 64 {
+        32
+    } else {
+        64
+    }
+}
+
+/// Words of one block the kernel loads (a block starts on a 16-bit boundary: 18 bytes span 5
+/// words, 20 bytes (always word-aligned) 5, 34 bytes 9).
+fn block_words(format: QuantFormat) -> usize {
+    match format {
+        QuantFormat::Q4_0 | QuantFormat::Q4_1 => 5,
+        QuantFormat::Q8_0 => 9,
+    }
+}
+
+/// The launch shape: workgroup size, vec4s of workgroup memory for xs.
+fn shape(blocks: usize, rows: usize, tpb: usize, na: usize) -> (usize, usize) {
+    let mut wg = 256;
+    while wg > 64 && rows.div_ceil(wg / tpb) < TARGET_GROUPS {
+        wg /= 2;
+    }
+    (wg, (blocks * 9).max(na * wg))
+}
+
+/// Whether the wide kernel can run `m` rows of x of `k` values against `n` outputs (2n W rows
+/// under `swiglu`) on `device`: one row of x, not empty, and x (32 values per block at a stride
+/// of 36 floats) fits in the device's workgroup memory.
+pub fn applies(device: &Device, m: usize, k: usize, n: usize, swiglu: bool) -> bool {
+    if m != 1 || k == 0 || n == 0 || !k.is_multiple_of(QuantFormat::BLOCK_LEN) {
+        return false;
+    }
+    let blocks = k / QuantFormat::BLOCK_LEN;
+    let (wg, sh) = shape(blocks, n, strided_tpr(blocks) / 4, if swiglu { 2 } else { 1 });
+    // xs, red (WG f32) and inv_rms.
+    sh * 16 + wg * 4 + 4 <= device.limits().max_compute_workgroup_storage_size as usize
+}
+
+/// Runs y = x Wᵀ (with `fusion`) into `out` on the wide kernel if `kernel` (or, for `Auto`, the
+/// environment and the shape) picks it and it applies; false leaves the work to the caller.
+/// Operands are checked by the caller; `m` rows of x with `k` values, `n` outputs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
+    x: &Tensor,
+    w: &Tensor,
+    out: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    k: usize,
+    m: usize,
+    fusion: &QuantFusion,
+    kernel: MatvecKernel,
+) -> Result<bool> {
+    let kernel = if kernel == MatvecKernel::Auto { MatvecKernel::from_env() } else { kernel };
+    let glu = fusion.swiglu;
+    let na = if glu { 2 } else { 1 };
+    let w_rows = n * na;
+    let want = match kernel {
+        MatvecKernel::Strided => false,
+        MatvecKernel::Wide => true,
+        MatvecKernel::Auto => w_rows >= WIDE_MIN_ROWS && k >= WIDE_MIN_K,
+    };
+    let device = x.device().clone();
+    if !want || !applies(&device, m, k, n, glu) {
+        return Ok(false);
+    }
+    let blocks = k / QuantFormat::BLOCK_LEN;
+    let tpb = strided_tpr(blocks) / 4;
+    let (wg, sh) = shape(blocks, n, tpb, na);
+    let limits = device.limits();
+    let dtype = x.dtype();
+    let enable = crate::exec::enables(&[dtype]);
+    let u = if glu { BLOCKS_PER_STEP / 2 } else { BLOCKS_PER_STEP };
+    let nw = block_words(format);
+    let groups = grid(n.div_ceil(wg / tpb) as u64, limits.max_compute_workgroups_per_dimension)?;
+    let eps = fusion.rms_norm.map_or(0.0, |(_, e)| e);
+    let row_h = format.row_bytes(k)? / 2;
+    let params = Params::new().u32(1u32).u32(n).u32(k).u32(blocks).u32(row_h).f32(eps).u32(0u32).u32(0u32);
+    let (norm, res) = (fusion.rms_norm.is_some(), fusion.residual.is_some());
+    let g = fusion.rms_norm.map_or(x, |(g, _)| g);
+    let r = fusion.residual.unwrap_or(x);
+    Launch {
+        key: format!("quant_matvec_wide:{format}:{dtype}:{wg}:{tpb}:{sh}:{norm}:{glu}:{res}"),
+        source: Box::new(move || {
+            enable.to_string()
+                + &format.common_wgsl()
+                + &render(
+                    WIDE,
+                    &[
+                        ("T", dtype.wgsl()),
+                        ("WG", &wg.to_string()),
+                        ("TPB", &tpb.to_string()),
+                        ("U", &u.to_string()),
+                        ("NW", &nw.to_string()),
+                        ("CW", &(na * u * nw).to_string()),
+                        ("SH", &sh.to_string()),
+                        ("NORM", &norm.to_string()),
+                        ("GLU", &glu.to_string()),
+                        ("RES", &res.to_string()),
+                        ("LOAD", &load_wgsl(na, u, nw)),
+                        ("COMPUTE", &compute_wgsl(format, na, u, nw)),
+                    ],
+                )
+        }),
+        tensors: &[w, x, out, g, r],
+        params: Some(params),
+        groups,
+    }
+    .run_with(&device, Checks::Unchecked)?;
+    Ok(true)
+}
+
+/// load_step's body: block i of row a into v[(a U + i) NW ..], straight-line (constant
+/// indices keep v in registers).
+fn load_wgsl(na: usize, u: usize, nw: usize) -> String {
+    let mut s = String::new();
+    for a in 0..na {
+        for i in 0..u {
+            let base = (a * u + i) * nw;
+            s += &format!("    if (b0 + {i}u * TPB < p.blocks) {{\n");
+            s += &format!("        let s = (h{a} + (b0 + {i}u * TPB) * BLOCK_H) >> 1u;\n");
+            for q in 0..nw {
+                s += &format!("        v[{}] = w[s + {q}u];\n", base + q);
+            }
+            s += "    }\n";
+        }
+    }
+    s
+}
+
+/// The step's math: each loaded block decoded unit by unit (quant_common's units: the same
+/// values, positions and expression forms as its `decode`), unit c into accumulator component c.
+fn compute_wgsl(format: QuantFormat, na: usize, u: usize, nw: usize) -> String {
+    const C: [&str; 4] = ["x", "y", "z", "w"];
+    let mut s = String::new();
+    for a in 0..na {
+        for i in 0..u {
+            let b = (a * u + i) * nw;
+            let cw = |q: usize| format!("cur[{}]", b + q);
+            s += "            {\n";
+            s += &format!("                let b = b0 + {i}u * TPB;\n");
+            s += "                if (b < p.blocks) {\n";
+            s += "                    let xb = b * XB;\n";
+            let line = |c: usize, ua: String, pa: usize, ub: String, pb: usize| {
+                format!(
+                    "                    acc{a}.{} += dot({ua}, xs[xb + {pa}u]) + dot({ub}, xs[xb + {pb}u]);\n",
+                    C[c]
+                )
+            };
+            match format {
+                QuantFormat::Q4_0 | QuantFormat::Q8_0 => {
+                    // Block at an odd halfword: its fields sit 16 bits further into the words.
+                    s += &format!("                    let o = ((h{a} + b * BLOCK_H) & 1u) == 1u;\n");
+                    s += &format!(
+                        "                    let d = half_to_f32(select({0} & 0xffffu, {0} >> 16u, o));\n",
+                        cw(0)
+                    );
+                    // Quant word q (at block halfword 1 + 2q).
+                    let words = if format == QuantFormat::Q4_0 { 4 } else { 8 };
+                    for q in 0..words {
+                        s += &format!(
+                            "                    let q{q} = select(({} >> 16u) | ({} << 16u), {}, o);\n",
+                            cw(q),
+                            cw(q + 1),
+                            cw(q + 1)
+                        );
+                    }
+                    for c in 0..4 {
+                        s += &if format == QuantFormat::Q4_0 {
+                            line(c, format!("d * nib4(q{c}, 0u, 8.0)"), c, format!("d * nib4(q{c}, 4u, 8.0)"), 4 + c)
+                        } else {
+                            line(
+                                c,
+                                format!("d * sbyte4(q{})", 2 * c),
+                                2 * c,
+                                format!("d * sbyte4(q{})", 2 * c + 1),
+                                2 * c + 1,
+                            )
+                        };
+                    }
+                }
+                QuantFormat::Q4_1 => {
+                    s += &format!("                    let d = half_to_f32({} & 0xffffu);\n", cw(0));
+                    s += &format!("                    let m = half_to_f32({} >> 16u);\n", cw(0));
+                    for c in 0..4 {
+                        s += &line(
+                            c,
+                            format!("d * nib4({}, 0u, 0.0) + m", cw(1 + c)),
+                            c,
+                            format!("d * nib4({}, 4u, 0.0) + m", cw(1 + c)),
+                            4 + c,
+                        );
+                    }
+                }
+            }
+            debug_assert!(nw == block_words(format));
+            s += "                }\n            }\n";
+        }
+    }
+    s
+}
