@@ -86,23 +86,46 @@ pub(crate) fn attention(q: &[f32], k: &[f32], v: &[f32], n_heads: usize, n_kv: u
         let g = h / group;
         let qh = &q[t * width + h * hd..t * width + (h + 1) * hd];
         let n = pos + t + 1;
-        let mut s: Vec<f32> = (0..n).map(|j| dot(qh, &k[j * kv_width + g * hd..j * kv_width + (g + 1) * hd]) * scale).collect();
-        let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
-        for x in s.iter_mut() {
-            *x = (*x - max).exp();
-            sum += *x;
+        // The head's keys and values [n, hd] sit at column g * hd of rows kv_width apart.
+        let (k, v) = (&k[g * hd..], &v[g * hd..]);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked above).
+            return unsafe { attend_avx2(qh, k, v, kv_width, n, scale, o) };
         }
-        let inv = 1.0 / sum;
-        for (j, &p) in s.iter().enumerate() {
-            let vj = &v[j * kv_width + g * hd..j * kv_width + (g + 1) * hd];
-            let p = p * inv;
-            for (a, &b) in o.iter_mut().zip(vj) {
-                *a += p * b;
-            }
-        }
+        attend(qh, k, v, kv_width, n, scale, o)
     });
     out
+}
+
+/// One query head over `n` keys and values (`stride` apart) into `o` [hd]: softmax of the
+/// scaled scores (max subtracted) times V.
+#[inline(always)]
+fn attend(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32, o: &mut [f32]) {
+    let hd = qh.len();
+    let mut s: Vec<f32> = (0..n).map(|j| dot(qh, &k[j * stride..j * stride + hd]) * scale).collect();
+    let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f32;
+    for x in s.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x;
+    }
+    let inv = 1.0 / sum;
+    for (j, &p) in s.iter().enumerate() {
+        let vj = &v[j * stride..j * stride + hd];
+        let p = p * inv;
+        for (a, &b) in o.iter_mut().zip(vj) {
+            *a += p * b;
+        }
+    }
+}
+
+/// [`attend`] compiled for AVX2 (its loops are written to vectorize; the baseline build has
+/// only SSE2).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn attend_avx2(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32, o: &mut [f32]) {
+    attend(qh, k, v, stride, n, scale, o)
 }
 
 /// `silu(gate) * up` for `gu` [l, 2n] (gate then up per row): [l, n].
@@ -243,6 +266,27 @@ mod tests {
                 close(&got[(t * nh + h) * hd..(t * nh + h + 1) * hd], &want, 1e-5, &format!("head {h} query {t}"));
             }
         }
+    }
+
+    #[test]
+    fn the_portable_head_matches_the_dispatched_one() {
+        // `attention` takes the AVX2 build where the CPU has it; the portable one must agree.
+        let (hd, n, stride) = (40, 9, 56);
+        let (q, k, v) = (values(hd, 21), values(n * stride, 22), values(n * stride, 23));
+        let mut portable = vec![0.0f32; hd];
+        attend(&q, &k, &v, stride, n, 0.3, &mut portable);
+        let mut dispatched = vec![0.0f32; hd];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 detected.
+            unsafe { attend_avx2(&q, &k, &v, stride, n, 0.3, &mut dispatched) };
+        } else {
+            attend(&q, &k, &v, stride, n, 0.3, &mut dispatched);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        attend(&q, &k, &v, stride, n, 0.3, &mut dispatched);
+        let want: Vec<f64> = dispatched.iter().map(|&x| x as f64).collect();
+        close(&portable, &want, 1e-6, "portable vs avx2 head");
     }
 
     #[test]
