@@ -214,7 +214,11 @@ pub(crate) type StackPart<'a> = (&'a str, usize, Option<(usize, usize)>);
 /// one, in the order given: `(name, rows, heads)`, `heads` un-permuting Q/K rows. They must
 /// share one block format (whole rows are then whole blocks, and stacking moves bytes only).
 /// Returns the bytes, their format and the stack's rows (both backends load through it).
-pub(crate) fn stacked_bytes(f: &GgufFile, parts: &[StackPart<'_>], cols: usize) -> Result<(Vec<u8>, QuantFormat, usize)> {
+pub(crate) fn stacked_bytes(
+    f: &GgufFile,
+    parts: &[StackPart<'_>],
+    cols: usize,
+) -> Result<(Vec<u8>, QuantFormat, usize)> {
     let mut bytes = Vec::new();
     let mut format = None;
     let mut rows = 0;
@@ -321,7 +325,11 @@ impl CausalLM {
 
     /// [`load_with_progress`](Self::load_with_progress) on the given backend (`Auto`: the host
     /// CPU when kiln-core's adapter is a CPU one or there is none, else the GPU).
-    pub fn load_on(path: impl AsRef<Path>, backend: Backend, mut progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+    pub fn load_on(
+        path: impl AsRef<Path>,
+        backend: Backend,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<CausalLM> {
         let f = GgufFile::open(path.as_ref())?;
         let config = LlamaConfig::from_gguf(&f)?;
         let tokenizer = GgufTokenizer::from_gguf(&f)?;
@@ -334,7 +342,11 @@ impl CausalLM {
         let device = match backend {
             Backend::Cpu => None,
             Backend::Gpu => Some(kiln_core::device()?),
-            Backend::Auto => kiln_core::device().ok().filter(|d| !backend::is_cpu_adapter(&d.info().device_type)),
+            // The adapter kiln-core would pick, read without creating a device on it.
+            Backend::Auto => match kiln_core::adapters().into_iter().find(|a| a.chosen) {
+                Some(a) if !backend::is_cpu_adapter(&a.device_type) => Some(kiln_core::device()?),
+                _ => None,
+            },
         };
         let Some(device) = device else {
             let cpu = CpuLlama::load(&f, &config, &mut progress)?;
@@ -416,10 +428,7 @@ impl CausalLM {
         let shape = [c.n_kv_heads, capacity, c.head_dim];
         let layers = (0..g.layers.len())
             .map(|_| {
-                Ok((
-                    Tensor::empty_on(&g.device, &shape, DType::F32)?,
-                    Tensor::empty_on(&g.device, &shape, DType::F32)?,
-                ))
+                Ok((Tensor::empty_on(&g.device, &shape, DType::F32)?, Tensor::empty_on(&g.device, &shape, DType::F32)?))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(KvCache { layers, host: None, len: 0, capacity })
@@ -479,7 +488,8 @@ impl CausalLM {
                 c.context
             )));
         }
-        let host = cache.host.as_mut().ok_or_else(|| ModelError::Unsupported("a GPU KV cache on the CPU backend".into()))?;
+        let host =
+            cache.host.as_mut().ok_or_else(|| ModelError::Unsupported("a GPU KV cache on the CPU backend".into()))?;
         let h = cpu.hidden(ids, host)?;
         cache.len += ids.len();
         cache.capacity = cache.capacity.max(cache.len);

@@ -74,7 +74,15 @@ pub(crate) fn rope_head(x: &mut [f32], cos: &[f32], sin: &[f32]) {
 /// Causal grouped-query attention of `q` [l, n_heads * hd] (positions `pos..pos + l`) over the
 /// cache's `k`, `v` [pos + l, n_kv * hd] (position-major): query head `h` reads KV head
 /// `h / (n_heads / n_kv)` and sees positions up to its own. Returns [l, n_heads * hd].
-pub(crate) fn attention(q: &[f32], k: &[f32], v: &[f32], n_heads: usize, n_kv: usize, hd: usize, pos: usize) -> Vec<f32> {
+pub(crate) fn attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    n_heads: usize,
+    n_kv: usize,
+    hd: usize,
+    pos: usize,
+) -> Vec<f32> {
     let width = n_heads * hd;
     let kv_width = n_kv * hd;
     let l = q.len() / width;
@@ -208,7 +216,8 @@ mod tests {
             true,
             None,
         );
-        let q = super::super::quant::QuantMatrix::from_ggml(&bytes, kiln_core::ops::QuantFormat::Q8_0, 2 * n, k).unwrap();
+        let q =
+            super::super::quant::QuantMatrix::from_ggml(&bytes, kiln_core::ops::QuantFormat::Q8_0, 2 * n, k).unwrap();
         let got = swiglu(&q.matmul(&rms_norm(&x, &g, 1e-5)), n);
         close(&got, &want, 1e-5, "rms_norm + matmul + swiglu");
         // All-zero rows: mean 0, eps keeps it finite.
@@ -246,9 +255,12 @@ mod tests {
         for h in 0..nh {
             let g = h / group;
             // Reference layouts: q [1, L, hd] of this head, k/v [1, n, hd] of its KV head.
-            let qh: Vec<f64> = (0..l).flat_map(|t| q[(t * nh + h) * hd..(t * nh + h + 1) * hd].iter().map(|&x| x as f64)).collect();
-            let kh: Vec<f64> = (0..n).flat_map(|j| k[(j * nkv + g) * hd..(j * nkv + g + 1) * hd].iter().map(|&x| x as f64)).collect();
-            let vh: Vec<f64> = (0..n).flat_map(|j| v[(j * nkv + g) * hd..(j * nkv + g + 1) * hd].iter().map(|&x| x as f64)).collect();
+            let qh: Vec<f64> =
+                (0..l).flat_map(|t| q[(t * nh + h) * hd..(t * nh + h + 1) * hd].iter().map(|&x| x as f64)).collect();
+            let kh: Vec<f64> =
+                (0..n).flat_map(|j| k[(j * nkv + g) * hd..(j * nkv + g + 1) * hd].iter().map(|&x| x as f64)).collect();
+            let vh: Vec<f64> =
+                (0..n).flat_map(|j| v[(j * nkv + g) * hd..(j * nkv + g + 1) * hd].iter().map(|&x| x as f64)).collect();
             for t in 0..l {
                 // Query t sees keys 0..=pos + t: the reference without a mask over that prefix.
                 let seen = pos + t + 1;

@@ -242,6 +242,8 @@ fn rows_portable(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32]
 /// [`rows_portable`] in AVX2 intrinsics: 32 lanes as four 8-lane registers, each block
 /// decoded as [`decode`] decodes it, products and sums in the portable order.
 #[cfg(target_arch = "x86_64")]
+// Registers and lanes are indexed in step (w[i], x + 8i, acc[i]): ranges read clearest.
+#[allow(clippy::needless_range_loop)]
 mod avx2 {
     use super::{code_bytes, scales_per_block, QuantMatrix, QK};
     use kiln_core::ops::QuantFormat;
@@ -297,14 +299,24 @@ mod avx2 {
             QuantFormat::Q8_0 => {
                 let q = unsafe { _mm256_loadu_si256(codes as *const __m256i) };
                 let (lo, hi) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
-                [widen(lo, true), widen(_mm_srli_si128::<8>(lo), true), widen(hi, true), widen(_mm_srli_si128::<8>(hi), true)]
+                [
+                    widen(lo, true),
+                    widen(_mm_srli_si128::<8>(lo), true),
+                    widen(hi, true),
+                    widen(_mm_srli_si128::<8>(hi), true),
+                ]
             }
             QuantFormat::Q4_0 | QuantFormat::Q4_1 => {
                 let q = unsafe { _mm_loadu_si128(codes as *const __m128i) };
                 let mask = _mm_set1_epi8(0x0F);
                 let lo = _mm_and_si128(q, mask);
                 let hi = _mm_and_si128(_mm_srli_epi16::<4>(q), mask);
-                [widen(lo, false), widen(_mm_srli_si128::<8>(lo), false), widen(hi, false), widen(_mm_srli_si128::<8>(hi), false)]
+                [
+                    widen(lo, false),
+                    widen(_mm_srli_si128::<8>(lo), false),
+                    widen(hi, false),
+                    widen(_mm_srli_si128::<8>(hi), false),
+                ]
             }
         };
         let mut w = [_mm256_setzero_ps(); 4];
@@ -361,7 +373,10 @@ mod avx2 {
                     for i in 0..4 {
                         // SAFETY: w and xt hold nb * 32 values.
                         let (wv, xv) = unsafe {
-                            (_mm256_loadu_ps(w.as_ptr().add(b * QK + 8 * i)), _mm256_loadu_ps(xt.as_ptr().add(b * QK + 8 * i)))
+                            (
+                                _mm256_loadu_ps(w.as_ptr().add(b * QK + 8 * i)),
+                                _mm256_loadu_ps(xt.as_ptr().add(b * QK + 8 * i)),
+                            )
                         };
                         acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(wv, xv));
                     }
@@ -527,7 +542,8 @@ mod tests {
                     // SAFETY: AVX2 was detected.
                     unsafe { avx2::rows(&q, 0..rows, &x, &mut o, rows) };
                     // NaN payloads may differ with operand order; any NaN matches any NaN.
-                    let same = o.iter().zip(&portable).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+                    let same =
+                        o.iter().zip(&portable).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
                     assert!(same, "{format} m {m}: avx2 {o:?} vs portable {portable:?}");
                 }
             }
