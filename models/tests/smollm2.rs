@@ -272,3 +272,44 @@ fn decoding_with_the_kv_cache_matches_one_pass(backend: Backend) {
         logits = model().forward(&[t], &mut cache).unwrap();
     }
 }
+
+#[test]
+fn auto_runs_on_the_host_exactly_when_the_adapter_is_a_cpu() {
+    // What `CausalLM::load` does without KILN_MODELS_BACKEND: lavapipe (CI) gives the host path,
+    // a GPU the GPU one, no adapter at all the host path.
+    let want = match kiln_core::adapters().into_iter().find(|a| a.chosen) {
+        Some(a) if !a.device_type.eq_ignore_ascii_case("cpu") => Backend::Gpu,
+        _ => Backend::Cpu,
+    };
+    let m = CausalLM::load_on(model_path(), Backend::Auto, |_, _| {}).unwrap();
+    assert_eq!(m.backend(), want);
+}
+
+#[test]
+fn cpu_passes_of_several_tokens_after_a_filled_cache_match_one_pass() {
+    // The host path masks by absolute position, so a prompt may arrive in pieces (the GPU path
+    // takes one token at a time after the first pass): the logits after each piece equal the
+    // one pass's at that position.
+    let backend = Backend::Cpu;
+    let v = model(backend).config.vocab;
+    let p = prompts(backend)[0];
+    let n_prompt = p["ids"].as_array().unwrap().len();
+    let mut seq = ids(&p["ids"]);
+    let greedy = ids(&p["greedy"]);
+    seq.extend_from_slice(&greedy[..greedy.len() - 1]);
+    let all = teacher_forced(backend, p);
+    let mut cache = model(backend).new_cache().unwrap();
+    let mut at = 0;
+    for end in [5, n_prompt, n_prompt + 1, n_prompt + 7, seq.len()] {
+        if end <= at || end > seq.len() {
+            continue;
+        }
+        let logits = model(backend).forward(&seq[at..end], &mut cache).unwrap();
+        let row = &all[(end - 1) * v..end * v];
+        let d = logits.iter().zip(row).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        assert!(d < 1e-3, "tokens {at}..{end}: max |diff| {d} against one pass");
+        at = end;
+    }
+    assert_eq!(cache.len(), seq.len());
+    assert!(seq.len() > n_prompt + 7, "{} tokens: the pieces above need more", seq.len());
+}
