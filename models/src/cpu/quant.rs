@@ -239,7 +239,7 @@ fn rows_portable(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32]
     }
 }
 
-/// [`rows_portable`] in AVX2 intrinsics: 32 lanes as four 8-lane registers, each block
+/// [`rows_portable`] in AVX2 (+FMA) intrinsics: 32 lanes as four 8-lane registers, each block
 /// decoded as [`decode`] decodes it, products and sums in the portable order.
 #[cfg(target_arch = "x86_64")]
 // Registers and lanes are indexed in step (w[i], x + 8i, acc[i]): ranges read clearest.
@@ -251,12 +251,12 @@ mod avx2 {
     use std::ops::Range;
 
     pub fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx2")
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
     }
 
     /// [`super::lane_sum`] of the lanes (a0 | a1 | a2 | a3): halves added pairwise.
     #[inline]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     fn lane_sum(a: [__m256; 4]) -> f32 {
         let s = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
         let s = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
@@ -266,7 +266,7 @@ mod avx2 {
 
     /// 8 bytes as u8 (or i8 with `signed`) to 8 f32.
     #[inline]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     fn widen(b: __m128i, signed: bool) -> __m256i {
         if signed {
             _mm256_cvtepi8_epi32(b)
@@ -290,7 +290,7 @@ mod avx2 {
 
     /// One block's 32 weights (as [`super::decode`]) in four registers.
     #[inline]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     unsafe fn decode<const F: u8>(codes: *const u8, scales: *const f32) -> [__m256; 4] {
         let format = format_of::<F>();
         // SAFETY (all loads): the caller passes a whole block's codes and scales.
@@ -328,9 +328,11 @@ mod avx2 {
                 }
             }
             QuantFormat::Q4_1 => {
+                // q · d is exact in f32 (4 bits times an f16's 11), so the fused multiply-add
+                // rounds once, as the portable multiply then add does.
                 let m = _mm256_set1_ps(unsafe { *scales.add(1) });
                 for i in 0..4 {
-                    w[i] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(ints[i]), d), m);
+                    w[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints[i]), d, m);
                 }
             }
             QuantFormat::Q8_0 => {
@@ -346,7 +348,7 @@ mod avx2 {
     ///
     /// # Safety
     /// The CPU must have AVX2.
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     pub unsafe fn rows(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
         let tokens = x.len() / m.cols;
         assert!(rows.end <= m.rows && tokens * m.cols == x.len() && out.len() >= rows.len());
@@ -392,7 +394,7 @@ mod avx2 {
     ///
     /// # Safety
     /// AVX2; `rows` within `m`, `x` one row of `m.cols`, `out` at least `rows.len()` long.
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     unsafe fn matvec<const F: u8>(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32]) {
         let nb = m.cols / QK;
         let (cb, spb) = (code_bytes(m.format), scales_per_block(m.format));
