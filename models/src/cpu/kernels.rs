@@ -111,7 +111,12 @@ pub(crate) fn attention(
 #[inline(always)]
 fn attend(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32, o: &mut [f32]) {
     let hd = qh.len();
-    let mut s: Vec<f32> = (0..n).map(|j| dot(qh, &k[j * stride..j * stride + hd]) * scale).collect();
+    // A plain loop, not an iterator chain: `Map::fold` would be a function of its own, compiled
+    // without the caller's AVX2 (measured: 9% of a decode token in the SSE2 build).
+    let mut s = vec![0.0f32; n];
+    for (j, sj) in s.iter_mut().enumerate() {
+        *sj = dot(qh, &k[j * stride..j * stride + hd]) * scale;
+    }
     let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
     for x in s.iter_mut() {
