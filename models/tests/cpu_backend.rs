@@ -29,6 +29,9 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
+/// (name, ggml dims [cols, rows], format (None: f32), values)
+type Tensor = (String, Vec<usize>, Option<QuantFormat>, Vec<f32>);
+
 fn ggml_type(f: Option<QuantFormat>) -> u32 {
     match f {
         None => 0,
@@ -42,8 +45,7 @@ fn ggml_type(f: Option<QuantFormat>) -> u32 {
 /// untied output head in `output` (None: tied to the embedding, as SmolLM2).
 fn tiny_llama(layers: QuantFormat, embed: QuantFormat, output: Option<QuantFormat>) -> Vec<u8> {
     let kv = KV_HEADS * HIDDEN / HEADS;
-    // (name, ggml dims [cols, rows], format (None: f32), values)
-    let mut tensors: Vec<(String, Vec<usize>, Option<QuantFormat>, Vec<f32>)> = Vec::new();
+    let mut tensors: Vec<Tensor> = Vec::new();
     let mut seed = 1;
     let mut matrix = |name: String, cols: usize, rows: usize, f: QuantFormat, scale: f32| {
         seed += 1;
