@@ -459,7 +459,8 @@ impl CausalLM {
 
     /// Runs `ids` through the decoder after what `cache` holds (all of them in one pass,
     /// causally masked), appends their keys and values to the cache and returns the logits of
-    /// the last position (f32, vocabulary long).
+    /// the last position (f32, vocabulary long). The GPU backend takes several tokens only
+    /// into an empty cache; the CPU backend masks by position and takes them after any prefix.
     pub fn forward(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
         if let Engine::Cpu(cpu) = &self.engine {
             return self.cpu_last_logits(cpu, ids, cache);
