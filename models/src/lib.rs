@@ -22,8 +22,10 @@
 //! # Ok::<(), kiln_models::ModelError>(())
 //! ```
 
+pub mod backend;
 mod bert;
 pub mod config;
+mod cpu;
 pub mod decode_loop;
 mod error;
 pub mod gguf;
@@ -34,6 +36,7 @@ pub mod sampling;
 pub mod stop_strings;
 mod weights;
 
+pub use backend::Backend;
 pub use bert::Bert;
 pub use error::{ModelError, Result};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};

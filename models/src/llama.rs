@@ -7,7 +7,12 @@
 //! rotate-half, so the loader undoes that permutation on the rows of Q and K. A row is whole
 //! quantized blocks along K, so this moves bytes and changes no value; q·k within a head is the
 //! same either way, hence no core change is needed.
+//!
+//! Where the only adapter is a CPU one (lavapipe), the same model runs natively on the host
+//! instead ([`crate::cpu`], picked by [`Backend`]): every entry point below branches on it.
 
+use crate::backend::{self, Backend};
+use crate::cpu::{CpuCache, CpuLlama};
 use crate::decode_loop::{Argmax, DecodeLoop, TokenPicker, LOOKAHEAD};
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile, TensorInfo};
@@ -130,6 +135,8 @@ struct Layer {
 /// doubles when a pass would overflow it (one copy per doubling), up to the model's context.
 pub struct KvCache {
     layers: Vec<(Tensor, Tensor)>,
+    /// The host path's cache (and `layers` empty) on the CPU backend.
+    host: Option<CpuCache>,
     len: usize,
     capacity: usize,
 }
@@ -150,8 +157,19 @@ impl KvCache {
 
 pub struct CausalLM {
     pub config: LlamaConfig,
-    device: Arc<Device>,
     tokenizer: GgufTokenizer,
+    engine: Engine,
+}
+
+/// The weights where the model runs.
+enum Engine {
+    Gpu(GpuModel),
+    Cpu(CpuLlama),
+}
+
+/// The weights on kiln-core's device.
+struct GpuModel {
+    device: Arc<Device>,
     embed: QMatrix,
     /// None: tied to the embedding table (as SmolLM2).
     output: Option<QMatrix>,
@@ -192,7 +210,43 @@ fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, head_dim: usiz
 
 /// One matrix of a stack: its tensor name, its rows, and (heads, head_dim) for Q/K rows to
 /// un-permute.
-type StackPart<'a> = (&'a str, usize, Option<(usize, usize)>);
+pub(crate) type StackPart<'a> = (&'a str, usize, Option<(usize, usize)>);
+
+/// The block bytes of matrices of `cols` columns (ggml dims [cols, rows]) stacked row-wise into
+/// one, in the order given: `(name, rows, heads)`, `heads` un-permuting Q/K rows. They must
+/// share one block format (whole rows are then whole blocks, and stacking moves bytes only).
+/// Returns the bytes, their format and the stack's rows (both backends load through it).
+pub(crate) fn stacked_bytes(
+    f: &GgufFile,
+    parts: &[StackPart<'_>],
+    cols: usize,
+) -> Result<(Vec<u8>, QuantFormat, usize)> {
+    let mut bytes = Vec::new();
+    let mut format = None;
+    let mut rows = 0;
+    for &(name, r, heads) in parts {
+        let t = f.expect(name, &[GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0], &[cols as u64, r as u64])?;
+        let fmt = quant_format(t)?;
+        if format.is_some_and(|f| f != fmt) {
+            return Err(ModelError::Unsupported(format!(
+                "{name} in {fmt} beside {} in {}: kiln-models stacks these matrices, which needs one format",
+                parts[0].0,
+                format.unwrap_or(fmt)
+            )));
+        }
+        format = Some(fmt);
+        let data = f.data(t);
+        match heads {
+            None => bytes.extend_from_slice(data),
+            Some((n_heads, head_dim)) => {
+                bytes.extend(unpermute_rows(data, fmt.row_bytes(cols)?, n_heads, head_dim));
+            }
+        }
+        rows += r;
+    }
+    let format = format.ok_or_else(|| ModelError::Unsupported("an empty stack of matrices".into()))?;
+    Ok((bytes, format, rows))
+}
 
 struct Loader<'a> {
     f: &'a GgufFile,
@@ -205,34 +259,9 @@ impl Loader<'_> {
         Ok(Tensor::from_bytes_on(self.device, self.f.data(t), &[n], DType::F32)?)
     }
 
-    /// Matrices of `cols` columns (ggml dims [cols, rows]) stacked row-wise into one, in the
-    /// order given: `(name, rows, heads)`, `heads` un-permuting Q/K rows. They must share one
-    /// block format (whole rows are then whole blocks, and stacking moves bytes only).
+    /// [`stacked_bytes`] uploaded.
     fn stacked(&self, parts: &[StackPart<'_>], cols: usize) -> Result<QMatrix> {
-        let mut bytes = Vec::new();
-        let mut format = None;
-        let mut rows = 0;
-        for &(name, r, heads) in parts {
-            let t = self.f.expect(name, &[GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0], &[cols as u64, r as u64])?;
-            let fmt = quant_format(t)?;
-            if format.is_some_and(|f| f != fmt) {
-                return Err(ModelError::Unsupported(format!(
-                    "{name} in {fmt} beside {} in {}: kiln-models stacks these matrices, which needs one format",
-                    parts[0].0,
-                    format.unwrap_or(fmt)
-                )));
-            }
-            format = Some(fmt);
-            let data = self.f.data(t);
-            match heads {
-                None => bytes.extend_from_slice(data),
-                Some((n_heads, head_dim)) => {
-                    bytes.extend(unpermute_rows(data, fmt.row_bytes(cols)?, n_heads, head_dim));
-                }
-            }
-            rows += r;
-        }
-        let format = format.ok_or_else(|| ModelError::Unsupported("an empty stack of matrices".into()))?;
+        let (bytes, format, rows) = stacked_bytes(self.f, parts, cols)?;
         let w = ops::quant_from_bytes(self.device, &bytes, format, rows, cols)?;
         Ok(QMatrix { w, format, rows })
     }
@@ -299,8 +328,19 @@ impl CausalLM {
         Self::load_with_progress(path, |_, _| {})
     }
 
-    /// [`load`](Self::load), calling `progress(done, total)` as the layers upload.
-    pub fn load_with_progress(path: impl AsRef<Path>, mut progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+    /// [`load`](Self::load), calling `progress(done, total)` as the layers upload. The backend
+    /// is `KILN_MODELS_BACKEND`'s ([`Backend::from_env`]).
+    pub fn load_with_progress(path: impl AsRef<Path>, progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+        Self::load_on(path, Backend::from_env()?, progress)
+    }
+
+    /// [`load_with_progress`](Self::load_with_progress) on the given backend (`Auto`: the host
+    /// CPU when kiln-core's adapter is a CPU one or there is none, else the GPU).
+    pub fn load_on(
+        path: impl AsRef<Path>,
+        backend: Backend,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<CausalLM> {
         let f = GgufFile::open(path.as_ref())?;
         let config = LlamaConfig::from_gguf(&f)?;
         let tokenizer = GgufTokenizer::from_gguf(&f)?;
@@ -310,7 +350,19 @@ impl CausalLM {
                 message: format!("{} tokens for a vocabulary of {}", tokenizer.vocab_size(), config.vocab),
             });
         }
-        let device = kiln_core::device()?;
+        let device = match backend {
+            Backend::Cpu => None,
+            Backend::Gpu => Some(kiln_core::device()?),
+            // The adapter kiln-core would pick, read without creating a device on it.
+            Backend::Auto => match kiln_core::adapters().into_iter().find(|a| a.chosen) {
+                Some(a) if !backend::is_cpu_adapter(&a.device_type) => Some(kiln_core::device()?),
+                _ => None,
+            },
+        };
+        let Some(device) = device else {
+            let cpu = CpuLlama::load(&f, &config, &mut progress)?;
+            return Ok(CausalLM { config, tokenizer, engine: Engine::Cpu(cpu) });
+        };
         let ld = Loader { f: &f, device: &device };
         let c = &config;
         let total = c.n_layers + 1;
@@ -345,7 +397,24 @@ impl CausalLM {
             });
             progress(i + 2, total);
         }
-        Ok(CausalLM { config, device, tokenizer, embed, output, output_norm, layers })
+        let gpu = GpuModel { device, embed, output, output_norm, layers };
+        Ok(CausalLM { config, tokenizer, engine: Engine::Gpu(gpu) })
+    }
+
+    /// Where this model runs: `Backend::Gpu` or `Backend::Cpu`.
+    pub fn backend(&self) -> Backend {
+        match self.engine {
+            Engine::Gpu(_) => Backend::Gpu,
+            Engine::Cpu(_) => Backend::Cpu,
+        }
+    }
+
+    /// The GPU weights; the CPU backend answers every entry point before reaching here.
+    fn gpu(&self) -> &GpuModel {
+        match &self.engine {
+            Engine::Gpu(g) => g,
+            Engine::Cpu(_) => unreachable!("a GPU step on the CPU backend"),
+        }
     }
 
     pub fn tokenizer(&self) -> &GgufTokenizer {
@@ -361,16 +430,19 @@ impl CausalLM {
     pub fn cache_with_capacity(&self, positions: usize) -> Result<KvCache> {
         let c = &self.config;
         let capacity = positions.clamp(1, c.context);
+        if let Engine::Cpu(cpu) = &self.engine {
+            let mut host = cpu.new_cache();
+            host.reserve(capacity, c.n_kv_heads * c.head_dim);
+            return Ok(KvCache { layers: Vec::new(), host: Some(host), len: 0, capacity });
+        }
+        let g = self.gpu();
         let shape = [c.n_kv_heads, capacity, c.head_dim];
-        let layers = (0..self.layers.len())
+        let layers = (0..g.layers.len())
             .map(|_| {
-                Ok((
-                    Tensor::empty_on(&self.device, &shape, DType::F32)?,
-                    Tensor::empty_on(&self.device, &shape, DType::F32)?,
-                ))
+                Ok((Tensor::empty_on(&g.device, &shape, DType::F32)?, Tensor::empty_on(&g.device, &shape, DType::F32)?))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(KvCache { layers, len: 0, capacity })
+        Ok(KvCache { layers, host: None, len: 0, capacity })
     }
 
     /// Makes room for `needed` positions in `cache`: double its capacity (at least) and copy the
@@ -383,7 +455,7 @@ impl CausalLM {
         let capacity = needed.max(cache.capacity * 2).min(c.context);
         let extra = [c.n_kv_heads, capacity - cache.capacity, c.head_dim];
         for (k, v) in cache.layers.iter_mut() {
-            let pad = ops::full_on(&self.device, &extra, DType::F32, 0.0)?;
+            let pad = ops::full_on(&self.gpu().device, &extra, DType::F32, 0.0)?;
             *k = ops::concat(&[k, &pad], 1)?;
             *v = ops::concat(&[v, &pad], 1)?;
         }
@@ -398,9 +470,42 @@ impl CausalLM {
 
     /// Runs `ids` through the decoder after what `cache` holds (all of them in one pass,
     /// causally masked), appends their keys and values to the cache and returns the logits of
-    /// the last position (f32, vocabulary long).
+    /// the last position (f32, vocabulary long). The GPU backend takes several tokens only
+    /// into an empty cache; the CPU backend masks by position and takes them after any prefix.
     pub fn forward(&self, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        if let Engine::Cpu(cpu) = &self.engine {
+            return self.cpu_last_logits(cpu, ids, cache);
+        }
         Ok(self.last_logits(ids, cache, &mut |_| Ok(()))?.to_vec::<f32>()?)
+    }
+
+    /// The CPU backend's [`forward`](Self::forward).
+    fn cpu_last_logits(&self, cpu: &CpuLlama, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        let d = self.config.hidden;
+        let h = self.cpu_hidden(cpu, ids, cache)?;
+        Ok(cpu.logits(&h[h.len() - d..]))
+    }
+
+    /// The CPU backend's hidden states [L, D] of `ids` after what `cache` holds, with the GPU
+    /// path's checks (an empty pass, the context, a cache of another backend).
+    fn cpu_hidden(&self, cpu: &CpuLlama, ids: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        let c = &self.config;
+        if ids.is_empty() {
+            return Err(ModelError::Tokenizer("no tokens to run".into()));
+        }
+        if cache.len + ids.len() > c.context {
+            return Err(ModelError::Unsupported(format!(
+                "{} tokens exceed the model's context of {}",
+                cache.len + ids.len(),
+                c.context
+            )));
+        }
+        let host =
+            cache.host.as_mut().ok_or_else(|| ModelError::Unsupported("a GPU KV cache on the CPU backend".into()))?;
+        let h = cpu.hidden(ids, host)?;
+        cache.len += ids.len();
+        cache.capacity = cache.capacity.max(cache.len);
+        Ok(h)
     }
 
     /// [`forward`](Self::forward), calling `mark(step)` after each step has been recorded, for
@@ -411,6 +516,11 @@ impl CausalLM {
         cache: &mut KvCache,
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
     ) -> Result<Vec<f32>> {
+        if let Engine::Cpu(cpu) = &self.engine {
+            let logits = self.cpu_last_logits(cpu, ids, cache)?;
+            mark("host forward (cpu backend)")?;
+            return Ok(logits);
+        }
         Ok(self.last_logits(ids, cache, mark)?.to_vec::<f32>()?)
     }
 
@@ -418,6 +528,9 @@ impl CausalLM {
     /// lowest among equals): greedy decoding reads back 4 bytes per token, not the vocabulary's
     /// logits. Unlike [`crate::sampling::argmax`] a NaN logit wins (numpy's argmax).
     pub fn forward_greedy(&self, ids: &[u32], cache: &mut KvCache) -> Result<u32> {
+        if let Engine::Cpu(cpu) = &self.engine {
+            return Ok(crate::cpu::argmax(&self.cpu_last_logits(cpu, ids, cache)?));
+        }
         read_id(&self.greedy_id(ids, cache)?)
     }
 
@@ -432,6 +545,9 @@ impl CausalLM {
     pub fn logits_all(&self, ids: &[u32]) -> Result<Vec<f32>> {
         let c = &self.config;
         let mut cache = self.cache_with_capacity(ids.len())?;
+        if let Engine::Cpu(cpu) = &self.engine {
+            return Ok(cpu.logits(&self.cpu_hidden(cpu, ids, &mut cache)?));
+        }
         let h = self.hidden(ids, &mut cache, &mut |_| Ok(()))?;
         let l = ids.len();
         // A few rows at a time: the projection over the whole vocabulary is the model's largest
@@ -447,11 +563,12 @@ impl CausalLM {
 
     /// The output projection (the embedding table when tied).
     fn head(&self) -> &QMatrix {
-        self.output.as_ref().unwrap_or(&self.embed)
+        let g = self.gpu();
+        g.output.as_ref().unwrap_or(&g.embed)
     }
 
     fn final_norm(&self) -> QuantFusion<'_> {
-        QuantFusion { rms_norm: Some((&self.output_norm, self.config.rms_eps)), ..Default::default() }
+        QuantFusion { rms_norm: Some((&self.gpu().output_norm, self.config.rms_eps)), ..Default::default() }
     }
 
     /// The last position's logits [1, vocab], on the GPU.
@@ -489,7 +606,7 @@ impl CausalLM {
         if ids.is_empty() {
             return Err(ModelError::Tokenizer("no tokens to run".into()));
         }
-        let ids_t = Tensor::from_slice_on(&self.device, ids, &[ids.len()])?;
+        let ids_t = Tensor::from_slice_on(self.device(), ids, &[ids.len()])?;
         self.hidden_from(&ids_t, cache, mark)
     }
 
@@ -522,16 +639,17 @@ impl CausalLM {
         if !cache.is_empty() && l > 1 {
             return Err(ModelError::Unsupported("several tokens after a filled cache".into()));
         }
-        if cache.layers.len() != self.layers.len() {
+        let gpu = self.gpu();
+        if cache.layers.len() != gpu.layers.len() || cache.host.is_some() {
             return Err(ModelError::Unsupported("a KV cache made by another model".into()));
         }
         self.grow(cache, cache.len + l)?;
         let (hd, nh, nkv) = (c.head_dim, c.n_heads, c.n_kv_heads);
         let (group, cap, pos) = (nh / nkv, cache.capacity, cache.len);
-        let mut h = ops::quant_embedding(&self.embed.w, self.embed.format, c.hidden, ids_t)?; // [L, D]
+        let mut h = ops::quant_embedding(&gpu.embed.w, gpu.embed.format, c.hidden, ids_t)?; // [L, D]
         mark("embedding")?;
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
-        for (layer, (kc, vc)) in self.layers.iter().zip(cache.layers.iter()) {
+        for (layer, (kc, vc)) in gpu.layers.iter().zip(cache.layers.iter()) {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
             // The QKV matvec with RoPE and the cache write in its epilogue (one dispatch at
             // decode; prefill runs the matmul and `rope_qkv_to_cache`).
@@ -560,7 +678,7 @@ impl CausalLM {
                 // A multi-token pass waits for each layer: one host round trip per layer, and
                 // no single wait spans the whole pass, which on a slow device (lavapipe, long
                 // prompts) could outlast KILN_TIMEOUT_MS.
-                self.device.synchronize()?;
+                gpu.device.synchronize()?;
             }
         }
         cache.len += l;
@@ -578,8 +696,9 @@ impl CausalLM {
         self.head_logits(h, &mut |_| Ok(()))
     }
 
+    /// The GPU path's device (a GPU step on the CPU backend is a bug: see [`CausalLM::gpu`]).
     pub(crate) fn device(&self) -> &Arc<Device> {
-        &self.device
+        &self.gpu().device
     }
 
     /// Logits after `ids` from an empty cache.
@@ -724,7 +843,20 @@ impl Generation<'_> {
                 .insert(self.model.cache_with_capacity(self.history.len().saturating_add(self.opts.max_tokens))?),
         };
         let greedy = self.sampler.is_plain_greedy();
-        let t = if self.lookahead > 0 {
+        let t = if self.model.backend() == Backend::Cpu {
+            // The host path: nothing to overlap (no GPU), the host sampler as it is.
+            let ids = if prefill { &self.history[..] } else { &self.history[self.history.len() - 1..] };
+            let t = if greedy {
+                self.model.forward_greedy(ids, cache)?
+            } else {
+                let logits = self.model.forward(ids, cache)?;
+                self.sampler.sample(&logits, &self.history)
+            };
+            if !prefill {
+                self.stats.decode_recording += t0.elapsed();
+            }
+            t
+        } else if self.lookahead > 0 {
             // The GPU-resident loop (`decode_loop`): ids stay on the GPU, several tokens in flight;
             // sampling there too (`sample_picker`: the host sampler's tokens, picked on the GPU).
             let lookahead = self.lookahead;
@@ -751,7 +883,7 @@ impl Generation<'_> {
                 Serial::Logits(model.last_logits(ids, cache, &mut |_| Ok(()))?)
             };
             let recorded = t0.elapsed();
-            model.device.flush()?;
+            model.device().flush()?;
             let submitted = t0.elapsed();
             let t = match t {
                 Serial::Id(id) => read_id(&id)?,

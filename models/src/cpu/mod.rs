@@ -1,0 +1,161 @@
+//! The Llama decoder on the host CPU, for machines whose only adapter is a CPU one (lavapipe,
+//! llvmpipe, SwiftShader): there the GPU path runs each of its ~212 dispatches a token through
+//! a software Vulkan driver, and a native loop over the same quantized weights is ~30× faster
+//! (numbers in BENCHMARKS.md). [`crate::llama::CausalLM`] picks it (see [`crate::backend`]).
+//!
+//! Same model as the GPU path, step for step: the same stacked and un-permuted weight rows
+//! (QKV in one matrix, gate/up in one), RMSNorm, rotate-half RoPE, grouped-query attention
+//! causal by absolute position, SwiGLU, the (tied) output head and the greedy tie rule. Weights
+//! stay quantized ([`quant`]), activations f32; matrix products and attention heads are spread
+//! over rayon's threads (all cores).
+
+mod kernels;
+pub(crate) mod quant;
+
+use crate::error::{ModelError, Result};
+use crate::gguf::{GgmlType, GgufFile};
+use crate::llama::{stacked_bytes, LlamaConfig};
+use quant::QuantMatrix;
+
+pub(crate) use kernels::argmax;
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    qkv: QuantMatrix,
+    o: QuantMatrix,
+    ffn_norm: Vec<f32>,
+    gate_up: QuantMatrix,
+    down: QuantMatrix,
+}
+
+pub(crate) struct CpuLlama {
+    config: LlamaConfig,
+    embed: QuantMatrix,
+    /// None: tied to the embedding table.
+    output: Option<QuantMatrix>,
+    output_norm: Vec<f32>,
+    layers: Vec<Layer>,
+}
+
+/// Keys and values seen so far, per layer [positions, n_kv_heads * head_dim] (position-major,
+/// so a pass appends; RoPE already applied to the keys).
+pub(crate) struct CpuCache {
+    layers: Vec<(Vec<f32>, Vec<f32>)>,
+}
+
+impl CpuCache {
+    /// Room reserved for `positions` (the vectors grow past it as needed).
+    pub fn reserve(&mut self, positions: usize, width: usize) {
+        for (k, v) in &mut self.layers {
+            k.reserve(positions * width);
+            v.reserve(positions * width);
+        }
+    }
+}
+
+fn vector(f: &GgufFile, name: &str, n: usize) -> Result<Vec<f32>> {
+    let t = f.expect(name, &[GgmlType::F32], &[n as u64])?;
+    Ok(f.data(t).chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+}
+
+impl CpuLlama {
+    /// The weights of `f` (whose config is `config`) into host memory, `progress(done, total)`
+    /// as in [`crate::llama::CausalLM::load_with_progress`].
+    pub fn load(f: &GgufFile, config: &LlamaConfig, progress: &mut dyn FnMut(usize, usize)) -> Result<CpuLlama> {
+        let c = config;
+        let matrix = |parts: &[crate::llama::StackPart<'_>], cols: usize| -> Result<QuantMatrix> {
+            let (bytes, format, rows) = stacked_bytes(f, parts, cols)?;
+            QuantMatrix::from_ggml(&bytes, format, rows, cols)
+        };
+        let total = c.n_layers + 1;
+        progress(0, total);
+        let embed = matrix(&[("token_embd.weight", c.vocab, None)], c.hidden)?;
+        let output = if f.tensor("output.weight").is_some() {
+            Some(matrix(&[("output.weight", c.vocab, None)], c.hidden)?)
+        } else {
+            None
+        };
+        let output_norm = vector(f, "output_norm.weight", c.hidden)?;
+        progress(1, total);
+        let kv = c.n_kv_heads * c.head_dim;
+        let mut layers = Vec::with_capacity(c.n_layers);
+        for i in 0..c.n_layers {
+            let n = |s: &str| format!("blk.{i}.{s}.weight");
+            layers.push(Layer {
+                attn_norm: vector(f, &n("attn_norm"), c.hidden)?,
+                qkv: matrix(
+                    &[
+                        (&n("attn_q"), c.hidden, Some((c.n_heads, c.head_dim))),
+                        (&n("attn_k"), kv, Some((c.n_kv_heads, c.head_dim))),
+                        (&n("attn_v"), kv, None),
+                    ],
+                    c.hidden,
+                )?,
+                o: matrix(&[(&n("attn_output"), c.hidden, None)], c.hidden)?,
+                ffn_norm: vector(f, &n("ffn_norm"), c.hidden)?,
+                gate_up: matrix(&[(&n("ffn_gate"), c.ffn, None), (&n("ffn_up"), c.ffn, None)], c.hidden)?,
+                down: matrix(&[(&n("ffn_down"), c.hidden, None)], c.ffn)?,
+            });
+            progress(i + 2, total);
+        }
+        Ok(CpuLlama { config: config.clone(), embed, output, output_norm, layers })
+    }
+
+    pub fn new_cache(&self) -> CpuCache {
+        CpuCache { layers: (0..self.layers.len()).map(|_| (Vec::new(), Vec::new())).collect() }
+    }
+
+    /// Positions `cache` holds.
+    pub fn cached(&self, cache: &CpuCache) -> usize {
+        cache.layers.first().map_or(0, |(k, _)| k.len() / (self.config.n_kv_heads * self.config.head_dim))
+    }
+
+    /// The last hidden states [L, D] of `ids` after what `cache` holds (causal by position, any
+    /// number of tokens after any prefix); their keys and values are appended to the cache.
+    pub fn hidden(&self, ids: &[u32], cache: &mut CpuCache) -> Result<Vec<f32>> {
+        let c = &self.config;
+        if cache.layers.len() != self.layers.len() {
+            return Err(ModelError::Unsupported("a KV cache made by another model".into()));
+        }
+        let (d, hd, nh, nkv) = (c.hidden, c.head_dim, c.n_heads, c.n_kv_heads);
+        let (l, pos) = (ids.len(), self.cached(cache));
+        // Embedding rows; ids outside the vocabulary give zeros (as ops::quant_embedding).
+        let mut h = vec![0.0f32; l * d];
+        for (&id, row) in ids.iter().zip(h.chunks_exact_mut(d)) {
+            if (id as usize) < self.embed.rows {
+                self.embed.dequantize_row(id as usize, row);
+            }
+        }
+        let (cos, sin) = kernels::rope_table(pos, l, hd, c.rope_base);
+        let (qw, kvw) = (nh * hd, nkv * hd);
+        for (layer, (kc, vc)) in self.layers.iter().zip(cache.layers.iter_mut()) {
+            let mut qkv = layer.qkv.matmul(&kernels::rms_norm(&h, &layer.attn_norm, c.rms_eps)); // [L, qw + 2 kvw]
+            let mut q = Vec::with_capacity(l * qw);
+            for (t, row) in qkv.chunks_exact_mut(qw + 2 * kvw).enumerate() {
+                let (cs, sn) = (&cos[t * hd / 2..(t + 1) * hd / 2], &sin[t * hd / 2..(t + 1) * hd / 2]);
+                for head in row[..qw + kvw].chunks_exact_mut(hd) {
+                    kernels::rope_head(head, cs, sn);
+                }
+                q.extend_from_slice(&row[..qw]);
+                kc.extend_from_slice(&row[qw..qw + kvw]);
+                vc.extend_from_slice(&row[qw + kvw..]);
+            }
+            let a = kernels::attention(&q, kc, vc, nh, nkv, hd, pos);
+            for (x, y) in h.iter_mut().zip(layer.o.matmul(&a)) {
+                *x += y;
+            }
+            let g = kernels::swiglu(&layer.gate_up.matmul(&kernels::rms_norm(&h, &layer.ffn_norm, c.rms_eps)), c.ffn);
+            for (x, y) in h.iter_mut().zip(layer.down.matmul(&g)) {
+                *x += y;
+            }
+        }
+        Ok(h)
+    }
+
+    /// Logits [rows, vocab] of hidden states `h` [rows, D]: the final RMSNorm and the output
+    /// projection (the embedding table when tied).
+    pub fn logits(&self, h: &[f32]) -> Vec<f32> {
+        let head = self.output.as_ref().unwrap_or(&self.embed);
+        head.matmul(&kernels::rms_norm(h, &self.output_norm, self.config.rms_eps))
+    }
+}
