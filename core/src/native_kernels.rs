@@ -146,7 +146,13 @@ pub(crate) fn pipeline(device: &Device, key: &str, name: &str) -> Result<Arc<Pip
     })?;
     device.pipelines.record_compile(start.elapsed());
     let op = crate::stats::counters::op_stats(&crate::pipeline::op_label(key));
-    let p = Arc::new(Pipeline { pipeline, layout: Some(layout), dynamic_params: false, group_invocations: module.threads, op });
+    let p = Arc::new(Pipeline {
+        pipeline,
+        layout: Some(layout),
+        dynamic_params: false,
+        group_invocations: module.threads,
+        op,
+    });
     Ok(device.pipelines.insert(key, p))
 }
 

@@ -13,7 +13,7 @@ fn tiny_seeded(tag: &str, seed: u64, eos: u32, context: u32) -> CausalLM {
     let dir = fixtures::scratch(&format!("decode-loop-{tag}"));
     let path = dir.join("tiny.gguf");
     std::fs::write(&path, fixtures::tiny_llama_gguf(seed, eos, context)).unwrap();
-    CausalLM::load(&path).unwrap()
+    CausalLM::load_on(&path, kiln_models::Backend::Gpu, |_, _| {}).unwrap()
 }
 
 fn tiny(tag: &str, eos: u32, context: u32) -> CausalLM {

@@ -38,7 +38,7 @@ fn thread_cpu() -> std::time::Duration {
 #[test]
 #[ignore]
 fn decode_token_recording_cost() {
-    let model = CausalLM::load(model_path()).expect("model");
+    let model = CausalLM::load_on(model_path(), kiln_models::Backend::Gpu, |_, _| {}).expect("model");
     let dev = kiln_core::device().unwrap();
     let tokens: usize = std::env::var("KILN_RECORDING_TOKENS").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
     let mut cache = model.cache_with_capacity(tokens + 16).unwrap();

@@ -12,7 +12,7 @@ fn tiny(tag: &str) -> CausalLM {
     let dir = fixtures::scratch(&format!("gpu-sampling-{tag}"));
     let path = dir.join("tiny.gguf");
     std::fs::write(&path, fixtures::tiny_llama_gguf(3, 0, 256)).unwrap();
-    CausalLM::load(&path).unwrap()
+    CausalLM::load_on(&path, kiln_models::Backend::Gpu, |_, _| {}).unwrap()
 }
 
 fn tokens(model: &CausalLM, prompt: &[u32], opts: &GenerateOptions, lookahead: usize) -> Vec<u32> {
