@@ -36,6 +36,12 @@ pub enum MatvecKernel {
 pub const WIDE_MIN_ROWS: usize = 512;
 /// Columns from which `Auto` takes the wide kernel (short rows leave most of its threads idle).
 pub const WIDE_MIN_K: usize = 256;
+/// Columns past which `Auto` keeps the strided kernel: x staged in workgroup memory (4 bytes a
+/// column) limits how many workgroups share an SM. Measured on the H200 (`kiln bench --filter
+/// quant_matvec`): the 2048 x 8192 down projection took 15.2 / 16.5 µs wide against 15.4 /
+/// 15.1 strided (Q4_0 / Q8_0), while at K = 2048 the wide kernel was 1.5-2x faster (gate/up
+/// Q4_0 18.9 against 33.0 µs, the 128,256-row head 110 against 222 µs).
+pub const WIDE_MAX_K: usize = 4096;
 /// Workgroups the launch aims for before it takes smaller workgroups (2 per SM of a 132-SM
 /// H100): fewer leave SMs idle or with too few loads in flight.
 const TARGET_GROUPS: usize = 256;
@@ -117,7 +123,7 @@ pub(crate) fn run(
     let want = match kernel {
         MatvecKernel::Strided => false,
         MatvecKernel::Wide => true,
-        MatvecKernel::Auto => w_rows >= WIDE_MIN_ROWS && k >= WIDE_MIN_K,
+        MatvecKernel::Auto => w_rows >= WIDE_MIN_ROWS && (WIDE_MIN_K..=WIDE_MAX_K).contains(&k),
     };
     let device = x.device().clone();
     if !want || !applies(&device, m, k, n, glu) {
