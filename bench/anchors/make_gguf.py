@@ -12,7 +12,11 @@ speed depends on the shapes and block types, not the values).
 Blocks are random bytes with a sane f16 scale (0.02) at each block's start, so activations stay
 finite; norms are 1 + 0.01 N(0, 1).
 """
-import sys, pickle, numpy as np, gguf
+import pickle
+import sys
+
+import gguf
+import numpy as np
 
 VT = gguf.GGUFValueType
 Q = gguf.GGMLQuantizationType
@@ -50,7 +54,7 @@ def smol(meta, out):
     arch = next(v for k, kind, s, v in m["kv"] if k == "general.architecture")
     w = gguf.GGUFWriter(out, arch)
     add_kv(w, m["kv"])
-    for name, shape, ttype, nbytes in m["tensors"]:
+    for name, shape, ttype, _nbytes in m["tensors"]:
         qt = Q(ttype)
         if qt == Q.F32:
             w.add_tensor(name, norm(int(np.prod(shape))).reshape(shape[::-1]))
