@@ -8,7 +8,7 @@
 //! large W when x fits in workgroup memory; `KILN_QUANT_MATVEC=strided|wide` overrides the
 //! choice (A/B timing).
 
-use super::quant::{QuantFormat, QuantFusion};
+use super::quant_format::{QuantFormat, QuantFusion};
 use crate::device::Device;
 use crate::exec::{grid, Launch, Params};
 use crate::pipeline::{render, Checks};
