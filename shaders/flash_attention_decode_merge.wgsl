@@ -39,50 +39,5 @@ fn finish(row: u32, lid: u32) {
     if (lid == 0u) {
         atomicStore(&cnt[row], 0u);
     }
-    // flash_attention_combine.wgsl, reading through `take`.
-    let w = p.dv + 2u;
-    let base = row * p.nsplit * w;
-    var mx = -3.4028234e38f;
-    for (var s = lid; s < p.nsplit; s += WG) {
-        mx = max(mx, take(base + s * w));
-    }
-    let nt = min(p.nsplit, WG);
-    red[lid] = mx;
-    workgroupBarrier();
-    for (var t = 0u; t < nt; t++) {
-        mx = max(mx, red[t]);
-    }
-    workgroupBarrier();
-    var l = 0.0;
-    for (var s = lid; s < p.nsplit; s += WG) {
-        let e = k_exp(take(base + s * w) - mx);
-        wts[s] = e;
-        l += take(base + s * w + 1u) * e;
-    }
-    red[lid] = l;
-    workgroupBarrier();
-    l = 0.0;
-    for (var t = 0u; t < nt; t++) {
-        l += red[t];
-    }
-    let inv = select(0.0, k_div(1.0, l), l > 0.0);
-    for (var dd = lid; dd < p.dv; dd += WG) {
-        var o = 0.0;
-        var s = 0u;
-        for (; s + 4u <= p.nsplit; s += 4u) {
-            let a = base + s * w + 2u + dd;
-            let x0 = take(a);
-            let x1 = take(a + w);
-            let x2 = take(a + 2u * w);
-            let x3 = take(a + 3u * w);
-            o = fma(x0, wts[s], o);
-            o = fma(x1, wts[s + 1u], o);
-            o = fma(x2, wts[s + 2u], o);
-            o = fma(x3, wts[s + 3u], o);
-        }
-        for (; s < p.nsplit; s++) {
-            o = fma(take(base + s * w + 2u + dd), wts[s], o);
-        }
-        out[row * p.dv + dd] = {{T}}(o * inv);
-    }
+    merge_row(row, lid);
 }

@@ -52,6 +52,8 @@ const COMBINE: &str = include_str!("../../../shaders/flash_attention_combine.wgs
 const COMBINE_SERIAL: &str = include_str!("../../../shaders/flash_attention_combine_serial.wgsl");
 const DECODE: &str = include_str!("../../../shaders/flash_attention_decode.wgsl");
 const DECODE_MERGE: &str = include_str!("../../../shaders/flash_attention_decode_merge.wgsl");
+/// One row's merge of split-KV partials, shared by COMBINE and DECODE_MERGE (the same bits).
+const MERGE_ROW: &str = include_str!("../../../shaders/flash_attention_merge_row.wgsl");
 /// `batch_offsets`, rendered into every attention kernel after its Params.
 pub(super) const ATTENTION_COMMON: &str = include_str!("../../../shaders/attention_common.wgsl");
 /// The parameter block shared by the flash kernels.
@@ -1121,7 +1123,7 @@ fn decode_source(
                 ("CNT_SLOT", &(part_slot + 2).to_string()),
                 ("MAXS", &SPLIT_TARGET_GROUPS.to_string()),
             ],
-        )
+        ) + &render(MERGE_ROW, &[("T", t)])
     } else {
         "fn put(i: u32, x: f32) { part[i] = x; }\nfn finish(row: u32, lid: u32) {}\n".to_string()
     };
@@ -1172,7 +1174,11 @@ fn combine(g: &Geometry, part: &Tensor, nsplit: usize, out: &Tensor) -> Result<(
         source: Box::new(move || {
             let (template, maxs) =
                 if serial { (COMBINE_SERIAL, String::new()) } else { (COMBINE, SPLIT_TARGET_GROUPS.to_string()) };
-            with_special(render(template, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("MAXS", &maxs)]))
+            let mut src = render(template, &[("ENABLE", enables(&[dtype])), ("T", dtype.wgsl()), ("MAXS", &maxs)]);
+            if !serial {
+                src += &render(MERGE_ROW, &[("T", dtype.wgsl())]);
+            }
+            with_special(src)
         }),
         tensors: &[part, out],
         params: Some(params),
