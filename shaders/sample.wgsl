@@ -96,20 +96,6 @@ fn penalize(u: u32) -> u32 {
     return bitcast<u32>(flush(x * p.pen));
 }
 
-// a · b as (low, high) 32-bit words.
-fn mul64(a: u32, b: u32) -> vec2<u32> {
-    let al = a & 0xffffu;
-    let ah = a >> 16u;
-    let bl = b & 0xffffu;
-    let bh = b >> 16u;
-    let ll = al * bl;
-    let lh = al * bh;
-    let hl = ah * bl;
-    let hh = ah * bh;
-    let mid = (ll >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);
-    return vec2<u32>((ll & 0xffffu) | (mid << 16u), hh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u));
-}
-
 // The integer weight of finite z below the largest finite zmax (Derived::weight).
 fn weight(z: f32, zmax: f32) -> u32 {
     let d = flush(clamp(z, -p.clampv, p.clampv) - clamp(zmax, -p.clampv, p.clampv));
@@ -126,8 +112,8 @@ fn weight(z: f32, zmax: f32) -> u32 {
         return 0u;
     }
     let f = n & 0xffffu;
-    let m = mul64(exp_hi[f >> 8u], exp_lo[f & 255u]);
-    let frac = (m.x >> 31u) | (m.y << 1u);
+    let m = mulhilo(exp_hi[f >> 8u], exp_lo[f & 255u]);
+    let frac = (m.y >> 31u) | (m.x << 1u);
     return frac >> (31u - p.b + q);
 }
 
@@ -374,16 +360,16 @@ fn main(@builtin(local_invocation_index) t: u32) {
     if (p.top_p < 0x1000000u) {
         let total = set_total(false, sk, si, lo, hi, t);
         // ceil(total · top_p / 2^24), at least 1.
-        let m = mul64(total, p.top_p);
-        let lo_sum = m.x + 0xffffffu;
-        let carry = select(0u, 1u, lo_sum < m.x);
-        let goal = max(((m.y + carry) << 8u) | (lo_sum >> 24u), 1u);
+        let m = mulhilo(total, p.top_p);
+        let lo_sum = m.y + 0xffffffu;
+        let carry = select(0u, 1u, lo_sum < m.y);
+        let goal = max(((m.x + carry) << 8u) | (lo_sum >> 24u), 1u);
         select_at(goal, false, sk, si, lo, hi, t);
         sk = workgroupUniformLoad(&sh_key);
         si = workgroupUniformLoad(&sh_idx);
     }
     let total = set_total(false, sk, si, lo, hi, t);
-    let u = mul64(p.random, total).y;
+    let u = mulhilo(p.random, total).x;
     select_at(u + 1u, false, sk, si, lo, hi, t);
     let token = workgroupUniformLoad(&sh_idx);
     finish(t, select(token, argmax, token == NONE));

@@ -12,6 +12,7 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 const TEMPLATE: &str = include_str!("../../../shaders/random.wgsl");
+const MULHILO: &str = include_str!("../../../shaders/mulhilo.wgsl");
 /// Threads per workgroup of the random kernel (each thread writes 4 elements).
 const RANDOM_WG: u64 = 64;
 
@@ -48,7 +49,9 @@ fn generate(
     let t = dtype.wgsl();
     Launch {
         key: format!("random:{name}:{dtype}"),
-        source: Box::new(move || with_special(render(TEMPLATE, &[("ENABLE", enable), ("T", t), ("BODY", body)]))),
+        source: Box::new(move || {
+            with_special(render(TEMPLATE, &[("ENABLE", enable), ("T", t), ("BODY", body)]) + MULHILO)
+        }),
         tensors: &[&out],
         params: Some(params),
         groups,

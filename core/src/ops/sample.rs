@@ -22,6 +22,7 @@ use crate::{Error, Result};
 use std::fmt::Write;
 
 const SAMPLE: &str = include_str!("../../../shaders/sample.wgsl");
+const MULHILO: &str = include_str!("../../../shaders/mulhilo.wgsl");
 
 /// Fractional bits of a weight's exponent: weights are `2^B · 2^(-n / 2^EXP_FRAC_BITS)`.
 const EXP_FRAC_BITS: u32 = 16;
@@ -343,7 +344,7 @@ pub fn sample_token(logits: &Tensor, recent: &Tensor, p: &SampleParams, ring_slo
         .u32(0u32);
     Launch {
         key: "sample_token".into(),
-        source: Box::new(|| render(SAMPLE, &[("TABLES", &table_stores())])),
+        source: Box::new(|| render(SAMPLE, &[("TABLES", &table_stores())]) + MULHILO),
         tensors: &[logits, ring, &scratch, &out],
         params: Some(params),
         groups: [1, 1, 1],
