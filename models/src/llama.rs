@@ -872,9 +872,13 @@ impl Generation<'_> {
             // sampling there too (`sample_picker`: the host sampler's tokens, picked on the GPU).
             let lookahead = self.lookahead;
             let (sampler, prompt) = (&self.sampler, &self.history[..self.stats.prompt_tokens]);
+            let max_len = prompt.len().saturating_add(self.opts.max_tokens);
             let dl = self.decode.get_or_insert_with(|| {
-                let picker: Box<dyn TokenPicker> =
-                    if greedy { Box::new(Argmax) } else { Box::new(SamplePicker::new(sampler.clone(), prompt)) };
+                let picker: Box<dyn TokenPicker> = if greedy {
+                    Box::new(Argmax)
+                } else {
+                    Box::new(SamplePicker::new(sampler.clone(), prompt, max_len))
+                };
                 DecodeLoop::new(picker, lookahead)
             });
             let before = dl.times;

@@ -24,11 +24,15 @@ pub struct SamplePicker {
 }
 
 impl SamplePicker {
-    /// A picker for a sequence starting with `prompt`.
-    pub fn new(sampler: Sampler, prompt: &[u32]) -> SamplePicker {
+    /// A picker for a sequence starting with `prompt` and at most `max_len` tokens long (prompt
+    /// included). The ring holds min(`repeat_last_n`, `max_len`) ids: a window longer than the
+    /// sequence is the whole sequence, and the ring must not be sized by the caller's number
+    /// alone (`repeat_last_n` = usize::MAX was a capacity-overflow panic).
+    pub fn new(sampler: Sampler, prompt: &[u32], max_len: usize) -> SamplePicker {
         let o = sampler.options();
         let rp = o.repetition_penalty;
-        let capacity = if rp.is_finite() && rp > 0.0 && rp != 1.0 { o.repeat_last_n } else { 0 };
+        let window = o.repeat_last_n.min(max_len);
+        let capacity = if rp.is_finite() && rp > 0.0 && rp != 1.0 { window } else { 0 };
         let start = prompt[prompt.len().saturating_sub(capacity)..].to_vec();
         SamplePicker { sampler, start, len: prompt.len(), ring: None, capacity }
     }

@@ -45,6 +45,11 @@ fn the_pipelined_sampled_stream_equals_the_serial_host_sampled_one() {
         // Greedy with a penalty: the sampler's greedy rule, on the GPU.
         s(0.0, 0, 1.0, 1.5, 8, 9),
         s(1e-3, 0, 1.0, 1.0, 0, 10),
+        // A penalty window past anything a sequence can hold (an attack on the GPU ring's
+        // size: a ring of usize::MAX slots was a capacity-overflow panic): every token counts,
+        // as on the host.
+        s(0.9, 0, 1.0, 1.2, usize::MAX, 11),
+        s(0.9, 0, 1.0, 1.2, 1 << 40, 11),
     ];
     let mut distinct_streams = Vec::new();
     for sampling in cases {
