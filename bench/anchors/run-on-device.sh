@@ -5,6 +5,11 @@
 #                            survives between calls while the machine stays warm) and writes the
 #                            random-weight GGUFs (smol.gguf, l1b_q4_0.gguf, l1b_q8_0.gguf) to /tmp/lcpp
 #   run-on-device.sh wait    waits for the build (up to WAIT x 5 s)
+#   run-on-device.sh pack    writes the built binaries and libraries to $OUT as lcpp-bin.tar.xz.aa,
+#                            .ab, ... (15 MiB parts: the device tool returns files of up to 16 MiB);
+#                            put them beside this script (build/anchors) and the next `build`
+#                            unpacks them instead of compiling (same machine image: the CUDA
+#                            runtime and driver libraries are the machine's own)
 #   run-on-device.sh bench MODEL.gguf [BACKENDS]  llama-bench: prefill 512, decode 128 tokens after
 #                            0 and 2048 (flash attention on, all layers on the GPU), per backend
 #                            (default "CUDA0 Vulkan0"); then llama-batched-bench, batch 1/4/16
@@ -12,7 +17,12 @@ set -u
 G=$(cd "$(dirname "$0")" && pwd); W=/tmp/lcpp; mkdir -p $W
 case "${1:-}" in
 build)
-  [ -d $W/src ] || { mkdir -p $W/src && tar xzf $G/llamacpp-src.tgz -C $W/src; }
+  if ls $G/lcpp-bin.tar.xz.* >/dev/null 2>&1 && [ ! -f $W/build.done ]; then
+    # The binaries carry their build folder as RPATH: unpack them where they were built.
+    mkdir -p $W/src/build/bin && cat $G/lcpp-bin.tar.xz.* | xz -d | tar x -C $W/src/build/bin \
+      && touch $W/build.started $W/build.done && echo "llama.cpp: prebuilt binaries unpacked"
+  fi
+  [ -d $W/src/ggml ] || { mkdir -p $W/src && tar xzf $G/llamacpp-src.tgz -C $W/src; }
   mkdir -p $W/vk-trixie $W/vk-bookworm
   for f in $G/debs-trixie/*.deb; do dpkg -x $f $W/vk-trixie; done
   for f in $G/debs-bookworm/*.deb; do dpkg -x $f $W/vk-bookworm; done
@@ -51,7 +61,17 @@ wait)
   grep -i "cooperative\|integer_dot" $W/cmake.log
   echo "llama.cpp built"
   ;;
+pack)
+  [ -f $W/build.done ] || { echo "nothing built"; exit 1; }
+  mkdir -p $W/pack && cp $(find $W/src/build -name llama-bench -type f | head -1) \
+    $(find $W/src/build -name llama-batched-bench -type f | head -1) $W/pack/
+  find $W/src/build -name "*.so*" \( -type f -o -type l \) -exec cp -P {} $W/pack/ \;
+  strip --strip-unneeded $W/pack/* 2>/dev/null
+  ls -la $W/pack; tar cf - -C $W/pack . | xz -T16 -6 | split -b 15M - ${OUT:-/tmp}/lcpp-bin.tar.xz.
+  ls -la ${OUT:-/tmp}/lcpp-bin.tar.xz.*
+  ;;
 bench)
+  export LD_LIBRARY_PATH=$W/src/build/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # where unpacked libraries lie
   B=$(find $W/src/build -name llama-bench -type f | head -1)
   BB=$(find $W/src/build -name llama-batched-bench -type f | head -1)
   for dev in ${3:-CUDA0 Vulkan0}; do
