@@ -18,7 +18,7 @@
 
 use crate::error::{ModelError, Result};
 use kiln_core::f16;
-use kiln_core::ops::QuantFormat;
+use kiln_core::ops::{self, QuantFormat};
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -27,18 +27,29 @@ pub(crate) const QK: usize = 32;
 
 /// A [rows, cols] matrix of quant blocks: `codes` holds each block's code bytes (16 for the
 /// 4-bit formats, 32 for Q8_0) and `scales` its f32 scale, or scale and minimum for Q4_1.
+/// Q5_0, Q5_1 and the K formats, and stacks that mix formats, are kept as their GGUF bytes in
+/// `raw` instead (codes and scales empty) and decoded a row at a time by kiln-core's host
+/// dequantizer (ggml's values, as the GPU decodes them), then multiplied as f32 rows.
 pub(crate) struct QuantMatrix {
     pub format: QuantFormat,
     pub rows: usize,
     pub cols: usize,
     codes: Vec<u8>,
     scales: Vec<f32>,
+    /// (format, first row, the bytes of its rows) per run of rows in one format.
+    raw: Vec<(QuantFormat, usize, Vec<u8>)>,
+}
+
+/// The formats with a block decode of their own here (the others are `raw`).
+fn decoded_here(format: QuantFormat) -> bool {
+    matches!(format, QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q8_0)
 }
 
 fn code_bytes(format: QuantFormat) -> usize {
     match format {
         QuantFormat::Q4_0 | QuantFormat::Q4_1 => QK / 2,
         QuantFormat::Q8_0 => QK,
+        _ => unreachable!("{format} matrices are raw"),
     }
 }
 
@@ -61,6 +72,10 @@ impl QuantMatrix {
                 rows * row_bytes
             )));
         }
+        if !decoded_here(format) {
+            let raw = vec![(format, 0, bytes.to_vec())];
+            return Ok(QuantMatrix { format, rows, cols, codes: Vec::new(), scales: Vec::new(), raw });
+        }
         let (cb, spb, bb) = (code_bytes(format), scales_per_block(format), format.block_bytes());
         let blocks = rows * cols / QK;
         let mut codes = Vec::with_capacity(blocks * cb);
@@ -72,7 +87,24 @@ impl QuantMatrix {
             }
             codes.extend_from_slice(&blk[2 * spb..]);
         }
-        Ok(QuantMatrix { format, rows, cols, codes, scales })
+        Ok(QuantMatrix { format, rows, cols, codes, scales, raw: Vec::new() })
+    }
+
+    /// Runs of rows stacked in the order given, `(bytes, format, rows)` each (the groups of
+    /// `llama::stacked_groups`); one run is [`QuantMatrix::from_ggml`].
+    pub fn from_groups(groups: Vec<(Vec<u8>, QuantFormat, usize)>, cols: usize) -> Result<QuantMatrix> {
+        if let [(bytes, format, rows)] = groups.as_slice() {
+            return QuantMatrix::from_ggml(bytes, *format, *rows, cols);
+        }
+        let format = groups.first().map(|g| g.1).ok_or_else(|| ModelError::Unsupported("an empty stack".into()))?;
+        let mut raw = Vec::with_capacity(groups.len());
+        let mut rows = 0;
+        for (bytes, f, r) in groups {
+            let m = QuantMatrix::from_ggml(&bytes, f, r, cols)?; // checks the length
+            raw.push((f, rows, bytes));
+            rows += m.rows;
+        }
+        Ok(QuantMatrix { format, rows, cols, codes: Vec::new(), scales: Vec::new(), raw })
     }
 
     fn blocks_per_row(&self) -> usize {
@@ -81,6 +113,12 @@ impl QuantMatrix {
 
     /// Row `r` decoded to f32 (ggml's dequantized values).
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        if let Some((format, first, bytes)) = self.raw.iter().rev().find(|g| g.1 <= r) {
+            let rb = format.row_bytes(self.cols).expect("checked at load");
+            let row = &bytes[(r - first) * rb..(r - first + 1) * rb];
+            ops::dequantize_host(row, *format, &mut out[..self.cols]).expect("whole rows of whole blocks");
+            return;
+        }
         let nb = self.blocks_per_row();
         let (cb, spb) = (code_bytes(self.format), scales_per_block(self.format));
         let codes = &self.codes[r * nb * cb..(r + 1) * nb * cb];
@@ -94,6 +132,9 @@ impl QuantMatrix {
     /// `out[t * out_stride + r - rows.start] = W[r] · x[t]` for r in `rows` and each of the
     /// `x.len() / cols` activation rows `t` (f32, row-major).
     fn rows_into(&self, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
+        if !self.raw.is_empty() {
+            return rows_decoded(self, rows, x, out, out_stride);
+        }
         #[cfg(target_arch = "x86_64")]
         if avx2::available() {
             // SAFETY: the CPU has AVX2 (checked above).
@@ -169,6 +210,7 @@ fn decode(format: QuantFormat, codes: &[u8], scales: &[f32], w: &mut [f32; QK]) 
                 w[j] = q[j] as i8 as f32 * d;
             }
         }
+        _ => unreachable!("{format} matrices are raw"),
     }
 }
 
@@ -214,6 +256,19 @@ fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
         }
     }
     lane_sum(&acc)
+}
+
+/// Rows of a raw matrix: each decoded once (ggml's values), then f32 dots with every
+/// activation row.
+fn rows_decoded(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
+    let start = rows.start;
+    let mut w = vec![0.0f32; m.cols];
+    for r in rows {
+        m.dequantize_row(r, &mut w);
+        for (t, xt) in x.chunks_exact(m.cols).enumerate() {
+            out[t * out_stride + r - start] = dot_f32(&w, xt);
+        }
+    }
 }
 
 fn rows_portable(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
@@ -318,6 +373,7 @@ mod avx2 {
                     widen(_mm_srli_si128::<8>(hi), false),
                 ]
             }
+            _ => unreachable!("raw matrices take rows_decoded"),
         };
         let mut w = [_mm256_setzero_ps(); 4];
         match format {
@@ -340,6 +396,7 @@ mod avx2 {
                     w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(ints[i]), d);
                 }
             }
+            _ => unreachable!("raw matrices take rows_decoded"),
         }
         w
     }
@@ -359,6 +416,7 @@ mod avx2 {
                     QuantFormat::Q4_0 => matvec::<Q4_0>(m, rows, x, out),
                     QuantFormat::Q4_1 => matvec::<Q4_1>(m, rows, x, out),
                     QuantFormat::Q8_0 => matvec::<Q8_0>(m, rows, x, out),
+                    _ => unreachable!("raw matrices take rows_decoded"),
                 }
             }
             return;
