@@ -28,17 +28,20 @@ pub(crate) const QK: usize = 32;
 /// A [rows, cols] matrix of 32-value quant blocks decoded as `kind` (see [`kind_of`]):
 /// `codes` holds each block's code bytes (16 for the 4-bit kinds, 32 for Q8_0 and Q6_K) and
 /// `scales` its f32 scale, or scale and minimum for Q4_1, or the scales of its two 16-value
-/// halves for Q6_K. Q5_1, Q5_K, and stacks that mix formats, are kept as their GGUF bytes in
-/// `raw` instead (codes and scales empty) and decoded a row at a time by kiln-core's host
-/// dequantizer (ggml's values, as the GPU decodes them), then multiplied as f32 rows.
+/// halves for Q6_K. Q5_1 and Q5_K are kept as their GGUF bytes in `raw` instead (codes and
+/// scales empty) and decoded a row at a time by kiln-core's host dequantizer (ggml's values, as
+/// the GPU decodes them), then multiplied as f32 rows. A stack whose runs of rows differ in
+/// format (a Q4_K_M's Q4_K attn_q/attn_k over a Q6_K attn_v) is its runs, in `parts`.
 pub(crate) struct QuantMatrix {
     pub rows: usize,
     pub cols: usize,
     kind: QuantFormat,
     codes: Vec<u8>,
     scales: Vec<f32>,
-    /// (format, first row, the bytes of its rows) per run of rows in one format.
-    raw: Vec<(QuantFormat, usize, Vec<u8>)>,
+    /// A raw matrix's format and bytes.
+    raw: Option<(QuantFormat, Vec<u8>)>,
+    /// A mixed stack's runs: (first row, the run's rows as a matrix); empty otherwise.
+    parts: Vec<(usize, QuantMatrix)>,
 }
 
 /// How a format's 32-value groups are kept and decoded here (None: raw), each giving ggml's
@@ -141,8 +144,9 @@ impl QuantMatrix {
             )));
         }
         let Some(kind) = kind_of(format) else {
-            let raw = vec![(format, 0, bytes.to_vec())];
-            return Ok(QuantMatrix { rows, cols, kind: format, codes: Vec::new(), scales: Vec::new(), raw });
+            let raw = Some((format, bytes.to_vec()));
+            let (codes, scales, parts) = (Vec::new(), Vec::new(), Vec::new());
+            return Ok(QuantMatrix { rows, cols, kind: format, codes, scales, raw, parts });
         };
         let (cb, spb, bb) = (code_bytes(kind), scales_per_block(kind), format.block_bytes());
         let blocks = rows * cols / QK;
@@ -159,7 +163,7 @@ impl QuantMatrix {
             }
             codes.extend_from_slice(&blk[2 * spb..]);
         }
-        Ok(QuantMatrix { rows, cols, kind, codes, scales, raw: Vec::new() })
+        Ok(QuantMatrix { rows, cols, kind, codes, scales, raw: None, parts: Vec::new() })
     }
 
     /// Runs of rows stacked in the order given, `(bytes, format, rows)` each (the groups of
@@ -168,15 +172,19 @@ impl QuantMatrix {
         if let [(bytes, format, rows)] = groups.as_slice() {
             return QuantMatrix::from_ggml(bytes, *format, *rows, cols);
         }
-        let format = groups.first().map(|g| g.1).ok_or_else(|| ModelError::Unsupported("an empty stack".into()))?;
-        let mut raw = Vec::with_capacity(groups.len());
+        let kind = groups.first().map(|g| g.1).ok_or_else(|| ModelError::Unsupported("an empty stack".into()))?;
+        let mut parts = Vec::with_capacity(groups.len());
         let mut rows = 0;
         for (bytes, f, r) in groups {
-            let m = QuantMatrix::from_ggml(&bytes, f, r, cols)?; // checks the length
-            raw.push((f, rows, bytes));
-            rows += m.rows;
+            parts.push((rows, QuantMatrix::from_ggml(&bytes, f, r, cols)?));
+            rows += r;
         }
-        Ok(QuantMatrix { rows, cols, kind: format, codes: Vec::new(), scales: Vec::new(), raw })
+        Ok(QuantMatrix { rows, cols, kind, codes: Vec::new(), scales: Vec::new(), raw: None, parts })
+    }
+
+    /// The part of a mixed stack holding row `r`, and its first row.
+    fn part_of(&self, r: usize) -> Option<(usize, &QuantMatrix)> {
+        self.parts.iter().rev().find(|p| p.0 <= r).map(|(first, m)| (*first, m))
     }
 
     fn blocks_per_row(&self) -> usize {
@@ -185,10 +193,13 @@ impl QuantMatrix {
 
     /// Row `r` decoded to f32 (ggml's dequantized values).
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
-        if let Some((format, first, bytes)) = self.raw.iter().rev().find(|g| g.1 <= r) {
+        if let Some((first, part)) = self.part_of(r) {
+            return part.dequantize_row(r - first, out);
+        }
+        if let Some((format, bytes)) = &self.raw {
             let rb = format.row_bytes(self.cols).expect("checked at load");
-            let row = &bytes[(r - first) * rb..(r - first + 1) * rb];
-            ops::dequantize_host(row, *format, &mut out[..self.cols]).expect("whole rows of whole blocks");
+            ops::dequantize_host(&bytes[r * rb..(r + 1) * rb], *format, &mut out[..self.cols])
+                .expect("whole rows of whole blocks");
             return;
         }
         let nb = self.blocks_per_row();
@@ -204,7 +215,17 @@ impl QuantMatrix {
     /// `out[t * out_stride + r - rows.start] = W[r] · x[t]` for r in `rows` and each of the
     /// `x.len() / cols` activation rows `t` (f32, row-major).
     fn rows_into(&self, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
-        if !self.raw.is_empty() {
+        if !self.parts.is_empty() {
+            // Each part's share of `rows`, written at its place in `out`.
+            for (first, part) in &self.parts {
+                let (lo, hi) = (rows.start.max(*first), rows.end.min(first + part.rows));
+                if lo < hi {
+                    part.rows_into(lo - first..hi - first, x, &mut out[lo - rows.start..], out_stride);
+                }
+            }
+            return;
+        }
+        if self.raw.is_some() {
             return rows_decoded(self, rows, x, out, out_stride);
         }
         #[cfg(target_arch = "x86_64")]
@@ -688,7 +709,7 @@ mod tests {
                 let x = values(m * cols, m as u64 + 11);
                 check(&bytes, format, rows, cols, &x);
                 let mut portable = vec![0.0; m * rows];
-                if q.raw.is_empty() {
+                if q.raw.is_none() {
                     rows_portable(&q, 0..rows, &x, &mut portable, rows);
                 } else {
                     rows_decoded(&q, 0..rows, &x, &mut portable, rows);
@@ -717,6 +738,19 @@ mod tests {
                 reference::dequantize(&b, QuantFormat::Q6_K, 3, cols)[(r - 2) * cols..(r - 1) * cols].to_vec()
             };
             assert!(row.iter().zip(&want).all(|(&g, &e)| g as f64 == e), "mixed stack row {r}");
+        }
+        // Its products: each part's rows in their places, one token and several.
+        for m in [1usize, 3] {
+            let x = values(m * cols, 21);
+            let got = q.matmul(&x);
+            let (ga, gb) = (
+                QuantMatrix::from_ggml(&a, QuantFormat::Q4_K, 2, cols).unwrap().matmul(&x),
+                QuantMatrix::from_ggml(&b, QuantFormat::Q6_K, 3, cols).unwrap().matmul(&x),
+            );
+            for t in 0..m {
+                assert_eq!(&got[t * 5..t * 5 + 2], &ga[t * 2..t * 2 + 2], "mixed stack token {t}");
+                assert_eq!(&got[t * 5 + 2..t * 5 + 5], &gb[t * 3..t * 3 + 3], "mixed stack token {t}");
+            }
         }
     }
 
