@@ -50,9 +50,15 @@ fn ggml_type(f: Option<QuantFormat>) -> u32 {
     }
 }
 
-/// A model's tensors: name -> (ggml dims [cols, rows], format (None: f32), the file's bytes).
+/// (name, ggml dims [cols, rows], format (None: f32), the file's bytes)
+type TensorData = (String, Vec<usize>, Option<QuantFormat>, Vec<u8>);
+
+/// Which format a matrix gets (None: leave it out).
+type Formats<'a> = &'a dyn Fn(&str) -> Option<QuantFormat>;
+
+/// A model's tensors.
 struct Model {
-    tensors: Vec<(String, Vec<usize>, Option<QuantFormat>, Vec<u8>)>,
+    tensors: Vec<TensorData>,
 }
 
 impl Model {
@@ -250,7 +256,7 @@ fn k_quant_mixes_match_a_float64_forward_on_both_backends() {
         n if n.ends_with("attn_v.weight") => Some(QuantFormat::Q5_0),
         _ => Some(QuantFormat::Q5_K),
     };
-    let cases: [(&str, &dyn Fn(&str) -> Option<QuantFormat>); 2] = [("q4_k_m", &q4_k_m), ("q5_mix", &q5_mix)];
+    let cases: [(&str, Formats); 2] = [("q4_k_m", &q4_k_m), ("q5_mix", &q5_mix)];
     let ids = [3u32, 17, 0, 39, 9, 9, 30];
     for (name, format) in cases {
         let model = Model::new(format);
