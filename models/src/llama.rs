@@ -128,19 +128,13 @@ impl QMatrix {
             let n = if fusion.swiglu { self.rows / 2 } else { self.rows };
             return Ok(ops::quant_matmul_fused(x, &self.w, self.format, n, fusion)?);
         }
-        // A mixed stack: the norm once, each format's rows on their own, the results side by
-        // side, then SwiGLU and the residual (the ops the fused kernel stands for).
-        let normed;
-        let x = match fusion.rms_norm {
-            Some((g, eps)) => {
-                normed = ops::rms_norm(x, Some(g), eps)?;
-                &normed
-            }
-            None => x,
-        };
-        let mut parts = vec![ops::quant_matmul(x, &self.w, self.format, self.rows)?];
+        // A mixed stack: each format's rows on their own (the norm folded into each product,
+        // as the decode kernel does: one dispatch fewer than a separate norm), the results side
+        // by side, then SwiGLU and the residual (the ops the fused kernel stands for).
+        let norm_only = QuantFusion { rms_norm: fusion.rms_norm, ..Default::default() };
+        let mut parts = vec![ops::quant_matmul_fused(x, &self.w, self.format, self.rows, norm_only)?];
         for m in &self.rest {
-            parts.push(ops::quant_matmul(x, &m.w, m.format, m.rows)?);
+            parts.push(ops::quant_matmul_fused(x, &m.w, m.format, m.rows, norm_only)?);
         }
         let axis = x.ndim() as isize - 1;
         let mut y = ops::concat(&parts.iter().collect::<Vec<_>>(), axis)?;

@@ -299,3 +299,29 @@ fn k_quant_mixes_match_a_float64_forward_on_both_backends() {
         }
     }
 }
+
+/// Dispatches of one greedy decode token: 5 a layer where Q, K and V share a format (the fused
+/// QKV + RoPE + cache kernel); a layer whose attn_v is in another format (Q4_K_M's Q6_K) pays
+/// for its two products (the norm folded into each), their concatenation and the separate
+/// RoPE/cache write: 2 more (3 with a separate norm, measured before folding it in).
+#[test]
+fn dispatches_per_decode_token_with_a_mixed_qkv_layer() {
+    let count = |formats: Formats| {
+        let model = Model::new(formats);
+        let path = scratch("kquant-dispatches").join("model.gguf");
+        std::fs::write(&path, model.gguf()).unwrap();
+        let lm = CausalLM::load_on(&path, Backend::Gpu, |_, _| {}).unwrap();
+        let mut cache = lm.new_cache().unwrap();
+        let t = lm.forward_greedy(&[1, 2, 3], &mut cache).unwrap();
+        let session = kiln_core::Session::new(Default::default());
+        session.run(|| lm.forward_greedy(&[t], &mut cache).unwrap());
+        let n = session.stats().dispatches;
+        session.close();
+        n
+    };
+    let pure = count(&|_| Some(QuantFormat::Q4_K));
+    let mixed = count(&|n| Some(if n == "blk.0.attn_v.weight" { QuantFormat::Q6_K } else { QuantFormat::Q4_K }));
+    eprintln!("dispatches per decode token: {pure} all Q4_K, {mixed} with one mixed QKV layer ({LAYERS} layers)");
+    assert!(pure <= 5 * LAYERS as u64 + 4, "{pure} dispatches for {LAYERS} layers");
+    assert!(mixed <= pure + 2, "a mixed QKV layer costs {} dispatches more", mixed - pure);
+}
