@@ -403,7 +403,7 @@ fn q6_k(x: &[f32], out: &mut Vec<u8>) {
 /// multiple of the block length) as ggml's dequantize_row_* computes them; false for the
 /// other formats.
 pub(crate) fn dequantize(bytes: &[u8], format: QuantFormat, y: &mut [f32]) -> bool {
-    if format.has_wide_kernel() {
+    if matches!(format, QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q8_0) {
         return false;
     }
     let (len, bb) = (format.block_len(), format.block_bytes());
