@@ -107,6 +107,14 @@ fn scale_min_k4(hb: u32, j: u32) -> vec2<u32> {
     return vec2<u32>((b & 0xfu) | ((byte_at(hb, j) >> 6u) << 4u), (b >> 4u) | ((byte_at(hb, 4u + j) >> 6u) << 4u));
 }
 
+// Q3_K's 6-bit scale j (of 16), minus 32, of the super-block at halfword hb (12 bytes from
+// byte 96: low nibbles in bytes 0..8, high 2 bits in bytes 8..12).
+fn q3_scale(hb: u32, j: u32) -> i32 {
+    let lo = select(byte_at(hb, 96u + j - 8u) >> 4u, byte_at(hb, 96u + j) & 0xfu, j < 8u);
+    let hi = (byte_at(hb, 104u + j % 4u) >> (2u * (j / 4u))) & 3u;
+    return i32(lo | (hi << 4u)) - 32;
+}
+
 // Unit u (0..UPB) of group s (0..GPB) of the block starting at halfword hb.
 fn decode(hb: u32, s: u32, u: u32) -> Unit {
     var r: Unit;

@@ -55,11 +55,11 @@ fn formats_name_parse_and_sizes() {
         assert_eq!(QuantFormat::parse(f.name()).unwrap(), f);
         assert_eq!(QuantFormat::parse(&f.name().to_uppercase()).unwrap(), f);
     }
-    let e = QuantFormat::parse("q3_k").unwrap_err();
+    let e = QuantFormat::parse("q8_k").unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidArgument);
-    assert!(e.to_string().contains("q4_0, q4_1, q8_0, q5_0, q5_1, q4_k, q5_k, q6_k"), "{e}");
-    assert_eq!(QuantFormat::ALL.map(|f| f.block_bytes()), [18, 20, 34, 22, 24, 144, 176, 210]);
-    assert_eq!(QuantFormat::ALL.map(|f| f.block_len()), [32, 32, 32, 32, 32, 256, 256, 256]);
+    assert!(e.to_string().contains("q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k"), "{e}");
+    assert_eq!(QuantFormat::ALL.map(|f| f.block_bytes()), [18, 20, 34, 22, 24, 84, 110, 144, 176, 210]);
+    assert_eq!(QuantFormat::ALL.map(|f| f.block_len()), [32, 32, 32, 32, 32, 256, 256, 256, 256, 256]);
     assert_eq!(QuantFormat::Q6_K.row_bytes(512).unwrap(), 420);
     assert_eq!(QuantFormat::Q4_K.row_bytes(576).unwrap_err().code(), ErrorCode::InvalidArgument);
     assert_eq!(QuantFormat::Q4_0.row_bytes(576).unwrap(), 18 * 18);

@@ -1,4 +1,4 @@
-//! Q5_0, Q5_1 and the K formats (Q4_K, Q5_K, Q6_K) against ggml's own C: the vectors in
+//! Q5_0, Q5_1 and the K formats (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) against ggml's own C: the vectors in
 //! tests/reference/kquant were written by ggml-quants.c's quantize_row_*_ref and
 //! dequantize_row_* (make.sh there rebuilds them) over 18 awkward rows of 512 values: zeros,
 //! ±0, constant rows, one-signed rows, 1e30 (f16 scales overflow), 6e4, subnormals, 1e-6
@@ -18,9 +18,17 @@ use kiln_core::{DType, Tensor};
 
 const ROWS: usize = 18;
 const COLS: usize = 512;
-const NEW: [QuantFormat; 5] =
-    [QuantFormat::Q5_0, QuantFormat::Q5_1, QuantFormat::Q4_K, QuantFormat::Q5_K, QuantFormat::Q6_K];
-const K_FORMATS: [QuantFormat; 3] = [QuantFormat::Q4_K, QuantFormat::Q5_K, QuantFormat::Q6_K];
+const NEW: [QuantFormat; 7] = [
+    QuantFormat::Q5_0,
+    QuantFormat::Q5_1,
+    QuantFormat::Q2_K,
+    QuantFormat::Q3_K,
+    QuantFormat::Q4_K,
+    QuantFormat::Q5_K,
+    QuantFormat::Q6_K,
+];
+const K_FORMATS: [QuantFormat; 5] =
+    [QuantFormat::Q2_K, QuantFormat::Q3_K, QuantFormat::Q4_K, QuantFormat::Q5_K, QuantFormat::Q6_K];
 
 fn file(name: &str) -> Vec<u8> {
     let p = format!("{}/tests/reference/kquant/{name}", env!("CARGO_MANIFEST_DIR"));

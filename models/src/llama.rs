@@ -218,11 +218,13 @@ fn quant_format(t: &TensorInfo) -> Result<QuantFormat> {
         GgmlType::Q8_0 => Ok(QuantFormat::Q8_0),
         GgmlType::Q5_0 => Ok(QuantFormat::Q5_0),
         GgmlType::Q5_1 => Ok(QuantFormat::Q5_1),
+        GgmlType::Q2_K => Ok(QuantFormat::Q2_K),
+        GgmlType::Q3_K => Ok(QuantFormat::Q3_K),
         GgmlType::Q4_K => Ok(QuantFormat::Q4_K),
         GgmlType::Q5_K => Ok(QuantFormat::Q5_K),
         GgmlType::Q6_K => Ok(QuantFormat::Q6_K),
         other => Err(ModelError::Unsupported(format!(
-            "weight {} in {} (kiln-models runs Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices)",
+            "weight {} in {} (kiln-models runs Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K matrices)",
             t.name,
             other.name()
         ))),
@@ -252,12 +254,14 @@ fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, head_dim: usiz
 pub(crate) type StackPart<'a> = (&'a str, usize, Option<(usize, usize)>);
 
 /// The GGUF types a weight matrix may have (those [`quant_format`] maps).
-const MATRIX_TYPES: [GgmlType; 8] = [
+const MATRIX_TYPES: [GgmlType; 10] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q8_0,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,

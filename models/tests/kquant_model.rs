@@ -1,6 +1,7 @@
 //! Llama GGUFs in the K formats, loaded as they are: a Q4_K_M-like mix (Q4_K matrices, Q6_K
-//! attn_v and ffn_down in one layer, so Q, K and V differ in format there; a Q6_K output head)
-//! and a Q5 mix (Q5_K, a Q5_1 gate beside a Q5_K up, Q5_0 attn_v, a tied Q6_K embedding).
+//! attn_v and ffn_down in one layer, so Q, K and V differ in format there; a Q6_K output head),
+//! a Q5 mix (Q5_K, a Q5_1 gate beside a Q5_K up, Q5_0 attn_v, a tied Q6_K embedding) and a Q3
+//! mix (Q3_K, Q5_K attn_v, Q4_K ffn_down, Q2_K gate and up).
 //! Weights are quantized here by kiln-core's quantizer (byte-equal to ggml's: core/tests/
 //! quant_k.rs). Both backends' logits are held to a float64 forward pass written here from
 //! llama.cpp's semantics over the dequantized weights (ggml's dequantize_row_* values): the file's
@@ -44,6 +45,8 @@ fn ggml_type(f: Option<QuantFormat>) -> u32 {
         Some(QuantFormat::Q5_0) => 6,
         Some(QuantFormat::Q5_1) => 7,
         Some(QuantFormat::Q8_0) => 8,
+        Some(QuantFormat::Q2_K) => 10,
+        Some(QuantFormat::Q3_K) => 11,
         Some(QuantFormat::Q4_K) => 12,
         Some(QuantFormat::Q5_K) => 13,
         Some(QuantFormat::Q6_K) => 14,
@@ -256,7 +259,17 @@ fn k_quant_mixes_match_a_float64_forward_on_both_backends() {
         n if n.ends_with("attn_v.weight") => Some(QuantFormat::Q5_0),
         _ => Some(QuantFormat::Q5_K),
     };
-    let cases: [(&str, Formats); 2] = [("q4_k_m", &q4_k_m), ("q5_mix", &q5_mix)];
+    // Q3_K_M-like: Q3_K with a Q5_K attn_v and a Q4_K ffn_down, plus Q2_K gate/up (Q2_K's mix).
+    let q3_mix = |name: &str| {
+        Some(match name {
+            "output.weight" => QuantFormat::Q6_K,
+            n if n.ends_with("attn_v.weight") => QuantFormat::Q5_K,
+            n if n.ends_with("ffn_down.weight") => QuantFormat::Q4_K,
+            n if n.ends_with("ffn_gate.weight") || n.ends_with("ffn_up.weight") => QuantFormat::Q2_K,
+            _ => QuantFormat::Q3_K,
+        })
+    };
+    let cases: [(&str, Formats); 3] = [("q4_k_m", &q4_k_m), ("q5_mix", &q5_mix), ("q3_mix", &q3_mix)];
     let ids = [3u32, 17, 0, 39, 9, 9, 30];
     for (name, format) in cases {
         let model = Model::new(format);

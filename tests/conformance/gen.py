@@ -1464,7 +1464,8 @@ def build_quant(g, rng):
 # in core/tests/reference/kquant (written by ggml-quants.c's quantize_row_*_ref and
 # dequantize_row_* over 18 awkward rows of 512 values; make.sh there rebuilds them).
 KQUANT_DIR = os.path.join(HERE, "..", "..", "core", "tests", "reference", "kquant")
-KQUANT = {"q5_0": (32, 22), "q5_1": (32, 24), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210)}
+KQUANT = {"q5_0": (32, 22), "q5_1": (32, 24), "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144), "q5_k": (256, 176),
+          "q6_k": (256, 210)}
 KQUANT_ROWS, KQUANT_COLS = 18, 512
 
 

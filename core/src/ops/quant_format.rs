@@ -23,6 +23,12 @@ pub enum QuantFormat {
     Q5_0,
     /// 24 bytes: f16 d, f16 m, 32 high bits, 16 bytes of nibbles; x = d * q + m, q 5 bits.
     Q5_1,
+    /// 84 bytes per 256 values: 16 bytes of 4-bit scales and mins (one each per 16 values), 64
+    /// bytes of 2-bit codes, f16 d, f16 dmin; x = d * sc * q - dmin * m.
+    Q2_K,
+    /// 110 bytes per 256 values: 32 bytes of high bits, 64 bytes of low 2 bits, 12 bytes of
+    /// 6-bit scales (one per 16 values), f16 d; x = d * (sc - 32) * (q - 4), q 3 bits.
+    Q3_K,
     /// A 256-value super-block of 144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit scales and
     /// mins (one each per 32 values), 128 bytes of nibbles; x = d * sc * q - dmin * m.
     Q4_K,
@@ -34,12 +40,14 @@ pub enum QuantFormat {
 }
 
 impl QuantFormat {
-    pub const ALL: [QuantFormat; 8] = [
+    pub const ALL: [QuantFormat; 10] = [
         QuantFormat::Q4_0,
         QuantFormat::Q4_1,
         QuantFormat::Q8_0,
         QuantFormat::Q5_0,
         QuantFormat::Q5_1,
+        QuantFormat::Q2_K,
+        QuantFormat::Q3_K,
         QuantFormat::Q4_K,
         QuantFormat::Q5_K,
         QuantFormat::Q6_K,
@@ -53,7 +61,9 @@ impl QuantFormat {
     /// Values per block: 32, or 256 for the K formats.
     pub fn block_len(self) -> usize {
         match self {
-            QuantFormat::Q4_K | QuantFormat::Q5_K | QuantFormat::Q6_K => Self::SUPER_LEN,
+            QuantFormat::Q2_K | QuantFormat::Q3_K | QuantFormat::Q4_K | QuantFormat::Q5_K | QuantFormat::Q6_K => {
+                Self::SUPER_LEN
+            }
             _ => Self::BLOCK_LEN,
         }
     }
@@ -66,6 +76,8 @@ impl QuantFormat {
             QuantFormat::Q8_0 => "q8_0",
             QuantFormat::Q5_0 => "q5_0",
             QuantFormat::Q5_1 => "q5_1",
+            QuantFormat::Q2_K => "q2_k",
+            QuantFormat::Q3_K => "q3_k",
             QuantFormat::Q4_K => "q4_k",
             QuantFormat::Q5_K => "q5_k",
             QuantFormat::Q6_K => "q6_k",
@@ -80,8 +92,8 @@ impl QuantFormat {
         })
     }
 
-    /// Bytes per block (of [`QuantFormat::block_len`] values): 18, 20, 34, 22, 24, 144, 176,
-    /// 210 (all even: blocks start on 16-bit boundaries).
+    /// Bytes per block (of [`QuantFormat::block_len`] values): 18, 20, 34, 22, 24, 84, 110,
+    /// 144, 176, 210 (all even: blocks start on 16-bit boundaries).
     pub fn block_bytes(self) -> usize {
         match self {
             QuantFormat::Q4_0 => 18,
@@ -89,6 +101,8 @@ impl QuantFormat {
             QuantFormat::Q8_0 => 34,
             QuantFormat::Q5_0 => 22,
             QuantFormat::Q5_1 => 24,
+            QuantFormat::Q2_K => 84,
+            QuantFormat::Q3_K => 110,
             QuantFormat::Q4_K => 144,
             QuantFormat::Q5_K => 176,
             QuantFormat::Q6_K => 210,
@@ -168,6 +182,29 @@ impl QuantFormat {
     r.b = d * (nibbles(q, 4u) + 16.0 * bits4(qh, 16u + 4u * u)) + m;
     r.pa = 4u * u;
     r.pb = 16u + 4u * u;"
+            }
+            QuantFormat::Q2_K => {
+                "    let n = s / 4u;
+    let sc = byte_at(hb, 8u * n + 2u * (s % 4u) + u / 2u);
+    let dl = half_to_f32(half_at(hb + 40u)) * f32(sc & 0xfu);
+    let ml = half_to_f32(half_at(hb + 41u)) * f32(sc >> 4u);
+    let qs = hb + 8u + 16u * n + 4u * u;
+    let sh = 2u * (s % 4u);
+    r.a = dl * crumbs(word_at(qs), sh) - ml;
+    r.b = dl * crumbs(word_at(qs + 2u), sh) - ml;
+    r.pa = 8u * u;
+    r.pb = 8u * u + 4u;"
+            }
+            QuantFormat::Q3_K => {
+                "    let n = s / 4u;
+    let dl = half_to_f32(half_at(hb + 54u)) * f32(q3_scale(hb, 8u * n + 2u * (s % 4u) + u / 2u));
+    let qs = hb + 16u + 16u * n + 4u * u;
+    let sh = 2u * (s % 4u);
+    let hm = hb + 4u * u;
+    r.a = dl * (crumbs(word_at(qs), sh) - 4.0 + 4.0 * byte_bits(word_at(hm), s));
+    r.b = dl * (crumbs(word_at(qs + 2u), sh) - 4.0 + 4.0 * byte_bits(word_at(hm + 2u), s));
+    r.pa = 8u * u;
+    r.pb = 8u * u + 4u;"
             }
             QuantFormat::Q4_K => {
                 "    let sm = scale_min_k4(hb, s);

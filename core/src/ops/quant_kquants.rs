@@ -1,5 +1,5 @@
-//! ggml's reference quantizers and dequantizers of Q5_0, Q5_1 and the K formats (Q4_K, Q5_K,
-//! Q6_K), on the host: ports of ggml-quants.c's `quantize_row_*_ref` and `dequantize_row_*`,
+//! ggml's reference quantizers and dequantizers of Q5_0, Q5_1 and the K formats (Q2_K, Q3_K,
+//! Q4_K, Q5_K, Q6_K), on the host: ports of ggml-quants.c's `quantize_row_*_ref` and `dequantize_row_*`,
 //! statement by statement in f32 and in ggml's order, so that the bytes and values equal those
 //! of ggml's C compiled as ggml-base is on x86-64 (SSE arithmetic, no FMA contraction).
 //! core/tests/quant_k.rs holds them to vectors written by that C (core/tests/reference/kquant).
@@ -48,6 +48,8 @@ pub(crate) fn quantize(x: &[f32], format: QuantFormat) -> Option<Vec<u8>> {
         match format {
             QuantFormat::Q5_0 => q5_0(blk, &mut out),
             QuantFormat::Q5_1 => q5_1(blk, &mut out),
+            QuantFormat::Q2_K => q2_k(blk, &mut out),
+            QuantFormat::Q3_K => q3_k(blk, &mut out),
             QuantFormat::Q4_K => q45_k(blk, 15, &mut out),
             QuantFormat::Q5_K => q45_k(blk, 31, &mut out),
             QuantFormat::Q6_K => q6_k(blk, &mut out),
@@ -109,7 +111,8 @@ fn pack5(x: &[f32], q: impl Fn(f32) -> u8, out: &mut Vec<u8>) {
 }
 
 /// make_qkx2_quants: codes 0..=nmax for `x` with a scale and a min (returned as (scale,
-/// -min)), searched over `nstep + 1` trial scales by weighted squared error.
+/// -min)), searched over `nstep + 1` trial scales by weighted squared error (absolute error
+/// with `mad`).
 #[allow(clippy::too_many_arguments)]
 fn make_qkx2_quants(
     x: &[f32],
@@ -119,7 +122,9 @@ fn make_qkx2_quants(
     rmin: f32,
     rdelta: f32,
     nstep: i32,
+    mad: bool,
 ) -> (f32, f32) {
+    let err = |diff: f32| if mad { diff.abs() } else { diff * diff };
     let n = x.len();
     let mut min = x[0];
     let mut max = x[0];
@@ -150,7 +155,7 @@ fn make_qkx2_quants(
         let li = nearest_int(iscale * (x[i] - min));
         l[i] = li.clamp(0, nmax) as u8;
         let diff = scale * l[i] as f32 + min - x[i];
-        best_error += weights[i] * (diff * diff);
+        best_error += weights[i] * err(diff);
     }
     let mut laux = [0u8; 32];
     for is in 0..=nstep {
@@ -176,7 +181,7 @@ fn make_qkx2_quants(
             let mut cur_error = 0.0f32;
             for i in 0..n {
                 let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                cur_error += weights[i] * (diff * diff);
+                cur_error += weights[i] * err(diff);
             }
             if cur_error < best_error {
                 l[..n].copy_from_slice(&laux[..n]);
@@ -216,7 +221,7 @@ fn q45_k(x: &[f32], nmax: i32, out: &mut Vec<u8>) {
         for (w, &v) in weights.iter_mut().zip(xs) {
             *w = av_x + v.abs();
         }
-        let (s, m) = make_qkx2_quants(xs, &weights, nmax, &mut l[32 * j..32 * j + 32], rmin, 0.1, nstep);
+        let (s, m) = make_qkx2_quants(xs, &weights, nmax, &mut l[32 * j..32 * j + 32], rmin, 0.1, nstep, false);
         scales[j] = s;
         mins[j] = m;
         if s > max_scale {
@@ -289,6 +294,196 @@ fn q45_k(x: &[f32], nmax: i32, out: &mut Vec<u8>) {
             }
         }
     }
+}
+
+/// Four 2-bit codes per byte, ggml's order for Q2_K / Q3_K: byte 32c + l holds values
+/// 128c + l, + 32, + 64, + 96 (c = 0, 1) in bits 0-1, 2-3, 4-5, 6-7.
+fn pack2(l: &[u8; QK_K], out: &mut Vec<u8>) {
+    for j in (0..QK_K).step_by(128) {
+        for i in 0..32 {
+            out.push(l[j + i] | (l[j + i + 32] << 2) | (l[j + i + 64] << 4) | (l[j + i + 96] << 6));
+        }
+    }
+}
+
+/// quantize_row_q2_K_ref, one super-block: 16 groups of 16, 4-bit scales and mins.
+fn q2_k(x: &[f32], out: &mut Vec<u8>) {
+    let mut l = [0u8; QK_K];
+    let mut mins = [0.0f32; 16];
+    let mut scales = [0.0f32; 16];
+    let mut weights = [0.0f32; 16];
+    let q4scale = 15.0f32;
+    let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
+    for j in 0..16 {
+        let xs = &x[16 * j..16 * j + 16];
+        for (w, &v) in weights.iter_mut().zip(xs) {
+            *w = v.abs();
+        }
+        let (s, m) = make_qkx2_quants(xs, &weights, 3, &mut l[16 * j..16 * j + 16], -0.5, 0.1, 15, true);
+        scales[j] = s;
+        mins[j] = m;
+        if s > max_scale {
+            max_scale = s;
+        }
+        if m > max_min {
+            max_min = m;
+        }
+    }
+    let mut sc = [0u8; 16];
+    let mut d16 = f16_bits(0.0);
+    if max_scale > 0.0 {
+        let iscale = q4scale / max_scale;
+        for j in 0..16 {
+            sc[j] = nearest_int(iscale * scales[j]) as u8;
+        }
+        d16 = f16_bits(max_scale / q4scale);
+    }
+    let mut dmin16 = f16_bits(0.0);
+    if max_min > 0.0 {
+        let iscale = q4scale / max_min;
+        for j in 0..16 {
+            sc[j] |= (nearest_int(iscale * mins[j]) << 4) as u8;
+        }
+        dmin16 = f16_bits(max_min / q4scale);
+    }
+    let (dh, dminh) = (f16_at(&d16, 0), f16_at(&dmin16, 0));
+    for j in 0..16 {
+        let d = dh * (sc[j] & 0xF) as f32;
+        if d == 0.0 {
+            continue;
+        }
+        let dm = dminh * (sc[j] >> 4) as f32;
+        for ii in 0..16 {
+            l[16 * j + ii] = nearest_int((x[16 * j + ii] + dm) / d).clamp(0, 3) as u8;
+        }
+    }
+    out.extend_from_slice(&sc);
+    pack2(&l, out);
+    out.extend_from_slice(&d16);
+    out.extend_from_slice(&dmin16);
+}
+
+/// make_q3_quants with do_rmse: signed codes in [-nmax, nmax) refined by up to 5 passes of
+/// coordinate descent, stored + nmax; returns the scale.
+fn make_q3_quants(x: &[f32], nmax: i32, l: &mut [i8]) -> f32 {
+    let n = x.len();
+    let (mut max, mut amax) = (0.0f32, 0.0f32);
+    for &v in x {
+        let ax = v.abs();
+        if ax > amax {
+            amax = ax;
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l.iter_mut().for_each(|v| *v = 0);
+        return 0.0;
+    }
+    let iscale = -(nmax as f32) / max;
+    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+    for i in 0..n {
+        let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
+        l[i] = li as i8;
+        let w = x[i] * x[i];
+        let lf = li as f32;
+        sumlx += w * x[i] * lf;
+        suml2 += w * lf * lf;
+    }
+    for _ in 0..5 {
+        let mut n_changed = 0;
+        for i in 0..n {
+            let w = x[i] * x[i];
+            let li = l[i] as f32;
+            let mut slx = sumlx - w * x[i] * li;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * li * li;
+                let new_l = nearest_int(x[i] * sl2 / slx).clamp(-nmax, nmax - 1);
+                if new_l != l[i] as i32 {
+                    let nf = new_l as f32;
+                    slx += w * x[i] * nf;
+                    sl2 += w * nf * nf;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        l[i] = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed += 1;
+                    }
+                }
+            }
+        }
+        if n_changed == 0 {
+            break;
+        }
+    }
+    for v in l.iter_mut() {
+        *v = (*v as i32 + nmax) as i8;
+    }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
+}
+
+/// Q3_K's 6-bit scale `j` (of 16) from its 12 packed bytes, as the signed value - 32.
+pub(crate) fn q3_scale(sc: &[u8], j: usize) -> i8 {
+    let lo = if j < 8 { sc[j] & 0xF } else { sc[j - 8] >> 4 };
+    ((lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) as i8).wrapping_sub(32)
+}
+
+/// quantize_row_q3_K_ref, one super-block: 16 groups of 16, 6-bit signed scales, 3-bit codes.
+fn q3_k(x: &[f32], out: &mut Vec<u8>) {
+    let mut l = [0i8; QK_K];
+    let mut scales = [0.0f32; 16];
+    let (mut max_scale, mut amax) = (0.0f32, 0.0f32);
+    for j in 0..16 {
+        scales[j] = make_q3_quants(&x[16 * j..16 * j + 16], 4, &mut l[16 * j..16 * j + 16]);
+        let scale = scales[j].abs();
+        if scale > amax {
+            amax = scale;
+            max_scale = scales[j];
+        }
+    }
+    let mut sc = [0u8; 12];
+    let mut d16 = f16_bits(0.0);
+    if max_scale != 0.0 {
+        let iscale = -32.0f32 / max_scale;
+        for j in 0..16 {
+            // int8_t l = nearest_int(..); l = MAX(-32, MIN(31, l)) + 32;
+            let li = ((nearest_int(iscale * scales[j]) as i8).clamp(-32, 31) + 32) as u8;
+            if j < 8 {
+                sc[j] = li & 0xF;
+            } else {
+                sc[j - 8] |= (li & 0xF) << 4;
+            }
+            sc[j % 4 + 8] |= (li >> 4) << (2 * (j / 4));
+        }
+        d16 = f16_bits(1.0 / iscale);
+    }
+    let dh = f16_at(&d16, 0);
+    for j in 0..16 {
+        let d = dh * q3_scale(&sc, j) as f32;
+        if d == 0.0 {
+            continue;
+        }
+        for ii in 0..16 {
+            l[16 * j + ii] = (nearest_int(x[16 * j + ii] / d).clamp(-4, 3) + 4) as i8;
+        }
+    }
+    let mut hmask = [0u8; 32];
+    let mut codes = [0u8; QK_K];
+    for (j, &v) in l.iter().enumerate() {
+        let mut v = v;
+        if v > 3 {
+            hmask[j % 32] |= 1 << (j / 32);
+            v -= 4;
+        }
+        codes[j] = v as u8;
+    }
+    out.extend_from_slice(&hmask);
+    pack2(&codes, out);
+    out.extend_from_slice(&sc);
+    out.extend_from_slice(&d16);
 }
 
 /// make_qx_quants with rmse_type 1 and no weights (what quantize_row_q6_K_ref calls): codes
@@ -442,6 +637,32 @@ pub(crate) fn dequantize(bytes: &[u8], format: QuantFormat, y: &mut [f32]) -> bo
                             v += 16;
                         }
                         y[32 * j + l] = d1 * v as f32 - m1;
+                    }
+                }
+            }
+            QuantFormat::Q2_K | QuantFormat::Q3_K => {
+                let two = format == QuantFormat::Q2_K;
+                let (qs, d, dmin) = if two {
+                    (&blk[16..80], f16_at(blk, 80), f16_at(blk, 82))
+                } else {
+                    (&blk[32..96], f16_at(blk, 108), 0.0)
+                };
+                // Value 128n + 32j + l: bits 2j of qs[32n + l], scale 8n + 2j + l / 16.
+                for n in 0..2 {
+                    for j in 0..4 {
+                        for l in 0..32 {
+                            let is = 8 * n + 2 * j + l / 16;
+                            let q = (qs[32 * n + l] >> (2 * j)) & 3;
+                            y[128 * n + 32 * j + l] = if two {
+                                let sc = blk[is];
+                                let (dl, ml) = (d * (sc & 0xF) as f32, dmin * (sc >> 4) as f32);
+                                dl * q as f32 - ml
+                            } else {
+                                let hm = blk[l] & (1 << (4 * n + j)) != 0;
+                                let dl = d * q3_scale(&blk[96..108], is) as f32;
+                                dl * (q as i32 - if hm { 0 } else { 4 }) as f32
+                            };
+                        }
                     }
                 }
             }

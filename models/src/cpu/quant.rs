@@ -28,7 +28,7 @@ pub(crate) const QK: usize = 32;
 /// A [rows, cols] matrix of 32-value quant blocks decoded as `kind` (see [`kind_of`]):
 /// `codes` holds each block's code bytes (16 for the 4-bit kinds, 32 for Q8_0 and Q6_K) and
 /// `scales` its f32 scale, or scale and minimum for Q4_1, or the scales of its two 16-value
-/// halves for Q6_K. Q5_1 and Q5_K are kept as their GGUF bytes in `raw` instead (codes and
+/// halves for Q6_K. Q5_1, Q5_K, Q2_K and Q3_K are kept as their GGUF bytes in `raw` instead (codes and
 /// scales empty) and decoded a row at a time by kiln-core's host dequantizer (ggml's values, as
 /// the GPU decodes them), then multiplied as f32 rows. A stack whose runs of rows differ in
 /// format (a Q4_K_M's Q4_K attn_q/attn_k over a Q6_K attn_v) is its runs, in `parts`.
@@ -57,7 +57,7 @@ fn kind_of(format: QuantFormat) -> Option<QuantFormat> {
         QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q8_0 | QuantFormat::Q6_K => Some(format),
         QuantFormat::Q4_K => Some(QuantFormat::Q4_1),
         QuantFormat::Q5_0 => Some(QuantFormat::Q8_0),
-        QuantFormat::Q5_1 | QuantFormat::Q5_K => None,
+        QuantFormat::Q5_1 | QuantFormat::Q5_K | QuantFormat::Q2_K | QuantFormat::Q3_K => None,
     }
 }
 
@@ -683,7 +683,15 @@ mod tests {
     /// portable bits, non-finite scales included.
     #[test]
     fn k_and_q5_formats_decode_exactly_on_every_kernel() {
-        let others = [QuantFormat::Q4_K, QuantFormat::Q5_0, QuantFormat::Q6_K, QuantFormat::Q5_1, QuantFormat::Q5_K];
+        let others = [
+            QuantFormat::Q4_K,
+            QuantFormat::Q5_0,
+            QuantFormat::Q6_K,
+            QuantFormat::Q5_1,
+            QuantFormat::Q5_K,
+            QuantFormat::Q2_K,
+            QuantFormat::Q3_K,
+        ];
         for format in others {
             let (rows, cols) = (19, 512);
             let mut w = values(rows * cols, 77);
@@ -692,7 +700,12 @@ mod tests {
             }
             let mut bytes = reference::quantize(&w, format);
             // An infinite scale in the last row: inf * 0 and inf products as ggml gives them.
-            let d_at = if format == QuantFormat::Q6_K { 208 } else { 0 };
+            let d_at = match format {
+                QuantFormat::Q6_K => 208,
+                QuantFormat::Q2_K => 80,
+                QuantFormat::Q3_K => 108,
+                _ => 0,
+            };
             let last = (rows - 1) * format.row_bytes(cols).unwrap() + d_at;
             bytes[last..last + 2].copy_from_slice(&f16::INFINITY.to_bits().to_le_bytes());
             let q = QuantMatrix::from_ggml(&bytes, format, rows, cols).unwrap();

@@ -83,6 +83,8 @@ int main(void) {
     static float x[ROWS * COLS];
     for (int r = 0; r < ROWS; r++) fill(x + r * COLS, r);
     put("rows.f32", x, sizeof x);
+    run("q2_k", sizeof(block_q2_K), QK_K, (qfn)quantize_row_q2_K_ref, (dfn)dequantize_row_q2_K, x);
+    run("q3_k", sizeof(block_q3_K), QK_K, (qfn)quantize_row_q3_K_ref, (dfn)dequantize_row_q3_K, x);
     run("q4_k", sizeof(block_q4_K), QK_K, (qfn)quantize_row_q4_K_ref, (dfn)dequantize_row_q4_K, x);
     run("q5_k", sizeof(block_q5_K), QK_K, (qfn)quantize_row_q5_K_ref, (dfn)dequantize_row_q5_K, x);
     run("q6_k", sizeof(block_q6_K), QK_K, (qfn)quantize_row_q6_K_ref, (dfn)dequantize_row_q6_K, x);
