@@ -18,7 +18,7 @@
 
 use crate::error::{ModelError, Result};
 use kiln_core::f16;
-use kiln_core::ops::{self, QuantFormat};
+use kiln_core::ops::QuantFormat;
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -28,56 +28,58 @@ pub(crate) const QK: usize = 32;
 /// A [rows, cols] matrix of 32-value quant blocks decoded as `kind` (see [`kind_of`]):
 /// `codes` holds each block's code bytes (16 for the 4-bit kinds, 32 for Q8_0 and Q6_K) and
 /// `scales` its f32 scale, or scale and minimum for Q4_1, or the scales of its two 16-value
-/// halves for Q6_K. Q5_1, Q5_K, Q2_K and Q3_K are kept as their GGUF bytes in `raw` instead (codes and
-/// scales empty) and decoded a row at a time by kiln-core's host dequantizer (ggml's values, as
-/// the GPU decodes them), then multiplied as f32 rows. A stack whose runs of rows differ in
-/// format (a Q4_K_M's Q4_K attn_q/attn_k over a Q6_K attn_v) is its runs, in `parts`.
+/// halves for Q6_K, or each half's scale and minimum for Q2_K (32 unsigned codes). A stack
+/// whose runs of rows differ in format (a Q4_K_M's Q4_K attn_q/attn_k over a Q6_K attn_v) is
+/// its runs, in `parts`.
 pub(crate) struct QuantMatrix {
     pub rows: usize,
     pub cols: usize,
     kind: QuantFormat,
     codes: Vec<u8>,
     scales: Vec<f32>,
-    /// A raw matrix's format and bytes.
-    raw: Option<(QuantFormat, Vec<u8>)>,
     /// A mixed stack's runs: (first row, the run's rows as a matrix); empty otherwise.
     parts: Vec<(usize, QuantMatrix)>,
 }
 
-/// How a format's 32-value groups are kept and decoded here (None: raw), each giving ggml's
+/// How a format's 32-value groups are kept and decoded here, each giving ggml's
 /// dequantized values exactly:
 /// - Q4_0, Q4_1, Q8_0 as they are;
 /// - Q4_K as Q4_1: group j's `d * sc_j` and `-(dmin * m_j)` as its scale and minimum (ggml's
 ///   `d1 * q - m1` is the same IEEE operation as `q * d1 + (-m1)`);
 /// - Q5_0 as Q8_0: the signed 5-bit value `q - 16` as the code (`(q - 16) * d`);
 /// - Q6_K as Q6_K: signed codes `q - 32` with the two 16-value halves' `d * sc` as scales
-///   (ggml's `(d * sc) * q`).
-fn kind_of(format: QuantFormat) -> Option<QuantFormat> {
+///   (ggml's `(d * sc) * q`); Q3_K too (codes `q - 4` or `q`, scales `d * (sc - 32)`);
+/// - Q2_K as Q2_K: unsigned codes with each 16-value half's scale and minimum (`dl * q - ml`
+///   as `q * dl + (-ml)`); Q5_1 and Q5_K too (their 5-bit codes, one scale and minimum
+///   repeated for both halves).
+fn kind_of(format: QuantFormat) -> QuantFormat {
     match format {
-        QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q8_0 | QuantFormat::Q6_K => Some(format),
-        QuantFormat::Q4_K => Some(QuantFormat::Q4_1),
-        QuantFormat::Q5_0 => Some(QuantFormat::Q8_0),
-        QuantFormat::Q5_1 | QuantFormat::Q5_K | QuantFormat::Q2_K | QuantFormat::Q3_K => None,
+        QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q8_0 | QuantFormat::Q6_K | QuantFormat::Q2_K => format,
+        QuantFormat::Q4_K => QuantFormat::Q4_1,
+        QuantFormat::Q5_0 => QuantFormat::Q8_0,
+        QuantFormat::Q3_K => QuantFormat::Q6_K,
+        QuantFormat::Q5_1 | QuantFormat::Q5_K => QuantFormat::Q2_K,
     }
 }
 
 fn code_bytes(kind: QuantFormat) -> usize {
     match kind {
         QuantFormat::Q4_0 | QuantFormat::Q4_1 => QK / 2,
-        QuantFormat::Q8_0 | QuantFormat::Q6_K => QK,
-        _ => unreachable!("{kind} matrices are raw"),
+        QuantFormat::Q8_0 | QuantFormat::Q6_K | QuantFormat::Q2_K => QK,
+        _ => unreachable!("{kind} is no kind of kept block"),
     }
 }
 
 fn scales_per_block(kind: QuantFormat) -> usize {
-    if matches!(kind, QuantFormat::Q4_1 | QuantFormat::Q6_K) {
-        2
-    } else {
-        1
+    match kind {
+        QuantFormat::Q4_1 | QuantFormat::Q6_K => 2,
+        QuantFormat::Q2_K => 4,
+        _ => 1,
     }
 }
 
-/// One GGUF block of `format` (Q4_K, Q5_0 or Q6_K) as `kind_of(format)`'s 32-value groups.
+/// One GGUF block of `format` (every format but Q4_0, Q4_1 and Q8_0) as `kind_of(format)`'s
+/// 32-value groups.
 fn transcode(format: QuantFormat, blk: &[u8], codes: &mut Vec<u8>, scales: &mut Vec<f32>) {
     let half = |at: usize| f16::from_bits(u16::from_le_bytes([blk[at], blk[at + 1]])).to_f32();
     match format {
@@ -106,6 +108,53 @@ fn transcode(format: QuantFormat, blk: &[u8], codes: &mut Vec<u8>, scales: &mut 
                 codes.extend((0..QK / 2).map(|l| v(l) | (v(l + QK / 2) << 4)));
             }
         }
+        QuantFormat::Q5_1 => {
+            let (d, m) = (half(0), half(2));
+            let qh = u32::from_le_bytes(blk[4..8].try_into().unwrap());
+            let qs = &blk[8..24];
+            let mut c = [0u8; QK];
+            for j in 0..QK / 2 {
+                c[j] = (qs[j] & 0x0F) | ((((qh >> j) << 4) & 0x10) as u8);
+                c[j + QK / 2] = (qs[j] >> 4) | (((qh >> (j + 12)) & 0x10) as u8);
+            }
+            codes.extend_from_slice(&c);
+            scales.extend_from_slice(&[d, m, d, m]);
+        }
+        QuantFormat::Q5_K => {
+            let (d, dmin) = (half(0), half(2));
+            for j in 0..8 {
+                let (sc, m) = scale_min_k4(j, &blk[4..16]);
+                let (d1, m1) = (d * sc as f32, -(dmin * m as f32));
+                scales.extend_from_slice(&[d1, m1, d1, m1]);
+                let q = &blk[48 + 32 * (j / 2)..];
+                codes.extend((0..QK).map(|l| ((q[l] >> (4 * (j % 2))) & 0xF) + 16 * ((blk[16 + l] >> j) & 1)));
+            }
+        }
+        QuantFormat::Q2_K => {
+            let (d, dmin) = (half(80), half(82));
+            for s in 0..8 {
+                let (n, j) = (s / 4, s % 4);
+                for h in 0..2 {
+                    let sc = blk[8 * n + 2 * j + h];
+                    scales.push(d * (sc & 0xF) as f32);
+                    scales.push(-(dmin * (sc >> 4) as f32));
+                }
+                codes.extend((0..QK).map(|l| (blk[16 + 32 * n + l] >> (2 * j)) & 3));
+            }
+        }
+        QuantFormat::Q3_K => {
+            let d = half(108);
+            for s in 0..8 {
+                let (n, j) = (s / 4, s % 4);
+                for h in 0..2 {
+                    scales.push(d * q3_scale(&blk[96..108], 8 * n + 2 * j + h) as f32);
+                }
+                codes.extend((0..QK).map(|l| {
+                    let q = ((blk[32 + 32 * n + l] >> (2 * j)) & 3) as i8;
+                    (if (blk[l] >> s) & 1 != 0 { q } else { q - 4 }) as u8
+                }));
+            }
+        }
         QuantFormat::Q6_K => {
             let d = half(208);
             for j in 0..8 {
@@ -121,6 +170,13 @@ fn transcode(format: QuantFormat, blk: &[u8], codes: &mut Vec<u8>, scales: &mut 
         }
         _ => unreachable!("{format} is not transcoded"),
     }
+}
+
+/// Q3_K's 6-bit scale j (of 16) minus 32, from its 12 packed bytes (as ggml's quantizer reads
+/// them back).
+fn q3_scale(sc: &[u8], j: usize) -> i8 {
+    let lo = if j < 8 { sc[j] & 0xF } else { sc[j - 8] >> 4 };
+    ((lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) as i8).wrapping_sub(32)
 }
 
 /// ggml's get_scale_min_k4: group j's 6-bit scale and min from a K block's 12 packed bytes.
@@ -143,11 +199,7 @@ impl QuantMatrix {
                 rows * row_bytes
             )));
         }
-        let Some(kind) = kind_of(format) else {
-            let raw = Some((format, bytes.to_vec()));
-            let (codes, scales, parts) = (Vec::new(), Vec::new(), Vec::new());
-            return Ok(QuantMatrix { rows, cols, kind: format, codes, scales, raw, parts });
-        };
+        let kind = kind_of(format);
         let (cb, spb, bb) = (code_bytes(kind), scales_per_block(kind), format.block_bytes());
         let blocks = rows * cols / QK;
         let mut codes = Vec::with_capacity(blocks * cb);
@@ -163,7 +215,7 @@ impl QuantMatrix {
             }
             codes.extend_from_slice(&blk[2 * spb..]);
         }
-        Ok(QuantMatrix { rows, cols, kind, codes, scales, raw: None, parts: Vec::new() })
+        Ok(QuantMatrix { rows, cols, kind, codes, scales, parts: Vec::new() })
     }
 
     /// Runs of rows stacked in the order given, `(bytes, format, rows)` each (the groups of
@@ -179,7 +231,7 @@ impl QuantMatrix {
             parts.push((rows, QuantMatrix::from_ggml(&bytes, f, r, cols)?));
             rows += r;
         }
-        Ok(QuantMatrix { rows, cols, kind, codes: Vec::new(), scales: Vec::new(), raw: None, parts })
+        Ok(QuantMatrix { rows, cols, kind, codes: Vec::new(), scales: Vec::new(), parts })
     }
 
     /// The part of a mixed stack holding row `r`, and its first row.
@@ -195,12 +247,6 @@ impl QuantMatrix {
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         if let Some((first, part)) = self.part_of(r) {
             return part.dequantize_row(r - first, out);
-        }
-        if let Some((format, bytes)) = &self.raw {
-            let rb = format.row_bytes(self.cols).expect("checked at load");
-            ops::dequantize_host(&bytes[r * rb..(r + 1) * rb], *format, &mut out[..self.cols])
-                .expect("whole rows of whole blocks");
-            return;
         }
         let nb = self.blocks_per_row();
         let (cb, spb) = (code_bytes(self.kind), scales_per_block(self.kind));
@@ -224,9 +270,6 @@ impl QuantMatrix {
                 }
             }
             return;
-        }
-        if self.raw.is_some() {
-            return rows_decoded(self, rows, x, out, out_stride);
         }
         #[cfg(target_arch = "x86_64")]
         if avx2::available() {
@@ -309,7 +352,14 @@ fn decode(format: QuantFormat, codes: &[u8], scales: &[f32], w: &mut [f32; QK]) 
                 w[j] = q[j] as i8 as f32 * scales[j / 16];
             }
         }
-        _ => unreachable!("{format} matrices are raw"),
+        QuantFormat::Q2_K => {
+            let q: &[u8; QK] = codes.try_into().unwrap();
+            for j in 0..QK {
+                let h = 2 * (j / 16);
+                w[j] = q[j] as f32 * scales[h] + scales[h + 1];
+            }
+        }
+        _ => unreachable!("{format} is no kind of kept block"),
     }
 }
 
@@ -355,19 +405,6 @@ fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
         }
     }
     lane_sum(&acc)
-}
-
-/// Rows of a raw matrix: each decoded once (ggml's values), then f32 dots with every
-/// activation row.
-fn rows_decoded(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
-    let start = rows.start;
-    let mut w = vec![0.0f32; m.cols];
-    for r in rows {
-        m.dequantize_row(r, &mut w);
-        for (t, xt) in x.chunks_exact(m.cols).enumerate() {
-            out[t * out_stride + r - start] = dot_f32(&w, xt);
-        }
-    }
 }
 
 fn rows_portable(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
@@ -434,12 +471,14 @@ mod avx2 {
     const Q4_1: u8 = 1;
     const Q8_0: u8 = 2;
     const Q6_K: u8 = 3;
+    const Q2_K: u8 = 4;
 
     fn format_of<const F: u8>() -> QuantFormat {
         match F {
             Q4_0 => QuantFormat::Q4_0,
             Q4_1 => QuantFormat::Q4_1,
             Q6_K => QuantFormat::Q6_K,
+            Q2_K => QuantFormat::Q2_K,
             _ => QuantFormat::Q8_0,
         }
     }
@@ -452,14 +491,15 @@ mod avx2 {
         // SAFETY (all loads): the caller passes a whole block's codes and scales.
         let d = _mm256_set1_ps(unsafe { *scales });
         let ints: [__m256i; 4] = match format {
-            QuantFormat::Q8_0 | QuantFormat::Q6_K => {
+            QuantFormat::Q8_0 | QuantFormat::Q6_K | QuantFormat::Q2_K => {
                 let q = unsafe { _mm256_loadu_si256(codes as *const __m256i) };
                 let (lo, hi) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+                let signed = format != QuantFormat::Q2_K;
                 [
-                    widen(lo, true),
-                    widen(_mm_srli_si128::<8>(lo), true),
-                    widen(hi, true),
-                    widen(_mm_srli_si128::<8>(hi), true),
+                    widen(lo, signed),
+                    widen(_mm_srli_si128::<8>(lo), signed),
+                    widen(hi, signed),
+                    widen(_mm_srli_si128::<8>(hi), signed),
                 ]
             }
             QuantFormat::Q4_0 | QuantFormat::Q4_1 => {
@@ -474,7 +514,7 @@ mod avx2 {
                     widen(_mm_srli_si128::<8>(hi), false),
                 ]
             }
-            _ => unreachable!("raw matrices take rows_decoded"),
+            _ => unreachable!("{format} is no kind of kept block"),
         };
         let mut w = [_mm256_setzero_ps(); 4];
         match format {
@@ -504,7 +544,16 @@ mod avx2 {
                     w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(ints[i]), if i < 2 { d } else { d1 });
                 }
             }
-            _ => unreachable!("raw matrices take rows_decoded"),
+            QuantFormat::Q2_K => {
+                // Each half's q · d is exact in f32 (at most 5 bits times 17), so the fused
+                // multiply-add rounds once, as the portable multiply then add does.
+                for i in 0..4 {
+                    let h = 2 * (i / 2);
+                    let (dh, mh) = unsafe { (_mm256_set1_ps(*scales.add(h)), _mm256_set1_ps(*scales.add(h + 1))) };
+                    w[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints[i]), dh, mh);
+                }
+            }
+            _ => unreachable!("{format} is no kind of kept block"),
         }
         w
     }
@@ -525,7 +574,8 @@ mod avx2 {
                     QuantFormat::Q4_1 => matvec::<Q4_1>(m, rows, x, out),
                     QuantFormat::Q8_0 => matvec::<Q8_0>(m, rows, x, out),
                     QuantFormat::Q6_K => matvec::<Q6_K>(m, rows, x, out),
-                    _ => unreachable!("raw matrices take rows_decoded"),
+                    QuantFormat::Q2_K => matvec::<Q2_K>(m, rows, x, out),
+                    _ => unreachable!("{} is no kind of kept block", m.kind),
                 }
             }
             return;
@@ -677,7 +727,8 @@ mod tests {
         }
     }
 
-    /// The formats kept transcoded (Q4_K as Q4_1, Q5_0 as Q8_0, Q6_K) or raw (Q5_1, Q5_K):
+    /// The formats kept transcoded (Q4_K as Q4_1, Q5_0 as Q8_0, Q6_K and Q3_K as Q6_K, Q2_K,
+    /// Q5_1 and Q5_K as Q2_K):
     /// rows decode to kiln-core's dequantized values bit for bit (held to ggml's C in
     /// core/tests/quant_k.rs), products match the reference, and the AVX2 kernels give the
     /// portable bits, non-finite scales included.
@@ -722,11 +773,7 @@ mod tests {
                 let x = values(m * cols, m as u64 + 11);
                 check(&bytes, format, rows, cols, &x);
                 let mut portable = vec![0.0; m * rows];
-                if q.raw.is_none() {
-                    rows_portable(&q, 0..rows, &x, &mut portable, rows);
-                } else {
-                    rows_decoded(&q, 0..rows, &x, &mut portable, rows);
-                }
+                rows_portable(&q, 0..rows, &x, &mut portable, rows);
                 let mut o = vec![0.0; m * rows];
                 q.rows_into(0..rows, &x, &mut o, rows);
                 let same =
@@ -819,7 +866,15 @@ mod speed {
     #[test]
     #[ignore]
     fn ns_per_block() {
-        for format in [QuantFormat::Q4_1, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K] {
+        for format in [
+            QuantFormat::Q4_1,
+            QuantFormat::Q8_0,
+            QuantFormat::Q4_K,
+            QuantFormat::Q6_K,
+            QuantFormat::Q5_K,
+            QuantFormat::Q3_K,
+            QuantFormat::Q2_K,
+        ] {
             for rows in [512usize, 65536] {
                 let cols = 768;
                 let bytes = vec![0x11u8; rows * format.row_bytes(cols).unwrap()];
