@@ -117,7 +117,7 @@ fn main(
             let hrow = (n + a * p.n) * p.row_h;
             for (var t = lane; t < units; t += TPR) {
                 let b = t / UPB;
-                let un = decode(hrow + b * BLOCK_H, t % UPB);
+                let un = decode_at(hrow, b, t % UPB);
                 let kb = b * 32u;
                 for (var q = 0u; q < MT; q++) {
                     if (m0 + q < p.m) {

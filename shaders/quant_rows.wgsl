@@ -33,7 +33,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         }
         return;
     }
-    let un = decode(src * p.row_h + b * BLOCK_H, t % UPB);
+    let un = decode_at(src * p.row_h, b, t % UPB);
     for (var i = 0u; i < 4u; i++) {
         out[o + un.pa + i] = un.a[i];
         out[o + un.pb + i] = un.b[i];

@@ -55,7 +55,7 @@ fn main(
         }
         let wn = n0 + sr;
         if (wn < p.n) {
-            let un = decode(wn * p.row_h + b * BLOCK_H, sq);
+            let un = decode_at(wn * p.row_h, b, sq);
             for (var i = 0u; i < 4u; i++) {
                 ws[sr * LD + un.pa + i] = un.a[i];
                 ws[sr * LD + un.pb + i] = un.b[i];

@@ -208,17 +208,18 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     Ok(v)
 }
 
-/// Decode's quantized matrix-vector products at Llama-3.2-1B's shapes (Q4_0 and Q8_0) and
-/// SmolLM2-135M's (Q4_1), with the fusions decode uses, in GB/s of weight bytes read. Weights are
+/// Decode's quantized matrix-vector products at Llama-3.2-1B's shapes (Q4_0, Q8_0, and the
+/// Q4_K / Q6_K of a Q4_K_M) and SmolLM2-135M's (Q4_1), with the fusions decode uses, in GB/s of
+/// weight bytes read. Weights are
 /// random bytes (speed does not depend on their values), in enough copies (alternated) that the
 /// set exceeds an H100's 50 MB L2, as a model's weights do; built on the first call, so a
 /// filtered-out row costs nothing. `--quick` takes 1/16 of the rows. `KILN_QUANT_MATVEC=strided`
 /// or `wide` forces a kernel for A/B runs.
 fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
-    use ops::QuantFormat::{Q4_0, Q4_1, Q8_0};
+    use ops::QuantFormat::{Q4_0, Q4_1, Q4_K, Q6_K, Q8_0};
     // (name, format, N outputs, K, SwiGLU, RMSNorm, residual)
     #[allow(clippy::type_complexity)]
-    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 9] = [
+    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 13] = [
         ("quant_matvec_q4_0_gateup", Q4_0, 8192, 2048, true, true, false),
         ("quant_matvec_q4_0_down", Q4_0, 2048, 8192, false, false, true),
         ("quant_matvec_q4_0_head", Q4_0, 128256, 2048, false, true, false),
@@ -228,6 +229,10 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
         ("quant_matvec_q4_1_gateup", Q4_1, 1536, 576, true, true, false),
         ("quant_matvec_q4_1_down", Q4_1, 576, 1536, false, false, true),
         ("quant_matvec_q4_1_head", Q4_1, 49152, 576, false, true, false),
+        ("quant_matvec_q4_k_gateup", Q4_K, 8192, 2048, true, true, false),
+        ("quant_matvec_q4_k_down", Q4_K, 2048, 8192, false, false, true),
+        ("quant_matvec_q6_k_down", Q6_K, 2048, 8192, false, false, true),
+        ("quant_matvec_q6_k_head", Q6_K, 128256, 2048, false, true, false),
     ];
     for (name, f, n, k, glu, norm, res) in rows {
         let n = if quick { n.div_ceil(16) } else { n };

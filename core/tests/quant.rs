@@ -1,5 +1,6 @@
-//! The quant family (GGUF Q4_0 / Q4_1 / Q8_0 weights) against the references in
-//! kiln_core::reference::quant and against hand-built blocks.
+//! The quant family's 32-value block formats (GGUF Q4_0 / Q4_1 / Q8_0 / Q5_0 / Q5_1 weights)
+//! against the references in kiln_core::reference::quant and against hand-built blocks (the K
+//! formats' 256-value super-blocks: quant_k.rs).
 //!
 //! Tolerance of quant_matmul: the GPU and the reference multiply the same f32 dequantized
 //! weights (dequantize is compared bit for bit), so they differ only in the order and precision
@@ -17,6 +18,11 @@ fn bytes_of(t: &Tensor, nbytes: usize) -> Vec<u8> {
     assert!(b[nbytes..].iter().all(|&p| p == 0), "padding past {nbytes} bytes is not zero");
     b.truncate(nbytes);
     b
+}
+
+/// The formats of 32-value blocks (every shape below is a multiple of 32, not of 256).
+fn formats() -> impl Iterator<Item = QuantFormat> {
+    QuantFormat::ALL.into_iter().filter(|f| f.block_len() == 32)
 }
 
 fn upload(bytes: &[u8], f: QuantFormat, rows: usize, cols: usize) -> Tensor {
@@ -49,10 +55,13 @@ fn formats_name_parse_and_sizes() {
         assert_eq!(QuantFormat::parse(f.name()).unwrap(), f);
         assert_eq!(QuantFormat::parse(&f.name().to_uppercase()).unwrap(), f);
     }
-    let e = QuantFormat::parse("q5_k").unwrap_err();
+    let e = QuantFormat::parse("q8_k").unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidArgument);
-    assert!(e.to_string().contains("q4_0, q4_1, q8_0"), "{e}");
-    assert_eq!(QuantFormat::ALL.map(|f| f.block_bytes()), [18, 20, 34]);
+    assert!(e.to_string().contains("q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k"), "{e}");
+    assert_eq!(QuantFormat::ALL.map(|f| f.block_bytes()), [18, 20, 34, 22, 24, 84, 110, 144, 176, 210]);
+    assert_eq!(QuantFormat::ALL.map(|f| f.block_len()), [32, 32, 32, 32, 32, 256, 256, 256, 256, 256]);
+    assert_eq!(QuantFormat::Q6_K.row_bytes(512).unwrap(), 420);
+    assert_eq!(QuantFormat::Q4_K.row_bytes(576).unwrap_err().code(), ErrorCode::InvalidArgument);
     assert_eq!(QuantFormat::Q4_0.row_bytes(576).unwrap(), 18 * 18);
     assert_eq!(QuantFormat::Q8_0.row_bytes(0).unwrap(), 0);
     assert_eq!(QuantFormat::Q4_1.row_bytes(33).unwrap_err().code(), ErrorCode::InvalidArgument);
@@ -108,7 +117,7 @@ fn quantize_known_answers() {
 fn quantize_matches_reference_and_dequantize_is_exact() {
     poison();
     let mut rng = Rng::new(140);
-    for f in QuantFormat::ALL {
+    for f in formats() {
         for &(rows, cols) in &[(0usize, 32usize), (1, 32), (7, 96), (13, 576), (3, 0)] {
             let w = weights(&mut rng, rows, cols);
             let t = Tensor::from_slice(&w, &[rows, cols]).unwrap();
@@ -147,7 +156,7 @@ fn quantize_special_weights_match_reference() {
     for v in &mut w[96..128] {
         *v *= 1e-6;
     }
-    for f in QuantFormat::ALL {
+    for f in formats() {
         let t = Tensor::from_slice(&w, &[2, 64]).unwrap();
         let q = ops::quantize(&t, f).unwrap();
         let want = cpu::quantize(&w, f);
@@ -179,7 +188,7 @@ fn check_matmul(what: &str, got: &[f64], want: &[f64], scale: &[f64], k: usize, 
 fn quant_matmul_matches_reference() {
     poison();
     let mut rng = Rng::new(141);
-    for f in QuantFormat::ALL {
+    for f in formats() {
         for &k in &[32usize, 96, 576] {
             for &n in &[1usize, 7, 33, 257] {
                 let w = weights(&mut rng, n, k);
@@ -275,7 +284,7 @@ fn quant_matmul_batched_shapes_and_empty() {
 #[test]
 fn quant_matmul_special_values_in_x() {
     let mut rng = Rng::new(143);
-    for f in QuantFormat::ALL {
+    for f in formats() {
         let (n, k) = (7usize, 64usize);
         let mut w = weights(&mut rng, n, k);
         for v in &mut w[..k] {
@@ -316,7 +325,7 @@ fn quant_matmul_special_values_in_x() {
 fn quant_embedding_matches_reference() {
     poison();
     let mut rng = Rng::new(144);
-    for f in QuantFormat::ALL {
+    for f in formats() {
         let (v, d) = (11usize, 96usize);
         let wq = cpu::quantize(&weights(&mut rng, v, d), f);
         let wt = upload(&wq, f, v, d);

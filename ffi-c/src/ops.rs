@@ -646,9 +646,11 @@ fn quant_format(format: *const c_char) -> kiln_core::Result<ops::QuantFormat> {
 }
 
 /// Uploads `nbytes` bytes of raw GGUF blocks (e.g. a slice of a memory-mapped .gguf file) of a
-/// `rows` x `cols` matrix in `format` ("q4_0", "q4_1" or "q8_0", any case) as the u32 tensor
-/// (the bytes zero-padded to whole words, shape [ceil(nbytes / 4)]) the quant ops read.
-/// `nbytes` must be `rows * (cols / 32) * block bytes` (18, 20, 34). `data` may be NULL when
+/// `rows` x `cols` matrix in `format` ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q2_k", "q3_k",
+/// "q4_k", "q5_k" or "q6_k", any case) as the u32 tensor (the bytes zero-padded to whole words,
+/// shape [ceil(nbytes / 4)]) the quant ops read. `nbytes` must be `rows * (cols / 32) * block
+/// bytes` (18, 20, 34, 22, 24), or `rows * (cols / 256) * block bytes` for the K formats (84,
+/// 110, 144, 176, 210). `data` may be NULL when
 /// `nbytes` is 0. `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_quant_from_bytes(

@@ -1141,12 +1141,13 @@ function attention(q::KilnArray, k::KilnArray, v::KilnArray; causal::Bool=false,
 end
 
 # --------------------------------------------------------------------------------------------
-# Quantized weights: GGUF blocks (:q4_0, :q4_1, :q8_0) kept quantized on the GPU as a
+# Quantized weights: GGUF blocks (:q4_0, :q4_1, :q8_0, :q5_0, :q5_1, and the K formats :q2_k
+# .. :q6_k of 256-value super-blocks) kept quantized on the GPU as a
 # KilnVector{UInt32} of the raw bytes, zero-padded to whole words. ggml's dimensions are Julia's:
 # a GGUF matrix of ne = (K, N) (N rows of K values in the file) is a Julia (K, N) matrix.
 # --------------------------------------------------------------------------------------------
 
-const QUANT_FORMATS = (:q4_0, :q4_1, :q8_0)
+const QUANT_FORMATS = (:q4_0, :q4_1, :q8_0, :q5_0, :q5_1, :q2_k, :q3_k, :q4_k, :q5_k, :q6_k)
 
 function _quant_format(f)
     s = Symbol(lowercase(string(f)))

@@ -108,14 +108,46 @@ impl LlamaConfig {
 struct QMatrix {
     w: Tensor,
     format: QuantFormat,
+    /// Rows of `w`.
     rows: usize,
+    /// Rows stacked after `w`'s in other block formats (a stack whose matrices differ in
+    /// format, e.g. a Q4_K_M's Q6_K attn_v after its Q4_K attn_q and attn_k), each one matrix;
+    /// usually empty.
+    rest: Vec<QMatrix>,
 }
 
 impl QMatrix {
-    /// x·Wᵀ with `fusion` folded in; `rows` is W's, the result has half of them under SwiGLU.
+    /// Rows of the whole stack.
+    fn total_rows(&self) -> usize {
+        self.rows + self.rest.iter().map(|m| m.rows).sum::<usize>()
+    }
+
+    /// x·Wᵀ with `fusion` folded in; the result has half of the stack's rows under SwiGLU.
     fn matmul(&self, x: &Tensor, fusion: QuantFusion) -> Result<Tensor> {
-        let n = if fusion.swiglu { self.rows / 2 } else { self.rows };
-        Ok(ops::quant_matmul_fused(x, &self.w, self.format, n, fusion)?)
+        if self.rest.is_empty() {
+            let n = if fusion.swiglu { self.rows / 2 } else { self.rows };
+            return Ok(ops::quant_matmul_fused(x, &self.w, self.format, n, fusion)?);
+        }
+        // A mixed stack: each format's rows on their own (the norm folded into each product,
+        // as the decode kernel does: one dispatch fewer than a separate norm), the results side
+        // by side, then SwiGLU and the residual (the ops the fused kernel stands for).
+        let norm_only = QuantFusion { rms_norm: fusion.rms_norm, ..Default::default() };
+        let mut parts = vec![ops::quant_matmul_fused(x, &self.w, self.format, self.rows, norm_only)?];
+        for m in &self.rest {
+            parts.push(ops::quant_matmul_fused(x, &m.w, m.format, m.rows, norm_only)?);
+        }
+        let axis = x.ndim() as isize - 1;
+        let mut y = ops::concat(&parts.iter().collect::<Vec<_>>(), axis)?;
+        if fusion.swiglu {
+            let n = (self.total_rows() / 2) as isize;
+            let gate = ops::slice(&y, axis, 0, n, 1)?;
+            let up = ops::slice(&y, axis, n, 2 * n, 1)?;
+            y = ops::mul(&ops::silu(&gate)?, &up)?;
+        }
+        match fusion.residual {
+            Some(r) => Ok(ops::add(&y, r)?),
+            None => Ok(y),
+        }
     }
 }
 
@@ -184,8 +216,15 @@ fn quant_format(t: &TensorInfo) -> Result<QuantFormat> {
         GgmlType::Q4_0 => Ok(QuantFormat::Q4_0),
         GgmlType::Q4_1 => Ok(QuantFormat::Q4_1),
         GgmlType::Q8_0 => Ok(QuantFormat::Q8_0),
+        GgmlType::Q5_0 => Ok(QuantFormat::Q5_0),
+        GgmlType::Q5_1 => Ok(QuantFormat::Q5_1),
+        GgmlType::Q2_K => Ok(QuantFormat::Q2_K),
+        GgmlType::Q3_K => Ok(QuantFormat::Q3_K),
+        GgmlType::Q4_K => Ok(QuantFormat::Q4_K),
+        GgmlType::Q5_K => Ok(QuantFormat::Q5_K),
+        GgmlType::Q6_K => Ok(QuantFormat::Q6_K),
         other => Err(ModelError::Unsupported(format!(
-            "weight {} in {} (kiln-models runs Q4_0, Q4_1 and Q8_0 matrices)",
+            "weight {} in {} (kiln-models runs Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K matrices)",
             t.name,
             other.name()
         ))),
@@ -214,40 +253,50 @@ fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, head_dim: usiz
 /// un-permute.
 pub(crate) type StackPart<'a> = (&'a str, usize, Option<(usize, usize)>);
 
-/// The block bytes of matrices of `cols` columns (ggml dims [cols, rows]) stacked row-wise into
-/// one, in the order given: `(name, rows, heads)`, `heads` un-permuting Q/K rows. They must
-/// share one block format (whole rows are then whole blocks, and stacking moves bytes only).
-/// Returns the bytes, their format and the stack's rows (both backends load through it).
-pub(crate) fn stacked_bytes(
-    f: &GgufFile,
-    parts: &[StackPart<'_>],
-    cols: usize,
-) -> Result<(Vec<u8>, QuantFormat, usize)> {
-    let mut bytes = Vec::new();
-    let mut format = None;
-    let mut rows = 0;
+/// The GGUF types a weight matrix may have (those [`quant_format`] maps).
+const MATRIX_TYPES: [GgmlType; 10] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// One run of a stack's rows in one block format: (bytes, format, rows).
+pub(crate) type StackGroup = (Vec<u8>, QuantFormat, usize);
+
+/// The block bytes of matrices of `cols` columns (ggml dims [cols, rows]) stacked row-wise, in
+/// the order given: `(name, rows, heads)`, `heads` un-permuting Q/K rows. Consecutive matrices
+/// of one block format are one group (whole rows are whole blocks, so stacking moves bytes
+/// only); a format change starts the next group (a Q4_K_M file keeps attn_q and attn_k in Q4_K
+/// and attn_v, in some layers, in Q6_K). Both backends load through it.
+pub(crate) fn stacked_groups(f: &GgufFile, parts: &[StackPart<'_>], cols: usize) -> Result<Vec<StackGroup>> {
+    let mut groups: Vec<StackGroup> = Vec::new();
     for &(name, r, heads) in parts {
-        let t = f.expect(name, &[GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0], &[cols as u64, r as u64])?;
+        let t = f.expect(name, &MATRIX_TYPES, &[cols as u64, r as u64])?;
         let fmt = quant_format(t)?;
-        if format.is_some_and(|f| f != fmt) {
-            return Err(ModelError::Unsupported(format!(
-                "{name} in {fmt} beside {} in {}: kiln-models stacks these matrices, which needs one format",
-                parts[0].0,
-                format.unwrap_or(fmt)
-            )));
+        if groups.last().is_none_or(|g| g.1 != fmt) {
+            groups.push((Vec::new(), fmt, 0));
         }
-        format = Some(fmt);
+        let g = groups.last_mut().expect("pushed above");
         let data = f.data(t);
         match heads {
-            None => bytes.extend_from_slice(data),
+            None => g.0.extend_from_slice(data),
             Some((n_heads, head_dim)) => {
-                bytes.extend(unpermute_rows(data, fmt.row_bytes(cols)?, n_heads, head_dim));
+                g.0.extend(unpermute_rows(data, fmt.row_bytes(cols)?, n_heads, head_dim));
             }
         }
-        rows += r;
+        g.2 += r;
     }
-    let format = format.ok_or_else(|| ModelError::Unsupported("an empty stack of matrices".into()))?;
-    Ok((bytes, format, rows))
+    if groups.is_empty() {
+        return Err(ModelError::Unsupported("an empty stack of matrices".into()));
+    }
+    Ok(groups)
 }
 
 struct Loader<'a> {
@@ -261,11 +310,17 @@ impl Loader<'_> {
         Ok(Tensor::from_bytes_on(self.device, self.f.data(t), &[n], DType::F32)?)
     }
 
-    /// [`stacked_bytes`] uploaded.
+    /// [`stacked_groups`] uploaded: the first group, the others (if the formats change) as
+    /// its `rest`.
     fn stacked(&self, parts: &[StackPart<'_>], cols: usize) -> Result<QMatrix> {
-        let (bytes, format, rows) = stacked_bytes(self.f, parts, cols)?;
-        let w = ops::quant_from_bytes(self.device, &bytes, format, rows, cols)?;
-        Ok(QMatrix { w, format, rows })
+        let mut mats = Vec::new();
+        for (bytes, format, rows) in stacked_groups(self.f, parts, cols)? {
+            let w = ops::quant_from_bytes(self.device, &bytes, format, rows, cols)?;
+            mats.push(QMatrix { w, format, rows, rest: Vec::new() });
+        }
+        let mut first = mats.remove(0);
+        first.rest = mats;
+        Ok(first)
     }
 }
 
@@ -657,7 +712,12 @@ impl CausalLM {
             // The QKV matvec with RoPE and the cache write in its epilogue (one dispatch at
             // decode; prefill runs the matmul and `rope_qkv_to_cache`).
             let (qkv, norm_w) = (&layer.qkv, Some((&layer.attn_norm, c.rms_eps)));
-            let q = ops::quant_qkv_rope_to_cache(&h, &qkv.w, qkv.format, norm_w, kc, vc, nh, pos, c.rope_base)?; // [nh, L, hd]
+            let q = if qkv.rest.is_empty() {
+                ops::quant_qkv_rope_to_cache(&h, &qkv.w, qkv.format, norm_w, kc, vc, nh, pos, c.rope_base)?
+            } else {
+                // Q, K and V in more than one format: their product, then RoPE and the write.
+                ops::rope_qkv_to_cache(&qkv.matmul(&h, norm(&layer.attn_norm))?, kc, vc, nh, pos, c.rope_base)?
+            }; // [nh, L, hd]
             mark("rms_norm + qkv matvec + rope + kv cache write")?;
             // Grouped-query attention: query head g*group + j reads KV head g (llama.cpp's
             // and Hugging Face's order), by broadcasting K and V over the group axis.

@@ -38,6 +38,7 @@ fn ggml_type(f: Option<QuantFormat>) -> u32 {
         Some(QuantFormat::Q4_0) => 2,
         Some(QuantFormat::Q4_1) => 3,
         Some(QuantFormat::Q8_0) => 8,
+        Some(f) => panic!("{f}: the K / Q5 formats' model test is kquant_model.rs"),
     }
 }
 

@@ -1136,10 +1136,11 @@ defmodule Kiln do
   end
 
   # ---------------------------------------------------------------------------------------------
-  # Quantized weights: GGUF blocks (`:q4_0`, `:q4_1`, `:q8_0`) kept quantized on the GPU as a
+  # Quantized weights: GGUF blocks (`:q4_0`, `:q4_1`, `:q8_0`, `:q5_0`, `:q5_1`, and the K
+  # formats `:q2_k` .. `:q6_k` of 256-value super-blocks) kept quantized on the GPU as a
   # `{:u, 32}` tensor of the raw bytes, zero-padded to whole words.
 
-  @quant_formats [:q4_0, :q4_1, :q8_0]
+  @quant_formats [:q4_0, :q4_1, :q8_0, :q5_0, :q5_1, :q2_k, :q3_k, :q4_k, :q5_k, :q6_k]
 
   defp quant_format!(f) when f in @quant_formats, do: Atom.to_string(f)
 

@@ -546,7 +546,7 @@ defmodule KilnOpsTest do
         assert flat(e) == Enum.at(rows, 2) ++ List.duplicate(0.0, k)
       end
 
-      assert_raise Kiln.Error, ~r/format must be one of/, fn -> Kiln.quantize(t(w, [n, k]), :q5_k) end
+      assert_raise Kiln.Error, ~r/format must be one of/, fn -> Kiln.quantize(t(w, [n, k]), :q8_k) end
     end
 
     test "rope (rotate-half)" do

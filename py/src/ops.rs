@@ -730,7 +730,8 @@ pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: Int<usize>, base: 
 }
 
 // ---------------------------------------------------------------------------------------------
-// quant: GGUF block formats ("q4_0", "q4_1", "q8_0") kept quantized on the GPU as u32 tensors
+// quant: GGUF block formats ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q2_k" .. "q6_k")
+// kept quantized on the GPU as u32 tensors
 
 fn quant_format(format: &str) -> kiln_core::Result<ops::QuantFormat> {
     ops::QuantFormat::parse(format)

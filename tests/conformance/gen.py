@@ -798,6 +798,9 @@ def build_added(g, seed):
     build_stats(g, rng6)
     build_diff(g, rng6)
     build_linalg(g, rng6)
+    # ---- quant in Q5_0 / Q5_1 / the K formats, from ggml's own C output: a stream of its own
+    # (seed + 7).
+    build_quant_ggml(g, np.random.default_rng(seed + 7))
 
 
 def numpy_divmod(f):
@@ -1455,6 +1458,41 @@ def build_quant(g, rng):
             want = np.stack([table[i] if 0 <= i < v else np.zeros(d, np.float32) for i in ids.reshape(-1)]).reshape(*ids.shape, d)
             g.case(f"quant_embedding.{fmt}_{cid}", "quant_embedding", {"format": fmt, "d": d},
                    [("w", as_words(raw), "u32"), ("ids", ids.astype(NP[dt]), dt)], want, "f32", (0, 0))
+
+
+# ---- quant, Q5_0 / Q5_1 / the K formats: not a numpy port but ggml's own C output, the vectors
+# in core/tests/reference/kquant (written by ggml-quants.c's quantize_row_*_ref and
+# dequantize_row_* over 18 awkward rows of 512 values; make.sh there rebuilds them).
+KQUANT_DIR = os.path.join(HERE, "..", "..", "core", "tests", "reference", "kquant")
+KQUANT = {"q5_0": (32, 22), "q5_1": (32, 24), "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144), "q5_k": (256, 176),
+          "q6_k": (256, 210)}
+KQUANT_ROWS, KQUANT_COLS = 18, 512
+
+
+def build_quant_ggml(g, rng):
+    """quantize (bytes equal ggml's, NaN / inf / subnormal rows included), dequantize (exact) and
+    quant_matmul (matrix-vector and tiled) cases for each format of KQUANT."""
+    x = np.fromfile(os.path.join(KQUANT_DIR, "rows.f32"), "<f4").reshape(KQUANT_ROWS, KQUANT_COLS)
+    for fmt, (bl, bb) in KQUANT.items():
+        rb = KQUANT_COLS // bl * bb
+        q = np.fromfile(os.path.join(KQUANT_DIR, f"{fmt}.q"), np.uint8).reshape(KQUANT_ROWS, rb)
+        deq = np.fromfile(os.path.join(KQUANT_DIR, f"{fmt}.f32"), "<f4").reshape(KQUANT_ROWS, KQUANT_COLS)
+        g.case(f"quantize.{fmt}_ggml_rows", "quantize", {"format": fmt}, [("x", x, "f32")], as_words(q.reshape(-1)), "u32", (0, 0))
+        # Rows whose values are finite (NaN compares unequal in the runners) for dequantize, and
+        # of moderate size for the products (one tolerance per case).
+        fin = [r for r in range(KQUANT_ROWS) if np.isfinite(deq[r]).all()]
+        g.case(f"dequantize.{fmt}_ggml_rows", "dequantize", {"format": fmt, "rows": len(fin), "cols": KQUANT_COLS},
+               [("w", as_words(q[fin].reshape(-1)), "u32")], deq[fin], "f32", (0, 0))
+        mid = [r for r in fin if np.abs(deq[r]).max() < 100]
+        w = deq[mid].astype(np.float64)
+        raw = as_words(q[mid].reshape(-1))
+        for cid, m in [("one_row", 1), ("rows", 3), ("tiled", 70)]:
+            xm = rng.uniform(-2.0, 2.0, size=(m, KQUANT_COLS)).astype(np.float32)
+            want = f64(xm) @ w.T
+            scale = float((np.abs(f64(xm)) @ np.abs(w).T).max())
+            atol = (KQUANT_COLS + 2) * 2.0**-24 * scale + 1e-30
+            g.case(f"quant_matmul.{fmt}_ggml_{cid}", "quant_matmul", {"format": fmt, "n": len(mid)}, [("x", xm, "f32"), ("w", raw, "u32")],
+                   want, "f32", (atol, 0.0))
 
 
 def main():

@@ -13,6 +13,7 @@ pub mod movement;
 pub mod norm;
 pub mod quant;
 mod quant_format;
+pub(crate) mod quant_kquants;
 pub mod quant_matvec_wide;
 pub mod random;
 pub mod reduce;
@@ -165,7 +166,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     op("embedding", "nn", 2, "any, bool included", "", "rows of weight [V, D] picked by ids (ids outside [0, V), negative ones included: zeros)", ["~embedding", "~embedding", "~embedding"]),
     op("rope", "nn", 1, "float", "pos_offset: usize = 0, base: f32 = 10000", "rotary position embedding (rotate-half)", ["~rope", "~rope", "~rope"]),
     op("attention", "nn", 3, "float", "causal: bool = false, scale: Option<f32> = None", "scaled dot-product attention", ["~attention", "~attention", "~attention"]),
-    op("quant_from_bytes", "quant", 0, "raw GGUF bytes", "format, rows: usize, cols: usize", "GGUF blocks (q4_0, q4_1, q8_0) of a [rows, cols] matrix as a u32 tensor", ["~quant_from_bytes", "~quant_from_bytes", "~quant_from_bytes"]),
+    op("quant_from_bytes", "quant", 0, "raw GGUF bytes", "format, rows: usize, cols: usize", "GGUF blocks (q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k) of a [rows, cols] matrix as a u32 tensor", ["~quant_from_bytes", "~quant_from_bytes", "~quant_from_bytes"]),
     op("quantize", "quant", 1, "float", "format", "a float [rows, cols] quantized as ggml's reference quantizer does", ["~quantize", "~quantize", "~quantize"]),
     op("dequantize", "quant", 1, "u32 (quantized)", "format, rows: usize, cols: usize", "f32 [rows, cols] from a quantized matrix", ["~dequantize", "~dequantize", "~dequantize"]),
     op("quant_matmul", "quant", 2, "float x, u32 (quantized) w", "format, n: usize", "x [..., K] times Wᵀ for W quantized [N, K], accumulated in f32", ["~quant_matmul", "~quant_matmul", "~quant_matmul"]),

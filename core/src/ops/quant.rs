@@ -1,6 +1,8 @@
-//! GGUF / ggml quantized weights (Q4_0, Q4_1, Q8_0) kept quantized on the GPU: a quantized
-//! matrix [rows, cols] is its raw GGUF bytes (rows of cols/32 blocks, row-major) in a U32 tensor
-//! of shape [ceil(nbytes / 4)], zero-padded (Kiln has no u8 dtype). The kernels
+//! GGUF / ggml quantized weights (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, and the K formats Q4_K, Q5_K,
+//! Q6_K) kept quantized on the GPU: a quantized matrix [rows, cols] is its raw GGUF bytes (rows
+//! of cols/32 blocks, or cols/256 super-blocks, row-major) in a U32 tensor of shape
+//! [ceil(nbytes / 4)], zero-padded (Kiln has no u8 dtype). Every kernel walks a row in 32-value
+//! groups (a K super-block is 8 of them) that `shaders/quant_common.wgsl` decodes. The kernels
 //! (`shaders/quant_*.wgsl`) decode blocks where they read them:
 //! - `quant_matmul` with few rows of x (decode): a matrix-vector kernel, 256 / TPR W rows per
 //!   workgroup, threads striding over a row's words;
@@ -132,6 +134,10 @@ fn quantize_shape(x: &Tensor, format: QuantFormat) -> Result<(usize, usize)> {
 /// ggml's reference quantizers over whole rows of a multiple of 32 values (f32 arithmetic, in
 /// ggml's order, so that the bytes match).
 pub(crate) fn quantize_host(x: &[f32], format: QuantFormat) -> Vec<u8> {
+    // Q5_0, Q5_1 and the K formats: ops::quant_kquants.
+    if let Some(bytes) = super::quant_kquants::quantize(x, format) {
+        return bytes;
+    }
     let mut out = Vec::with_capacity(x.len() / QuantFormat::BLOCK_LEN * format.block_bytes());
     for blk in x.chunks_exact(QuantFormat::BLOCK_LEN) {
         match format {
@@ -180,9 +186,29 @@ pub(crate) fn quantize_host(x: &[f32], format: QuantFormat) -> Vec<u8> {
                     out.push(c_int8((v * id).round()) as u8);
                 }
             }
+            _ => unreachable!("{format} is quantized by ops::quant_kquants"),
         }
     }
     out
+}
+
+/// ggml's `dequantize_row_*` on the host: `out.len()` values (whole blocks) from `bytes`, the
+/// same f32 values [`dequantize`] gives on a device (for host paths such as kiln-models' CPU
+/// backend, which keep a matrix quantized and decode rows as they go).
+pub fn dequantize_host(bytes: &[u8], format: QuantFormat, out: &mut [f32]) -> Result<()> {
+    let want = format.row_bytes(out.len())?;
+    if bytes.len() != want {
+        return Err(Error::InvalidArgument(format!(
+            "dequantize_host: {} bytes for {} {format} values, which take {want}",
+            bytes.len(),
+            out.len()
+        )));
+    }
+    if !super::quant_kquants::dequantize(bytes, format, out) {
+        let v = crate::reference::quant::dequantize(bytes, format, 1, out.len());
+        out.iter_mut().zip(v).for_each(|(o, v)| *o = v as f32);
+    }
+    Ok(())
 }
 
 /// C's `(int8_t)v` as ggml's x86-64 builds compute it (a truncating 32-bit conversion whose

@@ -76,6 +76,8 @@ fn block_words(format: QuantFormat) -> usize {
     match format {
         QuantFormat::Q4_0 | QuantFormat::Q4_1 => 5,
         QuantFormat::Q8_0 => 9,
+        // Not run on the wide kernel (`run` checks has_wide_kernel).
+        _ => 0,
     }
 }
 
@@ -126,7 +128,8 @@ pub(crate) fn run(
         MatvecKernel::Auto => w_rows >= WIDE_MIN_ROWS && (WIDE_MIN_K..=WIDE_MAX_K).contains(&k),
     };
     let device = x.device().clone();
-    if !want || !applies(&device, m, k, n, glu) {
+    // The formats without a wide decode (Q5_*, the K formats) take the strided kernel.
+    if !want || !format.has_wide_kernel() || !applies(&device, m, k, n, glu) {
         return Ok(false);
     }
     let blocks = k / QuantFormat::BLOCK_LEN;
@@ -257,6 +260,7 @@ fn compute_wgsl(format: QuantFormat, na: usize, u: usize, nw: usize) -> String {
                         );
                     }
                 }
+                _ => unreachable!("{format} has no wide kernel"),
             }
             debug_assert!(nw == block_words(format));
             s += "                }\n            }\n";

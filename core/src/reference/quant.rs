@@ -29,7 +29,14 @@ fn c_i8(v: f32) -> i32 {
 }
 
 /// ggml's reference quantizer of whole rows (`x.len()` a multiple of 32), in f32 as ggml computes.
+///
+/// Q5_0, Q5_1 and the K formats are the op's own host quantizer (`ops::quant_kquants`), which
+/// core/tests/quant_k.rs holds byte-equal to vectors written by ggml's C (an independent
+/// reference, not a second port).
 pub fn quantize(x: &[f32], format: QuantFormat) -> Vec<u8> {
+    if let Some(bytes) = crate::ops::quant_kquants::quantize(x, format) {
+        return bytes;
+    }
     let mut y = Vec::new();
     for b in x.chunks(QK) {
         match format {
@@ -89,13 +96,22 @@ pub fn quantize(x: &[f32], format: QuantFormat) -> Vec<u8> {
                     y.push(c_i8((v * id).round()) as i8 as u8);
                 }
             }
+            _ => unreachable!(),
         }
     }
     y
 }
 
 /// ggml's `dequantize_row_*` over a [rows, cols] matrix's bytes: row-major f32 values (as f64).
+///
+/// Q5_0, Q5_1 and the K formats: `ops::quant_kquants`'s host dequantizer, held bit-equal to
+/// ggml's C output by core/tests/quant_k.rs.
 pub fn dequantize(bytes: &[u8], format: QuantFormat, rows: usize, cols: usize) -> Vec<f64> {
+    let mut f = vec![0.0f32; rows * cols];
+    let nbytes = rows * cols / format.block_len() * format.block_bytes();
+    if crate::ops::quant_kquants::dequantize(&bytes[..nbytes], format, &mut f) {
+        return f.into_iter().map(f64::from).collect();
+    }
     let bb = format.block_bytes();
     let mut out = Vec::with_capacity(rows * cols);
     for blk in bytes[..rows * cols / QK * bb].chunks(bb) {
@@ -120,6 +136,7 @@ pub fn dequantize(bytes: &[u8], format: QuantFormat, rows: usize, cols: usize) -
                     vals[j] = blk[2 + j] as i8 as f32 * d;
                 }
             }
+            _ => unreachable!(),
         }
         out.extend(vals.iter().map(|&v| v as f64));
     }

@@ -14,7 +14,7 @@ pub(crate) mod quant;
 
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile};
-use crate::llama::{stacked_bytes, LlamaConfig};
+use crate::llama::{stacked_groups, LlamaConfig};
 use quant::QuantMatrix;
 
 pub(crate) use kernels::argmax;
@@ -64,8 +64,7 @@ impl CpuLlama {
     pub fn load(f: &GgufFile, config: &LlamaConfig, progress: &mut dyn FnMut(usize, usize)) -> Result<CpuLlama> {
         let c = config;
         let matrix = |parts: &[crate::llama::StackPart<'_>], cols: usize| -> Result<QuantMatrix> {
-            let (bytes, format, rows) = stacked_bytes(f, parts, cols)?;
-            QuantMatrix::from_ggml(&bytes, format, rows, cols)
+            QuantMatrix::from_groups(stacked_groups(f, parts, cols)?, cols)
         };
         let total = c.n_layers + 1;
         progress(0, total);

@@ -25,28 +25,166 @@ use std::ops::Range;
 /// Values per quant block (ggml's QK4_0 = QK4_1 = QK8_0).
 pub(crate) const QK: usize = 32;
 
-/// A [rows, cols] matrix of quant blocks: `codes` holds each block's code bytes (16 for the
-/// 4-bit formats, 32 for Q8_0) and `scales` its f32 scale, or scale and minimum for Q4_1.
+/// A [rows, cols] matrix of 32-value quant blocks decoded as `kind` (see [`kind_of`]):
+/// `codes` holds each block's code bytes (16 for the 4-bit kinds, 32 for Q8_0 and Q6_K) and
+/// `scales` its f32 scale, or scale and minimum for Q4_1, or the scales of its two 16-value
+/// halves for Q6_K, or each half's scale and minimum for Q2_K (32 unsigned codes). A stack
+/// whose runs of rows differ in format (a Q4_K_M's Q4_K attn_q/attn_k over a Q6_K attn_v) is
+/// its runs, in `parts`.
 pub(crate) struct QuantMatrix {
-    pub format: QuantFormat,
     pub rows: usize,
     pub cols: usize,
+    kind: QuantFormat,
     codes: Vec<u8>,
     scales: Vec<f32>,
+    /// A mixed stack's runs: (first row, the run's rows as a matrix); empty otherwise.
+    parts: Vec<(usize, QuantMatrix)>,
 }
 
-fn code_bytes(format: QuantFormat) -> usize {
+/// How a format's 32-value groups are kept and decoded here, each giving ggml's
+/// dequantized values exactly:
+/// - Q4_0, Q4_1, Q8_0 as they are;
+/// - Q4_K as Q4_1: group j's `d * sc_j` and `-(dmin * m_j)` as its scale and minimum (ggml's
+///   `d1 * q - m1` is the same IEEE operation as `q * d1 + (-m1)`);
+/// - Q5_0 as Q8_0: the signed 5-bit value `q - 16` as the code (`(q - 16) * d`);
+/// - Q6_K as Q6_K: signed codes `q - 32` with the two 16-value halves' `d * sc` as scales
+///   (ggml's `(d * sc) * q`); Q3_K too (codes `q - 4` or `q`, scales `d * (sc - 32)`);
+/// - Q2_K as Q2_K: unsigned codes with each 16-value half's scale and minimum (`dl * q - ml`
+///   as `q * dl + (-ml)`); Q5_1 and Q5_K too (their 5-bit codes, one scale and minimum
+///   repeated for both halves).
+fn kind_of(format: QuantFormat) -> QuantFormat {
     match format {
-        QuantFormat::Q4_0 | QuantFormat::Q4_1 => QK / 2,
-        QuantFormat::Q8_0 => QK,
+        QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q8_0 | QuantFormat::Q6_K | QuantFormat::Q2_K => format,
+        QuantFormat::Q4_K => QuantFormat::Q4_1,
+        QuantFormat::Q5_0 => QuantFormat::Q8_0,
+        QuantFormat::Q3_K => QuantFormat::Q6_K,
+        QuantFormat::Q5_1 | QuantFormat::Q5_K => QuantFormat::Q2_K,
     }
 }
 
-fn scales_per_block(format: QuantFormat) -> usize {
-    if format == QuantFormat::Q4_1 {
-        2
+fn code_bytes(kind: QuantFormat) -> usize {
+    match kind {
+        QuantFormat::Q4_0 | QuantFormat::Q4_1 => QK / 2,
+        QuantFormat::Q8_0 | QuantFormat::Q6_K | QuantFormat::Q2_K => QK,
+        _ => unreachable!("{kind} is no kind of kept block"),
+    }
+}
+
+fn scales_per_block(kind: QuantFormat) -> usize {
+    match kind {
+        QuantFormat::Q4_1 | QuantFormat::Q6_K => 2,
+        QuantFormat::Q2_K => 4,
+        _ => 1,
+    }
+}
+
+/// One GGUF block of `format` (every format but Q4_0, Q4_1 and Q8_0) as `kind_of(format)`'s
+/// 32-value groups.
+fn transcode(format: QuantFormat, blk: &[u8], codes: &mut Vec<u8>, scales: &mut Vec<f32>) {
+    let half = |at: usize| f16::from_bits(u16::from_le_bytes([blk[at], blk[at + 1]])).to_f32();
+    match format {
+        QuantFormat::Q5_0 => {
+            let d = half(0);
+            let qh = u32::from_le_bytes(blk[2..6].try_into().unwrap());
+            let qs = &blk[6..22];
+            let mut c = [0u8; QK];
+            for j in 0..QK / 2 {
+                let x0 = ((qs[j] & 0x0F) as u32 | (((qh >> j) << 4) & 0x10)) as i32 - 16;
+                let x1 = ((qs[j] >> 4) as u32 | ((qh >> (j + 12)) & 0x10)) as i32 - 16;
+                c[j] = x0 as i8 as u8;
+                c[j + QK / 2] = x1 as i8 as u8;
+            }
+            codes.extend_from_slice(&c);
+            scales.push(d);
+        }
+        QuantFormat::Q4_K => {
+            let (d, dmin) = (half(0), half(2));
+            for j in 0..8 {
+                let (sc, m) = scale_min_k4(j, &blk[4..16]);
+                scales.push(d * sc as f32);
+                scales.push(-(dmin * m as f32));
+                let q = &blk[16 + 32 * (j / 2)..16 + 32 * (j / 2) + 32];
+                let v = |l: usize| (q[l] >> (4 * (j % 2))) & 0xF;
+                codes.extend((0..QK / 2).map(|l| v(l) | (v(l + QK / 2) << 4)));
+            }
+        }
+        QuantFormat::Q5_1 => {
+            let (d, m) = (half(0), half(2));
+            let qh = u32::from_le_bytes(blk[4..8].try_into().unwrap());
+            let qs = &blk[8..24];
+            let mut c = [0u8; QK];
+            for j in 0..QK / 2 {
+                c[j] = (qs[j] & 0x0F) | ((((qh >> j) << 4) & 0x10) as u8);
+                c[j + QK / 2] = (qs[j] >> 4) | (((qh >> (j + 12)) & 0x10) as u8);
+            }
+            codes.extend_from_slice(&c);
+            scales.extend_from_slice(&[d, m, d, m]);
+        }
+        QuantFormat::Q5_K => {
+            let (d, dmin) = (half(0), half(2));
+            for j in 0..8 {
+                let (sc, m) = scale_min_k4(j, &blk[4..16]);
+                let (d1, m1) = (d * sc as f32, -(dmin * m as f32));
+                scales.extend_from_slice(&[d1, m1, d1, m1]);
+                let q = &blk[48 + 32 * (j / 2)..];
+                codes.extend((0..QK).map(|l| ((q[l] >> (4 * (j % 2))) & 0xF) + 16 * ((blk[16 + l] >> j) & 1)));
+            }
+        }
+        QuantFormat::Q2_K => {
+            let (d, dmin) = (half(80), half(82));
+            for s in 0..8 {
+                let (n, j) = (s / 4, s % 4);
+                for h in 0..2 {
+                    let sc = blk[8 * n + 2 * j + h];
+                    scales.push(d * (sc & 0xF) as f32);
+                    scales.push(-(dmin * (sc >> 4) as f32));
+                }
+                codes.extend((0..QK).map(|l| (blk[16 + 32 * n + l] >> (2 * j)) & 3));
+            }
+        }
+        QuantFormat::Q3_K => {
+            let d = half(108);
+            for s in 0..8 {
+                let (n, j) = (s / 4, s % 4);
+                for h in 0..2 {
+                    scales.push(d * q3_scale(&blk[96..108], 8 * n + 2 * j + h) as f32);
+                }
+                codes.extend((0..QK).map(|l| {
+                    let q = ((blk[32 + 32 * n + l] >> (2 * j)) & 3) as i8;
+                    (if (blk[l] >> s) & 1 != 0 { q } else { q - 4 }) as u8
+                }));
+            }
+        }
+        QuantFormat::Q6_K => {
+            let d = half(208);
+            for j in 0..8 {
+                let (n, g) = (j / 4, j % 4);
+                let (ql, qh, sc) = (&blk[64 * n + 32 * (g % 2)..], &blk[128 + 32 * n..], &blk[192 + 8 * n..]);
+                for l in 0..QK {
+                    let q = ((ql[l] >> (4 * (g / 2))) & 0xF) | (((qh[l] >> (2 * g)) & 3) << 4);
+                    codes.push((q as i32 - 32) as i8 as u8);
+                }
+                scales.push(d * sc[2 * g] as i8 as f32);
+                scales.push(d * sc[2 * g + 1] as i8 as f32);
+            }
+        }
+        _ => unreachable!("{format} is not transcoded"),
+    }
+}
+
+/// Q3_K's 6-bit scale j (of 16) minus 32, from its 12 packed bytes (as ggml's quantizer reads
+/// them back).
+fn q3_scale(sc: &[u8], j: usize) -> i8 {
+    let lo = if j < 8 { sc[j] & 0xF } else { sc[j - 8] >> 4 };
+    ((lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) as i8).wrapping_sub(32)
+}
+
+/// ggml's get_scale_min_k4: group j's 6-bit scale and min from a K block's 12 packed bytes.
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
     } else {
-        1
+        ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
     }
 }
 
@@ -61,18 +199,44 @@ impl QuantMatrix {
                 rows * row_bytes
             )));
         }
-        let (cb, spb, bb) = (code_bytes(format), scales_per_block(format), format.block_bytes());
+        let kind = kind_of(format);
+        let (cb, spb, bb) = (code_bytes(kind), scales_per_block(kind), format.block_bytes());
         let blocks = rows * cols / QK;
         let mut codes = Vec::with_capacity(blocks * cb);
         let mut scales = Vec::with_capacity(blocks * spb);
         let half = |b: &[u8]| f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
         for blk in bytes.chunks_exact(bb) {
+            if !matches!(format, QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q8_0) {
+                transcode(format, blk, &mut codes, &mut scales);
+                continue;
+            }
             for s in 0..spb {
                 scales.push(half(&blk[2 * s..]));
             }
             codes.extend_from_slice(&blk[2 * spb..]);
         }
-        Ok(QuantMatrix { format, rows, cols, codes, scales })
+        Ok(QuantMatrix { rows, cols, kind, codes, scales, parts: Vec::new() })
+    }
+
+    /// Runs of rows stacked in the order given, `(bytes, format, rows)` each (the groups of
+    /// `llama::stacked_groups`); one run is [`QuantMatrix::from_ggml`].
+    pub fn from_groups(groups: Vec<(Vec<u8>, QuantFormat, usize)>, cols: usize) -> Result<QuantMatrix> {
+        if let [(bytes, format, rows)] = groups.as_slice() {
+            return QuantMatrix::from_ggml(bytes, *format, *rows, cols);
+        }
+        let kind = groups.first().map(|g| g.1).ok_or_else(|| ModelError::Unsupported("an empty stack".into()))?;
+        let mut parts = Vec::with_capacity(groups.len());
+        let mut rows = 0;
+        for (bytes, f, r) in groups {
+            parts.push((rows, QuantMatrix::from_ggml(&bytes, f, r, cols)?));
+            rows += r;
+        }
+        Ok(QuantMatrix { rows, cols, kind, codes: Vec::new(), scales: Vec::new(), parts })
+    }
+
+    /// The part of a mixed stack holding row `r`, and its first row.
+    fn part_of(&self, r: usize) -> Option<(usize, &QuantMatrix)> {
+        self.parts.iter().rev().find(|p| p.0 <= r).map(|(first, m)| (*first, m))
     }
 
     fn blocks_per_row(&self) -> usize {
@@ -81,19 +245,32 @@ impl QuantMatrix {
 
     /// Row `r` decoded to f32 (ggml's dequantized values).
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        if let Some((first, part)) = self.part_of(r) {
+            return part.dequantize_row(r - first, out);
+        }
         let nb = self.blocks_per_row();
-        let (cb, spb) = (code_bytes(self.format), scales_per_block(self.format));
+        let (cb, spb) = (code_bytes(self.kind), scales_per_block(self.kind));
         let codes = &self.codes[r * nb * cb..(r + 1) * nb * cb];
         let scales = &self.scales[r * nb * spb..(r + 1) * nb * spb];
         for (b, w) in out[..self.cols].chunks_exact_mut(QK).enumerate() {
             let w: &mut [f32; QK] = w.try_into().unwrap();
-            decode(self.format, &codes[b * cb..(b + 1) * cb], &scales[b * spb..(b + 1) * spb], w);
+            decode(self.kind, &codes[b * cb..(b + 1) * cb], &scales[b * spb..(b + 1) * spb], w);
         }
     }
 
     /// `out[t * out_stride + r - rows.start] = W[r] · x[t]` for r in `rows` and each of the
     /// `x.len() / cols` activation rows `t` (f32, row-major).
     fn rows_into(&self, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
+        if !self.parts.is_empty() {
+            // Each part's share of `rows`, written at its place in `out`.
+            for (first, part) in &self.parts {
+                let (lo, hi) = (rows.start.max(*first), rows.end.min(first + part.rows));
+                if lo < hi {
+                    part.rows_into(lo - first..hi - first, x, &mut out[lo - rows.start..], out_stride);
+                }
+            }
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if avx2::available() {
             // SAFETY: the CPU has AVX2 (checked above).
@@ -169,6 +346,20 @@ fn decode(format: QuantFormat, codes: &[u8], scales: &[f32], w: &mut [f32; QK]) 
                 w[j] = q[j] as i8 as f32 * d;
             }
         }
+        QuantFormat::Q6_K => {
+            let q: &[u8; QK] = codes.try_into().unwrap();
+            for j in 0..QK {
+                w[j] = q[j] as i8 as f32 * scales[j / 16];
+            }
+        }
+        QuantFormat::Q2_K => {
+            let q: &[u8; QK] = codes.try_into().unwrap();
+            for j in 0..QK {
+                let h = 2 * (j / 16);
+                w[j] = q[j] as f32 * scales[h] + scales[h + 1];
+            }
+        }
+        _ => unreachable!("{format} is no kind of kept block"),
     }
 }
 
@@ -218,14 +409,14 @@ fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
 
 fn rows_portable(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32], out_stride: usize) {
     let nb = m.blocks_per_row();
-    let (cb, spb) = (code_bytes(m.format), scales_per_block(m.format));
+    let (cb, spb) = (code_bytes(m.kind), scales_per_block(m.kind));
     let tokens = x.len() / m.cols;
     let start = rows.start;
     if tokens == 1 {
         for r in rows {
             let codes = &m.codes[r * nb * cb..(r + 1) * nb * cb];
             let scales = &m.scales[r * nb * spb..(r + 1) * nb * spb];
-            out[r - start] = dot_row(m.format, codes, scales, x);
+            out[r - start] = dot_row(m.kind, codes, scales, x);
         }
         return;
     }
@@ -279,11 +470,15 @@ mod avx2 {
     const Q4_0: u8 = 0;
     const Q4_1: u8 = 1;
     const Q8_0: u8 = 2;
+    const Q6_K: u8 = 3;
+    const Q2_K: u8 = 4;
 
     fn format_of<const F: u8>() -> QuantFormat {
         match F {
             Q4_0 => QuantFormat::Q4_0,
             Q4_1 => QuantFormat::Q4_1,
+            Q6_K => QuantFormat::Q6_K,
+            Q2_K => QuantFormat::Q2_K,
             _ => QuantFormat::Q8_0,
         }
     }
@@ -296,14 +491,15 @@ mod avx2 {
         // SAFETY (all loads): the caller passes a whole block's codes and scales.
         let d = _mm256_set1_ps(unsafe { *scales });
         let ints: [__m256i; 4] = match format {
-            QuantFormat::Q8_0 => {
+            QuantFormat::Q8_0 | QuantFormat::Q6_K | QuantFormat::Q2_K => {
                 let q = unsafe { _mm256_loadu_si256(codes as *const __m256i) };
                 let (lo, hi) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+                let signed = format != QuantFormat::Q2_K;
                 [
-                    widen(lo, true),
-                    widen(_mm_srli_si128::<8>(lo), true),
-                    widen(hi, true),
-                    widen(_mm_srli_si128::<8>(hi), true),
+                    widen(lo, signed),
+                    widen(_mm_srli_si128::<8>(lo), signed),
+                    widen(hi, signed),
+                    widen(_mm_srli_si128::<8>(hi), signed),
                 ]
             }
             QuantFormat::Q4_0 | QuantFormat::Q4_1 => {
@@ -318,6 +514,7 @@ mod avx2 {
                     widen(_mm_srli_si128::<8>(hi), false),
                 ]
             }
+            _ => unreachable!("{format} is no kind of kept block"),
         };
         let mut w = [_mm256_setzero_ps(); 4];
         match format {
@@ -340,6 +537,23 @@ mod avx2 {
                     w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(ints[i]), d);
                 }
             }
+            QuantFormat::Q6_K => {
+                // Values 0..16 take the first half's scale, 16..32 the second's.
+                let d1 = _mm256_set1_ps(unsafe { *scales.add(1) });
+                for i in 0..4 {
+                    w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(ints[i]), if i < 2 { d } else { d1 });
+                }
+            }
+            QuantFormat::Q2_K => {
+                // Each half's q · d is exact in f32 (at most 5 bits times 17), so the fused
+                // multiply-add rounds once, as the portable multiply then add does.
+                for i in 0..4 {
+                    let h = 2 * (i / 2);
+                    let (dh, mh) = unsafe { (_mm256_set1_ps(*scales.add(h)), _mm256_set1_ps(*scales.add(h + 1))) };
+                    w[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints[i]), dh, mh);
+                }
+            }
+            _ => unreachable!("{format} is no kind of kept block"),
         }
         w
     }
@@ -355,10 +569,13 @@ mod avx2 {
         if tokens == 1 {
             // SAFETY: AVX2 (this function's contract); shapes checked above.
             unsafe {
-                match m.format {
+                match m.kind {
                     QuantFormat::Q4_0 => matvec::<Q4_0>(m, rows, x, out),
                     QuantFormat::Q4_1 => matvec::<Q4_1>(m, rows, x, out),
                     QuantFormat::Q8_0 => matvec::<Q8_0>(m, rows, x, out),
+                    QuantFormat::Q6_K => matvec::<Q6_K>(m, rows, x, out),
+                    QuantFormat::Q2_K => matvec::<Q2_K>(m, rows, x, out),
+                    _ => unreachable!("{} is no kind of kept block", m.kind),
                 }
             }
             return;
@@ -397,7 +614,7 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn matvec<const F: u8>(m: &QuantMatrix, rows: Range<usize>, x: &[f32], out: &mut [f32]) {
         let nb = m.cols / QK;
-        let (cb, spb) = (code_bytes(m.format), scales_per_block(m.format));
+        let (cb, spb) = (code_bytes(m.kind), scales_per_block(m.kind));
         let (codes, scales, x) = (m.codes.as_ptr(), m.scales.as_ptr(), x.as_ptr());
         let start = rows.start;
         let mut r = rows.start;
@@ -510,6 +727,93 @@ mod tests {
         }
     }
 
+    /// The formats kept transcoded (Q4_K as Q4_1, Q5_0 as Q8_0, Q6_K and Q3_K as Q6_K, Q2_K,
+    /// Q5_1 and Q5_K as Q2_K):
+    /// rows decode to kiln-core's dequantized values bit for bit (held to ggml's C in
+    /// core/tests/quant_k.rs), products match the reference, and the AVX2 kernels give the
+    /// portable bits, non-finite scales included.
+    #[test]
+    fn k_and_q5_formats_decode_exactly_on_every_kernel() {
+        let others = [
+            QuantFormat::Q4_K,
+            QuantFormat::Q5_0,
+            QuantFormat::Q6_K,
+            QuantFormat::Q5_1,
+            QuantFormat::Q5_K,
+            QuantFormat::Q2_K,
+            QuantFormat::Q3_K,
+        ];
+        for format in others {
+            let (rows, cols) = (19, 512);
+            let mut w = values(rows * cols, 77);
+            for v in &mut w[cols..2 * cols] {
+                *v = v.abs() * 1e-3; // a one-signed, small row
+            }
+            let mut bytes = reference::quantize(&w, format);
+            // An infinite scale in the last row: inf * 0 and inf products as ggml gives them.
+            let d_at = match format {
+                QuantFormat::Q6_K => 208,
+                QuantFormat::Q2_K => 80,
+                QuantFormat::Q3_K => 108,
+                _ => 0,
+            };
+            let last = (rows - 1) * format.row_bytes(cols).unwrap() + d_at;
+            bytes[last..last + 2].copy_from_slice(&f16::INFINITY.to_bits().to_le_bytes());
+            let q = QuantMatrix::from_ggml(&bytes, format, rows, cols).unwrap();
+            let want = reference::dequantize(&bytes, format, rows, cols);
+            let mut row = vec![0.0f32; cols];
+            for r in 0..rows {
+                q.dequantize_row(r, &mut row);
+                for (c, (&g, &e)) in row.iter().zip(&want[r * cols..(r + 1) * cols]).enumerate() {
+                    let same = g.to_bits() == (e as f32).to_bits() || (g.is_nan() && e.is_nan());
+                    assert!(same, "{format} row {r} col {c}: {g} vs {e}");
+                }
+            }
+            for m in [1, 3] {
+                let x = values(m * cols, m as u64 + 11);
+                check(&bytes, format, rows, cols, &x);
+                let mut portable = vec![0.0; m * rows];
+                rows_portable(&q, 0..rows, &x, &mut portable, rows);
+                let mut o = vec![0.0; m * rows];
+                q.rows_into(0..rows, &x, &mut o, rows);
+                let same =
+                    o.iter().zip(&portable).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+                assert!(same, "{format} m {m}: the picked kernel {o:?} vs portable {portable:?}");
+            }
+        }
+        // A stack of runs in different formats decodes each row by its own run.
+        let (cols, w) = (256, values(5 * 256, 5));
+        let a = reference::quantize(&w[..2 * cols], QuantFormat::Q4_K);
+        let b = reference::quantize(&w[2 * cols..], QuantFormat::Q6_K);
+        let q =
+            QuantMatrix::from_groups(vec![(a.clone(), QuantFormat::Q4_K, 2), (b.clone(), QuantFormat::Q6_K, 3)], cols)
+                .unwrap();
+        assert_eq!(q.rows, 5);
+        let mut row = vec![0.0f32; cols];
+        for r in 0..5 {
+            q.dequantize_row(r, &mut row);
+            let want = if r < 2 {
+                reference::dequantize(&a, QuantFormat::Q4_K, 2, cols)[r * cols..(r + 1) * cols].to_vec()
+            } else {
+                reference::dequantize(&b, QuantFormat::Q6_K, 3, cols)[(r - 2) * cols..(r - 1) * cols].to_vec()
+            };
+            assert!(row.iter().zip(&want).all(|(&g, &e)| g as f64 == e), "mixed stack row {r}");
+        }
+        // Its products: each part's rows in their places, one token and several.
+        for m in [1usize, 3] {
+            let x = values(m * cols, 21);
+            let got = q.matmul(&x);
+            let (ga, gb) = (
+                QuantMatrix::from_ggml(&a, QuantFormat::Q4_K, 2, cols).unwrap().matmul(&x),
+                QuantMatrix::from_ggml(&b, QuantFormat::Q6_K, 3, cols).unwrap().matmul(&x),
+            );
+            for t in 0..m {
+                assert_eq!(&got[t * 5..t * 5 + 2], &ga[t * 2..t * 2 + 2], "mixed stack token {t}");
+                assert_eq!(&got[t * 5 + 2..t * 5 + 5], &gb[t * 3..t * 3 + 3], "mixed stack token {t}");
+            }
+        }
+    }
+
     #[test]
     fn zero_rows_and_tokens_give_empty_results() {
         let q = QuantMatrix::from_ggml(&[], QuantFormat::Q4_1, 0, 64).unwrap();
@@ -557,14 +861,22 @@ mod tests {
 mod speed {
     use super::*;
 
-    /// Single-thread ns per block of the one-token product, cache-resident and not
+    /// Single-thread ns per 32 values of the one-token product, cache-resident and not
     /// (`cargo test --release -p kiln-models --lib -- --ignored --nocapture speed`).
     #[test]
     #[ignore]
     fn ns_per_block() {
-        for format in [QuantFormat::Q4_1, QuantFormat::Q8_0] {
+        for format in [
+            QuantFormat::Q4_1,
+            QuantFormat::Q8_0,
+            QuantFormat::Q4_K,
+            QuantFormat::Q6_K,
+            QuantFormat::Q5_K,
+            QuantFormat::Q3_K,
+            QuantFormat::Q2_K,
+        ] {
             for rows in [512usize, 65536] {
-                let cols = 576;
+                let cols = 768;
                 let bytes = vec![0x11u8; rows * format.row_bytes(cols).unwrap()];
                 let q = QuantMatrix::from_ggml(&bytes, format, rows, cols).unwrap();
                 let x = vec![0.5f32; cols];
@@ -575,10 +887,11 @@ mod speed {
                     q.rows_into(0..rows, &x, &mut out, 0);
                 }
                 let blocks = (reps * rows * cols / QK) as f64;
+                let nbytes = (reps * bytes.len()) as f64;
                 eprintln!(
-                    "{format} {rows} rows: {:.2} ns/block, {:.2} GB/s",
+                    "{format} {rows} rows: {:.2} ns per 32 values, {:.2} GB/s",
                     t.elapsed().as_secs_f64() * 1e9 / blocks,
-                    blocks * format.block_bytes() as f64 / t.elapsed().as_secs_f64() / 1e9
+                    nbytes / t.elapsed().as_secs_f64() / 1e9
                 );
             }
         }
