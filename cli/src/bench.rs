@@ -205,6 +205,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     }
     attention_benches(quick, &mut v)?;
     quant_matvec_benches(quick, &mut v);
+    quant_prefill_benches(quick, &mut v);
     Ok(v)
 }
 
@@ -281,6 +282,97 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
                 ops::quant_matmul_fused(x, &ws[i % ws.len()], f, n, fusion)
             }),
         });
+    }
+}
+
+/// Prefill's quantized products (512 rows of f32 x) at SmolLM2-135M's shapes (Q4_1) and
+/// Llama-3.2-1B's (Q4_0, Q8_0), per kernel: `.tiled` (quant_tiled.wgsl), `.coop` (cooperative
+/// matrices, the tiling Auto picks), `.tWMxWNxTMxTNxBPS` (a forced tiling); the 1B QKV shape
+/// also at 16/32/64/128 rows (where Auto switches kernels); and `quant_prefill_f16mm_*`, the
+/// plain f16 matmul of the same shape (what dequantizing W to f16 once per pass and then the
+/// existing cooperative matmul would cost, the dequantization not counted). In TFLOP/s of the
+/// 2 m n k product. Weights are random bytes below 0x3c (finite scales), built on first use.
+fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
+    use ops::ProductKernel as K;
+    use ops::QuantFormat::{Q4_0, Q4_1, Q8_0};
+    let m_full = if quick { 64 } else { 512 };
+    let has_f16 = kiln_core::device().is_ok_and(|d| d.has_f16());
+    let tiled: (&str, K) = ("tiled", K::Tiled);
+    let coop: (&str, K) = ("coop", K::Coop);
+    let tilings: Vec<(&'static str, K)> = [[2u32, 2, 4, 4, 1], [2, 2, 2, 4, 1], [2, 2, 2, 2, 1], [2, 2, 2, 2, 2], [2, 2, 4, 4, 2]]
+        .into_iter()
+        .map(|t| {
+            let name: &'static str = Box::leak(format!("t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]).into_boxed_str());
+            (name, K::CoopTiles(t))
+        })
+        .collect();
+    // (tag, format, N, K, rows of x, kernels)
+    let mut rows: Vec<(&str, ops::QuantFormat, usize, usize, usize, Vec<(&'static str, K)>)> = Vec::new();
+    let all: Vec<(&'static str, K)> = [tiled, coop].into_iter().chain(tilings.iter().copied()).collect();
+    rows.push(("smol_gateup_q4_1", Q4_1, 3072, 576, m_full, all.clone()));
+    rows.push(("smol_down_q4_1", Q4_1, 576, 1536, m_full, all.clone()));
+    rows.push(("smol_qkv_q4_1", Q4_1, 960, 576, m_full, vec![tiled, coop]));
+    rows.push(("l1b_gateup_q4_0", Q4_0, 16384, 2048, m_full, all.clone()));
+    rows.push(("l1b_down_q4_0", Q4_0, 2048, 8192, m_full, all.clone()));
+    rows.push(("l1b_qkv_q4_0", Q4_0, 3072, 2048, m_full, all.clone()));
+    rows.push(("l1b_gateup_q8_0", Q8_0, 16384, 2048, m_full, vec![tiled, coop]));
+    rows.push(("l1b_down_q8_0", Q8_0, 2048, 8192, m_full, vec![tiled, coop]));
+    for m in [16, 32, 64, 128] {
+        rows.push(("l1b_qkv_q4_0", Q4_0, 3072, 2048, m, vec![tiled, coop]));
+    }
+    for (tag, f, n, k, m, kernels) in rows {
+        let n = if quick { n.div_ceil(16) } else { n };
+        let nbytes = n * f.row_bytes(k).expect("whole blocks");
+        type Operands = (Tensor, [Tensor; 2]);
+        let made: std::sync::Arc<std::sync::OnceLock<Operands>> = Default::default();
+        let make = move || -> kiln_core::Result<Operands> {
+            let dev = kiln_core::device()?;
+            let mut state = 0x2545_f491_4f6c_dd1du64 ^ nbytes as u64;
+            let bytes: Vec<u8> = (0..nbytes)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 24) as u8 & 0x3b
+                })
+                .collect();
+            let w = ops::quant_from_bytes(&dev, &bytes, f, n, k)?;
+            Ok((w, [rand(&[m, k], DType::F32, 51)?, rand(&[m, k], DType::F32, 52)?]))
+        };
+        for (kname, kernel) in kernels {
+            let name: &'static str = Box::leak(format!("quant_prefill_{tag}.{kname}").into_boxed_str());
+            let (made, make) = (made.clone(), make.clone());
+            v.push(Bench {
+                name,
+                size: format!("{m}x{k} . {n}x{k}"),
+                bytes: 0.0,
+                flops: 2.0 * (m * n * k) as f64,
+                run: Box::new(move |i| {
+                    if made.get().is_none() {
+                        let _ = made.set(make()?);
+                    }
+                    let (w, x) = made.get().expect("set above");
+                    ops::quant_product(&x[i % 2], w, f, n, kernel)
+                }),
+            });
+        }
+        if m == m_full && has_f16 {
+            let name: &'static str = Box::leak(format!("quant_prefill_f16mm_{tag}").into_boxed_str());
+            let ab: std::sync::Arc<std::sync::OnceLock<(Tensor, Tensor)>> = Default::default();
+            v.push(Bench {
+                name,
+                size: format!("{m}x{k} @ {k}x{n} f16"),
+                bytes: 0.0,
+                flops: 2.0 * (m * n * k) as f64,
+                run: Box::new(move |_| {
+                    if ab.get().is_none() {
+                        let _ = ab.set((rand(&[m, k], DType::F16, 53)?, rand(&[k, n], DType::F16, 54)?));
+                    }
+                    let (a, b) = ab.get().expect("set above");
+                    ops::matmul(a, b)
+                }),
+            });
+        }
     }
 }
 

@@ -13,6 +13,9 @@
 
 pub use super::quant_format::{QuantFormat, QuantFusion};
 use super::quant_matvec_wide::strided_tpr;
+pub use super::quant_coop::{
+    quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop, ProductKernel, COOP_MIN_ROWS,
+};
 pub use super::quant_matvec_wide::MatvecKernel;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -33,7 +36,7 @@ const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
 /// Rows of x up to which `quant_matmul` takes the matrix-vector kernel (each x row then costs a
 /// pass over W, but W is read in whole coalesced words; past it the tiled kernel's reuse wins).
-const MATVEC_MAX_ROWS: usize = 8;
+pub(crate) const MATVEC_MAX_ROWS: usize = 8;
 /// Rows of x one matrix-vector workgroup handles at once (the shader's MT at most).
 const MATVEC_MT: usize = 4;
 /// The tiled kernel's output tile (the shader's TS).
@@ -526,7 +529,7 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         }
         None => x,
     };
-    let mut y = product(x, w, format, if fusion.swiglu { 2 * n } else { n })?;
+    let mut y = product(x, w, format, if fusion.swiglu { 2 * n } else { n }, ProductKernel::Auto)?;
     if fusion.swiglu {
         let axis = y.ndim() as isize - 1;
         let gate = crate::ops::slice(&y, axis, 0, n as isize, 1)?;
@@ -539,8 +542,17 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
     }
 }
 
-/// The plain product through the tiled kernel (many rows of x; checked by the caller).
-fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tensor> {
+/// x [..., K] times Wᵀ (W quantized [N, K]) on the many-rows product kernel `kernel` picks,
+/// whatever the rows of x (tests and A/B timing: [`quant_matmul`] takes the matrix-vector
+/// kernels for few rows and `ProductKernel::Auto` for more).
+pub fn quant_product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: ProductKernel) -> Result<Tensor> {
+    check_fused(x, w, format, n, &QuantFusion::default())?;
+    product(x, w, format, n, kernel)
+}
+
+/// The plain product for many rows of x (checked by the caller): on cooperative matrices where
+/// `kernel` and the device allow (`quant_coop`), else through the tiled kernel.
+fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: ProductKernel) -> Result<Tensor> {
     let device = x.device().clone();
     let dtype = x.dtype();
     let k = *x.shape().last().unwrap_or(&0);
@@ -552,6 +564,11 @@ fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tens
     let m = x.numel() / k;
     let out = Tensor::empty_on(&device, &shape, dtype)?;
     if out.numel() == 0 {
+        return Ok(out);
+    }
+    check_indexable(x.numel())?;
+    check_indexable(out.numel())?;
+    if super::quant_coop::run(x, w, &out, format, (m, n, k), kernel)? {
         return Ok(out);
     }
     let (blocks, row_h, enable, max_dim) = launch_sizes(x, &out, format, k)?;
