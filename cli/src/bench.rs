@@ -337,7 +337,8 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
                 })
                 .collect();
             let w = ops::quant_from_bytes(&dev, &bytes, f, n, k)?;
-            Ok((w, [rand(&[m, k], DType::F32, 51)?, rand(&[m, k], DType::F32, 52)?]))
+            let x = |seed| ops::random_uniform(&[m, k], DType::F32, seed, -1.0, 1.0);
+            Ok((w, [x(51)?, x(52)?]))
         };
         for (kname, kernel) in kernels {
             let name: &'static str = Box::leak(format!("quant_prefill_{tag}.{kname}").into_boxed_str());
@@ -366,7 +367,8 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
                 flops: 2.0 * (m * n * k) as f64,
                 run: Box::new(move |_| {
                     if ab.get().is_none() {
-                        let _ = ab.set((rand(&[m, k], DType::F16, 53)?, rand(&[k, n], DType::F16, 54)?));
+                        let a = ops::random_uniform(&[m, k], DType::F16, 53, -1.0, 1.0)?;
+                        let _ = ab.set((a, ops::random_uniform(&[k, n], DType::F16, 54, -1.0, 1.0)?));
                     }
                     let (a, b) = ab.get().expect("set above");
                     ops::matmul(a, b)
@@ -798,9 +800,11 @@ pub fn main(args: Args) -> Result<()> {
             println!("embed: skipped, no model in {} (make minilm)", args.minilm.display());
         }
     }
-    if want("llm") {
+    // `--filter llm_prefill`: only the llm section's prefill rows.
+    let prefill_only = args.filter.as_deref() == Some("llm_prefill");
+    if want("llm") || prefill_only {
         if args.smollm2.exists() {
-            results.extend(crate::bench_llm::run(&args.smollm2, args.quick, args.reps)?);
+            results.extend(crate::bench_llm::run(&args.smollm2, args.quick, args.reps, prefill_only)?);
         } else {
             println!("llm: skipped, no model at {} (make smollm2)", args.smollm2.display());
         }
