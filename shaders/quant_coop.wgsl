@@ -17,8 +17,9 @@
 // decodes to 0 in every format), so any M, N and K a multiple of 32 work. Every global index is
 // guarded (the kernel runs without naga's bounds checks): x reads by (row < M, column < K), W
 // reads by (row < N, block < blocks) and the one word past a unit's data by min(, p.last).
-// The result goes through a per-subgroup 16x16 f32 scratch (Cs) to y, every element checked
-// against M and N.
+// The result goes through a per-subgroup 16x16 f32 scratch (Cs; two under SwiGLU) to y, every
+// element checked against M and N, with the epilogue folded in: SwiGLU (silu(gate) * up, as
+// quant_matvec.wgsl) and the residual (y + r, r of y's dtype).
 //
 // Numerics: x and the decoded weights are rounded to f16 (relative 2^-11; past 65504 they become
 // infinities), their products are exact in f32 and summed in f32 by the tensor cores.
@@ -34,12 +35,17 @@ struct Params {
     tiles_m: u32,  // workgroup tiles along m (tiles are numbered m fastest)
     groups: u32,   // workgroup tiles in all
     last: u32,     // the last word of w
+    n_out: u32,    // columns of y: n, or n / 2 under SwiGLU
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<{{T}}>>;
 @group(0) @binding(2) var<storage, read_write> out: array<{{T}}>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> res: array<{{T}}>;  // the residual (x where unused)
+@group(0) @binding(4) var<uniform> p: Params;
 
 const BM = {{BM}}u;
 const BN = {{BN}}u;
@@ -61,6 +67,16 @@ var<workgroup> Cs: array<f32, {{CS_LEN}}>;        // [subgroups][16][16]
 // Unit u of the block at halfword hb from its raw words (quant_common's decode, from registers).
 {{UNPACK_FN}}
 
+// Row r of Ws: the W row it holds and whether that is inside W. Under SwiGLU each 32 rows are
+// the gate rows of 16 output columns then their up rows (N / 2 further), so that a subgroup
+// holds both accumulators of its outputs.
+{{W_ROW_FN}}
+
+fn silu(v: f32) -> f32 {
+    // exp(-v) overflows below -88: the limit, -0 (and v / inf would be NaN at v = -inf).
+    return select(v / (1.0 + exp(-v)), -0.0, v < -88.0);
+}
+
 @compute @workgroup_size({{NT}}, 1, 1)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -75,7 +91,7 @@ fn main(
         return;
     }
     let row0 = (g % p.tiles_m) * BM;
-    let col0 = (g / p.tiles_m) * BN;
+    let col0 = (g / p.tiles_m) * {{OUT_BN}}u;  // the tile's first column of y
     let k4 = p.k / 4u;
     // This subgroup's corner in the workgroup tile.
     let wr = (sg / WARPS_N) * {{WTM}}u;

@@ -299,7 +299,17 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
     let has_f16 = kiln_core::device().is_ok_and(|d| d.has_f16());
     let tiled: (&str, K) = ("tiled", K::Tiled);
     let coop: (&str, K) = ("coop", K::Coop);
-    let tilings: Vec<(&'static str, K)> = [[2u32, 2, 4, 4, 1], [2, 2, 2, 4, 1], [2, 2, 2, 2, 1], [2, 2, 2, 2, 2], [2, 2, 4, 4, 2]]
+    let tilings: Vec<(&'static str, K)> = [
+        [2u32, 2, 4, 4, 1],
+        [2, 2, 2, 4, 1],
+        [2, 2, 2, 2, 1],
+        [2, 2, 2, 2, 2],
+        [2, 2, 4, 4, 2],
+        [2, 4, 4, 2, 1],
+        [4, 2, 2, 4, 1],
+        [2, 2, 4, 2, 1],
+        [4, 4, 2, 2, 1],
+    ]
         .into_iter()
         .map(|t| {
             let name: &'static str = Box::leak(format!("t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]).into_boxed_str());
@@ -354,6 +364,28 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
                     }
                     let (w, x) = made.get().expect("set above");
                     ops::quant_product(&x[i % 2], w, f, n, kernel)
+                }),
+            });
+        }
+        if tag == "l1b_gateup_q4_0" && m == m_full && has_f16 {
+            // The same product with f16 x (half the x bytes staged): where the f32 x reads cost.
+            let (made, make) = (made.clone(), make.clone());
+            let x16: std::sync::Arc<std::sync::OnceLock<[Tensor; 2]>> = Default::default();
+            v.push(Bench {
+                name: "quant_prefill_l1b_gateup_q4_0.coop_x_f16",
+                size: format!("{m}x{k} . {n}x{k}"),
+                bytes: 0.0,
+                flops: 2.0 * (m * n * k) as f64,
+                run: Box::new(move |i| {
+                    if made.get().is_none() {
+                        let _ = made.set(make()?);
+                    }
+                    if x16.get().is_none() {
+                        let x = |seed| ops::random_uniform(&[m, k], DType::F16, seed, -1.0, 1.0);
+                        let _ = x16.set([x(55)?, x(56)?]);
+                    }
+                    let (w, x) = (&made.get().expect("set above").0, x16.get().expect("set above"));
+                    ops::quant_product(&x[i % 2], w, f, n, K::Coop)
                 }),
             });
         }

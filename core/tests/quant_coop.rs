@@ -46,8 +46,8 @@ struct Case {
     k: usize,
 }
 
-#[track_caller]
-fn check(what: &str, c: &Case, xv: &[f64], got: &[f64], dtype: DType) {
+/// The f64 reference y [m, n] and each element's tolerance (before the result's rounding).
+fn reference(c: &Case, xv: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let (m, n, k) = (c.m, c.n, c.k);
     let want = cpu::quant_matmul(xv, m, k, &c.wq, c.f, n);
     let sxw = cpu::quant_matmul_abs(xv, m, k, &c.wq, c.f, n);
@@ -55,11 +55,19 @@ fn check(what: &str, c: &Case, xv: &[f64], got: &[f64], dtype: DType) {
     let sw: Vec<f64> = (0..n).map(|j| wd[j * k..(j + 1) * k].iter().map(|v| v.abs()).sum()).collect();
     let sx: Vec<f64> = (0..m).map(|i| xv[i * k..(i + 1) * k].iter().map(|v| v.abs()).sum()).collect();
     let rel = 2f64.powi(-10) + 2f64.powi(-21) + (k as f64 + 2.0) * 2f64.powi(-23);
+    let tol = (0..m * n).map(|e| rel * sxw[e] + 2f64.powi(-24) * (sx[e / n] + sw[e % n])).collect();
+    (want, tol)
+}
+
+#[track_caller]
+fn check(what: &str, c: &Case, xv: &[f64], got: &[f64], dtype: DType) {
+    let (m, n) = (c.m, c.n);
+    let (want, tols) = reference(c, xv);
     assert_eq!(got.len(), m * n, "{what}: length");
     for i in 0..m {
         for j in 0..n {
             let (g, w) = (got[i * n + j], want[i * n + j]);
-            let mut tol = rel * sxw[i * n + j] + 2f64.powi(-24) * (sx[i] + sw[j]);
+            let mut tol = tols[i * n + j];
             if dtype == DType::F16 {
                 tol += 2f64.powi(-11) * w.abs() + 2f64.powi(-24);
             }
@@ -87,6 +95,9 @@ fn coop_product_matches_reference_on_ragged_shapes() {
         kernels.extend(ops::quant_coop_tilings().map(ProductKernel::CoopTiles));
         kernels.push(ProductKernel::CoopTiles([2, 2, 2, 2, 2]));
         kernels.push(ProductKernel::CoopTiles([2, 2, 4, 4, 2]));
+        for t in [[2, 4, 4, 2, 1], [4, 2, 2, 4, 1], [2, 2, 4, 2, 1], [4, 4, 2, 2, 1]] {
+            kernels.push(ProductKernel::CoopTiles(t));
+        }
     }
     for f in QuantFormat::ALL {
         for &(m, n, k) in shapes {
@@ -145,6 +156,51 @@ fn auto_takes_coop_from_the_threshold() {
     check("tiled", &c, &xv, &y, DType::F32);
 }
 
+/// The SwiGLU and residual epilogue (quant_matmul_fused's composed path for many rows: the
+/// kernel's store on a device with cooperative matrices) against silu(g) * u + r from the f64
+/// reference's g and u, on ragged shapes, f32 and f16 x, small and large tilings.
+#[test]
+fn fused_swiglu_residual_matches_reference() {
+    let coop = has_coop();
+    let dev = kiln_core::device().unwrap();
+    let mut rng = Rng::new(304);
+    let shapes: &[(usize, usize, usize)] =
+        if coop { &[(17, 8, 32), (40, 24, 96), (130, 200, 64), (600, 4096, 64)] } else { &[(17, 8, 32), (40, 24, 96)] };
+    for f in [QuantFormat::Q4_0, QuantFormat::Q8_0] {
+        for &(m, n, k) in shapes {
+            let c = Case { wq: cpu::quantize(&weights(&mut rng, 2 * n, k), f), f, m, n: 2 * n, k };
+            let wt = ops::quant_from_bytes(&dev, &c.wq, f, 2 * n, k).unwrap();
+            for dt in float_dtypes() {
+                let (x, xv) = rand_tensor(&mut rng, &[m, k], dt, -1.0, 1.0);
+                let (r, rv) = rand_tensor(&mut rng, &[m, n], dt, -1.0, 1.0);
+                let (y, tols) = reference(&c, &xv);
+                for res in [false, true] {
+                    let fusion = ops::QuantFusion { swiglu: true, residual: res.then_some(&r), ..Default::default() };
+                    let got = ops::quant_matmul_fused(&x, &wt, f, n, fusion).unwrap().to_f64_vec().unwrap();
+                    for i in 0..m {
+                        for j in 0..n {
+                            let (g, u) = (y[i * 2 * n + j], y[i * 2 * n + n + j]);
+                            let (tg, tu) = (tols[i * 2 * n + j], tols[i * 2 * n + n + j]);
+                            let s = g / (1.0 + (-g).exp());
+                            let rr = if res { rv[i * n + j] } else { 0.0 };
+                            let want = s * u + rr;
+                            let mut tol = 1.1 * tg * u.abs() + (s.abs() + 1.1 * tg) * tu + 1e-6 * (s * u).abs() + 1e-7;
+                            if dt == DType::F16 {
+                                tol += 4.0 * 2f64.powi(-11) * ((s * u).abs() + want.abs()) + 2f64.powi(-24);
+                            }
+                            let v = got[i * n + j];
+                            assert!(
+                                (v - want).abs() <= tol,
+                                "{f} {dt} m={m} n={n} k={k} residual {res}: y[{i}, {j}] = {v}, reference {want} (tolerance {tol})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// NaN, infinities and -0 in x: a NaN makes its row NaN, inf against a zero weight row NaN,
 /// -0 rows give zeros (the tensor cores propagate IEEE specials as the f64 reference does).
 #[test]
@@ -181,13 +237,13 @@ fn coop_product_special_values() {
 #[test]
 fn coop_product_wgsl_validates() {
     let mut tilings = ops::quant_coop_tilings().to_vec();
-    tilings.extend([[2, 2, 2, 2, 2], [2, 2, 4, 4, 2], [1, 4, 2, 1, 1]]);
+    tilings.extend([[2, 2, 2, 2, 2], [2, 2, 4, 4, 2], [1, 4, 2, 2, 1]]);
     for f in QuantFormat::ALL {
         for ty in ["f32", "f16"] {
             for sg in [32u32, 64] {
-                for &t in &tilings {
-                    let src = ops::quant_coop_source_for_tests(f, ty, sg, t);
-                    let what = format!("{f} {ty} subgroup {sg} tiling {t:?}");
+                for (&t, (glu, res)) in tilings.iter().zip([(false, false), (true, false), (false, true), (true, true)].iter().cycle()) {
+                    let src = ops::quant_coop_source_for_tests(f, ty, sg, t, *glu, *res);
+                    let what = format!("{f} {ty} subgroup {sg} tiling {t:?} swiglu {glu} residual {res}");
                     let module = naga::front::wgsl::parse_str(&src)
                         .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
                     let info = naga::valid::Validator::new(

@@ -529,7 +529,22 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         }
         None => x,
     };
-    let mut y = product(x, w, format, if fusion.swiglu { 2 * n } else { n }, ProductKernel::Auto)?;
+    // On cooperative matrices the SwiGLU and the residual are the kernel's epilogue.
+    let k = *x.shape().last().unwrap_or(&0);
+    let m = x.numel().checked_div(k).unwrap_or(0);
+    let rows = if fusion.swiglu { 2 * n } else { n };
+    if m > 0 && n > 0 && k > 0 && super::quant_coop::takes(x.device(), (m, rows, k), ProductKernel::Auto, fusion.swiglu) {
+        let mut shape = x.shape().to_vec();
+        *shape.last_mut().unwrap_or(&mut 0) = n;
+        let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
+        check_indexable(x.numel())?;
+        check_indexable(out.numel())?;
+        let epi = super::quant_coop::Epilogue { swiglu: fusion.swiglu, residual: fusion.residual };
+        if super::quant_coop::run(x, w, &out, format, (m, rows, k), ProductKernel::Auto, epi)? {
+            return Ok(out);
+        }
+    }
+    let mut y = product(x, w, format, rows, ProductKernel::Auto)?;
     if fusion.swiglu {
         let axis = y.ndim() as isize - 1;
         let gate = crate::ops::slice(&y, axis, 0, n as isize, 1)?;
@@ -568,7 +583,7 @@ fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: Produc
     }
     check_indexable(x.numel())?;
     check_indexable(out.numel())?;
-    if super::quant_coop::run(x, w, &out, format, (m, n, k), kernel)? {
+    if super::quant_coop::run(x, w, &out, format, (m, n, k), kernel, Default::default())? {
         return Ok(out);
     }
     let (blocks, row_h, enable, max_dim) = launch_sizes(x, &out, format, k)?;

@@ -21,9 +21,11 @@ use crate::Result;
 
 const TEMPLATE: &str = include_str!("../../../shaders/quant_coop.wgsl");
 
-/// Rows of x from which the product runs on cooperative matrices (where the device has them).
-/// Below it the 64-row tiles are mostly padding and the tiled kernel's f32 products are exact.
-pub const COOP_MIN_ROWS: usize = 32;
+/// Rows of x from which the product runs on cooperative matrices (where the device has them; the
+/// matrix-vector kernels take up to 8). Measured on the H200 at Llama-3.2-1B's QKV shape (K 2048,
+/// 3072 W rows): 16, 32, 64, 128 rows take 42-44 µs against the tiled kernel's 139-151 µs, so
+/// from the smallest row count measured.
+pub const COOP_MIN_ROWS: usize = 16;
 /// Workgroups a tiling should give before a larger one is taken (2 per SM of a 132-SM H100):
 /// m = 512 makes only 4 rows of 128-row tiles, so most of Llama-3.2-1B's products need the
 /// 64 x 64 tiles to fill the GPU.
@@ -55,6 +57,14 @@ impl ProductKernel {
             _ => ProductKernel::Auto,
         })
     }
+}
+
+/// What the kernel folds into its store (`QuantFusion`'s SwiGLU and residual): W holds 2N rows
+/// (gate then up) under `swiglu`, and `residual` [m, N] of x's dtype is added.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Epilogue<'a> {
+    pub swiglu: bool,
+    pub residual: Option<&'a Tensor>,
 }
 
 /// A tiling of `quant_coop.wgsl`.
@@ -91,9 +101,16 @@ impl Tiling {
 /// of 2 x 2 subgroups, one block of K per step.
 const TILINGS: [[u32; 5]; 3] = [[2, 2, 4, 4, 1], [2, 2, 2, 4, 1], [2, 2, 2, 2, 1]];
 
+/// The 64 x 64 tiling with two blocks per K step, and the K from which `Auto` takes it instead
+/// of one block per step. Measured on the H200 (µs, one / two blocks per step): Llama-3.2-1B's
+/// down projection (512 x 8192 by 2048 x 8192) 233 / 190, at K = 2048 (QKV) 73 / 97, at K =
+/// 1536 (SmolLM2's down) 35.0 / 36.3.
+const DEEP: [u32; 5] = [2, 2, 2, 2, 2];
+const DEEP_MIN_K: usize = 4096;
+
 /// The tiling the product of `m` x `k` by W [n, k] runs with on cooperative matrices under
 /// `kernel`, or None where the tiled kernel runs it.
-fn pick(device: &Device, m: usize, n: usize, kernel: ProductKernel) -> Option<Tiling> {
+fn pick(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel) -> Option<Tiling> {
     let kernel = if kernel == ProductKernel::Auto { ProductKernel::from_env() } else { kernel };
     if kernel == ProductKernel::Tiled || coop_accumulator(device) != Some("f32") {
         return None;
@@ -115,16 +132,28 @@ fn pick(device: &Device, m: usize, n: usize, kernel: ProductKernel) -> Option<Ti
         }
         last = Some(t);
     }
+    // Deep products on the smallest tiles take two blocks per K step (half the barriers).
+    let deep = Tiling::new(DEEP, last?.coop.sg);
+    if k >= DEEP_MIN_K && last.is_some_and(|t| t.coop.bm() == deep.coop.bm() && t.coop.bn() == deep.coop.bn()) && deep.fits(limits) {
+        return Some(deep);
+    }
     last
 }
 
 /// Whether the product of `m` rows of x by a quantized W of `n` rows runs on cooperative
 /// matrices on `device` (tests: its tolerance is f16's).
 pub fn quant_product_uses_coop(device: &Device, m: usize, n: usize) -> bool {
-    m > super::quant::MATVEC_MAX_ROWS && pick(device, m, n, ProductKernel::Auto).is_some()
+    m > super::quant::MATVEC_MAX_ROWS && pick(device, m, n, 0, ProductKernel::Auto).is_some()
 }
 
-/// Runs the product into `out` [m, n] on cooperative matrices if `kernel` and the device allow
+/// Whether [`run`] takes the product of `m` x `k` by W [n, k] (with SwiGLU where `swiglu`)
+/// under `kernel` on `device`.
+pub(crate) fn takes(device: &Device, (m, n, k): (usize, usize, usize), kernel: ProductKernel, swiglu: bool) -> bool {
+    pick(device, m, n, k, kernel).is_some_and(|t| !swiglu || (t.coop.tn.is_multiple_of(2) && n.is_multiple_of(2)))
+}
+
+/// Runs the product of x [m, k] by W [n, k] into `out` on cooperative matrices, with `epi`
+/// folded in (`out` is [m, n / 2] under SwiGLU, else [m, n]), if `kernel` and the device allow
 /// it (operands checked by the caller, nothing empty); false where the tiled kernel must run.
 pub(crate) fn run(
     x: &Tensor,
@@ -133,14 +162,17 @@ pub(crate) fn run(
     format: QuantFormat,
     (m, n, k): (usize, usize, usize),
     kernel: ProductKernel,
+    epi: Epilogue,
 ) -> Result<bool> {
     let device = x.device().clone();
-    let Some(t) = pick(&device, m, n, kernel) else {
+    // SwiGLU pairs 16-column accumulators within a subgroup.
+    let Some(t) = pick(&device, m, n, k, kernel).filter(|_| takes(&device, (m, n, k), kernel, epi.swiglu)) else {
         return Ok(false);
     };
-    let (bm, bn) = (t.coop.bm() as usize, t.coop.bn() as usize);
+    let (bm, out_bn) = (t.coop.bm() as usize, t.coop.bn() as usize / if epi.swiglu { 2 } else { 1 });
+    let n_out = if epi.swiglu { n / 2 } else { n };
     let tiles_m = m.div_ceil(bm);
-    let groups = tiles_m as u64 * n.div_ceil(bn) as u64;
+    let groups = tiles_m as u64 * n_out.div_ceil(out_bn) as u64;
     if groups > u32::MAX as u64 {
         return Ok(false);
     }
@@ -152,14 +184,22 @@ pub(crate) fn run(
         .u32(format.row_bytes(k)? / 2)
         .u32(tiles_m)
         .u32(groups as u32)
-        .u32(w.numel() - 1);
+        .u32(w.numel() - 1)
+        .u32(n_out)
+        .u32(0u32)
+        .u32(0u32)
+        .u32(0u32);
     let dtype = x.dtype();
     let c = t.coop;
-    let key = format!("quant_coop:{format}:{dtype}:{}x{}:{}x{}:{}:{}", c.warps_m, c.warps_n, c.tm, c.tn, c.bk, c.sg);
+    let (glu, with_res) = (epi.swiglu, epi.residual.is_some());
+    let key = format!(
+        "quant_coop:{format}:{dtype}:{}x{}:{}x{}:{}:{}:{glu}:{with_res}",
+        c.warps_m, c.warps_n, c.tm, c.tn, c.bk, c.sg
+    );
     Launch {
         key,
-        source: Box::new(move || source(format, dtype.wgsl(), t)),
-        tensors: &[w, x, out],
+        source: Box::new(move || source(format, dtype.wgsl(), t, glu, with_res)),
+        tensors: &[w, x, out, epi.residual.unwrap_or(x)],
         params: Some(params),
         groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
     }
@@ -237,8 +277,8 @@ fn fetch_unpack(format: QuantFormat) -> (&'static str, &'static str) {
     }
 }
 
-/// The WGSL of one format, x dtype (`t`: "f32" or "f16") and tiling.
-fn source(format: QuantFormat, ty: &str, tiling: Tiling) -> String {
+/// The WGSL of one format, x dtype (`t`: "f32" or "f16"), tiling and epilogue.
+fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bool) -> String {
     let c = tiling.coop;
     let (nt, bm, bn, bps) = (c.threads(), c.bm(), c.bn(), tiling.bps());
     // x's tile: BM rows of 8 BPS vec4s; W's: BN rows of BPS blocks of 4 units.
@@ -282,9 +322,9 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling) -> String {
             *dst += &format!(
                 "        {{
             let l = lid + {o}u;
-            let gn = col0 + l / {upr}u;
+            let gn = w_row(col0, l / {upr}u);
             let gb = ({kb}) + (l / 4u) % BPS;
-            rw{i} = fetch(gn * p.row_h + gb * BLOCK_H, uu, gn < p.n && gb < p.blocks);
+            rw{i} = fetch(gn.x * p.row_h + gb * BLOCK_H, uu, gn.y == 1u && gb < p.blocks);
         }}
 ",
                 o = i * nt
@@ -294,7 +334,7 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling) -> String {
             "        {{
             let l = lid + {o}u;
             let bb = (l / 4u) % BPS;
-            let un = unpack(rw{i}, (col0 + l / {upr}u) * p.row_h + (b0 + bb) * BLOCK_H, uu);
+            let un = unpack(rw{i}, w_row(col0, l / {upr}u).x * p.row_h + (b0 + bb) * BLOCK_H, uu);
             let o = (l / {upr}u) * SA4 + bb * 8u;
             Ws[o + un.pa / 4u] = vec4<f16>(un.a);
             Ws[o + un.pb / 4u] = vec4<f16>(un.b);
@@ -304,16 +344,7 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling) -> String {
         );
     }
     let fetch_decl = format!("{decl}    {{\n{fetch0}    }}\n");
-    let write = |_i: u32, j: u32| {
-        format!(
-            "        let col = col0 + wc + {j}u * 16u + e % 16u;
-        if (row < p.m && col < p.n) {{
-            out[row * p.n + col] = {ty}(Cs[sg * 256u + e]);
-        }}
-"
-        )
-    };
-    let (acc_decl, _, out_store) = cooperative_code(c, true, true, write);
+    let (acc_decl, out_store) = store_code(c, ty, glu, with_res);
     let mut inner = String::new();
     for i in 0..c.tm {
         inner += &format!(
@@ -332,6 +363,17 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling) -> String {
         }
     }
     let (fetch_fn, unpack_fn) = fetch_unpack(format);
+    let w_row = if glu {
+        "fn w_row(c0: u32, r: u32) -> vec2<u32> {
+    let o = c0 + (r / 32u) * 16u + r % 16u;
+    return vec2<u32>(o + select(0u, p.n_out, r % 32u >= 16u), u32(o < p.n_out));
+}"
+    } else {
+        "fn w_row(c0: u32, r: u32) -> vec2<u32> {
+    let o = c0 + r;
+    return vec2<u32>(o, u32(o < p.n));
+}"
+    };
     let sa = (c.bk + 8) as usize;
     render(
         TEMPLATE,
@@ -349,7 +391,9 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling) -> String {
             ("NT", &nt.to_string()),
             ("AS_LEN", &(bm as usize * sa / 4).to_string()),
             ("WS_LEN", &(bn as usize * sa / 4).to_string()),
-            ("CS_LEN", &(c.warps_m * c.warps_n * 256).to_string()),
+            ("CS_LEN", &(c.warps_m * c.warps_n * 256 * if glu { 2 } else { 1 }).to_string()),
+            ("OUT_BN", &(bn / if glu { 2 } else { 1 }).to_string()),
+            ("W_ROW_FN", w_row),
             ("FETCH_FN", fetch_fn),
             ("UNPACK_FN", unpack_fn),
             ("ACC_DECL", &acc_decl),
@@ -362,12 +406,51 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling) -> String {
     )
 }
 
+/// The accumulator declarations and the store of the result through `Cs` with the epilogue:
+/// per accumulator (or, under SwiGLU, per gate/up pair: accumulators j and j + 1 hold the
+/// gate and up columns of the same 16 outputs) a coopStore into the subgroup's scratch, then
+/// each lane writes its elements of y, checked against M and the columns of y.
+fn store_code(c: CoopTiles, ty: &str, glu: bool, with_res: bool) -> (String, String) {
+    let (decl, _, _) = cooperative_code(c, true, true, |_, _| String::new());
+    let cs = if glu { 512 } else { 256 };
+    let mut store = String::new();
+    let step = if glu { 2 } else { 1 };
+    for i in 0..c.tm {
+        for j in (0..c.tn).step_by(step) {
+            store += &format!("    coopStoreT(acc_{i}_{j}, &Cs[sg * {cs}u], 16u);\n");
+            let (col, value) = if glu {
+                store += &format!("    coopStoreT(acc_{i}_{}, &Cs[sg * {cs}u + 256u], 16u);\n", j + 1);
+                (
+                    format!("col0 + wc / 2u + {}u * 16u + e % 16u", j / 2),
+                    format!("silu(Cs[sg * {cs}u + e]) * Cs[sg * {cs}u + 256u + e]"),
+                )
+            } else {
+                (format!("col0 + wc + {j}u * 16u + e % 16u"), format!("Cs[sg * {cs}u + e]"))
+            };
+            let res = if with_res { " + f32(res[row * p.n_out + col])" } else { "" };
+            store += &format!(
+                "    workgroupBarrier();
+    for (var e = lane; e < 256u; e += SG) {{
+        let row = row0 + wr + {i}u * 16u + e / 16u;
+        let col = {col};
+        if (row < p.m && col < p.n_out) {{
+            out[row * p.n_out + col] = {ty}({value}{res});
+        }}
+    }}
+    workgroupBarrier();
+"
+            );
+        }
+    }
+    (decl, store)
+}
+
 /// The kernel's WGSL for `format`, x dtype `ty` ("f32" or "f16"), subgroup size `sg` and tiling
 /// `[warps_m, warps_n, tm, tn, blocks per step]` (tests validate it with naga where no device
 /// runs it).
 #[doc(hidden)]
-pub fn quant_coop_source_for_tests(format: QuantFormat, ty: &str, sg: u32, tiling: [u32; 5]) -> String {
-    source(format, ty, Tiling::new(tiling, sg))
+pub fn quant_coop_source_for_tests(format: QuantFormat, ty: &str, sg: u32, tiling: [u32; 5], glu: bool, res: bool) -> String {
+    source(format, ty, Tiling::new(tiling, sg), glu, res)
 }
 
 /// The tilings `Auto` chooses from (tests).
