@@ -44,8 +44,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<{{T}}>>;
 @group(0) @binding(2) var<storage, read_write> out: array<{{T}}>;
-@group(0) @binding(3) var<storage, read> res: array<{{T}}>;  // the residual (x where unused)
-@group(0) @binding(4) var<uniform> p: Params;
+{{RES_AND_PARAMS}}
 
 const BM = {{BM}}u;
 const BN = {{BN}}u;

@@ -206,6 +206,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     attention_benches(quick, &mut v)?;
     quant_matvec_benches(quick, &mut v);
     quant_prefill_benches(quick, &mut v);
+    quant_epilogue_benches(quick, &mut v);
     Ok(v)
 }
 
@@ -404,6 +405,65 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
                     }
                     let (a, b) = ab.get().expect("set above");
                     ops::matmul(a, b)
+                }),
+            });
+        }
+    }
+}
+
+/// The many-row `quant_matmul_fused` with its SwiGLU (gate/up shapes) or residual (down shapes)
+/// in the cooperative kernel's store (`.fused`) or as separate ops after the product
+/// (`.separate`), at SmolLM2's and Llama-3.2-1B's prefill shapes (512 rows).
+fn quant_epilogue_benches(quick: bool, v: &mut Vec<Bench>) {
+    use ops::EpilogueFusion as E;
+    use ops::QuantFormat::{Q4_0, Q4_1};
+    let m = if quick { 64 } else { 512 };
+    // (tag, format, outputs N, K, SwiGLU)
+    let rows = [
+        ("smol_gateup_q4_1", Q4_1, 1536usize, 576usize, true),
+        ("smol_down_q4_1", Q4_1, 576, 1536, false),
+        ("l1b_gateup_q4_0", Q4_0, 8192, 2048, true),
+        ("l1b_down_q4_0", Q4_0, 2048, 8192, false),
+        ("l1b_o_q4_0", Q4_0, 2048, 2048, false),
+    ];
+    for (tag, f, n, k, glu) in rows {
+        let n = if quick { n.div_ceil(16) } else { n };
+        let w_rows = if glu { 2 * n } else { n };
+        type Operands = (Tensor, Tensor, Tensor);
+        let made: std::sync::Arc<std::sync::OnceLock<Operands>> = Default::default();
+        let make = move || -> kiln_core::Result<Operands> {
+            let dev = kiln_core::device()?;
+            let nbytes = w_rows * f.row_bytes(k)?;
+            let mut state = 0x5851_f42d_4c95_7f2du64 ^ nbytes as u64;
+            let bytes: Vec<u8> = (0..nbytes)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 24) as u8 & 0x3b
+                })
+                .collect();
+            Ok((
+                ops::quant_from_bytes(&dev, &bytes, f, w_rows, k)?,
+                ops::random_uniform(&[m, k], DType::F32, 61, -1.0, 1.0)?,
+                ops::random_uniform(&[m, n], DType::F32, 62, -1.0, 1.0)?,
+            ))
+        };
+        for (ename, e) in [("fused", E::Fused), ("separate", E::Separate), ("auto", E::Auto)] {
+            let name: &'static str = Box::leak(format!("quant_epilogue_{tag}.{ename}").into_boxed_str());
+            let (made, make) = (made.clone(), make.clone());
+            v.push(Bench {
+                name,
+                size: format!("{m}x{k} . {w_rows}x{k} {}", if glu { "swiglu" } else { "residual" }),
+                bytes: 0.0,
+                flops: 2.0 * (m * w_rows * k) as f64,
+                run: Box::new(move |_| {
+                    if made.get().is_none() {
+                        let _ = made.set(make()?);
+                    }
+                    let (w, x, r) = made.get().expect("set above");
+                    let fusion = ops::QuantFusion { swiglu: glu, residual: (!glu).then_some(r), ..Default::default() };
+                    ops::quant_matmul_fused_product(x, w, f, n, fusion, ops::ProductKernel::Auto, e)
                 }),
             });
         }

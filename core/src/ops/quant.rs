@@ -14,7 +14,7 @@
 pub use super::quant_format::{QuantFormat, QuantFusion};
 use super::quant_matvec_wide::strided_tpr;
 pub use super::quant_coop::{
-    quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop, ProductKernel, COOP_MIN_ROWS,
+    quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop, EpilogueFusion, ProductKernel, COOP_MIN_ROWS,
 };
 pub use super::quant_matvec_wide::MatvecKernel;
 use crate::device::Device;
@@ -322,7 +322,7 @@ pub fn quant_matmul_fused_kernel(
 ) -> Result<Tensor> {
     let (k, m, shape) = check_fused(x, w, format, n, &fusion)?;
     if k == 0 || m > MATVEC_MAX_ROWS {
-        return composed(x, w, format, n, fusion);
+        return composed(x, w, format, n, fusion, ProductKernel::Auto, EpilogueFusion::Auto);
     }
     let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
     if out.numel() == 0 {
@@ -520,7 +520,15 @@ fn launch_sizes(x: &Tensor, out: &Tensor, format: QuantFormat, k: usize) -> Resu
 }
 
 /// `quant_matmul_fused` for many rows of x: the separate ops in sequence.
-fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: QuantFusion) -> Result<Tensor> {
+fn composed(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    fusion: QuantFusion,
+    kernel: ProductKernel,
+    epilogue: EpilogueFusion,
+) -> Result<Tensor> {
     let normed;
     let x = match fusion.rms_norm {
         Some((g, eps)) => {
@@ -529,22 +537,22 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         }
         None => x,
     };
-    // On cooperative matrices the SwiGLU and the residual are the kernel's epilogue.
+    // On cooperative matrices the SwiGLU and the residual can be the kernel's epilogue.
     let k = *x.shape().last().unwrap_or(&0);
     let m = x.numel().checked_div(k).unwrap_or(0);
     let rows = if fusion.swiglu { 2 * n } else { n };
-    if m > 0 && n > 0 && k > 0 && super::quant_coop::takes(x.device(), (m, rows, k), ProductKernel::Auto, fusion.swiglu) {
+    let epi = super::quant_coop::Epilogue { swiglu: fusion.swiglu, residual: fusion.residual };
+    if m > 0 && n > 0 && k > 0 && super::quant_coop::fuses(x.device(), (m, rows, k), kernel, epi, epilogue) {
         let mut shape = x.shape().to_vec();
         *shape.last_mut().unwrap_or(&mut 0) = n;
         let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
         check_indexable(x.numel())?;
         check_indexable(out.numel())?;
-        let epi = super::quant_coop::Epilogue { swiglu: fusion.swiglu, residual: fusion.residual };
-        if super::quant_coop::run(x, w, &out, format, (m, rows, k), ProductKernel::Auto, epi)? {
+        if super::quant_coop::run(x, w, &out, format, (m, rows, k), kernel, epi)? {
             return Ok(out);
         }
     }
-    let mut y = product(x, w, format, rows, ProductKernel::Auto)?;
+    let mut y = product(x, w, format, rows, kernel)?;
     if fusion.swiglu {
         let axis = y.ndim() as isize - 1;
         let gate = crate::ops::slice(&y, axis, 0, n as isize, 1)?;
@@ -555,6 +563,22 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         Some(r) => crate::ops::add(&y, r),
         None => Ok(y),
     }
+}
+
+/// [`quant_matmul_fused`] for many rows of x on the product kernel `kernel`, with its SwiGLU and
+/// residual in the cooperative kernel's epilogue or as separate ops as `epilogue` says (A/B
+/// timing and tests).
+pub fn quant_matmul_fused_product(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    fusion: QuantFusion,
+    kernel: ProductKernel,
+    epilogue: EpilogueFusion,
+) -> Result<Tensor> {
+    check_fused(x, w, format, n, &fusion)?;
+    composed(x, w, format, n, fusion, kernel, epilogue)
 }
 
 /// x [..., K] times Wᵀ (W quantized [N, K]) on the many-rows product kernel `kernel` picks,

@@ -152,6 +152,37 @@ pub(crate) fn takes(device: &Device, (m, n, k): (usize, usize, usize), kernel: P
     pick(device, m, n, k, kernel).is_some_and(|t| !swiglu || (t.coop.tn.is_multiple_of(2) && n.is_multiple_of(2)))
 }
 
+/// Whether many-row `quant_matmul_fused` folds its SwiGLU and residual into the cooperative
+/// kernel's store or runs them as separate ops after the product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EpilogueFusion {
+    /// Folded where measured faster: SwiGLU on tilings of at most 2 x 2 accumulators per
+    /// subgroup (H200: SmolLM2's gate/up 1.60 -> 1.37 ms per 512-token prefill, while on the
+    /// 128 x 128 tiles Llama-3.2-1B's went 5.40 -> 6.23 ms), the residual everywhere.
+    #[default]
+    Auto,
+    /// Folded wherever the kernel takes the product.
+    Fused,
+    /// Separate ops (slice, silu, mul, add) after the product.
+    Separate,
+}
+
+/// Whether the product of `m` x `k` by W [n, k] runs on cooperative matrices with `epi` in its
+/// store under `kernel` and `policy`.
+pub(crate) fn fuses(
+    device: &Device,
+    (m, n, k): (usize, usize, usize),
+    kernel: ProductKernel,
+    epi: Epilogue,
+    policy: EpilogueFusion,
+) -> bool {
+    if policy == EpilogueFusion::Separate || !takes(device, (m, n, k), kernel, epi.swiglu) {
+        return false;
+    }
+    let small = pick(device, m, n, k, kernel).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
+    policy == EpilogueFusion::Fused || !epi.swiglu || small
+}
+
 /// Runs the product of x [m, k] by W [n, k] into `out` on cooperative matrices, with `epi`
 /// folded in (`out` is [m, n / 2] under SwiGLU, else [m, n]), if `kernel` and the device allow
 /// it (operands checked by the caller, nothing empty); false where the tiled kernel must run.
@@ -199,7 +230,7 @@ pub(crate) fn run(
     Launch {
         key,
         source: Box::new(move || source(format, dtype.wgsl(), t, glu, with_res)),
-        tensors: &[w, x, out, epi.residual.unwrap_or(x)],
+        tensors: &[&[w, x, out][..], epi.residual.as_slice()].concat(),
         params: Some(params),
         groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
     }
@@ -394,6 +425,19 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bo
             ("CS_LEN", &(c.warps_m * c.warps_n * 256 * if glu { 2 } else { 1 }).to_string()),
             ("OUT_BN", &(bn / if glu { 2 } else { 1 }).to_string()),
             ("W_ROW_FN", w_row),
+            (
+                "RES_AND_PARAMS",
+                // An unused binding would leave the pipeline's layout: the residual is bound only
+                // where the kernel reads it.
+                &if with_res {
+                    format!(
+                        "@group(0) @binding(3) var<storage, read> res: array<{ty}>;\n\
+                         @group(0) @binding(4) var<uniform> p: Params;"
+                    )
+                } else {
+                    "@group(0) @binding(3) var<uniform> p: Params;".to_string()
+                },
+            ),
             ("FETCH_FN", fetch_fn),
             ("UNPACK_FN", unpack_fn),
             ("ACC_DECL", &acc_decl),
@@ -427,19 +471,32 @@ fn store_code(c: CoopTiles, ty: &str, glu: bool, with_res: bool) -> (String, Str
             } else {
                 (format!("col0 + wc + {j}u * 16u + e % 16u"), format!("Cs[sg * {cs}u + e]"))
             };
-            let res = if with_res { " + f32(res[row * p.n_out + col])" } else { "" };
-            store += &format!(
-                "    workgroupBarrier();
-    for (var e = lane; e < 256u; e += SG) {{
-        let row = row0 + wr + {i}u * 16u + e / 16u;
-        let col = {col};
-        if (row < p.m && col < p.n_out) {{
-            out[row * p.n_out + col] = {ty}({value}{res});
-        }}
-    }}
-    workgroupBarrier();
-"
-            );
+            // Unrolled over the lane's elements, the residual read for all of them first: a
+            // loop that read, added and wrote one element at a time waited out a global read
+            // per element.
+            let per_lane = 256 / c.sg;
+            let mut body = String::new();
+            for t in 0..per_lane {
+                body += &format!(
+                    "        let e{t} = lane + {o}u;\n        let row{t} = row0 + wr + {i}u * 16u + e{t} / 16u;\n",
+                    o = t * c.sg
+                );
+                let col_t = col.replace("e % 16u", &format!("e{t} % 16u"));
+                body += &format!("        let col{t} = {col_t};\n        let ok{t} = row{t} < p.m && col{t} < p.n_out;\n");
+                if with_res {
+                    body += &format!(
+                        "        var r{t} = 0.0;\n        if (ok{t}) {{\n            r{t} = f32(res[row{t} * p.n_out + col{t}]);\n        }}\n"
+                    );
+                }
+            }
+            for t in 0..per_lane {
+                let v = value.replace("+ e]", &format!("+ e{t}]"));
+                let r = if with_res { format!(" + r{t}") } else { String::new() };
+                body += &format!(
+                    "        if (ok{t}) {{\n            out[row{t} * p.n_out + col{t}] = {ty}({v}{r});\n        }}\n"
+                );
+            }
+            store += &format!("    workgroupBarrier();\n    {{\n{body}    }}\n    workgroupBarrier();\n");
         }
     }
     (decl, store)
