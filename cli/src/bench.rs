@@ -311,14 +311,15 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
         [2, 2, 4, 2, 1],
         [4, 4, 2, 2, 1],
     ]
-        .into_iter()
-        .map(|t| {
-            let name: &'static str = Box::leak(format!("t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]).into_boxed_str());
-            (name, K::CoopTiles(t))
-        })
-        .collect();
+    .into_iter()
+    .map(|t| {
+        let name: &'static str = Box::leak(format!("t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]).into_boxed_str());
+        (name, K::CoopTiles(t))
+    })
+    .collect();
     // (tag, format, N, K, rows of x, kernels)
-    let mut rows: Vec<(&str, ops::QuantFormat, usize, usize, usize, Vec<(&'static str, K)>)> = Vec::new();
+    type Row<'a> = (&'a str, ops::QuantFormat, usize, usize, usize, Vec<(&'static str, K)>);
+    let mut rows: Vec<Row> = Vec::new();
     let all: Vec<(&'static str, K)> = [tiled, coop].into_iter().chain(tilings.iter().copied()).collect();
     rows.push(("smol_gateup_q4_1", Q4_1, 3072, 576, m_full, all.clone()));
     rows.push(("smol_down_q4_1", Q4_1, 576, 1536, m_full, all.clone()));
@@ -353,7 +354,7 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
         };
         for (kname, kernel) in kernels {
             let name: &'static str = Box::leak(format!("quant_prefill_{tag}.{kname}").into_boxed_str());
-            let (made, make) = (made.clone(), make.clone());
+            let made = made.clone();
             v.push(Bench {
                 name,
                 size: format!("{m}x{k} . {n}x{k}"),
@@ -370,7 +371,7 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
         }
         if tag == "l1b_gateup_q4_0" && m == m_full && has_f16 {
             // The same product with f16 x (half the x bytes staged): where the f32 x reads cost.
-            let (made, make) = (made.clone(), make.clone());
+            let made = made.clone();
             let x16: std::sync::Arc<std::sync::OnceLock<[Tensor; 2]>> = Default::default();
             v.push(Bench {
                 name: "quant_prefill_l1b_gateup_q4_0.coop_x_f16",
@@ -451,7 +452,7 @@ fn quant_epilogue_benches(quick: bool, v: &mut Vec<Bench>) {
         };
         for (ename, e) in [("fused", E::Fused), ("separate", E::Separate), ("auto", E::Auto)] {
             let name: &'static str = Box::leak(format!("quant_epilogue_{tag}.{ename}").into_boxed_str());
-            let (made, make) = (made.clone(), make.clone());
+            let made = made.clone();
             v.push(Bench {
                 name,
                 size: format!("{m}x{k} . {w_rows}x{k} {}", if glu { "swiglu" } else { "residual" }),

@@ -145,7 +145,11 @@ fn auto_takes_coop_from_the_threshold() {
                 let (g, u) = (z[i * 2 * n + j] as f64, z[i * 2 * n + n + j] as f64);
                 let want = g / (1.0 + (-g).exp()) * u + rv[i * n + j];
                 let tol = 1e-5 * (1.0 + want.abs() + u.abs() * g.abs());
-                assert!((got[i * n + j] as f64 - want).abs() <= tol, "swiglu m={m} [{i},{j}]: {} vs {want}", got[i * n + j]);
+                assert!(
+                    (got[i * n + j] as f64 - want).abs() <= tol,
+                    "swiglu m={m} [{i},{j}]: {} vs {want}",
+                    got[i * n + j]
+                );
             }
         }
     }
@@ -241,7 +245,9 @@ fn coop_product_wgsl_validates() {
     for f in QuantFormat::ALL {
         for ty in ["f32", "f16"] {
             for sg in [32u32, 64] {
-                for (&t, (glu, res)) in tilings.iter().zip([(false, false), (true, false), (false, true), (true, true)].iter().cycle()) {
+                for (&t, (glu, res)) in
+                    tilings.iter().zip([(false, false), (true, false), (false, true), (true, true)].iter().cycle())
+                {
                     let src = ops::quant_coop_source_for_tests(f, ty, sg, t, *glu, *res);
                     let what = format!("{f} {ty} subgroup {sg} tiling {t:?} swiglu {glu} residual {res}");
                     let module = naga::front::wgsl::parse_str(&src)

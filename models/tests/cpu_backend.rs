@@ -195,7 +195,10 @@ fn a_long_prompt_on_the_gpu_equals_the_host_path() {
         if coop {
             continue;
         }
-        let (tg, tc) = (gpu.forward_greedy(&ids, &mut gpu.new_cache().unwrap()).unwrap(), cpu.forward_greedy(&ids, &mut cpu.new_cache().unwrap()).unwrap());
+        let (tg, tc) = (
+            gpu.forward_greedy(&ids, &mut gpu.new_cache().unwrap()).unwrap(),
+            cpu.forward_greedy(&ids, &mut cpu.new_cache().unwrap()).unwrap(),
+        );
         assert_eq!(tg, tc, "{name}: greedy after 30 tokens");
     }
 }

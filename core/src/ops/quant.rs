@@ -5,17 +5,19 @@
 //! - `quant_matmul` with few rows of x (decode): a matrix-vector kernel, 256 / TPR W rows per
 //!   workgroup, threads striding over a row's words;
 //! - with more rows (prefill): 64 x 64 output tiles, each W block decoded once into workgroup
-//!   memory and used by 64 rows of x;
+//!   memory and used by 64 rows of x; or, from 16 rows where the adapter has f16 -> f32
+//!   cooperative matrices, `quant_coop` (W decoded to f16 tiles, tensor-core products);
 //! - `dequantize` and `quant_embedding`: one thread per 8 values.
 //!
 //! `quantize` runs on the host, as ggml's reference quantizers (`quantize_row_q4_0_ref`, …) do,
 //! so the bytes equal ggml's.
 
+pub use super::quant_coop::{
+    quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop, EpilogueFusion, ProductKernel,
+    COOP_MIN_ROWS,
+};
 pub use super::quant_format::{QuantFormat, QuantFusion};
 use super::quant_matvec_wide::strided_tpr;
-pub use super::quant_coop::{
-    quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop, EpilogueFusion, ProductKernel, COOP_MIN_ROWS,
-};
 pub use super::quant_matvec_wide::MatvecKernel;
 use crate::device::Device;
 use crate::dtype::DType;

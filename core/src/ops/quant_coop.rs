@@ -134,7 +134,10 @@ fn pick(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel) ->
     }
     // Deep products on the smallest tiles take two blocks per K step (half the barriers).
     let deep = Tiling::new(DEEP, last?.coop.sg);
-    if k >= DEEP_MIN_K && last.is_some_and(|t| t.coop.bm() == deep.coop.bm() && t.coop.bn() == deep.coop.bn()) && deep.fits(limits) {
+    if k >= DEEP_MIN_K
+        && last.is_some_and(|t| t.coop.bm() == deep.coop.bm() && t.coop.bn() == deep.coop.bn())
+        && deep.fits(limits)
+    {
         return Some(deep);
     }
     last
@@ -157,8 +160,9 @@ pub(crate) fn takes(device: &Device, (m, n, k): (usize, usize, usize), kernel: P
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum EpilogueFusion {
     /// Folded where measured faster: SwiGLU on tilings of at most 2 x 2 accumulators per
-    /// subgroup (H200: SmolLM2's gate/up 1.60 -> 1.37 ms per 512-token prefill, while on the
-    /// 128 x 128 tiles Llama-3.2-1B's went 5.40 -> 6.23 ms), the residual everywhere.
+    /// subgroup (H200, GPU ms per 512-token prefill: SmolLM2's gate/up 1.60 -> 1.37, while on
+    /// the 128 x 128 tiles Llama-3.2-1B's went 5.40 -> 6.23, measured before the store was
+    /// unrolled), the residual everywhere (SmolLM2 down 1.36 -> 1.27, o 0.78 -> 0.72).
     #[default]
     Auto,
     /// Folded wherever the kernel takes the product.
@@ -478,14 +482,14 @@ fn store_code(c: CoopTiles, ty: &str, glu: bool, with_res: bool) -> (String, Str
             let mut body = String::new();
             for t in 0..per_lane {
                 body += &format!(
-                    "        let e{t} = lane + {o}u;\n        let row{t} = row0 + wr + {i}u * 16u + e{t} / 16u;\n",
+                    "        let e{t} = lane + {o}u;\n        let yr{t} = row0 + wr + {i}u * 16u + e{t} / 16u;\n",
                     o = t * c.sg
                 );
                 let col_t = col.replace("e % 16u", &format!("e{t} % 16u"));
-                body += &format!("        let col{t} = {col_t};\n        let ok{t} = row{t} < p.m && col{t} < p.n_out;\n");
+                body += &format!("        let yc{t} = {col_t};\n        let ok{t} = yr{t} < p.m && yc{t} < p.n_out;\n");
                 if with_res {
                     body += &format!(
-                        "        var r{t} = 0.0;\n        if (ok{t}) {{\n            r{t} = f32(res[row{t} * p.n_out + col{t}]);\n        }}\n"
+                        "        var r{t} = 0.0;\n        if (ok{t}) {{\n            r{t} = f32(res[yr{t} * p.n_out + yc{t}]);\n        }}\n"
                     );
                 }
             }
@@ -493,7 +497,7 @@ fn store_code(c: CoopTiles, ty: &str, glu: bool, with_res: bool) -> (String, Str
                 let v = value.replace("+ e]", &format!("+ e{t}]"));
                 let r = if with_res { format!(" + r{t}") } else { String::new() };
                 body += &format!(
-                    "        if (ok{t}) {{\n            out[row{t} * p.n_out + col{t}] = {ty}({v}{r});\n        }}\n"
+                    "        if (ok{t}) {{\n            out[yr{t} * p.n_out + yc{t}] = {ty}({v}{r});\n        }}\n"
                 );
             }
             store += &format!("    workgroupBarrier();\n    {{\n{body}    }}\n    workgroupBarrier();\n");
@@ -506,7 +510,14 @@ fn store_code(c: CoopTiles, ty: &str, glu: bool, with_res: bool) -> (String, Str
 /// `[warps_m, warps_n, tm, tn, blocks per step]` (tests validate it with naga where no device
 /// runs it).
 #[doc(hidden)]
-pub fn quant_coop_source_for_tests(format: QuantFormat, ty: &str, sg: u32, tiling: [u32; 5], glu: bool, res: bool) -> String {
+pub fn quant_coop_source_for_tests(
+    format: QuantFormat,
+    ty: &str,
+    sg: u32,
+    tiling: [u32; 5],
+    glu: bool,
+    res: bool,
+) -> String {
     source(format, ty, Tiling::new(tiling, sg), glu, res)
 }
 
