@@ -205,6 +205,8 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     }
     attention_benches(quick, &mut v)?;
     quant_matvec_benches(quick, &mut v);
+    quant_prefill_benches(quick, &mut v);
+    quant_epilogue_benches(quick, &mut v);
     Ok(v)
 }
 
@@ -286,6 +288,191 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
                 ops::quant_matmul_fused(x, &ws[i % ws.len()], f, n, fusion)
             }),
         });
+    }
+}
+
+/// Prefill's quantized products (512 rows of f32 x) at SmolLM2-135M's shapes (Q4_1) and
+/// Llama-3.2-1B's (Q4_0, Q8_0), per kernel: `.tiled` (quant_tiled.wgsl), `.coop` (cooperative
+/// matrices, the tiling Auto picks), `.tWMxWNxTMxTNxBPS` (a forced tiling); the 1B QKV shape
+/// also at 16/32/64/128 rows (where Auto switches kernels); and `quant_prefill_f16mm_*`, the
+/// plain f16 matmul of the same shape (what dequantizing W to f16 once per pass and then the
+/// existing cooperative matmul would cost, the dequantization not counted). In TFLOP/s of the
+/// 2 m n k product. Weights are random bytes below 0x3c (finite scales), built on first use.
+fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
+    use ops::ProductKernel as K;
+    use ops::QuantFormat::{Q4_0, Q4_1, Q8_0};
+    let m_full = if quick { 64 } else { 512 };
+    let has_f16 = kiln_core::device().is_ok_and(|d| d.has_f16());
+    let tiled: (&str, K) = ("tiled", K::Tiled);
+    let coop: (&str, K) = ("coop", K::Coop);
+    let tilings: Vec<(&'static str, K)> = [
+        [2u32, 2, 4, 4, 1],
+        [2, 2, 2, 4, 1],
+        [2, 2, 2, 2, 1],
+        [2, 2, 2, 2, 2],
+        [2, 2, 4, 4, 2],
+        [2, 4, 4, 2, 1],
+        [4, 2, 2, 4, 1],
+        [2, 2, 4, 2, 1],
+        [4, 4, 2, 2, 1],
+    ]
+    .into_iter()
+    .map(|t| {
+        let name: &'static str = Box::leak(format!("t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]).into_boxed_str());
+        (name, K::CoopTiles(t))
+    })
+    .collect();
+    // (tag, format, N, K, rows of x, kernels)
+    type Row<'a> = (&'a str, ops::QuantFormat, usize, usize, usize, Vec<(&'static str, K)>);
+    let mut rows: Vec<Row> = Vec::new();
+    let all: Vec<(&'static str, K)> = [tiled, coop].into_iter().chain(tilings.iter().copied()).collect();
+    rows.push(("smol_gateup_q4_1", Q4_1, 3072, 576, m_full, all.clone()));
+    rows.push(("smol_down_q4_1", Q4_1, 576, 1536, m_full, all.clone()));
+    rows.push(("smol_qkv_q4_1", Q4_1, 960, 576, m_full, vec![tiled, coop]));
+    rows.push(("l1b_gateup_q4_0", Q4_0, 16384, 2048, m_full, all.clone()));
+    rows.push(("l1b_down_q4_0", Q4_0, 2048, 8192, m_full, all.clone()));
+    rows.push(("l1b_qkv_q4_0", Q4_0, 3072, 2048, m_full, all.clone()));
+    rows.push(("l1b_gateup_q8_0", Q8_0, 16384, 2048, m_full, vec![tiled, coop]));
+    rows.push(("l1b_down_q8_0", Q8_0, 2048, 8192, m_full, vec![tiled, coop]));
+    for m in [16, 32, 64, 128] {
+        rows.push(("l1b_qkv_q4_0", Q4_0, 3072, 2048, m, vec![tiled, coop]));
+    }
+    for (tag, f, n, k, m, kernels) in rows {
+        let n = if quick { n.div_ceil(16) } else { n };
+        let nbytes = n * f.row_bytes(k).expect("whole blocks");
+        type Operands = (Tensor, [Tensor; 2]);
+        let made: std::sync::Arc<std::sync::OnceLock<Operands>> = Default::default();
+        let make = move || -> kiln_core::Result<Operands> {
+            let dev = kiln_core::device()?;
+            let mut state = 0x2545_f491_4f6c_dd1du64 ^ nbytes as u64;
+            let bytes: Vec<u8> = (0..nbytes)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 24) as u8 & 0x3b
+                })
+                .collect();
+            let w = ops::quant_from_bytes(&dev, &bytes, f, n, k)?;
+            let x = |seed| ops::random_uniform(&[m, k], DType::F32, seed, -1.0, 1.0);
+            Ok((w, [x(51)?, x(52)?]))
+        };
+        for (kname, kernel) in kernels {
+            let name: &'static str = Box::leak(format!("quant_prefill_{tag}.{kname}").into_boxed_str());
+            let made = made.clone();
+            v.push(Bench {
+                name,
+                size: format!("{m}x{k} . {n}x{k}"),
+                bytes: 0.0,
+                flops: 2.0 * (m * n * k) as f64,
+                run: Box::new(move |i| {
+                    if made.get().is_none() {
+                        let _ = made.set(make()?);
+                    }
+                    let (w, x) = made.get().expect("set above");
+                    ops::quant_product(&x[i % 2], w, f, n, kernel)
+                }),
+            });
+        }
+        if tag == "l1b_gateup_q4_0" && m == m_full && has_f16 {
+            // The same product with f16 x (half the x bytes staged): where the f32 x reads cost.
+            let made = made.clone();
+            let x16: std::sync::Arc<std::sync::OnceLock<[Tensor; 2]>> = Default::default();
+            v.push(Bench {
+                name: "quant_prefill_l1b_gateup_q4_0.coop_x_f16",
+                size: format!("{m}x{k} . {n}x{k}"),
+                bytes: 0.0,
+                flops: 2.0 * (m * n * k) as f64,
+                run: Box::new(move |i| {
+                    if made.get().is_none() {
+                        let _ = made.set(make()?);
+                    }
+                    if x16.get().is_none() {
+                        let x = |seed| ops::random_uniform(&[m, k], DType::F16, seed, -1.0, 1.0);
+                        let _ = x16.set([x(55)?, x(56)?]);
+                    }
+                    let (w, x) = (&made.get().expect("set above").0, x16.get().expect("set above"));
+                    ops::quant_product(&x[i % 2], w, f, n, K::Coop)
+                }),
+            });
+        }
+        if m == m_full && has_f16 {
+            let name: &'static str = Box::leak(format!("quant_prefill_f16mm_{tag}").into_boxed_str());
+            let ab: std::sync::Arc<std::sync::OnceLock<(Tensor, Tensor)>> = Default::default();
+            v.push(Bench {
+                name,
+                size: format!("{m}x{k} @ {k}x{n} f16"),
+                bytes: 0.0,
+                flops: 2.0 * (m * n * k) as f64,
+                run: Box::new(move |_| {
+                    if ab.get().is_none() {
+                        let a = ops::random_uniform(&[m, k], DType::F16, 53, -1.0, 1.0)?;
+                        let _ = ab.set((a, ops::random_uniform(&[k, n], DType::F16, 54, -1.0, 1.0)?));
+                    }
+                    let (a, b) = ab.get().expect("set above");
+                    ops::matmul(a, b)
+                }),
+            });
+        }
+    }
+}
+
+/// The many-row `quant_matmul_fused` with its SwiGLU (gate/up shapes) or residual (down shapes)
+/// in the cooperative kernel's store (`.fused`) or as separate ops after the product
+/// (`.separate`), at SmolLM2's and Llama-3.2-1B's prefill shapes (512 rows).
+fn quant_epilogue_benches(quick: bool, v: &mut Vec<Bench>) {
+    use ops::EpilogueFusion as E;
+    use ops::QuantFormat::{Q4_0, Q4_1};
+    let m = if quick { 64 } else { 512 };
+    // (tag, format, outputs N, K, SwiGLU)
+    let rows = [
+        ("smol_gateup_q4_1", Q4_1, 1536usize, 576usize, true),
+        ("smol_down_q4_1", Q4_1, 576, 1536, false),
+        ("l1b_gateup_q4_0", Q4_0, 8192, 2048, true),
+        ("l1b_down_q4_0", Q4_0, 2048, 8192, false),
+        ("l1b_o_q4_0", Q4_0, 2048, 2048, false),
+    ];
+    for (tag, f, n, k, glu) in rows {
+        let n = if quick { n.div_ceil(16) } else { n };
+        let w_rows = if glu { 2 * n } else { n };
+        type Operands = (Tensor, Tensor, Tensor);
+        let made: std::sync::Arc<std::sync::OnceLock<Operands>> = Default::default();
+        let make = move || -> kiln_core::Result<Operands> {
+            let dev = kiln_core::device()?;
+            let nbytes = w_rows * f.row_bytes(k)?;
+            let mut state = 0x5851_f42d_4c95_7f2du64 ^ nbytes as u64;
+            let bytes: Vec<u8> = (0..nbytes)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 24) as u8 & 0x3b
+                })
+                .collect();
+            Ok((
+                ops::quant_from_bytes(&dev, &bytes, f, w_rows, k)?,
+                ops::random_uniform(&[m, k], DType::F32, 61, -1.0, 1.0)?,
+                ops::random_uniform(&[m, n], DType::F32, 62, -1.0, 1.0)?,
+            ))
+        };
+        for (ename, e) in [("fused", E::Fused), ("separate", E::Separate), ("auto", E::Auto)] {
+            let name: &'static str = Box::leak(format!("quant_epilogue_{tag}.{ename}").into_boxed_str());
+            let made = made.clone();
+            v.push(Bench {
+                name,
+                size: format!("{m}x{k} . {w_rows}x{k} {}", if glu { "swiglu" } else { "residual" }),
+                bytes: 0.0,
+                flops: 2.0 * (m * w_rows * k) as f64,
+                run: Box::new(move |_| {
+                    if made.get().is_none() {
+                        let _ = made.set(make()?);
+                    }
+                    let (w, x, r) = made.get().expect("set above");
+                    let fusion = ops::QuantFusion { swiglu: glu, residual: (!glu).then_some(r), ..Default::default() };
+                    ops::quant_matmul_fused_product(x, w, f, n, fusion, ops::ProductKernel::Auto, e)
+                }),
+            });
+        }
     }
 }
 
@@ -711,9 +898,11 @@ pub fn main(args: Args) -> Result<()> {
             println!("embed: skipped, no model in {} (make minilm)", args.minilm.display());
         }
     }
-    if want("llm") {
+    // `--filter llm_prefill`: only the llm section's prefill rows.
+    let prefill_only = args.filter.as_deref() == Some("llm_prefill");
+    if want("llm") || prefill_only {
         if args.smollm2.exists() {
-            results.extend(crate::bench_llm::run(&args.smollm2, args.quick, args.reps)?);
+            results.extend(crate::bench_llm::run(&args.smollm2, args.quick, args.reps, prefill_only)?);
         } else {
             println!("llm: skipped, no model at {} (make smollm2)", args.smollm2.display());
         }

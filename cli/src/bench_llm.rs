@@ -94,7 +94,9 @@ fn print_steps(title: &str, steps: &[StepTime]) {
     println!("    {:<44} {:>8.3} ms", "total", total * 1e3);
 }
 
-pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
+/// The llm section; `prefill_only` (`--filter llm_prefill`) stops after the prefill and
+/// first-token rows, with the GPU time per step of a prefill of the same length.
+pub fn run(path: &Path, quick: bool, reps: usize, prefill_only: bool) -> Result<Vec<Value>> {
     let dev = kiln_core::device()?;
     let model = CausalLM::load(path)?;
     let (prefill_n, n_decode, long_ctx) = if quick { (64, 16, 256) } else { (512, 128, 2048) };
@@ -131,6 +133,12 @@ pub fn run(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
         "llm_prefill",
     );
     push(base("llm_ttft".into(), "128-token prompt".into(), ttft), None, "llm_ttft");
+    if prefill_only {
+        let mut cache = model.new_cache()?;
+        let steps = gpu_steps(|mark| model.forward_marked(&ids(prefill_n, 5), &mut cache, mark))?;
+        print_steps(&format!("GPU time per step of a {prefill_n}-token prefill"), &steps);
+        return Ok(rows);
+    }
     for ctx in [128, long_ctx] {
         let mut samples = Vec::new();
         for rep in 0..reps.div_ceil(2).max(1) + 1 {

@@ -6,6 +6,10 @@
 //! weights (dequantize is compared bit for bit), so they differ only in the order and precision
 //! of the accumulation: |got - want| <= (K + 2) * 2^-24 * sum_k |x_k w_k| (the worst-case bound
 //! of an f32 sum of K products in any order), plus f16's rounding of the result for f16 x.
+//! Where a product runs on cooperative matrices (`ops::quant_product_uses_coop`: many rows of x
+//! on a device that has them), x and W are rounded to f16 first: core/tests/quant_coop.rs states
+//! that tolerance, which `check_matmul` then takes (its absolute term bounded with |x| <= 2,
+//! |w| <= 4).
 
 mod common;
 use common::*;
@@ -172,10 +176,20 @@ fn quantize_special_weights_match_reference() {
 /// Checks GPU quant_matmul against the reference with the tolerance stated at the top.
 #[track_caller]
 fn check_matmul(what: &str, got: &[f64], want: &[f64], scale: &[f64], k: usize, dtype: DType) {
+    check_matmul_on(what, got, want, scale, k, dtype, false)
+}
+
+/// [`check_matmul`], with cooperative matrices' f16 tolerance where `coop`.
+#[track_caller]
+fn check_matmul_on(what: &str, got: &[f64], want: &[f64], scale: &[f64], k: usize, dtype: DType, coop: bool) {
     assert_eq!(got.len(), want.len(), "{what}: length");
-    let eps = (k as f64 + 2.0) * 2f64.powi(-24);
+    let (eps, abs) = if coop {
+        (2f64.powi(-10) + 2f64.powi(-21) + (k as f64 + 2.0) * 2f64.powi(-23), 6.0 * k as f64 * 2f64.powi(-24))
+    } else {
+        ((k as f64 + 2.0) * 2f64.powi(-24), 0.0)
+    };
     for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(scale).enumerate() {
-        let mut tol = eps * s;
+        let mut tol = eps * s + abs;
         if dtype == DType::F16 {
             tol += 2f64.powi(-11) * w.abs() + 2f64.powi(-24);
         }
@@ -208,13 +222,14 @@ fn quant_matmul_matches_reference() {
                         assert_eq!(y.dtype(), dt);
                         let want = cpu::quant_matmul(&xv, m, k, &wq, f, n);
                         let scale = cpu::quant_matmul_abs(&xv, m, k, &wq, f, n);
-                        check_matmul(
+                        check_matmul_on(
                             &format!("{f} {dt} m={m} n={n} k={k}"),
                             &y.to_f64_vec().unwrap(),
                             &want,
                             &scale,
                             k,
                             dt,
+                            ops::quant_product_uses_coop(&kiln_core::device().unwrap(), m, n),
                         );
                     }
                 }
@@ -267,7 +282,8 @@ fn quant_matmul_batched_shapes_and_empty() {
         let m = xv.len() / k;
         let want = cpu::quant_matmul(&xv, m, k, &wq, f, n);
         let scale = cpu::quant_matmul_abs(&xv, m, k, &wq, f, n);
-        check_matmul(&format!("{shape:?}"), &y.to_f64_vec().unwrap(), &want, &scale, k, DType::F32);
+        let coop = ops::quant_product_uses_coop(&kiln_core::device().unwrap(), m, n);
+        check_matmul_on(&format!("{shape:?}"), &y.to_f64_vec().unwrap(), &want, &scale, k, DType::F32, coop);
     }
     // K = 0: a sum of nothing.
     let x = Tensor::from_slice::<f32>(&[], &[3, 0]).unwrap();

@@ -171,3 +171,35 @@ fn the_host_path_equals_the_gpu_path_in_every_weight_format() {
         assert_eq!(cc.len(), ids.len());
     }
 }
+
+/// A prompt of many tokens (the prefill products past the matrix-vector kernels: on cooperative
+/// matrices where the GPU has them, x and W rounded to f16 there) against the host path, in
+/// every weight format. Tolerance: 1e-4 as above on the tiled kernel; on cooperative matrices
+/// 3e-2 of (1 + |logit|) (measured 1.16e-2 for Q4_0 on the H200: f16's 2^-11 per operand,
+/// relative to sum |x w| rather than |y|, which random weights make ~sqrt(K) times larger,
+/// through two layers; the kernel's element-wise bound is core/tests/quant_coop.rs's, and a
+/// wrong row, column or epilogue here would be off by O(1)), and greedy equality only there.
+#[test]
+fn a_long_prompt_on_the_gpu_equals_the_host_path() {
+    let dir = scratch("cpu-backend-long");
+    let ids: Vec<u32> = (0..30u32).map(|i| (i * 7 + 3) % VOCAB as u32).collect();
+    let coop = kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), ids.len(), FFN);
+    for (name, f) in [("q4_0", QuantFormat::Q4_0), ("q4_1", QuantFormat::Q4_1), ("q8_0", QuantFormat::Q8_0)] {
+        let path = dir.join(format!("{name}.gguf"));
+        std::fs::write(&path, tiny_llama(f, QuantFormat::Q8_0, Some(f))).unwrap();
+        let gpu = CausalLM::load_on(&path, Backend::Gpu, |_, _| {}).unwrap();
+        let cpu = CausalLM::load_on(&path, Backend::Cpu, |_, _| {}).unwrap();
+        let (lg, lc) = (gpu.logits_all(&ids).unwrap(), cpu.logits_all(&ids).unwrap());
+        let d = max_rel_diff(&lc, &lg);
+        eprintln!("{name}: 30 tokens, max |cpu - gpu| / (1 + |gpu|) = {d:.2e} (cooperative matrices: {coop})");
+        assert!(d < if coop { 3e-2 } else { 1e-4 }, "{name}: a 30-token pass differs by {d}");
+        if coop {
+            continue;
+        }
+        let (tg, tc) = (
+            gpu.forward_greedy(&ids, &mut gpu.new_cache().unwrap()).unwrap(),
+            cpu.forward_greedy(&ids, &mut cpu.new_cache().unwrap()).unwrap(),
+        );
+        assert_eq!(tg, tc, "{name}: greedy after 30 tokens");
+    }
+}

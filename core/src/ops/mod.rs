@@ -12,6 +12,7 @@ pub mod matmul;
 pub mod movement;
 pub mod norm;
 pub mod quant;
+mod quant_coop;
 mod quant_format;
 pub(crate) mod quant_kquants;
 pub mod quant_matvec_wide;

@@ -7,12 +7,17 @@
 //! - `quant_matmul` with few rows of x (decode): a matrix-vector kernel, 256 / TPR W rows per
 //!   workgroup, threads striding over a row's words;
 //! - with more rows (prefill): 64 x 64 output tiles, each W block decoded once into workgroup
-//!   memory and used by 64 rows of x;
+//!   memory and used by 64 rows of x; or, from 16 rows where the adapter has f16 -> f32
+//!   cooperative matrices, `quant_coop` (W decoded to f16 tiles, tensor-core products);
 //! - `dequantize` and `quant_embedding`: one thread per 8 values.
 //!
 //! `quantize` runs on the host, as ggml's reference quantizers (`quantize_row_q4_0_ref`, …) do,
 //! so the bytes equal ggml's.
 
+pub use super::quant_coop::{
+    quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop, EpilogueFusion, ProductKernel,
+    COOP_MIN_ROWS,
+};
 pub use super::quant_format::{QuantFormat, QuantFusion};
 use super::quant_matvec_wide::strided_tpr;
 pub use super::quant_matvec_wide::MatvecKernel;
@@ -35,7 +40,7 @@ const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
 /// Rows of x up to which `quant_matmul` takes the matrix-vector kernel (each x row then costs a
 /// pass over W, but W is read in whole coalesced words; past it the tiled kernel's reuse wins).
-const MATVEC_MAX_ROWS: usize = 8;
+pub(crate) const MATVEC_MAX_ROWS: usize = 8;
 /// Rows of x one matrix-vector workgroup handles at once (the shader's MT at most).
 const MATVEC_MT: usize = 4;
 /// The tiled kernel's output tile (the shader's TS).
@@ -345,7 +350,7 @@ pub fn quant_matmul_fused_kernel(
 ) -> Result<Tensor> {
     let (k, m, shape) = check_fused(x, w, format, n, &fusion)?;
     if k == 0 || m > MATVEC_MAX_ROWS {
-        return composed(x, w, format, n, fusion);
+        return composed(x, w, format, n, fusion, ProductKernel::Auto, EpilogueFusion::Auto);
     }
     let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
     if out.numel() == 0 {
@@ -543,7 +548,15 @@ fn launch_sizes(x: &Tensor, out: &Tensor, format: QuantFormat, k: usize) -> Resu
 }
 
 /// `quant_matmul_fused` for many rows of x: the separate ops in sequence.
-fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: QuantFusion) -> Result<Tensor> {
+fn composed(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    fusion: QuantFusion,
+    kernel: ProductKernel,
+    epilogue: EpilogueFusion,
+) -> Result<Tensor> {
     let normed;
     let x = match fusion.rms_norm {
         Some((g, eps)) => {
@@ -552,7 +565,22 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         }
         None => x,
     };
-    let mut y = product(x, w, format, if fusion.swiglu { 2 * n } else { n })?;
+    // On cooperative matrices the SwiGLU and the residual can be the kernel's epilogue.
+    let k = *x.shape().last().unwrap_or(&0);
+    let m = x.numel().checked_div(k).unwrap_or(0);
+    let rows = if fusion.swiglu { 2 * n } else { n };
+    let epi = super::quant_coop::Epilogue { swiglu: fusion.swiglu, residual: fusion.residual };
+    if m > 0 && n > 0 && k > 0 && super::quant_coop::fuses(x.device(), (m, rows, k), kernel, epi, epilogue) {
+        let mut shape = x.shape().to_vec();
+        *shape.last_mut().unwrap_or(&mut 0) = n;
+        let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
+        check_indexable(x.numel())?;
+        check_indexable(out.numel())?;
+        if super::quant_coop::run(x, w, &out, format, (m, rows, k), kernel, epi)? {
+            return Ok(out);
+        }
+    }
+    let mut y = product(x, w, format, rows, kernel)?;
     if fusion.swiglu {
         let axis = y.ndim() as isize - 1;
         let gate = crate::ops::slice(&y, axis, 0, n as isize, 1)?;
@@ -565,8 +593,33 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
     }
 }
 
-/// The plain product through the tiled kernel (many rows of x; checked by the caller).
-fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tensor> {
+/// [`quant_matmul_fused`] for many rows of x on the product kernel `kernel`, with its SwiGLU and
+/// residual in the cooperative kernel's epilogue or as separate ops as `epilogue` says (A/B
+/// timing and tests).
+pub fn quant_matmul_fused_product(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    fusion: QuantFusion,
+    kernel: ProductKernel,
+    epilogue: EpilogueFusion,
+) -> Result<Tensor> {
+    check_fused(x, w, format, n, &fusion)?;
+    composed(x, w, format, n, fusion, kernel, epilogue)
+}
+
+/// x [..., K] times Wᵀ (W quantized [N, K]) on the many-rows product kernel `kernel` picks,
+/// whatever the rows of x (tests and A/B timing: [`quant_matmul`] takes the matrix-vector
+/// kernels for few rows and `ProductKernel::Auto` for more).
+pub fn quant_product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: ProductKernel) -> Result<Tensor> {
+    check_fused(x, w, format, n, &QuantFusion::default())?;
+    product(x, w, format, n, kernel)
+}
+
+/// The plain product for many rows of x (checked by the caller): on cooperative matrices where
+/// `kernel` and the device allow (`quant_coop`), else through the tiled kernel.
+fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: ProductKernel) -> Result<Tensor> {
     let device = x.device().clone();
     let dtype = x.dtype();
     let k = *x.shape().last().unwrap_or(&0);
@@ -578,6 +631,11 @@ fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tens
     let m = x.numel() / k;
     let out = Tensor::empty_on(&device, &shape, dtype)?;
     if out.numel() == 0 {
+        return Ok(out);
+    }
+    check_indexable(x.numel())?;
+    check_indexable(out.numel())?;
+    if super::quant_coop::run(x, w, &out, format, (m, n, k), kernel, Default::default())? {
         return Ok(out);
     }
     let (blocks, row_h, enable, max_dim) = launch_sizes(x, &out, format, k)?;

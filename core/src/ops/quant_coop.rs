@@ -1,0 +1,528 @@
+//! The quantized product for many rows of x (prefill) on cooperative matrices (tensor cores):
+//! `shaders/quant_coop.wgsl` decodes W's blocks (Q4_0, Q4_1, Q8_0) into f16 tiles in workgroup
+//! memory, rounds x's tile to f16 and multiplies them with f32 accumulation. Taken by
+//! `ops::quant`'s product where the device has wgpu's cooperative-matrix feature with 16x16x16
+//! f16 x f16 -> f32 matrices and x has at least [`COOP_MIN_ROWS`] rows; the tiled kernel
+//! (`quant_tiled.wgsl`, f32 products) everywhere else. `KILN_QUANT_PRODUCT=tiled|coop` forces
+//! one (A/B timing).
+//!
+//! Numerics against the tiled kernel: x and the decoded weights are rounded to f16 (relative
+//! error 2^-11 each, values past 65504 become infinities; llama.cpp's MMQ rounds x coarser, to
+//! q8_1), the products are exact in f32 and summed in f32: |y - y_f32| <= about 2^-10 *
+//! sum_k |x_k w_k| plus the f32 summation's (K + 2) 2^-23 * sum_k |x_k w_k|.
+
+use super::matmul::coop::{coop_accumulator, cooperative_code, CoopTiles};
+use super::quant_format::QuantFormat;
+use crate::device::Device;
+use crate::exec::{grid, Launch, Params};
+use crate::pipeline::{render, Checks};
+use crate::tensor::Tensor;
+use crate::Result;
+
+const TEMPLATE: &str = include_str!("../../../shaders/quant_coop.wgsl");
+
+/// Rows of x from which the product runs on cooperative matrices (where the device has them; the
+/// matrix-vector kernels take up to 8). Measured on the H200 at Llama-3.2-1B's QKV shape (K 2048,
+/// 3072 W rows): 16, 32, 64, 128 rows take 42-44 µs against the tiled kernel's 139-151 µs, so
+/// from the smallest row count measured.
+pub const COOP_MIN_ROWS: usize = 16;
+/// Workgroups a tiling should give before a larger one is taken (2 per SM of a 132-SM H100):
+/// m = 512 makes only 4 rows of 128-row tiles, so most of Llama-3.2-1B's products need the
+/// 64 x 64 tiles to fill the GPU.
+const TARGET_GROUPS: usize = 256;
+
+/// Which kernel `ops::quant`'s product (many rows of x) runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ProductKernel {
+    /// `KILN_QUANT_PRODUCT` if set, else cooperative matrices where the device has them and x
+    /// has at least [`COOP_MIN_ROWS`] rows, the tiled kernel otherwise.
+    #[default]
+    Auto,
+    /// The tiled kernel (`quant_tiled.wgsl`, f32 products), every device.
+    Tiled,
+    /// Cooperative matrices wherever the device has them (the tiled kernel elsewhere), any rows.
+    Coop,
+    /// Cooperative matrices with a given tiling `[warps_m, warps_n, tm, tn, blocks per K step]`
+    /// (tuning; the tiled kernel where the device lacks them or the tiling does not fit).
+    CoopTiles([u32; 5]),
+}
+
+impl ProductKernel {
+    /// The `KILN_QUANT_PRODUCT` override: `tiled` or `coop` (anything else: Auto).
+    fn from_env() -> ProductKernel {
+        static ENV: std::sync::OnceLock<ProductKernel> = std::sync::OnceLock::new();
+        *ENV.get_or_init(|| match crate::platform::env_var("KILN_QUANT_PRODUCT").as_deref().map(str::trim) {
+            Some("tiled") => ProductKernel::Tiled,
+            Some("coop") => ProductKernel::Coop,
+            _ => ProductKernel::Auto,
+        })
+    }
+}
+
+/// What the kernel folds into its store (`QuantFusion`'s SwiGLU and residual): W holds 2N rows
+/// (gate then up) under `swiglu`, and `residual` [m, N] of x's dtype is added.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Epilogue<'a> {
+    pub swiglu: bool,
+    pub residual: Option<&'a Tensor>,
+}
+
+/// A tiling of `quant_coop.wgsl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tiling {
+    /// Subgroups, their 16x16 accumulators and the subgroup size; `bk` is 32 * blocks per step.
+    coop: CoopTiles,
+}
+
+impl Tiling {
+    fn new([warps_m, warps_n, tm, tn, bps]: [u32; 5], sg: u32) -> Tiling {
+        Tiling { coop: CoopTiles { warps_m, warps_n, tm, tn, bk: 32 * bps, sg, acc: "f32" } }
+    }
+    fn bps(self) -> u32 {
+        self.coop.bk / 32
+    }
+    /// Whether the shader's staging divides evenly over the invocations and fits the device.
+    fn fits(self, limits: &wgpu::Limits) -> bool {
+        let t = self.coop;
+        let nt = t.threads();
+        let shared = (t.bm() + t.bn()) * (t.bk + 8) * 2 + t.warps_m * t.warps_n * 256 * 4;
+        nt > 0
+            && t.bk > 0
+            && (t.bm() * t.bk / 4).is_multiple_of(nt)
+            && (t.bn() * self.bps() * 4).is_multiple_of(nt)
+            && nt.is_multiple_of(4)
+            && nt <= limits.max_compute_workgroup_size_x
+            && nt <= limits.max_compute_invocations_per_workgroup
+            && shared <= limits.max_compute_workgroup_storage_size
+    }
+}
+
+/// The tilings `Auto` chooses from, largest first: 128 x 128, 64 x 128 and 64 x 64 output tiles
+/// of 2 x 2 subgroups, one block of K per step.
+const TILINGS: [[u32; 5]; 3] = [[2, 2, 4, 4, 1], [2, 2, 2, 4, 1], [2, 2, 2, 2, 1]];
+
+/// The 64 x 64 tiling with two blocks per K step, and the K from which `Auto` takes it instead
+/// of one block per step. Measured on the H200 (µs, one / two blocks per step): Llama-3.2-1B's
+/// down projection (512 x 8192 by 2048 x 8192) 233 / 190, at K = 2048 (QKV) 73 / 97, at K =
+/// 1536 (SmolLM2's down) 35.0 / 36.3.
+const DEEP: [u32; 5] = [2, 2, 2, 2, 2];
+const DEEP_MIN_K: usize = 4096;
+
+/// The tiling the product of `m` x `k` by W [n, k] runs with on cooperative matrices under
+/// `kernel`, or None where the tiled kernel runs it.
+fn pick(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel) -> Option<Tiling> {
+    let kernel = if kernel == ProductKernel::Auto { ProductKernel::from_env() } else { kernel };
+    if kernel == ProductKernel::Tiled || coop_accumulator(device) != Some("f32") {
+        return None;
+    }
+    let sg = device.subgroup_size.filter(|s| (8..=128).contains(s) && s.is_power_of_two())?;
+    let limits = device.limits();
+    if let ProductKernel::CoopTiles(t) = kernel {
+        return Some(Tiling::new(t, sg)).filter(|t| t.fits(limits));
+    }
+    if kernel == ProductKernel::Auto && m < COOP_MIN_ROWS {
+        return None;
+    }
+    let fitting = TILINGS.iter().map(|&t| Tiling::new(t, sg)).filter(|t| t.fits(limits));
+    let groups = |t: &Tiling| m.div_ceil(t.coop.bm() as usize) * n.div_ceil(t.coop.bn() as usize);
+    let mut last = None;
+    for t in fitting {
+        if groups(&t) >= TARGET_GROUPS {
+            return Some(t);
+        }
+        last = Some(t);
+    }
+    // Deep products on the smallest tiles take two blocks per K step (half the barriers).
+    let deep = Tiling::new(DEEP, last?.coop.sg);
+    if k >= DEEP_MIN_K
+        && last.is_some_and(|t| t.coop.bm() == deep.coop.bm() && t.coop.bn() == deep.coop.bn())
+        && deep.fits(limits)
+    {
+        return Some(deep);
+    }
+    last
+}
+
+/// Whether the product of `m` rows of x by a quantized W of `n` rows runs on cooperative
+/// matrices on `device` (tests: its tolerance is f16's).
+pub fn quant_product_uses_coop(device: &Device, m: usize, n: usize) -> bool {
+    m > super::quant::MATVEC_MAX_ROWS && pick(device, m, n, 0, ProductKernel::Auto).is_some()
+}
+
+/// Whether [`run`] takes the product of `m` x `k` by W [n, k] (with SwiGLU where `swiglu`)
+/// under `kernel` on `device`.
+pub(crate) fn takes(device: &Device, (m, n, k): (usize, usize, usize), kernel: ProductKernel, swiglu: bool) -> bool {
+    pick(device, m, n, k, kernel).is_some_and(|t| !swiglu || (t.coop.tn.is_multiple_of(2) && n.is_multiple_of(2)))
+}
+
+/// Whether many-row `quant_matmul_fused` folds its SwiGLU and residual into the cooperative
+/// kernel's store or runs them as separate ops after the product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EpilogueFusion {
+    /// Folded where measured faster: SwiGLU on tilings of at most 2 x 2 accumulators per
+    /// subgroup (H200, GPU ms per 512-token prefill: SmolLM2's gate/up 1.60 -> 1.37, while on
+    /// the 128 x 128 tiles Llama-3.2-1B's went 5.40 -> 6.23, measured before the store was
+    /// unrolled), the residual everywhere (SmolLM2 down 1.36 -> 1.27, o 0.78 -> 0.72).
+    #[default]
+    Auto,
+    /// Folded wherever the kernel takes the product.
+    Fused,
+    /// Separate ops (slice, silu, mul, add) after the product.
+    Separate,
+}
+
+/// Whether the product of `m` x `k` by W [n, k] runs on cooperative matrices with `epi` in its
+/// store under `kernel` and `policy`.
+pub(crate) fn fuses(
+    device: &Device,
+    (m, n, k): (usize, usize, usize),
+    kernel: ProductKernel,
+    epi: Epilogue,
+    policy: EpilogueFusion,
+) -> bool {
+    if policy == EpilogueFusion::Separate || !takes(device, (m, n, k), kernel, epi.swiglu) {
+        return false;
+    }
+    let small = pick(device, m, n, k, kernel).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
+    policy == EpilogueFusion::Fused || !epi.swiglu || small
+}
+
+/// Runs the product of x [m, k] by W [n, k] into `out` on cooperative matrices, with `epi`
+/// folded in (`out` is [m, n / 2] under SwiGLU, else [m, n]), if `kernel` and the device allow
+/// it (operands checked by the caller, nothing empty); false where the tiled kernel must run.
+pub(crate) fn run(
+    x: &Tensor,
+    w: &Tensor,
+    out: &Tensor,
+    format: QuantFormat,
+    (m, n, k): (usize, usize, usize),
+    kernel: ProductKernel,
+    epi: Epilogue,
+) -> Result<bool> {
+    let device = x.device().clone();
+    // SwiGLU pairs 16-column accumulators within a subgroup.
+    let Some(t) = pick(&device, m, n, k, kernel).filter(|_| takes(&device, (m, n, k), kernel, epi.swiglu)) else {
+        return Ok(false);
+    };
+    let (bm, out_bn) = (t.coop.bm() as usize, t.coop.bn() as usize / if epi.swiglu { 2 } else { 1 });
+    let n_out = if epi.swiglu { n / 2 } else { n };
+    let tiles_m = m.div_ceil(bm);
+    let groups = tiles_m as u64 * n_out.div_ceil(out_bn) as u64;
+    if groups > u32::MAX as u64 {
+        return Ok(false);
+    }
+    let params = Params::new()
+        .u32(m)
+        .u32(n)
+        .u32(k)
+        .u32(k / QuantFormat::BLOCK_LEN)
+        .u32(format.row_bytes(k)? / 2)
+        .u32(tiles_m)
+        .u32(groups as u32)
+        .u32(w.numel() - 1)
+        .u32(n_out)
+        .u32(0u32)
+        .u32(0u32)
+        .u32(0u32);
+    let dtype = x.dtype();
+    let c = t.coop;
+    let (glu, with_res) = (epi.swiglu, epi.residual.is_some());
+    let key = format!(
+        "quant_coop:{format}:{dtype}:{}x{}:{}x{}:{}:{}:{glu}:{with_res}",
+        c.warps_m, c.warps_n, c.tm, c.tn, c.bk, c.sg
+    );
+    Launch {
+        key,
+        source: Box::new(move || source(format, dtype.wgsl(), t, glu, with_res)),
+        tensors: &[&[w, x, out][..], epi.residual.as_slice()].concat(),
+        params: Some(params),
+        groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
+    }
+    .run_with(&device, Checks::Unchecked)?;
+    Ok(true)
+}
+
+/// The raw-word fetch and the decode from registers of one unit, per format (the same values as
+/// quant_common's `decode`, which reads the words where it decodes them).
+fn fetch_unpack(format: QuantFormat) -> (&'static str, &'static str) {
+    match format {
+        // 9 halfwords: d at hb, the unit's 4 nibble bytes at hb + 1 + 2u (odd when hb is even).
+        QuantFormat::Q4_0 => (
+            "fn fetch(hb: u32, u: u32, ok: bool) -> vec4<u32> {
+    if (!ok) {
+        return vec4<u32>(0u);
+    }
+    let i = (hb + 1u + 2u * u) >> 1u;
+    return vec4<u32>(w[hb >> 1u], w[i], w[min(i + 1u, p.last)], 0u);
+}",
+            "fn unpack(r: vec4<u32>, hb: u32, u: u32) -> Unit {
+    let odd = (hb & 1u) == 1u;
+    let d = half_to_f32(select(r.x & 0xffffu, r.x >> 16u, odd));
+    let q = select((r.y >> 16u) | (r.z << 16u), r.y, odd);
+    var un: Unit;
+    un.a = d * (nibbles(q, 0u) - 8.0);
+    un.b = d * (nibbles(q, 4u) - 8.0);
+    un.pa = 4u * u;
+    un.pb = 16u + 4u * u;
+    return un;
+}",
+        ),
+        // 10 halfwords, word-aligned: d and m in the first word, the unit's nibbles in word 1 + u.
+        QuantFormat::Q4_1 => (
+            "fn fetch(hb: u32, u: u32, ok: bool) -> vec4<u32> {
+    if (!ok) {
+        return vec4<u32>(0u);
+    }
+    let i = hb >> 1u;
+    return vec4<u32>(w[i], w[i + 1u + u], 0u, 0u);
+}",
+            "fn unpack(r: vec4<u32>, hb: u32, u: u32) -> Unit {
+    let d = half_to_f32(r.x & 0xffffu);
+    let m = half_to_f32(r.x >> 16u);
+    var un: Unit;
+    un.a = d * nibbles(r.y, 0u) + m;
+    un.b = d * nibbles(r.y, 4u) + m;
+    un.pa = 4u * u;
+    un.pb = 16u + 4u * u;
+    return un;
+}",
+        ),
+        // 17 halfwords: d at hb, the unit's 8 bytes at hb + 1 + 4u (odd when hb is even).
+        QuantFormat::Q8_0 => (
+            "fn fetch(hb: u32, u: u32, ok: bool) -> vec4<u32> {
+    if (!ok) {
+        return vec4<u32>(0u);
+    }
+    let i = (hb + 1u + 4u * u) >> 1u;
+    return vec4<u32>(w[hb >> 1u], w[i], w[i + 1u], w[min(i + 2u, p.last)]);
+}",
+            "fn unpack(r: vec4<u32>, hb: u32, u: u32) -> Unit {
+    let odd = (hb & 1u) == 1u;
+    let d = half_to_f32(select(r.x & 0xffffu, r.x >> 16u, odd));
+    let qa = select((r.y >> 16u) | (r.z << 16u), r.y, odd);
+    let qb = select((r.z >> 16u) | (r.w << 16u), r.z, odd);
+    var un: Unit;
+    un.a = d * sbytes(qa);
+    un.b = d * sbytes(qb);
+    un.pa = 8u * u;
+    un.pb = 8u * u + 4u;
+    return un;
+}",
+        ),
+    }
+}
+
+/// The WGSL of one format, x dtype (`t`: "f32" or "f16"), tiling and epilogue.
+fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bool) -> String {
+    let c = tiling.coop;
+    let (nt, bm, bn, bps) = (c.threads(), c.bm(), c.bn(), tiling.bps());
+    // x's tile: BM rows of 8 BPS vec4s; W's: BN rows of BPS blocks of 4 units.
+    let row_chunks = 8 * bps;
+    let (slots_a, slots_w) = (bm * row_chunks / nt, bn * bps * 4 / nt);
+    let mut decl = String::new();
+    let mut fetch0 = String::new();
+    let mut fetch = String::new();
+    let mut store = String::new();
+    for i in 0..slots_a {
+        decl += &format!("    var ra{i} = vec4<{ty}>(0);\n");
+        for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "b0 + BPS")] {
+            *dst += &format!(
+                "        {{
+            let l = lid + {o}u;
+            let gr = row0 + l / {row_chunks}u;
+            let gk4 = ({kb}) * 8u + l % {row_chunks}u;
+            var v = vec4<{ty}>(0);
+            if (gr < p.m && gk4 < k4) {{
+                v = x[gr * k4 + gk4];
+            }}
+            ra{i} = v;
+        }}
+",
+                o = i * nt
+            );
+        }
+        store += &format!(
+            "        {{
+            let l = lid + {o}u;
+            As[(l / {row_chunks}u) * SA4 + l % {row_chunks}u] = vec4<f16>(ra{i});
+        }}
+",
+            o = i * nt
+        );
+    }
+    let upr = 4 * bps; // units per W row per step
+    for i in 0..slots_w {
+        decl += &format!("    var rw{i} = vec4<u32>(0u);\n");
+        for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "b0 + BPS")] {
+            *dst += &format!(
+                "        {{
+            let l = lid + {o}u;
+            let gn = w_row(col0, l / {upr}u);
+            let gb = ({kb}) + (l / 4u) % BPS;
+            rw{i} = fetch(gn.x * p.row_h + gb * BLOCK_H, uu, gn.y == 1u && gb < p.blocks);
+        }}
+",
+                o = i * nt
+            );
+        }
+        store += &format!(
+            "        {{
+            let l = lid + {o}u;
+            let bb = (l / 4u) % BPS;
+            let un = unpack(rw{i}, w_row(col0, l / {upr}u).x * p.row_h + (b0 + bb) * BLOCK_H, uu);
+            let o = (l / {upr}u) * SA4 + bb * 8u;
+            Ws[o + un.pa / 4u] = vec4<f16>(un.a);
+            Ws[o + un.pb / 4u] = vec4<f16>(un.b);
+        }}
+",
+            o = i * nt
+        );
+    }
+    let fetch_decl = format!("{decl}    {{\n{fetch0}    }}\n");
+    let (acc_decl, out_store) = store_code(c, ty, glu, with_res);
+    let mut inner = String::new();
+    for i in 0..c.tm {
+        inner += &format!(
+            "            let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&As[(wr + {i}u * 16u) * SA4 + kk / 4u], SA4);\n"
+        );
+    }
+    // B[k][n] = Ws[n][k]: a column-major load.
+    for j in 0..c.tn {
+        inner += &format!(
+            "            let b{j} = coopLoad<coop_mat16x16<f16, B>>(&Ws[(wc + {j}u * 16u) * SA4 + kk / 4u], SA4);\n"
+        );
+    }
+    for i in 0..c.tm {
+        for j in 0..c.tn {
+            inner += &format!("            acc_{i}_{j} = coopMultiplyAdd(a{i}, b{j}, acc_{i}_{j});\n");
+        }
+    }
+    let (fetch_fn, unpack_fn) = fetch_unpack(format);
+    let w_row = if glu {
+        "fn w_row(c0: u32, r: u32) -> vec2<u32> {
+    let o = c0 + (r / 32u) * 16u + r % 16u;
+    return vec2<u32>(o + select(0u, p.n_out, r % 32u >= 16u), u32(o < p.n_out));
+}"
+    } else {
+        "fn w_row(c0: u32, r: u32) -> vec2<u32> {
+    let o = c0 + r;
+    return vec2<u32>(o, u32(o < p.n));
+}"
+    };
+    let sa = (c.bk + 8) as usize;
+    render(
+        TEMPLATE,
+        &[
+            ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
+            ("QUANT_COMMON", &format.common_wgsl()),
+            ("T", ty),
+            ("BM", &bm.to_string()),
+            ("BN", &bn.to_string()),
+            ("BPS", &bps.to_string()),
+            ("WARPS_N", &c.warps_n.to_string()),
+            ("WTM", &(c.tm * 16).to_string()),
+            ("WTN", &(c.tn * 16).to_string()),
+            ("SG", &c.sg.to_string()),
+            ("NT", &nt.to_string()),
+            ("AS_LEN", &(bm as usize * sa / 4).to_string()),
+            ("WS_LEN", &(bn as usize * sa / 4).to_string()),
+            ("CS_LEN", &(c.warps_m * c.warps_n * 256 * if glu { 2 } else { 1 }).to_string()),
+            ("OUT_BN", &(bn / if glu { 2 } else { 1 }).to_string()),
+            ("W_ROW_FN", w_row),
+            (
+                "RES_AND_PARAMS",
+                // An unused binding would leave the pipeline's layout: the residual is bound only
+                // where the kernel reads it.
+                &if with_res {
+                    format!(
+                        "@group(0) @binding(3) var<storage, read> res: array<{ty}>;\n\
+                         @group(0) @binding(4) var<uniform> p: Params;"
+                    )
+                } else {
+                    "@group(0) @binding(3) var<uniform> p: Params;".to_string()
+                },
+            ),
+            ("FETCH_FN", fetch_fn),
+            ("UNPACK_FN", unpack_fn),
+            ("ACC_DECL", &acc_decl),
+            ("FETCH_DECL", &fetch_decl),
+            ("STORE_TILES", &store),
+            ("FETCH_NEXT", &fetch),
+            ("INNER", &inner),
+            ("STORE", &out_store),
+        ],
+    )
+}
+
+/// The accumulator declarations and the store of the result through `Cs` with the epilogue:
+/// per accumulator (or, under SwiGLU, per gate/up pair: accumulators j and j + 1 hold the
+/// gate and up columns of the same 16 outputs) a coopStore into the subgroup's scratch, then
+/// each lane writes its elements of y, checked against M and the columns of y.
+fn store_code(c: CoopTiles, ty: &str, glu: bool, with_res: bool) -> (String, String) {
+    let (decl, _, _) = cooperative_code(c, true, true, |_, _| String::new());
+    let cs = if glu { 512 } else { 256 };
+    let mut store = String::new();
+    let step = if glu { 2 } else { 1 };
+    for i in 0..c.tm {
+        for j in (0..c.tn).step_by(step) {
+            store += &format!("    coopStoreT(acc_{i}_{j}, &Cs[sg * {cs}u], 16u);\n");
+            let (col, value) = if glu {
+                store += &format!("    coopStoreT(acc_{i}_{}, &Cs[sg * {cs}u + 256u], 16u);\n", j + 1);
+                (
+                    format!("col0 + wc / 2u + {}u * 16u + e % 16u", j / 2),
+                    format!("silu(Cs[sg * {cs}u + e]) * Cs[sg * {cs}u + 256u + e]"),
+                )
+            } else {
+                (format!("col0 + wc + {j}u * 16u + e % 16u"), format!("Cs[sg * {cs}u + e]"))
+            };
+            // Unrolled over the lane's elements, the residual read for all of them first: a
+            // loop that read, added and wrote one element at a time waited out a global read
+            // per element.
+            let per_lane = 256 / c.sg;
+            let mut body = String::new();
+            for t in 0..per_lane {
+                body += &format!(
+                    "        let e{t} = lane + {o}u;\n        let yr{t} = row0 + wr + {i}u * 16u + e{t} / 16u;\n",
+                    o = t * c.sg
+                );
+                let col_t = col.replace("e % 16u", &format!("e{t} % 16u"));
+                body += &format!("        let yc{t} = {col_t};\n        let ok{t} = yr{t} < p.m && yc{t} < p.n_out;\n");
+                if with_res {
+                    body += &format!(
+                        "        var r{t} = 0.0;\n        if (ok{t}) {{\n            r{t} = f32(res[yr{t} * p.n_out + yc{t}]);\n        }}\n"
+                    );
+                }
+            }
+            for t in 0..per_lane {
+                let v = value.replace("+ e]", &format!("+ e{t}]"));
+                let r = if with_res { format!(" + r{t}") } else { String::new() };
+                body += &format!(
+                    "        if (ok{t}) {{\n            out[yr{t} * p.n_out + yc{t}] = {ty}({v}{r});\n        }}\n"
+                );
+            }
+            store += &format!("    workgroupBarrier();\n    {{\n{body}    }}\n    workgroupBarrier();\n");
+        }
+    }
+    (decl, store)
+}
+
+/// The kernel's WGSL for `format`, x dtype `ty` ("f32" or "f16"), subgroup size `sg` and tiling
+/// `[warps_m, warps_n, tm, tn, blocks per step]` (tests validate it with naga where no device
+/// runs it).
+#[doc(hidden)]
+pub fn quant_coop_source_for_tests(
+    format: QuantFormat,
+    ty: &str,
+    sg: u32,
+    tiling: [u32; 5],
+    glu: bool,
+    res: bool,
+) -> String {
+    source(format, ty, Tiling::new(tiling, sg), glu, res)
+}
+
+/// The tilings `Auto` chooses from (tests).
+#[doc(hidden)]
+pub fn quant_coop_tilings() -> [[u32; 5]; 3] {
+    TILINGS
+}
