@@ -229,7 +229,7 @@ fn quant_matmul_matches_reference() {
                             &scale,
                             k,
                             dt,
-                            ops::quant_product_uses_coop(&kiln_core::device().unwrap(), m, n),
+                            ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, m, n),
                         );
                     }
                 }
@@ -282,7 +282,7 @@ fn quant_matmul_batched_shapes_and_empty() {
         let m = xv.len() / k;
         let want = cpu::quant_matmul(&xv, m, k, &wq, f, n);
         let scale = cpu::quant_matmul_abs(&xv, m, k, &wq, f, n);
-        let coop = ops::quant_product_uses_coop(&kiln_core::device().unwrap(), m, n);
+        let coop = ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, m, n);
         check_matmul_on(&format!("{shape:?}"), &y.to_f64_vec().unwrap(), &want, &scale, k, DType::F32, coop);
     }
     // K = 0: a sum of nothing.

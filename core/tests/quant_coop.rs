@@ -99,7 +99,7 @@ fn coop_product_matches_reference_on_ragged_shapes() {
             kernels.push(ProductKernel::CoopTiles(t));
         }
     }
-    for f in QuantFormat::ALL {
+    for f in ops::QUANT_COOP_FORMATS {
         for &(m, n, k) in shapes {
             let c = Case { wq: cpu::quantize(&weights(&mut rng, n, k), f), f, m, n, k };
             let wt = ops::quant_from_bytes(&dev, &c.wq, f, n, k).unwrap();
@@ -129,7 +129,11 @@ fn auto_takes_coop_from_the_threshold() {
     let wt = ops::quant_from_bytes(&dev, &c0, f, 2 * n, k).unwrap();
     let m_max = if has_coop() { 80 } else { 40 };
     for m in [ops::COOP_MIN_ROWS - 1, ops::COOP_MIN_ROWS, m_max] {
-        assert_eq!(ops::quant_product_uses_coop(&dev, m, 2 * n), has_coop() && m >= ops::COOP_MIN_ROWS);
+        assert_eq!(ops::quant_product_uses_coop(&dev, f, m, 2 * n), has_coop() && m >= ops::COOP_MIN_ROWS);
+        // Formats the kernel does not decode (K super-blocks, Q5) keep the tiled kernel at any m.
+        for other in QuantFormat::ALL.into_iter().filter(|g| !ops::QUANT_COOP_FORMATS.contains(g)) {
+            assert!(!ops::quant_product_uses_coop(&dev, other, m, 2 * n), "{other} m={m}");
+        }
         let (x, xv) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
         let y = ops::quant_matmul(&x, &wt, f, 2 * n).unwrap().to_vec::<f32>().unwrap();
         let z = ops::quant_product(&x, &wt, f, 2 * n, ProductKernel::Auto).unwrap().to_vec::<f32>().unwrap();
@@ -212,7 +216,7 @@ fn coop_product_special_values() {
     let dev = kiln_core::device().unwrap();
     let mut rng = Rng::new(303);
     let (m, n, k) = (40usize, 36usize, 64usize);
-    for f in QuantFormat::ALL {
+    for f in ops::QUANT_COOP_FORMATS {
         let mut w = weights(&mut rng, n, k);
         for v in &mut w[..k] {
             *v = 1.5; // row 0: every weight nonzero
@@ -242,7 +246,7 @@ fn coop_product_special_values() {
 fn coop_product_wgsl_validates() {
     let mut tilings = ops::quant_coop_tilings().to_vec();
     tilings.extend([[2, 2, 2, 2, 2], [2, 2, 4, 4, 2], [1, 4, 2, 2, 1]]);
-    for f in QuantFormat::ALL {
+    for f in ops::QUANT_COOP_FORMATS {
         for ty in ["f32", "f16"] {
             for sg in [32u32, 64] {
                 for (&t, (glu, res)) in

@@ -183,8 +183,8 @@ fn the_host_path_equals_the_gpu_path_in_every_weight_format() {
 fn a_long_prompt_on_the_gpu_equals_the_host_path() {
     let dir = scratch("cpu-backend-long");
     let ids: Vec<u32> = (0..30u32).map(|i| (i * 7 + 3) % VOCAB as u32).collect();
-    let coop = kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), ids.len(), FFN);
     for (name, f) in [("q4_0", QuantFormat::Q4_0), ("q4_1", QuantFormat::Q4_1), ("q8_0", QuantFormat::Q8_0)] {
+        let coop = kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, ids.len(), FFN);
         let path = dir.join(format!("{name}.gguf"));
         std::fs::write(&path, tiny_llama(f, QuantFormat::Q8_0, Some(f))).unwrap();
         let gpu = CausalLM::load_on(&path, Backend::Gpu, |_, _| {}).unwrap();

@@ -170,10 +170,23 @@ fn first_step_logits_close_to_llama_cpp(backend: Backend) {
         assert_eq!(argmax(got), top[0] as usize, "{name}: top-1");
         let exact = reference_dir().join(format!("logits_{name}_f64.npy"));
         if exact.exists() {
-            let want = npy(&format!("logits_{name}_f64.npy"));
-            let max = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
-            eprintln!("{name}: against the float64 numpy forward pass: max |diff| {max:.2e}");
-            assert!(max <= F64_TOL, "{name}: max |diff| {max} against float64 > {F64_TOL}");
+            let f64_pass = npy(&format!("logits_{name}_f64.npy"));
+            let max = got.iter().zip(&f64_pass).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            // On an adapter with f16 cooperative matrices a prompt of this length takes the
+            // f16-rounded prefill product (ops::quant_coop: x and W rounded to f16, f32 sums),
+            // so f32 accumulation order is no longer the only difference: there Kiln is held
+            // to llama.cpp's own distance from the float64 pass (it rounds x to 8 bits).
+            let coop = backend == Backend::Gpu
+                && kiln_core::ops::quant_product_uses_coop(
+                    &kiln_core::device().unwrap(),
+                    kiln_core::ops::QuantFormat::Q4_1,
+                    all.len() / v,
+                    v,
+                );
+            let tol =
+                if coop { want.iter().zip(&f64_pass).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max) } else { F64_TOL };
+            eprintln!("{name}: against the float64 numpy forward pass: max |diff| {max:.2e} (bound {tol:.2e})");
+            assert!(max <= tol, "{name}: max |diff| {max} against float64 > {tol}");
         }
     }
 }

@@ -16,7 +16,7 @@
 
 pub use super::quant_coop::{
     quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop, EpilogueFusion, ProductKernel,
-    COOP_MIN_ROWS,
+    COOP_MIN_ROWS, QUANT_COOP_FORMATS,
 };
 pub use super::quant_format::{QuantFormat, QuantFusion};
 use super::quant_matvec_wide::strided_tpr;
@@ -570,7 +570,7 @@ fn composed(
     let m = x.numel().checked_div(k).unwrap_or(0);
     let rows = if fusion.swiglu { 2 * n } else { n };
     let epi = super::quant_coop::Epilogue { swiglu: fusion.swiglu, residual: fusion.residual };
-    if m > 0 && n > 0 && k > 0 && super::quant_coop::fuses(x.device(), (m, rows, k), kernel, epi, epilogue) {
+    if m > 0 && n > 0 && k > 0 && super::quant_coop::fuses(x.device(), format, (m, rows, k), kernel, epi, epilogue) {
         let mut shape = x.shape().to_vec();
         *shape.last_mut().unwrap_or(&mut 0) = n;
         let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;

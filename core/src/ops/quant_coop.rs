@@ -143,10 +143,18 @@ fn pick(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel) ->
     last
 }
 
-/// Whether the product of `m` rows of x by a quantized W of `n` rows runs on cooperative
-/// matrices on `device` (tests: its tolerance is f16's).
-pub fn quant_product_uses_coop(device: &Device, m: usize, n: usize) -> bool {
-    m > super::quant::MATVEC_MAX_ROWS && pick(device, m, n, 0, ProductKernel::Auto).is_some()
+/// Whether the product of `m` rows of x by a quantized W of `n` rows in `format` runs on
+/// cooperative matrices on `device` (tests: its tolerance is f16's).
+pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n: usize) -> bool {
+    m > super::quant::MATVEC_MAX_ROWS && decodes(format) && pick(device, m, n, 0, ProductKernel::Auto).is_some()
+}
+
+/// The formats this kernel decodes from registers ([`fetch_unpack`]); the others (the
+/// 256-value K super-blocks, Q5's fifth bits) keep the tiled kernel.
+pub const QUANT_COOP_FORMATS: [QuantFormat; 3] = [QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q8_0];
+
+fn decodes(format: QuantFormat) -> bool {
+    QUANT_COOP_FORMATS.contains(&format)
 }
 
 /// Whether [`run`] takes the product of `m` x `k` by W [n, k] (with SwiGLU where `swiglu`)
@@ -175,12 +183,13 @@ pub enum EpilogueFusion {
 /// store under `kernel` and `policy`.
 pub(crate) fn fuses(
     device: &Device,
+    format: QuantFormat,
     (m, n, k): (usize, usize, usize),
     kernel: ProductKernel,
     epi: Epilogue,
     policy: EpilogueFusion,
 ) -> bool {
-    if policy == EpilogueFusion::Separate || !takes(device, (m, n, k), kernel, epi.swiglu) {
+    if policy == EpilogueFusion::Separate || !decodes(format) || !takes(device, (m, n, k), kernel, epi.swiglu) {
         return false;
     }
     let small = pick(device, m, n, k, kernel).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
@@ -200,6 +209,9 @@ pub(crate) fn run(
     epi: Epilogue,
 ) -> Result<bool> {
     let device = x.device().clone();
+    if !decodes(format) {
+        return Ok(false);
+    }
     // SwiGLU pairs 16-column accumulators within a subgroup.
     let Some(t) = pick(&device, m, n, k, kernel).filter(|_| takes(&device, (m, n, k), kernel, epi.swiglu)) else {
         return Ok(false);
@@ -309,6 +321,7 @@ fn fetch_unpack(format: QuantFormat) -> (&'static str, &'static str) {
     return un;
 }",
         ),
+        _ => unreachable!("run() takes only the formats decodes() lists"),
     }
 }
 
