@@ -275,13 +275,25 @@ fn decoding_with_the_kv_cache_matches_one_pass(backend: Backend) {
     // The cached path's logits against the one pass's, position by position (every greedy
     // step on the CPU, where a step costs milliseconds).
     let forced = if backend == Backend::Cpu { greedy.len() } else { steps };
+    // Where the one pass's rows take the f16-rounded product (ops::quant_coop, adapters with
+    // f16 cooperative matrices) and the cached path's single rows the f32 matrix-vector
+    // kernel, the two differ by f16 rounding: 1.86e-2 measured on the H100; else only by f32
+    // summation order.
+    let coop = backend == Backend::Gpu
+        && kiln_core::ops::quant_product_uses_coop(
+            &kiln_core::device().unwrap(),
+            kiln_core::ops::QuantFormat::Q4_1,
+            all.len() / v,
+            v,
+        );
+    let tol = if coop { 5e-2 } else { 1e-2 };
     let mut cache = model().new_cache().unwrap();
     let mut logits = model().forward(&prompt, &mut cache).unwrap();
     for (i, &t) in greedy[..forced].iter().enumerate() {
         let row = &all[(prompt.len() - 1 + i) * v..(prompt.len() + i) * v];
         let d = logits.iter().zip(row).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
         eprintln!("step {i}: cached vs one pass max |diff| {d:.2e}");
-        assert!(d < 1e-2, "step {i}: {d}");
+        assert!(d < tol, "step {i}: {d} (bound {tol})");
         logits = model().forward(&[t], &mut cache).unwrap();
     }
 }
