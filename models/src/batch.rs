@@ -1,0 +1,313 @@
+//! Batched generation (issue 29): B sequences decoded together, one forward pass a step for all
+//! of them (`CausalLM::batch_step`): the B token rows go through each weight product at once,
+//! so a step reads the weights once for B tokens (decode is bound by that read at B = 1), while
+//! each sequence keeps its own KV cache (a slab of one [B, Hkv, capacity, D] tensor per layer),
+//! position, stop rules, sampler and max_tokens.
+//!
+//! - Each prompt is prefilled alone (the single-sequence prefill) into a cache of the batch's
+//!   capacity; the caches are then stacked once ([`CausalLM::stack_caches`]).
+//! - A step feeds every row its last token. A finished sequence stays in the batch, masked: it
+//!   reruns its last position (its outputs are dropped), so the caches are never compacted.
+//! - The host reads each step's ids back before recording the next (4 bytes a row; logits only
+//!   for rows that sample, which sample on the host with the host sampler, each with its own
+//!   seed). Positions and attention masks are known on the host, so a GPU-resident loop with
+//!   lookahead (as [`crate::decode_loop`]) could follow; it is not built.
+//! - The CPU backend runs the sequences one after another through [`Generation`].
+//!
+//! A sequence's tokens equal those it gets alone (greedy: `models/tests/batch.rs`); its logits
+//! differ within rounding, since the batch's products and attention sum in other orders (the
+//! tiled kernel past 8 rows, attention split over the longest row).
+
+use crate::backend::Backend;
+use crate::error::{ModelError, Result};
+use crate::llama::{is_stop_token, CausalLM, GenerateOptions, Generation, KvCache, TextStream};
+use crate::sampling::Sampler;
+use kiln_core::{ops, Tensor};
+use std::time::{Duration, Instant};
+
+/// One sequence's result.
+#[derive(Debug)]
+pub struct BatchOutput {
+    /// Tokens generated (the stop token included when generation ended on one), as
+    /// [`Generation::tokens`].
+    pub tokens: Vec<u32>,
+    /// The text the single-sequence stream would have produced, joined.
+    pub text: String,
+    /// What ended the sequence early, as its single-sequence stream would have (an empty
+    /// prompt, the model's context); `tokens` and `text` hold what came before.
+    pub error: Option<ModelError>,
+    /// The logits each token was picked from (only with [`BatchGeneration::keep_logits`]).
+    pub logits: Vec<Vec<f32>>,
+}
+
+/// Time spent and tokens made by a batch.
+#[derive(Debug, Clone, Default)]
+pub struct BatchStats {
+    pub sequences: usize,
+    pub prompt_tokens: usize,
+    /// Every prompt's prefill and first token.
+    pub prefill: Duration,
+    /// Tokens of every sequence (the first ones from prefill included).
+    pub generated_tokens: usize,
+    /// Tokens from decode steps (each step makes one per live row).
+    pub decode_tokens: usize,
+    /// Batched decode steps and their time.
+    pub steps: usize,
+    pub decode: Duration,
+}
+
+impl BatchStats {
+    /// Decoded tokens per second over all sequences; 0 when no step ran.
+    pub fn decode_tokens_per_s(&self) -> f64 {
+        if self.decode.is_zero() {
+            return 0.0;
+        }
+        self.decode_tokens as f64 / self.decode.as_secs_f64()
+    }
+}
+
+/// A sequence of the batch.
+struct Seq {
+    prompt: Vec<u32>,
+    opts: GenerateOptions,
+    sampler: Sampler,
+    /// Prompt then generated tokens (the sampler's repetition window).
+    history: Vec<u32>,
+    text: TextStream,
+    out: BatchOutput,
+    done: bool,
+}
+
+impl Seq {
+    fn generated(&self) -> usize {
+        self.out.tokens.len()
+    }
+
+    /// Takes token `t` as the single-sequence stream does: a stop token or max_tokens ends it.
+    fn push(&mut self, model: &CausalLM, t: u32) {
+        self.history.push(t);
+        self.out.tokens.push(t);
+        let tok = model.tokenizer();
+        let piece = if is_stop_token(tok, &self.opts, t) { None } else { Some(t) };
+        self.out.text += &self.text.push(tok, piece);
+        if !self.text.done && self.generated() >= self.opts.max_tokens {
+            self.out.text += &self.text.push(tok, None);
+        }
+        self.done = self.text.done;
+    }
+
+    fn fail(&mut self, e: ModelError) {
+        self.out.error = Some(e);
+        self.done = true;
+    }
+}
+
+/// Generation for several prompts at once; see [`CausalLM::generate_batch`].
+pub struct BatchGeneration<'a> {
+    model: &'a CausalLM,
+    seqs: Vec<Seq>,
+    keep_logits: bool,
+    stats: BatchStats,
+}
+
+impl CausalLM {
+    /// Generation for each of `prompts` (tokenized as is) together: `opts` holds one
+    /// [`GenerateOptions`] for all or one per prompt. Run it with [`BatchGeneration::run`].
+    pub fn generate_batch(&self, prompts: &[&str], opts: &[GenerateOptions]) -> Result<BatchGeneration<'_>> {
+        let ids = prompts.iter().map(|p| self.tokenizer().encode(p)).collect::<Result<Vec<_>>>()?;
+        self.generate_batch_from_ids(ids, opts)
+    }
+
+    pub fn generate_batch_from_ids(
+        &self,
+        prompts: Vec<Vec<u32>>,
+        opts: &[GenerateOptions],
+    ) -> Result<BatchGeneration<'_>> {
+        if opts.len() != 1 && opts.len() != prompts.len() {
+            return Err(ModelError::Unsupported(format!(
+                "{} generate options for {} prompts (one for all, or one each)",
+                opts.len(),
+                prompts.len()
+            )));
+        }
+        let seqs = prompts
+            .into_iter()
+            .enumerate()
+            .map(|(i, prompt)| {
+                let o = opts[if opts.len() == 1 { 0 } else { i }].clone();
+                Seq {
+                    sampler: Sampler::new(o.sampling.clone()),
+                    history: prompt.clone(),
+                    text: TextStream::new(&o.stop),
+                    out: BatchOutput { tokens: Vec::new(), text: String::new(), error: None, logits: Vec::new() },
+                    done: false,
+                    prompt,
+                    opts: o,
+                }
+            })
+            .collect::<Vec<_>>();
+        let stats = BatchStats {
+            sequences: seqs.len(),
+            prompt_tokens: seqs.iter().map(|s| s.prompt.len()).sum(),
+            ..Default::default()
+        };
+        Ok(BatchGeneration { model: self, seqs, keep_logits: false, stats })
+    }
+}
+
+impl BatchGeneration<'_> {
+    /// Also return the logits each token was picked from (tests: a [vocab] readback a token).
+    #[doc(hidden)]
+    pub fn keep_logits(mut self) -> Self {
+        self.keep_logits = true;
+        self
+    }
+
+    pub fn stats(&self) -> &BatchStats {
+        &self.stats
+    }
+
+    /// Runs every sequence to its end; the outputs in prompt order. An error of one sequence is
+    /// its output's; an error of the batch's shared work ends the call.
+    pub fn run(mut self) -> Result<(Vec<BatchOutput>, BatchStats)> {
+        if self.model.backend() == Backend::Cpu {
+            self.run_each()?;
+        } else {
+            self.run_batched()?;
+        }
+        self.stats.generated_tokens = self.seqs.iter().map(Seq::generated).sum();
+        Ok((self.seqs.into_iter().map(|s| s.out).collect(), self.stats))
+    }
+
+    /// The CPU backend: the sequences one after another through [`Generation`] (the host path
+    /// has no weight read to share).
+    fn run_each(&mut self) -> Result<()> {
+        let t0 = Instant::now();
+        for s in &mut self.seqs {
+            let mut g: Generation<'_> = self.model.generate_from_ids(s.prompt.clone(), s.opts.clone());
+            for piece in g.by_ref() {
+                match piece {
+                    Ok(p) => s.out.text += &p,
+                    Err(e) => s.out.error = Some(e),
+                }
+            }
+            s.out.tokens = g.tokens().to_vec();
+            if self.keep_logits {
+                let mut ids = s.prompt.clone();
+                for &t in &s.out.tokens {
+                    s.out.logits.push(self.model.logits(&ids)?);
+                    ids.push(t);
+                }
+            }
+        }
+        self.stats.decode = t0.elapsed();
+        Ok(())
+    }
+
+    /// The GPU backend: prefill each, stack the caches, step the live rows together.
+    fn run_batched(&mut self) -> Result<()> {
+        let model = self.model;
+        let context = model.config.context;
+        let t0 = Instant::now();
+        // One capacity for every slab: the longest prompt plus max_tokens, within the context.
+        let cap = self
+            .seqs
+            .iter()
+            .map(|s| s.prompt.len().saturating_add(s.opts.max_tokens))
+            .max()
+            .unwrap_or(0)
+            .clamp(1, context);
+        let mut rows: Vec<usize> = Vec::new();
+        let mut caches: Vec<KvCache> = Vec::new();
+        for (i, s) in self.seqs.iter_mut().enumerate() {
+            if s.opts.max_tokens == 0 {
+                s.done = true;
+                continue;
+            }
+            if s.prompt.is_empty() {
+                s.fail(ModelError::Tokenizer("empty prompt".into()));
+                continue;
+            }
+            let mut cache = model.cache_with_capacity(cap)?;
+            match model.prompt_logits(&s.prompt, &mut cache) {
+                Ok(logits) => {
+                    let t = pick(s, &logits, self.keep_logits)?;
+                    s.push(model, t);
+                    if !s.done {
+                        rows.push(i);
+                        caches.push(cache);
+                    }
+                }
+                Err(e) => s.fail(e),
+            }
+        }
+        self.stats.prefill = t0.elapsed();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let kv = model.stack_caches(&caches)?;
+        drop(caches);
+        // Each row's position: its cache's length (prompt + generated - 1); a finished row
+        // stays at its last one.
+        let mut positions: Vec<usize> = rows.iter().map(|&i| self.seqs[i].prompt.len()).collect();
+        loop {
+            let live: Vec<usize> = (0..rows.len()).filter(|&r| !self.seqs[rows[r]].done).collect();
+            if live.is_empty() {
+                break;
+            }
+            for &r in &live {
+                if positions[r] + 1 > context {
+                    let e = ModelError::Unsupported(format!(
+                        "{} tokens exceed the model's context of {context}",
+                        positions[r] + 1
+                    ));
+                    self.seqs[rows[r]].fail(e);
+                }
+            }
+            let live: Vec<usize> = live.into_iter().filter(|&r| !self.seqs[rows[r]].done).collect();
+            if live.is_empty() {
+                break;
+            }
+            let ids: Vec<u32> = rows.iter().map(|&i| *self.seqs[i].history.last().expect("a token")).collect();
+            let at: Vec<usize> = positions.iter().map(|&p| p.min(cap - 1)).collect();
+            let logits = model.batch_step(&ids, &at, &kv)?;
+            let vocab = model.config.vocab;
+            let ids_t = ops::argmax(&logits, Some(1), false)?;
+            let sampled = live.iter().any(|&r| !self.seqs[rows[r]].sampler.is_plain_greedy());
+            let host_logits = if sampled || self.keep_logits { Some(logits.to_vec::<f32>()?) } else { None };
+            let picked = ids_t.to_vec::<i32>()?;
+            for &r in &live {
+                let s = &mut self.seqs[rows[r]];
+                let row = host_logits.as_ref().map(|l| &l[r * vocab..(r + 1) * vocab]);
+                let t = match row {
+                    Some(l) if !s.sampler.is_plain_greedy() => s.sampler.sample(l, &s.history),
+                    _ => picked[r] as u32,
+                };
+                if self.keep_logits {
+                    s.out.logits.push(row.expect("read").to_vec());
+                }
+                s.push(model, t);
+                positions[r] += 1;
+                self.stats.decode_tokens += 1;
+            }
+            self.stats.steps += 1;
+        }
+        self.stats.decode = t0.elapsed();
+        Ok(())
+    }
+}
+
+/// The first token of `s` from its prompt's logits [1, vocab]: greedy on the GPU (argmax, the
+/// single-sequence rule), sampling on the host.
+fn pick(s: &mut Seq, logits: &Tensor, keep: bool) -> Result<u32> {
+    let host = if keep || !s.sampler.is_plain_greedy() { Some(logits.to_vec::<f32>()?) } else { None };
+    let t = match &host {
+        Some(l) if !s.sampler.is_plain_greedy() => s.sampler.sample(l, &s.history),
+        _ => ops::argmax(logits, None, false)?.to_vec::<i32>()?[0] as u32,
+    };
+    if keep {
+        s.out.logits.push(host.expect("read"));
+    }
+    Ok(t)
+}
