@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use kiln_core::ops::{self, QuantFormat, QuantFusion};
+use kiln_core::ops::{self, MatvecKernel, QuantFormat, QuantFusion};
 use kiln_core::reference::{attention as cpu_attention, movement as cpu_movement, quant as cpu};
 use kiln_core::{DType, ErrorCode, Tensor};
 
@@ -65,8 +65,11 @@ fn quant_matmul_fused_matches_reference() {
     poison();
     let mut rng = Rng::new(41);
     // m up to 8 runs the fused matrix-vector kernel, 9 the composed ops; k = 576 and n = 300
-    // are decoder-like (several strides per row, several workgroups), 32 and 1 the edges.
-    let cases: &[(usize, usize, usize)] = &[(1, 32, 1), (1, 576, 300), (3, 96, 65), (8, 64, 7), (9, 96, 33), (2, 0, 5)];
+    // are decoder-like (several strides per row, several workgroups), 32 and 1 the edges. Every
+    // case also runs on the strided kernel asked for by name, which takes any m (batched
+    // decode's 13 and 16 rows: 4 rows a workgroup, a partial last group).
+    let cases: &[(usize, usize, usize)] =
+        &[(1, 32, 1), (1, 576, 300), (3, 96, 65), (8, 64, 7), (9, 96, 33), (2, 0, 5), (13, 64, 7), (16, 96, 33)];
     for dt in float_dtypes() {
         for f in FORMATS {
             for &(m, k, n) in cases {
@@ -79,8 +82,10 @@ fn quant_matmul_fused_matches_reference() {
                     let (r, rv) = rand_tensor(&mut rng, &[m, n], dt, -3.0, 3.0);
                     let fusion =
                         QuantFusion { rms_norm: norm.then_some((&g, 1e-5)), swiglu, residual: res.then_some(&r) };
-                    let got = ops::quant_matmul_fused(&x, &w, f, n, fusion).unwrap();
-                    assert_eq!(got.shape(), [m, n]);
+                    let auto = ops::quant_matmul_fused(&x, &w, f, n, fusion).unwrap();
+                    let strided = ops::quant_matmul_fused_kernel(&x, &w, f, n, fusion, MatvecKernel::Strided).unwrap();
+                    assert_eq!(auto.shape(), [m, n]);
+                    assert_eq!(strided.shape(), [m, n]);
                     let want = cpu::quant_matmul_fused(
                         &xv,
                         m,
@@ -97,17 +102,20 @@ fn quant_matmul_fused_matches_reference() {
                     // rounds the result (and the composed path's normalised x, gate, up and
                     // product) to 11 bits.
                     let scale = error_scale(&xv, m, k, &bytes, f, n, norm.then_some(&gv[..]), swiglu);
-                    let what = format!("{dt} {f} m {m} k {k} n {n} norm {norm} swiglu {swiglu} residual {res}");
-                    let got = got.to_f64_vec().unwrap();
                     let rel = if dt == DType::F32 { 4e-5 } else { 2e-3 };
-                    for i in 0..got.len() {
-                        let bound = rel * (1.0 + scale[i] + if res { rv[i].abs() } else { 0.0 });
-                        assert!(
-                            (got[i] - want[i]).abs() <= bound,
-                            "{what}: element {i}: got {}, reference {} (bound {bound})",
-                            got[i],
-                            want[i]
-                        );
+                    for (kernel, got) in [("auto", auto), ("strided", strided)] {
+                        let what =
+                            format!("{dt} {f} m {m} k {k} n {n} norm {norm} swiglu {swiglu} residual {res} {kernel}");
+                        let got = got.to_f64_vec().unwrap();
+                        for i in 0..got.len() {
+                            let bound = rel * (1.0 + scale[i] + if res { rv[i].abs() } else { 0.0 });
+                            assert!(
+                                (got[i] - want[i]).abs() <= bound,
+                                "{what}: element {i}: got {}, reference {} (bound {bound})",
+                                got[i],
+                                want[i]
+                            );
+                        }
                     }
                 }
             }

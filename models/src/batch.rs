@@ -15,15 +15,43 @@
 //! - The CPU backend runs the sequences one after another through [`Generation`].
 //!
 //! A sequence's tokens equal those it gets alone (greedy: `models/tests/batch.rs`); its logits
-//! differ within rounding, since the batch's products and attention sum in other orders (the
-//! tiled kernel past 8 rows, attention split over the longest row).
+//! differ within rounding, since the batch's products and attention may sum in other orders
+//! (the strided matvec where one row takes the wide one, the tiled kernel under
+//! [`BatchProducts::Tiled`], attention split over the longest row).
 
 use crate::backend::Backend;
 use crate::error::{ModelError, Result};
 use crate::llama::{is_stop_token, CausalLM, GenerateOptions, Generation, KvCache, TextStream};
 use crate::sampling::Sampler;
-use kiln_core::{ops, Tensor};
+use kiln_core::ops::{self, MatvecKernel};
+use kiln_core::Tensor;
 use std::time::{Duration, Instant};
+
+/// The weight products' kernel for a batch's B token rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchProducts {
+    /// The matrix-vector kernel at every B, its norm, SwiGLU, residual folded in (4 product
+    /// dispatches a layer, 6 with RoPE and attention): a workgroup takes 4 rows of x, so W is read
+    /// B/4 times a step, from L2 when a matrix fits there (SmolLM2's largest, the 16 MB
+    /// vocabulary head, fits the H100's 50 MB). Predicted to win where dispatch boundaries
+    /// dominate (SmolLM2; `kiln bench --filter llm_batch` measures both).
+    #[default]
+    Matvec,
+    /// `quant_matmul_fused`'s own choice: past 8 rows the 64 x 64 tiled kernel (W read once)
+    /// with the norm, SwiGLU and residual as separate ops (14 dispatches a layer at B = 16).
+    Tiled,
+}
+
+impl BatchProducts {
+    /// kiln-core's kernel choice for `rows` rows of x.
+    fn kernel(self, rows: usize) -> MatvecKernel {
+        match self {
+            // Up to 8 rows Auto is the matvec kernel already (the wide one for a single row).
+            BatchProducts::Matvec if rows > 8 => MatvecKernel::Strided,
+            _ => MatvecKernel::Auto,
+        }
+    }
+}
 
 /// One sequence's result.
 #[derive(Debug)]
@@ -51,7 +79,8 @@ pub struct BatchStats {
     pub generated_tokens: usize,
     /// Tokens from decode steps (each step makes one per live row).
     pub decode_tokens: usize,
-    /// Batched decode steps and their time.
+    /// Decode steps (batched: one makes a token for every live row; on the CPU backend, which
+    /// loops the sequences, one a token) and their time.
     pub steps: usize,
     pub decode: Duration,
 }
@@ -107,6 +136,7 @@ pub struct BatchGeneration<'a> {
     model: &'a CausalLM,
     seqs: Vec<Seq>,
     keep_logits: bool,
+    products: BatchProducts,
     stats: BatchStats,
 }
 
@@ -151,7 +181,7 @@ impl CausalLM {
             prompt_tokens: seqs.iter().map(|s| s.prompt.len()).sum(),
             ..Default::default()
         };
-        Ok(BatchGeneration { model: self, seqs, keep_logits: false, stats })
+        Ok(BatchGeneration { model: self, seqs, keep_logits: false, products: BatchProducts::default(), stats })
     }
 }
 
@@ -160,6 +190,12 @@ impl BatchGeneration<'_> {
     #[doc(hidden)]
     pub fn keep_logits(mut self) -> Self {
         self.keep_logits = true;
+        self
+    }
+
+    /// The weight products' kernel (default [`BatchProducts::Matvec`]).
+    pub fn with_products(mut self, products: BatchProducts) -> Self {
+        self.products = products;
         self
     }
 
@@ -182,7 +218,6 @@ impl BatchGeneration<'_> {
     /// The CPU backend: the sequences one after another through [`Generation`] (the host path
     /// has no weight read to share).
     fn run_each(&mut self) -> Result<()> {
-        let t0 = Instant::now();
         for s in &mut self.seqs {
             let mut g: Generation<'_> = self.model.generate_from_ids(s.prompt.clone(), s.opts.clone());
             for piece in g.by_ref() {
@@ -192,6 +227,13 @@ impl BatchGeneration<'_> {
                 }
             }
             s.out.tokens = g.tokens().to_vec();
+            // Each sequence's own split: its prefill, then one row a decode step.
+            let st = g.stats();
+            let decoded = st.generated_tokens.saturating_sub(1);
+            self.stats.prefill += st.prefill;
+            self.stats.decode += st.decode;
+            self.stats.decode_tokens += decoded;
+            self.stats.steps += decoded;
             if self.keep_logits {
                 let mut ids = s.prompt.clone();
                 for &t in &s.out.tokens {
@@ -200,7 +242,6 @@ impl BatchGeneration<'_> {
                 }
             }
         }
-        self.stats.decode = t0.elapsed();
         Ok(())
     }
 
@@ -271,7 +312,7 @@ impl BatchGeneration<'_> {
             }
             let ids: Vec<u32> = rows.iter().map(|&i| *self.seqs[i].history.last().expect("a token")).collect();
             let at: Vec<usize> = positions.iter().map(|&p| p.min(cap - 1)).collect();
-            let logits = model.batch_step(&ids, &at, &kv)?;
+            let logits = model.batch_step(&ids, &at, &kv, self.products.kernel(rows.len()))?;
             let vocab = model.config.vocab;
             let ids_t = ops::argmax(&logits, Some(1), false)?;
             let sampled = live.iter().any(|&r| !self.seqs[rows[r]].sampler.is_plain_greedy());

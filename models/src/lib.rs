@@ -38,7 +38,7 @@ pub mod stop_strings;
 mod weights;
 
 pub use backend::Backend;
-pub use batch::{BatchGeneration, BatchOutput, BatchStats};
+pub use batch::{BatchGeneration, BatchOutput, BatchProducts, BatchStats};
 pub use bert::Bert;
 pub use error::{ModelError, Result};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};

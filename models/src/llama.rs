@@ -20,7 +20,7 @@ use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
 use crate::sample_picker::SamplePicker;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::stop_strings::StopStrings;
-use kiln_core::ops::{self, QuantFormat, QuantFusion};
+use kiln_core::ops::{self, MatvecKernel, QuantFormat, QuantFusion};
 use kiln_core::{DType, Device, Tensor};
 use std::path::Path;
 use std::sync::Arc;
@@ -114,8 +114,13 @@ struct QMatrix {
 impl QMatrix {
     /// x·Wᵀ with `fusion` folded in; `rows` is W's, the result has half of them under SwiGLU.
     fn matmul(&self, x: &Tensor, fusion: QuantFusion) -> Result<Tensor> {
+        self.matmul_on(x, fusion, MatvecKernel::Auto)
+    }
+
+    /// [`matmul`](Self::matmul) on the product kernel `kernel` picks (batched decode's choice).
+    fn matmul_on(&self, x: &Tensor, fusion: QuantFusion, kernel: MatvecKernel) -> Result<Tensor> {
         let n = if fusion.swiglu { self.rows / 2 } else { self.rows };
-        Ok(ops::quant_matmul_fused(x, &self.w, self.format, n, fusion)?)
+        Ok(ops::quant_matmul_fused_kernel(x, &self.w, self.format, n, fusion, kernel)?)
     }
 }
 
@@ -723,8 +728,15 @@ impl CausalLM {
     /// (`ops::rope_qkv_rows_to_cache`) and its attention over its own positions only (one
     /// dispatch for the batch, every row masked past its length). Returns the logits [B, vocab]
     /// on the GPU. Per layer: QKV matvec (norm folded in), RoPE + cache write, attention, and
-    /// the three matvecs of [`hidden`](Self::hidden).
-    pub(crate) fn batch_step(&self, ids: &[u32], positions: &[usize], caches: &[(Tensor, Tensor)]) -> Result<Tensor> {
+    /// the three matvecs of [`hidden`](Self::hidden). `products` picks the weight products'
+    /// kernel (see [`crate::batch::BatchProducts`]).
+    pub(crate) fn batch_step(
+        &self,
+        ids: &[u32],
+        positions: &[usize],
+        caches: &[(Tensor, Tensor)],
+        products: MatvecKernel,
+    ) -> Result<Tensor> {
         let c = &self.config;
         let gpu = self.gpu();
         let b = ids.len();
@@ -751,18 +763,18 @@ impl CausalLM {
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
         for (layer, (kc, vc)) in gpu.layers.iter().zip(caches) {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
-            let qkv = layer.qkv.matmul(&h, norm(&layer.attn_norm))?; // [B, (nh + 2 nkv) hd]
+            let qkv = layer.qkv.matmul_on(&h, norm(&layer.attn_norm), products)?; // [B, (nh + 2 nkv) hd]
             let q = ops::rope_qkv_rows_to_cache(&qkv, kc, vc, nh, positions, c.rope_base)?; // [B, nh, hd]
             let qg = q.reshape(&dims(&[b, nkv, group, 1, hd]))?;
             let kg = kc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
             let vg = vc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
             let a = ops::attention_prefix_masked(&qg, &kg, &vg, Some(&mask), span, false, None)?;
             let a = a.reshape(&dims(&[b, c.hidden]))?;
-            h = layer.o.matmul(&a, QuantFusion { residual: Some(&h), ..Default::default() })?;
-            let g = layer.gate_up.matmul(&h, QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) })?;
-            h = layer.down.matmul(&g, QuantFusion { residual: Some(&h), ..Default::default() })?;
+            h = layer.o.matmul_on(&a, QuantFusion { residual: Some(&h), ..Default::default() }, products)?;
+            let g = layer.gate_up.matmul_on(&h, QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) }, products)?;
+            h = layer.down.matmul_on(&g, QuantFusion { residual: Some(&h), ..Default::default() }, products)?;
         }
-        self.head().matmul(&h, self.final_norm())
+        self.head().matmul_on(&h, self.final_norm(), products)
     }
 
     /// The prompt's last logits [1, vocab], left on the GPU (the decode loop's first step).

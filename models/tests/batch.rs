@@ -7,7 +7,7 @@
 
 mod fixtures;
 
-use kiln_models::{Backend, BatchOutput, CausalLM, GenerateOptions, SamplingOptions};
+use kiln_models::{Backend, BatchOutput, BatchProducts, CausalLM, GenerateOptions, SamplingOptions};
 
 fn tiny(tag: &str, eos: u32, context: u32, backend: Backend) -> CausalLM {
     let dir = fixtures::scratch(&format!("batch-{tag}"));
@@ -74,12 +74,22 @@ fn logit_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
 }
 
 /// The tolerance on a batched logit against the single-sequence one, relative to 1 + |logit|:
-/// the same products summed in other orders (the tiled kernel past 8 rows, attention split
-/// over the batch's longest row), f32 accumulation over K = 32..64 here.
+/// the same products summed in other orders (the tiled kernel, attention split over the
+/// batch's longest row), f32 accumulation over K = 32..64 here.
 const LOGIT_TOL: f32 = 1e-4;
 
 fn check_batch(model: &CausalLM, prompts: &[Vec<u32>], opts: &[GenerateOptions], with_logits: bool) {
-    let g = model.generate_batch_from_ids(prompts.to_vec(), opts).unwrap();
+    check_batch_on(model, prompts, opts, with_logits, BatchProducts::Matvec)
+}
+
+fn check_batch_on(
+    model: &CausalLM,
+    prompts: &[Vec<u32>],
+    opts: &[GenerateOptions],
+    with_logits: bool,
+    products: BatchProducts,
+) {
+    let g = model.generate_batch_from_ids(prompts.to_vec(), opts).unwrap().with_products(products);
     let g = if with_logits { g.keep_logits() } else { g };
     let (outs, stats) = g.run().unwrap();
     assert_eq!(outs.len(), prompts.len());
@@ -94,7 +104,9 @@ fn check_batch(model: &CausalLM, prompts: &[Vec<u32>], opts: &[GenerateOptions],
         }
     }
     assert_eq!(stats.generated_tokens, outs.iter().map(|o| o.tokens.len()).sum::<usize>());
-    assert!(stats.decode_tokens <= stats.generated_tokens);
+    // Every token after a sequence's first comes from a decode step.
+    assert_eq!(stats.decode_tokens, outs.iter().map(|o| o.tokens.len().saturating_sub(1)).sum::<usize>());
+    assert!(stats.steps <= stats.decode_tokens && (stats.steps > 0) == (stats.decode_tokens > 0), "{stats:?}");
 }
 
 #[test]
@@ -112,6 +124,9 @@ fn each_sequence_of_a_greedy_batch_gets_its_tokens_alone() {
                 })
                 .collect();
             check_batch(&model, &ps, &opts, backend == Backend::Gpu);
+            if b > 8 && backend == Backend::Gpu {
+                check_batch_on(&model, &ps, &opts, true, BatchProducts::Tiled);
+            }
         }
         // One options for all.
         check_batch(&model, &prompts(4), &[GenerateOptions { max_tokens: 6, ..Default::default() }], false);
