@@ -4,14 +4,15 @@
 //! each sequence keeps its own KV cache (a slab of one [B, Hkv, capacity, D] tensor per layer),
 //! position, stop rules, sampler and max_tokens.
 //!
-//! - Each prompt is prefilled alone (the single-sequence prefill) into a cache of the batch's
-//!   capacity; the caches are then stacked once ([`CausalLM::stack_caches`]).
-//! - A step feeds every row its last token. A finished sequence stays in the batch, masked: it
-//!   reruns its last position (its outputs are dropped), so the caches are never compacted.
-//! - The host reads each step's ids back before recording the next (4 bytes a row; logits only
-//!   for rows that sample, which sample on the host with the host sampler, each with its own
-//!   seed). Positions and attention masks are known on the host, so a GPU-resident loop with
-//!   lookahead (as [`crate::decode_loop`]) could follow; it is not built.
+//! - Each prompt is prefilled alone (the single-sequence prefill) into a zeroed cache of the
+//!   batch's capacity; the caches are then stacked once ([`CausalLM::stack_caches`]).
+//! - A step feeds every row its last token; row r's step t runs at position prompt_r + t. A
+//!   finished sequence stays in the batch, masked: its outputs are dropped (the caches are
+//!   never compacted).
+//! - All rows greedy: the step's picks (argmax [B] on the GPU) are the next step's input and
+//!   up to [`LOOKAHEAD`] steps are recorded ahead of the ids read back ([`crate::decode_loop`]'s
+//!   scheme; positions and masks are host-known). A row that samples (on the host sampler, its
+//!   own seed) makes the host read each step's logits before recording the next.
 //! - The CPU backend runs the sequences one after another through [`Generation`].
 //!
 //! A sequence's tokens equal those it gets alone (greedy: `models/tests/batch.rs`); its logits
@@ -20,11 +21,14 @@
 //! [`BatchProducts::Tiled`], attention split over the longest row).
 
 use crate::backend::Backend;
+use crate::decode_loop::LOOKAHEAD;
 use crate::error::{ModelError, Result};
 use crate::llama::{is_stop_token, CausalLM, GenerateOptions, Generation, KvCache, TextStream};
 use crate::sampling::Sampler;
+use kiln_core::device::PendingRead;
 use kiln_core::ops::{self, MatvecKernel};
 use kiln_core::Tensor;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// The weight products' kernel for a batch's B token rows.
@@ -269,7 +273,8 @@ impl BatchGeneration<'_> {
                 s.fail(ModelError::Tokenizer("empty prompt".into()));
                 continue;
             }
-            let mut cache = model.cache_with_capacity(cap)?;
+            // Zeroed: the batch's attention reads (masked) rows past each sequence's length.
+            let mut cache = model.cache_on(cap, true)?;
             match model.prompt_logits(&s.prompt, &mut cache) {
                 Ok(logits) => {
                     let t = pick(s, &logits, self.keep_logits)?;
@@ -289,37 +294,68 @@ impl BatchGeneration<'_> {
         let t0 = Instant::now();
         let kv = model.stack_caches(&caches)?;
         drop(caches);
-        // Each row's position: its cache's length (prompt + generated - 1); a finished row
-        // stays at its last one.
-        let mut positions: Vec<usize> = rows.iter().map(|&i| self.seqs[i].prompt.len()).collect();
-        loop {
-            let live: Vec<usize> = (0..rows.len()).filter(|&r| !self.seqs[rows[r]].done).collect();
-            if live.is_empty() {
-                break;
-            }
-            for &r in &live {
-                if positions[r] + 1 > context {
-                    let e = ModelError::Unsupported(format!(
-                        "{} tokens exceed the model's context of {context}",
-                        positions[r] + 1
-                    ));
-                    self.seqs[rows[r]].fail(e);
+        self.decode_steps(&rows, &kv, cap)?;
+        self.stats.decode = t0.elapsed();
+        Ok(())
+    }
+
+    /// The decode steps of the batch's `rows` (indices of `seqs`) over the stacked caches `kv`
+    /// of `cap` positions. Row r's step t runs at position `base[r] + t` (its cache's length:
+    /// every step adds a token to every live row; a finished row's later positions are
+    /// clamped into its slab and its outputs dropped), so positions and masks never wait for
+    /// the GPU. When every row is greedy the picks stay on the GPU as the next step's input
+    /// and up to [`LOOKAHEAD`] steps are recorded ahead of the ids read back (the
+    /// single-sequence loop's scheme: steps recorded past every row's end are dropped unread);
+    /// sampling rows (and `keep_logits`) read each step's logits before the next is recorded.
+    fn decode_steps(&mut self, rows: &[usize], kv: &[(Tensor, Tensor)], cap: usize) -> Result<()> {
+        let model = self.model;
+        let (context, vocab) = (model.config.context, model.config.vocab);
+        let base: Vec<usize> = rows.iter().map(|&i| self.seqs[i].prompt.len()).collect();
+        let greedy = !self.keep_logits && rows.iter().all(|&i| self.seqs[i].sampler.is_plain_greedy());
+        let depth = if greedy { LOOKAHEAD } else { 1 };
+        // Every token after a row's first comes from a step.
+        let max_steps = rows.iter().map(|&i| self.seqs[i].opts.max_tokens.saturating_sub(1)).max().unwrap_or(0);
+        let kernel = self.products.kernel(rows.len());
+        let (mut recorded, mut taken) = (0usize, 0usize);
+        let mut last: Option<Tensor> = None;
+        let mut reads: VecDeque<(PendingRead, Option<Tensor>)> = VecDeque::new();
+        while rows.iter().any(|&i| !self.seqs[i].done) {
+            while recorded < max_steps && recorded - taken < depth {
+                let at: Vec<usize> = base.iter().map(|&p| (p + recorded).min(cap - 1)).collect();
+                let ids = match last.take() {
+                    Some(picked) if greedy => picked,
+                    _ => {
+                        let host: Vec<u32> =
+                            rows.iter().map(|&i| *self.seqs[i].history.last().expect("a token")).collect();
+                        Tensor::from_slice_on(model.device(), &host, &[host.len()])?
+                    }
+                };
+                let logits = model.batch_step(&ids, &at, kv, kernel)?;
+                let picked = ops::argmax(&logits, Some(1), false)?;
+                reads.push_back((picked.start_read()?, (!greedy).then_some(logits)));
+                last = Some(picked);
+                recorded += 1;
+                if greedy {
+                    model.device().flush()?;
                 }
             }
-            let live: Vec<usize> = live.into_iter().filter(|&r| !self.seqs[rows[r]].done).collect();
-            if live.is_empty() {
-                break;
-            }
-            let ids: Vec<u32> = rows.iter().map(|&i| *self.seqs[i].history.last().expect("a token")).collect();
-            let at: Vec<usize> = positions.iter().map(|&p| p.min(cap - 1)).collect();
-            let logits = model.batch_step(&ids, &at, &kv, self.products.kernel(rows.len()))?;
-            let vocab = model.config.vocab;
-            let ids_t = ops::argmax(&logits, Some(1), false)?;
-            let sampled = live.iter().any(|&r| !self.seqs[rows[r]].sampler.is_plain_greedy());
-            let host_logits = if sampled || self.keep_logits { Some(logits.to_vec::<f32>()?) } else { None };
-            let picked = ids_t.to_vec::<i32>()?;
-            for &r in &live {
-                let s = &mut self.seqs[rows[r]];
+            let Some((read, logits)) = reads.pop_front() else { break };
+            let host_logits = logits.map(|l| l.to_vec::<f32>()).transpose()?;
+            let picked = read.wait_vec::<i32>()?;
+            taken += 1;
+            let at = taken - 1;
+            for (r, &i) in rows.iter().enumerate() {
+                let s = &mut self.seqs[i];
+                if s.done {
+                    continue;
+                }
+                // The step's position for this row: past the context, the single-sequence
+                // path's error (the step's token is dropped).
+                if base[r] + at + 1 > context {
+                    let n = base[r] + at + 1;
+                    s.fail(ModelError::Unsupported(format!("{n} tokens exceed the model's context of {context}")));
+                    continue;
+                }
                 let row = host_logits.as_ref().map(|l| &l[r * vocab..(r + 1) * vocab]);
                 let t = match row {
                     Some(l) if !s.sampler.is_plain_greedy() => s.sampler.sample(l, &s.history),
@@ -329,12 +365,10 @@ impl BatchGeneration<'_> {
                     s.out.logits.push(row.expect("read").to_vec());
                 }
                 s.push(model, t);
-                positions[r] += 1;
                 self.stats.decode_tokens += 1;
             }
             self.stats.steps += 1;
         }
-        self.stats.decode = t0.elapsed();
         Ok(())
     }
 }

@@ -436,6 +436,13 @@ impl CausalLM {
 
     /// An empty cache with room for `positions` (clamped to the context; it grows as needed).
     pub fn cache_with_capacity(&self, positions: usize) -> Result<KvCache> {
+        self.cache_on(positions, false)
+    }
+
+    /// [`cache_with_capacity`](Self::cache_with_capacity) with every row zero (`zero`), for
+    /// batched decode: its attention reads every row up to the batch's longest and masks the
+    /// rest with -inf, which a NaN or inf left in a recycled buffer would turn into NaN.
+    pub(crate) fn cache_on(&self, positions: usize, zero: bool) -> Result<KvCache> {
         let c = &self.config;
         let capacity = positions.clamp(1, c.context);
         if let Engine::Cpu(cpu) = &self.engine {
@@ -447,7 +454,11 @@ impl CausalLM {
         let shape = [c.n_kv_heads, capacity, c.head_dim];
         let layers = (0..g.layers.len())
             .map(|_| {
-                Ok((Tensor::empty_on(&g.device, &shape, DType::F32)?, Tensor::empty_on(&g.device, &shape, DType::F32)?))
+                let new = || match zero {
+                    true => ops::full_on(&g.device, &shape, DType::F32, 0.0),
+                    false => Tensor::empty_on(&g.device, &shape, DType::F32),
+                };
+                Ok((new()?, new()?))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(KvCache { layers, host: None, len: 0, capacity })
@@ -722,8 +733,9 @@ impl CausalLM {
             .collect()
     }
 
-    /// One batched decode step: token `ids[b]` of sequence b at position `positions[b]` (its
-    /// cache's length before it), all B rows through each weight product together (W read once
+    /// One batched decode step: token `ids[b]` (a [B] i32/u32 tensor: uploaded, or the last
+    /// step's picks left on the GPU) of sequence b at position `positions[b]` (its cache's
+    /// length before it), all B rows through each weight product together (W read once
     /// a step, not B times), each row's keys and values written into its own cache
     /// (`ops::rope_qkv_rows_to_cache`) and its attention over its own positions only (one
     /// dispatch for the batch, every row masked past its length). Returns the logits [B, vocab]
@@ -732,15 +744,15 @@ impl CausalLM {
     /// kernel (see [`crate::batch::BatchProducts`]).
     pub(crate) fn batch_step(
         &self,
-        ids: &[u32],
+        ids: &Tensor,
         positions: &[usize],
         caches: &[(Tensor, Tensor)],
         products: MatvecKernel,
     ) -> Result<Tensor> {
         let c = &self.config;
         let gpu = self.gpu();
-        let b = ids.len();
-        if b == 0 || positions.len() != b || caches.len() != gpu.layers.len() {
+        let b = ids.numel();
+        if b == 0 || ids.ndim() != 1 || positions.len() != b || caches.len() != gpu.layers.len() {
             return Err(ModelError::Unsupported(format!(
                 "a batched step of {b} ids, {} positions and {} layers of caches",
                 positions.len(),
@@ -758,8 +770,7 @@ impl CausalLM {
         }
         let dev = &gpu.device;
         let mask = Tensor::from_slice_on(dev, &mask, &[b, 1, 1, 1, span])?;
-        let ids_t = Tensor::from_slice_on(dev, ids, &[b])?;
-        let mut h = ops::quant_embedding(&gpu.embed.w, gpu.embed.format, c.hidden, &ids_t)?; // [B, D]
+        let mut h = ops::quant_embedding(&gpu.embed.w, gpu.embed.format, c.hidden, ids)?; // [B, D]
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
         for (layer, (kc, vc)) in gpu.layers.iter().zip(caches) {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };

@@ -89,24 +89,32 @@ fn check_batch_on(
     with_logits: bool,
     products: BatchProducts,
 ) {
-    let g = model.generate_batch_from_ids(prompts.to_vec(), opts).unwrap().with_products(products);
-    let g = if with_logits { g.keep_logits() } else { g };
-    let (outs, stats) = g.run().unwrap();
+    // Without logits a greedy batch keeps its picks on the GPU and records steps ahead; with
+    // them (and with sampling rows) it reads each step back first: both checked.
+    let batch = |keep: bool| {
+        let g = model.generate_batch_from_ids(prompts.to_vec(), opts).unwrap().with_products(products);
+        (if keep { g.keep_logits() } else { g }).run().unwrap()
+    };
+    let (outs, stats) = batch(false);
     assert_eq!(outs.len(), prompts.len());
     for (i, (p, o)) in prompts.iter().zip(&outs).enumerate() {
         let opt = &opts[if opts.len() == 1 { 0 } else { i }];
         let want = alone(model, p, opt);
         assert_eq!(as_alone(o), want, "sequence {i} of {}: prompt {p:?}, {opt:?}", prompts.len());
-        if with_logits {
-            assert_eq!(o.logits.len(), o.tokens.len());
-            let err = logit_error(&o.logits, &alone_logits(model, p, &o.tokens));
-            assert!(err <= LOGIT_TOL, "sequence {i}: logits off by {err}");
-        }
     }
     assert_eq!(stats.generated_tokens, outs.iter().map(|o| o.tokens.len()).sum::<usize>());
     // Every token after a sequence's first comes from a decode step.
     assert_eq!(stats.decode_tokens, outs.iter().map(|o| o.tokens.len().saturating_sub(1)).sum::<usize>());
     assert!(stats.steps <= stats.decode_tokens && (stats.steps > 0) == (stats.decode_tokens > 0), "{stats:?}");
+    if with_logits {
+        let (read, _) = batch(true);
+        for (i, ((p, o), r)) in prompts.iter().zip(&outs).zip(&read).enumerate() {
+            assert_eq!(as_alone(r), as_alone(o), "sequence {i}: read back each step");
+            assert_eq!(r.logits.len(), r.tokens.len());
+            let err = logit_error(&r.logits, &alone_logits(model, p, &r.tokens));
+            assert!(err <= LOGIT_TOL, "sequence {i}: logits off by {err}");
+        }
+    }
 }
 
 #[test]
@@ -178,4 +186,22 @@ fn stops_errors_and_sampling_are_per_sequence() {
 
     // Options that match no prompt count.
     assert!(model.generate_batch_from_ids(prompts(3), &[opts[0].clone(), opts[0].clone()]).is_err());
+}
+
+/// The batch's attention reads every sequence's cache up to the longest row, masking the rest
+/// with -inf; rows never written must not be NaN left over in a recycled buffer (NaN + -inf is
+/// NaN): NaN-filled buffers of the caches' size are freed to the pool first.
+#[test]
+fn nan_left_in_recycled_buffers_does_not_reach_a_batch() {
+    let model = tiny("nan-pool", 0, 256, Backend::Gpu);
+    let ps = prompts(5);
+    let opts = [GenerateOptions { max_tokens: 6, stop_at_eos: false, ..Default::default() }];
+    // Capacity 9 + 6 = 15 rows of the tiny model's one KV head of 16.
+    let dev = kiln_core::device().unwrap();
+    let junk: Vec<_> = (0..64)
+        .map(|_| kiln_core::ops::full_on(&dev, &[1, 15, 16], kiln_core::DType::F32, f64::NAN).unwrap())
+        .collect();
+    dev.synchronize().unwrap();
+    drop(junk);
+    check_batch(&model, &ps, &opts, false);
 }
