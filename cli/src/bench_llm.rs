@@ -196,19 +196,28 @@ const BATCHES: [usize; 3] = [1, 4, 16];
 /// `kiln bench`'s llm_batch section: greedy `generate_batch` of B sequences at once, each a
 /// 128-token prompt (distinct ids) and 128 new tokens, as llama-batched-bench runs them. A row
 /// per B: the decode steps' total tokens/s over all sequences (the prefills apart), the time of
-/// one step, and the ratio to B = 1 through the same path (issue 29's target: >= 8 at B = 16).
+/// one step, and the ratios to B = 1 through the same path and to `generate`'s single-sequence
+/// loop after the same prompt (issue 29's target: >= 8 at B = 16).
 /// On the GPU backend B = 16 is also run with the tiled products (`llm_batch16_tiled`): the
 /// measurement that picks [`BatchProducts`]'s default. `--quick` runs 4-token prompts and 2
 /// new tokens (on lavapipe the GPU backend's matvec of 4 rows takes ~0.1 s a call).
 pub fn run_batch(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     let model = CausalLM::load(path)?;
-    let (ctx, n_new) = if quick { (4, 2) } else { (128, 128) };
+    let (ctx, n_new): (usize, usize) = if quick { (4, 2) } else { (128, 128) };
     println!("llm_batch: {:?} backend, {ctx}-token prompts, {n_new} new tokens each", model.backend());
     let mut runs: Vec<(usize, BatchProducts, String)> =
         BATCHES.iter().map(|&b| (b, BatchProducts::Matvec, format!("llm_batch{b}"))).collect();
     if model.backend() == Backend::Gpu {
         runs.push((16, BatchProducts::Tiled, "llm_batch16_tiled".into()));
     }
+    // The single-sequence loop `generate` runs, as the batch-1 reference too.
+    let alone = 1.0 / generate_split(&model, ctx, n_new.saturating_sub(1).max(1), LOOKAHEAD, reps)?.wall;
+    println!(
+        "{:<20} {:<22} {:>10.3} ms {alone:>10.0} tokens/s",
+        "llm_batch_generate",
+        format!("1 x {n_new} after {ctx}"),
+        1e3 / alone
+    );
     let mut rows = Vec::new();
     let mut single = None;
     for (b, products, op) in runs {
@@ -227,10 +236,15 @@ pub fn run_batch(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
         let (rate, step) = (median(rates), median(steps));
         let ratio = rate / *single.get_or_insert(rate);
         let size = format!("{b} x {n_new} after {ctx}");
-        println!("{op:<20} {size:<22} {:>10.3} ms {rate:>10.0} tokens/s  {ratio:>5.2}x batch 1", step * 1e3);
+        let versus = rate / alone;
+        println!(
+            "{op:<20} {size:<22} {:>10.3} ms {rate:>10.0} tokens/s  {ratio:>5.2}x batch 1  {versus:>5.2}x generate",
+            step * 1e3
+        );
         rows.push(json!({
             "op": op, "size": size, "seconds": step, "timer": "wall", "wall_seconds": step,
-            "tokens_per_s": rate, "batch": b, "versus_batch1": ratio,
+            "tokens_per_s": rate, "batch": b, "versus_batch1": ratio, "versus_generate": versus,
+            "generate_tokens_per_s": alone,
         }));
     }
     Ok(rows)

@@ -784,6 +784,11 @@ impl CausalLM {
             h = layer.o.matmul_on(&a, QuantFusion { residual: Some(&h), ..Default::default() }, products)?;
             let g = layer.gate_up.matmul_on(&h, QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) }, products)?;
             h = layer.down.matmul_on(&g, QuantFusion { residual: Some(&h), ..Default::default() }, products)?;
+            if gpu.wait_each_layer {
+                // A CPU adapter (lavapipe) waits for each layer, as a long prefill does: one
+                // SmolLM2 step of 16 rows there is ~1 minute, past KILN_TIMEOUT_MS's default.
+                dev.synchronize()?;
+            }
         }
         self.head().matmul_on(&h, self.final_norm(), products)
     }
