@@ -907,6 +907,13 @@ pub fn main(args: Args) -> Result<()> {
             println!("llm: skipped, no model at {} (make smollm2)", args.smollm2.display());
         }
     }
+    if want("llm_batch") {
+        if args.smollm2.exists() {
+            results.extend(crate::bench_llm::run_batch(&args.smollm2, args.quick, args.reps)?);
+        } else {
+            println!("llm_batch: skipped, no model at {} (make smollm2)", args.smollm2.display());
+        }
+    }
     if let Some(path) = args.json {
         let doc = json!({
             "device": info.name, "driver": format!("{} {}", info.driver, info.driver_info),

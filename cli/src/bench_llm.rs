@@ -10,7 +10,7 @@
 use crate::bench::{gpu_steps, host_steps, median, wall_median, StepTime};
 use anyhow::Result;
 use kiln_models::decode_loop::LOOKAHEAD;
-use kiln_models::{CausalLM, GenerateOptions};
+use kiln_models::{Backend, BatchProducts, CausalLM, GenerateOptions};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Instant;
@@ -194,6 +194,66 @@ pub fn run(path: &Path, quick: bool, reps: usize, prefill_only: bool) -> Result<
     println!("llm: peak GPU memory in use {:.1} MiB", peak as f64 / (1 << 20) as f64);
     for r in &mut rows {
         r["peak_gpu_bytes"] = json!(peak);
+    }
+    Ok(rows)
+}
+
+/// Batch sizes of the llm_batch rows (llama-batched-bench's in bench/anchors/run-on-device.sh).
+const BATCHES: [usize; 3] = [1, 4, 16];
+
+/// `kiln bench`'s llm_batch section: greedy `generate_batch` of B sequences at once, each a
+/// 128-token prompt (distinct ids) and 128 new tokens, as llama-batched-bench runs them. A row
+/// per B: the decode steps' total tokens/s over all sequences (the prefills apart), the time of
+/// one step, and the ratios to B = 1 through the same path and to `generate`'s single-sequence
+/// loop after the same prompt (issue 29's target: >= 8 at B = 16).
+/// On the GPU backend B = 16 is also run with the tiled products (`llm_batch16_tiled`): the
+/// measurement that picks [`BatchProducts`]'s default. `--quick` runs 4-token prompts and 2
+/// new tokens (on lavapipe the GPU backend's matvec of 4 rows takes ~0.1 s a call).
+pub fn run_batch(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
+    let model = CausalLM::load(path)?;
+    let (ctx, n_new): (usize, usize) = if quick { (4, 2) } else { (128, 128) };
+    println!("llm_batch: {:?} backend, {ctx}-token prompts, {n_new} new tokens each", model.backend());
+    let mut runs: Vec<(usize, BatchProducts, String)> =
+        BATCHES.iter().map(|&b| (b, BatchProducts::Matvec, format!("llm_batch{b}"))).collect();
+    if model.backend() == Backend::Gpu {
+        runs.push((16, BatchProducts::Tiled, "llm_batch16_tiled".into()));
+    }
+    // The single-sequence loop `generate` runs, as the batch-1 reference too.
+    let alone = 1.0 / generate_split(&model, ctx, n_new.saturating_sub(1).max(1), LOOKAHEAD, reps)?.wall;
+    println!(
+        "{:<20} {:<22} {:>10.3} ms {alone:>10.0} tokens/s",
+        "llm_batch_generate",
+        format!("1 x {n_new} after {ctx}"),
+        1e3 / alone
+    );
+    let mut rows = Vec::new();
+    let mut single = None;
+    for (b, products, op) in runs {
+        let prompts: Vec<Vec<u32>> = (0..b).map(|i| ids(ctx, 100 + i)).collect();
+        let opts = [GenerateOptions { max_tokens: n_new, stop_at_eos: false, ..Default::default() }];
+        let (mut rates, mut steps) = (Vec::new(), Vec::new());
+        // The first round compiles the batch's shapes.
+        for rep in 0..reps.div_ceil(2).max(1) + 1 {
+            let g = model.generate_batch_from_ids(prompts.clone(), &opts)?.with_products(products);
+            let (_, stats) = g.run()?;
+            if rep > 0 {
+                rates.push(stats.decode_tokens_per_s());
+                steps.push(stats.decode.as_secs_f64() / stats.steps.max(1) as f64);
+            }
+        }
+        let (rate, step) = (median(rates), median(steps));
+        let ratio = rate / *single.get_or_insert(rate);
+        let size = format!("{b} x {n_new} after {ctx}");
+        let versus = rate / alone;
+        println!(
+            "{op:<20} {size:<22} {:>10.3} ms {rate:>10.0} tokens/s  {ratio:>5.2}x batch 1  {versus:>5.2}x generate",
+            step * 1e3
+        );
+        rows.push(json!({
+            "op": op, "size": size, "seconds": step, "timer": "wall", "wall_seconds": step,
+            "tokens_per_s": rate, "batch": b, "versus_batch1": ratio, "versus_generate": versus,
+            "generate_tokens_per_s": alone,
+        }));
     }
     Ok(rows)
 }

@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use kiln_core::ops::{self, QuantFormat, QuantFusion};
+use kiln_core::ops::{self, MatvecKernel, QuantFormat, QuantFusion};
 use kiln_core::reference::{attention as cpu_attention, movement as cpu_movement, quant as cpu};
 use kiln_core::{DType, ErrorCode, Tensor};
 
@@ -65,8 +65,11 @@ fn quant_matmul_fused_matches_reference() {
     poison();
     let mut rng = Rng::new(41);
     // m up to 8 runs the fused matrix-vector kernel, 9 the composed ops; k = 576 and n = 300
-    // are decoder-like (several strides per row, several workgroups), 32 and 1 the edges.
-    let cases: &[(usize, usize, usize)] = &[(1, 32, 1), (1, 576, 300), (3, 96, 65), (8, 64, 7), (9, 96, 33), (2, 0, 5)];
+    // are decoder-like (several strides per row, several workgroups), 32 and 1 the edges. Every
+    // case also runs on the strided kernel asked for by name, which takes any m (batched
+    // decode's 13 and 16 rows: 4 rows a workgroup, a partial last group).
+    let cases: &[(usize, usize, usize)] =
+        &[(1, 32, 1), (1, 576, 300), (3, 96, 65), (8, 64, 7), (9, 96, 33), (2, 0, 5), (13, 64, 7), (16, 96, 33)];
     for dt in float_dtypes() {
         for f in FORMATS {
             for &(m, k, n) in cases {
@@ -79,8 +82,10 @@ fn quant_matmul_fused_matches_reference() {
                     let (r, rv) = rand_tensor(&mut rng, &[m, n], dt, -3.0, 3.0);
                     let fusion =
                         QuantFusion { rms_norm: norm.then_some((&g, 1e-5)), swiglu, residual: res.then_some(&r) };
-                    let got = ops::quant_matmul_fused(&x, &w, f, n, fusion).unwrap();
-                    assert_eq!(got.shape(), [m, n]);
+                    let auto = ops::quant_matmul_fused(&x, &w, f, n, fusion).unwrap();
+                    let strided = ops::quant_matmul_fused_kernel(&x, &w, f, n, fusion, MatvecKernel::Strided).unwrap();
+                    assert_eq!(auto.shape(), [m, n]);
+                    assert_eq!(strided.shape(), [m, n]);
                     let want = cpu::quant_matmul_fused(
                         &xv,
                         m,
@@ -97,17 +102,20 @@ fn quant_matmul_fused_matches_reference() {
                     // rounds the result (and the composed path's normalised x, gate, up and
                     // product) to 11 bits.
                     let scale = error_scale(&xv, m, k, &bytes, f, n, norm.then_some(&gv[..]), swiglu);
-                    let what = format!("{dt} {f} m {m} k {k} n {n} norm {norm} swiglu {swiglu} residual {res}");
-                    let got = got.to_f64_vec().unwrap();
                     let rel = if dt == DType::F32 { 4e-5 } else { 2e-3 };
-                    for i in 0..got.len() {
-                        let bound = rel * (1.0 + scale[i] + if res { rv[i].abs() } else { 0.0 });
-                        assert!(
-                            (got[i] - want[i]).abs() <= bound,
-                            "{what}: element {i}: got {}, reference {} (bound {bound})",
-                            got[i],
-                            want[i]
-                        );
+                    for (kernel, got) in [("auto", auto), ("strided", strided)] {
+                        let what =
+                            format!("{dt} {f} m {m} k {k} n {n} norm {norm} swiglu {swiglu} residual {res} {kernel}");
+                        let got = got.to_f64_vec().unwrap();
+                        for i in 0..got.len() {
+                            let bound = rel * (1.0 + scale[i] + if res { rv[i].abs() } else { 0.0 });
+                            assert!(
+                                (got[i] - want[i]).abs() <= bound,
+                                "{what}: element {i}: got {}, reference {} (bound {bound})",
+                                got[i],
+                                want[i]
+                            );
+                        }
                     }
                 }
             }
@@ -443,4 +451,93 @@ fn quant_qkv_rope_to_cache_refuses_bad_operands() {
     let ki = Tensor::from_slice(&[0i32; 8], &[1, 2, 4]).unwrap();
     assert_eq!(code(call(&x, &ki, &vc, 3, 0, 1e4)), ErrorCode::DTypeMismatch);
     assert!(call(&x, &kc, &vc, 3, 0, 1e4).is_ok());
+}
+
+/// Batched decode's `rope_qkv_rows_to_cache` (row b at its own position, into slab b of
+/// [B, Hkv, Lmax, D] caches) gives, row by row, the bits of `rope_qkv_to_cache` on that row and
+/// that sequence's own [Hkv, Lmax, D] caches, every other cache row kept; positions past the
+/// caches and mismatched shapes are refused.
+#[test]
+fn rope_qkv_rows_to_cache_equals_one_sequence_at_a_time() {
+    poison();
+    let mut rng = Rng::new(46);
+    // (heads, kv heads, D, cap, positions): ragged positions, the last row, a repeated one.
+    let cases: &[(usize, usize, usize, usize, &[usize])] =
+        &[(3, 1, 64, 9, &[0, 8, 3]), (9, 3, 64, 40, &[37, 0, 39, 12, 12]), (2, 2, 6, 8, &[5]), (4, 1, 2, 4, &[])];
+    for dt in float_dtypes() {
+        for &(h, hkv, d, cap, positions) in cases {
+            let b = positions.len();
+            let width = (h + 2 * hkv) * d;
+            let (qkv, _) = rand_tensor(&mut rng, &[b, width], dt, -2.0, 2.0);
+            let (kc, _) = rand_tensor(&mut rng, &[b, hkv, cap, d], dt, -1.0, 1.0);
+            let (vc, _) = rand_tensor(&mut rng, &[b, hkv, cap, d], dt, -1.0, 1.0);
+            // Each sequence's own caches, copied before the batched write.
+            let slab = |t: &Tensor, i: usize| ops::slice(t, 0, i as isize, i as isize + 1, 1).unwrap();
+            let own: Vec<(Tensor, Tensor)> = (0..b)
+                .map(|i| {
+                    let one = |t: &Tensor| {
+                        ops::copy(&slab(t, i)).unwrap().reshape(&[hkv as isize, cap as isize, d as isize]).unwrap()
+                    };
+                    (one(&kc), one(&vc))
+                })
+                .collect();
+            let q = ops::rope_qkv_rows_to_cache(&qkv, &kc, &vc, h, positions, 10000.0).unwrap();
+            assert_eq!(q.shape(), [b, h, d]);
+            let what = format!("{dt} H {h} Hkv {hkv} D {d} cap {cap} positions {positions:?}");
+            for (i, (k1, v1)) in own.iter().enumerate() {
+                let q1 = ops::rope_qkv_to_cache(&slab(&qkv, i), k1, v1, h, positions[i], 10000.0).unwrap();
+                assert_eq!(slab(&q, i).to_bytes().unwrap(), q1.to_bytes().unwrap(), "{what}: q of row {i}");
+                assert_eq!(slab(&kc, i).to_bytes().unwrap(), k1.to_bytes().unwrap(), "{what}: k cache {i}");
+                assert_eq!(slab(&vc, i).to_bytes().unwrap(), v1.to_bytes().unwrap(), "{what}: v cache {i}");
+            }
+        }
+    }
+    let qkv = Tensor::from_slice(&[0.0f32; 2 * 20], &[2, 20]).unwrap();
+    let kc = Tensor::from_slice(&[0.0f32; 16], &[2, 1, 2, 4]).unwrap();
+    let vc = Tensor::from_slice(&[0.0f32; 16], &[2, 1, 2, 4]).unwrap();
+    let code = |r: kiln_core::Result<Tensor>| r.unwrap_err().code();
+    assert!(ops::rope_qkv_rows_to_cache(&qkv, &kc, &vc, 3, &[1, 0], 1e4).is_ok());
+    // Position 2 is past a cache of 2 rows; 3 positions for 2 slabs; 2 heads make 16 wide.
+    assert_eq!(code(ops::rope_qkv_rows_to_cache(&qkv, &kc, &vc, 3, &[0, 2], 1e4)), ErrorCode::InvalidArgument);
+    assert_eq!(code(ops::rope_qkv_rows_to_cache(&qkv, &kc, &vc, 3, &[0, 1, 1], 1e4)), ErrorCode::ShapeMismatch);
+    assert_eq!(code(ops::rope_qkv_rows_to_cache(&qkv, &kc, &vc, 2, &[0, 1], 1e4)), ErrorCode::ShapeMismatch);
+    assert_eq!(code(ops::rope_qkv_rows_to_cache(&qkv, &kc, &kc, 3, &[0, 1], 1e4)), ErrorCode::InvalidArgument);
+    assert_eq!(code(ops::rope_qkv_rows_to_cache(&qkv, &kc, &vc, 3, &[0, 1], f32::NAN)), ErrorCode::InvalidArgument);
+    let k3 = Tensor::from_slice(&[0.0f32; 16], &[2, 2, 4]).unwrap();
+    assert_eq!(code(ops::rope_qkv_rows_to_cache(&qkv, &k3, &k3, 3, &[0, 1], 1e4)), ErrorCode::ShapeMismatch);
+}
+
+/// `attention_prefix_masked` with a -inf mask past each batch row's own length (batched decode)
+/// gives each row what `attention_prefix` gives over that row's length alone (the split over
+/// keys differs: within rounding), including a row of one key beside a row of them all.
+#[test]
+fn attention_prefix_masked_gives_each_row_its_own_length() {
+    poison();
+    let mut rng = Rng::new(47);
+    // (kv heads, group, Lmax, D, lengths)
+    let cases: &[(usize, usize, usize, usize, &[usize])] =
+        &[(3, 3, 50, 64, &[37, 1, 50, 20]), (1, 2, 9, 12, &[9]), (2, 1, 300, 64, &[300, 7, 129])];
+    for dt in float_dtypes() {
+        for &(hkv, grp, lmax, d, lens) in cases {
+            let b = lens.len();
+            let span = *lens.iter().max().unwrap();
+            let (q, _) = rand_tensor(&mut rng, &[b, hkv, grp, 1, d], dt, -2.0, 2.0);
+            let (k, _) = rand_tensor(&mut rng, &[b, hkv, 1, lmax, d], dt, -2.0, 2.0);
+            let (v, _) = rand_tensor(&mut rng, &[b, hkv, 1, lmax, d], dt, -2.0, 2.0);
+            let mask: Vec<f64> = lens
+                .iter()
+                .flat_map(|&l| (0..span).map(move |j| if j < l { 0.0 } else { f64::NEG_INFINITY }))
+                .collect();
+            let mask = host(dt, &mask, &[b, 1, 1, 1, span]);
+            let got = ops::attention_prefix_masked(&q, &k, &v, Some(&mask), span, false, None).unwrap();
+            assert_eq!(got.shape(), [b, hkv, grp, 1, d]);
+            let (atol, rtol) = if dt == DType::F32 { (1e-5, 1e-4) } else { (4e-3, 4e-3) };
+            for (i, &len) in lens.iter().enumerate() {
+                let row = |t: &Tensor| ops::slice(t, 0, i as isize, i as isize + 1, 1).unwrap();
+                let want = ops::attention_prefix(&row(&q), &row(&k), &row(&v), len, false, None).unwrap();
+                let what = format!("{dt} Hkv {hkv} group {grp} Lmax {lmax} D {d} lengths {lens:?} row {i}");
+                assert_close(&what, &row(&got).to_f64_vec().unwrap(), &want.to_f64_vec().unwrap(), atol, rtol);
+            }
+        }
+    }
 }

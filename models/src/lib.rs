@@ -23,6 +23,7 @@
 //! ```
 
 pub mod backend;
+pub mod batch;
 mod bert;
 pub mod config;
 mod cpu;
@@ -37,6 +38,7 @@ pub mod stop_strings;
 mod weights;
 
 pub use backend::Backend;
+pub use batch::{BatchGeneration, BatchOutput, BatchProducts, BatchStats};
 pub use bert::Bert;
 pub use error::{ModelError, Result};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};

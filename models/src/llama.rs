@@ -20,7 +20,7 @@ use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
 use crate::sample_picker::SamplePicker;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::stop_strings::StopStrings;
-use kiln_core::ops::{self, QuantFormat, QuantFusion};
+use kiln_core::ops::{self, MatvecKernel, QuantFormat, QuantFusion};
 use kiln_core::{DType, Device, Tensor};
 use std::path::Path;
 use std::sync::Arc;
@@ -124,17 +124,22 @@ impl QMatrix {
 
     /// x·Wᵀ with `fusion` folded in; the result has half of the stack's rows under SwiGLU.
     fn matmul(&self, x: &Tensor, fusion: QuantFusion) -> Result<Tensor> {
+        self.matmul_on(x, fusion, MatvecKernel::Auto)
+    }
+
+    /// [`matmul`](Self::matmul) on the product kernel `kernel` picks (batched decode's choice).
+    fn matmul_on(&self, x: &Tensor, fusion: QuantFusion, kernel: MatvecKernel) -> Result<Tensor> {
         if self.rest.is_empty() {
             let n = if fusion.swiglu { self.rows / 2 } else { self.rows };
-            return Ok(ops::quant_matmul_fused(x, &self.w, self.format, n, fusion)?);
+            return Ok(ops::quant_matmul_fused_kernel(x, &self.w, self.format, n, fusion, kernel)?);
         }
         // A mixed stack: each format's rows on their own (the norm folded into each product,
         // as the decode kernel does: one dispatch fewer than a separate norm), the results side
         // by side, then SwiGLU and the residual (the ops the fused kernel stands for).
         let norm_only = QuantFusion { rms_norm: fusion.rms_norm, ..Default::default() };
-        let mut parts = vec![ops::quant_matmul_fused(x, &self.w, self.format, self.rows, norm_only)?];
+        let mut parts = vec![ops::quant_matmul_fused_kernel(x, &self.w, self.format, self.rows, norm_only, kernel)?];
         for m in &self.rest {
-            parts.push(ops::quant_matmul_fused(x, &m.w, m.format, m.rows, norm_only)?);
+            parts.push(ops::quant_matmul_fused_kernel(x, &m.w, m.format, m.rows, norm_only, kernel)?);
         }
         let axis = x.ndim() as isize - 1;
         let mut y = ops::concat(&parts.iter().collect::<Vec<_>>(), axis)?;
@@ -486,6 +491,13 @@ impl CausalLM {
 
     /// An empty cache with room for `positions` (clamped to the context; it grows as needed).
     pub fn cache_with_capacity(&self, positions: usize) -> Result<KvCache> {
+        self.cache_on(positions, false)
+    }
+
+    /// [`cache_with_capacity`](Self::cache_with_capacity) with every row zero (`zero`), for
+    /// batched decode: its attention reads every row up to the batch's longest and masks the
+    /// rest with -inf, which a NaN or inf left in a recycled buffer would turn into NaN.
+    pub(crate) fn cache_on(&self, positions: usize, zero: bool) -> Result<KvCache> {
         let c = &self.config;
         let capacity = positions.clamp(1, c.context);
         if let Engine::Cpu(cpu) = &self.engine {
@@ -497,7 +509,11 @@ impl CausalLM {
         let shape = [c.n_kv_heads, capacity, c.head_dim];
         let layers = (0..g.layers.len())
             .map(|_| {
-                Ok((Tensor::empty_on(&g.device, &shape, DType::F32)?, Tensor::empty_on(&g.device, &shape, DType::F32)?))
+                let new = || match zero {
+                    true => ops::full_on(&g.device, &shape, DType::F32, 0.0),
+                    false => Tensor::empty_on(&g.device, &shape, DType::F32),
+                };
+                Ok((new()?, new()?))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(KvCache { layers, host: None, len: 0, capacity })
@@ -756,6 +772,87 @@ impl CausalLM {
         Ok(h)
     }
 
+    /// Batched decode's caches: per layer the B sequences' caches (each prefilled alone, all of
+    /// one capacity) stacked into [B, n_kv_heads, capacity, head_dim] keys and values.
+    pub(crate) fn stack_caches(&self, caches: &[KvCache]) -> Result<Vec<(Tensor, Tensor)>> {
+        let c = &self.config;
+        let cap = caches.first().map_or(0, |k| k.capacity);
+        if caches.iter().any(|k| k.capacity != cap || k.host.is_some() || k.layers.len() != c.n_layers) {
+            return Err(ModelError::Unsupported("batched caches of different capacities or models".into()));
+        }
+        let one = [1, c.n_kv_heads as isize, cap as isize, c.head_dim as isize];
+        (0..c.n_layers)
+            .map(|i| {
+                let stack = |kv: fn(&(Tensor, Tensor)) -> &Tensor| -> Result<Tensor> {
+                    let parts =
+                        caches.iter().map(|k| kv(&k.layers[i]).reshape(&one)).collect::<kiln_core::Result<Vec<_>>>()?;
+                    Ok(ops::concat(&parts.iter().collect::<Vec<_>>(), 0)?)
+                };
+                Ok((stack(|kv| &kv.0)?, stack(|kv| &kv.1)?))
+            })
+            .collect()
+    }
+
+    /// One batched decode step: token `ids[b]` (a [B] i32/u32 tensor: uploaded, or the last
+    /// step's picks left on the GPU) of sequence b at position `positions[b]` (its cache's
+    /// length before it), all B rows through each weight product together (W read once
+    /// a step, not B times), each row's keys and values written into its own cache
+    /// (`ops::rope_qkv_rows_to_cache`) and its attention over its own positions only (one
+    /// dispatch for the batch, every row masked past its length). Returns the logits [B, vocab]
+    /// on the GPU. Per layer: QKV matvec (norm folded in), RoPE + cache write, attention, and
+    /// the three matvecs of [`hidden`](Self::hidden). `products` picks the weight products'
+    /// kernel (see [`crate::batch::BatchProducts`]).
+    pub(crate) fn batch_step(
+        &self,
+        ids: &Tensor,
+        positions: &[usize],
+        caches: &[(Tensor, Tensor)],
+        products: MatvecKernel,
+    ) -> Result<Tensor> {
+        let c = &self.config;
+        let gpu = self.gpu();
+        let b = ids.numel();
+        if b == 0 || ids.ndim() != 1 || positions.len() != b || caches.len() != gpu.layers.len() {
+            return Err(ModelError::Unsupported(format!(
+                "a batched step of {b} ids, {} positions and {} layers of caches",
+                positions.len(),
+                caches.len()
+            )));
+        }
+        let (hd, nh, nkv) = (c.head_dim, c.n_heads, c.n_kv_heads);
+        let group = nh / nkv;
+        let cap = caches[0].0.shape()[2];
+        // Keys 0 ..= positions[b] of row b: the longest row's span, the rest masked to -inf.
+        let span = positions.iter().max().map_or(0, |&p| p + 1).min(cap);
+        let mut mask = vec![0f32; b * span];
+        for (row, &p) in mask.chunks_mut(span.max(1)).zip(positions) {
+            row.iter_mut().skip(p + 1).for_each(|m| *m = f32::NEG_INFINITY);
+        }
+        let dev = &gpu.device;
+        let mask = Tensor::from_slice_on(dev, &mask, &[b, 1, 1, 1, span])?;
+        let mut h = ops::quant_embedding(&gpu.embed.w, gpu.embed.format, c.hidden, ids)?; // [B, D]
+        let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
+        for (layer, (kc, vc)) in gpu.layers.iter().zip(caches) {
+            let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
+            let qkv = layer.qkv.matmul_on(&h, norm(&layer.attn_norm), products)?; // [B, (nh + 2 nkv) hd]
+            let q = ops::rope_qkv_rows_to_cache(&qkv, kc, vc, nh, positions, c.rope_base)?; // [B, nh, hd]
+            let qg = q.reshape(&dims(&[b, nkv, group, 1, hd]))?;
+            let kg = kc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
+            let vg = vc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
+            let a = ops::attention_prefix_masked(&qg, &kg, &vg, Some(&mask), span, false, None)?;
+            let a = a.reshape(&dims(&[b, c.hidden]))?;
+            h = layer.o.matmul_on(&a, QuantFusion { residual: Some(&h), ..Default::default() }, products)?;
+            let g = layer.gate_up.matmul_on(&h, QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) }, products)?;
+            h = layer.down.matmul_on(&g, QuantFusion { residual: Some(&h), ..Default::default() }, products)?;
+            if gpu.wait_each_layer {
+                // A CPU adapter (lavapipe) waits for each layer, as a long prefill does: one
+                // SmolLM2 step of 16 rows there is ~1 minute, past KILN_TIMEOUT_MS's default.
+                dev.synchronize()?;
+            }
+        }
+        self.head().matmul_on(&h, self.final_norm(), products)
+    }
+
     /// The prompt's last logits [1, vocab], left on the GPU (the decode loop's first step).
     pub(crate) fn prompt_logits(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         self.last_logits(ids, cache, &mut |_| Ok(()))
@@ -796,6 +893,50 @@ impl CausalLM {
     }
 }
 
+/// Whether `t` ends a generation under `opts` (EOS or an `<|im_end|>`-style control token,
+/// when `stop_at_eos`).
+pub(crate) fn is_stop_token(tokenizer: &GgufTokenizer, opts: &GenerateOptions, t: u32) -> bool {
+    opts.stop_at_eos && (Some(t) == tokenizer.eos || tokenizer.is_control(t))
+}
+
+/// A sequence's tokens turned into the text pieces a caller sees: UTF-8 held back until a
+/// character is whole, text held back while it could begin a stop string, the end flushing what
+/// was held. [`Generation`] and [`crate::batch`] stream through it.
+pub(crate) struct TextStream {
+    utf8: Utf8Stream,
+    stops: StopStrings,
+    /// A stop string was met or the end was pushed: push nothing more.
+    pub(crate) done: bool,
+}
+
+impl TextStream {
+    pub(crate) fn new(stop: &[String]) -> TextStream {
+        TextStream { utf8: Utf8Stream::default(), stops: StopStrings::new(stop), done: false }
+    }
+
+    /// The text `t` releases (possibly empty); None is the end (max_tokens or a stop token:
+    /// the caller leaves stop tokens out), releasing what was held back.
+    pub(crate) fn push(&mut self, tokenizer: &GgufTokenizer, t: Option<u32>) -> String {
+        match t {
+            Some(t) => {
+                let piece = self.utf8.push(tokenizer.piece(t));
+                let out = self.stops.push(&piece);
+                self.done = self.stops.stopped();
+                out
+            }
+            None => {
+                self.done = true;
+                let tail = self.utf8.finish();
+                let mut out = self.stops.push(&tail);
+                if !self.stops.stopped() {
+                    out += &self.stops.finish();
+                }
+                out
+            }
+        }
+    }
+}
+
 /// What the serial loop reads back for a token.
 enum Serial {
     Id(Tensor),
@@ -827,7 +968,7 @@ impl std::ops::Deref for ModelRef<'_> {
 impl<'a> Generation<'a> {
     fn new(model: ModelRef<'a>, prompt: Vec<u32>, opts: GenerateOptions) -> Generation<'a> {
         let sampler = Sampler::new(opts.sampling.clone());
-        let stops = StopStrings::new(&opts.stop);
+        let text = TextStream::new(&opts.stop);
         Generation {
             cache: None,
             model,
@@ -836,8 +977,7 @@ impl<'a> Generation<'a> {
             generated: Vec::new(),
             sampler,
             opts,
-            utf8: Utf8Stream::default(),
-            stops,
+            text,
             done: false,
             lookahead: LOOKAHEAD,
             decode: None,
@@ -864,8 +1004,7 @@ pub struct Generation<'a> {
     generated: Vec<u32>,
     sampler: Sampler,
     opts: GenerateOptions,
-    utf8: Utf8Stream,
-    stops: StopStrings,
+    text: TextStream,
     stats: GenerationStats,
     done: bool,
     /// Tokens recorded ahead by the GPU-resident loop (0: serial).
@@ -894,7 +1033,7 @@ impl Generation<'_> {
     }
 
     fn is_stop_token(&self, t: u32) -> bool {
-        self.opts.stop_at_eos && (Some(t) == self.model.tokenizer.eos || self.model.tokenizer.is_control(t))
+        is_stop_token(&self.model.tokenizer, &self.opts, t)
     }
 
     /// The next token, running the model as needed.
@@ -998,24 +1137,9 @@ impl Iterator for Generation<'_> {
                 }
                 Ok(t) => t,
             };
-            let out = match t {
-                Some(t) if !self.is_stop_token(t) => {
-                    let piece = self.utf8.push(self.model.tokenizer.piece(t));
-                    let out = self.stops.push(&piece);
-                    self.done = self.stops.stopped();
-                    out
-                }
-                // The end: max_tokens or a stop token; what was held back goes out.
-                _ => {
-                    self.done = true;
-                    let tail = self.utf8.finish();
-                    let mut out = self.stops.push(&tail);
-                    if !self.stops.stopped() {
-                        out += &self.stops.finish();
-                    }
-                    out
-                }
-            };
+            let t = t.filter(|&t| !self.is_stop_token(t));
+            let out = self.text.push(&self.model.tokenizer, t);
+            self.done = self.text.done;
             if !out.is_empty() {
                 return Some(Ok(out));
             }

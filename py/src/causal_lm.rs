@@ -112,6 +112,42 @@ impl PyCausalLM {
         Ok(PyGeneration { inner: Mutex::new(generation) })
     }
 
+    /// The continuations of several prompts generated together (batched decode: one forward
+    /// pass a step for all of them, the weights read once for the batch), in prompt order; the
+    /// options as ``generate``'s, for every prompt. Each text is the one ``generate`` gives for
+    /// that prompt alone (greedy; sampled alike with the same ``seed``). A prompt's error
+    /// (its context ran out) is raised after the batch has run.
+    #[pyo3(signature = (prompts, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, repetition_penalty=1.0, seed=None, stop=None, chat=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn generate_batch(
+        &self,
+        py: Python<'_>,
+        prompts: Vec<String>,
+        max_new_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        repetition_penalty: f32,
+        seed: Option<u64>,
+        stop: Option<Vec<String>>,
+        chat: bool,
+    ) -> PyResult<Vec<String>> {
+        let opts = options(max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed, stop)?;
+        let outs = detach(py, || {
+            let texts = prompts.iter().map(|p| self.prompt(p, chat)).collect::<kiln_models::Result<Vec<_>>>()?;
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            Ok(self.model.generate_batch(&refs, &[opts])?.run()?.0)
+        })?;
+        let mut texts = Vec::with_capacity(outs.len());
+        for o in outs {
+            if let Some(e) = o.error {
+                return Err(model_err(py, e));
+            }
+            texts.push(o.text);
+        }
+        Ok(texts)
+    }
+
     /// Token ids of ``text`` (special tokens such as ``<|im_start|>`` matched as themselves).
     fn tokenize(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
         self.model.tokenizer().encode(text).map_err(|e| model_err(py, e))

@@ -161,3 +161,15 @@ def test_causal_lm_seeded_sampling_repeats_and_bad_options_raise(lm):
     assert "<|im_start|>user" in lm.chat_prompt("hi")
     with pytest.raises(FileNotFoundError):
         type(lm)("/nonexistent/model.gguf")
+
+
+@needs_smollm2
+def test_causal_lm_generate_batch_gives_each_prompt_its_own_text(lm):
+    prompts = ["The capital of France is", "1, 2, 3,", "Hi"]
+    alone = [lm.generate(p, max_new_tokens=3) for p in prompts]
+    assert lm.generate_batch(prompts, max_new_tokens=3) == alone
+    sampled = dict(max_new_tokens=2, temperature=0.9, seed=7)
+    assert lm.generate_batch(prompts[:2], **sampled) == [lm.generate(p, **sampled) for p in prompts[:2]]
+    assert lm.generate_batch([]) == []
+    with pytest.raises(ValueError):
+        lm.generate_batch(prompts, top_p=0.0)

@@ -146,6 +146,22 @@ pub fn attention_prefix(
     attention_impl(q, k, v, None, causal, scale, AttentionPath::Auto, Some(len))
 }
 
+/// [`attention_prefix`] with an additive mask broadcastable to [..., Lq, len] (as
+/// [`attention_with_mask`]'s): batched decode reads B sequences' caches filled to different
+/// lengths in one dispatch, `len` their longest and -inf past each one's own length.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_prefix_masked(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    len: usize,
+    causal: bool,
+    scale: Option<f32>,
+) -> Result<Tensor> {
+    attention_impl(q, k, v, mask, causal, scale, AttentionPath::Auto, Some(len))
+}
+
 /// `attention_with_mask` on a chosen path. Forcing `Fused` or `Matmul` with a mask, `Flash`
 /// with D or Dv over 256, or `Matmul` past its score-matrix limit is InvalidArgument.
 #[allow(clippy::too_many_arguments)]

@@ -15,6 +15,7 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 const ROPE_KV_CACHE: &str = include_str!("../../../shaders/rope_kv_cache.wgsl");
+const ROPE_KV_CACHE_ROWS: &str = include_str!("../../../shaders/rope_kv_cache_rows.wgsl");
 /// The rotation angles, the same source as `ops::rope`'s (appended: `enable` comes first).
 const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
@@ -70,6 +71,83 @@ pub fn rope_qkv_to_cache(
             with_special(render(ROPE_KV_CACHE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON)
         }),
         tensors: &[qkv, &q, k_cache, v_cache],
+        params: Some(params),
+        groups: groups_1d(&device, pairs)?,
+    }
+    .run(&device)?;
+    Ok(q)
+}
+
+/// Batched decode's [`rope_qkv_to_cache`]: row b of `qkv` [B, (H + 2·Hkv)·D] is one token of
+/// sequence b at position `positions[b]`; its queries are RoPE'd into the result [B, H, D], its
+/// keys RoPE'd and its values copied **into** sequence b's caches, `k_cache[b]` and `v_cache[b]`
+/// of [B, Hkv, Lmax, D], at row `positions[b]` (every other row kept). Row b gets the bits
+/// `rope_qkv_to_cache(qkv[b..b+1], k_cache[b], v_cache[b], n_heads, positions[b], base)` gives
+/// (the same rotation). The positions are uploaded here (B words a step) and checked against
+/// Lmax. Float dtypes; all of one dtype.
+pub fn rope_qkv_rows_to_cache(
+    qkv: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    n_heads: usize,
+    positions: &[usize],
+    base: f32,
+) -> Result<Tensor> {
+    const WHAT: &str = "rope_qkv_rows_to_cache";
+    let device = check_same_device(&[qkv, k_cache, v_cache])?;
+    let dtype = qkv.dtype();
+    let cs = k_cache.shape();
+    let rows = positions.len();
+    if cs.len() != 4 || cs[0] != rows {
+        return Err(Error::ShapeMismatch(format!(
+            "{WHAT}: caches must be [B, Hkv, Lmax, D] for {rows} positions, got {cs:?}"
+        )));
+    }
+    if v_cache.shape() != cs {
+        return Err(Error::ShapeMismatch(format!(
+            "{WHAT}: caches must both be [B, Hkv, Lmax, D], got {cs:?} and {:?}",
+            v_cache.shape()
+        )));
+    }
+    // `rope_qkv_to_cache`'s checks, on the caches seen as [B·Hkv, Lmax, D] (views).
+    let view = |c: &Tensor| c.reshape(&[-1, cs[2] as isize, cs[3] as isize]);
+    let (_, cap, d) = check_caches(WHAT, dtype, &view(k_cache)?, &view(v_cache)?, &[qkv], 0, base)?;
+    let nkv = cs[1];
+    let width = (n_heads + 2 * nkv) * d;
+    if qkv.ndim() != 2 || qkv.shape() != [rows, width] {
+        return Err(Error::ShapeMismatch(format!(
+            "{WHAT}: qkv must be [{rows}, {width}] for {n_heads} heads and {nkv} KV heads of {d}, got {:?}",
+            qkv.shape()
+        )));
+    }
+    for (b, &pos) in positions.iter().enumerate() {
+        check_rows(WHAT, pos, 1, cap).map_err(|e| Error::InvalidArgument(format!("sequence {b}: {e}")))?;
+    }
+    check_indexable(qkv.numel())?;
+    let q = Tensor::empty_on(&device, &[rows, n_heads, d], dtype)?;
+    let half = d / 2;
+    let pairs = rows * (n_heads + 2 * nkv) * half;
+    if pairs == 0 {
+        return Ok(q);
+    }
+    let pos: Vec<u32> = positions.iter().map(|&p| p as u32).collect();
+    let pos = Tensor::from_slice_on(&device, &pos, &[rows])?;
+    let params = Params::new()
+        .u32(pairs)
+        .u32(half)
+        .f32((base as f64).log2() as f32)
+        .f32((1.0 / half as f64) as f32)
+        .u32(n_heads)
+        .u32(nkv)
+        .u32(cap)
+        .u32(0u32);
+    let enable = enables(&[dtype]);
+    Launch {
+        key: format!("rope_kv_cache_rows:{dtype}"),
+        source: Box::new(move || {
+            with_special(render(ROPE_KV_CACHE_ROWS, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON)
+        }),
+        tensors: &[qkv, &pos, &q, k_cache, v_cache],
         params: Some(params),
         groups: groups_1d(&device, pairs)?,
     }

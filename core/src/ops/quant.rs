@@ -349,7 +349,7 @@ pub fn quant_matmul_fused_kernel(
     kernel: MatvecKernel,
 ) -> Result<Tensor> {
     let (k, m, shape) = check_fused(x, w, format, n, &fusion)?;
-    if k == 0 || m > MATVEC_MAX_ROWS {
+    if k == 0 || (m > MATVEC_MAX_ROWS && kernel != MatvecKernel::Strided) {
         return composed(x, w, format, n, fusion, ProductKernel::Auto, EpilogueFusion::Auto);
     }
     let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;

@@ -24,7 +24,10 @@ pub enum MatvecKernel {
     /// at least [`WIDE_MIN_ROWS`] rows and [`WIDE_MIN_K`] columns, where x fits.
     #[default]
     Auto,
-    /// The threads-stride-over-words kernel (`quant_matvec.wgsl`), every shape.
+    /// The threads-stride-over-words kernel (`quant_matvec.wgsl`), every shape and, asked for
+    /// by argument, any number of rows of x (`Auto` moves past 8 to the tiled kernel and the
+    /// separate fusion ops; batched decode asks for it up to its batch: one fused dispatch, W
+    /// read once per 4 rows).
     Strided,
     /// The wide kernel wherever it applies (one row of x that fits in workgroup memory).
     Wide,

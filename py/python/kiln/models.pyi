@@ -53,5 +53,17 @@ class CausalLM:
         stop: Optional[List[str]] = None,
         chat: bool = False,
     ) -> Generation: ...
+    def generate_batch(
+        self,
+        prompts: List[str],
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        seed: Optional[int] = None,
+        stop: Optional[List[str]] = None,
+        chat: bool = False,
+    ) -> List[str]: ...
     def tokenize(self, text: str) -> List[int]: ...
     def chat_prompt(self, prompt: str) -> str: ...
