@@ -17,7 +17,7 @@ pub use super::quant_matvec_wide::MatvecKernel;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, grid, groups_1d, Launch, Params};
-use crate::pipeline::{render, Checks};
+use crate::pipeline::{render, Checks, PipelineKey};
 use crate::shape::check_rank;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -266,7 +266,7 @@ fn rows_kernel(
         .u32(0u32)
         .u32(0u32)
         .u32(0u32);
-    let (key, decl, src) = match ids {
+    let (op, decl, src) = match ids {
         None => ("dequantize", "@group(0) @binding(2) var<uniform> p: Params;", "r"),
         Some(_) => (
             "quant_embedding",
@@ -278,7 +278,7 @@ fn rows_kernel(
     let mut tensors = vec![w, out];
     tensors.extend(ids);
     Launch {
-        key: format!("{key}:{format}"),
+        key: PipelineKey::new(op, &[format as u32]),
         source: Box::new(move || format.common_wgsl() + &render(ROWS, &[("IDS", decl), ("SRC", src)])),
         tensors: &tensors,
         params: Some(params),
@@ -460,7 +460,10 @@ pub(crate) fn matvec(
     }
     let with_rope = rope.is_some();
     Launch {
-        key: format!("quant_matvec:{format}:{dtype}:{tpr}:{mt}:{norm}:{glu}:{res}:{with_rope}"),
+        key: PipelineKey::new(
+            "quant_matvec",
+            &[format as u32, dtype as u32, tpr as u32, mt as u32, norm as u32, glu as u32, res as u32, with_rope as u32],
+        ),
         source: Box::new(move || {
             let t = dtype.wgsl();
             let (fields, part, slot) = if with_rope {
@@ -559,7 +562,7 @@ fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tens
     let tiles = (tiles_n as u64) * (m.div_ceil(TILE) as u64);
     let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(tiles_n).u32(0u32).u32(0u32);
     Launch {
-        key: format!("quant_tiled:{format}:{dtype}"),
+        key: PipelineKey::new("quant_tiled", &[format as u32, dtype as u32]),
         source: Box::new(move || enable.to_string() + &format.common_wgsl() + &render(TILED, &[("T", dtype.wgsl())])),
         tensors: &[w, x, &out],
         params: Some(params),

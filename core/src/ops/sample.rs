@@ -343,7 +343,7 @@ pub fn sample_token(logits: &Tensor, recent: &Tensor, p: &SampleParams, ring_slo
         .f32(WEIGHT_CLAMP)
         .u32(0u32);
     Launch {
-        key: "sample_token".into(),
+        key: crate::pipeline::PipelineKey::new("sample_token", &[]),
         source: Box::new(|| render(SAMPLE, &[("TABLES", &table_stores())]) + MULHILO),
         tensors: &[logits, ring, &scratch, &out],
         params: Some(params),
