@@ -142,6 +142,44 @@ fn quant_matmul_fused_equals_the_separate_ops() {
 }
 
 #[test]
+fn many_rows_swiglu_is_one_dispatch_with_the_separate_ops_bits() {
+    // Past the matrix-vector rows (prefill) SwiGLU is one kernel over the product (f32): the
+    // same bits as slicing gate and up and running silu and mul, on rows holding ±0, ±inf,
+    // NaN, huge and tiny values, ragged n.
+    let mut rng = Rng::new(44);
+    let dev = kiln_core::device().unwrap();
+    for &(m, k, n) in &[(9usize, 64usize, 33usize), (130, 96, 7), (17, 32, 1)] {
+        let (w, _) = quant_weights(&mut rng, QuantFormat::Q4_0, 2 * n, k);
+        let (_, xv) = rand_tensor(&mut rng, &[m, k], DType::F32, -2.0, 2.0);
+        let mut xs: Vec<f32> = xv.iter().map(|&v| v as f32).collect();
+        let specials = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 3e38, -3e38, 1e-40];
+        for (r, &v) in specials.iter().enumerate().take(m) {
+            xs[r * k + r % k] = v;
+        }
+        let x = Tensor::from_slice(&xs, &[m, k]).unwrap();
+        let before = dev.dispatches_recorded();
+        let fused =
+            ops::quant_matmul_fused(&x, &w, QuantFormat::Q4_0, n, QuantFusion { swiglu: true, ..Default::default() })
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap();
+        let fused_dispatches = dev.dispatches_recorded() - before;
+        let before = dev.dispatches_recorded();
+        let y = ops::quant_matmul(&x, &w, QuantFormat::Q4_0, 2 * n).unwrap();
+        let gate = ops::slice(&y, 1, 0, n as isize, 1).unwrap();
+        let up = ops::slice(&y, 1, n as isize, 2 * n as isize, 1).unwrap();
+        let sep = ops::mul(&ops::silu(&gate).unwrap(), &up).unwrap().to_vec::<f32>().unwrap();
+        // One dispatch for the two slices, silu and mul.
+        assert_eq!(fused_dispatches + 3, dev.dispatches_recorded() - before);
+        assert_eq!(fused.len(), m * n);
+        for (i, (a, b)) in fused.iter().zip(&sep).enumerate() {
+            assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "m {m} n {n} element {i}: {a} vs {b}");
+        }
+        assert!(sep.iter().any(|v| !v.is_finite()), "the specials reach the SwiGLU");
+    }
+}
+
+#[test]
 fn quant_matmul_fused_propagates_nan_and_checks_its_operands() {
     let mut rng = Rng::new(43);
     let (w, _) = quant_weights(&mut rng, QuantFormat::Q8_0, 8, 64);

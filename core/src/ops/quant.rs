@@ -28,6 +28,7 @@ const MATVEC: &str = include_str!("../../../shaders/quant_matvec.wgsl");
 const TILED: &str = include_str!("../../../shaders/quant_tiled.wgsl");
 const ROWS: &str = include_str!("../../../shaders/quant_rows.wgsl");
 const MATVEC_ROPE: &str = include_str!("../../../shaders/quant_matvec_rope.wgsl");
+const SWIGLU_ROWS: &str = include_str!("../../../shaders/quant_swiglu_rows.wgsl");
 /// The rotation angles, shared with `ops::rope` and `ops::rope_qkv_to_cache`.
 const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
@@ -530,7 +531,9 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         None => x,
     };
     let mut y = product(x, w, format, if fusion.swiglu { 2 * n } else { n })?;
-    if fusion.swiglu {
+    if fusion.swiglu && y.dtype() == DType::F32 {
+        y = swiglu_rows(&y, n)?;
+    } else if fusion.swiglu {
         let axis = y.ndim() as isize - 1;
         let gate = crate::ops::slice(&y, axis, 0, n as isize, 1)?;
         let up = crate::ops::slice(&y, axis, n as isize, 2 * n as isize, 1)?;
@@ -540,6 +543,29 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         Some(r) => crate::ops::add(&y, r),
         None => Ok(y),
     }
+}
+
+/// silu(gate) * up of y [..., 2n] (each row's gate values, then its up values), f32: one
+/// dispatch for the slice, slice, silu and mul of the f16 path, the same bits.
+fn swiglu_rows(y: &Tensor, n: usize) -> Result<Tensor> {
+    let device = y.device().clone();
+    let mut shape = y.shape().to_vec();
+    *shape.last_mut().unwrap_or(&mut 0) = n;
+    let out = Tensor::empty_on(&device, &shape, DType::F32)?;
+    let total = out.numel();
+    check_indexable(y.numel())?;
+    if total == 0 {
+        return Ok(out);
+    }
+    Launch {
+        key: PipelineKey::new("quant_swiglu_rows", &[]),
+        source: Box::new(|| crate::ops::elementwise::with_special(SWIGLU_ROWS.to_string())),
+        tensors: &[y, &out],
+        params: Some(Params::new().u32(total).u32(n).u32(0u32).u32(0u32)),
+        groups: groups_1d(&device, total)?,
+    }
+    .run(&device)?;
+    Ok(out)
 }
 
 /// The plain product through the tiled kernel (many rows of x; checked by the caller).
