@@ -530,7 +530,9 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         }
         None => x,
     };
-    let mut y = product(x, w, format, if fusion.swiglu { 2 * n } else { n })?;
+    // The residual folds into the tiled kernel's epilogue unless SwiGLU comes between.
+    let folded = fusion.residual.filter(|_| !fusion.swiglu);
+    let mut y = product(x, w, format, if fusion.swiglu { 2 * n } else { n }, folded)?;
     if fusion.swiglu && y.dtype() == DType::F32 {
         y = swiglu_rows(&y, n)?;
     } else if fusion.swiglu {
@@ -540,8 +542,8 @@ fn composed(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, fusion: Quant
         y = crate::ops::mul(&crate::ops::silu(&gate)?, &up)?;
     }
     match fusion.residual {
-        Some(r) => crate::ops::add(&y, r),
-        None => Ok(y),
+        Some(r) if folded.is_none() => crate::ops::add(&y, r),
+        _ => Ok(y),
     }
 }
 
@@ -568,15 +570,20 @@ fn swiglu_rows(y: &Tensor, n: usize) -> Result<Tensor> {
     Ok(out)
 }
 
-/// The plain product through the tiled kernel (many rows of x; checked by the caller).
-fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tensor> {
+/// The plain product through the tiled kernel (many rows of x; checked by the caller), plus
+/// `residual` (x's shape with n last, x's dtype: checked by the caller) if given.
+fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, residual: Option<&Tensor>) -> Result<Tensor> {
     let device = x.device().clone();
     let dtype = x.dtype();
     let k = *x.shape().last().unwrap_or(&0);
     let mut shape = x.shape().to_vec();
     *shape.last_mut().unwrap_or(&mut 0) = n;
     if k == 0 {
-        return crate::ops::full_on(&device, &shape, dtype, 0.0);
+        let zeros = crate::ops::full_on(&device, &shape, dtype, 0.0)?;
+        return match residual {
+            Some(r) => crate::ops::add(&zeros, r),
+            None => Ok(zeros),
+        };
     }
     let m = x.numel() / k;
     let out = Tensor::empty_on(&device, &shape, dtype)?;
@@ -587,10 +594,16 @@ fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize) -> Result<Tens
     let tiles_n = n.div_ceil(TILE);
     let tiles = (tiles_n as u64) * (m.div_ceil(TILE) as u64);
     let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(tiles_n).u32(0u32).u32(0u32);
+    let res = residual.is_some();
     Launch {
-        key: PipelineKey::new("quant_tiled", &[format as u32, dtype as u32]),
-        source: Box::new(move || enable.to_string() + &format.common_wgsl() + &render(TILED, &[("T", dtype.wgsl())])),
-        tensors: &[w, x, &out],
+        key: PipelineKey::new("quant_tiled", &[format as u32, dtype as u32, res as u32]),
+        source: Box::new(move || {
+            enable.to_string()
+                + &format.common_wgsl()
+                + &render(TILED, &[("T", dtype.wgsl()), ("RES", if res { "true" } else { "false" })])
+        }),
+        // Without a residual x stands in at its slot (the layout stays one).
+        tensors: &[w, x, &out, residual.unwrap_or(x)],
         params: Some(params),
         groups: grid(tiles, max_dim)?,
     }
