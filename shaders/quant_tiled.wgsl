@@ -2,7 +2,8 @@
 // workgroup owns a 64 x 64 tile of y; per block of K (32 values) its 256 threads stage 64 rows
 // of x and 64 decoded W rows (one unit each) in workgroup memory, then each thread accumulates
 // a 4 x 4 sub-tile (rows ty + 16i, columns tx + 16j). Every W block is decoded once per 64 rows
-// of x. Accumulates in f32, in the same order for every element.
+// of x. Accumulates in f32, in the same order for every element. With RES the residual r
+// [m, n] is added to the rounded product as ops::add would (one dispatch, not two).
 struct Params {
     m: u32,
     n: u32,
@@ -17,7 +18,10 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> out: array<{{T}}>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> r: array<{{T}}>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+const RES: bool = {{RES}};
 
 const TS: u32 = 64u;
 const LD: u32 = 33u;  // padded row stride of the staged tiles
@@ -86,7 +90,12 @@ fn main(
         for (var j = 0u; j < 4u; j++) {
             let n = n0 + tx + 16u * j;
             if (m < p.m && n < p.n) {
-                out[m * p.n + n] = {{T}}(acc[i * 4u + j]);
+                let y = {{T}}(acc[i * 4u + j]);
+                if (RES) {
+                    out[m * p.n + n] = {{T}}(f32(y) + f32(r[m * p.n + n]));
+                } else {
+                    out[m * p.n + n] = y;
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! it from the pipeline cache, bind tensors and a parameter block, dispatch.
 
 use crate::device::{Binding, Device};
-use crate::pipeline::Checks;
+use crate::pipeline::{Checks, Pipeline, PipelineKey};
 use crate::tensor::Tensor;
 use crate::{DType, Error, Result};
 use std::sync::Arc;
@@ -99,17 +99,35 @@ pub(crate) fn work_of(dims: &[usize]) -> u64 {
     dims.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
 }
 
+/// A launch's pipeline cache key: a `format!`ed string (most ops) or a typed [`PipelineKey`]
+/// (the ops a decode token runs, looked up without formatting or allocating).
+pub(crate) trait LaunchKey {
+    fn fetch(&self, device: &Device, checks: Checks, source: impl FnOnce() -> String) -> Result<Arc<Pipeline>>;
+}
+
+impl LaunchKey for String {
+    fn fetch(&self, device: &Device, checks: Checks, source: impl FnOnce() -> String) -> Result<Arc<Pipeline>> {
+        device.pipeline(self, checks, source)
+    }
+}
+
+impl LaunchKey for PipelineKey {
+    fn fetch(&self, device: &Device, checks: Checks, source: impl FnOnce() -> String) -> Result<Arc<Pipeline>> {
+        device.pipeline_typed(*self, checks, source)
+    }
+}
+
 /// One built-in kernel launch.
-pub(crate) struct Launch<'a> {
+pub(crate) struct Launch<'a, K: LaunchKey = String> {
     /// Cache key: kernel name plus everything that changes the rendered source.
-    pub key: String,
+    pub key: K,
     pub source: Box<dyn FnOnce() -> String + 'a>,
     pub tensors: &'a [&'a Tensor],
     pub params: Option<Params>,
     pub groups: [u32; 3],
 }
 
-impl Launch<'_> {
+impl<K: LaunchKey> Launch<'_, K> {
     /// Compiles (or fetches) the kernel with naga's bounds checks and dispatches it: tensors
     /// bound at slots 0.., the parameter block after them.
     pub(crate) fn run(self, device: &Device) -> Result<()> {
@@ -123,7 +141,7 @@ impl Launch<'_> {
         if self.groups.contains(&0) {
             return Ok(());
         }
-        let pipe = device.pipeline(&self.key, checks, self.source)?;
+        let pipe = self.key.fetch(device, checks, self.source)?;
         let bindings: Vec<Binding<'_>> = self
             .tensors
             .iter()

@@ -181,7 +181,16 @@ impl CompileJob {
                         .map_err(|e| Error::Internal(format!("writing the override-resolved kernel failed: {e}")))?,
                     false => source.to_string(),
                 };
-                Some(compile_with(&self.device, &self.label, &text, entry, Checks::Bounded, has_bindings, invocations)?)
+                Some(compile_with(
+                    &self.device,
+                    &self.label,
+                    &text,
+                    entry,
+                    Checks::Bounded,
+                    has_bindings,
+                    invocations,
+                    None,
+                )?)
             }
             (true, Some(b)) => {
                 let info = kernel_front::validator(self.has_f16).validate(&b.module).map_err(|e| {
@@ -193,7 +202,16 @@ impl CompileJob {
                 })?;
                 let text = naga::back::wgsl::write_string(&b.module, &info, naga::back::wgsl::WriterFlags::empty())
                     .map_err(|e| Error::Internal(format!("writing the loop-bounded kernel failed: {e}")))?;
-                Some(compile_with(&self.device, &self.label, &text, entry, Checks::Bounded, has_bindings, invocations)?)
+                Some(compile_with(
+                    &self.device,
+                    &self.label,
+                    &text,
+                    entry,
+                    Checks::Bounded,
+                    has_bindings,
+                    invocations,
+                    None,
+                )?)
             }
         };
         Ok(Compiled { storage, uniform, workgroup_size: ep.workgroup_size, pipeline, guard_binding, ops_per_pass })

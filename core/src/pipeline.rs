@@ -122,9 +122,55 @@ struct Entry {
     last_used: u64,
 }
 
+/// Values a [`PipelineKey`] holds besides its op's name (the most any built-in kernel's
+/// specialization takes; more is a bug in the op, refused when the key is made).
+pub(crate) const KEY_SPEC_WORDS: usize = 12;
+
+/// A built-in kernel's cache key as data: its op's name and the values that change its rendered
+/// source (formats, dtypes, flags and tile sizes, each as a u32). Made and looked up with no
+/// allocation and no formatting: a decode token looks up ~150 pipelines, and building and
+/// hashing a `format!`ed key string was a large share of its host recording (issue 29). The op's
+/// name is the pipeline's metrics label as it is (no `op_label` parsing); the text form (the
+/// wgpu label, error messages) is made only when the pipeline is compiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    op: &'static str,
+    len: u8,
+    spec: [u32; KEY_SPEC_WORDS],
+}
+
+impl PipelineKey {
+    /// The key of op `op` specialized on `spec` (at most `KEY_SPEC_WORDS` values: a built-in
+    /// op's constant, so more is a bug, and the panic becomes a PANIC error at the boundary).
+    pub(crate) fn new(op: &'static str, spec: &[u32]) -> PipelineKey {
+        assert!(spec.len() <= KEY_SPEC_WORDS, "pipeline key {op}: {} values, at most {KEY_SPEC_WORDS}", spec.len());
+        let mut words = [0u32; KEY_SPEC_WORDS];
+        words[..spec.len()].copy_from_slice(spec);
+        PipelineKey { op, len: spec.len() as u8, spec: words }
+    }
+
+    /// The op's name: the pipeline's metrics label.
+    pub(crate) fn op(&self) -> &'static str {
+        self.op
+    }
+}
+
+/// `op:v0:v1:...`: the wgpu label and the name in compile errors.
+impl std::fmt::Display for PipelineKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.op)?;
+        for v in &self.spec[..self.len as usize] {
+            write!(f, ":{v}")?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Default)]
 struct Entries {
     map: HashMap<String, Entry, std::hash::BuildHasherDefault<crate::id_hash::IdHasher>>,
+    /// Built-in kernels keyed by [`PipelineKey`]: a fixed, small set per device, never evicted.
+    typed: HashMap<PipelineKey, Arc<Pipeline>, std::hash::BuildHasherDefault<crate::id_hash::IdHasher>>,
     clock: u64,
     user: usize,
     /// Shape-specialized built-in pipelines (see `SHAPED_KEY_PREFIXES`).
@@ -213,19 +259,52 @@ impl PipelineCache {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(p);
         }
+        let p = self.compile_builtin(device, key, None, entry, checks, source)?;
+        // Two threads may compile the same key at once; the first one stored wins.
+        Ok(self.lock().insert(key, p))
+    }
+
+    /// [`get_or_compile`](Self::get_or_compile) for a built-in kernel's typed key.
+    pub(crate) fn get_or_compile_typed(
+        &self,
+        device: &wgpu::Device,
+        key: PipelineKey,
+        entry: &str,
+        checks: Checks,
+        source: impl FnOnce() -> String,
+    ) -> Result<Arc<Pipeline>> {
+        if let Some(p) = self.lock().typed.get(&key) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(p.clone());
+        }
+        let p = self.compile_builtin(device, &key.to_string(), Some(key.op()), entry, checks, source)?;
+        // Two threads may compile the same key at once; the first one stored wins.
+        Ok(self.lock().typed.entry(key).or_insert(p).clone())
+    }
+
+    /// Compiles a built-in kernel after a cache miss (`op`: its metrics label where the key
+    /// names it, else `op_label(label)`).
+    fn compile_builtin(
+        &self,
+        device: &wgpu::Device,
+        label: &str,
+        op: Option<&str>,
+        entry: &str,
+        checks: Checks,
+        source: impl FnOnce() -> String,
+    ) -> Result<Arc<Pipeline>> {
         self.misses.fetch_add(1, Ordering::Relaxed);
         let start = crate::platform::Instant::now();
         let src = source();
         // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
         // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
         // compile thread changed the timing of every op's first call for no gain.
-        let p = Arc::new(compile(device, key, &src, entry, checks).map_err(|e| match e {
-            Error::Shader(m) => Error::Internal(format!("built-in kernel {key} failed to compile: {m}")),
+        let p = compile_with(device, label, &src, entry, checks, true, None, op).map_err(|e| match e {
+            Error::Shader(m) => Error::Internal(format!("built-in kernel {label} failed to compile: {m}")),
             e => e,
-        })?);
+        })?;
         self.record_compile(start.elapsed());
-        // Two threads may compile the same key at once; the first one stored wins.
-        Ok(self.lock().insert(key, p))
+        Ok(Arc::new(p))
     }
 
     pub(crate) fn get_cached(&self, key: &str) -> Option<Arc<Pipeline>> {
@@ -280,7 +359,7 @@ impl PipelineCache {
     pub(crate) fn stats(&self) -> PipelineStats {
         let e = self.lock();
         PipelineStats {
-            pipelines: e.map.len() as u64,
+            pipelines: (e.map.len() + e.typed.len()) as u64,
             user_pipelines: e.user as u64,
             shaped_pipelines: e.shaped as u64,
             hits: self.hits.load(Ordering::Relaxed),
@@ -290,13 +369,11 @@ impl PipelineCache {
     }
 }
 
-/// Compiles one compute pipeline, turning wgpu validation errors into `Error::Shader`.
-pub(crate) fn compile(device: &wgpu::Device, label: &str, src: &str, entry: &str, checks: Checks) -> Result<Pipeline> {
-    compile_with(device, label, src, entry, checks, true, None)
-}
-
-/// Compiles on the calling thread. For user kernels that is a `kernel_limits::run_compile`
-/// thread: wgpu parses the WGSL again with naga, whose recursion needs its big stack.
+/// Compiles one compute pipeline, turning wgpu validation errors into `Error::Shader`, on the
+/// calling thread. For user kernels that is a `kernel_limits::run_compile`
+/// thread: wgpu parses the WGSL again with naga, whose recursion needs its big stack. `op` is
+/// the pipeline's metrics label where the caller knows it (else `op_label(label)`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn compile_with(
     device: &wgpu::Device,
     label: &str,
@@ -305,6 +382,7 @@ pub(crate) fn compile_with(
     checks: Checks,
     has_bindings: bool,
     group_invocations: Option<u32>,
+    op: Option<&str>,
 ) -> Result<Pipeline> {
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(src.into()) };
@@ -344,7 +422,7 @@ pub(crate) fn compile_with(
     crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))
         .map_err(crate::stats::counters::count_error)?;
     let group_invocations = group_invocations.unwrap_or_else(|| group_invocations_of(parsed.as_ref(), entry));
-    let op = crate::stats::counters::op_stats(&op_label(label));
+    let op = crate::stats::counters::op_stats(&op.map_or_else(|| op_label(label), str::to_string));
     Ok(Pipeline { pipeline, layout, dynamic_params, group_invocations, op })
 }
 
@@ -417,7 +495,26 @@ mod render_tests {
 
 #[cfg(test)]
 mod tests {
-    use super::op_label;
+    use super::{op_label, PipelineKey, KEY_SPEC_WORDS};
+
+    #[test]
+    fn typed_keys_differ_by_every_value_and_label_their_op() {
+        let k = PipelineKey::new("quant_matvec", &[1, 0, 64, 4, 1, 0, 0, 1]);
+        assert_eq!(k.to_string(), "quant_matvec:1:0:64:4:1:0:0:1");
+        // The op's name is the label op_label would have parsed from the text form.
+        assert_eq!(op_label(&k.to_string()), k.op());
+        assert_eq!(op_label(&PipelineKey::new("sort_bitonic:block", &[]).to_string()), "sort_bitonic:block");
+        for i in 0..8 {
+            let mut spec = [1, 0, 64, 4, 1, 0, 0, 1];
+            spec[i] += 1;
+            assert_ne!(PipelineKey::new("quant_matvec", &spec), k, "value {i}");
+        }
+        // A shorter spec is another key even where the missing values would be zeros.
+        assert_ne!(PipelineKey::new("a", &[0]), PipelineKey::new("a", &[]));
+        assert_ne!(PipelineKey::new("a", &[1]), PipelineKey::new("b", &[1]));
+        assert!(std::panic::catch_unwind(|| PipelineKey::new("a", &[0; KEY_SPEC_WORDS + 1])).is_err());
+        assert_eq!(PipelineKey::new("a", &[7; KEY_SPEC_WORDS]).to_string().matches(":7").count(), KEY_SPEC_WORDS);
+    }
 
     #[test]
     fn op_labels_drop_the_specialization() {

@@ -20,7 +20,7 @@ pub fn mul(a: usize, b: usize, what: &str) -> Result<usize> {
     a.checked_mul(b).ok_or_else(|| too_large(what))
 }
 
-fn too_large(what: &str) -> Error {
+pub(crate) fn too_large(what: &str) -> Error {
     Error::InvalidArgument(format!("{what} is too large (size arithmetic overflows)"))
 }
 

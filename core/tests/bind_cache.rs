@@ -71,6 +71,28 @@ fn a_repeated_sequence_hits_and_stays_exact() {
     }
 }
 
+/// The cache first tries the group that followed the last one the time before: sequences that
+/// change order, length and buffers between rounds make it guess wrong, and a wrong guess
+/// must fall back to the full lookup (never hand out the guessed group).
+#[test]
+fn a_changed_sequence_is_never_given_the_predicted_groups() {
+    let _g = serial();
+    let xs: Vec<Vec<f32>> = [1027usize, 513, 1027, 4]
+        .iter()
+        .enumerate()
+        .map(|(j, &n)| (0..n).map(|i| if i % 5 == 0 { -0.0 } else { (i * (j + 3)) as f32 * 0.11 - 7.0 }).collect())
+        .collect();
+    for round in 0..6usize {
+        // Each round another order of the inputs and another chain length per input.
+        for k in 0..xs.len() {
+            let j = (k * (round + 1) + round) % xs.len();
+            let cs: Vec<f64> = (0..(3 + (j + round) % 5)).map(|i| (i + j + round) as f64 * 0.5 - 1.0).collect();
+            let (got, want) = (chain(&xs[j], &cs), chain_ref(&xs[j], &cs));
+            assert!(same_bits(&got, &want), "round {round}, input {j}: the chain differs from the host's sums");
+        }
+    }
+}
+
 #[test]
 fn the_cache_is_bounded_and_forgets_destroyed_buffers() {
     let _g = serial();

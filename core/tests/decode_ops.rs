@@ -150,6 +150,76 @@ fn quant_matmul_fused_equals_the_separate_ops() {
 }
 
 #[test]
+fn many_rows_swiglu_in_one_kernel_has_the_separate_ops_bits() {
+    // Past the matrix-vector rows (prefill) SwiGLU is one kernel over the product (f32): the
+    // same bits as slicing gate and up and running silu and mul, on rows holding ±0, ±inf,
+    // NaN, huge and tiny values, ragged n.
+    let mut rng = Rng::new(44);
+    for &(m, k, n) in &[(9usize, 64usize, 33usize), (130, 96, 7), (17, 32, 1)] {
+        let (w, _) = quant_weights(&mut rng, QuantFormat::Q4_0, 2 * n, k);
+        let (_, xv) = rand_tensor(&mut rng, &[m, k], DType::F32, -2.0, 2.0);
+        let mut xs: Vec<f32> = xv.iter().map(|&v| v as f32).collect();
+        let specials = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 3e38, -3e38, 1e-40];
+        for (r, &v) in specials.iter().enumerate().take(m) {
+            xs[r * k + r % k] = v;
+        }
+        let x = Tensor::from_slice(&xs, &[m, k]).unwrap();
+        let fused =
+            ops::quant_matmul_fused(&x, &w, QuantFormat::Q4_0, n, QuantFusion { swiglu: true, ..Default::default() })
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap();
+        let y = ops::quant_matmul(&x, &w, QuantFormat::Q4_0, 2 * n).unwrap();
+        let gate = ops::slice(&y, 1, 0, n as isize, 1).unwrap();
+        let up = ops::slice(&y, 1, n as isize, 2 * n as isize, 1).unwrap();
+        let sep = ops::mul(&ops::silu(&gate).unwrap(), &up).unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(fused.len(), m * n);
+        for (i, (a, b)) in fused.iter().zip(&sep).enumerate() {
+            assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "m {m} n {n} element {i}: {a} vs {b}");
+        }
+        assert!(sep.iter().any(|v| !v.is_finite()), "the specials reach the SwiGLU");
+    }
+}
+
+#[test]
+fn many_rows_residual_is_added_in_the_products_epilogue_with_adds_bits() {
+    // Past the matrix-vector rows the residual is added by the tiled kernel as it stores: the
+    // same bits as quant_matmul then ops::add, in f32 and (where the adapter has it) f16, on
+    // residuals holding ±0, ±inf, NaN and huge values (one dispatch fewer: the prefill count of
+    // models/tests/decode_recording.rs).
+    let mut rng = Rng::new(45);
+    for dt in float_dtypes() {
+        for &(m, k, n) in &[(9usize, 64usize, 33usize), (130, 96, 70)] {
+            let (w, _) = quant_weights(&mut rng, QuantFormat::Q8_0, n, k);
+            let (x, _) = rand_tensor(&mut rng, &[m, k], dt, -2.0, 2.0);
+            let (_, rv) = rand_tensor(&mut rng, &[m, n], DType::F32, -3.0, 3.0);
+            let specials = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 6e4, -6e4];
+            let rv: Vec<f64> =
+                rv.iter().enumerate().map(|(i, &v)| if i % 5 == 0 { specials[i / 5 % 7] } else { v }).collect();
+            let r = host(dt, &rv, &[m, n]);
+            let fused = ops::quant_matmul_fused(
+                &x,
+                &w,
+                QuantFormat::Q8_0,
+                n,
+                QuantFusion { residual: Some(&r), ..Default::default() },
+            )
+            .unwrap()
+            .to_f64_vec()
+            .unwrap();
+            let sep =
+                ops::add(&ops::quant_matmul(&x, &w, QuantFormat::Q8_0, n).unwrap(), &r).unwrap().to_f64_vec().unwrap();
+            for (i, (a, b)) in fused.iter().zip(&sep).enumerate() {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{dt} m {m} n {n} element {i}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn quant_matmul_fused_propagates_nan_and_checks_its_operands() {
     let mut rng = Rng::new(43);
     let (w, _) = quant_weights(&mut rng, QuantFormat::Q8_0, 8, 64);

@@ -175,3 +175,29 @@ fn the_picked_token_is_written_into_the_ring() {
     let empty = Tensor::from_slice::<f32>(&[], &[0]).unwrap();
     assert!(ops::sample_token(&empty, &ring, &p, None).is_err());
 }
+
+/// The ring's bound: at `SAMPLE_MAX_RECENT` ids (duplicates, empty slots and ids past the
+/// vocabulary mixed in) the kernel still matches the reference; one id more is refused with
+/// INVALID_ARGUMENT naming the limit, before anything runs.
+#[test]
+fn the_recent_ring_is_bounded() {
+    let mut rng = Rng::new(29);
+    let v = 300;
+    let l = logits(&mut rng, v, 0);
+    let ring: Vec<u32> = (0..ops::SAMPLE_MAX_RECENT)
+        .map(|i| match i % 11 {
+            0 => u32::MAX,
+            1 => v as u32 + i as u32,
+            _ => (i * 7 % 37) as u32,
+        })
+        .collect();
+    for p in [params(0.0, 0, 1.0, 1.3, 0), params(0.8, 40, 0.9, 0.7, 0x9e37_79b9)] {
+        check(&l, &ring, &p);
+    }
+    let mut over = ring.clone();
+    over.push(3);
+    let (lt, rt) = (Tensor::from_slice(&l, &[v]).unwrap(), Tensor::from_slice(&over, &[over.len()]).unwrap());
+    let e = ops::sample_token(&lt, &rt, &params(0.0, 0, 1.0, 1.3, 0), None).unwrap_err();
+    assert_eq!(e.code(), kiln_core::ErrorCode::InvalidArgument);
+    assert!(e.to_string().contains(&ops::SAMPLE_MAX_RECENT.to_string()), "{e}");
+}

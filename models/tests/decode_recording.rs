@@ -93,3 +93,41 @@ fn decode_token_recording_cost() {
         now.entries
     );
 }
+
+/// Host cost of a prompt's pass (the first token's recording): the first call (pipelines
+/// compiled for the prompt's shapes) against a second one, thread CPU and dispatches.
+/// `KILN_PREFILL_TOKENS` sets the prompt's length (default 16: lavapipe runs the pass itself
+/// slowly; the recording's dispatches do not depend on the length).
+#[test]
+#[ignore]
+fn prefill_recording_cost() {
+    let model = CausalLM::load_on(model_path(), kiln_models::Backend::Gpu, |_, _| {}).expect("model");
+    let dev = kiln_core::device().unwrap();
+    let n: usize = std::env::var("KILN_PREFILL_TOKENS").ok().and_then(|s| s.parse().ok()).unwrap_or(16);
+    let ids: Vec<u32> = (0..n as u32).map(|i| 1 + i * 7 % 1000).collect();
+    for call in ["first", "second", "third"] {
+        dev.synchronize().unwrap();
+        let (before, pipes) = (dev.dispatches_recorded(), dev.pipeline_stats());
+        let mut cache = model.cache_with_capacity(n + 1).unwrap();
+        let (cpu0, start) = (thread_cpu(), Instant::now());
+        let mut last_cpu = cpu0;
+        model
+            .forward_marked(&ids, &mut cache, &mut |_| {
+                last_cpu = thread_cpu();
+                Ok(())
+            })
+            .unwrap();
+        let wall = start.elapsed().as_secs_f64();
+        let cpu = (last_cpu - cpu0).as_secs_f64();
+        let now = dev.pipeline_stats();
+        println!(
+            "prefill {n} tokens, {call} call: {:.2} ms host recording (thread CPU to the last mark), {:.1} ms wall, \
+             {} dispatches, {} pipelines compiled ({:.1} ms)",
+            cpu * 1e3,
+            wall * 1e3,
+            dev.dispatches_recorded() - before,
+            now.misses - pipes.misses,
+            (now.compile_seconds - pipes.compile_seconds) * 1e3
+        );
+    }
+}

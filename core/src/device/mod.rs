@@ -332,4 +332,15 @@ impl Device {
         self.check_alive()?;
         self.pipelines.get_or_compile(&self.device, key, "main", checks, source)
     }
+
+    /// [`pipeline`](Self::pipeline) for a built-in kernel's typed key.
+    pub(crate) fn pipeline_typed(
+        &self,
+        key: crate::pipeline::PipelineKey,
+        checks: Checks,
+        source: impl FnOnce() -> String,
+    ) -> Result<Arc<Pipeline>> {
+        self.check_alive()?;
+        self.pipelines.get_or_compile_typed(&self.device, key, "main", checks, source)
+    }
 }

@@ -1007,7 +1007,10 @@ fn split_kv(
         let coalesced = WG.is_multiple_of(dp) && dp <= 32 && knobs.block_loads.unwrap_or(block_default);
         let hoist = knobs.hoist;
         let one_pass = decode_fusion() && knobs.part.is_empty();
-        let key = format!("flash_attention_decode:{dtype}:{dp}:{dvp}:{has_mask}:{coalesced}:{hoist}:{one_pass}");
+        let key = crate::pipeline::PipelineKey::new(
+            "flash_attention_decode",
+            &[dtype as u32, dp as u32, dvp as u32, has_mask as u32, coalesced as u32, hoist as u32, one_pass as u32],
+        );
         let source = move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist, one_pass));
         let groups = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
         if !one_pass {
@@ -1021,7 +1024,7 @@ fn split_kv(
         let mut bindings: Vec<Binding<'_>> =
             tensors.iter().enumerate().map(|(i, t)| Binding { slot: i as u32, buffer: t.raw(), size: None }).collect();
         bindings.push(Binding { slot: tensors.len() as u32, buffer: &counters, size: None });
-        let pipe = device.pipeline(&key, crate::pipeline::Checks::Bounded, source)?;
+        let pipe = device.pipeline_typed(key, crate::pipeline::Checks::Bounded, source)?;
         return device.dispatch(&pipe, &bindings, Some((bindings.len() as u32, params.bytes())), groups, None);
     }
     let tensors = [q, k, v, mask.map_or(q, |(m, _)| m), &part];
@@ -1257,7 +1260,7 @@ fn through_matmul(
     let probs = Tensor::empty_on(&device, s.shape(), DType::F32)?;
     let params = Params::new().u32(rows).u32(lq).u32(lk).u32(causal as u32).f32(scale).u32(0).u32(0).u32(0);
     Launch {
-        key: "attention_softmax".into(),
+        key: crate::pipeline::PipelineKey::new("attention_softmax", &[]),
         source: Box::new(|| with_special(SOFTMAX.to_string())),
         tensors: &[&s, &probs],
         params: Some(params),

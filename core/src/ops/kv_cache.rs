@@ -66,7 +66,7 @@ pub fn rope_qkv_to_cache(
         .u32(0u32);
     let enable = enables(&[dtype]);
     Launch {
-        key: format!("rope_kv_cache:{dtype}"),
+        key: crate::pipeline::PipelineKey::new("rope_kv_cache", &[dtype as u32]),
         source: Box::new(move || {
             with_special(render(ROPE_KV_CACHE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON)
         }),

@@ -36,7 +36,7 @@ pub use norm::*;
 pub use quant::*;
 pub use random::*;
 pub use reduce::*;
-pub use sample::{sample_token, sample_token_host, SampleParams};
+pub use sample::{sample_token, sample_token_host, SampleParams, SAMPLE_MAX_RECENT};
 pub use scan::*;
 pub use search::*;
 pub use sets::*;

@@ -24,7 +24,7 @@ pub use super::quant_matvec_wide::MatvecKernel;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, grid, groups_1d, Launch, Params};
-use crate::pipeline::{render, Checks};
+use crate::pipeline::{render, Checks, PipelineKey};
 use crate::shape::check_rank;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -35,6 +35,7 @@ const MATVEC: &str = include_str!("../../../shaders/quant_matvec.wgsl");
 const TILED: &str = include_str!("../../../shaders/quant_tiled.wgsl");
 const ROWS: &str = include_str!("../../../shaders/quant_rows.wgsl");
 const MATVEC_ROPE: &str = include_str!("../../../shaders/quant_matvec_rope.wgsl");
+const SWIGLU_ROWS: &str = include_str!("../../../shaders/quant_swiglu_rows.wgsl");
 /// The rotation angles, shared with `ops::rope` and `ops::rope_qkv_to_cache`.
 const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
@@ -297,7 +298,7 @@ fn rows_kernel(
         .u32(0u32)
         .u32(0u32)
         .u32(0u32);
-    let (key, decl, src) = match ids {
+    let (op, decl, src) = match ids {
         None => ("dequantize", "@group(0) @binding(2) var<uniform> p: Params;", "r"),
         Some(_) => (
             "quant_embedding",
@@ -309,7 +310,7 @@ fn rows_kernel(
     let mut tensors = vec![w, out];
     tensors.extend(ids);
     Launch {
-        key: format!("{key}:{format}"),
+        key: PipelineKey::new(op, &[format as u32]),
         source: Box::new(move || format.common_wgsl() + &render(ROWS, &[("IDS", decl), ("SRC", src)])),
         tensors: &tensors,
         params: Some(params),
@@ -491,7 +492,10 @@ pub(crate) fn matvec(
     }
     let with_rope = rope.is_some();
     Launch {
-        key: format!("quant_matvec:{format}:{dtype}:{tpr}:{mt}:{norm}:{glu}:{res}:{with_rope}"),
+        key: PipelineKey::new(
+            "quant_matvec",
+            &[format as u32, dtype as u32, tpr as u32, mt as u32, norm as u32, glu as u32, res as u32, with_rope as u32],
+        ),
         source: Box::new(move || {
             let t = dtype.wgsl();
             let (fields, part, slot) = if with_rope {
@@ -580,16 +584,21 @@ fn composed(
             return Ok(out);
         }
     }
-    let mut y = product(x, w, format, rows, kernel)?;
-    if fusion.swiglu {
+    // Else the residual folds into the product's store (tiled or cooperative) unless SwiGLU
+    // comes between or the separate ops were asked for.
+    let folded = fusion.residual.filter(|_| !fusion.swiglu && epilogue != EpilogueFusion::Separate);
+    let mut y = product(x, w, format, rows, kernel, folded)?;
+    if fusion.swiglu && y.dtype() == DType::F32 && epilogue != EpilogueFusion::Separate {
+        y = swiglu_rows(&y, n)?;
+    } else if fusion.swiglu {
         let axis = y.ndim() as isize - 1;
         let gate = crate::ops::slice(&y, axis, 0, n as isize, 1)?;
         let up = crate::ops::slice(&y, axis, n as isize, 2 * n as isize, 1)?;
         y = crate::ops::mul(&crate::ops::silu(&gate)?, &up)?;
     }
     match fusion.residual {
-        Some(r) => crate::ops::add(&y, r),
-        None => Ok(y),
+        Some(r) if folded.is_none() => crate::ops::add(&y, r),
+        _ => Ok(y),
     }
 }
 
@@ -614,19 +623,54 @@ pub fn quant_matmul_fused_product(
 /// kernels for few rows and `ProductKernel::Auto` for more).
 pub fn quant_product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: ProductKernel) -> Result<Tensor> {
     check_fused(x, w, format, n, &QuantFusion::default())?;
-    product(x, w, format, n, kernel)
+    product(x, w, format, n, kernel, None)
 }
 
-/// The plain product for many rows of x (checked by the caller): on cooperative matrices where
+/// silu(gate) * up of y [..., 2n] (each row's gate values, then its up values), f32: one
+/// dispatch for the slice, slice, silu and mul of the f16 path, the same bits.
+fn swiglu_rows(y: &Tensor, n: usize) -> Result<Tensor> {
+    let device = y.device().clone();
+    let mut shape = y.shape().to_vec();
+    *shape.last_mut().unwrap_or(&mut 0) = n;
+    let out = Tensor::empty_on(&device, &shape, DType::F32)?;
+    let total = out.numel();
+    check_indexable(y.numel())?;
+    if total == 0 {
+        return Ok(out);
+    }
+    Launch {
+        key: PipelineKey::new("quant_swiglu_rows", &[]),
+        source: Box::new(|| crate::ops::elementwise::with_special(SWIGLU_ROWS.to_string())),
+        tensors: &[y, &out],
+        params: Some(Params::new().u32(total).u32(n).u32(0u32).u32(0u32)),
+        groups: groups_1d(&device, total)?,
+    }
+    .run(&device)?;
+    Ok(out)
+}
+
+/// The plain product for many rows of x (checked by the caller), plus `residual` (x's shape
+/// with n last, x's dtype: checked by the caller) if given: on cooperative matrices where
 /// `kernel` and the device allow (`quant_coop`), else through the tiled kernel.
-fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: ProductKernel) -> Result<Tensor> {
+fn product(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    n: usize,
+    kernel: ProductKernel,
+    residual: Option<&Tensor>,
+) -> Result<Tensor> {
     let device = x.device().clone();
     let dtype = x.dtype();
     let k = *x.shape().last().unwrap_or(&0);
     let mut shape = x.shape().to_vec();
     *shape.last_mut().unwrap_or(&mut 0) = n;
     if k == 0 {
-        return crate::ops::full_on(&device, &shape, dtype, 0.0);
+        let zeros = crate::ops::full_on(&device, &shape, dtype, 0.0)?;
+        return match residual {
+            Some(r) => crate::ops::add(&zeros, r),
+            None => Ok(zeros),
+        };
     }
     let m = x.numel() / k;
     let out = Tensor::empty_on(&device, &shape, dtype)?;
@@ -635,17 +679,31 @@ fn product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: Produc
     }
     check_indexable(x.numel())?;
     check_indexable(out.numel())?;
-    if super::quant_coop::run(x, w, &out, format, (m, n, k), kernel, Default::default())? {
+    if super::quant_coop::run(
+        x,
+        w,
+        &out,
+        format,
+        (m, n, k),
+        kernel,
+        super::quant_coop::Epilogue { swiglu: false, residual },
+    )? {
         return Ok(out);
     }
     let (blocks, row_h, enable, max_dim) = launch_sizes(x, &out, format, k)?;
     let tiles_n = n.div_ceil(TILE);
     let tiles = (tiles_n as u64) * (m.div_ceil(TILE) as u64);
     let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(tiles_n).u32(0u32).u32(0u32);
+    let res = residual.is_some();
     Launch {
-        key: format!("quant_tiled:{format}:{dtype}"),
-        source: Box::new(move || enable.to_string() + &format.common_wgsl() + &render(TILED, &[("T", dtype.wgsl())])),
-        tensors: &[w, x, &out],
+        key: PipelineKey::new("quant_tiled", &[format as u32, dtype as u32, res as u32]),
+        source: Box::new(move || {
+            enable.to_string()
+                + &format.common_wgsl()
+                + &render(TILED, &[("T", dtype.wgsl()), ("RES", if res { "true" } else { "false" })])
+        }),
+        // Without a residual x stands in at its slot (the layout stays one).
+        tensors: &[w, x, &out, residual.unwrap_or(x)],
         params: Some(params),
         groups: grid(tiles, max_dim)?,
     }

@@ -130,7 +130,10 @@ impl QuantFormat {
 
     /// Bytes of a [rows, cols] matrix, overflow-checked.
     pub fn matrix_bytes(self, rows: usize, cols: usize) -> Result<usize> {
-        crate::shape::mul(rows, self.row_bytes(cols)?, &format!("a {rows} x {cols} {} matrix", self.name()))
+        // The message is built only on overflow: every decode matvec checks its W here.
+        let row = self.row_bytes(cols)?;
+        rows.checked_mul(row)
+            .ok_or_else(|| crate::shape::too_large(&format!("a {rows} x {cols} {} matrix", self.name())))
     }
 
     /// The WGSL that decodes unit `u` of group `s` of the block at halfword `hb` into `r`

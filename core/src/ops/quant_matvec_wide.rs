@@ -11,7 +11,7 @@
 use super::quant_format::{QuantFormat, QuantFusion};
 use crate::device::Device;
 use crate::exec::{grid, Launch, Params};
-use crate::pipeline::{render, Checks};
+use crate::pipeline::{render, Checks, PipelineKey};
 use crate::tensor::Tensor;
 use crate::Result;
 
@@ -151,7 +151,10 @@ pub(crate) fn run(
     let g = fusion.rms_norm.map_or(x, |(g, _)| g);
     let r = fusion.residual.unwrap_or(x);
     Launch {
-        key: format!("quant_matvec_wide:{format}:{dtype}:{wg}:{tpb}:{sh}:{norm}:{glu}:{res}"),
+        key: PipelineKey::new(
+            "quant_matvec_wide",
+            &[format as u32, dtype as u32, wg as u32, tpb as u32, sh as u32, norm as u32, glu as u32, res as u32],
+        ),
         source: Box::new(move || {
             enable.to_string()
                 + &format.common_wgsl()

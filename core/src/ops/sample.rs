@@ -284,11 +284,18 @@ pub fn sample_token_host(logits: &[f32], recent: &[u32], p: &SampleParams) -> u3
     idx[keep - 1] as u32
 }
 
+/// The most recent ids [`sample_token`]'s ring may hold. Its kernel applies each distinct id's
+/// penalty once by checking the ring's earlier slots (a pass quadratic in the ring's length:
+/// negligible at llama.cpp's default window of 64, ~2 ms a token on a big GPU at this bound, and
+/// a 100k-id window would cost seconds a token); a longer ring is refused, not run.
+pub const SAMPLE_MAX_RECENT: usize = 8192;
+
 /// [`sample_token_host`] on the GPU: `logits` f32 of `vocab` elements (any shape), `recent` a
 /// u32 (or i32) ring of the last tokens (ids >= vocab, e.g. u32::MAX, are empty slots). The
 /// token comes back as an i32 tensor of shape [1] and, when `ring_slot` is given, is also
 /// written into `recent[ring_slot]` after the penalty has read it, so a decode loop keeps the
-/// ring on the GPU. One dispatch (one workgroup); a scratch of 2 · vocab u32s.
+/// ring on the GPU. One dispatch (one workgroup); a scratch of 2 · vocab u32s. A ring of more
+/// than [`SAMPLE_MAX_RECENT`] ids is InvalidArgument.
 pub fn sample_token(logits: &Tensor, recent: &Tensor, p: &SampleParams, ring_slot: Option<usize>) -> Result<Tensor> {
     let device = check_same_device(&[logits, recent])?;
     if logits.dtype() != DType::F32 {
@@ -306,6 +313,12 @@ pub fn sample_token(logits: &Tensor, recent: &Tensor, p: &SampleParams, ring_slo
         return Err(Error::InvalidArgument(format!("sample_token: {v} logits are past i32 token ids")));
     }
     let n_recent = recent.numel();
+    if n_recent > SAMPLE_MAX_RECENT {
+        return Err(Error::InvalidArgument(format!(
+            "sample_token: a ring of {n_recent} recent ids is over the limit of {SAMPLE_MAX_RECENT} (a shorter \
+             repetition window, or the host sampler)"
+        )));
+    }
     let slot = match ring_slot {
         Some(s) if s >= n_recent => {
             return Err(Error::InvalidArgument(format!("sample_token: ring slot {s} of a ring of {n_recent}")));
@@ -343,7 +356,7 @@ pub fn sample_token(logits: &Tensor, recent: &Tensor, p: &SampleParams, ring_slo
         .f32(WEIGHT_CLAMP)
         .u32(0u32);
     Launch {
-        key: "sample_token".into(),
+        key: crate::pipeline::PipelineKey::new("sample_token", &[]),
         source: Box::new(|| render(SAMPLE, &[("TABLES", &table_stores())]) + MULHILO),
         tensors: &[logits, ring, &scratch, &out],
         params: Some(params),

@@ -99,7 +99,7 @@ fn argsort_last(x: &Tensor, descending: bool) -> Result<Tensor> {
     let max_groups = device.limits().max_compute_workgroups_per_dimension;
     let block = |k_lo: usize, k_hi: usize| -> Result<()> {
         Launch {
-            key: "sort_bitonic:block".into(),
+            key: crate::pipeline::PipelineKey::new("sort_bitonic:block", &[]),
             source: Box::new(|| render(BITONIC, &[("STEP_ENTRY", "unused_step"), ("BLOCK_ENTRY", "main")])),
             tensors: &[&pairs],
             params: Some(Params::new().u32(total).u32(p2).u32(k_lo).u32(k_hi).u32(0).u32(0).u32(0).u32(0)),
@@ -115,7 +115,7 @@ fn argsort_last(x: &Tensor, descending: bool) -> Result<Tensor> {
         let mut j = k / 2;
         while j >= BLOCK {
             Launch {
-                key: "sort_bitonic:step".into(),
+                key: crate::pipeline::PipelineKey::new("sort_bitonic:step", &[]),
                 source: Box::new(|| render(BITONIC, &[("STEP_ENTRY", "main"), ("BLOCK_ENTRY", "unused_block")])),
                 tensors: &[&pairs],
                 params: Some(Params::new().u32(total).u32(p2).u32(k).u32(j).u32(0).u32(0).u32(0).u32(0)),
@@ -130,7 +130,7 @@ fn argsort_last(x: &Tensor, descending: bool) -> Result<Tensor> {
 
     let out = Tensor::empty_on(&device, x.shape(), DType::I32)?;
     Launch {
-        key: "sort_indices".into(),
+        key: crate::pipeline::PipelineKey::new("sort_indices", &[]),
         source: Box::new(|| INDICES.to_string()),
         tensors: &[&pairs, &out],
         params: Some(Params::new().u32(rows * n).u32(n).u32(p2).u32(0)),
@@ -147,7 +147,7 @@ pub(crate) fn invert_permutation(perm: &Tensor) -> Result<Tensor> {
     let n = perm.numel();
     let out = Tensor::empty_on(&device, &[n], DType::I32)?;
     Launch {
-        key: "sort_scatter".into(),
+        key: crate::pipeline::PipelineKey::new("sort_scatter", &[]),
         source: Box::new(|| SCATTER.to_string()),
         tensors: &[perm, &out],
         params: Some(Params::new().u32(n).u32(0).u32(0).u32(0)),
