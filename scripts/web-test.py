@@ -4,6 +4,8 @@ HTTP, no client library), and reports what the page left in `window.kilnResult`.
 
     web-test.py unit                   the package's tests (web/test/unit.js)
     web-test.py nogpu                  init in a page without WebGPU (web/test/nogpu.js)
+    web-test.py models                 kiln.models against native (web/test/models.js; needs
+                                       build/web/models-reference: make web-models-reference)
     web-test.py conformance OUT.json   the conformance suite in the page; writes its results
     web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
 
@@ -30,10 +32,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = {
     "unit": "web/test/index.html?suite=unit",
     "nogpu": "web/test/index.html?suite=nogpu",
+    "models": "web/test/index.html?suite=models",
     "conformance": "web/test/index.html?suite=conformance",
     "demo": "web/demo/index.html",
 }
-TIMEOUT_S = {"unit": 300, "nogpu": 60, "conformance": 900, "demo": 300}
+TIMEOUT_S = {"unit": 300, "nogpu": 60, "models": 600, "conformance": 900, "demo": 300}
 
 
 def free_port():
