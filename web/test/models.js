@@ -211,6 +211,29 @@ export async function run(log) {
     await rejects(() => lm.tokenize("x"), "INVALID_ARGUMENT", /freed/, "tokenize after free");
   });
 
+  await test("in a Web Worker: the same tokens and the same embedding bits as the page", async () => {
+    const worker = new Worker(new URL("./models-worker.js", import.meta.url), { type: "module" });
+    const reply = new Promise((resolve, reject) => {
+      worker.onmessage = ({ data }) => resolve(data);
+      worker.onerror = (e) => reject(new Error(`worker: ${e.message}`));
+    });
+    const base = new URL(REF, import.meta.url).href;
+    worker.postMessage({
+      ggufUrl: base + "tiny-llama.gguf",
+      folderUrl: base + "minilm",
+      prompt: ref.tiny.prompt,
+      maxNewTokens: ref.tiny.greedy.maxNewTokens,
+      text: ref.sentences[0],
+    });
+    const r = await reply;
+    worker.terminate();
+    if (!r.ok) throw new Error(r.error);
+    sameList(r.tokens, ref.tiny.greedy.tokens, "worker greedy tokens");
+    if (r.pieces.join("") !== ref.tiny.greedy.text) throw new Error(`worker text ${JSON.stringify(r.pieces.join(""))}`);
+    sameBits(r.embedding, new Uint32Array(alone.buffer), "worker embedding");
+    return `adapter ${r.adapter}`;
+  });
+
   log(`numbers: ${JSON.stringify(numbers)}`);
   return { ok: results.length > 0 && results.every(Boolean), adapter, numbers };
 }
