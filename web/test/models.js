@@ -87,6 +87,7 @@ export async function run(log) {
       },
     });
     numbers.embedderLoadColdMs = performance.now() - t0;
+    numbers.embedderGpuBytes = kiln.memoryStats().inUseBytes;
     for (const s of ["download", "upload", "compile"]) if (!stages.has(s)) throw new Error(`no ${s} progress`);
     const last = seen.filter((p) => p.stage === "download").at(-1);
     if (!(last.total > 80e6 && last.loaded === last.total)) throw new Error(`download ended at ${last.loaded} of ${last.total}`);
@@ -158,7 +159,9 @@ export async function run(log) {
   let lm = null;
   await test("CausalLM.load from bytes: upload and compile stages", async () => {
     const seen = new Set();
+    const before = kiln.memoryStats().inUseBytes;
     lm = await kiln.models.CausalLM.load(gguf.buffer, { onProgress: (p) => seen.add(p.stage) });
+    numbers.tinyLmGpuBytes = kiln.memoryStats().inUseBytes - before;
     if (!seen.has("upload") || !seen.has("compile")) throw new Error(`stages ${[...seen]}`);
     sameList(lm.tokenize(ref.tiny.prompt), ref.tiny.promptTokens, "tokenize");
   });
