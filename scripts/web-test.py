@@ -6,6 +6,7 @@ HTTP, no client library), and reports what the page left in `window.kilnResult`.
     web-test.py nogpu                  init in a page without WebGPU (web/test/nogpu.js)
     web-test.py models                 kiln.models against native (web/test/models.js; needs
                                        build/web/models-reference: make web-models-reference)
+    web-test.py smollm2                SmolLM2 greedy against llama.cpp (web/test/smollm2.js; slow)
     web-test.py conformance OUT.json   the conformance suite in the page; writes its results
     web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
 
@@ -33,10 +34,11 @@ PAGES = {
     "unit": "web/test/index.html?suite=unit",
     "nogpu": "web/test/index.html?suite=nogpu",
     "models": "web/test/index.html?suite=models",
+    "smollm2": "web/test/index.html?suite=smollm2",
     "conformance": "web/test/index.html?suite=conformance",
     "demo": "web/demo/index.html",
 }
-TIMEOUT_S = {"unit": 300, "nogpu": 60, "models": 600, "conformance": 900, "demo": 300}
+TIMEOUT_S = {"unit": 300, "nogpu": 60, "models": 600, "smollm2": 600, "conformance": 900, "demo": 300}
 
 
 def free_port():
