@@ -5,7 +5,8 @@
 #   make web-check    kiln-core type-checks for wasm32-unknown-unknown
 #   make web-pkg      builds the package: web/pkg/ (wasm-bindgen output, git-ignored) + web/js/
 #   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader);
-#                     the demo's screenshot goes to build/web/demo.png
+#                     the demo's screenshot goes to build/web/demo.png, the models demo's
+#                     (web/demo/models.html, the tiny decoder in its chat box) to build/web/models-demo.png
 #   make web-models-reference  the native run of the models the page test loads (MiniLM, a tiny
 #                     decoder), on Chromium's SwiftShader through its Vulkan ICD:
 #                     build/web/models-reference/
@@ -83,6 +84,7 @@ web-test: web-opt web-browser web-types web-models-reference
 	scripts/web-test.py unit
 	scripts/web-test.py nogpu
 	scripts/web-test.py models
+	scripts/web-test.py models-demo build/web/models-demo.png
 	scripts/web-test.py demo build/web/demo.png
 
 web-lint: web-target
