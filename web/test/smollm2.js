@@ -4,8 +4,8 @@
 // Not part of `make web-test`. Measured here (SwiftShader, 2 shared cores): the load with its
 // two-token warm-up took 102 s and left 151,769,088 bytes on the GPU, the tokenizer matched
 // llama.cpp, then the first generation lost the device ("A valid external Instance reference
-// no longer exists"): not understood yet (a GPU-process watchdog on a long submission is the
-// first suspect).
+// no longer exists"), again with Chromium's --disable-gpu-watchdog (90 s load): not the GPU
+// watchdog; not understood yet.
 import * as kiln from "../js/kiln.js";
 
 const GGUF = "../../build/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
