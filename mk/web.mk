@@ -5,7 +5,11 @@
 #   make web-check    kiln-core type-checks for wasm32-unknown-unknown
 #   make web-pkg      builds the package: web/pkg/ (wasm-bindgen output, git-ignored) + web/js/
 #   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader);
-#                     the demo's screenshot goes to build/web/demo.png
+#                     the demo's screenshot goes to build/web/demo.png, the models demo's
+#                     (web/demo/models.html, the tiny decoder in its chat box) to build/web/models-demo.png
+#   make web-models-reference  the native run of the models the page test loads (MiniLM, a tiny
+#                     decoder), on Chromium's SwiftShader through its Vulkan ICD:
+#                     build/web/models-reference/
 #   make web-types    web/js/kiln.d.ts through `tsc --noEmit --strict` with a typed usage file
 #                     (web/types/); TypeScript at a pinned version, npm-installed once under
 #                     $(KILN_CACHE)/tools/ (node and npm from the system: skipped with a message without)
@@ -26,7 +30,7 @@ TSC := $(KILN_CACHE)/tools/typescript-$(TSC_VERSION)/node_modules/.bin/tsc
 BINARYEN_VERSION := 123.0.0
 WASM_OPT := $(KILN_CACHE)/tools/binaryen-$(BINARYEN_VERSION)/node_modules/.bin/wasm-opt
 
-.PHONY: web-target web-browser web-check web-pkg web-test web-serve web-lint web-types web-opt
+.PHONY: web-target web-browser web-check web-pkg web-test web-models-reference web-serve web-lint web-types web-opt
 
 web-target:
 	@rustup target list --installed 2>/dev/null | grep -qx '$(WASM_TARGET)' || rustup target add $(WASM_TARGET)
@@ -67,9 +71,20 @@ web-pkg: web-target $(WASM_BINDGEN)
 	$(WASM_BINDGEN) --target web --weak-refs --out-dir web/pkg $(WEB_WASM)
 	@echo "web-pkg: web/pkg/kiln_web_bg.wasm is $$(stat -c %s web/pkg/kiln_web_bg.wasm) bytes"
 
-web-test: web-opt web-browser web-types
+# The page and native share the adapter: Chromium's SwiftShader, whose Vulkan ICD ships in the
+# chromium package (searched for when the recipe runs: web-browser may just have installed it).
+web-models-reference: web-browser minilm
+	@icd=; for f in /usr/lib/chromium/vk_swiftshader_icd.json /usr/lib/chromium-browser/vk_swiftshader_icd.json; do \
+		[ -f "$$f" ] && icd=$$f && break; done; \
+	[ -n "$$icd" ] || { echo "web-models-reference: no vk_swiftshader_icd.json beside chromium"; exit 1; }; \
+	VK_DRIVER_FILES=$$icd KILN_WEB_REFERENCE_DIR=$(abspath build/web/models-reference) KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) \
+		$(CARGO) test --release -p kiln-models --test web_reference
+
+web-test: web-opt web-browser web-types web-models-reference
 	scripts/web-test.py unit
 	scripts/web-test.py nogpu
+	scripts/web-test.py models
+	scripts/web-test.py models-demo build/web/models-demo.png
 	scripts/web-test.py demo build/web/demo.png
 
 web-lint: web-target

@@ -4,8 +4,12 @@ HTTP, no client library), and reports what the page left in `window.kilnResult`.
 
     web-test.py unit                   the package's tests (web/test/unit.js)
     web-test.py nogpu                  init in a page without WebGPU (web/test/nogpu.js)
+    web-test.py models                 kiln.models against native (web/test/models.js; needs
+                                       build/web/models-reference: make web-models-reference)
+    web-test.py smollm2                SmolLM2 greedy against llama.cpp (web/test/smollm2.js; slow)
     web-test.py conformance OUT.json   the conformance suite in the page; writes its results
     web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
+    web-test.py models-demo PNG        the models demo (web/demo/models.html); saves a screenshot
 
 Serves the repository root on 127.0.0.1 (a secure context, as WebGPU needs). Chromium runs with
 --enable-unsafe-webgpu (Linux has WebGPU behind it; without it requestAdapter() gives null) and
@@ -30,10 +34,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = {
     "unit": "web/test/index.html?suite=unit",
     "nogpu": "web/test/index.html?suite=nogpu",
+    "models": "web/test/index.html?suite=models",
+    "smollm2": "web/test/index.html?suite=smollm2",
     "conformance": "web/test/index.html?suite=conformance",
     "demo": "web/demo/index.html",
+    # The models demo with the tiny decoder of the page test in the chat box (SmolLM2 is too slow
+    # on SwiftShader): MiniLM search and a streamed answer, screenshot kept.
+    "models-demo": "web/demo/models.html?lm=../../build/web/models-reference/tiny-llama.gguf&tokens=12",
 }
-TIMEOUT_S = {"unit": 300, "nogpu": 60, "conformance": 900, "demo": 300}
+TIMEOUT_S = {"unit": 300, "nogpu": 60, "models": 600, "smollm2": 600, "conformance": 900, "demo": 300, "models-demo": 400}
 
 
 def free_port():
@@ -132,11 +141,11 @@ def main():
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
             json.dump(result["report"], open(out, "w"), indent=1)
             print(f"web-test conformance: results in {out}")
-        if suite == "demo" and out:
+        if suite in ("demo", "models-demo") and out:
             png = wd(wd_port, "GET", f"{s}/screenshot")
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
             open(out, "wb").write(base64.b64decode(png))
-            print(f"web-test demo: screenshot in {out}")
+            print(f"web-test {suite}: screenshot in {out}")
         adapter = result.get("adapter") or {}
         # Chromium hides the adapter's name; its type tells SwiftShader ("Cpu") from a GPU.
         described = adapter.get("name") or adapter.get("deviceType") or "-"

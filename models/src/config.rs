@@ -1,6 +1,7 @@
 //! The JSON files of a sentence-transformers model directory, read with serde.
 
 use crate::error::{corrupt, io_err, ModelError, Result};
+use crate::files::ModelFiles;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::path::Path;
@@ -149,7 +150,11 @@ pub struct ModuleEntry {
     pub path: String,
 }
 
-pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
-    serde_json::from_str(&text).map_err(|e| corrupt(path, format!("not the expected JSON: {e}")))
+/// The JSON file `name` of `files`.
+pub fn read_json<T: DeserializeOwned>(files: &ModelFiles, name: &str) -> Result<T> {
+    let path = files.path(name);
+    let bytes = files.read(name)?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| io_err(&path)(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    serde_json::from_str(text).map_err(|e| corrupt(&path, format!("not the expected JSON: {e}")))
 }

@@ -40,7 +40,7 @@ pub struct Argmax;
 
 impl TokenPicker for Argmax {
     fn pick(&mut self, logits: &Tensor) -> Result<Tensor> {
-        Ok(ops::argmax(logits, None, false)?.reshape(&[1])?)
+        crate::llama::argmax_id(logits)
     }
 }
 

@@ -38,6 +38,7 @@ pub(crate) fn corrupt(path: &std::path::Path, message: impl std::fmt::Display) -
     ModelError::Corrupt { path: path.to_path_buf(), message: message.to_string() }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Opens `path` as a regular file for mapping. A directory (or a device, a FIFO) is refused by
 /// name: mmap of a directory fails with ENODEV, which read "No such device (os error 19)".
 pub(crate) fn open_file(path: &std::path::Path, expected: &str) -> Result<std::fs::File> {

@@ -8,7 +8,7 @@
 //! bytes that are left before anything is allocated for it, so a hostile file gets an error, not
 //! a huge allocation or a panic.
 
-use crate::error::{io_err, ModelError, Result};
+use crate::error::{ModelError, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -631,22 +631,24 @@ impl Header {
     }
 }
 
-/// A GGUF file, memory-mapped.
+/// A GGUF file, memory-mapped (or its bytes, in the browser).
 pub struct GgufFile {
     path: PathBuf,
-    map: memmap2::Mmap,
+    map: crate::files::FileBytes,
     header: Header,
     index: HashMap<String, usize>,
     keys: HashMap<String, usize>,
 }
 
 impl GgufFile {
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
-        let file = crate::error::open_file(path, "a .gguf file")?;
-        // SAFETY: the map is read-only; a file truncated or rewritten by another process while
-        // it is mapped is outside what we can guard against (as for every mmap reader).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
+        Self::from_bytes(path, crate::files::FileBytes::map(path, "a .gguf file")?)
+    }
+
+    /// A GGUF file from its bytes (`path` names it in messages).
+    pub fn from_bytes(path: &Path, map: crate::files::FileBytes) -> Result<GgufFile> {
         let header = Header::parse(&map).map_err(|e| e.into_model_error(path))?;
         let index = header.tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         let keys = header.metadata.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();

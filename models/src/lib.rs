@@ -27,11 +27,16 @@ pub mod batch;
 mod bert;
 pub mod config;
 mod cpu;
+/// The pipelined loop reads back without waiting (`PendingRead`): native only; a page awaits
+/// each token ([`Generation::next_async`]).
+#[cfg(not(target_arch = "wasm32"))]
 pub mod decode_loop;
 mod error;
+pub mod files;
 pub mod gguf;
 pub mod gguf_tokenizer;
 pub mod llama;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod sample_picker;
 pub mod sampling;
 pub mod stop_strings;
@@ -41,6 +46,7 @@ pub use backend::Backend;
 pub use batch::{BatchGeneration, BatchOutput, BatchProducts, BatchStats};
 pub use bert::Bert;
 pub use error::{ModelError, Result};
+pub use files::{FileBytes, ModelFiles};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
 pub use sampling::SamplingOptions;
 
@@ -156,27 +162,43 @@ impl SentenceEmbedder {
         progress: impl FnMut(usize, usize),
     ) -> Result<SentenceEmbedder> {
         let dir = dir.as_ref();
-        if options.precision == Precision::F16 && !kiln_core::device()?.has_f16() {
-            return Err(ModelError::Unsupported(
-                "f16 precision needs an adapter with SHADER_F16; this one has none (use f32)".into(),
-            ));
-        }
+        Self::check_precision(options)?;
         if !dir.is_dir() {
             return Err(ModelError::Io {
                 path: dir.to_path_buf(),
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "model directory not found"),
             });
         }
-        let config_path = dir.join("config.json");
-        let config: BertConfig = read_json(&config_path)?;
+        Self::from_files(ModelFiles::Dir(dir.to_path_buf()), options, progress)
+    }
+
+    fn check_precision(options: LoadOptions) -> Result<()> {
+        if options.precision == Precision::F16 && !kiln_core::device()?.has_f16() {
+            return Err(ModelError::Unsupported(
+                "f16 precision needs an adapter with SHADER_F16; this one has none (use f32)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`load_with`](Self::load_with) from the folder's files wherever they are: a directory,
+    /// or bytes in memory (the browser fetches them; names as in the folder, such as
+    /// "1_Pooling/config.json"). model.safetensors is moved out of `files`, not copied.
+    pub fn from_files(
+        mut files: ModelFiles,
+        options: LoadOptions,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<SentenceEmbedder> {
+        Self::check_precision(options)?;
+        let config_path = files.path("config.json");
+        let config: BertConfig = read_json(&files, "config.json")?;
         config.validate(&config_path)?;
         config.check()?;
-        let sbert: SentenceBertConfig = read_json(&dir.join("sentence_bert_config.json"))?;
-        let pooling: PoolingConfig = read_json(&dir.join("1_Pooling").join("config.json"))?;
+        let sbert: SentenceBertConfig = read_json(&files, "sentence_bert_config.json")?;
+        let pooling: PoolingConfig = read_json(&files, "1_Pooling/config.json")?;
         pooling.check(config.hidden_size)?;
-        let modules_path = dir.join("modules.json");
-        let normalize = if modules_path.exists() {
-            let modules: Vec<ModuleEntry> = read_json(&modules_path)?;
+        let normalize = if files.exists("modules.json") {
+            let modules: Vec<ModuleEntry> = read_json(&files, "modules.json")?;
             modules.iter().any(|m| m.kind.ends_with(".Normalize"))
         } else {
             false
@@ -188,15 +210,11 @@ impl SentenceEmbedder {
             )));
         }
 
-        let tok_path = dir.join("tokenizer.json");
-        if !tok_path.exists() {
-            return Err(ModelError::Io {
-                path: tok_path,
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "not found"),
-            });
-        }
-        let mut tokenizer =
-            Tokenizer::from_file(&tok_path).map_err(|e| error::corrupt(&tok_path, format!("not a tokenizer: {e}")))?;
+        let tok_path = files.path("tokenizer.json");
+        let tok_bytes = files.read("tokenizer.json")?;
+        let mut tokenizer = Tokenizer::from_bytes(&tok_bytes)
+            .map_err(|e| error::corrupt(&tok_path, format!("not a tokenizer: {e}")))?;
+        drop(tok_bytes);
         // sentence-transformers pads to the longest text of a batch and truncates at
         // max_seq_length whatever tokenizer.json says; padding is done here.
         tokenizer
@@ -210,7 +228,8 @@ impl SentenceEmbedder {
         tokenizer.with_padding(None);
         check_vocab(&tokenizer, &tok_path, &config_path, config.vocab_size)?;
 
-        let ck = weights::Checkpoint::open(&dir.join("model.safetensors"))?;
+        let ck_path = files.path("model.safetensors");
+        let ck = weights::Checkpoint::new(&ck_path, files.take("model.safetensors", "a .safetensors file")?)?;
         let bert = Bert::load(config, &ck, options.precision.dtype(), progress)?;
         Ok(SentenceEmbedder { bert, tokenizer, tok_path, max_seq_length, lower_case: sbert.do_lower_case, normalize })
     }
@@ -290,23 +309,46 @@ impl SentenceEmbedder {
         opts: EncodeOptions,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<Embeddings> {
-        let dim = self.dim();
-        let normalize = opts.normalize.unwrap_or(self.normalize);
+        let plan = self.plan(texts, opts)?;
+        let mut data = vec![0f32; texts.len() * self.dim()];
+        for (k, chunk) in plan.chunks().enumerate() {
+            let out = self.record_batch(&plan.batch(chunk), plan.normalize, &mut |_| Ok(()))?.to_vec::<f32>()?;
+            plan.scatter(chunk, &out, &mut data);
+            progress(plan.done_after(k), texts.len());
+        }
+        Ok(Embeddings { data, rows: texts.len(), dim: self.dim() })
+    }
+
+    /// [`encode_progress`](Self::encode_progress) with each batch's readback awaited (the
+    /// browser's way: a page cannot block on the GPU). The same GPU work, so the same bits.
+    pub async fn encode_async(
+        &self,
+        texts: &[&str],
+        opts: EncodeOptions,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Embeddings> {
+        let plan = self.plan(texts, opts)?;
+        let mut data = vec![0f32; texts.len() * self.dim()];
+        for (k, chunk) in plan.chunks().enumerate() {
+            let pooled = self.record_batch(&plan.batch(chunk), plan.normalize, &mut |_| Ok(()))?;
+            let out = pooled.to_vec_async::<f32>().await?;
+            plan.scatter(chunk, &out, &mut data);
+            progress(plan.done_after(k), texts.len());
+        }
+        Ok(Embeddings { data, rows: texts.len(), dim: self.dim() })
+    }
+
+    fn plan(&self, texts: &[&str], opts: EncodeOptions) -> Result<EncodePlan> {
         let tokens = self.tokenize(texts)?;
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].0.len()));
-        let mut data = vec![0f32; texts.len() * dim];
-        let mut done = 0;
-        for chunk in order.chunks(opts.batch_size.max(1)) {
-            let batch: Vec<&(Vec<u32>, Vec<u32>)> = chunk.iter().map(|&i| &tokens[i]).collect();
-            let out = self.encode_batch(&batch, normalize, &mut |_| Ok(()))?;
-            for (j, &i) in chunk.iter().enumerate() {
-                data[i * dim..(i + 1) * dim].copy_from_slice(&out[j * dim..(j + 1) * dim]);
-            }
-            done += chunk.len();
-            progress(done, texts.len());
-        }
-        Ok(Embeddings { data, rows: texts.len(), dim })
+        Ok(EncodePlan {
+            tokens,
+            order,
+            batch_size: opts.batch_size.max(1),
+            dim: self.dim(),
+            normalize: opts.normalize.unwrap_or(self.normalize),
+        })
     }
 
     /// One batch of `texts` (no sorting, no splitting) with `mark(step)` called after each step
@@ -319,16 +361,17 @@ impl SentenceEmbedder {
     ) -> Result<Vec<f32>> {
         let tokens = self.tokenize(texts)?;
         let batch: Vec<&(Vec<u32>, Vec<u32>)> = tokens.iter().collect();
-        self.encode_batch(&batch, normalize, mark)
+        Ok(self.record_batch(&batch, normalize, mark)?.to_vec::<f32>()?)
     }
 
-    /// One padded forward pass, mean pooling over real tokens, optional L2 normalisation.
-    fn encode_batch(
+    /// One padded forward pass, mean pooling over real tokens, optional L2 normalisation,
+    /// recorded: the [B, D] f32 result on the GPU (the caller reads it back, blocking or not).
+    fn record_batch(
         &self,
         batch: &[&(Vec<u32>, Vec<u32>)],
         normalize: bool,
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Tensor> {
         let b = batch.len();
         let l = batch.iter().map(|t| t.0.len()).max().unwrap_or(0);
         let mut ids = vec![0u32; b * l];
@@ -357,6 +400,39 @@ impl SentenceEmbedder {
             pooled = ops::div(&pooled, &ops::maximum_scalar(&norm, 1e-12)?)?;
         }
         mark("pooling + normalize")?;
-        Ok(pooled.to_vec::<f32>()?)
+        Ok(pooled)
+    }
+}
+
+/// How `encode` splits texts into batches: sorted by token count, longest first (as
+/// sentence-transformers does, so that a batch pads little), results put back in input order.
+struct EncodePlan {
+    tokens: Vec<(Vec<u32>, Vec<u32>)>,
+    order: Vec<usize>,
+    batch_size: usize,
+    dim: usize,
+    normalize: bool,
+}
+
+impl EncodePlan {
+    fn chunks(&self) -> std::slice::Chunks<'_, usize> {
+        self.order.chunks(self.batch_size)
+    }
+
+    fn batch(&self, chunk: &[usize]) -> Vec<&(Vec<u32>, Vec<u32>)> {
+        chunk.iter().map(|&i| &self.tokens[i]).collect()
+    }
+
+    /// The rows of one batch's result into their places in `data`.
+    fn scatter(&self, chunk: &[usize], out: &[f32], data: &mut [f32]) {
+        let d = self.dim;
+        for (j, &i) in chunk.iter().enumerate() {
+            data[i * d..(i + 1) * d].copy_from_slice(&out[j * d..(j + 1) * d]);
+        }
+    }
+
+    /// Texts done after batch `k`.
+    fn done_after(&self, k: usize) -> usize {
+        ((k + 1) * self.batch_size).min(self.order.len())
     }
 }

@@ -13,18 +13,31 @@
 
 use crate::backend::{self, Backend};
 use crate::cpu::{CpuCache, CpuLlama};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::decode_loop::{Argmax, DecodeLoop, TokenPicker, LOOKAHEAD};
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::sample_picker::SamplePicker;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::stop_strings::StopStrings;
 use kiln_core::ops::{self, MatvecKernel, QuantFormat, QuantFusion};
 use kiln_core::{DType, Device, Tensor};
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(target_arch = "wasm32"))]
+use std::time::Instant;
+// std's Instant panics in wasm32-unknown-unknown; web_time's reads performance.now().
+#[cfg(target_arch = "wasm32")]
+use web_time::Instant;
+
+/// Tokens the pipelined loop records ahead by default. A page has no pipelined loop (it awaits
+/// each token's readback), so 0 there: the serial loop.
+#[cfg(target_arch = "wasm32")]
+const LOOKAHEAD: usize = 0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlamaConfig {
@@ -385,25 +398,38 @@ impl Default for GenerateOptions {
     }
 }
 
+/// Greedy's pick on the GPU: the index of the largest logit, the lowest among equals, a NaN
+/// logit winning (numpy's argmax), as an i32 tensor of shape [1].
+pub(crate) fn argmax_id(logits: &Tensor) -> Result<Tensor> {
+    Ok(ops::argmax(logits, None, false)?.reshape(&[1])?)
+}
+
 impl CausalLM {
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: impl AsRef<Path>) -> Result<CausalLM> {
         Self::load_with_progress(path, |_, _| {})
     }
 
     /// [`load`](Self::load), calling `progress(done, total)` as the layers upload. The backend
     /// is `KILN_MODELS_BACKEND`'s ([`Backend::from_env`]).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn load_with_progress(path: impl AsRef<Path>, progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
         Self::load_on(path, Backend::from_env()?, progress)
     }
 
     /// [`load_with_progress`](Self::load_with_progress) on the given backend (`Auto`: the host
     /// CPU when kiln-core's adapter is a CPU one or there is none, else the GPU).
-    pub fn load_on(
-        path: impl AsRef<Path>,
-        backend: Backend,
-        mut progress: impl FnMut(usize, usize),
-    ) -> Result<CausalLM> {
-        let f = GgufFile::open(path.as_ref())?;
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_on(path: impl AsRef<Path>, backend: Backend, progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+        Self::from_gguf(GgufFile::open(path.as_ref())?, backend, progress)
+    }
+
+    /// [`load_on`](Self::load_on) from a GGUF file already open (or bytes: the browser's
+    /// [`GgufFile::from_bytes`]). In wasm32 `Auto` is the GPU: the host path would run on the
+    /// page's one thread, and WebGPU is what a page is for.
+    pub fn from_gguf(f: GgufFile, backend: Backend, mut progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+        #[cfg(target_arch = "wasm32")]
+        let backend = if backend == Backend::Auto { Backend::Gpu } else { backend };
         let config = LlamaConfig::from_gguf(&f)?;
         let tokenizer = GgufTokenizer::from_gguf(&f)?;
         if tokenizer.vocab_size() != config.vocab {
@@ -459,7 +485,8 @@ impl CausalLM {
             });
             progress(i + 2, total);
         }
-        let wait_each_layer = device.info().device_type.eq_ignore_ascii_case("cpu");
+        // Never in a page: a blocking wait is not possible there (the caller's read is awaited).
+        let wait_each_layer = !cfg!(target_arch = "wasm32") && device.info().device_type.eq_ignore_ascii_case("cpu");
         let gpu = GpuModel { device, embed, output, output_norm, layers, wait_each_layer };
         Ok(CausalLM { config, tokenizer, engine: Engine::Gpu(gpu) })
     }
@@ -611,7 +638,7 @@ impl CausalLM {
     /// The greedy token after `ids`, recorded and left on the GPU (an i32 tensor of shape [1]).
     fn greedy_id(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         let logits = self.last_logits(ids, cache, &mut |_| Ok(()))?;
-        Argmax.pick(&logits)
+        argmax_id(&logits)
     }
 
     /// Logits of every position of `ids` from an empty cache ([len, vocab] row-major): what
@@ -854,11 +881,13 @@ impl CausalLM {
     }
 
     /// The prompt's last logits [1, vocab], left on the GPU (the decode loop's first step).
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn prompt_logits(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         self.last_logits(ids, cache, &mut |_| Ok(()))
     }
 
     /// The logits [1, vocab] after one token whose id is on the GPU (a [1] i32/u32 tensor).
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn token_logits(&self, id: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let h = self.hidden_from(id, cache, &mut |_| Ok(()))?;
         self.head_logits(h, &mut |_| Ok(()))
@@ -980,6 +1009,7 @@ impl<'a> Generation<'a> {
             text,
             done: false,
             lookahead: LOOKAHEAD,
+            #[cfg(not(target_arch = "wasm32"))]
             decode: None,
         }
     }
@@ -1010,6 +1040,7 @@ pub struct Generation<'a> {
     /// Tokens recorded ahead by the GPU-resident loop (0: serial).
     lookahead: usize,
     /// The GPU-resident loop, made at the first step when it runs.
+    #[cfg(not(target_arch = "wasm32"))]
     decode: Option<DecodeLoop>,
 }
 
@@ -1036,8 +1067,9 @@ impl Generation<'_> {
         is_stop_token(&self.model.tokenizer, &self.opts, t)
     }
 
-    /// The next token, running the model as needed.
-    fn step(&mut self) -> Result<Option<u32>> {
+    /// Checks before a step: `None` when max_tokens are out, else (prefill, start time), the
+    /// cache made at the first step.
+    fn begin_step(&mut self) -> Result<Option<(bool, Instant)>> {
         if self.generated.len() >= self.opts.max_tokens {
             return Ok(None);
         }
@@ -1046,73 +1078,15 @@ impl Generation<'_> {
         if prefill && self.history.is_empty() {
             return Err(ModelError::Tokenizer("empty prompt".into()));
         }
-        let cache = match &mut self.cache {
-            Some(c) => c,
-            None => self
-                .cache
-                .insert(self.model.cache_with_capacity(self.history.len().saturating_add(self.opts.max_tokens))?),
-        };
-        let greedy = self.sampler.is_plain_greedy();
-        let t = if self.model.backend() == Backend::Cpu {
-            // The host path: nothing to overlap (no GPU), the host sampler as it is.
-            let ids = if prefill { &self.history[..] } else { &self.history[self.history.len() - 1..] };
-            let t = if greedy {
-                self.model.forward_greedy(ids, cache)?
-            } else {
-                let logits = self.model.forward(ids, cache)?;
-                self.sampler.sample(&logits, &self.history)
-            };
-            if !prefill {
-                self.stats.decode_recording += t0.elapsed();
-            }
-            t
-        } else if self.lookahead > 0 {
-            // The GPU-resident loop (`decode_loop`): ids stay on the GPU, several tokens in flight;
-            // sampling there too (`sample_picker`: the host sampler's tokens, picked on the GPU).
-            let lookahead = self.lookahead;
-            let (sampler, prompt) = (&self.sampler, &self.history[..self.stats.prompt_tokens]);
-            let max_len = prompt.len().saturating_add(self.opts.max_tokens);
-            let dl = self.decode.get_or_insert_with(|| {
-                let picker: Box<dyn TokenPicker> = if greedy {
-                    Box::new(Argmax)
-                } else {
-                    Box::new(SamplePicker::new(sampler.clone(), prompt, max_len))
-                };
-                DecodeLoop::new(picker, lookahead)
-            });
-            let before = dl.times;
-            let t = dl.next(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens)?;
-            self.stats.decode_recording += dl.times.recording - before.recording;
-            self.stats.decode_submitting += dl.times.submitting - before.submitting;
-            if !prefill {
-                self.stats.decode_waiting += dl.times.waiting - before.waiting;
-            }
-            t
-        } else {
-            let ids = if prefill { &self.history[..] } else { &self.history[self.history.len() - 1..] };
-            let model = &self.model;
-            let t = if greedy {
-                Serial::Id(model.greedy_id(ids, cache)?)
-            } else {
-                Serial::Logits(model.last_logits(ids, cache, &mut |_| Ok(()))?)
-            };
-            let recorded = t0.elapsed();
-            model.device().flush()?;
-            let submitted = t0.elapsed();
-            let t = match t {
-                Serial::Id(id) => read_id(&id)?,
-                Serial::Logits(l) => {
-                    let logits = l.to_vec::<f32>()?;
-                    self.sampler.sample(&logits, &self.history)
-                }
-            };
-            if !prefill {
-                self.stats.decode_recording += recorded;
-                self.stats.decode_submitting += submitted - recorded;
-                self.stats.decode_waiting += t0.elapsed() - submitted;
-            }
-            t
-        };
+        if prefill {
+            let capacity = self.history.len().saturating_add(self.opts.max_tokens);
+            self.cache = Some(self.model.cache_with_capacity(capacity)?);
+        }
+        Ok(Some((prefill, t0)))
+    }
+
+    /// Books token `t` after a step.
+    fn end_step(&mut self, t: u32, prefill: bool, t0: Instant) {
         if prefill {
             self.stats.prefill = t0.elapsed();
         } else {
@@ -1121,8 +1095,167 @@ impl Generation<'_> {
         self.history.push(t);
         self.generated.push(t);
         self.stats.generated_tokens += 1;
+    }
+
+    /// The ids a serial step runs: the prompt at the first step, else the last token.
+    fn step_ids(&self, prefill: bool) -> &[u32] {
+        if prefill {
+            &self.history[..]
+        } else {
+            &self.history[self.history.len() - 1..]
+        }
+    }
+
+    /// The serial GPU step up to its readback: the token's id (greedy) or logits, recorded and
+    /// submitted.
+    fn record_serial(&mut self, prefill: bool, t0: Instant) -> Result<Serial> {
+        let greedy = self.sampler.is_plain_greedy();
+        let ids = self.step_ids(prefill).to_vec();
+        let cache = self.cache.as_mut().expect("begin_step made the cache");
+        let model = &self.model;
+        let t = if greedy {
+            Serial::Id(model.greedy_id(&ids, cache)?)
+        } else {
+            Serial::Logits(model.last_logits(&ids, cache, &mut |_| Ok(()))?)
+        };
+        let recorded = t0.elapsed();
+        model.device().flush()?;
+        if !prefill {
+            self.stats.decode_recording += recorded;
+            self.stats.decode_submitting += t0.elapsed() - recorded;
+        }
+        Ok(t)
+    }
+
+    /// The next token, running the model as needed.
+    fn step(&mut self) -> Result<Option<u32>> {
+        let Some((prefill, t0)) = self.begin_step()? else { return Ok(None) };
+        let t = if self.model.backend() == Backend::Cpu {
+            // The host path: nothing to overlap (no GPU), the host sampler as it is.
+            let greedy = self.sampler.is_plain_greedy();
+            let ids = self.step_ids(prefill).to_vec();
+            let cache = self.cache.as_mut().expect("begin_step made the cache");
+            let t = if greedy {
+                self.model.forward_greedy(&ids, cache)?
+            } else {
+                let logits = self.model.forward(&ids, cache)?;
+                self.sampler.sample(&logits, &self.history)
+            };
+            if !prefill {
+                self.stats.decode_recording += t0.elapsed();
+            }
+            t
+        } else if self.lookahead > 0 {
+            self.step_pipelined(prefill)?
+        } else {
+            let submitted = self.record_serial(prefill, t0)?;
+            let waiting_from = t0.elapsed();
+            let t = match submitted {
+                Serial::Id(id) => read_id(&id)?,
+                Serial::Logits(l) => {
+                    let logits = l.to_vec::<f32>()?;
+                    self.sampler.sample(&logits, &self.history)
+                }
+            };
+            if !prefill {
+                self.stats.decode_waiting += t0.elapsed() - waiting_from;
+            }
+            t
+        };
+        self.end_step(t, prefill, t0);
         Ok(Some(t))
     }
+
+    /// [`step`](Self::step) with the GPU's answer awaited, not waited for (the browser's way:
+    /// the page's thread runs other tasks meanwhile). The same GPU work as the serial loop, so
+    /// the same tokens. The host path runs as in `step` (nothing to await).
+    pub async fn step_async(&mut self) -> Result<Option<u32>> {
+        if self.model.backend() == Backend::Cpu || self.lookahead > 0 {
+            return self.step();
+        }
+        let Some((prefill, t0)) = self.begin_step()? else { return Ok(None) };
+        let submitted = self.record_serial(prefill, t0)?;
+        let waiting_from = t0.elapsed();
+        let t = match submitted {
+            Serial::Id(id) => read_id_async(&id).await?,
+            Serial::Logits(l) => {
+                let logits = l.to_vec_async::<f32>().await?;
+                self.sampler.sample(&logits, &self.history)
+            }
+        };
+        if !prefill {
+            self.stats.decode_waiting += t0.elapsed() - waiting_from;
+        }
+        self.end_step(t, prefill, t0);
+        Ok(Some(t))
+    }
+
+    /// The GPU-resident loop (`decode_loop`): ids stay on the GPU, several tokens in flight;
+    /// sampling there too (`sample_picker`: the host sampler's tokens, picked on the GPU).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn step_pipelined(&mut self, prefill: bool) -> Result<u32> {
+        let lookahead = self.lookahead;
+        let greedy = self.sampler.is_plain_greedy();
+        let (sampler, prompt) = (&self.sampler, &self.history[..self.stats.prompt_tokens]);
+        let max_len = prompt.len().saturating_add(self.opts.max_tokens);
+        let dl = self.decode.get_or_insert_with(|| {
+            let picker: Box<dyn TokenPicker> =
+                if greedy { Box::new(Argmax) } else { Box::new(SamplePicker::new(sampler.clone(), prompt, max_len)) };
+            DecodeLoop::new(picker, lookahead)
+        });
+        let before = dl.times;
+        let cache = self.cache.as_mut().expect("begin_step made the cache");
+        let t = dl.next(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens)?;
+        self.stats.decode_recording += dl.times.recording - before.recording;
+        self.stats.decode_submitting += dl.times.submitting - before.submitting;
+        if !prefill {
+            self.stats.decode_waiting += dl.times.waiting - before.waiting;
+        }
+        Ok(t)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn step_pipelined(&mut self, _prefill: bool) -> Result<u32> {
+        Err(ModelError::Unsupported("the pipelined decode loop is native only (lookahead 0 in a page)".into()))
+    }
+
+    /// What a step's outcome gives the caller: `None` to step again (no text yet), else a piece
+    /// or the error that ends the iteration.
+    fn after_step(&mut self, step: Result<Option<u32>>) -> Option<Result<String>> {
+        let t = match step {
+            Err(e) => {
+                self.done = true;
+                return Some(Err(e));
+            }
+            Ok(t) => t,
+        };
+        let t = t.filter(|&t| !self.is_stop_token(t));
+        let out = self.text.push(&self.model.tokenizer, t);
+        self.done = self.text.done;
+        (!out.is_empty()).then_some(Ok(out))
+    }
+
+    /// The next text piece, awaited ([`Iterator::next`] with [`step_async`](Self::step_async)).
+    pub async fn next_async(&mut self) -> Option<Result<String>> {
+        while !self.done {
+            let step = self.step_async().await;
+            if let Some(out) = self.after_step(step) {
+                return Some(out);
+            }
+        }
+        None
+    }
+
+    /// Whether generation has ended (max_tokens, a stop token or string, or an error).
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// A token id tensor read back, awaited.
+async fn read_id_async(id: &Tensor) -> Result<u32> {
+    let bytes = id.to_bytes_async().await?;
+    Ok(kiln_core::dtype::bytes_to_f64(id.dtype(), &bytes).first().copied().unwrap_or(0.0) as u32)
 }
 
 impl Iterator for Generation<'_> {
@@ -1130,18 +1263,9 @@ impl Iterator for Generation<'_> {
 
     fn next(&mut self) -> Option<Result<String>> {
         while !self.done {
-            let t = match self.step() {
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                Ok(t) => t,
-            };
-            let t = t.filter(|&t| !self.is_stop_token(t));
-            let out = self.text.push(&self.model.tokenizer, t);
-            self.done = self.text.done;
-            if !out.is_empty() {
-                return Some(Ok(out));
+            let step = self.step();
+            if let Some(out) = self.after_step(step) {
+                return Some(out);
             }
         }
         None

@@ -1,25 +1,23 @@
-//! safetensors checkpoints, memory-mapped and uploaded tensor by tensor straight from the map
-//! into GPU buffers (no copy of the whole file in host memory).
+//! safetensors checkpoints, memory-mapped (or handed over as bytes, in the browser) and uploaded
+//! tensor by tensor straight from those bytes into GPU buffers (no second copy of the file).
 
-use crate::error::{corrupt, io_err, ModelError, Result};
+use crate::error::{corrupt, ModelError, Result};
+use crate::files::FileBytes;
 use kiln_core::{DType, Tensor};
 use safetensors::{Dtype, SafeTensors};
 use std::path::{Path, PathBuf};
 
 pub struct Checkpoint {
     path: PathBuf,
-    map: memmap2::Mmap,
+    map: FileBytes,
     /// Names are looked up with this prefix first ("bert." in BertModel checkpoints saved from
     /// a task model), then bare.
     prefix: String,
 }
 
 impl Checkpoint {
-    pub fn open(path: &Path) -> Result<Checkpoint> {
-        let file = crate::error::open_file(path, "a .safetensors file")?;
-        // SAFETY: the map is read-only; a file truncated or rewritten by another process while
-        // it is mapped is outside what we can guard against (as for every mmap reader).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
+    /// `map` holds the file `path` (the path is for messages).
+    pub fn new(path: &Path, map: FileBytes) -> Result<Checkpoint> {
         let ck = Checkpoint { path: path.to_path_buf(), map, prefix: String::new() };
         let st = ck.tensors()?;
         let prefix = if st.names().iter().any(|n| n.starts_with("bert.")) { "bert." } else { "" };

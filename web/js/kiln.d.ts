@@ -235,6 +235,86 @@ export function uniqueCounts(x: Tensor): Promise<{ values: Tensor; counts: Tenso
 export function uniqueInverse(x: Tensor): Promise<{ values: Tensor; inverse_indices: Tensor }>;
 export function uniqueValues(x: Tensor): Promise<Tensor>;
 
+/** What a model load reports: "download" (bytes), "upload" (layers), "compile" (the warm-up pass). */
+export interface LoadProgress {
+  stage: "download" | "upload" | "compile";
+  loaded: number;
+  /** 0 when unknown (a server that sends no Content-Length). */
+  total: number;
+}
+
+export interface ModelLoadOptions {
+  onProgress?: (p: LoadProgress) => void;
+  /** false: neither read nor write Cache Storage ("kiln-models-v1"). */
+  cache?: boolean;
+  /** false: skip the warm-up pass (pipelines then compile on the first call). */
+  warmup?: boolean;
+}
+
+/** A sentence-transformers folder's files by name ("config.json", "1_Pooling/config.json", ...). */
+export type ModelFiles = Record<string, ArrayBuffer | ArrayBufferView>;
+
+export class SentenceEmbedder {
+  /** `source`: the folder's URL (config.json, tokenizer.json, modules.json, model.safetensors, ...) or its files. */
+  static load(source: string | URL | ModelFiles, options?: ModelLoadOptions & { dtype?: "f32" | "f16" }): Promise<SentenceEmbedder>;
+  readonly dimension: number;
+  readonly maxSeqLength: number;
+  /** Whether encode normalises by default (the folder has a Normalize module). */
+  readonly normalizes: boolean;
+  readonly dtype: "f32" | "f16";
+  /** Row-major [texts.length, dimension]. */
+  encode(texts: string | string[], options?: { normalize?: boolean; batchSize?: number }): Promise<Float32Array>;
+  tokenize(text: string): Uint32Array;
+  /** Frees the weights (after any encode in flight); later calls throw a KilnError. */
+  free(): void;
+}
+
+export interface GenerateOptions {
+  maxNewTokens?: number;
+  /** 0 (default): greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  repetitionPenalty?: number;
+  repeatLastN?: number;
+  seed?: number;
+  stop?: string | string[];
+  stopAtEos?: boolean;
+}
+
+export interface GenerationStats {
+  promptTokens: number;
+  generatedTokens: number;
+  prefillMs: number;
+  decodeMs: number;
+  decodeTokensPerS: number;
+}
+
+export class CausalLM {
+  /** A Llama-architecture GGUF: its URL or its bytes. */
+  static load(source: string | URL | ArrayBuffer | ArrayBufferView, options?: ModelLoadOptions): Promise<CausalLM>;
+  readonly vocabSize: number;
+  readonly contextLength: number;
+  /** The last generation's numbers and token ids (set as it runs). */
+  lastStats: GenerationStats | null;
+  lastTokens?: Uint32Array;
+  /** Text pieces as they come; yields to the event loop between tokens. */
+  stream(prompt: string, options?: GenerateOptions): AsyncGenerator<string, void, void>;
+  generate(prompt: string, options?: GenerateOptions): Promise<string>;
+  chatPrompt(userText: string): string;
+  tokenize(text: string): Uint32Array;
+  detokenize(ids: ArrayLike<number>): string;
+  free(): void;
+}
+
+/** Models on the page's device (kiln-models: the same loaders and forward passes as native). */
+export const models: {
+  SentenceEmbedder: typeof SentenceEmbedder;
+  CausalLM: typeof CausalLM;
+  /** The Cache Storage bucket model files are kept in. */
+  CACHE_NAME: string;
+};
+
 // BEGIN GENERATED (kiln gen)
 // elementwise ops of kiln-core's tables (comparisons give u32 0/1)
 export function negative(x: Tensor): Tensor;

@@ -11,6 +11,7 @@
 import initWasm from "../pkg/kiln_web.js";
 import { KilnError, makeErrorClasses, wasm, withList } from "./core.js";
 import { ERROR_CODES, OPS } from "./ops_gen.js";
+import { makeModels } from "./models.js";
 
 export * from "./ops_gen.js";
 export { KilnError };
@@ -22,6 +23,12 @@ function makeError(code, codeName, message) {
   const C = errors[codeName];
   return C ? new C(message) : new KilnError(message, code, codeName);
 }
+
+/**
+ * Models on the page's device: `kiln.models.SentenceEmbedder.load(folderUrl, {dtype, onProgress})`
+ * and `kiln.models.CausalLM.load(ggufUrlOrBytes, {onProgress})` (js/models.js).
+ */
+export const models = makeModels(errors);
 
 let ready = null;
 

@@ -5,12 +5,14 @@
 
 mod error;
 mod kernel;
+mod models;
 mod ops;
 mod session;
 mod tensor;
 
 pub use error::set_error_factory;
 pub use kernel::Kernel;
+pub use models::{CausalLMCore, GenerationCore, SentenceEmbedderCore};
 pub use session::Session;
 pub use tensor::{Tensor, TensorList};
 

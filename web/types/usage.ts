@@ -92,3 +92,21 @@ export async function arrayApi(a: Tensor): Promise<number> {
   }
   return u.counts.numel;
 }
+
+export async function models(onText: (s: string) => void): Promise<number> {
+  const emb = await kiln.models.SentenceEmbedder.load("/models/all-MiniLM-L6-v2", {
+    dtype: "f32",
+    onProgress: (p: kiln.LoadProgress) => console.log(p.stage, p.loaded, p.total),
+  });
+  const v: Float32Array = await emb.encode(["a sentence", "another"], { normalize: true, batchSize: 32 });
+  const dim: number = emb.dimension;
+  const lm = await kiln.models.CausalLM.load(new Uint8Array(8), { cache: false });
+  for await (const piece of lm.stream(lm.chatPrompt("Hi"), { maxNewTokens: 4, temperature: 0, stop: ["\n"] })) onText(piece);
+  const text: string = await lm.generate("x", { maxNewTokens: 2, topK: 40, topP: 0.9, seed: 1 });
+  const ids: Uint32Array = lm.tokenize(text);
+  // @ts-expect-error: dtype is "f32" or "f16"
+  await kiln.models.SentenceEmbedder.load("/m", { dtype: "f64" });
+  emb.free();
+  lm.free();
+  return v.length + dim + ids.length + (lm.lastStats?.decodeTokensPerS ?? 0);
+}

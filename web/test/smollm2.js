@@ -1,0 +1,42 @@
+// SmolLM2-135M-Instruct (Q4_1 GGUF) in the page: greedy tokens against llama.cpp's reference
+// (models/tests/reference/smollm2/reference.json, the same one models/tests/smollm2.rs holds
+// native Kiln to), a few tokens only: SwiftShader runs each of ~150 dispatches a token on the CPU.
+// Not part of `make web-test`. Measured here (SwiftShader, 2 shared cores): the load with its
+// two-token warm-up took 102 s and left 151,769,088 bytes on the GPU, the tokenizer matched
+// llama.cpp, then the first generation lost the device ("A valid external Instance reference
+// no longer exists"), again with Chromium's --disable-gpu-watchdog (90 s load): not the GPU
+// watchdog; not understood yet.
+import * as kiln from "../js/kiln.js";
+
+const GGUF = "../../build/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+const REFERENCE = "../../models/tests/reference/smollm2/reference.json";
+const NEW_TOKENS = 3;
+
+export async function run(log) {
+  const adapter = await kiln.init();
+  const ref = (await (await fetch(REFERENCE)).json()).prompts.find((p) => p.name === "capital");
+  const stages = {};
+  let t0 = performance.now();
+  const lm = await kiln.models.CausalLM.load(GGUF, {
+    cache: false,
+    onProgress: (p) => (stages[p.stage] ??= ((performance.now() - t0) / 1000).toFixed(1)),
+  });
+  const loadS = (performance.now() - t0) / 1000;
+  const gpuBytes = kiln.memoryStats().inUseBytes;
+  log(`loaded in ${loadS.toFixed(1)} s (stages began at ${JSON.stringify(stages)} s), ${gpuBytes} bytes on the GPU`);
+  const ids = Array.from(lm.tokenize(ref.text));
+  const idsOk = JSON.stringify(ids) === JSON.stringify(ref.ids);
+  log(`${idsOk ? "ok  " : "FAIL"} tokenize ${JSON.stringify(ref.text)}: [${ids}] (llama.cpp [${ref.ids}])`);
+  t0 = performance.now();
+  const text = await lm.generate(ref.text, { maxNewTokens: NEW_TOKENS, temperature: 0, stopAtEos: false });
+  const genS = (performance.now() - t0) / 1000;
+  const got = Array.from(lm.lastTokens);
+  const want = ref.greedy.slice(0, NEW_TOKENS);
+  const tokOk = JSON.stringify(got) === JSON.stringify(want);
+  log(`${tokOk ? "ok  " : "FAIL"} greedy ${NEW_TOKENS} tokens: [${got}] ${JSON.stringify(text)} (llama.cpp [${want}]) in ${genS.toFixed(1)} s, stats ${JSON.stringify(lm.lastStats)}`);
+  const chat = lm.chatPrompt("Hi");
+  const chatOk = chat.includes("<|im_start|>user\nHi<|im_end|>");
+  log(`${chatOk ? "ok  " : "FAIL"} chatPrompt: ${JSON.stringify(chat)}`);
+  lm.free();
+  return { ok: idsOk && tokOk && chatOk, adapter, numbers: { loadS, gpuBytes, genS, stats: lm.lastStats } };
+}
