@@ -23,6 +23,9 @@
 //! ```
 
 pub mod backend;
+/// Batched generation records steps ahead of its readbacks (`PendingRead`), as the pipelined
+/// loop does: native only for now (a page generates one sequence at a time).
+#[cfg(not(target_arch = "wasm32"))]
 pub mod batch;
 mod bert;
 pub mod config;
@@ -43,6 +46,7 @@ pub mod stop_strings;
 mod weights;
 
 pub use backend::Backend;
+#[cfg(not(target_arch = "wasm32"))]
 pub use batch::{BatchGeneration, BatchOutput, BatchProducts, BatchStats};
 pub use bert::Bert;
 pub use error::{ModelError, Result};

@@ -801,6 +801,7 @@ impl CausalLM {
 
     /// Batched decode's caches: per layer the B sequences' caches (each prefilled alone, all of
     /// one capacity) stacked into [B, n_kv_heads, capacity, head_dim] keys and values.
+    #[cfg(not(target_arch = "wasm32"))] // batch.rs is native only
     pub(crate) fn stack_caches(&self, caches: &[KvCache]) -> Result<Vec<(Tensor, Tensor)>> {
         let c = &self.config;
         let cap = caches.first().map_or(0, |k| k.capacity);
@@ -829,6 +830,7 @@ impl CausalLM {
     /// on the GPU. Per layer: QKV matvec (norm folded in), RoPE + cache write, attention, and
     /// the three matvecs of [`hidden`](Self::hidden). `products` picks the weight products'
     /// kernel (see [`crate::batch::BatchProducts`]).
+    #[cfg(not(target_arch = "wasm32"))] // batch.rs is native only
     pub(crate) fn batch_step(
         &self,
         ids: &Tensor,

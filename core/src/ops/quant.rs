@@ -18,6 +18,7 @@ pub use super::quant_coop::{
     quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop, EpilogueFusion, ProductKernel,
     COOP_MIN_ROWS, QUANT_COOP_FORMATS,
 };
+use super::quant_format::MATVEC_MAX_ROWS;
 pub use super::quant_format::{QuantFormat, QuantFusion};
 use super::quant_matvec_wide::strided_tpr;
 pub use super::quant_matvec_wide::MatvecKernel;
@@ -39,9 +40,6 @@ const SWIGLU_ROWS: &str = include_str!("../../../shaders/quant_swiglu_rows.wgsl"
 /// The rotation angles, shared with `ops::rope` and `ops::rope_qkv_to_cache`.
 const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
-/// Rows of x up to which `quant_matmul` takes the matrix-vector kernel (each x row then costs a
-/// pass over W, but W is read in whole coalesced words; past it the tiled kernel's reuse wins).
-pub(crate) const MATVEC_MAX_ROWS: usize = 8;
 /// Rows of x one matrix-vector workgroup handles at once (the shader's MT at most).
 const MATVEC_MT: usize = 4;
 /// The tiled kernel's output tile (the shader's TS).
@@ -211,10 +209,37 @@ pub fn dequantize_host(bytes: &[u8], format: QuantFormat, out: &mut [f32]) -> Re
         )));
     }
     if !super::quant_kquants::dequantize(bytes, format, out) {
-        let v = crate::reference::quant::dequantize(bytes, format, 1, out.len());
-        out.iter_mut().zip(v).for_each(|(o, v)| *o = v as f32);
+        dequantize_legacy(bytes, format, out);
     }
     Ok(())
+}
+
+/// ggml's `dequantize_row_q4_0` / `_q4_1` / `_q8_0` (whole blocks; the K and 5-bit formats are
+/// `quant_kquants`'). Kept here rather than borrowed from `reference::quant`, which is the
+/// independent check of this code and must not be what it checks.
+fn dequantize_legacy(bytes: &[u8], format: QuantFormat, out: &mut [f32]) {
+    let half = |b: &[u8], at: usize| f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32();
+    let (len, bb) = (format.block_len(), format.block_bytes());
+    for (blk, y) in bytes.chunks_exact(bb).zip(out.chunks_exact_mut(len)) {
+        let d = half(blk, 0);
+        match format {
+            QuantFormat::Q4_0 => {
+                for (j, &q) in blk[2..].iter().enumerate() {
+                    y[j] = ((q & 0xF) as i32 - 8) as f32 * d;
+                    y[j + len / 2] = ((q >> 4) as i32 - 8) as f32 * d;
+                }
+            }
+            QuantFormat::Q4_1 => {
+                let m = half(blk, 2);
+                for (j, &q) in blk[4..].iter().enumerate() {
+                    y[j] = (q & 0xF) as f32 * d + m;
+                    y[j + len / 2] = (q >> 4) as f32 * d + m;
+                }
+            }
+            QuantFormat::Q8_0 => y.iter_mut().zip(&blk[2..]).for_each(|(y, &q)| *y = q as i8 as f32 * d),
+            _ => unreachable!("dequantize_legacy: {format} is quant_kquants'"),
+        }
+    }
 }
 
 /// C's `(int8_t)v` as ggml's x86-64 builds compute it (a truncating 32-bit conversion whose

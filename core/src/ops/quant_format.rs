@@ -6,6 +6,11 @@ use crate::pipeline::render;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
+/// Rows of x up to which `quant_matmul` takes the matrix-vector kernel (each x row then costs a
+/// pass over W, but W is read in whole coalesced words; past it the tiled kernel's reuse wins).
+/// Here, below both `quant` and `quant_coop`, because both choose by it.
+pub(crate) const MATVEC_MAX_ROWS: usize = 8;
+
 const COMMON: &str = include_str!("../../../shaders/quant_common.wgsl");
 
 /// A GGUF block format. Each block holds [`QuantFormat::BLOCK_LEN`] consecutive values of a row.
