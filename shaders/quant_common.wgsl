@@ -107,6 +107,17 @@ fn scale_min_k4(hb: u32, j: u32) -> vec2<u32> {
     return vec2<u32>((b & 0xfu) | ((byte_at(hb, j) >> 6u) << 4u), (b >> 4u) | ((byte_at(hb, 4u + j) >> 6u) << 4u));
 }
 
+// scale_min_k4 from the scale words already loaded: q0, q1, q2 hold the 12 bytes (bytes 4..16
+// of the super-block), j the group.
+fn scale_min_k4_words(q0: u32, q1: u32, q2: u32, j: u32) -> vec2<u32> {
+    let t = 8u * (j % 4u);
+    if (j < 4u) {
+        return vec2<u32>((q0 >> t) & 63u, (q1 >> t) & 63u);
+    }
+    let b = q2 >> t;
+    return vec2<u32>((b & 0xfu) | ((((q0 >> t) >> 6u) & 3u) << 4u), ((b >> 4u) & 0xfu) | ((((q1 >> t) >> 6u) & 3u) << 4u));
+}
+
 // Q3_K's 6-bit scale j (of 16), minus 32, of the super-block at halfword hb (12 bytes from
 // byte 96: low nibbles in bytes 0..8, high 2 bits in bytes 8..12).
 fn q3_scale(hb: u32, j: u32) -> i32 {

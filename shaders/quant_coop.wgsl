@@ -1,5 +1,5 @@
 // y[m, n] = sum_k x[m, k] * W[n, k] for many rows of x (prefill) on cooperative matrices (tensor
-// cores), W quantized [N, K] (Q4_0, Q4_1, Q8_0). Used only where the device has wgpu's
+// cores), W quantized [N, K] (any GGUF format Kiln reads). Used only where the device has wgpu's
 // cooperative-matrix feature with a 16x16x16 f16 x f16 -> f32 configuration (ops/quant_coop.rs);
 // everywhere else quant_tiled.wgsl runs.
 //
@@ -7,14 +7,17 @@
 // owning TM x TN 16x16 f32 accumulators. K is walked BPS blocks (BK = 32 BPS values) at a time:
 // - x's tile [BM][BK] is read as vec4s and stored in workgroup memory as f16 (As, rows padded
 //   by 8 halves: the 16-byte alignment cooperative loads need, and fewer bank conflicts);
-// - W's tile is BN rows of BPS blocks: each invocation fetches the raw words of its units (8
-//   values of one block: quant_common's Unit), decodes them as dequantize does (f32 d * q + m)
+// - W's tile is BN rows of BPS 32-value groups (a whole block, or an eighth of a K
+//   super-block): each invocation fetches the raw words of its units (8 values of one group:
+//   quant_common's Unit; a K unit's scale words too, its scale decoded once for its 8 values),
+//   decodes them as dequantize does (f32 d * q + m)
 //   and stores them as f16 in Ws [BN][BK] (row n, column k), which the products load
 //   column-major as the B operand (B[k][n] = Ws[n][k]).
 // Each invocation holds the raw words of the next K step in registers (FETCH_NEXT runs after the
 // barrier, while this step's products run), as matmul_coop.wgsl does.
 // Rows past M, W rows past N and blocks past K stage as zeros (a unit fetched as zero words
-// decodes to 0 in every format), so any M, N and K a multiple of 32 work. Every global index is
+// decodes to 0; the formats that decode at the store carry an inside-W flag instead), so any
+// M, N and K a whole number of blocks work. Every global index is
 // guarded (the kernel runs without naga's bounds checks): x reads by (row < M, column < K), W
 // reads by (row < N, block < blocks) and the one word past a unit's data by min(, p.last).
 // The result goes through a per-subgroup 16x16 f32 scratch (Cs; two under SwiGLU) to y, every
@@ -60,10 +63,12 @@ var<workgroup> As: array<vec4<f16>, {{AS_LEN}}>;  // [BM][SA]
 var<workgroup> Ws: array<vec4<f16>, {{WS_LEN}}>;  // [BN][SA]
 var<workgroup> Cs: array<f32, {{CS_LEN}}>;        // [subgroups][16][16]
 
-// The raw words of unit u of the block at halfword hb (zeros where `ok` is false).
+// The raw words of unit u of 32-value group gb of the W row at halfword hrow (zeros where `ok`
+// is false).
 {{FETCH_FN}}
 
-// Unit u of the block at halfword hb from its raw words (quant_common's decode, from registers).
+// Unit u of group gb of the row at halfword hrow from its raw words (quant_common's decode,
+// from registers).
 {{UNPACK_FN}}
 
 // Row r of Ws: the W row it holds and whether that is inside W. Under SwiGLU each 32 rows are

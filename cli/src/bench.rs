@@ -211,17 +211,20 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
 }
 
 /// Decode's quantized matrix-vector products at Llama-3.2-1B's shapes (Q4_0, Q8_0, and the
-/// Q4_K / Q6_K of a Q4_K_M) and SmolLM2-135M's (Q4_1), with the fusions decode uses, in GB/s of
+/// Q4_K / Q6_K of a Q4_K_M, Q5_K of a Q5_K_M; `.strided`: the old K kernel) and SmolLM2-135M's
+/// (Q4_1), with the fusions decode uses, in GB/s of
 /// weight bytes read. Weights are
 /// random bytes (speed does not depend on their values), in enough copies (alternated) that the
 /// set exceeds an H100's 50 MB L2, as a model's weights do; built on the first call, so a
 /// filtered-out row costs nothing. `--quick` takes 1/16 of the rows. `KILN_QUANT_MATVEC=strided`
 /// or `wide` forces a kernel for A/B runs.
 fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
-    use ops::QuantFormat::{Q4_0, Q4_1, Q4_K, Q6_K, Q8_0};
-    // (name, format, N outputs, K, SwiGLU, RMSNorm, residual)
+    use ops::QuantFormat::{Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0};
+    // (name, format, N outputs, K, SwiGLU, RMSNorm, residual); a name ending in `.strided`
+    // forces the strided kernel (the K formats' kernel before quant_matvec_k), `_m4` takes 4
+    // rows of x (batched decode).
     #[allow(clippy::type_complexity)]
-    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 13] = [
+    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 22] = [
         ("quant_matvec_q4_0_gateup", Q4_0, 8192, 2048, true, true, false),
         ("quant_matvec_q4_0_down", Q4_0, 2048, 8192, false, false, true),
         ("quant_matvec_q4_0_head", Q4_0, 128256, 2048, false, true, false),
@@ -235,9 +238,20 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
         ("quant_matvec_q4_k_down", Q4_K, 2048, 8192, false, false, true),
         ("quant_matvec_q6_k_down", Q6_K, 2048, 8192, false, false, true),
         ("quant_matvec_q6_k_head", Q6_K, 128256, 2048, false, true, false),
+        ("quant_matvec_q4_k_qkv", Q4_K, 3072, 2048, false, true, false),
+        ("quant_matvec_q6_k_v", Q6_K, 512, 2048, false, true, false),
+        ("quant_matvec_q5_k_gateup", Q5_K, 8192, 2048, true, true, false),
+        ("quant_matvec_q4_k_gateup_m4", Q4_K, 8192, 2048, true, true, false),
+        ("quant_matvec_q4_k_gateup.strided", Q4_K, 8192, 2048, true, true, false),
+        ("quant_matvec_q4_k_down.strided", Q4_K, 2048, 8192, false, false, true),
+        ("quant_matvec_q6_k_down.strided", Q6_K, 2048, 8192, false, false, true),
+        ("quant_matvec_q6_k_head.strided", Q6_K, 128256, 2048, false, true, false),
+        ("quant_matvec_q4_k_gateup_m4.strided", Q4_K, 8192, 2048, true, true, false),
     ];
     for (name, f, n, k, glu, norm, res) in rows {
         let n = if quick { n.div_ceil(16) } else { n };
+        let kernel = if name.ends_with(".strided") { ops::MatvecKernel::Strided } else { ops::MatvecKernel::Auto };
+        let m = if name.contains("_m4") { 4 } else { 1 };
         let w_rows = if glu { 2 * n } else { n };
         let nbytes = w_rows * f.row_bytes(k).expect("whole blocks");
         let copies = if quick { 2 } else { (64usize << 20).div_ceil(nbytes).clamp(1, 8) };
@@ -268,9 +282,9 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
             }
             Ok((
                 ws,
-                ops::random_uniform(&[1, k], DType::F32, 41, -1.0, 1.0)?,
+                ops::random_uniform(&[m, k], DType::F32, 41, -1.0, 1.0)?,
                 ops::random_uniform(&[k], DType::F32, 43, 0.5, 1.5)?,
-                ops::random_uniform(&[1, n], DType::F32, 47, -1.0, 1.0)?,
+                ops::random_uniform(&[m, n], DType::F32, 47, -1.0, 1.0)?,
             ))
         };
         v.push(Bench {
@@ -285,14 +299,14 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
                 let (ws, x, g, r) = made.get().expect("set above");
                 let fusion =
                     ops::QuantFusion { rms_norm: norm.then_some((g, 1e-5)), swiglu: glu, residual: res.then_some(r) };
-                ops::quant_matmul_fused(x, &ws[i % ws.len()], f, n, fusion)
+                ops::quant_matmul_fused_kernel(x, &ws[i % ws.len()], f, n, fusion, kernel)
             }),
         });
     }
 }
 
 /// Prefill's quantized products (512 rows of f32 x) at SmolLM2-135M's shapes (Q4_1) and
-/// Llama-3.2-1B's (Q4_0, Q8_0), per kernel: `.tiled` (quant_tiled.wgsl), `.coop` (cooperative
+/// Llama-3.2-1B's (Q4_0, Q8_0, and a Q4_K_M's Q4_K / Q6_K, Q5_K), per kernel: `.tiled` (quant_tiled.wgsl), `.coop` (cooperative
 /// matrices, the tiling Auto picks), `.tWMxWNxTMxTNxBPS` (a forced tiling); the 1B QKV shape
 /// also at 16/32/64/128 rows (where Auto switches kernels); and `quant_prefill_f16mm_*`, the
 /// plain f16 matmul of the same shape (what dequantizing W to f16 once per pass and then the
@@ -300,7 +314,7 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
 /// 2 m n k product. Weights are random bytes below 0x3c (finite scales), built on first use.
 fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
     use ops::ProductKernel as K;
-    use ops::QuantFormat::{Q4_0, Q4_1, Q8_0};
+    use ops::QuantFormat::{Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0};
     let m_full = if quick { 64 } else { 512 };
     let has_f16 = kiln_core::device().is_ok_and(|d| d.has_f16());
     let tiled: (&str, K) = ("tiled", K::Tiled);
@@ -334,6 +348,12 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
     rows.push(("l1b_qkv_q4_0", Q4_0, 3072, 2048, m_full, all.clone()));
     rows.push(("l1b_gateup_q8_0", Q8_0, 16384, 2048, m_full, vec![tiled, coop]));
     rows.push(("l1b_down_q8_0", Q8_0, 2048, 8192, m_full, vec![tiled, coop]));
+    // A Q4_K_M file's matrices: Q4_K gate/up, QKV and o, Q6_K down (and V), Q5_K for Q5_K_M.
+    rows.push(("l1b_gateup_q4_k", Q4_K, 16384, 2048, m_full, all.clone()));
+    rows.push(("l1b_qkv_q4_k", Q4_K, 3072, 2048, m_full, vec![tiled, coop]));
+    rows.push(("l1b_down_q4_k", Q4_K, 2048, 8192, m_full, vec![tiled, coop]));
+    rows.push(("l1b_down_q6_k", Q6_K, 2048, 8192, m_full, all.clone()));
+    rows.push(("l1b_gateup_q5_k", Q5_K, 16384, 2048, m_full, vec![tiled, coop]));
     for m in [16, 32, 64, 128] {
         rows.push(("l1b_qkv_q4_0", Q4_0, 3072, 2048, m, vec![tiled, coop]));
     }
@@ -422,7 +442,7 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
 /// (`.separate`), at SmolLM2's and Llama-3.2-1B's prefill shapes (512 rows).
 fn quant_epilogue_benches(quick: bool, v: &mut Vec<Bench>) {
     use ops::EpilogueFusion as E;
-    use ops::QuantFormat::{Q4_0, Q4_1};
+    use ops::QuantFormat::{Q4_0, Q4_1, Q4_K, Q6_K};
     let m = if quick { 64 } else { 512 };
     // (tag, format, outputs N, K, SwiGLU)
     let rows = [
@@ -431,6 +451,8 @@ fn quant_epilogue_benches(quick: bool, v: &mut Vec<Bench>) {
         ("l1b_gateup_q4_0", Q4_0, 8192, 2048, true),
         ("l1b_down_q4_0", Q4_0, 2048, 8192, false),
         ("l1b_o_q4_0", Q4_0, 2048, 2048, false),
+        ("l1b_gateup_q4_k", Q4_K, 8192, 2048, true),
+        ("l1b_down_q6_k", Q6_K, 2048, 8192, false),
     ];
     for (tag, f, n, k, glu) in rows {
         let n = if quick { n.div_ceil(16) } else { n };

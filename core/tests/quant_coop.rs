@@ -99,7 +99,12 @@ fn coop_product_matches_reference_on_ragged_shapes() {
             kernels.push(ProductKernel::CoopTiles(t));
         }
     }
+    // The K formats' rows are whole 256-value super-blocks: K of one super-block and of three
+    // (Q6_K / Q3_K rows then start at odd halfwords), with the same m and n.
+    let k_shapes: Vec<(usize, usize, usize)> =
+        shapes.iter().enumerate().map(|(i, &(m, n, _))| (m, n, if i % 2 == 0 { 256 } else { 768 })).collect();
     for f in ops::QUANT_COOP_FORMATS {
+        let shapes = if f.block_len() == 256 { &k_shapes[..] } else { shapes };
         for &(m, n, k) in shapes {
             let c = Case { wq: cpu::quantize(&weights(&mut rng, n, k), f), f, m, n, k };
             let wt = ops::quant_from_bytes(&dev, &c.wq, f, n, k).unwrap();
@@ -130,9 +135,11 @@ fn auto_takes_coop_from_the_threshold() {
     let m_max = if has_coop() { 80 } else { 40 };
     for m in [ops::COOP_MIN_ROWS - 1, ops::COOP_MIN_ROWS, m_max] {
         assert_eq!(ops::quant_product_uses_coop(&dev, f, m, 2 * n), has_coop() && m >= ops::COOP_MIN_ROWS);
-        // Formats the kernel does not decode (K super-blocks, Q5) keep the tiled kernel at any m.
-        for other in QuantFormat::ALL.into_iter().filter(|g| !ops::QUANT_COOP_FORMATS.contains(g)) {
-            assert!(!ops::quant_product_uses_coop(&dev, other, m, 2 * n), "{other} m={m}");
+        // Every format (the K super-blocks and Q5 too) takes it from the same threshold.
+        assert_eq!(ops::QUANT_COOP_FORMATS, QuantFormat::ALL);
+        for other in QuantFormat::ALL {
+            let want = has_coop() && m >= ops::COOP_MIN_ROWS;
+            assert_eq!(ops::quant_product_uses_coop(&dev, other, m, 2 * n), want, "{other} m={m}");
         }
         let (x, xv) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
         let y = ops::quant_matmul(&x, &wt, f, 2 * n).unwrap().to_vec::<f32>().unwrap();
@@ -174,8 +181,9 @@ fn fused_swiglu_residual_matches_reference() {
     let mut rng = Rng::new(304);
     let shapes: &[(usize, usize, usize)] =
         if coop { &[(17, 8, 32), (40, 24, 96), (130, 200, 64), (600, 4096, 64)] } else { &[(17, 8, 32), (40, 24, 96)] };
-    for f in [QuantFormat::Q4_0, QuantFormat::Q8_0] {
+    for f in [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K, QuantFormat::Q5_K] {
         for &(m, n, k) in shapes {
+            let k = if f.block_len() == 256 { k.div_ceil(256) * 256 } else { k };
             let c = Case { wq: cpu::quantize(&weights(&mut rng, 2 * n, k), f), f, m, n: 2 * n, k };
             let wt = ops::quant_from_bytes(&dev, &c.wq, f, 2 * n, k).unwrap();
             for dt in float_dtypes() {
@@ -215,8 +223,8 @@ fn fused_swiglu_residual_matches_reference() {
 fn coop_product_special_values() {
     let dev = kiln_core::device().unwrap();
     let mut rng = Rng::new(303);
-    let (m, n, k) = (40usize, 36usize, 64usize);
     for f in ops::QUANT_COOP_FORMATS {
+        let (m, n, k) = (40usize, 36usize, if f.block_len() == 256 { 256 } else { 64usize });
         let mut w = weights(&mut rng, n, k);
         for v in &mut w[..k] {
             *v = 1.5; // row 0: every weight nonzero

@@ -15,6 +15,7 @@ pub mod quant;
 mod quant_coop;
 mod quant_format;
 pub(crate) mod quant_kquants;
+pub mod quant_matvec_k;
 pub mod quant_matvec_wide;
 pub mod random;
 pub mod reduce;

@@ -5,7 +5,9 @@
 //! groups (a K super-block is 8 of them) that `shaders/quant_common.wgsl` decodes. The kernels
 //! (`shaders/quant_*.wgsl`) decode blocks where they read them:
 //! - `quant_matmul` with few rows of x (decode): a matrix-vector kernel, 256 / TPR W rows per
-//!   workgroup, threads striding over a row's words;
+//!   workgroup, threads striding over a row's words (`quant_matvec_wide` for Q4_0 / Q4_1 / Q8_0
+//!   and `quant_matvec_k` for Q4_K / Q5_K / Q6_K where they apply: whole words per thread, x
+//!   staged in workgroup memory);
 //! - with more rows (prefill): 64 x 64 output tiles, each W block decoded once into workgroup
 //!   memory and used by 64 rows of x; or, from 16 rows where the adapter has f16 -> f32
 //!   cooperative matrices, `quant_coop` (W decoded to f16 tiles, tensor-core products);
@@ -380,6 +382,10 @@ pub fn quant_matmul_fused_kernel(
     }
     let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
     if out.numel() == 0 {
+        return Ok(out);
+    }
+    // The K formats' own kernel (Q4_K, Q5_K, Q6_K), then the wide one (Q4_0, Q4_1, Q8_0).
+    if super::quant_matvec_k::run(x, w, &out, format, n, k, m, &fusion, kernel)? {
         return Ok(out);
     }
     if super::quant_matvec_wide::run(x, w, &out, format, n, k, m, &fusion, kernel)? {

@@ -1,5 +1,6 @@
 //! The quantized product for many rows of x (prefill) on cooperative matrices (tensor cores):
-//! `shaders/quant_coop.wgsl` decodes W's blocks (Q4_0, Q4_1, Q8_0) into f16 tiles in workgroup
+//! `shaders/quant_coop.wgsl` decodes W's blocks (every GGUF format Kiln reads; a K super-block
+//! as 8 groups of 32 values, each unit's scale decoded once) into f16 tiles in workgroup
 //! memory, rounds x's tile to f16 and multiplies them with f32 accumulation. Taken by
 //! `ops::quant`'s product where the device has wgpu's cooperative-matrix feature with 16x16x16
 //! f16 x f16 -> f32 matrices and x has at least [`COOP_MIN_ROWS`] rows; the tiled kernel
@@ -149,9 +150,10 @@ pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n
     m > super::quant_format::MATVEC_MAX_ROWS && decodes(format) && pick(device, m, n, 0, ProductKernel::Auto).is_some()
 }
 
-/// The formats this kernel decodes from registers ([`fetch_unpack`]); the others (the
-/// 256-value K super-blocks, Q5's fifth bits) keep the tiled kernel.
-pub const QUANT_COOP_FORMATS: [QuantFormat; 3] = [QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q8_0];
+/// The formats this kernel decodes: every one. Q4_0, Q4_1, Q8_0, Q4_K and Q6_K (a Q4_K_M file's)
+/// fetch their raw words a K step ahead into registers ([`fetch_unpack`]); Q5_0, Q5_1, Q2_K,
+/// Q3_K and Q5_K decode where the store reads them (quant_common's `decode_at`).
+pub const QUANT_COOP_FORMATS: [QuantFormat; 10] = QuantFormat::ALL;
 
 fn decodes(format: QuantFormat) -> bool {
     QUANT_COOP_FORMATS.contains(&format)
@@ -254,21 +256,24 @@ pub(crate) fn run(
     Ok(true)
 }
 
-/// The raw-word fetch and the decode from registers of one unit, per format (the same values as
-/// quant_common's `decode`, which reads the words where it decodes them).
+/// The raw-word fetch and the decode from registers of one unit (unit `u` of 32-value group
+/// `gb` of the W row at halfword `hrow`), per format: the same values as quant_common's
+/// `decode`, which reads the words where it decodes them. `Raw` holds what the fetch loaded.
 fn fetch_unpack(format: QuantFormat) -> (&'static str, &'static str) {
     match format {
         // 9 halfwords: d at hb, the unit's 4 nibble bytes at hb + 1 + 2u (odd when hb is even).
         QuantFormat::Q4_0 => (
-            "fn fetch(hb: u32, u: u32, ok: bool) -> vec4<u32> {
+            "alias Raw = vec4<u32>;
+fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
     if (!ok) {
         return vec4<u32>(0u);
     }
+    let hb = hrow + gb * BLOCK_H;
     let i = (hb + 1u + 2u * u) >> 1u;
     return vec4<u32>(w[hb >> 1u], w[i], w[min(i + 1u, p.last)], 0u);
 }",
-            "fn unpack(r: vec4<u32>, hb: u32, u: u32) -> Unit {
-    let odd = (hb & 1u) == 1u;
+            "fn unpack(r: Raw, hrow: u32, gb: u32, u: u32) -> Unit {
+    let odd = ((hrow + gb * BLOCK_H) & 1u) == 1u;
     let d = half_to_f32(select(r.x & 0xffffu, r.x >> 16u, odd));
     let q = select((r.y >> 16u) | (r.z << 16u), r.y, odd);
     var un: Unit;
@@ -281,14 +286,15 @@ fn fetch_unpack(format: QuantFormat) -> (&'static str, &'static str) {
         ),
         // 10 halfwords, word-aligned: d and m in the first word, the unit's nibbles in word 1 + u.
         QuantFormat::Q4_1 => (
-            "fn fetch(hb: u32, u: u32, ok: bool) -> vec4<u32> {
+            "alias Raw = vec4<u32>;
+fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
     if (!ok) {
         return vec4<u32>(0u);
     }
-    let i = hb >> 1u;
+    let i = (hrow + gb * BLOCK_H) >> 1u;
     return vec4<u32>(w[i], w[i + 1u + u], 0u, 0u);
 }",
-            "fn unpack(r: vec4<u32>, hb: u32, u: u32) -> Unit {
+            "fn unpack(r: Raw, hrow: u32, gb: u32, u: u32) -> Unit {
     let d = half_to_f32(r.x & 0xffffu);
     let m = half_to_f32(r.x >> 16u);
     var un: Unit;
@@ -301,15 +307,17 @@ fn fetch_unpack(format: QuantFormat) -> (&'static str, &'static str) {
         ),
         // 17 halfwords: d at hb, the unit's 8 bytes at hb + 1 + 4u (odd when hb is even).
         QuantFormat::Q8_0 => (
-            "fn fetch(hb: u32, u: u32, ok: bool) -> vec4<u32> {
+            "alias Raw = vec4<u32>;
+fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
     if (!ok) {
         return vec4<u32>(0u);
     }
+    let hb = hrow + gb * BLOCK_H;
     let i = (hb + 1u + 4u * u) >> 1u;
     return vec4<u32>(w[hb >> 1u], w[i], w[i + 1u], w[min(i + 2u, p.last)]);
 }",
-            "fn unpack(r: vec4<u32>, hb: u32, u: u32) -> Unit {
-    let odd = (hb & 1u) == 1u;
+            "fn unpack(r: Raw, hrow: u32, gb: u32, u: u32) -> Unit {
+    let odd = ((hrow + gb * BLOCK_H) & 1u) == 1u;
     let d = half_to_f32(select(r.x & 0xffffu, r.x >> 16u, odd));
     let qa = select((r.y >> 16u) | (r.z << 16u), r.y, odd);
     let qb = select((r.z >> 16u) | (r.w << 16u), r.z, odd);
@@ -321,7 +329,107 @@ fn fetch_unpack(format: QuantFormat) -> (&'static str, &'static str) {
     return un;
 }",
         ),
-        _ => unreachable!("run() takes only the formats decodes() lists"),
+        // 144-byte super-blocks (word-aligned, as are rows of them): d | dmin in word 0, the 12
+        // bytes of 6-bit scales and mins in words 1..3 (what scale_min_k4 reads), and the
+        // unit's 8 nibble bytes, words 4 + 8 (s / 2) + 2u and the next, for group s = gb % 8.
+        QuantFormat::Q4_K => (
+            "struct Raw {
+    a: vec4<u32>,
+    b: vec2<u32>,
+}
+fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
+    var r: Raw;
+    if (!ok) {
+        return r;
+    }
+    let i = (hrow + (gb / GPB) * BLOCK_H) >> 1u;
+    let q = i + 4u + 8u * ((gb % GPB) / 2u) + 2u * u;
+    r.a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+    r.b = vec2<u32>(w[q], w[q + 1u]);
+    return r;
+}",
+            "fn unpack(r: Raw, hrow: u32, gb: u32, u: u32) -> Unit {
+    let s = gb % GPB;
+    let sm = scale_min_k4_words(r.a.y, r.a.z, r.a.w, s);
+    let d1 = half_to_f32(r.a.x & 0xffffu) * f32(sm.x);
+    let m1 = half_to_f32(r.a.x >> 16u) * f32(sm.y);
+    let sh = (s % 2u) * 4u;
+    var un: Unit;
+    un.a = d1 * nibbles(r.b.x, sh) - m1;
+    un.b = d1 * nibbles(r.b.y, sh) - m1;
+    un.pa = 8u * u;
+    un.pb = 8u * u + 4u;
+    return un;
+}",
+        ),
+        // 210-byte super-blocks (every other one starts at an odd halfword): the unit's 8 low
+        // nibble bytes (halfword 32n + 16 (g % 2) + 4u) and 8 high-bit bytes (64 + 16n + 4u)
+        // as three words each (the two they span when the start is odd), the word holding its
+        // signed scale byte (192 + 8n + 2g + u / 2) and the one holding d (halfword 104), for
+        // group s = gb % 8 = 4n + g.
+        QuantFormat::Q6_K => (
+            "struct Raw {
+    a: vec4<u32>,
+    b: vec4<u32>,
+}
+fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
+    var r: Raw;
+    if (!ok) {
+        return r;
+    }
+    let hb = hrow + (gb / GPB) * BLOCK_H;
+    let s = gb % GPB;
+    let n = s / 4u;
+    let g = s % 4u;
+    let l = (hb + 32u * n + 16u * (g % 2u) + 4u * u) >> 1u;
+    let h = (hb + 64u + 16u * n + 4u * u) >> 1u;
+    let o = 2u * hb + 192u + 8u * n + 2u * g + u / 2u;
+    r.a = vec4<u32>(w[l], w[l + 1u], w[l + 2u], w[h]);
+    r.b = vec4<u32>(w[h + 1u], w[min(h + 2u, p.last)], w[o >> 2u], w[(hb + 104u) >> 1u]);
+    return r;
+}",
+            "fn unpack(r: Raw, hrow: u32, gb: u32, u: u32) -> Unit {
+    let hb = hrow + (gb / GPB) * BLOCK_H;
+    let odd = (hb & 1u) == 1u;
+    let s = gb % GPB;
+    let n = s / 4u;
+    let g = s % 4u;
+    let ql0 = select(r.a.x, (r.a.x >> 16u) | (r.a.y << 16u), odd);
+    let ql1 = select(r.a.y, (r.a.y >> 16u) | (r.a.z << 16u), odd);
+    let qh0 = select(r.a.w, (r.a.w >> 16u) | (r.b.x << 16u), odd);
+    let qh1 = select(r.b.x, (r.b.x >> 16u) | (r.b.y << 16u), odd);
+    let o = 2u * hb + 192u + 8u * n + 2u * g + u / 2u;
+    let sc = (bitcast<i32>(r.b.z >> ((o & 3u) * 8u)) << 24u) >> 24u;
+    // d at halfword hb + 104: the high half of its word when that is odd.
+    let d = half_to_f32(select(r.b.w & 0xffffu, r.b.w >> 16u, odd));
+    let ds = d * f32(sc);
+    let sh = (g / 2u) * 4u;
+    var un: Unit;
+    un.a = ds * (nibbles(ql0, sh) + 16.0 * crumbs(qh0, 2u * g) - 32.0);
+    un.b = ds * (nibbles(ql1, sh) + 16.0 * crumbs(qh1, 2u * g) - 32.0);
+    un.pa = 8u * u;
+    un.pb = 8u * u + 4u;
+    return un;
+}",
+        ),
+        // The other formats (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K) fetch nothing ahead: the store decodes
+        // the unit where it reads it (quant_common's decode_at), the flag in Raw saying whether
+        // it is inside W (else zeros, at positions that cover the group's 32 values).
+        _ => (
+            "alias Raw = vec4<u32>;
+fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
+    return vec4<u32>(u32(ok), 0u, 0u, 0u);
+}",
+            "fn unpack(r: Raw, hrow: u32, gb: u32, u: u32) -> Unit {
+    if (r.x == 0u) {
+        var z: Unit;
+        z.pa = 8u * u;
+        z.pb = 8u * u + 4u;
+        return z;
+    }
+    return decode_at(hrow, gb, u);
+}",
+        ),
     }
 }
 
@@ -365,14 +473,14 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bo
     }
     let upr = 4 * bps; // units per W row per step
     for i in 0..slots_w {
-        decl += &format!("    var rw{i} = vec4<u32>(0u);\n");
+        decl += &format!("    var rw{i}: Raw;\n");
         for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "b0 + BPS")] {
             *dst += &format!(
                 "        {{
             let l = lid + {o}u;
             let gn = w_row(col0, l / {upr}u);
             let gb = ({kb}) + (l / 4u) % BPS;
-            rw{i} = fetch(gn.x * p.row_h + gb * BLOCK_H, uu, gn.y == 1u && gb < p.blocks);
+            rw{i} = fetch(gn.x * p.row_h, gb, uu, gn.y == 1u && gb < p.blocks);
         }}
 ",
                 o = i * nt
@@ -382,7 +490,7 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bo
             "        {{
             let l = lid + {o}u;
             let bb = (l / 4u) % BPS;
-            let un = unpack(rw{i}, w_row(col0, l / {upr}u).x * p.row_h + (b0 + bb) * BLOCK_H, uu);
+            let un = unpack(rw{i}, w_row(col0, l / {upr}u).x * p.row_h, b0 + bb, uu);
             let o = (l / {upr}u) * SA4 + bb * 8u;
             Ws[o + un.pa / 4u] = vec4<f16>(un.a);
             Ws[o + un.pb / 4u] = vec4<f16>(un.b);

@@ -29,7 +29,8 @@ pub enum MatvecKernel {
     /// separate fusion ops; batched decode asks for it up to its batch: one fused dispatch, W
     /// read once per 4 rows).
     Strided,
-    /// The wide kernel wherever it applies (one row of x that fits in workgroup memory).
+    /// The wide kernel wherever it applies (one row of x that fits in workgroup memory); for
+    /// Q4_K / Q5_K / Q6_K the K kernel (`quant_matvec_k`, up to 8 rows of x), as `Auto` does.
     Wide,
 }
 
@@ -53,8 +54,9 @@ const TARGET_GROUPS: usize = 256;
 const BLOCKS_PER_STEP: usize = 4;
 
 impl MatvecKernel {
-    /// The `KILN_QUANT_MATVEC` override: `strided` or `wide` (anything else: by shape).
-    fn from_env() -> MatvecKernel {
+    /// The `KILN_QUANT_MATVEC` override: `strided` or `wide` (anything else: by shape; the K
+    /// formats' kernel, `quant_matvec_k`, follows it too).
+    pub(crate) fn from_env() -> MatvecKernel {
         static ENV: std::sync::OnceLock<MatvecKernel> = std::sync::OnceLock::new();
         *ENV.get_or_init(|| match crate::platform::env_var("KILN_QUANT_MATVEC").as_deref().map(str::trim) {
             Some("strided") => MatvecKernel::Strided,
