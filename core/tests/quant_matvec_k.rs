@@ -107,7 +107,7 @@ fn k_matvec_matches_reference() {
     let dev = kiln_core::device().unwrap();
     let mut rng = Rng::new(331);
     for f in FAST {
-        for &(k, n) in &[(256usize, 1usize), (768, 37), (2048, 130)] {
+        for &(k, n) in &[(256usize, 1usize), (768, 37), (2048, 33)] {
             let wv = weights(&mut rng, 2 * n, k);
             let bytes = cpu::quantize(&wv, f);
             let w = ops::quant_from_bytes(&dev, &bytes, f, 2 * n, k).unwrap();
@@ -128,16 +128,19 @@ fn k_matvec_matches_reference() {
                         if m != 1 && variant != 0 && variant != 7 {
                             continue;
                         }
-                        assert!(applies(&dev, f, m, k, n, swiglu), "{f} m={m} k={k} n={n}: the K kernel does not apply");
+                        assert!(
+                            applies(&dev, f, m, k, n, swiglu),
+                            "{f} m={m} k={k} n={n}: the K kernel does not apply"
+                        );
                         let (wt, wb) = if swiglu { (&w, &bytes[..]) } else { (&plain_w, plain_bytes) };
-                        let fusion = QuantFusion {
-                            rms_norm: norm.then_some((&g, 1e-5)),
-                            swiglu,
-                            residual: res.then_some(&r),
-                        };
+                        let fusion =
+                            QuantFusion { rms_norm: norm.then_some((&g, 1e-5)), swiglu, residual: res.then_some(&r) };
                         let c = Case { f, m, k, n, bytes: wb };
                         let what = format!("{f} {dt} m={m} k={k} n={n} norm {norm} swiglu {swiglu} res {res}");
-                        for kernel in [MatvecKernel::Auto, MatvecKernel::Strided] {
+                        // The strided kernel (quant_k.rs checks it too) at one row of x.
+                        let kernels: &[MatvecKernel] =
+                            if m == 1 { &[MatvecKernel::Auto, MatvecKernel::Strided] } else { &[MatvecKernel::Auto] };
+                        for &kernel in kernels {
                             let y = ops::quant_matmul_fused_kernel(&x, wt, f, n, fusion, kernel).unwrap();
                             assert_eq!((y.shape(), y.dtype()), (&[m, n][..], dt), "{what}");
                             let got = y.to_f64_vec().unwrap();
@@ -225,6 +228,10 @@ fn k_products_across_the_row_switch() {
             let bytes = cpu::quantize(&weights(&mut rng, n, k), f);
             let w = ops::quant_from_bytes(&dev, &bytes, f, n, k).unwrap();
             for &m in &[1usize, 8, 9, 16, 17, 130] {
+                // 130 rows once per format (the reference's f64 loops are the slow part).
+                if m == 130 && k != ks[0] {
+                    continue;
+                }
                 let uses_coop = ops::quant_product_uses_coop(&dev, f, m, n);
                 assert_eq!(uses_coop, coop && m >= ops::COOP_MIN_ROWS, "{f} m={m}");
                 let mut xv: Vec<f64> = (0..m * k).map(|_| rng.uniform(-2.0, 2.0)).collect();
@@ -260,17 +267,21 @@ fn k_products_across_the_row_switch() {
 fn k_matvec_wgsl_validates() {
     for f in FAST {
         for ty in ["f32", "f16"] {
-            for (i, &(wg, g, mt)) in [(256usize, 2usize, 1usize), (128, 8, 4), (64, 1, 3), (256, 4, 2)].iter().enumerate() {
+            for (i, &(wg, g, mt)) in
+                [(256usize, 2usize, 1usize), (128, 8, 4), (64, 1, 3), (256, 4, 2)].iter().enumerate()
+            {
                 for variant in [0usize, 7, i + 1] {
                     let (norm, glu, res) = (variant & 1 != 0, variant & 2 != 0, variant & 4 != 0);
                     let src = quant_matvec_k_source_for_tests(f, ty, wg, g, mt, 2048, norm, glu, res);
                     let what = format!("{f} {ty} wg {wg} g {g} mt {mt} norm {norm} glu {glu} res {res}");
                     let module = naga::front::wgsl::parse_str(&src)
                         .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-                    let info =
-                        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
-                            .validate(&module)
-                            .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                    let info = naga::valid::Validator::new(
+                        naga::valid::ValidationFlags::all(),
+                        naga::valid::Capabilities::all(),
+                    )
+                    .validate(&module)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
                     naga::back::spv::write_vec(&module, &info, &Default::default(), None)
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
                 }

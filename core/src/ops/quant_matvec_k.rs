@@ -123,7 +123,17 @@ pub(crate) fn run(
     Launch {
         key: PipelineKey::new(
             "quant_matvec_k",
-            &[format as u32, dtype as u32, wg as u32, g as u32, mt as u32, sh as u32, norm as u32, glu as u32, res as u32],
+            &[
+                format as u32,
+                dtype as u32,
+                wg as u32,
+                g as u32,
+                mt as u32,
+                sh as u32,
+                norm as u32,
+                glu as u32,
+                res as u32,
+            ],
         ),
         source: Box::new(move || source(format, dtype.wgsl(), enable, wg, g, mt, sh, norm, glu, res)),
         tensors: &[w, x, out, gt, r],
