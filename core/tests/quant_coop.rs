@@ -277,3 +277,40 @@ fn coop_product_wgsl_validates() {
         }
     }
 }
+
+/// The kernel's decode (each format's fetch of raw words and unpack from registers, the K
+/// formats' scale words included) over every row start parity, against `dequantize`'s bits
+/// (held equal to ggml's by quant_k.rs), on any adapter: lavapipe has no cooperative matrices,
+/// so this is where it checks the values the product would multiply.
+#[test]
+fn coop_decode_equals_dequantize() {
+    let dev = kiln_core::device().unwrap();
+    let mut rng = Rng::new(305);
+    for f in ops::QUANT_COOP_FORMATS {
+        // Three rows of an odd number of blocks: rows start at odd halfwords where the format's
+        // block does (Q4_0, Q8_0, Q5_0, Q3_K, Q6_K).
+        let (rows, cols) = (7usize, if f.block_len() == 256 { 768 } else { 96 });
+        let mut bytes = cpu::quantize(&weights(&mut rng, rows, cols), f);
+        // Random bytes in the last rows: every code, scale and high-bit pattern (scales kept
+        // finite by clearing their exponent's top bit is not needed: NaN compares as NaN).
+        let rb = f.row_bytes(cols).unwrap();
+        let mut s = 0x2545_f491_4f6c_dd1du64 ^ f as u64;
+        for b in &mut bytes[4 * rb..] {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            *b = (s >> 24) as u8;
+        }
+        let w = ops::quant_from_bytes(&dev, &bytes, f, rows, cols).unwrap();
+        let want = ops::dequantize(&w, f, rows, cols).unwrap().to_vec::<f32>().unwrap();
+        let got = ops::quant_coop_decode_for_tests(&w, f, rows, cols).unwrap().to_vec::<f32>().unwrap();
+        for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == e.to_bits() || (g.is_nan() && e.is_nan()),
+                "{f}: value {i} (row {}, col {}): {g:e} vs dequantize's {e:e}",
+                i / cols,
+                i % cols
+            );
+        }
+    }
+}

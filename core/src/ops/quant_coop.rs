@@ -150,9 +150,9 @@ pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n
     m > super::quant_format::MATVEC_MAX_ROWS && decodes(format) && pick(device, m, n, 0, ProductKernel::Auto).is_some()
 }
 
-/// The formats this kernel decodes: every one. Q4_0, Q4_1, Q8_0, Q4_K and Q6_K (a Q4_K_M file's)
-/// fetch their raw words a K step ahead into registers ([`fetch_unpack`]); Q5_0, Q5_1, Q2_K,
-/// Q3_K and Q5_K decode where the store reads them (quant_common's `decode_at`).
+/// The formats this kernel decodes: every one. Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K (a Q4_K_M
+/// or Q5_K_M file's) fetch their raw words a K step ahead into registers ([`fetch_unpack`]);
+/// Q5_0, Q5_1, Q2_K and Q3_K decode where the store reads them (quant_common's `decode_at`).
 pub const QUANT_COOP_FORMATS: [QuantFormat; 10] = QuantFormat::ALL;
 
 fn decodes(format: QuantFormat) -> bool {
@@ -412,7 +412,41 @@ fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
     return un;
 }",
         ),
-        // The other formats (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K) fetch nothing ahead: the store decodes
+        // 176-byte super-blocks (word-aligned): Q4_K's d | dmin and scale words, the unit's 8
+        // bytes of fifth bits (words 4 + 2u and the next) and 8 nibble bytes (12 + 8 (s / 2) +
+        // 2u and the next).
+        QuantFormat::Q5_K => (
+            "struct Raw {
+    a: vec4<u32>,
+    b: vec4<u32>,
+}
+fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
+    var r: Raw;
+    if (!ok) {
+        return r;
+    }
+    let i = (hrow + (gb / GPB) * BLOCK_H) >> 1u;
+    let h = i + 4u + 2u * u;
+    let q = i + 12u + 8u * ((gb % GPB) / 2u) + 2u * u;
+    r.a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+    r.b = vec4<u32>(w[h], w[h + 1u], w[q], w[q + 1u]);
+    return r;
+}",
+            "fn unpack(r: Raw, hrow: u32, gb: u32, u: u32) -> Unit {
+    let s = gb % GPB;
+    let sm = scale_min_k4_words(r.a.y, r.a.z, r.a.w, s);
+    let d1 = half_to_f32(r.a.x & 0xffffu) * f32(sm.x);
+    let m1 = half_to_f32(r.a.x >> 16u) * f32(sm.y);
+    let sh = (s % 2u) * 4u;
+    var un: Unit;
+    un.a = d1 * (nibbles(r.b.z, sh) + 16.0 * byte_bits(r.b.x, s)) - m1;
+    un.b = d1 * (nibbles(r.b.w, sh) + 16.0 * byte_bits(r.b.y, s)) - m1;
+    un.pa = 8u * u;
+    un.pb = 8u * u + 4u;
+    return un;
+}",
+        ),
+        // The other formats (Q5_0, Q5_1, Q2_K, Q3_K) fetch nothing ahead: the store decodes
         // the unit where it reads it (quant_common's decode_at), the flag in Raw saying whether
         // it is inside W (else zeros, at positions that cover the group's 32 values).
         _ => (
@@ -640,6 +674,63 @@ pub fn quant_coop_source_for_tests(
     res: bool,
 ) -> String {
     source(format, ty, Tiling::new(tiling, sg), glu, res)
+}
+
+/// A whole quantized [rows, cols] matrix decoded to f32 through this kernel's `fetch` and
+/// `unpack` (tests: on an adapter without cooperative matrices the product never runs, and this
+/// checks its decode of every format against `dequantize`'s bits).
+#[doc(hidden)]
+pub fn quant_coop_decode_for_tests(w: &Tensor, format: QuantFormat, rows: usize, cols: usize) -> Result<Tensor> {
+    let device = w.device().clone();
+    let out = Tensor::empty_on(&device, &[rows, cols], crate::dtype::DType::F32)?;
+    let units = rows * cols / 8;
+    if units == 0 {
+        return Ok(out);
+    }
+    let params = Params::new().u32(units).u32(cols).u32(format.row_bytes(cols)? / 2).u32(w.numel() - 1);
+    let (fetch, unpack) = fetch_unpack(format);
+    let src = format.common_wgsl()
+        + "struct Params {
+    units: u32,
+    cols: u32,
+    row_h: u32,
+    last: u32,
+}
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+" + fetch
+        + "\n"
+        + unpack
+        + "
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let t = gid.x + gid.y * nwg.x * 256u;
+    if (t >= p.units) {
+        return;
+    }
+    let upr = p.cols / 8u;
+    let r = t / upr;
+    let gb = (t % upr) / 4u;
+    let u = t % 4u;
+    let hrow = r * p.row_h;
+    let un = unpack(fetch(hrow, gb, u, true), hrow, gb, u);
+    let o = r * p.cols + gb * 32u;
+    for (var i = 0u; i < 4u; i++) {
+        out[o + un.pa + i] = un.a[i];
+        out[o + un.pb + i] = un.b[i];
+    }
+}
+";
+    Launch {
+        key: format!("quant_coop_decode_for_tests:{format}"),
+        source: Box::new(move || src),
+        tensors: &[w, &out],
+        params: Some(params),
+        groups: crate::exec::groups_1d(&device, units)?,
+    }
+    .run(&device)?;
+    Ok(out)
 }
 
 /// The tilings `Auto` chooses from (tests).
