@@ -62,16 +62,17 @@ fn vulkan_without_window_system() -> Result<wgpu::Instance, String> {
         telemetry: None,
         display: None,
     };
-    let drop_window_system: Box<vulkan::CreateInstanceCallback> = Box::new(|args: vulkan::CreateInstanceCallbackArgs| {
-        args.extensions.retain(|e| !WINDOW_SYSTEM_EXTENSIONS.contains(e));
-    });
+    let drop_window_system: Box<vulkan::CreateInstanceCallback> =
+        Box::new(|args: vulkan::CreateInstanceCallbackArgs| {
+            args.extensions.retain(|e| !WINDOW_SYSTEM_EXTENSIONS.contains(e));
+        });
     // SAFETY: `init_with_callback` asks the callback not to remove extensions because wgpu
     // assumes an available one is enabled; the three removed here are read only when creating
     // a surface of their kind, where wgpu checks its enabled list first and fails cleanly (see
     // WINDOW_SYSTEM_EXTENSIONS). The create info is not touched. An error (no Vulkan loader
     // or driver) leaves the other backends, or the GL fallback, to be tried.
-    let hal = unsafe { vulkan::Instance::init_with_callback(&desc, Some(drop_window_system)) }
-        .map_err(|e| e.to_string())?;
+    let hal =
+        unsafe { vulkan::Instance::init_with_callback(&desc, Some(drop_window_system)) }.map_err(|e| e.to_string())?;
     // SAFETY: a valid Vulkan instance just created by wgpu-hal itself; wgpu owns it from here.
     Ok(unsafe { wgpu::Instance::from_hal::<wgpu::hal::api::Vulkan>(hal) })
 }

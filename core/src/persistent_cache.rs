@@ -127,8 +127,8 @@ fn checksum(parts: &[&[u8]]) -> u64 {
     h ^ (h >> 31)
 }
 
-/// The file's bytes for `data` under `key`.
-pub(crate) fn encode(key: &str, data: &[u8]) -> Vec<u8> {
+/// The file's bytes for `data` under `key` (public for the tests that forge files).
+pub fn encode(key: &str, data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(FIXED_HEADER + key.len() + data.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
@@ -140,7 +140,7 @@ pub(crate) fn encode(key: &str, data: &[u8]) -> Vec<u8> {
 }
 
 /// The cache data in `file` if it is a whole, intact file made under `key`; else why not.
-pub(crate) fn decode<'a>(file: &'a [u8], key: &str) -> Result<&'a [u8], String> {
+pub fn decode<'a>(file: &'a [u8], key: &str) -> Result<&'a [u8], String> {
     if file.len() < FIXED_HEADER {
         return Err(format!("truncated: {} bytes, shorter than the header", file.len()));
     }
@@ -155,7 +155,11 @@ pub(crate) fn decode<'a>(file: &'a [u8], key: &str) -> Result<&'a [u8], String> 
     }
     let body = &file[FIXED_HEADER..];
     if (body.len() as u64) < key_len as u64 + data_len {
-        return Err(format!("truncated: {} bytes where the header says {}", file.len(), FIXED_HEADER as u64 + key_len as u64 + data_len));
+        return Err(format!(
+            "truncated: {} bytes where the header says {}",
+            file.len(),
+            FIXED_HEADER as u64 + key_len as u64 + data_len
+        ));
     }
     if body.len() as u64 > key_len as u64 + data_len {
         return Err("corrupt: longer than the header says".into());
@@ -322,8 +326,11 @@ struct Saver {
 fn saver() -> &'static Saver {
     static SAVER: once_cell::sync::OnceCell<&'static Saver> = once_cell::sync::OnceCell::new();
     SAVER.get_or_init(|| {
-        let s: &'static Saver =
-            Box::leak(Box::new(Saver { caches: Mutex::new(Vec::new()), generation: Mutex::new(0), wake: Condvar::new() }));
+        let s: &'static Saver = Box::leak(Box::new(Saver {
+            caches: Mutex::new(Vec::new()),
+            generation: Mutex::new(0),
+            wake: Condvar::new(),
+        }));
         let spawned = std::thread::Builder::new().name("kiln-cache-saver".into()).spawn(move || s.run());
         if spawned.is_ok() {
             register_at_exit();

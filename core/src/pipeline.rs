@@ -325,12 +325,13 @@ impl PipelineCache {
         // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
         // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
         // compile thread changed the timing of every op's first call for no gain.
-        let p = compile_with(device, label, &src, entry, checks, true, None, op, self.driver_cache()).map_err(
-            |e| match e {
-                Error::Shader(m) => Error::Internal(format!("built-in kernel {label} failed to compile: {m}")),
-                e => e,
-            },
-        )?;
+        let p =
+            compile_with(device, label, &src, entry, checks, true, None, op, self.driver_cache()).map_err(
+                |e| match e {
+                    Error::Shader(m) => Error::Internal(format!("built-in kernel {label} failed to compile: {m}")),
+                    e => e,
+                },
+            )?;
         self.record_compile(start.elapsed());
         self.note_builtin_compile();
         Ok(Arc::new(p))
