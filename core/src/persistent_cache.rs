@@ -79,11 +79,12 @@ pub(crate) fn disabled() -> bool {
 /// The cache directory: `$KILN_CACHE_DIR`, `$XDG_CACHE_HOME/kiln/pipelines` or
 /// `$HOME/.cache/kiln/pipelines` (None without any of them).
 pub(crate) fn directory() -> Option<PathBuf> {
-    let set = |name: &str| crate::platform::env_var(name).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
-    if let Some(d) = set("KILN_CACHE_DIR") {
+    let set = |v: Option<String>| v.filter(|v| !v.trim().is_empty()).map(PathBuf::from);
+    if let Some(d) = set(crate::platform::env_var("KILN_CACHE_DIR")) {
         return Some(d);
     }
-    let base = set("XDG_CACHE_HOME").or_else(|| set("HOME").map(|h| h.join(".cache")))?;
+    let base = set(crate::platform::env_var("XDG_CACHE_HOME"))
+        .or_else(|| set(crate::platform::env_var("HOME")).map(|h| h.join(".cache")))?;
     Some(base.join("kiln").join("pipelines"))
 }
 
