@@ -10,11 +10,12 @@
 //! layer connect to the X server the same way.) Kiln never creates a surface, so on the
 //! platforms with those extensions the Vulkan instance is made here without them.
 
-/// The window-system surface extensions wgpu would enable on Linux and the BSDs. wgpu checks its
+/// The window-system surface extensions wgpu would enable on Linux and the BSDs it builds Vulkan
+/// for (the cfg below; wgpu-core leaves NetBSD out). wgpu checks its
 /// enabled list before creating a surface of each kind (`create_surface_from_{xlib,xcb,wayland}`
 /// answer an error without it), and nothing else in wgpu uses them: leaving them out loses only
 /// surfaces, which compute never makes.
-#[cfg(all(unix, not(target_os = "android"), not(target_os = "macos"), not(target_arch = "wasm32")))]
+#[cfg(any(target_os = "linux", target_os = "freebsd", target_os = "openbsd", target_os = "dragonfly"))]
 const WINDOW_SYSTEM_EXTENSIONS: [&std::ffi::CStr; 3] =
     [c"VK_KHR_xlib_surface", c"VK_KHR_xcb_surface", c"VK_KHR_wayland_surface"];
 
@@ -33,7 +34,7 @@ pub(crate) fn compute_instances(backends: wgpu::Backends) -> Instances {
     let mut out = Instances { instances: Vec::new(), vulkan_error: None };
     #[allow(unused_mut)] // only Linux takes Vulkan out
     let mut rest = backends;
-    #[cfg(all(unix, not(target_os = "android"), not(target_os = "macos"), not(target_arch = "wasm32")))]
+    #[cfg(any(target_os = "linux", target_os = "freebsd", target_os = "openbsd", target_os = "dragonfly"))]
     if backends.contains(wgpu::Backends::VULKAN) {
         rest.remove(wgpu::Backends::VULKAN);
         match vulkan_without_window_system() {
@@ -49,7 +50,7 @@ pub(crate) fn compute_instances(backends: wgpu::Backends) -> Instances {
     out
 }
 
-#[cfg(all(unix, not(target_os = "android"), not(target_os = "macos"), not(target_arch = "wasm32")))]
+#[cfg(any(target_os = "linux", target_os = "freebsd", target_os = "openbsd", target_os = "dragonfly"))]
 fn vulkan_without_window_system() -> Result<wgpu::Instance, String> {
     use wgpu::hal::vulkan;
     // The options wgpu::Instance::new would pass (flags: validation in debug builds only).
