@@ -221,7 +221,11 @@ impl PersistentCache {
         // SAFETY: `data` came from `PipelineCache::get_data` on an adapter with this very key
         // (wgpu's pipeline_cache_key, the driver and versions: checked in `decode` along with the
         // checksum), which is what create_pipeline_cache asks; wgpu validates its own header
-        // again and with `fallback` starts empty where it would not use the data.
+        // again and with `fallback` starts empty where it would not use the data, and the driver
+        // checks its own (VkPipelineCacheHeaderVersionOne). What no check here can rule out is a
+        // forged file with a valid checksum: it needs write access to the user's own cache
+        // directory (see the module comment; core/tests/persistent_cache.rs feeds one to the
+        // driver and checks the process still computes right on lavapipe).
         let cache = unsafe {
             device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
                 label: Some("kiln persistent pipeline cache"),
