@@ -1055,10 +1055,12 @@ integers (which drop the dimension, as Base). All-integer (scalar) indexing is n
 read back with `Array(x)`.
 """
 function Base.getindex(x::KilnArray{T,N}, I::Vararg{KilnIndex,N}) where {T,N}
+    I = map(_host_index, I)   # index vectors held on the GPU are read back (base_methods.jl)
     all(i -> i isa Integer, I) &&
         throw(ArgumentError("Kiln: scalar indexing of a KilnArray is not supported (it would read the GPU " *
                             "once per element); use Array(x)[…] or a slice such as x[i:i, …]"))
     checkbounds(x, I...)
+    I = map(_mask_positions, I)   # a Bool mask selects its true positions, as Base
     y = x
     for d in 1:N
         i = I[d]

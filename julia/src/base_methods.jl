@@ -149,8 +149,16 @@ function _as_region(::Type{T}, x, dims) where {T}
     return _binary("add", zeros(T, dims...), v)
 end
 
+# Indices as the host holds them: a KilnArray of positions or a mask is read back (one
+# transfer; Base would index it element by element, a read each).
+_host_index(i) = i
+_host_index(i::KilnArray) = Array(i)
+# A Bool vector indexes by its true positions (Base); without this it would pass as integers.
+_mask_positions(i) = i
+_mask_positions(i::AbstractVector{Bool}) = findall(i)
+
 # The 1-based linear indices of A that `I` selects, in the shape of the selection.
-_selected(A::KilnArray, I) = LinearIndices(A)[Base.to_indices(A, I)...]
+_selected(A::KilnArray, I) = LinearIndices(A)[Base.to_indices(A, map(_host_index, I))...]
 
 function _check_unique(li)
     allunique(li) || throw(ArgumentError("Kiln: an index that repeats a position is not supported in assignment " *
@@ -171,6 +179,7 @@ Float32, Float16, Int32, UInt32.
 """
 function Base.setindex!(A::KilnArray{T}, X, I...) where {T}
     _assignable(T)
+    I = map(_host_index, I)
     checkbounds(A, I...)
     li = _selected(A, I)
     li isa Integer && throw(ArgumentError("Kiln: scalar assignment into a KilnArray is not supported (it would be a " *
@@ -191,6 +200,7 @@ struct _KilnSelection{T}
 end
 
 function Base.dotview(A::KilnArray{T}, I...) where {T}
+    I = map(_host_index, I)
     checkbounds(A, I...)
     li = _selected(A, I)
     li isa Integer && throw(ArgumentError("Kiln: scalar assignment into a KilnArray is not supported; " *

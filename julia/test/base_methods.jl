@@ -97,6 +97,21 @@
     @test err isa ArgumentError && occursin("repeats", err.msg)
     @test_throws ArgumentError (KilnArray(A .> 0)[1:2, 1] = [true, false])   # Bool arrays
     @test Array(k) == A                                                # nothing changed by refusals
+    # Bool masks and GPU-held index vectors in getindex and setindex!, as Base (a mask used to
+    # pass as integers: false became position 0, which read the last element)
+    m = [true, false, true, false, true]
+    @test Array(x[:, m]) == A[:, m]
+    @test Array(KilnArray(v)[m]) == v[m]
+    @test Array(x[[true, false, true], 2:3]) == A[[true, false, true], 2:3]
+    @test_throws BoundsError x[:, [true, false]]                     # a mask of the wrong length
+    @test_throws BoundsError A[:, [true, false]]
+    @test Array(x[KilnArray(Int32[3, 1]), :]) == A[[3, 1], :]
+    H = copy(A); H[KilnArray(Int32[2, 3]) |> Array, 1] = Float32[7, 8]
+    k = KilnArray(A); k[KilnArray(Int32[2, 3]), 1] = Float32[7, 8]
+    @test Array(k) == H
+    H = copy(A); H[:, m] .= 0
+    k = KilnArray(A); k[:, KilnArray(m)] .= 0
+    @test Array(k) == H
     # broadcast size errors give Julia's (column-major) sizes
     P, Q = KilnArray(r32(2, 3)), KilnArray(r32(3, 2))
     for f in (() -> P .+ Q, () -> P .* Q, () -> max.(P, Q), () -> ifelse.(P .> 0, P, Q), () -> clamp.(P, Q, Q))
