@@ -672,6 +672,10 @@ KilnStatus kiln_kernel_compile(const char *source, const char *entry, struct Kil
  * to writable bindings are written in place; read them back with kiln_tensor_to_host.
  * `kernel`: non-null; `tensors` may be NULL only when `ntensors` is 0, and none of its
  * entries may be NULL. The arrays are not retained after the call. Thread-safe.
+ * Ownership: the array and the tensors are borrowed for the call only (no handle is freed or
+ * kept); the tensors' contents, not their handles, change where a binding is writable. In C
+ * a macro (below) takes the array as `KilnTensor *[]` or `const KilnTensor *[]`, const
+ * elements or not, without a cast; C++ converts either to the declared type by itself.
  */
 KilnStatus kiln_kernel_dispatch(const struct KilnKernel *kernel,
                                 const struct KilnTensor *const *tensors,
@@ -2214,3 +2218,15 @@ KilnStatus kiln_audit_off(void);
 #endif  // __cplusplus
 
 #endif  /* KILN_H */
+
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define kiln_kernel_dispatch(kernel, tensors, ...) \
+    kiln_kernel_dispatch((kernel), \
+                         _Generic((tensors), \
+                             KilnTensor **: (const KilnTensor *const *)(tensors), \
+                             KilnTensor *const *: (const KilnTensor *const *)(tensors), \
+                             const KilnTensor **: (const KilnTensor *const *)(tensors), \
+                             const KilnTensor *const *: (tensors), \
+                             void *: (const KilnTensor *const *)(tensors)), \
+                         __VA_ARGS__)
+#endif

@@ -415,6 +415,10 @@ pub unsafe extern "C" fn kiln_kernel_compile(
 /// to writable bindings are written in place; read them back with kiln_tensor_to_host.
 /// `kernel`: non-null; `tensors` may be NULL only when `ntensors` is 0, and none of its
 /// entries may be NULL. The arrays are not retained after the call. Thread-safe.
+/// Ownership: the array and the tensors are borrowed for the call only (no handle is freed or
+/// kept); the tensors' contents, not their handles, change where a binding is writable. In C
+/// a macro (below) takes the array as `KilnTensor *[]` or `const KilnTensor *[]`, const
+/// elements or not, without a cast; C++ converts either to the declared type by itself.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_kernel_dispatch(
     kernel: *const KilnKernel,
