@@ -1086,8 +1086,8 @@ KilnStatus kiln_batch_norm(const struct KilnTensor *x,
 
 /**
  * 2-D convolution (cross-correlation, as PyTorch) of `x` [N, C, H, W] with `w` [O, C/groups, KH,
- * KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW]. Strides and dilations must be
- * >= 1, `groups` must divide C and O. `x`, `w`, `out`: non-null. `*out` receives a new tensor
+ * KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW]. Strides and dilations must
+ * be >= 1, `groups` must divide C and O. `x`, `w`, `out`: non-null. `*out` receives a new tensor
  * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_conv2d(const struct KilnTensor *x,
@@ -1202,9 +1202,9 @@ KilnStatus kiln_embedding(const struct KilnTensor *weight,
                           struct KilnTensor **out);
 
 /**
- * Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle (pos_offset
- * + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
- * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ * Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle
+ * (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by
+ * the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
  */
 KilnStatus kiln_rope(const struct KilnTensor *x,
                      size_t pos_offset,

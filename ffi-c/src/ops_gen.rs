@@ -211,8 +211,8 @@ pub unsafe extern "C" fn kiln_batch_norm(x: *const KilnTensor, mean: *const Kiln
 }
 
 /// 2-D convolution (cross-correlation, as PyTorch) of `x` [N, C, H, W] with `w` [O, C/groups, KH,
-/// KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW]. Strides and dilations must be
-/// >= 1, `groups` must divide C and O. `x`, `w`, `out`: non-null. `*out` receives a new tensor
+/// KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW]. Strides and dilations must
+/// be >= 1, `groups` must divide C and O. `x`, `w`, `out`: non-null. `*out` receives a new tensor
 /// owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_conv2d(x: *const KilnTensor, w: *const KilnTensor, bias: *const KilnTensor, stride_h: usize, stride_w: usize, pad_h: usize, pad_w: usize, dilation_h: usize, dilation_w: usize, groups: usize, out: *mut *mut KilnTensor) -> KilnStatus {
@@ -291,9 +291,9 @@ pub unsafe extern "C" fn kiln_embedding(weight: *const KilnTensor, ids: *const K
     call_out("kiln_embedding", out, || ops::embedding(&*tensor(weight, "weight")?, &*tensor(ids, "ids")?))
 }
 
-/// Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle (pos_offset
-/// + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
-/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+/// Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle
+/// (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by
+/// the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_rope(x: *const KilnTensor, pos_offset: usize, base: f32, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_rope", out, || ops::rope(&*tensor(x, "x")?, pos_offset, base))

@@ -154,8 +154,6 @@ pub(crate) fn docs_table() -> String {
     s
 }
 
-/// The table's invariants a generated surface relies on.
-
 /// The parameters after the input tensors, typed as Rust spells them (`axes: Option<&[isize]> =
 /// None`), and the row's note.
 fn params_cell(o: &OpInfo) -> String {

@@ -37,14 +37,30 @@ pub(crate) fn doc_at(text: &str, indent: &str) -> String {
     let mut line = start.clone();
     for word in text.split_whitespace() {
         if line.len() + 1 + word.len() > 100 && line.len() > start.len() {
-            out += &line;
+            // A line must not start with what Markdown reads as a quote or a list item (`>=`,
+            // `+ l`): the word before it moves down with it.
+            let carry = match line.rfind(' ') {
+                Some(i) if starts_block(word) && i > start.len() => line.split_off(i + 1),
+                _ => String::new(),
+            };
+            out += line.trim_end();
             out.push('\n');
             line = start.clone();
+            if !carry.is_empty() {
+                line.push(' ');
+                line += &carry;
+            }
         }
         line.push(' ');
         line += word;
     }
     out + &line + "\n"
+}
+
+/// Whether `word` at the start of a doc line would open a Markdown block (quote, list, heading).
+fn starts_block(word: &str) -> bool {
+    word.starts_with(['>', '+', '-', '*', '#'])
+        || word.strip_suffix(['.', ')']).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 pub(crate) fn json_str(s: &str) -> String {
