@@ -13,13 +13,14 @@ pub(crate) fn conformance_ops() -> String {
         let sep = if i + 1 < t.len() { "," } else { "" };
         let _ = writeln!(
             s,
-            "  {{\"name\": {}, \"family\": {}, \"arity\": {}, \"python\": {}, \"elixir\": {}, \"julia\": {}}}{sep}",
+            "  {{\"name\": {}, \"family\": {}, \"arity\": {}, \"python\": {}, \"elixir\": {}, \"julia\": {}{}}}{sep}",
             json_str(o.name),
             json_str(o.family),
             o.arity(),
             json_str(o.py()),
             json_str(o.ex()),
-            json_str(o.jl())
+            json_str(o.jl()),
+            python_args(o)
         );
     }
     s + " ]\n}\n"
@@ -168,4 +169,18 @@ fn params_cell(o: &OpInfo) -> String {
     } else {
         format!("`{}`", md_cell(&text))
     }
+}
+
+/// For an op whose Python wrapper is generated, its arguments in order as `[manifest key, is a
+/// tensor]` pairs: py_runner.py calls it with them by position, no code of its own.
+fn python_args(o: &OpInfo) -> String {
+    if o.py_doc.is_empty() || crate::core_by_name::is_elementwise(o.name) {
+        return String::new();
+    }
+    let args: Vec<String> = o
+        .args
+        .iter()
+        .map(|a| format!("[{}, {}]", json_str(a.key), matches!(a.ty, Ty::Tensor | Ty::OptTensor)))
+        .collect();
+    format!(", \"python_args\": [{}]", args.join(", "))
 }

@@ -108,6 +108,12 @@ fn check_table(t: &[OpInfo]) -> Result<()> {
         if o.name.is_empty() || o.py().is_empty() || o.ex().is_empty() || o.jl().is_empty() {
             bail!("op table: {:?} has an empty name", o.name);
         }
+        if !o.py_doc.is_empty() && !python::py_supported(o) {
+            bail!(
+                "op table: {:?} asks for a generated Python wrapper, which its arguments' types do not have yet",
+                o.name
+            );
+        }
         if !o.c_doc.is_empty() && !o.is_plain() {
             bail!("op table: {:?} has a C comment but no plain C form (its C function is hand-written)", o.name);
         }

@@ -79,7 +79,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::floor_divide,
         ops::remainder,
         ops::where_,
-        // matmul, reduce, norm
+        // matmul, reduce, norm (layer_norm, rms_norm, batch_norm, rope, attention: ops_gen::register)
         ops::matmul,
         ops::mean,
         ops::max,
@@ -91,9 +91,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::argmin,
         ops::softmax,
         ops::log_softmax,
-        ops::layer_norm,
-        ops::rms_norm,
-        ops::batch_norm,
         // movement, nn, random
         ops::reshape,
         ops::permute_dims,
@@ -107,14 +104,12 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::gather,
         ops::take_along_axis,
         ops::embedding,
-        ops::rope,
         ops::random_uniform,
         ops::random_normal,
         // conv, pool, attention
         ops::conv2d,
         ops::max_pool2d,
         ops::avg_pool2d,
-        ops::attention,
         // quant
         ops::quant_from_bytes,
         ops::quantize,

@@ -1,5 +1,10 @@
 //! Module-level functions: creation, elementwise, matmul, reduce, norm, movement, nn, random.
-//! Each is argument conversion around one kiln-core call; no op logic lives here.
+//! Each is argument conversion around one kiln-core call; no op logic lives here. Written by hand
+//! because Python's idiom differs from the op table's plain signature: numpy / Array API names
+//! and keywords (`axis=` for `axes`, positional-only and keyword-only parameters, `device=`,
+//! `copy=`), Python scalars and sequences as arguments, dtype defaults. The ops whose Python
+//! signature is the table's own (layer_norm, rms_norm, batch_norm, rope, attention) are generated
+//! into ops_gen.rs from their rows (`make gen`).
 
 use crate::convert::{
     dtype_or, operand, opt_tensor_arg, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype,
@@ -524,52 +529,6 @@ pub fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> Py
     gpu(py, || ops::log_softmax(&x, axis)).map(ok)
 }
 
-/// Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias``
-/// (biased variance; ``weight`` and ``bias`` have the last axis' length, or are None).
-#[pyfunction]
-#[pyo3(signature = (x, weight=None, bias=None, eps=Float(1e-5)))]
-pub fn layer_norm(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    weight: Option<&Bound<'_, PyAny>>,
-    bias: Option<&Bound<'_, PyAny>>,
-    eps: Float,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let eps = eps.0 as f32;
-    let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
-    gpu(py, || ops::layer_norm(&x, w.as_ref(), b.as_ref(), eps)).map(ok)
-}
-
-/// RMS normalisation over the last axis: ``x / sqrt(mean(x**2) + eps) * weight``.
-#[pyfunction]
-#[pyo3(signature = (x, weight=None, eps=Float(1e-6)))]
-pub fn rms_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, eps: Float) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let eps = eps.0 as f32;
-    let w = opt_tensor_arg(py, weight)?;
-    gpu(py, || ops::rms_norm(&x, w.as_ref(), eps)).map(ok)
-}
-
-/// Inference batch norm for ``x`` of shape [N, C, ...] with per-channel ``mean``, ``var``,
-/// ``weight`` and ``bias`` of shape [C].
-#[pyfunction]
-#[pyo3(signature = (x, mean, var, weight=None, bias=None, eps=Float(1e-5)))]
-pub fn batch_norm(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    mean: &Bound<'_, PyAny>,
-    var: &Bound<'_, PyAny>,
-    weight: Option<&Bound<'_, PyAny>>,
-    bias: Option<&Bound<'_, PyAny>>,
-    eps: Float,
-) -> PyT {
-    let eps = eps.0 as f32;
-    let (x, m, v) = (tensor_arg(py, x)?, tensor_arg(py, mean)?, tensor_arg(py, var)?);
-    let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
-    gpu(py, || ops::batch_norm(&x, &m, &v, w.as_ref(), b.as_ref(), eps)).map(ok)
-}
-
 // ---------------------------------------------------------------------------------------------
 // movement
 
@@ -717,16 +676,6 @@ pub fn take_along_axis(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_,
 pub fn embedding(py: Python<'_>, weight: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>) -> PyT {
     let (w, i) = (tensor_arg(py, weight)?, tensor_arg(py, ids)?);
     gpu(py, || ops::embedding(&w, &i)).map(ok)
-}
-
-/// Rotary position embedding of ``x`` [..., L, D] (rotate-half pairs (i, i + D/2), angle
-/// ``(pos_offset + l) * base**(-2i/D)``).
-#[pyfunction]
-#[pyo3(signature = (x, pos_offset=Int(0), base=Float(10000.0)))]
-pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: Int<usize>, base: Float) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let (pos_offset, base) = (pos_offset.0, base.0 as f32);
-    gpu(py, || ops::rope(&x, pos_offset, base)).map(ok)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -899,21 +848,4 @@ pub fn avg_pool2d(
     let x = tensor_arg(py, x)?;
     let (k, s, p) = pool_args(py, kernel_size, stride, padding)?;
     gpu(py, || ops::avg_pool2d(&x, k, s, p)).map(ok)
-}
-
-/// Scaled dot-product attention: ``softmax(q @ k.mT * scale) @ v`` for q [..., Lq, D],
-/// k [..., Lk, D], v [..., Lk, Dv]; ``scale`` defaults to 1/sqrt(D); ``causal`` masks key j > query i.
-#[pyfunction]
-#[pyo3(signature = (q, k, v, causal=false, scale=None))]
-pub fn attention(
-    py: Python<'_>,
-    q: &Bound<'_, PyAny>,
-    k: &Bound<'_, PyAny>,
-    v: &Bound<'_, PyAny>,
-    causal: bool,
-    scale: Option<Float>,
-) -> PyT {
-    let scale = scale.map(|s| s.0 as f32);
-    let (q, k, v) = (tensor_arg(py, q)?, tensor_arg(py, k)?, tensor_arg(py, v)?);
-    gpu(py, || ops::attention(&q, &k, &v, causal, scale)).map(ok)
 }

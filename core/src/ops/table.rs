@@ -200,6 +200,9 @@ pub struct OpInfo {
     /// The C header's comment before the ownership sentence (which is the same for every op and
     /// added by the generator); empty: the C function is not generated from this row.
     pub c_doc: &'static str,
+    /// The Python docstring of a generated Python wrapper (reST, as the hand-written ones);
+    /// empty: Python's wrapper is written by hand (`~` in `names`).
+    pub py_doc: &'static str,
     /// `[python, elixir, julia]` names; a leading `~` marks a hand-written wrapper in that
     /// binding (other semantics or extra parameters), which `kiln-gen` lists but does not write
     /// (one `~` only: Julia's `~` written by hand is `~~`); `~` alone is the op's own name,
@@ -258,6 +261,7 @@ impl OpInfo {
             core: name,
             doc: "",
             c_doc: "",
+            py_doc: "",
             names: ["~", "~", "~"],
         }
     }
@@ -267,6 +271,12 @@ impl OpInfo {
     }
     const fn c(mut self, c_doc: &'static str) -> Self {
         self.c_doc = c_doc;
+        self
+    }
+    /// Python's wrapper generated, under the op's name, with this docstring.
+    const fn python(mut self, doc: &'static str) -> Self {
+        self.py_doc = doc;
+        self.names[0] = self.name;
         self
     }
     const fn names(mut self, names: [&'static str; 3]) -> Self {
@@ -415,12 +425,15 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("Log-softmax along `axis`. `x`, `out`: non-null."),
     OpInfo::new("layer_norm", "norm", "float", &[X, WEIGHT, BIAS, a("eps", F32, "added to the variance").or(F(1e-5))])
         .doc("layer normalization over the last axis")
+        .python("Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias`` (biased variance; ``weight`` and ``bias`` have the last axis' length, or are None).")
         .c("Layer normalization over the last axis: (x - mean) / sqrt(var + eps) * weight + bias. `weight` and `bias` (shape [last dim]) are optional (NULL = 1 and 0). `x`, `out`: non-null."),
     OpInfo::new("rms_norm", "norm", "float", &[X, WEIGHT, a("eps", F32, "added to the mean square").or(F(1e-6))])
         .doc("RMS normalization over the last axis")
+        .python("RMS normalisation over the last axis: ``x / sqrt(mean(x**2) + eps) * weight``.")
         .c("RMS normalization over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight` optional (NULL = 1). `x`, `out`: non-null."),
     OpInfo::new("batch_norm", "norm", "float", &[X, a("mean", Tensor, "the running mean [C]"), a("var", Tensor, "the running variance [C]"), WEIGHT, BIAS, a("eps", F32, "added to the variance").or(F(1e-5))])
         .doc("batch normalization (inference) of [N, C, ...] with stats [C]")
+        .python("Inference batch norm for ``x`` of shape [N, C, ...] with per-channel ``mean``, ``var``, ``weight`` and ``bias`` of shape [C].")
         .c("Batch normalization (inference) of `x` [N, C, ...] with per-channel `mean` and `var` [C] and optional `weight`, `bias` [C] (NULL = 1 and 0). `x`, `mean`, `var`, `out`: non-null."),
     OpInfo::new(
         "conv2d",
@@ -466,9 +479,11 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): gives [..ids, D]. `weight`, `ids`, `out`: non-null."),
     OpInfo::new("rope", "nn", "float", &[X, a("pos_offset", Size, "the position of the first row").or(I(0)), a("base", F32, "the frequency base").or(F(10000.0))])
         .doc("rotary position embedding (rotate-half)")
+        .python("Rotary position embedding of ``x`` [..., L, D] (rotate-half pairs (i, i + D/2), angle ``(pos_offset + l) * base**(-2i/D)``).")
         .c("Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null."),
     OpInfo::new("attention", "nn", "float", &[a("q", Tensor, "the queries [..., Lq, D]"), a("k", Tensor, "the keys [..., Lk, D]"), a("v", Tensor, "the values [..., Lk, Dv]"), a("causal", Bool, "mask key j > query i").or(B(false)), a("scale", OptF32, "the score scale (None: 1/sqrt(D))").or(Dflt::None)])
         .doc("scaled dot-product attention")
+        .python("Scaled dot-product attention: ``softmax(q @ k.mT * scale) @ v`` for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; ``scale`` defaults to 1/sqrt(D); ``causal`` masks key j > query i.")
         .c("Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]. `*scale` when `scale` is non-null, else 1/sqrt(D); `causal` masks key j > query i. `q`, `k`, `v`, `out`: non-null."),
     // C's kiln_quant_from_bytes takes a host pointer and a length: hand-written.
     OpInfo::new("quant_from_bytes", "quant", "raw GGUF bytes", &[a("data", Bytes, "the GGUF blocks"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
