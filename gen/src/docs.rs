@@ -136,6 +136,7 @@ pub(crate) fn docs_table() -> String {
             md_cell(o.doc)
         );
     }
+    s += &args_table();
     s += "\nErrors (`ErrorCode`, core/src/error.rs):\n\n| code | name | meaning |\n|---:|---|---|\n";
     for &c in ErrorCode::ALL {
         let _ = writeln!(s, "| {} | {} | {} |", c as u32, c.name(), md_cell(c.meaning()));
@@ -183,4 +184,40 @@ fn python_args(o: &OpInfo) -> String {
         .map(|a| format!("[{}, {}]", json_str(a.key), matches!(a.ty, Ty::Tensor | Ty::OptTensor)))
         .collect();
     format!(", \"python_args\": [{}]", args.join(", "))
+}
+
+/// Every argument of the ops outside the elementwise tables, from their typed rows, and which
+/// surfaces `kiln-gen` writes for each op (the rest is written by hand in each binding).
+fn args_table() -> String {
+    let mut s = String::from(
+        "\nArguments of the other ops, in the core call's order (`Arg` in core/src/ops/table.rs), and\nthe surfaces generated from each row (by-name dispatch, C function, Python wrapper):\n\n| op | generated | argument | type | default | what |\n|---|---|---|---|---|---|\n",
+    );
+    for o in op_table().into_iter().filter(|o| !crate::core_by_name::is_elementwise(o.name)) {
+        let mut gen = Vec::new();
+        if o.is_plain() {
+            gen.push("by-name");
+        }
+        if !o.c_doc.is_empty() {
+            gen.push("C");
+        }
+        if !o.py_doc.is_empty() {
+            gen.push("Python");
+        }
+        for (i, a) in o.args.iter().enumerate() {
+            let (name, generated) =
+                if i == 0 { (format!("`{}`", o.name), gen.join(", ")) } else { (String::new(), String::new()) };
+            let ty = match a.ty.rust() {
+                Some(t) => format!("`{}`", md_cell(t)),
+                None => format!("{:?}", a.ty).to_lowercase(),
+            };
+            let _ = writeln!(
+                s,
+                "| {name} | {generated} | `{}` | {ty} | {} | {} |",
+                a.name,
+                a.default.text().map(|d| format!("`{d}`")).unwrap_or_default(),
+                md_cell(a.doc)
+            );
+        }
+    }
+    s
 }

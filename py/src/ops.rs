@@ -308,7 +308,7 @@ pub(crate) fn unary(py: Python<'_>, op: UnaryOp, x: &Bound<'_, PyAny>) -> PyT {
 }
 
 /// One Python function per line: `name => UnaryOp variant, "docstring";` (used by ops_gen.rs,
-/// which `kiln gen` writes from kiln-core's unary table).
+/// which `kiln-gen` writes from kiln-core's unary table).
 macro_rules! unary_fns {
     ($($name:ident => $op:ident, $doc:literal;)*) => {
         $(
@@ -352,7 +352,7 @@ pub(crate) fn binary(py: Python<'_>, op: BinaryOp, a: &Bound<'_, PyAny>, b: &Bou
 }
 
 /// One Python function per line: `name => BinaryOp variant, "docstring";` (used by
-/// ops_gen.rs, which `kiln gen` writes from kiln-core's binary table).
+/// ops_gen.rs, which `kiln-gen` writes from kiln-core's binary table).
 macro_rules! binary_fns {
     ($($name:ident => $op:ident, $doc:literal;)*) => {
         $(
