@@ -26,6 +26,7 @@ fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
         Ty::Size => ("Int<usize>", None, format!("{n}.0")),
         Ty::Axis | Ty::Int => ("Int<isize>", None, format!("{n}.0")),
         Ty::Bool => ("bool", None, n.to_string()),
+        Ty::Format => ("&str", None, format!("quant_format({n})?")),
         _ => return None,
     })
 }
@@ -65,6 +66,7 @@ fn pyi_type(a: &Arg) -> &'static str {
         Ty::OptF32 => "Optional[float]",
         Ty::Size | Ty::Axis | Ty::Int => "int",
         Ty::Bool => "bool",
+        Ty::Format => "str",
         _ => "object",
     }
 }
@@ -122,7 +124,7 @@ pub(crate) fn py_ops() -> String {
     s += "//! ops of the op table whose row gives a Python docstring, and their registration; the\n";
     s += "//! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.\n\n";
     s += "use crate::convert::{opt_tensor_arg, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
-    s += "use crate::ops::{binary_fns, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
+    s += "use crate::ops::{binary_fns, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
     s += "use pyo3::prelude::*;\n\n";
     s += "unary_fns! {\n";
     for op in &us {

@@ -79,7 +79,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::floor_divide,
         ops::remainder,
         ops::where_,
-        // matmul, reduce, norm (layer_norm, rms_norm, batch_norm, rope, attention: ops_gen::register)
+        // the ops of the table with their own Python idiom (the plain ones: ops_gen::register)
         ops::matmul,
         ops::mean,
         ops::max,
@@ -89,8 +89,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::var,
         ops::argmax,
         ops::argmin,
-        ops::softmax,
-        ops::log_softmax,
         // movement, nn, random
         ops::reshape,
         ops::permute_dims,
@@ -100,10 +98,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::concat,
         ops::slice,
         ops::take,
-        ops::index_select,
-        ops::gather,
         ops::take_along_axis,
-        ops::embedding,
         ops::random_uniform,
         ops::random_normal,
         // conv, pool, attention
@@ -112,10 +107,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::avg_pool2d,
         // quant
         ops::quant_from_bytes,
-        ops::quantize,
-        ops::dequantize,
-        ops::quant_matmul,
-        ops::quant_embedding,
         // scans
         scan::cumulative_sum,
         scan::cumulative_prod,

@@ -3,8 +3,9 @@
 //! because Python's idiom differs from the op table's plain signature: numpy / Array API names
 //! and keywords (`axis=` for `axes`, positional-only and keyword-only parameters, `device=`,
 //! `copy=`), Python scalars and sequences as arguments, dtype defaults. The ops whose Python
-//! signature is the table's own (layer_norm, rms_norm, batch_norm, rope, attention) are generated
-//! into ops_gen.rs from their rows (`make gen`).
+//! signature is the table's own (softmax, log_softmax, layer_norm, rms_norm, batch_norm,
+//! index_select, gather, embedding, rope, attention and the quant ops but quant_from_bytes) are
+//! generated into ops_gen.rs from their rows (`make gen`).
 
 use crate::convert::{
     dtype_or, operand, opt_tensor_arg, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype,
@@ -511,24 +512,6 @@ pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, ke
 // ---------------------------------------------------------------------------------------------
 // norm
 
-/// ``exp(x - max) / sum(exp(x - max))`` along ``axis``.
-#[pyfunction]
-#[pyo3(signature = (x, axis=Int(-1)))]
-pub fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.0;
-    gpu(py, || ops::softmax(&x, axis)).map(ok)
-}
-
-/// ``x - logsumexp(x)`` along ``axis``.
-#[pyfunction]
-#[pyo3(signature = (x, axis=Int(-1)))]
-pub fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.0;
-    gpu(py, || ops::log_softmax(&x, axis)).map(ok)
-}
-
 // ---------------------------------------------------------------------------------------------
 // movement
 
@@ -641,24 +624,6 @@ pub fn take(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, ax
     }
 }
 
-/// kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).
-#[pyfunction]
-pub fn index_select(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, indices: &Bound<'_, PyAny>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.0;
-    let idx = tensor_arg(py, indices)?;
-    gpu(py, || ops::index_select(&x, axis, &idx)).map(ok)
-}
-
-/// torch ``gather``: ``out[i][j] = x[index[i][j]][j]`` for ``axis=0`` (``index`` has x's rank).
-#[pyfunction]
-pub fn gather(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, index: &Bound<'_, PyAny>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.0;
-    let idx = tensor_arg(py, index)?;
-    gpu(py, || ops::gather(&x, axis, &idx)).map(ok)
-}
-
 /// numpy ``take_along_axis`` (``gather`` with numpy's argument order).
 #[pyfunction]
 pub fn take_along_axis(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
@@ -671,18 +636,11 @@ pub fn take_along_axis(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_,
 // ---------------------------------------------------------------------------------------------
 // nn
 
-/// Rows of ``weight`` [V, D] picked by int32/uint32 ``ids`` of any shape: shape ``ids.shape + (D,)``.
-#[pyfunction]
-pub fn embedding(py: Python<'_>, weight: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>) -> PyT {
-    let (w, i) = (tensor_arg(py, weight)?, tensor_arg(py, ids)?);
-    gpu(py, || ops::embedding(&w, &i)).map(ok)
-}
-
 // ---------------------------------------------------------------------------------------------
 // quant: GGUF block formats ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q2_k" .. "q6_k")
 // kept quantized on the GPU as u32 tensors
 
-fn quant_format(format: &str) -> kiln_core::Result<ops::QuantFormat> {
+pub(crate) fn quant_format(format: &str) -> kiln_core::Result<ops::QuantFormat> {
     ops::QuantFormat::parse(format)
 }
 
@@ -692,46 +650,6 @@ fn quant_format(format: &str) -> kiln_core::Result<ops::QuantFormat> {
 pub fn quant_from_bytes(py: Python<'_>, data: &[u8], format: &str, rows: Int<usize>, cols: Int<usize>) -> PyT {
     let (rows, cols) = (rows.0, cols.0);
     gpu(py, || ops::quant_from_bytes(&kiln_core::device()?, data, quant_format(format)?, rows, cols)).map(ok)
-}
-
-/// ``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32
-/// tensor of the GGUF bytes.
-#[pyfunction]
-pub fn quantize(py: Python<'_>, x: &Bound<'_, PyAny>, format: &str) -> PyT {
-    let x = tensor_arg(py, x)?;
-    gpu(py, || ops::quantize(&x, quant_format(format)?)).map(ok)
-}
-
-/// float32 [rows, cols] from a quantized matrix.
-#[pyfunction]
-pub fn dequantize(py: Python<'_>, w: &Bound<'_, PyAny>, format: &str, rows: Int<usize>, cols: Int<usize>) -> PyT {
-    let w = tensor_arg(py, w)?;
-    let (rows, cols) = (rows.0, cols.0);
-    gpu(py, || ops::dequantize(&w, quant_format(format)?, rows, cols)).map(ok)
-}
-
-/// ``x`` [..., K] times ``w``ᵀ for ``w`` quantized [n, K] (nn.Linear's layout): [..., n] in x's
-/// dtype, accumulated in float32.
-#[pyfunction]
-pub fn quant_matmul(py: Python<'_>, x: &Bound<'_, PyAny>, w: &Bound<'_, PyAny>, format: &str, n: Int<usize>) -> PyT {
-    let (x, w) = (tensor_arg(py, x)?, tensor_arg(py, w)?);
-    let n = n.0;
-    gpu(py, || ops::quant_matmul(&x, &w, quant_format(format)?, n)).map(ok)
-}
-
-/// Rows of a quantized table ``w`` [V, d] picked by int32/uint32 ``ids``: float32
-/// ``ids.shape + (d,)``; ids outside [0, V) give zeros.
-#[pyfunction]
-pub fn quant_embedding(
-    py: Python<'_>,
-    w: &Bound<'_, PyAny>,
-    format: &str,
-    d: Int<usize>,
-    ids: &Bound<'_, PyAny>,
-) -> PyT {
-    let (w, i) = (tensor_arg(py, w)?, tensor_arg(py, ids)?);
-    let d = d.0;
-    gpu(py, || ops::quant_embedding(&w, quant_format(format)?, d, &i)).map(ok)
 }
 
 // ---------------------------------------------------------------------------------------------

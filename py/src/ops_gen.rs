@@ -5,7 +5,7 @@
 
 use crate::convert::{opt_tensor_arg, tensor_arg, Float, Int};
 use crate::errors::gpu;
-use crate::ops::{binary_fns, unary_fns, PyT};
+use crate::ops::{binary_fns, quant_format, unary_fns, PyT};
 use crate::tensor::PyTensor;
 use kiln_core::ops;
 use pyo3::prelude::*;
@@ -79,6 +79,22 @@ binary_fns! {
     bitwise_right_shift => BitwiseRightShift, "Elementwise a shifted right by b bits, arithmetic for i32 (all sign bits for b outside [0, 32)), with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
 }
 
+/// ``exp(x - max) / sum(exp(x - max))`` along ``axis``.
+#[pyfunction]
+#[pyo3(signature = (x, axis=Int(-1)))]
+pub fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::softmax(&x, axis.0)).map(PyTensor::new)
+}
+
+/// ``x - logsumexp(x)`` along ``axis``.
+#[pyfunction]
+#[pyo3(signature = (x, axis=Int(-1)))]
+pub fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::log_softmax(&x, axis.0)).map(PyTensor::new)
+}
+
 /// Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias`` (biased
 /// variance; ``weight`` and ``bias`` have the last axis' length, or are None).
 #[pyfunction]
@@ -112,6 +128,34 @@ pub fn batch_norm(py: Python<'_>, x: &Bound<'_, PyAny>, mean: &Bound<'_, PyAny>,
     gpu(py, || ops::batch_norm(&x, &mean, &var, weight.as_ref(), bias.as_ref(), eps.0 as f32)).map(PyTensor::new)
 }
 
+/// kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).
+#[pyfunction]
+#[pyo3(signature = (x, axis, indices))]
+pub fn index_select(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, indices: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let indices = tensor_arg(py, indices)?;
+    gpu(py, || ops::index_select(&x, axis.0, &indices)).map(PyTensor::new)
+}
+
+/// torch ``gather``: ``out[i][j] = x[index[i][j]][j]`` for ``axis=0`` (``index`` has x's rank).
+#[pyfunction]
+#[pyo3(signature = (x, axis, index))]
+pub fn gather(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, index: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let index = tensor_arg(py, index)?;
+    gpu(py, || ops::gather(&x, axis.0, &index)).map(PyTensor::new)
+}
+
+/// Rows of ``weight`` [V, D] picked by int32/uint32 ``ids`` of any shape: shape ``ids.shape +
+/// (D,)``.
+#[pyfunction]
+#[pyo3(signature = (weight, ids))]
+pub fn embedding(py: Python<'_>, weight: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>) -> PyT {
+    let weight = tensor_arg(py, weight)?;
+    let ids = tensor_arg(py, ids)?;
+    gpu(py, || ops::embedding(&weight, &ids)).map(PyTensor::new)
+}
+
 /// Rotary position embedding of ``x`` [..., L, D] (rotate-half pairs (i, i + D/2), angle
 /// ``(pos_offset + l) * base**(-2i/D)``).
 #[pyfunction]
@@ -130,6 +174,43 @@ pub fn attention(py: Python<'_>, q: &Bound<'_, PyAny>, k: &Bound<'_, PyAny>, v: 
     let k = tensor_arg(py, k)?;
     let v = tensor_arg(py, v)?;
     gpu(py, || ops::attention(&q, &k, &v, causal, scale.map(|v| v.0 as f32))).map(PyTensor::new)
+}
+
+/// ``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32 tensor
+/// of the GGUF bytes.
+#[pyfunction]
+#[pyo3(signature = (x, format))]
+pub fn quantize(py: Python<'_>, x: &Bound<'_, PyAny>, format: &str) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::quantize(&x, quant_format(format)?)).map(PyTensor::new)
+}
+
+/// float32 [rows, cols] from a quantized matrix.
+#[pyfunction]
+#[pyo3(signature = (w, format, rows, cols))]
+pub fn dequantize(py: Python<'_>, w: &Bound<'_, PyAny>, format: &str, rows: Int<usize>, cols: Int<usize>) -> PyT {
+    let w = tensor_arg(py, w)?;
+    gpu(py, || ops::dequantize(&w, quant_format(format)?, rows.0, cols.0)).map(PyTensor::new)
+}
+
+/// ``x`` [..., K] times ``w``ᵀ for ``w`` quantized [n, K] (nn.Linear's layout): [..., n] in x's
+/// dtype, accumulated in float32.
+#[pyfunction]
+#[pyo3(signature = (x, w, format, n))]
+pub fn quant_matmul(py: Python<'_>, x: &Bound<'_, PyAny>, w: &Bound<'_, PyAny>, format: &str, n: Int<usize>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let w = tensor_arg(py, w)?;
+    gpu(py, || ops::quant_matmul(&x, &w, quant_format(format)?, n.0)).map(PyTensor::new)
+}
+
+/// Rows of a quantized table ``w`` [V, d] picked by int32/uint32 ``ids``: float32 ``ids.shape +
+/// (d,)``; ids outside [0, V) give zeros.
+#[pyfunction]
+#[pyo3(signature = (w, format, d, ids))]
+pub fn quant_embedding(py: Python<'_>, w: &Bound<'_, PyAny>, format: &str, d: Int<usize>, ids: &Bound<'_, PyAny>) -> PyT {
+    let w = tensor_arg(py, w)?;
+    let ids = tensor_arg(py, ids)?;
+    gpu(py, || ops::quant_embedding(&w, quant_format(format)?, d.0, &ids)).map(PyTensor::new)
 }
 
 /// Adds every function above to the module.
@@ -197,10 +278,19 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bitwise_xor, m)?)?;
     m.add_function(wrap_pyfunction!(bitwise_left_shift, m)?)?;
     m.add_function(wrap_pyfunction!(bitwise_right_shift, m)?)?;
+    m.add_function(wrap_pyfunction!(softmax, m)?)?;
+    m.add_function(wrap_pyfunction!(log_softmax, m)?)?;
     m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(batch_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(index_select, m)?)?;
+    m.add_function(wrap_pyfunction!(gather, m)?)?;
+    m.add_function(wrap_pyfunction!(embedding, m)?)?;
     m.add_function(wrap_pyfunction!(rope, m)?)?;
     m.add_function(wrap_pyfunction!(attention, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(dequantize, m)?)?;
+    m.add_function(wrap_pyfunction!(quant_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(quant_embedding, m)?)?;
     Ok(())
 }

@@ -93,8 +93,6 @@ def run(op, f, p, ins, d):
         return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
     if op in ("cumulative_sum", "cumulative_prod"):
         return f(x, axis=p["axis"], dtype=p["dtype"], include_initial=p["include_initial"])
-    if op in ("softmax", "log_softmax"):
-        return f(x, p["axis"])
     if op == "conv2d":
         return f(x, get("w"), get("bias"), stride=tuple(p["stride"]), padding=tuple(p["padding"]),
                  dilation=tuple(p["dilation"]), groups=p["groups"])
@@ -110,22 +108,8 @@ def run(op, f, p, ins, d):
         return f([t for _, t in ins], axis=p["axis"])
     if op == "slice":
         return f(x, p["axis"], p["start"], p["stop"], p["step"])
-    if op == "index_select":
-        return f(x, p["axis"], get("indices"))
-    if op == "gather":
-        return f(x, p["axis"], get("index"))
-    if op == "embedding":
-        return f(get("weight"), get("ids"))
     if op == "quant_from_bytes":
         return f(x.tobytes()[: p["nbytes"]], p["format"], p["rows"], p["cols"])
-    if op == "quantize":
-        return f(x, p["format"])
-    if op == "dequantize":
-        return f(x, p["format"], p["rows"], p["cols"])
-    if op == "quant_matmul":
-        return f(get("x"), get("w"), p["format"], p["n"])
-    if op == "quant_embedding":
-        return f(get("w"), p["format"], p["d"], get("ids"))
     # Searching, sorting and sets; ops giving a tuple are checked on the element `output`.
     if op in ("sort", "argsort"):
         return f(x, axis=p["axis"], descending=p["descending"])

@@ -319,7 +319,8 @@ const FORMAT: Arg = a("format", Format, "the GGUF block format (\"q4_0\", …)")
 const SCAN_AXIS: Arg = a("axis", OptAxis, "the axis (None only for a 1-D input)").or(Dflt::None);
 const SCAN_DTYPE: Arg = a("dtype", OptDType, "the dtype of the result (None: x's)").or(Dflt::None);
 const INCLUDE_INITIAL: Arg = a("include_initial", Bool, "start with the identity (the result one longer)").or(B(false));
-const SORT_AXIS: Arg = a("axis", Axis, "the axis (negative counts from the end)").or(I(-1));
+/// An axis defaulting to the last one.
+const AXIS_LAST: Arg = a("axis", Axis, "the axis (negative counts from the end)").or(I(-1));
 const DESCENDING: Arg = a("descending", Bool, "largest first").or(B(false));
 const KERNEL: Arg = a("kernel", Pair, "the window (height, width)");
 const POOL_STRIDE: Arg = a("stride", Pair, "the step (height, width)").or(Dflt::Same("kernel"));
@@ -417,11 +418,13 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     OpInfo::new("argmin", "reduce", "any, bool included", &[X, ARG_AXIS, KEEPDIMS])
         .doc("index (i32) of the smallest element")
         .c("Index (i32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`: non-null; `axis` nullable."),
-    OpInfo::new("softmax", "norm", "float", &[X, AXIS])
+    OpInfo::new("softmax", "norm", "float", &[X, AXIS_LAST])
         .doc("softmax along an axis")
+        .python("``exp(x - max) / sum(exp(x - max))`` along ``axis``.")
         .c("Softmax along `axis` (negative counts from the end). `x`, `out`: non-null."),
-    OpInfo::new("log_softmax", "norm", "float", &[X, AXIS])
+    OpInfo::new("log_softmax", "norm", "float", &[X, AXIS_LAST])
         .doc("log-softmax along an axis")
+        .python("``x - logsumexp(x)`` along ``axis``.")
         .c("Log-softmax along `axis`. `x`, `out`: non-null."),
     OpInfo::new("layer_norm", "norm", "float", &[X, WEIGHT, BIAS, a("eps", F32, "added to the variance").or(F(1e-5))])
         .doc("layer normalization over the last axis")
@@ -470,12 +473,15 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .names(["~slice", "~slice", "~getindex"]),
     OpInfo::new("index_select", "movement", "any, bool included", &[X, AXIS, a("indices", Tensor, "1-D i32/u32 indices")])
         .doc("entries picked by 1-D indices (numpy take; negative i32 indices count from the end)")
+        .python("kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).")
         .c("Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range indices read as 0). `x`, `indices`, `out`: non-null."),
     OpInfo::new("gather", "movement", "any, bool included", &[X, AXIS, a("index", Tensor, "i32/u32 indices of x's rank")])
         .doc("torch.gather along an axis (numpy take_along_axis; negative i32 indices count from the end)")
+        .python("torch ``gather``: ``out[i][j] = x[index[i][j]][j]`` for ``axis=0`` (``index`` has x's rank).")
         .c("torch.gather along `axis`: `index` (i32/u32) has `x`'s rank and gives the result's shape. `x`, `index`, `out`: non-null."),
     OpInfo::new("embedding", "nn", "any, bool included", &[a("weight", Tensor, "the table [V, D]"), a("ids", Tensor, "i32/u32 row numbers")])
         .doc("rows of weight [V, D] picked by ids (ids outside [0, V), negative ones included: zeros)")
+        .python("Rows of ``weight`` [V, D] picked by int32/uint32 ``ids`` of any shape: shape ``ids.shape + (D,)``.")
         .c("Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): gives [..ids, D]. `weight`, `ids`, `out`: non-null."),
     OpInfo::new("rope", "nn", "float", &[X, a("pos_offset", Size, "the position of the first row").or(I(0)), a("base", F32, "the frequency base").or(F(10000.0))])
         .doc("rotary position embedding (rotate-half)")
@@ -490,21 +496,25 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("GGUF blocks (q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k) of a [rows, cols] matrix as a u32 tensor"),
     OpInfo::new("quantize", "quant", "float", &[X, FORMAT])
         .doc("a float [rows, cols] quantized as ggml's reference quantizer does")
+        .python("``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32 tensor of the GGUF bytes.")
         .c("`x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null."),
     OpInfo::new("dequantize", "quant", "u32 (quantized)", &[a("w", Tensor, "the quantized matrix (u32)"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
         .doc("f32 [rows, cols] from a quantized matrix")
+        .python("float32 [rows, cols] from a quantized matrix.")
         .c("f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`: non-null."),
     OpInfo::new("quant_matmul", "quant", "float x, u32 (quantized) w", &[X, a("w", Tensor, "the quantized weight [n, K] (u32)"), FORMAT, a("n", Size, "the weight's rows")])
         .doc("x [..., K] times Wᵀ for W quantized [N, K], accumulated in f32")
+        .python("``x`` [..., K] times ``w``ᵀ for ``w`` quantized [n, K] (nn.Linear's layout): [..., n] in x's dtype, accumulated in float32.")
         .c("`x` [..., K] (f32/f16) times W^T for `w` quantized [n, K] in `format` (nn.Linear's layout): [..., n] in x's dtype, accumulated in f32. `x`, `w`, `format`, `out`: non-null."),
     OpInfo::new("quant_embedding", "quant", "u32 (quantized) w, i32/u32 ids", &[a("w", Tensor, "the quantized table [V, d] (u32)"), FORMAT, a("d", Size, "the table's columns"), a("ids", Tensor, "i32/u32 row numbers")])
         .doc("rows of a quantized table [V, D] picked by ids (out of range: zeros)")
+        .python("Rows of a quantized table ``w`` [V, d] picked by int32/uint32 ``ids``: float32 ``ids.shape + (d,)``; ids outside [0, V) give zeros.")
         .c("Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape): f32 [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null."),
     // Searching, sorting and sets (ops/sort.rs, search.rs, sets.rs).
-    OpInfo::new("sort", "sort", "any, bool included", &[X, SORT_AXIS, DESCENDING])
+    OpInfo::new("sort", "sort", "any, bool included", &[X, AXIS_LAST, DESCENDING])
         .doc("`x` sorted along an axis, stable (NaNs last; descending: the reverse order, ties in index order)")
         .c("`x` sorted along `axis` (negative counts from the end), ascending or `descending`, stable: NaNs last ascending, first descending (the exact reverse order, ties still in index order). `x`, `out`: non-null."),
-    OpInfo::new("argsort", "sort", "any, bool included", &[X, SORT_AXIS, DESCENDING])
+    OpInfo::new("argsort", "sort", "any, bool included", &[X, AXIS_LAST, DESCENDING])
         .doc("i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)")
         .c("The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order). `x`, `out`: non-null.")
         .names(["~argsort", "~argsort", "~sortperm"]),
