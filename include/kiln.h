@@ -760,15 +760,6 @@ KilnStatus kiln_copy(const struct KilnTensor *x,
 KilnStatus kiln_fill(const struct KilnTensor *x, double value);
 
 /**
- * Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
- * `tensors`, its entries and `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_concat(const struct KilnTensor *const *tensors,
-                       size_t n,
-                       ptrdiff_t axis,
-                       struct KilnTensor **out);
-
-/**
  * Uploads `nbytes` bytes of raw GGUF blocks (e.g. a slice of a memory-mapped .gguf file) of a
  * `rows` x `cols` matrix in `format` ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q2_k", "q3_k",
  * "q4_k", "q5_k" or "q6_k", any case) as the u32 tensor (the bytes zero-padded to whole words,
@@ -1159,6 +1150,16 @@ KilnStatus kiln_transpose(const struct KilnTensor *x,
                           ptrdiff_t axis0,
                           ptrdiff_t axis1,
                           struct KilnTensor **out);
+
+/**
+ * Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
+ * `tensors`, its entries and `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_concat(const struct KilnTensor *const *tensors,
+                       size_t n,
+                       ptrdiff_t axis,
+                       struct KilnTensor **out);
 
 /**
  * `x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count from the

@@ -1,11 +1,11 @@
 //! The C functions a plain call of the op table cannot express, written by hand: clip's two
-//! forms (one op, two C functions), copy and fill (not ops of the table), concat (an array and
-//! its length), quant_from_bytes (host bytes), tensordot (two forms of axes) and the ops giving
-//! several tensors (nonzero, unique_*). Every other op's C function is generated from its typed
+//! forms (one op, two C functions), copy and fill (not ops of the table), quant_from_bytes (host
+//! bytes), tensordot (two forms of axes) and the ops giving several tensors (nonzero,
+//! unique_*). Every other op's C function is generated from its typed
 //! row of kiln-core's op table into ops_gen.rs (`make gen`), with the helpers below. Each is a
 //! pointer check and a call: the op logic lives in kiln-core.
 
-use crate::boundary::{call, call_out, cstr, opt_tensor, opt_value, slice, tensor, tensor_array};
+use crate::boundary::{call, call_out, cstr, opt_tensor, opt_value, slice, tensor};
 use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::{ops, Tensor};
 use std::os::raw::{c_char, c_void};
@@ -107,24 +107,6 @@ pub unsafe extern "C" fn kiln_copy(x: *const KilnTensor, out: *mut *mut KilnTens
 #[no_mangle]
 pub unsafe extern "C" fn kiln_fill(x: *const KilnTensor, value: f64) -> KilnStatus {
     call("kiln_fill", || ops::fill(&*tensor(x, "x")?, value))
-}
-
-// ---- movement -----------------------------------------------------------------------------------
-
-/// Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
-/// `tensors`, its entries and `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_concat(
-    tensors: *const *const KilnTensor,
-    n: usize,
-    axis: isize,
-    out: *mut *mut KilnTensor,
-) -> KilnStatus {
-    call_out("kiln_concat", out, || {
-        let held = tensor_array(tensors, n)?;
-        let ts: Vec<&Tensor> = held.iter().map(|t| &**t).collect();
-        ops::concat(&ts, axis)
-    })
 }
 
 // ---- quant --------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 //! then the elementwise ops of the unary and binary tables, one C function each (plus the
 //! by-name forms). Each is a pointer check and a call: the op logic lives in kiln-core.
 
-use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor};
+use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor, tensor_array};
 use crate::ops::{binary, opt_axes, quant_format, scalar, unary};
 use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::ops;
@@ -257,6 +257,14 @@ pub unsafe extern "C" fn kiln_permute(x: *const KilnTensor, axes: *const isize, 
 #[no_mangle]
 pub unsafe extern "C" fn kiln_transpose(x: *const KilnTensor, axis0: isize, axis1: isize, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_transpose", out, || ops::transpose(&*tensor(x, "x")?, axis0, axis1))
+}
+
+/// Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
+/// `tensors`, its entries and `out`: non-null. `*out` receives a new tensor owned by the caller
+/// (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_concat(tensors: *const *const KilnTensor, n: usize, axis: isize, out: *mut *mut KilnTensor) -> KilnStatus {
+    call_out("kiln_concat", out, || ops::concat(&tensor_array(tensors, n)?.iter().map(|t| &**t).collect::<Vec<_>>(), axis))
 }
 
 /// `x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count from the

@@ -45,7 +45,7 @@ pub(crate) fn c_ops() -> String {
     s += "//! Every plain op of kiln-core's op table with a C comment (its arguments typed in the table),\n";
     s += "//! then the elementwise ops of the unary and binary tables, one C function each (plus the\n";
     s += "//! by-name forms). Each is a pointer check and a call: the op logic lives in kiln-core.\n\n";
-    s += "use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor};\n";
+    s += "use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor, tensor_array};\n";
     s += "use crate::ops::{binary, opt_axes, quant_format, scalar, unary};\n";
     s += "use crate::types::{KilnStatus, KilnTensor};\nuse kiln_core::ops;\nuse std::os::raw::c_char;\n";
     s += "// The header shows `KilnDType`; Rust receives the raw value.\nuse std::primitive::u32 as KilnDType;\n";
@@ -110,10 +110,19 @@ pub(crate) fn c_ops() -> String {
 fn c_arg(a: &Arg) -> (Vec<String>, String) {
     let (n, stem) = (a.name, a.c_stem);
     let one = |t: &str| vec![format!("{n}: {t}")];
-    // A host array and its length: `shape` is counted by `ndim`, other lists by `n<name>`.
-    let len = if n == "shape" { "ndim".to_string() } else { format!("n{n}") };
+    // A host array and its length: `shape` is counted by `ndim`, a list of tensors by `n`,
+    // other lists by `n<name>`.
+    let len = match (n, a.ty) {
+        ("shape", _) => "ndim".to_string(),
+        (_, Ty::Tensors) => "n".to_string(),
+        _ => format!("n{n}"),
+    };
     match a.ty {
         Ty::Tensor => (one("*const KilnTensor"), format!("&*tensor({n}, \"{n}\")?")),
+        Ty::Tensors => (
+            vec![format!("{n}: *const *const KilnTensor"), format!("{len}: usize")],
+            format!("&tensor_array({n}, {len})?.iter().map(|t| &**t).collect::<Vec<_>>()"),
+        ),
         Ty::OptTensor => (one("*const KilnTensor"), format!("opt_tensor({n}, \"{n}\")?.as_deref()")),
         Ty::DType => (one("KilnDType"), format!("crate::boundary::dtype({n})?")),
         Ty::OptDType => (one("*const KilnDType"), format!("crate::ops::opt_dtype({n})?")),
@@ -134,7 +143,7 @@ fn c_arg(a: &Arg) -> (Vec<String>, String) {
         Ty::OptF32 => (one("*const f32"), format!("opt_value({n})")),
         Ty::Bool => (one("bool"), n.to_string()),
         Ty::Format => (one("*const c_char"), format!("quant_format({n})?")),
-        Ty::Tensors | Ty::Bytes | Ty::Other(_) => unreachable!("not a plain op"),
+        Ty::Bytes | Ty::Other(_) => unreachable!("not a plain op"),
     }
 }
 

@@ -12,6 +12,8 @@ fn read(a: &Arg) -> String {
     let k = a.key;
     match a.ty {
         Ty::Tensor => format!("c.input(\"{k}\")?"),
+        // Every input of the call, in order (concat's list).
+        Ty::Tensors => "&c.inputs.iter().map(|(_, t)| t).collect::<Vec<_>>()".to_string(),
         Ty::OptTensor => format!("c.opt_input(\"{k}\")"),
         Ty::DType => format!("DType::parse(c.s(\"{k}\")?)?"),
         Ty::OptDType => format!("c.opt_dtype(\"{k}\")?"),
@@ -28,7 +30,7 @@ fn read(a: &Arg) -> String {
         Ty::OptF32 => format!("c.opt_f32(\"{k}\")?"),
         Ty::Bool => format!("c.b(\"{k}\")?"),
         Ty::Format => format!("QuantFormat::parse(c.s(\"{k}\")?)?"),
-        Ty::Tensors | Ty::Bytes | Ty::Other(_) => unreachable!("not a plain op"),
+        Ty::Bytes | Ty::Other(_) => unreachable!("not a plain op"),
     }
 }
 

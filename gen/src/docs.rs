@@ -62,6 +62,11 @@ fn c_runner_plain() -> String {
             };
             match a.ty {
                 Ty::Tensor | Ty::OptTensor => call.push(format!("input(c, \"{k}\")")),
+                Ty::Tensors => {
+                    let _ = writeln!(pre, "        const KilnTensor *{v}[MAX_INPUTS];");
+                    let _ = writeln!(pre, "        for (int j = 0; j < c->ninputs; j++) {v}[j] = c->inputs[j].t;");
+                    call.push(format!("{v}, (size_t)c->ninputs"));
+                }
                 Ty::DType => call.push(format!("parse_dtype(need(c, \"{k}\")->s)")),
                 Ty::OptDType => {
                     let _ = writeln!(pre, "        const Param *{p} = need(c, \"{k}\");");
@@ -101,7 +106,7 @@ fn c_runner_plain() -> String {
                 }
                 Ty::Bool => call.push(format!("pb(c, \"{k}\")")),
                 Ty::Format => call.push(format!("need(c, \"{k}\")->s")),
-                Ty::Tensors | Ty::Bytes | Ty::Other(_) => unreachable!("not a plain op"),
+                Ty::Bytes | Ty::Other(_) => unreachable!("not a plain op"),
             }
         }
         let _ = writeln!(s, "    if (!strcmp(op, \"{}\")) {{", o.name);

@@ -245,6 +245,12 @@ static int run_plain(const Case *c, KilnTensor **out, KilnStatus *st) {
         *st = kiln_transpose(input(c, "x"), (ptrdiff_t)pi(c, "axis0"), (ptrdiff_t)pi(c, "axis1"), out);
         return 1;
     }
+    if (!strcmp(op, "concat")) {
+        const KilnTensor *v_tensors[MAX_INPUTS];
+        for (int j = 0; j < c->ninputs; j++) v_tensors[j] = c->inputs[j].t;
+        *st = kiln_concat(v_tensors, (size_t)c->ninputs, (ptrdiff_t)pi(c, "axis"), out);
+        return 1;
+    }
     if (!strcmp(op, "slice")) {
         *st = kiln_slice(input(c, "x"), (ptrdiff_t)pi(c, "axis"), (ptrdiff_t)pi(c, "start"), (ptrdiff_t)pi(c, "stop"), (ptrdiff_t)pi(c, "step"), out);
         return 1;

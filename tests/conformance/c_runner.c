@@ -217,11 +217,6 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         for (int j = 0; j < p2->nlist; j++) a2[j] = (ptrdiff_t)p2->list[j];
         return kiln_tensordot(input(c, "a"), input(c, "b"), (ptrdiff_t)pi(c, "n"), a1, a2, (size_t)p1->nlist, out);
     }
-    if (!strcmp(op, "concat")) {
-        const KilnTensor *ts[MAX_INPUTS];
-        for (int i = 0; i < c->ninputs; i++) ts[i] = c->inputs[i].t;
-        return kiln_concat(ts, (size_t)c->ninputs, (ptrdiff_t)pi(c, "axis"), out);
-    }
     if (!strcmp(op, "quant_from_bytes")) {
         size_t nb = 0, want = (size_t)pi(c, "nbytes");
         KilnStatus st = kiln_tensor_nbytes(x, &nb);

@@ -38,6 +38,7 @@ pub(super) fn dispatch(op: &str, c: &OpCall) -> Option<Result<Tensor>> {
         "reshape" => (|| ops::reshape(c.input("x")?, &c.isizes("shape")?))(),
         "permute" => (|| ops::permute(c.input("x")?, &c.isizes("axes")?))(),
         "transpose" => (|| ops::transpose(c.input("x")?, c.i("axis0")? as isize, c.i("axis1")? as isize))(),
+        "concat" => (|| ops::concat(&c.inputs.iter().map(|(_, t)| t).collect::<Vec<_>>(), c.i("axis")? as isize))(),
         "slice" => (|| ops::slice(c.input("x")?, c.i("axis")? as isize, c.i("start")? as isize, c.i("stop")? as isize, c.i("step")? as isize))(),
         "index_select" => (|| ops::index_select(c.input("x")?, c.i("axis")? as isize, c.input("indices")?))(),
         "gather" => (|| ops::gather(c.input("x")?, c.i("axis")? as isize, c.input("index")?))(),

@@ -247,7 +247,7 @@ impl OpInfo {
     pub fn is_plain(&self) -> bool {
         self.hand.is_empty()
             && self.out == Out::One
-            && self.args.iter().all(|a| !matches!(a.ty, Ty::Other(_) | Ty::Bytes | Ty::Tensors))
+            && self.args.iter().all(|a| !matches!(a.ty, Ty::Other(_) | Ty::Bytes))
     }
     const fn new(name: &'static str, family: &'static str, dtypes: &'static str, args: &'static [Arg]) -> Self {
         OpInfo {
@@ -463,9 +463,9 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("two axes swapped (numpy's swapaxes)")
         .c("Swaps axes `axis0` and `axis1`. `x`, `out`: non-null.")
         .names(["~swapaxes", "~transpose", "~swapdims"]),
-    // C's kiln_concat takes an array and its length: hand-written.
     OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS])
         .doc("tensors joined along an axis")
+        .c("Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`. `tensors`, its entries and `out`: non-null.")
         .names(["~concat", "~concat", "~cat"]),
     OpInfo::new("slice", "movement", "any, bool included", &[X, AXIS, a("start", Int, "the first index"), a("stop", Int, "the bound, not included"), a("step", Int, "the step (>= 1)").or(I(1))])
         .doc("`x[start:stop:step]` along an axis")
