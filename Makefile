@@ -9,8 +9,8 @@ KILN := target/$(PROFILE)/kiln
 # Tools built or downloaded at pinned versions (wasm-bindgen-cli, TypeScript, binaryen, Julia)
 # live outside the clone, one folder per version, where a CI runner keeps its cache: a fresh
 # clone reuses them, a version bump makes a new folder. cbindgen goes to ~/.cargo/bin (cargo's).
-KILN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kiln
-export KILN_CACHE
+KILN_TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kiln
+export KILN_TOOLS_CACHE
 
 .PHONY: all demo test deps rust-test cli conformance clean-venvs
 

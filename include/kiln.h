@@ -672,6 +672,10 @@ KilnStatus kiln_kernel_compile(const char *source, const char *entry, struct Kil
  * to writable bindings are written in place; read them back with kiln_tensor_to_host.
  * `kernel`: non-null; `tensors` may be NULL only when `ntensors` is 0, and none of its
  * entries may be NULL. The arrays are not retained after the call. Thread-safe.
+ * Ownership: the array and the tensors are borrowed for the call only (no handle is freed or
+ * kept); the tensors' contents, not their handles, change where a binding is writable. In C
+ * a macro (below) takes the array as `KilnTensor *[]` or `const KilnTensor *[]`, const
+ * elements or not, without a cast; C++ converts either to the declared type by itself.
  */
 KilnStatus kiln_kernel_dispatch(const struct KilnKernel *kernel,
                                 const struct KilnTensor *const *tensors,
@@ -726,16 +730,6 @@ KilnStatus kiln_profile_stop(struct KilnProfileSummary *summary,
 KilnStatus kiln_profile_rows_free(struct KilnProfileRow *rows, size_t n_rows);
 
 /**
- * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is KILN_BOOL, or
- * any dtype true where non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_where(const struct KilnTensor *cond,
-                      const struct KilnTensor *a,
-                      const struct KilnTensor *b,
-                      struct KilnTensor **out);
-
-/**
  * `x` limited to `[min, max]` elementwise (the Array API's `clip`): a NaN in `x` or a bound
  * gives NaN. `min` and `max` may be NULL (no bound); a bound must have `x`'s dtype and
  * broadcast to `x`'s shape, which the result keeps. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
@@ -757,14 +751,6 @@ KilnStatus kiln_clip_scalar(const struct KilnTensor *x,
                             struct KilnTensor **out);
 
 /**
- * Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_cast(const struct KilnTensor *x,
-                     KilnDType dtype,
-                     struct KilnTensor **out);
-
-/**
  * A new tensor with the contents of `x` (a GPU-side copy). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
  * Thread-safe.
  */
@@ -772,369 +758,10 @@ KilnStatus kiln_copy(const struct KilnTensor *x,
                      struct KilnTensor **out);
 
 /**
- * A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the
- * dtype). `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_full(const size_t *shape,
-                     size_t ndim,
-                     KilnDType dtype,
-                     double value,
-                     struct KilnTensor **out);
-
-/**
- * kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_zeros(const size_t *shape,
-                      size_t ndim,
-                      KilnDType dtype,
-                      struct KilnTensor **out);
-
-/**
- * kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_ones(const size_t *shape,
-                     size_t ndim,
-                     KilnDType dtype,
-                     struct KilnTensor **out);
-
-/**
  * Overwrites every element of `x` with `value` (in place; queued like any op). `x`:
  * non-null. Thread-safe, but racing writes to one tensor have no defined order.
  */
 KilnStatus kiln_fill(const struct KilnTensor *x, double value);
-
-/**
- * `start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`.
- * `step` must be non-zero and all three finite. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_arange(double start,
-                       double stop,
-                       double step,
-                       KilnDType dtype,
-                       struct KilnTensor **out);
-
-/**
- * Uniform random numbers in [low, high) of shape `shape[0..ndim]` (float dtypes). Counter
- * based: the same `seed` gives the same numbers on every device. `shape` may be NULL when
- * `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_random_uniform(const size_t *shape,
-                               size_t ndim,
-                               KilnDType dtype,
-                               uint64_t seed,
-                               double low,
-                               double high,
-                               struct KilnTensor **out);
-
-/**
- * Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as
- * kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_random_normal(const size_t *shape,
-                              size_t ndim,
-                              KilnDType dtype,
-                              uint64_t seed,
-                              double mean,
-                              double std,
-                              struct KilnTensor **out);
-
-/**
- * Matrix product with numpy `matmul` rules: 1-D operands are promoted, batch dimensions
- * broadcast; [.., M, K] x [.., K, N] gives [.., M, N]. `a`, `b`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_matmul(const struct KilnTensor *a,
-                       const struct KilnTensor *b,
-                       struct KilnTensor **out);
-
-/**
- * Sum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
- * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
- * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_sum(const struct KilnTensor *x,
-                    const ptrdiff_t *axes,
-                    size_t naxes,
-                    bool keepdims,
-                    struct KilnTensor **out);
-
-/**
- * Mean over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
- * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
- * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_mean(const struct KilnTensor *x,
-                     const ptrdiff_t *axes,
-                     size_t naxes,
-                     bool keepdims,
-                     struct KilnTensor **out);
-
-/**
- * Maximum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
- * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
- * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_max(const struct KilnTensor *x,
-                    const ptrdiff_t *axes,
-                    size_t naxes,
-                    bool keepdims,
-                    struct KilnTensor **out);
-
-/**
- * Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
- * KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL,
- * naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
- * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_all(const struct KilnTensor *x,
-                    const ptrdiff_t *axes,
-                    size_t naxes,
-                    bool keepdims,
-                    struct KilnTensor **out);
-
-/**
- * Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
- * KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL,
- * naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
- * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_any(const struct KilnTensor *x,
-                    const ptrdiff_t *axes,
-                    size_t naxes,
-                    bool keepdims,
-                    struct KilnTensor **out);
-
-/**
- * Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
- * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
- * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_min(const struct KilnTensor *x,
-                    const ptrdiff_t *axes,
-                    size_t naxes,
-                    bool keepdims,
-                    struct KilnTensor **out);
-
-/**
- * Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0:
- * population, 1: sample). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_var(const struct KilnTensor *x,
-                    const ptrdiff_t *axes,
-                    size_t naxes,
-                    bool keepdims,
-                    size_t ddof,
-                    struct KilnTensor **out);
-
-/**
- * Index (i32) of the largest element along `*axis`, or in the flattened tensor when `axis` is
- * NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
- * non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_argmax(const struct KilnTensor *x,
-                       const ptrdiff_t *axis,
-                       bool keepdims,
-                       struct KilnTensor **out);
-
-/**
- * Index (i32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
- * NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
- * non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_argmin(const struct KilnTensor *x,
-                       const ptrdiff_t *axis,
-                       bool keepdims,
-                       struct KilnTensor **out);
-
-/**
- * Softmax along `axis` (negative counts from the end). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_softmax(const struct KilnTensor *x,
-                        ptrdiff_t axis,
-                        struct KilnTensor **out);
-
-/**
- * Log-softmax along `axis`. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_log_softmax(const struct KilnTensor *x,
-                            ptrdiff_t axis,
-                            struct KilnTensor **out);
-
-/**
- * Layer normalization over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
- * `weight` and `bias` (shape [last dim]) are optional (NULL = 1 and 0). `x`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_layer_norm(const struct KilnTensor *x,
-                           const struct KilnTensor *weight,
-                           const struct KilnTensor *bias,
-                           float eps,
-                           struct KilnTensor **out);
-
-/**
- * RMS normalization over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight`
- * optional (NULL = 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_rms_norm(const struct KilnTensor *x,
-                         const struct KilnTensor *weight,
-                         float eps,
-                         struct KilnTensor **out);
-
-/**
- * Batch normalization (inference) of `x` [N, C, ...] with per-channel `mean` and `var` [C]
- * and optional `weight`, `bias` [C] (NULL = 1 and 0). `x`, `mean`, `var`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_batch_norm(const struct KilnTensor *x,
-                           const struct KilnTensor *mean,
-                           const struct KilnTensor *var,
-                           const struct KilnTensor *weight,
-                           const struct KilnTensor *bias,
-                           float eps,
-                           struct KilnTensor **out);
-
-/**
- * 2-D convolution (cross-correlation, as PyTorch) of `x` [N, C, H, W] with `w`
- * [O, C/groups, KH, KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW].
- * Strides and dilations must be >= 1, `groups` must divide C and O. `x`, `w`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_conv2d(const struct KilnTensor *x,
-                       const struct KilnTensor *w,
-                       const struct KilnTensor *bias,
-                       size_t stride_h,
-                       size_t stride_w,
-                       size_t pad_h,
-                       size_t pad_w,
-                       size_t dilation_h,
-                       size_t dilation_w,
-                       size_t groups,
-                       struct KilnTensor **out);
-
-/**
- * Max pooling (padding never wins) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_max_pool2d(const struct KilnTensor *x,
-                           size_t kernel_h,
-                           size_t kernel_w,
-                           size_t stride_h,
-                           size_t stride_w,
-                           size_t pad_h,
-                           size_t pad_w,
-                           struct KilnTensor **out);
-
-/**
- * Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_avg_pool2d(const struct KilnTensor *x,
-                           size_t kernel_h,
-                           size_t kernel_w,
-                           size_t stride_h,
-                           size_t stride_w,
-                           size_t pad_h,
-                           size_t pad_w,
-                           struct KilnTensor **out);
-
-/**
- * The same data with shape `shape[0..ndim]` (no copy; one entry may be -1 and is
- * inferred). The result shares `x`'s buffer but is a separate handle to free. `x`, `out`:
- * non-null; `shape` may be NULL when `ndim` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_reshape(const struct KilnTensor *x,
-                        const ptrdiff_t *shape,
-                        size_t ndim,
-                        struct KilnTensor **out);
-
-/**
- * Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank).
- * `x`, `out`: non-null; `axes` may be NULL when `naxes` is 0. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_permute(const struct KilnTensor *x,
-                        const ptrdiff_t *axes,
-                        size_t naxes,
-                        struct KilnTensor **out);
-
-/**
- * Swaps axes `axis0` and `axis1`. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_transpose(const struct KilnTensor *x,
-                          ptrdiff_t axis0,
-                          ptrdiff_t axis1,
-                          struct KilnTensor **out);
-
-/**
- * Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
- * `tensors`, its entries and `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_concat(const struct KilnTensor *const *tensors,
-                       size_t n,
-                       ptrdiff_t axis,
-                       struct KilnTensor **out);
-
-/**
- * `x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count
- * from the end, `step` >= 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_slice(const struct KilnTensor *x,
-                      ptrdiff_t axis,
-                      ptrdiff_t start,
-                      ptrdiff_t stop,
-                      ptrdiff_t step,
-                      struct KilnTensor **out);
-
-/**
- * Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range
- * indices read as 0). `x`, `indices`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_index_select(const struct KilnTensor *x,
-                             ptrdiff_t axis,
-                             const struct KilnTensor *indices,
-                             struct KilnTensor **out);
-
-/**
- * torch.gather along `axis`: `index` (i32/u32) has `x`'s rank and gives the result's shape.
- * `x`, `index`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_gather(const struct KilnTensor *x,
-                       ptrdiff_t axis,
-                       const struct KilnTensor *index,
-                       struct KilnTensor **out);
-
-/**
- * Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): gives [..ids, D].
- * `weight`, `ids`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_embedding(const struct KilnTensor *weight,
-                          const struct KilnTensor *ids,
-                          struct KilnTensor **out);
-
-/**
- * Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle
- * (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_rope(const struct KilnTensor *x,
-                     size_t pos_offset,
-                     float base,
-                     struct KilnTensor **out);
-
-/**
- * Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D],
- * k [..., Lk, D], v [..., Lk, Dv]. `*scale` when `scale` is non-null, else 1/sqrt(D);
- * `causal` masks key j > query i. `q`, `k`, `v`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_attention(const struct KilnTensor *q,
-                          const struct KilnTensor *k,
-                          const struct KilnTensor *v,
-                          bool causal,
-                          const float *scale,
-                          struct KilnTensor **out);
 
 /**
  * Uploads `nbytes` bytes of raw GGUF blocks (e.g. a slice of a memory-mapped .gguf file) of a
@@ -1151,85 +778,6 @@ KilnStatus kiln_quant_from_bytes(const void *data,
                                  size_t rows,
                                  size_t cols,
                                  struct KilnTensor **out);
-
-/**
- * `x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference
- * quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_quantize(const struct KilnTensor *x,
-                         const char *format,
-                         struct KilnTensor **out);
-
-/**
- * f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_dequantize(const struct KilnTensor *w,
-                           const char *format,
-                           size_t rows,
-                           size_t cols,
-                           struct KilnTensor **out);
-
-/**
- * `x` [..., K] (f32/f16) times W^T for `w` quantized [n, K] in `format` (nn.Linear's layout):
- * [..., n] in x's dtype, accumulated in f32. `x`, `w`, `format`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_quant_matmul(const struct KilnTensor *x,
-                             const struct KilnTensor *w,
-                             const char *format,
-                             size_t n,
-                             struct KilnTensor **out);
-
-/**
- * Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape):
- * f32 [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
- * Thread-safe.
- */
-KilnStatus kiln_quant_embedding(const struct KilnTensor *w,
-                                const char *format,
-                                size_t d,
-                                const struct KilnTensor *ids,
-                                struct KilnTensor **out);
-
-/**
- * `x` sorted along `axis` (negative counts from the end), ascending or `descending`, stable:
- * NaNs last ascending, first descending (the exact reverse order, ties still in index order).
- * `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_sort(const struct KilnTensor *x,
-                     ptrdiff_t axis,
-                     bool descending,
-                     struct KilnTensor **out);
-
-/**
- * The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order).
- * `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_argsort(const struct KilnTensor *x,
-                        ptrdiff_t axis,
-                        bool descending,
-                        struct KilnTensor **out);
-
-/**
- * numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of
- * x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.
- * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_searchsorted(const struct KilnTensor *x1,
-                             const struct KilnTensor *x2,
-                             bool right,
-                             struct KilnTensor **out);
-
-/**
- * The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`:
- * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_count_nonzero(const struct KilnTensor *x,
-                              const ptrdiff_t *axes,
-                              size_t naxes,
-                              bool keepdims,
-                              struct KilnTensor **out);
 
 /**
  * numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero
@@ -1268,88 +816,6 @@ KilnStatus kiln_unique_inverse(const struct KilnTensor *x,
                                struct KilnTensor **inverse_indices);
 
 /**
- * kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_unique_values(const struct KilnTensor *x,
-                              struct KilnTensor **out);
-
-/**
- * Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is
- * never found); `invert` negates. `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_isin(const struct KilnTensor *x1,
-                     const struct KilnTensor *x2,
-                     bool invert,
-                     struct KilnTensor **out);
-
-/**
- * Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a
- * 1-D `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one
- * longer) when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype`
- * nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_cumulative_sum(const struct KilnTensor *x,
-                               const ptrdiff_t *axis,
-                               const KilnDType *dtype,
-                               bool include_initial,
-                               struct KilnTensor **out);
-
-/**
- * Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`:
- * non-null; `axis`, `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_cumulative_prod(const struct KilnTensor *x,
-                                const ptrdiff_t *axis,
-                                const KilnDType *dtype,
-                                bool include_initial,
-                                struct KilnTensor **out);
-
-/**
- * Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is
- * converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null;
- * `axes` may be NULL only when `naxes` is 0; `dtype` nullable. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_prod(const struct KilnTensor *x,
-                     const ptrdiff_t *axes,
-                     size_t naxes,
-                     bool keepdims,
-                     const KilnDType *dtype,
-                     struct KilnTensor **out);
-
-/**
- * Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof`
- * delta degrees of freedom. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_std(const struct KilnTensor *x,
-                    const ptrdiff_t *axes,
-                    size_t naxes,
-                    bool keepdims,
-                    size_t ddof,
-                    struct KilnTensor **out);
-
-/**
- * The `n`-th forward difference along `axis` (negative counts from the end): `x[1:] - x[:-1]`
- * `n` times, after joining `prepend` and `append` (nullable; x's dtype and shape but for the
- * axis) at either end. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_diff(const struct KilnTensor *x,
-                     ptrdiff_t axis,
-                     size_t n,
-                     const struct KilnTensor *prepend,
-                     const struct KilnTensor *append,
-                     struct KilnTensor **out);
-
-/**
- * Dot product of the vectors along `axis` (negative counts from the end of the broadcast
- * shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal.
- * `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
- */
-KilnStatus kiln_vecdot(const struct KilnTensor *x1,
-                       const struct KilnTensor *x2,
-                       ptrdiff_t axis,
-                       struct KilnTensor **out);
-
-/**
  * numpy's tensordot: with `n >= 0` the last `n` axes of `x1` are contracted with the first `n`
  * of `x2` (`axes1`, `axes2` unused, may be NULL); with `n < 0` axis `axes1[i]` of `x1` with
  * `axes2[i]` of `x2` for i < `naxes` (negative counts from the end). The result has x1's other
@@ -1363,6 +829,581 @@ KilnStatus kiln_tensordot(const struct KilnTensor *x1,
                           const ptrdiff_t *axes2,
                           size_t naxes,
                           struct KilnTensor **out);
+
+/**
+ * kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_zeros(const size_t *shape, size_t ndim, KilnDType dtype, struct KilnTensor **out);
+
+/**
+ * kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_ones(const size_t *shape, size_t ndim, KilnDType dtype, struct KilnTensor **out);
+
+/**
+ * A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the dtype).
+ * `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_full(const size_t *shape,
+                     size_t ndim,
+                     KilnDType dtype,
+                     double value,
+                     struct KilnTensor **out);
+
+/**
+ * `start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`. `step` must
+ * be non-zero and all three finite. `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_arange(double start,
+                       double stop,
+                       double step,
+                       KilnDType dtype,
+                       struct KilnTensor **out);
+
+/**
+ * Uniform random numbers in [low, high) of shape `shape[0..ndim]` (float dtypes). Counter based:
+ * the same `seed` gives the same numbers on every device. `shape` may be NULL when `ndim` is 0.
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_random_uniform(const size_t *shape,
+                               size_t ndim,
+                               KilnDType dtype,
+                               uint64_t seed,
+                               double low,
+                               double high,
+                               struct KilnTensor **out);
+
+/**
+ * Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as
+ * kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null. `*out` receives a
+ * new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_random_normal(const size_t *shape,
+                              size_t ndim,
+                              KilnDType dtype,
+                              uint64_t seed,
+                              double mean,
+                              double std,
+                              struct KilnTensor **out);
+
+/**
+ * `cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is KILN_BOOL, or any
+ * dtype true where non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_where(const struct KilnTensor *cond,
+                      const struct KilnTensor *a,
+                      const struct KilnTensor *b,
+                      struct KilnTensor **out);
+
+/**
+ * Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cast(const struct KilnTensor *x, KilnDType dtype, struct KilnTensor **out);
+
+/**
+ * Matrix product with numpy `matmul` rules: 1-D operands are promoted, batch dimensions broadcast;
+ * [.., M, K] x [.., K, N] gives [.., M, N]. `a`, `b`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_matmul(const struct KilnTensor *a,
+                       const struct KilnTensor *b,
+                       struct KilnTensor **out);
+
+/**
+ * Sum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
+ * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null;
+ * `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_sum(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
+ * Mean over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
+ * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null;
+ * `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_mean(const struct KilnTensor *x,
+                     const ptrdiff_t *axes,
+                     size_t naxes,
+                     bool keepdims,
+                     struct KilnTensor **out);
+
+/**
+ * Maximum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
+ * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null;
+ * `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_max(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
+ * Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0`
+ * reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null;
+ * `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_min(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
+ * Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
+ * KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL, naxes
+ * = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+ * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_all(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
+ * Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a
+ * KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL,
+ * naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`:
+ * non-null; `axes` may be NULL only when `naxes` is 0. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_any(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    struct KilnTensor **out);
+
+/**
+ * Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0:
+ * population, 1: sample). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_var(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    size_t ddof,
+                    struct KilnTensor **out);
+
+/**
+ * Index (i32) of the largest element along `*axis`, or in the flattened tensor when `axis` is NULL
+ * (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`: non-null;
+ * `axis` nullable. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_argmax(const struct KilnTensor *x,
+                       const ptrdiff_t *axis,
+                       bool keepdims,
+                       struct KilnTensor **out);
+
+/**
+ * Index (i32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is
+ * NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`:
+ * non-null; `axis` nullable. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_argmin(const struct KilnTensor *x,
+                       const ptrdiff_t *axis,
+                       bool keepdims,
+                       struct KilnTensor **out);
+
+/**
+ * Softmax along `axis` (negative counts from the end). `x`, `out`: non-null. `*out` receives a new
+ * tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_softmax(const struct KilnTensor *x, ptrdiff_t axis, struct KilnTensor **out);
+
+/**
+ * Log-softmax along `axis`. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_log_softmax(const struct KilnTensor *x, ptrdiff_t axis, struct KilnTensor **out);
+
+/**
+ * Layer normalization over the last axis: (x - mean) / sqrt(var + eps) * weight + bias. `weight`
+ * and `bias` (shape [last dim]) are optional (NULL = 1 and 0). `x`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_layer_norm(const struct KilnTensor *x,
+                           const struct KilnTensor *weight,
+                           const struct KilnTensor *bias,
+                           float eps,
+                           struct KilnTensor **out);
+
+/**
+ * RMS normalization over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight` optional
+ * (NULL = 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_rms_norm(const struct KilnTensor *x,
+                         const struct KilnTensor *weight,
+                         float eps,
+                         struct KilnTensor **out);
+
+/**
+ * Batch normalization (inference) of `x` [N, C, ...] with per-channel `mean` and `var` [C] and
+ * optional `weight`, `bias` [C] (NULL = 1 and 0). `x`, `mean`, `var`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_batch_norm(const struct KilnTensor *x,
+                           const struct KilnTensor *mean,
+                           const struct KilnTensor *var,
+                           const struct KilnTensor *weight,
+                           const struct KilnTensor *bias,
+                           float eps,
+                           struct KilnTensor **out);
+
+/**
+ * 2-D convolution (cross-correlation, as PyTorch) of `x` [N, C, H, W] with `w` [O, C/groups, KH,
+ * KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW]. Strides and dilations must
+ * be >= 1, `groups` must divide C and O. `x`, `w`, `out`: non-null. `*out` receives a new tensor
+ * owned by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_conv2d(const struct KilnTensor *x,
+                       const struct KilnTensor *w,
+                       const struct KilnTensor *bias,
+                       size_t stride_h,
+                       size_t stride_w,
+                       size_t pad_h,
+                       size_t pad_w,
+                       size_t dilation_h,
+                       size_t dilation_w,
+                       size_t groups,
+                       struct KilnTensor **out);
+
+/**
+ * Max pooling (padding never wins) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`,
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_max_pool2d(const struct KilnTensor *x,
+                           size_t kernel_h,
+                           size_t kernel_w,
+                           size_t stride_h,
+                           size_t stride_w,
+                           size_t pad_h,
+                           size_t pad_w,
+                           struct KilnTensor **out);
+
+/**
+ * Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a
+ * `kernel_h` x `kernel_w` window. `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_avg_pool2d(const struct KilnTensor *x,
+                           size_t kernel_h,
+                           size_t kernel_w,
+                           size_t stride_h,
+                           size_t stride_w,
+                           size_t pad_h,
+                           size_t pad_w,
+                           struct KilnTensor **out);
+
+/**
+ * The same data with shape `shape[0..ndim]` (no copy; one entry may be -1 and is inferred). The
+ * result shares `x`'s buffer but is a separate handle to free. `x`, `out`: non-null; `shape` may
+ * be NULL when `ndim` is 0. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_reshape(const struct KilnTensor *x,
+                        const ptrdiff_t *shape,
+                        size_t ndim,
+                        struct KilnTensor **out);
+
+/**
+ * Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank). `x`,
+ * `out`: non-null; `axes` may be NULL when `naxes` is 0. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_permute(const struct KilnTensor *x,
+                        const ptrdiff_t *axes,
+                        size_t naxes,
+                        struct KilnTensor **out);
+
+/**
+ * Swaps axes `axis0` and `axis1`. `x`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_transpose(const struct KilnTensor *x,
+                          ptrdiff_t axis0,
+                          ptrdiff_t axis1,
+                          struct KilnTensor **out);
+
+/**
+ * Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`.
+ * `tensors`, its entries and `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_concat(const struct KilnTensor *const *tensors,
+                       size_t n,
+                       ptrdiff_t axis,
+                       struct KilnTensor **out);
+
+/**
+ * `x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count from the
+ * end, `step` >= 1). `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free
+ * it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_slice(const struct KilnTensor *x,
+                      ptrdiff_t axis,
+                      ptrdiff_t start,
+                      ptrdiff_t stop,
+                      ptrdiff_t step,
+                      struct KilnTensor **out);
+
+/**
+ * Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range indices read
+ * as 0). `x`, `indices`, `out`: non-null. `*out` receives a new tensor owned by the caller (free
+ * it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_index_select(const struct KilnTensor *x,
+                             ptrdiff_t axis,
+                             const struct KilnTensor *indices,
+                             struct KilnTensor **out);
+
+/**
+ * torch.gather along `axis`: `index` (i32/u32) has `x`'s rank and gives the result's shape. `x`,
+ * `index`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_gather(const struct KilnTensor *x,
+                       ptrdiff_t axis,
+                       const struct KilnTensor *index,
+                       struct KilnTensor **out);
+
+/**
+ * Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): gives [..ids, D]. `weight`, `ids`,
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_embedding(const struct KilnTensor *weight,
+                          const struct KilnTensor *ids,
+                          struct KilnTensor **out);
+
+/**
+ * Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle
+ * (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null. `*out` receives a new tensor owned by
+ * the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_rope(const struct KilnTensor *x,
+                     size_t pos_offset,
+                     float base,
+                     struct KilnTensor **out);
+
+/**
+ * Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D], k
+ * [..., Lk, D], v [..., Lk, Dv]. `*scale` when `scale` is non-null, else 1/sqrt(D); `causal` masks
+ * key j > query i. `q`, `k`, `v`, `out`: non-null. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_attention(const struct KilnTensor *q,
+                          const struct KilnTensor *k,
+                          const struct KilnTensor *v,
+                          bool causal,
+                          const float *scale,
+                          struct KilnTensor **out);
+
+/**
+ * `x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference
+ * quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_quantize(const struct KilnTensor *x, const char *format, struct KilnTensor **out);
+
+/**
+ * f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_dequantize(const struct KilnTensor *w,
+                           const char *format,
+                           size_t rows,
+                           size_t cols,
+                           struct KilnTensor **out);
+
+/**
+ * `x` [..., K] (f32/f16) times W^T for `w` quantized [n, K] in `format` (nn.Linear's layout):
+ * [..., n] in x's dtype, accumulated in f32. `x`, `w`, `format`, `out`: non-null. `*out` receives
+ * a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_quant_matmul(const struct KilnTensor *x,
+                             const struct KilnTensor *w,
+                             const char *format,
+                             size_t n,
+                             struct KilnTensor **out);
+
+/**
+ * Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape): f32
+ * [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_quant_embedding(const struct KilnTensor *w,
+                                const char *format,
+                                size_t d,
+                                const struct KilnTensor *ids,
+                                struct KilnTensor **out);
+
+/**
+ * `x` sorted along `axis` (negative counts from the end), ascending or `descending`, stable: NaNs
+ * last ascending, first descending (the exact reverse order, ties still in index order). `x`,
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_sort(const struct KilnTensor *x,
+                     ptrdiff_t axis,
+                     bool descending,
+                     struct KilnTensor **out);
+
+/**
+ * The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order). `x`, `out`:
+ * non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it
+ * is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_argsort(const struct KilnTensor *x,
+                        ptrdiff_t axis,
+                        bool descending,
+                        struct KilnTensor **out);
+
+/**
+ * numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's
+ * dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_searchsorted(const struct KilnTensor *x1,
+                             const struct KilnTensor *x2,
+                             bool right,
+                             struct KilnTensor **out);
+
+/**
+ * The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`: non-null.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_count_nonzero(const struct KilnTensor *x,
+                              const ptrdiff_t *axes,
+                              size_t naxes,
+                              bool keepdims,
+                              struct KilnTensor **out);
+
+/**
+ * kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null. `*out`
+ * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
+ * error. Thread-safe.
+ */
+KilnStatus kiln_unique_values(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
+ * Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is
+ * never found); `invert` negates. `x1`, `x2`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_isin(const struct KilnTensor *x1,
+                     const struct KilnTensor *x2,
+                     bool invert,
+                     struct KilnTensor **out);
+
+/**
+ * Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a 1-D
+ * `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one longer)
+ * when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype` nullable.
+ * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cumulative_sum(const struct KilnTensor *x,
+                               const ptrdiff_t *axis,
+                               const KilnDType *dtype,
+                               bool include_initial,
+                               struct KilnTensor **out);
+
+/**
+ * Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`:
+ * non-null; `axis`, `dtype` nullable. `*out` receives a new tensor owned by the caller (free it
+ * with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_cumulative_prod(const struct KilnTensor *x,
+                                const ptrdiff_t *axis,
+                                const KilnDType *dtype,
+                                bool include_initial,
+                                struct KilnTensor **out);
+
+/**
+ * Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is
+ * converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null; `axes` may
+ * be NULL only when `naxes` is 0; `dtype` nullable. `*out` receives a new tensor owned by the
+ * caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_prod(const struct KilnTensor *x,
+                     const ptrdiff_t *axes,
+                     size_t naxes,
+                     bool keepdims,
+                     const KilnDType *dtype,
+                     struct KilnTensor **out);
+
+/**
+ * Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof`
+ * delta degrees of freedom. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller
+ * (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_std(const struct KilnTensor *x,
+                    const ptrdiff_t *axes,
+                    size_t naxes,
+                    bool keepdims,
+                    size_t ddof,
+                    struct KilnTensor **out);
+
+/**
+ * The `n`-th forward difference along `axis` (negative counts from the end): `x[1:] - x[:-1]` `n`
+ * times, after joining `prepend` and `append` (nullable; x's dtype and shape but for the axis) at
+ * either end. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_diff(const struct KilnTensor *x,
+                     ptrdiff_t axis,
+                     size_t n,
+                     const struct KilnTensor *prepend,
+                     const struct KilnTensor *append,
+                     struct KilnTensor **out);
+
+/**
+ * Dot product of the vectors along `axis` (negative counts from the end of the broadcast shape):
+ * `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal. `x1`, `x2`,
+ * `out`: non-null. `*out` receives a new tensor owned by the caller (free it with
+ * kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_vecdot(const struct KilnTensor *x1,
+                       const struct KilnTensor *x2,
+                       ptrdiff_t axis,
+                       struct KilnTensor **out);
 
 /**
  * Elementwise -x, same shape as `x` and its dtype unless stated (every dtype but bool, which gives
@@ -2214,3 +2255,15 @@ KilnStatus kiln_audit_off(void);
 #endif  // __cplusplus
 
 #endif  /* KILN_H */
+
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define kiln_kernel_dispatch(kernel, tensors, ...) \
+    kiln_kernel_dispatch((kernel), \
+                         _Generic((tensors), \
+                             KilnTensor **: (const KilnTensor *const *)(tensors), \
+                             KilnTensor *const *: (const KilnTensor *const *)(tensors), \
+                             const KilnTensor **: (const KilnTensor *const *)(tensors), \
+                             const KilnTensor *const *: (tensors), \
+                             void *: (const KilnTensor *const *)(tensors)), \
+                         __VA_ARGS__)
+#endif

@@ -1,25 +1,30 @@
-# Surfaces generated from kiln-core's tables (cli/src/gen.rs, `kiln gen`): the op table
-# (core/src/ops/mod.rs + the unary/binary lines of core/src/ops/elementwise.rs), the error table
-# (core/src/error.rs) and the dtype table (core/src/dtype.rs). Included by the top-level Makefile.
+# Surfaces generated from kiln-core's tables (gen/, the `kiln-gen` developer tool, not shipped):
+# the op table with its typed arguments (core/src/ops/table.rs + the unary/binary lines of
+# core/src/ops/elementwise.rs), the error table (core/src/error.rs) and the dtype table
+# (core/src/dtype.rs). Included by the top-level Makefile.
 #   make gen        write them into the repository (whole files, and the marked regions of
 #                   hand-written files), then regenerate include/kiln.h (make c-header)
 #   make gen-check  write them under build/gen and fail, naming each file, where a committed one
 #                   differs from a fresh one (part of `make test`)
 
 GEN_OUT := build/gen
+KILN_GEN := target/$(PROFILE)/kiln-gen
 
-.PHONY: gen gen-check
+.PHONY: gen gen-check gen-tool
 
-gen: cli
-	$(KILN) gen
+gen-tool:
+	$(CARGO) build --release -p kiln-gen
+
+gen: gen-tool
+	$(KILN_GEN)
 	$(MAKE) --no-print-directory c-header
 
-gen-check: cli
+gen-check: gen-tool
 	@rm -rf $(GEN_OUT) && mkdir -p $(GEN_OUT)
-	$(KILN) gen --out $(GEN_OUT)
-	@fail=0; for f in $$($(KILN) gen --list); do \
+	$(KILN_GEN) --out $(GEN_OUT)
+	@fail=0; for f in $$($(KILN_GEN) --list); do \
 		if ! diff -u "$$f" "$(GEN_OUT)/$$f" >&2; then \
-			echo "gen-check: $$f differs from a fresh 'kiln gen': run 'make gen' and commit it" >&2; fail=1; \
+			echo "gen-check: $$f differs from a fresh 'kiln-gen': run 'make gen' and commit it" >&2; fail=1; \
 		fi; \
 	done; \
 	if [ $$fail = 0 ]; then echo "gen-check: every generated file is up to date"; fi; exit $$fail

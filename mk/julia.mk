@@ -1,6 +1,6 @@
 # Kiln.jl (julia/) with a real Julia: included by the top-level Makefile.
 #   make julia          install Julia if needed (scripts/julia: `julia` 1.5+ from the PATH, else
-#                       Debian bullseye's 1.5.3 unpacked into $(KILN_CACHE) once) and print its version
+#                       Debian bullseye's 1.5.3 unpacked into $(KILN_TOOLS_CACHE) once) and print its version
 #   make julia-test     julia/test/runtests.jl against target/release/libkiln.so, with its test count
 #   make julia-repl     a REPL with Kiln.jl loaded (scripts/julia --project=julia)
 # julia-check (the static @ccall check against include/kiln.h) stays in mk/c.mk.

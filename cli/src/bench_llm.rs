@@ -100,7 +100,11 @@ pub fn run(path: &Path, quick: bool, reps: usize, prefill_only: bool) -> Result<
     let dev = kiln_core::device()?;
     let model = CausalLM::load(path)?;
     let (prefill_n, n_decode, long_ctx) = if quick { (64, 16, 256) } else { (512, 128, 2048) };
-    model.forward(&ids(32, 0), &mut model.new_cache()?)?; // warm-up: pipelines compiled
+    // Warm-up at the measured lengths: the product kernels' tilings (and so their pipelines)
+    // depend on the row count, and a first compile inside a median of 2 once read as 4x slower
+    // prefill on the H200 (2026-11-28).
+    model.forward(&ids(prefill_n, 0), &mut model.new_cache()?)?;
+    model.forward_greedy(&ids(128, 0), &mut model.new_cache()?)?;
     dev.synchronize()?;
     dev.reset_peak_memory();
     let pre = wall_median(0, reps, || {

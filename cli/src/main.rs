@@ -8,7 +8,6 @@ mod conformance;
 mod demo;
 mod embed;
 mod fuzz;
-mod gen;
 mod generate;
 mod npy;
 mod run;
@@ -36,7 +35,6 @@ const DEV_HELP: &str = "\
 Developer commands (for Kiln's own build and tests; `kiln <command> --help` for each):
   conformance  Run the cross-language conformance vectors through kiln-core
   fuzz         Attack the kernel compiler or the op API with seeded random input
-  gen          Write the surfaces generated from kiln-core's tables (make gen)
   serve-load   Load-test `kiln serve` in-process on localhost";
 
 #[derive(Subcommand)]
@@ -62,11 +60,6 @@ enum Command {
     /// bounded time; fails on a panic, an INTERNAL error or a device that stops working.
     #[command(hide = true)]
     Fuzz(fuzz::Args),
-    /// Write the surfaces generated from kiln-core's op, error and dtype tables (the C wrappers
-    /// and enums, Python registration and stubs, Elixir and Julia op lists, the conformance op
-    /// list, the docs table): `make gen`, checked by `make gen-check`.
-    #[command(hide = true)]
-    Gen(gen::Args),
     /// Serve sessions, tensors, ops and WGSL kernels over HTTP to many tenants:
     /// `kiln serve [--config FILE.toml]` (default: one `dev` tenant on 127.0.0.1:8080).
     Serve(serve::Args),
@@ -144,7 +137,6 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(args),
         Command::Conformance(args) => conformance::main(args),
         Command::Fuzz(args) => fuzz::main(args),
-        Command::Gen(args) => gen::main(args),
         Command::Serve(args) => serve::main(args),
         Command::ServeLoad(args) => serve_load::main(args),
     };

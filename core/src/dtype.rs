@@ -6,7 +6,7 @@ use half::f16;
 /// The dtype table: one line per element type,
 /// `value Variant "name" bytes kind ["other accepted names"] "what it is"`. It produces
 /// [`DType`] with `ALL`, `from_u32`, `parse`, `size`, `name`, `is_float` and `describe`; the C
-/// enum `KilnDType` is generated from it by `kiln gen` (ffi-c/src/status_gen.rs), and Python,
+/// enum `KilnDType` is generated from it by `kiln-gen` (ffi-c/src/status_gen.rs), and Python,
 /// Elixir and Julia take the names from it. The numbers are the C ABI's and never change.
 macro_rules! dtype_table {
     ($( $value:literal $v:ident $name:literal $size:literal $kind:ident [$($alias:literal),*] $what:literal; )*) => {

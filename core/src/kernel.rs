@@ -190,6 +190,8 @@ impl CompileJob {
                     has_bindings,
                     invocations,
                     None,
+                    // User kernels stay out of the persistent cache (`persistent_cache`).
+                    None,
                 )?)
             }
             (true, Some(b)) => {
@@ -210,6 +212,8 @@ impl CompileJob {
                     Checks::Bounded,
                     has_bindings,
                     invocations,
+                    None,
+                    // User kernels stay out of the persistent cache (`persistent_cache`).
                     None,
                 )?)
             }

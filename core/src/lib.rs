@@ -16,6 +16,7 @@ pub mod error;
 pub(crate) mod exec;
 pub mod gpu_timer;
 pub(crate) mod id_hash;
+pub(crate) mod instance;
 pub mod kernel;
 pub mod kernel_limits;
 pub mod metrics;
@@ -23,6 +24,8 @@ pub mod native;
 pub mod native_kernels;
 pub mod numeric;
 pub mod ops;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod persistent_cache;
 pub mod pipeline;
 pub(crate) mod platform;
 pub(crate) mod pool;

@@ -138,13 +138,14 @@ pub(crate) fn pipeline(device: &Device, key: &str, name: &str) -> Result<Arc<Pip
         module: &shader,
         entry_point: Some("main"),
         compilation_options: Default::default(),
-        cache: None,
+        cache: device.pipelines.driver_cache(),
     });
     let mname = module.name;
     crate::platform::check_scope(scope, move |err| {
         Error::Internal(format!("native kernel {mname} failed to compile: {err}"))
     })?;
     device.pipelines.record_compile(start.elapsed());
+    device.pipelines.note_builtin_compile();
     let op = crate::stats::counters::op_stats(&crate::pipeline::op_label(key));
     let p = Arc::new(Pipeline {
         pipeline,

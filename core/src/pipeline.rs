@@ -232,6 +232,10 @@ pub(crate) struct PipelineCache {
     hits: AtomicU64,
     misses: AtomicU64,
     compile_nanos: AtomicU64,
+    /// The driver's compiled pipelines kept between processes, built-in kernels only (None: off,
+    /// or the adapter has no pipeline cache; `persistent_cache`).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) persistent: Option<Arc<crate::persistent_cache::PersistentCache>>,
 }
 
 /// Whether a kernel may drop naga's runtime bounds checks. Only built-in kernels whose indexing
@@ -243,8 +247,30 @@ pub(crate) enum Checks {
 }
 
 impl PipelineCache {
+    /// An empty cache whose built-in kernels compile with `persistent`'s driver cache.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn with_persistent(persistent: Option<Arc<crate::persistent_cache::PersistentCache>>) -> PipelineCache {
+        PipelineCache { persistent, ..Default::default() }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The driver-level cache a built-in kernel compiles with (None on the web and where off).
+    pub(crate) fn driver_cache(&self) -> Option<&wgpu::PipelineCache> {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.persistent.as_ref().map(|p| p.cache());
+        #[cfg(target_arch = "wasm32")]
+        None
+    }
+
+    /// A built-in kernel was compiled with `driver_cache`: the persistent cache has news.
+    pub(crate) fn note_builtin_compile(&self) {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(p) = &self.persistent {
+            p.note_compile();
+        }
     }
 
     pub(crate) fn get_or_compile(
@@ -299,11 +325,15 @@ impl PipelineCache {
         // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
         // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
         // compile thread changed the timing of every op's first call for no gain.
-        let p = compile_with(device, label, &src, entry, checks, true, None, op).map_err(|e| match e {
-            Error::Shader(m) => Error::Internal(format!("built-in kernel {label} failed to compile: {m}")),
-            e => e,
-        })?;
+        let p =
+            compile_with(device, label, &src, entry, checks, true, None, op, self.driver_cache()).map_err(
+                |e| match e {
+                    Error::Shader(m) => Error::Internal(format!("built-in kernel {label} failed to compile: {m}")),
+                    e => e,
+                },
+            )?;
         self.record_compile(start.elapsed());
+        self.note_builtin_compile();
         Ok(Arc::new(p))
     }
 
@@ -372,7 +402,8 @@ impl PipelineCache {
 /// Compiles one compute pipeline, turning wgpu validation errors into `Error::Shader`, on the
 /// calling thread. For user kernels that is a `kernel_limits::run_compile`
 /// thread: wgpu parses the WGSL again with naga, whose recursion needs its big stack. `op` is
-/// the pipeline's metrics label where the caller knows it (else `op_label(label)`).
+/// the pipeline's metrics label where the caller knows it (else `op_label(label)`). `cache`: the
+/// driver-level cache to compile with (built-in kernels only, see `persistent_cache`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn compile_with(
     device: &wgpu::Device,
@@ -383,6 +414,7 @@ pub(crate) fn compile_with(
     has_bindings: bool,
     group_invocations: Option<u32>,
     op: Option<&str>,
+    cache: Option<&wgpu::PipelineCache>,
 ) -> Result<Pipeline> {
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(src.into()) };
@@ -411,7 +443,7 @@ pub(crate) fn compile_with(
         module: &module,
         entry_point: Some(entry),
         compilation_options: Default::default(),
-        cache: None,
+        cache,
     });
     let dynamic_params = explicit.is_some();
     // Inside the scope: on an invalid pipeline it fails too, and must not escape uncaptured.

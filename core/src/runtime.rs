@@ -9,8 +9,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 pub struct Runtime {
-    /// Owns the adapters below; kept for the life of the process.
-    _instance: wgpu::Instance,
+    /// Own the adapters below; kept for the life of the process.
+    _instances: Vec<wgpu::Instance>,
+    /// Why no Vulkan instance could be made, if so (told in the no-adapter error).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    vulkan_error: Option<String>,
     adapters: Vec<wgpu::Adapter>,
     chosen: Mutex<Option<usize>>,
     devices: Mutex<HashMap<usize, Arc<Device>>>,
@@ -82,7 +85,8 @@ impl Runtime {
     fn new() -> Runtime {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         Runtime {
-            _instance: instance,
+            _instances: vec![instance],
+            vulkan_error: None,
             adapters: Vec::new(),
             chosen: Mutex::new(None),
             devices: Mutex::new(HashMap::new()),
@@ -93,22 +97,32 @@ impl Runtime {
         // A bad KILN_BACKENDS is reported when a device is asked for (see `device`), so the
         // runtime itself always starts; here it falls back to the primary backends.
         let explicit = crate::platform::env_var("KILN_BACKENDS").and_then(|s| parse_backends(&s).ok());
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        desc.backends = explicit.unwrap_or(wgpu::Backends::PRIMARY);
-        let instance = wgpu::Instance::new(desc);
-        let mut adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+        // Compute-only instances: no window-system probe (`instance`).
+        let made = crate::instance::compute_instances(explicit.unwrap_or(wgpu::Backends::PRIMARY));
+        let mut instances = made.instances;
+        let mut adapters = Vec::new();
+        for instance in &instances {
+            adapters.extend(instance.enumerate_adapters(wgpu::Backends::all()).await);
+        }
         // GL is a fallback only: llvmpipe's GL and lavapipe would otherwise both be listed.
         if adapters.is_empty() && explicit.is_none() && !cfg!(target_arch = "wasm32") {
             let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
             desc.backends = wgpu::Backends::GL;
             let gl = wgpu::Instance::new(desc);
             adapters = gl.enumerate_adapters(wgpu::Backends::all()).await;
+            instances.push(gl);
         }
         adapters.sort_by_key(|a| {
             let i = a.get_info();
             (type_rank(i.device_type), backend_rank(i.backend))
         });
-        Runtime { _instance: instance, adapters, chosen: Mutex::new(None), devices: Mutex::new(HashMap::new()) }
+        Runtime {
+            _instances: instances,
+            vulkan_error: made.vulkan_error,
+            adapters,
+            chosen: Mutex::new(None),
+            devices: Mutex::new(HashMap::new()),
+        }
     }
 
     fn info(&self, index: usize, chosen: Option<usize>) -> AdapterInfo {
@@ -144,17 +158,17 @@ impl Runtime {
     }
 
     #[cfg(not(target_arch = "wasm32"))]
-    fn no_adapter() -> Error {
-        Error::NoAdapter(
-            "no GPU adapter found. Without a GPU, install a software Vulkan driver: \
+    fn no_adapter(&self) -> Error {
+        let vulkan = self.vulkan_error.as_ref().map(|e| format!(" (Vulkan: {e})")).unwrap_or_default();
+        Error::NoAdapter(format!(
+            "no GPU adapter found{vulkan}. Without a GPU, install a software Vulkan driver: \
              `apt-get install -y mesa-vulkan-drivers libvulkan1` (Debian/Ubuntu); \
              check KILN_BACKENDS / KILN_ADAPTER if they are set"
-                .into(),
-        )
+        ))
     }
 
     #[cfg(target_arch = "wasm32")]
-    fn no_adapter() -> Error {
+    fn no_adapter(&self) -> Error {
         Error::NoAdapter(
             "no WebGPU adapter: await Kiln's init first, in a browser with WebGPU enabled \
              (navigator.gpu present, a secure context; Chromium on Linux needs --enable-unsafe-webgpu)"
@@ -189,7 +203,7 @@ impl Runtime {
             return Ok(i);
         }
         if self.adapters.is_empty() {
-            return Err(Self::no_adapter());
+            return Err(self.no_adapter());
         }
         let i = match crate::platform::env_var("KILN_ADAPTER") {
             Some(spec) if !spec.trim().is_empty() => self.find_adapter(&spec)?,
@@ -214,7 +228,7 @@ impl Runtime {
 
     pub fn device_at(&self, index: usize) -> Result<Arc<Device>> {
         if index >= self.adapters.len() {
-            return Err(Self::no_adapter());
+            return Err(self.no_adapter());
         }
         #[cfg_attr(target_arch = "wasm32", allow(unused_mut))]
         let mut devices = self.devices.lock().unwrap();

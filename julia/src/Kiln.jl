@@ -491,6 +491,7 @@ function _promote(a::KilnArray{A}, b::KilnArray{B}) where {A,B}
 end
 
 function _binary(name::String, a::KilnArray, b::KilnArray)
+    _check_broadcast(name, a, b)   # Julia's sizes in the error, not Kiln's row-major shapes
     a, b = _promote(a, b)
     return _new() do out
         @ccall libkiln.kiln_binary(name::Cstring, a::Ptr{KilnTensor}, b::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
@@ -617,6 +618,7 @@ Broadcast.broadcasted(::KilnStyle, ::typeof(~), x::KilnArray{<:Union{Bool,Int32,
 # ifelse.(cond, a, b): Kiln's `where` (cond Bool, or non-zero = true).
 _tensor_like(s::Real, ::Type{T}) where {T} = full(T, s)
 function Broadcast.broadcasted(::KilnStyle, ::typeof(ifelse), c::KilnArray, a::Union{KilnArray,Real}, b::Union{KilnArray,Real})
+    _check_broadcast("ifelse", c, a, b)
     T = a isa KilnArray ? eltype(a) : b isa KilnArray ? eltype(b) : kiln_eltype(typeof(a))
     ta = a isa KilnArray ? a : _tensor_like(a, T)
     tb = b isa KilnArray ? b : _tensor_like(b, T)
@@ -635,6 +637,7 @@ function Broadcast.broadcasted(::KilnStyle, ::typeof(clamp), x::KilnArray, lo::U
                                             out::Ref{Ptr{KilnTensor}})::UInt32
         end
     end
+    _check_broadcast("clamp", x, lo, hi)
     tl = lo isa KilnArray ? lo : _tensor_like(lo, eltype(x))
     th = hi isa KilnArray ? hi : _tensor_like(hi, eltype(x))
     return _new() do out
@@ -1052,10 +1055,12 @@ integers (which drop the dimension, as Base). All-integer (scalar) indexing is n
 read back with `Array(x)`.
 """
 function Base.getindex(x::KilnArray{T,N}, I::Vararg{KilnIndex,N}) where {T,N}
+    I = map(_host_index, I)   # index vectors held on the GPU are read back (base_methods.jl)
     all(i -> i isa Integer, I) &&
         throw(ArgumentError("Kiln: scalar indexing of a KilnArray is not supported (it would read the GPU " *
                             "once per element); use Array(x)[…] or a slice such as x[i:i, …]"))
     checkbounds(x, I...)
+    I = map(_mask_positions, I)   # a Bool mask selects its true positions, as Base
     y = x
     for d in 1:N
         i = I[d]
@@ -1292,6 +1297,7 @@ function (k::Kernel)(xs::KilnArray...; workgroups=(1, 1, 1), uniforms=nothing)
 end
 
 include("interop.jl")   # copyto! and mul! in place
+include("base_methods.jl")   # A', transpose, map, setindex!, \ (refused), Julia-order size errors
 include("sorting.jl")   # sort, sortperm, searchsortedfirst/last, count, findall, unique, isin
 include("session.jl")   # sessions: limits, ownership, close
 include("metrics.jl")   # metrics_text, profile

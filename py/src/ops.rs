@@ -1,5 +1,11 @@
 //! Module-level functions: creation, elementwise, matmul, reduce, norm, movement, nn, random.
-//! Each is argument conversion around one kiln-core call; no op logic lives here.
+//! Each is argument conversion around one kiln-core call; no op logic lives here. Written by hand
+//! because Python's idiom differs from the op table's plain signature: numpy / Array API names
+//! and keywords (`axis=` for `axes`, positional-only and keyword-only parameters, `device=`,
+//! `copy=`), Python scalars and sequences as arguments, dtype defaults. The ops whose Python
+//! signature is the table's own (softmax, log_softmax, layer_norm, rms_norm, batch_norm,
+//! index_select, gather, embedding, rope, attention and the quant ops but quant_from_bytes) are
+//! generated into ops_gen.rs from their rows (`make gen`).
 
 use crate::convert::{
     dtype_or, operand, opt_tensor_arg, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype,
@@ -303,7 +309,7 @@ pub(crate) fn unary(py: Python<'_>, op: UnaryOp, x: &Bound<'_, PyAny>) -> PyT {
 }
 
 /// One Python function per line: `name => UnaryOp variant, "docstring";` (used by ops_gen.rs,
-/// which `kiln gen` writes from kiln-core's unary table).
+/// which `kiln-gen` writes from kiln-core's unary table).
 macro_rules! unary_fns {
     ($($name:ident => $op:ident, $doc:literal;)*) => {
         $(
@@ -347,7 +353,7 @@ pub(crate) fn binary(py: Python<'_>, op: BinaryOp, a: &Bound<'_, PyAny>, b: &Bou
 }
 
 /// One Python function per line: `name => BinaryOp variant, "docstring";` (used by
-/// ops_gen.rs, which `kiln gen` writes from kiln-core's binary table).
+/// ops_gen.rs, which `kiln-gen` writes from kiln-core's binary table).
 macro_rules! binary_fns {
     ($($name:ident => $op:ident, $doc:literal;)*) => {
         $(
@@ -506,70 +512,6 @@ pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, ke
 // ---------------------------------------------------------------------------------------------
 // norm
 
-/// ``exp(x - max) / sum(exp(x - max))`` along ``axis``.
-#[pyfunction]
-#[pyo3(signature = (x, axis=Int(-1)))]
-pub fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.0;
-    gpu(py, || ops::softmax(&x, axis)).map(ok)
-}
-
-/// ``x - logsumexp(x)`` along ``axis``.
-#[pyfunction]
-#[pyo3(signature = (x, axis=Int(-1)))]
-pub fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.0;
-    gpu(py, || ops::log_softmax(&x, axis)).map(ok)
-}
-
-/// Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias``
-/// (biased variance; ``weight`` and ``bias`` have the last axis' length, or are None).
-#[pyfunction]
-#[pyo3(signature = (x, weight=None, bias=None, eps=Float(1e-5)))]
-pub fn layer_norm(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    weight: Option<&Bound<'_, PyAny>>,
-    bias: Option<&Bound<'_, PyAny>>,
-    eps: Float,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let eps = eps.0 as f32;
-    let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
-    gpu(py, || ops::layer_norm(&x, w.as_ref(), b.as_ref(), eps)).map(ok)
-}
-
-/// RMS normalisation over the last axis: ``x / sqrt(mean(x**2) + eps) * weight``.
-#[pyfunction]
-#[pyo3(signature = (x, weight=None, eps=Float(1e-6)))]
-pub fn rms_norm(py: Python<'_>, x: &Bound<'_, PyAny>, weight: Option<&Bound<'_, PyAny>>, eps: Float) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let eps = eps.0 as f32;
-    let w = opt_tensor_arg(py, weight)?;
-    gpu(py, || ops::rms_norm(&x, w.as_ref(), eps)).map(ok)
-}
-
-/// Inference batch norm for ``x`` of shape [N, C, ...] with per-channel ``mean``, ``var``,
-/// ``weight`` and ``bias`` of shape [C].
-#[pyfunction]
-#[pyo3(signature = (x, mean, var, weight=None, bias=None, eps=Float(1e-5)))]
-pub fn batch_norm(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    mean: &Bound<'_, PyAny>,
-    var: &Bound<'_, PyAny>,
-    weight: Option<&Bound<'_, PyAny>>,
-    bias: Option<&Bound<'_, PyAny>>,
-    eps: Float,
-) -> PyT {
-    let eps = eps.0 as f32;
-    let (x, m, v) = (tensor_arg(py, x)?, tensor_arg(py, mean)?, tensor_arg(py, var)?);
-    let (w, b) = (opt_tensor_arg(py, weight)?, opt_tensor_arg(py, bias)?);
-    gpu(py, || ops::batch_norm(&x, &m, &v, w.as_ref(), b.as_ref(), eps)).map(ok)
-}
-
 // ---------------------------------------------------------------------------------------------
 // movement
 
@@ -682,24 +624,6 @@ pub fn take(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, ax
     }
 }
 
-/// kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).
-#[pyfunction]
-pub fn index_select(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, indices: &Bound<'_, PyAny>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.0;
-    let idx = tensor_arg(py, indices)?;
-    gpu(py, || ops::index_select(&x, axis, &idx)).map(ok)
-}
-
-/// torch ``gather``: ``out[i][j] = x[index[i][j]][j]`` for ``axis=0`` (``index`` has x's rank).
-#[pyfunction]
-pub fn gather(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, index: &Bound<'_, PyAny>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.0;
-    let idx = tensor_arg(py, index)?;
-    gpu(py, || ops::gather(&x, axis, &idx)).map(ok)
-}
-
 /// numpy ``take_along_axis`` (``gather`` with numpy's argument order).
 #[pyfunction]
 pub fn take_along_axis(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
@@ -712,28 +636,11 @@ pub fn take_along_axis(py: Python<'_>, x: &Bound<'_, PyAny>, indices: &Bound<'_,
 // ---------------------------------------------------------------------------------------------
 // nn
 
-/// Rows of ``weight`` [V, D] picked by int32/uint32 ``ids`` of any shape: shape ``ids.shape + (D,)``.
-#[pyfunction]
-pub fn embedding(py: Python<'_>, weight: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>) -> PyT {
-    let (w, i) = (tensor_arg(py, weight)?, tensor_arg(py, ids)?);
-    gpu(py, || ops::embedding(&w, &i)).map(ok)
-}
-
-/// Rotary position embedding of ``x`` [..., L, D] (rotate-half pairs (i, i + D/2), angle
-/// ``(pos_offset + l) * base**(-2i/D)``).
-#[pyfunction]
-#[pyo3(signature = (x, pos_offset=Int(0), base=Float(10000.0)))]
-pub fn rope(py: Python<'_>, x: &Bound<'_, PyAny>, pos_offset: Int<usize>, base: Float) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let (pos_offset, base) = (pos_offset.0, base.0 as f32);
-    gpu(py, || ops::rope(&x, pos_offset, base)).map(ok)
-}
-
 // ---------------------------------------------------------------------------------------------
 // quant: GGUF block formats ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q2_k" .. "q6_k")
 // kept quantized on the GPU as u32 tensors
 
-fn quant_format(format: &str) -> kiln_core::Result<ops::QuantFormat> {
+pub(crate) fn quant_format(format: &str) -> kiln_core::Result<ops::QuantFormat> {
     ops::QuantFormat::parse(format)
 }
 
@@ -743,46 +650,6 @@ fn quant_format(format: &str) -> kiln_core::Result<ops::QuantFormat> {
 pub fn quant_from_bytes(py: Python<'_>, data: &[u8], format: &str, rows: Int<usize>, cols: Int<usize>) -> PyT {
     let (rows, cols) = (rows.0, cols.0);
     gpu(py, || ops::quant_from_bytes(&kiln_core::device()?, data, quant_format(format)?, rows, cols)).map(ok)
-}
-
-/// ``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32
-/// tensor of the GGUF bytes.
-#[pyfunction]
-pub fn quantize(py: Python<'_>, x: &Bound<'_, PyAny>, format: &str) -> PyT {
-    let x = tensor_arg(py, x)?;
-    gpu(py, || ops::quantize(&x, quant_format(format)?)).map(ok)
-}
-
-/// float32 [rows, cols] from a quantized matrix.
-#[pyfunction]
-pub fn dequantize(py: Python<'_>, w: &Bound<'_, PyAny>, format: &str, rows: Int<usize>, cols: Int<usize>) -> PyT {
-    let w = tensor_arg(py, w)?;
-    let (rows, cols) = (rows.0, cols.0);
-    gpu(py, || ops::dequantize(&w, quant_format(format)?, rows, cols)).map(ok)
-}
-
-/// ``x`` [..., K] times ``w``ᵀ for ``w`` quantized [n, K] (nn.Linear's layout): [..., n] in x's
-/// dtype, accumulated in float32.
-#[pyfunction]
-pub fn quant_matmul(py: Python<'_>, x: &Bound<'_, PyAny>, w: &Bound<'_, PyAny>, format: &str, n: Int<usize>) -> PyT {
-    let (x, w) = (tensor_arg(py, x)?, tensor_arg(py, w)?);
-    let n = n.0;
-    gpu(py, || ops::quant_matmul(&x, &w, quant_format(format)?, n)).map(ok)
-}
-
-/// Rows of a quantized table ``w`` [V, d] picked by int32/uint32 ``ids``: float32
-/// ``ids.shape + (d,)``; ids outside [0, V) give zeros.
-#[pyfunction]
-pub fn quant_embedding(
-    py: Python<'_>,
-    w: &Bound<'_, PyAny>,
-    format: &str,
-    d: Int<usize>,
-    ids: &Bound<'_, PyAny>,
-) -> PyT {
-    let (w, i) = (tensor_arg(py, w)?, tensor_arg(py, ids)?);
-    let d = d.0;
-    gpu(py, || ops::quant_embedding(&w, quant_format(format)?, d, &i)).map(ok)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -899,21 +766,4 @@ pub fn avg_pool2d(
     let x = tensor_arg(py, x)?;
     let (k, s, p) = pool_args(py, kernel_size, stride, padding)?;
     gpu(py, || ops::avg_pool2d(&x, k, s, p)).map(ok)
-}
-
-/// Scaled dot-product attention: ``softmax(q @ k.mT * scale) @ v`` for q [..., Lq, D],
-/// k [..., Lk, D], v [..., Lk, Dv]; ``scale`` defaults to 1/sqrt(D); ``causal`` masks key j > query i.
-#[pyfunction]
-#[pyo3(signature = (q, k, v, causal=false, scale=None))]
-pub fn attention(
-    py: Python<'_>,
-    q: &Bound<'_, PyAny>,
-    k: &Bound<'_, PyAny>,
-    v: &Bound<'_, PyAny>,
-    causal: bool,
-    scale: Option<Float>,
-) -> PyT {
-    let scale = scale.map(|s| s.0 as f32);
-    let (q, k, v) = (tensor_arg(py, q)?, tensor_arg(py, k)?, tensor_arg(py, v)?);
-    gpu(py, || ops::attention(&q, &k, &v, causal, scale)).map(ok)
 }

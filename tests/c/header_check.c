@@ -20,6 +20,13 @@ int kiln_header_check_c(void) {
     float data[4] = {1, 2, 3, 4};
     KilnStatus s = kiln_tensor_from_host(KILN_F32, shape, 2, data, sizeof data, &t);
     (void)m; (void)p; (void)d; (void)k;
+    /* A tensor array in each form C code writes one, without a cast (kiln.h's _Generic). */
+    KilnTensor *plain[1] = {t};
+    const KilnTensor *consts[1] = {t};
+    KilnStatus g = kiln_kernel_dispatch(k, plain, 1, NULL, 0, 1, 1, 1);
+    g += kiln_kernel_dispatch(k, consts, 1, NULL, 0, 1, 1, 1);
+    g += kiln_kernel_dispatch(k, NULL, 0, NULL, 0, 1, 1, 1);
+    (void)g;
     KilnStatus f = kiln_tensor_free(t); /* frees return a status (a bad handle is an error) */
     KilnStatus r = kiln_reset_devices();
     return (int)s + (int)f + (int)r;

@@ -17,6 +17,12 @@ int kiln_header_check_cpp() {
     KilnStatus s = kiln_tensor_from_host(KILN_F32, shape, 2, data, sizeof data, &t);
     KilnTensor *out = nullptr;
     if (s == KILN_OK) s = kiln_matmul(t, t, &out);
+    // C++ converts both array forms to the declared `const KilnTensor *const *` by itself.
+    KilnTensor *plain[1] = {t};
+    const KilnTensor *consts[1] = {t};
+    const KilnKernel *k = nullptr;
+    (void)kiln_kernel_dispatch(k, plain, 1, nullptr, 0, 1, 1, 1);
+    (void)kiln_kernel_dispatch(k, consts, 1, nullptr, 0, 1, 1, 1);
     kiln_tensor_free(out);
     kiln_tensor_free(t);
     char buf[64];

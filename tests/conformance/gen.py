@@ -29,7 +29,7 @@ LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4", "bool": "|b1"}
 
 
 def op_names():
-    """kiln-core's op table (kiln_core::ops::op_table), as `kiln gen` writes it to ops.json."""
+    """kiln-core's op table (kiln_core::ops::op_table), as `kiln-gen` writes it to ops.json."""
     return [o["name"] for o in json.load(open(os.path.join(HERE, "ops.json")))["ops"]]
 
 

@@ -23,10 +23,13 @@ LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4", "bool": "|b1"}
 # (the array-API spellings are the binding's own choice; the semantics must be the core op's).
 # transpose(x, axis0, axis1) in kiln-core is numpy's swapaxes; kiln.transpose is numpy's.
 # numpy's names for kiln-core's ops, from the op table (tests/conformance/ops.json, written by
-# `kiln gen`), with kiln-core's own name as a fallback and Kernel for custom kernels.
+# `kiln-gen`), with kiln-core's own name as a fallback and Kernel for custom kernels.
 _TABLE = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json")))["ops"]
 ALIASES = {o["name"]: [o["python"], o["name"]] for o in _TABLE}
 ALIASES["kernel"] = ["Kernel"]
+# The ops whose Python wrapper is generated from their typed row: called with every argument by
+# position, in the row's order ([manifest key, is a tensor]).
+PLAIN = {o["name"]: o["python_args"] for o in _TABLE if "python_args" in o}
 
 
 def resolve(op):
@@ -50,6 +53,8 @@ def upload(d, spec):
 def run(op, f, p, ins, d):
     x = ins[0][1] if ins else None
     get = dict(ins).get
+    if op in PLAIN:
+        return f(*[get(k) if tensor else p[k] for k, tensor in PLAIN[op]])
     if op in ("zeros", "ones"):
         return f(p["shape"], dtype=p["dtype"])
     if op == "full":
@@ -88,14 +93,6 @@ def run(op, f, p, ins, d):
         return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
     if op in ("cumulative_sum", "cumulative_prod"):
         return f(x, axis=p["axis"], dtype=p["dtype"], include_initial=p["include_initial"])
-    if op in ("softmax", "log_softmax"):
-        return f(x, p["axis"])
-    if op == "layer_norm":
-        return f(x, get("weight"), get("bias"), eps=p["eps"])
-    if op == "rms_norm":
-        return f(x, get("weight"), eps=p["eps"])
-    if op == "batch_norm":
-        return f(x, get("mean"), get("var"), get("weight"), get("bias"), eps=p["eps"])
     if op == "conv2d":
         return f(x, get("w"), get("bias"), stride=tuple(p["stride"]), padding=tuple(p["padding"]),
                  dilation=tuple(p["dilation"]), groups=p["groups"])
@@ -111,26 +108,8 @@ def run(op, f, p, ins, d):
         return f([t for _, t in ins], axis=p["axis"])
     if op == "slice":
         return f(x, p["axis"], p["start"], p["stop"], p["step"])
-    if op == "index_select":
-        return f(x, p["axis"], get("indices"))
-    if op == "gather":
-        return f(x, p["axis"], get("index"))
-    if op == "embedding":
-        return f(get("weight"), get("ids"))
-    if op == "rope":
-        return f(x, p["pos_offset"], p["base"])
-    if op == "attention":
-        return f(get("q"), get("k"), get("v"), causal=p["causal"], scale=p["scale"])
     if op == "quant_from_bytes":
         return f(x.tobytes()[: p["nbytes"]], p["format"], p["rows"], p["cols"])
-    if op == "quantize":
-        return f(x, p["format"])
-    if op == "dequantize":
-        return f(x, p["format"], p["rows"], p["cols"])
-    if op == "quant_matmul":
-        return f(get("x"), get("w"), p["format"], p["n"])
-    if op == "quant_embedding":
-        return f(get("w"), p["format"], p["d"], get("ids"))
     # Searching, sorting and sets; ops giving a tuple are checked on the element `output`.
     if op in ("sort", "argsort"):
         return f(x, axis=p["axis"], descending=p["descending"])

@@ -1,5 +1,5 @@
 // Types of kiln.js (Kiln in the browser). The elementwise declarations between the markers are
-// written by `kiln gen` from kiln-core's op table.
+// written by `kiln-gen` from kiln-core's op table.
 
 export type DType = "f32" | "f16" | "i32" | "u32" | "bool";
 export type TypedArray = Float32Array | Int32Array | Uint32Array | Uint16Array | Uint8Array;

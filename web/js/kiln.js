@@ -7,7 +7,7 @@
 //   console.log(await y.toArray());
 //
 // Every op is kiln-core's, under the Python binding's name in camelCase (ops_gen.js, written by
-// `kiln gen` from the core's op table); every readback is a promise; every error a KilnError.
+// `kiln-gen` from the core's op table); every readback is a promise; every error a KilnError.
 import initWasm from "../pkg/kiln_web.js";
 import { KilnError, makeErrorClasses, wasm, withList } from "./core.js";
 import { ERROR_CODES, OPS } from "./ops_gen.js";

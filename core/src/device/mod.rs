@@ -125,6 +125,11 @@ impl Device {
         if ring_buffers > 0 {
             wanted |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
         }
+        // The driver's pipeline cache, kept on disk between processes (`persistent_cache`).
+        #[cfg(not(target_arch = "wasm32"))]
+        if !crate::persistent_cache::disabled() {
+            wanted |= wgpu::Features::PIPELINE_CACHE;
+        }
         let mut features = adapter.features() & wanted;
         // Lets the wall-clock fallbacks of profiles and GPU budgets be tried on any adapter.
         if crate::platform::env_var("KILN_NO_TIMESTAMPS").is_some() {
@@ -198,6 +203,8 @@ impl Device {
         };
         // Keep at most a quarter of the largest buffer's worth (and at most 4 GiB) in the pool.
         let pool_cap = (limits.max_buffer_size / 4).clamp(64 << 20, 4 << 30);
+        #[cfg(not(target_arch = "wasm32"))]
+        let persistent = crate::persistent_cache::PersistentCache::open(&device, &ainfo);
         let dev = Arc::new_cyclic(|me| Device {
             me: me.clone(),
             info,
@@ -225,6 +232,9 @@ impl Device {
             params_buffer,
             params_capacity,
             pool: Pool::new(pool_cap),
+            #[cfg(not(target_arch = "wasm32"))]
+            pipelines: PipelineCache::with_persistent(persistent),
+            #[cfg(target_arch = "wasm32")]
             pipelines: PipelineCache::default(),
             mem: Mem::default(),
             lost,
@@ -284,6 +294,11 @@ impl Device {
     /// tensors returns DeviceLost, and the next `kiln_core::device()` creates a fresh device.
     /// For releasing the GPU early, and for fault drills (the same path as a real loss).
     pub fn destroy(&self) {
+        // What this device compiled is kept for the next process before the device goes.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(p) = &self.pipelines.persistent {
+            p.close();
+        }
         *self.lost_reason.lock().unwrap_or_else(|p| p.into_inner()) = "destroyed on request".into();
         self.lost.store(true, Ordering::SeqCst);
         self.device.destroy();
@@ -326,6 +341,22 @@ impl Device {
 
     pub fn pipeline_stats(&self) -> PipelineStats {
         self.pipelines.stats()
+    }
+
+    /// The persistent pipeline cache's state in this process (None: off, `KILN_CACHE=0`, or the
+    /// adapter has no pipeline cache).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn persistent_cache(&self) -> Option<crate::persistent_cache::PersistentCacheStats> {
+        self.pipelines.persistent.as_ref().map(|p| p.stats())
+    }
+
+    /// Writes the persistent pipeline cache now if anything compiled since it was last written
+    /// (it is also written on its own: see `persistent_cache`).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn save_pipeline_cache(&self) {
+        if let Some(p) = &self.pipelines.persistent {
+            p.save_if_dirty();
+        }
     }
 
     pub(crate) fn pipeline(&self, key: &str, checks: Checks, source: impl FnOnce() -> String) -> Result<Arc<Pipeline>> {

@@ -30,8 +30,8 @@ macro_rules! count {
 /// giving bool; `bits`: i32, u32 and bool, the dtype kept), its name in each binding and its WGSL
 /// expression of `x0` per dtype (the `k_` functions are in shaders/elementwise_special.wgsl).
 /// A binding name starting with `~` is written by hand in that binding (it takes extra
-/// parameters or has other semantics there); `kiln gen` lists it but writes no wrapper.
-/// `kiln gen` (cli/src/gen.rs) reads these tables through [`UnaryOp::ALL`] and the accessors.
+/// parameters or has other semantics there); `kiln-gen` lists it but writes no wrapper.
+/// `kiln-gen` (gen/) reads these tables through [`UnaryOp::ALL`] and the accessors.
 macro_rules! unary_ops {
     ($(
         $(#[$doc:meta])*

@@ -1,0 +1,674 @@
+//! The op table: every op of the shared API as data, declared once. Each row names the op, its
+//! family, its bindings' names and its arguments in the core call's order, each typed ([`Ty`])
+//! with its default and one doc line. `kiln-gen` (gen/) writes from it the bindings' plain
+//! wrappers, kiln-core's by-name dispatch (ops/by_name_gen.rs), the conformance suite's op list
+//! and docs/ops-api.md; a binding writes an op by hand only where its idiom differs (`~` below).
+
+use super::{BinaryOp, UnaryOp};
+
+/// The type of one argument, as every binding spells it. Rust types in the comments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    /// `&Tensor`, an input.
+    Tensor,
+    /// `Option<&Tensor>`, an input that may be left out.
+    OptTensor,
+    /// `&[&Tensor]`, one or more inputs.
+    Tensors,
+    /// Raw bytes on the host (`&[u8]`).
+    Bytes,
+    /// `DType`.
+    DType,
+    /// `Option<DType>`.
+    OptDType,
+    /// `isize`, an axis (negative counts from the end).
+    Axis,
+    /// `Option<isize>`: None is every axis, flattened.
+    OptAxis,
+    /// `&[isize]`, axes.
+    Axes,
+    /// `Option<&[isize]>`: None is every axis.
+    OptAxes,
+    /// `&[usize]`, a shape.
+    Shape,
+    /// `&[isize]`, a shape where one entry may be -1.
+    NewShape,
+    /// `[usize; 2]`, (height, width).
+    Pair,
+    /// `usize`, a count or size.
+    Size,
+    /// `isize`, a signed index.
+    Int,
+    /// `u64`.
+    U64,
+    /// `f64`.
+    F64,
+    /// `f32`.
+    F32,
+    /// `Option<f32>`.
+    OptF32,
+    /// `bool`.
+    Bool,
+    /// `QuantFormat`, one of [`super::QuantFormat`]'s names ("q4_0", …).
+    Format,
+    /// What the table cannot express yet (the text says what it is): every binding writes the op by
+    /// hand.
+    Other(&'static str),
+}
+
+impl Ty {
+    /// The Rust type (docs/ops-api.md); None: the argument is written by its bare name (shape,
+    /// dtype, format).
+    pub fn rust(self) -> Option<&'static str> {
+        Some(match self {
+            Ty::Tensor => "&Tensor",
+            Ty::OptTensor => "Option<&Tensor>",
+            Ty::Tensors => "&[&Tensor]",
+            Ty::Bytes => "&[u8]",
+            Ty::DType | Ty::Shape | Ty::Format => return None,
+            Ty::OptDType => "Option<DType>",
+            Ty::Axis | Ty::Int => "isize",
+            Ty::OptAxis => "Option<isize>",
+            Ty::Axes | Ty::NewShape => "&[isize]",
+            Ty::OptAxes => "Option<&[isize]>",
+            Ty::Pair => "[usize; 2]",
+            Ty::Size => "usize",
+            Ty::U64 => "u64",
+            Ty::F64 => "f64",
+            Ty::F32 => "f32",
+            Ty::OptF32 => "Option<f32>",
+            Ty::Bool => "bool",
+            Ty::Other(t) => t,
+        })
+    }
+    /// An input tensor the op needs (counted in [`OpInfo::arity`]).
+    pub fn is_input(self) -> bool {
+        matches!(self, Ty::Tensor | Ty::Tensors)
+    }
+}
+
+/// A default value; [`Dflt::Required`] has none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Dflt {
+    Required,
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    /// The value of another argument (max_pool2d's stride is its kernel).
+    Same(&'static str),
+}
+
+impl Dflt {
+    /// The default as Rust writes it ("None", "false", "1e-5", "-inf", "kernel"); None when required.
+    pub fn text(self) -> Option<String> {
+        Some(match self {
+            Dflt::Required => return None,
+            Dflt::None => "None".into(),
+            Dflt::Bool(b) => b.to_string(),
+            Dflt::Int(i) => i.to_string(),
+            Dflt::Float(f) if f.is_infinite() => if f > 0.0 { "inf" } else { "-inf" }.into(),
+            Dflt::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+            Dflt::Float(f) => format!("{f:e}"),
+            Dflt::Same(s) => s.into(),
+        })
+    }
+}
+
+/// One argument of an op, in the core function's order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Arg {
+    /// The name in every binding (the C parameter, the Python keyword, …).
+    pub name: &'static str,
+    pub ty: Ty,
+    pub default: Dflt,
+    /// One line saying what it is.
+    pub doc: &'static str,
+    /// The key of the conformance manifest and of `by_name` where it differs from `name`.
+    pub key: &'static str,
+    /// The C parameters' stem where it differs from `name` (conv2d's `padding` is `pad_h`, `pad_w`).
+    pub c_stem: &'static str,
+}
+
+impl Arg {
+    /// With its default.
+    pub const fn or(mut self, d: Dflt) -> Self {
+        self.default = d;
+        self
+    }
+    /// Named `key` in the conformance manifest and `by_name`.
+    pub const fn key(mut self, key: &'static str) -> Self {
+        self.key = key;
+        self
+    }
+    /// Its C parameters named after `stem`.
+    pub const fn c_stem(mut self, stem: &'static str) -> Self {
+        self.c_stem = stem;
+        self
+    }
+    /// The Rust form for docs/ops-api.md: `name: type = default`.
+    pub fn signature(&self) -> String {
+        let mut s = match self.ty.rust() {
+            Some(t) => format!("{}: {t}", self.name),
+            None => self.name.to_string(),
+        };
+        if let Some(d) = self.default.text() {
+            s += " = ";
+            s += &d;
+        }
+        s
+    }
+}
+
+/// An argument without default: `a(name, type, doc)`.
+pub const fn a(name: &'static str, ty: Ty, doc: &'static str) -> Arg {
+    Arg { name, ty, default: Dflt::Required, doc, key: name, c_stem: name }
+}
+
+/// What an op gives back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Out {
+    /// One tensor.
+    One,
+    /// A tuple of tensors, named.
+    Tuple(&'static [&'static str]),
+    /// One tensor per dimension of the input (nonzero).
+    PerDim,
+}
+
+/// One op of the shared API, as every binding names and documents it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OpInfo {
+    /// The core name (C adds `kiln_`).
+    pub name: &'static str,
+    pub family: &'static str,
+    /// The dtypes it takes: "any" (every dtype but bool unless it says so), "float" (f32, f16),
+    /// "int" (i32, u32) or a phrase.
+    pub dtypes: &'static str,
+    /// Every argument (tensors included) in the order of the core function.
+    pub args: &'static [Arg],
+    /// Said after the parameters in docs/ops-api.md (another form of the op).
+    pub note: &'static str,
+    /// Why the by-name arm and the C function are written by hand although every argument has a
+    /// table type (empty: they are generated).
+    pub hand: &'static str,
+    pub out: Out,
+    /// The core function (`kiln_core::ops::…`).
+    pub core: &'static str,
+    /// One line saying what it computes.
+    pub doc: &'static str,
+    /// The C header's comment before the ownership sentence (which is the same for every op and
+    /// added by the generator); empty: the C function is not generated from this row.
+    pub c_doc: &'static str,
+    /// The Python docstring of a generated Python wrapper (reST, as the hand-written ones);
+    /// empty: Python's wrapper is written by hand (`~` in `names`).
+    pub py_doc: &'static str,
+    /// `[python, elixir, julia]` names; a leading `~` marks a hand-written wrapper in that
+    /// binding (other semantics or extra parameters), which `kiln-gen` lists but does not write
+    /// (one `~` only: Julia's `~` written by hand is `~~`); `~` alone is the op's own name,
+    /// hand-written.
+    pub names: [&'static str; 3],
+}
+
+impl OpInfo {
+    /// Binding `i`'s name (0 Python, 1 Elixir, 2 Julia) without the `~` mark.
+    fn binding(&self, i: usize) -> &'static str {
+        match self.names[i] {
+            "~" => self.name,
+            n => n.strip_prefix('~').unwrap_or(n),
+        }
+    }
+    /// Whether binding `i` (0 Python, 1 Elixir, 2 Julia) writes the op by hand.
+    pub fn hand_written(&self, i: usize) -> bool {
+        self.names[i].starts_with('~')
+    }
+    /// The Python name (without the `~` mark).
+    pub fn py(&self) -> &'static str {
+        self.binding(0)
+    }
+    /// The Elixir name: Nx's where Nx has the op (`subtract`, `greater_equal`, …).
+    pub fn ex(&self) -> &'static str {
+        self.binding(1)
+    }
+    /// The Julia function (Base's where Base has it).
+    pub fn jl(&self) -> &'static str {
+        self.binding(2)
+    }
+    /// Tensor inputs (0 for creation ops; concat's list counts 1).
+    pub fn arity(&self) -> usize {
+        self.args.iter().filter(|a| a.ty.is_input()).count()
+    }
+    /// The arguments after the input tensors (optional tensors included).
+    pub fn params(&self) -> impl Iterator<Item = &'static Arg> {
+        self.args.iter().filter(|a| !a.ty.is_input())
+    }
+    /// Whether a plain call covers it: one output and every argument a type of the table (the
+    /// generated by-name dispatch and C wrapper exist exactly for these).
+    pub fn is_plain(&self) -> bool {
+        self.hand.is_empty()
+            && self.out == Out::One
+            && self.args.iter().all(|a| !matches!(a.ty, Ty::Other(_) | Ty::Bytes))
+    }
+    const fn new(name: &'static str, family: &'static str, dtypes: &'static str, args: &'static [Arg]) -> Self {
+        OpInfo {
+            name,
+            family,
+            dtypes,
+            args,
+            note: "",
+            hand: "",
+            out: Out::One,
+            core: name,
+            doc: "",
+            c_doc: "",
+            py_doc: "",
+            names: ["~", "~", "~"],
+        }
+    }
+    const fn doc(mut self, doc: &'static str) -> Self {
+        self.doc = doc;
+        self
+    }
+    const fn c(mut self, c_doc: &'static str) -> Self {
+        self.c_doc = c_doc;
+        self
+    }
+    /// Python's wrapper generated, under the op's name, with this docstring.
+    const fn python(mut self, doc: &'static str) -> Self {
+        self.py_doc = doc;
+        self.names[0] = self.name;
+        self
+    }
+    const fn names(mut self, names: [&'static str; 3]) -> Self {
+        self.names = names;
+        self
+    }
+    const fn core(mut self, core: &'static str) -> Self {
+        self.core = core;
+        self
+    }
+    const fn out(mut self, out: Out) -> Self {
+        self.out = out;
+        self
+    }
+    const fn note(mut self, note: &'static str) -> Self {
+        self.note = note;
+        self
+    }
+    const fn hand(mut self, why: &'static str) -> Self {
+        self.hand = why;
+        self
+    }
+}
+
+use Dflt::{Bool as B, Float as F, Int as I};
+use Ty::*;
+
+/// Argument shorthands shared by many rows.
+const X: Arg = a("x", Tensor, "the input");
+const X1: Arg = a("x1", Tensor, "the first input");
+const X2: Arg = a("x2", Tensor, "the second input");
+const SHAPE: Arg = a("shape", Shape, "the shape of the result");
+const DTYPE: Arg = a("dtype", DType, "the dtype of the result");
+const AXES: Arg = a("axes", OptAxes, "the axes to reduce (None: every axis)").or(Dflt::None);
+const KEEPDIMS: Arg = a("keepdims", Bool, "keep the reduced axes with size 1").or(B(false));
+const DDOF: Arg = a("ddof", Size, "delta degrees of freedom (0: population, 1: sample)").or(I(0));
+const ARG_AXIS: Arg = a("axis", OptAxis, "the axis (None: the flattened tensor)").or(Dflt::None);
+const AXIS: Arg = a("axis", Axis, "the axis (negative counts from the end)");
+const FORMAT: Arg = a("format", Format, "the GGUF block format (\"q4_0\", …)");
+const SCAN_AXIS: Arg = a("axis", OptAxis, "the axis (None only for a 1-D input)").or(Dflt::None);
+const SCAN_DTYPE: Arg = a("dtype", OptDType, "the dtype of the result (None: x's)").or(Dflt::None);
+const INCLUDE_INITIAL: Arg = a("include_initial", Bool, "start with the identity (the result one longer)").or(B(false));
+/// An axis defaulting to the last one.
+const AXIS_LAST: Arg = a("axis", Axis, "the axis (negative counts from the end)").or(I(-1));
+const DESCENDING: Arg = a("descending", Bool, "largest first").or(B(false));
+const KERNEL: Arg = a("kernel", Pair, "the window (height, width)");
+const POOL_STRIDE: Arg = a("stride", Pair, "the step (height, width)").or(Dflt::Same("kernel"));
+const PADDING: Arg = a("padding", Pair, "zeros added on each side (height, width)").or(I(0)).c_stem("pad");
+const WEIGHT: Arg = a("weight", OptTensor, "the scale (None: 1)").or(Dflt::None);
+const BIAS: Arg = a("bias", OptTensor, "the shift (None: 0)").or(Dflt::None);
+
+const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
+
+/// The ops with their own signatures (creation, random); the unary and binary ops come from the
+/// tables in elementwise.rs.
+const BEFORE_ELEMENTWISE: &[OpInfo] = &[
+    OpInfo::new("zeros", "creation", "any", &[SHAPE, DTYPE])
+        .doc("a tensor of zeros")
+        .c("kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
+    OpInfo::new("ones", "creation", "any", &[SHAPE, DTYPE])
+        .doc("a tensor of ones")
+        .c("kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
+    OpInfo::new("full", "creation", "any", &[SHAPE, DTYPE, a("value", F64, "the value of every element")])
+        .doc("a tensor filled with `value`")
+        .c("A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the dtype). `shape` may be NULL when `ndim` is 0. `out`: non-null."),
+    OpInfo::new(
+        "arange",
+        "creation",
+        "any",
+        &[a("start", F64, "the first value"), a("stop", F64, "the bound, not included"), a("step", F64, "the difference between neighbours (non-zero)"), DTYPE],
+    )
+    .doc("`start, start + step, …` below `stop` (numpy's arange)")
+    .c("`start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`. `step` must be non-zero and all three finite. `out`: non-null."),
+    OpInfo::new(
+        "random_uniform",
+        "random",
+        "float",
+        &[SHAPE, DTYPE, a("seed", U64, "the seed (same seed, same numbers)"), a("low", F64, "the lower bound").or(F(0.0)), a("high", F64, "the upper bound, not included").or(F(1.0))],
+    )
+    .doc("uniform numbers in [low, high), the same on every device")
+    .c("Uniform random numbers in [low, high) of shape `shape[0..ndim]` (float dtypes). Counter based: the same `seed` gives the same numbers on every device. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
+    .names(["~random_uniform", "~random_uniform", "~rand"]),
+    OpInfo::new(
+        "random_normal",
+        "random",
+        "float",
+        &[SHAPE, DTYPE, a("seed", U64, "the seed (same seed, same numbers)"), a("mean", F64, "the mean").or(F(0.0)), a("std", F64, "the standard deviation").or(F(1.0))],
+    )
+    .doc("normal numbers, the same on every device")
+    .c("Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
+    .names(["~random_normal", "~random_normal", "~randn"]),
+];
+
+const AFTER_ELEMENTWISE: &[OpInfo] = &[
+    OpInfo::new("where", "select", "any, bool included", &[a("cond", Tensor, "the condition (bool, or non-zero = true)"), a("a", Tensor, "where cond holds"), a("b", Tensor, "elsewhere")])
+        .core("where_")
+        .doc("`cond ? a : b` elementwise with broadcasting (cond bool, or any dtype non-zero = true)")
+        .c("`cond ? a : b` elementwise, broadcasting all three (numpy `where`); `cond` is KILN_BOOL, or any dtype true where non-zero; `a` and `b` must have one dtype. `cond`, `a`, `b`, `out`: non-null.")
+        .names(["~where", "~where", "~ifelse"]),
+    OpInfo::new("clip", "select", "any", &[X, a("min", OptTensor, "the lower bound (None: none)").or(Dflt::None), a("max", OptTensor, "the upper bound (None: none)").or(Dflt::None)])
+        .note("(clip_scalar: min: f64 = -inf, max: f64 = inf)")
+        .hand("two forms: tensor bounds (kiln_clip) or number bounds (kiln_clip_scalar); by_name picks one by the inputs given")
+        .doc("`x` limited to [min, max] (NaN in x or a bound gives NaN)")
+        .names(["~clip", "~clip", "~clamp"]),
+    OpInfo::new("cast", "cast", "any, bool included", &[X, DTYPE])
+        .doc("conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1)")
+        .c("Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`: non-null.")
+        .names(["~astype", "~cast", "~convert"]),
+    OpInfo::new("matmul", "matmul", "any", &[a("a", Tensor, "the left operand"), a("b", Tensor, "the right operand")])
+        .doc("numpy matmul (1-D operands promoted, batch dims broadcast)")
+        .c("Matrix product with numpy `matmul` rules: 1-D operands are promoted, batch dimensions broadcast; [.., M, K] x [.., K, N] gives [.., M, N]. `a`, `b`, `out`: non-null.")
+        .names(["~matmul", "~matmul", "~*"]),
+    OpInfo::new("sum", "reduce", "any", REDUCE)
+        .doc("sum over axes")
+        .c("Sum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
+    OpInfo::new("mean", "reduce", "float", REDUCE)
+        .doc("mean over axes")
+        .c("Mean over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
+    OpInfo::new("max", "reduce", "any, bool included", REDUCE)
+        .doc("maximum over axes")
+        .names(["~max", "~max", "~maximum"])
+        .c("Maximum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
+    OpInfo::new("min", "reduce", "any, bool included", REDUCE)
+        .doc("minimum over axes")
+        .names(["~min", "~min", "~minimum"])
+        .c("Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
+    OpInfo::new("all", "reduce", "any, bool included (gives bool)", REDUCE)
+        .doc("whether every element over axes is true (non-zero); true over an empty axis")
+        .c("Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
+    OpInfo::new("any", "reduce", "any, bool included (gives bool)", REDUCE)
+        .doc("whether some element over axes is true (non-zero); false over an empty axis")
+        .c("Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
+    OpInfo::new("var", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
+        .doc("variance over axes")
+        .c("Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0: population, 1: sample). `x`, `out`: non-null."),
+    OpInfo::new("argmax", "reduce", "any, bool included", &[X, ARG_AXIS, KEEPDIMS])
+        .doc("index (i32) of the largest element")
+        .c("Index (i32) of the largest element along `*axis`, or in the flattened tensor when `axis` is NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`: non-null; `axis` nullable."),
+    OpInfo::new("argmin", "reduce", "any, bool included", &[X, ARG_AXIS, KEEPDIMS])
+        .doc("index (i32) of the smallest element")
+        .c("Index (i32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`: non-null; `axis` nullable."),
+    OpInfo::new("softmax", "norm", "float", &[X, AXIS_LAST])
+        .doc("softmax along an axis")
+        .python("``exp(x - max) / sum(exp(x - max))`` along ``axis``.")
+        .c("Softmax along `axis` (negative counts from the end). `x`, `out`: non-null."),
+    OpInfo::new("log_softmax", "norm", "float", &[X, AXIS_LAST])
+        .doc("log-softmax along an axis")
+        .python("``x - logsumexp(x)`` along ``axis``.")
+        .c("Log-softmax along `axis`. `x`, `out`: non-null."),
+    OpInfo::new("layer_norm", "norm", "float", &[X, WEIGHT, BIAS, a("eps", F32, "added to the variance").or(F(1e-5))])
+        .doc("layer normalization over the last axis")
+        .python("Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias`` (biased variance; ``weight`` and ``bias`` have the last axis' length, or are None).")
+        .c("Layer normalization over the last axis: (x - mean) / sqrt(var + eps) * weight + bias. `weight` and `bias` (shape [last dim]) are optional (NULL = 1 and 0). `x`, `out`: non-null."),
+    OpInfo::new("rms_norm", "norm", "float", &[X, WEIGHT, a("eps", F32, "added to the mean square").or(F(1e-6))])
+        .doc("RMS normalization over the last axis")
+        .python("RMS normalisation over the last axis: ``x / sqrt(mean(x**2) + eps) * weight``.")
+        .c("RMS normalization over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight` optional (NULL = 1). `x`, `out`: non-null."),
+    OpInfo::new("batch_norm", "norm", "float", &[X, a("mean", Tensor, "the running mean [C]"), a("var", Tensor, "the running variance [C]"), WEIGHT, BIAS, a("eps", F32, "added to the variance").or(F(1e-5))])
+        .doc("batch normalization (inference) of [N, C, ...] with stats [C]")
+        .python("Inference batch norm for ``x`` of shape [N, C, ...] with per-channel ``mean``, ``var``, ``weight`` and ``bias`` of shape [C].")
+        .c("Batch normalization (inference) of `x` [N, C, ...] with per-channel `mean` and `var` [C] and optional `weight`, `bias` [C] (NULL = 1 and 0). `x`, `mean`, `var`, `out`: non-null."),
+    OpInfo::new(
+        "conv2d",
+        "conv/pool",
+        "any",
+        &[X, a("w", Tensor, "the filters [O, C/groups, KH, KW]"), a("bias", OptTensor, "added per output channel (None: none)").or(Dflt::None), a("stride", Pair, "the step (height, width)").or(I(1)), PADDING, a("dilation", Pair, "the spacing of the filter taps (height, width)").or(I(1)), a("groups", Size, "the channel groups").or(I(1))],
+    )
+    .doc("2-D convolution, NCHW")
+    .c("2-D convolution (cross-correlation, as PyTorch) of `x` [N, C, H, W] with `w` [O, C/groups, KH, KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW]. Strides and dilations must be >= 1, `groups` must divide C and O. `x`, `w`, `out`: non-null."),
+    OpInfo::new("max_pool2d", "conv/pool", "any", &[X, KERNEL, POOL_STRIDE, PADDING])
+        .doc("max pooling, NCHW")
+        .c("Max pooling (padding never wins) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null."),
+    OpInfo::new("avg_pool2d", "conv/pool", "any", &[X, KERNEL, POOL_STRIDE, PADDING])
+        .doc("average pooling (padding counts), NCHW")
+        .c("Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null."),
+    OpInfo::new("reshape", "movement", "any, bool included", &[X, a("shape", NewShape, "the new shape (one entry may be -1)")])
+        .doc("the same data with another shape (one -1 inferred)")
+        .c("The same data with shape `shape[0..ndim]` (no copy; one entry may be -1 and is inferred). The result shares `x`'s buffer but is a separate handle to free. `x`, `out`: non-null; `shape` may be NULL when `ndim` is 0."),
+    OpInfo::new("permute", "movement", "any, bool included", &[X, a("axes", Axes, "result axis i is input axis axes[i]")])
+        .doc("axes reordered")
+        .c("Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank). `x`, `out`: non-null; `axes` may be NULL when `naxes` is 0.")
+        .names(["~permute_dims", "~permute", "~permutedims"]),
+    OpInfo::new("transpose", "movement", "any, bool included", &[X, a("axis0", Axis, "one axis"), a("axis1", Axis, "the other axis")])
+        .doc("two axes swapped (numpy's swapaxes)")
+        .c("Swaps axes `axis0` and `axis1`. `x`, `out`: non-null.")
+        .names(["~swapaxes", "~transpose", "~swapdims"]),
+    OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS])
+        .doc("tensors joined along an axis")
+        .c("Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`. `tensors`, its entries and `out`: non-null.")
+        .names(["~concat", "~concat", "~cat"]),
+    OpInfo::new("slice", "movement", "any, bool included", &[X, AXIS, a("start", Int, "the first index"), a("stop", Int, "the bound, not included"), a("step", Int, "the step (>= 1)").or(I(1))])
+        .doc("`x[start:stop:step]` along an axis")
+        .c("`x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count from the end, `step` >= 1). `x`, `out`: non-null.")
+        .names(["~slice", "~slice", "~getindex"]),
+    OpInfo::new("index_select", "movement", "any, bool included", &[X, AXIS, a("indices", Tensor, "1-D i32/u32 indices")])
+        .doc("entries picked by 1-D indices (numpy take; negative i32 indices count from the end)")
+        .python("kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).")
+        .c("Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range indices read as 0). `x`, `indices`, `out`: non-null."),
+    OpInfo::new("gather", "movement", "any, bool included", &[X, AXIS, a("index", Tensor, "i32/u32 indices of x's rank")])
+        .doc("torch.gather along an axis (numpy take_along_axis; negative i32 indices count from the end)")
+        .python("torch ``gather``: ``out[i][j] = x[index[i][j]][j]`` for ``axis=0`` (``index`` has x's rank).")
+        .c("torch.gather along `axis`: `index` (i32/u32) has `x`'s rank and gives the result's shape. `x`, `index`, `out`: non-null."),
+    OpInfo::new("embedding", "nn", "any, bool included", &[a("weight", Tensor, "the table [V, D]"), a("ids", Tensor, "i32/u32 row numbers")])
+        .doc("rows of weight [V, D] picked by ids (ids outside [0, V), negative ones included: zeros)")
+        .python("Rows of ``weight`` [V, D] picked by int32/uint32 ``ids`` of any shape: shape ``ids.shape + (D,)``.")
+        .c("Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): gives [..ids, D]. `weight`, `ids`, `out`: non-null."),
+    OpInfo::new("rope", "nn", "float", &[X, a("pos_offset", Size, "the position of the first row").or(I(0)), a("base", F32, "the frequency base").or(F(10000.0))])
+        .doc("rotary position embedding (rotate-half)")
+        .python("Rotary position embedding of ``x`` [..., L, D] (rotate-half pairs (i, i + D/2), angle ``(pos_offset + l) * base**(-2i/D)``).")
+        .c("Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null."),
+    OpInfo::new("attention", "nn", "float", &[a("q", Tensor, "the queries [..., Lq, D]"), a("k", Tensor, "the keys [..., Lk, D]"), a("v", Tensor, "the values [..., Lk, Dv]"), a("causal", Bool, "mask key j > query i").or(B(false)), a("scale", OptF32, "the score scale (None: 1/sqrt(D))").or(Dflt::None)])
+        .doc("scaled dot-product attention")
+        .python("Scaled dot-product attention: ``softmax(q @ k.mT * scale) @ v`` for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; ``scale`` defaults to 1/sqrt(D); ``causal`` masks key j > query i.")
+        .c("Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]. `*scale` when `scale` is non-null, else 1/sqrt(D); `causal` masks key j > query i. `q`, `k`, `v`, `out`: non-null."),
+    // C's kiln_quant_from_bytes takes a host pointer and a length: hand-written.
+    OpInfo::new("quant_from_bytes", "quant", "raw GGUF bytes", &[a("data", Bytes, "the GGUF blocks"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
+        .doc("GGUF blocks (q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k) of a [rows, cols] matrix as a u32 tensor"),
+    OpInfo::new("quantize", "quant", "float", &[X, FORMAT])
+        .doc("a float [rows, cols] quantized as ggml's reference quantizer does")
+        .python("``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32 tensor of the GGUF bytes.")
+        .c("`x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null."),
+    OpInfo::new("dequantize", "quant", "u32 (quantized)", &[a("w", Tensor, "the quantized matrix (u32)"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
+        .doc("f32 [rows, cols] from a quantized matrix")
+        .python("float32 [rows, cols] from a quantized matrix.")
+        .c("f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`: non-null."),
+    OpInfo::new("quant_matmul", "quant", "float x, u32 (quantized) w", &[X, a("w", Tensor, "the quantized weight [n, K] (u32)"), FORMAT, a("n", Size, "the weight's rows")])
+        .doc("x [..., K] times Wᵀ for W quantized [N, K], accumulated in f32")
+        .python("``x`` [..., K] times ``w``ᵀ for ``w`` quantized [n, K] (nn.Linear's layout): [..., n] in x's dtype, accumulated in float32.")
+        .c("`x` [..., K] (f32/f16) times W^T for `w` quantized [n, K] in `format` (nn.Linear's layout): [..., n] in x's dtype, accumulated in f32. `x`, `w`, `format`, `out`: non-null."),
+    OpInfo::new("quant_embedding", "quant", "u32 (quantized) w, i32/u32 ids", &[a("w", Tensor, "the quantized table [V, d] (u32)"), FORMAT, a("d", Size, "the table's columns"), a("ids", Tensor, "i32/u32 row numbers")])
+        .doc("rows of a quantized table [V, D] picked by ids (out of range: zeros)")
+        .python("Rows of a quantized table ``w`` [V, d] picked by int32/uint32 ``ids``: float32 ``ids.shape + (d,)``; ids outside [0, V) give zeros.")
+        .c("Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape): f32 [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null."),
+    // Searching, sorting and sets (ops/sort.rs, search.rs, sets.rs).
+    OpInfo::new("sort", "sort", "any, bool included", &[X, AXIS_LAST, DESCENDING])
+        .doc("`x` sorted along an axis, stable (NaNs last; descending: the reverse order, ties in index order)")
+        .c("`x` sorted along `axis` (negative counts from the end), ascending or `descending`, stable: NaNs last ascending, first descending (the exact reverse order, ties still in index order). `x`, `out`: non-null."),
+    OpInfo::new("argsort", "sort", "any, bool included", &[X, AXIS_LAST, DESCENDING])
+        .doc("i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)")
+        .c("The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order). `x`, `out`: non-null.")
+        .names(["~argsort", "~argsort", "~sortperm"]),
+    OpInfo::new("searchsorted", "sort", "any, bool included (x1 1-D sorted, x2 of its dtype)", &[X1, X2, a("right", Bool, "after equal elements (numpy's side='right')").or(B(false))])
+        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')")
+        .c("numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.")
+        .names(["~searchsorted", "~searchsorted", "~searchsortedfirst"]),
+    OpInfo::new("count_nonzero", "sort", "any, bool included", REDUCE)
+        .doc("the number (i32) of non-zero elements over axes")
+        .c("The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`: non-null.")
+        .names(["~count_nonzero", "~count_nonzero", "~count"]),
+    OpInfo::new("nonzero", "sort", "any, bool included", &[X])
+        .out(Out::PerDim)
+        .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)")
+        .names(["~nonzero", "~nonzero", "~findall"]),
+    OpInfo::new("unique_all", "set", "any, bool included", &[X])
+        .out(Out::Tuple(&["values", "indices", "inverse_indices", "counts"]))
+        .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)"),
+    OpInfo::new("unique_counts", "set", "any, bool included", &[X])
+        .out(Out::Tuple(&["values", "counts"]))
+        .doc("(values, counts) of the distinct values"),
+    OpInfo::new("unique_inverse", "set", "any, bool included", &[X])
+        .out(Out::Tuple(&["values", "inverse_indices"]))
+        .doc("(values, inverse_indices) of the distinct values"),
+    OpInfo::new("unique_values", "set", "any, bool included", &[X])
+        .doc("the distinct values, sorted (each NaN kept)")
+        .c("kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null.")
+        .names(["~unique_values", "~unique_values", "~unique"]),
+    OpInfo::new("isin", "set", "any, bool included (one dtype)", &[X1, X2, a("invert", Bool, "give the negation").or(B(false))])
+        .doc("whether each element of x1 is in x2 (bool; NaN never is)")
+        .c("Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is never found); `invert` negates. `x1`, `x2`, `out`: non-null."),
+    // Scans (core/src/ops/scan.rs).
+    OpInfo::new("cumulative_sum", "scan", "any", &[X, SCAN_AXIS, SCAN_DTYPE, INCLUDE_INITIAL])
+        .doc("running sum along an axis (an axis is required past 1-D; integers wrap)")
+        .c("Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a 1-D `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one longer) when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype` nullable.")
+        .names(["~cumulative_sum", "~cumulative_sum", "~cumsum"]),
+    OpInfo::new("cumulative_prod", "scan", "any", &[X, SCAN_AXIS, SCAN_DTYPE, INCLUDE_INITIAL])
+        .doc("running product along an axis (an axis is required past 1-D; integers wrap)")
+        .c("Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`: non-null; `axis`, `dtype` nullable.")
+        .names(["~cumulative_prod", "~cumulative_product", "~cumprod"]),
+    // Statistics beside the reductions above (core/src/ops/reduce.rs).
+    OpInfo::new("prod", "reduce", "any", &[X, AXES, KEEPDIMS, a("dtype", OptDType, "the dtype of the result (None: x's)").or(Dflt::None)])
+        .doc("product over axes (integers wrap; 1 over an empty axis)")
+        .c("Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0; `dtype` nullable.")
+        .names(["~prod", "~product", "~prod"]),
+    OpInfo::new("std", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
+        .doc("standard deviation over axes, sqrt(var)")
+        .c("Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof` delta degrees of freedom. `x`, `out`: non-null.")
+        .names(["~std", "~standard_deviation", "~std"]),
+    OpInfo::new("diff", "stats", "any", &[X, a("axis", Axis, "the axis (negative counts from the end)").or(I(-1)), a("n", Size, "how many times to difference").or(I(1)), a("prepend", OptTensor, "joined before x along the axis").or(Dflt::None), a("append", OptTensor, "joined after x along the axis").or(Dflt::None)])
+        .doc("n-th forward difference along an axis (x[1:] - x[:-1], n times)")
+        .c("The `n`-th forward difference along `axis` (negative counts from the end): `x[1:] - x[:-1]` `n` times, after joining `prepend` and `append` (nullable; x's dtype and shape but for the axis) at either end. `x`, `out`: non-null."),
+    // Linear algebra lowered to the kernels above (core/src/ops/linalg.rs).
+    OpInfo::new("vecdot", "linalg", "any", &[X1.key("a"), X2.key("b"), a("axis", Axis, "the axis of the vectors").or(I(-1))])
+        .doc("dot product of the vectors along an axis, with broadcasting (sum(x1 * x2, axis))")
+        .c("Dot product of the vectors along `axis` (negative counts from the end of the broadcast shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal. `x1`, `x2`, `out`: non-null."),
+    OpInfo::new("tensordot", "linalg", "any", &[X1, X2, a("axes", Other("the last n of x1 with the first n of x2 (n = 2), or two lists of axes"), "which axes to contract")])
+        .doc("tensor contraction over paired axes (numpy's tensordot), one matmul")
+        .names(["~tensordot", "~dot", "~tensordot"]),
+];
+
+const UNARY_ARGS: &[Arg] = &[X];
+const BINARY_ARGS: &[Arg] = &[a("a", Tensor, "the left operand"), a("b", Tensor, "the right operand")];
+
+/// Every op of the shared API, in the order of docs/ops-api.md: the single table each binding's
+/// generated surface, the conformance suite and the docs are made from (`make gen`).
+pub fn op_table() -> Vec<OpInfo> {
+    let mut t: Vec<OpInfo> = BEFORE_ELEMENTWISE.to_vec();
+    for u in UnaryOp::ALL {
+        let (family, dtypes) = if u.gives_bool() {
+            ("predicate", "any, bool included (gives bool)")
+        } else if u.is_bitwise() {
+            ("bitwise", "i32, u32, bool")
+        } else if u.allows_int() {
+            ("unary", "any")
+        } else {
+            ("unary", "float")
+        };
+        t.push(OpInfo::new(u.name(), family, dtypes, UNARY_ARGS).doc(u.doc_phrase()).names(u.binding_names()));
+    }
+    for b in BinaryOp::ALL {
+        let (family, dtypes) = if b.is_comparison() {
+            ("compare", "any, bool included (gives bool)")
+        } else if b.is_logical() {
+            ("logical", "any, bool included (gives bool; non-zero is true)")
+        } else if b.allows_bool_bits() {
+            ("bitwise", "i32, u32, bool")
+        } else if b.is_bitwise() {
+            ("bitwise", "i32, u32")
+        } else if matches!(b, BinaryOp::Maximum | BinaryOp::Minimum) {
+            ("binary", "any, bool included (or / and)")
+        } else if b.allows_int() {
+            ("binary", "any")
+        } else {
+            ("binary", "float")
+        };
+        t.push(OpInfo::new(b.name(), family, dtypes, BINARY_ARGS).doc(b.doc_phrase()).names(b.binding_names()));
+    }
+    t.extend_from_slice(AFTER_ELEMENTWISE);
+    t
+}
+
+/// The names of [`op_table`], in its order. The conformance suite checks each binding against it.
+pub fn op_names() -> Vec<&'static str> {
+    op_table().iter().map(|o| o.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_names_are_unique_and_parse() {
+        let names = op_names();
+        for (i, n) in names.iter().enumerate() {
+            assert!(!names[..i].contains(n), "{n} twice");
+        }
+        for u in UnaryOp::ALL {
+            assert_eq!(UnaryOp::parse(u.name()), Ok(u));
+        }
+        for b in BinaryOp::ALL {
+            assert_eq!(BinaryOp::parse(b.name()), Ok(b));
+        }
+    }
+
+    #[test]
+    fn arguments_are_unique_and_defaults_trail() {
+        for o in op_table() {
+            for (i, x) in o.args.iter().enumerate() {
+                assert!(
+                    !o.args[..i].iter().any(|y| y.name == x.name || y.key == x.key),
+                    "{}: {} twice",
+                    o.name,
+                    x.name
+                );
+                assert!(!x.doc.is_empty(), "{}: {} has no doc line", o.name, x.name);
+            }
+            // After the first argument with a default, every one but a tensor input has one
+            // (Python keywords need it).
+            if let Some(f) = o.args.iter().position(|x| x.default != Dflt::Required) {
+                for x in &o.args[f..] {
+                    assert!(x.default != Dflt::Required || x.ty.is_input(), "{}: {} lacks a default", o.name, x.name);
+                }
+            }
+            assert!(!o.doc.is_empty(), "{} has no doc line", o.name);
+        }
+    }
+
+    #[test]
+    fn defaults_read_as_before() {
+        assert_eq!(Dflt::Float(1e-5).text().unwrap(), "1e-5");
+        assert_eq!(Dflt::Float(10000.0).text().unwrap(), "10000");
+        assert_eq!(Dflt::Float(f64::NEG_INFINITY).text().unwrap(), "-inf");
+        assert_eq!(Dflt::Int(-1).text().unwrap(), "-1");
+        assert_eq!(Dflt::Required.text(), None);
+    }
+}

@@ -1,0 +1,190 @@
+//! Python (PyO3): py/src/ops_gen.rs and the stubs' region of py/python/kiln/__init__.pyi.
+
+use crate::text::*;
+use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
+use std::fmt::Write as _;
+
+/// The ops of the op table (the elementwise tables aside) whose Python wrapper is generated:
+/// a Python name without `~` (the row's `.python(docstring)`).
+pub(crate) fn py_plain() -> Vec<OpInfo> {
+    op_table().into_iter().filter(|o| !o.py_doc.is_empty() && !crate::core_by_name::is_elementwise(o.name)).collect()
+}
+
+/// The PyO3 parameter type of `a`, its conversion to kiln-core's value (a statement binding
+/// `a.name`, or None when the parameter is used as is) and how the call passes it. None: a type
+/// the Python emitter does not write yet (kiln-gen refuses such a row).
+fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
+    let n = a.name;
+    Some(match a.ty {
+        Ty::Tensor => ("&Bound<'_, PyAny>", Some(format!("let {n} = tensor_arg(py, {n})?;")), format!("&{n}")),
+        Ty::OptTensor => {
+            ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = opt_tensor_arg(py, {n})?;")), format!("{n}.as_ref()"))
+        }
+        Ty::F32 => ("Float", None, format!("{n}.0 as f32")),
+        Ty::F64 => ("Float", None, format!("{n}.0")),
+        Ty::OptF32 => ("Option<Float>", None, format!("{n}.map(|v| v.0 as f32)")),
+        Ty::Size => ("Int<usize>", None, format!("{n}.0")),
+        Ty::Axis | Ty::Int => ("Int<isize>", None, format!("{n}.0")),
+        Ty::Bool => ("bool", None, n.to_string()),
+        Ty::Format => ("&str", None, format!("quant_format({n})?")),
+        _ => return None,
+    })
+}
+
+/// `a`'s default as a PyO3 signature writes it (a Rust expression).
+fn py_default(a: &Arg) -> Option<String> {
+    Some(match a.default {
+        Dflt::Required => return None,
+        Dflt::None => "None".into(),
+        Dflt::Bool(b) => b.to_string(),
+        Dflt::Int(i) if matches!(a.ty, Ty::F32 | Ty::F64) => format!("Float({i}.0)"),
+        Dflt::Int(i) => format!("Int({i})"),
+        Dflt::Float(f) => format!("Float({f:?})"),
+        Dflt::Same(_) => return None,
+    })
+}
+
+/// `a`'s default as the `.pyi` stub writes it.
+fn pyi_default(a: &Arg) -> Option<String> {
+    Some(match a.default {
+        Dflt::Required | Dflt::Same(_) => return None,
+        Dflt::None => "None".into(),
+        Dflt::Bool(b) => if b { "True" } else { "False" }.into(),
+        Dflt::Int(i) if matches!(a.ty, Ty::F32 | Ty::F64) => format!("{i}.0"),
+        Dflt::Int(i) => i.to_string(),
+        Dflt::Float(f) if f.fract() == 0.0 => format!("{f:.1}"),
+        Dflt::Float(_) => a.default.text()?,
+    })
+}
+
+/// `a`'s type in the `.pyi` stub.
+fn pyi_type(a: &Arg) -> &'static str {
+    match a.ty {
+        Ty::Tensor => "ArrayLike",
+        Ty::OptTensor => "Optional[ArrayLike]",
+        Ty::F32 | Ty::F64 => "float",
+        Ty::OptF32 => "Optional[float]",
+        Ty::Size | Ty::Axis | Ty::Int => "int",
+        Ty::Bool => "bool",
+        Ty::Format => "str",
+        _ => "object",
+    }
+}
+
+/// Whether every argument of `o` has a Python form ([`py_arg`]); kiln-gen refuses a row that
+/// asks for a generated Python wrapper otherwise.
+pub(crate) fn py_supported(o: &OpInfo) -> bool {
+    o.is_plain()
+        && o.args.iter().all(|a| py_arg(a).is_some() && (a.default == Dflt::Required || py_default(a).is_some()))
+}
+
+/// One `#[pyfunction]` per generated plain op: its docstring, PyO3 signature, the conversions
+/// (in argument order, so the first bad argument is the one reported) and the kiln-core call.
+fn plain_fns() -> String {
+    let mut s = String::new();
+    for o in py_plain() {
+        s += "\n";
+        s += &doc(o.py_doc);
+        let sig: Vec<String> = o
+            .args
+            .iter()
+            .map(|a| match py_default(a) {
+                Some(d) => format!("{}={d}", a.name),
+                None => a.name.to_string(),
+            })
+            .collect();
+        let _ = writeln!(s, "#[pyfunction]\n#[pyo3(signature = ({}))]", sig.join(", "));
+        let (mut params, mut convert, mut call) = (Vec::new(), String::new(), Vec::new());
+        for a in o.args {
+            let (ty, conv, pass) = py_arg(a).expect("checked by py_supported");
+            params.push(format!("{}: {ty}", a.name));
+            if let Some(c) = conv {
+                let _ = writeln!(convert, "    {c}");
+            }
+            call.push(pass);
+        }
+        let _ = writeln!(s, "pub fn {}(py: Python<'_>, {}) -> PyT {{", o.py(), params.join(", "));
+        s += &convert;
+        let _ = writeln!(s, "    gpu(py, || ops::{}({})).map(PyTensor::new)\n}}", o.core, call.join(", "));
+    }
+    s
+}
+
+/// The ops whose Python wrapper is generated (the table's name has no `~`).
+pub(crate) fn py_generated() -> (Vec<UnaryOp>, Vec<BinaryOp>) {
+    let u = UnaryOp::ALL.into_iter().filter(|o| !o.binding_names()[0].starts_with('~')).collect();
+    let b = BinaryOp::ALL.into_iter().filter(|o| !o.binding_names()[0].starts_with('~')).collect();
+    (u, b)
+}
+
+pub(crate) fn py_ops() -> String {
+    let (us, bs) = py_generated();
+    let mut s = header("//!");
+    s += "//! The Python functions of kiln-core's unary and binary tables (numpy's names), of the plain\n";
+    s += "//! ops of the op table whose row gives a Python docstring, and their registration; the\n";
+    s += "//! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.\n\n";
+    s += "use crate::convert::{opt_tensor_arg, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
+    s += "use crate::ops::{binary_fns, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
+    s += "use pyo3::prelude::*;\n\n";
+    s += "unary_fns! {\n";
+    for op in &us {
+        let _ = writeln!(
+            s,
+            "    {} => {:?}, \"Elementwise {}.\";",
+            op.binding_names()[0],
+            op,
+            op.doc_phrase().replace('"', "'")
+        );
+    }
+    s += "}\n\nbinary_fns! {\n";
+    for op in &bs {
+        let what = if op.gives_bool() { " as a bool tensor" } else { "" };
+        let _ = writeln!(
+            s,
+            "    {} => {:?}, \"Elementwise {}{what}, with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).\";",
+            op.binding_names()[0],
+            op,
+            op.doc_phrase().replace('"', "'")
+        );
+    }
+    s += "}\n";
+    s += &plain_fns();
+    s += "\n/// Adds every function above to the module.\npub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {\n";
+    let plain = py_plain();
+    for name in us
+        .iter()
+        .map(|o| o.binding_names()[0])
+        .chain(bs.iter().map(|o| o.binding_names()[0]))
+        .chain(plain.iter().map(|o| o.py()))
+    {
+        let _ = writeln!(s, "    m.add_function(wrap_pyfunction!({name}, m)?)?;");
+    }
+    s += "    Ok(())\n}\n";
+    s
+}
+
+pub(crate) fn pyi() -> String {
+    let (us, bs) = py_generated();
+    let mut s = String::from(
+        "# unary and binary ops of kiln-core's tables (comparisons, logical ops and predicates give bool)\n",
+    );
+    for op in &us {
+        let _ = writeln!(s, "def {}(x: ArrayLike) -> Tensor: ...", op.binding_names()[0]);
+    }
+    for op in &bs {
+        let _ = writeln!(s, "def {}(x1: Operand, x2: Operand) -> Tensor: ...", op.binding_names()[0]);
+    }
+    s += "# the plain ops of kiln-core's op table with a generated wrapper\n";
+    for o in py_plain() {
+        let params: Vec<String> = o
+            .args
+            .iter()
+            .map(|a| match pyi_default(a) {
+                Some(d) => format!("{}: {} = {d}", a.name, pyi_type(a)),
+                None => format!("{}: {}", a.name, pyi_type(a)),
+            })
+            .collect();
+        let _ = writeln!(s, "def {}({}) -> Tensor: ...", o.py(), params.join(", "));
+    }
+    s
+}
