@@ -9,6 +9,11 @@
 //! `MATVEC_MAX_ROWS` rows of x (`MatvecKernel::Auto` and `Wide`; `Strided` keeps the old
 //! kernel, for A/B timing). Its sums are f32 in another order than the strided kernel's: the
 //! two agree within the matvec bound, (K + 2) 2^-24 Σ|x w|, not bit for bit.
+//!
+//! Not covered yet: the RoPE-to-cache epilogue (`quant_qkv_rope_to_cache`, a layer whose Q, K
+//! and V share one K format) stays on the strided kernel; where x rows do not all fit in
+//! workgroup memory at once (8 rows of a long K), fewer are staged per workgroup and W is read
+//! once per group of them (from L2 after the first).
 
 use super::quant_format::{QuantFormat, QuantFusion, MATVEC_MAX_ROWS};
 use super::quant_matvec_wide::MatvecKernel;
