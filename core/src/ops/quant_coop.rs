@@ -147,7 +147,7 @@ fn pick(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel) ->
 /// Whether the product of `m` rows of x by a quantized W of `n` rows in `format` runs on
 /// cooperative matrices on `device` (tests: its tolerance is f16's).
 pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n: usize) -> bool {
-    m > super::quant_format::MATVEC_MAX_ROWS && decodes(format) && pick(device, m, n, 0, ProductKernel::Auto).is_some()
+    m > super::quant_format::MATVEC_MAX_ROWS && decodes(format, ProductKernel::Auto) && pick(device, m, n, 0, ProductKernel::Auto).is_some()
 }
 
 /// The formats this kernel decodes: every one. Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K (a Q4_K_M
@@ -155,8 +155,17 @@ pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n
 /// Q5_0, Q5_1, Q2_K and Q3_K decode where the store reads them (quant_common's `decode_at`).
 pub const QUANT_COOP_FORMATS: [QuantFormat; 10] = QuantFormat::ALL;
 
-fn decodes(format: QuantFormat) -> bool {
-    QUANT_COOP_FORMATS.contains(&format)
+/// The formats whose cooperative product has run on a GPU with cooperative matrices (the
+/// H100/H200: core/tests/quant_coop.rs, models/tests/smollm2.rs against llama.cpp). The others
+/// decode through the same kernel, but lavapipe, where CI runs, has no cooperative matrices
+/// (only their decode is checked there, bit for bit): until a GPU run checks their products,
+/// `Auto` keeps them on the tiled kernel and `ProductKernel::Coop` / `KILN_QUANT_PRODUCT=coop`
+/// opts in.
+pub const QUANT_COOP_AUTO: [QuantFormat; 3] = [QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q8_0];
+
+fn decodes(format: QuantFormat, kernel: ProductKernel) -> bool {
+    let kernel = if kernel == ProductKernel::Auto { ProductKernel::from_env() } else { kernel };
+    QUANT_COOP_AUTO.contains(&format) || (QUANT_COOP_FORMATS.contains(&format) && kernel != ProductKernel::Auto)
 }
 
 /// Whether [`run`] takes the product of `m` x `k` by W [n, k] (with SwiGLU where `swiglu`)
@@ -191,7 +200,7 @@ pub(crate) fn fuses(
     epi: Epilogue,
     policy: EpilogueFusion,
 ) -> bool {
-    if policy == EpilogueFusion::Separate || !decodes(format) || !takes(device, (m, n, k), kernel, epi.swiglu) {
+    if policy == EpilogueFusion::Separate || !decodes(format, kernel) || !takes(device, (m, n, k), kernel, epi.swiglu) {
         return false;
     }
     let small = pick(device, m, n, k, kernel).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
@@ -211,7 +220,7 @@ pub(crate) fn run(
     epi: Epilogue,
 ) -> Result<bool> {
     let device = x.device().clone();
-    if !decodes(format) {
+    if !decodes(format, kernel) {
         return Ok(false);
     }
     // SwiGLU pairs 16-column accumulators within a subgroup.
