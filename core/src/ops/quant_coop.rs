@@ -147,7 +147,9 @@ fn pick(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel) ->
 /// Whether the product of `m` rows of x by a quantized W of `n` rows in `format` runs on
 /// cooperative matrices on `device` (tests: its tolerance is f16's).
 pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n: usize) -> bool {
-    m > super::quant_format::MATVEC_MAX_ROWS && decodes(format, ProductKernel::Auto) && pick(device, m, n, 0, ProductKernel::Auto).is_some()
+    m > super::quant_format::MATVEC_MAX_ROWS
+        && decodes(format, ProductKernel::Auto)
+        && pick(device, m, n, 0, ProductKernel::Auto).is_some()
 }
 
 /// The formats this kernel decodes: every one. Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K (a Q4_K_M
