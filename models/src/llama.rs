@@ -134,7 +134,7 @@ impl LlamaConfig {
     }
 
     /// Layer `i`'s QKV stack: (name, rows, heads to un-permute) of Q, K and V.
-    pub(crate) fn qkv_parts(&self, i: usize) -> [(String, usize, Option<(usize, usize)>); 3] {
+    pub(crate) fn qkv_parts(&self, i: usize) -> [OwnedStackPart; 3] {
         let kv = self.n_kv_heads * self.head_dim;
         [
             (format!("blk.{i}.attn_q.weight"), self.hidden, self.qk_heads(self.n_heads)),
@@ -308,6 +308,9 @@ pub(crate) fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, hea
     }
     out
 }
+
+/// [`StackPart`] with its name owned.
+pub(crate) type OwnedStackPart = (String, usize, Option<(usize, usize)>);
 
 /// One matrix of a stack: its tensor name, its rows, and (heads, head_dim) for Q/K rows to
 /// un-permute.

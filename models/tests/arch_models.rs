@@ -6,6 +6,7 @@
 //!   - llama3_untied: the same with its own output.weight, llama.cpp's Q4_0 (a Q6_K head);
 //!   - qwen2: Qwen2.5-0.5B's head layout (7:1 GQA, QKV biases, tied, the "qwen2"
 //!     pre-tokenizer, no BOS), llama.cpp's Q4_K_M falling back to Q5_0 / Q8_0 on rows of 448.
+//!
 //! Checked: prompt token ids and chat prompts (the GGUF's Jinja template through minijinja)
 //! equal to llama.cpp's; last-position logits within llama.cpp's own distance from an exact
 //! float64 pass (llama.cpp's semantics, written in the script); greedy steps equal wherever
