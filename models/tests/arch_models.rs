@@ -121,6 +121,28 @@ fn logits_and_greedy_steps_match_llama_cpp_on_both_backends() {
     }
 }
 
+/// Batched decode (its own QKV path: biases added and RoPE factors applied per row) gives each
+/// prompt llama.cpp's greedy steps too.
+#[test]
+fn batched_greedy_steps_match_llama_cpp() {
+    let r = reference();
+    for (name, m) in models(&r) {
+        let lm = load(m, Backend::Gpu);
+        let (mut prompts, mut opts, mut want) = (Vec::new(), Vec::new(), Vec::new());
+        for p in m["prompts"].as_array().unwrap() {
+            let llama_cpp = p["llama_cpp_vs_f64"].as_f64().unwrap();
+            let clear = floats(&p["greedy_margins"]).iter().take_while(|&&m| m > 2.0 * llama_cpp).count();
+            prompts.push(ids(&p["ids"]));
+            opts.push(GenerateOptions { max_tokens: clear, stop_at_eos: false, ..Default::default() });
+            want.push(ids(&p["greedy"])[..clear].to_vec());
+        }
+        let (outs, _) = lm.generate_batch_from_ids(prompts, &opts).unwrap().run().unwrap();
+        for (o, w) in outs.iter().zip(&want) {
+            assert_eq!(&o.tokens, w, "{name}: batched greedy");
+        }
+    }
+}
+
 /// `bytes` with the first `from` after `after` replaced by `to` (same length: offsets stay).
 fn patch(bytes: &[u8], after: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     assert_eq!(from.len(), to.len());
