@@ -23,7 +23,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> q: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> kc: array<{{T}}>;
 @group(0) @binding(3) var<storage, read_write> vc: array<{{T}}>;
-@group(0) @binding(4) var<uniform> p: Params;
+{{FREQ_FACTORS}}@group(0) @binding({{PARAMS}}) var<uniform> p: Params;
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -40,7 +40,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var x0 = f32(qkv[s0]);
     var x1 = f32(qkv[s0 + p.half]);
     if (head < p.nh + p.nkv) {
-        let cs = rope_cos_sin(f32(p.pos_offset + l), i, p.inv_half, p.log2_base);
+        let cs = rope_pair(f32(p.pos_offset + l), i);
         let y0 = x0 * cs.x - x1 * cs.y;
         let y1 = x1 * cs.x + x0 * cs.y;
         x0 = y0;

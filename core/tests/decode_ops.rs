@@ -296,6 +296,64 @@ fn rope_qkv_to_cache_matches_reference_and_keeps_other_rows() {
     }
 }
 
+/// Llama 3.1's RoPE frequency factors (llama.cpp's `rope_freqs`): each pair's turn divided by
+/// its factor, against the f64 reference; the batched kernel gives the single one's bits.
+#[test]
+fn rope_qkv_to_cache_scaled_matches_reference() {
+    poison();
+    let mut rng = Rng::new(46);
+    for dt in float_dtypes() {
+        for &(l, h, hkv, d, cap, pos) in &[(3usize, 4usize, 2usize, 16usize, 40usize, 30usize), (1, 2, 1, 8, 9, 8)] {
+            let width = (h + 2 * hkv) * d;
+            let (qkv, qkvv) = rand_tensor(&mut rng, &[l, width], dt, -2.0, 2.0);
+            let (kc, mut kcv) = rand_tensor(&mut rng, &[hkv, cap, d], dt, -1.0, 1.0);
+            let (vc, mut vcv) = rand_tensor(&mut rng, &[hkv, cap, d], dt, -1.0, 1.0);
+            // Factors from 1 (high frequencies) to 8 (low), as Llama 3.1's.
+            let ff: Vec<f32> = (0..d / 2).map(|i| 1.0 + 7.0 * i as f32 / (d / 2 - 1) as f32).collect();
+            let fft = Tensor::from_slice(&ff, &[d / 2]).unwrap();
+            let q = ops::rope_qkv_to_cache_scaled(&qkv, &kc, &vc, h, pos, 500000.0, Some(&fft)).unwrap();
+            let ff64: Vec<f64> = ff.iter().map(|&v| v as f64).collect();
+            let want_q = cpu_movement::rope_qkv_to_cache_scaled(
+                &qkvv,
+                l,
+                h,
+                &mut kcv,
+                &mut vcv,
+                hkv,
+                cap,
+                d,
+                pos,
+                500000.0,
+                Some(&ff64),
+            );
+            let (atol, rtol) = if dt == DType::F32 { (2e-4, 1e-4) } else { (4e-3, 4e-3) };
+            let what = format!("{dt} L {l} H {h} Hkv {hkv} D {d} pos {pos}");
+            assert_close(&format!("{what} q"), &q.to_f64_vec().unwrap(), &want_q, atol, rtol);
+            assert_close(&format!("{what} k cache"), &kc.to_f64_vec().unwrap(), &kcv, atol, rtol);
+            if l == 1 {
+                let (k2, v2) = (ops::copy(&kc).unwrap(), ops::copy(&vc).unwrap());
+                let kb = k2.reshape(&[1, hkv as isize, cap as isize, d as isize]).unwrap();
+                let vb = v2.reshape(&[1, hkv as isize, cap as isize, d as isize]).unwrap();
+                let qb = ops::rope_qkv_rows_to_cache_scaled(&qkv, &kb, &vb, h, &[pos], 500000.0, Some(&fft)).unwrap();
+                assert_eq!(qb.to_bytes().unwrap(), q.to_bytes().unwrap(), "{what}: batched q");
+                assert_eq!(kb.to_bytes().unwrap(), kc.to_bytes().unwrap(), "{what}: batched k");
+            }
+            // Without factors the turn differs (the factors are used at all; this overwrites the caches' rows).
+            let plain = ops::rope_qkv_to_cache(&qkv, &kc, &vc, h, pos, 500000.0).unwrap();
+            assert_ne!(plain.to_bytes().unwrap(), q.to_bytes().unwrap(), "{what}");
+        }
+    }
+    // Factors of the wrong length or dtype are refused.
+    let qkv = Tensor::from_slice(&[0.0f32; 20], &[1, 20]).unwrap();
+    let kc = Tensor::from_slice(&[0.0f32; 8], &[1, 2, 4]).unwrap();
+    let vc = Tensor::from_slice(&[0.0f32; 8], &[1, 2, 4]).unwrap();
+    let code = |r: kiln_core::Result<Tensor>| r.unwrap_err().code();
+    let ff3 = Tensor::from_slice(&[1.0f32; 3], &[3]).unwrap();
+    assert_eq!(code(ops::rope_qkv_to_cache_scaled(&qkv, &kc, &vc, 3, 0, 1e4, Some(&ff3))), ErrorCode::ShapeMismatch);
+    let ffi = Tensor::from_slice(&[1i32; 2], &[2]).unwrap();
+    assert_eq!(code(ops::rope_qkv_to_cache_scaled(&qkv, &kc, &vc, 3, 0, 1e4, Some(&ffi))), ErrorCode::ShapeMismatch);
+}
+
 #[test]
 fn rope_qkv_to_cache_refuses_bad_operands() {
     let qkv = Tensor::from_slice(&[0.0f32; 2 * 5 * 4], &[2, 20]).unwrap();

@@ -1,11 +1,13 @@
 //! The tokenizer stored in a GGUF file (`tokenizer.ggml.*`), rebuilt as a Hugging Face
 //! `tokenizers::Tokenizer` that splits text the way llama.cpp does, plus the byte-level decoding
-//! for streaming and the chat template.
+//! for streaming and the chat template ([`crate::chat_template`]).
 //!
-//! Only what llama.cpp calls a "gpt2" (byte-level BPE) vocabulary is supported, with the
-//! pre-tokenizers whose regexes are reproduced here (llama.cpp's llama-vocab.cpp,
-//! `LLAMA_VOCAB_PRE_TYPE_*`).
+//! Only what llama.cpp calls a "gpt2" (byte-level BPE) vocabulary is supported (Llama 3, Qwen2,
+//! SmolLM2; not the SentencePiece "llama" vocabulary of Llama 2 and Mistral 7B), with the
+//! pre-tokenizers whose regexes are reproduced here from llama.cpp's llama-vocab.cpp
+//! (`LLAMA_VOCAB_PRE_TYPE_*`, chosen by `tokenizer.ggml.pre`: [`PreSplit`]).
 
+use crate::chat_template::ChatTemplate;
 use crate::error::{ModelError, Result};
 use crate::gguf::{Array, GgufFile, Value};
 use tokenizers::models::bpe::BPE;
@@ -18,50 +20,6 @@ use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
 /// llama.cpp's token types (tokenizer.ggml.token_type).
 const TOKEN_TYPE_CONTROL: i32 = 3;
 const TOKEN_TYPE_USER_DEFINED: i32 = 4;
-
-/// The chat template of SmolLM2's GGUF: ChatML with a default system message when the
-/// conversation has none.
-const SMOLLM2_TEMPLATE: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-/// Plain ChatML (no default system message), as many GGUF files carry it.
-const CHATML_TEMPLATE: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-
-/// A chat template this crate can apply. Jinja is not interpreted: the templates recognised are
-/// ChatML ones, matched exactly; any other is an error when chat is asked for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChatTemplate {
-    ChatMl { default_system: Option<String> },
-}
-
-impl ChatTemplate {
-    pub fn recognise(template: &str) -> Option<ChatTemplate> {
-        let t = template.trim();
-        if t == SMOLLM2_TEMPLATE {
-            Some(ChatTemplate::ChatMl {
-                default_system: Some("You are a helpful AI assistant named SmolLM, trained by Hugging Face".into()),
-            })
-        } else if t == CHATML_TEMPLATE {
-            Some(ChatTemplate::ChatMl { default_system: None })
-        } else {
-            None
-        }
-    }
-
-    /// The prompt text for `messages` (role, content), ending with the assistant's turn opened.
-    pub fn apply(&self, messages: &[(&str, &str)]) -> String {
-        let ChatTemplate::ChatMl { default_system } = self;
-        let mut out = String::new();
-        if let (Some(sys), Some((role, _))) = (default_system, messages.first()) {
-            if *role != "system" {
-                out.push_str(&format!("<|im_start|>system\n{sys}<|im_end|>\n"));
-            }
-        }
-        for (role, content) in messages {
-            out.push_str(&format!("<|im_start|>{role}\n{content}<|im_end|>\n"));
-        }
-        out.push_str("<|im_start|>assistant\n");
-        out
-    }
-}
 
 /// GPT-2's byte-to-character map (bytes_to_unicode): printable bytes map to themselves, the
 /// others to U+0100 onwards, so that every byte sequence is a string of visible characters.
@@ -80,6 +38,61 @@ fn byte_to_char() -> [char; 256] {
     map
 }
 
+/// llama.cpp's regexes for Llama 3's pre-tokenizer (LLAMA_VOCAB_PRE_TYPE_LLAMA3: its
+/// tokenizer.json's, the case-insensitive group spelled out) and Qwen2's (one digit at a time).
+const LLAMA3_SPLIT: &str = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const QWEN2_SPLIT: &str = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/// How a `tokenizer.ggml.pre` splits text before BPE, as llama.cpp's llama-vocab.cpp does for
+/// it: regexes applied in turn (each match its own piece, the text between kept), then GPT-2's
+/// byte-level map.
+struct PreSplit {
+    regexes: &'static [&'static str],
+    /// GPT-2's own split after `regexes` (ByteLevel's regex).
+    gpt2_regex: bool,
+    /// A piece that is a whole token is that token, merges or not (llama.cpp's ignore_merges,
+    /// Hugging Face's `ignore_merges`: Llama 3).
+    ignore_merges: bool,
+    /// BOS first when the file does not say (tokenizer.ggml.add_bos_token wins).
+    add_bos: bool,
+}
+
+impl PreSplit {
+    fn of(pre: &str) -> Result<PreSplit> {
+        let plain = |regexes, gpt2_regex| PreSplit { regexes, gpt2_regex, ignore_merges: false, add_bos: false };
+        Ok(match pre {
+            // llama.cpp: STARCODER, REFACT, COMMAND_R, SMOLLM, CODESHELL, EXAONE, MINERVA share
+            // these: each digit alone, then GPT-2's split.
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva-7b" => {
+                plain(&["\\p{N}"], true)
+            }
+            // GPT-2's split alone (ByteLevel's own regex).
+            "gpt-2" | "phi-2" | "mpt" | "olmo" => plain(&[], true),
+            // LLAMA3 (llama-bpe is what the converter writes for Llama 3.x).
+            "llama-bpe" | "llama3" | "llama-v3" | "falcon3" => {
+                PreSplit { regexes: &[LLAMA3_SPLIT], gpt2_regex: false, ignore_merges: true, add_bos: true }
+            }
+            "qwen2" | "deepseek-r1-qwen" | "stablelm2" => plain(&[QWEN2_SPLIT], false),
+            // No or an unknown-to-the-converter pre-tokenizer: llama.cpp's default chain.
+            "default" => plain(
+                &[
+                    "[\\p{P}\\$\\+<=>\\^~\\|]+",
+                    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
+                    "\\p{N}+",
+                    "[0-9][0-9][0-9]",
+                ],
+                false,
+            ),
+            other => {
+                return Err(ModelError::Unsupported(format!(
+                    "tokenizer pre-tokenizer {other:?} (tokenizer.ggml.pre; supported: llama-bpe, qwen2, smollm, \
+                     gpt-2, default and their aliases in llama.cpp)"
+                )))
+            }
+        })
+    }
+}
+
 pub struct GgufTokenizer {
     tokenizer: Tokenizer,
     /// Each token's bytes (byte-level decoded); control tokens decode to nothing, as
@@ -90,6 +103,8 @@ pub struct GgufTokenizer {
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub add_bos: bool,
+    /// tokenizer.ggml.add_eos_token (the chat template's trailing EOS is cut when set).
+    pub add_eos: bool,
     chat_template: Option<String>,
 }
 
@@ -103,18 +118,7 @@ impl GgufTokenizer {
             )));
         }
         let pre = f.get("tokenizer.ggml.pre").and_then(Value::as_str).unwrap_or("default");
-        let split_regexes: &[&str] = match pre {
-            // llama.cpp: STARCODER, REFACT, COMMAND_R, SMOLLM, CODESHELL, EXAONE, MINERVA share
-            // these: each digit alone, then GPT-2's split.
-            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva-7b" => &["\\p{N}"],
-            // GPT-2's split alone (ByteLevel's own regex).
-            "gpt-2" | "gpt2" | "default" => &[],
-            other => {
-                return Err(ModelError::Unsupported(format!(
-                    "tokenizer pre-tokenizer {other:?} (supported: smollm, gpt-2 and their aliases)"
-                )))
-            }
-        };
+        let split = PreSplit::of(pre)?;
         let tokens = f.strings("tokenizer.ggml.tokens")?;
         let merges = f.strings("tokenizer.ggml.merges")?;
         let types: Vec<i32> = match f.get("tokenizer.ggml.token_type") {
@@ -137,16 +141,19 @@ impl GgufTokenizer {
             let (a, b) = m.split_once(' ').ok_or_else(|| bad(format!("merge {m:?} is not two tokens")))?;
             pairs.push((a.to_string(), b.to_string()));
         }
-        let bpe =
-            BPE::builder().vocab_and_merges(vocab, pairs).build().map_err(|e| bad(format!("BPE vocabulary: {e}")))?;
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, pairs)
+            .ignore_merges(split.ignore_merges)
+            .build()
+            .map_err(|e| bad(format!("BPE vocabulary: {e}")))?;
         let mut tokenizer = Tokenizer::new(bpe);
         let mut pre_tokenizers: Vec<PreTokenizerWrapper> = Vec::new();
-        for re in split_regexes {
+        for re in split.regexes {
             let split = Split::new(SplitPattern::Regex(re.to_string()), SplitDelimiterBehavior::Isolated, false)
                 .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
             pre_tokenizers.push(split.into());
         }
-        pre_tokenizers.push(ByteLevel::new(false, false, true).into());
+        pre_tokenizers.push(ByteLevel::new(false, false, split.gpt2_regex).into());
         tokenizer.with_pre_tokenizer(Some(Sequence::new(pre_tokenizers)));
         let specials: Vec<AddedToken> = tokens
             .iter()
@@ -192,7 +199,8 @@ impl GgufTokenizer {
             control: types.iter().map(|&t| t == TOKEN_TYPE_CONTROL).collect(),
             bos: id("tokenizer.ggml.bos_token_id")?,
             eos: id("tokenizer.ggml.eos_token_id")?,
-            add_bos: f.get("tokenizer.ggml.add_bos_token").and_then(Value::as_bool).unwrap_or(false),
+            add_bos: f.get("tokenizer.ggml.add_bos_token").and_then(Value::as_bool).unwrap_or(split.add_bos),
+            add_eos: f.get("tokenizer.ggml.add_eos_token").and_then(Value::as_bool).unwrap_or(false),
             chat_template: f.get("tokenizer.chat_template").and_then(Value::as_str).map(str::to_string),
         })
     }
@@ -229,14 +237,21 @@ impl GgufTokenizer {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// The GGUF's chat template, if it is one this crate can apply.
-    pub fn chat_template(&self) -> Result<ChatTemplate> {
-        let t = self.chat_template.as_deref().ok_or_else(|| {
-            ModelError::Unsupported("the model has no chat template (tokenizer.chat_template)".into())
-        })?;
-        ChatTemplate::recognise(t).ok_or_else(|| {
-            ModelError::Unsupported("chat template is not ChatML (the only template kiln-models applies)".into())
-        })
+    /// The GGUF's chat template (ChatML when it has none), with its BOS and EOS text.
+    pub fn chat_template(&self) -> ChatTemplate {
+        let text = |id: Option<u32>| id.map(|i| self.token_text(i)).unwrap_or_default();
+        ChatTemplate::new(
+            self.chat_template.as_deref(),
+            &text(self.bos),
+            &text(self.eos),
+            self.add_bos && self.bos.is_some(),
+            self.add_eos && self.eos.is_some(),
+        )
+    }
+
+    /// Token `id`'s text as the vocabulary spells it for a template (control tokens included).
+    pub fn token_text(&self, id: u32) -> String {
+        self.tokenizer.id_to_token(id).filter(|_| self.is_control(id)).unwrap_or_else(|| self.decode(&[id]))
     }
 }
 
@@ -318,21 +333,5 @@ mod tests {
         assert_eq!(s.push(&[0xff, b'x']), "\u{fffd}x");
         assert_eq!(s.push(&[0xf0, 0x9f]), "");
         assert_eq!(s.finish(), "\u{fffd}");
-    }
-
-    #[test]
-    fn chatml() {
-        let t = ChatTemplate::recognise(SMOLLM2_TEMPLATE).unwrap();
-        assert_eq!(
-            t.apply(&[("user", "Hi")]),
-            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-        );
-        assert_eq!(
-            t.apply(&[("system", "S"), ("user", "Hi")]),
-            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-        );
-        let plain = ChatTemplate::recognise(CHATML_TEMPLATE).unwrap();
-        assert_eq!(plain.apply(&[("user", "Hi")]), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-        assert_eq!(ChatTemplate::recognise("{{ messages }}"), None);
     }
 }

@@ -10,8 +10,9 @@
 //! # Ok::<(), kiln_models::ModelError>(())
 //! ```
 //!
-//! [`CausalLM`] runs a Llama-architecture decoder (SmolLM2-135M-Instruct and others of its
-//! kind) from a GGUF file, its Q4_0/Q4_1/Q8_0 weights kept quantized on the GPU, streaming text:
+//! [`CausalLM`] runs a Llama-family decoder (llama and qwen2 as GGUF's `general.architecture`
+//! names them: SmolLM2, Llama 3.x, Qwen2.5, ...) from a GGUF file, its weights kept quantized on
+//! the GPU, streaming text:
 //!
 //! ```no_run
 //! let model = kiln_models::CausalLM::load("build/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")?;
@@ -22,12 +23,14 @@
 //! # Ok::<(), kiln_models::ModelError>(())
 //! ```
 
+pub mod arch;
 pub mod backend;
 /// Batched generation records steps ahead of its readbacks (`PendingRead`), as the pipelined
 /// loop does: native only for now (a page generates one sequence at a time).
 #[cfg(not(target_arch = "wasm32"))]
 pub mod batch;
 mod bert;
+pub mod chat_template;
 pub mod config;
 mod cpu;
 /// The pipelined loop reads back without waiting (`PendingRead`): native only; a page awaits
@@ -45,10 +48,12 @@ pub mod sampling;
 pub mod stop_strings;
 mod weights;
 
+pub use arch::Architecture;
 pub use backend::Backend;
 #[cfg(not(target_arch = "wasm32"))]
 pub use batch::{BatchGeneration, BatchOutput, BatchProducts, BatchStats};
 pub use bert::Bert;
+pub use chat_template::{ChatTemplate, Message};
 pub use error::{ModelError, Result};
 pub use files::{FileBytes, ModelFiles};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};

@@ -1,7 +1,8 @@
-//! Llama-architecture decoders (SmolLM2, TinyLlama, Llama 2/3 shapes) from a GGUF file, the
-//! weights kept quantized on the GPU (kiln-core's quant ops read the GGUF blocks directly).
+//! Llama-family decoders (Llama 2/3, SmolLM2, TinyLlama, Qwen2/2.5: [`crate::arch`]) from a
+//! GGUF file, the weights kept quantized on the GPU (kiln-core's quant ops read the GGUF blocks
+//! directly).
 //!
-//! RoPE: llama.cpp's converter permutes the rows of Q and K (per head, pairs (i, i + D/2) become
+//! RoPE: for the "llama" architecture llama.cpp's converter permutes the rows of Q and K (per head, pairs (i, i + D/2) become
 //! neighbours (2i, 2i + 1)) so that its "normal" RoPE, which rotates adjacent pairs, gives what
 //! Hugging Face's rotate-half gives on the original weights. kiln-core's `ops::rope` is
 //! rotate-half, so the loader undoes that permutation on the rows of Q and K. A row is whole
@@ -11,7 +12,9 @@
 //! Where the only adapter is a CPU one (lavapipe), the same model runs natively on the host
 //! instead ([`crate::cpu`], picked by [`Backend`]): every entry point below branches on it.
 
+use crate::arch::{self, Architecture};
 use crate::backend::{self, Backend};
+use crate::chat_template::Message;
 use crate::cpu::{CpuCache, CpuLlama};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::decode_loop::{Argmax, DecodeLoop, TokenPicker, LOOKAHEAD};
@@ -41,6 +44,8 @@ const LOOKAHEAD: usize = 0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlamaConfig {
+    /// `general.architecture` ([`crate::arch`]).
+    pub arch: Architecture,
     pub n_layers: usize,
     pub hidden: usize,
     pub ffn: usize,
@@ -50,50 +55,56 @@ pub struct LlamaConfig {
     pub vocab: usize,
     pub context: usize,
     pub rope_base: f32,
+    /// RoPE frequency factors ([`crate::arch`]'s `rope_factors`: Llama 3.1+'s `rope_freqs`,
+    /// linear scaling), head_dim / 2 of them; None: no scaling.
+    pub rope_factors: Option<Vec<f32>>,
     pub rms_eps: f32,
 }
 
 impl LlamaConfig {
     pub fn from_gguf(f: &GgufFile) -> Result<LlamaConfig> {
-        let arch = f.str("general.architecture")?;
-        if arch != "llama" {
-            return Err(ModelError::Unsupported(format!("architecture {arch:?} (only \"llama\")")));
-        }
+        let arch = Architecture::from_gguf(f)?;
+        let a = arch.name();
         let u = |k: &str| -> Result<usize> {
-            let v = f.u64(&format!("llama.{k}"))?;
-            usize::try_from(v).ok().filter(|&v| v > 0 && v < (1 << 24)).ok_or_else(|| ModelError::Corrupt {
-                path: f.path().to_path_buf(),
-                message: format!("llama.{k} = {v}"),
-            })
+            let v = f.u64(&format!("{a}.{k}"))?;
+            usize::try_from(v)
+                .ok()
+                .filter(|&v| v > 0 && v < (1 << 24))
+                .ok_or_else(|| ModelError::Corrupt { path: f.path().to_path_buf(), message: format!("{a}.{k} = {v}") })
         };
         let hidden = u("embedding_length")?;
         let n_heads = u("attention.head_count")?;
-        let n_kv_heads = u("attention.head_count_kv")?;
-        let vocab = match f.get("llama.vocab_size") {
+        // llama.cpp: head_count_kv defaults to head_count.
+        let n_kv_heads = match arch::key(f, arch, "attention.head_count_kv") {
+            Some(_) => u("attention.head_count_kv")?,
+            None => n_heads,
+        };
+        let vocab = match arch::key(f, arch, "vocab_size") {
             Some(_) => u("vocab_size")?,
             None => f.strings("tokenizer.ggml.tokens")?.len(),
         };
+        let head_dim = hidden / n_heads;
         let cfg = LlamaConfig {
+            arch,
             n_layers: u("block_count")?,
             hidden,
             ffn: u("feed_forward_length")?,
             n_heads,
             n_kv_heads,
-            head_dim: hidden / n_heads,
+            head_dim,
             vocab,
             context: u("context_length")?,
-            rope_base: f.get("llama.rope.freq_base").and_then(|v| v.as_f64()).unwrap_or(10000.0) as f32,
-            rms_eps: f.f64("llama.attention.layer_norm_rms_epsilon")? as f32,
+            rope_base: arch::key(f, arch, "rope.freq_base").and_then(|v| v.as_f64()).unwrap_or(10000.0) as f32,
+            rope_factors: None,
+            rms_eps: f.f64(&format!("{a}.attention.layer_norm_rms_epsilon"))? as f32,
         };
         // rms_norm divides by sqrt(mean(x^2) + eps): eps <= 0 can give inf/NaN logits; a RoPE
         // base <= 0 gives NaN angles.
-        for (key, v) in
-            [("llama.attention.layer_norm_rms_epsilon", cfg.rms_eps), ("llama.rope.freq_base", cfg.rope_base)]
-        {
+        for (key, v) in [("attention.layer_norm_rms_epsilon", cfg.rms_eps), ("rope.freq_base", cfg.rope_base)] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(ModelError::Corrupt {
                     path: f.path().to_path_buf(),
-                    message: format!("{key} = {v}: must be a positive finite number"),
+                    message: format!("{a}.{key} = {v}: must be a positive finite number"),
                 });
             }
         }
@@ -102,18 +113,34 @@ impl LlamaConfig {
                 "hidden {hidden} with {n_heads} heads and {n_kv_heads} KV heads"
             )));
         }
-        if let Some(rot) = f.get("llama.rope.dimension_count") {
-            if rot.as_u64() != Some(cfg.head_dim as u64) {
-                return Err(ModelError::Unsupported(format!(
-                    "RoPE over {rot:?} of {} dimensions per head (only all of them)",
-                    cfg.head_dim
-                )));
+        for k in ["attention.key_length", "attention.value_length", "rope.dimension_count"] {
+            if let Some(v) = arch::key(f, arch, k) {
+                if v.as_u64() != Some(cfg.head_dim as u64) {
+                    return Err(ModelError::Unsupported(format!(
+                        "{a}.{k} = {v:?} with heads of {} (kiln-models runs heads of hidden / head_count, RoPE over all of it)",
+                        cfg.head_dim
+                    )));
+                }
             }
         }
-        if f.get("llama.rope.scaling.type").is_some() {
-            return Err(ModelError::Unsupported("RoPE scaling".into()));
-        }
-        Ok(cfg)
+        let rope_factors = arch::rope_factors(f, arch, head_dim)?;
+        Ok(LlamaConfig { rope_factors, ..cfg })
+    }
+
+    /// The rows of Q and K as the converter wrote them: (heads, head_dim) to un-permute, or
+    /// None where it did not permute them ([`Architecture::permuted_qk`]).
+    pub(crate) fn qk_heads(&self, heads: usize) -> Option<(usize, usize)> {
+        self.arch.permuted_qk().then_some((heads, self.head_dim))
+    }
+
+    /// Layer `i`'s QKV stack: (name, rows, heads to un-permute) of Q, K and V.
+    pub(crate) fn qkv_parts(&self, i: usize) -> [OwnedStackPart; 3] {
+        let kv = self.n_kv_heads * self.head_dim;
+        [
+            (format!("blk.{i}.attn_q.weight"), self.hidden, self.qk_heads(self.n_heads)),
+            (format!("blk.{i}.attn_k.weight"), kv, self.qk_heads(self.n_kv_heads)),
+            (format!("blk.{i}.attn_v.weight"), kv, None),
+        ]
     }
 }
 
@@ -174,10 +201,23 @@ impl QMatrix {
 struct Layer {
     attn_norm: Tensor,
     qkv: QMatrix,
+    /// Q, K and V biases stacked as `qkv`'s rows (Qwen2), added after the product.
+    qkv_bias: Option<Tensor>,
     o: QMatrix,
     ffn_norm: Tensor,
     gate_up: QMatrix,
     down: QMatrix,
+}
+
+impl Layer {
+    /// The QKV product of `x` [L, D] with `fusion` (its norm) folded in, plus the biases.
+    fn qkv_projection(&self, x: &Tensor, fusion: QuantFusion, kernel: MatvecKernel) -> Result<Tensor> {
+        let y = self.qkv.matmul_on(x, fusion, kernel)?;
+        match &self.qkv_bias {
+            Some(b) => Ok(ops::add(&y, b)?),
+            None => Ok(y),
+        }
+    }
 }
 
 /// Keys and values of the positions seen so far: per layer two [n_kv_heads, capacity, head_dim]
@@ -225,6 +265,8 @@ struct GpuModel {
     output: Option<QMatrix>,
     output_norm: Tensor,
     layers: Vec<Layer>,
+    /// The config's RoPE frequency factors on the GPU.
+    rope_factors: Option<Tensor>,
     /// A multi-token pass waits for each layer (a CPU adapter: see `hidden_from`).
     wait_each_layer: bool,
 }
@@ -251,7 +293,7 @@ fn quant_format(t: &TensorInfo) -> Result<QuantFormat> {
 
 /// Undoes the converter's per-head row permutation of Q or K (see the module doc): row
 /// h*D + i*(D/2) + j of the original is row h*D + 2j + i of the file.
-fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, head_dim: usize) -> Vec<u8> {
+pub(crate) fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, head_dim: usize) -> Vec<u8> {
     let mut out = vec![0u8; bytes.len()];
     let half = head_dim / 2;
     for h in 0..n_heads {
@@ -266,6 +308,9 @@ fn unpermute_rows(bytes: &[u8], row_bytes: usize, n_heads: usize, head_dim: usiz
     }
     out
 }
+
+/// [`StackPart`] with its name owned.
+pub(crate) type OwnedStackPart = (String, usize, Option<(usize, usize)>);
 
 /// One matrix of a stack: its tensor name, its rows, and (heads, head_dim) for Q/K rows to
 /// un-permute.
@@ -449,6 +494,7 @@ impl CausalLM {
         };
         let Some(device) = device else {
             let cpu = CpuLlama::load(&f, &config, &mut progress)?;
+            arch::check_tensor_names(&f, config.arch, config.n_layers)?;
             return Ok(CausalLM { config, tokenizer, engine: Engine::Cpu(cpu) });
         };
         let ld = Loader { f: &f, device: &device };
@@ -464,20 +510,17 @@ impl CausalLM {
         };
         let output_norm = ld.vector("output_norm.weight", c.hidden)?;
         progress(1, total);
-        let kv = c.n_kv_heads * c.head_dim;
         let mut layers = Vec::with_capacity(c.n_layers);
         for i in 0..c.n_layers {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
+            let qkv = c.qkv_parts(i);
+            let qkv_bias = arch::qkv_bias(&f, c.arch, i, (c.n_heads, c.n_kv_heads, c.head_dim))?
+                .map(|b| Tensor::from_slice_on(&device, &b, &[b.len()]))
+                .transpose()?;
             layers.push(Layer {
                 attn_norm: ld.vector(&n("attn_norm"), c.hidden)?,
-                qkv: ld.stacked(
-                    &[
-                        (&n("attn_q"), c.hidden, Some((c.n_heads, c.head_dim))),
-                        (&n("attn_k"), kv, Some((c.n_kv_heads, c.head_dim))),
-                        (&n("attn_v"), kv, None),
-                    ],
-                    c.hidden,
-                )?,
+                qkv: ld.stacked(&qkv.each_ref().map(|(name, r, h)| (name.as_str(), *r, *h)), c.hidden)?,
+                qkv_bias,
                 o: ld.stacked(&[(&n("attn_output"), c.hidden, None)], c.hidden)?,
                 ffn_norm: ld.vector(&n("ffn_norm"), c.hidden)?,
                 gate_up: ld.stacked(&[(&n("ffn_gate"), c.ffn, None), (&n("ffn_up"), c.ffn, None)], c.hidden)?,
@@ -487,7 +530,12 @@ impl CausalLM {
         }
         // Never in a page: a blocking wait is not possible there (the caller's read is awaited).
         let wait_each_layer = !cfg!(target_arch = "wasm32") && device.info().device_type.eq_ignore_ascii_case("cpu");
-        let gpu = GpuModel { device, embed, output, output_norm, layers, wait_each_layer };
+        // After loading: a tensor the architecture needs and the file lacks is named as missing
+        // first; then anything left over is named as unknown.
+        arch::check_tensor_names(&f, c.arch, c.n_layers)?;
+        let rope_factors =
+            c.rope_factors.as_ref().map(|ff| Tensor::from_slice_on(&device, ff, &[ff.len()])).transpose()?;
+        let gpu = GpuModel { device, embed, output, output_norm, layers, rope_factors, wait_each_layer };
         Ok(CausalLM { config, tokenizer, engine: Engine::Gpu(gpu) })
     }
 
@@ -564,9 +612,17 @@ impl CausalLM {
         Ok(())
     }
 
-    /// The prompt for a single user message through the model's chat template.
+    /// The prompt for a single user message through the model's chat template (the GGUF's
+    /// `tokenizer.chat_template`, ChatML when it has none: [`crate::chat_template`]), the
+    /// assistant's turn opened.
     pub fn chat_prompt(&self, user: &str) -> Result<String> {
-        Ok(self.tokenizer.chat_template()?.apply(&[("user", user)]))
+        self.chat_prompt_messages(&[Message::new("user", user)], true)
+    }
+
+    /// A conversation through the model's chat template; `add_generation_prompt` opens the
+    /// assistant's turn.
+    pub fn chat_prompt_messages(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+        self.tokenizer.chat_template().apply(messages, add_generation_prompt)
     }
 
     /// Runs `ids` through the decoder after what `cache` holds (all of them in one pass,
@@ -755,11 +811,13 @@ impl CausalLM {
             // The QKV matvec with RoPE and the cache write in its epilogue (one dispatch at
             // decode; prefill runs the matmul and `rope_qkv_to_cache`).
             let (qkv, norm_w) = (&layer.qkv, Some((&layer.attn_norm, c.rms_eps)));
-            let q = if qkv.rest.is_empty() {
+            let q = if qkv.rest.is_empty() && layer.qkv_bias.is_none() && gpu.rope_factors.is_none() {
                 ops::quant_qkv_rope_to_cache(&h, &qkv.w, qkv.format, norm_w, kc, vc, nh, pos, c.rope_base)?
             } else {
-                // Q, K and V in more than one format: their product, then RoPE and the write.
-                ops::rope_qkv_to_cache(&qkv.matmul(&h, norm(&layer.attn_norm))?, kc, vc, nh, pos, c.rope_base)?
+                // Q, K and V in more than one format, biases or RoPE frequency factors: their
+                // product (plus biases), then RoPE and the write.
+                let y = layer.qkv_projection(&h, norm(&layer.attn_norm), MatvecKernel::Auto)?;
+                ops::rope_qkv_to_cache_scaled(&y, kc, vc, nh, pos, c.rope_base, gpu.rope_factors.as_ref())?
             }; // [nh, L, hd]
             mark("rms_norm + qkv matvec + rope + kv cache write")?;
             // Grouped-query attention: query head g*group + j reads KV head g (llama.cpp's
@@ -863,8 +921,9 @@ impl CausalLM {
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
         for (layer, (kc, vc)) in gpu.layers.iter().zip(caches) {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
-            let qkv = layer.qkv.matmul_on(&h, norm(&layer.attn_norm), products)?; // [B, (nh + 2 nkv) hd]
-            let q = ops::rope_qkv_rows_to_cache(&qkv, kc, vc, nh, positions, c.rope_base)?; // [B, nh, hd]
+            let qkv = layer.qkv_projection(&h, norm(&layer.attn_norm), products)?; // [B, (nh + 2 nkv) hd]
+            let ff = gpu.rope_factors.as_ref();
+            let q = ops::rope_qkv_rows_to_cache_scaled(&qkv, kc, vc, nh, positions, c.rope_base, ff)?; // [B, nh, hd]
             let qg = q.reshape(&dims(&[b, nkv, group, 1, hd]))?;
             let kg = kc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
             let vg = vc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;

@@ -1,16 +1,16 @@
-//! `kiln.models.CausalLM`: text generation from a Llama-architecture GGUF file (kiln-models).
+//! `kiln.models.CausalLM`: text generation from a Llama-family GGUF file (kiln-models).
 //! The GIL is released while the model loads and while each token is computed.
 
 use crate::models::{detached as detach, model_err};
-use kiln_models::{CausalLM, GenerateOptions, Generation, ModelError, SamplingOptions};
+use kiln_models::{CausalLM, GenerateOptions, Generation, Message, ModelError, SamplingOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-/// A causal language model from a .gguf file (Llama architecture: SmolLM2, TinyLlama, ...), the
-/// weights kept quantized on the GPU.
+/// A causal language model from a .gguf file (the Llama family by general.architecture: llama
+/// (SmolLM2, Llama 3.x), qwen2 (Qwen2.5)), the weights kept quantized on the GPU.
 #[pyclass(name = "CausalLM", module = "kiln._kiln", frozen)]
 pub struct PyCausalLM {
     model: Arc<CausalLM>,
@@ -153,9 +153,26 @@ impl PyCausalLM {
         self.model.tokenizer().encode(text).map_err(|e| model_err(py, e))
     }
 
-    /// ``prompt`` as a user message through the model's chat template (ChatML).
-    fn chat_prompt(&self, py: Python<'_>, prompt: &str) -> PyResult<String> {
-        self.model.chat_prompt(prompt).map_err(|e| model_err(py, e))
+    /// A conversation through the model's chat template (the GGUF's ``tokenizer.chat_template``,
+    /// ChatML when it has none): ``prompt`` is one user message (a str) or a list of
+    /// ``{"role": ..., "content": ...}`` dicts; ``add_generation_prompt`` opens the assistant's
+    /// turn.
+    #[pyo3(signature = (prompt, add_generation_prompt = true))]
+    fn chat_prompt(&self, py: Python<'_>, prompt: &Bound<'_, PyAny>, add_generation_prompt: bool) -> PyResult<String> {
+        let messages: Vec<Message> = if let Ok(text) = prompt.extract::<String>() {
+            vec![Message::new("user", &text)]
+        } else {
+            let list: Vec<std::collections::HashMap<String, String>> = prompt.extract().map_err(|_| {
+                PyValueError::new_err("chat_prompt: a str or a list of {'role': str, 'content': str} dicts")
+            })?;
+            list.iter()
+                .map(|m| match (m.get("role"), m.get("content")) {
+                    (Some(r), Some(c)) => Ok(Message::new(r, c)),
+                    _ => Err(PyValueError::new_err("chat_prompt: each message needs 'role' and 'content'")),
+                })
+                .collect::<PyResult<_>>()?
+        };
+        self.model.chat_prompt_messages(&messages, add_generation_prompt).map_err(|e| model_err(py, e))
     }
 
     fn __repr__(&self) -> String {

@@ -173,3 +173,24 @@ def test_causal_lm_generate_batch_gives_each_prompt_its_own_text(lm):
     assert lm.generate_batch([]) == []
     with pytest.raises(ValueError):
         lm.generate_batch(prompts, top_p=0.0)
+
+
+ARCH = pathlib.Path(__file__).resolve().parents[2] / "models" / "tests" / "reference" / "arch"
+
+
+@pytest.mark.parametrize("name", ["qwen2", "llama3"])
+def test_causal_lm_chat_template_from_the_gguf(name):
+    """The GGUF's own Jinja template (minijinja) and tokenizer against llama.cpp's and jinja2's
+    (models/tests/reference/make_arch_reference.py), for a conversation given as dicts."""
+    ref = json.loads((ARCH / "reference.json").read_text())["models"][name]
+    lm = kiln.models.CausalLM(str(ARCH / ref["file"]))
+    for p in ref["prompts"]:
+        if p["chat"] is None:
+            assert lm.tokenize(p["text"]) == p["ids"]
+            continue
+        text = lm.chat_prompt(p["chat"])
+        # Kiln cuts the template's leading BOS when the tokenizer adds one (as llama.cpp does).
+        assert p["text"].endswith(text) and lm.tokenize(text) == p["ids"]
+    assert lm.chat_prompt("hi") == lm.chat_prompt([{"role": "user", "content": "hi"}])
+    with pytest.raises(ValueError):
+        lm.chat_prompt([{"role": "user"}])

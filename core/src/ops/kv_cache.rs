@@ -32,9 +32,27 @@ pub fn rope_qkv_to_cache(
     pos: usize,
     base: f32,
 ) -> Result<Tensor> {
-    let device = check_same_device(&[qkv, k_cache, v_cache])?;
+    rope_qkv_to_cache_scaled(qkv, k_cache, v_cache, n_heads, pos, base, None)
+}
+
+/// [`rope_qkv_to_cache`] with RoPE frequency factors (Llama 3.1+'s `rope_freqs`, as llama.cpp
+/// applies them): pair i turns by pos · base^(-i / half) / `freq_factors[i]`. `freq_factors`
+/// is an f32 tensor of D/2 values. None is [`rope_qkv_to_cache`] exactly (the same kernel).
+pub fn rope_qkv_to_cache_scaled(
+    qkv: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    n_heads: usize,
+    pos: usize,
+    base: f32,
+    freq_factors: Option<&Tensor>,
+) -> Result<Tensor> {
+    let mut all = vec![qkv, k_cache, v_cache];
+    all.extend(freq_factors);
+    let device = check_same_device(&all)?;
     let dtype = qkv.dtype();
     let (nkv, cap, d) = check_caches("rope_qkv_to_cache", dtype, k_cache, v_cache, &[qkv], pos, base)?;
+    check_freq_factors("rope_qkv_to_cache", freq_factors, d)?;
     let width = (n_heads + 2 * nkv) * d;
     if qkv.ndim() != 2 || qkv.shape()[1] != width {
         return Err(Error::ShapeMismatch(format!(
@@ -65,12 +83,21 @@ pub fn rope_qkv_to_cache(
         .u32(0u32)
         .u32(0u32);
     let enable = enables(&[dtype]);
+    let mut tensors = vec![qkv, &q, k_cache, v_cache];
+    tensors.extend(freq_factors);
+    let (factors, slot) = (freq_factors.is_some(), tensors.len());
     Launch {
-        key: crate::pipeline::PipelineKey::new("rope_kv_cache", &[dtype as u32]),
+        key: crate::pipeline::PipelineKey::new("rope_kv_cache", &[dtype as u32, factors as u32]),
         source: Box::new(move || {
-            with_special(render(ROPE_KV_CACHE, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON)
+            let (ff, params) = rope_pair_source(factors, slot);
+            with_special(
+                render(
+                    ROPE_KV_CACHE,
+                    &[("ENABLE", enable), ("T", dtype.wgsl()), ("FREQ_FACTORS", &ff), ("PARAMS", &params)],
+                ) + ROPE_COMMON,
+            )
         }),
-        tensors: &[qkv, &q, k_cache, v_cache],
+        tensors: &tensors,
         params: Some(params),
         groups: groups_1d(&device, pairs)?,
     }
@@ -93,8 +120,23 @@ pub fn rope_qkv_rows_to_cache(
     positions: &[usize],
     base: f32,
 ) -> Result<Tensor> {
+    rope_qkv_rows_to_cache_scaled(qkv, k_cache, v_cache, n_heads, positions, base, None)
+}
+
+/// [`rope_qkv_rows_to_cache`] with RoPE frequency factors, as [`rope_qkv_to_cache_scaled`].
+pub fn rope_qkv_rows_to_cache_scaled(
+    qkv: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    n_heads: usize,
+    positions: &[usize],
+    base: f32,
+    freq_factors: Option<&Tensor>,
+) -> Result<Tensor> {
     const WHAT: &str = "rope_qkv_rows_to_cache";
-    let device = check_same_device(&[qkv, k_cache, v_cache])?;
+    let mut all = vec![qkv, k_cache, v_cache];
+    all.extend(freq_factors);
+    let device = check_same_device(&all)?;
     let dtype = qkv.dtype();
     let cs = k_cache.shape();
     let rows = positions.len();
@@ -112,6 +154,7 @@ pub fn rope_qkv_rows_to_cache(
     // `rope_qkv_to_cache`'s checks, on the caches seen as [B·Hkv, Lmax, D] (views).
     let view = |c: &Tensor| c.reshape(&[-1, cs[2] as isize, cs[3] as isize]);
     let (_, cap, d) = check_caches(WHAT, dtype, &view(k_cache)?, &view(v_cache)?, &[qkv], 0, base)?;
+    check_freq_factors(WHAT, freq_factors, d)?;
     let nkv = cs[1];
     let width = (n_heads + 2 * nkv) * d;
     if qkv.ndim() != 2 || qkv.shape() != [rows, width] {
@@ -142,12 +185,21 @@ pub fn rope_qkv_rows_to_cache(
         .u32(cap)
         .u32(0u32);
     let enable = enables(&[dtype]);
+    let mut tensors = vec![qkv, &pos, &q, k_cache, v_cache];
+    tensors.extend(freq_factors);
+    let (factors, slot) = (freq_factors.is_some(), tensors.len());
     Launch {
-        key: format!("rope_kv_cache_rows:{dtype}"),
+        key: format!("rope_kv_cache_rows:{dtype}:{factors}"),
         source: Box::new(move || {
-            with_special(render(ROPE_KV_CACHE_ROWS, &[("ENABLE", enable), ("T", dtype.wgsl())]) + ROPE_COMMON)
+            let (ff, params) = rope_pair_source(factors, slot);
+            with_special(
+                render(
+                    ROPE_KV_CACHE_ROWS,
+                    &[("ENABLE", enable), ("T", dtype.wgsl()), ("FREQ_FACTORS", &ff), ("PARAMS", &params)],
+                ) + ROPE_COMMON,
+            )
         }),
-        tensors: &[qkv, &pos, &q, k_cache, v_cache],
+        tensors: &tensors,
         params: Some(params),
         groups: groups_1d(&device, pairs)?,
     }
@@ -199,6 +251,38 @@ fn check_caches(
         check_indexable(t.numel())?;
     }
     Ok((nkv, cap, d))
+}
+
+/// The rope kernels' `rope_pair(pos, i)` (pair i's (cos, sin) at `pos`) and their parameter
+/// block's binding: with frequency factors, the factors are bound at `slot - 1` and divide each
+/// pair's turn, the parameters at `slot`; without, `rope_cos_sin` as `ops::rope` turns.
+fn rope_pair_source(factors: bool, slot: usize) -> (String, String) {
+    let ff = if factors {
+        format!(
+            "@group(0) @binding({}) var<storage, read> ff: array<f32>;\n\
+             fn rope_pair(pos: f32, i: u32) -> vec2<f32> {{ return rope_turn(pos * (rope_freq(i, p.inv_half, p.log2_base) / ff[i])); }}\n",
+            slot - 1
+        )
+    } else {
+        "fn rope_pair(pos: f32, i: u32) -> vec2<f32> { return rope_cos_sin(pos, i, p.inv_half, p.log2_base); }\n".into()
+    };
+    (ff, slot.to_string())
+}
+
+/// RoPE frequency factors: an f32 vector of `d / 2` values. Their values are not read back (a
+/// decode step must not wait on the GPU): a zero or NaN factor gives NaN outputs, as any NaN
+/// operand does; kiln-models checks a model's factors when it loads them.
+fn check_freq_factors(what: &str, factors: Option<&Tensor>, d: usize) -> Result<()> {
+    let Some(f) = factors else { return Ok(()) };
+    if f.dtype() != DType::F32 || f.shape() != [d / 2] {
+        return Err(Error::ShapeMismatch(format!(
+            "{what}: frequency factors must be f32 [{}] for heads of {d}, got {} {:?}",
+            d / 2,
+            f.dtype(),
+            f.shape()
+        )));
+    }
+    Ok(())
 }
 
 /// Rows pos .. pos + len must fit a cache of `cap`.

@@ -150,6 +150,11 @@ pub fn embedding(weight: &[f64], v: usize, d: usize, ids: &[i64]) -> Vec<f64> {
 
 /// Rotary embedding (rotate-half) of x [..., L, D] in f64.
 pub fn rope(x: &[f64], shape: &[usize], pos_offset: usize, base: f64) -> Vec<f64> {
+    rope_scaled(x, shape, pos_offset, base, None)
+}
+
+/// [`rope`] with frequency factors: pair i turns by pos · base^(-2i/D) / factors[i].
+pub fn rope_scaled(x: &[f64], shape: &[usize], pos_offset: usize, base: f64, factors: Option<&[f64]>) -> Vec<f64> {
     let r = shape.len();
     let (l, d) = (shape[r - 2], shape[r - 1]);
     let h = d / 2;
@@ -162,7 +167,7 @@ pub fn rope(x: &[f64], shape: &[usize], pos_offset: usize, base: f64) -> Vec<f64
         let pos = (pos_offset + row % l) as f64;
         let at = row * st[r - 2];
         for i in 0..h {
-            let theta = pos * base.powf(-2.0 * i as f64 / d as f64);
+            let theta = pos * base.powf(-2.0 * i as f64 / d as f64) / factors.map_or(1.0, |f| f[i]);
             let (s, c) = theta.sin_cos();
             let (x0, x1) = (x[at + i], x[at + i + h]);
             out[at + i] = x0 * c - x1 * s;
@@ -187,6 +192,24 @@ pub fn rope_qkv_to_cache(
     pos: usize,
     base: f64,
 ) -> Vec<f64> {
+    rope_qkv_to_cache_scaled(qkv, l, h, k_cache, v_cache, hkv, cap, d, pos, base, None)
+}
+
+/// [`rope_qkv_to_cache`] with frequency factors ([`rope_scaled`]).
+#[allow(clippy::too_many_arguments)]
+pub fn rope_qkv_to_cache_scaled(
+    qkv: &[f64],
+    l: usize,
+    h: usize,
+    k_cache: &mut [f64],
+    v_cache: &mut [f64],
+    hkv: usize,
+    cap: usize,
+    d: usize,
+    pos: usize,
+    base: f64,
+    factors: Option<&[f64]>,
+) -> Vec<f64> {
     let width = (h + 2 * hkv) * d;
     // Head-major copies of each part, [heads, l, d], so that `rope` sees positions as rows.
     let part = |first: usize, heads: usize| -> Vec<f64> {
@@ -199,8 +222,8 @@ pub fn rope_qkv_to_cache(
         }
         out
     };
-    let q = rope(&part(0, h), &[h, l, d], pos, base);
-    let k = rope(&part(h, hkv), &[hkv, l, d], pos, base);
+    let q = rope_scaled(&part(0, h), &[h, l, d], pos, base, factors);
+    let k = rope_scaled(&part(h, hkv), &[hkv, l, d], pos, base, factors);
     let v = part(h + hkv, hkv);
     for hh in 0..hkv {
         for li in 0..l {

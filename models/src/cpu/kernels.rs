@@ -45,13 +45,20 @@ pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
 }
 
 /// cos and sin of RoPE's angles for positions `pos..pos + l`: [l, head_dim / 2] each, angle
-/// `p * base^(-2i / head_dim)` computed in f64 (positions reach the thousands).
-pub(crate) fn rope_table(pos: usize, l: usize, head_dim: usize, base: f32) -> (Vec<f32>, Vec<f32>) {
+/// `p * base^(-2i / head_dim) / factors[i]` computed in f64 (positions reach the thousands).
+pub(crate) fn rope_table(
+    pos: usize,
+    l: usize,
+    head_dim: usize,
+    base: f32,
+    factors: Option<&[f32]>,
+) -> (Vec<f32>, Vec<f32>) {
     let h = head_dim / 2;
     let (mut cos, mut sin) = (Vec::with_capacity(l * h), Vec::with_capacity(l * h));
     for p in pos..pos + l {
         for i in 0..h {
-            let theta = p as f64 * (base as f64).powf(-2.0 * i as f64 / head_dim as f64);
+            let ff = factors.map_or(1.0, |f| f[i] as f64);
+            let theta = p as f64 * (base as f64).powf(-2.0 * i as f64 / head_dim as f64) / ff;
             let (s, c) = theta.sin_cos();
             cos.push(c as f32);
             sin.push(s as f32);
@@ -236,7 +243,7 @@ mod tests {
             let x = values(heads * l * hd, pos as u64);
             let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
             let want = movement::rope(&x64, &[heads, l, hd], pos, base as f64);
-            let (cos, sin) = rope_table(pos, l, hd, base);
+            let (cos, sin) = rope_table(pos, l, hd, base, None);
             let mut got = x.clone();
             for (i, row) in got.chunks_exact_mut(hd).enumerate() {
                 let t = i % l;

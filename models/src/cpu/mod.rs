@@ -22,6 +22,8 @@ pub(crate) use kernels::argmax;
 struct Layer {
     attn_norm: Vec<f32>,
     qkv: QuantMatrix,
+    /// Q, K and V biases as `qkv`'s rows (Qwen2).
+    qkv_bias: Option<Vec<f32>>,
     o: QuantMatrix,
     ffn_norm: Vec<f32>,
     gate_up: QuantMatrix,
@@ -76,20 +78,14 @@ impl CpuLlama {
         };
         let output_norm = vector(f, "output_norm.weight", c.hidden)?;
         progress(1, total);
-        let kv = c.n_kv_heads * c.head_dim;
         let mut layers = Vec::with_capacity(c.n_layers);
         for i in 0..c.n_layers {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
+            let qkv = c.qkv_parts(i);
             layers.push(Layer {
                 attn_norm: vector(f, &n("attn_norm"), c.hidden)?,
-                qkv: matrix(
-                    &[
-                        (&n("attn_q"), c.hidden, Some((c.n_heads, c.head_dim))),
-                        (&n("attn_k"), kv, Some((c.n_kv_heads, c.head_dim))),
-                        (&n("attn_v"), kv, None),
-                    ],
-                    c.hidden,
-                )?,
+                qkv: matrix(&qkv.each_ref().map(|(name, r, h)| (name.as_str(), *r, *h)), c.hidden)?,
+                qkv_bias: crate::arch::qkv_bias(f, c.arch, i, (c.n_heads, c.n_kv_heads, c.head_dim))?,
                 o: matrix(&[(&n("attn_output"), c.hidden, None)], c.hidden)?,
                 ffn_norm: vector(f, &n("ffn_norm"), c.hidden)?,
                 gate_up: matrix(&[(&n("ffn_gate"), c.ffn, None), (&n("ffn_up"), c.ffn, None)], c.hidden)?,
@@ -125,12 +121,15 @@ impl CpuLlama {
                 self.embed.dequantize_row(id as usize, row);
             }
         }
-        let (cos, sin) = kernels::rope_table(pos, l, hd, c.rope_base);
+        let (cos, sin) = kernels::rope_table(pos, l, hd, c.rope_base, c.rope_factors.as_deref());
         let (qw, kvw) = (nh * hd, nkv * hd);
         for (layer, (kc, vc)) in self.layers.iter().zip(cache.layers.iter_mut()) {
             let mut qkv = layer.qkv.matmul(&kernels::rms_norm(&h, &layer.attn_norm, c.rms_eps)); // [L, qw + 2 kvw]
             let mut q = Vec::with_capacity(l * qw);
             for (t, row) in qkv.chunks_exact_mut(qw + 2 * kvw).enumerate() {
+                if let Some(b) = &layer.qkv_bias {
+                    row.iter_mut().zip(b).for_each(|(x, b)| *x += b);
+                }
                 let (cs, sn) = (&cos[t * hd / 2..(t + 1) * hd / 2], &sin[t * hd / 2..(t + 1) * hd / 2]);
                 for head in row[..qw + kvw].chunks_exact_mut(hd) {
                     kernels::rope_head(head, cs, sn);

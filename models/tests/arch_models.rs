@@ -1,0 +1,185 @@
+//! The Llama family by `general.architecture`, held to llama.cpp on small GGUFs of each
+//! architecture with random weights (models/tests/reference/make_arch_reference.py wrote them
+//! and llama.cpp's answers; llama-cpp-python is not needed here):
+//!   - llama3: Llama-3.2-1B's layout (GQA 4:1, tied output, Llama 3.1 `rope_freqs`, the
+//!     "llama-bpe" pre-tokenizer with ignore_merges, BOS), llama.cpp's Q4_K_M (Q4_K + Q6_K);
+//!   - llama3_untied: the same with its own output.weight, llama.cpp's Q4_0 (a Q6_K head);
+//!   - qwen2: Qwen2.5-0.5B's head layout (7:1 GQA, QKV biases, tied, the "qwen2"
+//!     pre-tokenizer, no BOS), llama.cpp's Q4_K_M falling back to Q5_0 / Q8_0 on rows of 448.
+//!
+//! Checked: prompt token ids and chat prompts (the GGUF's Jinja template through minijinja)
+//! equal to llama.cpp's; last-position logits within llama.cpp's own distance from an exact
+//! float64 pass (llama.cpp's semantics, written in the script); greedy steps equal wherever
+//! llama.cpp's top-1 margin is clear; on both backends. And the errors for an unsupported
+//! architecture, a missing tensor and an unknown one.
+
+use kiln_models::{Backend, CausalLM, GenerateOptions, Message, ModelError};
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference/arch")
+}
+
+fn reference() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir().join("reference.json")).unwrap()).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+}
+
+fn models(r: &Value) -> Vec<(String, &Value)> {
+    r["models"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v)).collect()
+}
+
+fn load(m: &Value, backend: Backend) -> CausalLM {
+    CausalLM::load_on(dir().join(m["file"].as_str().unwrap()), backend, |_, _| {}).unwrap()
+}
+
+#[test]
+fn token_ids_and_chat_prompts_match_llama_cpp() {
+    let r = reference();
+    for (name, m) in models(&r) {
+        let lm = load(m, Backend::Cpu);
+        let tok = lm.tokenizer();
+        for p in m["prompts"].as_array().unwrap() {
+            let text = p["text"].as_str().unwrap();
+            if let Some(chat) = p["chat"].as_array() {
+                let messages: Vec<Message> = chat
+                    .iter()
+                    .map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+                    .collect();
+                let mut rendered = lm.chat_prompt_messages(&messages, true).unwrap();
+                // The script's text is jinja2's whole render; Kiln cuts a leading BOS the
+                // tokenizer adds anyway (llama.cpp's common_chat_template_direct_apply).
+                if tok.add_bos {
+                    rendered = tok.token_text(tok.bos.unwrap()) + &rendered;
+                }
+                assert_eq!(rendered, text, "{name}: chat prompt {}", p["name"]);
+                if chat.len() == 1 {
+                    let one = lm.chat_prompt(chat[0]["content"].as_str().unwrap()).unwrap();
+                    assert!(rendered.ends_with(&one), "{name}");
+                }
+                // The ids of the prompt Kiln renders (BOS cut, then added by the tokenizer).
+                let rendered = lm.chat_prompt_messages(&messages, true).unwrap();
+                assert_eq!(tok.encode(&rendered).unwrap(), ids(&p["ids"]), "{name}: {}", p["name"]);
+            } else {
+                assert_eq!(tok.encode(text).unwrap(), ids(&p["ids"]), "{name}: {text:?}");
+            }
+        }
+        for t in m["tokenizer"].as_array().unwrap() {
+            let text = t["text"].as_str().unwrap();
+            let want = ids(&t["ids"]);
+            assert_eq!(tok.encode(text).unwrap(), want, "{name}: {text:?}");
+            let body = if tok.add_bos { &want[1..] } else { &want[..] };
+            assert_eq!(tok.decode(body), text, "{name}: decode");
+        }
+    }
+}
+
+#[test]
+fn logits_and_greedy_steps_match_llama_cpp_on_both_backends() {
+    let r = reference();
+    for backend in [Backend::Cpu, Backend::Gpu] {
+        for (name, m) in models(&r) {
+            let lm = load(m, backend);
+            assert_eq!(lm.backend(), backend);
+            for p in m["prompts"].as_array().unwrap() {
+                let what = format!("{name} {backend:?} {}", p["name"]);
+                let prompt = ids(&p["ids"]);
+                let want = floats(&p["logits_f64"]);
+                let got = lm.logits(&prompt).unwrap();
+                let dev = got.iter().zip(&want).map(|(&g, &w)| (g as f64 - w).abs()).fold(0.0, f64::max);
+                let llama_cpp = p["llama_cpp_vs_f64"].as_f64().unwrap();
+                eprintln!("{what}: |kiln - f64| {dev:.2e}, |llama.cpp - f64| {llama_cpp:.2e}");
+                assert!(dev <= llama_cpp, "{what}: kiln is {dev} from float64, llama.cpp {llama_cpp}");
+                // Kiln multiplies f32 activations by the same dequantized weights (llama.cpp
+                // rounds activations to 8 bits): far closer, and held to it, so that a slip
+                // smaller than llama.cpp's own error (a RoPE factor, a bias) still fails.
+                assert!(dev < 1e-3, "{what}: kiln is {dev} from float64");
+                // The RoPE factors move the logits by more than the tolerance: they are checked.
+                let without = p["f64_without_rope_factors"].as_f64().unwrap();
+                assert!(name == "qwen2" || without > 2.0 * llama_cpp, "{what}: {without}");
+                // Greedy steps: equal up to the first step whose llama.cpp margin is within
+                // twice llama.cpp's own error (a near-tie either runtime may take either way).
+                let greedy = ids(&p["greedy"]);
+                let margins = floats(&p["greedy_margins"]);
+                let clear = margins.iter().take_while(|&&m| m > 2.0 * llama_cpp).count();
+                let opts = GenerateOptions { max_tokens: clear, stop_at_eos: false, ..Default::default() };
+                let mut g = lm.generate_from_ids(prompt.clone(), opts);
+                for piece in g.by_ref() {
+                    piece.unwrap();
+                }
+                assert_eq!(g.tokens(), &greedy[..clear], "{what}: greedy");
+            }
+        }
+    }
+}
+
+/// Batched decode (its own QKV path: biases added and RoPE factors applied per row) gives each
+/// prompt llama.cpp's greedy steps too.
+#[test]
+fn batched_greedy_steps_match_llama_cpp() {
+    let r = reference();
+    for (name, m) in models(&r) {
+        let lm = load(m, Backend::Gpu);
+        let (mut prompts, mut opts, mut want) = (Vec::new(), Vec::new(), Vec::new());
+        for p in m["prompts"].as_array().unwrap() {
+            let llama_cpp = p["llama_cpp_vs_f64"].as_f64().unwrap();
+            let clear = floats(&p["greedy_margins"]).iter().take_while(|&&m| m > 2.0 * llama_cpp).count();
+            prompts.push(ids(&p["ids"]));
+            opts.push(GenerateOptions { max_tokens: clear, stop_at_eos: false, ..Default::default() });
+            want.push(ids(&p["greedy"])[..clear].to_vec());
+        }
+        let (outs, _) = lm.generate_batch_from_ids(prompts, &opts).unwrap().run().unwrap();
+        for (o, w) in outs.iter().zip(&want) {
+            assert_eq!(&o.tokens, w, "{name}: batched greedy");
+        }
+    }
+}
+
+/// `bytes` with the first `from` after `after` replaced by `to` (same length: offsets stay).
+fn patch(bytes: &[u8], after: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let find =
+        |hay: &[u8], n: &[u8], start: usize| hay[start..].windows(n.len()).position(|w| w == n).map(|i| i + start);
+    let start = find(bytes, after, 0).expect("anchor");
+    let at = find(bytes, from, start).expect("text to patch");
+    let mut out = bytes.to_vec();
+    out[at..at + to.len()].copy_from_slice(to);
+    out
+}
+
+fn load_patched(file: &str, patched: Vec<u8>) -> Result<CausalLM, ModelError> {
+    let path = std::env::temp_dir().join(format!("kiln-arch-{}-{file}", std::process::id()));
+    std::fs::write(&path, patched).unwrap();
+    let r = CausalLM::load_on(&path, Backend::Cpu, |_, _| {});
+    let _ = std::fs::remove_file(&path);
+    r
+}
+
+#[test]
+fn unsupported_architecture_missing_and_unknown_tensors_are_named() {
+    let bytes = std::fs::read(dir().join("llama3.Q4_K_M.gguf")).unwrap();
+    let e = load_patched("arch.gguf", patch(&bytes, b"general.architecture", b"llama", b"gemma")).err().unwrap();
+    assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("\"gemma\"") && m.contains("llama, qwen2")), "{e}");
+    // A tensor renamed: the one the architecture needs is missing.
+    let e = load_patched("missing.gguf", patch(&bytes, b"blk.1.ffn_up.weight", b"ffn_up", b"ffn_xx")).err().unwrap();
+    assert!(matches!(&e, ModelError::MissingWeight(m) if m.contains("blk.1.ffn_up.weight")), "{e}");
+    // An optional tensor renamed: everything loads, and the stranger is named.
+    let e =
+        load_patched("unknown.gguf", patch(&bytes, b"rope_freqs.weight", b"rope_freqs", b"rope_fooos")).err().unwrap();
+    assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("rope_fooos.weight")), "{e}");
+    // Qwen2 without one of its biases.
+    let q = std::fs::read(dir().join("qwen2.Q4_K_M.gguf")).unwrap();
+    let e = load_patched("bias.gguf", patch(&q, b"blk.1.attn_k.bias", b"attn_k.bias", b"attn_k.bia_")).err().unwrap();
+    assert!(matches!(&e, ModelError::MissingWeight(m) if m.contains("blk.1.attn_k.bias")), "{e}");
+    // A pre-tokenizer Kiln does not reproduce.
+    let e = load_patched("pre.gguf", patch(&bytes, b"tokenizer.ggml.pre", b"llama-bpe", b"llama-xyz")).err().unwrap();
+    assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("llama-xyz")), "{e}");
+}
