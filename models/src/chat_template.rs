@@ -3,7 +3,8 @@
 //! `add_generation_prompt`, `bos_token`, `eos_token` in the context; a leading BOS the tokenizer
 //! adds anyway cut from the text, as a trailing EOS it appends), Python's string methods
 //! (`.strip()`, `.startswith()`, ...) through minijinja-contrib's pycompat, and
-//! `raise_exception` as transformers defines it. A file without a template gets plain ChatML.
+//! `raise_exception` as transformers defines it. A file without a template gets plain ChatML where
+//! its vocabulary has ChatML's tokens (`GgufTokenizer::chat_template`), else an error.
 //!
 //! A template comes from the file, so it is untrusted code: it runs under a fuel budget (every
 //! instruction and every allocated value spend it; [`FUEL`]), a recursion limit

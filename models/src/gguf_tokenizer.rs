@@ -237,16 +237,26 @@ impl GgufTokenizer {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// The GGUF's chat template (ChatML when it has none), with its BOS and EOS text.
-    pub fn chat_template(&self) -> ChatTemplate {
+    /// The GGUF's chat template, with its BOS and EOS text. A file without one gets ChatML
+    /// (llama.cpp's default) only where its vocabulary has ChatML's `<|im_start|>` and
+    /// `<|im_end|>` tokens: a model without them would get them spelled out as plain text, so
+    /// there it is refused, as transformers refuses a tokenizer without a template.
+    pub fn chat_template(&self) -> Result<ChatTemplate> {
+        if self.chat_template.is_none()
+            && ["<|im_start|>", "<|im_end|>"].iter().any(|t| self.tokenizer.token_to_id(t).is_none())
+        {
+            return Err(ModelError::Unsupported(
+                "the model has no chat template (tokenizer.chat_template) and no ChatML tokens to fall back on".into(),
+            ));
+        }
         let text = |id: Option<u32>| id.map(|i| self.token_text(i)).unwrap_or_default();
-        ChatTemplate::new(
+        Ok(ChatTemplate::new(
             self.chat_template.as_deref(),
             &text(self.bos),
             &text(self.eos),
             self.add_bos && self.bos.is_some(),
             self.add_eos && self.eos.is_some(),
-        )
+        ))
     }
 
     /// Token `id`'s text as the vocabulary spells it for a template (control tokens included).

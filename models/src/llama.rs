@@ -613,7 +613,8 @@ impl CausalLM {
     }
 
     /// The prompt for a single user message through the model's chat template (the GGUF's
-    /// `tokenizer.chat_template`, ChatML when it has none: [`crate::chat_template`]), the
+    /// `tokenizer.chat_template`; ChatML when it has none and its vocabulary has ChatML's tokens,
+    /// else an Unsupported error: [`crate::chat_template`]), the
     /// assistant's turn opened.
     pub fn chat_prompt(&self, user: &str) -> Result<String> {
         self.chat_prompt_messages(&[Message::new("user", user)], true)
@@ -622,7 +623,7 @@ impl CausalLM {
     /// A conversation through the model's chat template; `add_generation_prompt` opens the
     /// assistant's turn.
     pub fn chat_prompt_messages(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
-        self.tokenizer.chat_template().apply(messages, add_generation_prompt)
+        self.tokenizer.chat_template()?.apply(messages, add_generation_prompt)
     }
 
     /// Runs `ids` through the decoder after what `cache` holds (all of them in one pass,

@@ -82,3 +82,15 @@ fn a_gguf_whose_layers_share_bytes_is_refused() {
     let e = CausalLM::load(&path).err().unwrap();
     corrupt_in(e, "aliased.gguf", &["overlap", "blk.0."]);
 }
+
+#[test]
+fn a_gguf_without_chat_template_or_chatml_tokens_refuses_chat_prompt() {
+    // The tiny vocabulary has <|im_end|> but no <|im_start|>: ChatML would be spelled out as
+    // plain characters, so chat_prompt must refuse rather than fall back.
+    let path = scratch("no-template").join("tiny.gguf");
+    std::fs::write(&path, tiny_llama_gguf(1, 95, 64)).unwrap();
+    let lm = CausalLM::load(&path).unwrap();
+    let e = lm.chat_prompt("hi").expect_err("chat_prompt without a template");
+    assert!(matches!(e, ModelError::Unsupported(_)), "{e:?}");
+    assert!(e.to_string().contains("chat template"), "{e}");
+}
