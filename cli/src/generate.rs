@@ -36,7 +36,7 @@ pub struct Args {
     /// Stop before this string (may be repeated).
     #[arg(long)]
     stop: Vec<String>,
-    /// Wrap the prompt in the model's chat template (ChatML) as a user message.
+    /// Wrap the prompt in the model's chat template (the GGUF's, or ChatML) as a user message.
     #[arg(long)]
     chat: bool,
 }

@@ -153,8 +153,8 @@ impl PyCausalLM {
         self.model.tokenizer().encode(text).map_err(|e| model_err(py, e))
     }
 
-    /// A conversation through the model's chat template (the GGUF's ``tokenizer.chat_template``,
-    /// ChatML when it has none): ``prompt`` is one user message (a str) or a list of
+    /// A conversation through the model's chat template (the GGUF's ``tokenizer.chat_template``;
+    /// ChatML when it has none but has ChatML's tokens, else an error): ``prompt`` is one user message (a str) or a list of
     /// ``{"role": ..., "content": ...}`` dicts; ``add_generation_prompt`` opens the assistant's
     /// turn.
     #[pyo3(signature = (prompt, add_generation_prompt = true))]
