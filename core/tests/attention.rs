@@ -473,7 +473,6 @@ fn split_kv_with_several_steps_per_split() {
 /// every machine, so a template error shows here even where no device can run it.
 #[test]
 fn flash_coop_kernel_validates() {
-    use wgpu::naga;
     for sg in [16, 32, 64] {
         for bc in [16, 32, 64] {
             for (d, dv) in [(16, 16), (64, 64), (128, 128), (80, 48)] {
@@ -494,16 +493,7 @@ fn flash_coop_kernel_validates() {
                         "subgroup {sg}, {bc} keys, D {d}, Dv {dv}, mask {mask}, {nsg} subgroups, vec4 tiles {vec}, \
                          halves {halves}"
                     );
-                    let module = naga::front::wgsl::parse_str(&src)
-                        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-                    let info = naga::valid::Validator::new(
-                        naga::valid::ValidationFlags::all(),
-                        naga::valid::Capabilities::all(),
-                    )
-                    .validate(&module)
-                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
-                    naga::back::spv::write_vec(&module, &info, &Default::default(), None)
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_wgsl_compiles(&what, &src);
                 }
             }
         }

@@ -374,7 +374,6 @@ fn matmul_f16_cooperative_or_fallback() {
 /// machine, so a template error shows here even where no device can run it.
 #[test]
 fn matmul_coop_kernel_validates() {
-    use wgpu::naga;
     for acc in ["f32", "f16"] {
         for sg in [32, 64] {
             for large in [false, true] {
@@ -391,16 +390,7 @@ fn matmul_coop_kernel_validates() {
                 ] {
                     let src = kiln_core::ops::matmul::coop_source_for_tests(acc, sg, large, wa, wb, vt);
                     let what = format!("acc {acc}, subgroup {sg}, large {large}, widths {wa}/{wb}, vec4 tiles {vt}");
-                    let module = naga::front::wgsl::parse_str(&src)
-                        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&src)));
-                    let info = naga::valid::Validator::new(
-                        naga::valid::ValidationFlags::all(),
-                        naga::valid::Capabilities::all(),
-                    )
-                    .validate(&module)
-                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
-                    naga::back::spv::write_vec(&module, &info, &Default::default(), None)
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_wgsl_compiles(&what, &src);
                 }
             }
         }

@@ -108,3 +108,15 @@ pub fn spin_groups_for(target: std::time::Duration, steps: u32) -> u32 {
     let per_group = t.elapsed().as_secs_f64() / 50.0;
     ((target.as_secs_f64() / per_group).ceil() as u32).clamp(200, 20_000)
 }
+
+/// Parses and validates a generated WGSL source (every capability: which variants run is the
+/// adapter's choice) and writes it as SPIR-V, panicking with `what` and naga's message: the
+/// check of kernel variants an adapter here cannot run (lavapipe has no cooperative matrices).
+#[track_caller]
+pub fn assert_wgsl_compiles(what: &str, src: &str) {
+    let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(src)));
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap_or_else(|e| panic!("{what}: {e}"));
+}
