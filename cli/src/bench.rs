@@ -221,10 +221,10 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
 fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
     use ops::QuantFormat::{Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0};
     // (name, format, N outputs, K, SwiGLU, RMSNorm, residual); a name ending in `.strided`
-    // forces the strided kernel (the K formats' kernel before quant_matvec_k), `_m4` takes 4
-    // rows of x (batched decode).
+    // forces the strided kernel (the K formats' kernel before quant_matvec_k), `_m4` / `_m16` take 4 /
+    // 16 rows of x (batched decode).
     #[allow(clippy::type_complexity)]
-    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 22] = [
+    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 24] = [
         ("quant_matvec_q4_0_gateup", Q4_0, 8192, 2048, true, true, false),
         ("quant_matvec_q4_0_down", Q4_0, 2048, 8192, false, false, true),
         ("quant_matvec_q4_0_head", Q4_0, 128256, 2048, false, true, false),
@@ -247,11 +247,19 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
         ("quant_matvec_q6_k_down.strided", Q6_K, 2048, 8192, false, false, true),
         ("quant_matvec_q6_k_head.strided", Q6_K, 128256, 2048, false, true, false),
         ("quant_matvec_q4_k_gateup_m4.strided", Q4_K, 8192, 2048, true, true, false),
+        ("quant_matvec_q4_0_gateup_m16.strided", Q4_0, 8192, 2048, true, true, false),
+        ("quant_matvec_q4_0_down_m16.strided", Q4_0, 2048, 8192, false, false, true),
     ];
     for (name, f, n, k, glu, norm, res) in rows {
         let n = if quick { n.div_ceil(16) } else { n };
         let kernel = if name.ends_with(".strided") { ops::MatvecKernel::Strided } else { ops::MatvecKernel::Auto };
-        let m = if name.contains("_m4") { 4 } else { 1 };
+        let m = if name.contains("_m16") {
+            16
+        } else if name.contains("_m4") {
+            4
+        } else {
+            1
+        };
         let w_rows = if glu { 2 * n } else { n };
         let nbytes = w_rows * f.row_bytes(k).expect("whole blocks");
         let copies = if quick { 2 } else { (64usize << 20).div_ceil(nbytes).clamp(1, 8) };
@@ -314,7 +322,7 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
 /// 2 m n k product. Weights are random bytes below 0x3c (finite scales), built on first use.
 fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
     use ops::ProductKernel as K;
-    use ops::QuantFormat::{Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0};
+    use ops::QuantFormat::{Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0};
     let m_full = if quick { 64 } else { 512 };
     let has_f16 = kiln_core::device().is_ok_and(|d| d.has_f16());
     let tiled: (&str, K) = ("tiled", K::Tiled);
@@ -354,9 +362,37 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
     rows.push(("l1b_down_q4_k", Q4_K, 2048, 8192, m_full, vec![tiled, coop]));
     rows.push(("l1b_down_q6_k", Q6_K, 2048, 8192, m_full, all.clone()));
     rows.push(("l1b_gateup_q5_k", Q5_K, 16384, 2048, m_full, vec![tiled, coop]));
+    // The formats the cooperative kernel decodes at its store (no fetch ahead).
+    rows.push(("l1b_gateup_q5_0", Q5_0, 16384, 2048, m_full, vec![tiled, coop]));
+    rows.push(("l1b_gateup_q5_1", Q5_1, 16384, 2048, m_full, vec![tiled, coop]));
+    rows.push(("l1b_gateup_q2_k", Q2_K, 16384, 2048, m_full, vec![tiled, coop]));
+    rows.push(("l1b_gateup_q3_k", Q3_K, 16384, 2048, m_full, vec![tiled, coop]));
     for m in [16, 32, 64, 128] {
         rows.push(("l1b_qkv_q4_0", Q4_0, 3072, 2048, m, vec![tiled, coop]));
     }
+    // Batched decode's B = 16 rows of x: tilings of one 16-row accumulator band (bm = 16), so
+    // that W is not read through 64-row tiles three quarters empty, and more workgroups.
+    let band: Vec<(&'static str, K)> = [
+        [1u32, 2, 1, 1, 1],
+        [1, 4, 1, 1, 2],
+        [1, 2, 1, 1, 4],
+        [1, 2, 1, 1, 2],
+        [1, 2, 1, 2, 2],
+        [1, 4, 1, 2, 2],
+        [1, 2, 1, 2, 4],
+    ]
+    .into_iter()
+    .map(|t| {
+        let name: &'static str =
+            Box::leak(format!("b16_t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]).into_boxed_str());
+        (name, K::CoopTiles(t))
+    })
+    .collect();
+    let b16: Vec<(&'static str, K)> = [("b16_coop", K::Coop)].into_iter().chain(band).collect();
+    rows.push(("l1b_gateup_q4_0", Q4_0, 16384, 2048, 16, b16.clone()));
+    rows.push(("l1b_down_q4_0", Q4_0, 2048, 8192, 16, b16.clone()));
+    rows.push(("l1b_qkv_q4_0", Q4_0, 3072, 2048, 16, b16.clone()));
+    rows.push(("l1b_head_q4_0", Q4_0, 128256, 2048, 16, b16));
     for (tag, f, n, k, m, kernels) in rows {
         let n = if quick { n.div_ceil(16) } else { n };
         let nbytes = n * f.row_bytes(k).expect("whole blocks");

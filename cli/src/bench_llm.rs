@@ -210,16 +210,18 @@ const BATCHES: [usize; 3] = [1, 4, 16];
 /// per B: the decode steps' total tokens/s over all sequences (the prefills apart), the time of
 /// one step, and the ratios to B = 1 through the same path and to `generate`'s single-sequence
 /// loop after the same prompt (issue 29's target: >= 8 at B = 16).
-/// On the GPU backend B = 16 is also run with the tiled products (`llm_batch16_tiled`): the
-/// measurement that picks [`BatchProducts`]'s default. `--quick` runs 4-token prompts and 2
+/// On the GPU backend B = 16 is also run with every product on the matrix-vector kernel
+/// (`llm_batch16_matvec`) and on the tiled one (`llm_batch16_tiled`): the measurement behind
+/// [`BatchProducts::Auto`]'s rule; each B = 16 row prints its step's GPU time per op. `--quick` runs 4-token prompts and 2
 /// new tokens (on lavapipe the GPU backend's matvec of 4 rows takes ~0.1 s a call).
 pub fn run_batch(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
     let model = CausalLM::load(path)?;
     let (ctx, n_new): (usize, usize) = if quick { (4, 2) } else { (128, 128) };
     println!("llm_batch: {:?} backend, {ctx}-token prompts, {n_new} new tokens each", model.backend());
     let mut runs: Vec<(usize, BatchProducts, String)> =
-        BATCHES.iter().map(|&b| (b, BatchProducts::Matvec, format!("llm_batch{b}"))).collect();
+        BATCHES.iter().map(|&b| (b, BatchProducts::default(), format!("llm_batch{b}"))).collect();
     if model.backend() == Backend::Gpu {
+        runs.push((16, BatchProducts::Matvec, "llm_batch16_matvec".into()));
         runs.push((16, BatchProducts::Tiled, "llm_batch16_tiled".into()));
     }
     // The single-sequence loop `generate` runs, as the batch-1 reference too.
@@ -258,6 +260,45 @@ pub fn run_batch(path: &Path, quick: bool, reps: usize) -> Result<Vec<Value>> {
             "tokens_per_s": rate, "batch": b, "versus_batch1": ratio, "versus_generate": versus,
             "generate_tokens_per_s": alone,
         }));
+        if b == 16 && !quick && model.backend() == Backend::Gpu {
+            batch_step_profile(&model, &prompts, products)?;
+        }
     }
     Ok(rows)
+}
+
+/// GPU time per op of one batched decode step (`kiln_core::profile`: each dispatch timed in a
+/// pass of its own): two runs profiled, 2 and 2 + `STEPS` new tokens, the difference over
+/// `STEPS` (the prefills and the first steps cancel). Where a B = 16 step's milliseconds go.
+fn batch_step_profile(model: &CausalLM, prompts: &[Vec<u32>], products: BatchProducts) -> Result<()> {
+    const STEPS: usize = 32;
+    let run = |n_new: usize| -> Result<kiln_core::profile::Profile> {
+        let opts = [GenerateOptions { max_tokens: n_new, stop_at_eos: false, ..Default::default() }];
+        let g = model.generate_batch_from_ids(prompts.to_vec(), &opts)?.with_products(products);
+        let (result, profile) = kiln_core::profile::profile(|| g.run())?;
+        result?;
+        Ok(profile)
+    };
+    let (short, long) = (run(2)?, run(2 + STEPS)?);
+    let mut rows: Vec<(String, u64, f64)> = long
+        .rows
+        .iter()
+        .map(|r| {
+            let s = short.rows.iter().find(|s| s.op == r.op);
+            let calls = r.calls.saturating_sub(s.map_or(0, |s| s.calls));
+            (r.op.clone(), calls / STEPS as u64, (r.total_s - s.map_or(0.0, |s| s.total_s)) / STEPS as f64)
+        })
+        .filter(|r| r.1 > 0)
+        .collect();
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let total: f64 = rows.iter().map(|r| r.2).sum();
+    println!(
+        "  GPU time per op of one step, B = {} ({products:?}; each dispatch in a pass of its own):",
+        prompts.len()
+    );
+    for (op, calls, s) in &rows {
+        println!("    {op:<44} {:>8.3} ms {:>5.1}%  ({calls} calls)", s * 1e3, 100.0 * s / total);
+    }
+    println!("    {:<44} {:>8.3} ms", "total", total * 1e3);
+    Ok(())
 }

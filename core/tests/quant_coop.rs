@@ -95,7 +95,20 @@ fn coop_product_matches_reference_on_ragged_shapes() {
         kernels.extend(ops::quant_coop_tilings().map(ProductKernel::CoopTiles));
         kernels.push(ProductKernel::CoopTiles([2, 2, 2, 2, 2]));
         kernels.push(ProductKernel::CoopTiles([2, 2, 4, 4, 2]));
-        for t in [[2, 4, 4, 2, 1], [4, 2, 2, 4, 1], [2, 2, 4, 2, 1], [4, 4, 2, 2, 1]] {
+        // ... and one-band tilings (16-row tiles: batched decode's B = 16).
+        for t in [
+            [2, 4, 4, 2, 1],
+            [4, 2, 2, 4, 1],
+            [2, 2, 4, 2, 1],
+            [4, 4, 2, 2, 1],
+            [1, 2, 1, 1, 1],
+            [1, 4, 1, 1, 2],
+            [1, 2, 1, 1, 4],
+            [1, 2, 1, 1, 2],
+            [1, 2, 1, 2, 2],
+            [1, 4, 1, 2, 2],
+            [1, 2, 1, 2, 4],
+        ] {
             kernels.push(ProductKernel::CoopTiles(t));
         }
     }
@@ -254,7 +267,14 @@ fn coop_product_special_values() {
 #[test]
 fn coop_product_wgsl_validates() {
     let mut tilings = ops::quant_coop_tilings().to_vec();
-    tilings.extend([[2, 2, 2, 2, 2], [2, 2, 4, 4, 2], [1, 4, 2, 2, 1]]);
+    tilings.extend([
+        [2, 2, 2, 2, 2],
+        [2, 2, 4, 4, 2],
+        [1, 4, 2, 2, 1],
+        [1, 4, 1, 1, 2],
+        [1, 2, 1, 2, 2],
+        [1, 2, 1, 1, 4],
+    ]);
     for f in ops::QUANT_COOP_FORMATS {
         for ty in ["f32", "f16"] {
             for sg in [32u32, 64] {

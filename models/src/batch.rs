@@ -39,20 +39,37 @@ pub enum BatchProducts {
     /// B/4 times a step, from L2 when a matrix fits there (SmolLM2's largest, the 16 MB
     /// vocabulary head, fits the H100's 50 MB). Predicted to win where dispatch boundaries
     /// dominate (SmolLM2; `kiln bench --filter llm_batch` measures both).
-    #[default]
     Matvec,
-    /// `quant_matmul_fused`'s own choice: past 8 rows the 64 x 64 tiled kernel (W read once)
-    /// with the norm, SwiGLU and residual as separate ops (14 dispatches a layer at B = 16).
+    /// `quant_matmul_fused`'s own choice: past 8 rows the tiled kernel (W read once; on
+    /// cooperative matrices from 16 rows where the adapter has them) with the norm, SwiGLU and
+    /// residual folded where that kernel folds them.
     Tiled,
+    /// Per matrix: [`Tiled`](Self::Tiled) where the product runs on cooperative matrices and
+    /// the matrix is at least [`AUTO_TILED_MIN_BYTES`] (too large to be read B/4 times from
+    /// L2), [`Matvec`](Self::Matvec) otherwise. Measured on the H200 (2026-11-28, B = 16,
+    /// total tokens/s Matvec / Tiled): SmolLM2 4,646 / 3,900 (its matrices are 0.3-1.1 MB),
+    /// Llama-3.2-1B shapes Q4_0 1,318 / 2,333, Q8_0 1,262 / 2,133 (8-38 MB matrices).
+    #[default]
+    Auto,
 }
 
+/// The smallest matrix (bytes of blocks) [`BatchProducts::Auto`] takes the tiled product for.
+pub const AUTO_TILED_MIN_BYTES: usize = 2 << 20;
+
 impl BatchProducts {
-    /// kiln-core's kernel choice for `rows` rows of x.
-    fn kernel(self, rows: usize) -> MatvecKernel {
-        match self {
-            // Up to 8 rows Auto is the matvec kernel already (the wide one for a single row).
-            BatchProducts::Matvec if rows > 8 => MatvecKernel::Strided,
-            _ => MatvecKernel::Auto,
+    /// kiln-core's kernel for `rows` rows of x by a matrix of `bytes` bytes whose product runs
+    /// on cooperative matrices (`coop`) if the tiled kernel takes it.
+    pub(crate) fn kernel(self, rows: usize, bytes: usize, coop: bool) -> MatvecKernel {
+        let tiled = match self {
+            BatchProducts::Matvec => false,
+            BatchProducts::Tiled => true,
+            BatchProducts::Auto => coop && bytes >= AUTO_TILED_MIN_BYTES,
+        };
+        // Up to 8 rows Auto is the matvec kernel already (the wide one for a single row).
+        if rows > 8 && !tiled {
+            MatvecKernel::Strided
+        } else {
+            MatvecKernel::Auto
         }
     }
 }
@@ -197,7 +214,7 @@ impl BatchGeneration<'_> {
         self
     }
 
-    /// The weight products' kernel (default [`BatchProducts::Matvec`]).
+    /// The weight products' kernel (default [`BatchProducts::Auto`]).
     pub fn with_products(mut self, products: BatchProducts) -> Self {
         self.products = products;
         self
@@ -315,7 +332,6 @@ impl BatchGeneration<'_> {
         let depth = if greedy { LOOKAHEAD } else { 1 };
         // Every token after a row's first comes from a step.
         let max_steps = rows.iter().map(|&i| self.seqs[i].opts.max_tokens.saturating_sub(1)).max().unwrap_or(0);
-        let kernel = self.products.kernel(rows.len());
         let (mut recorded, mut taken) = (0usize, 0usize);
         let mut last: Option<Tensor> = None;
         let mut reads: VecDeque<(PendingRead, Option<Tensor>)> = VecDeque::new();
@@ -330,7 +346,7 @@ impl BatchGeneration<'_> {
                         Tensor::from_slice_on(model.device(), &host, &[host.len()])?
                     }
                 };
-                let logits = model.batch_step(&ids, &at, kv, kernel)?;
+                let logits = model.batch_step(&ids, &at, kv, self.products)?;
                 let picked = ops::argmax(&logits, Some(1), false)?;
                 reads.push_back((picked.start_read()?, (!greedy).then_some(logits)));
                 last = Some(picked);

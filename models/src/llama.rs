@@ -167,6 +167,16 @@ impl QMatrix {
         self.matmul_on(x, fusion, MatvecKernel::Auto)
     }
 
+    /// The product kernel `products` picks for `rows` rows of x by this stack.
+    #[cfg(not(target_arch = "wasm32"))] // batch.rs is native only
+    fn batch_kernel(&self, products: crate::batch::BatchProducts, rows: usize) -> MatvecKernel {
+        // A mixed stack runs a product per part: the smallest part decides (H200: a Q4_K_M's
+        // Q4_K + Q6_K QKV stack was faster on the matrix-vector kernel).
+        let bytes = self.rest.iter().map(|m| m.w.storage_nbytes()).fold(self.w.storage_nbytes(), usize::min);
+        let coop = ops::quant_product_uses_coop(self.w.device(), self.format, rows, self.rows);
+        products.kernel(rows, bytes, coop)
+    }
+
     /// [`matmul`](Self::matmul) on the product kernel `kernel` picks (batched decode's choice).
     fn matmul_on(&self, x: &Tensor, fusion: QuantFusion, kernel: MatvecKernel) -> Result<Tensor> {
         if self.rest.is_empty() {
@@ -895,7 +905,7 @@ impl CausalLM {
         ids: &Tensor,
         positions: &[usize],
         caches: &[(Tensor, Tensor)],
-        products: MatvecKernel,
+        products: crate::batch::BatchProducts,
     ) -> Result<Tensor> {
         let c = &self.config;
         let gpu = self.gpu();
@@ -922,7 +932,8 @@ impl CausalLM {
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
         for (layer, (kc, vc)) in gpu.layers.iter().zip(caches) {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
-            let qkv = layer.qkv_projection(&h, norm(&layer.attn_norm), products)?; // [B, (nh + 2 nkv) hd]
+            let k = |m: &QMatrix| m.batch_kernel(products, b);
+            let qkv = layer.qkv_projection(&h, norm(&layer.attn_norm), k(&layer.qkv))?; // [B, (nh + 2 nkv) hd]
             let ff = gpu.rope_factors.as_ref();
             let q = ops::rope_qkv_rows_to_cache_scaled(&qkv, kc, vc, nh, positions, c.rope_base, ff)?; // [B, nh, hd]
             let qg = q.reshape(&dims(&[b, nkv, group, 1, hd]))?;
@@ -930,16 +941,21 @@ impl CausalLM {
             let vg = vc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
             let a = ops::attention_prefix_masked(&qg, &kg, &vg, Some(&mask), span, false, None)?;
             let a = a.reshape(&dims(&[b, c.hidden]))?;
-            h = layer.o.matmul_on(&a, QuantFusion { residual: Some(&h), ..Default::default() }, products)?;
-            let g = layer.gate_up.matmul_on(&h, QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) }, products)?;
-            h = layer.down.matmul_on(&g, QuantFusion { residual: Some(&h), ..Default::default() }, products)?;
+            h = layer.o.matmul_on(&a, QuantFusion { residual: Some(&h), ..Default::default() }, k(&layer.o))?;
+            let g = layer.gate_up.matmul_on(
+                &h,
+                QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) },
+                k(&layer.gate_up),
+            )?;
+            h = layer.down.matmul_on(&g, QuantFusion { residual: Some(&h), ..Default::default() }, k(&layer.down))?;
             if gpu.wait_each_layer {
                 // A CPU adapter (lavapipe) waits for each layer, as a long prefill does: one
                 // SmolLM2 step of 16 rows there is ~1 minute, past KILN_TIMEOUT_MS's default.
                 dev.synchronize()?;
             }
         }
-        self.head().matmul_on(&h, self.final_norm(), products)
+        let head = self.head();
+        head.matmul_on(&h, self.final_norm(), head.batch_kernel(products, b))
     }
 
     /// The prompt's last logits [1, vocab], left on the GPU (the decode loop's first step).

@@ -101,7 +101,13 @@ fn logits_and_greedy_steps_match_llama_cpp_on_both_backends() {
                 // Kiln multiplies f32 activations by the same dequantized weights (llama.cpp
                 // rounds activations to 8 bits): far closer, and held to it, so that a slip
                 // smaller than llama.cpp's own error (a RoPE factor, a bias) still fails.
-                assert!(dev < 1e-3, "{what}: kiln is {dev} from float64");
+                // Except where the prompt's products ran on f16 cooperative matrices (adapters
+                // that have them: x and W rounded to f16): there llama.cpp's distance bounds it.
+                let coop = backend == Backend::Gpu
+                    && kiln_core::ops::QuantFormat::ALL.iter().any(|&f| {
+                        kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, prompt.len(), 256)
+                    });
+                assert!(coop || dev < 1e-3, "{what}: kiln is {dev} from float64");
                 // The RoPE factors move the logits by more than the tolerance: they are checked.
                 let without = p["f64_without_rope_factors"].as_f64().unwrap();
                 assert!(name == "qwen2" || without > 2.0 * llama_cpp, "{what}: {without}");

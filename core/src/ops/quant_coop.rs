@@ -109,9 +109,24 @@ const TILINGS: [[u32; 5]; 3] = [[2, 2, 4, 4, 1], [2, 2, 2, 4, 1], [2, 2, 2, 2, 1
 const DEEP: [u32; 5] = [2, 2, 2, 2, 2];
 const DEEP_MIN_K: usize = 4096;
 
+/// One-band tilings (one subgroup row of 16-row accumulators: bm = 16), largest first, for x of
+/// at most 16 rows (batched decode's B = 16), where the 64-row tiles would stay three quarters
+/// empty. Measured on the H200 (2026-11-28, 16 rows of x by Llama-3.2-1B's Q4_0 matrices, µs,
+/// 64 x 64 tiles / [1, 4, 1, 1, 2] / [1, 2, 1, 1, 2]): gate/up 16384 x 2048 52.8 / 36.8 / 38.2,
+/// down 2048 x 8192 163 / 122 / 115, QKV 3072 x 2048 42.2 / 33.4 / 32.2, the 128,256-row head
+/// 441 / 251 / 280. One accumulator column a subgroup cannot pair SwiGLU's gate and up columns,
+/// and the band tilings of two were slower than the 64 x 64 tiles (gate/up 55-58 µs): a product
+/// with SwiGLU keeps the [`TILINGS`].
+const BANDS: [[u32; 5]; 2] = [[1, 4, 1, 1, 2], [1, 2, 1, 1, 2]];
+
 /// The tiling the product of `m` x `k` by W [n, k] runs with on cooperative matrices under
 /// `kernel`, or None where the tiled kernel runs it.
 fn pick(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel) -> Option<Tiling> {
+    pick_for(device, m, n, k, kernel, false)
+}
+
+/// [`pick`] for a product whose store folds SwiGLU where `swiglu`.
+fn pick_for(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel, swiglu: bool) -> Option<Tiling> {
     let kernel = if kernel == ProductKernel::Auto { ProductKernel::from_env() } else { kernel };
     if kernel == ProductKernel::Tiled || coop_accumulator(device) != Some("f32") {
         return None;
@@ -124,8 +139,15 @@ fn pick(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel) ->
     if kernel == ProductKernel::Auto && m < COOP_MIN_ROWS {
         return None;
     }
-    let fitting = TILINGS.iter().map(|&t| Tiling::new(t, sg)).filter(|t| t.fits(limits));
     let groups = |t: &Tiling| m.div_ceil(t.coop.bm() as usize) * n.div_ceil(t.coop.bn() as usize);
+    if !swiglu {
+        let mut band =
+            BANDS.iter().map(|&t| Tiling::new(t, sg)).filter(|t| t.fits(limits) && m <= t.coop.bm() as usize);
+        if let Some(first) = band.next() {
+            return Some(if groups(&first) >= TARGET_GROUPS { first } else { band.last().unwrap_or(first) });
+        }
+    }
+    let fitting = TILINGS.iter().map(|&t| Tiling::new(t, sg)).filter(|t| t.fits(limits));
     let mut last = None;
     for t in fitting {
         if groups(&t) >= TARGET_GROUPS {
@@ -157,13 +179,16 @@ pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n
 /// Q5_0, Q5_1, Q2_K and Q3_K decode where the store reads them (quant_common's `decode_at`).
 pub const QUANT_COOP_FORMATS: [QuantFormat; 10] = QuantFormat::ALL;
 
-/// The formats whose cooperative product has run on a GPU with cooperative matrices (the
-/// H100/H200: core/tests/quant_coop.rs, models/tests/smollm2.rs against llama.cpp). The others
-/// decode through the same kernel, but lavapipe, where CI runs, has no cooperative matrices
-/// (only their decode is checked there, bit for bit): until a GPU run checks their products,
-/// `Auto` keeps them on the tiled kernel and `ProductKernel::Coop` / `KILN_QUANT_PRODUCT=coop`
-/// opts in.
-pub const QUANT_COOP_AUTO: [QuantFormat; 3] = [QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q8_0];
+/// The formats whose cooperative product `Auto` takes: every one, each checked on a GPU with
+/// cooperative matrices (the H200, 2026-11-28: core/tests/quant_coop.rs runs every format under
+/// `ProductKernel::Coop` against the reference; models/tests/arch_models.rs holds a Q4_K_M's
+/// logits to llama.cpp's distance from float64) and measured faster than the tiled kernel there
+/// (512 x 2048 by 16384 x 2048, TFLOP/s tiled / cooperative: Q4_0 19.2 / 148, Q4_K 17.7 / 117,
+/// Q5_K 17.3 / 92.7, Q5_0 18.3 / 90.8, Q5_1 18.2 / 87.6, Q2_K 19.1 / 94.3, Q3_K 18.3 / 87.3;
+/// Q6_K's 512 x 8192 by 2048 x 8192 17.0 / 63.9). lavapipe, where CI runs, has no cooperative
+/// matrices: there only the kernel's decode is checked (bit for bit). A format added to
+/// [`QUANT_COOP_FORMATS`] stays off this list until a GPU run checks it.
+pub const QUANT_COOP_AUTO: [QuantFormat; 10] = QuantFormat::ALL;
 
 fn decodes(format: QuantFormat, kernel: ProductKernel) -> bool {
     let kernel = if kernel == ProductKernel::Auto { ProductKernel::from_env() } else { kernel };
@@ -173,7 +198,8 @@ fn decodes(format: QuantFormat, kernel: ProductKernel) -> bool {
 /// Whether [`run`] takes the product of `m` x `k` by W [n, k] (with SwiGLU where `swiglu`)
 /// under `kernel` on `device`.
 pub(crate) fn takes(device: &Device, (m, n, k): (usize, usize, usize), kernel: ProductKernel, swiglu: bool) -> bool {
-    pick(device, m, n, k, kernel).is_some_and(|t| !swiglu || (t.coop.tn.is_multiple_of(2) && n.is_multiple_of(2)))
+    pick_for(device, m, n, k, kernel, swiglu)
+        .is_some_and(|t| !swiglu || (t.coop.tn.is_multiple_of(2) && n.is_multiple_of(2)))
 }
 
 /// Whether many-row `quant_matmul_fused` folds its SwiGLU and residual into the cooperative
@@ -205,7 +231,7 @@ pub(crate) fn fuses(
     if policy == EpilogueFusion::Separate || !decodes(format, kernel) || !takes(device, (m, n, k), kernel, epi.swiglu) {
         return false;
     }
-    let small = pick(device, m, n, k, kernel).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
+    let small = pick_for(device, m, n, k, kernel, epi.swiglu).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
     policy == EpilogueFusion::Fused || !epi.swiglu || small
 }
 
@@ -226,7 +252,9 @@ pub(crate) fn run(
         return Ok(false);
     }
     // SwiGLU pairs 16-column accumulators within a subgroup.
-    let Some(t) = pick(&device, m, n, k, kernel).filter(|_| takes(&device, (m, n, k), kernel, epi.swiglu)) else {
+    let Some(t) =
+        pick_for(&device, m, n, k, kernel, epi.swiglu).filter(|_| takes(&device, (m, n, k), kernel, epi.swiglu))
+    else {
         return Ok(false);
     };
     let (bm, out_bn) = (t.coop.bm() as usize, t.coop.bn() as usize / if epi.swiglu { 2 } else { 1 });
