@@ -1,0 +1,235 @@
+//! Recorded plans (issue 29): a decode token runs the same kernels on the same buffers with the
+//! same parameter blocks every time, only its position (the RoPE row, the keys attended to)
+//! moving on. Through the ops layer each token pays again for what does not change: shape and
+//! dtype checks, pipeline keys, bind-group cache probes, allocation (~2.7 µs a dispatch on
+//! lavapipe's host, BENCHMARKS.md "Host recording per dispatch"). A [`Plan`] is one pass of a
+//! function through the ops layer, captured: each dispatch's pipeline, bind group, parameter
+//! block and workgroup counts, and every buffer the pass allocated (kept by the plan, so no one
+//! else is handed them while it lives). [`Plan::replay`] records the same dispatches again, under
+//! one lock, with the parameter blocks of the dispatches that follow the position patched.
+//!
+//! Which dispatches follow the position: an op whose parameters depend on it says how
+//! (`follow`: the block and workgroups `delta` positions on, or None where its geometry changes
+//! there, e.g. split-KV attention's number of splits, and the plan must be captured again); an
+//! op that cannot say refuses the capture (`refuse`), and so does anything a replay would not
+//! repeat: an upload, a copy, a session's charges, a profile. Every other dispatch is taken to
+//! depend only on its buffers and shapes, which the plan fixes.
+//!
+//! Capture is per thread: only the capturing thread's dispatches on the capturing device go into
+//! the plan (another thread may record on the same device meanwhile).
+
+use crate::device::{Device, GpuBuffer};
+use crate::stats::counters::OpStats;
+use crate::tensor::Tensor;
+use crate::Result;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// How a captured dispatch follows the position: given `delta` (positions after the captured
+/// one) and the captured block's u32 words, patches the words and returns the workgroups, or
+/// None where the dispatch would change shape there (capture again).
+pub(crate) type Follow = Box<dyn Fn(usize, &mut [u32]) -> Option<[u32; 3]> + Send + Sync>;
+
+/// One captured dispatch.
+pub(crate) struct Step {
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    pub(crate) op: Arc<OpStats>,
+    /// Bound with the parameter block at the device's shared parameter buffer, offset 0 and a
+    /// dynamic offset: valid wherever in a batch's blocks the replay puts the block.
+    pub(crate) bind_group: Option<wgpu::BindGroup>,
+    /// The block's u32 words as captured (empty: no block).
+    pub(crate) params: Vec<u32>,
+    /// The block's padded length in bytes (what the dispatch binds).
+    pub(crate) param_len: usize,
+    pub(crate) groups: [u32; 3],
+    pub(crate) follow: Option<Follow>,
+    /// The metrics the ops path counted for it: operations and bound bytes.
+    pub(crate) ops: u64,
+    pub(crate) bound: u64,
+}
+
+struct Capture {
+    device: *const Device,
+    steps: Vec<Step>,
+    keep: Vec<Arc<GpuBuffer>>,
+    /// The next dispatch's `follow`, said by its op just before it.
+    follow: Option<Follow>,
+    refused: Option<String>,
+}
+
+thread_local! {
+    static CAPTURE: RefCell<Option<Capture>> = const { RefCell::new(None) };
+}
+
+fn with_capture<R>(device: &Device, f: impl FnOnce(&mut Capture) -> R) -> Option<R> {
+    CAPTURE.with(|c| match c.borrow_mut().as_mut() {
+        Some(c) if std::ptr::eq(c.device, device) => Some(f(c)),
+        _ => None,
+    })
+}
+
+/// Whether this thread is capturing a plan on `device`.
+pub(crate) fn capturing(device: &Device) -> bool {
+    CAPTURE.with(|c| c.borrow().as_ref().is_some_and(|c| std::ptr::eq(c.device, device)))
+}
+
+/// Marks the capture on `device` (if any) as not replayable, for `why`.
+pub(crate) fn refuse(device: &Device, why: &str) {
+    with_capture(device, |c| {
+        c.refused.get_or_insert_with(|| why.to_string());
+    });
+}
+
+/// Says how the next dispatch on `device` follows the position (see [`Follow`]); build the
+/// closure only where [`capturing`] says so.
+pub(crate) fn follow(device: &Device, f: Follow) {
+    with_capture(device, |c| {
+        if c.follow.replace(f).is_some() {
+            c.refused.get_or_insert_with(|| "two position rules for one dispatch".into());
+        }
+    });
+}
+
+/// Keeps a buffer allocated during a capture for the plan.
+pub(crate) fn keep(device: &Device, buf: &Arc<GpuBuffer>) {
+    with_capture(device, |c| c.keep.push(buf.clone()));
+}
+
+/// Adds a dispatch to the capture on `device` (the ops path's `dispatch_counted`), its `follow`
+/// the one said before it.
+pub(crate) fn record(device: &Device, mut step: Step) {
+    with_capture(device, |c| {
+        step.follow = c.follow.take();
+        c.steps.push(step);
+    });
+}
+
+/// Why a replay or capture cannot go through the plan now: a session charges and limits every
+/// dispatch, a profile times each one, and a plan does neither.
+fn not_plannable() -> Option<&'static str> {
+    if crate::session::current_inner().is_some() {
+        return Some("a session is current");
+    }
+    if crate::stats::recording::active() {
+        return Some("a profile is recording");
+    }
+    None
+}
+
+/// Clears the thread's capture however the captured function ends (a panic included).
+struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        CAPTURE.with(|c| c.borrow_mut().take());
+    }
+}
+
+/// A function's dispatches captured for replay (see the module doc).
+pub struct Plan {
+    device: Arc<Device>,
+    steps: Vec<Step>,
+    /// The buffers the captured pass allocated: its intermediates and output.
+    _keep: Vec<Arc<GpuBuffer>>,
+    /// What the plan reads its input from (a replay copies the caller's input here first).
+    input: Tensor,
+    output: Tensor,
+    /// `ops::with_decode_fusion`'s state at capture: the kernels chosen depend on it.
+    fused: bool,
+}
+
+impl Plan {
+    /// Runs `f` on a copy of `input` through the ops layer, capturing what it records. Returns
+    /// `f`'s output and the plan, or why the pass cannot be replayed (its output is good
+    /// either way). An error of `f` is returned as is.
+    pub fn capture<E: From<crate::Error>>(
+        input: &Tensor,
+        f: impl FnOnce(&Tensor) -> std::result::Result<Tensor, E>,
+    ) -> std::result::Result<(Tensor, std::result::Result<Plan, String>), E> {
+        let device = input.device().clone();
+        let nested = CAPTURE.with(|c| c.borrow().is_some());
+        if let Some(why) = not_plannable().or(nested.then_some("a capture is running on this thread")) {
+            return Ok((f(input)?, Err(why.to_string())));
+        }
+        let plan_input = Tensor::empty_on(&device, input.shape(), input.dtype())?;
+        device.copy(input.raw(), 0, plan_input.raw(), 0, input.storage_nbytes() as u64)?;
+        let fused = crate::ops::attention::decode_fusion();
+        CAPTURE.with(|c| {
+            *c.borrow_mut() = Some(Capture {
+                device: Arc::as_ptr(&device),
+                steps: Vec::new(),
+                keep: Vec::new(),
+                follow: None,
+                refused: None,
+            })
+        });
+        let guard = Guard;
+        let out = f(&plan_input);
+        let capture = CAPTURE.with(|c| c.borrow_mut().take()).expect("set above");
+        drop(guard);
+        let output = out?;
+        if let Some(why) = capture.refused {
+            return Ok((output, Err(why)));
+        }
+        if capture.follow.is_some() {
+            return Ok((output, Err("a position rule with no dispatch after it".into())));
+        }
+        let plan = Plan { device, steps: capture.steps, _keep: capture.keep, input: plan_input, output: output.clone(), fused };
+        Ok((output, Ok(plan)))
+    }
+
+    /// Records the captured dispatches again for `input` (copied into the plan's input first),
+    /// `delta` positions after the captured pass, and returns the output: the plan's own
+    /// tensor, rewritten by the next replay (read it, or record what reads it, before then).
+    /// None, with nothing recorded, where the plan does not hold there: an input of another
+    /// shape or dtype, a dispatch whose geometry changes at `delta`, decode fusion switched,
+    /// a session or a profile (see the module doc). Capture again then.
+    pub fn replay(&self, input: &Tensor, delta: usize) -> Result<Option<Tensor>> {
+        if input.shape() != self.input.shape()
+            || input.dtype() != self.input.dtype()
+            || !Arc::ptr_eq(input.device(), &self.device)
+            || crate::ops::attention::decode_fusion() != self.fused
+            || not_plannable().is_some()
+        {
+            return Ok(None);
+        }
+        // Every follower first, so that a geometry change records nothing.
+        let mut words: Vec<u32> = Vec::new();
+        let mut groups: Vec<[u32; 3]> = Vec::new();
+        for s in &self.steps {
+            if let Some(f) = &s.follow {
+                let at = words.len();
+                words.extend_from_slice(&s.params);
+                match f(delta, &mut words[at..]) {
+                    Some(g) => groups.push(g),
+                    None => return Ok(None),
+                }
+            }
+        }
+        let d = &self.device;
+        d.copy(input.raw(), 0, self.input.raw(), 0, input.storage_nbytes() as u64)?;
+        d.replay(&self.steps, &words, &groups)?;
+        Ok(Some(self.output.clone()))
+    }
+
+    /// Dispatches a replay records.
+    pub fn dispatches(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Dispatches whose parameters follow the position.
+    pub fn following(&self) -> usize {
+        self.steps.iter().filter(|s| s.follow.is_some()).count()
+    }
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Plan({} dispatches, {} following the position)", self.dispatches(), self.following())
+    }
+}
+
+/// The u32 words of a parameter block's bytes.
+pub(crate) fn words(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect()
+}
