@@ -212,6 +212,29 @@ impl Plan {
         Ok(Some(self.output.clone()))
     }
 
+    /// The parameter blocks (u32 words) and workgroups a replay `delta` positions on would
+    /// record, or None where it would not hold: tests hold them to a capture made there.
+    #[doc(hidden)]
+    pub fn blocks_at(&self, delta: usize) -> Option<Vec<(Vec<u32>, [u32; 3])>> {
+        self.steps
+            .iter()
+            .map(|s| {
+                let mut w = s.params.clone();
+                match &s.follow {
+                    Some(f) => f(delta, &mut w).map(|g| (w, g)),
+                    None => Some((w, s.groups)),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether two plans run the same pipelines in the same order.
+    #[doc(hidden)]
+    pub fn same_kernels(&self, other: &Plan) -> bool {
+        self.steps.len() == other.steps.len()
+            && self.steps.iter().zip(&other.steps).all(|(a, b)| a.pipeline == b.pipeline)
+    }
+
     /// Dispatches a replay records.
     pub fn dispatches(&self) -> usize {
         self.steps.len()
