@@ -18,91 +18,11 @@
 //! Capture is per thread: only the capturing thread's dispatches on the capturing device go into
 //! the plan (another thread may record on the same device meanwhile).
 
+use crate::device::capture::{self, Step};
 use crate::device::{Device, GpuBuffer};
-use crate::stats::counters::OpStats;
 use crate::tensor::Tensor;
 use crate::Result;
-use std::cell::RefCell;
 use std::sync::Arc;
-
-/// How a captured dispatch follows the position: given `delta` (positions after the captured
-/// one) and the captured block's u32 words, patches the words and returns the workgroups, or
-/// None where the dispatch would change shape there (capture again).
-pub(crate) type Follow = Box<dyn Fn(usize, &mut [u32]) -> Option<[u32; 3]> + Send + Sync>;
-
-/// One captured dispatch.
-pub(crate) struct Step {
-    pub(crate) pipeline: wgpu::ComputePipeline,
-    pub(crate) op: Arc<OpStats>,
-    /// Bound with the parameter block at the device's shared parameter buffer, offset 0 and a
-    /// dynamic offset: valid wherever in a batch's blocks the replay puts the block.
-    pub(crate) bind_group: Option<wgpu::BindGroup>,
-    /// The block's u32 words as captured (empty: no block).
-    pub(crate) params: Vec<u32>,
-    /// The block's padded length in bytes (what the dispatch binds).
-    pub(crate) param_len: usize,
-    pub(crate) groups: [u32; 3],
-    pub(crate) follow: Option<Follow>,
-    /// The metrics the ops path counted for it: operations and bound bytes.
-    pub(crate) ops: u64,
-    pub(crate) bound: u64,
-}
-
-struct Capture {
-    device: *const Device,
-    steps: Vec<Step>,
-    keep: Vec<Arc<GpuBuffer>>,
-    /// The next dispatch's `follow`, said by its op just before it.
-    follow: Option<Follow>,
-    refused: Option<String>,
-}
-
-thread_local! {
-    static CAPTURE: RefCell<Option<Capture>> = const { RefCell::new(None) };
-}
-
-fn with_capture<R>(device: &Device, f: impl FnOnce(&mut Capture) -> R) -> Option<R> {
-    CAPTURE.with(|c| match c.borrow_mut().as_mut() {
-        Some(c) if std::ptr::eq(c.device, device) => Some(f(c)),
-        _ => None,
-    })
-}
-
-/// Whether this thread is capturing a plan on `device`.
-pub(crate) fn capturing(device: &Device) -> bool {
-    CAPTURE.with(|c| c.borrow().as_ref().is_some_and(|c| std::ptr::eq(c.device, device)))
-}
-
-/// Marks the capture on `device` (if any) as not replayable, for `why`.
-pub(crate) fn refuse(device: &Device, why: &str) {
-    with_capture(device, |c| {
-        c.refused.get_or_insert_with(|| why.to_string());
-    });
-}
-
-/// Says how the next dispatch on `device` follows the position (see [`Follow`]); build the
-/// closure only where [`capturing`] says so.
-pub(crate) fn follow(device: &Device, f: Follow) {
-    with_capture(device, |c| {
-        if c.follow.replace(f).is_some() {
-            c.refused.get_or_insert_with(|| "two position rules for one dispatch".into());
-        }
-    });
-}
-
-/// Keeps a buffer allocated during a capture for the plan.
-pub(crate) fn keep(device: &Device, buf: &Arc<GpuBuffer>) {
-    with_capture(device, |c| c.keep.push(buf.clone()));
-}
-
-/// Adds a dispatch to the capture on `device` (the ops path's `dispatch_counted`), its `follow`
-/// the one said before it.
-pub(crate) fn record(device: &Device, mut step: Step) {
-    with_capture(device, |c| {
-        step.follow = c.follow.take();
-        c.steps.push(step);
-    });
-}
 
 /// Why a replay or capture cannot go through the plan now: a session charges and limits every
 /// dispatch, a profile times each one, and a plan does neither.
@@ -121,7 +41,7 @@ struct Guard;
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        CAPTURE.with(|c| c.borrow_mut().take());
+        capture::end();
     }
 }
 
@@ -147,25 +67,17 @@ impl Plan {
         f: impl FnOnce(&Tensor) -> std::result::Result<Tensor, E>,
     ) -> std::result::Result<(Tensor, std::result::Result<Plan, String>), E> {
         let device = input.device().clone();
-        let nested = CAPTURE.with(|c| c.borrow().is_some());
+        let nested = capture::active();
         if let Some(why) = not_plannable().or(nested.then_some("a capture is running on this thread")) {
             return Ok((f(input)?, Err(why.to_string())));
         }
         let plan_input = Tensor::empty_on(&device, input.shape(), input.dtype())?;
         device.copy(input.raw(), 0, plan_input.raw(), 0, input.storage_nbytes() as u64)?;
         let fused = crate::ops::attention::decode_fusion();
-        CAPTURE.with(|c| {
-            *c.borrow_mut() = Some(Capture {
-                device: Arc::as_ptr(&device),
-                steps: Vec::new(),
-                keep: Vec::new(),
-                follow: None,
-                refused: None,
-            })
-        });
+        capture::begin(&device);
         let guard = Guard;
         let out = f(&plan_input);
-        let capture = CAPTURE.with(|c| c.borrow_mut().take()).expect("set above");
+        let capture = capture::end().expect("begun above");
         drop(guard);
         let output = out?;
         if let Some(why) = capture.refused {
@@ -174,7 +86,14 @@ impl Plan {
         if capture.follow.is_some() {
             return Ok((output, Err("a position rule with no dispatch after it".into())));
         }
-        let plan = Plan { device, steps: capture.steps, _keep: capture.keep, input: plan_input, output: output.clone(), fused };
+        let plan = Plan {
+            device,
+            steps: capture.steps,
+            _keep: capture.keep,
+            input: plan_input,
+            output: output.clone(),
+            fused,
+        };
         Ok((output, Ok(plan)))
     }
 
@@ -250,9 +169,4 @@ impl std::fmt::Debug for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Plan({} dispatches, {} following the position)", self.dispatches(), self.following())
     }
-}
-
-/// The u32 words of a parameter block's bytes.
-pub(crate) fn words(bytes: &[u8]) -> Vec<u32> {
-    bytes.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect()
 }

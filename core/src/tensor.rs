@@ -46,8 +46,8 @@ impl Tensor {
         check_rank(shape)?;
         let bytes = nbytes_of(shape, dtype.storage_size())?;
         let buf = Arc::new(device.alloc(bytes, gpu_written)?);
-        // A plan's capture keeps what its pass allocates (`crate::plan`).
-        crate::plan::keep(device, &buf);
+        // A plan's capture keeps what its pass allocates (`plan.rs`).
+        crate::device::capture::keep(device, &buf);
         Ok(Tensor { buf, device: device.clone(), shape: shape.to_vec(), dtype })
     }
 

@@ -53,7 +53,14 @@ fn model() -> Model {
         layers: (0..LAYERS)
             .map(|i| {
                 let s = 10 * i as u32;
-                [ones(D), weight((HEADS + 2 * KV_HEADS) * HD, D, s + 2), weight(D, D, s + 3), ones(D), weight(2 * FFN, D, s + 4), weight(D, FFN, s + 5)]
+                [
+                    ones(D),
+                    weight((HEADS + 2 * KV_HEADS) * HD, D, s + 2),
+                    weight(D, D, s + 3),
+                    ones(D),
+                    weight(2 * FFN, D, s + 4),
+                    weight(D, FFN, s + 5),
+                ]
             })
             .collect(),
     }
@@ -152,10 +159,7 @@ fn replays_give_the_ops_paths_bits() {
             }
         };
         let got = got.to_vec::<f32>().unwrap();
-        assert!(
-            got.iter().map(|x| x.to_bits()).eq(want.iter().map(|x| x.to_bits())),
-            "position {pos}: logits differ"
-        );
+        assert!(got.iter().map(|x| x.to_bits()).eq(want.iter().map(|x| x.to_bits())), "position {pos}: logits differ");
         (t_plan, t_ops) = (argmax(&got), argmax(&want));
     }
     assert_eq!(replays, 150 - 3, "captured at 0, 64 and 128");

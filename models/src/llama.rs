@@ -634,7 +634,15 @@ impl CausalLM {
         if let Engine::Cpu(cpu) = &self.engine {
             let mut host = cpu.new_cache();
             host.reserve(capacity, c.n_kv_heads * c.head_dim);
-            return Ok(KvCache { layers: Vec::new(), host: Some(host), len: 0, capacity, plan: None, planned: false, plan_counts: (0, 0) });
+            return Ok(KvCache {
+                layers: Vec::new(),
+                host: Some(host),
+                len: 0,
+                capacity,
+                plan: None,
+                planned: false,
+                plan_counts: (0, 0),
+            });
         }
         let g = self.gpu();
         let shape = [c.n_kv_heads, capacity, c.head_dim];
@@ -647,7 +655,10 @@ impl CausalLM {
                 Ok((new()?, new()?))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(KvCache { layers, host: None, len: 0,
+        Ok(KvCache {
+            layers,
+            host: None,
+            len: 0,
             capacity,
             plan: None,
             planned: decode_plan_default(),

@@ -112,11 +112,11 @@ impl Device {
         }
         let mut batch = self.batch.lock().unwrap();
         self.check_not_revoked(bindings.iter().map(|b| b.buffer))?;
-        // A plan's capture (`crate::plan`) binds the shared parameter buffer through a dynamic
+        // A plan's capture (`plan.rs`) binds the shared parameter buffer through a dynamic
         // offset, so that its bind group holds wherever a replay puts the block.
-        let capturing = crate::plan::capturing(self);
+        let capturing = crate::device::capture::capturing(self);
         if capturing && params.is_some() && !pipe.dynamic_params {
-            crate::plan::refuse(self, "a parameter block without a dynamic offset");
+            crate::device::capture::refuse(self, "a parameter block without a dynamic offset");
         }
         let bound = bindings.iter().map(|b| b.size.unwrap_or_else(|| b.buffer.size())).sum::<u64>();
         let invocations =
@@ -212,15 +212,15 @@ impl Device {
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         if capturing {
             if timed || profiling {
-                crate::plan::refuse(self, "a timed dispatch");
+                crate::device::capture::refuse(self, "a timed dispatch");
             }
-            crate::plan::record(
+            crate::device::capture::record(
                 self,
-                crate::plan::Step {
+                crate::device::capture::Step {
                     pipeline: pipe.pipeline.clone(),
                     op: pipe.op.clone(),
                     bind_group: bind_group.clone(),
-                    params: params.map_or(Vec::new(), |(_, p)| crate::plan::words(p)),
+                    params: params.map_or(Vec::new(), |(_, p)| crate::device::capture::words(p)),
                     param_len,
                     groups,
                     follow: None,
@@ -250,11 +250,16 @@ impl Device {
         Ok(())
     }
 
-    /// Records a plan's dispatches (`crate::plan::Plan::replay`) under one lock: each block
+    /// Records a plan's dispatches (`Plan::replay`, plan.rs) under one lock: each block
     /// (`words` holds the followers' patched blocks in order, `groups` their workgroups) goes
     /// into the batch's shared parameter buffer, bound through the captured bind group at its
     /// dynamic offset. No checks, keys or cache probes: the capture made them.
-    pub(crate) fn replay(&self, steps: &[crate::plan::Step], words: &[u32], groups: &[[u32; 3]]) -> Result<()> {
+    pub(crate) fn replay(
+        &self,
+        steps: &[crate::device::capture::Step],
+        words: &[u32],
+        groups: &[[u32; 3]],
+    ) -> Result<()> {
         self.check_alive()?;
         let align = (self.limits.min_uniform_buffer_offset_alignment as usize).max(16);
         let (mut w, mut g) = (0usize, 0usize);
@@ -286,7 +291,9 @@ impl Device {
             let encoder = encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
             let pass = pass.get_or_insert_with(|| {
                 let timestamp_writes = timer.as_mut().and_then(|t| t.next_pass());
-                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes }).forget_lifetime()
+                encoder
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes })
+                    .forget_lifetime()
             });
             pass.set_pipeline(&s.pipeline);
             if let Some(bg) = &s.bind_group {
@@ -318,7 +325,7 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
-        crate::plan::refuse(self, "a copy");
+        crate::device::capture::refuse(self, "a copy");
         let mut batch = self.batch.lock().unwrap();
         self.check_not_revoked([src, dst])?;
         batch.pass = None;

@@ -292,9 +292,9 @@ fn attention_impl(
         return Err(Error::InvalidArgument("attention: the matmul path reads whole K and V, not a prefix".into()));
     }
     if kv_len.is_some() && (mask.is_some() || !matches!(path, AttentionPath::SplitKv)) {
-        // A plan could not move this path's keys on with the position (`crate::plan`): only
+        // A plan could not move this path's keys on with the position (`plan.rs`): only
         // the one-pass split-KV kernel says how (`split_kv`).
-        crate::plan::refuse(&device, "attention over a cache prefix off the one-pass split-KV kernel");
+        crate::device::capture::refuse(&device, "attention over a cache prefix off the one-pass split-KV kernel");
     }
     let geom = Geometry { lq, lk, kv_rows, d, dv, rows, causal, scale, batch_shape: &batch_shape, qb, kb, vb };
     match path {
@@ -1019,14 +1019,14 @@ fn split_kv(
         );
         let source = move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist, one_pass));
         let groups = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
-        if crate::plan::capturing(&device) {
+        if crate::device::capture::capturing(&device) {
             if !one_pass || g.causal || has_mask {
-                crate::plan::refuse(&device, "split-KV attention off its one-pass, unmasked kernel");
+                crate::device::capture::refuse(&device, "split-KV attention off its one-pass, unmasked kernel");
             } else {
                 // A plan attends to one more key a position on, while the splits stay as they
                 // are (`split_chunk` gives the same chunk and count); else capture again.
                 let (rows, lk, kv_rows) = (g.rows, g.lk, g.kv_rows);
-                crate::plan::follow(
+                crate::device::capture::follow(
                     &device,
                     Box::new(move |delta, w| {
                         let lk2 = lk.checked_add(delta).filter(|&l| l <= kv_rows)?;
@@ -1054,7 +1054,7 @@ fn split_kv(
         let pipe = device.pipeline_typed(key, crate::pipeline::Checks::Bounded, source)?;
         return device.dispatch(&pipe, &bindings, Some((bindings.len() as u32, params.bytes())), groups, None);
     }
-    crate::plan::refuse(&device, "split-KV attention off its one-pass, unmasked kernel");
+    crate::device::capture::refuse(&device, "split-KV attention off its one-pass, unmasked kernel");
     let tensors = [q, k, v, mask.map_or(q, |(m, _)| m), &part];
     Launch {
         key: format!("flash_attention_split:{dtype}:{kc}:{ds}:{dvt}:{has_mask}"),

@@ -86,9 +86,9 @@ pub fn rope_qkv_to_cache_scaled(
     tensors.extend(freq_factors);
     let (factors, slot) = (freq_factors.is_some(), tensors.len());
     let groups = groups_1d(&device, pairs)?;
-    if crate::plan::capturing(&device) {
-        // A plan moves the rows written on with the position (`crate::plan`).
-        crate::plan::follow(
+    if crate::device::capture::capturing(&device) {
+        // A plan moves the rows written on with the position (`plan.rs`).
+        crate::device::capture::follow(
             &device,
             Box::new(move |delta, w| {
                 let p = pos.checked_add(delta).filter(|p| p + len <= cap)?;

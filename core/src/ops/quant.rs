@@ -519,10 +519,10 @@ pub(crate) fn matvec(
         let mut g = grid((n / 2).div_ceil(rows_per_wg / 2) as u64, max_dim)?;
         g[2] = groups[2];
         groups = g;
-        if crate::plan::capturing(&device) {
-            // A plan moves the rows written on with the position (`crate::plan`).
+        if crate::device::capture::capturing(&device) {
+            // A plan moves the rows written on with the position (`plan.rs`).
             let (pos, cap) = (rp.pos, rp.cap);
-            crate::plan::follow(
+            crate::device::capture::follow(
                 &device,
                 Box::new(move |delta, w| {
                     let p = pos.checked_add(delta).filter(|p| p + m <= cap)?;
