@@ -177,3 +177,25 @@ fn a_pass_that_uploads_or_runs_in_a_session_is_not_planned() {
     let r = s.run(|| Plan::capture(&id(1), |ids| token(&m, &cs, ids, 1)).map(|(_, p)| p.map(|_| ())));
     assert!(r.unwrap().unwrap_err().contains("session"));
 }
+
+#[test]
+fn a_replay_past_the_cache_or_on_another_input_is_refused() {
+    let m = model();
+    let cs = caches();
+    // Captured at position 256: 257 keys, the last split geometry the cache's 320 rows have.
+    let (_, p) = Plan::capture(&id(1), |ids| token(&m, &cs, ids, 256)).unwrap();
+    let p = p.unwrap();
+    // Position 320 would write a row past the cache (and attend to more keys than it holds).
+    assert!(p.blocks_at(CONTEXT - 256).is_none());
+    assert!(p.replay(&id(1), CONTEXT - 256).unwrap().is_none());
+    assert!(p.replay(&id(1), usize::MAX).unwrap().is_none());
+    // Ids of another dtype or count: the embedding's kernel or shape would differ.
+    assert!(p.replay(&Tensor::from_slice(&[1u32], &[1]).unwrap(), 1).unwrap().is_none());
+    assert!(p.replay(&Tensor::from_slice(&[1i32, 2], &[2]).unwrap(), 1).unwrap().is_none());
+    // The last position the cache holds still replays, to the ops path's bits.
+    let got = p.replay(&id(5), CONTEXT - 257).unwrap().expect("position 319 replays").to_vec::<f32>().unwrap();
+    let cs2 = caches();
+    Plan::capture(&id(1), |ids| token(&m, &cs2, ids, 256)).unwrap();
+    let want = token(&m, &cs2, &id(5), CONTEXT - 1).unwrap().to_vec::<f32>().unwrap();
+    assert!(got.iter().map(|x| x.to_bits()).eq(want.iter().map(|x| x.to_bits())));
+}
