@@ -37,6 +37,10 @@ impl Params {
         }
         self
     }
+    /// Words so far: the index the next field will have (a plan's `follow` patches it).
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
     pub(crate) fn bytes(&self) -> &[u8] {
         bytemuck::cast_slice(&self.0)
     }

@@ -27,6 +27,7 @@ pub mod ops;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod persistent_cache;
 pub mod pipeline;
+pub mod plan;
 pub(crate) mod platform;
 pub(crate) mod pool;
 pub mod profile;

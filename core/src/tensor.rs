@@ -45,8 +45,10 @@ impl Tensor {
     fn alloc_on(device: &Arc<Device>, shape: &[usize], dtype: DType, gpu_written: bool) -> Result<Tensor> {
         check_rank(shape)?;
         let bytes = nbytes_of(shape, dtype.storage_size())?;
-        let buf = device.alloc(bytes, gpu_written)?;
-        Ok(Tensor { buf: Arc::new(buf), device: device.clone(), shape: shape.to_vec(), dtype })
+        let buf = Arc::new(device.alloc(bytes, gpu_written)?);
+        // A plan's capture keeps what its pass allocates (`plan.rs`).
+        crate::device::capture::keep(device, &buf);
+        Ok(Tensor { buf, device: device.clone(), shape: shape.to_vec(), dtype })
     }
 
     pub fn empty(shape: &[usize], dtype: DType) -> Result<Tensor> {

@@ -40,10 +40,15 @@ fn weight(rows: usize, cols: usize) -> Tensor {
 
 /// One decode token at position `pos`, recorded as `CausalLM::hidden` + the head records it.
 fn token(embed: &Tensor, out_norm: &Tensor, layers: &[Layer], id: u32, pos: usize) -> Tensor {
+    let ids = Tensor::from_slice(&[id], &[1]).unwrap();
+    token_from(embed, out_norm, layers, &ids, pos)
+}
+
+/// [`token`] for ids already on the GPU (what a plan captures).
+fn token_from(embed: &Tensor, out_norm: &Tensor, layers: &[Layer], ids: &Tensor, pos: usize) -> Tensor {
     let f = QuantFormat::Q4_1;
     let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
-    let ids = Tensor::from_slice(&[id], &[1]).unwrap();
-    let mut h = ops::quant_embedding(embed, f, D, &ids).unwrap();
+    let mut h = ops::quant_embedding(embed, f, D, ids).unwrap();
     let norm = |w| QuantFusion { rms_norm: Some((w, 1e-5)), ..Default::default() };
     for l in layers {
         let qkv = ops::quant_matmul_fused(&h, &l.qkv, f, (HEADS + 2 * KV_HEADS) * HD, norm(&l.attn_norm)).unwrap();
@@ -77,6 +82,80 @@ fn thread_cpu() -> std::time::Duration {
     // SAFETY: clock_gettime writes one timespec (two longs on 64-bit Linux) into `t`.
     unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
     std::time::Duration::new(t.sec as u64, t.nsec as u32)
+}
+
+fn model() -> (Tensor, Tensor, Vec<Layer>) {
+    let ones = || Tensor::from_slice(&[1.0f32; D], &[D]).unwrap();
+    let cache = || ops::zeros(&[KV_HEADS, CONTEXT, HD], kiln_core::DType::F32).unwrap();
+    let layers: Vec<Layer> = (0..LAYERS)
+        .map(|_| Layer {
+            attn_norm: ones(),
+            qkv: weight((HEADS + 2 * KV_HEADS) * HD, D),
+            o: weight(D, D),
+            ffn_norm: ones(),
+            gate_up: weight(2 * FFN, D),
+            down: weight(D, FFN),
+            k: cache(),
+            v: cache(),
+        })
+        .collect();
+    (weight(VOCAB, D), ones(), layers)
+}
+
+/// The same tokens through a recorded plan (`kiln_core::plan`): the ids uploaded, then the
+/// plan replayed (captured at the first token and where the split-KV geometry changes), thread
+/// CPU per token from the upload to the last dispatch recorded, median over the tokens after
+/// the first two, with the ops path's in the same binary alternating in `KILN_RECORDING_ROUNDS`
+/// rounds (default 3).
+#[test]
+#[ignore]
+fn planned_decode_token_recording_cost() {
+    use kiln_core::plan::Plan;
+    let tokens: usize = std::env::var("KILN_RECORDING_TOKENS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    let rounds: usize = std::env::var("KILN_RECORDING_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let (embed, out_norm, layers) = model();
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for round in 0..rounds {
+        for planned in [false, true] {
+            let mut plan: Option<(Plan, usize)> = None;
+            let (mut cpu_us, mut captures) = (Vec::new(), 0);
+            for pos in 0..tokens.min(CONTEXT) {
+                kiln_core::device().unwrap().synchronize().unwrap();
+                let cpu0 = thread_cpu();
+                let ids = Tensor::from_slice(&[(pos % VOCAB) as u32], &[1]).unwrap();
+                let logits = if !planned {
+                    token_from(&embed, &out_norm, &layers, &ids, pos)
+                } else {
+                    match plan.as_ref().and_then(|(p, at)| p.replay(&ids, pos - at).unwrap()) {
+                        Some(l) => l,
+                        None => {
+                            let (l, p) = Plan::capture(&ids, |ids| {
+                                Ok::<_, kiln_core::Error>(token_from(&embed, &out_norm, &layers, ids, pos))
+                            })
+                            .unwrap();
+                            plan = Some((p.expect("plannable"), pos));
+                            captures += 1;
+                            l
+                        }
+                    }
+                };
+                let cpu = (thread_cpu() - cpu0).as_secs_f64();
+                assert_eq!(logits.to_vec::<f32>().unwrap().len(), VOCAB);
+                if pos > 1 {
+                    cpu_us.push(cpu * 1e6);
+                }
+            }
+            let m = median(&mut cpu_us);
+            println!(
+                "round {round}, plan {}: {m:.1} µs/token thread CPU, {captures} captures (median of {})",
+                if planned { "on " } else { "off" },
+                cpu_us.len()
+            );
+        }
+    }
 }
 
 #[test]

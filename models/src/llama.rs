@@ -26,6 +26,7 @@ use crate::sample_picker::SamplePicker;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::stop_strings::StopStrings;
 use kiln_core::ops::{self, MatvecKernel, QuantFormat, QuantFusion};
+use kiln_core::plan::Plan;
 use kiln_core::{DType, Device, Tensor};
 #[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
@@ -239,6 +240,35 @@ pub struct KvCache {
     host: Option<CpuCache>,
     len: usize,
     capacity: usize,
+    /// This sequence's recorded decode token ([`DecodePlan`]), made at its first one-token step.
+    plan: Option<DecodePlan>,
+    /// Whether one-token steps go through a plan (`KILN_DECODE_PLAN`, default on).
+    planned: bool,
+    /// Plans captured and replays recorded in this cache so far.
+    plan_counts: (usize, usize),
+}
+
+/// A decode token of one sequence, captured through the ops layer once and replayed after
+/// (kiln_core::plan: the same pipelines, bind groups and parameter blocks, only the RoPE row and
+/// the keys attended to moving on): a token's recording skips the ops' checks, keys, cache
+/// probes and allocations. Kept in the cache, as it writes that cache's rows and owns the
+/// token's intermediates (two sequences never share them). Captured again where it does not
+/// hold: another model, the cache grown (new K and V), the split-KV geometry changing with the
+/// context (every 64 positions for SmolLM2), a cache whose length went back past the capture.
+struct DecodePlan {
+    plan: Plan,
+    /// `GpuModel::id` of the model captured.
+    model: u64,
+    /// The cache's length when captured: a replay at length L is `L - pos` positions on.
+    pos: usize,
+    /// Layer 0's keys when captured (grown caches have new ones).
+    keys: Tensor,
+}
+
+/// `KILN_DECODE_PLAN`: 0 records every decode token through the ops layer (the A/B baseline).
+fn decode_plan_default() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("KILN_DECODE_PLAN").map_or(true, |v| v.trim() != "0"))
 }
 
 impl KvCache {
@@ -252,6 +282,28 @@ impl KvCache {
 
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Whether one-token steps replay a recorded decode token ([`DecodePlan`]); off, every
+    /// token goes through the ops layer (the reference the plan is tested against).
+    #[doc(hidden)]
+    pub fn set_decode_plan(&mut self, on: bool) {
+        self.planned = on;
+        if !on {
+            self.plan = None;
+        }
+    }
+
+    /// Dispatches a replay of this cache's decode plan records (None: no plan now).
+    #[doc(hidden)]
+    pub fn decode_plan_dispatches(&self) -> Option<usize> {
+        self.plan.as_ref().map(|p| p.plan.dispatches())
+    }
+
+    /// Decode plans captured and replayed in this cache so far.
+    #[doc(hidden)]
+    pub fn decode_plan_counts(&self) -> (usize, usize) {
+        self.plan_counts
     }
 }
 
@@ -269,6 +321,8 @@ enum Engine {
 
 /// The weights on kiln-core's device.
 struct GpuModel {
+    /// This load's identity (a decode plan replays only for the model it was captured on).
+    id: u64,
     device: Arc<Device>,
     embed: QMatrix,
     /// None: tied to the embedding table (as SmolLM2).
@@ -545,7 +599,9 @@ impl CausalLM {
         arch::check_tensor_names(&f, c.arch, c.n_layers)?;
         let rope_factors =
             c.rope_factors.as_ref().map(|ff| Tensor::from_slice_on(&device, ff, &[ff.len()])).transpose()?;
-        let gpu = GpuModel { device, embed, output, output_norm, layers, rope_factors, wait_each_layer };
+        static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let gpu = GpuModel { id, device, embed, output, output_norm, layers, rope_factors, wait_each_layer };
         Ok(CausalLM { config, tokenizer, engine: Engine::Gpu(gpu) })
     }
 
@@ -588,7 +644,15 @@ impl CausalLM {
         if let Engine::Cpu(cpu) = &self.engine {
             let mut host = cpu.new_cache();
             host.reserve(capacity, c.n_kv_heads * c.head_dim);
-            return Ok(KvCache { layers: Vec::new(), host: Some(host), len: 0, capacity });
+            return Ok(KvCache {
+                layers: Vec::new(),
+                host: Some(host),
+                len: 0,
+                capacity,
+                plan: None,
+                planned: false,
+                plan_counts: (0, 0),
+            });
         }
         let g = self.gpu();
         let shape = [c.n_kv_heads, capacity, c.head_dim];
@@ -601,7 +665,15 @@ impl CausalLM {
                 Ok((new()?, new()?))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(KvCache { layers, host: None, len: 0, capacity })
+        Ok(KvCache {
+            layers,
+            host: None,
+            len: 0,
+            capacity,
+            plan: None,
+            planned: decode_plan_default(),
+            plan_counts: (0, 0),
+        })
     }
 
     /// Makes room for `needed` positions in `cache`: double its capacity (at least) and copy the
@@ -644,7 +716,7 @@ impl CausalLM {
         if let Engine::Cpu(cpu) = &self.engine {
             return self.cpu_last_logits(cpu, ids, cache);
         }
-        Ok(self.last_logits(ids, cache, &mut |_| Ok(()))?.to_vec::<f32>()?)
+        Ok(self.step_logits(ids, cache)?.to_vec::<f32>()?)
     }
 
     /// The CPU backend's [`forward`](Self::forward).
@@ -677,7 +749,8 @@ impl CausalLM {
     }
 
     /// [`forward`](Self::forward), calling `mark(step)` after each step has been recorded, for
-    /// profilers (`kiln bench`'s llm section times the GPU work between two marks).
+    /// profilers (`kiln bench`'s llm section times the GPU work between two marks): through the
+    /// ops layer, step by step, never a recorded decode plan (whose token is one step).
     pub fn forward_marked(
         &self,
         ids: &[u32],
@@ -704,8 +777,59 @@ impl CausalLM {
 
     /// The greedy token after `ids`, recorded and left on the GPU (an i32 tensor of shape [1]).
     fn greedy_id(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
-        let logits = self.last_logits(ids, cache, &mut |_| Ok(()))?;
+        let logits = self.step_logits(ids, cache)?;
         argmax_id(&logits)
+    }
+
+    /// The last position's logits [1, vocab] after `ids`, on the GPU: a one-token step through
+    /// the cache's decode plan ([`token_logits`](Self::token_logits)), a longer one through the
+    /// ops layer. The plan's logits are rewritten by its next replay: read them (or record what
+    /// reads them) before the next step.
+    fn step_logits(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
+        if ids.len() == 1 && cache.planned {
+            let id = Tensor::from_slice_on(self.device(), ids, &[1])?;
+            return self.token_logits(&id, cache);
+        }
+        self.last_logits(ids, cache, &mut |_| Ok(()))
+    }
+
+    /// Records one token through the cache's decode plan, capturing it first where there is none
+    /// or it does not hold ([`DecodePlan`]). The checks of [`hidden_from`](Self::hidden_from)
+    /// that depend on the step come first (the context, the cache's model, its growth).
+    fn planned_logits(&self, id: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let gpu = self.gpu();
+        if cache.len + 1 > self.config.context {
+            return Err(ModelError::Unsupported(format!(
+                "{} tokens exceed the model's context of {}",
+                cache.len + 1,
+                self.config.context
+            )));
+        }
+        if cache.layers.len() != gpu.layers.len() || cache.host.is_some() {
+            return Err(ModelError::Unsupported("a KV cache made by another model".into()));
+        }
+        self.grow(cache, cache.len + 1)?;
+        if let Some(p) = &cache.plan {
+            let same = p.model == gpu.id && cache.layers.first().is_some_and(|kv| kv.0.shares_buffer(&p.keys));
+            if same && cache.len >= p.pos {
+                if let Some(logits) = p.plan.replay(id, cache.len - p.pos)? {
+                    cache.len += 1;
+                    cache.plan_counts.1 += 1;
+                    return Ok(logits);
+                }
+            }
+        }
+        cache.plan = None;
+        let pos = cache.len;
+        let (logits, plan) = Plan::capture(id, |id| {
+            let h = self.hidden_from(id, cache, &mut |_| Ok(()))?;
+            self.head_logits(h, &mut |_| Ok(()))
+        })?;
+        if let (Ok(plan), Some((keys, _))) = (plan, cache.layers.first()) {
+            cache.plan = Some(DecodePlan { plan, model: gpu.id, pos, keys: keys.clone() });
+            cache.plan_counts.0 += 1;
+        }
+        Ok(logits)
     }
 
     /// Logits of every position of `ids` from an empty cache ([len, vocab] row-major): what
@@ -961,14 +1085,27 @@ impl CausalLM {
     /// The prompt's last logits [1, vocab], left on the GPU (the decode loop's first step).
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn prompt_logits(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
-        self.last_logits(ids, cache, &mut |_| Ok(()))
+        self.step_logits(ids, cache)
     }
 
-    /// The logits [1, vocab] after one token whose id is on the GPU (a [1] i32/u32 tensor).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// The logits [1, vocab] after one token whose id is on the GPU (a [1] i32/u32 tensor),
+    /// through the cache's decode plan when it is on (see [`step_logits`](Self::step_logits)).
     pub(crate) fn token_logits(&self, id: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        if cache.planned && id.shape() == [1] {
+            return self.planned_logits(id, cache);
+        }
         let h = self.hidden_from(id, cache, &mut |_| Ok(()))?;
         self.head_logits(h, &mut |_| Ok(()))
+    }
+
+    /// One decode token's logits [1, vocab] recorded and left on the GPU, as the serial loop
+    /// records it (the recording-cost harness times this, then reads them).
+    #[doc(hidden)]
+    pub fn record_token(&self, id: u32, cache: &mut KvCache) -> Result<Tensor> {
+        if self.backend() == Backend::Cpu {
+            return Err(ModelError::Unsupported("recording a token on the CPU backend".into()));
+        }
+        self.step_logits(&[id], cache)
     }
 
     /// The GPU path's device (a GPU step on the CPU backend is a bug: see [`CausalLM::gpu`]).
@@ -1087,6 +1224,7 @@ impl<'a> Generation<'a> {
             text,
             done: false,
             lookahead: LOOKAHEAD,
+            decode_plan: decode_plan_default(),
             #[cfg(not(target_arch = "wasm32"))]
             decode: None,
         }
@@ -1098,6 +1236,15 @@ impl<'a> Generation<'a> {
     #[doc(hidden)]
     pub fn with_lookahead(mut self, tokens: usize) -> Self {
         self.lookahead = tokens;
+        self
+    }
+
+    /// Whether decode tokens replay a recorded plan (default `KILN_DECODE_PLAN`'s, on); off,
+    /// each goes through the ops layer: the reference the plan is tested against. Set before
+    /// the first token.
+    #[doc(hidden)]
+    pub fn with_decode_plan(mut self, on: bool) -> Self {
+        self.decode_plan = on;
         self
     }
 }
@@ -1117,6 +1264,8 @@ pub struct Generation<'a> {
     done: bool,
     /// Tokens recorded ahead by the GPU-resident loop (0: serial).
     lookahead: usize,
+    /// Whether the cache's decode plan is on ([`KvCache::set_decode_plan`]).
+    decode_plan: bool,
     /// The GPU-resident loop, made at the first step when it runs.
     #[cfg(not(target_arch = "wasm32"))]
     decode: Option<DecodeLoop>,
@@ -1158,7 +1307,11 @@ impl Generation<'_> {
         }
         if prefill {
             let capacity = self.history.len().saturating_add(self.opts.max_tokens);
-            self.cache = Some(self.model.cache_with_capacity(capacity)?);
+            let mut cache = self.model.cache_with_capacity(capacity)?;
+            if self.model.backend() == Backend::Gpu {
+                cache.set_decode_plan(self.decode_plan);
+            }
+            self.cache = Some(cache);
         }
         Ok(Some((prefill, t0)))
     }
@@ -1194,7 +1347,7 @@ impl Generation<'_> {
         let t = if greedy {
             Serial::Id(model.greedy_id(&ids, cache)?)
         } else {
-            Serial::Logits(model.last_logits(&ids, cache, &mut |_| Ok(()))?)
+            Serial::Logits(model.step_logits(&ids, cache)?)
         };
         let recorded = t0.elapsed();
         model.device().flush()?;

@@ -131,3 +131,50 @@ fn prefill_recording_cost() {
         );
     }
 }
+
+/// The recorded decode plan (`KvCache::set_decode_plan`) against the ops layer, in one binary:
+/// thread CPU to record a token (`CausalLM::record_token`, before its readback), median over the
+/// tokens after the first decode token of each (which captures the plan), the two alternating
+/// in rounds of `KILN_RECORDING_TOKENS` tokens (default 8) on caches of their own.
+/// `KILN_RECORDING_ROUNDS` sets the rounds (default 3).
+#[test]
+#[ignore]
+fn planned_decode_token_recording_cost() {
+    let model = CausalLM::load_on(model_path(), kiln_models::Backend::Gpu, |_, _| {}).expect("model");
+    let dev = kiln_core::device().unwrap();
+    let tokens: usize = std::env::var("KILN_RECORDING_TOKENS").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
+    let rounds: usize = std::env::var("KILN_RECORDING_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for round in 0..rounds {
+        for planned in [false, true] {
+            let mut cache = model.cache_with_capacity(tokens + 16).unwrap();
+            cache.set_decode_plan(planned);
+            let mut t = model.forward_greedy(&[1, 2, 3, 4], &mut cache).unwrap();
+            let (mut cpu_us, mut dispatches) = (Vec::new(), 0);
+            for i in 0..tokens {
+                dev.synchronize().unwrap();
+                let before = dev.dispatches_recorded();
+                let cpu0 = thread_cpu();
+                let logits = model.record_token(t, &mut cache).unwrap();
+                let cpu = (thread_cpu() - cpu0).as_secs_f64();
+                dispatches = dev.dispatches_recorded() - before;
+                t = kiln_models::sampling::argmax(&logits.to_vec::<f32>().unwrap()) as u32;
+                if i > 0 {
+                    cpu_us.push(cpu * 1e6);
+                }
+            }
+            let m = median(&mut cpu_us);
+            println!(
+                "round {round}, plan {}: {m:.1} µs/token thread CPU ({:.2} µs/dispatch), {dispatches} dispatches/token, \
+                 plans captured/replayed {:?} (median of {})",
+                if planned { "on " } else { "off" },
+                m / dispatches as f64,
+                cache.decode_plan_counts(),
+                cpu_us.len()
+            );
+        }
+    }
+}

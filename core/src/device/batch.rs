@@ -112,6 +112,12 @@ impl Device {
         }
         let mut batch = self.batch.lock().unwrap();
         self.check_not_revoked(bindings.iter().map(|b| b.buffer))?;
+        // A plan's capture (`plan.rs`) binds the shared parameter buffer through a dynamic
+        // offset, so that its bind group holds wherever a replay puts the block.
+        let capturing = crate::device::capture::capturing(self);
+        if capturing && params.is_some() && !pipe.dynamic_params {
+            crate::device::capture::refuse(self, "a parameter block without a dynamic offset");
+        }
         let bound = bindings.iter().map(|b| b.size.unwrap_or_else(|| b.buffer.size())).sum::<u64>();
         let invocations =
             groups.iter().map(|&g| g as u64).product::<u64>().saturating_mul(pipe.group_invocations as u64);
@@ -139,7 +145,7 @@ impl Device {
         // What the bind group binds: the buffers, then the parameter block (see `bind_cache`).
         let mut binds: Vec<BoundRef<'_>> = Vec::with_capacity(bindings.len() + 1);
         binds.extend(bindings.iter().map(|b| (b.slot, b.buffer, 0, b.size.map(|s| s.max(4)))));
-        if params.is_some() && batch.ring.is_none() && batch.ring_ok {
+        if params.is_some() && batch.ring.is_none() && batch.ring_ok && !capturing {
             batch.ring = self.param_ring.take(&self.device);
         }
         let Batch { params: shared, ring, binds: cache, .. } = &mut *batch;
@@ -147,7 +153,7 @@ impl Device {
         if let Some((slot, p)) = params {
             // The batch's first blocks go to its ring buffer while they fit (`param_ring`).
             let (bytes, buffer) = match ring {
-                Some(r) if (r.bytes.len().next_multiple_of(align) + param_len) as u64 <= RING_BYTES => {
+                Some(r) if !capturing && (r.bytes.len().next_multiple_of(align) + param_len) as u64 <= RING_BYTES => {
                     self.ring_dispatches.fetch_add(1, Ordering::Relaxed);
                     (&mut r.bytes, &r.buffer)
                 }
@@ -204,6 +210,25 @@ impl Device {
             pass.set_bind_group(0, bg, dynamic_offset.as_slice());
         }
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        if capturing {
+            if timed || profiling {
+                crate::device::capture::refuse(self, "a timed dispatch");
+            }
+            crate::device::capture::record(
+                self,
+                crate::device::capture::Step {
+                    pipeline: pipe.pipeline.clone(),
+                    op: pipe.op.clone(),
+                    bind_group: bind_group.clone(),
+                    params: params.map_or(Vec::new(), |(_, p)| crate::device::capture::words(p)),
+                    param_len,
+                    groups,
+                    follow: None,
+                    ops,
+                    bound,
+                },
+            );
+        }
         if timed {
             // Ends the pass, so that its end timestamp covers this dispatch alone.
             batch.pass = None;
@@ -225,6 +250,68 @@ impl Device {
         Ok(())
     }
 
+    /// Records a plan's dispatches (`Plan::replay`, plan.rs) under one lock: each block
+    /// (`words` holds the followers' patched blocks in order, `groups` their workgroups) goes
+    /// into the batch's shared parameter buffer, bound through the captured bind group at its
+    /// dynamic offset. No checks, keys or cache probes: the capture made them.
+    pub(crate) fn replay(
+        &self,
+        steps: &[crate::device::capture::Step],
+        words: &[u32],
+        groups: &[[u32; 3]],
+    ) -> Result<()> {
+        self.check_alive()?;
+        let align = (self.limits.min_uniform_buffer_offset_alignment as usize).max(16);
+        let (mut w, mut g) = (0usize, 0usize);
+        let mut batch = self.batch.lock().unwrap();
+        for s in steps {
+            let (block, groups): (&[u32], [u32; 3]) = match s.follow {
+                Some(_) => {
+                    let b = &words[w..w + s.params.len()];
+                    w += s.params.len();
+                    g += 1;
+                    (b, groups[g - 1])
+                }
+                None => (&s.params, s.groups),
+            };
+            if batch.dispatches >= MAX_BATCH_DISPATCHES
+                || batch.params.len().next_multiple_of(align) + s.param_len > self.params_capacity
+            {
+                self.submit_locked(&mut batch)?;
+            }
+            let mut offset = None;
+            if s.param_len > 0 {
+                let at = batch.params.len().next_multiple_of(align);
+                batch.params.resize(at, 0);
+                batch.params.extend_from_slice(bytemuck::cast_slice(block));
+                batch.params.resize(at + s.param_len, 0);
+                offset = Some(at as u32);
+            }
+            let Batch { encoder, pass, timer, .. } = &mut *batch;
+            let encoder = encoder.get_or_insert_with(|| self.device.create_command_encoder(&Default::default()));
+            let pass = pass.get_or_insert_with(|| {
+                let timestamp_writes = timer.as_mut().and_then(|t| t.next_pass());
+                encoder
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes })
+                    .forget_lifetime()
+            });
+            pass.set_pipeline(&s.pipeline);
+            if let Some(bg) = &s.bind_group {
+                pass.set_bind_group(0, bg, offset.as_slice());
+            }
+            pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+            batch.dispatches += 1;
+            batch.recorded += 1;
+            batch.bound_bytes += s.bound.max(DISPATCH_FLOOR_BYTES);
+            s.op.record_dispatch(s.ops, s.bound);
+            if batch.flush_at > 0 && batch.bound_bytes >= batch.flush_at {
+                batch.flush_at = (batch.flush_at * 2).min(self.flush_bytes * FLUSH_GROWTH);
+                self.submit_locked(&mut batch)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Records a buffer-to-buffer copy in the batch, after every dispatch recorded so far.
     pub(crate) fn copy(
         &self,
@@ -238,6 +325,7 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
+        crate::device::capture::refuse(self, "a copy");
         let mut batch = self.batch.lock().unwrap();
         self.check_not_revoked([src, dst])?;
         batch.pass = None;
@@ -248,6 +336,8 @@ impl Device {
     }
 
     /// Records zeroing `buffer` in the batch, after every command recorded so far.
+    /// (Only allocation clears, once per handover of a buffer: a plan's capture keeps what it
+    /// allocates, so its replays need not repeat it.)
     pub(super) fn clear(&self, buffer: &wgpu::Buffer) {
         let mut batch = self.batch.lock().unwrap();
         batch.pass = None;

@@ -6,6 +6,7 @@
 
 mod batch;
 mod bind_cache;
+pub(crate) mod capture;
 mod counters;
 mod memory;
 mod op_timing;

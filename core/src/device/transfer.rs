@@ -20,6 +20,7 @@ impl Device {
     /// Host bytes into a buffer. Runs before any later-recorded GPU work (see `Pool`).
     pub(crate) fn upload(&self, buf: &GpuBuffer, data: &[u8]) -> Result<()> {
         self.check_alive()?;
+        crate::device::capture::refuse(self, "an upload");
         if data.is_empty() {
             return Ok(());
         }
@@ -57,6 +58,7 @@ impl Device {
     /// piece is widened on its own and written at once, spread over threads as `upload`: no
     /// word copy of the whole tensor is ever made.
     pub(crate) fn upload_bools(&self, buf: &GpuBuffer, bools: &[u8]) -> Result<()> {
+        crate::device::capture::refuse(self, "an upload");
         self.check_alive()?;
         const PIECE: usize = 2 << 20;
         const THREADS: usize = crate::platform::COPY_THREADS;

@@ -291,6 +291,11 @@ fn attention_impl(
     if kv_len.is_some() && matches!(path, AttentionPath::Matmul) {
         return Err(Error::InvalidArgument("attention: the matmul path reads whole K and V, not a prefix".into()));
     }
+    if kv_len.is_some() && (mask.is_some() || !matches!(path, AttentionPath::SplitKv)) {
+        // A plan could not move this path's keys on with the position (`plan.rs`): only
+        // the one-pass split-KV kernel says how (`split_kv`).
+        crate::device::capture::refuse(&device, "attention over a cache prefix off the one-pass split-KV kernel");
+    }
     let geom = Geometry { lq, lk, kv_rows, d, dv, rows, causal, scale, batch_shape: &batch_shape, qb, kb, vb };
     match path {
         AttentionPath::Flash => {
@@ -975,8 +980,9 @@ fn split_kv(
     let part_len = crate::shape::mul(g.rows * nsplit, g.dv + 2, "attention partials")?;
     let part = Tensor::empty_on(&device, &[part_len], DType::F32)?;
     let (msq, msk) = mask.map_or((0, 0), |(_, s)| (s[s.len() - 2], s[s.len() - 1]));
-    let params = Params::new()
-        .u32(g.lq)
+    let params = Params::new().u32(g.lq);
+    let lk_word = params.len();
+    let params = params
         .u32(g.lk)
         .u32(g.d)
         .u32(g.dv)
@@ -1013,6 +1019,27 @@ fn split_kv(
         );
         let source = move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist, one_pass));
         let groups = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
+        if crate::device::capture::capturing(&device) {
+            if !one_pass || g.causal || has_mask {
+                crate::device::capture::refuse(&device, "split-KV attention off its one-pass, unmasked kernel");
+            } else {
+                // A plan attends to one more key a position on, while the splits stay as they
+                // are (`split_chunk` gives the same chunk and count); else capture again.
+                let (rows, lk, kv_rows) = (g.rows, g.lk, g.kv_rows);
+                crate::device::capture::follow(
+                    &device,
+                    Box::new(move |delta, w| {
+                        let lk2 = lk.checked_add(delta).filter(|&l| l <= kv_rows)?;
+                        let chunk2 = split_chunk(rows, lk2, kc);
+                        if chunk2 != chunk || lk2.div_ceil(chunk2).max(1) != nsplit {
+                            return None;
+                        }
+                        w[lk_word] = lk2 as u32;
+                        Some(groups)
+                    }),
+                );
+            }
+        }
         if !one_pass {
             Launch { key, source: Box::new(source), tensors: &tensors, params: Some(params), groups }.run(&device)?;
             return combine(g, &part, nsplit, out);
@@ -1027,6 +1054,7 @@ fn split_kv(
         let pipe = device.pipeline_typed(key, crate::pipeline::Checks::Bounded, source)?;
         return device.dispatch(&pipe, &bindings, Some((bindings.len() as u32, params.bytes())), groups, None);
     }
+    crate::device::capture::refuse(&device, "split-KV attention off its one-pass, unmasked kernel");
     let tensors = [q, k, v, mask.map_or(q, |(m, _)| m), &part];
     Launch {
         key: format!("flash_attention_split:{dtype}:{kc}:{ds}:{dvt}:{has_mask}"),

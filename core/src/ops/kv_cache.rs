@@ -69,10 +69,9 @@ pub fn rope_qkv_to_cache_scaled(
     if pairs == 0 {
         return Ok(q);
     }
-    let params = Params::new()
-        .u32(pairs)
-        .u32(half)
-        .u32(len)
+    let params = Params::new().u32(pairs).u32(half).u32(len);
+    let pos_word = params.len();
+    let params = params
         .u32(pos)
         .f32((base as f64).log2() as f32)
         .f32((1.0 / half as f64) as f32)
@@ -86,6 +85,18 @@ pub fn rope_qkv_to_cache_scaled(
     let mut tensors = vec![qkv, &q, k_cache, v_cache];
     tensors.extend(freq_factors);
     let (factors, slot) = (freq_factors.is_some(), tensors.len());
+    let groups = groups_1d(&device, pairs)?;
+    if crate::device::capture::capturing(&device) {
+        // A plan moves the rows written on with the position (`plan.rs`).
+        crate::device::capture::follow(
+            &device,
+            Box::new(move |delta, w| {
+                let p = pos.checked_add(delta).filter(|p| p + len <= cap)?;
+                w[pos_word] = p as u32;
+                Some(groups)
+            }),
+        );
+    }
     Launch {
         key: crate::pipeline::PipelineKey::new("rope_kv_cache", &[dtype as u32, factors as u32]),
         source: Box::new(move || {
@@ -99,7 +110,7 @@ pub fn rope_qkv_to_cache_scaled(
         }),
         tensors: &tensors,
         params: Some(params),
-        groups: groups_1d(&device, pairs)?,
+        groups,
     }
     .run(&device)?;
     Ok(q)

@@ -506,10 +506,9 @@ pub(crate) fn matvec(
         if glu || res || !n.is_multiple_of(2 * rp.half) {
             return Err(Error::Internal("quant matvec: RoPE takes whole heads and no SwiGLU or residual".into()));
         }
+        params = params.u32(rp.n_heads).u32(rp.n_kv_heads).u32(rp.cap);
+        let pos_word = params.len();
         params = params
-            .u32(rp.n_heads)
-            .u32(rp.n_kv_heads)
-            .u32(rp.cap)
             .u32(rp.pos)
             .f32((rp.base as f64).log2() as f32)
             .f32((1.0 / rp.half as f64) as f32)
@@ -520,6 +519,18 @@ pub(crate) fn matvec(
         let mut g = grid((n / 2).div_ceil(rows_per_wg / 2) as u64, max_dim)?;
         g[2] = groups[2];
         groups = g;
+        if crate::device::capture::capturing(&device) {
+            // A plan moves the rows written on with the position (`plan.rs`).
+            let (pos, cap) = (rp.pos, rp.cap);
+            crate::device::capture::follow(
+                &device,
+                Box::new(move |delta, w| {
+                    let p = pos.checked_add(delta).filter(|p| p + m <= cap)?;
+                    w[pos_word] = p as u32;
+                    Some(g)
+                }),
+            );
+        }
     }
     let with_rope = rope.is_some();
     Launch {
