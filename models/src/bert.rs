@@ -121,16 +121,24 @@ impl Bert {
                 "attention.output.dense",
                 "attention.output.LayerNorm",
             ),
-            Family::Mpnet => ("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm"),
+            Family::Mpnet => {
+                ("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm")
+            }
         };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for i in 0..config.num_hidden_layers {
             progress(i, config.num_hidden_layers);
             let p = format!("encoder.layer.{i}");
-            let qkv_w =
-                ops::concat(&[&lin(&format!("{p}.{q}"), d, d)?, &lin(&format!("{p}.{k}"), d, d)?, &lin(&format!("{p}.{v}"), d, d)?], 1)?;
+            let qkv_w = ops::concat(
+                &[&lin(&format!("{p}.{q}"), d, d)?, &lin(&format!("{p}.{k}"), d, d)?, &lin(&format!("{p}.{v}"), d, d)?],
+                1,
+            )?;
             let qkv_b = ops::concat(
-                &[&get(&format!("{p}.{q}.bias"), &[d])?, &get(&format!("{p}.{k}.bias"), &[d])?, &get(&format!("{p}.{v}.bias"), &[d])?],
+                &[
+                    &get(&format!("{p}.{q}.bias"), &[d])?,
+                    &get(&format!("{p}.{k}.bias"), &[d])?,
+                    &get(&format!("{p}.{v}.bias"), &[d])?,
+                ],
                 0,
             )?;
             layers.push(Layer {
@@ -157,7 +165,7 @@ impl Bert {
     /// `padding_idx + (count of non-padding ids so far)` on non-padding ids and `padding_idx` on
     /// padding ids, a literal pad token inside the text included (fairseq's `make_positions`).
     pub fn position_ids(&self, ids: &[u32], lens: &[usize]) -> Vec<u32> {
-        let l = if lens.is_empty() { 0 } else { ids.len() / lens.len() };
+        let l = ids.len().checked_div(lens.len()).unwrap_or(0);
         let mut out = vec![0u32; ids.len()];
         for (r, &len) in lens.iter().enumerate() {
             let row = &mut out[r * l..(r + 1) * l];
@@ -197,7 +205,7 @@ impl Bert {
     ) -> Result<Tensor> {
         let c = &self.config;
         let b = lens.len();
-        let l = if b == 0 { 0 } else { ids.len() / b };
+        let l = ids.len().checked_div(b).unwrap_or(0);
         let (d, h) = (c.hidden_size, c.num_attention_heads);
         let dh = d / h;
         let eps = c.layer_norm_eps as f32;

@@ -40,10 +40,10 @@ mod cpu;
 pub mod decode_loop;
 mod error;
 pub mod files;
-mod pooling;
 pub mod gguf;
 pub mod gguf_tokenizer;
 pub mod llama;
+mod pooling;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sample_picker;
 pub mod sampling;
@@ -61,7 +61,9 @@ pub use files::{FileBytes, ModelFiles};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
 pub use sampling::SamplingOptions;
 
-use config::{read_json, BertConfig, Family, ModuleEntry, PoolingConfig, PoolingMode, SentenceBertConfig, TokenizerConfig};
+use config::{
+    read_json, BertConfig, Family, ModuleEntry, PoolingConfig, PoolingMode, SentenceBertConfig, TokenizerConfig,
+};
 use kiln_core::{ops, DType, Tensor};
 use std::path::Path;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
@@ -180,7 +182,10 @@ fn read_modules(files: &ModelFiles) -> Result<(String, bool)> {
         }
     }
     let pooling = pooling.ok_or_else(|| {
-        ModelError::Unsupported(format!("{}: no Pooling module (token embeddings only)", files.path("modules.json").display()))
+        ModelError::Unsupported(format!(
+            "{}: no Pooling module (token embeddings only)",
+            files.path("modules.json").display()
+        ))
     })?;
     Ok((pooling, normalize))
 }
@@ -250,7 +255,7 @@ impl SentenceEmbedder {
                 return Ok(None);
             }
             let t: TokenizerConfig = read_json(&files, "tokenizer_config.json")?;
-            Ok(t.model_max_length.filter(|&m| m >= 0.0 && m < 1e9).map(|m| m as usize))
+            Ok(t.model_max_length.filter(|m| (0.0..1e9).contains(m)).map(|m| m as usize))
         };
         let wanted = match sbert.max_seq_length {
             Some(m) => Some(m),
