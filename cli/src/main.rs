@@ -47,7 +47,8 @@ enum Command {
     Run(run::Args),
     /// Time the op library at realistic sizes (GB/s, TFLOP/s).
     Bench(bench::Args),
-    /// Sentence embeddings from a sentence-transformers model directory (all-MiniLM-L6-v2):
+    /// Sentence embeddings from a sentence-transformers model directory (BERT family: bert,
+    /// roberta, xlm-roberta, mpnet; all-MiniLM-L6-v2, bge, e5, all-mpnet-base-v2, ...):
     /// `kiln embed --model DIR [--batch-size N] [--out FILE.npy] TEXT...` (stdin when no TEXT).
     Embed(embed::Args),
     /// Text from a Llama-architecture GGUF model (SmolLM2), streamed as it is produced:

@@ -1,7 +1,8 @@
 //! kiln-models: real models on kiln-core's public op API.
 //!
-//! [`SentenceEmbedder`] runs a sentence-transformers BERT model (all-MiniLM-L6-v2 and others of
-//! its shape: BERT encoder, mean pooling, optional L2 normalisation) from its directory:
+//! [`SentenceEmbedder`] runs a sentence-transformers model of the BERT family (BERT, RoBERTa,
+//! XLM-RoBERTa, MPNet encoders: all-MiniLM-L6-v2, bge, e5, gte, all-mpnet-base-v2, ...; CLS,
+//! mean, max, ... pooling; optional L2 normalisation) from its directory:
 //!
 //! ```no_run
 //! let model = kiln_models::SentenceEmbedder::load("build/models/all-MiniLM-L6-v2")?;
@@ -42,6 +43,7 @@ pub mod files;
 pub mod gguf;
 pub mod gguf_tokenizer;
 pub mod llama;
+mod pooling;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sample_picker;
 pub mod sampling;
@@ -52,14 +54,16 @@ pub use arch::Architecture;
 pub use backend::Backend;
 #[cfg(not(target_arch = "wasm32"))]
 pub use batch::{BatchGeneration, BatchOutput, BatchProducts, BatchStats};
-pub use bert::Bert;
+pub use bert::{mpnet_relative_bucket, Bert};
 pub use chat_template::{ChatTemplate, Message};
 pub use error::{ModelError, Result};
 pub use files::{FileBytes, ModelFiles};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
 pub use sampling::SamplingOptions;
 
-use config::{read_json, BertConfig, ModuleEntry, PoolingConfig, SentenceBertConfig};
+use config::{
+    read_json, BertConfig, Family, ModuleEntry, PoolingConfig, PoolingMode, SentenceBertConfig, TokenizerConfig,
+};
 use kiln_core::{ops, DType, Tensor};
 use std::path::Path;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
@@ -148,6 +152,42 @@ pub struct SentenceEmbedder {
     max_seq_length: usize,
     lower_case: bool,
     normalize: bool,
+    /// 1_Pooling/config.json's modes, concatenated in this order.
+    pooling: Vec<PoolingMode>,
+}
+
+/// What modules.json says: the Pooling module's folder and whether a Normalize module follows.
+/// A module kiln does not run (Dense, LayerNorm, ...) is refused by name: skipping it would give
+/// other vectors than the model's.
+fn read_modules(files: &ModelFiles) -> Result<(String, bool)> {
+    if !files.exists("modules.json") {
+        // Folders from before modules.json: Transformer + 1_Pooling.
+        return Ok(("1_Pooling".into(), false));
+    }
+    let modules: Vec<ModuleEntry> = read_json(files, "modules.json")?;
+    let (mut pooling, mut normalize) = (None, false);
+    for (i, m) in modules.iter().enumerate() {
+        let name = m.kind.rsplit('.').next().unwrap_or_default();
+        match (i, name) {
+            (0, "Transformer") => {}
+            (_, "Pooling") if pooling.is_none() => pooling = Some(m.path.clone()),
+            (_, "Normalize") if pooling.is_some() => normalize = true,
+            _ => {
+                return Err(ModelError::Unsupported(format!(
+                    "{}: module {i} {:?}; kiln runs Transformer, Pooling and Normalize (in that order)",
+                    files.path("modules.json").display(),
+                    m.kind
+                )))
+            }
+        }
+    }
+    let pooling = pooling.ok_or_else(|| {
+        ModelError::Unsupported(format!(
+            "{}: no Pooling module (token embeddings only)",
+            files.path("modules.json").display()
+        ))
+    })?;
+    Ok((pooling, normalize))
 }
 
 impl SentenceEmbedder {
@@ -204,15 +244,24 @@ impl SentenceEmbedder {
         config.validate(&config_path)?;
         config.check()?;
         let sbert: SentenceBertConfig = read_json(&files, "sentence_bert_config.json")?;
-        let pooling: PoolingConfig = read_json(&files, "1_Pooling/config.json")?;
-        pooling.check(config.hidden_size)?;
-        let normalize = if files.exists("modules.json") {
-            let modules: Vec<ModuleEntry> = read_json(&files, "modules.json")?;
-            modules.iter().any(|m| m.kind.ends_with(".Normalize"))
-        } else {
-            false
+        let (pooling_dir, normalize) = read_modules(&files)?;
+        let pooling_file = format!("{pooling_dir}/config.json");
+        let pooling: PoolingConfig = read_json(&files, &pooling_file)?;
+        let pooling = pooling.modes(&files.path(&pooling_file), config.hidden_size)?;
+        // sentence_bert_config.json's max_seq_length; sentence-transformers 6.x keeps it as the
+        // tokenizer's model_max_length instead. Never past the position table.
+        let from_tokenizer = || -> Result<Option<usize>> {
+            if !files.exists("tokenizer_config.json") {
+                return Ok(None);
+            }
+            let t: TokenizerConfig = read_json(&files, "tokenizer_config.json")?;
+            Ok(t.model_max_length.filter(|m| (0.0..1e9).contains(m)).map(|m| m as usize))
         };
-        let max_seq_length = sbert.max_seq_length.min(config.max_position_embeddings);
+        let wanted = match sbert.max_seq_length {
+            Some(m) => Some(m),
+            None => from_tokenizer()?,
+        };
+        let max_seq_length = wanted.unwrap_or(usize::MAX).min(config.max_tokens());
         if max_seq_length < 2 {
             return Err(ModelError::Unsupported(format!(
                 "max_seq_length {max_seq_length}: no room for [CLS] and [SEP]"
@@ -238,9 +287,18 @@ impl SentenceEmbedder {
         check_vocab(&tokenizer, &tok_path, &config_path, config.vocab_size)?;
 
         let ck_path = files.path("model.safetensors");
-        let ck = weights::Checkpoint::new(&ck_path, files.take("model.safetensors", "a .safetensors file")?)?;
+        let prefix = config.family()?.weight_prefix();
+        let ck = weights::Checkpoint::new(&ck_path, files.take("model.safetensors", "a .safetensors file")?, prefix)?;
         let bert = Bert::load(config, &ck, options.precision.dtype(), progress)?;
-        Ok(SentenceEmbedder { bert, tokenizer, tok_path, max_seq_length, lower_case: sbert.do_lower_case, normalize })
+        Ok(SentenceEmbedder {
+            bert,
+            tokenizer,
+            tok_path,
+            max_seq_length,
+            lower_case: sbert.do_lower_case,
+            normalize,
+            pooling,
+        })
     }
 
     pub fn precision(&self) -> Precision {
@@ -251,9 +309,14 @@ impl SentenceEmbedder {
         }
     }
 
-    /// Embedding width (384 for MiniLM-L6).
+    /// Embedding width: the encoder's hidden size times the pooling modes (384 for MiniLM-L6).
     pub fn dim(&self) -> usize {
-        self.bert.config.hidden_size
+        self.bert.config.hidden_size * self.pooling.len()
+    }
+
+    /// The pooling modes, in the order their vectors are concatenated.
+    pub fn pooling_modes(&self) -> &[PoolingMode] {
+        &self.pooling
     }
 
     pub fn max_seq_length(&self) -> usize {
@@ -265,7 +328,9 @@ impl SentenceEmbedder {
         self.normalize
     }
 
-    /// Token ids (with [CLS] and [SEP], truncated at max_seq_length) and type ids per text.
+    /// Token ids (with the model's special tokens, [CLS] ... [SEP] or <s> ... </s>, truncated at
+    /// max_seq_length) and type ids per text. Texts are not stripped: sentence-transformers 6
+    /// keeps surrounding whitespace (2.x-5.x stripped it), which byte-level BPE tokenizes.
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<(Vec<u32>, Vec<u32>)>> {
         // In parallel over the texts (rayon, as sentence-transformers' fast tokenizer does), and
         // without char offsets: on the H100 a 256 x 128 batch spent 48 ms on the GPU and 100 ms
@@ -292,7 +357,9 @@ impl SentenceEmbedder {
                     format!("gives token id {id}, past config.json's vocab_size {}", c.vocab_size),
                 ));
             }
-            if let Some(&t) = types.iter().find(|&&t| t as usize >= c.type_vocab_size) {
+            // MPNet has no token type embeddings (its tokenizer's type ids are not read).
+            let typed = self.bert.family != Family::Mpnet;
+            if let Some(&t) = types.iter().find(|&&t| typed && t as usize >= c.type_vocab_size) {
                 return Err(error::corrupt(
                     &self.tok_path,
                     format!("gives token type id {t}, past config.json's type_vocab_size {}", c.type_vocab_size),
@@ -373,8 +440,8 @@ impl SentenceEmbedder {
         Ok(self.record_batch(&batch, normalize, mark)?.to_vec::<f32>()?)
     }
 
-    /// One padded forward pass, mean pooling over real tokens, optional L2 normalisation,
-    /// recorded: the [B, D] f32 result on the GPU (the caller reads it back, blocking or not).
+    /// One padded forward pass, pooling over real tokens, optional L2 normalisation, recorded:
+    /// the [B, dim] f32 result on the GPU (the caller reads it back, blocking or not).
     fn record_batch(
         &self,
         batch: &[&(Vec<u32>, Vec<u32>)],
@@ -385,24 +452,15 @@ impl SentenceEmbedder {
         let l = batch.iter().map(|t| t.0.len()).max().unwrap_or(0);
         let mut ids = vec![0u32; b * l];
         let mut types = vec![0u32; b * l];
-        let mut mask = vec![0f32; b * l];
-        let mut counts = vec![0f32; b];
+        let mut lens = vec![0usize; b];
         for (r, (i, t)) in batch.iter().map(|x| (&x.0, &x.1)).enumerate() {
             ids[r * l..r * l + i.len()].copy_from_slice(i);
             types[r * l..r * l + t.len()].copy_from_slice(t);
-            mask[r * l..r * l + i.len()].fill(1.0);
-            // sentence-transformers divides by the mask sum clamped at 1e-9.
-            counts[r] = (i.len() as f32).max(1e-9);
+            lens[r] = i.len();
         }
-        let device = kiln_core::device()?;
-        let ids_t = Tensor::from_slice_on(&device, &ids, &[b, l])?;
-        let types_t = Tensor::from_slice_on(&device, &types, &[b, l])?;
-        let hidden = self.bert.forward_marked(&ids_t, &types_t, &mask, mark)?; // [B, L, D]
+        let hidden = self.bert.forward_marked(&ids, &types, &lens, mark)?; // [B, L, D]
         let hidden = if hidden.dtype() == DType::F32 { hidden } else { ops::cast(&hidden, DType::F32)? };
-        let mask_t = Tensor::from_slice_on(&device, &mask, &[b, l, 1])?;
-        let summed = ops::sum(&ops::mul(&hidden, &mask_t)?, Some(&[1]), false)?; // [B, D]
-        let counts_t = Tensor::from_slice_on(&device, &counts, &[b, 1])?;
-        let mut pooled = ops::div(&summed, &counts_t)?;
+        let mut pooled = pooling::pool(&hidden, &lens, &self.pooling)?;
         if normalize {
             // torch.nn.functional.normalize: x / max(||x||, 1e-12)
             let norm = ops::sqrt(&ops::sum(&ops::mul(&pooled, &pooled)?, Some(&[-1]), true)?)?;

@@ -10,17 +10,18 @@ use std::path::{Path, PathBuf};
 pub struct Checkpoint {
     path: PathBuf,
     map: FileBytes,
-    /// Names are looked up with this prefix first ("bert." in BertModel checkpoints saved from
-    /// a task model), then bare.
+    /// Prepended to every name: the family's prefix ("bert.", "roberta.", "mpnet.") where the
+    /// checkpoint was saved from a task model (`BertForMaskedLM`), else empty.
     prefix: String,
 }
 
 impl Checkpoint {
-    /// `map` holds the file `path` (the path is for messages).
-    pub fn new(path: &Path, map: FileBytes) -> Result<Checkpoint> {
+    /// `map` holds the file `path` (the path is for messages); `prefix` is used where some
+    /// weight's name starts with it.
+    pub fn new(path: &Path, map: FileBytes, prefix: &str) -> Result<Checkpoint> {
         let ck = Checkpoint { path: path.to_path_buf(), map, prefix: String::new() };
         let st = ck.tensors()?;
-        let prefix = if st.names().iter().any(|n| n.starts_with("bert.")) { "bert." } else { "" };
+        let prefix = if st.names().iter().any(|n| n.starts_with(prefix)) { prefix } else { "" };
         Ok(Checkpoint { prefix: prefix.into(), ..ck })
     }
 

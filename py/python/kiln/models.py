@@ -9,8 +9,9 @@ weights kept quantized on the GPU::
     for piece in lm.stream("Write a haiku about the sea.", chat=True, temperature=0.7, seed=1):
         print(piece, end="", flush=True)
 
-``SentenceEmbedder`` runs a sentence-transformers BERT model (all-MiniLM-L6-v2 and others of its
-shape) from its directory, with sentence-transformers' ``encode`` conventions::
+``SentenceEmbedder`` runs a sentence-transformers model of the BERT family (bert, roberta,
+xlm-roberta and mpnet encoders such as all-MiniLM-L6-v2, bge, e5, all-mpnet-base-v2; the folder's
+pooling and normalisation) from its directory, with sentence-transformers' ``encode`` conventions::
 
     from kiln.models import SentenceEmbedder
     model = SentenceEmbedder("build/models/all-MiniLM-L6-v2")
