@@ -50,6 +50,7 @@ const FILES: &[(&str, Emit)] = &[
     ("ffi-c/src/ops_gen.rs", c::c_ops),
     ("py/src/ops_gen.rs", python::py_ops),
     ("julia/src/ops_gen.jl", julia::julia_ops),
+    ("julia/src/ccall_gen.jl", julia::julia_ccalls),
     ("nif-elixir/native/src/ops_gen.rs", elixir::nif_ops),
     ("tests/conformance/ops.json", docs::conformance_ops),
     ("tests/conformance/c_ops_gen.h", docs::c_runner_ops),
