@@ -9,12 +9,16 @@
 //! containing `BEGIN GENERATED (kiln gen)` and one containing `END GENERATED (kiln gen)`
 //! (`REGIONS`; a file's n-th marker pair is its n-th entry there); the text around a region stays
 //! the file's own.
+//!
+//! It also checks what the bindings restate in their own idiom instead (mirrors.rs: the session
+//! limits' fields in each of their eight restatements).
 
 mod c;
 mod core_by_name;
 mod docs;
 mod elixir;
 mod julia;
+mod mirrors;
 mod python;
 mod text;
 mod web;
@@ -81,6 +85,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
     check_table(&op_table())?;
+    mirrors::check(&args.root)?;
     let out = args.out.clone().unwrap_or_else(|| args.root.clone());
     for (path, emit) in FILES {
         write(&out.join(path), &emit())?;

@@ -90,6 +90,48 @@ impl Default for ShaderPolicy {
 }
 
 impl SessionLimits {
+    /// Every field of the limits, `policy`'s included, as the bindings name them (options,
+    /// keyword arguments, struct mirrors; the browser in camelCase). Eight places restate them
+    /// in their own idiom (C, Python and its stub, the NIF, Elixir, Julia, the browser, serve's
+    /// config): `kiln-gen` checks each against this list (make gen-check names the file and the
+    /// field missing there). The destructuring has no `..`: a new field does not compile here
+    /// until it is listed.
+    pub fn field_names() -> [&'static str; 13] {
+        let SessionLimits {
+            max_bytes: _,
+            max_ops_per_dispatch: _,
+            max_ops_total: _,
+            max_gpu_time_ms: _,
+            max_loop_iterations: _,
+            max_kernels: _,
+            policy:
+                ShaderPolicy {
+                    max_source_bytes: _,
+                    max_workgroup_invocations: _,
+                    max_bindings: _,
+                    allow_f16: _,
+                    allow_atomics: _,
+                    allow_workgroup_memory: _,
+                    allow_subgroups: _,
+                },
+        } = SessionLimits::default();
+        [
+            "max_bytes",
+            "max_ops_per_dispatch",
+            "max_ops_total",
+            "max_gpu_time_ms",
+            "max_loop_iterations",
+            "max_kernels",
+            "max_source_bytes",
+            "max_workgroup_invocations",
+            "max_bindings",
+            "allow_f16",
+            "allow_atomics",
+            "allow_workgroup_memory",
+            "allow_subgroups",
+        ]
+    }
+
     /// The loop budget user kernels of this session run under.
     pub fn loop_budget(&self) -> u32 {
         if self.max_loop_iterations == 0 {
