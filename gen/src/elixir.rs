@@ -7,10 +7,18 @@ use kiln_core::ErrorCode;
 use std::fmt::Write as _;
 
 /// Kernel functions that an op of the tables may be named after (Kiln defines its own, so the
-/// module leaves Kernel's out), and those the hand-written reductions take (`max/2`, `min/2`).
-pub(crate) const ELIXIR_KERNEL: &[(&str, usize)] =
-    &[("abs", 1), ("ceil", 1), ("div", 2), ("floor", 1), ("rem", 2), ("round", 1), ("trunc", 1)];
-pub(crate) const ELIXIR_KERNEL_HAND: &[(&str, usize)] = &[("max", 2), ("min", 2)];
+/// module leaves Kernel's out: the elementwise ops' and the generated functions' that clash).
+pub(crate) const ELIXIR_KERNEL: &[(&str, usize)] = &[
+    ("abs", 1),
+    ("ceil", 1),
+    ("div", 2),
+    ("floor", 1),
+    ("max", 2),
+    ("min", 2),
+    ("rem", 2),
+    ("round", 1),
+    ("trunc", 1),
+];
 
 pub(crate) fn elixir_ops() -> String {
     let mut names: Vec<(&str, usize)> = Vec::new();
@@ -22,8 +30,15 @@ pub(crate) fn elixir_ops() -> String {
         names.push((op.binding_names()[1].strip_prefix('~').unwrap_or(op.binding_names()[1]), 2));
         names.push((op.name(), 2));
     }
+    // A generated function with options has two arities (`sum/1`, `sum/2`).
+    for o in ex_plain() {
+        let required = o.args.iter().filter(|a| a.default == Dflt::Required).count();
+        names.push((o.ex(), required));
+        if required < o.args.len() {
+            names.push((o.ex(), required + 1));
+        }
+    }
     let mut except: Vec<(&str, usize)> = ELIXIR_KERNEL.iter().copied().filter(|k| names.contains(k)).collect();
-    except.extend_from_slice(ELIXIR_KERNEL_HAND);
     except.sort();
     let list = except.iter().map(|(n, a)| format!("{n}: {a}")).collect::<Vec<_>>().join(", ");
     let mut s = format!("  import Kernel, except: [{list}]\n\n");
