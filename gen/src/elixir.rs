@@ -3,7 +3,8 @@
 
 use crate::text::header;
 use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
-use kiln_core::ErrorCode;
+use kiln_core::session::LimitTy;
+use kiln_core::{ErrorCode, SessionLimits};
 use std::fmt::Write as _;
 
 /// Kernel functions that an op of the tables may be named after (Kiln defines its own, so the
@@ -360,6 +361,53 @@ pub(crate) fn ex_runner() -> String {
             args.push(opts.join(", "));
         }
         let _ = writeln!(s, "      \"{}\" -> Kiln.{}({})", o.name, o.ex(), args.join(", "));
+    }
+    s
+}
+
+/// nif-elixir/native/src/session_gen.rs: `session_open`, one argument per session limit.
+pub(crate) fn nif_session() -> String {
+    let fields = SessionLimits::fields();
+    let mut s = header("//!");
+    s += "//! `session_open`: one argument per field of kiln-core's `SessionLimits::fields()`, in its order\n";
+    s += "//! (lib/kiln/session.ex's `@limits`, generated from the same list, passes them so).\n\n";
+    s += "use crate::session::{open, SessionRes};\nuse crate::{Flag, Int};\n";
+    s += "use kiln_core::{SessionLimits, ShaderPolicy};\nuse rustler::ResourceArc;\n\n";
+    s += "#[allow(clippy::too_many_arguments)]\n#[rustler::nif]\nfn session_open(\n";
+    for f in &fields {
+        let ty = match f.ty {
+            LimitTy::U64 => "Int<u64>",
+            LimitTy::U32 => "Int<u32>",
+            LimitTy::Usize => "Int<usize>",
+            LimitTy::Bool => "Flag",
+        };
+        let _ = writeln!(s, "    {}: {ty},", f.name);
+    }
+    s += ") -> ResourceArc<SessionRes> {\n    open(SessionLimits {\n";
+    for f in fields.iter().filter(|f| !f.in_policy) {
+        let _ = writeln!(s, "        {0}: {0}.0,", f.name);
+    }
+    s += "        policy: ShaderPolicy {\n";
+    for f in fields.iter().filter(|f| f.in_policy) {
+        let _ = writeln!(s, "            {0}: {0}.0,", f.name);
+    }
+    s += "        },\n    })\n}\n";
+    s
+}
+
+/// The region of lib/kiln/session.ex's `@limits`: `{option, default, kind}` per session limit,
+/// in the NIF's order.
+pub(crate) fn session_limits() -> String {
+    let fields = SessionLimits::fields();
+    let mut s = String::new();
+    for (i, f) in fields.iter().enumerate() {
+        let (default, kind) = match f.ty {
+            LimitTy::U64 | LimitTy::Usize => ("0", "u64"),
+            LimitTy::U32 => ("0", "u32"),
+            LimitTy::Bool => ("true", "bool"),
+        };
+        let sep = if i + 1 < fields.len() { "," } else { "" };
+        let _ = writeln!(s, "    {}: {{{default}, :{kind}}}{sep}", f.name);
     }
     s
 }

@@ -1,8 +1,9 @@
 //! Drift checks of the concepts that each binding restates in its own idiom rather than having
-//! generated: today the session limits (kiln-core's `SessionLimits::field_names`), restated as
-//! the C mirror struct, Python's keyword arguments and stub, the NIF's and Elixir's options,
-//! Julia's struct and keywords, the browser's object keys and serve's configuration. A field
-//! missing from one of them fails `make gen` / `make gen-check`, naming the file.
+//! generated: today the session limits (kiln-core's `SessionLimits::fields`), restated as the C
+//! mirror struct, Python's keyword arguments and stub, Julia's struct and keywords, the
+//! browser's object keys and serve's configuration (the NIF's and Elixir's are generated, in
+//! elixir.rs). A field missing from one of them fails `make gen` / `make gen-check`, naming the
+//! file.
 
 use crate::web::camel;
 use anyhow::{bail, Context, Result};
@@ -15,8 +16,6 @@ const SESSION_LIMITS: &[(&str, bool, &[&str])] = &[
     ("ffi-c/src/session.rs", false, &[]),
     ("py/src/session.rs", false, &[]),
     ("py/python/kiln/__init__.pyi", false, &[]),
-    ("nif-elixir/native/src/session.rs", false, &[]),
-    ("nif-elixir/lib/kiln/session.ex", false, &[]),
     ("julia/src/session.jl", false, &[]),
     // The page times nothing (no blocking waits to charge): no GPU-time budget in the browser.
     ("web/src/session.rs", true, &["max_gpu_time_ms"]),
@@ -34,7 +33,7 @@ pub(crate) fn check(root: &Path) -> Result<()> {
     let mut missing = Vec::new();
     for (path, camel_case, left_out) in SESSION_LIMITS {
         let text = std::fs::read_to_string(root.join(path)).with_context(|| format!("reading {path}"))?;
-        for f in SessionLimits::field_names().into_iter().filter(|f| !left_out.contains(f)) {
+        for f in SessionLimits::fields().map(|f| f.name).into_iter().filter(|f| !left_out.contains(f)) {
             let name = if *camel_case { camel(f) } else { f.to_string() };
             if !has_word(&text, &name) {
                 missing.push(format!("{path}: session limit `{name}` (kiln-core's SessionLimits::{f}) is missing"));
@@ -63,9 +62,10 @@ mod tests {
     fn a_missing_field_is_named() {
         let dir = std::env::temp_dir().join(format!("kiln-gen-mirrors-{}", std::process::id()));
         for (path, camel_case, _) in SESSION_LIMITS {
-            let names: Vec<String> = SessionLimits::field_names()
+            let names: Vec<String> = SessionLimits::fields()
                 .iter()
-                .filter(|f| !(*path == "julia/src/session.jl" && **f == "max_kernels"))
+                .map(|f| f.name)
+                .filter(|f| !(*path == "julia/src/session.jl" && *f == "max_kernels"))
                 .map(|f| if *camel_case { camel(f) } else { f.to_string() })
                 .collect();
             let p = dir.join(path);
