@@ -5,7 +5,10 @@
 #   make gen        write them into the repository (whole files, and the marked regions of
 #                   hand-written files), then regenerate include/kiln.h (make c-header)
 #   make gen-check  write them under build/gen and fail, naming each file, where a committed one
-#                   differs from a fresh one (part of `make test`)
+#                   differs from a fresh one (part of `make test`); kiln-gen's own tests first
+#                   (among them: a restatement of the session limits that lacks a field fails)
+# Both also check the bindings' restatements of the session limits against kiln-core
+# (gen/src/mirrors.rs), naming the file that lacks a field.
 
 GEN_OUT := build/gen
 KILN_GEN := target/$(PROFILE)/kiln-gen
@@ -20,6 +23,7 @@ gen: gen-tool
 	$(MAKE) --no-print-directory c-header
 
 gen-check: gen-tool
+	$(CARGO) test --release -p kiln-gen
 	@rm -rf $(GEN_OUT) && mkdir -p $(GEN_OUT)
 	$(KILN_GEN) --out $(GEN_OUT)
 	@fail=0; for f in $$($(KILN_GEN) --list); do \

@@ -1,7 +1,8 @@
-//! Julia: julia/src/ops_gen.jl.
+//! Julia: julia/src/ops_gen.jl (the elementwise ops as Julia broadcasts them) and
+//! julia/src/ccall_gen.jl (a `@ccall` wrapper per plain op of the table).
 
 use crate::text::*;
-use kiln_core::ops::{BinaryOp, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Ty, UnaryOp};
 use std::fmt::Write as _;
 
 pub(crate) fn jl_symbol(name: &str) -> String {
@@ -29,5 +30,131 @@ pub(crate) fn julia_ops() -> String {
         let _ = writeln!(s, "    ({}, \"{}\"),", jl_symbol(op.binding_names()[2]), op.name());
     }
     s += ")\n";
+    s
+}
+
+/// One argument of a generated `_kiln_<op>`: the Julia parameter, the statements preparing its
+/// C value, its `@ccall` arguments and the names `GC.@preserve` must keep alive.
+struct JlArg {
+    param: String,
+    prep: Vec<String>,
+    c: Vec<String>,
+    keep: Vec<String>,
+}
+
+fn jl_arg(a: &Arg) -> JlArg {
+    let n = a.name;
+    let plain = |param: String, c: String| JlArg { param, prep: vec![], c: vec![c], keep: vec![] };
+    match a.ty {
+        Ty::Tensor => JlArg {
+            param: format!("{n}::KilnArray"),
+            prep: vec![],
+            c: vec![format!("ptr({n})::Ptr{{KilnTensor}}")],
+            keep: vec![n.into()],
+        },
+        Ty::OptTensor => JlArg {
+            param: format!("{n}::Union{{Nothing,KilnArray}}"),
+            prep: vec![],
+            c: vec![format!("ptr({n})::Ptr{{KilnTensor}}")],
+            keep: vec![n.into()],
+        },
+        Ty::Tensors => JlArg {
+            param: format!("{n}::AbstractVector"),
+            prep: vec![format!("{n}_p = Ptr{{KilnTensor}}[ptr(t) for t in {n}]")],
+            c: vec![format!("{n}_p::Ptr{{Ptr{{KilnTensor}}}}"), format!("length({n}_p)::Csize_t")],
+            keep: vec![n.into(), format!("{n}_p")],
+        },
+        Ty::DType => plain(format!("{n}::Type"), format!("dtype_code({n})::UInt32")),
+        Ty::OptDType => JlArg {
+            param: format!("{n}::Union{{Nothing,Type}}"),
+            prep: vec![format!("{n}_r = {n} === nothing ? Ptr{{UInt32}}(C_NULL) : Ref{{UInt32}}(dtype_code({n}))")],
+            c: vec![format!("{n}_r::Ptr{{UInt32}}")],
+            keep: vec![],
+        },
+        Ty::Axis | Ty::Int => plain(format!("{n}::Integer"), format!("{n}::Cptrdiff_t")),
+        Ty::OptAxis => JlArg {
+            param: format!("{n}::Union{{Nothing,Integer}}"),
+            prep: vec![format!("{n}_r = {n} === nothing ? Ptr{{Cptrdiff_t}}(C_NULL) : Ref{{Cptrdiff_t}}({n})")],
+            c: vec![format!("{n}_r::Ptr{{Cptrdiff_t}}")],
+            keep: vec![],
+        },
+        Ty::Axes | Ty::NewShape => JlArg {
+            param: format!("{n}::AbstractVector{{<:Integer}}"),
+            prep: vec![format!("{n}_v = Cptrdiff_t[i for i in {n}]")],
+            c: vec![format!("{n}_v::Ptr{{Cptrdiff_t}}"), format!("length({n}_v)::Csize_t")],
+            keep: vec![format!("{n}_v")],
+        },
+        // nothing: a null pointer and a length of 0 (every axis).
+        Ty::OptAxes => JlArg {
+            param: format!("{n}::Union{{Nothing,AbstractVector{{<:Integer}}}}"),
+            prep: vec![
+                format!("{n}_v = {n} === nothing ? Cptrdiff_t[] : Cptrdiff_t[i for i in {n}]"),
+                format!("{n}_p = {n} === nothing ? Ptr{{Cptrdiff_t}}(C_NULL) : pointer({n}_v)"),
+            ],
+            c: vec![format!("{n}_p::Ptr{{Cptrdiff_t}}"), format!("length({n}_v)::Csize_t")],
+            keep: vec![format!("{n}_v")],
+        },
+        Ty::Shape => JlArg {
+            param: format!("{n}::AbstractVector{{<:Integer}}"),
+            prep: vec![format!("{n}_v = Csize_t[i for i in {n}]")],
+            c: vec![format!("{n}_v::Ptr{{Csize_t}}"), format!("length({n}_v)::Csize_t")],
+            keep: vec![format!("{n}_v")],
+        },
+        // (height, width): kiln-core's order, as the C function takes them.
+        Ty::Pair => JlArg {
+            param: format!("{n}::Tuple{{Integer,Integer}}"),
+            prep: vec![format!("{n}_h, {n}_w = {n}")],
+            c: vec![format!("{n}_h::Csize_t"), format!("{n}_w::Csize_t")],
+            keep: vec![],
+        },
+        Ty::Size => plain(format!("{n}::Integer"), format!("{n}::Csize_t")),
+        Ty::U64 => plain(format!("{n}::Integer"), format!("{n}::UInt64")),
+        Ty::F64 => plain(format!("{n}::Real"), format!("Float64({n})::Cdouble")),
+        Ty::F32 => plain(format!("{n}::Real"), format!("Float32({n})::Cfloat")),
+        Ty::OptF32 => JlArg {
+            param: format!("{n}::Union{{Nothing,Real}}"),
+            prep: vec![format!("{n}_r = {n} === nothing ? Ptr{{Cfloat}}(C_NULL) : Ref{{Cfloat}}({n})")],
+            c: vec![format!("{n}_r::Ptr{{Cfloat}}")],
+            keep: vec![],
+        },
+        Ty::Bool => plain(format!("{n}::Bool"), format!("{n}::Bool")),
+        Ty::Format => plain(format!("{n}::AbstractString"), format!("{n}::Cstring")),
+        Ty::Bytes | Ty::Other(_) => unreachable!("not a plain op"),
+    }
+}
+
+/// julia/src/ccall_gen.jl: `_kiln_<op>(…)` for every plain op of the table (elementwise aside),
+/// its arguments in kiln-core's order and meaning (row-major: axes 0-based from the first
+/// row-major dimension); Kiln.jl's Base methods translate Julia's column-major dims and call them.
+pub(crate) fn julia_ccalls() -> String {
+    let mut s = header("#");
+    s += "# One wrapper per plain op of kiln-core's op table (core/src/ops/table.rs): `_kiln_<op>` calls the C\n";
+    s += "# function `kiln_<op>` with the row's arguments in kiln-core's order and meaning (row-major axes,\n";
+    s += "# 0-based; pairs as (height, width)) and wraps the result. Kiln.jl's Julia methods (Base names,\n";
+    s += "# column-major `dims`, 1-based positions) translate their arguments and call these.\n";
+    for o in op_table().into_iter().filter(|o| o.is_plain() && !crate::core_by_name::is_elementwise(o.name)) {
+        let args: Vec<JlArg> = o.args.iter().map(jl_arg).collect();
+        let params: Vec<&str> = args.iter().map(|a| a.param.as_str()).collect();
+        let mut cargs: Vec<String> = args.iter().flat_map(|a| a.c.clone()).collect();
+        cargs.push("out::Ref{Ptr{KilnTensor}}".into());
+        let keep: Vec<String> = args.iter().flat_map(|a| a.keep.clone()).collect();
+        let _ = write!(s, "\n\"`kiln_{}`: {}.\"\n", o.name, o.doc.replace('$', "\\$").replace('"', "\\\""));
+        let _ = writeln!(s, "function _kiln_{}({})", o.name, params.join(", "));
+        for a in &args {
+            for p in &a.prep {
+                let _ = writeln!(s, "    {p}");
+            }
+        }
+        let call = format!("@ccall libkiln.kiln_{}({})::UInt32", o.name, cargs.join(", "));
+        if keep.is_empty() {
+            let _ = writeln!(s, "    return _new() do out\n        {call}\n    end\nend");
+        } else {
+            let _ = writeln!(
+                s,
+                "    return GC.@preserve {} begin\n        _new() do out\n            {call}\n        end\n    end\nend",
+                keep.join(" ")
+            );
+        }
+    }
     s
 }

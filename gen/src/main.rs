@@ -7,13 +7,18 @@
 //!
 //! Two kinds of output: whole files (`FILES`), and regions of hand-written files between a line
 //! containing `BEGIN GENERATED (kiln gen)` and one containing `END GENERATED (kiln gen)`
-//! (`REGIONS`); the text around a region stays the file's own.
+//! (`REGIONS`; a file's n-th marker pair is its n-th entry there); the text around a region stays
+//! the file's own.
+//!
+//! It also checks what the bindings restate in their own idiom instead (mirrors.rs: the session
+//! limits' fields in each restatement that is not generated).
 
 mod c;
 mod core_by_name;
 mod docs;
 mod elixir;
 mod julia;
+mod mirrors;
 mod python;
 mod text;
 mod web;
@@ -49,6 +54,9 @@ const FILES: &[(&str, Emit)] = &[
     ("ffi-c/src/ops_gen.rs", c::c_ops),
     ("py/src/ops_gen.rs", python::py_ops),
     ("julia/src/ops_gen.jl", julia::julia_ops),
+    ("julia/src/ccall_gen.jl", julia::julia_ccalls),
+    ("nif-elixir/native/src/ops_gen.rs", elixir::nif_ops),
+    ("nif-elixir/native/src/session_gen.rs", elixir::nif_session),
     ("tests/conformance/ops.json", docs::conformance_ops),
     ("tests/conformance/c_ops_gen.h", docs::c_runner_ops),
     ("web/js/ops_gen.js", web::web_ops),
@@ -57,6 +65,10 @@ const FILES: &[(&str, Emit)] = &[
 const REGIONS: &[(&str, Emit)] = &[
     ("py/python/kiln/__init__.pyi", python::pyi),
     ("nif-elixir/lib/kiln.ex", elixir::elixir_ops),
+    ("nif-elixir/lib/kiln.ex", elixir::elixir_fns),
+    ("nif-elixir/lib/kiln/native.ex", elixir::native_nifs),
+    ("nif-elixir/lib/kiln/session.ex", elixir::session_limits),
+    ("tests/conformance/ex_runner.exs", elixir::ex_runner),
     ("nif-elixir/lib/kiln/error.ex", elixir::elixir_errors),
     ("docs/ops-api.md", docs::docs_table),
     ("web/js/kiln.d.ts", web::web_dts),
@@ -65,19 +77,33 @@ const REGIONS: &[(&str, Emit)] = &[
 fn main() -> Result<()> {
     let args = Args::parse();
     if args.list {
+        let mut listed: Vec<&str> = Vec::new();
         for (f, _) in FILES.iter().chain(REGIONS) {
-            println!("{f}");
+            if !listed.contains(f) {
+                listed.push(f);
+                println!("{f}");
+            }
         }
         return Ok(());
     }
     check_table(&op_table())?;
+    mirrors::check(&args.root)?;
     let out = args.out.clone().unwrap_or_else(|| args.root.clone());
     for (path, emit) in FILES {
         write(&out.join(path), &emit())?;
     }
-    for (path, emit) in REGIONS {
-        let base = std::fs::read_to_string(args.root.join(path)).with_context(|| format!("reading {path}"))?;
-        write(&out.join(path), &splice(path, &base, &emit())?)?;
+    // A file may hold several regions: the n-th marker pair takes the file's n-th entry.
+    let mut done: Vec<&str> = Vec::new();
+    for (path, _) in REGIONS {
+        if done.contains(path) {
+            continue;
+        }
+        done.push(path);
+        let mut text = std::fs::read_to_string(args.root.join(path)).with_context(|| format!("reading {path}"))?;
+        for (i, (_, emit)) in REGIONS.iter().filter(|(p, _)| p == path).enumerate() {
+            text = splice(path, &text, i, &emit())?;
+        }
+        write(&out.join(path), &text)?;
     }
     println!("kiln-gen: {} files and {} regions written under {}", FILES.len(), REGIONS.len(), out.display());
     Ok(())
@@ -90,14 +116,16 @@ fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// `base` with the lines between its BEGIN and END marker lines replaced by `region`.
-fn splice(path: &str, base: &str, region: &str) -> Result<String> {
+/// `base` with the lines between its `n`-th BEGIN and END marker lines replaced by `region`.
+fn splice(path: &str, base: &str, n: usize, region: &str) -> Result<String> {
     let lines: Vec<&str> = base.split_inclusive('\n').collect();
-    let b = lines.iter().position(|l| l.contains(BEGIN));
-    let e = lines.iter().position(|l| l.contains(END));
-    let (Some(b), Some(e)) = (b, e) else { bail!("{path}: no `{BEGIN}` / `{END}` marker lines") };
-    if e < b {
-        bail!("{path}: `{END}` comes before `{BEGIN}`");
+    let begins: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains(BEGIN)).collect();
+    let ends: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains(END)).collect();
+    let (Some(&b), Some(&e)) = (begins.get(n), ends.get(n)) else {
+        bail!("{path}: no marker pair number {} (`{BEGIN}` / `{END}` lines)", n + 1)
+    };
+    if e < b || begins.get(n + 1).is_some_and(|&b2| b2 < e) {
+        bail!("{path}: the marker lines of region {} are not in order", n + 1);
     }
     Ok(lines[..=b].concat() + region + &lines[e..].concat())
 }
@@ -113,6 +141,9 @@ fn check_table(t: &[OpInfo]) -> Result<()> {
                 "op table: {:?} asks for a generated Python wrapper, which its arguments' types do not have yet",
                 o.name
             );
+        }
+        if !o.hand_written(1) && !elixir::ex_supported(o) && !crate::core_by_name::is_elementwise(o.name) {
+            bail!("op table: {:?} asks for a generated Elixir function, which its arguments do not allow", o.name);
         }
         if !o.c_doc.is_empty() && !o.is_plain() {
             bail!("op table: {:?} has a C comment but no plain C form (its C function is hand-written)", o.name);

@@ -378,29 +378,20 @@ fill(v::Real, dims::Tuple{Vararg{Integer}}) = fill(v, dims...)
 
 function full(::Type{T}, v::Real, dims::Integer...) where {T<:KilnEltype}
     shape = _cshape(dims)
-    return _new() do out
-        @ccall libkiln.kiln_full(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
-                                 Float64(v)::Cdouble, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_full(shape, T, v)
 end
 
 """`Kiln.zeros(T=Float32, dims...)`"""
 function zeros(::Type{T}, dims::Integer...) where {T<:KilnEltype}
     shape = _cshape(dims)
-    return _new() do out
-        @ccall libkiln.kiln_zeros(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
-                                  out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_zeros(shape, T)
 end
 zeros(dims::Integer...) = zeros(Float32, dims...)
 
 """`Kiln.ones(T=Float32, dims...)`"""
 function ones(::Type{T}, dims::Integer...) where {T<:KilnEltype}
     shape = _cshape(dims)
-    return _new() do out
-        @ccall libkiln.kiln_ones(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
-                                 out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_ones(shape, T)
 end
 ones(dims::Integer...) = ones(Float32, dims...)
 
@@ -411,10 +402,7 @@ ones(dims::Integer...) = ones(Float32, dims...)
 KilnVector.
 """
 function arange(start::Real, stop::Real, step::Real=1; T::Type=Float32)
-    return _new() do out
-        @ccall libkiln.kiln_arange(Float64(start)::Cdouble, Float64(stop)::Cdouble, Float64(step)::Cdouble,
-                                   dtype_code(T)::UInt32, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_arange(start, stop, step, T)
 end
 
 """`KilnArray(r::AbstractRange)` is built on the GPU for evenly spaced integer ranges."""
@@ -440,11 +428,7 @@ on every device.
 """
 function rand(::Type{T}, dims::Integer...; seed::Integer=Base.rand(UInt64), low::Real=0, high::Real=1) where {T<:KilnEltype}
     shape = _cshape(dims)
-    return _new() do out
-        @ccall libkiln.kiln_random_uniform(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
-                                           UInt64(seed)::UInt64, Float64(low)::Cdouble, Float64(high)::Cdouble,
-                                           out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_random_uniform(shape, T, seed, low, high)
 end
 rand(dims::Integer...; kw...) = rand(Float32, dims...; kw...)
 
@@ -455,20 +439,14 @@ Normal random numbers (counter based, as [`Kiln.rand`](@ref)).
 """
 function randn(::Type{T}, dims::Integer...; seed::Integer=Base.rand(UInt64), mean::Real=0, std::Real=1) where {T<:KilnEltype}
     shape = _cshape(dims)
-    return _new() do out
-        @ccall libkiln.kiln_random_normal(shape::Ptr{Csize_t}, length(shape)::Csize_t, dtype_code(T)::UInt32,
-                                          UInt64(seed)::UInt64, Float64(mean)::Cdouble, Float64(std)::Cdouble,
-                                          out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_random_normal(shape, T, seed, mean, std)
 end
 randn(dims::Integer...; kw...) = randn(Float32, dims...; kw...)
 
 """`Kiln.cast(x, T)`: converts the elements (float to integer truncates toward zero, saturating)."""
 function cast(x::KilnArray{S}, ::Type{T}) where {S,T<:KilnEltype}
     S === T && return x
-    return _new() do out
-        @ccall libkiln.kiln_cast(x::Ptr{KilnTensor}, dtype_code(T)::UInt32, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_cast(x, T)
 end
 Base.convert(::Type{KilnArray{T}}, x::KilnArray) where {T<:KilnEltype} = cast(x, T)
 Base.convert(::Type{KilnArray{T,N}}, x::KilnArray{S,N}) where {T<:KilnEltype,S,N} = cast(x, T)
@@ -550,6 +528,7 @@ Base.BroadcastStyle(::Type{<:KilnArray}) = KilnStyle()
 
 # UNARY, FLOAT_ONLY and BINARY: generated from kiln-core's op tables (`make gen`).
 include("ops_gen.jl")
+include("ccall_gen.jl")   # _kiln_<op>: the @ccall of every plain op of the table
 
 for (f, name) in UNARY
     if name in FLOAT_ONLY
@@ -623,9 +602,7 @@ function Broadcast.broadcasted(::KilnStyle, ::typeof(ifelse), c::KilnArray, a::U
     ta = a isa KilnArray ? a : _tensor_like(a, T)
     tb = b isa KilnArray ? b : _tensor_like(b, T)
     ta, tb = _promote(ta, tb)
-    return _new() do out
-        @ccall libkiln.kiln_where(c::Ptr{KilnTensor}, ta::Ptr{KilnTensor}, tb::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_where(c, ta, tb)
 end
 
 # clamp.(x, lo, hi): kiln-core's clip, the Array API's (a NaN bound gives NaN where Base's clamp
@@ -672,9 +649,7 @@ Base.:/(a::KilnArray, s::Real) = _binary_scalar("div", _floaty(a), s, false)
 
 function _matmul(a::KilnArray, b::KilnArray)
     a, b = _promote(a, b)
-    return _new() do out
-        @ccall libkiln.kiln_matmul(a::Ptr{KilnTensor}, b::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_matmul(a, b)
 end
 
 # Julia A * B (column-major) is Kiln's matmul(B, A) on the row-major views of the same bytes.
@@ -711,29 +686,13 @@ function _axes(x::KilnArray{T,N}, dims) where {T,N}
 end
 
 function _reduce(name::Symbol, x::KilnArray, axes::Union{Nothing,Vector{Cptrdiff_t}}, keepdims::Bool)
-    ax = axes === nothing ? Cptrdiff_t[] : axes
-    ap = axes === nothing ? Ptr{Cptrdiff_t}(C_NULL) : pointer(ax)
-    na = Csize_t(length(ax))
-    return GC.@preserve ax begin
-        _new() do out
-            if name === :sum
-                @ccall libkiln.kiln_sum(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-            elseif name === :mean
-                @ccall libkiln.kiln_mean(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-            elseif name === :max
-                @ccall libkiln.kiln_max(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-            elseif name === :all
-                @ccall libkiln.kiln_all(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-            elseif name === :any
-                @ccall libkiln.kiln_any(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-            elseif name === :prod
-                @ccall libkiln.kiln_prod(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, C_NULL::Ptr{UInt32},
-                                         out::Ref{Ptr{KilnTensor}})::UInt32
-            else
-                @ccall libkiln.kiln_min(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, na::Csize_t, keepdims::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-            end
-        end
-    end
+    name === :sum && return _kiln_sum(x, axes, keepdims)
+    name === :mean && return _kiln_mean(x, axes, keepdims)
+    name === :max && return _kiln_max(x, axes, keepdims)
+    name === :all && return _kiln_all(x, axes, keepdims)
+    name === :any && return _kiln_any(x, axes, keepdims)
+    name === :prod && return _kiln_prod(x, axes, keepdims, nothing)
+    return _kiln_min(x, axes, keepdims)
 end
 
 function _reduction(name::Symbol, x::KilnArray, dims)
@@ -794,20 +753,9 @@ Base.any(x::KilnArray; dims=:) = _logical(:any, x, dims)
 function _var(x::KilnArray, dims, corrected::Bool, std::Bool=false)
     ax = _axes(x, dims)
     whole = ax === nothing
-    ax2 = whole ? Cptrdiff_t[] : ax
-    ap = whole ? Ptr{Cptrdiff_t}(C_NULL) : pointer(ax2)
     xf = _floaty(x)
-    r = GC.@preserve ax2 begin
-        _new() do out
-            if std
-                @ccall libkiln.kiln_std(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
-                                        Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
-            else
-                @ccall libkiln.kiln_var(xf::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(ax2)::Csize_t, (!whole)::Bool,
-                                        Csize_t(corrected ? 1 : 0)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
-            end
-        end
-    end
+    ddof = corrected ? 1 : 0
+    r = std ? _kiln_std(xf, ax, !whole, ddof) : _kiln_var(xf, ax, !whole, ddof)
     return whole ? _scalar(r) : r
 end
 Statistics.var(x::KilnArray; dims=:, corrected::Bool=true) = _var(x, dims, corrected)
@@ -815,26 +763,13 @@ Statistics.std(x::KilnArray; dims=:, corrected::Bool=true) = _var(x, dims, corre
 
 function _arg(name::Symbol, x::KilnArray{T,N}, dims) where {T,N}
     if dims isa Colon
-        r = _new() do out
-            if name === :argmax
-                @ccall libkiln.kiln_argmax(x::Ptr{KilnTensor}, C_NULL::Ptr{Cptrdiff_t}, false::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-            else
-                @ccall libkiln.kiln_argmin(x::Ptr{KilnTensor}, C_NULL::Ptr{Cptrdiff_t}, false::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-            end
-        end
+        r = name === :argmax ? _kiln_argmax(x, nothing, false) : _kiln_argmin(x, nothing, false)
         i = Int(_scalar(r)) + 1   # the row-major flat index is Julia's linear index
         return N == 1 ? i : CartesianIndices(size(x))[i]
     end
     dims isa Integer || throw(ArgumentError("Kiln: argmax/argmin take one dimension or dims=:"))
     1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
-    axis = Ref{Cptrdiff_t}(N - dims)
-    r = _new() do out
-        if name === :argmax
-            @ccall libkiln.kiln_argmax(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, true::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-        else
-            @ccall libkiln.kiln_argmin(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, true::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    r = name === :argmax ? _kiln_argmax(x, N - dims, true) : _kiln_argmin(x, N - dims, true)
     return _binary_scalar("add", r, 1, false)   # 1-based positions along `dims`
 end
 
@@ -856,14 +791,10 @@ _axis(x::KilnArray{T,N}, d::Integer) where {T,N} =
     1 <= d <= N ? Cptrdiff_t(N - d) : throw(ArgumentError("dims=$d out of range for a $N-dimensional array"))
 
 """`Kiln.softmax(x; dims=1)`: softmax along `dims` (the first dimension by default, as NNlib)."""
-softmax(x::KilnArray; dims::Integer=1) = _new() do out
-    @ccall libkiln.kiln_softmax(x::Ptr{KilnTensor}, _axis(x, dims)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
-end
+softmax(x::KilnArray; dims::Integer=1) = _kiln_softmax(x, _axis(x, dims))
 
 """`Kiln.logsoftmax(x; dims=1)` (also `Kiln.log_softmax`)."""
-logsoftmax(x::KilnArray; dims::Integer=1) = _new() do out
-    @ccall libkiln.kiln_log_softmax(x::Ptr{KilnTensor}, _axis(x, dims)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
-end
+logsoftmax(x::KilnArray; dims::Integer=1) = _kiln_log_softmax(x, _axis(x, dims))
 const log_softmax = logsoftmax
 
 """
@@ -873,22 +804,12 @@ Normalizes over the first dimension (features first, as Flux): `(x - mean) / sqr
 * weight + bias`, with `weight` and `bias` vectors of length `size(x, 1)`.
 """
 function layer_norm(x::KilnArray; weight::Union{Nothing,KilnArray}=nothing, bias::Union{Nothing,KilnArray}=nothing, eps::Real=1f-5)
-    GC.@preserve weight bias begin
-        _new() do out
-            @ccall libkiln.kiln_layer_norm(x::Ptr{KilnTensor}, ptr(weight)::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor},
-                                           Float32(eps)::Cfloat, out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    _kiln_layer_norm(x, weight, bias, eps)
 end
 
 """`Kiln.rms_norm(x; weight=nothing, eps=1f-6)`: `x / sqrt(mean(x²) + eps) * weight` over the first dimension."""
 function rms_norm(x::KilnArray; weight::Union{Nothing,KilnArray}=nothing, eps::Real=1f-6)
-    GC.@preserve weight begin
-        _new() do out
-            @ccall libkiln.kiln_rms_norm(x::Ptr{KilnTensor}, ptr(weight)::Ptr{KilnTensor}, Float32(eps)::Cfloat,
-                                         out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    _kiln_rms_norm(x, weight, eps)
 end
 
 """
@@ -899,13 +820,7 @@ WHCN) with per-channel vectors of length `C`.
 """
 function batch_norm(x::KilnArray, mean::KilnArray, var::KilnArray; weight::Union{Nothing,KilnArray}=nothing,
                     bias::Union{Nothing,KilnArray}=nothing, eps::Real=1f-5)
-    GC.@preserve weight bias begin
-        _new() do out
-            @ccall libkiln.kiln_batch_norm(x::Ptr{KilnTensor}, mean::Ptr{KilnTensor}, var::Ptr{KilnTensor},
-                                           ptr(weight)::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor}, Float32(eps)::Cfloat,
-                                           out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    _kiln_batch_norm(x, mean, var, weight, bias, eps)
 end
 
 # --------------------------------------------------------------------------------------------
@@ -926,13 +841,7 @@ function conv2d(x::KilnArray, w::KilnArray; bias::Union{Nothing,KilnArray}=nothi
     sw, sh = _pair(stride)
     pw, ph = _pair(pad)
     dw, dh = _pair(dilation)
-    GC.@preserve bias begin
-        _new() do out
-            @ccall libkiln.kiln_conv2d(x::Ptr{KilnTensor}, w::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor},
-                                       sh::Csize_t, sw::Csize_t, ph::Csize_t, pw::Csize_t, dh::Csize_t, dw::Csize_t,
-                                       groups::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    _kiln_conv2d(x, w, bias, (sh, sw), (ph, pw), (dh, dw), groups)
 end
 
 """`Kiln.maxpool(x, k; stride=k, pad=0)`: max pooling of `x` `(W, H, C, N)` with a `k = (kw, kh)` window."""
@@ -940,10 +849,7 @@ function maxpool(x::KilnArray, k; stride=k, pad=0)
     kw, kh = _pair(k)
     sw, sh = _pair(stride)
     pw, ph = _pair(pad)
-    _new() do out
-        @ccall libkiln.kiln_max_pool2d(x::Ptr{KilnTensor}, kh::Csize_t, kw::Csize_t, sh::Csize_t, sw::Csize_t,
-                                       ph::Csize_t, pw::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    _kiln_max_pool2d(x, (kh, kw), (sh, sw), (ph, pw))
 end
 
 """`Kiln.meanpool(x, k; stride=k, pad=0)`: average pooling (padding counts in the average)."""
@@ -951,10 +857,7 @@ function meanpool(x::KilnArray, k; stride=k, pad=0)
     kw, kh = _pair(k)
     sw, sh = _pair(stride)
     pw, ph = _pair(pad)
-    _new() do out
-        @ccall libkiln.kiln_avg_pool2d(x::Ptr{KilnTensor}, kh::Csize_t, kw::Csize_t, sh::Csize_t, sw::Csize_t,
-                                       ph::Csize_t, pw::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    _kiln_avg_pool2d(x, (kh, kw), (sh, sw), (ph, pw))
 end
 const max_pool2d = maxpool
 const avg_pool2d = meanpool
@@ -966,10 +869,7 @@ const avg_pool2d = meanpool
 function Base.reshape(x::KilnArray, dims::Dims)
     prod(dims) == length(x) || throw(DimensionMismatch("new dimensions $dims must be consistent with array size $(length(x))"))
     shape = Cptrdiff_t[dims[i] for i in length(dims):-1:1]
-    return _new() do out
-        @ccall libkiln.kiln_reshape(x::Ptr{KilnTensor}, shape::Ptr{Cptrdiff_t}, length(shape)::Csize_t,
-                                    out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_reshape(x, shape)
 end
 # One dimension given as `:` (inferred from the others), as Base; without this method Base
 # would wrap the KilnArray in a host-side ReshapedArray.
@@ -991,10 +891,7 @@ function Base.permutedims(x::KilnArray{T,N}, perm) where {T,N}
     (length(p) == N && sort(p) == 1:N) || throw(ArgumentError("no valid permutation of dimensions: $perm"))
     # Result Kiln axis c is Julia dim N - c; it takes x's Julia dim p[N - c], i.e. Kiln axis N - p[N - c].
     axes = Cptrdiff_t[N - p[N - c] for c in 0:N-1]
-    return _new() do out
-        @ccall libkiln.kiln_permute(x::Ptr{KilnTensor}, axes::Ptr{Cptrdiff_t}, length(axes)::Csize_t,
-                                    out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_permute(x, axes)
 end
 Base.permutedims(x::KilnMatrix) = permutedims(x, (2, 1))
 Base.permutedims(x::KilnVector) = reshape(x, (1, length(x)))
@@ -1002,9 +899,7 @@ Base.permutedims(x::KilnVector) = reshape(x, (1, length(x)))
 """`Kiln.swapdims(x, d1, d2)`: exchanges two dimensions (Kiln's `transpose`)."""
 function swapdims(x::KilnArray{T,N}, d1::Integer, d2::Integer) where {T,N}
     a, b = _axis(x, d1), _axis(x, d2)
-    return _new() do out
-        @ccall libkiln.kiln_transpose(x::Ptr{KilnTensor}, a::Cptrdiff_t, b::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_transpose(x, a, b)
 end
 
 function _cat(xs, d::Integer)
@@ -1013,13 +908,7 @@ function _cat(xs, d::Integer)
     M = max(d, maximum(ndims, xs))
     T = kiln_eltype(mapreduce(eltype, promote_type, xs))
     parts = [reshape(cast(x, T), (size(x)..., ntuple(_ -> 1, M - ndims(x))...)) for x in xs]
-    ptrs = Ptr{KilnTensor}[ptr(p) for p in parts]
-    return GC.@preserve parts ptrs begin
-        _new() do out
-            @ccall libkiln.kiln_concat(ptrs::Ptr{Ptr{KilnTensor}}, length(ptrs)::Csize_t, Cptrdiff_t(M - d)::Cptrdiff_t,
-                                       out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    return _kiln_concat(parts, M - d)
 end
 Base.cat(x::KilnArray, xs::KilnArray...; dims::Integer) = _cat(KilnArray[x, xs...], dims)
 # Same element type, mixed types (promoted as Base), vectors mixed with matrices (a vector is
@@ -1031,18 +920,12 @@ for f in (:vcat, :hcat), A in (:KilnVector, :KilnMatrix, :KilnVecOrMat)
 end
 
 function _slice(x::KilnArray{T,N}, d::Integer, start::Integer, stop::Integer, step::Integer) where {T,N}
-    return _new() do out
-        @ccall libkiln.kiln_slice(x::Ptr{KilnTensor}, Cptrdiff_t(N - d)::Cptrdiff_t, Cptrdiff_t(start)::Cptrdiff_t,
-                                  Cptrdiff_t(stop)::Cptrdiff_t, Cptrdiff_t(step)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_slice(x, N - d, start, stop, step)
 end
 
 function _index_select(x::KilnArray{T,N}, d::Integer, idx::AbstractVector{<:Integer}) where {T,N}
     ids = KilnArray{Int32}(Int32.(idx) .- Int32(1))
-    return _new() do out
-        @ccall libkiln.kiln_index_select(x::Ptr{KilnTensor}, Cptrdiff_t(N - d)::Cptrdiff_t, ids::Ptr{KilnTensor},
-                                         out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_index_select(x, N - d, ids)
 end
 
 const KilnIndex = Union{Colon,Integer,AbstractRange{<:Integer},AbstractVector{<:Integer}}
@@ -1098,10 +981,7 @@ _ids(ids::AbstractArray{<:Integer}) = KilnArray{UInt32}(map(i -> 1 <= i <= typem
 """
 function gather(x::KilnArray, index; dims::Integer)
     idx = _ids(index)
-    return _new() do out
-        @ccall libkiln.kiln_gather(x::Ptr{KilnTensor}, _axis(x, dims)::Cptrdiff_t, idx::Ptr{KilnTensor},
-                                   out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_gather(x, _axis(x, dims), idx)
 end
 
 """
@@ -1112,9 +992,7 @@ shape): gives `(D, size(ids)...)`. Out-of-range ids read as 0.
 """
 function embedding(weight::KilnMatrix, ids)
     idx = _ids(ids)
-    return _new() do out
-        @ccall libkiln.kiln_embedding(weight::Ptr{KilnTensor}, idx::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_embedding(weight, idx)
 end
 
 """
@@ -1123,10 +1001,7 @@ end
 Rotary position embedding of `x` of size `(D, L, batch...)`: features `i` and `i + D/2` rotate
 by `(pos_offset + l) * base^(-2i/D)` at position `l` (0-based).
 """
-rope(x::KilnArray; pos_offset::Integer=0, base::Real=10000f0) = _new() do out
-    @ccall libkiln.kiln_rope(x::Ptr{KilnTensor}, Csize_t(pos_offset)::Csize_t, Float32(base)::Cfloat,
-                             out::Ref{Ptr{KilnTensor}})::UInt32
-end
+rope(x::KilnArray; pos_offset::Integer=0, base::Real=10000f0) = _kiln_rope(x, pos_offset, base)
 
 """
     Kiln.attention(q, k, v; causal=false, scale=1/sqrt(D))
@@ -1135,14 +1010,7 @@ Scaled dot-product attention with `q` `(D, Lq, batch...)`, `k` `(D, Lk, batch...
 `(Dv, Lk, batch...)`; gives `(Dv, Lq, batch...)`. `causal` masks keys after the query.
 """
 function attention(q::KilnArray, k::KilnArray, v::KilnArray; causal::Bool=false, scale::Union{Nothing,Real}=nothing)
-    s = Ref{Cfloat}(scale === nothing ? 0f0 : Float32(scale))
-    sp = scale === nothing ? Ptr{Cfloat}(C_NULL) : Base.unsafe_convert(Ptr{Cfloat}, s)
-    return GC.@preserve s begin
-        _new() do out
-            @ccall libkiln.kiln_attention(q::Ptr{KilnTensor}, k::Ptr{KilnTensor}, v::Ptr{KilnTensor}, causal::Bool,
-                                          sp::Ptr{Cfloat}, out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    return _kiln_attention(q, k, v, causal, scale)
 end
 
 # --------------------------------------------------------------------------------------------
@@ -1182,19 +1050,14 @@ end
 `x` of size `(k, n)` (Float32/Float16, `k` a multiple of 32) quantized column by column as
 ggml's reference quantizer does: a `KilnVector{UInt32}` of the GGUF bytes.
 """
-quantize(x::KilnMatrix, format) = _new() do out
-    @ccall libkiln.kiln_quantize(x::Ptr{KilnTensor}, _quant_format(format)::Cstring, out::Ref{Ptr{KilnTensor}})::UInt32
-end
+quantize(x::KilnMatrix, format) = _kiln_quantize(x, _quant_format(format))
 
 """
     Kiln.dequantize(w, format, k, n)
 
 The Float32 `(k, n)` matrix of the quantized `w`.
 """
-dequantize(w::KilnVector, format, k::Integer, n::Integer) = _new() do out
-    @ccall libkiln.kiln_dequantize(w::Ptr{KilnTensor}, _quant_format(format)::Cstring, Csize_t(n)::Csize_t,
-                                   Csize_t(k)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
-end
+dequantize(w::KilnVector, format, k::Integer, n::Integer) = _kiln_dequantize(w, _quant_format(format), n, k)
 
 """
     Kiln.quant_matmul(x, w, format, n)
@@ -1202,10 +1065,7 @@ end
 `transpose(W) * x` for `W` the quantized `(k, n)` matrix `w` and `x` of size `(k, batch...)`:
 `(n, batch...)` in `x`'s element type, accumulated in Float32 (ggml_mul_mat's convention).
 """
-quant_matmul(x::KilnArray, w::KilnVector, format, n::Integer) = _new() do out
-    @ccall libkiln.kiln_quant_matmul(x::Ptr{KilnTensor}, w::Ptr{KilnTensor}, _quant_format(format)::Cstring,
-                                     Csize_t(n)::Csize_t, out::Ref{Ptr{KilnTensor}})::UInt32
-end
+quant_matmul(x::KilnArray, w::KilnVector, format, n::Integer) = _kiln_quant_matmul(x, w, _quant_format(format), n)
 
 """
     Kiln.quant_embedding(w, format, d, ids)
@@ -1216,10 +1076,7 @@ Float32 `(d, size(ids)...)`. Out-of-range ids give zeros.
 function quant_embedding(w::KilnVector, format, d::Integer, ids)
     idx = _ids(ids)
     f = _quant_format(format)
-    return _new() do out
-        @ccall libkiln.kiln_quant_embedding(w::Ptr{KilnTensor}, f::Cstring, Csize_t(d)::Csize_t, idx::Ptr{KilnTensor},
-                                            out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_quant_embedding(w, f, d, idx)
 end
 
 # --------------------------------------------------------------------------------------------
@@ -1380,16 +1237,9 @@ function _scan(name::Symbol, x::KilnArray{T,N}, dims, include_initial::Bool) whe
     end
     dims isa Integer || throw(ArgumentError("Kiln: $name takes one dimension"))
     1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
-    axis = Ref{Cptrdiff_t}(N - dims)   # Julia's dims count from the other end of kiln's axes
-    return _new() do out
-        if name === :cumsum
-            @ccall libkiln.kiln_cumulative_sum(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, C_NULL::Ptr{UInt32}, include_initial::Bool,
-                                               out::Ref{Ptr{KilnTensor}})::UInt32
-        else
-            @ccall libkiln.kiln_cumulative_prod(x::Ptr{KilnTensor}, axis::Ref{Cptrdiff_t}, C_NULL::Ptr{UInt32}, include_initial::Bool,
-                                                out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    axis = N - dims   # Julia's dims count from the other end of kiln's axes
+    scan = name === :cumsum ? _kiln_cumulative_sum : _kiln_cumulative_prod
+    return scan(x, axis, nothing, include_initial)
 end
 
 """
@@ -1418,12 +1268,7 @@ function Base.diff(x::KilnArray{T,N}; dims=nothing, n::Integer=1, prepend=nothin
     end
     1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
     n >= 0 || throw(ArgumentError("n must be >= 0, got $n"))
-    return GC.@preserve prepend append begin
-        _new() do out
-            @ccall libkiln.kiln_diff(x::Ptr{KilnTensor}, (N - dims)::Cptrdiff_t, Csize_t(n)::Csize_t, ptr(prepend)::Ptr{KilnTensor},
-                                     ptr(append)::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    return _kiln_diff(x, N - dims, n, prepend, append)
 end
 
 """
@@ -1434,9 +1279,7 @@ reduced dimension, on the GPU (kiln-core's vecdot).
 """
 function vecdot(a::KilnArray, b::KilnArray; dims::Integer=1)
     dims >= 1 || throw(ArgumentError("dims must be >= 1, got $dims"))
-    return _new() do out   # Julia dim d counts from the other end of kiln's axes
-        @ccall libkiln.kiln_vecdot(a::Ptr{KilnTensor}, b::Ptr{KilnTensor}, (-dims)::Cptrdiff_t, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_vecdot(a, b, -dims)   # Julia dim d counts from the other end of kiln's axes
 end
 
 """

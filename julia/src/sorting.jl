@@ -10,14 +10,7 @@
 function _sortop(x::KilnArray{T,N}, dims, rev::Bool, perm::Bool) where {T,N}
     d = dims === nothing ? (N == 1 ? 1 : throw(ArgumentError("Kiln: sort of a $N-dimensional array needs dims="))) : dims
     d isa Integer && 1 <= d <= N || throw(ArgumentError("dims=$d out of range for a $N-dimensional array"))
-    axis = Cptrdiff_t(N - d)
-    return _new() do out
-        if perm
-            @ccall libkiln.kiln_argsort(x::Ptr{KilnTensor}, axis::Cptrdiff_t, rev::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-        else
-            @ccall libkiln.kiln_sort(x::Ptr{KilnTensor}, axis::Cptrdiff_t, rev::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    return perm ? _kiln_argsort(x, N - d, rev) : _kiln_sort(x, N - d, rev)
 end
 
 """
@@ -38,9 +31,7 @@ function Base.sortperm(x::KilnArray; dims=nothing, rev::Bool=false)
 end
 
 function _searchsorted(a::KilnArray{T,1}, x::KilnArray{T}, right::Bool) where {T}
-    return _new() do out
-        @ccall libkiln.kiln_searchsorted(a::Ptr{KilnTensor}, x::Ptr{KilnTensor}, right::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_searchsorted(a, x, right)
 end
 
 function _searchsorted_scalar(a::KilnArray{T,1}, x::Real, right::Bool) where {T}
@@ -78,14 +69,7 @@ with the counted dims kept as size 1 (as Base). NaN counts.
 function Base.count(x::KilnArray; dims=:)
     ax = _axes(x, dims)
     whole = ax === nothing
-    a = whole ? Cptrdiff_t[] : ax
-    ap = whole ? Ptr{Cptrdiff_t}(C_NULL) : pointer(a)
-    r = GC.@preserve a begin
-        _new() do out
-            @ccall libkiln.kiln_count_nonzero(x::Ptr{KilnTensor}, ap::Ptr{Cptrdiff_t}, length(a)::Csize_t, (!whole)::Bool,
-                                              out::Ref{Ptr{KilnTensor}})::UInt32
-        end
-    end
+    r = _kiln_count_nonzero(x, ax, !whole)
     return whole ? Int(_scalar(r)) : r
 end
 
@@ -160,9 +144,7 @@ end
 
 """`Kiln.unique_values(x)`: the distinct values of `x`, sorted (as `Kiln.unique_all`)."""
 function unique_values(x::KilnArray)
-    return _new() do out
-        @ccall libkiln.kiln_unique_values(x::Ptr{KilnTensor}, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_unique_values(x)
 end
 
 """
@@ -185,7 +167,5 @@ Whether each element of `x` equals an element of `set` (a `KilnArray{Bool}` of `
 as `in.(x, Ref(set))` with `==` (NaN is never found); `invert=true` negates.
 """
 function isin(x::KilnArray{T}, set::KilnArray{T}; invert::Bool=false) where {T}
-    return _new() do out
-        @ccall libkiln.kiln_isin(x::Ptr{KilnTensor}, set::Ptr{KilnTensor}, invert::Bool, out::Ref{Ptr{KilnTensor}})::UInt32
-    end
+    return _kiln_isin(x, set, invert)
 end

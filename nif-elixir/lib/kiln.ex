@@ -161,6 +161,8 @@ defmodule Kiln do
   def type_name({:u, 8}), do: "u8"
 
   defp native_type(type), do: Map.fetch!(@native_of, normalize_type(type))
+  defp opt_native_type(nil), do: nil
+  defp opt_native_type(type), do: native_type(type)
 
   @doc false
   def unwrap!({:ok, v}), do: v
@@ -216,6 +218,15 @@ defmodule Kiln do
   defp axes!(a) when is_integer(a), do: [a]
   defp axes!(a) when is_list(a), do: a |> proper_list!("axes") |> Enum.map(&int!(&1, "an axis"))
   defp axes!(a), do: raise(Error.new(:invalid_argument, "axes must be a list of integers, got #{inspect(a)}"))
+
+  defp opt_int!(nil, _what), do: nil
+  defp opt_int!(v, what), do: int!(v, what)
+
+  defp size!(v, _what) when is_integer(v) and v >= 0, do: v
+  defp size!(_v, what), do: raise(Error.new(:invalid_argument, "#{what} must be a non-negative integer"))
+
+  defp opt_float!(nil, _what), do: nil
+  defp opt_float!(v, what), do: float!(v, what)
 
   defp float!(v, _what) when is_boolean(v), do: if(v, do: 1.0, else: 0.0)
   defp float!(v, what) when is_integer(v), do: num!(v, what)
@@ -725,47 +736,8 @@ defmodule Kiln do
   # ---------------------------------------------------------------------------------------------
   # Reductions
 
-  for op <- [:sum, :mean, :max, :min, :all, :any] do
-    @doc """
-    `#{op}` over `axes:` (a list of axes, negative from the end; default all), keeping the
-    reduced axes as size 1 with `keep_axes: true`.#{case op do
-      :all -> " Gives `{:u, 8}` (bool): 1 where every element is non-zero (1 over an empty axis)."
-      :any -> " Gives `{:u, 8}` (bool): 1 where some element is non-zero (0 over an empty axis)."
-      :sum -> " A `{:u, 8}` (bool) tensor is refused: cast it to count."
-      _ -> ""
-    end}
-    """
-    def unquote(op)(t, opts \\ []) do
-      kw = opts!(opts, axes: nil, keep_axes: false)
-      out(Native.reduce(unquote(Atom.to_string(op)), ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true))
-    end
-  end
-
-  @doc "Variance over `axes:` with `ddof:` (default 0) and `keep_axes:`."
-  def var(t, opts \\ []) do
-    kw = opts!(opts, axes: nil, keep_axes: false, ddof: 0)
-    ddof = kw[:ddof]
-
-    unless is_integer(ddof) and ddof >= 0,
-      do: raise(Error.new(:invalid_argument, "ddof must be a non-negative integer"))
-
-    out(Native.var(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, ddof))
-  end
-
   @doc "Nx's name for `var/2`."
   def variance(t, opts \\ []), do: var(t, opts)
-
-  for op <- [:argmax, :argmin] do
-    @doc """
-    Index (`{:s, 32}`) of the #{if op == :argmax, do: "largest", else: "smallest"} value along
-    `axis:` (default: the flattened tensor), keeping it as size 1 with `keep_axis: true`.
-    """
-    def unquote(op)(t, opts \\ []) do
-      kw = opts!(opts, axis: nil, keep_axis: false)
-      axis = if kw[:axis] == nil, do: nil, else: int!(kw[:axis], "axis")
-      out(Native.arg_reduce(unquote(Atom.to_string(op)), ref!(t), axis, kw[:keep_axis] == true))
-    end
-  end
 
   # ---------------------------------------------------------------------------------------------
   # Searching, sorting and sets
@@ -777,7 +749,7 @@ defmodule Kiln do
   """
   def sort(t, opts \\ []) do
     kw = opts!(opts, axis: 0, direction: :asc)
-    out(Native.sort(ref!(t), int!(kw[:axis], "axis"), descending!(kw[:direction]), false))
+    out(Native.sort(ref!(t), int!(kw[:axis], "axis"), descending!(kw[:direction])))
   end
 
   @doc """
@@ -786,7 +758,7 @@ defmodule Kiln do
   """
   def argsort(t, opts \\ []) do
     kw = opts!(opts, axis: 0, direction: :asc, stable: true)
-    out(Native.sort(ref!(t), int!(kw[:axis], "axis"), descending!(kw[:direction]), true))
+    out(Native.argsort(ref!(t), int!(kw[:axis], "axis"), descending!(kw[:direction])))
   end
 
   defp descending!(:asc), do: false
@@ -811,15 +783,6 @@ defmodule Kiln do
       end
 
     out(Native.searchsorted(ref!(sorted), ref!(values), right))
-  end
-
-  @doc """
-  The number (`{:s, 32}`) of non-zero elements over `axes:` (default: all), keeping them as
-  size 1 with `keep_axes: true`. NaN counts as non-zero.
-  """
-  def count_nonzero(t, opts \\ []) do
-    kw = opts!(opts, axes: nil, keep_axes: false)
-    out(Native.count_nonzero(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true))
   end
 
   @doc """
@@ -851,22 +814,10 @@ defmodule Kiln do
     {u.values, u.inverse_indices}
   end
 
-  @doc "The distinct values of `t` (flattened), sorted (as `unique_all/1`)."
-  def unique_values(t), do: out(Native.unique_values(ref!(t)))
-
-  @doc """
-  Whether each element of `t` equals an element of `set` (same type): a `{:u, 8}` tensor of
-  `t`'s shape, negated with `invert: true`. NaN is never found.
-  """
-  def isin(t, set, opts \\ []) do
-    kw = opts!(opts, invert: false)
-    out(Native.isin(ref!(t), ref!(set), kw[:invert] == true))
-  end
-
   # ---------------------------------------------------------------------------------------------
   # Scans
 
-  for {op, core} <- [cumulative_sum: "cumulative_sum", cumulative_product: "cumulative_prod"] do
+  for {op, core} <- [cumulative_sum: :cumulative_sum, cumulative_product: :cumulative_prod] do
     @doc """
     Running #{if op == :cumulative_sum, do: "sum", else: "product"} along `axis:` (default 0, as
     Nx), in `type:` (default the tensor's; it is converted first), with a leading
@@ -876,60 +827,13 @@ defmodule Kiln do
     def unquote(op)(t, opts \\ []) do
       kw = opts!(opts, axis: 0, type: nil, include_initial: false)
       type = if kw[:type] == nil, do: nil, else: native_type(kw[:type])
-      out(Native.scan(unquote(core), ref!(t), int!(kw[:axis], "axis"), type, kw[:include_initial] == true))
+      args = [ref!(t), int!(kw[:axis], "axis"), type, kw[:include_initial] == true]
+      out(apply(Native, unquote(core), args))
     end
   end
 
   @doc "kiln-core's (and the Array API's) name for `cumulative_product/2`."
   def cumulative_prod(t, opts \\ []), do: cumulative_product(t, opts)
-
-  @doc """
-  Product over `axes:` (default all) with `keep_axes:`, in `type:` (default the tensor's; it is
-  converted first). Integer products wrap; an empty axis gives 1.
-  """
-  def product(t, opts \\ []) do
-    kw = opts!(opts, axes: nil, keep_axes: false, type: nil)
-    type = if kw[:type] == nil, do: nil, else: native_type(kw[:type])
-    out(Native.prod(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, type))
-  end
-
-  @doc "kiln-core's name for `product/2`."
-  def prod(t, opts \\ []), do: product(t, opts)
-
-  @doc "Standard deviation (the square root of `var/2`) over `axes:` with `ddof:` (default 0) and `keep_axes:`."
-  def standard_deviation(t, opts \\ []) do
-    kw = opts!(opts, axes: nil, keep_axes: false, ddof: 0)
-    ddof = kw[:ddof]
-
-    unless is_integer(ddof) and ddof >= 0,
-      do: raise(Error.new(:invalid_argument, "ddof must be a non-negative integer"))
-
-    out(Native.std(ref!(t), axes!(kw[:axes]), kw[:keep_axes] == true, ddof))
-  end
-
-  @doc "kiln-core's name for `standard_deviation/2`."
-  def std(t, opts \\ []), do: standard_deviation(t, opts)
-
-  @doc """
-  The `n:`-th (default 1) forward difference along `axis:` (default -1): `x[1:] - x[:-1]`, `n`
-  times, after joining the optional `prepend:` and `append:` tensors (the same type and shape
-  but for the axis) at either end.
-  """
-  def diff(t, opts \\ []) do
-    kw = opts!(opts, axis: -1, n: 1, prepend: nil, append: nil)
-    n = kw[:n]
-
-    unless is_integer(n) and n >= 0,
-      do: raise(Error.new(:invalid_argument, "n must be a non-negative integer"))
-
-    out(Native.diff(ref!(t), int!(kw[:axis], "axis"), n, opt_ref(kw[:prepend]), opt_ref(kw[:append])))
-  end
-
-  @doc "Dot product of the vectors along `axis:` (default -1), broadcasting the other axes: `sum(a * b, axis)`."
-  def vecdot(a, b, opts \\ []) do
-    kw = opts!(opts, axis: -1)
-    out(Native.vecdot(ref!(a), ref!(b), int!(kw[:axis], "axis")))
-  end
 
   @doc """
   Nx's `dot/4`: contracts the axes `axes_a` of `a` with `axes_b` of `b` pairwise; the result has
@@ -958,68 +862,8 @@ defmodule Kiln do
   # ---------------------------------------------------------------------------------------------
   # Normalisation
 
-  @doc "Softmax along `axis:` (default -1)."
-  def softmax(t, opts \\ []) do
-    kw = opts!(opts, axis: -1)
-    out(Native.softmax(ref!(t), int!(kw[:axis], "axis")))
-  end
-
-  @doc "Log-softmax along `axis:` (default -1)."
-  def log_softmax(t, opts \\ []) do
-    kw = opts!(opts, axis: -1)
-    out(Native.log_softmax(ref!(t), int!(kw[:axis], "axis")))
-  end
-
-  @doc "Layer norm over the last axis, with optional `weight:` and `bias:` tensors and `eps:` (1.0e-5)."
-  def layer_norm(t, opts \\ []) do
-    kw = opts!(opts, weight: nil, bias: nil, eps: 1.0e-5)
-    out(Native.layer_norm(ref!(t), opt_ref(kw[:weight]), opt_ref(kw[:bias]), float!(kw[:eps], "eps")))
-  end
-
-  @doc "RMS norm over the last axis, with an optional `weight:` tensor and `eps:` (1.0e-6)."
-  def rms_norm(t, opts \\ []) do
-    kw = opts!(opts, weight: nil, eps: 1.0e-6)
-    out(Native.rms_norm(ref!(t), opt_ref(kw[:weight]), float!(kw[:eps], "eps")))
-  end
-
-  @doc "Inference batch norm: `x` is `[N, C, ...]`, `mean` and `var` are `[C]`; optional `weight:`, `bias:`, `eps:` (1.0e-5)."
-  def batch_norm(t, mean, var, opts \\ []) do
-    kw = opts!(opts, weight: nil, bias: nil, eps: 1.0e-5)
-
-    out(
-      Native.batch_norm(
-        ref!(t),
-        ref!(mean),
-        ref!(var),
-        opt_ref(kw[:weight]),
-        opt_ref(kw[:bias]),
-        float!(kw[:eps], "eps")
-      )
-    )
-  end
-
   # ---------------------------------------------------------------------------------------------
   # Convolution and pooling (NCHW)
-
-  @doc """
-  2-D convolution, NCHW; `w` is `[O, C/groups, KH, KW]`. Options: `bias:` (a `[O]` tensor),
-  `stride:`, `padding:`, `dilation:` (an integer or `{h, w}`; defaults 1, 0, 1), `groups:` (1).
-  """
-  def conv2d(x, w, opts \\ []) do
-    kw = opts!(opts, bias: nil, stride: 1, padding: 0, dilation: 1, groups: 1)
-
-    out(
-      Native.conv2d(
-        ref!(x),
-        ref!(w),
-        opt_ref(kw[:bias]),
-        pair!(kw[:stride], "stride"),
-        pair!(kw[:padding], "padding"),
-        pair!(kw[:dilation], "dilation"),
-        int!(kw[:groups], "groups")
-      )
-    )
-  end
 
   @doc "2-D max pooling, NCHW: `kernel` and the options `stride:` (default `kernel`), `padding:` (0)."
   def max_pool2d(x, kernel, opts \\ []), do: pool(:max_pool2d, x, kernel, opts)
@@ -1102,38 +946,8 @@ defmodule Kiln do
         )
       )
 
-  @doc "numpy `take`: picks `indices` (a 1-D `{:s, 32}` or `{:u, 32}` tensor) along `axis`."
-  def index_select(t, axis, indices), do: out(Native.index_select(ref!(t), int!(axis, "axis"), ref!(indices)))
-
-  @doc "torch.gather: `index` has `t`'s rank; `out[i][j] = t[index[i][j]][j]` for axis 0."
-  def gather(t, axis, index), do: out(Native.gather(ref!(t), int!(axis, "axis"), ref!(index)))
-
   # ---------------------------------------------------------------------------------------------
   # Neural-network ops
-
-  @doc "Rows of `weight` (`[V, D]`) picked by `ids` (any shape, integer type): `[..ids, D]`."
-  def embedding(weight, ids), do: out(Native.embedding(ref!(weight), ref!(ids)))
-
-  @doc "Rotary position embedding over `x` `[..., L, D]` (rotate-half pairs); `pos_offset:` (0), `base:` (10000.0)."
-  def rope(x, opts \\ []) do
-    kw = opts!(opts, pos_offset: 0, base: 10_000.0)
-    off = kw[:pos_offset]
-
-    unless is_integer(off) and off >= 0,
-      do: raise(Error.new(:invalid_argument, "pos_offset must be a non-negative integer"))
-
-    out(Native.rope(ref!(x), off, float!(kw[:base], "base")))
-  end
-
-  @doc """
-  Scaled dot-product attention: `q [..., Lq, D]`, `k [..., Lk, D]`, `v [..., Lk, Dv]`. Options:
-  `causal:` (false; masks key j > query i), `scale:` (default `1/sqrt(D)`).
-  """
-  def attention(q, k, v, opts \\ []) do
-    kw = opts!(opts, causal: false, scale: nil)
-    scale = if kw[:scale] == nil, do: nil, else: float!(kw[:scale], "scale")
-    out(Native.attention(ref!(q), ref!(k), ref!(v), kw[:causal] == true, scale))
-  end
 
   # ---------------------------------------------------------------------------------------------
   # Quantized weights: GGUF blocks (`:q4_0`, `:q4_1`, `:q8_0`, `:q5_0`, `:q5_1`, and the K
@@ -1161,23 +975,397 @@ defmodule Kiln do
   def quant_from_bytes(other, _format, _rows, _cols),
     do: raise(Error.new(:invalid_argument, "quant_from_bytes/4 takes a binary, got #{inspect(other)}"))
 
-  @doc "`x` `[rows, cols]` (float) quantized in `format` as ggml's reference quantizer does."
-  def quantize(x, format), do: out(Native.quantize(ref!(x), quant_format!(format)))
+  # ---------------------------------------------------------------------------------------------
+  # The plain ops of kiln-core's op table whose row names an Elixir function: generated in Nx's
+  # form (arguments without a default positional, the others keyword options with the row's
+  # defaults; keepdims is `keep_axes:` / `keep_axis:`, an optional dtype `type:`).
 
-  @doc "`{:f, 32}` `[rows, cols]` from a quantized matrix."
-  def dequantize(w, format, rows, cols),
-    do: out(Native.dequantize(ref!(w), quant_format!(format), int!(rows, "rows"), int!(cols, "cols")))
+  # BEGIN GENERATED (kiln gen): the plain ops of kiln-core's op table (core/src/ops/table.rs)
+  @doc """
+  Sum over axes (kiln-core's `sum`; dtypes: any).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+  """
+  def sum(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false)
+    out(Native.sum(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true))
+  end
 
   @doc """
-  `x` `[..., K]` times `w`ᵀ for `w` quantized `[n, K]` (nn.Linear's layout): `[..., n]` in x's
-  type, accumulated in f32.
+  Mean over axes (kiln-core's `mean`; dtypes: float).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+  """
+  def mean(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false)
+    out(Native.mean(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true))
+  end
+
+  @doc """
+  Maximum over axes (kiln-core's `max`; dtypes: any, bool included).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+  """
+  def max(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false)
+    out(Native.max(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true))
+  end
+
+  @doc """
+  Minimum over axes (kiln-core's `min`; dtypes: any, bool included).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+  """
+  def min(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false)
+    out(Native.min(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true))
+  end
+
+  @doc """
+  Whether every element over axes is true (non-zero); true over an empty axis (kiln-core's `all`; dtypes: any, bool included (gives bool)).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+  """
+  def all(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false)
+    out(Native.all(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true))
+  end
+
+  @doc """
+  Whether some element over axes is true (non-zero); false over an empty axis (kiln-core's `any`; dtypes: any, bool included (gives bool)).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+  """
+  def any(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false)
+    out(Native.any(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true))
+  end
+
+  @doc """
+  Variance over axes (kiln-core's `var`; dtypes: float).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+    * `ddof:` (default `0`): delta degrees of freedom (0: population, 1: sample)
+  """
+  def var(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false, ddof: 0)
+    out(Native.var(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true, size!(kw[:ddof], "ddof")))
+  end
+
+  @doc """
+  Index (i32) of the largest element (kiln-core's `argmax`; dtypes: any, bool included).
+
+  Options:
+
+    * `axis:` (default `nil`): the axis (None: the flattened tensor)
+    * `keep_axis:` (default `false`): keep the reduced axes with size 1
+  """
+  def argmax(x, opts \\ []) do
+    kw = opts!(opts, axis: nil, keep_axis: false)
+    out(Native.argmax(ref!(x), opt_int!(kw[:axis], "axis"), kw[:keep_axis] == true))
+  end
+
+  @doc """
+  Index (i32) of the smallest element (kiln-core's `argmin`; dtypes: any, bool included).
+
+  Options:
+
+    * `axis:` (default `nil`): the axis (None: the flattened tensor)
+    * `keep_axis:` (default `false`): keep the reduced axes with size 1
+  """
+  def argmin(x, opts \\ []) do
+    kw = opts!(opts, axis: nil, keep_axis: false)
+    out(Native.argmin(ref!(x), opt_int!(kw[:axis], "axis"), kw[:keep_axis] == true))
+  end
+
+  @doc """
+  Softmax along an axis (kiln-core's `softmax`; dtypes: float).
+
+  Options:
+
+    * `axis:` (default `-1`): the axis (negative counts from the end)
+  """
+  def softmax(x, opts \\ []) do
+    kw = opts!(opts, axis: -1)
+    out(Native.softmax(ref!(x), int!(kw[:axis], "axis")))
+  end
+
+  @doc """
+  Log-softmax along an axis (kiln-core's `log_softmax`; dtypes: float).
+
+  Options:
+
+    * `axis:` (default `-1`): the axis (negative counts from the end)
+  """
+  def log_softmax(x, opts \\ []) do
+    kw = opts!(opts, axis: -1)
+    out(Native.log_softmax(ref!(x), int!(kw[:axis], "axis")))
+  end
+
+  @doc """
+  Layer normalization over the last axis (kiln-core's `layer_norm`; dtypes: float).
+
+  Options:
+
+    * `weight:` (default `nil`): the scale (None: 1)
+    * `bias:` (default `nil`): the shift (None: 0)
+    * `eps:` (default `1.0e-5`): added to the variance
+  """
+  def layer_norm(x, opts \\ []) do
+    kw = opts!(opts, weight: nil, bias: nil, eps: 1.0e-5)
+    out(Native.layer_norm(ref!(x), opt_ref(kw[:weight]), opt_ref(kw[:bias]), float!(kw[:eps], "eps")))
+  end
+
+  @doc """
+  RMS normalization over the last axis (kiln-core's `rms_norm`; dtypes: float).
+
+  Options:
+
+    * `weight:` (default `nil`): the scale (None: 1)
+    * `eps:` (default `1.0e-6`): added to the mean square
+  """
+  def rms_norm(x, opts \\ []) do
+    kw = opts!(opts, weight: nil, eps: 1.0e-6)
+    out(Native.rms_norm(ref!(x), opt_ref(kw[:weight]), float!(kw[:eps], "eps")))
+  end
+
+  @doc """
+  Batch normalization (inference) of [N, C, ...] with stats [C] (kiln-core's `batch_norm`; dtypes: float).
+
+  Options:
+
+    * `weight:` (default `nil`): the scale (None: 1)
+    * `bias:` (default `nil`): the shift (None: 0)
+    * `eps:` (default `1.0e-5`): added to the variance
+  """
+  def batch_norm(x, mean, var, opts \\ []) do
+    kw = opts!(opts, weight: nil, bias: nil, eps: 1.0e-5)
+
+    out(
+      Native.batch_norm(
+        ref!(x),
+        ref!(mean),
+        ref!(var),
+        opt_ref(kw[:weight]),
+        opt_ref(kw[:bias]),
+        float!(kw[:eps], "eps")
+      )
+    )
+  end
+
+  @doc """
+  2-D convolution, NCHW (kiln-core's `conv2d`; dtypes: any).
+
+  Options:
+
+    * `bias:` (default `nil`): added per output channel (None: none)
+    * `stride:` (default `1`): the step (height, width)
+    * `padding:` (default `0`): zeros added on each side (height, width)
+    * `dilation:` (default `1`): the spacing of the filter taps (height, width)
+    * `groups:` (default `1`): the channel groups
+  """
+  def conv2d(x, w, opts \\ []) do
+    kw = opts!(opts, bias: nil, stride: 1, padding: 0, dilation: 1, groups: 1)
+
+    out(
+      Native.conv2d(
+        ref!(x),
+        ref!(w),
+        opt_ref(kw[:bias]),
+        pair!(kw[:stride], "stride"),
+        pair!(kw[:padding], "padding"),
+        pair!(kw[:dilation], "dilation"),
+        size!(kw[:groups], "groups")
+      )
+    )
+  end
+
+  @doc """
+  Entries picked by 1-D indices (numpy take; negative i32 indices count from the end) (kiln-core's `index_select`; dtypes: any, bool included).
+  """
+  def index_select(x, axis, indices), do: out(Native.index_select(ref!(x), int!(axis, "axis"), ref!(indices)))
+
+  @doc """
+  Torch.gather along an axis (numpy take_along_axis; negative i32 indices count from the end) (kiln-core's `gather`; dtypes: any, bool included).
+  """
+  def gather(x, axis, index), do: out(Native.gather(ref!(x), int!(axis, "axis"), ref!(index)))
+
+  @doc """
+  Rows of weight [V, D] picked by ids (ids outside [0, V), negative ones included: zeros) (kiln-core's `embedding`; dtypes: any, bool included).
+  """
+  def embedding(weight, ids), do: out(Native.embedding(ref!(weight), ref!(ids)))
+
+  @doc """
+  Rotary position embedding (rotate-half) (kiln-core's `rope`; dtypes: float).
+
+  Options:
+
+    * `pos_offset:` (default `0`): the position of the first row
+    * `base:` (default `10000.0`): the frequency base
+  """
+  def rope(x, opts \\ []) do
+    kw = opts!(opts, pos_offset: 0, base: 10000.0)
+    out(Native.rope(ref!(x), size!(kw[:pos_offset], "pos_offset"), float!(kw[:base], "base")))
+  end
+
+  @doc """
+  Scaled dot-product attention (kiln-core's `attention`; dtypes: float).
+
+  Options:
+
+    * `causal:` (default `false`): mask key j > query i
+    * `scale:` (default `nil`): the score scale (None: 1/sqrt(D))
+  """
+  def attention(q, k, v, opts \\ []) do
+    kw = opts!(opts, causal: false, scale: nil)
+    out(Native.attention(ref!(q), ref!(k), ref!(v), kw[:causal] == true, opt_float!(kw[:scale], "scale")))
+  end
+
+  @doc """
+  A float [rows, cols] quantized as ggml's reference quantizer does (kiln-core's `quantize`; dtypes: float).
+  """
+  def quantize(x, format), do: out(Native.quantize(ref!(x), quant_format!(format)))
+
+  @doc """
+  F32 [rows, cols] from a quantized matrix (kiln-core's `dequantize`; dtypes: u32 (quantized)).
+  """
+  def dequantize(w, format, rows, cols),
+    do: out(Native.dequantize(ref!(w), quant_format!(format), size!(rows, "rows"), size!(cols, "cols")))
+
+  @doc """
+  X [..., K] times Wᵀ for W quantized [N, K], accumulated in f32 (kiln-core's `quant_matmul`; dtypes: float x, u32 (quantized) w).
   """
   def quant_matmul(x, w, format, n),
-    do: out(Native.quant_matmul(ref!(x), ref!(w), quant_format!(format), int!(n, "n")))
+    do: out(Native.quant_matmul(ref!(x), ref!(w), quant_format!(format), size!(n, "n")))
 
-  @doc "Rows of a quantized table `w` `[V, d]` picked by `ids`: `{:f, 32}` `[..ids, d]`; ids outside `[0, V)` give zeros."
+  @doc """
+  Rows of a quantized table [V, D] picked by ids (out of range: zeros) (kiln-core's `quant_embedding`; dtypes: u32 (quantized) w, i32/u32 ids).
+  """
   def quant_embedding(w, format, d, ids),
-    do: out(Native.quant_embedding(ref!(w), quant_format!(format), int!(d, "d"), ref!(ids)))
+    do: out(Native.quant_embedding(ref!(w), quant_format!(format), size!(d, "d"), ref!(ids)))
+
+  @doc """
+  The number (i32) of non-zero elements over axes (kiln-core's `count_nonzero`; dtypes: any, bool included).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+  """
+  def count_nonzero(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false)
+    out(Native.count_nonzero(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true))
+  end
+
+  @doc """
+  The distinct values, sorted (each NaN kept) (kiln-core's `unique_values`; dtypes: any, bool included).
+  """
+  def unique_values(x), do: out(Native.unique_values(ref!(x)))
+
+  @doc """
+  Whether each element of x1 is in x2 (bool; NaN never is) (kiln-core's `isin`; dtypes: any, bool included (one dtype)).
+
+  Options:
+
+    * `invert:` (default `false`): give the negation
+  """
+  def isin(x1, x2, opts \\ []) do
+    kw = opts!(opts, invert: false)
+    out(Native.isin(ref!(x1), ref!(x2), kw[:invert] == true))
+  end
+
+  @doc """
+  Product over axes (integers wrap; 1 over an empty axis) (kiln-core's `prod`; dtypes: any).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+    * `type:` (default `nil`): the dtype of the result (None: x's)
+  """
+  def product(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false, type: nil)
+    out(Native.prod(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true, opt_native_type(kw[:type])))
+  end
+
+  @doc "kiln-core's name for `product/2`."
+  def prod(x, opts \\ []), do: product(x, opts)
+
+  @doc """
+  Standard deviation over axes, sqrt(var) (kiln-core's `std`; dtypes: float).
+
+  Options:
+
+    * `axes:` (default `nil`): the axes to reduce (None: every axis)
+    * `keep_axes:` (default `false`): keep the reduced axes with size 1
+    * `ddof:` (default `0`): delta degrees of freedom (0: population, 1: sample)
+  """
+  def standard_deviation(x, opts \\ []) do
+    kw = opts!(opts, axes: nil, keep_axes: false, ddof: 0)
+    out(Native.std(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true, size!(kw[:ddof], "ddof")))
+  end
+
+  @doc "kiln-core's name for `standard_deviation/2`."
+  def std(x, opts \\ []), do: standard_deviation(x, opts)
+
+  @doc """
+  N-th forward difference along an axis (x[1:] - x[:-1], n times) (kiln-core's `diff`; dtypes: any).
+
+  Options:
+
+    * `axis:` (default `-1`): the axis (negative counts from the end)
+    * `n:` (default `1`): how many times to difference
+    * `prepend:` (default `nil`): joined before x along the axis
+    * `append:` (default `nil`): joined after x along the axis
+  """
+  def diff(x, opts \\ []) do
+    kw = opts!(opts, axis: -1, n: 1, prepend: nil, append: nil)
+
+    out(
+      Native.diff(
+        ref!(x),
+        int!(kw[:axis], "axis"),
+        size!(kw[:n], "n"),
+        opt_ref(kw[:prepend]),
+        opt_ref(kw[:append])
+      )
+    )
+  end
+
+  @doc """
+  Dot product of the vectors along an axis, with broadcasting (sum(x1 * x2, axis)) (kiln-core's `vecdot`; dtypes: any).
+
+  Options:
+
+    * `axis:` (default `-1`): the axis of the vectors
+  """
+  def vecdot(x1, x2, opts \\ []) do
+    kw = opts!(opts, axis: -1)
+    out(Native.vecdot(ref!(x1), ref!(x2), int!(kw[:axis], "axis")))
+  end
+
+  # END GENERATED (kiln gen)
 
   # ---------------------------------------------------------------------------------------------
   # Runtime

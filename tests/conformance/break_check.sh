@@ -2,8 +2,9 @@
 # Shows that the conformance suite catches a broken binding and names the op and the language:
 #   1. C: libkiln with kiln_sub's two arguments swapped (break_shim.c, LD_PRELOAD);
 #   2. Elixir: a copy of nif-elixir whose Kiln.where/3 swaps its two branches;
-#   3. Julia: a copy of Kiln.jl whose Kiln.layer_norm passes bias and weight to kiln_layer_norm
-#      in the wrong order (same shapes: wrong numbers, no error).
+#   3. Julia: a copy of Kiln.jl whose Kiln.layer_norm passes bias and weight to _kiln_layer_norm
+#      (the generated @ccall of kiln_layer_norm) in the wrong order (same shapes: wrong numbers,
+#      no error).
 # Each broken run goes into a scratch results folder next to a correct Rust run; compare.py
 # must fail and print "C: op `sub`" / "Elixir: op `where`" / "Julia: op `layer_norm`". The working
 # tree is not modified.
@@ -44,15 +45,15 @@ PYEOF
 (cd "$SCRATCH/nif-elixir" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" mix run "$OLDPWD/tests/conformance/ex_runner.exs" \
     "$OLDPWD/$OUT/manifest.txt" "$SCRATCH/results/elixir.json")
 
-# 3. Julia with kiln_layer_norm's weight and bias swapped (in a copy of julia/).
+# 3. Julia with _kiln_layer_norm's weight and bias swapped (in a copy of julia/).
 cp -r julia "$SCRATCH/julia"
 "$PY" - "$SCRATCH/julia/src/Kiln.jl" <<'PYEOF'
 import sys
 p = sys.argv[1]
 s = open(p).read()
-old = "kiln_layer_norm(x::Ptr{KilnTensor}, ptr(weight)::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor},"
+old = "_kiln_layer_norm(x, weight, bias, eps)"
 assert s.count(old) == 1, "Kiln.layer_norm changed: update break_check.sh"
-open(p, "w").write(s.replace(old, "kiln_layer_norm(x::Ptr{KilnTensor}, ptr(bias)::Ptr{KilnTensor}, ptr(weight)::Ptr{KilnTensor},"))
+open(p, "w").write(s.replace(old, "_kiln_layer_norm(x, bias, weight, eps)"))
 PYEOF
 KILN_JL="$SCRATCH/julia" KILN_LIB="$PWD/target/release/libkiln.so" "$JULIA" --startup-file=no \
     tests/conformance/jl_runner.jl "$OUT/manifest.txt" "$SCRATCH/results/julia.json"

@@ -279,6 +279,12 @@ impl OpInfo {
         self.names[0] = self.name;
         self
     }
+    /// Elixir's `Kiln` function generated under `name` (Nx's form: required arguments
+    /// positional, the others keyword options with the row's defaults).
+    const fn elixir(mut self, name: &'static str) -> Self {
+        self.names[1] = name;
+        self
+    }
     const fn names(mut self, names: [&'static str; 3]) -> Self {
         self.names = names;
         self
@@ -391,51 +397,63 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .names(["~matmul", "~matmul", "~*"]),
     OpInfo::new("sum", "reduce", "any", REDUCE)
         .doc("sum over axes")
+        .elixir("sum")
         .c("Sum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("mean", "reduce", "float", REDUCE)
         .doc("mean over axes")
+        .elixir("mean")
         .c("Mean over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("max", "reduce", "any, bool included", REDUCE)
         .doc("maximum over axes")
-        .names(["~max", "~max", "~maximum"])
+        .names(["~max", "max", "~maximum"])
         .c("Maximum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("min", "reduce", "any, bool included", REDUCE)
         .doc("minimum over axes")
-        .names(["~min", "~min", "~minimum"])
+        .names(["~min", "min", "~minimum"])
         .c("Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("all", "reduce", "any, bool included (gives bool)", REDUCE)
         .doc("whether every element over axes is true (non-zero); true over an empty axis")
+        .elixir("all")
         .c("Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("any", "reduce", "any, bool included (gives bool)", REDUCE)
         .doc("whether some element over axes is true (non-zero); false over an empty axis")
+        .elixir("any")
         .c("Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("var", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
         .doc("variance over axes")
+        .elixir("var")
         .c("Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0: population, 1: sample). `x`, `out`: non-null."),
     OpInfo::new("argmax", "reduce", "any, bool included", &[X, ARG_AXIS, KEEPDIMS])
         .doc("index (i32) of the largest element")
+        .elixir("argmax")
         .c("Index (i32) of the largest element along `*axis`, or in the flattened tensor when `axis` is NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`: non-null; `axis` nullable."),
     OpInfo::new("argmin", "reduce", "any, bool included", &[X, ARG_AXIS, KEEPDIMS])
         .doc("index (i32) of the smallest element")
+        .elixir("argmin")
         .c("Index (i32) of the smallest element along `*axis`, or in the flattened tensor when `axis` is NULL (ties: the first). With `keepdims` the reduced axis stays with size 1. `x`, `out`: non-null; `axis` nullable."),
     OpInfo::new("softmax", "norm", "float", &[X, AXIS_LAST])
         .doc("softmax along an axis")
+        .elixir("softmax")
         .python("``exp(x - max) / sum(exp(x - max))`` along ``axis``.")
         .c("Softmax along `axis` (negative counts from the end). `x`, `out`: non-null."),
     OpInfo::new("log_softmax", "norm", "float", &[X, AXIS_LAST])
         .doc("log-softmax along an axis")
+        .elixir("log_softmax")
         .python("``x - logsumexp(x)`` along ``axis``.")
         .c("Log-softmax along `axis`. `x`, `out`: non-null."),
     OpInfo::new("layer_norm", "norm", "float", &[X, WEIGHT, BIAS, a("eps", F32, "added to the variance").or(F(1e-5))])
         .doc("layer normalization over the last axis")
+        .elixir("layer_norm")
         .python("Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias`` (biased variance; ``weight`` and ``bias`` have the last axis' length, or are None).")
         .c("Layer normalization over the last axis: (x - mean) / sqrt(var + eps) * weight + bias. `weight` and `bias` (shape [last dim]) are optional (NULL = 1 and 0). `x`, `out`: non-null."),
     OpInfo::new("rms_norm", "norm", "float", &[X, WEIGHT, a("eps", F32, "added to the mean square").or(F(1e-6))])
         .doc("RMS normalization over the last axis")
+        .elixir("rms_norm")
         .python("RMS normalisation over the last axis: ``x / sqrt(mean(x**2) + eps) * weight``.")
         .c("RMS normalization over the last axis: x / sqrt(mean(x^2) + eps) * weight. `weight` optional (NULL = 1). `x`, `out`: non-null."),
     OpInfo::new("batch_norm", "norm", "float", &[X, a("mean", Tensor, "the running mean [C]"), a("var", Tensor, "the running variance [C]"), WEIGHT, BIAS, a("eps", F32, "added to the variance").or(F(1e-5))])
         .doc("batch normalization (inference) of [N, C, ...] with stats [C]")
+        .elixir("batch_norm")
         .python("Inference batch norm for ``x`` of shape [N, C, ...] with per-channel ``mean``, ``var``, ``weight`` and ``bias`` of shape [C].")
         .c("Batch normalization (inference) of `x` [N, C, ...] with per-channel `mean` and `var` [C] and optional `weight`, `bias` [C] (NULL = 1 and 0). `x`, `mean`, `var`, `out`: non-null."),
     OpInfo::new(
@@ -445,6 +463,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         &[X, a("w", Tensor, "the filters [O, C/groups, KH, KW]"), a("bias", OptTensor, "added per output channel (None: none)").or(Dflt::None), a("stride", Pair, "the step (height, width)").or(I(1)), PADDING, a("dilation", Pair, "the spacing of the filter taps (height, width)").or(I(1)), a("groups", Size, "the channel groups").or(I(1))],
     )
     .doc("2-D convolution, NCHW")
+    .elixir("conv2d")
     .c("2-D convolution (cross-correlation, as PyTorch) of `x` [N, C, H, W] with `w` [O, C/groups, KH, KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW]. Strides and dilations must be >= 1, `groups` must divide C and O. `x`, `w`, `out`: non-null."),
     OpInfo::new("max_pool2d", "conv/pool", "any", &[X, KERNEL, POOL_STRIDE, PADDING])
         .doc("max pooling, NCHW")
@@ -473,22 +492,27 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .names(["~slice", "~slice", "~getindex"]),
     OpInfo::new("index_select", "movement", "any, bool included", &[X, AXIS, a("indices", Tensor, "1-D i32/u32 indices")])
         .doc("entries picked by 1-D indices (numpy take; negative i32 indices count from the end)")
+        .elixir("index_select")
         .python("kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).")
         .c("Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range indices read as 0). `x`, `indices`, `out`: non-null."),
     OpInfo::new("gather", "movement", "any, bool included", &[X, AXIS, a("index", Tensor, "i32/u32 indices of x's rank")])
         .doc("torch.gather along an axis (numpy take_along_axis; negative i32 indices count from the end)")
+        .elixir("gather")
         .python("torch ``gather``: ``out[i][j] = x[index[i][j]][j]`` for ``axis=0`` (``index`` has x's rank).")
         .c("torch.gather along `axis`: `index` (i32/u32) has `x`'s rank and gives the result's shape. `x`, `index`, `out`: non-null."),
     OpInfo::new("embedding", "nn", "any, bool included", &[a("weight", Tensor, "the table [V, D]"), a("ids", Tensor, "i32/u32 row numbers")])
         .doc("rows of weight [V, D] picked by ids (ids outside [0, V), negative ones included: zeros)")
+        .elixir("embedding")
         .python("Rows of ``weight`` [V, D] picked by int32/uint32 ``ids`` of any shape: shape ``ids.shape + (D,)``.")
         .c("Rows of `weight` [V, D] picked by `ids` (i32/u32, any shape): gives [..ids, D]. `weight`, `ids`, `out`: non-null."),
     OpInfo::new("rope", "nn", "float", &[X, a("pos_offset", Size, "the position of the first row").or(I(0)), a("base", F32, "the frequency base").or(F(10000.0))])
         .doc("rotary position embedding (rotate-half)")
+        .elixir("rope")
         .python("Rotary position embedding of ``x`` [..., L, D] (rotate-half pairs (i, i + D/2), angle ``(pos_offset + l) * base**(-2i/D)``).")
         .c("Rotary position embedding of `x` [..., L, D] (rotate-half pairs (i, i + D/2), angle (pos_offset + l) * base^(-2i/D)). `x`, `out`: non-null."),
     OpInfo::new("attention", "nn", "float", &[a("q", Tensor, "the queries [..., Lq, D]"), a("k", Tensor, "the keys [..., Lk, D]"), a("v", Tensor, "the values [..., Lk, Dv]"), a("causal", Bool, "mask key j > query i").or(B(false)), a("scale", OptF32, "the score scale (None: 1/sqrt(D))").or(Dflt::None)])
         .doc("scaled dot-product attention")
+        .elixir("attention")
         .python("Scaled dot-product attention: ``softmax(q @ k.mT * scale) @ v`` for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; ``scale`` defaults to 1/sqrt(D); ``causal`` masks key j > query i.")
         .c("Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]. `*scale` when `scale` is non-null, else 1/sqrt(D); `causal` masks key j > query i. `q`, `k`, `v`, `out`: non-null."),
     // C's kiln_quant_from_bytes takes a host pointer and a length: hand-written.
@@ -496,18 +520,22 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("GGUF blocks (q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k) of a [rows, cols] matrix as a u32 tensor"),
     OpInfo::new("quantize", "quant", "float", &[X, FORMAT])
         .doc("a float [rows, cols] quantized as ggml's reference quantizer does")
+        .elixir("quantize")
         .python("``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32 tensor of the GGUF bytes.")
         .c("`x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null."),
     OpInfo::new("dequantize", "quant", "u32 (quantized)", &[a("w", Tensor, "the quantized matrix (u32)"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
         .doc("f32 [rows, cols] from a quantized matrix")
+        .elixir("dequantize")
         .python("float32 [rows, cols] from a quantized matrix.")
         .c("f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`: non-null."),
     OpInfo::new("quant_matmul", "quant", "float x, u32 (quantized) w", &[X, a("w", Tensor, "the quantized weight [n, K] (u32)"), FORMAT, a("n", Size, "the weight's rows")])
         .doc("x [..., K] times Wᵀ for W quantized [N, K], accumulated in f32")
+        .elixir("quant_matmul")
         .python("``x`` [..., K] times ``w``ᵀ for ``w`` quantized [n, K] (nn.Linear's layout): [..., n] in x's dtype, accumulated in float32.")
         .c("`x` [..., K] (f32/f16) times W^T for `w` quantized [n, K] in `format` (nn.Linear's layout): [..., n] in x's dtype, accumulated in f32. `x`, `w`, `format`, `out`: non-null."),
     OpInfo::new("quant_embedding", "quant", "u32 (quantized) w, i32/u32 ids", &[a("w", Tensor, "the quantized table [V, d] (u32)"), FORMAT, a("d", Size, "the table's columns"), a("ids", Tensor, "i32/u32 row numbers")])
         .doc("rows of a quantized table [V, D] picked by ids (out of range: zeros)")
+        .elixir("quant_embedding")
         .python("Rows of a quantized table ``w`` [V, d] picked by int32/uint32 ``ids``: float32 ``ids.shape + (d,)``; ids outside [0, V) give zeros.")
         .c("Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape): f32 [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null."),
     // Searching, sorting and sets (ops/sort.rs, search.rs, sets.rs).
@@ -525,7 +553,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     OpInfo::new("count_nonzero", "sort", "any, bool included", REDUCE)
         .doc("the number (i32) of non-zero elements over axes")
         .c("The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`: non-null.")
-        .names(["~count_nonzero", "~count_nonzero", "~count"]),
+        .names(["~count_nonzero", "count_nonzero", "~count"]),
     OpInfo::new("nonzero", "sort", "any, bool included", &[X])
         .out(Out::PerDim)
         .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)")
@@ -542,9 +570,10 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     OpInfo::new("unique_values", "set", "any, bool included", &[X])
         .doc("the distinct values, sorted (each NaN kept)")
         .c("kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null.")
-        .names(["~unique_values", "~unique_values", "~unique"]),
+        .names(["~unique_values", "unique_values", "~unique"]),
     OpInfo::new("isin", "set", "any, bool included (one dtype)", &[X1, X2, a("invert", Bool, "give the negation").or(B(false))])
         .doc("whether each element of x1 is in x2 (bool; NaN never is)")
+        .elixir("isin")
         .c("Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is never found); `invert` negates. `x1`, `x2`, `out`: non-null."),
     // Scans (core/src/ops/scan.rs).
     OpInfo::new("cumulative_sum", "scan", "any", &[X, SCAN_AXIS, SCAN_DTYPE, INCLUDE_INITIAL])
@@ -559,17 +588,19 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     OpInfo::new("prod", "reduce", "any", &[X, AXES, KEEPDIMS, a("dtype", OptDType, "the dtype of the result (None: x's)").or(Dflt::None)])
         .doc("product over axes (integers wrap; 1 over an empty axis)")
         .c("Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0; `dtype` nullable.")
-        .names(["~prod", "~product", "~prod"]),
+        .names(["~prod", "product", "~prod"]),
     OpInfo::new("std", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
         .doc("standard deviation over axes, sqrt(var)")
         .c("Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof` delta degrees of freedom. `x`, `out`: non-null.")
-        .names(["~std", "~standard_deviation", "~std"]),
+        .names(["~std", "standard_deviation", "~std"]),
     OpInfo::new("diff", "stats", "any", &[X, a("axis", Axis, "the axis (negative counts from the end)").or(I(-1)), a("n", Size, "how many times to difference").or(I(1)), a("prepend", OptTensor, "joined before x along the axis").or(Dflt::None), a("append", OptTensor, "joined after x along the axis").or(Dflt::None)])
         .doc("n-th forward difference along an axis (x[1:] - x[:-1], n times)")
+        .elixir("diff")
         .c("The `n`-th forward difference along `axis` (negative counts from the end): `x[1:] - x[:-1]` `n` times, after joining `prepend` and `append` (nullable; x's dtype and shape but for the axis) at either end. `x`, `out`: non-null."),
     // Linear algebra lowered to the kernels above (core/src/ops/linalg.rs).
     OpInfo::new("vecdot", "linalg", "any", &[X1.key("a"), X2.key("b"), a("axis", Axis, "the axis of the vectors").or(I(-1))])
         .doc("dot product of the vectors along an axis, with broadcasting (sum(x1 * x2, axis))")
+        .elixir("vecdot")
         .c("Dot product of the vectors along `axis` (negative counts from the end of the broadcast shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal. `x1`, `x2`, `out`: non-null."),
     OpInfo::new("tensordot", "linalg", "any", &[X1, X2, a("axes", Other("the last n of x1 with the first n of x2 (n = 2), or two lists of axes"), "which axes to contract")])
         .doc("tensor contraction over paired axes (numpy's tensordot), one matmul")

@@ -89,7 +89,69 @@ impl Default for ShaderPolicy {
     }
 }
 
+/// One field of [`SessionLimits`] (or of its [`ShaderPolicy`]) as the bindings see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitField {
+    pub name: &'static str,
+    pub ty: LimitTy,
+    /// A field of `policy` rather than of the limits themselves.
+    pub in_policy: bool,
+}
+
+/// The Rust type of a session limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitTy {
+    U64,
+    U32,
+    Usize,
+    Bool,
+}
+
 impl SessionLimits {
+    /// Every field of the limits, `policy`'s included, with the type the bindings decode it as
+    /// (its default is the type's: 0, "no limit", for a number, true for an `allow_*`). Eight
+    /// places restate them in their own idiom (C, Python and its stub, the NIF, Elixir, Julia,
+    /// the browser, serve's config): `kiln-gen` generates the NIF's `session_open` and
+    /// Elixir's option list from this, and checks each of the others against it (make gen-check
+    /// names the file and the field missing there). The destructuring has no `..`: a new field
+    /// does not compile here until it is listed.
+    pub fn fields() -> [LimitField; 13] {
+        let SessionLimits {
+            max_bytes: _,
+            max_ops_per_dispatch: _,
+            max_ops_total: _,
+            max_gpu_time_ms: _,
+            max_loop_iterations: _,
+            max_kernels: _,
+            policy:
+                ShaderPolicy {
+                    max_source_bytes: _,
+                    max_workgroup_invocations: _,
+                    max_bindings: _,
+                    allow_f16: _,
+                    allow_atomics: _,
+                    allow_workgroup_memory: _,
+                    allow_subgroups: _,
+                },
+        } = SessionLimits::default();
+        let (limit, policy) = (false, true);
+        [
+            LimitField { name: "max_bytes", ty: LimitTy::U64, in_policy: limit },
+            LimitField { name: "max_ops_per_dispatch", ty: LimitTy::U64, in_policy: limit },
+            LimitField { name: "max_ops_total", ty: LimitTy::U64, in_policy: limit },
+            LimitField { name: "max_gpu_time_ms", ty: LimitTy::U64, in_policy: limit },
+            LimitField { name: "max_loop_iterations", ty: LimitTy::U32, in_policy: limit },
+            LimitField { name: "max_kernels", ty: LimitTy::U32, in_policy: limit },
+            LimitField { name: "max_source_bytes", ty: LimitTy::Usize, in_policy: policy },
+            LimitField { name: "max_workgroup_invocations", ty: LimitTy::U32, in_policy: policy },
+            LimitField { name: "max_bindings", ty: LimitTy::U32, in_policy: policy },
+            LimitField { name: "allow_f16", ty: LimitTy::Bool, in_policy: policy },
+            LimitField { name: "allow_atomics", ty: LimitTy::Bool, in_policy: policy },
+            LimitField { name: "allow_workgroup_memory", ty: LimitTy::Bool, in_policy: policy },
+            LimitField { name: "allow_subgroups", ty: LimitTy::Bool, in_policy: policy },
+        ]
+    }
+
     /// The loop budget user kernels of this session run under.
     pub fn loop_budget(&self) -> u32 {
         if self.max_loop_iterations == 0 {

@@ -20,7 +20,9 @@ pub mod sandbox_check;
 
 pub use audit::{audit_enabled, audit_off, audit_to_callback, audit_to_file};
 pub(crate) use audit::{error_fields, event};
-pub use limits::{SessionLimits, ShaderPolicy, DEFAULT_LOOP_BUDGET, KERNEL_CHARGE_BYTES, SUGGESTED_MAX_KERNELS};
+pub use limits::{
+    LimitField, LimitTy, SessionLimits, ShaderPolicy, DEFAULT_LOOP_BUDGET, KERNEL_CHARGE_BYTES, SUGGESTED_MAX_KERNELS,
+};
 
 use crate::{Error, Result};
 use std::cell::RefCell;

@@ -51,21 +51,24 @@ defmodule Kiln.Session do
 
   alias Kiln.SafeNative, as: Native
 
-  # {option, default, kind}, in the NIF's argument order.
+  # {option, default, kind}, in the NIF's argument order (both from kiln-core's
+  # SessionLimits::fields(): an integer's default is 0, no limit; an allow_*'s true).
   @limits [
+    # BEGIN GENERATED (kiln gen): kiln-core's session limits (core/src/session/limits.rs)
     max_bytes: {0, :u64},
     max_ops_per_dispatch: {0, :u64},
     max_ops_total: {0, :u64},
-    max_loop_iterations: {0, :u32},
     max_gpu_time_ms: {0, :u64},
+    max_loop_iterations: {0, :u32},
+    max_kernels: {0, :u32},
     max_source_bytes: {0, :u64},
     max_workgroup_invocations: {0, :u32},
     max_bindings: {0, :u32},
     allow_f16: {true, :bool},
     allow_atomics: {true, :bool},
     allow_workgroup_memory: {true, :bool},
-    allow_subgroups: {true, :bool},
-    max_kernels: {0, :u32}
+    allow_subgroups: {true, :bool}
+    # END GENERATED (kiln gen)
   ]
 
   @doc """

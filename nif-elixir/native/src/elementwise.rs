@@ -1,7 +1,8 @@
-//! Elementwise: unary, binary (broadcasting), scalar forms, compare, where, cast. The op names
-//! are parsed by kiln-core's own `UnaryOp::parse` / `BinaryOp::parse`.
+//! Elementwise by name: unary, binary (broadcasting), the scalar forms, and clip's two bounds
+//! (where and cast are generated in ops_gen.rs). The op names are parsed by kiln-core's own
+//! `UnaryOp::parse` / `BinaryOp::parse`.
 
-use crate::{opt_get, tensor_reply, Dt, Flag, Opt, Out, Reply, Scalar, TRef, Text};
+use crate::{opt_get, tensor_reply, Flag, Opt, Out, Reply, Scalar, TRef, Text};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use rustler::Env;
 
@@ -22,11 +23,6 @@ fn binary_scalar(env: Env<'_>, op: Text, a: TRef, s: Scalar, scalar_first: Flag)
     tensor_reply(env, || ops::binary_scalar(BinaryOp::parse(&op.0)?, &a.get()?, s.0, scalar_first.0))
 }
 
-#[rustler::nif(schedule = "DirtyIo")]
-fn where_(env: Env<'_>, cond: TRef, a: TRef, b: TRef) -> Reply<Out> {
-    tensor_reply(env, || ops::where_(&cond.get()?, &a.get()?, &b.get()?))
-}
-
 /// The Array API's `clip`: either bound may be nil (Elixir numbers are made tensors first).
 #[rustler::nif(schedule = "DirtyIo")]
 fn clip(env: Env<'_>, x: TRef, min: Opt<TRef>, max: Opt<TRef>) -> Reply<Out> {
@@ -34,9 +30,4 @@ fn clip(env: Env<'_>, x: TRef, min: Opt<TRef>, max: Opt<TRef>) -> Reply<Out> {
         let (lo, hi) = (opt_get(&min)?, opt_get(&max)?);
         ops::clip(&x.get()?, lo.as_ref(), hi.as_ref())
     })
-}
-
-#[rustler::nif(schedule = "DirtyIo")]
-fn cast(env: Env<'_>, x: TRef, dtype: Dt) -> Reply<Out> {
-    tensor_reply(env, || ops::cast(&x.get()?, dtype.0))
 }

@@ -9,8 +9,8 @@
 //! `Kiln.Session.close/1`, or by the resource's destructor when its last reference goes (the
 //! garbage collector, or a process exit with it current and no other holder).
 
-use crate::{bad_arg, guard, Flag, Int, Reply};
-use kiln_core::{Error, Session, SessionLimits, ShaderPolicy};
+use crate::{bad_arg, guard, Reply};
+use kiln_core::{Error, Session, SessionLimits};
 use rustler::{Decoder, Env, LocalPid, Monitor, NifMap, NifResult, ResourceArc, Term};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,41 +66,8 @@ pub fn current_of(env: Env<'_>) -> Option<Session> {
     lock().get(&pid).and_then(|stack| stack.last()).map(|(res, _)| res.0.clone())
 }
 
-/// The limits, in `Kiln.Session.open/1`'s order (lib/kiln/session.ex names them).
-#[allow(clippy::too_many_arguments)]
-#[rustler::nif]
-fn session_open(
-    max_bytes: Int<u64>,
-    max_ops_per_dispatch: Int<u64>,
-    max_ops_total: Int<u64>,
-    max_loop_iterations: Int<u32>,
-    max_gpu_time_ms: Int<u64>,
-    max_source_bytes: Int<usize>,
-    max_workgroup_invocations: Int<u32>,
-    max_bindings: Int<u32>,
-    allow_f16: Flag,
-    allow_atomics: Flag,
-    allow_workgroup_memory: Flag,
-    allow_subgroups: Flag,
-    max_kernels: Int<u32>,
-) -> ResourceArc<SessionRes> {
-    let limits = SessionLimits {
-        max_bytes: max_bytes.0,
-        max_ops_per_dispatch: max_ops_per_dispatch.0,
-        max_ops_total: max_ops_total.0,
-        max_loop_iterations: max_loop_iterations.0,
-        max_gpu_time_ms: max_gpu_time_ms.0,
-        max_kernels: max_kernels.0,
-        policy: ShaderPolicy {
-            max_source_bytes: max_source_bytes.0,
-            max_workgroup_invocations: max_workgroup_invocations.0,
-            max_bindings: max_bindings.0,
-            allow_f16: allow_f16.0,
-            allow_atomics: allow_atomics.0,
-            allow_workgroup_memory: allow_workgroup_memory.0,
-            allow_subgroups: allow_subgroups.0,
-        },
-    };
+/// A new session resource (`session_open`, generated in session_gen.rs, decodes the limits).
+pub(crate) fn open(limits: SessionLimits) -> ResourceArc<SessionRes> {
     ResourceArc::new(SessionRes(Session::new(limits)))
 }
 
