@@ -144,7 +144,7 @@ fn pick_for(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel
         let mut band =
             BANDS.iter().map(|&t| Tiling::new(t, sg)).filter(|t| t.fits(limits) && m <= t.coop.bm() as usize);
         if let Some(first) = band.next() {
-            return Some(if groups(&first) >= TARGET_GROUPS { first } else { band.last().unwrap_or(first) });
+            return Some(if groups(&first) >= TARGET_GROUPS { first } else { band.next_back().unwrap_or(first) });
         }
     }
     let fitting = TILINGS.iter().map(|&t| Tiling::new(t, sg)).filter(|t| t.fits(limits));
