@@ -327,23 +327,30 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
     let has_f16 = kiln_core::device().is_ok_and(|d| d.has_f16());
     let tiled: (&str, K) = ("tiled", K::Tiled);
     let coop: (&str, K) = ("coop", K::Coop);
-    let tilings: Vec<(&'static str, K)> = [
-        [2u32, 2, 4, 4, 1],
-        [2, 2, 2, 4, 1],
-        [2, 2, 2, 2, 1],
-        [2, 2, 2, 2, 2],
-        [2, 2, 4, 4, 2],
-        [2, 4, 4, 2, 1],
-        [4, 2, 2, 4, 1],
-        [2, 2, 4, 2, 1],
-        [4, 4, 2, 2, 1],
-    ]
-    .into_iter()
-    .map(|t| {
-        let name: &'static str = Box::leak(format!("t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]).into_boxed_str());
-        (name, K::CoopTiles(t))
-    })
-    .collect();
+    // Forced tilings, named `{prefix}tWMxWNxTMxTNxBPS`.
+    let named = |prefix: &str, tilings: &[[u32; 5]]| -> Vec<(&'static str, K)> {
+        tilings
+            .iter()
+            .map(|t| {
+                let name = format!("{prefix}t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]);
+                (&*Box::leak(name.into_boxed_str()), K::CoopTiles(*t))
+            })
+            .collect()
+    };
+    let tilings = named(
+        "",
+        &[
+            [2u32, 2, 4, 4, 1],
+            [2, 2, 2, 4, 1],
+            [2, 2, 2, 2, 1],
+            [2, 2, 2, 2, 2],
+            [2, 2, 4, 4, 2],
+            [2, 4, 4, 2, 1],
+            [4, 2, 2, 4, 1],
+            [2, 2, 4, 2, 1],
+            [4, 4, 2, 2, 1],
+        ],
+    );
     // (tag, format, N, K, rows of x, kernels)
     type Row<'a> = (&'a str, ops::QuantFormat, usize, usize, usize, Vec<(&'static str, K)>);
     let mut rows: Vec<Row> = Vec::new();
@@ -372,22 +379,18 @@ fn quant_prefill_benches(quick: bool, v: &mut Vec<Bench>) {
     }
     // Batched decode's B = 16 rows of x: tilings of one 16-row accumulator band (bm = 16), so
     // that W is not read through 64-row tiles three quarters empty, and more workgroups.
-    let band: Vec<(&'static str, K)> = [
-        [1u32, 2, 1, 1, 1],
-        [1, 4, 1, 1, 2],
-        [1, 2, 1, 1, 4],
-        [1, 2, 1, 1, 2],
-        [1, 2, 1, 2, 2],
-        [1, 4, 1, 2, 2],
-        [1, 2, 1, 2, 4],
-    ]
-    .into_iter()
-    .map(|t| {
-        let name: &'static str =
-            Box::leak(format!("b16_t{}x{}x{}x{}x{}", t[0], t[1], t[2], t[3], t[4]).into_boxed_str());
-        (name, K::CoopTiles(t))
-    })
-    .collect();
+    let band = named(
+        "b16_",
+        &[
+            [1, 2, 1, 1, 1],
+            [1, 4, 1, 1, 2],
+            [1, 2, 1, 1, 4],
+            [1, 2, 1, 1, 2],
+            [1, 2, 1, 2, 2],
+            [1, 4, 1, 2, 2],
+            [1, 2, 1, 2, 4],
+        ],
+    );
     let b16: Vec<(&'static str, K)> = [("b16_coop", K::Coop)].into_iter().chain(band).collect();
     rows.push(("l1b_gateup_q4_0", Q4_0, 16384, 2048, 16, b16.clone()));
     rows.push(("l1b_down_q4_0", Q4_0, 2048, 8192, 16, b16.clone()));
