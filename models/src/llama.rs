@@ -832,9 +832,60 @@ impl CausalLM {
         Ok(logits)
     }
 
+    /// Token ids a caller passes in: each must be below the vocabulary (the embedding op reads
+    /// a row of zeros for one past it, and a score would index past the logits).
+    fn check_ids(&self, ids: &[u32]) -> Result<()> {
+        match ids.iter().position(|&t| t as usize >= self.config.vocab) {
+            Some(i) => Err(kiln_core::Error::InvalidArgument(format!(
+                "token id {} at position {i} is past the vocabulary of {}",
+                ids[i], self.config.vocab
+            ))
+            .into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Log-probability (natural log) of each token of `ids` after the first, given the tokens
+    /// before it: `ids.len() - 1` values from one pass ([`logits_all`](Self::logits_all)),
+    /// log-softmax in f64. Their sum is the text's log-likelihood given its first token
+    /// (ranking continuations; [`perplexity`](Self::perplexity)).
+    pub fn score(&self, ids: &[u32]) -> Result<Vec<f64>> {
+        self.check_ids(ids)?;
+        if ids.len() < 2 {
+            return Ok(Vec::new());
+        }
+        let v = self.config.vocab;
+        let logits = self.logits_all(&ids[..ids.len() - 1])?;
+        Ok(logits
+            .chunks_exact(v)
+            .zip(&ids[1..])
+            .map(|(row, &next)| {
+                // A NaN logit makes every score NaN (no silent pick); -inf rows stay -inf.
+                let top = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
+                let sum: f64 = row.iter().map(|&x| (x as f64 - top).exp()).sum();
+                row[next as usize] as f64 - top - sum.ln()
+            })
+            .collect())
+    }
+
+    /// exp(-mean log-probability) of the tokens of `ids` after the first ([`score`](Self::score)):
+    /// the model's perplexity on the text. Needs at least two tokens.
+    pub fn perplexity(&self, ids: &[u32]) -> Result<f64> {
+        if ids.len() < 2 {
+            return Err(kiln_core::Error::InvalidArgument(format!(
+                "perplexity of {} token(s): needs at least two",
+                ids.len()
+            ))
+            .into());
+        }
+        let s = self.score(ids)?;
+        Ok((-s.iter().sum::<f64>() / s.len() as f64).exp())
+    }
+
     /// Logits of every position of `ids` from an empty cache ([len, vocab] row-major): what
     /// greedy decoding would see at each step if it had produced `ids`, in one pass.
     pub fn logits_all(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        self.check_ids(ids)?;
         let c = &self.config;
         let mut cache = self.cache_with_capacity(ids.len())?;
         if let Engine::Cpu(cpu) = &self.engine {
@@ -1115,6 +1166,7 @@ impl CausalLM {
 
     /// Logits after `ids` from an empty cache.
     pub fn logits(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        self.check_ids(ids)?;
         self.forward(ids, &mut self.cache_with_capacity(ids.len())?)
     }
 

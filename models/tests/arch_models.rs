@@ -189,3 +189,44 @@ fn unsupported_architecture_missing_and_unknown_tensors_are_named() {
     let e = load_patched("pre.gguf", patch(&bytes, b"tokenizer.ggml.pre", b"llama-bpe", b"llama-xyz")).err().unwrap();
     assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("llama-xyz")), "{e}");
 }
+
+/// `score`: each token's log-probability given the ones before it, against the float64 pass of
+/// the same file (make_score_reference.py), on both backends; `perplexity` from it; bad ids are
+/// named errors, not rows of zeros.
+#[test]
+fn scores_match_the_float64_pass_on_both_backends() {
+    let r = reference();
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(dir().join("scores.json")).unwrap()).unwrap();
+    for backend in [Backend::Cpu, Backend::Gpu] {
+        for (name, m) in models(&r) {
+            let lm = load(m, backend);
+            for p in want[&name].as_array().unwrap() {
+                let ids = ids(&p["ids"]);
+                let exact = floats(&p["logprobs_f64"]);
+                let got = lm.score(&ids).unwrap();
+                assert_eq!(got.len(), ids.len() - 1);
+                let dev = got.iter().zip(&exact).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+                // As the logits' bound above: f32 sums against f64 (2x: a log-softmax row
+                // subtracts two of them), or f16 products where the prompt ran on cooperative
+                // matrices; the log-probabilities here are -5 .. -40, so 1e-3 is ~1e-5 relative.
+                let coop = backend == Backend::Gpu
+                    && kiln_core::ops::QuantFormat::ALL.iter().any(|&f| {
+                        kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, ids.len() - 1, 256)
+                    });
+                let tol = if coop { 0.1 } else { 1e-3 };
+                eprintln!("{name} {backend:?} {}: |score - f64| {dev:.2e}", p["name"]);
+                assert!(dev < tol, "{name} {backend:?} {}: score {dev} from float64", p["name"]);
+                let ppl = lm.perplexity(&ids).unwrap();
+                let want_ppl = (-exact.iter().sum::<f64>() / exact.len() as f64).exp();
+                assert!((ppl / want_ppl - 1.0).abs() < tol, "{name}: perplexity {ppl} against {want_ppl}");
+            }
+            assert!(lm.score(&[]).unwrap().is_empty() && lm.score(&[1]).unwrap().is_empty());
+            let past = lm.config.vocab as u32;
+            for e in
+                [lm.score(&[1, past]).unwrap_err(), lm.logits(&[past]).unwrap_err(), lm.perplexity(&[1]).unwrap_err()]
+            {
+                assert!(matches!(e, ModelError::Kiln(kiln_core::Error::InvalidArgument(_))), "{e}");
+            }
+        }
+    }
+}

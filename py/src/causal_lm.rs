@@ -3,6 +3,7 @@
 
 use crate::models::{detached as detach, model_err};
 use kiln_models::{CausalLM, GenerateOptions, Generation, Message, ModelError, SamplingOptions};
+use numpy::PyArrayMethods;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -51,6 +52,15 @@ fn options(
 }
 
 impl PyCausalLM {
+    /// Token ids from a str (tokenized) or a sequence of non-negative ints.
+    fn ids(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        if let Ok(text) = ids.extract::<String>() {
+            return self.model.tokenizer().encode(&text).map_err(|e| model_err(py, e));
+        }
+        ids.extract::<Vec<u32>>()
+            .map_err(|_| PyValueError::new_err("token ids: a str, or a sequence of ints in 0 .. 2**32"))
+    }
+
     fn prompt(&self, prompt: &str, chat: bool) -> kiln_models::Result<String> {
         if chat {
             self.model.chat_prompt(prompt)
@@ -151,6 +161,52 @@ impl PyCausalLM {
     /// Token ids of ``text`` (special tokens such as ``<|im_start|>`` matched as themselves).
     fn tokenize(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
         self.model.tokenizer().encode(text).map_err(|e| model_err(py, e))
+    }
+
+    /// The text of token ids (``tokenize``'s inverse for text without special tokens; special
+    /// tokens come back as their text).
+    fn detokenize(&self, ids: Vec<u32>) -> String {
+        self.model.tokenizer().decode(&ids)
+    }
+
+    /// Next-token logits (float32, the vocabulary long) after ``ids`` (a str is tokenized
+    /// first); with ``all_positions`` the logits after each prefix, shape ``(len(ids), vocab)``.
+    /// Ids past the vocabulary raise ValueError.
+    #[pyo3(signature = (ids, all_positions = false))]
+    fn logits<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyAny>,
+        all_positions: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let ids = self.ids(py, ids)?;
+        let model = self.model.clone();
+        let v = model.config.vocab;
+        let out = detach(py, move || if all_positions { model.logits_all(&ids) } else { model.logits(&ids) })?;
+        let rows = out.len() / v.max(1);
+        let a = numpy::PyArray1::from_vec(py, out);
+        if all_positions {
+            Ok(a.reshape([rows, v])?.into_any())
+        } else {
+            Ok(a.into_any())
+        }
+    }
+
+    /// Natural-log probability of each token of ``ids`` (or of ``text``'s tokens) after the
+    /// first, given the ones before it: float64, ``len(ids) - 1`` values; their sum is the
+    /// log-likelihood (ranking candidate continuations).
+    fn score<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, numpy::PyArray1<f64>>> {
+        let ids = self.ids(py, ids)?;
+        let model = self.model.clone();
+        let s = detach(py, move || model.score(&ids))?;
+        Ok(numpy::PyArray1::from_vec(py, s))
+    }
+
+    /// ``exp(-mean(score(ids)))``: the model's perplexity on the text (at least two tokens).
+    fn perplexity(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let ids = self.ids(py, ids)?;
+        let model = self.model.clone();
+        detach(py, move || model.perplexity(&ids))
     }
 
     /// A conversation through the model's chat template (the GGUF's ``tokenizer.chat_template``;

@@ -194,3 +194,40 @@ def test_causal_lm_chat_template_from_the_gguf(name):
     assert lm.chat_prompt("hi") == lm.chat_prompt([{"role": "user", "content": "hi"}])
     with pytest.raises(ValueError):
         lm.chat_prompt([{"role": "user"}])
+
+
+@pytest.mark.parametrize("name", ["qwen2", "llama3_untied"])
+def test_causal_lm_logits_score_and_perplexity_follow_the_float64_pass(name):
+    """logits / score / perplexity against the exact float64 pass of the same file
+    (models/tests/reference/make_score_reference.py), from ids and from text."""
+    ref = json.loads((ARCH / "reference.json").read_text())["models"][name]
+    scores = {s["name"]: s for s in json.loads((ARCH / "scores.json").read_text())[name]}
+    lm = kiln.models.CausalLM(str(ARCH / ref["file"]))
+    p = ref["prompts"][1]  # "numbers": a plain-text prompt of ~30 tokens
+    ids = p["ids"]
+    want = np.array(scores[p["name"]]["logprobs_f64"])
+    got = lm.score(ids)
+    assert got.dtype == np.float64 and got.shape == (len(ids) - 1,)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-3)
+    np.testing.assert_allclose(lm.score(np.array(ids, dtype=np.int64)), got, rtol=0, atol=0)
+    assert lm.perplexity(ids) == pytest.approx(np.exp(-want.mean()), rel=1e-3)
+    last = lm.logits(ids)
+    assert last.dtype == np.float32 and last.shape == (len(lm.logits(ids[:1])),)
+    np.testing.assert_allclose(last, np.array(p["logits_f64"]), rtol=0, atol=1e-3)
+    every = lm.logits(ids, all_positions=True)
+    assert every.shape == (len(ids), last.shape[0])
+    np.testing.assert_allclose(every[-1], last, rtol=0, atol=1e-4)
+    # From text: the tokenizer's ids (BOS as the file says) give the same scores.
+    if lm.tokenize(p["text"]) == ids:
+        np.testing.assert_allclose(lm.score(p["text"]), got, rtol=0, atol=0)
+    assert lm.detokenize(lm.tokenize("hello world")).endswith("hello world")
+    assert lm.score(ids[:1]).shape == (0,)
+    vocab = last.shape[0]
+    for bad in ([1, vocab], [vocab]):
+        with pytest.raises(ValueError, match="vocabulary"):
+            lm.score(bad)
+    with pytest.raises(ValueError):
+        lm.perplexity(ids[:1])
+    with pytest.raises((ValueError, OverflowError, TypeError)):
+        lm.score([1, -2])
+    assert lm.score(ids).shape == got.shape  # the model still works

@@ -262,9 +262,10 @@ def quantize(src: Path, dst: Path, ftype: str) -> None:
     assert rc == 0, f"llama_model_quantize: {rc}"
 
 
-def f64_forward(path: Path, ids: list[int], rope_factors: bool = True) -> np.ndarray:
-    """The logits after `ids`, in float64, from the (quantized) file's weights dequantized,
-    as llama.cpp's llm_build_llama / llm_build_qwen2 compute them."""
+def f64_forward(path: Path, ids: list[int], rope_factors: bool = True, every_position: bool = False) -> np.ndarray:
+    """The logits after `ids` (with `every_position`, after each prefix: [L, vocab]), in float64,
+    from the (quantized) file's weights dequantized, as llama.cpp's llm_build_llama /
+    llm_build_qwen2 compute them."""
     r = gguf.GGUFReader(str(path))
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
 
@@ -317,7 +318,7 @@ def f64_forward(path: Path, ids: list[int], rope_factors: bool = True) -> np.nda
         gt, up = x @ W[p + "ffn_gate.weight"].T, x @ W[p + "ffn_up.weight"].T
         h = h + (gt / (1 + np.exp(-gt)) * up) @ W[p + "ffn_down.weight"].T
     out = W.get("output.weight", W["token_embd.weight"])
-    return norm(h[-1], W["output_norm.weight"]) @ out.T
+    return norm(h if every_position else h[-1], W["output_norm.weight"]) @ out.T
 
 
 def render(template: str, messages: list[dict], bos: str, eos: str) -> str:
