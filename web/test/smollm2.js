@@ -1,11 +1,11 @@
 // SmolLM2-135M-Instruct (Q4_1 GGUF) in the page: greedy tokens against llama.cpp's reference
 // (models/tests/reference/smollm2/reference.json, the same one models/tests/smollm2.rs holds
 // native Kiln to), a few tokens only: SwiftShader runs each of ~150 dispatches a token on the CPU.
-// Not part of `make web-test`. Measured here (SwiftShader, 2 shared cores): the load with its
-// two-token warm-up took 102 s and left 151,769,088 bytes on the GPU, the tokenizer matched
-// llama.cpp, then the first generation lost the device ("A valid external Instance reference
-// no longer exists"), again with Chromium's --disable-gpu-watchdog (90 s load): not the GPU
-// watchdog; not understood yet.
+// Part of `make web-test` (~110 s here: load 30 s, a 5-token prefill 63 s of which most is the
+// first compile of its pipelines, 2 decode steps 16 s). It used to lose the device on its first
+// generation: the 5-token prompt took the flash attention kernels, whose run makes SwiftShader's
+// memory grow without bound until Chromium's GPU process dies (exit code 5 in Chromium's log); a
+// KV-cache prefix on a CPU adapter now takes split-KV attention (kiln-core's attention.rs).
 import * as kiln from "../js/kiln.js";
 
 const GGUF = "../../build/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
