@@ -5,7 +5,7 @@
 #   make web-check    kiln-core type-checks for wasm32-unknown-unknown
 #   make web-pkg      builds the package: web/pkg/ (wasm-bindgen output, git-ignored) + web/js/
 #   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader),
-#                     SmolLM2's greedy tokens in a page against llama.cpp's (~110 s here);
+#                     SmolLM2's greedy tokens in a page against llama.cpp's (110-145 s here);
 #                     the demo's screenshot goes to build/web/demo.png, the models demo's
 #                     (web/demo/models.html, the tiny decoder in its chat box) to build/web/models-demo.png
 #   make web-models-reference  the native run of the models the page test loads (MiniLM, a tiny

@@ -6,7 +6,7 @@ HTTP, no client library), and reports what the page left in `window.kilnResult`.
     web-test.py nogpu                  init in a page without WebGPU (web/test/nogpu.js)
     web-test.py models                 kiln.models against native (web/test/models.js; needs
                                        build/web/models-reference: make web-models-reference)
-    web-test.py smollm2                SmolLM2 greedy against llama.cpp (web/test/smollm2.js; ~110 s)
+    web-test.py smollm2                SmolLM2 greedy against llama.cpp (web/test/smollm2.js; 110-145 s)
     web-test.py conformance OUT.json   the conformance suite in the page; writes its results
     web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
     web-test.py models-demo PNG        the models demo (web/demo/models.html); saves a screenshot
