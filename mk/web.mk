@@ -4,7 +4,8 @@
 # under $(KILN_TOOLS_CACHE)/tools/, outside the clone), chromium and chromium-driver from apt.
 #   make web-check    kiln-core type-checks for wasm32-unknown-unknown
 #   make web-pkg      builds the package: web/pkg/ (wasm-bindgen output, git-ignored) + web/js/
-#   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader);
+#   make web-test     the package's tests and the demo page in headless Chromium (SwiftShader),
+#                     SmolLM2's greedy tokens in a page against llama.cpp's (110-145 s here);
 #                     the demo's screenshot goes to build/web/demo.png, the models demo's
 #                     (web/demo/models.html, the tiny decoder in its chat box) to build/web/models-demo.png
 #   make web-models-reference  the native run of the models the page test loads (MiniLM, a tiny
@@ -80,10 +81,11 @@ web-models-reference: web-browser minilm
 	VK_DRIVER_FILES=$$icd KILN_WEB_REFERENCE_DIR=$(abspath build/web/models-reference) KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) \
 		$(CARGO) test --release -p kiln-models --test web_reference
 
-web-test: web-opt web-browser web-types web-models-reference
+web-test: web-opt web-browser web-types web-models-reference smollm2
 	scripts/web-test.py unit
 	scripts/web-test.py nogpu
 	scripts/web-test.py models
+	scripts/web-test.py smollm2
 	scripts/web-test.py models-demo build/web/models-demo.png
 	scripts/web-test.py demo build/web/demo.png
 

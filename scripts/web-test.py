@@ -6,7 +6,7 @@ HTTP, no client library), and reports what the page left in `window.kilnResult`.
     web-test.py nogpu                  init in a page without WebGPU (web/test/nogpu.js)
     web-test.py models                 kiln.models against native (web/test/models.js; needs
                                        build/web/models-reference: make web-models-reference)
-    web-test.py smollm2                SmolLM2 greedy against llama.cpp (web/test/smollm2.js; slow)
+    web-test.py smollm2                SmolLM2 greedy against llama.cpp (web/test/smollm2.js; 110-145 s)
     web-test.py conformance OUT.json   the conformance suite in the page; writes its results
     web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
     web-test.py models-demo PNG        the models demo (web/demo/models.html); saves a screenshot
@@ -14,7 +14,9 @@ HTTP, no client library), and reports what the page left in `window.kilnResult`.
 Serves the repository root on 127.0.0.1 (a secure context, as WebGPU needs). Chromium runs with
 --enable-unsafe-webgpu (Linux has WebGPU behind it; without it requestAdapter() gives null) and
 --no-sandbox (the sandbox refuses to start as root); its adapter is SwiftShader, the CPU one.
-Exits non-zero unless the page reports ok.
+Exits non-zero unless the page reports ok. WEBTEST_DEBUG_LOG=FILE keeps chromedriver's output in
+FILE and Chromium's log (its GPU process's included: a crash shows there as "GPU process exited
+unexpectedly") in FILE.chrome.
 """
 
 import base64
@@ -92,7 +94,9 @@ def main():
     driver_bin = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver") or sys.exit("web-test: no chromedriver")
     httpd, http_port = serve()
     wd_port = free_port()
-    driver = subprocess.Popen([driver_bin, f"--port={wd_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dbg = os.environ.get("WEBTEST_DEBUG_LOG")
+    sink = open(dbg, "w") if dbg else subprocess.DEVNULL
+    driver = subprocess.Popen([driver_bin, f"--port={wd_port}"], stdout=sink, stderr=sink)
     session = None
     try:
         for _ in range(100):
@@ -107,7 +111,7 @@ def main():
             "--enable-unsafe-webgpu",
             "--disable-gpu-sandbox",
             "--window-size=1200,900",
-        ]
+        ] + (["--enable-logging", f"--log-file={dbg}.chrome", "--v=0"] if dbg else [])
         caps = {
             "capabilities": {
                 "alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": chromium(), "args": args}}

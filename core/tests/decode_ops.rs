@@ -374,7 +374,8 @@ fn rope_qkv_to_cache_refuses_bad_operands() {
 fn attention_prefix_reads_the_filled_rows_in_place() {
     poison();
     let mut rng = Rng::new(45);
-    // (batch heads, group, Lq, Lmax, len, D, causal): decode (split-KV) and prefill (flash).
+    // (batch heads, group, Lq, Lmax, len, D, causal): decode (split-KV) and prefill (flash on
+    // a GPU, split-KV on a CPU adapter; both paths are also run by name below).
     let cases: &[(usize, usize, usize, usize, usize, usize, bool)] = &[
         (3, 3, 1, 50, 37, 64, false),
         (2, 1, 1, 8, 1, 64, false),
@@ -400,6 +401,10 @@ fn attention_prefix_reads_the_filled_rows_in_place() {
             let (atol, rtol) = if dt == DType::F32 { (1e-5, 1e-4) } else { (4e-3, 4e-3) };
             let what = format!("{dt} b {b} group {grp} Lq {lq} Lmax {lmax} len {len} D {d} causal {causal}");
             assert_close(&what, &got.to_f64_vec().unwrap(), &want, atol, rtol);
+            for path in [ops::AttentionPath::Flash, ops::AttentionPath::SplitKv] {
+                let named = ops::attention_prefix_on_path(&q, &k, &v, None, len, causal, None, path).unwrap();
+                assert_close(&format!("{what} {path:?}"), &named.to_f64_vec().unwrap(), &want, atol, rtol);
+            }
             // The same as attention over a copied prefix.
             if len > 0 {
                 let kc = ops::slice(&k, 2, 0, len as isize, 1).unwrap();

@@ -125,6 +125,8 @@ export function memoryStats(): {
   peakBytes: number;
   liveBuffers: number;
   pooledBytes: number;
+  /** The wasm heap's size in bytes: it only grows, so this is its peak so far. */
+  wasmHeapBytes: number;
 };
 export function tensor(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
 export function fromBytes(bytes: Uint8Array, shape: number[], dtype: DType): Tensor;

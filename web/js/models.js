@@ -69,9 +69,11 @@ export function makeModels(errors) {
 
   /**
    * The body of an `open`ed response, `onBytes(n)` called as each chunk arrives; stored in the
-   * cache once whole (a truncated download is an error and is not stored).
+   * cache once whole (a truncated download is an error and is not stored). With `sink` (a
+   * wasm ByteSink) each chunk goes straight into wasm memory and the sink is returned: no
+   * whole-file array is joined in JavaScript.
    */
-  async function read(opened, onBytes) {
+  async function read(opened, onBytes, sink = null) {
     const { url, response, store } = opened;
     const total = sizeOf(opened);
     const chunks = [];
@@ -80,12 +82,14 @@ export function makeModels(errors) {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      chunks.push(value);
+      if (sink) sink.push(value);
+      else chunks.push(value);
       loaded += value.length;
       onBytes(value.length);
     }
     if (total && loaded !== total) throw invalid(`${url}: ${loaded} of ${total} bytes arrived (a truncated download)`);
     if (store) await store.put(url, response).catch(() => {});
+    if (sink) return sink;
     if (chunks.length === 1) return chunks[0];
     const bytes = new Uint8Array(loaded);
     let at = 0;
@@ -251,14 +255,25 @@ export function makeModels(errors) {
      * ("download", "upload" by layers, "compile": a two-token warm-up), `cache`, `warmup`.
      */
     static async load(source, { onProgress, cache = true, warmup = true } = {}) {
-      let bytes;
+      const upload = (done, total) => report(onProgress, "upload", done, total);
+      let core;
       if (typeof source === "string" || source instanceof URL) {
+        // The file's chunks go into wasm memory as they arrive (one copy of the file, there).
         const url = new URL(String(source), globalThis.location?.href).href;
-        [bytes] = await download([url], { cache, onProgress });
+        const opened = await open(url, { cache });
+        const total = sizeOf(opened);
+        report(onProgress, "download", 0, total);
+        let loaded = 0;
+        const sink = new wasm.ByteSink(total);
+        try {
+          await read(opened, (n) => report(onProgress, "download", (loaded += n), total), sink);
+          core = wasm.CausalLMCore.fromSink(sink, upload);
+        } finally {
+          sink.free();
+        }
       } else {
-        bytes = asBytes(source, "CausalLM.load(source)");
+        core = wasm.CausalLMCore.fromBytes(asBytes(source, "CausalLM.load(source)"), upload);
       }
-      const core = wasm.CausalLMCore.fromBytes(bytes, (done, total) => report(onProgress, "upload", done, total));
       const model = new CausalLM(core);
       if (warmup) {
         report(onProgress, "compile", 0, 1);

@@ -84,5 +84,10 @@ pub fn memory_stats() -> JsResult<JsValue> {
     ] {
         let _ = js_sys::Reflect::set(&o, &k.into(), &(v as f64).into());
     }
+    // The wasm heap's size: linear memory only grows, so this is its peak so far (what a
+    // model load cost the page's memory besides the GPU).
+    let heap = wasm_bindgen::memory().unchecked_into::<js_sys::WebAssembly::Memory>().buffer();
+    let heap_bytes = heap.unchecked_into::<js_sys::ArrayBuffer>().byte_length();
+    let _ = js_sys::Reflect::set(&o, &"wasmHeapBytes".into(), &(heap_bytes as f64).into());
     Ok(o.into())
 }

@@ -30,6 +30,45 @@ fn progress_fn(f: Option<js_sys::Function>) -> impl FnMut(usize, usize) {
     }
 }
 
+/// A download written into wasm memory chunk by chunk as it arrives (js/models.js's `read`),
+/// so the page never joins the chunks into a second whole-file array before the loader takes it;
+/// the loader then takes the bytes without another copy.
+#[wasm_bindgen]
+pub struct ByteSink {
+    bytes: Vec<u8>,
+}
+
+#[wasm_bindgen]
+impl ByteSink {
+    /// An empty sink with room for `capacity` bytes (the Content-Length; 0 when unknown). A
+    /// capacity the wasm heap cannot hold is an error here, not an abort later.
+    #[wasm_bindgen(constructor)]
+    pub fn new(capacity: f64) -> JsResult<ByteSink> {
+        let mut bytes = Vec::new();
+        if capacity > 0.0 {
+            let n = capacity as usize;
+            bytes.try_reserve_exact(n).map_err(|_| {
+                js_err(kiln_core::Error::OutOfMemory(format!("{capacity} bytes do not fit in the page's wasm memory")))
+            })?;
+        }
+        Ok(ByteSink { bytes })
+    }
+
+    /// Appends a chunk (copied from the JavaScript array into wasm memory).
+    pub fn push(&mut self, chunk: &[u8]) -> JsResult<()> {
+        self.bytes.try_reserve(chunk.len()).map_err(|_| {
+            js_err(kiln_core::Error::OutOfMemory("the download does not fit in the page's wasm memory".into()))
+        })?;
+        self.bytes.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn length(&self) -> f64 {
+        self.bytes.len() as f64
+    }
+}
+
 /// The raw half of `kiln.models.SentenceEmbedder`.
 #[wasm_bindgen]
 pub struct SentenceEmbedderCore {
@@ -182,8 +221,20 @@ impl CausalLMCore {
     /// total)` is called as the layers upload.
     #[wasm_bindgen(js_name = fromBytes)]
     pub fn from_bytes(bytes: js_sys::Uint8Array, progress: Option<js_sys::Function>) -> JsResult<CausalLMCore> {
-        let owned = kiln_models::FileBytes::Owned(bytes.to_vec());
+        let owned = bytes.to_vec();
         drop(bytes);
+        Self::load(owned, progress)
+    }
+
+    /// [`from_bytes`](Self::from_bytes) from a [`ByteSink`] the download was written into (its
+    /// bytes taken, not copied; the sink is left empty).
+    #[wasm_bindgen(js_name = fromSink)]
+    pub fn from_sink(sink: &mut ByteSink, progress: Option<js_sys::Function>) -> JsResult<CausalLMCore> {
+        Self::load(std::mem::take(&mut sink.bytes), progress)
+    }
+
+    fn load(bytes: Vec<u8>, progress: Option<js_sys::Function>) -> JsResult<CausalLMCore> {
+        let owned = kiln_models::FileBytes::Owned(bytes);
         let f = kiln_models::gguf::GgufFile::from_bytes(Path::new("model.gguf"), owned).map_err(model_err)?;
         let inner =
             kiln_models::CausalLM::from_gguf(f, kiln_models::Backend::Gpu, progress_fn(progress)).map_err(model_err)?;

@@ -2,7 +2,8 @@
 //! - flash: 64 query rows per workgroup, K/V tiles in workgroup memory, online softmax, causal
 //!   tiles skipped, optional additive mask; no score matrix, so any sequence length. Auto's
 //!   choice for more than `DECODE_MAX_LQ` queries with D, Dv <= 64, with a mask, and for scores
-//!   too big for the matmul path. Two kernels: for D, Dv <= 64 the register-blocked one
+//!   too big for the matmul path — except over a KV cache's prefix on a CPU adapter (split-KV
+//!   there: SwiftShader's memory grows without bound on the flash kernels). Two kernels: for D, Dv <= 64 the register-blocked one
 //!   (`shaders/flash_attention_blocked.wgsl`: S = q kᵀ and p v as small matmuls, 4 x 4 scores
 //!   and 4 rows x 8 output columns per thread), else one query row per thread
 //!   (`shaders/flash_attention.wgsl`; `with_flash_blocking(false, ..)` forces it). Measured on
@@ -177,6 +178,22 @@ pub fn attention_on_path(
     attention_impl(q, k, v, mask, causal, scale, path, None)
 }
 
+/// [`attention_prefix_masked`] on a chosen path (tests: Auto takes split-KV for a prefix on a
+/// CPU adapter, where the flash kernels over a prefix are still checked by naming them).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_prefix_on_path(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    len: usize,
+    causal: bool,
+    scale: Option<f32>,
+    path: AttentionPath,
+) -> Result<Tensor> {
+    attention_impl(q, k, v, mask, causal, scale, path, Some(len))
+}
+
 /// Every entry point: `kv_len` Some(len) reads only the first `len` of K's and V's rows.
 #[allow(clippy::too_many_arguments)]
 fn attention_impl(
@@ -276,6 +293,13 @@ fn attention_impl(
     // registers), where it still beats the per-row kernel for scores too big for the matmuls.
     let path = match path {
         AttentionPath::Auto if lq <= DECODE_MAX_LQ => AttentionPath::SplitKv,
+        // A KV cache's prefix (a decoder's prefill) on a CPU adapter: split-KV, not flash.
+        // SwiftShader (Chromium's adapter) runs the flash kernels with its memory growing
+        // without bound (natively through its Vulkan ICD too: > 3 GB within a minute on
+        // SmolLM2's prefill and on the flash tests), until Chromium's GPU process dies and
+        // the page's device is lost. Split-KV runs there; on a CPU the flash kernel's
+        // workgroup tiling buys nothing anyway.
+        AttentionPath::Auto if kv_len.is_some() && device.info().device_type == "Cpu" => AttentionPath::SplitKv,
         AttentionPath::Auto if flash_coop.is_some() => AttentionPath::FlashCoop,
         // A prefix of K and V is read in place only by the kernels that take batch strides.
         AttentionPath::Auto if kv_len.is_some() && flash_tile.is_some() => AttentionPath::Flash,
