@@ -165,12 +165,17 @@ def test_concat_axis_none(rng):
 
 
 @pytest.mark.parametrize("shape,repeats,axis", [((0,), 3, None), ((0,), 0, 0), ((2, 0), 2, 0), ((2, 0), 2, 1),
-                                                ((0, 3), [], 0), ((2, 0), [1, 2], 0), ((3,), 0, None)])
-def test_repeat_on_empty(shape, repeats, axis):
-    a = np.zeros(shape, np.float32)
+                                                ((0, 3), [], 0), ((2, 0), [1, 2], 0), ((3,), 0, None),
+                                                ((0,), [2], None), ((0, 2), [3], 0), ((3,), [2], None),
+                                                ((2, 3), np.array(2), 1), ((0,), "tensor", None)])
+def test_repeat_on_empty_and_one_count(rng, shape, repeats, axis):
+    a = rng.standard_normal(shape).astype(np.float32)
+    want = np.repeat(a, 2 if isinstance(repeats, str) else repeats, axis=axis)
+    if isinstance(repeats, str):  # a one-element count on the device
+        repeats = kiln.asarray(np.array([2], np.int32))
     got = kiln.repeat(kiln.asarray(a), repeats, axis=axis)
-    want = np.repeat(a, repeats, axis=axis)
     assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got.numpy(), want)
 
 
 # 6. Pickling and deepcopy: host bytes + dtype + shape.
