@@ -141,7 +141,25 @@ def test_float_correction_at_or_past_n_matches_the_whole_number_rule():
             kiln.var(t, correction=bad)
 
 
-# 4. real / imag / conj on real dtypes, concat(axis=None), repeat on empty input.
+# 4. tan (Python only, sin / cos), real / imag / conj on real dtypes, concat(axis=None), repeat on empty input.
+def test_tan_matches_numpy(rng):
+    poles = (np.arange(-20, 20) + 0.5) * np.pi  # the float32 values next to the poles
+    x = np.concatenate([rng.uniform(-10, 10, 4000), rng.uniform(-1e4, 1e4, 1000), poles,
+                        np.nextafter(poles.astype(np.float32), 0)]).astype(np.float32)
+    got = kiln.tan(kiln.asarray(x)).numpy().astype(np.float64)
+    want = np.tan(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=5e-7, atol=0)
+    s = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    got = kiln.tan(kiln.asarray(s)).numpy()
+    with np.errstate(invalid="ignore"):
+        want = np.tan(s)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got[:2]), [False, True])  # tan(±0) = ±0
+    check(np.tan(kiln.asarray(x[:10])), np.tan(x[:10].astype(np.float64)), "float32", rtol=5e-7, atol=0)
+    with pytest.raises(kiln.DTypeError):
+        kiln.tan(kiln.asarray(np.arange(3, dtype=np.int32)))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int32", "uint32"])  # numeric dtypes (numpy: bool -> int8)
 def test_real_imag_conj(rng, dtype):
     a = (rng.standard_normal((2, 3)) * 5).astype(dtype)
