@@ -82,6 +82,14 @@ def test_numpy_reductions_dispatch_to_kiln(rng):
     assert np.argmax(t).item() == np.argmax(a)
     check(np.concatenate([t, t], axis=1), np.concatenate([a, a], axis=1), "float32")
     check(np.reshape(t, (5, 4)), a.reshape(5, 4), "float32")
+    # numpy's parameters reach Kiln's by name, else by position (a_min -> min, x -> x1).
+    for f in (lambda x: np.where(x > 0, x, 0), lambda x: np.clip(x, -0.5, 0.5), lambda x: np.clip(x, min=0),
+              np.transpose, lambda x: np.transpose(x, (1, 0)), lambda x: np.stack([x, x], axis=1),
+              lambda x: np.take(x, np.array([0, 2]), axis=1), lambda x: np.astype(x, np.int32),
+              lambda x: np.concatenate([x, x], axis=None), lambda x: np.sum(x, 1, np.float32, None, True)):
+        got, want = f(t), f(a)
+        assert isinstance(got, kiln.Tensor) and got.dtype == want.dtype
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
 
 
 def test_numpy_ufuncs_dispatch_to_kiln(rng):

@@ -16,7 +16,7 @@ import inspect
 import numpy as _np
 
 # numpy's names that differ from Kiln's (everything else is looked up under numpy's own name).
-_NAMES = {"amax": "max", "amin": "min", "concatenate": "concat", "transpose": "permute_dims",
+_NAMES = {"amax": "max", "amin": "min", "concatenate": "concat",
           "absolute": "abs", "power": "pow", "true_divide": "divide", "invert": "bitwise_invert",
           "left_shift": "bitwise_left_shift", "right_shift": "bitwise_right_shift", "around": "round"}
 # numpy-only keywords that change nothing at these values (numpy's _NoValue is compared by name).
@@ -65,32 +65,42 @@ def _target(name):
     return getattr(kiln, _NAMES.get(name, name), None)
 
 
-def _call_mapped(np_name, fn, params, what):
+def _call_mapped(fn, params, what):
     """Calls Kiln's ``fn`` with numpy's bound ``params`` (an ordered list of (name, value,
-    default)): Kiln's positional-only parameters take numpy's leading ones, the rest go by name."""
+    default)). Each numpy parameter goes to Kiln's of the same name, else to Kiln's parameter at
+    its position (``np.where(c, x, y)`` -> ``kiln.where(condition, x1, x2)``); a numpy-only one
+    left at its default is dropped, any other raises TypeError naming it."""
     sig = _signature(fn)
     if sig is None:
         raise TypeError(f"{what}: Kiln's {fn.__name__} has no inspectable signature")
     kparams = list(sig.parameters.values())
-    n_pos = sum(p.kind == p.POSITIONAL_ONLY for p in kparams)
-    var_pos = any(p.kind == p.VAR_POSITIONAL for p in kparams)
-    names = {p.name for p in kparams if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    args, kwargs = [], {}
-    for i, (name, value, default) in enumerate(params):
-        if i < n_pos or (var_pos and name not in names):
-            if i > len(args):  # a gap: a skipped positional cannot be expressed
-                raise TypeError(f"{what}: argument {name!r} is not supported by kiln.{fn.__name__}")
-            if not _is_default(name, value, default) or i < n_pos:
-                args.append(value)
+    by_name = {p.name: p for p in kparams if p.kind != p.VAR_KEYWORD}
+    positional = [p for p in kparams if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    live = [(i, n, v) for i, (n, v, d) in enumerate(params) if i == 0 or not _is_default(n, v, d)]
+    # Names first, then positions for numpy's parameters whose names Kiln does not use.
+    chosen = {n: v for _, n, v in live if n in by_name}
+    for i, name, value in live:
+        if name in by_name:
             continue
-        if _is_default(name, value, default):
-            continue
-        if name in names:
-            kwargs[name] = value
-        else:
+        target = positional[i] if i < len(positional) else None
+        if target is None or target.name in chosen:
             raise TypeError(
                 f"{what}: argument {name}={value!r} is not supported by kiln.{fn.__name__}; "
                 f"call numpy on np.asarray(t) (a host copy) or kiln.{fn.__name__} with its own arguments")
+        chosen[target.name] = value
+    args, kwargs = [], {}
+    for p in kparams:
+        if p.name not in chosen:
+            if p.kind == p.POSITIONAL_ONLY and p.default is p.empty:
+                raise TypeError(f"{what}: kiln.{fn.__name__} needs its argument {p.name!r}")
+            continue
+        v = chosen[p.name]
+        if p.kind == p.VAR_POSITIONAL:
+            args.extend(v if isinstance(v, (tuple, list)) else (v,))
+        elif p.kind == p.POSITIONAL_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and len(args) == positional.index(p)):
+            args.append(v)
+        else:
+            kwargs[p.name] = v
     return fn(*args, **kwargs)
 
 
@@ -115,7 +125,7 @@ def array_function(self, func, types, args, kwargs):
                 var = next((p.name for p in sig.parameters.values() if p.kind == p.VAR_POSITIONAL), None)
                 if var is not None:
                     params[0:0] = [(var, v, inspect.Parameter.empty) for v in bound.arguments.get(var, ())]
-                return _call_mapped(name, fn, params, f"numpy.{name} on a kiln.Tensor")
+                return _call_mapped(fn, params, f"numpy.{name} on a kiln.Tensor")
     return func(*_host(args), **_host(kwargs))
 
 
