@@ -26,9 +26,9 @@ _SIG: dict = {}
 
 
 def _kiln():
-    from . import _kiln as k
-    import kiln
-    return kiln, k
+    import kiln  # the package, which imports this module: resolved at call time
+
+    return kiln
 
 
 def _signature(f):
@@ -50,7 +50,7 @@ def _is_default(name, value, default):
 
 def _host(v):
     """Tensors (also inside lists and tuples) read back to numpy arrays."""
-    kiln, _ = _kiln()
+    kiln = _kiln()
     if isinstance(v, kiln.Tensor):
         return _np.asarray(v)
     if isinstance(v, (list, tuple)):
@@ -61,7 +61,7 @@ def _host(v):
 
 
 def _target(name):
-    kiln, _ = _kiln()
+    kiln = _kiln()
     return getattr(kiln, _NAMES.get(name, name), None)
 
 
