@@ -121,6 +121,22 @@ def test_numpy_functions_kiln_lacks_run_on_a_host_copy(rng):
     np.testing.assert_array_equal(got, np.median(a, axis=0))
     np.testing.assert_array_equal(np.add.reduce(t, axis=1), np.add.reduce(a, axis=1))
     np.testing.assert_array_equal(np.percentile(t, 50), np.percentile(a, 50))
+    got = np.linalg.norm(t)  # numpy.linalg's, not a Kiln namesake
+    assert isinstance(got, np.floating) and got == np.linalg.norm(a)
+
+
+def test_numpy_varargs_and_permutations(rng):
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    t = kiln.asarray(a)
+    for axes in (None, (2, 0, 1), (1, 0, 2), (0, 2, 1)):
+        np.testing.assert_array_equal(np.transpose(t, axes).numpy(), np.transpose(a, axes))
+    x, y = a[0, 0], a[0, :, 0]
+    for kw in ({}, {"indexing": "ij"}):
+        got, want = np.meshgrid(kiln.asarray(x), kiln.asarray(y), **kw), np.meshgrid(x, y, **kw)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert isinstance(g, kiln.Tensor)
+            np.testing.assert_array_equal(g.numpy(), w)
 
 
 # 3. A real-valued correction (the Array API allows a float).

@@ -65,6 +65,10 @@ def _target(name):
     return getattr(kiln, _NAMES.get(name, name), None)
 
 
+class _Spread(list):
+    """numpy's arguments gathered for Kiln's ``*args`` (passed spread, one by one)."""
+
+
 def _call_mapped(fn, params, what):
     """Calls Kiln's ``fn`` with numpy's bound ``params`` (an ordered list of (name, value,
     default)). Each numpy parameter goes to Kiln's of the same name, else to Kiln's parameter at
@@ -82,6 +86,10 @@ def _call_mapped(fn, params, what):
     for i, name, value in live:
         if name in by_name:
             continue
+        var = positional[-1] if positional and positional[-1].kind == inspect.Parameter.VAR_POSITIONAL else None
+        if var is not None and i >= len(positional) - 1 and name not in by_name:
+            chosen.setdefault(var.name, _Spread()).append(value)  # np.meshgrid(x, y) -> meshgrid(*arrays)
+            continue
         target = positional[i] if i < len(positional) else None
         if target is None or target.name in chosen:
             raise TypeError(
@@ -96,7 +104,7 @@ def _call_mapped(fn, params, what):
             continue
         v = chosen[p.name]
         if p.kind == p.VAR_POSITIONAL:
-            args.extend(v if isinstance(v, (tuple, list)) else (v,))
+            args.extend(v if isinstance(v, _Spread) else (v,))
         elif p.kind == p.POSITIONAL_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and len(args) == positional.index(p)):
             args.append(v)
         else:
@@ -107,7 +115,8 @@ def _call_mapped(fn, params, what):
 def array_function(self, func, types, args, kwargs):
     """NEP 18: numpy functions Kiln has run on the GPU, the others on a host copy."""
     name = func.__name__
-    fn = _target(name)
+    # Only numpy's own namespace: np.linalg.norm or np.fft.fft are not Kiln's namesakes.
+    fn = _target(name) if getattr(func, "__module__", None) == "numpy" else None
     if fn is not None:
         sig = _signature(func)
         if sig is not None:
