@@ -389,8 +389,11 @@ pub fn to_tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<DType>) -
     };
     // An explicit integer dtype= is held to the same rule for integer input (numpy's astype
     // would wrap), and float64 values that overflow float32 are refused rather than made ±inf.
-    if let (Some(d @ (DType::I32 | DType::U32)), b'i' | b'u') = (dtype, descr.kind()) {
-        check_int_fits(py, &arr, d, python_data)?;
+    match (dtype, descr.kind()) {
+        (Some(d @ (DType::I32 | DType::U32)), b'i' | b'u') => check_int_fits(py, &arr, d, python_data)?,
+        // numpy's float -> int astype gives INT_MIN for NaN, ±inf and out-of-range values.
+        (Some(d @ (DType::I32 | DType::U32)), b'f') => check_float_to_int(py, &arr, d)?,
+        _ => {}
     }
     if target == DType::F32 && descr.kind() == b'f' && descr.itemsize() > 4 {
         check_float_fits(py, &arr, target)?;
@@ -438,6 +441,34 @@ fn check_int_fits(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, target: DType
             ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Refuses float input for an integer dtype with a value that truncates outside its range, or
+/// that is NaN or infinite (numpy's cast would make those INT_MIN, not an error).
+fn check_float_to_int(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, target: DType) -> PyResult<()> {
+    if arr.len() == 0 {
+        return Ok(());
+    }
+    let np = numpy(py)?;
+    let (lo, hi) = int_range(target);
+    let t = np.call_method1("trunc", (arr.call_method1("astype", ("float64",))?,))?;
+    let ok = np.call_method1(
+        "logical_and",
+        (np.call_method1("greater_equal", (&t, lo as f64))?, np.call_method1("less_equal", (&t, hi as f64))?),
+    )?;
+    let bad = np.call_method1("logical_not", (ok,))?;
+    if bad.call_method0("any")?.extract::<bool>()? {
+        let idx = np.call_method1("flatnonzero", (bad,))?.get_item(0)?;
+        let v = arr.call_method1("ravel", ())?.get_item(idx)?;
+        return Err(invalid(
+            py,
+            format!(
+                "the value {v} does not fit {} (Kiln never wraps); clip or cast it on the host first",
+                np_name(target)
+            ),
+        ));
     }
     Ok(())
 }

@@ -54,6 +54,17 @@ def test_explicit_integer_dtype_never_wraps():
     with pytest.raises(kiln.InvalidArgumentError, match="-1"):
         kiln.asarray([-1], dtype="uint32")
     np.testing.assert_array_equal(kiln.asarray(np.array([7, 2**32 - 1]), dtype="uint32").numpy(), [7, 2**32 - 1])
+    # float input for an integer dtype: truncated as numpy's astype, but NaN, ±inf and values out
+    # of range are refused (numpy would give INT_MIN).
+    a = np.array([2.7, -2.7, 2147483647.9, -2147483648.5], np.float64)
+    np.testing.assert_array_equal(kiln.asarray(a, dtype="int32").numpy(), a.astype(np.int32))
+    np.testing.assert_array_equal(kiln.asarray(np.array([-0.5, 4294967295.5]), dtype="uint32").numpy(),
+                                  [0, 4294967295])
+    for bad, dt in ((np.nan, "int32"), (np.inf, "int32"), (-np.inf, "uint32"), (2147483648.0, "int32"),
+                    (-1.0, "uint32"), (1e10, "uint32")):
+        with pytest.raises(kiln.InvalidArgumentError, match="does not fit"):
+            kiln.asarray(np.array([1.0, bad], np.float32 if np.isfinite(bad) and abs(bad) < 1e9 else np.float64),
+                         dtype=dt)
 
 
 @pytest.mark.filterwarnings("ignore:kiln. float64 input")
