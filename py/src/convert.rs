@@ -374,8 +374,8 @@ pub fn to_tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<DType>) -
         }
         (Kind::OtherNumeric, None) if matches!(descr.kind(), b'i' | b'u') => {
             // numpy's default int64 (and int8/16, uint8/16/64) are narrowed to Kiln's 32-bit
-            // integer of the same signedness when every value fits; otherwise an OverflowError
-            // names the value: never a silent wrap.
+            // integer of the same signedness when every value fits; otherwise an
+            // InvalidArgumentError (a ValueError) names the value: never a silent wrap.
             let target = if descr.kind() == b'u' { DType::U32 } else { DType::I32 };
             check_int_fits(py, &arr, target, python_data)?;
             target
@@ -422,7 +422,7 @@ fn int_range(d: DType) -> (i128, i128) {
     }
 }
 
-/// Refuses integer input with a value outside `target`'s range (OverflowError naming it).
+/// Refuses integer input with a value outside `target`'s range (InvalidArgumentError naming it).
 fn check_int_fits(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, target: DType, python_data: bool) -> PyResult<()> {
     if arr.len() == 0 {
         return Ok(());
@@ -433,12 +433,10 @@ fn check_int_fits(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, target: DType
         if v < lo || v > hi {
             let src = if python_data { "Python int".to_string() } else { format!("{} value", arr.dtype()) };
             let hint = if target == DType::I32 { "uint32 or float32" } else { "int32 or float32" };
+            let to = np_name(target);
             return Err(invalid(
                 py,
-                format!(
-                "the {src} {v} does not fit {} (Kiln has no 64-bit integers); pass data in range or convert it to {hint} first",
-                np_name(target)
-            ),
+                format!("the {src} {v} does not fit {to} (Kiln has no 64-bit integers); convert it to {hint} first"),
             ));
         }
     }
