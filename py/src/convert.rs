@@ -432,11 +432,10 @@ fn check_int_fits(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, target: DType
         let v: i128 = arr.call_method0(m)?.call_method0("__int__")?.extract()?;
         if v < lo || v > hi {
             let src = if python_data { "Python int".to_string() } else { format!("{} value", arr.dtype()) };
-            let hint = if target == DType::I32 { "uint32 or float32" } else { "int32 or float32" };
             let to = np_name(target);
             return Err(invalid(
                 py,
-                format!("the {src} {v} does not fit {to} (Kiln has no 64-bit integers); convert it to {hint} first"),
+                format!("the {src} {v} does not fit {to} (Kiln has no 64-bit integers); convert it to float32 first (24-bit precision)"),
             ));
         }
     }
