@@ -176,7 +176,7 @@ def test_float_correction_at_or_past_n_matches_the_whole_number_rule():
             kiln.var(t, correction=bad)
 
 
-# 4. tan (Python only, sin / cos), real / imag / conj on real dtypes, concat(axis=None), repeat on empty input.
+# 4. tan (a core op: sin / cos reduced exactly), real / imag / conj on real dtypes, concat(axis=None), repeat on empty input.
 def test_tan_matches_numpy(rng):
     poles = (np.arange(-20, 20) + 0.5) * np.pi  # the float32 values next to the poles
     x = np.concatenate([rng.uniform(-10, 10, 4000), rng.uniform(-1e4, 1e4, 1000), poles,

@@ -144,16 +144,6 @@ def positive(x, /):
     """``+x``: a copy of ``x`` (the Array API's ``positive``)."""
     return +(x if isinstance(x, Tensor) else _kiln.asarray(x))
 
-def tan(x, /):
-    """Tangent, as ``sin(x) / cos(x)`` on the GPU (three kernels). Kiln's sin and cos reduce the
-    argument exactly, so the quotient keeps a small relative error near the poles too: at most
-    4.2 ULP (2.9e-7 relative) measured on lavapipe against numpy's float64 tan over
-    [-1e4, 1e4] and next to odd multiples of pi/2. ``tan(±0) = ±0``, ``tan(±inf) = NaN``. Python
-    only for now: not a core op (no C / Elixir / Julia / browser ``tan`` yet)."""
-    t = x if isinstance(x, Tensor) else _kiln.asarray(x)
-    return _kiln.divide(_kiln.sin(t), _kiln.cos(t))
-
-
 def real(x, /):
     """The real part: Kiln's dtypes are all real, so a copy of ``x`` (the Array API's ``real``)."""
     return _copy(x)
@@ -188,7 +178,7 @@ _ALIASES = [
     "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "fix", "positive", "clip", "finfo", "iinfo",
     "isdtype", "result_type", "can_cast", "e", "pi", "inf", "nan", "newaxis", "broadcast_to", "expand_dims",
     "eye", "flip", "linspace", "moveaxis", "squeeze", "stack", "tril", "triu", "broadcast_arrays", "meshgrid",
-    "repeat", "roll", "tile", "unstack", "real", "imag", "conj", "tan",
+    "repeat", "roll", "tile", "unstack", "real", "imag", "conj",
 ]
 
 __all__ = sorted(
