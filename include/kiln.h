@@ -1463,6 +1463,13 @@ KilnStatus kiln_sin(const struct KilnTensor *x, struct KilnTensor **out);
 KilnStatus kiln_cos(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
+ * Elementwise tan(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+ * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+ * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+ */
+KilnStatus kiln_tan(const struct KilnTensor *x, struct KilnTensor **out);
+
+/**
  * Elementwise tanh(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
  * tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
  * by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
@@ -1700,10 +1707,10 @@ KilnStatus kiln_signbit(const struct KilnTensor *x, struct KilnTensor **out);
 KilnStatus kiln_bitwise_invert(const struct KilnTensor *x, struct KilnTensor **out);
 
 /**
- * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
- * "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh", "cosh",
- * "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round", "sign",
- * "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit",
+ * Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan",
+ * "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh",
+ * "cosh", "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round",
+ * "sign", "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit",
  * "bitwise_invert"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null.
  * `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
  * NULL on error. Thread-safe.

@@ -284,6 +284,12 @@ fn k_mul_hi(a: u32, b: u32) -> u32 {
     return a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
 }
 
+// Both factors are reduced exactly (k_sin_cos), so cos keeps a small relative error next to the
+// poles and the quotient does too; |x| < 2^-12 gives x / 1 = x (±0 and subnormals kept).
+fn k_tan(x: f32) -> f32 {
+    return k_div(k_sin_cos(x, false), k_sin_cos(x, true));
+}
+
 fn k_sin_cos(x: f32, cosine: bool) -> f32 {
     let b = bitcast<u32>(x);
     let a = b & 0x7fffffffu;

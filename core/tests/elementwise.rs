@@ -748,6 +748,7 @@ fn new_transcendentals_accurate_across_their_domains() {
         (UnaryOp::Log2, binades(&mut rng, -149..128, false), 4.0),
         (UnaryOp::Log10, binades(&mut rng, -149..128, false), 4.0),
         (UnaryOp::Reciprocal, binades(&mut rng, -120..120, true), 0.5),
+        (UnaryOp::Tan, binades(&mut rng, -24..14, true), 5.0),
     ];
     for (op, xv, bound) in cases {
         let x = upload(&xv, &[xv.len()], DType::F32);

@@ -519,6 +519,14 @@ pub unsafe extern "C" fn kiln_cos(x: *const KilnTensor, out: *mut *mut KilnTenso
     unary("kiln_cos", x, out, ops::cos)
 }
 
+/// Elementwise tan(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
+/// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
+/// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_tan(x: *const KilnTensor, out: *mut *mut KilnTensor) -> KilnStatus {
+    unary("kiln_tan", x, out, ops::tan)
+}
+
 /// Elementwise tanh(x), same shape as `x` and its dtype unless stated (f32 and f16; an integer
 /// tensor gives KILN_ERR_DTYPE_MISMATCH). `x`, `out`: non-null. `*out` receives a new tensor owned
 /// by the caller (free it with kiln_tensor_free); it is set to NULL on error. Thread-safe.
@@ -787,10 +795,10 @@ pub unsafe extern "C" fn kiln_bitwise_invert(x: *const KilnTensor, out: *mut *mu
     unary("kiln_bitwise_invert", x, out, ops::bitwise_invert)
 }
 
-/// Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
-/// "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh", "cosh",
-/// "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round", "sign",
-/// "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit",
+/// Elementwise unary op by name ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan",
+/// "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "floor", "asin", "acos", "atan", "sinh",
+/// "cosh", "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "ceil", "trunc", "round",
+/// "sign", "reciprocal", "square", "logical_not", "isnan", "isinf", "isfinite", "signbit",
 /// "bitwise_invert"); an unknown name is KILN_ERR_INVALID_ARGUMENT. `op`, `x`, `out`: non-null.
 /// `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to
 /// NULL on error. Thread-safe.

@@ -11,6 +11,7 @@ const UNARY = (
     (:rsqrt, "rsqrt"),
     (:sin, "sin"),
     (:cos, "cos"),
+    (:tan, "tan"),
     (:tanh, "tanh"),
     (:sigmoid, "sigmoid"),
     (:relu, "relu"),
@@ -43,7 +44,7 @@ const UNARY = (
 )
 
 # The unary ops that need a float array (integer arrays are converted to Float32 first).
-const FLOAT_ONLY = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "reciprocal")
+const FLOAT_ONLY = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10", "reciprocal")
 
 const BINARY = (
     (:+, "add"),

@@ -39,6 +39,7 @@ defmodule Kiln do
     {:rsqrt, "rsqrt", :float},
     {:sin, "sin", :float},
     {:cos, "cos", :float},
+    {:tan, "tan", :float},
     {:tanh, "tanh", :float},
     {:sigmoid, "sigmoid", :float},
     {:relu, "relu", :numeric},

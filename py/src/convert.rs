@@ -372,18 +372,13 @@ pub fn to_tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<DType>) -
             }
             DType::F32
         }
-        (Kind::OtherNumeric, None) if python_data && descr.kind() == b'i' => {
-            // Python ints: numpy's int64 becomes int32 when every value fits.
-            if arr.len() > 0 {
-                let lo: i64 = arr.call_method0("min")?.extract()?;
-                let hi: i64 = arr.call_method0("max")?.extract()?;
-                if lo < i32::MIN as i64 || hi > i32::MAX as i64 {
-                    return Err(pyo3::exceptions::PyOverflowError::new_err(format!(
-                        "Python ints in [{lo}, {hi}] do not fit int32; pass a numpy array with dtype uint32 or float32"
-                    )));
-                }
-            }
-            DType::I32
+        (Kind::OtherNumeric, None) if matches!(descr.kind(), b'i' | b'u') => {
+            // numpy's default int64 (and int8/16, uint8/16/64) are narrowed to Kiln's 32-bit
+            // integer of the same signedness when every value fits; otherwise an
+            // InvalidArgumentError (a ValueError) names the value: never a silent wrap.
+            let target = if descr.kind() == b'u' { DType::U32 } else { DType::I32 };
+            check_int_fits(py, &arr, target, python_data)?;
+            target
         }
         (Kind::OtherNumeric, None) => {
             return Err(dtype_err(
@@ -392,6 +387,17 @@ pub fn to_tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<DType>) -
             ))
         }
     };
+    // An explicit integer dtype= is held to the same rule for integer input (numpy's astype
+    // would wrap), and float64 values that overflow float32 are refused rather than made ±inf.
+    match (dtype, descr.kind()) {
+        (Some(d @ (DType::I32 | DType::U32)), b'i' | b'u') => check_int_fits(py, &arr, d, python_data)?,
+        // numpy's float -> int astype gives INT_MIN for NaN, ±inf and out-of-range values.
+        (Some(d @ (DType::I32 | DType::U32)), b'f') => check_float_to_int(py, &arr, d)?,
+        _ => {}
+    }
+    if target == DType::F32 && descr.kind() == b'f' && descr.itemsize() > 4 {
+        check_float_fits(py, &arr, target)?;
+    }
     let same =
         matches!(classify(&descr), Kind::Native(d) if d == target) && descr.is_native_byteorder().unwrap_or(true);
     let arr = if !same {
@@ -406,6 +412,83 @@ pub fn to_tensor(py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<DType>) -
         arr
     };
     upload(py, &arr, target)
+}
+
+/// The range a Kiln integer dtype holds, as i128 (every numpy integer fits).
+fn int_range(d: DType) -> (i128, i128) {
+    match d {
+        DType::U32 => (0, u32::MAX as i128),
+        _ => (i32::MIN as i128, i32::MAX as i128),
+    }
+}
+
+/// Refuses integer input with a value outside `target`'s range (InvalidArgumentError naming it).
+fn check_int_fits(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, target: DType, python_data: bool) -> PyResult<()> {
+    if arr.len() == 0 {
+        return Ok(());
+    }
+    let (lo, hi) = int_range(target);
+    for m in ["min", "max"] {
+        let v: i128 = arr.call_method0(m)?.call_method0("__int__")?.extract()?;
+        if v < lo || v > hi {
+            let src = if python_data { "Python int".to_string() } else { format!("{} value", arr.dtype()) };
+            let to = np_name(target);
+            return Err(invalid(
+                py,
+                format!("the {src} {v} does not fit {to} (Kiln has no 64-bit integers); convert it to float32 first (24-bit precision)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses float input for an integer dtype with a value that truncates outside its range, or
+/// that is NaN or infinite (numpy's cast would make those INT_MIN, not an error).
+fn check_float_to_int(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, target: DType) -> PyResult<()> {
+    if arr.len() == 0 {
+        return Ok(());
+    }
+    let np = numpy(py)?;
+    let (lo, hi) = int_range(target);
+    let t = np.call_method1("trunc", (arr.call_method1("astype", ("float64",))?,))?;
+    let ok = np.call_method1(
+        "logical_and",
+        (np.call_method1("greater_equal", (&t, lo as f64))?, np.call_method1("less_equal", (&t, hi as f64))?),
+    )?;
+    let bad = np.call_method1("logical_not", (ok,))?;
+    if bad.call_method0("any")?.extract::<bool>()? {
+        let idx = np.call_method1("flatnonzero", (bad,))?.get_item(0)?;
+        let v = arr.call_method1("ravel", ())?.get_item(idx)?;
+        return Err(invalid(
+            py,
+            format!(
+                "the value {v} does not fit {} (Kiln never wraps); clip or cast it on the host first",
+                np_name(target)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses float64 input with a finite value beyond `target`'s range (it would become ±inf).
+fn check_float_fits(py: Python<'_>, arr: &Bound<'_, PyUntypedArray>, target: DType) -> PyResult<()> {
+    if arr.len() == 0 {
+        return Ok(());
+    }
+    let np = numpy(py)?;
+    let max = f32::MAX as f64;
+    let finite = np.call_method1("isfinite", (arr,))?;
+    let big = np.call_method1("greater", (np.call_method1("abs", (arr,))?, max))?;
+    let bad = np.call_method1("logical_and", (finite, big))?;
+    if bad.call_method0("any")?.extract::<bool>()? {
+        let idx = np.call_method1("flatnonzero", (bad,))?.get_item(0)?;
+        let v = arr.call_method1("ravel", ())?.get_item(idx)?;
+        return Err(invalid(
+            py,
+            format!("the value {v} does not fit {} (it would become inf); scale the data first", np_name(target)),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a tensor back into a new numpy array (one copy, the GIL released while waiting).
@@ -511,20 +594,57 @@ pub fn core_err(py: Python<'_>, e: kiln_core::Error) -> PyErr {
     to_pyerr(py, e)
 }
 
-/// The correction (numpy's ``ddof``) of ``var`` / ``std``: either keyword, a whole number >= 0.
+/// The correction (numpy's ``ddof``) of ``var`` / ``std``: either keyword, a number >= 0 (the
+/// Array API allows a float).
 pub(crate) fn correction_of(
     py: Python<'_>,
     name: &str,
     correction: Option<Float>,
     ddof: Option<Float>,
-) -> PyResult<usize> {
+) -> PyResult<f64> {
     let c = match (correction.map(|c| c.0), ddof.map(|c| c.0)) {
         (Some(_), Some(_)) => return Err(invalid(py, format!("{name}: give correction or ddof, not both"))),
         (Some(c), None) | (None, Some(c)) => c,
         (None, None) => 0.0,
     };
-    if c < 0.0 || c.fract() != 0.0 {
-        return Err(invalid(py, format!("{name}: correction must be a non-negative integer, got {c}")));
+    if c.is_nan() || c < 0.0 || c.is_infinite() {
+        return Err(invalid(py, format!("{name}: correction must be a finite number >= 0, got {c}")));
     }
-    Ok(c as usize)
+    Ok(c)
+}
+
+/// ``var`` with a real-valued correction over kiln-core's whole-number one: a fractional ``c``
+/// with ``n - c > 0`` is the population variance scaled by ``n / (n - c)`` (one more rounding);
+/// otherwise the whole number ``ceil(c)`` gives the same ``n - c <= 0`` result core gives.
+pub(crate) fn var_corrected(
+    x: &Tensor,
+    axes: Option<&[isize]>,
+    keepdims: bool,
+    c: f64,
+    sqrt: bool,
+) -> kiln_core::Result<Tensor> {
+    use kiln_core::ops;
+    let n: usize = match axes {
+        None => x.shape().iter().product(),
+        Some(a) => {
+            let nd = x.ndim() as isize;
+            let mut seen = vec![false; x.ndim()];
+            for &ax in a {
+                let i = if ax < 0 { ax + nd } else { ax };
+                if (0..nd).contains(&i) {
+                    seen[i as usize] = true;
+                }
+            }
+            seen.iter().zip(x.shape()).filter(|(s, _)| **s).map(|(_, d)| *d).product()
+        }
+    };
+    let n = n as f64;
+    if c.fract() == 0.0 || n - c <= 0.0 {
+        let whole = c.ceil() as usize;
+        return if sqrt { ops::std(x, axes, keepdims, whole) } else { ops::var(x, axes, keepdims, whole) };
+    }
+    let v = ops::var(x, axes, keepdims, 0)?;
+    let f = n / (n - c);
+    let (t, f) = if sqrt { (ops::sqrt(&v)?, f.sqrt()) } else { (v, f) };
+    ops::binary_scalar(ops::BinaryOp::Mul, &t, f, false)
 }

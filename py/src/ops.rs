@@ -488,7 +488,7 @@ pub fn var(
     let x = tensor_arg(py, x)?;
     let c = crate::convert::correction_of(py, "var", correction, ddof)?;
     let axes = parse_axes(py, axis)?;
-    gpu(py, || ops::var(&x, axes.as_deref(), keepdims, c)).map(ok)
+    gpu(py, || crate::convert::var_corrected(&x, axes.as_deref(), keepdims, c, false)).map(ok)
 }
 
 /// Index (uint32) of the maximum along ``axis``; None: index into the flattened tensor.
@@ -575,16 +575,19 @@ pub fn matrix_transpose(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
     gpu(py, || ops::transpose(&x, -2, -1)).map(ok)
 }
 
-/// Joins tensors along an existing ``axis`` (shapes must match elsewhere, dtypes must match).
+/// Joins tensors along an existing ``axis`` (shapes must match elsewhere, dtypes must match);
+/// ``axis=None`` joins them flattened (the Array API's rule).
 #[pyfunction]
-#[pyo3(signature = (arrays, /, *, axis=Int(0)))]
-pub fn concat(py: Python<'_>, arrays: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
-    let axis = axis.0;
+#[pyo3(signature = (arrays, /, *, axis=Some(Int(0))))]
+pub fn concat(py: Python<'_>, arrays: &Bound<'_, PyAny>, axis: Option<Int<isize>>) -> PyT {
     let seq = arrays.cast::<PySequence>().map_err(|_| invalid(py, "concat takes a sequence of tensors"))?;
     let mut ts = Vec::with_capacity(seq.len()?);
     for item in seq.try_iter()? {
-        ts.push(tensor_arg(py, &item?)?);
+        let t = tensor_arg(py, &item?)?;
+        // A reshape is a view (no copy): the flattened join costs what the axis-0 join does.
+        ts.push(if axis.is_none() { t.reshape(&[-1]).map_err(|e| crate::errors::to_pyerr(py, e))? } else { t });
     }
+    let axis = axis.map_or(0, |a| a.0);
     gpu(py, || {
         let refs: Vec<&Tensor> = ts.iter().collect();
         ops::concat(&refs, axis)

@@ -19,6 +19,7 @@ unary_fns! {
     rsqrt => Rsqrt, "Elementwise 1 / sqrt(x).";
     sin => Sin, "Elementwise sin(x).";
     cos => Cos, "Elementwise cos(x).";
+    tan => Tan, "Elementwise tan(x).";
     tanh => Tanh, "Elementwise tanh(x).";
     sigmoid => Sigmoid, "Elementwise logistic sigmoid 1 / (1 + e^-x).";
     relu => Relu, "Elementwise max(x, 0).";
@@ -223,6 +224,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rsqrt, m)?)?;
     m.add_function(wrap_pyfunction!(sin, m)?)?;
     m.add_function(wrap_pyfunction!(cos, m)?)?;
+    m.add_function(wrap_pyfunction!(tan, m)?)?;
     m.add_function(wrap_pyfunction!(tanh, m)?)?;
     m.add_function(wrap_pyfunction!(sigmoid, m)?)?;
     m.add_function(wrap_pyfunction!(relu, m)?)?;

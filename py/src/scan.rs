@@ -89,7 +89,7 @@ pub fn std(
     let x = tensor_arg(py, x)?;
     let c = correction_of(py, "std", correction, ddof)?;
     let axes = parse_axes(py, axis)?;
-    gpu(py, || ops::std(&x, axes.as_deref(), keepdims, c)).map(PyTensor::new)
+    gpu(py, || crate::convert::var_corrected(&x, axes.as_deref(), keepdims, c, true)).map(PyTensor::new)
 }
 
 /// The ``n``-th forward difference along ``axis`` (``x[1:] - x[:-1]``, ``n`` times), with

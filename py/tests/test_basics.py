@@ -53,7 +53,7 @@ def test_lists_scalars_and_buffers():
     t = kiln.asarray(mv)
     assert t.dtype == kiln.int32
     np.testing.assert_array_equal(t.numpy(), [3, -1])
-    with pytest.raises(OverflowError):
+    with pytest.raises(kiln.InvalidArgumentError, match="1099511627776"):  # a ValueError: never wrapped
         kiln.asarray([2**40])
     with pytest.raises(ValueError):
         kiln.asarray([[1, 2], [3]])
@@ -68,12 +68,11 @@ def test_dtype_argument_and_conversions(rng):
     t = kiln.asarray(a, dtype="int32")
     np.testing.assert_array_equal(t.numpy(), a.astype(np.int32))
     i64 = np.arange(10, dtype=np.int64)
-    with pytest.raises(TypeError, match="float32, float16, int32, uint32, bool"):
-        kiln.asarray(i64)
+    assert kiln.asarray(i64).dtype == kiln.int32  # narrowed: every value fits (test_numpy_interop.py)
     np.testing.assert_array_equal(kiln.asarray(i64, dtype=kiln.int32).numpy(), i64)
     np.testing.assert_array_equal(kiln.asarray(np.array([True, False]), dtype="uint32").numpy(), [1, 0])
     assert kiln.asarray(np.array([True])).dtype == kiln.bool
-    for bad in (np.array([1 + 2j]), np.array(["x"]), np.zeros(2, np.int8)):
+    for bad in (np.array([1 + 2j]), np.array(["x"]), np.zeros(2, np.float128 if hasattr(np, "float128") else "c8")):
         with pytest.raises(TypeError) as e:
             kiln.asarray(bad)
         assert isinstance(e.value, kiln.KilnError) and isinstance(e.value, kiln.DTypeError)

@@ -25,6 +25,7 @@ UNARY = {
     "rsqrt": (lambda x: 1 / np.sqrt(x), (0.05, 9)),
     "sin": (np.sin, (-4, 4)),
     "cos": (np.cos, (-4, 4)),
+    "tan": (np.tan, (-1.4, 1.4)),
     "tanh": (np.tanh, (-6, 6)),
     "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), (-8, 8)),
     "relu": (lambda x: np.maximum(x, 0), (-3, 3)),

@@ -8,6 +8,7 @@ static const struct { const char *name; UnaryFn f; } UNARY[] = {
     {"rsqrt", kiln_rsqrt},
     {"sin", kiln_sin},
     {"cos", kiln_cos},
+    {"tan", kiln_tan},
     {"tanh", kiln_tanh},
     {"sigmoid", kiln_sigmoid},
     {"relu", kiln_relu},

@@ -823,7 +823,7 @@ def nextafter_ref(a, b, dt):
 # and whether the result is exact (rounding ops) rather than within a few ULP.
 AA_UNARY = {
     "asin": (np.arcsin, (-0.99, 0.99), False), "acos": (np.arccos, (-0.99, 0.99), False),
-    "atan": (np.arctan, (-8.0, 8.0), False), "sinh": (np.sinh, (-6.0, 6.0), False),
+    "atan": (np.arctan, (-8.0, 8.0), False), "tan": (np.tan, (-1.4, 1.4), False), "sinh": (np.sinh, (-6.0, 6.0), False),
     "cosh": (np.cosh, (-6.0, 6.0), False), "asinh": (np.arcsinh, (-8.0, 8.0), False),
     "acosh": (np.arccosh, (1.0, 30.0), False), "atanh": (np.arctanh, (-0.99, 0.99), False),
     "log1p": (np.log1p, (-0.9, 8.0), False), "expm1": (np.expm1, (-6.0, 6.0), False),

@@ -327,6 +327,7 @@ export function sqrt(x: Tensor): Tensor;
 export function rsqrt(x: Tensor): Tensor;
 export function sin(x: Tensor): Tensor;
 export function cos(x: Tensor): Tensor;
+export function tan(x: Tensor): Tensor;
 export function tanh(x: Tensor): Tensor;
 export function sigmoid(x: Tensor): Tensor;
 export function relu(x: Tensor): Tensor;

@@ -39,6 +39,7 @@ export const OPS = [
   { name: "rsqrt", js: "rsqrt", family: "unary" },
   { name: "sin", js: "sin", family: "unary" },
   { name: "cos", js: "cos", family: "unary" },
+  { name: "tan", js: "tan", family: "unary" },
   { name: "tanh", js: "tanh", family: "unary" },
   { name: "sigmoid", js: "sigmoid", family: "unary" },
   { name: "relu", js: "relu", family: "unary" },
@@ -176,6 +177,9 @@ export const sin = (x) => unaryOp("sin", x);
 
 /** Elementwise cos(x). */
 export const cos = (x) => unaryOp("cos", x);
+
+/** Elementwise tan(x). */
+export const tan = (x) => unaryOp("tan", x);
 
 /** Elementwise tanh(x). */
 export const tanh = (x) => unaryOp("tanh", x);

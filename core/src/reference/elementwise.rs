@@ -69,6 +69,7 @@ pub fn unary_exact(op: UnaryOp, x: f64, dtype: DType) -> f64 {
         UnaryOp::Rsqrt => 1.0 / x.sqrt(),
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
+        UnaryOp::Tan => x.tan(),
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         UnaryOp::Relu => maximum(x, 0.0),

@@ -69,6 +69,8 @@ from ._manipulation import (
     triu,
     unstack,
 )
+from ._numpy_protocol import array_function as _array_function
+from ._numpy_protocol import array_ufunc as _array_ufunc
 from ._profile import Profile, profile
 from ._sorting import (
     isin,
@@ -82,6 +84,22 @@ from ._sorting import (
 Tensor.__getitem__ = _getitem
 Tensor.__setitem__ = _setitem
 Tensor.__iter__ = _iterate
+# numpy's dispatch protocols (see _numpy_protocol.py for the rule).
+Tensor.__array_function__ = _array_function
+Tensor.__array_ufunc__ = _array_ufunc
+
+
+def _rebuild(data, /):
+    return _kiln.asarray(data)
+
+
+def _reduce(self):
+    """Pickling and ``copy.deepcopy``: the host bytes, dtype and shape (a numpy array), uploaded
+    again on load to the default device (device handles do not pickle)."""
+    return (_rebuild, (self.numpy(),))
+
+
+Tensor.__reduce__ = _reduce
 
 #: The Array API standard's constants.
 e = _math.e
@@ -126,6 +144,26 @@ def positive(x, /):
     """``+x``: a copy of ``x`` (the Array API's ``positive``)."""
     return +(x if isinstance(x, Tensor) else _kiln.asarray(x))
 
+def real(x, /):
+    """The real part: Kiln's dtypes are all real, so a copy of ``x`` (the Array API's ``real``)."""
+    return _copy(x)
+
+
+def imag(x, /):
+    """The imaginary part of a real tensor: zeros of ``x``'s dtype and shape."""
+    return _kiln.zeros_like(x if isinstance(x, Tensor) else _kiln.asarray(x))
+
+
+def conj(x, /):
+    """The complex conjugate of a real tensor: a copy of ``x``."""
+    return _copy(x)
+
+
+def _copy(x):
+    t = x if isinstance(x, Tensor) else _kiln.asarray(x)
+    return _kiln.astype(t, t.dtype, copy=True)
+
+
 cast = _kiln.astype
 permute = _kiln.permute_dims
 concatenate = _kiln.concat
@@ -140,7 +178,7 @@ _ALIASES = [
     "arctan", "arctan2", "arcsinh", "arccosh", "arctanh", "fix", "positive", "clip", "finfo", "iinfo",
     "isdtype", "result_type", "can_cast", "e", "pi", "inf", "nan", "newaxis", "broadcast_to", "expand_dims",
     "eye", "flip", "linspace", "moveaxis", "squeeze", "stack", "tril", "triu", "broadcast_arrays", "meshgrid",
-    "repeat", "roll", "tile", "unstack",
+    "repeat", "roll", "tile", "unstack", "real", "imag", "conj",
 ]
 
 __all__ = sorted(

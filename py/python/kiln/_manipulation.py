@@ -259,6 +259,8 @@ def repeat(x, repeats, /, *, axis=None):
         idx = k.floor_divide(k.arange(n * repeats, dtype="int32"), repeats) if repeats else None
     else:
         r = _np.asarray(repeats.numpy() if isinstance(repeats, k.Tensor) else repeats).astype(_np.int64)
+        if r.shape in ((), (1,)):  # one count broadcasts along the axis (numpy's rule), empty axes too
+            r = _np.broadcast_to(r.reshape(()), (n,))
         if r.shape != (n,) or (r < 0).any():
             raise ValueError(f"repeat: repeats must be {n} non-negative counts, got {r.tolist()}")
         idx = k.asarray(_np.repeat(_np.arange(n, dtype=_np.int32), r)) if r.sum() else None
