@@ -180,6 +180,12 @@ pub fn run(path: &Path, quick: bool, reps: usize, prefill_only: bool) -> Result<
         push(row, Some(1.0 / s.wall), &format!("llm_decode_ctx{ctx}"));
         splits.push((name, s));
     }
+    // The pipelined loop after a long prompt too (llama-bench's tg128 @ d2048).
+    let s = generate_split(&model, long_ctx, n_decode, LOOKAHEAD, reps)?;
+    let op = format!("llm_generate_ctx{long_ctx}");
+    let mut row = base(op, format!("{n_decode} tokens after {long_ctx}"), s.wall);
+    row["host_recording_seconds"] = json!(s.recording);
+    push(row, Some(1.0 / s.wall), &format!("llm_decode_ctx{long_ctx}"));
     let peak = dev.memory_stats().peak_bytes;
     let gpu = decode_breakdown(&model, ctx)?;
     println!("  per decode token through generate after {ctx} tokens (ms; GPU time from the marked run above):");

@@ -163,21 +163,7 @@ fn planned_decode_token_recording_cost() {
 fn decode_token_recording_cost() {
     let dev = kiln_core::device().unwrap();
     let tokens: usize = std::env::var("KILN_RECORDING_TOKENS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
-    let ones = || Tensor::from_slice(&[1.0f32; D], &[D]).unwrap();
-    let cache = || ops::zeros(&[KV_HEADS, CONTEXT, HD], kiln_core::DType::F32).unwrap();
-    let layers: Vec<Layer> = (0..LAYERS)
-        .map(|_| Layer {
-            attn_norm: ones(),
-            qkv: weight((HEADS + 2 * KV_HEADS) * HD, D),
-            o: weight(D, D),
-            ffn_norm: ones(),
-            gate_up: weight(2 * FFN, D),
-            down: weight(D, FFN),
-            k: cache(),
-            v: cache(),
-        })
-        .collect();
-    let (embed, out_norm) = (weight(VOCAB, D), ones());
+    let (embed, out_norm, layers) = model();
     let (mut per_token, mut per_dispatch, mut dispatches) = (Vec::new(), Vec::new(), 0);
     let mut cpu_per_dispatch = Vec::new();
     let mut binds = dev.bind_group_stats();
