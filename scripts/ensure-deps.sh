@@ -9,7 +9,10 @@ for w in "${want[@]}"; do
   case "$w" in
     vulkan)
       ldconfig -p | grep -q 'libvulkan.so.1' || pkgs+=(libvulkan1)
-      ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || pkgs+=(mesa-vulkan-drivers) ;;
+      ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || pkgs+=(mesa-vulkan-drivers)
+      # Mesa's llvmpipe through OpenGL too: a second adapter (core/tests/two_devices.rs).
+      ldconfig -p | grep -q 'libEGL_mesa.so.0' || pkgs+=(libegl1 libegl-mesa0)
+      ls /usr/lib/*/dri/swrast_dri.so >/dev/null 2>&1 || pkgs+=(libgl1-mesa-dri) ;;
     elixir)
       command -v mix >/dev/null 2>&1 || pkgs+=(elixir erlang-nox)
       [ -n "$(find /usr/lib/erlang -name erl_nif.h 2>/dev/null | head -1)" ] || pkgs+=(erlang-dev) ;;

@@ -142,6 +142,16 @@ impl<K: LaunchKey> Launch<'_, K> {
     /// only for kernels whose every index is guarded against the problem's sizes or in range by
     /// construction, and whose tests run ragged shapes through every variant (matmul's).
     pub(crate) fn run_with(self, device: &Device, checks: Checks) -> Result<()> {
+        // A buffer of another device bound here would be a wgpu validation panic: the ops check
+        // their operands (core/tests/two_devices.rs attacks them with two real adapters), and
+        // every built-in launch checks again here, for an op that forgets.
+        if let Some(i) = self.tensors.iter().position(|t| !std::ptr::eq(Arc::as_ptr(t.device()), device)) {
+            return Err(Error::InvalidArgument(format!(
+                "operand {i} lives on another device ({}) than the op's ({})",
+                self.tensors[i].device().info().name,
+                device.info().name
+            )));
+        }
         if self.groups.contains(&0) {
             return Ok(());
         }
