@@ -258,6 +258,16 @@ impl Tensor {
         Ok(bytes_to_f64(self.dtype, &self.to_bytes()?))
     }
 
+    /// The tensor on `device`: itself where it already lives there, else a copy through host
+    /// memory (two wgpu devices share no buffers; a direct GPU-to-GPU copy would need external
+    /// memory interop that WebGPU does not have). Blocks for the readback.
+    pub fn to_device(&self, device: &Arc<Device>) -> Result<Tensor> {
+        if Arc::ptr_eq(&self.device, device) {
+            return Ok(self.clone());
+        }
+        Tensor::from_bytes_on(device, &self.to_bytes()?, &self.shape, self.dtype)
+    }
+
     pub(crate) fn same_device(&self, other: &Tensor) -> Result<()> {
         if !Arc::ptr_eq(&self.device, &other.device) {
             return Err(Error::InvalidArgument("tensors live on different devices".into()));

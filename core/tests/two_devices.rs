@@ -62,6 +62,16 @@ fn ops_on_tensors_of_two_devices_are_refused_and_both_devices_keep_working() {
         "quant_embedding",
         ops::quant_embedding(&wq, ops::QuantFormat::Q4_0, 32, &Tensor::from_slice_on(&d0, &[1u32], &[1]).unwrap()),
     );
+    // The way across: a copy (through host memory), then the op.
+    let moved = b.to_device(&d0).unwrap();
+    assert!(std::sync::Arc::ptr_eq(moved.device(), &d0) && moved.shape() == b.shape());
+    assert_eq!(ops::add(&a, &moved).unwrap().to_vec::<f32>().unwrap(), x.iter().map(|v| v + v).collect::<Vec<_>>());
+    let same = a.to_device(&d0).unwrap();
+    assert!(same.shares_buffer(&a), "to_device onto its own device copies nothing");
+    let h = Tensor::from_slice_on(&d1, &[i32::MIN, -1, 7], &[3]).unwrap();
+    assert_eq!(h.to_device(&d0).unwrap().to_vec::<i32>().unwrap(), [i32::MIN, -1, 7]);
+    let empty = Tensor::from_slice_on(&d1, &[0f32; 0], &[0, 3]).unwrap();
+    assert_eq!(empty.to_device(&d0).unwrap().shape(), &[0, 3]);
     // Both devices still compute.
     let want: Vec<f32> = x.iter().map(|v| v + v).collect();
     assert_eq!(ops::add(&a, &a).unwrap().to_vec::<f32>().unwrap(), want);

@@ -24,6 +24,7 @@ impl PyTensor {
 
 /// One adapter Kiln can run on (what ``kiln.devices()`` lists and ``Tensor.device`` returns).
 #[pyclass(frozen, module = "kiln", name = "Device")]
+#[derive(Clone)]
 pub struct PyDevice {
     pub(crate) info: AdapterInfo,
 }
@@ -36,5 +37,10 @@ impl PyDevice {
     /// The adapter's position in ``kiln.devices()`` (what two devices compare by).
     pub fn adapter_index(&self) -> usize {
         self.info.index
+    }
+
+    /// The process's device on this adapter (opened on first use).
+    pub fn open(&self) -> kiln_core::Result<std::sync::Arc<kiln_core::device::Device>> {
+        kiln_core::runtime().device_at(self.info.index)
     }
 }

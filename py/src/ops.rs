@@ -62,9 +62,23 @@ pub fn asarray(
     device: Option<&Bound<'_, PyAny>>,
     copy: Option<bool>,
 ) -> PyT {
-    check_device(py, device)?;
+    // device=: any adapter (the upload lands on the current device, then moves: a second copy
+    // only when the target is another one).
+    let target = match device.filter(|d| !d.is_none()) {
+        None => None,
+        Some(d) => Some(d.cast::<crate::runtime::PyDevice>().map(|d| d.get().clone()).map_err(|_| {
+            invalid(py, format!("device= takes a kiln.Device (kiln.devices()[i]) or None, got {}", d.get_type()))
+        })?),
+    };
     let d = parse_dtype(py, dtype)?;
-    let t = to_tensor(py, obj, d)?;
+    let mut t = to_tensor(py, obj, d)?;
+    if let Some(dev) = target {
+        let moved = gpu(py, || t.to_device(&dev.open()?))?;
+        if !moved.shares_buffer(&t) {
+            return Ok(ok(moved)); // a fresh copy: copy=True is met
+        }
+        t = moved;
+    }
     if copy == Some(true) && obj.cast::<PyTensor>().is_ok_and(|o| o.get().t.shares_buffer(&t)) {
         return gpu(py, || ops::copy(&t)).map(ok);
     }

@@ -230,6 +230,26 @@ impl PyTensor {
         Ok(to_numpy(py, &self.t)?.call_method0("tolist")?.unbind())
     }
 
+    /// The tensor on ``device`` (a ``kiln.Device``, e.g. ``kiln.devices()[1]``): itself where
+    /// it lives there already, else a copy through host memory (two devices share no buffers).
+    /// Ops on tensors of two devices raise InvalidArgumentError: move one first.
+    #[pyo3(signature = (device, /, *, stream=None))]
+    fn to_device(
+        &self,
+        py: Python<'_>,
+        device: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyTensor> {
+        if stream.is_some_and(|s| !s.is_none()) {
+            return Err(invalid(py, "to_device: stream= is not supported (Kiln orders work per device itself)"));
+        }
+        let dev = device.cast::<PyDevice>().map_err(|_| {
+            invalid(py, format!("to_device takes a kiln.Device (kiln.devices()[i]), got {}", device.get_type()))
+        })?;
+        let dev = dev.get().clone();
+        gpu(py, || self.t.to_device(&dev.open()?)).map(PyTensor::new)
+    }
+
     /// A copy converted to ``dtype`` (float to int truncates toward zero, saturating).
     #[pyo3(signature = (dtype, copy=true))]
     fn astype(&self, py: Python<'_>, dtype: &Bound<'_, PyAny>, copy: bool) -> PyResult<PyTensor> {
