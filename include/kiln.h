@@ -758,6 +758,24 @@ KilnStatus kiln_copy(const struct KilnTensor *x,
                      struct KilnTensor **out);
 
 /**
+ * A tensor with the contents of `x` on adapter `index` (0-based, as kiln_device_info lists
+ * them): a copy through host memory (two devices share no buffers; blocks for the readback),
+ * or a new handle to the same tensor when it lives there already. Ops on tensors of two
+ * devices fail with KILN_ERR_INVALID_ARGUMENT: move one first. KILN_ERR_INVALID_ARGUMENT
+ * when `index` is out of range. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+ * Thread-safe.
+ */
+KilnStatus kiln_tensor_to_device(const struct KilnTensor *x,
+                                 size_t index,
+                                 struct KilnTensor **out);
+
+/**
+ * Writes the index of the adapter `x` lives on (as kiln_device_info lists them) to `*out`.
+ * `x`, `out`: non-null. Thread-safe.
+ */
+KilnStatus kiln_tensor_device(const struct KilnTensor *x, size_t *out);
+
+/**
  * Overwrites every element of `x` with `value` (in place; queued like any op). `x`:
  * non-null. Thread-safe, but racing writes to one tensor have no defined order.
  */

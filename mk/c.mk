@@ -28,7 +28,7 @@ KILN_LIBDIR := target/$(PROFILE)
 C_WARN := -Wall -Wextra -Werror -pedantic
 # C only (GCC 14's default; g++ refuses the flag): a tensor array passed without a cast.
 C_ONLY_WARN := -Werror=incompatible-pointer-types
-C_TESTS := test_kiln test_threads test_hostile test_session test_session_many test_metrics test_dispatch_types example
+C_TESTS := test_kiln test_threads test_hostile test_session test_session_many test_metrics test_dispatch_types test_two_devices example
 VALGRIND_FLAGS := --error-exitcode=99 --leak-check=full --show-leak-kinds=definite \
 	--errors-for-leak-kinds=definite --undef-value-errors=no --num-callers=30 \
 	--suppressions=tests/c/valgrind.supp --gen-suppressions=all

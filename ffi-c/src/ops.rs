@@ -102,6 +102,40 @@ pub unsafe extern "C" fn kiln_copy(x: *const KilnTensor, out: *mut *mut KilnTens
     unary("kiln_copy", x, out, ops::copy)
 }
 
+/// A tensor with the contents of `x` on adapter `index` (0-based, as kiln_device_info lists
+/// them): a copy through host memory (two devices share no buffers; blocks for the readback),
+/// or a new handle to the same tensor when it lives there already. Ops on tensors of two
+/// devices fail with KILN_ERR_INVALID_ARGUMENT: move one first. KILN_ERR_INVALID_ARGUMENT
+/// when `index` is out of range. `x`, `out`: non-null. `*out` receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on error.
+/// Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_tensor_to_device(
+    x: *const KilnTensor,
+    index: usize,
+    out: *mut *mut KilnTensor,
+) -> KilnStatus {
+    call_out("kiln_tensor_to_device", out, || {
+        let n = kiln_core::adapters().len();
+        if index >= n {
+            return Err(kiln_core::Error::InvalidArgument(format!(
+                "device index {index} is out of range ({n} adapters)"
+            )));
+        }
+        tensor(x, "x")?.to_device(&kiln_core::runtime().device_at(index)?)
+    })
+}
+
+/// Writes the index of the adapter `x` lives on (as kiln_device_info lists them) to `*out`.
+/// `x`, `out`: non-null. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_tensor_device(x: *const KilnTensor, out: *mut usize) -> KilnStatus {
+    call("kiln_tensor_device", || {
+        let i = tensor(x, "x")?.device().info().index;
+        *crate::boundary::out_ptr(out, "out")? = i;
+        Ok(())
+    })
+}
+
 /// Overwrites every element of `x` with `value` (in place; queued like any op). `x`:
 /// non-null. Thread-safe, but racing writes to one tensor have no defined order.
 #[no_mangle]
