@@ -1190,6 +1190,21 @@ function select_device(spec::Union{AbstractString,Integer})
     return Int(idx[])
 end
 
+"""`Kiln.device(A)`: the index (in `Kiln.devices()`) of the adapter `A` lives on."""
+function device(x::KilnArray)
+    i = Ref{Csize_t}(0)
+    check(@ccall libkiln.kiln_tensor_device(x::Ptr{KilnTensor}, i::Ref{Csize_t})::UInt32)
+    return Int(i[])
+end
+
+"""`Kiln.to_device(A, index)`: `A` on adapter `index` (as `Kiln.devices()` lists them): a copy
+through host memory, or `A`'s tensor again when it lives there. Operations on arrays of two
+devices throw `KilnError` (INVALID_ARGUMENT): move one first."""
+to_device(x::KilnArray, index::Integer) = _new() do out
+    @ccall libkiln.kiln_tensor_to_device(x::Ptr{KilnTensor}, Csize_t(index)::Csize_t,
+                                         out::Ref{Ptr{KilnTensor}})::UInt32
+end
+
 """`Kiln.synchronize()`: waits until the GPU has finished all queued work."""
 function synchronize()
     gc = ccall(:jl_gc_safe_enter, Int8, ())

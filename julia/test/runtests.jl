@@ -589,6 +589,29 @@ const top = @testset "Kiln.jl" begin
         @test Kiln.pipeline_stats().pipelines > 0
     end
 
+    @testset "two devices: to_device, and operations across them refused" begin
+        # Two adapters without a GPU: Mesa's llvmpipe through Vulkan and through OpenGL. The
+        # backends are read once per process, so the checks run in a child Julia.
+        code = """
+        using Kiln, Test
+        @assert length(Kiln.devices()) >= 2 "two adapters expected"
+        A = Float32[1.5 -2; Inf -0.0]
+        a = KilnArray(A)
+        b = Kiln.to_device(a, 1 - Kiln.device(a))
+        @test Kiln.device(b) == 1 - Kiln.device(a)
+        @test isequal(Array(b), A)
+        err = try a .+ b; nothing catch e; e end
+        @test err isa KilnError && err.code == 1 && occursin("device", err.msg)
+        @test isequal(Array(a .+ Kiln.to_device(b, Kiln.device(a))), A .+ A)
+        @test_throws KilnError Kiln.to_device(a, length(Kiln.devices()))
+        println("two devices: ok")
+        """
+        cmd = setenv(`$(Base.julia_cmd()) --startup-file=no --project=$(Base.active_project()) -e $code`,
+                     merge(ENV, Dict("KILN_BACKENDS" => "vulkan,gl")))
+        out = read(cmd, String)
+        @test occursin("two devices: ok", out)
+    end
+
     @testset "reset_devices!" begin
         old = KilnArray(Float32[1, 2, 3])
         Kiln.reset_devices!()
