@@ -148,11 +148,10 @@ fn auto_takes_coop_from_the_threshold() {
     let m_max = if has_coop() { 80 } else { 40 };
     for m in [ops::COOP_MIN_ROWS - 1, ops::COOP_MIN_ROWS, m_max] {
         assert_eq!(ops::quant_product_uses_coop(&dev, f, m, 2 * n), has_coop() && m >= ops::COOP_MIN_ROWS);
-        // Every format decodes in it, but Auto takes it from the same threshold only for the
-        // formats a GPU run has checked (the others by ProductKernel::Coop, tested above).
+        // Every format decodes in it, and Auto takes it from the same threshold for each.
         assert_eq!(ops::QUANT_COOP_FORMATS, QuantFormat::ALL);
         for other in QuantFormat::ALL {
-            let want = has_coop() && m >= ops::COOP_MIN_ROWS && ops::QUANT_COOP_AUTO.contains(&other);
+            let want = has_coop() && m >= ops::COOP_MIN_ROWS;
             assert_eq!(ops::quant_product_uses_coop(&dev, other, m, 2 * n), want, "{other} m={m}");
         }
         let (x, xv) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);

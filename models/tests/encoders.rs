@@ -10,6 +10,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+mod common;
+use common::compare;
+
 const FAMILIES: [&str; 4] = ["bert", "roberta", "xlm-roberta", "mpnet"];
 
 /// Per sentence: cosine at least 0.9999 and max |difference| at most 1e-4, MiniLM's f32
@@ -108,20 +111,6 @@ fn folder_with_pooling(family: &str, name: &str) -> PathBuf {
         });
     }
     dir
-}
-
-/// Per row: (cosine, max abs difference).
-fn compare(got: &[f32], want: &[f32], dim: usize) -> Vec<(f64, f64)> {
-    got.chunks(dim)
-        .zip(want.chunks(dim))
-        .map(|(g, w)| {
-            let dot: f64 = g.iter().zip(w).map(|(&a, &b)| a as f64 * b as f64).sum();
-            let ng: f64 = g.iter().map(|&a| (a as f64).powi(2)).sum::<f64>().sqrt();
-            let nw: f64 = w.iter().map(|&a| (a as f64).powi(2)).sum::<f64>().sqrt();
-            let maxd = g.iter().zip(w).map(|(&a, &b)| (a as f64 - b as f64).abs()).fold(0.0, f64::max);
-            (dot / (ng * nw), maxd)
-        })
-        .collect()
 }
 
 /// Every reference embedding of `family` (each pooling mode, normalised or not), encoded in

@@ -7,6 +7,9 @@ use kiln_models::{EncodeOptions, LoadOptions, ModelError, Precision, SentenceEmb
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+mod common;
+use common::compare;
+
 /// The sentence truncated at 256 tokens in sentences.json.
 const LONG: usize = 3;
 
@@ -52,20 +55,6 @@ fn npy(name: &str) -> (Vec<f32>, Vec<u64>) {
     let f = npyz::NpyFile::new(&bytes[..]).unwrap();
     let shape = f.shape().to_vec();
     (f.into_vec::<f32>().unwrap(), shape)
-}
-
-/// Per row: (cosine, max abs difference).
-fn compare(got: &[f32], want: &[f32], dim: usize) -> Vec<(f64, f64)> {
-    got.chunks(dim)
-        .zip(want.chunks(dim))
-        .map(|(g, w)| {
-            let dot: f64 = g.iter().zip(w).map(|(&a, &b)| a as f64 * b as f64).sum();
-            let ng: f64 = g.iter().map(|&a| (a as f64).powi(2)).sum::<f64>().sqrt();
-            let nw: f64 = w.iter().map(|&a| (a as f64).powi(2)).sum::<f64>().sqrt();
-            let maxd = g.iter().zip(w).map(|(&a, &b)| (a as f64 - b as f64).abs()).fold(0.0, f64::max);
-            (dot / (ng * nw), maxd)
-        })
-        .collect()
 }
 
 /// Cosine at least `min_cos` and max |difference| at most `max_diff`, per sentence.

@@ -18,7 +18,7 @@
 
 pub use super::quant_coop::{
     quant_coop_decode_for_tests, quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop,
-    EpilogueFusion, ProductKernel, COOP_MIN_ROWS, QUANT_COOP_AUTO, QUANT_COOP_FORMATS,
+    EpilogueFusion, ProductKernel, COOP_MIN_ROWS, QUANT_COOP_FORMATS,
 };
 use super::quant_format::MATVEC_MAX_ROWS;
 pub use super::quant_format::{QuantFormat, QuantFusion};

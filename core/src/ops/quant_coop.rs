@@ -170,30 +170,22 @@ fn pick_for(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel
 /// cooperative matrices on `device` (tests: its tolerance is f16's).
 pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n: usize) -> bool {
     m > super::quant_format::MATVEC_MAX_ROWS
-        && decodes(format, ProductKernel::Auto)
+        && QUANT_COOP_FORMATS.contains(&format)
         && pick(device, m, n, 0, ProductKernel::Auto).is_some()
 }
 
-/// The formats this kernel decodes: every one. Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K (a Q4_K_M
-/// or Q5_K_M file's) fetch their raw words a K step ahead into registers ([`fetch_unpack`]);
-/// Q5_0, Q5_1, Q2_K and Q3_K decode where the store reads them (quant_common's `decode_at`).
+/// The formats this kernel decodes, and `Auto` takes it for: every one. Q4_0, Q4_1, Q8_0, Q4_K,
+/// Q5_K and Q6_K (a Q4_K_M or Q5_K_M file's) fetch their raw words a K step ahead into registers
+/// ([`fetch_unpack`]); Q5_0, Q5_1, Q2_K and Q3_K decode where the store reads them
+/// (quant_common's `decode_at`). Each was checked on a GPU with cooperative matrices (the H200,
+/// 2026-11-28: core/tests/quant_coop.rs runs every format under `ProductKernel::Coop` against the
+/// reference; models/tests/arch_models.rs holds a Q4_K_M's logits to llama.cpp's distance from
+/// float64) and measured faster than the tiled kernel there (512 x 2048 by 16384 x 2048, TFLOP/s
+/// tiled / cooperative: Q4_0 19.2 / 148, Q4_K 17.7 / 117, Q5_K 17.3 / 92.7, Q5_0 18.3 / 90.8, Q5_1
+/// 18.2 / 87.6, Q2_K 19.1 / 94.3, Q3_K 18.3 / 87.3; Q6_K's 512 x 8192 by 2048 x 8192 17.0 / 63.9).
+/// lavapipe, where CI runs, has no cooperative matrices: there only the kernel's decode is checked
+/// (bit for bit), so a new format's product needs a GPU run before it joins.
 pub const QUANT_COOP_FORMATS: [QuantFormat; 10] = QuantFormat::ALL;
-
-/// The formats whose cooperative product `Auto` takes: every one, each checked on a GPU with
-/// cooperative matrices (the H200, 2026-11-28: core/tests/quant_coop.rs runs every format under
-/// `ProductKernel::Coop` against the reference; models/tests/arch_models.rs holds a Q4_K_M's
-/// logits to llama.cpp's distance from float64) and measured faster than the tiled kernel there
-/// (512 x 2048 by 16384 x 2048, TFLOP/s tiled / cooperative: Q4_0 19.2 / 148, Q4_K 17.7 / 117,
-/// Q5_K 17.3 / 92.7, Q5_0 18.3 / 90.8, Q5_1 18.2 / 87.6, Q2_K 19.1 / 94.3, Q3_K 18.3 / 87.3;
-/// Q6_K's 512 x 8192 by 2048 x 8192 17.0 / 63.9). lavapipe, where CI runs, has no cooperative
-/// matrices: there only the kernel's decode is checked (bit for bit). A format added to
-/// [`QUANT_COOP_FORMATS`] stays off this list until a GPU run checks it.
-pub const QUANT_COOP_AUTO: [QuantFormat; 10] = QuantFormat::ALL;
-
-fn decodes(format: QuantFormat, kernel: ProductKernel) -> bool {
-    let kernel = if kernel == ProductKernel::Auto { ProductKernel::from_env() } else { kernel };
-    QUANT_COOP_AUTO.contains(&format) || (QUANT_COOP_FORMATS.contains(&format) && kernel != ProductKernel::Auto)
-}
 
 /// Whether [`run`] takes the product of `m` x `k` by W [n, k] (with SwiGLU where `swiglu`)
 /// under `kernel` on `device`.
@@ -228,7 +220,10 @@ pub(crate) fn fuses(
     epi: Epilogue,
     policy: EpilogueFusion,
 ) -> bool {
-    if policy == EpilogueFusion::Separate || !decodes(format, kernel) || !takes(device, (m, n, k), kernel, epi.swiglu) {
+    if policy == EpilogueFusion::Separate
+        || !QUANT_COOP_FORMATS.contains(&format)
+        || !takes(device, (m, n, k), kernel, epi.swiglu)
+    {
         return false;
     }
     let small = pick_for(device, m, n, k, kernel, epi.swiglu).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
@@ -248,7 +243,7 @@ pub(crate) fn run(
     epi: Epilogue,
 ) -> Result<bool> {
     let device = x.device().clone();
-    if !decodes(format, kernel) {
+    if !QUANT_COOP_FORMATS.contains(&format) {
         return Ok(false);
     }
     // SwiGLU pairs 16-column accumulators within a subgroup.
