@@ -55,6 +55,9 @@ const XB: u32 = 9u;
 const NORM: bool = {{NORM}};
 const GLU: bool = {{GLU}};
 const RES: bool = {{RES}};
+// x read from global memory (through the caches) where each product needs it, instead of staged
+// in xs: no staging latency or K limit (the same values, so the same sums).
+const XG: bool = {{XG}};
 
 // Staged x, then (after the products) the per-thread partial sums.
 var<workgroup> xs: array<vec4<f32>, {{SH}}>;
@@ -64,6 +67,18 @@ var<workgroup> inv_rms: f32;
 fn silu(v: f32) -> f32 {
     // exp(-v) overflows below -88: the limit, -0 (and v / inf would be NaN at v = -inf).
     return select(v / (1.0 + exp(-v)), -0.0, v < -88.0);
+}
+
+// Values 4 i .. 4 i + 3 of block b of x (times g under NORM), as staged.
+fn xval(b: u32, i: u32) -> vec4<f32> {
+    if (XG) {
+        let t = b * 8u + i;
+        if (NORM) {
+            return vec4<f32>(x[t]) * vec4<f32>(g[t]);
+        }
+        return vec4<f32>(x[t]);
+    }
+    return xs[b * XB + i];
 }
 
 // Four nibbles of q (bits s, s + 8, s + 16, s + 24) as f32, minus `off` (exact: 2^23 + v - off).
@@ -106,16 +121,16 @@ fn main(
     // summed float4s v, v + 256, ...
     let k4 = p.k / 4u;
     var part: array<f32, V>;
-    for (var t0 = 0u; t0 < k4; t0 += 256u) {
+    for (var t0 = 0u; t0 < select(k4, 0u, XG && !NORM); t0 += 256u) {
         for (var i = 0u; i < V; i++) {
             let t = t0 + li + WG * i;
             if (t < k4) {
                 let v = vec4<f32>(x[t]);
                 if (NORM) {
                     part[i] += dot(v, v);
-                    xs[(t >> 3u) * XB + (t & 7u)] = v * vec4<f32>(g[t]);
-                } else {
-                    xs[(t >> 3u) * XB + (t & 7u)] = v;
+                }
+                if (!XG) {
+                    xs[(t >> 3u) * XB + (t & 7u)] = select(v, v * vec4<f32>(g[t]), NORM);
                 }
             }
         }

@@ -204,6 +204,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         }
     }
     attention_benches(quick, &mut v)?;
+    dispatch_floor_bench(&mut v);
     quant_matvec_benches(quick, &mut v);
     quant_prefill_benches(quick, &mut v);
     quant_epilogue_benches(quick, &mut v);
@@ -218,14 +219,43 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
 /// set exceeds an H100's 50 MB L2, as a model's weights do; built on the first call, so a
 /// filtered-out row costs nothing. `--quick` takes 1/16 of the rows. `KILN_QUANT_MATVEC=strided`
 /// or `wide` forces a kernel for A/B runs.
+/// What a dependent dispatch costs at the least: a chain of one-element adds, each reading the
+/// previous one's output (so the GPU must finish one before it starts the next), in GPU time a
+/// link. Every decode token pays this floor once per dispatch.
+fn dispatch_floor_bench(v: &mut Vec<Bench>) {
+    let one: std::sync::OnceLock<Tensor> = std::sync::OnceLock::new();
+    let last = std::sync::Mutex::new(None::<Tensor>);
+    v.push(Bench {
+        name: "dispatch_floor",
+        size: "1 f32, dependent chain".into(),
+        bytes: 8.0,
+        flops: 0.0,
+        run: Box::new(move |_| {
+            if one.get().is_none() {
+                let _ = one.set(ops::random_uniform(&[1], DType::F32, 5, -1.0, 1.0)?);
+            }
+            let one = one.get().expect("set above");
+            let mut l = last.lock().expect("bench state");
+            let y = match l.take() {
+                Some(prev) => ops::add(&prev, one)?,
+                None => one.clone(),
+            };
+            *l = Some(y.clone());
+            Ok(y)
+        }),
+    });
+}
+
 fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
     use ops::QuantFormat::{Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0};
     // (name, format, N outputs, K, SwiGLU, RMSNorm, residual); a name ending in `.strided`
     // forces the strided kernel (the K formats' kernel before quant_matvec_k), `_m4` / `_m16` take 4 /
     // 16 rows of x (batched decode).
     #[allow(clippy::type_complexity)]
-    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 24] = [
+    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 26] = [
         ("quant_matvec_q4_0_gateup", Q4_0, 8192, 2048, true, true, false),
+        ("quant_matvec_q4_0_o", Q4_0, 2048, 2048, false, false, true),
+        ("quant_matvec_q4_0_qkv", Q4_0, 3072, 2048, false, true, false),
         ("quant_matvec_q4_0_down", Q4_0, 2048, 8192, false, false, true),
         ("quant_matvec_q4_0_head", Q4_0, 128256, 2048, false, true, false),
         ("quant_matvec_q8_0_gateup", Q8_0, 8192, 2048, true, true, false),
@@ -262,7 +292,11 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
         };
         let w_rows = if glu { 2 * n } else { n };
         let nbytes = w_rows * f.row_bytes(k).expect("whole blocks");
-        let copies = if quick { 2 } else { (64usize << 20).div_ceil(nbytes).clamp(1, 8) };
+        // Enough copies (cycled) to exceed any GPU's last-level cache (the H200's is 50 MB): a
+        // decode token streams ~0.7 GB of weights, so its matrices always come from memory, and
+        // a bench whose copies fit in L2 (as 8 copies of the 1B shape's 2.4 MB o did) times
+        // cache hits instead.
+        let copies = if quick { 2 } else { (256usize << 20).div_ceil(nbytes).clamp(2, 64) };
         let size = format!(
             "{}{n}x{k}{}{}{}",
             if glu { "2x" } else { "" },

@@ -40,18 +40,56 @@ pub enum MatvecKernel {
 pub const WIDE_MIN_ROWS: usize = 512;
 /// Columns from which `Auto` takes the wide kernel (short rows leave most of its threads idle).
 pub const WIDE_MIN_K: usize = 256;
-/// Columns past which `Auto` keeps the strided kernel: x staged in workgroup memory (4 bytes a
-/// column) limits how many workgroups share an SM. Measured on the H200 (`kiln bench --filter
-/// quant_matvec`): the 2048 x 8192 down projection took 15.2 / 16.5 µs wide against 15.4 /
-/// 15.1 strided (Q4_0 / Q8_0), while at K = 2048 the wide kernel was 1.5-2x faster (gate/up
-/// Q4_0 18.9 against 33.0 µs, the 128,256-row head 110 against 222 µs).
-pub const WIDE_MAX_K: usize = 4096;
+/// Columns from which the launch keeps 256-thread workgroups (16 rows of W each) instead of
+/// shrinking them towards [`TARGET_GROUPS`]: a workgroup stages all of x (36 bytes per 32
+/// values), so past this many columns the staging is worth sharing over more rows. Measured on
+/// the H200 (`kiln bench --filter quant_matvec`, W cycled through more copies than L2 holds):
+/// the 1B shape's 2048 x 8192 down projection (Q4_0) took 15.3 µs on the strided kernel, 15.4 on
+/// this one with 64-thread workgroups (512 of them) and 11.6 with 256-thread ones (128).
+/// (Before that measurement `Auto` kept the strided kernel past K = 4096.)
+pub const WIDE_BIG_K: usize = 4096;
 /// Workgroups the launch aims for before it takes smaller workgroups (2 per SM of a 132-SM
 /// H100): fewer leave SMs idle or with too few loads in flight.
 const TARGET_GROUPS: usize = 256;
-/// Blocks per W row one thread decodes per step (words in flight: U x 5 or 9, twice with the
-/// prefetch); under SwiGLU half, since each step covers the gate and the up row.
+/// Blocks per W row one thread decodes per step (words in flight: U x 5 or 9 per row, twice with
+/// the prefetch) past [`WIDE_BIG_K`] columns (half under SwiGLU: a step covers the gate and the
+/// up row); 1 below it. Measured on the H200 (same bench):
+/// at K = 2048 one block a step is as fast or faster (gate/up 18.7 -> 17.7 µs against two; the
+/// 1B decode token's o step 11.5 -> 8.7 µs a layer), at K = 8192 four (11.6 µs against 13.3
+/// with one): with few blocks a row, fewer words in flight per thread leave room for more
+/// threads; with many, each thread's loads must cover more latency.
 const BLOCKS_PER_STEP: usize = 4;
+
+/// Measurement-only overrides of the launch, `KILN_WIDE_TUNE="wg=128,u=4,xg=1"` (any subset):
+/// the workgroup size, the blocks per step, and whether x is read from global memory (through
+/// the caches) instead of staged in workgroup memory. None of them changes a result bit (the
+/// sums are the same in the same order); they exist to measure the kernel's shape on a GPU.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tune {
+    wg: Option<usize>,
+    u: Option<usize>,
+    xg: Option<bool>,
+}
+
+impl Tune {
+    fn from_env() -> Tune {
+        static ENV: std::sync::OnceLock<Tune> = std::sync::OnceLock::new();
+        *ENV.get_or_init(|| {
+            let mut t = Tune::default();
+            for part in crate::platform::env_var("KILN_WIDE_TUNE").unwrap_or_default().split(',') {
+                let (k, v) = part.split_once('=').unwrap_or((part, ""));
+                let v = v.trim().parse::<usize>().ok();
+                match k.trim() {
+                    "wg" => t.wg = v.filter(|w| [64, 128, 256].contains(w)),
+                    "u" => t.u = v.filter(|u| (1..=8).contains(u)),
+                    "xg" => t.xg = v.map(|x| x != 0),
+                    _ => {}
+                }
+            }
+            t
+        })
+    }
+}
 
 impl MatvecKernel {
     /// The `KILN_QUANT_MATVEC` override: `strided` or `wide` (anything else: by shape; the K
@@ -86,13 +124,20 @@ fn block_words(format: QuantFormat) -> usize {
     }
 }
 
-/// The launch shape: workgroup size, vec4s of workgroup memory for xs.
-fn shape(blocks: usize, rows: usize, tpb: usize, na: usize) -> (usize, usize) {
+/// The launch shape: workgroup size, vec4s of workgroup memory for xs (x staged unless `xg`,
+/// then only the partial sums).
+fn shape(blocks: usize, rows: usize, tpb: usize, na: usize, xg: bool) -> (usize, usize) {
     let mut wg = 256;
-    while wg > 64 && rows.div_ceil(wg / tpb) < TARGET_GROUPS {
+    while wg > 64 && blocks * QuantFormat::BLOCK_LEN <= WIDE_BIG_K && rows.div_ceil(wg / tpb) < TARGET_GROUPS {
         wg /= 2;
     }
-    (wg, (blocks * 9).max(na * wg))
+    let wg = Tune::from_env().wg.filter(|w| *w >= tpb).unwrap_or(wg);
+    (wg, if xg { na * wg } else { (blocks * 9).max(na * wg) })
+}
+
+/// Whether x is read from global memory rather than staged (`KILN_WIDE_TUNE`'s `xg`).
+fn x_global() -> bool {
+    Tune::from_env().xg.unwrap_or(false)
 }
 
 /// Whether the wide kernel can run `m` rows of x of `k` values against `n` outputs (2n W rows
@@ -103,7 +148,7 @@ pub fn applies(device: &Device, m: usize, k: usize, n: usize, swiglu: bool) -> b
         return false;
     }
     let blocks = k / QuantFormat::BLOCK_LEN;
-    let (wg, sh) = shape(blocks, n, strided_tpr(blocks) / 4, if swiglu { 2 } else { 1 });
+    let (wg, sh) = shape(blocks, n, strided_tpr(blocks) / 4, if swiglu { 2 } else { 1 }, x_global());
     // xs, red (WG f32) and inv_rms.
     sh * 16 + wg * 4 + 4 <= device.limits().max_compute_workgroup_storage_size as usize
 }
@@ -130,7 +175,7 @@ pub(crate) fn run(
     let want = match kernel {
         MatvecKernel::Strided => false,
         MatvecKernel::Wide => true,
-        MatvecKernel::Auto => w_rows >= WIDE_MIN_ROWS && (WIDE_MIN_K..=WIDE_MAX_K).contains(&k),
+        MatvecKernel::Auto => w_rows >= WIDE_MIN_ROWS && k >= WIDE_MIN_K,
     };
     let device = x.device().clone();
     // The formats without a wide decode (Q5_*, the K formats) take the strided kernel.
@@ -139,11 +184,18 @@ pub(crate) fn run(
     }
     let blocks = k / QuantFormat::BLOCK_LEN;
     let tpb = strided_tpr(blocks) / 4;
-    let (wg, sh) = shape(blocks, n, tpb, na);
+    let xg = x_global();
+    let (wg, sh) = shape(blocks, n, tpb, na, xg);
     let limits = device.limits();
     let dtype = x.dtype();
     let enable = crate::exec::enables(&[dtype]);
-    let u = if glu { BLOCKS_PER_STEP / 2 } else { BLOCKS_PER_STEP };
+    let u = Tune::from_env().u.unwrap_or(if k <= WIDE_BIG_K {
+        1
+    } else if glu {
+        BLOCKS_PER_STEP / 2
+    } else {
+        BLOCKS_PER_STEP
+    });
     let nw = block_words(format);
     let groups = grid(n.div_ceil(wg / tpb) as u64, limits.max_compute_workgroups_per_dimension)?;
     let eps = fusion.rms_norm.map_or(0.0, |(_, e)| e);
@@ -155,7 +207,18 @@ pub(crate) fn run(
     Launch {
         key: PipelineKey::new(
             "quant_matvec_wide",
-            &[format as u32, dtype as u32, wg as u32, tpb as u32, sh as u32, norm as u32, glu as u32, res as u32],
+            &[
+                format as u32,
+                dtype as u32,
+                wg as u32,
+                tpb as u32,
+                sh as u32,
+                norm as u32,
+                glu as u32,
+                res as u32,
+                u as u32,
+                xg as u32,
+            ],
         ),
         source: Box::new(move || {
             enable.to_string()
@@ -173,6 +236,7 @@ pub(crate) fn run(
                         ("NORM", &norm.to_string()),
                         ("GLU", &glu.to_string()),
                         ("RES", &res.to_string()),
+                        ("XG", &xg.to_string()),
                         ("LOAD", &load_wgsl(na, u, nw)),
                         ("COMPUTE", &compute_wgsl(format, na, u, nw)),
                     ],
@@ -216,10 +280,9 @@ fn compute_wgsl(format: QuantFormat, na: usize, u: usize, nw: usize) -> String {
             s += "            {\n";
             s += &format!("                let b = b0 + {i}u * TPB;\n");
             s += "                if (b < p.blocks) {\n";
-            s += "                    let xb = b * XB;\n";
             let line = |c: usize, ua: String, pa: usize, ub: String, pb: usize| {
                 format!(
-                    "                    acc{a}.{} += dot({ua}, xs[xb + {pa}u]) + dot({ub}, xs[xb + {pb}u]);\n",
+                    "                    acc{a}.{} += dot({ua}, xval(b, {pa}u)) + dot({ub}, xval(b, {pb}u));\n",
                     C[c]
                 )
             };
