@@ -172,4 +172,20 @@ fn main(
     }
 }
 
+// ROPE's epilogue for the pair of rows (n, n + half) of x rows m0 .. m0 + MT: their sums are at
+// red[q * 256 + li] and red[q * 256 + li + TPR] (the odd slot's lane 0).
+fn rope_epilogue(n: u32, m0: u32, li: u32) {
+    for (var q = 0u; q < MT; q++) {
+        if (m0 + q < p.m) {
+            var x0 = red[q * 256u + li];
+            var x1 = red[q * 256u + li + TPR];
+            if (NORM) {
+                x0 *= inv_rms[q];
+                x1 *= inv_rms[q];
+            }
+            rope_store(n, m0 + q, x0, x1);
+        }
+    }
+}
+
 {{ROPE_PART}}

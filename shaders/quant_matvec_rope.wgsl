@@ -1,6 +1,8 @@
-// quant_matvec.wgsl's ROPE part (ops/quant.rs): the KV caches [NKV, CAP, D] and the epilogue;
-// `rope_cos_sin` (rope_common.wgsl) follows. Without ROPE the kernel gets an empty
-// `rope_row` and `rope_epilogue` and none of this.
+// The decode matrix-vector kernels' ROPE part (quant_matvec.wgsl and quant_matvec_wide.wgsl,
+// ops/quant.rs and ops/quant_matvec_wide.rs): the KV caches [NKV, CAP, D], the row order and the
+// store; `rope_cos_sin` (rope_common.wgsl) follows. Without ROPE a kernel gets empty
+// `rope_row` and `rope_store` and none of this. Each kernel includes it after its own `p`
+// (with the ROPE fields), `out` and `RPW` (W rows a workgroup).
 @group(0) @binding(5) var<storage, read_write> kc: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> vc: array<{{T}}>;
 
@@ -11,43 +13,33 @@ fn rope_row(wgi: u32, slot: u32) -> u32 {
     return (j / p.half) * 2u * p.half + j % p.half + (slot % 2u) * p.half;
 }
 
-// ROPE's epilogue for the pair of rows (n, n + half) of x rows m0 .. m0 + MT: their sums are at
-// red[q * 256 + li] and red[q * 256 + li + TPR] (the odd slot's lane 0).
-fn rope_epilogue(n: u32, m0: u32, li: u32) {
+// The pair of rows (n, n + half) of x row l finished: their sums x0, x1 (already times the
+// norm's inverse RMS) rounded to T as the separate kernels' stored QKV is, the queries RoPE'd
+// into out [NH, M, D], the keys RoPE'd and the values copied into the caches at row pos + l.
+fn rope_store(n: u32, l: u32, s0: f32, s1: f32) {
     let d = 2u * p.half;
     let head = n / d;
     let i = n % d;
-    for (var q = 0u; q < MT; q++) {
-        let l = m0 + q;
-        if (l < p.m) {
-            var x0 = red[q * 256u + li];
-            var x1 = red[q * 256u + li + TPR];
-            if (NORM) {
-                x0 *= inv_rms[q];
-                x1 *= inv_rms[q];
-            }
-            x0 = f32({{T}}(x0));
-            x1 = f32({{T}}(x1));
-            if (head < p.nh + p.nkv) {
-                let cs = rope_cos_sin(f32(p.pos + l), i, p.inv_half, p.log2_base);
-                let y0 = x0 * cs.x - x1 * cs.y;
-                let y1 = x1 * cs.x + x0 * cs.y;
-                x0 = y0;
-                x1 = y1;
-            }
-            if (head < p.nh) {
-                let o = (head * p.m + l) * d + i;
-                out[o] = {{T}}(x0);
-                out[o + p.half] = {{T}}(x1);
-            } else if (head < p.nh + p.nkv) {
-                let o = ((head - p.nh) * p.cap + p.pos + l) * d + i;
-                kc[o] = {{T}}(x0);
-                kc[o + p.half] = {{T}}(x1);
-            } else {
-                let o = ((head - p.nh - p.nkv) * p.cap + p.pos + l) * d + i;
-                vc[o] = {{T}}(x0);
-                vc[o + p.half] = {{T}}(x1);
-            }
-        }
+    var x0 = f32({{T}}(s0));
+    var x1 = f32({{T}}(s1));
+    if (head < p.nh + p.nkv) {
+        let cs = rope_cos_sin(f32(p.pos + l), i, p.inv_half, p.log2_base);
+        let y0 = x0 * cs.x - x1 * cs.y;
+        let y1 = x1 * cs.x + x0 * cs.y;
+        x0 = y0;
+        x1 = y1;
+    }
+    if (head < p.nh) {
+        let o = (head * p.m + l) * d + i;
+        out[o] = {{T}}(x0);
+        out[o + p.half] = {{T}}(x1);
+    } else if (head < p.nh + p.nkv) {
+        let o = ((head - p.nh) * p.cap + p.pos + l) * d + i;
+        kc[o] = {{T}}(x0);
+        kc[o + p.half] = {{T}}(x1);
+    } else {
+        let o = ((head - p.nh - p.nkv) * p.cap + p.pos + l) * d + i;
+        vc[o] = {{T}}(x0);
+        vc[o + p.half] = {{T}}(x1);
     }
 }

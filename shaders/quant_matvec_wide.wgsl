@@ -28,7 +28,7 @@ struct Params {
     eps: f32,     // NORM's epsilon
     pad1: u32,
     pad2: u32,
-}
+{{ROPE_FIELDS}}}
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<{{T}}>>;
@@ -37,7 +37,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> g: array<vec4<{{T}}>>;
 // RES's residual, shaped like out (bound to x when unused).
 @group(0) @binding(4) var<storage, read> r: array<{{T}}>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
 
 const WG: u32 = {{WG}}u;
 // Threads per W row (quant_matvec's TPR / 4), W rows per workgroup.
@@ -58,6 +58,9 @@ const RES: bool = {{RES}};
 // x read from global memory (through the caches) where each product needs it, instead of staged
 // in xs: no staging latency or K limit (the same values, so the same sums).
 const XG: bool = {{XG}};
+// W is a decoder layer's stacked Q, K and V rows and the epilogue RoPEs and writes the KV caches
+// (quant_matvec_rope.wgsl): slots 2j and 2j + 1 take a pair of rotated rows (rope_row).
+const ROPE: bool = {{ROPE}};
 
 // Staged x, then (after the products) the per-thread partial sums.
 var<workgroup> xs: array<vec4<f32>, {{SH}}>;
@@ -108,7 +111,11 @@ fn main(
     @builtin(local_invocation_index) li: u32,
 ) {
     let j = li % TPB;
-    let n = (wg.x + wg.y * nwg.x) * RPW + li / TPB;
+    let wgi = wg.x + wg.y * nwg.x;
+    var n = wgi * RPW + li / TPB;
+    if (ROPE) {
+        n = rope_row(wgi, li / TPB);
+    }
     let live = n < p.n;
     let h0 = select(0u, n * p.row_h, live);
     let h1 = select(h0, (n + p.n) * p.row_h, live && GLU);
@@ -180,6 +187,21 @@ fn main(
         }
         workgroupBarrier();
     }
+    if (ROPE) {
+        // The even slot's thread 0 finishes the pair: its row's sum and the odd slot's.
+        if (j == 0u && (li / TPB) % 2u == 0u && live) {
+            let a = xs[li];
+            let b = xs[li + TPB];
+            var y0 = (a.x + a.z) + (a.y + a.w);
+            var y1 = (b.x + b.z) + (b.y + b.w);
+            if (NORM) {
+                y0 *= inv_rms;
+                y1 *= inv_rms;
+            }
+            rope_store(n, 0u, y0, y1);
+        }
+        return;
+    }
     if (j == 0u && live) {
         let a = xs[li];
         var y = (a.x + a.z) + (a.y + a.w);
@@ -201,3 +223,5 @@ fn main(
         }
     }
 }
+
+{{ROPE_PART}}

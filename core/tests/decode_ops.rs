@@ -429,7 +429,8 @@ fn attention_prefix_reads_the_filled_rows_in_place() {
 /// `quant_qkv_rope_to_cache` (the QKV matvec with RoPE and the cache write as its epilogue, one
 /// dispatch) gives the bytes of `quant_matmul_fused` + `rope_qkv_to_cache` (the two dispatches
 /// it replaces) for the queries and both caches, whose other rows stay as they were; and the
-/// CPU reference's values. SmolLM2's layer (9 + 2·3 heads of 64, K 576: 4 rows a workgroup),
+/// CPU reference's values. SmolLM2's layer (9 + 2·3 heads of 64, K 576: the wide kernel, as is
+/// 7 + 2·3 heads of 48),
 /// K 64 (8 rows a workgroup), several positions (L 5: two groups of 4 x rows), D 2 and 6 (one
 /// and three pairs a head), L 9 (past the matrix-vector kernel: the two ops), L 0; every
 /// format, with and without the norm; a NaN and infinities in x.
@@ -440,6 +441,8 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
     // (L, heads, kv heads, D, cap, pos, K)
     let cases: &[(usize, usize, usize, usize, usize, usize, usize)] = &[
         (1, 9, 3, 64, 40, 37, 576),
+        // 13 heads of 48 (624 rows, K 512): on the wide kernel, whose epilogue is the same.
+        (1, 7, 3, 48, 5, 4, 512),
         (1, 3, 1, 64, 9, 0, 64),
         (5, 2, 2, 6, 8, 3, 96),
         (4, 4, 1, 2, 4, 0, 32),

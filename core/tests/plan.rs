@@ -13,9 +13,11 @@ use kiln_core::plan::Plan;
 use kiln_core::{Result, Tensor};
 
 const LAYERS: usize = 2;
-const D: usize = 64;
-const HEADS: usize = 4;
-const KV_HEADS: usize = 2;
+// (8 + 2·4) heads of 32 = 512 QKV rows of K = 256: the wide matrix-vector kernel's shape, so its
+// RoPE epilogue's position rule is held to a fresh capture too (the others stay strided).
+const D: usize = 256;
+const HEADS: usize = 8;
+const KV_HEADS: usize = 4;
 const HD: usize = D / HEADS;
 const FFN: usize = 128;
 const VOCAB: usize = 96;

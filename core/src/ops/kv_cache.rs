@@ -348,6 +348,9 @@ pub fn quant_qkv_rope_to_cache(
     check_fused(x, w, format, width, &fusion)?;
     let q = Tensor::empty_on(x.device(), &[n_heads, len, d], dtype)?;
     let rope = RopeToCache { k_cache, v_cache, n_heads, n_kv_heads: nkv, half: d / 2, cap, pos, base };
-    matvec(x, w, format, width, fusion, &q, Some(&rope))?;
+    let kernel = crate::ops::MatvecKernel::Auto;
+    if !crate::ops::quant_matvec_wide::run(x, w, &q, format, width, k, len, &fusion, kernel, Some(&rope))? {
+        matvec(x, w, format, width, fusion, &q, Some(&rope))?;
+    }
     Ok(q)
 }

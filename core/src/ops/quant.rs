@@ -388,7 +388,7 @@ pub fn quant_matmul_fused_kernel(
     if super::quant_matvec_k::run(x, w, &out, format, n, k, m, &fusion, kernel)? {
         return Ok(out);
     }
-    if super::quant_matvec_wide::run(x, w, &out, format, n, k, m, &fusion, kernel)? {
+    if super::quant_matvec_wide::run(x, w, &out, format, n, k, m, &fusion, kernel, None)? {
         return Ok(out);
     }
     matvec(x, w, format, n, fusion, &out, None)?;
@@ -457,6 +457,15 @@ pub(crate) fn matvec_takes(m: usize, k: usize) -> bool {
     k > 0 && m <= MATVEC_MAX_ROWS
 }
 
+/// What a matrix-vector kernel without ROPE gets for the ROPE part's functions.
+pub(crate) const ROPE_STUBS: &str =
+    "fn rope_row(wgi: u32, slot: u32) -> u32 { return 0u; }\nfn rope_store(n: u32, l: u32, s0: f32, s1: f32) {}\n";
+
+/// The ROPE fields of a matrix-vector kernel's `Params` (after its 8 words).
+pub(crate) const ROPE_FIELDS: &str =
+    "    nh: u32,\n    nkv: u32,\n    cap: u32,\n    pos: u32,\n    log2_base: f32,\n    \
+     inv_half: f32,\n    half: u32,\n    pad3: u32,\n";
+
 /// The matrix-vector kernel's ROPE epilogue (`ops::quant_qkv_rope_to_cache`, checked there):
 /// W's rows are `n_heads` query, `n_kv_heads` key and `n_kv_heads` value heads of `2 half`
 /// rows; the queries go to `out` [n_heads, M, 2 half], keys and values into the caches
@@ -470,6 +479,38 @@ pub(crate) struct RopeToCache<'a> {
     pub cap: usize,
     pub pos: usize,
     pub base: f32,
+}
+
+impl RopeToCache<'_> {
+    /// Appends the ROPE fields (`ROPE_FIELDS`) to a matrix-vector kernel's 8 words; returns
+    /// them and the index of the word that holds `pos`.
+    pub(crate) fn push_params(&self, params: Params) -> (Params, usize) {
+        let params = params.u32(self.n_heads).u32(self.n_kv_heads).u32(self.cap);
+        let pos_word = params.len();
+        let params = params
+            .u32(self.pos)
+            .f32((self.base as f64).log2() as f32)
+            .f32((1.0 / self.half as f64) as f32)
+            .u32(self.half)
+            .u32(0u32);
+        (params, pos_word)
+    }
+
+    /// Under a decode plan's capture, lets a replay move the rows written on with the position
+    /// (`plan.rs`): `pos` + delta, while `m` rows still fit the cache, the same `groups`.
+    pub(crate) fn follow_in_plan(&self, device: &crate::device::Device, pos_word: usize, m: usize, groups: [u32; 3]) {
+        if crate::device::capture::capturing(device) {
+            let (pos, cap) = (self.pos, self.cap);
+            crate::device::capture::follow(
+                device,
+                Box::new(move |delta, w| {
+                    let p = pos.checked_add(delta).filter(|p| p + m <= cap)?;
+                    w[pos_word] = p as u32;
+                    Some(groups)
+                }),
+            );
+        }
+    }
 }
 
 /// The matrix-vector kernel into `out` (operands checked by the caller, `matvec_takes` true,
@@ -506,51 +547,36 @@ pub(crate) fn matvec(
         if glu || res || !n.is_multiple_of(2 * rp.half) {
             return Err(Error::Internal("quant matvec: RoPE takes whole heads and no SwiGLU or residual".into()));
         }
-        params = params.u32(rp.n_heads).u32(rp.n_kv_heads).u32(rp.cap);
-        let pos_word = params.len();
-        params = params
-            .u32(rp.pos)
-            .f32((rp.base as f64).log2() as f32)
-            .f32((1.0 / rp.half as f64) as f32)
-            .u32(rp.half)
-            .u32(0u32);
+        let pos_word;
+        (params, pos_word) = rp.push_params(params);
         tensors.extend([rp.k_cache, rp.v_cache]);
         // Slots 2j and 2j + 1 take pair j: rows_per_wg / 2 of the n / 2 pairs per workgroup.
         let mut g = grid((n / 2).div_ceil(rows_per_wg / 2) as u64, max_dim)?;
         g[2] = groups[2];
         groups = g;
-        if crate::device::capture::capturing(&device) {
-            // A plan moves the rows written on with the position (`plan.rs`).
-            let (pos, cap) = (rp.pos, rp.cap);
-            crate::device::capture::follow(
-                &device,
-                Box::new(move |delta, w| {
-                    let p = pos.checked_add(delta).filter(|p| p + m <= cap)?;
-                    w[pos_word] = p as u32;
-                    Some(g)
-                }),
-            );
-        }
+        rp.follow_in_plan(&device, pos_word, m, groups);
     }
     let with_rope = rope.is_some();
     Launch {
         key: PipelineKey::new(
             "quant_matvec",
-            &[format as u32, dtype as u32, tpr as u32, mt as u32, norm as u32, glu as u32, res as u32, with_rope as u32],
+            &[
+                format as u32,
+                dtype as u32,
+                tpr as u32,
+                mt as u32,
+                norm as u32,
+                glu as u32,
+                res as u32,
+                with_rope as u32,
+            ],
         ),
         source: Box::new(move || {
             let t = dtype.wgsl();
             let (fields, part, slot) = if with_rope {
-                (
-                    "    nh: u32,\n    nkv: u32,\n    cap: u32,\n    pos: u32,\n    log2_base: f32,\n    \
-                     inv_half: f32,\n    half: u32,\n    pad3: u32,\n"
-                        .to_string(),
-                    render(MATVEC_ROPE, &[("T", t)]),
-                    "7",
-                )
+                (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t)]), "7")
             } else {
-                (String::new(), "fn rope_row(wgi: u32, slot: u32) -> u32 { return 0u; }\nfn rope_epilogue(n: u32, m0: u32, li: u32) {}\n"
-                        .to_string(), "5")
+                (String::new(), ROPE_STUBS.to_string(), "5")
             };
             let src = enable.to_string()
                 + &format.common_wgsl()

@@ -8,6 +8,7 @@
 //! large W when x fits in workgroup memory; `KILN_QUANT_MATVEC=strided|wide` overrides the
 //! choice (A/B timing).
 
+use super::quant::{RopeToCache, ROPE_FIELDS, ROPE_STUBS};
 use super::quant_format::{QuantFormat, QuantFusion};
 use crate::device::Device;
 use crate::exec::{grid, Launch, Params};
@@ -16,6 +17,8 @@ use crate::tensor::Tensor;
 use crate::Result;
 
 const WIDE: &str = include_str!("../../../shaders/quant_matvec_wide.wgsl");
+const MATVEC_ROPE: &str = include_str!("../../../shaders/quant_matvec_rope.wgsl");
+const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
 /// Which matrix-vector kernel decode's `quant_matmul` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -155,7 +158,9 @@ pub fn applies(device: &Device, m: usize, k: usize, n: usize, swiglu: bool) -> b
 
 /// Runs y = x Wᵀ (with `fusion`) into `out` on the wide kernel if `kernel` (or, for `Auto`, the
 /// environment and the shape) picks it and it applies; false leaves the work to the caller.
-/// Operands are checked by the caller; `m` rows of x with `k` values, `n` outputs.
+/// Operands are checked by the caller; `m` rows of x with `k` values, `n` outputs. With `rope`
+/// (`ops::quant_qkv_rope_to_cache`; `fusion` then holds at most the norm) the epilogue is the
+/// strided kernel's: RoPE and the KV-cache write (`quant_matvec_rope.wgsl`), the same bits.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     x: &Tensor,
@@ -167,6 +172,7 @@ pub(crate) fn run(
     m: usize,
     fusion: &QuantFusion,
     kernel: MatvecKernel,
+    rope: Option<&RopeToCache>,
 ) -> Result<bool> {
     let kernel = if kernel == MatvecKernel::Auto { MatvecKernel::from_env() } else { kernel };
     let glu = fusion.swiglu;
@@ -197,13 +203,30 @@ pub(crate) fn run(
         BLOCKS_PER_STEP
     });
     let nw = block_words(format);
-    let groups = grid(n.div_ceil(wg / tpb) as u64, limits.max_compute_workgroups_per_dimension)?;
+    let max_dim = limits.max_compute_workgroups_per_dimension;
+    let mut groups = grid(n.div_ceil(wg / tpb) as u64, max_dim)?;
     let eps = fusion.rms_norm.map_or(0.0, |(_, e)| e);
     let row_h = format.row_bytes(k)? / 2;
-    let params = Params::new().u32(1u32).u32(n).u32(k).u32(blocks).u32(row_h).f32(eps).u32(0u32).u32(0u32);
+    let mut params = Params::new().u32(1u32).u32(n).u32(k).u32(blocks).u32(row_h).f32(eps).u32(0u32).u32(0u32);
     let (norm, res) = (fusion.rms_norm.is_some(), fusion.residual.is_some());
     let g = fusion.rms_norm.map_or(x, |(g, _)| g);
     let r = fusion.residual.unwrap_or(x);
+    let mut tensors = vec![w, x, out, g, r];
+    if let Some(rp) = rope {
+        let rpw = wg / tpb;
+        if glu || res || !n.is_multiple_of(2 * rp.half) || rpw % 2 != 0 {
+            return Err(crate::Error::Internal(
+                "quant matvec: RoPE takes whole heads, pairs of rows and no SwiGLU or residual".into(),
+            ));
+        }
+        let pos_word;
+        (params, pos_word) = rp.push_params(params);
+        tensors.extend([rp.k_cache, rp.v_cache]);
+        // Slots 2j and 2j + 1 take pair j (rope_row): rpw / 2 of the n / 2 pairs a workgroup.
+        groups = grid((n / 2).div_ceil(rpw / 2) as u64, max_dim)?;
+        rp.follow_in_plan(&device, pos_word, 1, groups);
+    }
+    let with_rope = rope.is_some();
     Launch {
         key: PipelineKey::new(
             "quant_matvec_wide",
@@ -218,10 +241,17 @@ pub(crate) fn run(
                 res as u32,
                 u as u32,
                 xg as u32,
+                with_rope as u32,
             ],
         ),
         source: Box::new(move || {
-            enable.to_string()
+            let t = dtype.wgsl();
+            let (fields, part, slot) = if with_rope {
+                (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t)]), "7")
+            } else {
+                (String::new(), ROPE_STUBS.to_string(), "5")
+            };
+            let src = enable.to_string()
                 + &format.common_wgsl()
                 + &render(
                     WIDE,
@@ -237,12 +267,21 @@ pub(crate) fn run(
                         ("GLU", &glu.to_string()),
                         ("RES", &res.to_string()),
                         ("XG", &xg.to_string()),
+                        ("ROPE", &with_rope.to_string()),
+                        ("ROPE_FIELDS", &fields),
+                        ("P_SLOT", slot),
+                        ("ROPE_PART", &part),
                         ("LOAD", &load_wgsl(na, u, nw)),
                         ("COMPUTE", &compute_wgsl(format, na, u, nw)),
                     ],
-                )
+                );
+            if with_rope {
+                crate::ops::elementwise::with_special(src + ROPE_COMMON)
+            } else {
+                src
+            }
         }),
-        tensors: &[w, x, out, g, r],
+        tensors: &tensors,
         params: Some(params),
         groups,
     }
