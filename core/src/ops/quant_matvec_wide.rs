@@ -214,7 +214,7 @@ pub(crate) fn run(
     let mut tensors = vec![w, x, out, g, r];
     if let Some(rp) = rope {
         let rpw = wg / tpb;
-        if glu || res || !n.is_multiple_of(2 * rp.half) || rpw % 2 != 0 {
+        if glu || res || !n.is_multiple_of(2 * rp.half) || !rpw.is_multiple_of(2) {
             return Err(crate::Error::Internal(
                 "quant matvec: RoPE takes whole heads, pairs of rows and no SwiGLU or residual".into(),
             ));
