@@ -181,8 +181,8 @@ fn load_patched(file: &str, patched: Vec<u8>) -> Result<CausalLM, ModelError> {
 #[test]
 fn unsupported_architecture_missing_and_unknown_tensors_are_named() {
     let bytes = std::fs::read(dir().join("llama3.Q4_K_M.gguf")).unwrap();
-    let e = load_patched("arch.gguf", patch(&bytes, b"general.architecture", b"llama", b"gemma")).err().unwrap();
-    assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("\"gemma\"") && m.contains("llama, qwen2")), "{e}");
+    let e = load_patched("arch.gguf", patch(&bytes, b"general.architecture", b"llama", b"mamba")).err().unwrap();
+    assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("\"mamba\"") && m.contains("llama, qwen2")), "{e}");
     // A tensor renamed: the one the architecture needs is missing.
     let e = load_patched("missing.gguf", patch(&bytes, b"blk.1.ffn_up.weight", b"ffn_up", b"ffn_xx")).err().unwrap();
     assert!(matches!(&e, ModelError::MissingWeight(m) if m.contains("blk.1.ffn_up.weight")), "{e}");
