@@ -115,7 +115,9 @@ pub(crate) fn rope_factors(f: &GgufFile, arch: Architecture, head_dim: usize) ->
             )))
         }
     };
-    if let Some(t) = f.tensors().iter().find(|t| t.name.contains("rope_factors_long") || t.name.contains("rope_factors_short")) {
+    if let Some(t) =
+        f.tensors().iter().find(|t| t.name.contains("rope_factors_long") || t.name.contains("rope_factors_short"))
+    {
         return Err(ModelError::Unsupported(format!(
             "LongRoPE ({}: Phi-3's 128k-context scaling); kiln-models runs the 4k-context models",
             t.name

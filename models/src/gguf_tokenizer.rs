@@ -136,7 +136,10 @@ fn special_id(f: &GgufFile, key: &str, default: Option<u32>, n: usize) -> Result
         None => Ok(default.filter(|&i| (i as usize) < n)),
         Some(v) => match v.as_u64() {
             Some(i) if (i as usize) < n => Ok(Some(i as u32)),
-            _ => Err(ModelError::Corrupt { path: f.path().to_path_buf(), message: format!("{key}: {v:?} is not a token id") }),
+            _ => Err(ModelError::Corrupt {
+                path: f.path().to_path_buf(),
+                message: format!("{key}: {v:?} is not a token id"),
+            }),
         },
     }
 }
@@ -334,8 +337,7 @@ impl GgufTokenizer {
     /// `<|im_end|>` tokens: a model without them would get them spelled out as plain text, so
     /// there it is refused, as transformers refuses a tokenizer without a template.
     pub fn chat_template(&self) -> Result<ChatTemplate> {
-        if self.chat_template.is_none() && ["<|im_start|>", "<|im_end|>"].iter().any(|t| self.token_id(t).is_none())
-        {
+        if self.chat_template.is_none() && ["<|im_start|>", "<|im_end|>"].iter().any(|t| self.token_id(t).is_none()) {
             return Err(ModelError::Unsupported(
                 "the model has no chat template (tokenizer.chat_template) and no ChatML tokens to fall back on".into(),
             ));

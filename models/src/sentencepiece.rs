@@ -16,7 +16,8 @@
 //!
 //! Bounded for untrusted files and text: the merge queue holds at most three bigrams per
 //! character (one seeded, two per merge), each merge removes a symbol, and the special-token
-//! scan only runs for tokens an Aho-Corasick pass found in the text.
+//! scan only runs for tokens an Aho-Corasick pass found in the text (llama.cpp's cut is one
+//! scan of the text per such token: text length × tokens present at worst, never more).
 
 use crate::error::{ModelError, Result};
 use aho_corasick::AhoCorasick;
@@ -119,9 +120,8 @@ impl Spm {
         // llama.cpp (llama_vocab::impl::load, "phi-3"/"phi3" in general.name): whitespace after
         // every special token is stripped, and after </s>, but not after <unk>, <s> and
         // <|endoftext|>.
-        let rstrip = |i: u32| {
-            rstrip_specials && !matches!(tokens[i as usize].as_str(), "<unk>" | "<s>" | "<|endoftext|>")
-        };
+        let rstrip =
+            |i: u32| rstrip_specials && !matches!(tokens[i as usize].as_str(), "<unk>" | "<s>" | "<|endoftext|>");
         let specials: Vec<(u32, bool)> = specials.into_iter().map(|i| (i, rstrip(i))).collect();
         let special_finder = if specials.is_empty() {
             None
@@ -138,15 +138,7 @@ impl Spm {
                 (b < 0x80).then(|| ids.get(&char::from(b as u8).to_string()).copied()).flatten()
             });
         }
-        Ok(Spm {
-            tokens: tokens.to_vec(),
-            scores,
-            ids,
-            specials,
-            special_finder,
-            byte_tokens,
-            add_space_prefix,
-        })
+        Ok(Spm { tokens: tokens.to_vec(), scores, ids, specials, special_finder, byte_tokens, add_space_prefix })
     }
 
     pub fn token_id(&self, text: &str) -> Option<u32> {
@@ -191,9 +183,14 @@ impl Spm {
         }
         fragments.push(Fragment::Text(text));
         let Some(finder) = &self.special_finder else { return fragments };
-        let mut present = vec![false; self.specials.len()];
+        let (mut present, mut found) = (vec![false; self.specials.len()], 0);
         for m in finder.find_overlapping_iter(text) {
-            present[m.pattern().as_usize()] = true;
+            let p = &mut present[m.pattern().as_usize()];
+            found += usize::from(!*p);
+            *p = true;
+            if found == present.len() {
+                break;
+            }
         }
         for (&(id, rstrip), _) in self.specials.iter().zip(&present).filter(|(_, &p)| p) {
             let special = self.tokens[id as usize].as_str();

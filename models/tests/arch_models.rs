@@ -119,9 +119,9 @@ fn check_logits_and_greedy(lm: &CausalLM, name: &str, p: &Value) {
     // Except where the prompt's products ran on f16 cooperative matrices (adapters
     // that have them: x and W rounded to f16): there llama.cpp's distance bounds it.
     let coop = backend == Backend::Gpu
-        && kiln_core::ops::QuantFormat::ALL.iter().any(|&f| {
-            kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, prompt.len(), 256)
-        });
+        && kiln_core::ops::QuantFormat::ALL
+            .iter()
+            .any(|&f| kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, prompt.len(), 256));
     assert!(coop || dev < 1e-3, "{what}: kiln is {dev} from float64");
     // Greedy steps: equal up to the first step whose llama.cpp margin is within
     // twice llama.cpp's own error (a near-tie either runtime may take either way).
@@ -336,12 +336,7 @@ fn spm_logits_greedy_steps_and_scores_match_llama_cpp_on_both_backends() {
                 let exact = floats(&p["logprobs_f64"]);
                 let coop = backend == Backend::Gpu
                     && kiln_core::ops::QuantFormat::ALL.iter().any(|&f| {
-                        kiln_core::ops::quant_product_uses_coop(
-                            &kiln_core::device().unwrap(),
-                            f,
-                            prompt.len() - 1,
-                            256,
-                        )
+                        kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, prompt.len() - 1, 256)
                     });
                 let got = lm.score(&prompt).unwrap();
                 let dev = got.iter().zip(&exact).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
@@ -378,14 +373,19 @@ fn spm_batched_greedy_steps_match_llama_cpp() {
 fn phi3_and_gemma_errors_are_named() {
     let phi3 = std::fs::read(dir().join("phi3.Q4_0.gguf")).unwrap();
     // Phi-3 without its fused QKV tensor (and no separate ones).
-    let e =
-        load_patched("qkv.gguf", patch(&phi3, b"blk.1.attn_qkv.weight", b"attn_qkv", b"attn_xxx")).err().unwrap();
+    let e = load_patched("qkv.gguf", patch(&phi3, b"blk.1.attn_qkv.weight", b"attn_qkv", b"attn_xxx")).err().unwrap();
     assert!(matches!(&e, ModelError::MissingWeight(m) if m.contains("blk.1.attn_qkv.weight")), "{e}");
     // Phi-3's 128k models (LongRoPE factors): refused, named.
-    let e = load_patched("longrope.gguf", patch(&phi3, b"output_norm.weight", b"output_norm.weight", b"rope_factors_short"))
-        .err()
-        .unwrap();
-    assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("LongRoPE") && m.contains("rope_factors_short")), "{e}");
+    let e = load_patched(
+        "longrope.gguf",
+        patch(&phi3, b"output_norm.weight", b"output_norm.weight", b"rope_factors_short"),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        matches!(&e, ModelError::Unsupported(m) if m.contains("LongRoPE") && m.contains("rope_factors_short")),
+        "{e}"
+    );
     let gemma = std::fs::read(dir().join("gemma.Q4_K_M.gguf")).unwrap();
     // Gemma 2: named, with what it would need (a GGUF of one key: the architecture is read first).
     let mut g2 = b"GGUF".to_vec();
