@@ -7,6 +7,12 @@
 //!   - qwen2: Qwen2.5-0.5B's head layout (7:1 GQA, QKV biases, tied, the "qwen2"
 //!     pre-tokenizer, no BOS), llama.cpp's Q4_K_M falling back to Q5_0 / Q8_0 on rows of 448.
 //!
+//! And, with SentencePiece ("llama") vocabularies (make_spm_arch_reference.py, spm_reference.json):
+//!   - phi3: Phi-3-mini's layout (fused attn_qkv and gate/up ffn_up, head_dim 96, untied), Q4_0;
+//!   - gemma: Gemma's (key_length 96 against hidden / heads = 128, GeGLU, sqrt(d)-scaled
+//!     embeddings, tied, no space prefix), llama.cpp's Q4_K_M with Q5_0/Q8_0 fallbacks;
+//!   - llama2: Llama 2's (permuted Q/K), no BOS/EOS keys: llama.cpp's SentencePiece defaults.
+//!
 //! Checked: prompt token ids and chat prompts (the GGUF's Jinja template through minijinja)
 //! equal to llama.cpp's; last-position logits within llama.cpp's own distance from an exact
 //! float64 pass (llama.cpp's semantics, written in the script); greedy steps equal wherever
@@ -240,7 +246,7 @@ fn scores_match_the_float64_pass_on_both_backends() {
     }
 }
 
-// SentencePiece-vocabulary architectures: Phi-3 and Gemma (make_spm_arch_reference.py).
+// SentencePiece vocabularies: Phi-3, Gemma and Llama 2 layouts (make_spm_arch_reference.py).
 
 fn spm_reference() -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir().join("spm_reference.json")).unwrap()).unwrap()
@@ -347,8 +353,8 @@ fn spm_logits_greedy_steps_and_scores_match_llama_cpp_on_both_backends() {
     }
 }
 
-/// Batched decode (its own embedding and feed-forward path) gives Phi-3 and Gemma llama.cpp's
-/// greedy steps too.
+/// Batched decode (its own embedding and feed-forward path) gives Phi-3, Gemma and Llama 2
+/// llama.cpp's greedy steps too.
 #[test]
 fn spm_batched_greedy_steps_match_llama_cpp() {
     let r = spm_reference();

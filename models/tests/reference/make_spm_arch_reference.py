@@ -21,7 +21,11 @@ the 256 byte tokens <0x00>..<0xFF>, the corpus' characters and pieces made by pa
 `▁`-escaped words, scored by merge order with pairs of equal scores (llama.cpp's left-first tie
 rule is exercised), a piece no merge reaches, each model's control tokens, and for Gemma a
 user-defined token and an unused one. Characters outside the corpus (é, 日, 😀) fall back to bytes.
-The chat templates are the real models' (Phi-3-mini-4k-instruct's, gemma-7b-it's).
+  - llama2: Llama 2's layout (Q/K rows permuted as the converter permutes them, adjacent-pair
+    RoPE), 2 layers of 128, Q4_0, and no BOS/EOS/add_bos keys: llama.cpp's SentencePiece
+    defaults apply (BOS 1 added, EOS 2, a space in front).
+The chat templates are the real models' (Phi-3-mini-4k-instruct's, gemma-7b-it's,
+Llama-2-7b-chat-hf's).
 
 For each file: llama.cpp's token ids, logits after each prompt, a greedy continuation with its
 margins, the exact float64 pass (llama.cpp's semantics: build_phi3 / build_gemma) and
@@ -40,7 +44,7 @@ import gguf
 import llama_cpp
 import numpy as np
 from gguf.quants import dequantize
-from make_arch_reference import CORPUS, HERE, STEPS, render
+from make_arch_reference import CORPUS, HERE, STEPS, permute, render
 
 PHI3_TEMPLATE = (
     "{% for message in messages %}{% if message['role'] == 'system' %}"
@@ -48,6 +52,18 @@ PHI3_TEMPLATE = (
     "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
     "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}"
+)
+LLAMA2_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+    "{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}"
+    "{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if loop.index0 == 0 and system_message != false %}"
+    "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+    "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}"
+    "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+    "{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"
 )
 GEMMA_TEMPLATE = (
     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
@@ -84,6 +100,7 @@ TOKENIZER_TEXTS = [
 SPECIAL_TEXTS = {
     "phi3": ["<|user|>\n  Hi<|end|>\n<|assistant|>", "a<|endoftext|> b </s>  c"],
     "gemma": ["<start_of_turn>user\n Hi<end_of_turn>", "<h1>Title</h1> <unused0>", "<bos><eos>"],
+    "llama2": ["[INST] Hi [/INST] Hello </s><s>[INST] x"],
 }
 
 PHI3_SPECIALS = ["<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"]
@@ -97,6 +114,12 @@ SPEC = {
                   head=[("<pad>", 3), ("<eos>", 3), ("<bos>", 3), ("<unk>", 2)],
                   tail=[("<start_of_turn>", 3), ("<end_of_turn>", 3), ("<h1>", 4), ("</h1>", 4), ("<unused0>", 5)],
                   bos="<bos>", eos="<eos>", add_bos=True, space_prefix=False, template=GEMMA_TEMPLATE),
+    # Llama 2's layout (Q/K rows permuted by the converter for llama.cpp's adjacent-pair RoPE),
+    # no BOS/EOS/add_bos keys: llama.cpp's SentencePiece defaults (BOS 1 added, EOS 2).
+    "llama2": dict(arch="llama", name="Llama-2-7b-chat", hidden=128, heads=2, kv=2, head_dim=64, ffn=128, layers=2,
+                   base=10000.0, eps=1e-5, tied=False, out_mix=20.0, gain=1.0, ftype="Q4_0", seed=13,
+                   head=[("<unk>", 2), ("<s>", 3), ("</s>", 3)], tail=[], bos="<s>", eos="</s>", add_bos=True,
+                   space_prefix=None, defaults=True, template=LLAMA2_TEMPLATE),
 }
 FTYPES = {"Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M, "Q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0}
 
@@ -163,6 +186,7 @@ def write_f32(name: str, s: dict, tokens: list[str], scores: list[float], types:
     else:
         w.add_rope_dimension_count(hd)
         w.add_rope_freq_base(s["base"])
+    if s["arch"] == "phi3":
         w.add_sliding_window(2047)
     w.add_layer_norm_rms_eps(s["eps"])
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -171,11 +195,12 @@ def write_f32(name: str, s: dict, tokens: list[str], scores: list[float], types:
     w.add_token_list(tokens)
     w.add_token_scores(scores)
     w.add_token_types(types)
-    w.add_bos_token_id(tokens.index(s["bos"]))
-    w.add_eos_token_id(tokens.index(s["eos"]))
-    w.add_unk_token_id(tokens.index("<unk>"))
-    w.add_add_bos_token(s["add_bos"])
-    w.add_add_eos_token(False)
+    if not s.get("defaults"):
+        w.add_bos_token_id(tokens.index(s["bos"]))
+        w.add_eos_token_id(tokens.index(s["eos"]))
+        w.add_unk_token_id(tokens.index("<unk>"))
+        w.add_add_bos_token(s["add_bos"])
+        w.add_add_eos_token(False)
     if s["space_prefix"] is not None:
         w.add_add_space_prefix(s["space_prefix"])
     w.add_chat_template(s["template"])
@@ -200,6 +225,8 @@ def write_f32(name: str, s: dict, tokens: list[str], scores: list[float], types:
         q, k, v = t((qw, d), 1.5 / np.sqrt(d)), t((kvw, d), 1.5 / np.sqrt(d)), t((kvw, d), 1 / np.sqrt(d))
         gate, up = t((ff, d), 1 / np.sqrt(d)), t((ff, d), 1 / np.sqrt(d))
         w.add_tensor(p + "attn_norm.weight", 1 + t((d,), 0.1))
+        if s["arch"] == "llama":  # convert_hf_to_gguf.py's permutation
+            q, k = permute(q, nh), permute(k, nkv)
         if s["arch"] == "phi3":
             w.add_tensor(p + "attn_qkv.weight", np.concatenate([q, k, v]))
         else:
@@ -232,8 +259,8 @@ def quantize(src, dst, ftype: str) -> None:
 
 def f64_forward(path, ids: list[int], every_position: bool = False) -> np.ndarray:
     """The logits after `ids` (with `every_position`, after each prefix), in float64, from the
-    quantized file's weights dequantized by gguf-py, as llama.cpp's build_phi3 / build_gemma
-    compute them."""
+    quantized file's weights dequantized by gguf-py, as llama.cpp's build_phi3 / build_gemma /
+    build_llama compute them."""
     r = gguf.GGUFReader(str(path))
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
 
@@ -253,8 +280,14 @@ def f64_forward(path, ids: list[int], every_position: bool = False) -> np.ndarra
     theta = pos * base ** (-np.arange(0, hd, 2) / hd)
     cos, sin = np.cos(theta), np.sin(theta)
 
-    def rope(x):  # neox: halves
-        h = hd // 2
+    def rope(x):
+        if arch == "llama":  # normal: adjacent pairs (2i, 2i+1), on the converter's permuted rows
+            x0, x1 = x[..., 0::2], x[..., 1::2]
+            y = np.empty_like(x)
+            y[..., 0::2] = x0 * cos[:, None] - x1 * sin[:, None]
+            y[..., 1::2] = x1 * cos[:, None] + x0 * sin[:, None]
+            return y
+        h = hd // 2  # neox: halves
         x0, x1 = x[..., :h], x[..., h:]
         return np.concatenate([x0 * cos[:, None] - x1 * sin[:, None], x1 * cos[:, None] + x0 * sin[:, None]], -1)
 
@@ -290,8 +323,11 @@ def f64_forward(path, ids: list[int], every_position: bool = False) -> np.ndarra
             u = x @ W[p + "ffn_up.weight"].T
             n = u.shape[-1] // 2
             act = u[..., :n] / (1 + np.exp(-u[..., :n])) * u[..., n:]
-        else:
+        elif arch == "gemma":
             act = gelu_tanh(x @ W[p + "ffn_gate.weight"].T) * (x @ W[p + "ffn_up.weight"].T)
+        else:
+            gt = x @ W[p + "ffn_gate.weight"].T
+            act = gt / (1 + np.exp(-gt)) * (x @ W[p + "ffn_up.weight"].T)
         h = h + act @ W[p + "ffn_down.weight"].T
     out = W.get("output.weight", W["token_embd.weight"])
     return norm(h if every_position else h[-1], W["output_norm.weight"]) @ out.T
@@ -331,11 +367,11 @@ def main() -> None:
             logp = logp - top - np.log(np.exp(logp - top).sum(-1, keepdims=True))
             prompts.append({
                 "name": p["name"], "chat": p.get("chat"), "text": text, "ids": ids,
-                "logits_llama_cpp": [float(x) for x in logits.astype(np.float32)],
-                "logits_f64": [float(x) for x in ref],
+                # 9 significant digits: far below the tests' 1e-3 (and Kiln's 1e-5), a smaller file.
+                "logits_f64": [float(f"{x:.9g}") for x in ref],
                 "llama_cpp_vs_f64": float(np.abs(logits - ref).max()),
                 "greedy": greedy, "greedy_margins": margins,
-                "logprobs_f64": [float(logp[i - 1, ids[i]]) for i in range(1, len(ids))],
+                "logprobs_f64": [float(f"{logp[i - 1, ids[i]]:.9g}") for i in range(1, len(ids))],
             })
             print(name, p["name"], len(ids), "tokens; llama.cpp vs f64", prompts[-1]["llama_cpp_vs_f64"],
                   "min margin", min(margins))
