@@ -414,4 +414,7 @@ fn phi3_and_gemma_errors_are_named() {
     let bytes = load_patched("nobyte.gguf", patch(&gemma, b"tokenizer.ggml.tokens", b"<0xC3>", b"<0xc3>")).unwrap();
     let e = bytes.tokenizer().encode("café").unwrap_err();
     assert!(matches!(&e, ModelError::Tokenizer(m) if m.contains("<0xC3>")), "{e}");
+    // A byte token that is not <0xNN>: the file is refused at load, naming it.
+    let e = load_patched("badbyte.gguf", patch(&gemma, b"tokenizer.ggml.tokens", b"<0x41>", b"<0xZ1>")).err().unwrap();
+    assert!(matches!(&e, ModelError::Corrupt { message, .. } if message.contains("<0xZ1>")), "{e}");
 }
