@@ -320,12 +320,14 @@ impl GgufTokenizer {
     }
 
     /// The text of `ids` (invalid UTF-8 replaced by U+FFFD). A SentencePiece vocabulary that
-    /// puts a space in front of the text loses it again (llama.cpp's detokenize: one leading
-    /// space of the first token's piece).
+    /// puts a space in front of the text loses it again: one leading space of the text, control
+    /// tokens such as BOS (which have no text) skipped first, as Hugging Face's decode does;
+    /// `encode`'s inverse for text without special tokens. (llama.cpp's detokenize strips it
+    /// only where no BOS comes first.)
     pub fn decode(&self, ids: &[u32]) -> String {
         let mut bytes: Vec<u8> = ids.iter().flat_map(|&i| self.piece(i).iter().copied()).collect();
         if let Splitter::Spm(s) = &self.tokenizer {
-            if s.add_space_prefix && ids.first().is_some_and(|&i| self.piece(i).first() == Some(&b' ')) {
+            if s.add_space_prefix && bytes.first() == Some(&b' ') {
                 bytes.remove(0);
             }
         }
