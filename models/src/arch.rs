@@ -1,8 +1,10 @@
 //! The decoder architectures kiln-models runs from a GGUF file, chosen by
 //! `general.architecture` as llama.cpp names them, and what differs between them: the metadata
 //! key prefix, whether the converter permuted the rows of Q and K (llama.cpp's "normal" RoPE,
-//! see [`crate::llama`]), QKV biases, RoPE frequency scaling, and the tensors a file may hold.
-//! Everything else (RMSNorm, grouped-query attention, SwiGLU, tied or untied output) they share.
+//! see [`crate::llama`]), QKV biases, RoPE frequency scaling, fused QKV and gate/up tensors
+//! (Phi-3), the feed-forward activation and the embedding scale (Gemma), and the tensors a file
+//! may hold. Everything else (RMSNorm, grouped-query attention, gated feed-forward, tied or
+//! untied output) they share.
 
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile, Value};
@@ -15,16 +17,31 @@ pub enum Architecture {
     /// Qwen2 / Qwen2.5: QKV biases, rotate-half RoPE on rows as Hugging Face has them (llama.cpp's
     /// NEOX RoPE: the converter does not permute).
     Qwen2,
+    /// Phi-3 / Phi-3.5 mini (4k context): Q, K and V in one `attn_qkv` tensor, gate and up in
+    /// one `ffn_up` (gate first, as llama.cpp's build_phi3 splits it), NEOX RoPE, untied output.
+    /// `attention.sliding_window` is ignored, as llama.cpp ignores it for Phi-3; the 128k
+    /// models' LongRoPE (`rope_factors_long/short`) is refused.
+    Phi3,
+    /// Gemma (1): GeGLU with tanh-GELU, embeddings scaled by sqrt(hidden), head_dim from
+    /// `attention.key_length` (Gemma-7B's 256 is not hidden / heads), tied output, NEOX RoPE;
+    /// the norms as the converter wrote them (with Gemma's +1 already added).
+    Gemma,
 }
 
 /// The `general.architecture` values accepted, for messages.
-pub const SUPPORTED: &str = "llama, qwen2";
+pub const SUPPORTED: &str = "llama, qwen2, phi3, gemma";
 
 impl Architecture {
     pub fn from_gguf(f: &GgufFile) -> Result<Architecture> {
         match f.str("general.architecture")? {
             "llama" => Ok(Architecture::Llama),
             "qwen2" => Ok(Architecture::Qwen2),
+            "phi3" => Ok(Architecture::Phi3),
+            "gemma" => Ok(Architecture::Gemma),
+            g @ ("gemma2" | "gemma3") => Err(ModelError::Unsupported(format!(
+                "architecture {g:?} (general.architecture): Gemma 2/3's logit soft-capping, post-norms and \
+                 sliding-window attention are not implemented; kiln-models runs {SUPPORTED}"
+            ))),
             other => Err(ModelError::Unsupported(format!(
                 "architecture {other:?} (general.architecture; kiln-models runs {SUPPORTED})"
             ))),
@@ -36,7 +53,26 @@ impl Architecture {
         match self {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
+            Architecture::Phi3 => "phi3",
+            Architecture::Gemma => "gemma",
         }
+    }
+
+    /// Whether gate and up are one `ffn_up` tensor of twice the feed-forward rows, gate first.
+    pub fn fused_gate_up(self) -> bool {
+        self == Architecture::Phi3
+    }
+
+    /// The feed-forward gate's activation: GELU (tanh approximation, ggml's) for Gemma, SiLU
+    /// for the others.
+    pub fn gelu_gate(self) -> bool {
+        self == Architecture::Gemma
+    }
+
+    /// What the token embeddings are multiplied by on the way in: sqrt(hidden) for Gemma
+    /// (llama.cpp's ggml_scale by sqrtf(n_embd)), else None.
+    pub fn embedding_scale(self, hidden: usize) -> Option<f32> {
+        (self == Architecture::Gemma).then(|| (hidden as f32).sqrt())
     }
 
     /// Whether the converter permuted Q and K rows per head (llama.cpp's LLAMA_ROPE_TYPE_NORM).
@@ -79,6 +115,14 @@ pub(crate) fn rope_factors(f: &GgufFile, arch: Architecture, head_dim: usize) ->
             )))
         }
     };
+    if let Some(t) =
+        f.tensors().iter().find(|t| t.name.contains("rope_factors_long") || t.name.contains("rope_factors_short"))
+    {
+        return Err(ModelError::Unsupported(format!(
+            "LongRoPE ({}: Phi-3's 128k-context scaling); kiln-models runs the 4k-context models",
+            t.name
+        )));
+    }
     let half = head_dim / 2;
     let mut factors = match f.tensor("rope_freqs.weight") {
         None => None,
@@ -103,7 +147,7 @@ pub(crate) fn rope_factors(f: &GgufFile, arch: Architecture, head_dim: usize) ->
 
 /// The tensor names of layer `i` this crate reads, without the ones a file may leave out.
 fn layer_tensors(i: usize) -> impl Iterator<Item = String> {
-    ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
+    ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
         .into_iter()
         .map(move |s| format!("blk.{i}.{s}.weight"))
 }

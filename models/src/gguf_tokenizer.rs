@@ -2,14 +2,16 @@
 //! `tokenizers::Tokenizer` that splits text the way llama.cpp does, plus the byte-level decoding
 //! for streaming and the chat template ([`crate::chat_template`]).
 //!
-//! Only what llama.cpp calls a "gpt2" (byte-level BPE) vocabulary is supported (Llama 3, Qwen2,
-//! SmolLM2; not the SentencePiece "llama" vocabulary of Llama 2 and Mistral 7B), with the
-//! pre-tokenizers whose regexes are reproduced here from llama.cpp's llama-vocab.cpp
-//! (`LLAMA_VOCAB_PRE_TYPE_*`, chosen by `tokenizer.ggml.pre`: [`PreSplit`]).
+//! Two of llama.cpp's vocabulary types: "gpt2" (byte-level BPE: Llama 3, Qwen2, SmolLM2), with
+//! the pre-tokenizers whose regexes are reproduced here from llama.cpp's llama-vocab.cpp
+//! (`LLAMA_VOCAB_PRE_TYPE_*`, chosen by `tokenizer.ggml.pre`: [`PreSplit`]), and "llama"
+//! (SentencePiece: Llama 2, Mistral 7B, Phi-3, Gemma), tokenized as llama.cpp does it
+//! ([`crate::sentencepiece`]).
 
 use crate::chat_template::ChatTemplate;
 use crate::error::{ModelError, Result};
 use crate::gguf::{Array, GgufFile, Value};
+use crate::sentencepiece::{self, Spm};
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::sequence::Sequence;
@@ -93,8 +95,15 @@ impl PreSplit {
     }
 }
 
+/// What splits text into ids: a Hugging Face BPE tokenizer ("gpt2") or llama.cpp's
+/// SentencePiece merge ("llama").
+enum Splitter {
+    Bpe(Box<Tokenizer>),
+    Spm(Box<Spm>),
+}
+
 pub struct GgufTokenizer {
-    tokenizer: Tokenizer,
+    tokenizer: Splitter,
     /// Each token's bytes (byte-level decoded); control tokens decode to nothing, as
     /// llama.cpp's token_to_piece without `special`.
     pieces: Vec<Vec<u8>>,
@@ -108,26 +117,51 @@ pub struct GgufTokenizer {
     chat_template: Option<String>,
 }
 
+/// tokenizer.ggml.token_type, or every token normal where the file has none.
+fn token_types(f: &GgufFile, n: usize) -> Result<Vec<i32>> {
+    match f.get("tokenizer.ggml.token_type") {
+        Some(Value::Array(Array::I32(t))) if t.len() == n => Ok(t.clone()),
+        Some(_) => Err(ModelError::Corrupt {
+            path: f.path().to_path_buf(),
+            message: "tokenizer.ggml.token_type: not an INT32 array as long as the vocabulary".into(),
+        }),
+        None => Ok(vec![1; n]),
+    }
+}
+
+/// A special token id from `key`, `default` where the file has none (llama.cpp's defaults for
+/// the vocabulary type), None where that is past the vocabulary.
+fn special_id(f: &GgufFile, key: &str, default: Option<u32>, n: usize) -> Result<Option<u32>> {
+    match f.get(key) {
+        None => Ok(default.filter(|&i| (i as usize) < n)),
+        Some(v) => match v.as_u64() {
+            Some(i) if (i as usize) < n => Ok(Some(i as u32)),
+            _ => Err(ModelError::Corrupt {
+                path: f.path().to_path_buf(),
+                message: format!("{key}: {v:?} is not a token id"),
+            }),
+        },
+    }
+}
+
 impl GgufTokenizer {
     pub fn from_gguf(f: &GgufFile) -> Result<GgufTokenizer> {
         let bad = |m: String| ModelError::Corrupt { path: f.path().to_path_buf(), message: m };
         let model = f.str("tokenizer.ggml.model")?;
-        if model != "gpt2" {
-            return Err(ModelError::Unsupported(format!(
-                "tokenizer model {model:?} (only \"gpt2\" byte-level BPE is supported)"
-            )));
+        match model {
+            "gpt2" => {}
+            "llama" => return Self::sentencepiece(f),
+            _ => {
+                return Err(ModelError::Unsupported(format!(
+                    "tokenizer model {model:?} (supported: \"gpt2\" byte-level BPE, \"llama\" SentencePiece)"
+                )))
+            }
         }
         let pre = f.get("tokenizer.ggml.pre").and_then(Value::as_str).unwrap_or("default");
         let split = PreSplit::of(pre)?;
         let tokens = f.strings("tokenizer.ggml.tokens")?;
         let merges = f.strings("tokenizer.ggml.merges")?;
-        let types: Vec<i32> = match f.get("tokenizer.ggml.token_type") {
-            Some(Value::Array(Array::I32(t))) if t.len() == tokens.len() => t.clone(),
-            Some(_) => {
-                return Err(bad("tokenizer.ggml.token_type: not an INT32 array as long as the vocabulary".into()))
-            }
-            None => vec![1; tokens.len()],
-        };
+        let types = token_types(f, tokens.len())?;
         if tokens.is_empty() || tokens.len() > u32::MAX as usize {
             return Err(bad(format!("vocabulary of {} tokens", tokens.len())));
         }
@@ -184,23 +218,59 @@ impl GgufTokenizer {
                     .collect(),
             });
         }
-        let id = |key: &str| -> Result<Option<u32>> {
-            match f.get(key) {
-                None => Ok(None),
-                Some(v) => match v.as_u64() {
-                    Some(i) if (i as usize) < tokens.len() => Ok(Some(i as u32)),
-                    _ => Err(bad(format!("{key}: {v:?} is not a token id"))),
-                },
-            }
-        };
+        let id = |key: &str| special_id(f, key, None, tokens.len());
         Ok(GgufTokenizer {
-            tokenizer,
+            tokenizer: Splitter::Bpe(Box::new(tokenizer)),
             pieces,
             control: types.iter().map(|&t| t == TOKEN_TYPE_CONTROL).collect(),
             bos: id("tokenizer.ggml.bos_token_id")?,
             eos: id("tokenizer.ggml.eos_token_id")?,
             add_bos: f.get("tokenizer.ggml.add_bos_token").and_then(Value::as_bool).unwrap_or(split.add_bos),
             add_eos: f.get("tokenizer.ggml.add_eos_token").and_then(Value::as_bool).unwrap_or(false),
+            chat_template: f.get("tokenizer.chat_template").and_then(Value::as_str).map(str::to_string),
+        })
+    }
+
+    /// A "llama" (SentencePiece) vocabulary: llama.cpp's defaults for it (BOS 1, EOS 2, BOS
+    /// added, a space in front) where the file does not say.
+    fn sentencepiece(f: &GgufFile) -> Result<GgufTokenizer> {
+        let bad = |m: String| ModelError::Corrupt { path: f.path().to_path_buf(), message: m };
+        let tokens = f.strings("tokenizer.ggml.tokens")?;
+        if tokens.is_empty() || tokens.len() > u32::MAX as usize {
+            return Err(bad(format!("vocabulary of {} tokens", tokens.len())));
+        }
+        let types = token_types(f, tokens.len())?;
+        // llama.cpp: at least one score per token, f32 or i32; none: all 0.
+        let scores: Vec<f32> = match f.get("tokenizer.ggml.scores") {
+            None => vec![0.0; tokens.len()],
+            Some(Value::Array(Array::F32(s))) if s.len() >= tokens.len() => s[..tokens.len()].to_vec(),
+            Some(Value::Array(Array::I32(s))) if s.len() >= tokens.len() => {
+                s[..tokens.len()].iter().map(|&v| v as f32).collect()
+            }
+            Some(_) => return Err(bad("tokenizer.ggml.scores: not an F32 array as long as the vocabulary".into())),
+        };
+        let flag = |key: &str, default: bool| f.get(key).and_then(Value::as_bool).unwrap_or(default);
+        let name = f.get("general.name").and_then(Value::as_str).unwrap_or("").to_lowercase();
+        let spm = Spm::new(
+            tokens,
+            scores,
+            &types,
+            flag("tokenizer.ggml.add_space_prefix", true),
+            name.contains("phi-3") || name.contains("phi3"),
+        )?;
+        let mut pieces = Vec::with_capacity(tokens.len());
+        for (t, &ty) in tokens.iter().zip(&types) {
+            pieces.push(sentencepiece::piece(t, ty).ok_or_else(|| bad(format!("byte token {t:?} is not <0xNN>")))?);
+        }
+        let n = tokens.len();
+        Ok(GgufTokenizer {
+            tokenizer: Splitter::Spm(Box::new(spm)),
+            pieces,
+            control: types.iter().map(|&t| t == TOKEN_TYPE_CONTROL).collect(),
+            bos: special_id(f, "tokenizer.ggml.bos_token_id", Some(1), n)?,
+            eos: special_id(f, "tokenizer.ggml.eos_token_id", Some(2), n)?,
+            add_bos: flag("tokenizer.ggml.add_bos_token", true),
+            add_eos: flag("tokenizer.ggml.add_eos_token", false),
             chat_template: f.get("tokenizer.chat_template").and_then(Value::as_str).map(str::to_string),
         })
     }
@@ -213,13 +283,31 @@ impl GgufTokenizer {
     /// themselves, BOS first if the vocabulary asks for it (llama.cpp's tokenize with
     /// parse_special).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self.tokenizer.encode(text, false).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
-        let mut ids = Vec::with_capacity(enc.len() + 1);
+        let mut ids = Vec::with_capacity(text.len() / 3 + 2);
         if self.add_bos {
             ids.extend(self.bos);
         }
-        ids.extend_from_slice(enc.get_ids());
+        match &self.tokenizer {
+            Splitter::Bpe(t) => {
+                let enc = t.encode(text, false).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+                ids.extend_from_slice(enc.get_ids());
+            }
+            Splitter::Spm(s) => {
+                ids.extend(s.encode(text)?);
+                // llama.cpp's SentencePiece path appends EOS when the vocabulary says so.
+                if self.add_eos {
+                    ids.extend(self.eos);
+                }
+            }
+        }
         Ok(ids)
+    }
+
+    fn token_id(&self, text: &str) -> Option<u32> {
+        match &self.tokenizer {
+            Splitter::Bpe(t) => t.token_to_id(text),
+            Splitter::Spm(s) => s.token_id(text),
+        }
     }
 
     /// The bytes token `id` stands for (nothing for control tokens and ids out of range).
@@ -231,9 +319,18 @@ impl GgufTokenizer {
         self.control.get(id as usize).copied().unwrap_or(false)
     }
 
-    /// The text of `ids` (invalid UTF-8 replaced by U+FFFD).
+    /// The text of `ids` (invalid UTF-8 replaced by U+FFFD). A SentencePiece vocabulary that
+    /// puts a space in front of the text loses it again: one leading space of the text, control
+    /// tokens such as BOS (which have no text) skipped first, as Hugging Face's decode does;
+    /// `encode`'s inverse for text without special tokens. (llama.cpp's detokenize strips it
+    /// only where no BOS comes first.)
     pub fn decode(&self, ids: &[u32]) -> String {
-        let bytes: Vec<u8> = ids.iter().flat_map(|&i| self.piece(i).iter().copied()).collect();
+        let mut bytes: Vec<u8> = ids.iter().flat_map(|&i| self.piece(i).iter().copied()).collect();
+        if let Splitter::Spm(s) = &self.tokenizer {
+            if s.add_space_prefix && bytes.first() == Some(&b' ') {
+                bytes.remove(0);
+            }
+        }
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
@@ -242,9 +339,7 @@ impl GgufTokenizer {
     /// `<|im_end|>` tokens: a model without them would get them spelled out as plain text, so
     /// there it is refused, as transformers refuses a tokenizer without a template.
     pub fn chat_template(&self) -> Result<ChatTemplate> {
-        if self.chat_template.is_none()
-            && ["<|im_start|>", "<|im_end|>"].iter().any(|t| self.tokenizer.token_to_id(t).is_none())
-        {
+        if self.chat_template.is_none() && ["<|im_start|>", "<|im_end|>"].iter().any(|t| self.token_id(t).is_none()) {
             return Err(ModelError::Unsupported(
                 "the model has no chat template (tokenizer.chat_template) and no ChatML tokens to fall back on".into(),
             ));
@@ -261,7 +356,11 @@ impl GgufTokenizer {
 
     /// Token `id`'s text as the vocabulary spells it for a template (control tokens included).
     pub fn token_text(&self, id: u32) -> String {
-        self.tokenizer.id_to_token(id).filter(|_| self.is_control(id)).unwrap_or_else(|| self.decode(&[id]))
+        let text = match &self.tokenizer {
+            Splitter::Bpe(t) => t.id_to_token(id),
+            Splitter::Spm(s) => s.token(id).map(str::to_string),
+        };
+        text.filter(|_| self.is_control(id)).unwrap_or_else(|| String::from_utf8_lossy(self.piece(id)).into_owned())
     }
 }
 

@@ -11,8 +11,8 @@
 //! # Ok::<(), kiln_models::ModelError>(())
 //! ```
 //!
-//! [`CausalLM`] runs a Llama-family decoder (llama and qwen2 as GGUF's `general.architecture`
-//! names them: SmolLM2, Llama 3.x, Qwen2.5, ...) from a GGUF file, its weights kept quantized on
+//! [`CausalLM`] runs a Llama-family decoder (llama, qwen2, phi3 and gemma as GGUF's
+//! `general.architecture` names them: SmolLM2, Llama 3.x, Qwen2.5, Phi-3-mini, Gemma, ...) from a GGUF file, its weights kept quantized on
 //! the GPU, streaming text:
 //!
 //! ```no_run
@@ -47,6 +47,7 @@ mod pooling;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sample_picker;
 pub mod sampling;
+mod sentencepiece;
 pub mod stop_strings;
 mod weights;
 

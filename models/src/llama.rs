@@ -1,4 +1,4 @@
-//! Llama-family decoders (Llama 2/3, SmolLM2, TinyLlama, Qwen2/2.5: [`crate::arch`]) from a
+//! Llama-family decoders (Llama 2/3, SmolLM2, TinyLlama, Qwen2/2.5, Phi-3, Gemma: [`crate::arch`]) from a
 //! GGUF file, the weights kept quantized on the GPU (kiln-core's quant ops read the GGUF blocks
 //! directly).
 //!
@@ -84,7 +84,12 @@ impl LlamaConfig {
             Some(_) => u("vocab_size")?,
             None => f.strings("tokenizer.ggml.tokens")?.len(),
         };
-        let head_dim = hidden / n_heads;
+        // Gemma's heads are `attention.key_length` wide (Gemma-7B: 256 against 3072 / 16); the
+        // others' hidden / heads.
+        let head_dim = match (arch, arch::key(f, arch, "attention.key_length")) {
+            (Architecture::Gemma, Some(_)) => u("attention.key_length")?,
+            _ => hidden / n_heads,
+        };
         let cfg = LlamaConfig {
             arch,
             n_layers: u("block_count")?,
@@ -109,16 +114,23 @@ impl LlamaConfig {
                 });
             }
         }
-        if !hidden.is_multiple_of(n_heads) || !n_heads.is_multiple_of(n_kv_heads) || !cfg.head_dim.is_multiple_of(2) {
+        let own_width = arch == Architecture::Gemma;
+        if (!own_width && !hidden.is_multiple_of(n_heads))
+            || !n_heads.is_multiple_of(n_kv_heads)
+            || !cfg.head_dim.is_multiple_of(2)
+            || n_heads * cfg.head_dim >= 1 << 24
+        {
             return Err(ModelError::Unsupported(format!(
-                "hidden {hidden} with {n_heads} heads and {n_kv_heads} KV heads"
+                "hidden {hidden} with {n_heads} heads of {} and {n_kv_heads} KV heads",
+                cfg.head_dim
             )));
         }
         for k in ["attention.key_length", "attention.value_length", "rope.dimension_count"] {
             if let Some(v) = arch::key(f, arch, k) {
                 if v.as_u64() != Some(cfg.head_dim as u64) {
                     return Err(ModelError::Unsupported(format!(
-                        "{a}.{k} = {v:?} with heads of {} (kiln-models runs heads of hidden / head_count, RoPE over all of it)",
+                        "{a}.{k} = {v:?} with heads of {} (kiln-models runs keys and values as wide as the heads, \
+                         RoPE over all of them)",
                         cfg.head_dim
                     )));
                 }
@@ -134,14 +146,34 @@ impl LlamaConfig {
         self.arch.permuted_qk().then_some((heads, self.head_dim))
     }
 
-    /// Layer `i`'s QKV stack: (name, rows, heads to un-permute) of Q, K and V.
-    pub(crate) fn qkv_parts(&self, i: usize) -> [OwnedStackPart; 3] {
+    /// Width of the attention's queries and output: heads × head_dim (the hidden size, except
+    /// for Gemma-style heads).
+    pub fn q_dim(&self) -> usize {
+        self.n_heads * self.head_dim
+    }
+
+    /// Layer `i`'s QKV stack: (name, rows, heads to un-permute) of Q, K and V, or the one fused
+    /// `attn_qkv` tensor a Phi-3 file holds (Q, K and V rows in that order) where it has no
+    /// separate `attn_q` (llama.cpp takes either).
+    pub(crate) fn qkv_parts(&self, f: &GgufFile, i: usize) -> Vec<OwnedStackPart> {
         let kv = self.n_kv_heads * self.head_dim;
-        [
-            (format!("blk.{i}.attn_q.weight"), self.hidden, self.qk_heads(self.n_heads)),
+        if self.arch == Architecture::Phi3 && f.tensor(&format!("blk.{i}.attn_q.weight")).is_none() {
+            return vec![(format!("blk.{i}.attn_qkv.weight"), self.q_dim() + 2 * kv, None)];
+        }
+        vec![
+            (format!("blk.{i}.attn_q.weight"), self.q_dim(), self.qk_heads(self.n_heads)),
             (format!("blk.{i}.attn_k.weight"), kv, self.qk_heads(self.n_kv_heads)),
             (format!("blk.{i}.attn_v.weight"), kv, None),
         ]
+    }
+
+    /// Layer `i`'s gate/up stack (gate rows first): `ffn_gate` and `ffn_up`, or Phi-3's one
+    /// `ffn_up` holding both.
+    pub(crate) fn gate_up_parts(&self, i: usize) -> Vec<OwnedStackPart> {
+        if self.arch.fused_gate_up() {
+            return vec![(format!("blk.{i}.ffn_up.weight"), 2 * self.ffn, None)];
+        }
+        vec![(format!("blk.{i}.ffn_gate.weight"), self.ffn, None), (format!("blk.{i}.ffn_up.weight"), self.ffn, None)]
     }
 }
 
@@ -380,6 +412,11 @@ pub(crate) type OwnedStackPart = (String, usize, Option<(usize, usize)>);
 /// un-permute.
 pub(crate) type StackPart<'a> = (&'a str, usize, Option<(usize, usize)>);
 
+/// `parts` borrowed, for [`stacked_groups`].
+pub(crate) fn borrowed(parts: &[OwnedStackPart]) -> Vec<StackPart<'_>> {
+    parts.iter().map(|(name, r, h)| (name.as_str(), *r, *h)).collect()
+}
+
 /// The GGUF types a weight matrix may have (those [`quant_format`] maps).
 const MATRIX_TYPES: [GgmlType; 10] = [
     GgmlType::Q4_0,
@@ -577,17 +614,16 @@ impl CausalLM {
         let mut layers = Vec::with_capacity(c.n_layers);
         for i in 0..c.n_layers {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
-            let qkv = c.qkv_parts(i);
             let qkv_bias = arch::qkv_bias(&f, c.arch, i, (c.n_heads, c.n_kv_heads, c.head_dim))?
                 .map(|b| Tensor::from_slice_on(&device, &b, &[b.len()]))
                 .transpose()?;
             layers.push(Layer {
                 attn_norm: ld.vector(&n("attn_norm"), c.hidden)?,
-                qkv: ld.stacked(&qkv.each_ref().map(|(name, r, h)| (name.as_str(), *r, *h)), c.hidden)?,
+                qkv: ld.stacked(&borrowed(&c.qkv_parts(&f, i)), c.hidden)?,
                 qkv_bias,
-                o: ld.stacked(&[(&n("attn_output"), c.hidden, None)], c.hidden)?,
+                o: ld.stacked(&[(&n("attn_output"), c.hidden, None)], c.q_dim())?,
                 ffn_norm: ld.vector(&n("ffn_norm"), c.hidden)?,
-                gate_up: ld.stacked(&[(&n("ffn_gate"), c.ffn, None), (&n("ffn_up"), c.ffn, None)], c.hidden)?,
+                gate_up: ld.stacked(&borrowed(&c.gate_up_parts(i)), c.hidden)?,
                 down: ld.stacked(&[(&n("ffn_down"), c.hidden, None)], c.ffn)?,
             });
             progress(i + 2, total);
@@ -989,7 +1025,7 @@ impl CausalLM {
         self.grow(cache, cache.len + l)?;
         let (hd, nh, nkv) = (c.head_dim, c.n_heads, c.n_kv_heads);
         let (group, cap, pos) = (nh / nkv, cache.capacity, cache.len);
-        let mut h = ops::quant_embedding(&gpu.embed.w, gpu.embed.format, c.hidden, ids_t)?; // [L, D]
+        let mut h = self.embedding(ids_t)?; // [L, D]
         mark("embedding")?;
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
         for (layer, (kc, vc)) in gpu.layers.iter().zip(cache.layers.iter()) {
@@ -1013,14 +1049,14 @@ impl CausalLM {
             let vg = vc.reshape(&dims(&[nkv, 1, cap, hd]))?;
             let a = ops::attention_prefix(&qg, &kg, &vg, pos + l, l > 1, None)?; // [nkv, group, L, hd]
             let a = if l == 1 {
-                a.reshape(&dims(&[1, c.hidden]))?
+                a.reshape(&dims(&[1, c.q_dim()]))?
             } else {
-                ops::transpose(&a.reshape(&dims(&[nh, l, hd]))?, 0, 1)?.reshape(&dims(&[l, c.hidden]))?
+                ops::transpose(&a.reshape(&dims(&[nh, l, hd]))?, 0, 1)?.reshape(&dims(&[l, c.q_dim()]))?
             };
             mark("attention")?;
             h = layer.o.matmul(&a, QuantFusion { residual: Some(&h), ..Default::default() })?;
             mark("o matvec + residual")?;
-            let g = layer.gate_up.matmul(&h, QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) })?;
+            let g = self.gated(layer, &h, MatvecKernel::Auto)?;
             mark("rms_norm + gate/up matvec + swiglu")?;
             h = layer.down.matmul(&g, QuantFusion { residual: Some(&h), ..Default::default() })?;
             mark("down matvec + residual")?;
@@ -1041,6 +1077,31 @@ impl CausalLM {
         }
         cache.len += l;
         Ok(h)
+    }
+
+    /// The embedding rows of `ids` [L, D] (times sqrt(D) for Gemma: [`Architecture::embedding_scale`]).
+    fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
+        let (c, gpu) = (&self.config, self.gpu());
+        let h = ops::quant_embedding(&gpu.embed.w, gpu.embed.format, c.hidden, ids)?;
+        match c.arch.embedding_scale(c.hidden) {
+            Some(s) => Ok(ops::mul_scalar(&h, s as f64)?),
+            None => Ok(h),
+        }
+    }
+
+    /// The gated feed-forward's inner activations of `h` [L, D]: the gate/up product with the
+    /// layer's RMSNorm folded in, then act(gate) * up — SiLU folded into the product (SwiGLU),
+    /// or Gemma's tanh-GELU (GeGLU) after it.
+    fn gated(&self, layer: &Layer, h: &Tensor, kernel: MatvecKernel) -> Result<Tensor> {
+        let norm = QuantFusion { rms_norm: Some((&layer.ffn_norm, self.config.rms_eps)), ..Default::default() };
+        if !self.config.arch.gelu_gate() {
+            return layer.gate_up.matmul_on(h, QuantFusion { swiglu: true, ..norm }, kernel);
+        }
+        let y = layer.gate_up.matmul_on(h, norm, kernel)?;
+        let (axis, n) = (y.ndim() as isize - 1, self.config.ffn as isize);
+        let gate = ops::slice(&y, axis, 0, n, 1)?;
+        let up = ops::slice(&y, axis, n, 2 * n, 1)?;
+        Ok(ops::mul(&ops::gelu_tanh(&gate)?, &up)?)
     }
 
     /// Batched decode's caches: per layer the B sequences' caches (each prefilled alone, all of
@@ -1103,7 +1164,7 @@ impl CausalLM {
         }
         let dev = &gpu.device;
         let mask = Tensor::from_slice_on(dev, &mask, &[b, 1, 1, 1, span])?;
-        let mut h = ops::quant_embedding(&gpu.embed.w, gpu.embed.format, c.hidden, ids)?; // [B, D]
+        let mut h = self.embedding(ids)?; // [B, D]
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
         for (layer, (kc, vc)) in gpu.layers.iter().zip(caches) {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
@@ -1115,13 +1176,9 @@ impl CausalLM {
             let kg = kc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
             let vg = vc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
             let a = ops::attention_prefix_masked(&qg, &kg, &vg, Some(&mask), span, false, None)?;
-            let a = a.reshape(&dims(&[b, c.hidden]))?;
+            let a = a.reshape(&dims(&[b, c.q_dim()]))?;
             h = layer.o.matmul_on(&a, QuantFusion { residual: Some(&h), ..Default::default() }, k(&layer.o))?;
-            let g = layer.gate_up.matmul_on(
-                &h,
-                QuantFusion { swiglu: true, ..norm(&layer.ffn_norm) },
-                k(&layer.gate_up),
-            )?;
+            let g = self.gated(layer, &h, k(&layer.gate_up))?;
             h = layer.down.matmul_on(&g, QuantFusion { residual: Some(&h), ..Default::default() }, k(&layer.down))?;
             if gpu.wait_each_layer {
                 // A CPU adapter (lavapipe) waits for each layer, as a long prefill does: one

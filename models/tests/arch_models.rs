@@ -7,6 +7,12 @@
 //!   - qwen2: Qwen2.5-0.5B's head layout (7:1 GQA, QKV biases, tied, the "qwen2"
 //!     pre-tokenizer, no BOS), llama.cpp's Q4_K_M falling back to Q5_0 / Q8_0 on rows of 448.
 //!
+//! And, with SentencePiece ("llama") vocabularies (make_spm_arch_reference.py, spm_reference.json):
+//!   - phi3: Phi-3-mini's layout (fused attn_qkv and gate/up ffn_up, head_dim 96, untied), Q4_0;
+//!   - gemma: Gemma's (key_length 96 against hidden / heads = 128, GeGLU, sqrt(d)-scaled
+//!     embeddings, tied, no space prefix), llama.cpp's Q4_K_M with Q5_0/Q8_0 fallbacks;
+//!   - llama2: Llama 2's (permuted Q/K), no BOS/EOS keys: llama.cpp's SentencePiece defaults.
+//!
 //! Checked: prompt token ids and chat prompts (the GGUF's Jinja template through minijinja)
 //! equal to llama.cpp's; last-position logits within llama.cpp's own distance from an exact
 //! float64 pass (llama.cpp's semantics, written in the script); greedy steps equal wherever
@@ -90,41 +96,50 @@ fn logits_and_greedy_steps_match_llama_cpp_on_both_backends() {
             let lm = load(m, backend);
             assert_eq!(lm.backend(), backend);
             for p in m["prompts"].as_array().unwrap() {
-                let what = format!("{name} {backend:?} {}", p["name"]);
-                let prompt = ids(&p["ids"]);
-                let want = floats(&p["logits_f64"]);
-                let got = lm.logits(&prompt).unwrap();
-                let dev = got.iter().zip(&want).map(|(&g, &w)| (g as f64 - w).abs()).fold(0.0, f64::max);
-                let llama_cpp = p["llama_cpp_vs_f64"].as_f64().unwrap();
-                eprintln!("{what}: |kiln - f64| {dev:.2e}, |llama.cpp - f64| {llama_cpp:.2e}");
-                assert!(dev <= llama_cpp, "{what}: kiln is {dev} from float64, llama.cpp {llama_cpp}");
-                // Kiln multiplies f32 activations by the same dequantized weights (llama.cpp
-                // rounds activations to 8 bits): far closer, and held to it, so that a slip
-                // smaller than llama.cpp's own error (a RoPE factor, a bias) still fails.
-                // Except where the prompt's products ran on f16 cooperative matrices (adapters
-                // that have them: x and W rounded to f16): there llama.cpp's distance bounds it.
-                let coop = backend == Backend::Gpu
-                    && kiln_core::ops::QuantFormat::ALL.iter().any(|&f| {
-                        kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, prompt.len(), 256)
-                    });
-                assert!(coop || dev < 1e-3, "{what}: kiln is {dev} from float64");
                 // The RoPE factors move the logits by more than the tolerance: they are checked.
+                let llama_cpp = p["llama_cpp_vs_f64"].as_f64().unwrap();
                 let without = p["f64_without_rope_factors"].as_f64().unwrap();
-                assert!(name == "qwen2" || without > 2.0 * llama_cpp, "{what}: {without}");
-                // Greedy steps: equal up to the first step whose llama.cpp margin is within
-                // twice llama.cpp's own error (a near-tie either runtime may take either way).
-                let greedy = ids(&p["greedy"]);
-                let margins = floats(&p["greedy_margins"]);
-                let clear = margins.iter().take_while(|&&m| m > 2.0 * llama_cpp).count();
-                let opts = GenerateOptions { max_tokens: clear, stop_at_eos: false, ..Default::default() };
-                let mut g = lm.generate_from_ids(prompt.clone(), opts);
-                for piece in g.by_ref() {
-                    piece.unwrap();
-                }
-                assert_eq!(g.tokens(), &greedy[..clear], "{what}: greedy");
+                assert!(name == "qwen2" || without > 2.0 * llama_cpp, "{name}: {without}");
+                check_logits_and_greedy(&lm, &name, p);
             }
         }
     }
+}
+
+/// Prompt `p`'s last logits within llama.cpp's own distance from the float64 pass (and far
+/// closer where the products ran in f32), and llama.cpp's greedy steps wherever its margin is
+/// clear.
+fn check_logits_and_greedy(lm: &CausalLM, name: &str, p: &Value) {
+    let backend = lm.backend();
+    let what = format!("{name} {backend:?} {}", p["name"]);
+    let prompt = ids(&p["ids"]);
+    let want = floats(&p["logits_f64"]);
+    let got = lm.logits(&prompt).unwrap();
+    let dev = got.iter().zip(&want).map(|(&g, &w)| (g as f64 - w).abs()).fold(0.0, f64::max);
+    let llama_cpp = p["llama_cpp_vs_f64"].as_f64().unwrap();
+    eprintln!("{what}: |kiln - f64| {dev:.2e}, |llama.cpp - f64| {llama_cpp:.2e}");
+    assert!(dev <= llama_cpp, "{what}: kiln is {dev} from float64, llama.cpp {llama_cpp}");
+    // Kiln multiplies f32 activations by the same dequantized weights (llama.cpp
+    // rounds activations to 8 bits): far closer, and held to it, so that a slip
+    // smaller than llama.cpp's own error (a RoPE factor, a bias) still fails.
+    // Except where the prompt's products ran on f16 cooperative matrices (adapters
+    // that have them: x and W rounded to f16): there llama.cpp's distance bounds it.
+    let coop = backend == Backend::Gpu
+        && kiln_core::ops::QuantFormat::ALL
+            .iter()
+            .any(|&f| kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, prompt.len(), 256));
+    assert!(coop || dev < 1e-3, "{what}: kiln is {dev} from float64");
+    // Greedy steps: equal up to the first step whose llama.cpp margin is within
+    // twice llama.cpp's own error (a near-tie either runtime may take either way).
+    let greedy = ids(&p["greedy"]);
+    let margins = floats(&p["greedy_margins"]);
+    let clear = margins.iter().take_while(|&&m| m > 2.0 * llama_cpp).count();
+    let opts = GenerateOptions { max_tokens: clear, stop_at_eos: false, ..Default::default() };
+    let mut g = lm.generate_from_ids(prompt.clone(), opts);
+    for piece in g.by_ref() {
+        piece.unwrap();
+    }
+    assert_eq!(g.tokens(), &greedy[..clear], "{what}: greedy");
 }
 
 /// Batched decode (its own QKV path: biases added and RoPE factors applied per row) gives each
@@ -172,8 +187,8 @@ fn load_patched(file: &str, patched: Vec<u8>) -> Result<CausalLM, ModelError> {
 #[test]
 fn unsupported_architecture_missing_and_unknown_tensors_are_named() {
     let bytes = std::fs::read(dir().join("llama3.Q4_K_M.gguf")).unwrap();
-    let e = load_patched("arch.gguf", patch(&bytes, b"general.architecture", b"llama", b"gemma")).err().unwrap();
-    assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("\"gemma\"") && m.contains("llama, qwen2")), "{e}");
+    let e = load_patched("arch.gguf", patch(&bytes, b"general.architecture", b"llama", b"mamba")).err().unwrap();
+    assert!(matches!(&e, ModelError::Unsupported(m) if m.contains("\"mamba\"") && m.contains("llama, qwen2")), "{e}");
     // A tensor renamed: the one the architecture needs is missing.
     let e = load_patched("missing.gguf", patch(&bytes, b"blk.1.ffn_up.weight", b"ffn_up", b"ffn_xx")).err().unwrap();
     assert!(matches!(&e, ModelError::MissingWeight(m) if m.contains("blk.1.ffn_up.weight")), "{e}");
@@ -229,4 +244,179 @@ fn scores_match_the_float64_pass_on_both_backends() {
             }
         }
     }
+}
+
+// SentencePiece vocabularies: Phi-3, Gemma and Llama 2 layouts (make_spm_arch_reference.py).
+
+fn spm_reference() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir().join("spm_reference.json")).unwrap()).unwrap()
+}
+
+/// Chat prompt `p` (its messages through the GGUF's template) as Kiln renders and tokenizes it,
+/// against the script's jinja2 text and llama.cpp's ids.
+fn check_chat_prompt(lm: &CausalLM, name: &str, p: &Value) {
+    let tok = lm.tokenizer();
+    let chat = p["chat"].as_array().unwrap();
+    let messages: Vec<Message> =
+        chat.iter().map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap())).collect();
+    let rendered = lm.chat_prompt_messages(&messages, true).unwrap();
+    // Kiln cuts a leading BOS the tokenizer adds anyway (as llama.cpp's server does).
+    let full = if tok.add_bos { tok.token_text(tok.bos.unwrap()) + &rendered } else { rendered.clone() };
+    assert_eq!(full, p["text"].as_str().unwrap(), "{name}: chat prompt {}", p["name"]);
+    assert_eq!(tok.encode(&rendered).unwrap(), ids(&p["ids"]), "{name}: {}", p["name"]);
+}
+
+/// llama.cpp's SentencePiece tokenizer (llm_tokenizer_spm): ids of plain text (leading spaces,
+/// tabs, newlines, characters that fall back to `<0xNN>` bytes, a piece no merge reaches),
+/// special tokens parsed from the text (Phi-3's whitespace stripping after them, Gemma's
+/// user-defined tokens; an unused token stays text), BOS as the file says; each token's bytes
+/// as llama.cpp's token_to_piece gives them, and plain text round-tripping through decode.
+#[test]
+fn spm_token_ids_pieces_and_chat_prompts_match_llama_cpp() {
+    let r = spm_reference();
+    for (name, m) in models(&r) {
+        let lm = load(m, Backend::Cpu);
+        let tok = lm.tokenizer();
+        for p in m["prompts"].as_array().unwrap() {
+            if p["chat"].is_array() {
+                check_chat_prompt(&lm, &name, p);
+            } else {
+                assert_eq!(tok.encode(p["text"].as_str().unwrap()).unwrap(), ids(&p["ids"]), "{name}: {}", p["name"]);
+            }
+        }
+        for t in m["tokenizer"].as_array().unwrap() {
+            let text = t["text"].as_str().unwrap();
+            let want = ids(&t["ids"]);
+            assert_eq!(tok.encode(text).unwrap(), want, "{name}: {text:?}");
+            for (&id, piece) in want.iter().zip(t["pieces"].as_array().unwrap()) {
+                let piece: Vec<u8> = piece.as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect();
+                assert_eq!(tok.piece(id), piece.as_slice(), "{name}: {text:?}: piece of {id}");
+            }
+            let body = if tok.add_bos { &want[1..] } else { &want[..] };
+            if !text.contains('<') {
+                // With or without the BOS in front (which has no text).
+                assert_eq!(tok.decode(body), text, "{name}: decode");
+                assert_eq!(tok.decode(&want), text, "{name}: decode with BOS");
+            }
+        }
+    }
+}
+
+/// A long hostile text through the SentencePiece merge and the special-token cut: bounded
+/// (seconds at most), and the same ids as its parts tokenized alone (each part follows a
+/// special token, so each starts a fresh merge).
+#[test]
+fn spm_long_text_is_linear_and_matches_its_parts() {
+    let r = spm_reference();
+    let m = &r["models"]["gemma"];
+    let lm = load(m, Backend::Cpu);
+    let tok = lm.tokenizer();
+    let part = "The capital  of   Paris café 😀 <h1>aaaa</h1>\n\n";
+    let n = 20_000;
+    let text = format!("<start_of_turn>{part}").repeat(n);
+    let one = tok.encode(&format!("<start_of_turn>{part}")).unwrap();
+    let t0 = std::time::Instant::now();
+    let all = tok.encode(&text).unwrap();
+    let took = t0.elapsed();
+    eprintln!("{} bytes -> {} ids in {took:?}", text.len(), all.len());
+    let body = &one[1..]; // BOS once, at the start
+    assert_eq!(all.len(), 1 + n * body.len());
+    assert!(all[1..].chunks(body.len()).all(|c| c == body));
+    assert!(took.as_secs_f64() < 5.0, "{took:?}");
+    // A text of one character repeated: every bigram the same token, the queue's worst case.
+    let t0 = std::time::Instant::now();
+    let ids = tok.encode(&"a".repeat(400_000)).unwrap();
+    assert!(!ids.is_empty() && t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+}
+
+#[test]
+fn spm_logits_greedy_steps_and_scores_match_llama_cpp_on_both_backends() {
+    let r = spm_reference();
+    for backend in [Backend::Cpu, Backend::Gpu] {
+        for (name, m) in models(&r) {
+            let lm = load(m, backend);
+            assert_eq!(lm.backend(), backend);
+            for p in m["prompts"].as_array().unwrap() {
+                check_logits_and_greedy(&lm, &name, p);
+                // Every position's log-probability against the float64 pass (f32 sums: 1e-3,
+                // as scores_match_the_float64_pass_on_both_backends).
+                let prompt = ids(&p["ids"]);
+                let exact = floats(&p["logprobs_f64"]);
+                let coop = backend == Backend::Gpu
+                    && kiln_core::ops::QuantFormat::ALL.iter().any(|&f| {
+                        kiln_core::ops::quant_product_uses_coop(&kiln_core::device().unwrap(), f, prompt.len() - 1, 256)
+                    });
+                let got = lm.score(&prompt).unwrap();
+                let dev = got.iter().zip(&exact).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+                eprintln!("{name} {backend:?} {}: |score - f64| {dev:.2e}", p["name"]);
+                assert!(dev < if coop { 0.1 } else { 1e-3 }, "{name} {backend:?}: score {dev}");
+            }
+        }
+    }
+}
+
+/// Batched decode (its own embedding and feed-forward path) gives Phi-3, Gemma and Llama 2
+/// llama.cpp's greedy steps too.
+#[test]
+fn spm_batched_greedy_steps_match_llama_cpp() {
+    let r = spm_reference();
+    for (name, m) in models(&r) {
+        let lm = load(m, Backend::Gpu);
+        let (mut prompts, mut opts, mut want) = (Vec::new(), Vec::new(), Vec::new());
+        for p in m["prompts"].as_array().unwrap() {
+            let llama_cpp = p["llama_cpp_vs_f64"].as_f64().unwrap();
+            let clear = floats(&p["greedy_margins"]).iter().take_while(|&&m| m > 2.0 * llama_cpp).count();
+            prompts.push(ids(&p["ids"]));
+            opts.push(GenerateOptions { max_tokens: clear, stop_at_eos: false, ..Default::default() });
+            want.push(ids(&p["greedy"])[..clear].to_vec());
+        }
+        let (outs, _) = lm.generate_batch_from_ids(prompts, &opts).unwrap().run().unwrap();
+        for (o, w) in outs.iter().zip(&want) {
+            assert_eq!(&o.tokens, w, "{name}: batched greedy");
+        }
+    }
+}
+
+#[test]
+fn phi3_and_gemma_errors_are_named() {
+    let phi3 = std::fs::read(dir().join("phi3.Q4_0.gguf")).unwrap();
+    // Phi-3 without its fused QKV tensor (and no separate ones).
+    let e = load_patched("qkv.gguf", patch(&phi3, b"blk.1.attn_qkv.weight", b"attn_qkv", b"attn_xxx")).err().unwrap();
+    assert!(matches!(&e, ModelError::MissingWeight(m) if m.contains("blk.1.attn_qkv.weight")), "{e}");
+    // Phi-3's 128k models (LongRoPE factors): refused, named.
+    let e = load_patched(
+        "longrope.gguf",
+        patch(&phi3, b"output_norm.weight", b"output_norm.weight", b"rope_factors_short"),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        matches!(&e, ModelError::Unsupported(m) if m.contains("LongRoPE") && m.contains("rope_factors_short")),
+        "{e}"
+    );
+    let gemma = std::fs::read(dir().join("gemma.Q4_K_M.gguf")).unwrap();
+    // Gemma 2: named, with what it would need (a GGUF of one key: the architecture is read first).
+    let mut g2 = b"GGUF".to_vec();
+    g2.extend(3u32.to_le_bytes());
+    g2.extend(0u64.to_le_bytes()); // tensors
+    g2.extend(1u64.to_le_bytes()); // keys
+    for (i, s) in ["general.architecture", "gemma2"].iter().enumerate() {
+        g2.extend((s.len() as u64).to_le_bytes());
+        g2.extend(s.as_bytes());
+        if i == 0 {
+            g2.extend(8u32.to_le_bytes()); // a string
+        }
+    }
+    let e = load_patched("gemma2.gguf", g2).err();
+    assert!(
+        matches!(&e, Some(ModelError::Unsupported(m)) if m.contains("\"gemma2\"") && m.contains("soft-capping")),
+        "{e:?}"
+    );
+    // A SentencePiece vocabulary without the byte tokens its text needs: a clear error, not a panic.
+    let bytes = load_patched("nobyte.gguf", patch(&gemma, b"tokenizer.ggml.tokens", b"<0xC3>", b"<0xc3>")).unwrap();
+    let e = bytes.tokenizer().encode("café").unwrap_err();
+    assert!(matches!(&e, ModelError::Tokenizer(m) if m.contains("<0xC3>")), "{e}");
+    // A byte token that is not <0xNN>: the file is refused at load, naming it.
+    let e = load_patched("badbyte.gguf", patch(&gemma, b"tokenizer.ggml.tokens", b"<0x41>", b"<0xZ1>")).err().unwrap();
+    assert!(matches!(&e, ModelError::Corrupt { message, .. } if message.contains("<0xZ1>")), "{e}");
 }

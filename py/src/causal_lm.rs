@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// A causal language model from a .gguf file (the Llama family by general.architecture: llama
-/// (SmolLM2, Llama 3.x), qwen2 (Qwen2.5)), the weights kept quantized on the GPU.
+/// (SmolLM2, Llama 3.x), qwen2 (Qwen2.5), phi3 (Phi-3-mini), gemma (Gemma)), the weights kept
+/// quantized on the GPU.
 #[pyclass(name = "CausalLM", module = "kiln._kiln", frozen)]
 pub struct PyCausalLM {
     model: Arc<CausalLM>,

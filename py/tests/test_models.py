@@ -196,6 +196,26 @@ def test_causal_lm_chat_template_from_the_gguf(name):
         lm.chat_prompt([{"role": "user"}])
 
 
+@pytest.mark.parametrize("name", ["phi3", "gemma", "llama2"])
+def test_causal_lm_sentencepiece_vocabularies(name):
+    """Phi-3, Gemma and Llama 2 layouts with SentencePiece vocabularies
+    (models/tests/reference/make_spm_arch_reference.py): chat prompts through the GGUF's template
+    and token ids equal to llama.cpp's, plain text round-tripping, and the last logits within
+    1e-3 of the float64 pass."""
+    ref = json.loads((ARCH / "spm_reference.json").read_text())["models"][name]
+    lm = kiln.models.CausalLM(str(ARCH / ref["file"]))
+    for p in ref["prompts"]:
+        if p["chat"] is None:
+            assert lm.tokenize(p["text"]) == p["ids"]
+        else:
+            text = lm.chat_prompt(p["chat"])
+            assert p["text"].endswith(text) and lm.tokenize(text) == p["ids"]
+        np.testing.assert_allclose(lm.logits(p["ids"]), np.array(p["logits_f64"]), rtol=0, atol=1e-3)
+    for case in ref["tokenizer"]:
+        assert lm.tokenize(case["text"]) == case["ids"], case["text"]
+    assert lm.detokenize(lm.tokenize("  the fisherman café 😀")) == "  the fisherman café 😀"
+
+
 @pytest.mark.parametrize("name", ["qwen2", "llama3_untied"])
 def test_causal_lm_logits_score_and_perplexity_follow_the_float64_pass(name):
     """logits / score / perplexity against the exact float64 pass of the same file

@@ -158,6 +158,26 @@ pub(crate) fn swiglu(gu: &[f32], n: usize) -> Vec<f32> {
     out
 }
 
+/// `gelu_tanh(gate) * up` for `gu` [l, 2n] (Gemma's GeGLU, ggml's tanh-approximated GELU): [l, n].
+pub(crate) fn geglu(gu: &[f32], n: usize) -> Vec<f32> {
+    let gelu = |x: f32| {
+        let t = (0.797_884_6 * (x + 0.044715 * x * x * x)).tanh();
+        // For large |x| the product 0.5 x (1 + t) is exact in the limit already; an infinite x
+        // would give inf * 0 there: the limits (0 for -inf) instead.
+        if x.is_infinite() {
+            x.max(0.0)
+        } else {
+            0.5 * x * (1.0 + t)
+        }
+    };
+    let mut out = Vec::with_capacity(gu.len() / 2);
+    for row in gu.chunks_exact(2 * n) {
+        let (g, u) = row.split_at(n);
+        out.extend(g.iter().zip(u).map(|(&g, &u)| gelu(g) * u));
+    }
+    out
+}
+
 /// The index of the largest value, the lowest among equals; a NaN wins (the first one), as
 /// kiln-core's `ops::argmax` on the GPU path and numpy's argmax.
 pub(crate) fn argmax(x: &[f32]) -> u32 {

@@ -5,7 +5,8 @@
 //!
 //! Same model as the GPU path, step for step: the same stacked and un-permuted weight rows
 //! (QKV in one matrix, gate/up in one), RMSNorm, rotate-half RoPE, grouped-query attention
-//! causal by absolute position, SwiGLU, the (tied) output head and the greedy tie rule. Weights
+//! causal by absolute position, SwiGLU (GeGLU for Gemma), the (tied) output head and the greedy
+//! tie rule. Weights
 //! stay quantized ([`quant`]), activations f32; matrix products and attention heads are spread
 //! over rayon's threads (all cores).
 
@@ -14,7 +15,7 @@ pub(crate) mod quant;
 
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile};
-use crate::llama::{stacked_groups, LlamaConfig};
+use crate::llama::{borrowed, stacked_groups, LlamaConfig};
 use quant::QuantMatrix;
 
 pub(crate) use kernels::argmax;
@@ -81,14 +82,13 @@ impl CpuLlama {
         let mut layers = Vec::with_capacity(c.n_layers);
         for i in 0..c.n_layers {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
-            let qkv = c.qkv_parts(i);
             layers.push(Layer {
                 attn_norm: vector(f, &n("attn_norm"), c.hidden)?,
-                qkv: matrix(&qkv.each_ref().map(|(name, r, h)| (name.as_str(), *r, *h)), c.hidden)?,
+                qkv: matrix(&borrowed(&c.qkv_parts(f, i)), c.hidden)?,
                 qkv_bias: crate::arch::qkv_bias(f, c.arch, i, (c.n_heads, c.n_kv_heads, c.head_dim))?,
-                o: matrix(&[(&n("attn_output"), c.hidden, None)], c.hidden)?,
+                o: matrix(&[(&n("attn_output"), c.hidden, None)], c.q_dim())?,
                 ffn_norm: vector(f, &n("ffn_norm"), c.hidden)?,
-                gate_up: matrix(&[(&n("ffn_gate"), c.ffn, None), (&n("ffn_up"), c.ffn, None)], c.hidden)?,
+                gate_up: matrix(&borrowed(&c.gate_up_parts(i)), c.hidden)?,
                 down: matrix(&[(&n("ffn_down"), c.hidden, None)], c.ffn)?,
             });
             progress(i + 2, total);
@@ -121,6 +121,9 @@ impl CpuLlama {
                 self.embed.dequantize_row(id as usize, row);
             }
         }
+        if let Some(s) = c.arch.embedding_scale(d) {
+            h.iter_mut().for_each(|x| *x *= s);
+        }
         let (cos, sin) = kernels::rope_table(pos, l, hd, c.rope_base, c.rope_factors.as_deref());
         let (qw, kvw) = (nh * hd, nkv * hd);
         for (layer, (kc, vc)) in self.layers.iter().zip(cache.layers.iter_mut()) {
@@ -142,7 +145,8 @@ impl CpuLlama {
             for (x, y) in h.iter_mut().zip(layer.o.matmul(&a)) {
                 *x += y;
             }
-            let g = kernels::swiglu(&layer.gate_up.matmul(&kernels::rms_norm(&h, &layer.ffn_norm, c.rms_eps)), c.ffn);
+            let gu = layer.gate_up.matmul(&kernels::rms_norm(&h, &layer.ffn_norm, c.rms_eps));
+            let g = if c.arch.gelu_gate() { kernels::geglu(&gu, c.ffn) } else { kernels::swiglu(&gu, c.ffn) };
             for (x, y) in h.iter_mut().zip(layer.down.matmul(&g)) {
                 *x += y;
             }
