@@ -42,7 +42,7 @@ old = "out(Native.where_(ref!(cond), ref!(a), ref!(b)))"
 assert old in s, "Kiln.where/3 changed: update break_check.sh"
 open(p, "w").write(s.replace(old, "out(Native.where_(ref!(cond), ref!(b), ref!(a)))"))
 PYEOF
-(cd "$SCRATCH/nif-elixir" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" mix run "$OLDPWD/tests/conformance/ex_runner.exs" \
+(cd "$SCRATCH/nif-elixir" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" "${MIX:-mix}" run "$OLDPWD/tests/conformance/ex_runner.exs" \
     "$OLDPWD/$OUT/manifest.txt" "$SCRATCH/results/elixir.json")
 
 # 3. Julia with _kiln_layer_norm's weight and bias swapped (in a copy of julia/).

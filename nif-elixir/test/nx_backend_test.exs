@@ -1,0 +1,404 @@
+defmodule KilnNxBackendTest do
+  # Kiln.Backend against Nx.BinaryBackend (Nx's own reference implementation): the same Nx call
+  # on the same inputs, once on each backend, on awkward shapes (empty, scalar, broadcasting,
+  # negative axes) and values (NaN, ±inf, ±0, ties).
+  use ExUnit.Case, async: true
+
+  @specials [:nan, :infinity, :neg_infinity, 0.0, -0.0, 1.5, -2.5, 0.49999997, -3.0e38, 7.0]
+
+  defp host(data, opts \\ []), do: Nx.tensor(data, Keyword.put(opts, :backend, Nx.BinaryBackend))
+  defp gpu(%Nx.Tensor{} = t), do: Nx.backend_copy(t, Kiln.Backend)
+
+  # Runs `fun` on the host tensors and on their Kiln copies; the results must agree in shape,
+  # type and values: bit for bit (`exact: true`, so -0.0 != 0.0), else within `tol` (relative,
+  # with an absolute floor) and NaN where the reference has NaN.
+  defp check(fun, inputs, opts \\ []) do
+    want = apply(fun, inputs)
+    got = apply(fun, Enum.map(inputs, &gpu/1))
+    compare(got, want, opts)
+    got
+  end
+
+  defp compare(got, want, opts) when is_tuple(want) do
+    Enum.zip_with(Tuple.to_list(got), Tuple.to_list(want), &compare(&1, &2, opts))
+  end
+
+  defp compare(%Nx.Tensor{} = got, %Nx.Tensor{} = want, opts) do
+    assert got.shape == want.shape
+    assert got.type == want.type
+    if Keyword.get(opts, :on_gpu, true), do: assert(%Kiln.Backend{} = got.data)
+
+    if not Nx.Type.float?(want.type) do
+      assert Nx.to_binary(got) == Nx.to_binary(want),
+             "got #{inspect(Nx.to_flat_list(got))}, want #{inspect(Nx.to_flat_list(want))}"
+    else
+      if opts[:exact] do
+        # Bit for bit but for NaN's payload and sign, which no Nx function promises.
+        bits = fn t -> Enum.map(Nx.to_flat_list(t), &if(is_float(&1), do: <<&1::float-64>>, else: &1)) end
+
+        assert bits.(got) == bits.(want),
+               "got #{inspect(Nx.to_flat_list(got))}, want #{inspect(Nx.to_flat_list(want))}"
+      else
+        tol = Keyword.get(opts, :tol, 1.0e-5)
+
+        Enum.zip_with(Nx.to_flat_list(got), Nx.to_flat_list(want), fn g, w ->
+          ok =
+            cond do
+              is_atom(w) or is_atom(g) -> g == w
+              true -> abs(g - w) <= tol * max(1.0, abs(w))
+            end
+
+          assert ok, "got #{inspect(Nx.to_flat_list(got))}, want #{inspect(Nx.to_flat_list(want))}"
+        end)
+      end
+    end
+  end
+
+  describe "elementwise" do
+    test "unary ops on ±0, ±inf, NaN and ties, bit for bit where exact" do
+      x = host(@specials)
+
+      # abs: Nx.BinaryBackend keeps -0.0's sign (Elixir's abs/1), IEEE and Kiln do not.
+      check(&Nx.abs/1, [x])
+
+      for f <- [&Nx.negate/1, &Nx.is_nan/1, &Nx.is_infinity/1, &Nx.logical_not/1] do
+        check(f, [x], exact: true)
+      end
+
+      # Nx.BinaryBackend cannot round NaN or infinities (it raises): finite values there, ties
+      # and the largest float below 0.5 included, and the specials checked on their own.
+      r = host([0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 0.49999997, -0.49999997, 3.0e38, -7.25, 8.5e6])
+
+      for f <- [&Nx.ceil/1, &Nx.floor/1, &Nx.sign/1] do
+        check(f, [r], exact: true)
+      end
+
+      # round: half away from zero as Nx; Kiln keeps the sign of a negative result that rounds
+      # to zero (-0.0, IEEE's and C's round), Nx.BinaryBackend gives 0.0.
+      check(&Nx.round/1, [r], tol: 0.0)
+
+      sp = gpu(host([:nan, :infinity, :neg_infinity]))
+      assert Nx.to_flat_list(Nx.round(sp)) == [:nan, :infinity, :neg_infinity]
+      assert Nx.to_flat_list(Nx.floor(sp)) == [:nan, :infinity, :neg_infinity]
+
+      y = host([0.0, -0.0, 0.5, -0.75, 1.0, 3.5, :nan, 1.0e-3])
+
+      for f <- [&Nx.exp/1, &Nx.expm1/1, &Nx.sigmoid/1, &Nx.sin/1, &Nx.cos/1, &Nx.tanh/1, &Nx.atan/1] ++
+                 [&Nx.sinh/1, &Nx.asinh/1] do
+        check(f, [y], tol: 2.0e-5)
+      end
+
+      # (Nx.BinaryBackend raises outside these functions' domains.)
+      pos = host([0.5, 1.0, 3.5, 1.0e-3, 250.0, :nan])
+
+      for f <- [&Nx.log/1, &Nx.log1p/1, &Nx.sqrt/1, &Nx.rsqrt/1, &Nx.acosh/1] do
+        check(f, [Nx.add(pos, 1.0)], tol: 2.0e-5)
+      end
+
+      # Infinities: Nx.BinaryBackend's answers there are not IEEE's (tanh(inf) is NaN), so
+      # these are checked against the IEEE values.
+      inf = gpu(host([:infinity, :neg_infinity]))
+      assert Nx.to_flat_list(Nx.exp(inf)) == [:infinity, 0.0]
+      assert Nx.to_flat_list(Nx.tanh(inf)) == [1.0, -1.0]
+      assert Nx.to_flat_list(Nx.sigmoid(inf)) == [1.0, 0.0]
+      assert Nx.to_flat_list(Nx.log(gpu(host([0.0, -1.0])))) == [:neg_infinity, :nan]
+
+      # Integer inputs: Nx gives floats for the math functions, integers for the rest.
+      i = host([-3, 0, 7, -2_147_483_647], type: :s32)
+      check(&Nx.abs/1, [i])
+      check(&Nx.sign/1, [i])
+      check(&Nx.exp/1, [host([0, 1, 2], type: :s32)])
+    end
+
+    test "binary ops broadcast, promote types and handle NaN" do
+      a = host([[[1.5, -2.0, :nan]], [[0.0, -0.0, :infinity]]])
+      b = host([[2.0], [-0.5], [0.0], [:neg_infinity]])
+
+      for f <- [&Nx.add/2, &Nx.subtract/2, &Nx.multiply/2] do
+        check(f, [a, b], exact: true)
+      end
+
+      # (Nx.BinaryBackend's divide cannot take infinities.)
+      fa = host([[[1.5, -2.0, 3.0]], [[0.0, -0.0, 1.0e-3]]])
+      fb = host([[2.0], [-0.5], [4.0], [-3.0]])
+      check(&Nx.divide/2, [fa, fb], tol: 1.0e-6)
+      check(&Nx.atan2/2, [fa, fb], tol: 1.0e-6)
+      assert Nx.to_flat_list(Nx.divide(gpu(host([1.0, -1.0, 0.0])), 0.0)) == [:infinity, :neg_infinity, :nan]
+
+      for f <- [&Nx.equal/2, &Nx.not_equal/2, &Nx.less/2, &Nx.greater_equal/2, &Nx.logical_and/2] do
+        check(f, [a, b])
+      end
+
+      # NaN in min/max (Nx does not propagate it; kiln-core does): the host decides.
+      check(&Nx.min/2, [a, b], exact: true, on_gpu: true)
+      check(&Nx.max/2, [host([1.0, 5.0, -1.0]), host([2.0, 3.0, -0.0])], exact: true)
+
+      # s64 (held as s32) with f32: f32; s32 with u8: s32.
+      check(&Nx.add/2, [host([1, -2, 3]), host([0.5, 0.25, 2.0])])
+      check(&Nx.multiply/2, [host([1, -2, 3], type: :s32), host([200, 7, 0], type: :u8)])
+      check(&Nx.pow/2, [host([1.5, 2.0, 0.0]), host([2.0, -1.0, 3.0])], tol: 1.0e-6)
+
+      ints = [host([12, -7, 5, 0], type: :s32), host([5, 3, -2, 9], type: :s32)]
+
+      for f <- [&Nx.bitwise_and/2, &Nx.bitwise_or/2, &Nx.bitwise_xor/2, &Nx.remainder/2, &Nx.quotient/2] do
+        check(f, ints)
+      end
+
+      check(&Nx.left_shift/2, [host([1, -3, 5], type: :s32), host([0, 2, 31], type: :s32)])
+      check(&Nx.right_shift/2, [host([-16, 16, 7], type: :s32), host([2, 2, 1], type: :s32)])
+    end
+
+    test "narrow integers wrap as Nx's do" do
+      check(&Nx.add/2, [host([200, 255, 3], type: :u8), host([100, 1, 4], type: :u8)])
+      check(&Nx.negate/1, [host([-128, 5, 127], type: :s8)])
+      check(&Nx.multiply/2, [host([300, -2], type: :s16), host([300, 20000], type: :s16)])
+      check(&Nx.subtract/2, [host([0, 7], type: :u16), host([1, 9], type: :u16)])
+      check(&Nx.as_type(&1, :u8), [host([300, -1, 255], type: :s32)])
+    end
+
+    test "select, clip and as_type" do
+      pred = host([[1, 0, 7], [0, 0, 1]], type: :u8)
+      check(&Nx.select/3, [pred, host([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), host(-1.0)], exact: true)
+      check(&Nx.clip(&1, -1.0, 2.0), [host([-3.0, -0.0, 0.5, 9.0, :infinity])], exact: true)
+      check(&Nx.clip(&1, 0, 5), [host([-3, 4, 9], type: :s32)])
+      check(&Nx.as_type(&1, :s32), [host([1.7, -2.7, 0.0, 1.0e6])])
+      check(&Nx.as_type(&1, :f16), [host([1.0, 65504.0, 1.0e-3, :nan])], exact: true)
+      check(&Nx.as_type(&1, :f32), [host([3, -4])])
+    end
+  end
+
+  describe "reductions" do
+    # Nx has no empty tensors (every dimension is positive), so none are tried here.
+    test "axes, keep_axes, negative axes, scalars" do
+      t = host(Enum.map(0..23, &(&1 * 0.5 - 4.0))) |> Nx.reshape({2, 3, 4})
+
+      for f <- [&Nx.sum/2, &Nx.reduce_max/2, &Nx.reduce_min/2, &Nx.product/2] do
+        check(&f.(&1, axes: [-1]), [t], tol: 1.0e-5)
+        check(&f.(&1, axes: [0, 2], keep_axes: true), [t], tol: 1.0e-5)
+        check(&f.(&1, []), [t], tol: 1.0e-5)
+      end
+
+      check(&Nx.mean(&1, axes: [1]), [t])
+      check(&Nx.all(&1, axes: [1]), [host([[1, 0], [1, 1]])])
+      check(&Nx.any(&1, axes: [0]), [host([[0, 0], [1, 0]])])
+      check(&Nx.sum(&1, axes: [-2]), [host([[1, 2, 3], [4, 5, 6]], type: :u8)])
+
+      check(&Nx.sum/1, [host(2.5)])
+      check(&Nx.reduce_max(&1, axes: []), [host(-0.0)], exact: true)
+      check(&Nx.sum/1, [host([:nan, 1.0])])
+    end
+
+    test "argmax and argmin: ties, NaN, axes" do
+      t = host([[3.0, 7.0, 7.0, -1.0], [0.0, -0.0, -5.0, -5.0]])
+      check(&Nx.argmax(&1, axis: 1), [t])
+      check(&Nx.argmin(&1, axis: -1, keep_axis: true), [t])
+      check(&Nx.argmax/1, [t])
+      check(&Nx.argmax(&1, axis: 1, tie_break: :high), [t])
+      check(&Nx.argmin(&1, axis: 0), [host([[1, 5], [1, -2]], type: :s32)])
+    end
+  end
+
+  describe "linear algebra" do
+    test "dot: matrices, vectors, contraction and batch axes, integers" do
+      a = host(Enum.map(1..6, &(&1 * 0.5))) |> Nx.reshape({2, 3})
+      b = host(Enum.map(1..12, &(&1 - 6.0))) |> Nx.reshape({3, 4})
+      check(&Nx.dot/2, [a, b])
+      check(&Nx.dot/2, [a, host([1.0, -1.0, 2.0])])
+      check(&Nx.dot/2, [host([1.0, 2.0]), host([3.0, -4.0])])
+      check(&Nx.dot(&1, [0], &2, [1]), [a, host(Enum.map(1..8, &(&1 * 1.0))) |> Nx.reshape({4, 2})])
+
+      x = host(Enum.map(1..24, &(&1 / 7))) |> Nx.reshape({2, 3, 4})
+      y = host(Enum.map(1..40, &(&1 / 11))) |> Nx.reshape({2, 4, 5})
+      check(&Nx.dot(&1, [2], [0], &2, [1], [0]), [x, y])
+      check(&Nx.dot/2, [host([[1, 2], [3, 4]], type: :s32), host([[5], [-6]], type: :s32)])
+      check(&Nx.dot/2, [host(3.0), host([[1.0], [2.0]])])
+    end
+
+    test "conv (2-D, NCHW) against the host" do
+      x = host(Enum.map(1..50, &(:math.sin(&1) * 1.0))) |> Nx.reshape({1, 2, 5, 5})
+      k = host(Enum.map(1..36, &(:math.cos(&1) * 1.0))) |> Nx.reshape({2, 2, 3, 3})
+      check(&Nx.conv/2, [x, k], tol: 1.0e-5)
+      check(&Nx.conv(&1, &2, strides: [2, 1], padding: [{1, 1}, {2, 2}], kernel_dilation: [1, 2]), [x, k])
+      # Not mapped to Kiln.conv2d (asymmetric padding): the host computes it.
+      check(&Nx.conv(&1, &2, padding: [{0, 1}, {1, 0}]), [x, k])
+    end
+  end
+
+  describe "shape and movement" do
+    test "reshape, transpose, squeeze, broadcast with axes, reverse" do
+      t = host(Enum.map(0..11, &(&1 * 1.0))) |> Nx.reshape({3, 1, 4})
+      check(&Nx.transpose(&1, axes: [2, 0, 1]), [t], exact: true)
+      check(&Nx.squeeze/1, [t], exact: true)
+      check(&Nx.reshape(&1, {4, 3}), [t], exact: true)
+      check(&Nx.broadcast(&1, {2, 3, 5, 4}), [t], exact: true)
+      check(&Nx.broadcast(&1, {3, 2}, axes: [0]), [host([1, 2, 3], type: :s32)])
+      check(&Nx.broadcast(&1, {3, 2, 4}, axes: [0, 2]), [host([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]])])
+      check(&Nx.broadcast(&1, {2, 3}), [host([-0.0, 1.0, :nan])], exact: true)
+      check(&Nx.broadcast(&1, {2, 2}), [host(:neg_infinity)], exact: true)
+      check(&Nx.reverse(&1, axes: [0, 2]), [t], exact: true)
+      check(&Nx.new_axis(&1, -1), [t], exact: true)
+    end
+
+    test "slice, put_slice, concatenate, stack, pad" do
+      t = host(Enum.map(0..29, &(&1 * 1.0))) |> Nx.reshape({5, 6})
+      check(&Nx.slice(&1, [1, 2], [3, 2]), [t], exact: true)
+      check(&Nx.slice(&1, [0, 1], [3, 2], strides: [2, 3]), [t], exact: true)
+      # Nx clamps a start that would overrun, also a start given as a tensor.
+      check(&Nx.slice(&1, [4, 5], [2, 3]), [t], exact: true)
+      check(&Nx.slice(&1, [Nx.tensor(3), 0], [2, 6]), [t], exact: true)
+      check(&Nx.slice_along_axis(&1, 1, 2, axis: -1), [t], exact: true)
+      check(&Nx.put_slice(&1, [1, 4], &2), [t, host([[-1.0, -2.0, -3.0], [-4.0, -5.0, -6.0]])], exact: true)
+      check(&Nx.concatenate([&1, &2], axis: -1), [t, Nx.negate(t)], exact: true)
+      check(&Nx.concatenate([&1, &2]), [host([1, 2], type: :s32), host([0.5])])
+      check(&Nx.stack([&1, &2], axis: 1), [host([1.0, 2.0]), host([3.0, 4.0])], exact: true)
+      check(&Nx.pad(&1, -0.0, [{1, 2, 0}, {-2, 1, 0}]), [t], exact: true)
+      check(&Nx.pad(&1, 9, [{0, 0, 1}, {1, 0, 0}]), [host([[1, 2], [3, 4]], type: :s32)])
+    end
+
+    test "iota, eye, constants, sort, argsort, cumulative sums, take" do
+      kiln = [backend: Kiln.Backend]
+      bin = [backend: Nx.BinaryBackend]
+      compare(Nx.iota({2, 3}, kiln), Nx.iota({2, 3}, bin), [])
+
+      compare(
+        Nx.iota({2, 3, 2}, [axis: 1, type: :f32] ++ kiln),
+        Nx.iota({2, 3, 2}, [axis: 1, type: :f32] ++ bin),
+        []
+      )
+
+      compare(Nx.eye({3, 4}, kiln), Nx.eye({3, 4}, bin), [])
+      compare(Nx.eye({2, 2, 2}, [type: :f16] ++ kiln), Nx.eye({2, 2, 2}, [type: :f16] ++ bin), exact: true)
+
+      compare(Nx.broadcast(Nx.tensor(:nan, kiln), {2}), Nx.broadcast(Nx.tensor(:nan, bin), {2}), exact: true)
+
+      s = host([3.0, -0.0, :nan, -1.0, 3.0, :neg_infinity, 0.0])
+      check(&Nx.sort/1, [s], exact: true)
+      check(&Nx.sort(&1, direction: :desc), [s], exact: true)
+      check(&Nx.argsort(&1, stable: true), [s])
+
+      check(&Nx.argsort(&1, axis: 1, direction: :desc, stable: true), [
+        host([[3, 1, 3], [2, 2, 0]], type: :s32)
+      ])
+
+      c = host([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+      check(&Nx.cumulative_sum(&1, axis: 1), [c])
+      check(&Nx.cumulative_sum(&1, axis: 0, reverse: true), [c])
+      check(&Nx.cumulative_product(&1, axis: 1), [c])
+
+      check(&Nx.take(&1, &2, axis: 1), [c, host([[2, 0], [1, 1]])], exact: true)
+      check(&Nx.take_along_axis(&1, &2, axis: 1), [c, host([[2, 0, 0], [1, 1, 2]])], exact: true)
+    end
+  end
+
+  describe "types" do
+    test "s64 and u64 are held in 32 bits, with a range check" do
+      t = Nx.tensor([1, -2, 2_147_483_647], type: :s64, backend: Kiln.Backend)
+      assert t.type == {:s, 64}
+      assert Nx.to_list(t) == [1, -2, 2_147_483_647]
+      assert Nx.to_list(Nx.tensor([4_294_967_295], type: :u64, backend: Kiln.Backend)) == [4_294_967_295]
+
+      assert_raise ArgumentError, ~r/does not fit/, fn ->
+        Nx.tensor([2_147_483_648], type: :s64, backend: Kiln.Backend)
+      end
+
+      assert_raise ArgumentError, ~r/does not fit/, fn -> gpu(host([-1], type: :s64) |> Nx.as_type(:u64)) end
+    end
+
+    test "f64 is refused unless the user opts in, then held as f32 with a range check" do
+      assert_raise ArgumentError, ~r/no f64/, fn -> Nx.tensor([1.0], type: :f64, backend: Kiln.Backend) end
+
+      try do
+        Application.put_env(:kiln, :f64, :f32)
+        t = Nx.tensor([0.1, :nan, :neg_infinity, -0.0], type: :f64, backend: Kiln.Backend)
+        assert t.type == {:f, 64}
+        [a, :nan, :neg_infinity, z] = Nx.to_flat_list(t)
+        assert a == Float.round(0.1, 7) or abs(a - 0.1) < 1.0e-8
+        assert <<1::1, _::63>> = <<z::float-64>>
+
+        assert_raise ArgumentError, ~r/beyond f32/, fn ->
+          Nx.tensor([1.0e300], type: :f64, backend: Kiln.Backend)
+        end
+      after
+        Application.delete_env(:kiln, :f64)
+      end
+    end
+
+    test "complex and bf16 are refused with an ArgumentError" do
+      assert_raise ArgumentError, ~r/cannot hold/, fn ->
+        Nx.tensor([1.0], type: :c64, backend: Kiln.Backend)
+      end
+
+      assert_raise ArgumentError, ~r/cannot hold/, fn ->
+        Nx.tensor([1.0], type: :bf16, backend: Kiln.Backend)
+      end
+    end
+  end
+
+  describe "the host path" do
+    test "callbacks Kiln has no kernel for run through Nx.BinaryBackend and come back" do
+      assert {:window_sum, 4} in Kiln.Backend.fallbacks()
+      refute {:add, 3} in Kiln.Backend.fallbacks()
+      x = host([[1.0, 8.0, -27.0], [0.0, 2.0, 3.0]])
+      check(&Nx.cbrt/1, [x])
+      check(&Nx.window_sum(&1, {1, 2}), [x])
+      check(&Nx.erf/1, [x], tol: 1.0e-6)
+      check(&Nx.reduce(&1, 0.0, [axes: [1]], fn a, b -> Nx.add(a, b) end), [x])
+
+      # A result of a type Kiln cannot hold (complex) stays on the host backend.
+      f = Nx.fft(gpu(host([1.0, 0.0, 0.0, 0.0])))
+      assert f.type == {:c, 64}
+      assert %Nx.BinaryBackend{} = f.data
+    end
+  end
+
+  describe "Nx.Defn" do
+    import Nx.Defn
+
+    defn softmax(x) do
+      e = Nx.exp(x - Nx.reduce_max(x, axes: [-1], keep_axes: true))
+      e / Nx.sum(e, axes: [-1], keep_axes: true)
+    end
+
+    defn(dense(x, w, b), do: Nx.tanh(Nx.dot(x, w) + b))
+
+    test "a softmax and a dense layer under the default evaluator" do
+      x = host([[1.0, 2.0, 3.0, -1.0], [0.0, 0.0, 0.0, 0.0], [-50.0, 50.0, 0.0, 1.0e-3]])
+      out = check(&softmax/1, [x])
+      assert Nx.Defn.default_options()[:compiler] in [nil, Nx.Defn.Evaluator]
+      assert %Kiln.Backend{} = out.data
+
+      w = host(Enum.map(1..8, &(&1 / 10))) |> Nx.reshape({4, 2})
+      check(&dense/3, [x, w, host([0.5, -0.5])])
+    end
+
+    test "Nx.default_backend(Kiln.Backend) puts new tensors on the GPU" do
+      Nx.default_backend(Kiln.Backend)
+      t = Nx.tensor([1.0, 2.0]) |> Nx.multiply(2)
+      assert %Kiln.Backend{} = t.data
+      assert Nx.to_list(t) == [2.0, 4.0]
+      assert inspect(t) =~ "f32[2]"
+      assert inspect(t) =~ "[2.0, 4.0]"
+    end
+  end
+
+  describe "errors" do
+    test "bad input raises, and the VM and the device carry on" do
+      t = gpu(host([1.0, 2.0]))
+      assert :ok = Nx.backend_deallocate(t)
+      assert :already_deallocated = Nx.backend_deallocate(t)
+      assert_raise Kiln.Error, ~r/freed/, fn -> Nx.add(t, 1.0) end
+      assert_raise ArgumentError, fn -> Nx.add(gpu(host([1.0, 2.0])), gpu(host([1.0, 2.0, 3.0]))) end
+      assert_raise ArgumentError, ~r/takes no options/, fn -> Nx.default_backend({Kiln.Backend, foo: 1}) end
+      assert Nx.to_list(Nx.add(gpu(host([1.0])), 1.0)) == [2.0]
+    end
+
+    test "backend_transfer to the host and back" do
+      t = gpu(host([[1, 2], [3, 4]], type: :s16))
+      h = Nx.backend_transfer(t, Nx.BinaryBackend)
+      assert %Nx.BinaryBackend{} = h.data
+      assert Nx.to_list(h) == [[1, 2], [3, 4]]
+      assert Nx.backend_deallocate(t) == :already_deallocated
+      assert Nx.to_list(Nx.backend_transfer(h, Kiln.Backend)) == [[1, 2], [3, 4]]
+    end
+  end
+end
