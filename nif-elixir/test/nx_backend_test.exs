@@ -83,8 +83,9 @@ defmodule KilnNxBackendTest do
 
       y = host([0.0, -0.0, 0.5, -0.75, 1.0, 3.5, :nan, 1.0e-3])
 
-      for f <- [&Nx.exp/1, &Nx.expm1/1, &Nx.sigmoid/1, &Nx.sin/1, &Nx.cos/1, &Nx.tanh/1, &Nx.atan/1] ++
-                 [&Nx.sinh/1, &Nx.asinh/1] do
+      for f <-
+            [&Nx.exp/1, &Nx.expm1/1, &Nx.sigmoid/1, &Nx.sin/1, &Nx.cos/1, &Nx.tanh/1, &Nx.atan/1] ++
+              [&Nx.sinh/1, &Nx.asinh/1] do
         check(f, [y], tol: 2.0e-5)
       end
 
@@ -334,13 +335,65 @@ defmodule KilnNxBackendTest do
     end
   end
 
+  # Reports this process's host calls (Kiln.Backend's telemetry event) as {:host, callback}.
+  defp watch_host_calls(context) do
+    me = self()
+    id = {__MODULE__, context.test}
+
+    :telemetry.attach(id, [:kiln, :backend, :host], &__MODULE__.forward_host/4, me)
+
+    on_exit(fn -> :telemetry.detach(id) end)
+    :ok
+  end
+
+  def forward_host(_event, _measurements, meta, me),
+    do: if(self() == me, do: send(me, {:host, meta.callback}))
+
+  describe "the GPU path" do
+    setup :watch_host_calls
+
+    test "the callbacks the module doc calls GPU ones make no host call" do
+      f = host([[1.5, -2.0, 0.25], [4.0, 0.5, -1.0]])
+      i = host([[3, -1, 2], [0, 7, -4]], type: :s32)
+      run = fn fun, args -> apply(fun, Enum.map(args, &gpu/1)) end
+
+      for fun <- [&Nx.add/2, &Nx.multiply/2, &Nx.pow/2, &Nx.less/2, &Nx.max/2, &Nx.atan2/2],
+          do: run.(fun, [f, f])
+
+      for fun <- [&Nx.add/2, &Nx.bitwise_xor/2, &Nx.left_shift/2, &Nx.equal/2], do: run.(fun, [i, Nx.abs(i)])
+      for fun <- [&Nx.exp/1, &Nx.round/1, &Nx.sign/1, &Nx.is_nan/1, &Nx.negate/1], do: run.(fun, [f])
+
+      for fun <- [&Nx.sum(&1, axes: [1]), &Nx.reduce_max/1, &Nx.argmax(&1, axis: 0), &Nx.all/1],
+          do: run.(fun, [i])
+
+      run.(&Nx.dot/2, [f, Nx.transpose(f)])
+      run.(&Nx.dot/2, [i, Nx.transpose(i)])
+      run.(&Nx.dot(&1, [2], [0], &2, [1], [0]), [Nx.reshape(f, {2, 1, 3}), Nx.reshape(f, {2, 3, 1})])
+      run.(&Nx.conv/2, [Nx.reshape(f, {1, 1, 2, 3}), Nx.reshape(f, {1, 1, 2, 3})])
+      run.(&Nx.pad(&1, 0.0, [{1, -1, 0}, {0, 2, 0}]), [f])
+      run.(&Nx.put_slice(&1, [0, 1], Nx.tensor([[9.0]])), [f])
+      run.(&Nx.sort(&1, axis: 1), [f])
+      run.(&Nx.argsort(&1, axis: 1), [i])
+      run.(&Nx.cumulative_sum(&1, axis: 1, reverse: true), [i])
+      run.(&Nx.take(&1, Nx.tensor([1, 0]), axis: 1), [f])
+      run.(&Nx.as_type(&1, :u8), [i])
+      _ = Nx.iota({2, 3}, backend: Kiln.Backend)
+      _ = Nx.eye(3, backend: Kiln.Backend)
+      refute_received {:host, _}
+    end
+  end
+
   describe "the host path" do
+    setup :watch_host_calls
+
     test "callbacks Kiln has no kernel for run through Nx.BinaryBackend and come back" do
       assert {:window_sum, 4} in Kiln.Backend.fallbacks()
       refute {:add, 3} in Kiln.Backend.fallbacks()
       x = host([[1.0, 8.0, -27.0], [0.0, 2.0, 3.0]])
       check(&Nx.cbrt/1, [x])
+      assert_received {:host, :cbrt}
       check(&Nx.window_sum(&1, {1, 2}), [x])
+      assert_received {:host, :window_sum}
       check(&Nx.erf/1, [x], tol: 1.0e-6)
       check(&Nx.reduce(&1, 0.0, [axes: [1]], fn a, b -> Nx.add(a, b) end), [x])
 

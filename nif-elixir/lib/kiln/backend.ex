@@ -47,6 +47,9 @@ defmodule Kiln.Backend do
   | `bitcast`, `gather`, `reduce`, `window_*`, `indexed_add`, `indexed_put`, `to_batched`, `lu`, `triangular_solve`, `svd`, `fft`, `ifft`, `fft2`, `ifft2`, `window_scatter_*` | host (`Nx.BinaryBackend`) |
   | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `qr`, ...) | Nx's default implementations, built from the callbacks above |
 
+  Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
+  name in its metadata (`%{callback: :window_sum}`).
+
   A GPU callback whose kernel refuses the dtype (`Kiln.Error` `:dtype_mismatch` or
   `:unsupported`, e.g. an integer op kiln-core only has for floats) falls back to the host for
   that call. Other errors (shapes, device) raise `Kiln.Error`.
@@ -193,7 +196,11 @@ defmodule Kiln.Backend do
   # The host path: the tensors go to Nx.BinaryBackend, it computes, the result comes back. The
   # first argument is always the output template (its data is not read).
 
+  # Each host call emits the telemetry event [:kiln, :backend, :host] (metadata: callback), so
+  # that a user (or a test) can see which calls leave the GPU.
   defp via_binary(name, [out | args]) do
+    :telemetry.execute([:kiln, :backend, :host], %{}, %{callback: name})
+
     apply(Nx.BinaryBackend, name, [out | Enum.map(args, &to_host/1)]) |> from_host()
   end
 
@@ -277,7 +284,7 @@ defmodule Kiln.Backend do
 
   @impl true
   def backend_deallocate(%T{data: %__MODULE__{ref: k}}) do
-    if apply(Kiln.Native, :is_freed, [k.ref]) do
+    if Kiln.Native.is_freed(k.ref) do
       :already_deallocated
     else
       Kiln.free(k)
