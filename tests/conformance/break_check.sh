@@ -34,6 +34,12 @@ mkdir -p "$SCRATCH/nif-elixir/native" "$SCRATCH/core"
 cp -r nif-elixir/lib nif-elixir/mix.exs nif-elixir/priv "$SCRATCH/nif-elixir/"
 cp -r nif-elixir/native/src "$SCRATCH/nif-elixir/native/"
 cp -r core/src "$SCRATCH/core/" && cp -r shaders "$SCRATCH/"
+# Nx and its dependencies as the conformance runner just compiled them (unchanged sources:
+# mix reuses them rather than spending a minute rebuilding Nx in the copy).
+for d in nx complex telemetry; do
+    [ -d "nif-elixir/_build/dev/lib/$d" ] && mkdir -p "$SCRATCH/nif-elixir/_build/dev/lib" \
+        && cp -rp "nif-elixir/_build/dev/lib/$d" "$SCRATCH/nif-elixir/_build/dev/lib/"
+done
 "$PY" - "$SCRATCH/nif-elixir/lib/kiln.ex" <<'PYEOF'
 import sys
 p = sys.argv[1]
