@@ -35,7 +35,7 @@ defmodule Kiln.Backend do
   | callback | where |
   |---|---|
   | `constant`, `from_binary`, `iota`, `eye`, `to_binary`, `inspect`, `backend_copy`, `backend_transfer`, `backend_deallocate` | GPU (conversion of narrowed types on the host) |
-  | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts | GPU (`min`/`max` with NaN, `remainder`, `quotient`: host) |
+  | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts | GPU (`remainder`, `quotient`: host) |
   | comparisons, `logical_and/or/xor/not`, `is_nan`, `is_infinity` | GPU |
   | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU (`cbrt`, `erf`, `erfc`, `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`: host) |
   | `sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any` (axes, `keep_axes`) | GPU (empty input: host) |
@@ -350,22 +350,12 @@ defmodule Kiln.Backend do
     end
   end
 
-  # min/max: kiln-core's propagate NaN (numpy); Nx's do not, so floats that might hold NaN go to
-  # the host only when they do (one is_nan any over each side).
+  # min/max: both propagate NaN, as Nx's do.
   for {nx, kiln} <- [min: :minimum, max: :maximum] do
     @impl true
     def unquote(nx)(%T{type: type} = out, l, r) do
-      if Nx.Type.float?(type) and (has_nan?(l) or has_nan?(r)) do
-        via_binary(unquote(nx), [out, l, r])
-      else
-        gpu(unquote(nx), [out, l, r], fn -> put(out, Kiln.unquote(kiln)(kt(l, type), kt(r, type))) end)
-      end
+      gpu(unquote(nx), [out, l, r], fn -> put(out, Kiln.unquote(kiln)(kt(l, type), kt(r, type))) end)
     end
-  end
-
-  defp has_nan?(%T{type: type} = t) do
-    Nx.Type.float?(type) and Nx.size(t) > 0 and
-      kt(t) |> Kiln.is_nan() |> Kiln.any() |> Kiln.to_number() == 1
   end
 
   # Comparisons and logical ops: both sides in their merged type, a bool out.
