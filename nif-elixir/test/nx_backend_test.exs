@@ -225,6 +225,23 @@ defmodule KilnNxBackendTest do
       # Not mapped to Kiln.conv2d (asymmetric padding): the host computes it.
       check(&Nx.conv(&1, &2, padding: [{0, 1}, {1, 0}]), [x, k])
     end
+
+    test "pooling windows (rank 4, last two axes) against the host" do
+      x = host(Enum.map(1..50, &(:math.sin(&1 * 1.3) * 4.0))) |> Nx.reshape({1, 2, 5, 5})
+      x = Nx.put_slice(x, [0, 0, 0, 0], host([[[[:nan, :infinity]]]]))
+
+      for f <- [&Nx.window_max/3, &Nx.window_min/3] do
+        check(&f.(&1, {1, 1, 2, 2}, strides: [1, 1, 2, 2]), [x], exact: true)
+        check(&f.(&1, {1, 1, 3, 3}, padding: [{0, 0}, {0, 0}, {1, 1}, {1, 1}]), [x], exact: true)
+      end
+
+      check(&Nx.window_sum(&1, {1, 1, 2, 3}, strides: [1, 1, 1, 2]), [Nx.slice(x, [0, 0, 1, 1], [1, 2, 4, 4])])
+
+      check(&Nx.window_max(&1, {1, 1, 2, 2}), [host([[[[1, -5, 3], [7, 2, -8]]]], type: :s32)])
+      # Windows Kiln's pools do not take: the host.
+      check(&Nx.window_max(&1, {1, 2, 2, 2}), [x], exact: true)
+      check(&Nx.window_sum(&1, {1, 1, 2, 2}, window_dilations: [1, 1, 2, 1]), [x])
+    end
   end
 
   describe "shape and movement" do
@@ -374,6 +391,8 @@ defmodule KilnNxBackendTest do
       run.(&Nx.conv/2, [Nx.reshape(f, {1, 1, 2, 3}), Nx.reshape(f, {1, 1, 2, 3})])
       run.(&Nx.pad(&1, 0.0, [{1, -1, 0}, {0, 2, 0}]), [f])
       run.(&Nx.put_slice(&1, [0, 1], Nx.tensor([[9.0]])), [f])
+      run.(&Nx.window_max(&1, {1, 1, 1, 2}), [Nx.reshape(f, {1, 1, 2, 3})])
+      run.(&Nx.window_sum(&1, {1, 1, 2, 2}), [Nx.reshape(f, {1, 1, 2, 3})])
       run.(&Nx.sort(&1, axis: 1), [f])
       run.(&Nx.argsort(&1, axis: 1), [i])
       run.(&Nx.cumulative_sum(&1, axis: 1, reverse: true), [i])
@@ -389,13 +408,15 @@ defmodule KilnNxBackendTest do
     setup :watch_host_calls
 
     test "callbacks Kiln has no kernel for run through Nx.BinaryBackend and come back" do
-      assert {:window_sum, 4} in Kiln.Backend.fallbacks()
+      assert {:window_product, 4} in Kiln.Backend.fallbacks()
       refute {:add, 3} in Kiln.Backend.fallbacks()
       x = host([[1.0, 8.0, -27.0], [0.0, 2.0, 3.0]])
       check(&Nx.cbrt/1, [x])
       assert_received {:host, :cbrt}
       check(&Nx.window_sum(&1, {1, 2}), [x])
       assert_received {:host, :window_sum}
+      check(&Nx.window_product(&1, {1, 2}), [x])
+      assert_received {:host, :window_product}
       check(&Nx.erf/1, [x], tol: 1.0e-6)
       check(&Nx.reduce(&1, 0.0, [axes: [1]], fn a, b -> Nx.add(a, b) end), [x])
 

@@ -44,7 +44,8 @@ defmodule Kiln.Backend do
   | `reshape`, `squeeze`, `transpose`, `broadcast`, `slice`, `put_slice`, `concatenate`, `stack`, `pad` (no interior padding), `reverse`, `select`, `clip`, `as_type` | GPU |
   | `sort`, `argsort`, `cumulative_sum`, `cumulative_product`, `take`, `take_along_axis` | GPU |
   | `conv` (2-D, NCHW, no input dilation or batch groups, identity permutations, symmetric padding) | GPU (`Kiln.conv2d/3`); other convs: host |
-  | `bitcast`, `gather`, `reduce`, `window_*`, `indexed_add`, `indexed_put`, `to_batched`, `lu`, `triangular_solve`, `svd`, `fft`, `ifft`, `fft2`, `ifft2`, `window_scatter_*` | host (`Nx.BinaryBackend`) |
+  | `window_max`, `window_sum` (and `window_min` on floats) over the last two axes of a rank-4 tensor, without dilation, padding at most half the window | GPU (`Kiln.max_pool2d/3`, `Kiln.avg_pool2d/3` times the window); other windows: host |
+  | `bitcast`, `gather`, `reduce`, `window_product`, `window_reduce`, `indexed_add`, `indexed_put`, `to_batched`, `lu`, `triangular_solve`, `svd`, `fft`, `ifft`, `fft2`, `ifft2`, `window_scatter_*` | host (`Nx.BinaryBackend`) |
   | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `qr`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
@@ -570,6 +571,53 @@ defmodule Kiln.Backend do
       end)
     else
       via_binary(:conv, [out, t, k, opts])
+    end
+  end
+
+  # Windows over the last two axes of a rank-4 tensor (NCHW pooling) map to Kiln's pools; any
+  # other window goes to the host. Nx pads window_max with -inf (the type's minimum) and
+  # window_sum with 0, as max_pool2d and avg_pool2d do; the sum is the average times the window.
+  @impl true
+  def window_max(out, t, window, opts), do: window(:window_max, out, t, window, opts)
+  @impl true
+  def window_min(out, t, window, opts), do: window(:window_min, out, t, window, opts)
+  @impl true
+  def window_sum(out, t, window, opts), do: window(:window_sum, out, t, window, opts)
+
+  defp window(op, %T{type: type} = out, t, window, opts) do
+    case pool_args(t, window, opts) do
+      {k, stride, pad} when op == :window_max ->
+        gpu(op, [out, t, window, opts], fn ->
+          put(out, Kiln.max_pool2d(kt(t, type), k, stride: stride, padding: pad))
+        end)
+
+      {k, stride, pad} when op == :window_min and elem(type, 0) == :f ->
+        gpu(op, [out, t, window, opts], fn ->
+          m = kt(t, type) |> Kiln.negate() |> Kiln.max_pool2d(k, stride: stride, padding: pad)
+          put(out, Kiln.negate(m))
+        end)
+
+      {{kh, kw} = k, stride, pad} when op == :window_sum and elem(type, 0) == :f ->
+        gpu(op, [out, t, window, opts], fn ->
+          avg = Kiln.avg_pool2d(kt(t, type), k, stride: stride, padding: pad)
+          put(out, Kiln.multiply(avg, kh * kw))
+        end)
+
+      _ ->
+        via_binary(op, [out, t, window, opts])
+    end
+  end
+
+  defp pool_args(%T{shape: shape}, window, opts) do
+    with 4 <- tuple_size(shape),
+         {1, 1, kh, kw} <- window,
+         [1, 1, sh, sw] <- opts[:strides],
+         true <- Enum.all?(opts[:window_dilations], &(&1 == 1)),
+         [{0, 0}, {0, 0}, {ph, ph}, {pw, pw}] <- opts[:padding],
+         true <- ph <= div(kh, 2) and pw <= div(kw, 2) do
+      {{kh, kw}, {sh, sw}, {ph, pw}}
+    else
+      _ -> nil
     end
   end
 
