@@ -307,6 +307,22 @@ defmodule KilnNxBackendTest do
 
       check(&Nx.take(&1, &2, axis: 1), [c, host([[2, 0], [1, 1]])], exact: true)
       check(&Nx.take_along_axis(&1, &2, axis: 1), [c, host([[2, 0, 0], [1, 1, 2]])], exact: true)
+
+      g = host(Enum.map(0..23, &(&1 * 1.0))) |> Nx.reshape({2, 3, 4})
+      check(&Nx.gather(&1, &2), [g, host([[1, 2], [0, 0], [1, 0]])], exact: true)
+      check(&Nx.gather(&1, &2, axes: [0, 2]), [g, host([[[1, 3]], [[0, 0]]])], exact: true)
+      check(&Nx.gather(&1, &2, axes: [1]), [g, host([[2], [0]], type: :s64)], exact: true)
+    end
+
+    test "to_batched slices on the GPU, leftovers repeated or discarded" do
+      t = host(Enum.map(0..9, &(&1 * 1.5))) |> Nx.reshape({5, 2})
+
+      for leftover <- [:repeat, :discard], size <- [2, 5, 3] do
+        want = Nx.to_batched(t, size, leftover: leftover) |> Enum.to_list()
+        got = Nx.to_batched(gpu(t), size, leftover: leftover) |> Enum.to_list()
+        assert length(got) == length(want)
+        Enum.zip_with(got, want, &compare(&1, &2, exact: true))
+      end
     end
   end
 
@@ -393,6 +409,8 @@ defmodule KilnNxBackendTest do
       run.(&Nx.put_slice(&1, [0, 1], Nx.tensor([[9.0]])), [f])
       run.(&Nx.window_max(&1, {1, 1, 1, 2}), [Nx.reshape(f, {1, 1, 2, 3})])
       run.(&Nx.window_sum(&1, {1, 1, 2, 2}), [Nx.reshape(f, {1, 1, 2, 3})])
+      run.(&Nx.gather(&1, Nx.tensor([[1, 0], [0, 2]])), [f])
+      run.(&(Nx.to_batched(&1, 1) |> Enum.to_list()), [f])
       run.(&Nx.sort(&1, axis: 1), [f])
       run.(&Nx.argsort(&1, axis: 1), [i])
       run.(&Nx.cumulative_sum(&1, axis: 1, reverse: true), [i])
@@ -417,6 +435,8 @@ defmodule KilnNxBackendTest do
       assert_received {:host, :window_sum}
       check(&Nx.window_product(&1, {1, 2}), [x])
       assert_received {:host, :window_product}
+      check(&Nx.indexed_add(&1, Nx.tensor([[0, 1], [0, 1]]), Nx.tensor([1.0, 2.0])), [x])
+      assert_received {:host, :indexed_add}
       check(&Nx.erf/1, [x], tol: 1.0e-6)
       check(&Nx.reduce(&1, 0.0, [axes: [1]], fn a, b -> Nx.add(a, b) end), [x])
 

@@ -45,7 +45,8 @@ defmodule Kiln.Backend do
   | `sort`, `argsort`, `cumulative_sum`, `cumulative_product`, `take`, `take_along_axis` | GPU |
   | `conv` (2-D, NCHW, no input dilation or batch groups, identity permutations, symmetric padding) | GPU (`Kiln.conv2d/3`); other convs: host |
   | `window_max`, `window_sum` (and `window_min` on floats) over the last two axes of a rank-4 tensor, without dilation, padding at most half the window | GPU (`Kiln.max_pool2d/3`, `Kiln.avg_pool2d/3` times the window); other windows: host |
-  | `bitcast`, `gather`, `reduce`, `window_product`, `window_reduce`, `indexed_add`, `indexed_put`, `to_batched`, `lu`, `triangular_solve`, `svd`, `fft`, `ifft`, `fft2`, `ifft2`, `window_scatter_*` | host (`Nx.BinaryBackend`) |
+  | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read) | GPU |
+  | `bitcast`, `reduce`, `window_product`, `window_reduce`, `indexed_add`, `indexed_put`, `lu`, `triangular_solve`, `svd`, `fft`, `ifft`, `fft2`, `ifft2`, `window_scatter_*` | host (`Nx.BinaryBackend`) |
   | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `qr`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
@@ -748,6 +749,47 @@ defmodule Kiln.Backend do
   @impl true
   def take_along_axis(out, t, indices, opts) do
     put(out, Kiln.gather(kt(t), opts[:axis], kt(indices, {:s, 32})))
+  end
+
+  # Nx's gather: each row of `indices`' last axis is a position along `axes`; the tensor is
+  # permuted to put those axes first and flattened over them, the positions become flat indices
+  # (a multiply by the strides and a sum), and index_select picks the rows.
+  @impl true
+  def gather(out, t, indices, opts) do
+    axes = opts[:axes]
+    rest = Enum.to_list(0..(tuple_size(t.shape) - 1)) -- axes
+    dims = Enum.map(axes, &elem(t.shape, &1))
+    rest_dims = Enum.map(rest, &elem(t.shape, &1))
+    strides = dims |> Enum.reverse() |> Enum.scan(1, &(&1 * &2)) |> Enum.reverse() |> tl() |> Kernel.++([1])
+
+    k =
+      t |> kt() |> Kiln.permute(axes ++ rest) |> Kiln.reshape(List.to_tuple([Enum.product(dims) | rest_dims]))
+
+    flat = Kiln.tensor(strides, type: {:s, 32})
+    lin = kt(indices, {:s, 32}) |> Kiln.multiply(flat) |> Kiln.sum(axes: [-1])
+    lin = Kiln.reshape(lin, {Nx.size(lin.shape)})
+    put(out, Kiln.index_select(k, 0, lin) |> Kiln.reshape(out.shape))
+  end
+
+  # Batches along axis 0, sliced on the GPU as the stream is read; with `leftover: :repeat` the
+  # last batch is completed from the start of the tensor, as Nx.BinaryBackend does.
+  @impl true
+  def to_batched(out, t, opts) do
+    n = elem(out.shape, 0)
+    total = elem(t.shape, 0)
+    full = div(total, n)
+    last = if rem(total, n) != 0 and opts[:leftover] == :repeat, do: full, else: full - 1
+    k = kt(t)
+
+    Stream.map(0..last//1, fn
+      ^full ->
+        tail = Kiln.slice(k, 0, full * n, total)
+        head = Kiln.slice(k, 0, 0, n - (total - full * n))
+        put(out, Kiln.concat([tail, head], axis: 0))
+
+      i ->
+        put(out, Kiln.slice(k, 0, i * n, i * n + n))
+    end)
   end
 
   # ---------------------------------------------------------------------------------------------
