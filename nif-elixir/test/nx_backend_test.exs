@@ -465,6 +465,12 @@ defmodule KilnNxBackendTest do
 
       w = host(Enum.map(1..8, &(&1 / 10))) |> Nx.reshape({4, 2})
       check(&dense/3, [x, w, host([0.5, -0.5])])
+
+      # jit with the evaluator named, on inputs of both backends (the host one is uploaded).
+      jitted = Nx.Defn.jit(&dense/3, compiler: Nx.Defn.Evaluator)
+      got = jitted.(gpu(x), w, gpu(host([0.5, -0.5])))
+      assert %Kiln.Backend{} = got.data
+      compare(got, dense(x, w, host([0.5, -0.5])), [])
     end
 
     test "Nx.default_backend(Kiln.Backend) puts new tensors on the GPU" do
