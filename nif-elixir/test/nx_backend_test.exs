@@ -427,6 +427,17 @@ defmodule KilnNxBackendTest do
 
     test "callbacks Kiln has no kernel for run through Nx.BinaryBackend and come back" do
       assert {:window_product, 4} in Kiln.Backend.fallbacks()
+      # The module doc's table names every host callback in its host row, and only there.
+      {:docs_v1, _, _, _, %{"en" => doc}, _, _} = Code.fetch_docs(Kiln.Backend)
+      [host_row] = doc |> String.split("\n") |> Enum.filter(&(&1 =~ "| host (`Nx.BinaryBackend`)"))
+      other_rows = doc |> String.split("\n") |> Enum.filter(&(&1 =~ "| GPU"))
+
+      for {name, _} <- Kiln.Backend.fallbacks() do
+        assert host_row =~ "`#{name}`"
+        refute Enum.any?(other_rows, &(&1 =~ "`#{name}`")), "#{name} is in a GPU row"
+      end
+
+      assert length(Regex.scan(~r/`[a-z_0-9]+`/, host_row)) == length(Kiln.Backend.fallbacks())
       refute {:add, 3} in Kiln.Backend.fallbacks()
       x = host([[1.0, 8.0, -27.0], [0.0, 2.0, 3.0]])
       check(&Nx.cbrt/1, [x])

@@ -21,7 +21,7 @@ defmodule Kiln.Backend do
   | Nx type | on the GPU | rule |
   |---|---|---|
   | f32, f16, s32, u32 | the same | |
-  | s64 (Nx's default integer), u64 | s32, u32 | every value must fit at upload, else `ArgumentError` (never a silent wrap); integer arithmetic then wraps at 32 bits, not 64 |
+  | s64, u64 | s32, u32 | every value must fit at upload, else `ArgumentError` (never a silent wrap); integer arithmetic then wraps at 32 bits, not 64 |
   | s8, s16, u8, u16 | s32, u32 | results are wrapped to the type's width after each op, as Nx does (predicates give u8 0/1) |
   | f64 | f32 | only with `config :kiln, f64: :f32` (`Application.put_env(:kiln, :f64, :f32)`): values beyond f32's range raise `ArgumentError` at upload, and the precision is f32's; otherwise f64 raises `ArgumentError` |
   | bf16, f8, c64, c128 | none | `ArgumentError` at upload; a fallback op that gives one leaves its result on `Nx.BinaryBackend` |
@@ -35,9 +35,9 @@ defmodule Kiln.Backend do
   | callback | where |
   |---|---|
   | `constant`, `from_binary`, `iota`, `eye`, `to_binary`, `inspect`, `backend_copy`, `backend_transfer`, `backend_deallocate` | GPU (conversion of narrowed types on the host) |
-  | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts | GPU (`remainder`, `quotient`: host) |
+  | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts | GPU |
   | comparisons, `logical_and/or/xor/not`, `is_nan`, `is_infinity` | GPU |
-  | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU (`cbrt`, `erf`, `erfc`, `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`: host) |
+  | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU |
   | `sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any` (axes, `keep_axes`) | GPU (empty input: host) |
   | `argmax`, `argmin` | GPU (`tie_break: :high`: host) |
   | `dot` (contraction and batch axes) | GPU: permute, reshape, one (batched) matmul |
@@ -46,15 +46,15 @@ defmodule Kiln.Backend do
   | `conv` (2-D, NCHW, no input dilation or batch groups, identity permutations, symmetric padding) | GPU (`Kiln.conv2d/3`); other convs: host |
   | `window_max`, `window_sum` (and `window_min` on floats) over the last two axes of a rank-4 tensor, without dilation, padding at most half the window | GPU (`Kiln.max_pool2d/3`, `Kiln.avg_pool2d/3` times the window); other windows: host |
   | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read) | GPU |
-  | `bitcast`, `reduce`, `window_product`, `window_reduce`, `indexed_add`, `indexed_put`, `lu`, `triangular_solve`, `svd`, `fft`, `ifft`, `fft2`, `ifft2`, `window_scatter_*` | host (`Nx.BinaryBackend`) |
-  | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `qr`, ...) | Nx's default implementations, built from the callbacks above |
+  | `quotient`, `remainder`, `cbrt`, `erf`, `erfc`, `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `bitcast`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `indexed_add`, `indexed_put`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
+  | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `lu`, `qr`, `svd`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
   name in its metadata (`%{callback: :window_sum}`).
 
   A GPU callback whose kernel refuses the dtype (`Kiln.Error` `:dtype_mismatch` or
-  `:unsupported`, e.g. an integer op kiln-core only has for floats) falls back to the host for
-  that call. Other errors (shapes, device) raise `Kiln.Error`.
+  `:unsupported`, e.g. f16 on an adapter without shader-f16) falls back to the host for that
+  call. Other errors (shapes, device) raise `Kiln.Error`.
   """
 
   @behaviour Nx.Backend
