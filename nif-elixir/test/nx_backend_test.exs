@@ -327,6 +327,27 @@ defmodule KilnNxBackendTest do
   end
 
   describe "types" do
+    test "every integer type goes up and comes back unchanged (random bytes, odd sizes)" do
+      :rand.seed(:exsss, {7, 8, 9})
+
+      for {type, n} <- [u8: 1001, s8: 1003, u16: 501, s16: 3, s32: 7, u32: 5] do
+        {_, bits} = Nx.Type.normalize!(type)
+        bin = :crypto.strong_rand_bytes(n * div(bits, 8))
+        h = Nx.from_binary(bin, type, backend: Nx.BinaryBackend)
+        k = gpu(h)
+        assert Nx.to_binary(k) == bin
+        # and compute with them: the GPU's values are the host's
+        check(&Nx.add(&1, 1), [h])
+      end
+
+      # 64-bit values inside the 32-bit range, negative ones included.
+      vals = for _ <- 1..333, do: :rand.uniform(0xFFFFFFFF) - 0x80000000
+      s64 = host(vals, type: :s64)
+      assert Nx.to_list(gpu(s64)) == vals
+      u64 = host(Enum.map(vals, &(&1 + 0x80000000)), type: :u64)
+      assert Nx.to_list(gpu(u64)) == Nx.to_list(u64)
+    end
+
     test "s64 and u64 are held in 32 bits, with a range check" do
       t = Nx.tensor([1, -2, 2_147_483_647], type: :s64, backend: Kiln.Backend)
       assert t.type == {:s, 64}
@@ -338,6 +359,8 @@ defmodule KilnNxBackendTest do
       end
 
       assert_raise ArgumentError, ~r/does not fit/, fn -> gpu(host([-1], type: :s64) |> Nx.as_type(:u64)) end
+      assert_raise ArgumentError, ~r/-2147483649/, fn -> gpu(host([0, -2_147_483_649, 5], type: :s64)) end
+      assert_raise ArgumentError, ~r/4294967296/, fn -> gpu(host([4_294_967_296], type: :u64)) end
     end
 
     test "f64 is refused unless the user opts in, then held as f32 with a range check" do
