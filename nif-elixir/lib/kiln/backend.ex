@@ -37,7 +37,7 @@ defmodule Kiln.Backend do
   | `constant`, `from_binary`, `iota`, `eye`, `to_binary`, `inspect`, `backend_copy`, `backend_transfer`, `backend_deallocate` | GPU (8- and 16-bit integers widened and 64-bit ones range-checked on the GPU at upload; f64 and readback conversions on the host) |
   | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts | GPU |
   | comparisons, `logical_and/or/xor/not`, `is_nan`, `is_infinity` | GPU |
-  | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU |
+  | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `erf`, `erfc`, `cbrt` (WGSL kernels of this module's own), `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU |
   | `sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any` (axes, `keep_axes`) | GPU (empty input: host) |
   | `argmax`, `argmin` | GPU (`tie_break: :high`: host) |
   | `dot` (contraction and batch axes) | GPU: permute, reshape, one (batched) matmul |
@@ -46,7 +46,7 @@ defmodule Kiln.Backend do
   | `conv` (2-D, NCHW, no input dilation or batch groups, identity permutations, symmetric padding) | GPU (`Kiln.conv2d/3`); other convs: host |
   | `window_max`, `window_sum` (and `window_min` on floats) over the last two axes of a rank-4 tensor, without dilation, padding at most half the window | GPU (`Kiln.max_pool2d/3`, `Kiln.avg_pool2d/3` times the window); other windows: host |
   | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read) | GPU |
-  | `quotient`, `remainder`, `cbrt`, `erf`, `erfc`, `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `bitcast`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `indexed_add`, `indexed_put`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
+  | `quotient`, `remainder`, `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `bitcast`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `indexed_add`, `indexed_put`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
   | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `lu`, `qr`, `svd`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
@@ -456,6 +456,19 @@ defmodule Kiln.Backend do
     @impl true
     def unquote(nx)(%T{type: type} = out, t) do
       gpu(unquote(nx), [out, t], fn -> put(out, Kiln.unquote(kiln)(kt(t, type)) |> fit(type)) end)
+    end
+  end
+
+  # erf, erfc and cbrt: WGSL kernels of Kiln.Backend.Kernels, in f32 (f16 converted).
+  for fun <- [:erf, :erfc, :cbrt] do
+    @impl true
+    def unquote(fun)(%T{type: type} = out, t) do
+      x = kt(t, type)
+
+      y =
+        Kiln.Backend.Kernels.apply(unquote(fun), if(x.type == {:f, 32}, do: x, else: Kiln.cast(x, {:f, 32})))
+
+      put(out, if(x.type == {:f, 32}, do: y, else: Kiln.cast(y, x.type)))
     end
   end
 

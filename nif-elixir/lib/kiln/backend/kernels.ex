@@ -1,0 +1,105 @@
+defmodule Kiln.Backend.Kernels do
+  @moduledoc false
+  # Elementwise f32 functions Nx has and kiln-core's op table does not (erf, erfc, cbrt), as
+  # WGSL kernels of Kiln.Kernel: one dispatch each, so that code such as Axon's GELU
+  # (x * (1 + erf(x / sqrt(2))) / 2) stays on the GPU. Compiled on first use and kept in
+  # :persistent_term; a dispatch that fails (a reset device) recompiles once and retries.
+
+  # Each body maps `v` (f32) to the result.
+  @bodies %{
+    # erfc: Numerical Recipes' Chebyshev fit (erfcc, fractional error < 1.2e-7 everywhere), so
+    # that erfc keeps its relative precision far into the tail where 1 - erf would give 0.
+    erfc: """
+    if (is_nan(v)) { return v; }
+    let z = abs(v);
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+      + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+    let r = t * exp(-z * z + p);
+    return select(2.0 - r, r, v >= 0.0);
+    """,
+    # erf: its Maclaurin series to x^13 below 0.5 (keeps the relative precision near 0), else
+    # 1 - erfc with erfc as above.
+    erf: """
+    if (is_nan(v)) { return v; }
+    let z = abs(v);
+    if (z < 0.5) {
+      let s = v * v;
+      return 1.1283791670955126 * v * (1.0 + s * (-1.0 / 3.0 + s * (1.0 / 10.0 + s * (-1.0 / 42.0
+        + s * (1.0 / 216.0 + s * (-1.0 / 1320.0 + s * (1.0 / 9360.0)))))));
+    }
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+      + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+    let r = 1.0 - t * exp(-z * z + p);
+    return select(-r, r, v >= 0.0);
+    """,
+    # cbrt: pow(|v|, 1/3) refined by one Newton step, with v's sign (-0.0 kept); 0, infinities
+    # and NaN pass through.
+    cbrt: """
+    let z = abs(v);
+    if (z == 0.0 || z > 3.4e38 || is_nan(v)) { return v; }
+    var y = pow(z, 1.0 / 3.0);
+    y = y - (y * y * y - z) / (3.0 * y * y);
+    return select(-y, y, v >= 0.0);
+    """
+  }
+
+  @doc false
+  def names, do: Map.keys(@bodies)
+
+  @doc false
+  # `fun` applied to every element of the f32 Kiln tensor `x`.
+  def apply(fun, %Kiln.Tensor{type: {:f, 32}} = x) when is_map_key(@bodies, fun) do
+    y = Kiln.empty(x.shape, type: {:f, 32})
+    n = Kiln.size(x)
+
+    if n > 0 do
+      groups = div(n + 255, 256)
+      # Past 65535 workgroups in x, rows of them in y (the shader folds id.y back in).
+      wg = if groups <= 65_535, do: {groups, 1, 1}, else: {65_535, div(groups + 65_534, 65_535), 1}
+
+      try do
+        Kiln.Kernel.dispatch(kernel(fun), [x, y], wg)
+      rescue
+        Kiln.Error ->
+          :persistent_term.erase({__MODULE__, fun})
+          Kiln.Kernel.dispatch(kernel(fun), [x, y], wg)
+      end
+    end
+
+    y
+  end
+
+  defp kernel(fun) do
+    case :persistent_term.get({__MODULE__, fun}, nil) do
+      nil ->
+        k = Kiln.Kernel.compile!(source(fun), "main")
+        :persistent_term.put({__MODULE__, fun}, k)
+        k
+
+      k ->
+        k
+    end
+  end
+
+  defp source(fun) do
+    """
+    @group(0) @binding(0) var<storage, read> x: array<f32>;
+    @group(0) @binding(1) var<storage, read_write> y: array<f32>;
+
+    // By the bits: a compiler may assume v == v.
+    fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
+
+    fn f(v: f32) -> f32 {
+    #{Map.fetch!(@bodies, fun)}
+    }
+
+    @compute @workgroup_size(256)
+    fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+      let i = id.x + id.y * nw.x * 256u;
+      if (i < arrayLength(&x)) { y[i] = f(x[i]); }
+    }
+    """
+  end
+end
