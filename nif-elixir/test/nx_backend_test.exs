@@ -105,6 +105,7 @@ defmodule KilnNxBackendTest do
       Enum.zip_with(Nx.to_flat_list(erf), Nx.to_flat_list(Nx.erf(e)), fn g, w ->
         assert abs(g - w) <= 1.0e-6 * abs(w), "erf #{g} vs #{w}: relative error"
       end)
+
       erfc = Nx.erfc(gpu(e))
       want = Nx.erfc(e)
       compare(erfc, want, tol: 1.0e-5)
@@ -170,6 +171,16 @@ defmodule KilnNxBackendTest do
       for f <- [&Nx.bitwise_and/2, &Nx.bitwise_or/2, &Nx.bitwise_xor/2, &Nx.remainder/2, &Nx.quotient/2] do
         check(f, ints)
       end
+
+      # quotient and remainder truncate (Elixir's div/rem): every sign combination, exact
+      # multiples, unsigned and narrow types.
+      n = host(for(a <- [-7, -6, -1, 0, 1, 6, 7], _ <- 1..4, do: a), type: :s32)
+      d = host(List.flatten(List.duplicate([3, -3, 2, -7], 7)), type: :s32)
+      check(&Nx.quotient/2, [n, d])
+      check(&Nx.remainder/2, [n, d])
+      check(&Nx.quotient/2, [host([7, 200, 9], type: :u8), host([2, 7, 10], type: :u8)])
+      check(&Nx.remainder/2, [host([-128, 100], type: :s8), host([-1, -7], type: :s8)])
+      check(&Nx.remainder/2, [host([5.5, -5.5, 1.0e6]), host([2.0, 2.0, 0.3])])
 
       check(&Nx.left_shift/2, [host([1, -3, 5], type: :s32), host([0, 2, 31], type: :s32)])
       check(&Nx.right_shift/2, [host([-16, 16, 7], type: :s32), host([2, 2, 1], type: :s32)])
@@ -458,6 +469,8 @@ defmodule KilnNxBackendTest do
       run.(&Nx.window_sum(&1, {1, 1, 2, 2}), [Nx.reshape(f, {1, 1, 2, 3})])
       run.(&Nx.gather(&1, Nx.tensor([[1, 0], [0, 2]])), [f])
       run.(&(Nx.to_batched(&1, 1) |> Enum.to_list()), [f])
+      run.(&Nx.quotient/2, [i, Nx.add(Nx.abs(i), 1)])
+      run.(&Nx.remainder/2, [i, Nx.add(Nx.abs(i), 1)])
       run.(&Nx.erf/1, [f])
       run.(&Nx.cbrt/1, [f])
       run.(&Nx.sort(&1, axis: 1), [f])
@@ -491,6 +504,8 @@ defmodule KilnNxBackendTest do
       x = host([[1.0, 8.0, -27.0], [0.0, 2.0, 3.0]])
       check(&Nx.erf_inv/1, [Nx.divide(x, 30.0)], tol: 1.0e-6)
       assert_received {:host, :erf_inv}
+      check(&Nx.remainder/2, [x, host(0.7)])
+      assert_received {:host, :remainder}
       check(&Nx.window_sum(&1, {1, 2}), [x])
       assert_received {:host, :window_sum}
       check(&Nx.window_product(&1, {1, 2}), [x])

@@ -35,7 +35,7 @@ defmodule Kiln.Backend do
   | callback | where |
   |---|---|
   | `constant`, `from_binary`, `iota`, `eye`, `to_binary`, `inspect`, `backend_copy`, `backend_transfer`, `backend_deallocate` | GPU (8- and 16-bit integers widened and 64-bit ones range-checked on the GPU at upload; f64 and readback conversions on the host) |
-  | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts | GPU |
+  | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts; integer `quotient` and `remainder` (a zero divisor gives 0) | GPU (float `remainder`: host) |
   | comparisons, `logical_and/or/xor/not`, `is_nan`, `is_infinity` | GPU |
   | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `erf`, `erfc`, `cbrt` (WGSL kernels of this module's own), `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU |
   | `sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any` (axes, `keep_axes`) | GPU (empty input: host) |
@@ -46,7 +46,7 @@ defmodule Kiln.Backend do
   | `conv` (2-D, NCHW, no input dilation or batch groups, identity permutations, symmetric padding) | GPU (`Kiln.conv2d/3`); other convs: host |
   | `window_max`, `window_sum` (and `window_min` on floats) over the last two axes of a rank-4 tensor, without dilation, padding at most half the window | GPU (`Kiln.max_pool2d/3`, `Kiln.avg_pool2d/3` times the window); other windows: host |
   | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read) | GPU |
-  | `quotient`, `remainder`, `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `bitcast`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `indexed_add`, `indexed_put`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
+  | `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `bitcast`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `indexed_add`, `indexed_put`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
   | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `lu`, `qr`, `svd`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
@@ -399,6 +399,31 @@ defmodule Kiln.Backend do
     def unquote(nx)(%T{type: type} = out, l, r) do
       gpu(unquote(nx), [out, l, r], fn -> put(out, Kiln.unquote(kiln)(kt(l, type), kt(r, type))) end)
     end
+  end
+
+  # Integer quotient and remainder truncate toward zero (Elixir's div and rem, C's); kiln-core's
+  # floor_divide and remainder floor (numpy's): where the floored remainder is non-zero and the
+  # operands' signs differ, the quotient is one more and the remainder one divisor less. A zero
+  # divisor gives 0 on the GPU (Nx.BinaryBackend raises ArithmeticError). Float remainder
+  # (fmod, exact in IEEE) goes to the host: a - b * trunc(a / b) in f32 is not exact.
+  for op <- [:quotient, :remainder] do
+    @impl true
+    def unquote(op)(%T{type: {k, _} = type} = out, l, r) when k in [:s, :u] do
+      gpu(unquote(op), [out, l, r], fn ->
+        {a, b} = {kt(l, type), kt(r, type)}
+        rf = Kiln.mod(a, b)
+        fix = Kiln.logical_and(Kiln.not_equal(rf, 0), Kiln.logical_xor(Kiln.less(a, 0), Kiln.less(b, 0)))
+
+        res =
+          if unquote(op) == :quotient,
+            do: Kiln.where(fix, Kiln.add(Kiln.floor_div(a, b), 1), Kiln.floor_div(a, b)),
+            else: Kiln.where(fix, Kiln.subtract(rf, b), rf)
+
+        put(out, fit(res, type))
+      end)
+    end
+
+    def unquote(op)(out, l, r), do: via_binary(unquote(op), [out, l, r])
   end
 
   # Comparisons and logical ops: both sides in their merged type, a bool out.
