@@ -581,6 +581,19 @@ defmodule KilnNxBackendTest do
       assert Nx.to_list(Nx.add(c, 1.0)) == [2.0, 1.0]
     end
 
+    test "backend_copy keeps the source, inspect reads only what it shows" do
+      t = gpu(host(Enum.map(1..3000, &(&1 * 1.0))))
+      h = Nx.backend_copy(t, Nx.BinaryBackend)
+      assert %Nx.BinaryBackend{} = h.data
+      assert Nx.to_binary(h) == Nx.to_binary(t)
+      assert Nx.to_flat_list(Nx.add(t, 1.0)) |> Enum.take(2) == [2.0, 3.0]
+      assert inspect(t) == inspect(h) |> String.replace("Nx.BinaryBackend", "Kiln.Backend")
+      assert byte_size(Nx.to_binary(t, limit: 7)) == 28
+
+      assert Nx.to_binary(gpu(host([1, -2, 3], type: :s16)), limit: 2) ==
+               <<1::16-signed-native, -2::16-signed-native>>
+    end
+
     test "backend_transfer to the host and back" do
       t = gpu(host([[1, 2], [3, 4]], type: :s16))
       h = Nx.backend_transfer(t, Nx.BinaryBackend)

@@ -299,10 +299,12 @@ defmodule Kiln.Backend do
     do: put(out, upload(binary, type, shape))
 
   @impl true
-  def to_binary(%T{type: {_, bits} = type} = t, limit) do
-    bin = t |> kt() |> Kiln.to_binary() |> from_storage(type)
-    bytes = div(bits, 8) * limit
-    if byte_size(bin) > bytes, do: binary_part(bin, 0, bytes), else: bin
+  def to_binary(%T{type: type} = t, limit) do
+    k = kt(t)
+    n = Nx.size(t)
+    # Only the first `limit` elements cross the bus (inspect asks for a few of a large tensor).
+    k = if limit < n, do: k |> Kiln.reshape({n}) |> Kiln.slice(0, 0, limit), else: k
+    k |> Kiln.to_binary() |> from_storage(type)
   end
 
   @impl true
@@ -313,7 +315,7 @@ defmodule Kiln.Backend do
 
   @impl true
   def backend_copy(%T{} = t, __MODULE__, _opts), do: put(t, Kiln.copy(kt(t)))
-  def backend_copy(%T{} = t, backend, opts), do: backend_transfer(t, backend, opts)
+  def backend_copy(%T{} = t, backend, opts), do: backend.from_binary(t, to_binary(t, Nx.size(t)), opts)
 
   @impl true
   def backend_transfer(%T{} = t, __MODULE__, _opts), do: t
