@@ -322,6 +322,15 @@ defmodule KilnNxBackendTest do
       )
 
       compare(Nx.eye({3, 4}, kiln), Nx.eye({3, 4}, bin), [])
+      # u8 and s8 iotas past their range wrap, as Nx's do.
+      compare(Nx.iota({300}, [type: :u8] ++ kiln), Nx.iota({300}, [type: :u8] ++ bin), [])
+
+      compare(
+        Nx.iota({2, 150}, [axis: 1, type: :s8] ++ kiln),
+        Nx.iota({2, 150}, [axis: 1, type: :s8] ++ bin),
+        []
+      )
+
       compare(Nx.eye({2, 2, 2}, [type: :f16] ++ kiln), Nx.eye({2, 2, 2}, [type: :f16] ++ bin), exact: true)
 
       compare(Nx.broadcast(Nx.tensor(:nan, kiln), {2}), Nx.broadcast(Nx.tensor(:nan, bin), {2}), exact: true)

@@ -344,10 +344,11 @@ defmodule Kiln.Backend do
   @impl true
   def iota(%T{shape: shape, type: type} = out, nil, _opts) do
     n = Nx.size(shape)
-    put(out, Kiln.arange(0, n, type: storage_type(type)) |> Kiln.reshape(shape))
+    put(out, Kiln.arange(0, n, type: storage_type(type)) |> Kiln.reshape(shape) |> fit(type))
   end
 
-  def iota(%T{} = out, axis, _opts), do: put(out, axis_iota(out.shape, axis, storage_type(out.type)))
+  def iota(%T{} = out, axis, _opts),
+    do: put(out, axis_iota(out.shape, axis, storage_type(out.type)) |> fit(out.type))
 
   # 0..n-1 along `axis`, repeated along the others.
   defp axis_iota(shape, axis, st) do
