@@ -538,7 +538,16 @@ defmodule KilnNxBackendTest do
       e / Nx.sum(e, axes: [-1], keep_axes: true)
     end
 
-    defn(dense(x, w, b), do: Nx.tanh(Nx.dot(x, w) + b))
+    defn dense(x, w, b) do
+      Nx.tanh(Nx.dot(x, w) + b)
+    end
+
+    # Two layers as Axon builds them: GELU (erf form, Axon's default), then a softmax.
+    defn mlp(x, w1, b1, w2, b2) do
+      h = Nx.dot(x, w1) + b1
+      h = h * 0.5 * (1 + Nx.erf(h / Nx.sqrt(2)))
+      softmax(Nx.dot(h, w2) + b2)
+    end
 
     test "a softmax and a dense layer under the default evaluator" do
       x = host([[1.0, 2.0, 3.0, -1.0], [0.0, 0.0, 0.0, 0.0], [-50.0, 50.0, 0.0, 1.0e-3]])
@@ -554,6 +563,21 @@ defmodule KilnNxBackendTest do
       got = jitted.(gpu(x), w, gpu(host([0.5, -0.5])))
       assert %Kiln.Backend{} = got.data
       compare(got, dense(x, w, host([0.5, -0.5])), [])
+    end
+
+    test "a two-layer GELU MLP runs entirely on the GPU" do
+      :telemetry.attach({__MODULE__, :mlp}, [:kiln, :backend, :host], &__MODULE__.forward_host/4, self())
+      on_exit(fn -> :telemetry.detach({__MODULE__, :mlp}) end)
+      :rand.seed(:exsss, {4, 5, 6})
+
+      r = fn shape ->
+        host(for(_ <- 1..Tuple.product(shape), do: :rand.normal() * 0.5)) |> Nx.reshape(shape)
+      end
+
+      args = [r.({5, 8}), r.({8, 16}), r.({16}), r.({16, 3}), r.({3})]
+      out = check(&mlp/5, args, tol: 2.0e-6)
+      assert Nx.to_flat_list(Nx.sum(out, axes: [1])) |> Enum.all?(&(abs(&1 - 1.0) < 1.0e-5))
+      refute_received {:host, _}
     end
 
     test "Nx.default_backend(Kiln.Backend) puts new tensors on the GPU" do
