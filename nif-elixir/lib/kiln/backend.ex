@@ -46,7 +46,8 @@ defmodule Kiln.Backend do
   | `conv` (2-D, NCHW, no input dilation or batch groups, identity permutations, symmetric padding) | GPU (`Kiln.conv2d/3`); other convs: host |
   | `window_max`, `window_sum` (and `window_min` on floats) over the last two axes of a rank-4 tensor, without dilation, padding at most half the window | GPU (`Kiln.max_pool2d/3`, `Kiln.avg_pool2d/3` times the window); other windows: host |
   | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read) | GPU |
-  | `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `bitcast`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `indexed_add`, `indexed_put`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
+  | `indexed_add`, `indexed_put` (repeated indices add up / the last one wins, as Nx's) | GPU: a WGSL scatter kernel of this module's own, one invocation per column of the update rows, so no atomics |
+  | `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `bitcast`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
   | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `lu`, `qr`, `svd`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
@@ -851,6 +852,40 @@ defmodule Kiln.Backend do
     lin = kt(indices, {:s, 32}) |> Kiln.multiply(flat) |> Kiln.sum(axes: [-1])
     lin = Kiln.reshape(lin, {Nx.size(lin.shape)})
     put(out, Kiln.index_select(k, 0, lin) |> Kiln.reshape(out.shape))
+  end
+
+  # indexed_add / indexed_put: the target permuted to put the indexed axes first and flattened
+  # to [rows, rest], the indices made flat row numbers (as in gather), then Kiln.Backend.Kernels'
+  # scatter kernel in place on a copy, and the layout undone. f16 goes through f32.
+  @impl true
+  def indexed_add(out, t, indices, updates, opts), do: indexed(:add, out, t, indices, updates, opts)
+  @impl true
+  def indexed_put(out, t, indices, updates, opts), do: indexed(:put, out, t, indices, updates, opts)
+
+  defp indexed(op, %T{type: type} = out, t, indices, updates, opts) do
+    axes = opts[:axes] || Enum.to_list(0..(elem(indices.shape, tuple_size(indices.shape) - 1) - 1))
+    rank = tuple_size(t.shape)
+    rest = Enum.to_list(0..(rank - 1)) -- axes
+    perm = axes ++ rest
+    dims = Enum.map(axes, &elem(t.shape, &1))
+    rows = Enum.product(dims)
+    r = rest |> Enum.map(&elem(t.shape, &1)) |> Enum.product()
+    st = storage_type(type)
+    work = if st == {:f, 16}, do: {:f, 32}, else: st
+    to_work = fn k -> if k.type == work, do: k, else: Kiln.cast(k, work) end
+
+    target = kt(t, type) |> to_work.() |> Kiln.permute(perm) |> Kiln.reshape({rows, r}) |> Kiln.copy()
+    strides = dims |> Enum.reverse() |> Enum.scan(1, &(&1 * &2)) |> Enum.reverse() |> tl() |> Kernel.++([1])
+    lin = kt(indices, {:s, 32}) |> Kiln.multiply(Kiln.tensor(strides, type: {:s, 32})) |> Kiln.sum(axes: [-1])
+    lin = Kiln.reshape(lin, {Kiln.size(lin)})
+    upd = kt(updates, type) |> to_work.() |> Kiln.reshape({Kiln.size(lin), r})
+
+    y = Kiln.Backend.Kernels.scatter(op, target, lin, upd)
+    permuted = Enum.map(perm, &elem(t.shape, &1)) |> List.to_tuple()
+    inverse = perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
+    y = y |> Kiln.reshape(permuted) |> Kiln.permute(inverse)
+    y = if y.type == st, do: y, else: Kiln.cast(y, st)
+    put(out, fit(y, type))
   end
 
   # Batches along axis 0, sliced on the GPU as the stream is read; with `leftover: :repeat` the

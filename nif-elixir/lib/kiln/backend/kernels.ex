@@ -71,6 +71,33 @@ defmodule Kiln.Backend.Kernels do
     y
   end
 
+  @doc false
+  # In place on `target` ([P, R], f32, s32 or u32): for each i of `lin` (s32 [n], flat row
+  # indices into target), row lin[i] of target gets row i of `updates` ([n, R]) added (:add) or
+  # written (:put). One invocation per column walks the n updates in order, so no two
+  # invocations touch one element: repeated indices add up (or the last one wins, as Nx's
+  # indexed_put), with no atomics. Rows outside [0, P) are skipped.
+  def scatter(op, %Kiln.Tensor{shape: {p, r}, type: type} = target, lin, updates) when op in [:add, :put] do
+    n = Kiln.size(lin)
+
+    if n > 0 and r > 0 do
+      groups = div(r + 63, 64)
+      wg = if groups <= 65_535, do: {groups, 1, 1}, else: {65_535, div(groups + 65_534, 65_535), 1}
+      uniforms = <<n::32-little, r::32-little, p::32-little, 0::32>>
+      key = {:scatter, op, type}
+
+      try do
+        Kiln.Kernel.dispatch(kernel(key), [lin, updates, target], wg, uniforms)
+      rescue
+        Kiln.Error ->
+          :persistent_term.erase({__MODULE__, key})
+          Kiln.Kernel.dispatch(kernel(key), [lin, updates, target], wg, uniforms)
+      end
+    end
+
+    target
+  end
+
   defp kernel(fun) do
     case :persistent_term.get({__MODULE__, fun}, nil) do
       nil ->
@@ -81,6 +108,32 @@ defmodule Kiln.Backend.Kernels do
       k ->
         k
     end
+  end
+
+  defp source({:scatter, op, type}) do
+    t = %{{:f, 32} => "f32", {:s, 32} => "i32", {:u, 32} => "u32"} |> Map.fetch!(type)
+    write = if op == :add, do: "y[at] = y[at] + u[i * c.r + j];", else: "y[at] = u[i * c.r + j];"
+
+    """
+    struct Counts { n: u32, r: u32, p: u32, pad: u32 }
+    @group(0) @binding(0) var<storage, read> lin: array<i32>;
+    @group(0) @binding(1) var<storage, read> u: array<#{t}>;
+    @group(0) @binding(2) var<storage, read_write> y: array<#{t}>;
+    @group(0) @binding(3) var<uniform> c: Counts;
+
+    @compute @workgroup_size(64)
+    fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+      let j = id.x + id.y * nw.x * 64u;
+      if (j >= c.r) { return; }
+      for (var i = 0u; i < c.n; i = i + 1u) {
+        let row = lin[i];
+        if (row >= 0 && u32(row) < c.p) {
+          let at = u32(row) * c.r + j;
+          #{write}
+        }
+      }
+    }
+    """
   end
 
   defp source(fun) do
