@@ -77,21 +77,29 @@ defmodule Kiln.Backend.Kernels do
   # written (:put). One invocation per column walks the n updates in order, so no two
   # invocations touch one element: repeated indices add up (or the last one wins, as Nx's
   # indexed_put), with no atomics. Rows outside [0, P) are skipped.
+  #
+  # The updates go in chunks of @chunk per dispatch (dispatches run in order): lavapipe
+  # (llvmpipe) stops any kernel loop after 65535 iterations without a word, and a long serial
+  # loop on a real GPU risks its watchdog.
+  @chunk 16_384
   def scatter(op, %Kiln.Tensor{shape: {p, r}, type: type} = target, lin, updates) when op in [:add, :put] do
     n = Kiln.size(lin)
 
     if n > 0 and r > 0 do
       groups = div(r + 63, 64)
       wg = if groups <= 65_535, do: {groups, 1, 1}, else: {65_535, div(groups + 65_534, 65_535), 1}
-      uniforms = <<n::32-little, r::32-little, p::32-little, 0::32>>
       key = {:scatter, op, type}
 
-      try do
-        Kiln.Kernel.dispatch(kernel(key), [lin, updates, target], wg, uniforms)
-      rescue
-        Kiln.Error ->
-          :persistent_term.erase({__MODULE__, key})
+      for start <- 0..(n - 1)//@chunk do
+        uniforms = <<min(n, start + @chunk)::32-little, r::32-little, p::32-little, start::32-little>>
+
+        try do
           Kiln.Kernel.dispatch(kernel(key), [lin, updates, target], wg, uniforms)
+        rescue
+          Kiln.Error ->
+            :persistent_term.erase({__MODULE__, key})
+            Kiln.Kernel.dispatch(kernel(key), [lin, updates, target], wg, uniforms)
+        end
       end
     end
 
@@ -115,7 +123,7 @@ defmodule Kiln.Backend.Kernels do
     write = if op == :add, do: "y[at] = y[at] + u[i * c.r + j];", else: "y[at] = u[i * c.r + j];"
 
     """
-    struct Counts { n: u32, r: u32, p: u32, pad: u32 }
+    struct Counts { end: u32, r: u32, p: u32, start: u32 }
     @group(0) @binding(0) var<storage, read> lin: array<i32>;
     @group(0) @binding(1) var<storage, read> u: array<#{t}>;
     @group(0) @binding(2) var<storage, read_write> y: array<#{t}>;
@@ -125,7 +133,7 @@ defmodule Kiln.Backend.Kernels do
     fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
       let j = id.x + id.y * nw.x * 64u;
       if (j >= c.r) { return; }
-      for (var i = 0u; i < c.n; i = i + 1u) {
+      for (var i = c.start; i < c.end; i = i + 1u) {
         let row = lin[i];
         if (row >= 0 && u32(row) < c.p) {
           let at = u32(row) * c.r + j;
