@@ -575,6 +575,9 @@ defmodule KilnNxBackendTest do
       softmax(Nx.dot(h, w2) + b2)
     end
 
+    defn(xent(w, x, y), do: -Nx.mean(Nx.sum(y * Nx.log(mlp(x, w, 0.0, Nx.eye(4), 0.0)), axes: [-1])))
+    defn(xent_grad(w, x, y), do: grad(w, &xent(&1, x, y)))
+
     test "a softmax and a dense layer under the default evaluator" do
       x = host([[1.0, 2.0, 3.0, -1.0], [0.0, 0.0, 0.0, 0.0], [-50.0, 50.0, 0.0, 1.0e-3]])
       out = check(&softmax/1, [x])
@@ -603,6 +606,9 @@ defmodule KilnNxBackendTest do
       args = [r.({5, 8}), r.({8, 16}), r.({16}), r.({16, 3}), r.({3})]
       out = check(&mlp/5, args, tol: 2.0e-6)
       assert Nx.to_flat_list(Nx.sum(out, axes: [1])) |> Enum.all?(&(abs(&1 - 1.0) < 1.0e-5))
+
+      # Its gradient (Nx.Defn.grad: the backward pass of erf, softmax, dot) as well.
+      check(&xent_grad/3, [r.({8, 4}), hd(args), Nx.eye({5, 4}, backend: Nx.BinaryBackend)], tol: 1.0e-5)
       refute_received {:host, _}
     end
 
