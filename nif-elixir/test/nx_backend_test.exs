@@ -659,6 +659,20 @@ defmodule KilnNxBackendTest do
                <<1::16-signed-native, -2::16-signed-native>>
     end
 
+    test "many processes at once, custom kernels included" do
+      x = host(Enum.map(1..64, &(:math.sin(&1) * 2.0))) |> Nx.reshape({8, 8})
+
+      f = fn t ->
+        t |> Nx.erf() |> Nx.dot(t) |> Nx.indexed_add(Nx.tensor([[0, 0], [7, 7]]), Nx.tensor([1.0, 2.0]))
+      end
+
+      want = f.(x)
+
+      1..8
+      |> Task.async_stream(fn _ -> f.(gpu(x)) end, max_concurrency: 8, timeout: 60_000)
+      |> Enum.each(fn {:ok, got} -> compare(got, want, tol: 1.0e-5) end)
+    end
+
     test "backend_transfer to the host and back" do
       t = gpu(host([[1, 2], [3, 4]], type: :s16))
       h = Nx.backend_transfer(t, Nx.BinaryBackend)
