@@ -227,6 +227,19 @@ defmodule KilnNxBackendTest do
       check(&Nx.argmax/1, [t])
       check(&Nx.argmax(&1, axis: 1, tie_break: :high), [t])
       check(&Nx.argmin(&1, axis: 0), [host([[1, 5], [1, -2]], type: :s32)])
+      # NaN is the extreme of both (one NaN in a row here: with several, Nx.BinaryBackend
+      # gives the last one's index, Kiln the first's, numpy's rule).
+      n = host([[1.0, :nan, 3.0, 2.0], [:neg_infinity, 2.0, :infinity, 0.0]])
+
+      for f <- [&Nx.argmax(&1, axis: 1), &Nx.argmin(&1, axis: 1), &Nx.argmax/1, &Nx.argmin(&1, axis: 0)] do
+        check(f, [n])
+      end
+
+      assert Nx.to_flat_list(Nx.argmax(gpu(host([1.0, :nan, 3.0, :nan])))) == [1]
+
+      for f <- [&Nx.reduce_max(&1, axes: [1]), &Nx.reduce_min(&1, axes: [0]), &Nx.sort(&1, axis: 1)] do
+        check(f, [n], exact: true)
+      end
     end
   end
 

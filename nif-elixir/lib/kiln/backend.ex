@@ -39,7 +39,7 @@ defmodule Kiln.Backend do
   | comparisons, `logical_and/or/xor/not`, `is_nan`, `is_infinity` | GPU |
   | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `erf`, `erfc`, `cbrt` (WGSL kernels of this module's own), `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU |
   | `sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any` (axes, `keep_axes`) | GPU (empty input: host) |
-  | `argmax`, `argmin` | GPU (`tie_break: :high`: host) |
+  | `argmax`, `argmin` (NaN is the extreme; of several NaNs the first, numpy's rule, where `Nx.BinaryBackend` gives the last) | GPU (`tie_break: :high`: host) |
   | `dot` (contraction and batch axes) | GPU: permute, reshape, one (batched) matmul |
   | `reshape`, `squeeze`, `transpose`, `broadcast`, `slice`, `put_slice`, `concatenate`, `stack`, `pad` (no interior padding), `reverse`, `select`, `clip`, `as_type` | GPU |
   | `sort`, `argsort`, `cumulative_sum`, `cumulative_product`, `take`, `take_along_axis` | GPU |
