@@ -37,7 +37,7 @@ defmodule Kiln.Backend do
   | `constant`, `from_binary`, `iota`, `eye`, `to_binary`, `inspect`, `backend_copy`, `backend_transfer`, `backend_deallocate` | GPU (8- and 16-bit integers widened and 64-bit ones range-checked on the GPU at upload; f64 and readback conversions on the host) |
   | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts; integer `quotient` and `remainder` (a zero divisor gives 0) | GPU (float `remainder`: host) |
   | comparisons, `logical_and/or/xor/not`, `is_nan`, `is_infinity` | GPU |
-  | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `erf`, `erfc`, `cbrt` (WGSL kernels of this module's own), `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU |
+  | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `erf`, `erfc`, `erf_inv`, `cbrt` (WGSL kernels of this module's own), `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU |
   | `sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any` (axes, `keep_axes`) | GPU (empty input: host) |
   | `argmax`, `argmin` (NaN is the extreme; of several NaNs the first, numpy's rule, where `Nx.BinaryBackend` gives the last) | GPU (`tie_break: :high`: host) |
   | `dot` (contraction and batch axes) | GPU: permute, reshape, one (batched) matmul |
@@ -45,9 +45,9 @@ defmodule Kiln.Backend do
   | `sort`, `argsort`, `cumulative_sum`, `cumulative_product`, `take`, `take_along_axis` | GPU |
   | `conv` (2-D, NCHW, no input dilation or batch groups, identity permutations, symmetric padding) | GPU (`Kiln.conv2d/3`); other convs: host |
   | `window_max`, `window_sum` (and `window_min` on floats) over the last two axes of a rank-4 tensor, without dilation, padding at most half the window | GPU (`Kiln.max_pool2d/3`, `Kiln.avg_pool2d/3` times the window); other windows: host |
-  | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read) | GPU |
+  | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read), `bitcast` between f32, s32 and u32 (a WGSL kernel) | GPU (other bitcasts: host) |
   | `indexed_add`, `indexed_put` (repeated indices add up / the last one wins, as Nx's) | GPU: a WGSL scatter kernel of this module's own, one invocation per column of the update rows, so no atomics |
-  | `erf_inv`, `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `bitcast`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
+  | `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
   | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `lu`, `qr`, `svd`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
@@ -488,8 +488,8 @@ defmodule Kiln.Backend do
     end
   end
 
-  # erf, erfc and cbrt: WGSL kernels of Kiln.Backend.Kernels, in f32 (f16 converted).
-  for fun <- [:erf, :erfc, :cbrt] do
+  # erf, erfc, erf_inv and cbrt: WGSL kernels of Kiln.Backend.Kernels, in f32 (f16 converted).
+  for fun <- [:erf, :erfc, :erf_inv, :cbrt] do
     @impl true
     def unquote(fun)(%T{type: type} = out, t) do
       x = kt(t, type)
@@ -500,6 +500,16 @@ defmodule Kiln.Backend do
       put(out, if(x.type == {:f, 32}, do: y, else: Kiln.cast(y, x.type)))
     end
   end
+
+  # bitcast between the 32-bit types (Nx.Random's uniform makes floats from u32 bits this way):
+  # a WGSL kernel; other widths go to the host.
+  @impl true
+  def bitcast(%T{type: {_, 32} = type} = out, %T{type: {_, 32} = from} = t) do
+    y = if from == type, do: kt(t), else: Kiln.Backend.Kernels.bitcast(kt(t), type)
+    put(out, y)
+  end
+
+  def bitcast(out, t), do: via_binary(:bitcast, [out, t])
 
   # Nx rounds half away from zero; kiln-core (numpy) half to even: trunc(x + copysign(0.5, x))
   # would misround 0.49999997, so floats go through floor/ceil by sign.

@@ -1,8 +1,9 @@
 defmodule Kiln.Backend.Kernels do
   @moduledoc false
-  # Elementwise f32 functions Nx has and kiln-core's op table does not (erf, erfc, cbrt), as
-  # WGSL kernels of Kiln.Kernel: one dispatch each, so that code such as Axon's GELU
-  # (x * (1 + erf(x / sqrt(2))) / 2) stays on the GPU. Compiled on first use and kept in
+  # What Nx has and kiln-core's op table does not, as WGSL kernels of Kiln.Kernel: elementwise
+  # f32 functions (erf, erfc, erf_inv, cbrt), bitcast between the 32-bit types and a scatter
+  # (indexed_add / indexed_put). The functions take one dispatch each, so that code such as
+  # Axon's GELU (x * (1 + erf(x / sqrt(2))) / 2) and Nx.Random (bitcast, erf_inv) stay on the GPU. Compiled on first use and kept in
   # :persistent_term; a dispatch that fails (a reset device) recompiles once and retries.
 
   # Each body maps `v` (f32) to the result.
@@ -34,6 +35,39 @@ defmodule Kiln.Backend.Kernels do
     let r = 1.0 - t * exp(-z * z + p);
     return select(-r, r, v >= 0.0);
     """,
+    # erf_inv: Giles' single-precision approximation ("Approximating the erfinv function", GPU
+    # Computing Gems), the one Nx.BinaryBackend (Complex.erf_inv) evaluates in double: ±1 give
+    # ±inf, NaN and |v| > 1 NaN.
+    erf_inv: """
+    if (is_nan(v) || abs(v) > 1.0) { return bitcast<f32>(0x7fc00000u); }
+    if (abs(v) == 1.0) { return v * bitcast<f32>(0x7f800000u); }
+    var w = -log((1.0 - v) * (1.0 + v));
+    var p: f32;
+    if (w < 5.0) {
+      w = w - 2.5;
+      p = 2.81022636e-08;
+      p = 3.43273939e-07 + p * w;
+      p = -3.5233877e-06 + p * w;
+      p = -4.39150654e-06 + p * w;
+      p = 0.00021858087 + p * w;
+      p = -0.00125372503 + p * w;
+      p = -0.00417768164 + p * w;
+      p = 0.246640727 + p * w;
+      p = 1.50140941 + p * w;
+    } else {
+      w = sqrt(w) - 3.0;
+      p = -0.000200214257;
+      p = 0.000100950558 + p * w;
+      p = 0.00134934322 + p * w;
+      p = -0.00367342844 + p * w;
+      p = 0.00573950773 + p * w;
+      p = -0.0076224613 + p * w;
+      p = 0.00943887047 + p * w;
+      p = 1.00167406 + p * w;
+      p = 2.83297682 + p * w;
+    }
+    return p * v;
+    """,
     # cbrt: pow(|v|, 1/3) refined by one Newton step, with v's sign (-0.0 kept); 0, infinities
     # and NaN pass through.
     cbrt: """
@@ -50,25 +84,34 @@ defmodule Kiln.Backend.Kernels do
 
   @doc false
   # `fun` applied to every element of the f32 Kiln tensor `x`.
-  def apply(fun, %Kiln.Tensor{type: {:f, 32}} = x) when is_map_key(@bodies, fun) do
-    y = Kiln.empty(x.shape, type: {:f, 32})
+  def apply(fun, %Kiln.Tensor{type: {:f, 32}} = x) when is_map_key(@bodies, fun),
+    do: map(fun, x, {:f, 32})
+
+  @doc false
+  # The bits of each element of `x` (f32, s32 or u32) read as `type` (another of the three).
+  def bitcast(%Kiln.Tensor{} = x, type), do: map({:bitcast, x.type, type}, x, type)
+
+  defp map(key, x, out_type) do
+    y = Kiln.empty(x.shape, type: out_type)
     n = Kiln.size(x)
 
     if n > 0 do
       groups = div(n + 255, 256)
       # Past 65535 workgroups in x, rows of them in y (the shader folds id.y back in).
       wg = if groups <= 65_535, do: {groups, 1, 1}, else: {65_535, div(groups + 65_534, 65_535), 1}
-
-      try do
-        Kiln.Kernel.dispatch(kernel(fun), [x, y], wg)
-      rescue
-        Kiln.Error ->
-          :persistent_term.erase({__MODULE__, fun})
-          Kiln.Kernel.dispatch(kernel(fun), [x, y], wg)
-      end
+      run(key, [x, y], wg, <<>>)
     end
 
     y
+  end
+
+  # A dispatch; one that fails (a reset device) recompiles the kernel once and retries.
+  defp run(key, tensors, wg, uniforms) do
+    Kiln.Kernel.dispatch(kernel(key), tensors, wg, uniforms)
+  rescue
+    Kiln.Error ->
+      :persistent_term.erase({__MODULE__, key})
+      Kiln.Kernel.dispatch(kernel(key), tensors, wg, uniforms)
   end
 
   @doc false
@@ -92,14 +135,7 @@ defmodule Kiln.Backend.Kernels do
 
       for start <- 0..(n - 1)//@chunk do
         uniforms = <<min(n, start + @chunk)::32-little, r::32-little, p::32-little, start::32-little>>
-
-        try do
-          Kiln.Kernel.dispatch(kernel(key), [lin, updates, target], wg, uniforms)
-        rescue
-          Kiln.Error ->
-            :persistent_term.erase({__MODULE__, key})
-            Kiln.Kernel.dispatch(kernel(key), [lin, updates, target], wg, uniforms)
-        end
+        run(key, [lin, updates, target], wg, uniforms)
       end
     end
 
@@ -118,8 +154,23 @@ defmodule Kiln.Backend.Kernels do
     end
   end
 
+  @wgsl %{{:f, 32} => "f32", {:s, 32} => "i32", {:u, 32} => "u32"}
+
+  defp source({:bitcast, from, to}) do
+    """
+    @group(0) @binding(0) var<storage, read> x: array<#{@wgsl[from]}>;
+    @group(0) @binding(1) var<storage, read_write> y: array<#{@wgsl[to]}>;
+
+    @compute @workgroup_size(256)
+    fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+      let i = id.x + id.y * nw.x * 256u;
+      if (i < arrayLength(&x)) { y[i] = bitcast<#{@wgsl[to]}>(x[i]); }
+    }
+    """
+  end
+
   defp source({:scatter, op, type}) do
-    t = %{{:f, 32} => "f32", {:s, 32} => "i32", {:u, 32} => "u32"} |> Map.fetch!(type)
+    t = Map.fetch!(@wgsl, type)
     write = if op == :add, do: "y[at] = y[at] + u[i * c.r + j];", else: "y[at] = u[i * c.r + j];"
 
     """
