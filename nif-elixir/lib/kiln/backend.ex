@@ -37,7 +37,7 @@ defmodule Kiln.Backend do
   | `constant`, `from_binary`, `iota`, `eye`, `to_binary`, `inspect`, `backend_copy`, `backend_transfer`, `backend_deallocate` | GPU (8- and 16-bit integers widened and 64-bit ones range-checked on the GPU at upload; f64 and readback conversions on the host) |
   | elementwise `add`, `subtract`, `multiply`, `pow`, `divide`, `atan2`, `min`, `max`, bitwise ops and shifts; integer `quotient` and `remainder` (a zero divisor gives 0) | GPU (float `remainder`: host) |
   | comparisons, `logical_and/or/xor/not`, `is_nan`, `is_infinity` | GPU |
-  | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `erf`, `erfc`, `erf_inv`, `cbrt` (WGSL kernels of this module's own), `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not` | GPU |
+  | unary math: `exp`, `expm1`, `log`, `log1p`, `sigmoid`, trig and hyperbolic, `sqrt`, `rsqrt`, `erf`, `erfc`, `erf_inv`, `cbrt` (WGSL kernels of this module's own), `abs`, `negate`, `sign` (-0.0 kept), `ceil`, `floor`, `round` (half away from zero), `bitwise_not`, `population_count`, `count_leading_zeros` (WGSL builtins) | GPU |
   | `sum`, `product`, `reduce_max`, `reduce_min`, `all`, `any` (axes, `keep_axes`) | GPU (empty input: host) |
   | `argmax`, `argmin` (NaN is the extreme; of several NaNs the first, numpy's rule, where `Nx.BinaryBackend` gives the last) | GPU (`tie_break: :high`: host) |
   | `dot` (contraction and batch axes) | GPU: permute, reshape, one (batched) matmul |
@@ -47,7 +47,7 @@ defmodule Kiln.Backend do
   | `window_max`, `window_sum` (and `window_min` on floats) over the last two axes of a rank-4 tensor, without dilation, padding at most half the window | GPU (`Kiln.max_pool2d/3`, `Kiln.avg_pool2d/3` times the window); other windows: host |
   | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read), `bitcast` between f32, s32 and u32 (a WGSL kernel) | GPU (other bitcasts: host) |
   | `indexed_add`, `indexed_put` (repeated indices add up / the last one wins, as Nx's) | GPU: a WGSL scatter kernel of this module's own, one invocation per column of the update rows, so no atomics |
-  | `count_leading_zeros`, `population_count`, `real`, `imag`, `conjugate`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
+  | `real`, `imag`, `conjugate`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
   | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `lu`, `qr`, `svd`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
@@ -500,6 +500,36 @@ defmodule Kiln.Backend do
       put(out, if(x.type == {:f, 32}, do: y, else: Kiln.cast(y, x.type)))
     end
   end
+
+  # population_count / count_leading_zeros: WGSL's builtins on the 32-bit storage. A narrow
+  # element is first cut to its type's width (an s8 -1 is 0xFFFFFFFF in storage, 8 ones in Nx)
+  # and its leading zeros lose the extra high bits; a 64-bit one gains the high half its
+  # storage leaves out (32 copies of the sign for s64, 32 zeros for u64).
+  @impl true
+  def population_count(%T{type: {kind, b} = type} = out, t) do
+    x = cut(kt(t, type), b)
+    y = Kiln.Backend.Kernels.bits(:population_count, x)
+    put(out, if({kind, b} == {:s, 64}, do: Kiln.where(Kiln.less(x, 0), Kiln.add(y, 32), y), else: y))
+  end
+
+  @impl true
+  def count_leading_zeros(%T{type: {kind, b} = type} = out, t) do
+    x = cut(kt(t, type), b)
+    y = Kiln.Backend.Kernels.bits(:count_leading_zeros, x)
+
+    y =
+      cond do
+        b < 32 -> Kiln.subtract(y, 32 - b)
+        {kind, b} == {:s, 64} -> Kiln.where(Kiln.less(x, 0), 0, Kiln.add(y, 32))
+        b == 64 -> Kiln.add(y, 32)
+        true -> y
+      end
+
+    put(out, y)
+  end
+
+  defp cut(x, b) when b < 32, do: Kiln.bitwise_and(x, Bitwise.<<<(1, b) - 1)
+  defp cut(x, _), do: x
 
   # bitcast between the 32-bit types (Nx.Random's uniform makes floats from u32 bits this way):
   # a WGSL kernel; other widths go to the host.

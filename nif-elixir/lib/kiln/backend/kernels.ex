@@ -91,6 +91,11 @@ defmodule Kiln.Backend.Kernels do
   # The bits of each element of `x` (f32, s32 or u32) read as `type` (another of the three).
   def bitcast(%Kiln.Tensor{} = x, type), do: map({:bitcast, x.type, type}, x, type)
 
+  @doc false
+  # countOneBits / countLeadingZeros of each element of the s32 or u32 tensor `x`.
+  def bits(fun, %Kiln.Tensor{type: type} = x) when fun in [:population_count, :count_leading_zeros],
+    do: map({:bits, fun, type}, x, type)
+
   defp map(key, x, out_type) do
     y = Kiln.empty(x.shape, type: out_type)
     n = Kiln.size(x)
@@ -155,6 +160,22 @@ defmodule Kiln.Backend.Kernels do
   end
 
   @wgsl %{{:f, 32} => "f32", {:s, 32} => "i32", {:u, 32} => "u32"}
+
+  defp source({:bits, fun, type}) do
+    t = Map.fetch!(@wgsl, type)
+    f = if fun == :population_count, do: "countOneBits", else: "countLeadingZeros"
+
+    """
+    @group(0) @binding(0) var<storage, read> x: array<#{t}>;
+    @group(0) @binding(1) var<storage, read_write> y: array<#{t}>;
+
+    @compute @workgroup_size(256)
+    fn main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+      let i = id.x + id.y * nw.x * 256u;
+      if (i < arrayLength(&x)) { y[i] = #{f}(x[i]); }
+    }
+    """
+  end
 
   defp source({:bitcast, from, to}) do
     """
