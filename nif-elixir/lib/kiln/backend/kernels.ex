@@ -1,10 +1,11 @@
 defmodule Kiln.Backend.Kernels do
   @moduledoc false
   # What Nx has and kiln-core's op table does not, as WGSL kernels of Kiln.Kernel: elementwise
-  # f32 functions (erf, erfc, erf_inv, cbrt), bit counts, bitcast between the 32-bit types and a scatter
-  # (indexed_add / indexed_put). The functions take one dispatch each, so that code such as
-  # Axon's GELU (x * (1 + erf(x / sqrt(2))) / 2) and Nx.Random (bitcast, erf_inv) stay on the GPU. Compiled on first use and kept in
-  # :persistent_term; a dispatch that fails (a reset device) recompiles once and retries.
+  # f32 functions (erf, erfc, erf_inv, cbrt), bit counts, bitcast between the 32-bit types and
+  # a scatter (indexed_add / indexed_put). The functions take one dispatch each, so that code
+  # such as Axon's GELU (x * (1 + erf(x / sqrt(2))) / 2) and Nx.Random (bitcast, erf_inv) stay
+  # on the GPU. Compiled on first use and kept in :persistent_term; a dispatch that fails (a
+  # reset device) recompiles once and retries.
 
   # Each body maps `v` (f32) to the result.
   @bodies %{
