@@ -31,7 +31,7 @@ conformance-runners: cli c-lib py-install elixir-deps elixir-nif julia web-pkg w
 		-L$(CONF_LIB) -lkiln -Wl,-rpath,$(CONF_LIB) -lm -ldl \
 		&& build/conformance/c_runner $(CONF_OUT)/manifest.txt $(CONF_RES)/c.json
 	-$(CONF_PY) $(CONF_DIR)/py_runner.py $(CONF_OUT)/manifest.json $(CONF_RES)/python.json
-	-cd nif-elixir && KILN_NIF_SKIP_CARGO=1 mix run ../$(CONF_DIR)/ex_runner.exs ../$(CONF_OUT)/manifest.txt ../$(CONF_RES)/elixir.json
+	-cd nif-elixir && KILN_NIF_SKIP_CARGO=1 $(MIX) run ../$(CONF_DIR)/ex_runner.exs ../$(CONF_OUT)/manifest.txt ../$(CONF_RES)/elixir.json
 	-KILN_LIB=$(CONF_LIB)/libkiln.so $(JULIA) --startup-file=no $(CONF_DIR)/jl_runner.jl $(CONF_OUT)/manifest.txt $(CONF_RES)/julia.json
 	-scripts/web-test.py conformance $(CONF_RES)/javascript.json
 

@@ -1,19 +1,26 @@
 # Elixir binding (nif-elixir/): included by the top-level Makefile.
-#   make elixir-deps   install Elixir/Erlang from apt when `mix` or `elixir` is missing
+#   make elixir-deps   Erlang/OTP from apt when missing, then Kiln's pinned Elixir (1.18.4, built
+#                      once into $(KILN_TOOLS_CACHE) by scripts/mix: Nx 0.11 needs Elixir 1.17+)
 #   make elixir-nif    build the Rustler NIF (cargo, release) into nif-elixir/priv/kiln_nif.so
-#   make elixir-test   run the ExUnit suite (MIX_ENV=test, offline: no hex packages)
+#   make elixir-test   run the ExUnit suite (MIX_ENV=test) with that toolchain
+# Nx comes from the vendored upstream sources (offline, the default) or, with KILN_NX=hex, from
+# hex.pm by version (`mix deps.get` first): see scripts/mix.
 
 ELIXIR_DIR      ?= nif-elixir
 CARGO           ?= cargo
 CARGO_TARGET_DIR ?= $(CURDIR)/target
 ELIXIR_NIF_SRC  := $(CARGO_TARGET_DIR)/release/libkiln_nif.so
 ELIXIR_NIF      := $(ELIXIR_DIR)/priv/kiln_nif.so
+# Every mix call goes through the wrapper (the pinned toolchain, its own MIX_HOME).
+MIX             := $(CURDIR)/scripts/mix
+export MIX
 
 .PHONY: elixir-deps elixir-nif elixir-test
 
 elixir-deps:
 	@scripts/ensure-deps.sh elixir
-	@echo "elixir: $$(elixir --version 2>/dev/null | tail -n 1)"
+	@echo "elixir: $$($(MIX) --version 2>/dev/null | tail -n 1)"
+	@if [ "$${KILN_NX:-vendor}" = hex ]; then cd $(ELIXIR_DIR) && $(MIX) deps.get; fi
 
 elixir-nif:
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) $(CARGO) build -p kiln-nif --release
@@ -21,7 +28,7 @@ elixir-nif:
 	cp $(ELIXIR_NIF_SRC) $(ELIXIR_NIF).tmp && mv -f $(ELIXIR_NIF).tmp $(ELIXIR_NIF)
 
 # The mix compile step (Mix.Tasks.Compile.KilnNif) would run cargo again; the library is fresh
-# from elixir-nif, so it only copies. MIX_ENV=test, no hex: the project has no dependencies.
+# from elixir-nif, so it only copies.
 elixir-test: elixir-deps elixir-nif
-	cd $(ELIXIR_DIR) && MIX_ENV=test KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) mix test
+	cd $(ELIXIR_DIR) && MIX_ENV=test KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) $(MIX) test
 TEST_TARGETS += elixir-test

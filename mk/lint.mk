@@ -32,7 +32,7 @@ lint-rust: deps
 
 lint-elixir:
 	@scripts/ensure-deps.sh elixir
-	cd nif-elixir && mix format --check-formatted
+	cd nif-elixir && $(CURDIR)/scripts/mix format --check-formatted
 
 lint-python: py-venv
 	@$(PY_PYTHON) -m ruff --version 2>/dev/null | grep -q "$(RUFF_VERSION)" || $(PY_PYTHON) -m pip install -q "ruff==$(RUFF_VERSION)"

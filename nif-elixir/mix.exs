@@ -80,17 +80,36 @@ defmodule Kiln.MixProject do
     [
       app: :kiln,
       version: "0.1.0",
-      elixir: "~> 1.14",
+      # Nx 0.11 needs 1.17+: `scripts/mix` (make elixir-test) runs a pinned 1.18.4.
+      elixir: "~> 1.17",
       start_permanent: Mix.env() == :prod,
       compilers: [:kiln_nif | Mix.compilers()],
       elixirc_paths: elixirc_paths(Mix.env()),
-      deps: [],
+      deps: deps(),
       docs: [main: "Kiln"]
     ]
   end
 
   def application do
     [extra_applications: [:logger]]
+  end
+
+  # Nx for Kiln.Backend: from hex.pm by version, or, when KILN_NX_VENDOR names a folder (as
+  # `scripts/mix` sets it unless KILN_NX=hex), as path dependencies on the upstream release
+  # sources unpacked there (offline; override: Nx's own mix.exs names complex and telemetry by
+  # version).
+  defp deps do
+    case System.get_env("KILN_NX_VENDOR") do
+      dir when dir in [nil, ""] ->
+        [{:nx, "~> 0.11"}]
+
+      dir ->
+        [
+          {:nx, path: Path.join(dir, "nx-0.11.0"), override: true},
+          {:complex, path: Path.join(dir, "complex-0.6.0"), override: true},
+          {:telemetry, path: Path.join(dir, "telemetry-1.4.1"), override: true}
+        ]
+    end
   end
 
   defp elixirc_paths(:test), do: ["lib", "test/support"]

@@ -14,7 +14,8 @@ for w in "${want[@]}"; do
       ldconfig -p | grep -q 'libEGL_mesa.so.0' || pkgs+=(libegl1 libegl-mesa0)
       ls /usr/lib/*/dri/swrast_dri.so >/dev/null 2>&1 || pkgs+=(libgl1-mesa-dri) ;;
     elixir)
-      command -v mix >/dev/null 2>&1 || pkgs+=(elixir erlang-nox)
+      # Erlang/OTP only: Elixir itself is Kiln's pinned build (scripts/mix), made with erlc.
+      command -v erlc >/dev/null 2>&1 || pkgs+=(erlang-nox)
       [ -n "$(find /usr/lib/erlang -name erl_nif.h 2>/dev/null | head -1)" ] || pkgs+=(erlang-dev) ;;
     valgrind)
       command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind) ;;

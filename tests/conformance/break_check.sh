@@ -34,6 +34,12 @@ mkdir -p "$SCRATCH/nif-elixir/native" "$SCRATCH/core"
 cp -r nif-elixir/lib nif-elixir/mix.exs nif-elixir/priv "$SCRATCH/nif-elixir/"
 cp -r nif-elixir/native/src "$SCRATCH/nif-elixir/native/"
 cp -r core/src "$SCRATCH/core/" && cp -r shaders "$SCRATCH/"
+# Nx and its dependencies as the conformance runner just compiled them (unchanged sources:
+# mix reuses them rather than spending a minute rebuilding Nx in the copy).
+for d in nx complex telemetry; do
+    [ -d "nif-elixir/_build/dev/lib/$d" ] && mkdir -p "$SCRATCH/nif-elixir/_build/dev/lib" \
+        && cp -rp "nif-elixir/_build/dev/lib/$d" "$SCRATCH/nif-elixir/_build/dev/lib/"
+done
 "$PY" - "$SCRATCH/nif-elixir/lib/kiln.ex" <<'PYEOF'
 import sys
 p = sys.argv[1]
@@ -42,7 +48,7 @@ old = "out(Native.where_(ref!(cond), ref!(a), ref!(b)))"
 assert old in s, "Kiln.where/3 changed: update break_check.sh"
 open(p, "w").write(s.replace(old, "out(Native.where_(ref!(cond), ref!(b), ref!(a)))"))
 PYEOF
-(cd "$SCRATCH/nif-elixir" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" mix run "$OLDPWD/tests/conformance/ex_runner.exs" \
+(cd "$SCRATCH/nif-elixir" && KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR="$PWD/../nonexistent" "${MIX:-mix}" run "$OLDPWD/tests/conformance/ex_runner.exs" \
     "$OLDPWD/$OUT/manifest.txt" "$SCRATCH/results/elixir.json")
 
 # 3. Julia with _kiln_layer_norm's weight and bias swapped (in a copy of julia/).

@@ -143,7 +143,7 @@ defmodule Kiln.Session do
   process is affected: a process `fun` spawns starts with no session (give it the session and
   let it call `with/2` itself).
   """
-  @spec with(t, (() -> result)) :: result when result: term
+  @spec with(t, (-> result)) :: result when result: term
   def with(%__MODULE__{ref: ref}, fun) when is_function(fun, 0) do
     Native.session_enter(ref)
 
