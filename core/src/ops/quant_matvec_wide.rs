@@ -56,12 +56,13 @@ pub const WIDE_BIG_K: usize = 4096;
 const TARGET_GROUPS: usize = 256;
 /// Blocks per W row one thread decodes per step (words in flight: U x 5 or 9 per row, twice with
 /// the prefetch) past [`WIDE_BIG_K`] columns (half under SwiGLU: a step covers the gate and the
-/// up row); 1 below it. Measured on the H200 (same bench):
-/// at K = 2048 one block a step is as fast or faster (gate/up 18.7 -> 17.7 µs against two; the
-/// 1B decode token's o step 11.5 -> 8.7 µs a layer), at K = 8192 four (11.6 µs against 13.3
-/// with one): with few blocks a row, fewer words in flight per thread leave room for more
+/// up row); 1 below it. Measured on the H200 (same bench, W colder than L2): at K = 2048 one
+/// block a step is as fast or faster (gate/up 18.7 -> 17.7 µs against two; the 1B decode
+/// token's o step 11.5 -> 8.7 µs a layer); at K = 8192 (down, Q4_0 / Q8_0) two: 11.5 / 12.7 µs
+/// against 11.9 / 13.4 with four, 11.7 / 13.4 with three, 12.6 / 15.6 with eight, 13.3 (Q4_0)
+/// with one: with few blocks a row, fewer words in flight per thread leave room for more
 /// threads; with many, each thread's loads must cover more latency.
-const BLOCKS_PER_STEP: usize = 4;
+const BLOCKS_PER_STEP: usize = 2;
 
 /// Measurement-only overrides of the launch, `KILN_WIDE_TUNE="wg=128,u=4,xg=1"` (any subset):
 /// the workgroup size, the blocks per step, and whether x is read from global memory (through
