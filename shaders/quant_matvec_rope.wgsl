@@ -5,6 +5,9 @@
 // (with the ROPE fields), `out` and `RPW` (W rows a workgroup).
 @group(0) @binding(5) var<storage, read_write> kc: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> vc: array<{{T}}>;
+// `rope_pair(pos, i)`: rope_kv_cache.wgsl's, with Llama 3.1+'s frequency factors `ff` (binding 7)
+// where the model has them: the same angles, so the same bits as that kernel.
+{{ROPE_PAIR}}
 
 // The W row of `slot` in workgroup `wgi`: pair j of the layer's (NH + 2 NKV) D / 2 is head
 // j / half's rows i and i + half (i = j % half), taken by slots 2j and 2j + 1.
@@ -23,7 +26,7 @@ fn rope_store(n: u32, l: u32, s0: f32, s1: f32) {
     var x0 = f32({{T}}(s0));
     var x1 = f32({{T}}(s1));
     if (head < p.nh + p.nkv) {
-        let cs = rope_cos_sin(f32(p.pos + l), i, p.inv_half, p.log2_base);
+        let cs = rope_pair(f32(p.pos + l), i);
         let y0 = x0 * cs.x - x1 * cs.y;
         let y1 = x1 * cs.x + x0 * cs.y;
         x0 = y0;

@@ -566,6 +566,91 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
     }
 }
 
+/// `quant_qkv_rope_to_cache_scaled` (Llama 3.1+'s RoPE frequency factors in the matrix-vector
+/// epilogue, both kernels): the bits of the matmul + `rope_qkv_to_cache_scaled` (within the
+/// 1-ulp rule above), and the f64 reference's scaled rotation; and refused factors of the
+/// wrong length.
+#[test]
+fn quant_qkv_rope_to_cache_scaled_equals_the_two_ops() {
+    poison();
+    let mut rng = Rng::new(47);
+    // (L, heads, kv heads, D, cap, pos, K): the wide kernel, the strided one, several rows.
+    let cases: &[(usize, usize, usize, usize, usize, usize, usize)] =
+        &[(1, 9, 3, 64, 40, 37, 576), (1, 3, 1, 64, 9, 5, 64), (5, 2, 2, 6, 8, 3, 96)];
+    for dt in float_dtypes() {
+        for f in [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q4_K] {
+            for &(l, h, hkv, d, cap, pos, k) in cases {
+                let k = if f == QuantFormat::Q4_K { k.div_ceil(256) * 256 } else { k };
+                let width = (h + 2 * hkv) * d;
+                let (w, bytes) = quant_weights(&mut rng, f, width, k);
+                let (x, xv) = rand_tensor(&mut rng, &[l, k], dt, -2.0, 2.0);
+                let (g, gv) = rand_tensor(&mut rng, &[k], dt, 0.5, 1.5);
+                let (_, kcv) = rand_tensor(&mut rng, &[hkv, cap, d], dt, -1.0, 1.0);
+                let (_, vcv) = rand_tensor(&mut rng, &[hkv, cap, d], dt, -1.0, 1.0);
+                // Llama 3.1's factors run from 1 to 8; one pair at exactly 1.
+                let (_, mut ffv) = rand_tensor(&mut rng, &[d / 2], DType::F32, 1.0, 8.0);
+                ffv[0] = 1.0;
+                let ff = host(DType::F32, &ffv, &[d / 2]);
+                let rms = Some((&g, 1e-5f32));
+                let run = |fused: bool| {
+                    let kc = host(dt, &kcv, &[hkv, cap, d]);
+                    let vc = host(dt, &vcv, &[hkv, cap, d]);
+                    let q = ops::with_decode_fusion(fused, || {
+                        ops::quant_qkv_rope_to_cache_scaled(&x, &w, f, rms, &kc, &vc, h, pos, 500000.0, Some(&ff))
+                    })
+                    .unwrap();
+                    [q.to_f64_vec().unwrap(), kc.to_f64_vec().unwrap(), vc.to_f64_vec().unwrap()]
+                };
+                let (one, two) = (run(true), run(false));
+                let what = format!("{dt} {f} L {l} H {h} Hkv {hkv} D {d} K {k}");
+                let ulp = if dt == DType::F16 { 2f64.powi(-10) } else { 2f64.powi(-23) };
+                // Q4_K's unfused product runs on its own kernel (quant_matvec_k: another order of
+                // the sums), so only the reference holds it below.
+                let pairs = if f == QuantFormat::Q4_K { 0 } else { 3 };
+                for (part, (a, b)) in
+                    ["queries", "k cache", "v cache"].iter().zip(one.iter().zip(two.iter())).take(pairs)
+                {
+                    let bad = a.iter().zip(b).filter(|(p, q)| (*p - *q).abs() > ulp * p.abs().max(q.abs())).count();
+                    assert_eq!(bad, 0, "{what}: {part}: {bad} of {} past 1 ulp of the two ops'", a.len());
+                }
+                let qkv = cpu::quant_matmul_fused(&xv, l, k, &bytes, f, width, Some((&gv[..], 1e-5)), false, None);
+                let (mut kw, mut vw) = (kcv.clone(), vcv.clone());
+                let want_q = cpu_movement::rope_qkv_to_cache_scaled(
+                    &qkv,
+                    l,
+                    h,
+                    &mut kw,
+                    &mut vw,
+                    hkv,
+                    cap,
+                    d,
+                    pos,
+                    500000.0,
+                    Some(&ffv),
+                );
+                let scale = error_scale(&xv, l, k, &bytes, f, width, Some(&gv[..]), false);
+                let max_scale = scale.iter().fold(0.0f64, |a, &b| a.max(b));
+                let rel = if dt == DType::F32 { 4e-5 } else { 2e-3 };
+                for (i, (got, want)) in one[0].iter().zip(&want_q).enumerate() {
+                    assert!((got - want).abs() <= rel * (2.0 + 2.0 * max_scale), "{what}: q[{i}] {got} vs {want}");
+                }
+                for (i, (got, want)) in one[1].iter().zip(&kw).enumerate() {
+                    assert!((got - want).abs() <= rel * (2.0 + 2.0 * max_scale), "{what}: k[{i}] {got} vs {want}");
+                }
+            }
+        }
+    }
+    // Factors of the wrong length: a ShapeMismatch, nothing written.
+    let (w, _) = quant_weights(&mut rng, QuantFormat::Q8_0, 4 * 8, 32);
+    let x = ops::full(&[1, 32], DType::F32, 0.0).unwrap();
+    let kc = ops::full(&[1, 4, 8], DType::F32, 0.0).unwrap();
+    let vc = ops::full(&[1, 4, 8], DType::F32, 0.0).unwrap();
+    let ff = host(DType::F32, &[1.0; 3], &[3]);
+    let e = ops::quant_qkv_rope_to_cache_scaled(&x, &w, QuantFormat::Q8_0, None, &kc, &vc, 2, 0, 1e4, Some(&ff))
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ShapeMismatch, "{e}");
+}
+
 #[test]
 fn quant_qkv_rope_to_cache_refuses_bad_operands() {
     let mut rng = Rng::new(47);

@@ -1033,11 +1033,23 @@ impl CausalLM {
             // The QKV matvec with RoPE and the cache write in its epilogue (one dispatch at
             // decode; prefill runs the matmul and `rope_qkv_to_cache`).
             let (qkv, norm_w) = (&layer.qkv, Some((&layer.attn_norm, c.rms_eps)));
-            let q = if qkv.rest.is_empty() && layer.qkv_bias.is_none() && gpu.rope_factors.is_none() {
-                ops::quant_qkv_rope_to_cache(&h, &qkv.w, qkv.format, norm_w, kc, vc, nh, pos, c.rope_base)?
+            let q = if qkv.rest.is_empty() && layer.qkv_bias.is_none() {
+                let factors = gpu.rope_factors.as_ref();
+                ops::quant_qkv_rope_to_cache_scaled(
+                    &h,
+                    &qkv.w,
+                    qkv.format,
+                    norm_w,
+                    kc,
+                    vc,
+                    nh,
+                    pos,
+                    c.rope_base,
+                    factors,
+                )?
             } else {
-                // Q, K and V in more than one format, biases or RoPE frequency factors: their
-                // product (plus biases), then RoPE and the write.
+                // Q, K and V in more than one format, or biases: their product (plus biases),
+                // then RoPE and the write.
                 let y = layer.qkv_projection(&h, norm(&layer.attn_norm), MatvecKernel::Auto)?;
                 ops::rope_qkv_to_cache_scaled(&y, kc, vc, nh, pos, c.rope_base, gpu.rope_factors.as_ref())?
             }; // [nh, L, hd]

@@ -267,7 +267,9 @@ fn check_caches(
 /// The rope kernels' `rope_pair(pos, i)` (pair i's (cos, sin) at `pos`) and their parameter
 /// block's binding: with frequency factors, the factors are bound at `slot - 1` and divide each
 /// pair's turn, the parameters at `slot`; without, `rope_cos_sin` as `ops::rope` turns.
-fn rope_pair_source(factors: bool, slot: usize) -> (String, String) {
+/// `rope_pair(pos, i)` for a kernel: with `factors`, the factors' binding at `slot - 1`; and the
+/// params' binding, `slot` (ops/quant.rs's matrix-vector epilogue uses it too).
+pub(crate) fn rope_pair_source(factors: bool, slot: usize) -> (String, String) {
     let ff = if factors {
         format!(
             "@group(0) @binding({}) var<storage, read> ff: array<f32>;\n\
@@ -327,11 +329,31 @@ pub fn quant_qkv_rope_to_cache(
     pos: usize,
     base: f32,
 ) -> Result<Tensor> {
+    quant_qkv_rope_to_cache_scaled(x, w, format, rms_norm, k_cache, v_cache, n_heads, pos, base, None)
+}
+
+/// [`quant_qkv_rope_to_cache`] with RoPE frequency factors (Llama 3.1+'s `rope_freqs`), as
+/// [`rope_qkv_to_cache_scaled`] takes them: the same bits as the matmul and that op.
+#[allow(clippy::too_many_arguments)]
+pub fn quant_qkv_rope_to_cache_scaled(
+    x: &Tensor,
+    w: &Tensor,
+    format: QuantFormat,
+    rms_norm: Option<(&Tensor, f32)>,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    n_heads: usize,
+    pos: usize,
+    base: f32,
+    freq_factors: Option<&Tensor>,
+) -> Result<Tensor> {
     let dtype = x.dtype();
     let mut others = vec![x, w];
     others.extend(rms_norm.map(|(g, _)| g));
     let (nkv, cap, d) = check_caches("quant_qkv_rope_to_cache", dtype, k_cache, v_cache, &others, pos, base)?;
+    check_freq_factors("quant_qkv_rope_to_cache", freq_factors, d)?;
     others.extend([k_cache, v_cache]);
+    others.extend(freq_factors);
     check_same_device(&others)?;
     let width = (n_heads + 2 * nkv) * d;
     let fusion = QuantFusion { rms_norm, ..Default::default() };
@@ -343,11 +365,12 @@ pub fn quant_qkv_rope_to_cache(
     if !decode_fusion() || !matvec_takes(len, k) || len == 0 || n_heads == 0 {
         // The two ops, each checking (and charging a session for) its own work.
         let qkv = crate::ops::quant_matmul_fused(x, w, format, width, fusion)?;
-        return rope_qkv_to_cache(&qkv, k_cache, v_cache, n_heads, pos, base);
+        return rope_qkv_to_cache_scaled(&qkv, k_cache, v_cache, n_heads, pos, base, freq_factors);
     }
     check_fused(x, w, format, width, &fusion)?;
     let q = Tensor::empty_on(x.device(), &[n_heads, len, d], dtype)?;
-    let rope = RopeToCache { k_cache, v_cache, n_heads, n_kv_heads: nkv, half: d / 2, cap, pos, base };
+    let rope =
+        RopeToCache { k_cache, v_cache, n_heads, n_kv_heads: nkv, half: d / 2, cap, pos, base, factors: freq_factors };
     let kernel = crate::ops::MatvecKernel::Auto;
     if !crate::ops::quant_matvec_wide::run(x, w, &q, format, width, k, len, &fusion, kernel, Some(&rope))? {
         matvec(x, w, format, width, fusion, &q, Some(&rope))?;

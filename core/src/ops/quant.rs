@@ -479,6 +479,8 @@ pub(crate) struct RopeToCache<'a> {
     pub cap: usize,
     pub pos: usize,
     pub base: f32,
+    /// RoPE frequency factors (f32 [half], checked by the caller), or None.
+    pub factors: Option<&'a Tensor>,
 }
 
 impl RopeToCache<'_> {
@@ -550,6 +552,7 @@ pub(crate) fn matvec(
         let pos_word;
         (params, pos_word) = rp.push_params(params);
         tensors.extend([rp.k_cache, rp.v_cache]);
+        tensors.extend(rp.factors);
         // Slots 2j and 2j + 1 take pair j: rows_per_wg / 2 of the n / 2 pairs per workgroup.
         let mut g = grid((n / 2).div_ceil(rows_per_wg / 2) as u64, max_dim)?;
         g[2] = groups[2];
@@ -557,6 +560,7 @@ pub(crate) fn matvec(
         rp.follow_in_plan(&device, pos_word, m, groups);
     }
     let with_rope = rope.is_some();
+    let factors = rope.is_some_and(|r| r.factors.is_some());
     Launch {
         key: PipelineKey::new(
             "quant_matvec",
@@ -569,14 +573,18 @@ pub(crate) fn matvec(
                 glu as u32,
                 res as u32,
                 with_rope as u32,
+                factors as u32,
             ],
         ),
         source: Box::new(move || {
             let t = dtype.wgsl();
             let (fields, part, slot) = if with_rope {
-                (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t)]), "7")
+                {
+                    let (pair, slot) = super::kv_cache::rope_pair_source(factors, 7 + factors as usize);
+                    (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t), ("ROPE_PAIR", &pair)]), slot)
+                }
             } else {
-                (String::new(), ROPE_STUBS.to_string(), "5")
+                (String::new(), ROPE_STUBS.to_string(), "5".to_string())
             };
             let src = enable.to_string()
                 + &format.common_wgsl()
@@ -593,7 +601,7 @@ pub(crate) fn matvec(
                         ("RES", &res.to_string()),
                         ("ROPE", &with_rope.to_string()),
                         ("ROPE_FIELDS", &fields),
-                        ("P_SLOT", slot),
+                        ("P_SLOT", &slot),
                         ("ROPE_PART", &part),
                     ],
                 );

@@ -223,11 +223,13 @@ pub(crate) fn run(
         let pos_word;
         (params, pos_word) = rp.push_params(params);
         tensors.extend([rp.k_cache, rp.v_cache]);
+        tensors.extend(rp.factors);
         // Slots 2j and 2j + 1 take pair j (rope_row): rpw / 2 of the n / 2 pairs a workgroup.
         groups = grid((n / 2).div_ceil(rpw / 2) as u64, max_dim)?;
         rp.follow_in_plan(&device, pos_word, 1, groups);
     }
     let with_rope = rope.is_some();
+    let factors = rope.is_some_and(|r| r.factors.is_some());
     Launch {
         key: PipelineKey::new(
             "quant_matvec_wide",
@@ -243,14 +245,18 @@ pub(crate) fn run(
                 u as u32,
                 xg as u32,
                 with_rope as u32,
+                factors as u32,
             ],
         ),
         source: Box::new(move || {
             let t = dtype.wgsl();
             let (fields, part, slot) = if with_rope {
-                (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t)]), "7")
+                {
+                    let (pair, slot) = super::kv_cache::rope_pair_source(factors, 7 + factors as usize);
+                    (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t), ("ROPE_PAIR", &pair)]), slot)
+                }
             } else {
-                (String::new(), ROPE_STUBS.to_string(), "5")
+                (String::new(), ROPE_STUBS.to_string(), "5".to_string())
             };
             let src = enable.to_string()
                 + &format.common_wgsl()
@@ -270,7 +276,7 @@ pub(crate) fn run(
                         ("XG", &xg.to_string()),
                         ("ROPE", &with_rope.to_string()),
                         ("ROPE_FIELDS", &fields),
-                        ("P_SLOT", slot),
+                        ("P_SLOT", &slot),
                         ("ROPE_PART", &part),
                         ("LOAD", &load_wgsl(na, u, nw)),
                         ("COMPUTE", &compute_wgsl(format, na, u, nw)),
