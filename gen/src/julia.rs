@@ -1,8 +1,9 @@
-//! Julia: julia/src/ops_gen.jl (the elementwise ops as Julia broadcasts them) and
-//! julia/src/ccall_gen.jl (a `@ccall` wrapper per plain op of the table).
+//! Julia: julia/src/ops_gen.jl (the elementwise ops as Julia broadcasts them),
+//! julia/src/ccall_gen.jl (a `@ccall` wrapper per plain op of the table) and the conformance
+//! runner's clauses for the ops whose Kiln.jl method takes the row's form.
 
 use crate::text::*;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, Ty, UnaryOp};
 use std::fmt::Write as _;
 
 pub(crate) fn jl_symbol(name: &str) -> String {
@@ -156,5 +157,73 @@ pub(crate) fn julia_ccalls() -> String {
             );
         }
     }
+    s
+}
+
+/// The ops whose Kiln.jl method (hand-written, Julia's names) takes the row's form: the
+/// arguments without a default positional and the others keywords, named as the row names them
+/// but for an axis (`dims`, column-major) and a (height, width) pair (its C stem: `pad`, given
+/// as (width, height)). The conformance runner's clauses for them are generated
+/// ([`jl_runner`]); its others translate by hand (Base names and folded forms: `sum(x; dims)`,
+/// `sort(x; rev)`, 1-based indices, GGUF's (k, n) order).
+const JL_ROW_FORM: &[&str] = &[
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "rms_norm",
+    "batch_norm",
+    "conv2d",
+    "max_pool2d",
+    "avg_pool2d",
+    "rope",
+    "attention",
+    "quantize",
+    "quant_matmul",
+    "isin",
+    "diff",
+    "vecdot",
+];
+
+/// The region of tests/conformance/jl_runner.jl: `run_table_op`, one line per op of
+/// [`JL_ROW_FORM`] calling its Kiln.jl method with the case's inputs and parameters (by their
+/// keys) translated by type (`nmax`: the largest rank among the inputs).
+pub(crate) fn jl_runner() -> String {
+    let mut s = String::from("function run_table_op(op, p, up, nmax)\n");
+    for o in op_table().into_iter().filter(|o| JL_ROW_FORM.contains(&o.name)) {
+        assert!(o.is_plain(), "{}: a row-form Julia call needs a plain row", o.name);
+        let value = |a: &Arg| -> String {
+            let k = a.key;
+            match a.ty {
+                Ty::Tensor | Ty::OptTensor => format!("up(\"{k}\")"),
+                Ty::Axis => format!("jdim(Int(p[\"{k}\"]), nmax)"),
+                Ty::Pair => format!("jpair(p[\"{k}\"])"),
+                Ty::Size => format!("Int(p[\"{k}\"])"),
+                Ty::Format => format!("Symbol(p[\"{k}\"])"),
+                Ty::F32 | Ty::F64 | Ty::OptF32 | Ty::Bool => format!("p[\"{k}\"]"),
+                t => panic!("{}: no Julia row form for {t:?}", o.name),
+            }
+        };
+        let keyword = |a: &Arg| -> String {
+            match a.ty {
+                Ty::Axis => "dims".into(),
+                Ty::Pair => a.c_stem.into(),
+                _ => a.name.into(),
+            }
+        };
+        let pos: Vec<String> = o.args.iter().filter(|a| a.default == Dflt::Required).map(value).collect();
+        let kw: Vec<String> = o
+            .args
+            .iter()
+            .filter(|a| a.default != Dflt::Required)
+            .map(|a| format!("{}={}", keyword(a), value(a)))
+            .collect();
+        let mut call = pos.join(", ");
+        if !kw.is_empty() {
+            call += "; ";
+            call += &kw.join(", ");
+        }
+        let _ = writeln!(s, "    op == \"{}\" && return Kiln.{}({call})", o.name, o.jl());
+    }
+    s += "    return nothing\nend\n";
     s
 }

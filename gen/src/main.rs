@@ -60,6 +60,7 @@ const FILES: &[(&str, Emit)] = &[
     ("tests/conformance/ops.json", docs::conformance_ops),
     ("tests/conformance/c_ops_gen.h", docs::c_runner_ops),
     ("web/js/ops_gen.js", web::web_ops),
+    ("web/src/ops_gen.rs", web::wasm_ops),
 ];
 /// Every generated region of a hand-written file, and its emitter.
 const REGIONS: &[(&str, Emit)] = &[
@@ -72,6 +73,8 @@ const REGIONS: &[(&str, Emit)] = &[
     ("nif-elixir/lib/kiln/error.ex", elixir::elixir_errors),
     ("docs/ops-api.md", docs::docs_table),
     ("web/js/kiln.d.ts", web::web_dts),
+    ("web/test/conformance.js", web::web_runner),
+    ("tests/conformance/jl_runner.jl", julia::jl_runner),
 ];
 
 fn main() -> Result<()> {

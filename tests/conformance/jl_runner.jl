@@ -183,6 +183,27 @@ end
 # of length n (numpy), which Julia spells n + 1 + i (Julia's own gather never wraps).
 host_index(dir, s::TSpec, n) = [i < 0 ? n + 1 + i : i + 1 for i in Int.(read_array(dir, s))]
 
+# BEGIN GENERATED (kiln gen): the ops whose Kiln.jl method takes the row's form (gen/src/julia.rs)
+function run_table_op(op, p, up, nmax)
+    op == "softmax" && return Kiln.softmax(up("x"); dims=jdim(Int(p["axis"]), nmax))
+    op == "log_softmax" && return Kiln.log_softmax(up("x"); dims=jdim(Int(p["axis"]), nmax))
+    op == "layer_norm" && return Kiln.layer_norm(up("x"); weight=up("weight"), bias=up("bias"), eps=p["eps"])
+    op == "rms_norm" && return Kiln.rms_norm(up("x"); weight=up("weight"), eps=p["eps"])
+    op == "batch_norm" && return Kiln.batch_norm(up("x"), up("mean"), up("var"); weight=up("weight"), bias=up("bias"), eps=p["eps"])
+    op == "conv2d" && return Kiln.conv2d(up("x"), up("w"); bias=up("bias"), stride=jpair(p["stride"]), pad=jpair(p["padding"]), dilation=jpair(p["dilation"]), groups=Int(p["groups"]))
+    op == "max_pool2d" && return Kiln.max_pool2d(up("x"), jpair(p["kernel"]); stride=jpair(p["stride"]), pad=jpair(p["padding"]))
+    op == "avg_pool2d" && return Kiln.avg_pool2d(up("x"), jpair(p["kernel"]); stride=jpair(p["stride"]), pad=jpair(p["padding"]))
+    op == "rope" && return Kiln.rope(up("x"); pos_offset=Int(p["pos_offset"]), base=p["base"])
+    op == "attention" && return Kiln.attention(up("q"), up("k"), up("v"); causal=p["causal"], scale=p["scale"])
+    op == "quantize" && return Kiln.quantize(up("x"), Symbol(p["format"]))
+    op == "quant_matmul" && return Kiln.quant_matmul(up("x"), up("w"), Symbol(p["format"]), Int(p["n"]))
+    op == "isin" && return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
+    op == "diff" && return Kiln.diff(up("x"); dims=jdim(Int(p["axis"]), nmax), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
+    op == "vecdot" && return Kiln.vecdot(up("a"), up("b"); dims=jdim(Int(p["axis"]), nmax))
+    return nothing
+end
+# END GENERATED (kiln gen)
+
 function run_op(op, p, c::Case, dir)
     # `local`: a plain `s = …` here would be run_op's own `s` (assigned in the gather and
     # embedding branches), captured and overwritten by every call.
@@ -191,6 +212,9 @@ function run_op(op, p, c::Case, dir)
     x = isempty(c.inputs) ? nothing : KilnArray(read_array(dir, c.inputs[1]))
     nx = x === nothing ? 0 : ndims(x)
     T(k) = TYPES[p[k]]
+    nmax = isempty(c.inputs) ? 0 : maximum(length(i.shape) for i in c.inputs)
+    y = run_table_op(op, p, up, nmax)
+    y === nothing || return y
     sh = op in ("zeros", "ones", "full", "random_uniform", "random_normal") ? jshape(p["shape"]) : ()
     if op == "zeros"
         return Kiln.zeros(T("dtype"), sh...)
@@ -261,19 +285,11 @@ function run_op(op, p, c::Case, dir)
         r = Array(getfield(u, k))
         return k in (:indices, :inverse_indices) ? r .- one(eltype(r)) : r
     elseif op == "unique_values"
-        return Kiln.unique_values(x)
-    elseif op == "isin"
-        return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
-    elseif op == "vecdot"
-        a, b = up("a"), up("b")
-        n = max(ndims(a), ndims(b))
-        return Kiln.vecdot(a, b; dims=jdim(Int(p["axis"]), n))
+        return Kiln.unique_values(x)   # Kiln.unique is Base's (first-appearance order)
     elseif op == "tensordot"
         a, b = up("a"), up("b")
         p["n"] >= 0 && return Kiln.tensordot(b, a, Int(p["n"]))   # core (a, b) is Julia (b, a)
         return Kiln.tensordot(b, a, [jdim(Int(k), ndims(b)) for k in p["axes2"]], [jdim(Int(k), ndims(a)) for k in p["axes1"]])
-    elseif op == "diff"
-        return diff(x; dims=jdim(Int(p["axis"]), nx), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
     elseif op in ("prod", "std")
         dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
         if op == "prod"
@@ -289,22 +305,6 @@ function run_op(op, p, c::Case, dir)
         dims = p["axis"] === nothing ? nothing : jdim(Int(p["axis"]), nx)
         f = op == "cumulative_sum" ? cumsum : cumprod
         return f(xs; dims=dims, include_initial=p["include_initial"])
-    elseif op == "softmax"
-        return Kiln.softmax(x; dims=jdim(Int(p["axis"]), nx))
-    elseif op == "log_softmax"
-        return Kiln.log_softmax(x; dims=jdim(Int(p["axis"]), nx))
-    elseif op == "layer_norm"
-        return Kiln.layer_norm(x; weight=up("weight"), bias=up("bias"), eps=p["eps"])
-    elseif op == "rms_norm"
-        return Kiln.rms_norm(x; weight=up("weight"), eps=p["eps"])
-    elseif op == "batch_norm"
-        return Kiln.batch_norm(x, up("mean"), up("var"); weight=up("weight"), bias=up("bias"), eps=p["eps"])
-    elseif op == "conv2d"
-        return Kiln.conv2d(x, up("w"); bias=up("bias"), stride=jpair(p["stride"]), pad=jpair(p["padding"]),
-                           dilation=jpair(p["dilation"]), groups=Int(p["groups"]))
-    elseif op in ("max_pool2d", "avg_pool2d")
-        f = op == "max_pool2d" ? Kiln.max_pool2d : Kiln.avg_pool2d
-        return f(x, jpair(p["kernel"]); stride=jpair(p["stride"]), pad=jpair(p["padding"]))
     elseif op == "reshape"
         return reshape(x, Tuple(d == -1 ? Colon() : d for d in reverse(p["shape"])))
     elseif op == "permute"
@@ -331,20 +331,12 @@ function run_op(op, p, c::Case, dir)
     elseif op == "embedding"
         s = spec("ids")
         return Kiln.embedding(up("weight"), KilnArray(read_array(dir, s) .+ one(s.T)))
-    elseif op == "rope"
-        return Kiln.rope(x; pos_offset=Int(p["pos_offset"]), base=p["base"])
-    elseif op == "attention"
-        return Kiln.attention(up("q"), up("k"), up("v"); causal=p["causal"], scale=p["scale"])
     elseif op == "quant_from_bytes"
         # Kiln.jl names a GGUF matrix by ggml's (k, n): core's (cols, rows).
         bytes = collect(reinterpret(UInt8, vec(read_array(dir, c.inputs[1]))))[1:Int(p["nbytes"])]
         return Kiln.quant_from_bytes(bytes, Symbol(p["format"]), Int(p["cols"]), Int(p["rows"]))
-    elseif op == "quantize"
-        return Kiln.quantize(x, Symbol(p["format"]))
     elseif op == "dequantize"
         return Kiln.dequantize(x, Symbol(p["format"]), Int(p["cols"]), Int(p["rows"]))
-    elseif op == "quant_matmul"
-        return Kiln.quant_matmul(up("x"), up("w"), Symbol(p["format"]), Int(p["n"]))
     elseif op == "quant_embedding"
         s = spec("ids")
         return Kiln.quant_embedding(up("w"), Symbol(p["format"]), Int(p["d"]), KilnArray(read_array(dir, s) .+ one(s.T)))
