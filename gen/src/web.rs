@@ -373,7 +373,8 @@ pub(crate) fn web_dts() -> String {
         for p in &ps {
             let dflt = default_text(p).map(|d| format!(" (default {d})")).unwrap_or_default();
             let at = if p.in_options { format!("options.{}", p.name) } else { p.name.clone() };
-            doc.push(format!("@param {at} {}{dflt}", p.arg.doc.replace("*/", "* /")));
+            // The rows say None (Python's spelling) where JavaScript passes null.
+            doc.push(format!("@param {at} {}{dflt}", p.arg.doc.replace("None", "null").replace("*/", "* /")));
         }
         s += "/**\n";
         for line in doc {

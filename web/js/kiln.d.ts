@@ -370,49 +370,49 @@ export function matmul(a: Tensor, b: Tensor): Tensor;
 /**
  * kiln-core's `sum`: sum over axes (dtypes: any).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function sum(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
 /**
  * kiln-core's `mean`: mean over axes (dtypes: float).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function mean(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
 /**
  * kiln-core's `max`: maximum over axes (dtypes: any, bool included).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function max(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
 /**
  * kiln-core's `min`: minimum over axes (dtypes: any, bool included).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function min(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
 /**
  * kiln-core's `all`: whether every element over axes is true (non-zero); true over an empty axis (dtypes: any, bool included (gives bool)).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function all(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
 /**
  * kiln-core's `any`: whether some element over axes is true (non-zero); false over an empty axis (dtypes: any, bool included (gives bool)).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function any(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
 /**
  * kiln-core's `var`: variance over axes (dtypes: float).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  * @param ddof delta degrees of freedom (0: population, 1: sample) (default 0)
  */
@@ -421,14 +421,14 @@ export { var_ as var };
 /**
  * kiln-core's `argmax`: index (i32) of the largest element (dtypes: any, bool included).
  * @param x the input
- * @param axis the axis (None: the flattened tensor) (default null)
+ * @param axis the axis (null: the flattened tensor) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function argmax(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;
 /**
  * kiln-core's `argmin`: index (i32) of the smallest element (dtypes: any, bool included).
  * @param x the input
- * @param axis the axis (None: the flattened tensor) (default null)
+ * @param axis the axis (null: the flattened tensor) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function argmin(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;
@@ -447,15 +447,15 @@ export function logSoftmax(x: Tensor, axis?: number): Tensor;
 /**
  * kiln-core's `layer_norm`: layer normalization over the last axis (dtypes: float).
  * @param x the input
- * @param weight the scale (None: 1) (default null)
- * @param bias the shift (None: 0) (default null)
+ * @param weight the scale (null: 1) (default null)
+ * @param bias the shift (null: 0) (default null)
  * @param eps added to the variance (default 1e-5)
  */
 export function layerNorm(x: Tensor, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
 /**
  * kiln-core's `rms_norm`: RMS normalization over the last axis (dtypes: float).
  * @param x the input
- * @param weight the scale (None: 1) (default null)
+ * @param weight the scale (null: 1) (default null)
  * @param eps added to the mean square (default 1e-6)
  */
 export function rmsNorm(x: Tensor, weight?: Tensor | null, eps?: number): Tensor;
@@ -464,8 +464,8 @@ export function rmsNorm(x: Tensor, weight?: Tensor | null, eps?: number): Tensor
  * @param x the input
  * @param mean the running mean [C]
  * @param variance the running variance [C]
- * @param weight the scale (None: 1) (default null)
- * @param bias the shift (None: 0) (default null)
+ * @param weight the scale (null: 1) (default null)
+ * @param bias the shift (null: 0) (default null)
  * @param eps added to the variance (default 1e-5)
  */
 export function batchNorm(x: Tensor, mean: Tensor, variance: Tensor, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
@@ -473,7 +473,7 @@ export function batchNorm(x: Tensor, mean: Tensor, variance: Tensor, weight?: Te
  * kiln-core's `conv2d`: 2-D convolution, NCHW (dtypes: any).
  * @param x the input
  * @param w the filters [O, C/groups, KH, KW]
- * @param bias added per output channel (None: none) (default null)
+ * @param bias added per output channel (null: none) (default null)
  * @param options.stride the step (height, width) (default 1)
  * @param options.padding zeros added on each side (height, width) (default 0)
  * @param options.dilation the spacing of the filter taps (height, width) (default 1)
@@ -563,7 +563,7 @@ export function rope(x: Tensor, posOffset?: number, base?: number): Tensor;
  * @param k the keys [..., Lk, D]
  * @param v the values [..., Lk, Dv]
  * @param options.causal mask key j > query i (default false)
- * @param options.scale the score scale (None: 1/sqrt(D)) (default null)
+ * @param options.scale the score scale (null: 1/sqrt(D)) (default null)
  */
 export function attention(q: Tensor, k: Tensor, v: Tensor, options?: { causal?: boolean; scale?: number | null }): Tensor;
 /**
@@ -607,7 +607,7 @@ export function argsort(x: Tensor, options?: { axis?: number; descending?: boole
 /**
  * kiln-core's `count_nonzero`: the number (i32) of non-zero elements over axes (dtypes: any, bool included).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  */
 export function countNonzero(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
@@ -621,31 +621,31 @@ export function isin(x1: Tensor, x2: Tensor, options?: { invert?: boolean }): Te
 /**
  * kiln-core's `cumulative_sum`: running sum along an axis (an axis is required past 1-D; integers wrap) (dtypes: any).
  * @param x the input
- * @param options.axis the axis (None only for a 1-D input) (default null)
- * @param options.dtype the dtype of the result (None: x's) (default null)
+ * @param options.axis the axis (null only for a 1-D input) (default null)
+ * @param options.dtype the dtype of the result (null: x's) (default null)
  * @param options.includeInitial start with the identity (the result one longer) (default false)
  */
 export function cumulativeSum(x: Tensor, options?: { axis?: number | null; dtype?: DType | null; includeInitial?: boolean }): Tensor;
 /**
  * kiln-core's `cumulative_prod`: running product along an axis (an axis is required past 1-D; integers wrap) (dtypes: any).
  * @param x the input
- * @param options.axis the axis (None only for a 1-D input) (default null)
- * @param options.dtype the dtype of the result (None: x's) (default null)
+ * @param options.axis the axis (null only for a 1-D input) (default null)
+ * @param options.dtype the dtype of the result (null: x's) (default null)
  * @param options.includeInitial start with the identity (the result one longer) (default false)
  */
 export function cumulativeProd(x: Tensor, options?: { axis?: number | null; dtype?: DType | null; includeInitial?: boolean }): Tensor;
 /**
  * kiln-core's `prod`: product over axes (integers wrap; 1 over an empty axis) (dtypes: any).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
- * @param dtype the dtype of the result (None: x's) (default null)
+ * @param dtype the dtype of the result (null: x's) (default null)
  */
 export function prod(x: Tensor, axes?: Axes, keepdims?: boolean, dtype?: DType | null): Tensor;
 /**
  * kiln-core's `std`: standard deviation over axes, sqrt(var) (dtypes: float).
  * @param x the input
- * @param axes the axes to reduce (None: every axis) (default null)
+ * @param axes the axes to reduce (null: every axis) (default null)
  * @param keepdims keep the reduced axes with size 1 (default false)
  * @param ddof delta degrees of freedom (0: population, 1: sample) (default 0)
  */
