@@ -160,13 +160,25 @@ pub(crate) fn julia_ccalls() -> String {
     s
 }
 
-/// The ops whose Kiln.jl method (hand-written, Julia's names) takes the row's form: the
-/// arguments without a default positional and the others keywords, named as the row names them
-/// but for an axis (`dims`, column-major) and a (height, width) pair (its C stem: `pad`, given
-/// as (width, height)). The conformance runner's clauses for them are generated
-/// ([`jl_runner`]); its others translate by hand (Base names and folded forms: `sum(x; dims)`,
-/// `sort(x; rev)`, 1-based indices, GGUF's (k, n) order).
+/// The ops whose Kiln.jl method (hand-written, Julia's names) takes the row's form read the
+/// Julia way: the arguments without a default positional and the others keywords, named as the
+/// row names them, but for Julia's own spellings, by type: an axis is `dims` (column-major), a
+/// list of axes too (`:` for every axis; `keepdims` is dropped: Julia's reductions keep the
+/// reduced dims), a (height, width) pair is given as (width, height) under its C stem (`pad`), a
+/// creation op takes its element type first and its shape last, splatted and reversed
+/// (`zeros(T, dims...)`), and a seed is a keyword. The conformance runner's calls of them are
+/// generated ([`jl_runner`]); its others translate by hand (another name or meaning in Julia:
+/// `mean` is Statistics', `var(x; corrected)`, `sort(x; rev)`, 1-based indices, GGUF's (k, n)
+/// order, a cast before a scan).
 const JL_ROW_FORM: &[&str] = &[
+    "zeros",
+    "ones",
+    "full",
+    "random_uniform",
+    "random_normal",
+    "sum",
+    "max",
+    "min",
     "softmax",
     "log_softmax",
     "layer_norm",
@@ -196,6 +208,10 @@ pub(crate) fn jl_runner() -> String {
             match a.ty {
                 Ty::Tensor | Ty::OptTensor => format!("up(\"{k}\")"),
                 Ty::Axis => format!("jdim(Int(p[\"{k}\"]), nmax)"),
+                Ty::OptAxes => format!("jaxes(p[\"{k}\"], nmax)"),
+                Ty::DType => format!("TYPES[p[\"{k}\"]]"),
+                Ty::Shape => format!("jshape(p[\"{k}\"])..."),
+                Ty::U64 => format!("UInt64(p[\"{k}\"])"),
                 Ty::Pair => format!("jpair(p[\"{k}\"])"),
                 Ty::Size => format!("Int(p[\"{k}\"])"),
                 Ty::Format => format!("Symbol(p[\"{k}\"])"),
@@ -205,18 +221,27 @@ pub(crate) fn jl_runner() -> String {
         };
         let keyword = |a: &Arg| -> String {
             match a.ty {
-                Ty::Axis => "dims".into(),
+                Ty::Axis | Ty::OptAxes => "dims".into(),
                 Ty::Pair => a.c_stem.into(),
                 _ => a.name.into(),
             }
         };
-        let pos: Vec<String> = o.args.iter().filter(|a| a.default == Dflt::Required).map(value).collect();
-        let kw: Vec<String> = o
-            .args
-            .iter()
-            .filter(|a| a.default != Dflt::Required)
-            .map(|a| format!("{}={}", keyword(a), value(a)))
-            .collect();
+        let reduction = o.args.iter().any(|a| a.ty == Ty::OptAxes);
+        // Julia's keywords: the arguments with a default, and a seed; a reduction's keepdims is
+        // Julia's own behaviour (the runner's check ignores the size-1 dims).
+        let is_kw = |a: &&Arg| a.default != Dflt::Required || a.ty == Ty::U64;
+        let dropped = |a: &&Arg| reduction && a.name == "keepdims";
+        // Positional: an element type first, a shape last (`zeros(T, dims...)`).
+        let rank = |a: &&Arg| match a.ty {
+            Ty::DType => 0,
+            Ty::Shape => 2,
+            _ => 1,
+        };
+        let mut pos: Vec<&Arg> = o.args.iter().filter(|a| !is_kw(a) && !dropped(a)).collect();
+        pos.sort_by_key(rank);
+        let pos: Vec<String> = pos.into_iter().map(value).collect();
+        let kw: Vec<String> =
+            o.args.iter().filter(|a| is_kw(a) && !dropped(a)).map(|a| format!("{}={}", keyword(a), value(a))).collect();
         let mut call = pos.join(", ");
         if !kw.is_empty() {
             call += "; ";

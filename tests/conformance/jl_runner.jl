@@ -171,6 +171,7 @@ end
 jdim(k, n) = k >= 0 ? n - k : -k
 jshape(s) = Tuple(reverse(s))
 jpair(p) = (p[2], p[1])
+jaxes(a, n) = a === nothing ? (:) : Tuple(jdim(k, n) for k in a)   # core axes -> Julia dims
 
 function numpy_range(n, start, stop, step)
     lo = start < 0 ? max(start + n, 0) : min(start, n)
@@ -185,6 +186,14 @@ host_index(dir, s::TSpec, n) = [i < 0 ? n + 1 + i : i + 1 for i in Int.(read_arr
 
 # BEGIN GENERATED (kiln gen): the ops whose Kiln.jl method takes the row's form (gen/src/julia.rs)
 function run_table_op(op, p, up, nmax)
+    op == "zeros" && return Kiln.zeros(TYPES[p["dtype"]], jshape(p["shape"])...)
+    op == "ones" && return Kiln.ones(TYPES[p["dtype"]], jshape(p["shape"])...)
+    op == "full" && return Kiln.full(TYPES[p["dtype"]], p["value"], jshape(p["shape"])...)
+    op == "random_uniform" && return Kiln.rand(TYPES[p["dtype"]], jshape(p["shape"])...; seed=UInt64(p["seed"]), low=p["low"], high=p["high"])
+    op == "random_normal" && return Kiln.randn(TYPES[p["dtype"]], jshape(p["shape"])...; seed=UInt64(p["seed"]), mean=p["mean"], std=p["std"])
+    op == "sum" && return Kiln.sum(up("x"); dims=jaxes(p["axes"], nmax))
+    op == "max" && return Kiln.maximum(up("x"); dims=jaxes(p["axes"], nmax))
+    op == "min" && return Kiln.minimum(up("x"); dims=jaxes(p["axes"], nmax))
     op == "softmax" && return Kiln.softmax(up("x"); dims=jdim(Int(p["axis"]), nmax))
     op == "log_softmax" && return Kiln.log_softmax(up("x"); dims=jdim(Int(p["axis"]), nmax))
     op == "layer_norm" && return Kiln.layer_norm(up("x"); weight=up("weight"), bias=up("bias"), eps=p["eps"])
@@ -215,19 +224,8 @@ function run_op(op, p, c::Case, dir)
     nmax = isempty(c.inputs) ? 0 : maximum(length(i.shape) for i in c.inputs)
     y = run_table_op(op, p, up, nmax)
     y === nothing || return y
-    sh = op in ("zeros", "ones", "full", "random_uniform", "random_normal") ? jshape(p["shape"]) : ()
-    if op == "zeros"
-        return Kiln.zeros(T("dtype"), sh...)
-    elseif op == "ones"
-        return Kiln.ones(T("dtype"), sh...)
-    elseif op == "full"
-        return Kiln.full(T("dtype"), p["value"], sh...)
-    elseif op == "arange"
+    if op == "arange"
         return Kiln.arange(p["start"], p["stop"], p["step"]; T=T("dtype"))
-    elseif op == "random_uniform"
-        return Kiln.rand(T("dtype"), sh...; seed=UInt64(p["seed"]), low=p["low"], high=p["high"])
-    elseif op == "random_normal"
-        return Kiln.randn(T("dtype"), sh...; seed=UInt64(p["seed"]), mean=p["mean"], std=p["std"])
     elseif op == "where"
         return ifelse.(up("cond"), up("a"), up("b"))
     elseif op == "clip"
@@ -246,12 +244,9 @@ function run_op(op, p, c::Case, dir)
         return p["scalar_first"] ? f.(s, as_bool(x)) : f.(as_bool(x), s)
     elseif op == "logical_not"
         return .!as_bool(x)
-    elseif op in ("sum", "mean", "max", "min", "var")
-        dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
-        op == "sum" && return sum(x; dims=dims)
+    elseif op in ("mean", "var")
+        dims = jaxes(p["axes"], nx)
         op == "mean" && return Statistics.mean(x; dims=dims)
-        op == "max" && return maximum(x; dims=dims)
-        op == "min" && return minimum(x; dims=dims)
         p["ddof"] in (0, 1) || error("Kiln.jl's var takes corrected=true/false only (ddof 0 or 1)")
         return Statistics.var(x; dims=dims, corrected=p["ddof"] == 1)
     elseif op in ("argmax", "argmin")
