@@ -196,6 +196,40 @@ const JL_ROW_FORM: &[&str] = &[
     "vecdot",
 ];
 
+/// [`JL_ROW_FORM`], for kiln-gen's check that it names plain ops of the table.
+pub(crate) fn op_lists() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![("gen/src/julia.rs JL_ROW_FORM", JL_ROW_FORM.to_vec())]
+}
+
+/// The argument types [`jl_runner`] translates.
+fn jl_row_form_ty(t: Ty) -> bool {
+    matches!(
+        t,
+        Ty::Tensor
+            | Ty::OptTensor
+            | Ty::Axis
+            | Ty::OptAxes
+            | Ty::DType
+            | Ty::Shape
+            | Ty::U64
+            | Ty::Pair
+            | Ty::Size
+            | Ty::Format
+            | Ty::F32
+            | Ty::F64
+            | Ty::OptF32
+            | Ty::Bool
+    )
+}
+
+/// The first (op, type) of [`JL_ROW_FORM`] that the row form cannot translate.
+pub(crate) fn jl_row_form_unsupported() -> Option<(&'static str, Ty)> {
+    op_table()
+        .into_iter()
+        .filter(|o| JL_ROW_FORM.contains(&o.name))
+        .find_map(|o| o.args.iter().find(|a| !jl_row_form_ty(a.ty)).map(|a| (o.name, a.ty)))
+}
+
 /// The region of tests/conformance/jl_runner.jl: `run_table_op`, one line per op of
 /// [`JL_ROW_FORM`] calling its Kiln.jl method with the case's inputs and parameters (by their
 /// keys) translated by type (`nmax`: the largest rank among the inputs).
@@ -216,7 +250,7 @@ pub(crate) fn jl_runner() -> String {
                 Ty::Size => format!("Int(p[\"{k}\"])"),
                 Ty::Format => format!("Symbol(p[\"{k}\"])"),
                 Ty::F32 | Ty::F64 | Ty::OptF32 | Ty::Bool => format!("p[\"{k}\"]"),
-                t => panic!("{}: no Julia row form for {t:?}", o.name),
+                t => unreachable!("{}: {t:?} is refused by kiln-gen's table check", o.name),
             }
         };
         let keyword = |a: &Arg| -> String {

@@ -152,5 +152,19 @@ fn check_table(t: &[OpInfo]) -> Result<()> {
             bail!("op table: {:?} has a C comment but no plain C form (its C function is hand-written)", o.name);
         }
     }
+    // The emitters' own lists of ops name plain ops of the table (a renamed or removed op, or a
+    // typo, would silently drop its surface).
+    for (list, names) in web::op_lists().into_iter().chain(julia::op_lists()) {
+        for n in names {
+            match t.iter().find(|o| o.name == n) {
+                None => bail!("{list}: {n:?} is not an op of the table"),
+                Some(o) if !o.is_plain() => bail!("{list}: {n:?} is not a plain op (its surface is hand-written)"),
+                Some(_) => {}
+            }
+        }
+    }
+    if let Some((op, ty)) = julia::jl_row_form_unsupported() {
+        bail!("gen/src/julia.rs JL_ROW_FORM: {op:?} has an argument of type {ty:?}, which the Julia row form does not translate");
+    }
     Ok(())
 }

@@ -69,6 +69,16 @@ const JS_HAND: &[(&str, &str)] = &[
     ("searchsorted", "side: \"left\" | \"right\" as numpy spells it, not the core's `right` flag"),
 ];
 
+/// The lists of op names above, for kiln-gen's check that each names a plain op of the table.
+pub(crate) fn op_lists() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![
+        ("gen/src/web.rs OPTIONS", OPTIONS.to_vec()),
+        ("gen/src/web.rs JS_DEFAULTS", JS_DEFAULTS.iter().map(|(op, _, _)| *op).collect()),
+        ("gen/src/web.rs BROWSER_ASYNC", BROWSER_ASYNC.to_vec()),
+        ("gen/src/web.rs JS_HAND", JS_HAND.iter().map(|(op, _)| *op).collect()),
+    ]
+}
+
 /// The ops with a generated wasm export: every plain op of the table but the elementwise ones
 /// (the `unary` / `binary` exports by name) and [`BROWSER_ASYNC`].
 pub(crate) fn wasm_plain() -> Vec<OpInfo> {
