@@ -169,7 +169,7 @@ pub(crate) fn wasm_ops() -> String {
     s += "//! `binary` by name in ops.rs), named after the core op in camelCase, its arguments in the core\n";
     s += "//! call's order. An argument with a default is optional (`undefined` or `null`) and takes the\n";
     s += "//! row's default here, once; js/ops_gen.js's wrappers give each op its JavaScript name and form.\n\n";
-    s += "// Rust names as kiln-core's functions, arguments as the table's (`format`, `seed`, `std`).\n";
+    s += "// conv2d takes seven arguments, as its row does.\n";
     s += "#![allow(clippy::too_many_arguments)]\n\n";
     s += "use crate::error::JsResult;\nuse crate::ops as h;\nuse crate::tensor::{self, Tensor, TensorList};\n";
     s += "use kiln_core::ops;\nuse wasm_bindgen::prelude::*;\n";

@@ -4,7 +4,7 @@
 //! call's order. An argument with a default is optional (`undefined` or `null`) and takes the
 //! row's default here, once; js/ops_gen.js's wrappers give each op its JavaScript name and form.
 
-// Rust names as kiln-core's functions, arguments as the table's (`format`, `seed`, `std`).
+// conv2d takes seven arguments, as its row does.
 #![allow(clippy::too_many_arguments)]
 
 use crate::error::JsResult;
