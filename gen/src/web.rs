@@ -59,8 +59,12 @@ const OPTIONS: &[&str] = &[
 const JS_DEFAULTS: &[(&str, &str, &str)] = &[("arange", "step", "1"), ("concat", "axis", "0")];
 
 /// The plain ops whose core form waits for a readback, which the page's one thread must not do:
-/// web/src/ops.rs exports them as promises (the core's `*_async` forms), by hand.
+/// their export is a promise, from the core's `<op>_async` form. kiln-core has none for
+/// `unique_values`: kiln.js gives it from `uniqueAll`'s promise (no export of its own).
 const BROWSER_ASYNC: &[&str] = &["quantize", "unique_values"];
+
+/// The ops of [`BROWSER_ASYNC`] whose core has the `<op>_async` form the export awaits.
+const CORE_ASYNC: &[&str] = &["quantize"];
 
 /// The ops whose JavaScript wrapper kiln.js writes by hand although their wasm export is
 /// generated, and why (JavaScript's own idiom).
@@ -75,17 +79,24 @@ pub(crate) fn op_lists() -> Vec<(&'static str, Vec<&'static str>)> {
         ("gen/src/web.rs OPTIONS", OPTIONS.to_vec()),
         ("gen/src/web.rs JS_DEFAULTS", JS_DEFAULTS.iter().map(|(op, _, _)| *op).collect()),
         ("gen/src/web.rs BROWSER_ASYNC", BROWSER_ASYNC.to_vec()),
+        ("gen/src/web.rs CORE_ASYNC", CORE_ASYNC.to_vec()),
         ("gen/src/web.rs JS_HAND", JS_HAND.iter().map(|(op, _)| *op).collect()),
     ]
 }
 
 /// The ops with a generated wasm export: every plain op of the table but the elementwise ones
-/// (the `unary` / `binary` exports by name) and [`BROWSER_ASYNC`].
+/// (the `unary` / `binary` exports by name) and those of [`BROWSER_ASYNC`] without a core async form.
 pub(crate) fn wasm_plain() -> Vec<OpInfo> {
     op_table()
         .into_iter()
-        .filter(|o| o.is_plain() && !crate::core_by_name::is_elementwise(o.name) && !BROWSER_ASYNC.contains(&o.name))
+        .filter(|o| o.is_plain() && !crate::core_by_name::is_elementwise(o.name))
+        .filter(|o| !BROWSER_ASYNC.contains(&o.name) || CORE_ASYNC.contains(&o.name))
         .collect()
+}
+
+/// Whether the op's export is a promise ([`BROWSER_ASYNC`]).
+fn is_async(o: &OpInfo) -> bool {
+    BROWSER_ASYNC.contains(&o.name)
 }
 
 /// The ops with a generated JavaScript wrapper ([`wasm_plain`] less [`JS_HAND`]).
@@ -183,12 +194,17 @@ pub(crate) fn wasm_ops() -> String {
         }
         let _ = write!(s, "\n/// {}\n", o.doc);
         let _ = writeln!(s, "#[wasm_bindgen(js_name = \"{}\")]", wasm_name(&o));
-        let _ = writeln!(s, "pub fn {}({}) -> JsResult<Tensor> {{", o.core, params.join(", "));
+        let kw = if is_async(&o) { "async fn" } else { "fn" };
+        let _ = writeln!(s, "pub {kw} {}({}) -> JsResult<Tensor> {{", o.core, params.join(", "));
         for p in pre {
             let _ = writeln!(s, "    {p}");
         }
         let call: Vec<String> = o.args.iter().map(wasm_pass).collect();
-        let _ = writeln!(s, "    h::out(ops::{}({}))\n}}", o.core, call.join(", "));
+        if is_async(&o) {
+            let _ = writeln!(s, "    h::out(ops::{}_async({}).await)\n}}", o.core, call.join(", "));
+        } else {
+            let _ = writeln!(s, "    h::out(ops::{}({}))\n}}", o.core, call.join(", "));
+        }
     }
     s
 }
@@ -301,9 +317,10 @@ fn js_signature(ps: &[JsParam]) -> String {
     out.join(", ")
 }
 
-/// One JSDoc line: the op's kiln-core name, doc line and dtypes.
+/// One JSDoc line: the op's kiln-core name, doc line and dtypes (and why a promise).
 fn js_doc(o: &OpInfo) -> String {
-    format!("kiln-core's `{}`: {} (dtypes: {}).", o.name, o.doc, o.dtypes).replace("*/", "* /")
+    let wait = if is_async(o) { " Resolves: it waits for a readback." } else { "" };
+    format!("kiln-core's `{}`: {} (dtypes: {}).{wait}", o.name, o.doc, o.dtypes).replace("*/", "* /")
 }
 
 pub(crate) fn web_ops() -> String {
@@ -402,14 +419,12 @@ pub(crate) fn web_dts() -> String {
             params.push(format!("options?: {{ {} }}", opts.join("; ")));
         }
         let name = js_name(&o);
+        let ret = if is_async(&o) { "Promise<Tensor>" } else { "Tensor" };
         if reserved(&name) {
-            let _ = writeln!(
-                s,
-                "declare function {name}_({}): Tensor;\nexport {{ {name}_ as {name} }};",
-                params.join(", ")
-            );
+            let _ =
+                writeln!(s, "declare function {name}_({}): {ret};\nexport {{ {name}_ as {name} }};", params.join(", "));
         } else {
-            let _ = writeln!(s, "export function {name}({}): Tensor;", params.join(", "));
+            let _ = writeln!(s, "export function {name}({}): {ret};", params.join(", "));
         }
     }
     s

@@ -141,7 +141,6 @@ export function opFunctions(module: object): Record<string, Function | undefined
 /** `x` limited to [min, max]; a bound may be a number, a tensor broadcast to x, or omitted. */
 export function clip(x: Tensor, min?: number | Tensor | null, max?: number | Tensor | null): Tensor;
 export function quantFromBytes(bytes: Uint8Array, format: string, rows: number, cols: number): Tensor;
-export function quantize(x: Tensor, format: string): Promise<Tensor>;
 /** The `n`-th forward difference along `axis`; a number for `prepend` / `append` is one element along it. */
 export function diff(
   x: Tensor,
@@ -566,6 +565,12 @@ export function rope(x: Tensor, posOffset?: number, base?: number): Tensor;
  * @param options.scale the score scale (null: 1/sqrt(D)) (default null)
  */
 export function attention(q: Tensor, k: Tensor, v: Tensor, options?: { causal?: boolean; scale?: number | null }): Tensor;
+/**
+ * kiln-core's `quantize`: a float [rows, cols] quantized as ggml's reference quantizer does (dtypes: float). Resolves: it waits for a readback.
+ * @param x the input
+ * @param format the GGUF block format ("q4_0", …)
+ */
+export function quantize(x: Tensor, format: string): Promise<Tensor>;
 /**
  * kiln-core's `dequantize`: f32 [rows, cols] from a quantized matrix (dtypes: u32 (quantized)).
  * @param w the quantized matrix (u32)

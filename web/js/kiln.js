@@ -136,8 +136,6 @@ export const searchsorted = (x1, x2, { side = "left" } = {}) => {
   return wasm.searchsorted(x1, x2, side === "right");
 };
 export const quantFromBytes = (bytes, format, rows, cols) => wasm.quantFromBytes(bytes, format, rows, cols);
-/** Resolves to the quantized tensor (the quantizer runs on the host, after an awaited readback). */
-export const quantize = (x, format) => wasm.quantize(x, format);
 /** Resolves to one i32 tensor of coordinates per dimension of x. */
 export const nonzero = (x) => wasm.nonzero(x);
 /** Resolves to `{values, indices, inverse_indices, counts}` (the Array API's names). */

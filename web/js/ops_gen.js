@@ -468,6 +468,9 @@ export const rope = (x, posOffset, base) => wasm.rope(x, posOffset, base);
 /** kiln-core's `attention`: scaled dot-product attention (dtypes: float). */
 export const attention = (q, k, v, { causal, scale } = {}) => wasm.attention(q, k, v, causal, scale);
 
+/** kiln-core's `quantize`: a float [rows, cols] quantized as ggml's reference quantizer does (dtypes: float). Resolves: it waits for a readback. */
+export const quantize = (x, format) => wasm.quantize(x, format);
+
 /** kiln-core's `dequantize`: f32 [rows, cols] from a quantized matrix (dtypes: u32 (quantized)). */
 export const dequantize = (w, format, rows, cols) => wasm.dequantize(w, format, rows, cols);
 

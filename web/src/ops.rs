@@ -2,8 +2,8 @@
 //! (ops_gen.rs, from kiln-core's op table) share. By hand, because JavaScript's idiom differs
 //! from a plain call: the elementwise ops by name (`unary` / `binary` / `binaryScalar`:
 //! js/ops_gen.js gives each its own function, a number on either side); promises where the op
-//! waits for a readback, which the page's one thread must not block on (quantize, nonzero,
-//! uniqueAll); and the rows the table marks as not plain (clip's two forms, tensordot's axes,
+//! waits for a readback and gives several tensors, which the page's one thread must not block on
+//! (nonzero, uniqueAll; quantize's promise is generated); and the rows the table marks as not plain (clip's two forms, tensordot's axes,
 //! quant_from_bytes's host bytes). Axes and sizes are JavaScript numbers; optional arguments may
 //! be `undefined` or `null`.
 
@@ -100,13 +100,6 @@ pub fn tensordot(
 pub fn quant_from_bytes(bytes: &[u8], format_name: &str, rows: u32, cols: u32) -> JsResult<Tensor> {
     let device = kiln_core::device().map_err(js_err)?;
     out(ops::quant_from_bytes(&device, bytes, quant_format(format_name)?, rows as usize, cols as usize))
-}
-
-/// Resolves to the quantized tensor: ggml's reference quantizer runs on the host, after an
-/// awaited readback.
-#[wasm_bindgen]
-pub async fn quantize(x: &Tensor, format_name: &str) -> JsResult<Tensor> {
-    out(ops::quantize_async(&x.inner, quant_format(format_name)?).await)
 }
 
 fn tensors(ts: Vec<kiln_core::Tensor>) -> Vec<Tensor> {

@@ -342,6 +342,14 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, causal: Option<bool>, scale
     h::out(ops::attention(q, k, v, causal, scale))
 }
 
+/// a float [rows, cols] quantized as ggml's reference quantizer does
+#[wasm_bindgen(js_name = "quantize")]
+pub async fn quantize(x: &Tensor, format: &str) -> JsResult<Tensor> {
+    let x = &x.inner;
+    let format = h::quant_format(format)?;
+    h::out(ops::quantize_async(x, format).await)
+}
+
 /// f32 [rows, cols] from a quantized matrix
 #[wasm_bindgen(js_name = "dequantize")]
 pub fn dequantize(w: &Tensor, format: &str, rows: u32, cols: u32) -> JsResult<Tensor> {

@@ -106,6 +106,8 @@ async function call(op, f, p, ins) {
       return f(get("x"), p.pos_offset, p.base);
     case "attention":
       return f(get("q"), get("k"), get("v"), { causal: p.causal, scale: p.scale });
+    case "quantize":
+      return f(get("x"), p.format);
     case "dequantize":
       return f(get("w"), p.format, p.rows, p.cols);
     case "quant_matmul":
@@ -136,8 +138,6 @@ async function call(op, f, p, ins) {
       return "min" in p ? f(x, p.min, p.max) : f(x, get("min"), get("max"));
     case "quant_from_bytes":
       return f((await x.toBytes()).subarray(0, p.nbytes), p.format, p.rows, p.cols);
-    case "quantize":
-      return f(x, p.format);
     case "diff":
       return f(x, { axis: p.axis, n: p.n, prepend: get("prepend"), append: get("append") });
     case "tensordot":
