@@ -24,7 +24,10 @@
 WASM_TARGET := wasm32-unknown-unknown
 WASM_BINDGEN_VERSION := 0.2.130
 WASM_BINDGEN := $(KILN_TOOLS_CACHE)/tools/wasm-bindgen-$(WASM_BINDGEN_VERSION)/bin/wasm-bindgen
-WEB_WASM := target/$(WASM_TARGET)/release/kiln_web.wasm
+# web/ is a workspace of its own: its builds go to the repository's target/, or to
+# $CARGO_TARGET_DIR where that is set (absolute), as the other crates' do.
+WEB_TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+WEB_WASM := $(WEB_TARGET_DIR)/$(WASM_TARGET)/release/kiln_web.wasm
 
 TSC_VERSION := 5.9.3
 TSC := $(KILN_TOOLS_CACHE)/tools/typescript-$(TSC_VERSION)/node_modules/.bin/tsc
@@ -68,7 +71,7 @@ web-check: web-target
 	$(CARGO) check --target $(WASM_TARGET) -p kiln-core
 
 web-pkg: web-target $(WASM_BINDGEN)
-	cd web && $(CARGO) build --release --target $(WASM_TARGET) --target-dir ../target
+	cd web && $(CARGO) build --release --target $(WASM_TARGET) --target-dir $(WEB_TARGET_DIR)
 	$(WASM_BINDGEN) --target web --weak-refs --out-dir web/pkg $(WEB_WASM)
 	@echo "web-pkg: web/pkg/kiln_web_bg.wasm is $$(stat -c %s web/pkg/kiln_web_bg.wasm) bytes"
 
@@ -92,7 +95,7 @@ web-test: web-opt web-browser web-types web-models-reference smollm2
 web-lint: web-target
 	cd web && $(CARGO) fmt --check
 	$(CARGO) clippy --target $(WASM_TARGET) -p kiln-core -- -D warnings
-	cd web && $(CARGO) clippy --release --target $(WASM_TARGET) --target-dir ../target -- -D warnings
+	cd web && $(CARGO) clippy --release --target $(WASM_TARGET) --target-dir $(WEB_TARGET_DIR) -- -D warnings
 
 lint: web-lint
 

@@ -1,8 +1,9 @@
-//! Julia: julia/src/ops_gen.jl (the elementwise ops as Julia broadcasts them) and
-//! julia/src/ccall_gen.jl (a `@ccall` wrapper per plain op of the table).
+//! Julia: julia/src/ops_gen.jl (the elementwise ops as Julia broadcasts them),
+//! julia/src/ccall_gen.jl (a `@ccall` wrapper per plain op of the table) and the conformance
+//! runner's clauses for the ops whose Kiln.jl method takes the row's form.
 
 use crate::text::*;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, Ty, UnaryOp};
 use std::fmt::Write as _;
 
 pub(crate) fn jl_symbol(name: &str) -> String {
@@ -156,5 +157,132 @@ pub(crate) fn julia_ccalls() -> String {
             );
         }
     }
+    s
+}
+
+/// The ops whose Kiln.jl method (hand-written, Julia's names) takes the row's form read the
+/// Julia way: the arguments without a default positional and the others keywords, named as the
+/// row names them, but for Julia's own spellings, by type: an axis is `dims` (column-major), a
+/// list of axes too (`:` for every axis; `keepdims` is dropped: Julia's reductions keep the
+/// reduced dims), a (height, width) pair is given as (width, height) under its C stem (`pad`), a
+/// creation op takes its element type first and its shape last, splatted and reversed
+/// (`zeros(T, dims...)`), and a seed is a keyword. The conformance runner's calls of them are
+/// generated ([`jl_runner`]); its others translate by hand (another name or meaning in Julia:
+/// `mean` is Statistics', `var(x; corrected)`, `sort(x; rev)`, 1-based indices, GGUF's (k, n)
+/// order, a cast before a scan).
+const JL_ROW_FORM: &[&str] = &[
+    "zeros",
+    "ones",
+    "full",
+    "random_uniform",
+    "random_normal",
+    "sum",
+    "max",
+    "min",
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "rms_norm",
+    "batch_norm",
+    "conv2d",
+    "max_pool2d",
+    "avg_pool2d",
+    "rope",
+    "attention",
+    "quantize",
+    "quant_matmul",
+    "isin",
+    "diff",
+    "vecdot",
+];
+
+/// [`JL_ROW_FORM`], for kiln-gen's check that it names plain ops of the table.
+pub(crate) fn op_lists() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![("gen/src/julia.rs JL_ROW_FORM", JL_ROW_FORM.to_vec())]
+}
+
+/// The argument types [`jl_runner`] translates.
+fn jl_row_form_ty(t: Ty) -> bool {
+    matches!(
+        t,
+        Ty::Tensor
+            | Ty::OptTensor
+            | Ty::Axis
+            | Ty::OptAxes
+            | Ty::DType
+            | Ty::Shape
+            | Ty::U64
+            | Ty::Pair
+            | Ty::Size
+            | Ty::Format
+            | Ty::F32
+            | Ty::F64
+            | Ty::OptF32
+            | Ty::Bool
+    )
+}
+
+/// The first (op, type) of [`JL_ROW_FORM`] that the row form cannot translate.
+pub(crate) fn jl_row_form_unsupported() -> Option<(&'static str, Ty)> {
+    op_table()
+        .into_iter()
+        .filter(|o| JL_ROW_FORM.contains(&o.name))
+        .find_map(|o| o.args.iter().find(|a| !jl_row_form_ty(a.ty)).map(|a| (o.name, a.ty)))
+}
+
+/// The region of tests/conformance/jl_runner.jl: `run_table_op`, one line per op of
+/// [`JL_ROW_FORM`] calling its Kiln.jl method with the case's inputs and parameters (by their
+/// keys) translated by type (`nmax`: the largest rank among the inputs).
+pub(crate) fn jl_runner() -> String {
+    let mut s = String::from("function run_table_op(op, p, up, nmax)\n");
+    for o in op_table().into_iter().filter(|o| JL_ROW_FORM.contains(&o.name)) {
+        assert!(o.is_plain(), "{}: a row-form Julia call needs a plain row", o.name);
+        let value = |a: &Arg| -> String {
+            let k = a.key;
+            match a.ty {
+                Ty::Tensor | Ty::OptTensor => format!("up(\"{k}\")"),
+                Ty::Axis => format!("jdim(Int(p[\"{k}\"]), nmax)"),
+                Ty::OptAxes => format!("jaxes(p[\"{k}\"], nmax)"),
+                Ty::DType => format!("TYPES[p[\"{k}\"]]"),
+                Ty::Shape => format!("jshape(p[\"{k}\"])..."),
+                Ty::U64 => format!("UInt64(p[\"{k}\"])"),
+                Ty::Pair => format!("jpair(p[\"{k}\"])"),
+                Ty::Size => format!("Int(p[\"{k}\"])"),
+                Ty::Format => format!("Symbol(p[\"{k}\"])"),
+                Ty::F32 | Ty::F64 | Ty::OptF32 | Ty::Bool => format!("p[\"{k}\"]"),
+                t => unreachable!("{}: {t:?} is refused by kiln-gen's table check", o.name),
+            }
+        };
+        let keyword = |a: &Arg| -> String {
+            match a.ty {
+                Ty::Axis | Ty::OptAxes => "dims".into(),
+                Ty::Pair => a.c_stem.into(),
+                _ => a.name.into(),
+            }
+        };
+        let reduction = o.args.iter().any(|a| a.ty == Ty::OptAxes);
+        // Julia's keywords: the arguments with a default, and a seed; a reduction's keepdims is
+        // Julia's own behaviour (the runner's check ignores the size-1 dims).
+        let is_kw = |a: &&Arg| a.default != Dflt::Required || a.ty == Ty::U64;
+        let dropped = |a: &&Arg| reduction && a.name == "keepdims";
+        // Positional: an element type first, a shape last (`zeros(T, dims...)`).
+        let rank = |a: &&Arg| match a.ty {
+            Ty::DType => 0,
+            Ty::Shape => 2,
+            _ => 1,
+        };
+        let mut pos: Vec<&Arg> = o.args.iter().filter(|a| !is_kw(a) && !dropped(a)).collect();
+        pos.sort_by_key(rank);
+        let pos: Vec<String> = pos.into_iter().map(value).collect();
+        let kw: Vec<String> =
+            o.args.iter().filter(|a| is_kw(a) && !dropped(a)).map(|a| format!("{}={}", keyword(a), value(a))).collect();
+        let mut call = pos.join(", ");
+        if !kw.is_empty() {
+            call += "; ";
+            call += &kw.join(", ");
+        }
+        let _ = writeln!(s, "    op == \"{}\" && return Kiln.{}({call})", o.name, o.jl());
+    }
+    s += "    return nothing\nend\n";
     s
 }

@@ -60,6 +60,7 @@ const FILES: &[(&str, Emit)] = &[
     ("tests/conformance/ops.json", docs::conformance_ops),
     ("tests/conformance/c_ops_gen.h", docs::c_runner_ops),
     ("web/js/ops_gen.js", web::web_ops),
+    ("web/src/ops_gen.rs", web::wasm_ops),
 ];
 /// Every generated region of a hand-written file, and its emitter.
 const REGIONS: &[(&str, Emit)] = &[
@@ -72,6 +73,8 @@ const REGIONS: &[(&str, Emit)] = &[
     ("nif-elixir/lib/kiln/error.ex", elixir::elixir_errors),
     ("docs/ops-api.md", docs::docs_table),
     ("web/js/kiln.d.ts", web::web_dts),
+    ("web/test/conformance.js", web::web_runner),
+    ("tests/conformance/jl_runner.jl", julia::jl_runner),
 ];
 
 fn main() -> Result<()> {
@@ -148,6 +151,20 @@ fn check_table(t: &[OpInfo]) -> Result<()> {
         if !o.c_doc.is_empty() && !o.is_plain() {
             bail!("op table: {:?} has a C comment but no plain C form (its C function is hand-written)", o.name);
         }
+    }
+    // The emitters' own lists of ops name plain ops of the table (a renamed or removed op, or a
+    // typo, would silently drop its surface).
+    for (list, names) in web::op_lists().into_iter().chain(julia::op_lists()) {
+        for n in names {
+            match t.iter().find(|o| o.name == n) {
+                None => bail!("{list}: {n:?} is not an op of the table"),
+                Some(o) if !o.is_plain() => bail!("{list}: {n:?} is not a plain op (its surface is hand-written)"),
+                Some(_) => {}
+            }
+        }
+    }
+    if let Some((op, ty)) = julia::jl_row_form_unsupported() {
+        bail!("gen/src/julia.rs JL_ROW_FORM: {op:?} has an argument of type {ty:?}, which the Julia row form does not translate");
     }
     Ok(())
 }

@@ -171,6 +171,7 @@ end
 jdim(k, n) = k >= 0 ? n - k : -k
 jshape(s) = Tuple(reverse(s))
 jpair(p) = (p[2], p[1])
+jaxes(a, n) = a === nothing ? (:) : Tuple(jdim(k, n) for k in a)   # core axes -> Julia dims
 
 function numpy_range(n, start, stop, step)
     lo = start < 0 ? max(start + n, 0) : min(start, n)
@@ -183,6 +184,35 @@ end
 # of length n (numpy), which Julia spells n + 1 + i (Julia's own gather never wraps).
 host_index(dir, s::TSpec, n) = [i < 0 ? n + 1 + i : i + 1 for i in Int.(read_array(dir, s))]
 
+# BEGIN GENERATED (kiln gen): the ops whose Kiln.jl method takes the row's form (gen/src/julia.rs)
+function run_table_op(op, p, up, nmax)
+    op == "zeros" && return Kiln.zeros(TYPES[p["dtype"]], jshape(p["shape"])...)
+    op == "ones" && return Kiln.ones(TYPES[p["dtype"]], jshape(p["shape"])...)
+    op == "full" && return Kiln.full(TYPES[p["dtype"]], p["value"], jshape(p["shape"])...)
+    op == "random_uniform" && return Kiln.rand(TYPES[p["dtype"]], jshape(p["shape"])...; seed=UInt64(p["seed"]), low=p["low"], high=p["high"])
+    op == "random_normal" && return Kiln.randn(TYPES[p["dtype"]], jshape(p["shape"])...; seed=UInt64(p["seed"]), mean=p["mean"], std=p["std"])
+    op == "sum" && return Kiln.sum(up("x"); dims=jaxes(p["axes"], nmax))
+    op == "max" && return Kiln.maximum(up("x"); dims=jaxes(p["axes"], nmax))
+    op == "min" && return Kiln.minimum(up("x"); dims=jaxes(p["axes"], nmax))
+    op == "softmax" && return Kiln.softmax(up("x"); dims=jdim(Int(p["axis"]), nmax))
+    op == "log_softmax" && return Kiln.log_softmax(up("x"); dims=jdim(Int(p["axis"]), nmax))
+    op == "layer_norm" && return Kiln.layer_norm(up("x"); weight=up("weight"), bias=up("bias"), eps=p["eps"])
+    op == "rms_norm" && return Kiln.rms_norm(up("x"); weight=up("weight"), eps=p["eps"])
+    op == "batch_norm" && return Kiln.batch_norm(up("x"), up("mean"), up("var"); weight=up("weight"), bias=up("bias"), eps=p["eps"])
+    op == "conv2d" && return Kiln.conv2d(up("x"), up("w"); bias=up("bias"), stride=jpair(p["stride"]), pad=jpair(p["padding"]), dilation=jpair(p["dilation"]), groups=Int(p["groups"]))
+    op == "max_pool2d" && return Kiln.max_pool2d(up("x"), jpair(p["kernel"]); stride=jpair(p["stride"]), pad=jpair(p["padding"]))
+    op == "avg_pool2d" && return Kiln.avg_pool2d(up("x"), jpair(p["kernel"]); stride=jpair(p["stride"]), pad=jpair(p["padding"]))
+    op == "rope" && return Kiln.rope(up("x"); pos_offset=Int(p["pos_offset"]), base=p["base"])
+    op == "attention" && return Kiln.attention(up("q"), up("k"), up("v"); causal=p["causal"], scale=p["scale"])
+    op == "quantize" && return Kiln.quantize(up("x"), Symbol(p["format"]))
+    op == "quant_matmul" && return Kiln.quant_matmul(up("x"), up("w"), Symbol(p["format"]), Int(p["n"]))
+    op == "isin" && return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
+    op == "diff" && return Kiln.diff(up("x"); dims=jdim(Int(p["axis"]), nmax), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
+    op == "vecdot" && return Kiln.vecdot(up("a"), up("b"); dims=jdim(Int(p["axis"]), nmax))
+    return nothing
+end
+# END GENERATED (kiln gen)
+
 function run_op(op, p, c::Case, dir)
     # `local`: a plain `s = …` here would be run_op's own `s` (assigned in the gather and
     # embedding branches), captured and overwritten by every call.
@@ -191,19 +221,11 @@ function run_op(op, p, c::Case, dir)
     x = isempty(c.inputs) ? nothing : KilnArray(read_array(dir, c.inputs[1]))
     nx = x === nothing ? 0 : ndims(x)
     T(k) = TYPES[p[k]]
-    sh = op in ("zeros", "ones", "full", "random_uniform", "random_normal") ? jshape(p["shape"]) : ()
-    if op == "zeros"
-        return Kiln.zeros(T("dtype"), sh...)
-    elseif op == "ones"
-        return Kiln.ones(T("dtype"), sh...)
-    elseif op == "full"
-        return Kiln.full(T("dtype"), p["value"], sh...)
-    elseif op == "arange"
+    nmax = isempty(c.inputs) ? 0 : maximum(length(i.shape) for i in c.inputs)
+    y = run_table_op(op, p, up, nmax)
+    y === nothing || return y
+    if op == "arange"
         return Kiln.arange(p["start"], p["stop"], p["step"]; T=T("dtype"))
-    elseif op == "random_uniform"
-        return Kiln.rand(T("dtype"), sh...; seed=UInt64(p["seed"]), low=p["low"], high=p["high"])
-    elseif op == "random_normal"
-        return Kiln.randn(T("dtype"), sh...; seed=UInt64(p["seed"]), mean=p["mean"], std=p["std"])
     elseif op == "where"
         return ifelse.(up("cond"), up("a"), up("b"))
     elseif op == "clip"
@@ -222,12 +244,9 @@ function run_op(op, p, c::Case, dir)
         return p["scalar_first"] ? f.(s, as_bool(x)) : f.(as_bool(x), s)
     elseif op == "logical_not"
         return .!as_bool(x)
-    elseif op in ("sum", "mean", "max", "min", "var")
-        dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
-        op == "sum" && return sum(x; dims=dims)
+    elseif op in ("mean", "var")
+        dims = jaxes(p["axes"], nx)
         op == "mean" && return Statistics.mean(x; dims=dims)
-        op == "max" && return maximum(x; dims=dims)
-        op == "min" && return minimum(x; dims=dims)
         p["ddof"] in (0, 1) || error("Kiln.jl's var takes corrected=true/false only (ddof 0 or 1)")
         return Statistics.var(x; dims=dims, corrected=p["ddof"] == 1)
     elseif op in ("argmax", "argmin")
@@ -261,19 +280,11 @@ function run_op(op, p, c::Case, dir)
         r = Array(getfield(u, k))
         return k in (:indices, :inverse_indices) ? r .- one(eltype(r)) : r
     elseif op == "unique_values"
-        return Kiln.unique_values(x)
-    elseif op == "isin"
-        return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
-    elseif op == "vecdot"
-        a, b = up("a"), up("b")
-        n = max(ndims(a), ndims(b))
-        return Kiln.vecdot(a, b; dims=jdim(Int(p["axis"]), n))
+        return Kiln.unique_values(x)   # Kiln.unique is Base's (first-appearance order)
     elseif op == "tensordot"
         a, b = up("a"), up("b")
         p["n"] >= 0 && return Kiln.tensordot(b, a, Int(p["n"]))   # core (a, b) is Julia (b, a)
         return Kiln.tensordot(b, a, [jdim(Int(k), ndims(b)) for k in p["axes2"]], [jdim(Int(k), ndims(a)) for k in p["axes1"]])
-    elseif op == "diff"
-        return diff(x; dims=jdim(Int(p["axis"]), nx), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
     elseif op in ("prod", "std")
         dims = p["axes"] === nothing ? (:) : Tuple(jdim(a, nx) for a in p["axes"])
         if op == "prod"
@@ -289,22 +300,6 @@ function run_op(op, p, c::Case, dir)
         dims = p["axis"] === nothing ? nothing : jdim(Int(p["axis"]), nx)
         f = op == "cumulative_sum" ? cumsum : cumprod
         return f(xs; dims=dims, include_initial=p["include_initial"])
-    elseif op == "softmax"
-        return Kiln.softmax(x; dims=jdim(Int(p["axis"]), nx))
-    elseif op == "log_softmax"
-        return Kiln.log_softmax(x; dims=jdim(Int(p["axis"]), nx))
-    elseif op == "layer_norm"
-        return Kiln.layer_norm(x; weight=up("weight"), bias=up("bias"), eps=p["eps"])
-    elseif op == "rms_norm"
-        return Kiln.rms_norm(x; weight=up("weight"), eps=p["eps"])
-    elseif op == "batch_norm"
-        return Kiln.batch_norm(x, up("mean"), up("var"); weight=up("weight"), bias=up("bias"), eps=p["eps"])
-    elseif op == "conv2d"
-        return Kiln.conv2d(x, up("w"); bias=up("bias"), stride=jpair(p["stride"]), pad=jpair(p["padding"]),
-                           dilation=jpair(p["dilation"]), groups=Int(p["groups"]))
-    elseif op in ("max_pool2d", "avg_pool2d")
-        f = op == "max_pool2d" ? Kiln.max_pool2d : Kiln.avg_pool2d
-        return f(x, jpair(p["kernel"]); stride=jpair(p["stride"]), pad=jpair(p["padding"]))
     elseif op == "reshape"
         return reshape(x, Tuple(d == -1 ? Colon() : d for d in reverse(p["shape"])))
     elseif op == "permute"
@@ -331,20 +326,12 @@ function run_op(op, p, c::Case, dir)
     elseif op == "embedding"
         s = spec("ids")
         return Kiln.embedding(up("weight"), KilnArray(read_array(dir, s) .+ one(s.T)))
-    elseif op == "rope"
-        return Kiln.rope(x; pos_offset=Int(p["pos_offset"]), base=p["base"])
-    elseif op == "attention"
-        return Kiln.attention(up("q"), up("k"), up("v"); causal=p["causal"], scale=p["scale"])
     elseif op == "quant_from_bytes"
         # Kiln.jl names a GGUF matrix by ggml's (k, n): core's (cols, rows).
         bytes = collect(reinterpret(UInt8, vec(read_array(dir, c.inputs[1]))))[1:Int(p["nbytes"])]
         return Kiln.quant_from_bytes(bytes, Symbol(p["format"]), Int(p["cols"]), Int(p["rows"]))
-    elseif op == "quantize"
-        return Kiln.quantize(x, Symbol(p["format"]))
     elseif op == "dequantize"
         return Kiln.dequantize(x, Symbol(p["format"]), Int(p["cols"]), Int(p["rows"]))
-    elseif op == "quant_matmul"
-        return Kiln.quant_matmul(up("x"), up("w"), Symbol(p["format"]), Int(p["n"]))
     elseif op == "quant_embedding"
         s = spec("ids")
         return Kiln.quant_embedding(up("w"), Symbol(p["format"]), Int(p["d"]), KilnArray(read_array(dir, s) .+ one(s.T)))

@@ -1,5 +1,6 @@
 // The wasm module and what the generated and hand-written parts of kiln.js share: the error
-// classes and the calling conventions of the elementwise ops.
+// classes, the calling conventions of the elementwise ops and the argument conversions of the
+// generated wrappers (ops_gen.js).
 import * as wasm from "../pkg/kiln_web.js";
 
 export { wasm };
@@ -57,3 +58,12 @@ export function withList(tensors, f) {
     list.free();
   }
 }
+
+/** Axes: a number is one axis; `undefined` or `null`: every axis. */
+export const axesOf = (axes) => (axes === undefined || axes === null ? undefined : typeof axes === "number" ? [axes] : axes);
+
+/** (height, width): one number is both. */
+export const pairOf = (v) => (v === undefined || v === null ? undefined : typeof v === "number" ? [v] : v);
+
+/** An optional tensor handed over as a clone: a handle given to wasm by value is consumed. */
+export const opt = (t) => (t === undefined || t === null ? undefined : t.clone());

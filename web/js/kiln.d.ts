@@ -1,10 +1,13 @@
-// Types of kiln.js (Kiln in the browser). The elementwise declarations between the markers are
-// written by `kiln-gen` from kiln-core's op table.
+// Types of kiln.js (Kiln in the browser). The declarations of the elementwise and plain ops
+// between the markers are written by `kiln-gen` from kiln-core's op table (their doc lines are
+// the rows'); the ops above them have a JavaScript form of their own (kiln.js writes them).
 
 export type DType = "f32" | "f16" | "i32" | "u32" | "bool";
 export type TypedArray = Float32Array | Int32Array | Uint32Array | Uint16Array | Uint8Array;
 export type Operand = Tensor | number;
 export type Pair = number | [number] | [number, number];
+/** Axes to reduce: one, several, or null (every axis). */
+export type Axes = number | number[] | null;
 
 export interface AdapterInfo {
   name: string;
@@ -135,94 +138,18 @@ export const ERROR_CODES: [number, string][];
 export const OPS: { name: string; js: string; family: string }[];
 export function opFunctions(module: object): Record<string, Function | undefined>;
 
-export function zeros(shape: number[], dtype?: DType): Tensor;
-export function ones(shape: number[], dtype?: DType): Tensor;
-export function full(shape: number[], value: number, dtype?: DType): Tensor;
-export function arange(start: number, stop: number, step?: number, dtype?: DType): Tensor;
-/** Seeded, counter-based: the same numbers on every device and in every binding. */
-export function randomUniform(shape: number[], seed: number, low?: number, high?: number, dtype?: DType): Tensor;
-export function randomNormal(shape: number[], seed: number, mean?: number, std?: number, dtype?: DType): Tensor;
-export function where(cond: Tensor, a: Tensor, b: Tensor): Tensor;
-export function astype(x: Tensor, dtype: DType): Tensor;
-export function matmul(a: Tensor, b: Tensor): Tensor;
-export function sum(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
-export function mean(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
-export function max(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
-export function min(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
-/** Whether every element is true (non-zero) over `axes` (all when absent): a bool tensor. */
-export function all(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
-/** Whether any element is true (non-zero) over `axes` (all when absent): a bool tensor. */
-export function any(x: Tensor, axes?: number | number[] | null, keepdims?: boolean): Tensor;
 /** `x` limited to [min, max]; a bound may be a number, a tensor broadcast to x, or omitted. */
 export function clip(x: Tensor, min?: number | Tensor | null, max?: number | Tensor | null): Tensor;
-declare function var_(x: Tensor, axes?: number | number[] | null, keepdims?: boolean, ddof?: number): Tensor;
-export { var_ as var };
-export function argmax(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;
-export function argmin(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;
-export function softmax(x: Tensor, axis?: number): Tensor;
-export function logSoftmax(x: Tensor, axis?: number): Tensor;
-export function layerNorm(x: Tensor, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
-export function rmsNorm(x: Tensor, weight?: Tensor | null, eps?: number): Tensor;
-export function batchNorm(
-  x: Tensor,
-  mean: Tensor,
-  variance: Tensor,
-  weight?: Tensor | null,
-  bias?: Tensor | null,
-  eps?: number,
-): Tensor;
-export function conv2d(
-  x: Tensor,
-  w: Tensor,
-  bias?: Tensor | null,
-  options?: { stride?: Pair; padding?: Pair; dilation?: Pair; groups?: number },
-): Tensor;
-export function maxPool2d(x: Tensor, kernel: Pair, options?: { stride?: Pair; padding?: Pair }): Tensor;
-export function avgPool2d(x: Tensor, kernel: Pair, options?: { stride?: Pair; padding?: Pair }): Tensor;
-export function reshape(x: Tensor, shape: number[]): Tensor;
-export function permuteDims(x: Tensor, axes: number[]): Tensor;
-export function swapaxes(x: Tensor, axis0: number, axis1: number): Tensor;
-export function concat(tensors: Tensor[], axis?: number): Tensor;
-export function slice(x: Tensor, axis: number, start: number, stop: number, step?: number): Tensor;
-export function indexSelect(x: Tensor, axis: number, indices: Tensor): Tensor;
-export function gather(x: Tensor, axis: number, index: Tensor): Tensor;
-export function embedding(weight: Tensor, ids: Tensor): Tensor;
-export function rope(x: Tensor, posOffset?: number, base?: number): Tensor;
-export function attention(q: Tensor, k: Tensor, v: Tensor, options?: { causal?: boolean; scale?: number | null }): Tensor;
 export function quantFromBytes(bytes: Uint8Array, format: string, rows: number, cols: number): Tensor;
-export function quantize(x: Tensor, format: string): Promise<Tensor>;
-export function dequantize(w: Tensor, format: string, rows: number, cols: number): Tensor;
-export function quantMatmul(x: Tensor, w: Tensor, format: string, n: number): Tensor;
-export function quantEmbedding(w: Tensor, format: string, d: number, ids: Tensor): Tensor;
-
-export type Axes = number | number[] | null;
-/** Product over `axes` (all when absent), in `dtype` (default: x's). */
-export function prod(x: Tensor, axes?: Axes, keepdims?: boolean, dtype?: DType | null): Tensor;
-export function std(x: Tensor, axes?: Axes, keepdims?: boolean, ddof?: number): Tensor;
-export interface ScanOptions {
-  /** Required unless x is 1-D. */
-  axis?: number | null;
-  dtype?: DType | null;
-  /** A leading 0 (sum) or 1 (product) along the axis. */
-  includeInitial?: boolean;
-}
-export function cumulativeSum(x: Tensor, options?: ScanOptions): Tensor;
-export function cumulativeProd(x: Tensor, options?: ScanOptions): Tensor;
 /** The `n`-th forward difference along `axis`; a number for `prepend` / `append` is one element along it. */
 export function diff(
   x: Tensor,
   options?: { axis?: number; n?: number; prepend?: Tensor | number | null; append?: Tensor | number | null },
 ): Tensor;
-export function vecdot(x1: Tensor, x2: Tensor, axis?: number): Tensor;
 /** Contracts the last `axes` axes of x1 with the first of x2, or the axes paired by `[axes1, axes2]`. */
 export function tensordot(x1: Tensor, x2: Tensor, axes?: number | [number[], number[]]): Tensor;
-
-export function sort(x: Tensor, options?: { axis?: number; descending?: boolean }): Tensor;
-export function argsort(x: Tensor, options?: { axis?: number; descending?: boolean }): Tensor;
 /** For each element of x2, the i32 index at which it goes into the sorted 1-D x1. */
 export function searchsorted(x1: Tensor, x2: Tensor, options?: { side?: "left" | "right" }): Tensor;
-export function countNonzero(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
-export function isin(x1: Tensor, x2: Tensor, options?: { invert?: boolean }): Tensor;
 /** One i32 tensor of coordinates per dimension of x (the count is an awaited readback). */
 export function nonzero(x: Tensor): Promise<Tensor[]>;
 /** The Array API's `unique_all` result (field names as the standard spells them). */
@@ -373,4 +300,366 @@ export function copysign(a: Operand, b: Operand): Tensor;
 export function nextafter(a: Operand, b: Operand): Tensor;
 export function remainder(a: Operand, b: Operand): Tensor;
 export function floorDivide(a: Operand, b: Operand): Tensor;
+
+// the plain ops of kiln-core's op table (optional: a default, or null for none)
+/**
+ * kiln-core's `zeros`: a tensor of zeros (dtypes: any).
+ * @param shape the shape of the result
+ * @param dtype the dtype of the result (default "f32")
+ */
+export function zeros(shape: number[], dtype?: DType): Tensor;
+/**
+ * kiln-core's `ones`: a tensor of ones (dtypes: any).
+ * @param shape the shape of the result
+ * @param dtype the dtype of the result (default "f32")
+ */
+export function ones(shape: number[], dtype?: DType): Tensor;
+/**
+ * kiln-core's `full`: a tensor filled with `value` (dtypes: any).
+ * @param shape the shape of the result
+ * @param value the value of every element
+ * @param dtype the dtype of the result (default "f32")
+ */
+export function full(shape: number[], value: number, dtype?: DType): Tensor;
+/**
+ * kiln-core's `arange`: `start, start + step, …` below `stop` (numpy's arange) (dtypes: any).
+ * @param start the first value
+ * @param stop the bound, not included
+ * @param step the difference between neighbours (non-zero) (default 1)
+ * @param dtype the dtype of the result (default "f32")
+ */
+export function arange(start: number, stop: number, step?: number, dtype?: DType): Tensor;
+/**
+ * kiln-core's `random_uniform`: uniform numbers in [low, high), the same on every device (dtypes: float).
+ * @param shape the shape of the result
+ * @param seed the seed (same seed, same numbers)
+ * @param low the lower bound (default 0)
+ * @param high the upper bound, not included (default 1)
+ * @param dtype the dtype of the result (default "f32")
+ */
+export function randomUniform(shape: number[], seed: number, low?: number, high?: number, dtype?: DType): Tensor;
+/**
+ * kiln-core's `random_normal`: normal numbers, the same on every device (dtypes: float).
+ * @param shape the shape of the result
+ * @param seed the seed (same seed, same numbers)
+ * @param mean the mean (default 0)
+ * @param std the standard deviation (default 1)
+ * @param dtype the dtype of the result (default "f32")
+ */
+export function randomNormal(shape: number[], seed: number, mean?: number, std?: number, dtype?: DType): Tensor;
+/**
+ * kiln-core's `where`: `cond ? a : b` elementwise with broadcasting (cond bool, or any dtype non-zero = true) (dtypes: any, bool included).
+ * @param cond the condition (bool, or non-zero = true)
+ * @param a where cond holds
+ * @param b elsewhere
+ */
+export function where(cond: Tensor, a: Tensor, b: Tensor): Tensor;
+/**
+ * kiln-core's `cast`: conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1) (dtypes: any, bool included).
+ * @param x the input
+ * @param dtype the dtype of the result
+ */
+export function astype(x: Tensor, dtype: DType): Tensor;
+/**
+ * kiln-core's `matmul`: numpy matmul (1-D operands promoted, batch dims broadcast) (dtypes: any).
+ * @param a the left operand
+ * @param b the right operand
+ */
+export function matmul(a: Tensor, b: Tensor): Tensor;
+/**
+ * kiln-core's `sum`: sum over axes (dtypes: any).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function sum(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `mean`: mean over axes (dtypes: float).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function mean(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `max`: maximum over axes (dtypes: any, bool included).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function max(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `min`: minimum over axes (dtypes: any, bool included).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function min(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `all`: whether every element over axes is true (non-zero); true over an empty axis (dtypes: any, bool included (gives bool)).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function all(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `any`: whether some element over axes is true (non-zero); false over an empty axis (dtypes: any, bool included (gives bool)).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function any(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `var`: variance over axes (dtypes: float).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ * @param ddof delta degrees of freedom (0: population, 1: sample) (default 0)
+ */
+declare function var_(x: Tensor, axes?: Axes, keepdims?: boolean, ddof?: number): Tensor;
+export { var_ as var };
+/**
+ * kiln-core's `argmax`: index (i32) of the largest element (dtypes: any, bool included).
+ * @param x the input
+ * @param axis the axis (null: the flattened tensor) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function argmax(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `argmin`: index (i32) of the smallest element (dtypes: any, bool included).
+ * @param x the input
+ * @param axis the axis (null: the flattened tensor) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function argmin(x: Tensor, axis?: number | null, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `softmax`: softmax along an axis (dtypes: float).
+ * @param x the input
+ * @param axis the axis (negative counts from the end) (default -1)
+ */
+export function softmax(x: Tensor, axis?: number): Tensor;
+/**
+ * kiln-core's `log_softmax`: log-softmax along an axis (dtypes: float).
+ * @param x the input
+ * @param axis the axis (negative counts from the end) (default -1)
+ */
+export function logSoftmax(x: Tensor, axis?: number): Tensor;
+/**
+ * kiln-core's `layer_norm`: layer normalization over the last axis (dtypes: float).
+ * @param x the input
+ * @param weight the scale (null: 1) (default null)
+ * @param bias the shift (null: 0) (default null)
+ * @param eps added to the variance (default 1e-5)
+ */
+export function layerNorm(x: Tensor, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
+/**
+ * kiln-core's `rms_norm`: RMS normalization over the last axis (dtypes: float).
+ * @param x the input
+ * @param weight the scale (null: 1) (default null)
+ * @param eps added to the mean square (default 1e-6)
+ */
+export function rmsNorm(x: Tensor, weight?: Tensor | null, eps?: number): Tensor;
+/**
+ * kiln-core's `batch_norm`: batch normalization (inference) of [N, C, ...] with stats [C] (dtypes: float).
+ * @param x the input
+ * @param mean the running mean [C]
+ * @param variance the running variance [C]
+ * @param weight the scale (null: 1) (default null)
+ * @param bias the shift (null: 0) (default null)
+ * @param eps added to the variance (default 1e-5)
+ */
+export function batchNorm(x: Tensor, mean: Tensor, variance: Tensor, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
+/**
+ * kiln-core's `conv2d`: 2-D convolution, NCHW (dtypes: any).
+ * @param x the input
+ * @param w the filters [O, C/groups, KH, KW]
+ * @param bias added per output channel (null: none) (default null)
+ * @param options.stride the step (height, width) (default 1)
+ * @param options.padding zeros added on each side (height, width) (default 0)
+ * @param options.dilation the spacing of the filter taps (height, width) (default 1)
+ * @param options.groups the channel groups (default 1)
+ */
+export function conv2d(x: Tensor, w: Tensor, bias?: Tensor | null, options?: { stride?: Pair; padding?: Pair; dilation?: Pair; groups?: number }): Tensor;
+/**
+ * kiln-core's `max_pool2d`: max pooling, NCHW (dtypes: any).
+ * @param x the input
+ * @param kernel the window (height, width)
+ * @param options.stride the step (height, width) (default kernel)
+ * @param options.padding zeros added on each side (height, width) (default 0)
+ */
+export function maxPool2d(x: Tensor, kernel: Pair, options?: { stride?: Pair; padding?: Pair }): Tensor;
+/**
+ * kiln-core's `avg_pool2d`: average pooling (padding counts), NCHW (dtypes: any).
+ * @param x the input
+ * @param kernel the window (height, width)
+ * @param options.stride the step (height, width) (default kernel)
+ * @param options.padding zeros added on each side (height, width) (default 0)
+ */
+export function avgPool2d(x: Tensor, kernel: Pair, options?: { stride?: Pair; padding?: Pair }): Tensor;
+/**
+ * kiln-core's `reshape`: the same data with another shape (one -1 inferred) (dtypes: any, bool included).
+ * @param x the input
+ * @param shape the new shape (one entry may be -1)
+ */
+export function reshape(x: Tensor, shape: number[]): Tensor;
+/**
+ * kiln-core's `permute`: axes reordered (dtypes: any, bool included).
+ * @param x the input
+ * @param axes result axis i is input axis axes[i]
+ */
+export function permuteDims(x: Tensor, axes: number[]): Tensor;
+/**
+ * kiln-core's `transpose`: two axes swapped (numpy's swapaxes) (dtypes: any, bool included).
+ * @param x the input
+ * @param axis0 one axis
+ * @param axis1 the other axis
+ */
+export function swapaxes(x: Tensor, axis0: number, axis1: number): Tensor;
+/**
+ * kiln-core's `concat`: tensors joined along an axis (dtypes: any, bool included).
+ * @param tensors the tensors to join
+ * @param axis the axis (negative counts from the end) (default 0)
+ */
+export function concat(tensors: Tensor[], axis?: number): Tensor;
+/**
+ * kiln-core's `slice`: `x[start:stop:step]` along an axis (dtypes: any, bool included).
+ * @param x the input
+ * @param axis the axis (negative counts from the end)
+ * @param start the first index
+ * @param stop the bound, not included
+ * @param step the step (>= 1) (default 1)
+ */
+export function slice(x: Tensor, axis: number, start: number, stop: number, step?: number): Tensor;
+/**
+ * kiln-core's `index_select`: entries picked by 1-D indices (numpy take; negative i32 indices count from the end) (dtypes: any, bool included).
+ * @param x the input
+ * @param axis the axis (negative counts from the end)
+ * @param indices 1-D i32/u32 indices
+ */
+export function indexSelect(x: Tensor, axis: number, indices: Tensor): Tensor;
+/**
+ * kiln-core's `gather`: torch.gather along an axis (numpy take_along_axis; negative i32 indices count from the end) (dtypes: any, bool included).
+ * @param x the input
+ * @param axis the axis (negative counts from the end)
+ * @param index i32/u32 indices of x's rank
+ */
+export function gather(x: Tensor, axis: number, index: Tensor): Tensor;
+/**
+ * kiln-core's `embedding`: rows of weight [V, D] picked by ids (ids outside [0, V), negative ones included: zeros) (dtypes: any, bool included).
+ * @param weight the table [V, D]
+ * @param ids i32/u32 row numbers
+ */
+export function embedding(weight: Tensor, ids: Tensor): Tensor;
+/**
+ * kiln-core's `rope`: rotary position embedding (rotate-half) (dtypes: float).
+ * @param x the input
+ * @param posOffset the position of the first row (default 0)
+ * @param base the frequency base (default 10000)
+ */
+export function rope(x: Tensor, posOffset?: number, base?: number): Tensor;
+/**
+ * kiln-core's `attention`: scaled dot-product attention (dtypes: float).
+ * @param q the queries [..., Lq, D]
+ * @param k the keys [..., Lk, D]
+ * @param v the values [..., Lk, Dv]
+ * @param options.causal mask key j > query i (default false)
+ * @param options.scale the score scale (null: 1/sqrt(D)) (default null)
+ */
+export function attention(q: Tensor, k: Tensor, v: Tensor, options?: { causal?: boolean; scale?: number | null }): Tensor;
+/**
+ * kiln-core's `quantize`: a float [rows, cols] quantized as ggml's reference quantizer does (dtypes: float). Resolves: it waits for a readback.
+ * @param x the input
+ * @param format the GGUF block format ("q4_0", …)
+ */
+export function quantize(x: Tensor, format: string): Promise<Tensor>;
+/**
+ * kiln-core's `dequantize`: f32 [rows, cols] from a quantized matrix (dtypes: u32 (quantized)).
+ * @param w the quantized matrix (u32)
+ * @param format the GGUF block format ("q4_0", …)
+ * @param rows the matrix's rows
+ * @param cols the matrix's columns
+ */
+export function dequantize(w: Tensor, format: string, rows: number, cols: number): Tensor;
+/**
+ * kiln-core's `quant_matmul`: x [..., K] times Wᵀ for W quantized [N, K], accumulated in f32 (dtypes: float x, u32 (quantized) w).
+ * @param x the input
+ * @param w the quantized weight [n, K] (u32)
+ * @param format the GGUF block format ("q4_0", …)
+ * @param n the weight's rows
+ */
+export function quantMatmul(x: Tensor, w: Tensor, format: string, n: number): Tensor;
+/**
+ * kiln-core's `quant_embedding`: rows of a quantized table [V, D] picked by ids (out of range: zeros) (dtypes: u32 (quantized) w, i32/u32 ids).
+ * @param w the quantized table [V, d] (u32)
+ * @param format the GGUF block format ("q4_0", …)
+ * @param d the table's columns
+ * @param ids i32/u32 row numbers
+ */
+export function quantEmbedding(w: Tensor, format: string, d: number, ids: Tensor): Tensor;
+/**
+ * kiln-core's `sort`: `x` sorted along an axis, stable (NaNs last; descending: the reverse order, ties in index order) (dtypes: any, bool included).
+ * @param x the input
+ * @param options.axis the axis (negative counts from the end) (default -1)
+ * @param options.descending largest first (default false)
+ */
+export function sort(x: Tensor, options?: { axis?: number; descending?: boolean }): Tensor;
+/**
+ * kiln-core's `argsort`: i32 indices that sort `x` along an axis, stable (ties keep index order, descending too) (dtypes: any, bool included).
+ * @param x the input
+ * @param options.axis the axis (negative counts from the end) (default -1)
+ * @param options.descending largest first (default false)
+ */
+export function argsort(x: Tensor, options?: { axis?: number; descending?: boolean }): Tensor;
+/**
+ * kiln-core's `count_nonzero`: the number (i32) of non-zero elements over axes (dtypes: any, bool included).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ */
+export function countNonzero(x: Tensor, axes?: Axes, keepdims?: boolean): Tensor;
+/**
+ * kiln-core's `isin`: whether each element of x1 is in x2 (bool; NaN never is) (dtypes: any, bool included (one dtype)).
+ * @param x1 the first input
+ * @param x2 the second input
+ * @param options.invert give the negation (default false)
+ */
+export function isin(x1: Tensor, x2: Tensor, options?: { invert?: boolean }): Tensor;
+/**
+ * kiln-core's `cumulative_sum`: running sum along an axis (an axis is required past 1-D; integers wrap) (dtypes: any).
+ * @param x the input
+ * @param options.axis the axis (null only for a 1-D input) (default null)
+ * @param options.dtype the dtype of the result (null: x's) (default null)
+ * @param options.includeInitial start with the identity (the result one longer) (default false)
+ */
+export function cumulativeSum(x: Tensor, options?: { axis?: number | null; dtype?: DType | null; includeInitial?: boolean }): Tensor;
+/**
+ * kiln-core's `cumulative_prod`: running product along an axis (an axis is required past 1-D; integers wrap) (dtypes: any).
+ * @param x the input
+ * @param options.axis the axis (null only for a 1-D input) (default null)
+ * @param options.dtype the dtype of the result (null: x's) (default null)
+ * @param options.includeInitial start with the identity (the result one longer) (default false)
+ */
+export function cumulativeProd(x: Tensor, options?: { axis?: number | null; dtype?: DType | null; includeInitial?: boolean }): Tensor;
+/**
+ * kiln-core's `prod`: product over axes (integers wrap; 1 over an empty axis) (dtypes: any).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ * @param dtype the dtype of the result (null: x's) (default null)
+ */
+export function prod(x: Tensor, axes?: Axes, keepdims?: boolean, dtype?: DType | null): Tensor;
+/**
+ * kiln-core's `std`: standard deviation over axes, sqrt(var) (dtypes: float).
+ * @param x the input
+ * @param axes the axes to reduce (null: every axis) (default null)
+ * @param keepdims keep the reduced axes with size 1 (default false)
+ * @param ddof delta degrees of freedom (0: population, 1: sample) (default 0)
+ */
+export function std(x: Tensor, axes?: Axes, keepdims?: boolean, ddof?: number): Tensor;
+/**
+ * kiln-core's `vecdot`: dot product of the vectors along an axis, with broadcasting (sum(x1 * x2, axis)) (dtypes: any).
+ * @param x1 the first input
+ * @param x2 the second input
+ * @param axis the axis of the vectors (default -1)
+ */
+export function vecdot(x1: Tensor, x2: Tensor, axis?: number): Tensor;
 // END GENERATED (kiln gen)

@@ -33,7 +33,9 @@ async function call(op, f, p, ins) {
   const x = ins.length ? ins[0][1] : undefined;
   const get = (name) => ins.find(([n]) => n === name)?.[1];
   switch (op) {
+    // BEGIN GENERATED (kiln gen): the ops with a generated kiln.js function (their rows' arguments)
     case "zeros":
+      return f(p.shape, p.dtype);
     case "ones":
       return f(p.shape, p.dtype);
     case "full":
@@ -47,87 +49,103 @@ async function call(op, f, p, ins) {
     case "where":
       return f(get("cond"), get("a"), get("b"));
     case "cast":
-      return f(x, p.dtype);
+      return f(get("x"), p.dtype);
+    case "matmul":
+      return f(get("a"), get("b"));
     case "sum":
+      return f(get("x"), p.axes, p.keepdims);
     case "mean":
+      return f(get("x"), p.axes, p.keepdims);
     case "max":
+      return f(get("x"), p.axes, p.keepdims);
     case "min":
+      return f(get("x"), p.axes, p.keepdims);
     case "all":
+      return f(get("x"), p.axes, p.keepdims);
     case "any":
-      return f(x, p.axes, p.keepdims);
-    case "clip":
-      return "min" in p ? f(x, p.min, p.max) : f(x, get("min"), get("max"));
+      return f(get("x"), p.axes, p.keepdims);
     case "var":
-      return f(x, p.axes, p.keepdims, p.ddof);
+      return f(get("x"), p.axes, p.keepdims, p.ddof);
     case "argmax":
+      return f(get("x"), p.axis, p.keepdims);
     case "argmin":
-      return f(x, p.axis, p.keepdims);
+      return f(get("x"), p.axis, p.keepdims);
     case "softmax":
+      return f(get("x"), p.axis);
     case "log_softmax":
-      return f(x, p.axis);
+      return f(get("x"), p.axis);
     case "layer_norm":
-      return f(x, get("weight"), get("bias"), p.eps);
+      return f(get("x"), get("weight"), get("bias"), p.eps);
     case "rms_norm":
-      return f(x, get("weight"), p.eps);
+      return f(get("x"), get("weight"), p.eps);
     case "batch_norm":
-      return f(x, get("mean"), get("var"), get("weight"), get("bias"), p.eps);
+      return f(get("x"), get("mean"), get("var"), get("weight"), get("bias"), p.eps);
     case "conv2d":
-      return f(x, get("w"), get("bias"), { stride: p.stride, padding: p.padding, dilation: p.dilation, groups: p.groups });
+      return f(get("x"), get("w"), get("bias"), { stride: p.stride, padding: p.padding, dilation: p.dilation, groups: p.groups });
     case "max_pool2d":
+      return f(get("x"), p.kernel, { stride: p.stride, padding: p.padding });
     case "avg_pool2d":
-      return f(x, p.kernel, { stride: p.stride, padding: p.padding });
+      return f(get("x"), p.kernel, { stride: p.stride, padding: p.padding });
     case "reshape":
-      return f(x, p.shape);
+      return f(get("x"), p.shape);
     case "permute":
-      return f(x, p.axes);
+      return f(get("x"), p.axes);
     case "transpose":
-      return f(x, p.axis0, p.axis1);
+      return f(get("x"), p.axis0, p.axis1);
     case "concat":
       return f(ins.map(([, t]) => t), p.axis);
     case "slice":
-      return f(x, p.axis, p.start, p.stop, p.step);
+      return f(get("x"), p.axis, p.start, p.stop, p.step);
     case "index_select":
-      return f(x, p.axis, get("indices"));
+      return f(get("x"), p.axis, get("indices"));
     case "gather":
-      return f(x, p.axis, get("index"));
+      return f(get("x"), p.axis, get("index"));
     case "embedding":
       return f(get("weight"), get("ids"));
     case "rope":
-      return f(x, p.pos_offset, p.base);
+      return f(get("x"), p.pos_offset, p.base);
     case "attention":
       return f(get("q"), get("k"), get("v"), { causal: p.causal, scale: p.scale });
-    case "quant_from_bytes":
-      return f((await x.toBytes()).subarray(0, p.nbytes), p.format, p.rows, p.cols);
     case "quantize":
-      return f(x, p.format);
+      return f(get("x"), p.format);
     case "dequantize":
-      return f(x, p.format, p.rows, p.cols);
+      return f(get("w"), p.format, p.rows, p.cols);
     case "quant_matmul":
       return f(get("x"), get("w"), p.format, p.n);
     case "quant_embedding":
       return f(get("w"), p.format, p.d, get("ids"));
-    case "prod":
-      return f(x, p.axes, p.keepdims, p.dtype);
-    case "std":
-      return f(x, p.axes, p.keepdims, p.ddof);
-    case "cumulative_sum":
-    case "cumulative_prod":
-      return f(x, { axis: p.axis, dtype: p.dtype, includeInitial: p.include_initial });
-    case "diff":
-      return f(x, { axis: p.axis, n: p.n, prepend: get("prepend"), append: get("append") });
-    case "vecdot":
-      return f(get("a"), get("b"), p.axis);
-    case "tensordot":
-      return f(get("a"), get("b"), p.n >= 0 ? p.n : [p.axes1, p.axes2]);
     case "sort":
+      return f(get("x"), { axis: p.axis, descending: p.descending });
     case "argsort":
-      return f(x, { axis: p.axis, descending: p.descending });
-    case "searchsorted":
-      return f(get("x1"), get("x2"), { side: p.right ? "right" : "left" });
+      return f(get("x"), { axis: p.axis, descending: p.descending });
     case "count_nonzero":
-      return f(x, p.axes, p.keepdims);
+      return f(get("x"), p.axes, p.keepdims);
     case "isin":
       return f(get("x1"), get("x2"), { invert: p.invert });
+    case "cumulative_sum":
+      return f(get("x"), { axis: p.axis, dtype: p.dtype, includeInitial: p.include_initial });
+    case "cumulative_prod":
+      return f(get("x"), { axis: p.axis, dtype: p.dtype, includeInitial: p.include_initial });
+    case "prod":
+      return f(get("x"), p.axes, p.keepdims, p.dtype);
+    case "std":
+      return f(get("x"), p.axes, p.keepdims, p.ddof);
+    case "vecdot":
+      return f(get("a"), get("b"), p.axis);
+    // END GENERATED (kiln gen)
+    // The ops kiln.js writes by hand (another JavaScript form than the row's, or a promise).
+    case "clip":
+      return "min" in p ? f(x, p.min, p.max) : f(x, get("min"), get("max"));
+    case "quant_from_bytes":
+      return f((await x.toBytes()).subarray(0, p.nbytes), p.format, p.rows, p.cols);
+    case "diff":
+      return f(x, { axis: p.axis, n: p.n, prepend: get("prepend"), append: get("append") });
+    case "tensordot":
+      return f(get("a"), get("b"), p.n >= 0 ? p.n : [p.axes1, p.axes2]);
+    case "searchsorted":
+      return f(get("x1"), get("x2"), { side: p.right ? "right" : "left" });
+    case "unique_values":
+      return f(x);
     // The ops giving several tensors are checked on the element `output` (the others are freed).
     case "nonzero":
       return pick(await f(x), p.output);
