@@ -458,13 +458,23 @@ pub(crate) fn matvec_takes(m: usize, k: usize) -> bool {
 }
 
 /// What a matrix-vector kernel without ROPE gets for the ROPE part's functions.
-pub(crate) const ROPE_STUBS: &str =
+const ROPE_STUBS: &str =
     "fn rope_row(wgi: u32, slot: u32) -> u32 { return 0u; }\nfn rope_store(n: u32, l: u32, s0: f32, s1: f32) {}\n";
 
 /// The ROPE fields of a matrix-vector kernel's `Params` (after its 8 words).
-pub(crate) const ROPE_FIELDS: &str =
-    "    nh: u32,\n    nkv: u32,\n    cap: u32,\n    pos: u32,\n    log2_base: f32,\n    \
+const ROPE_FIELDS: &str = "    nh: u32,\n    nkv: u32,\n    cap: u32,\n    pos: u32,\n    log2_base: f32,\n    \
      inv_half: f32,\n    half: u32,\n    pad3: u32,\n";
+
+/// A matrix-vector kernel's ROPE template values for dtype `t`: its `Params` fields, the ROPE
+/// part (`quant_matvec_rope.wgsl` with `rope_pair`, or stubs) and the params' binding slot
+/// (5 without ROPE; after the caches, and the frequency factors where bound, with it).
+pub(crate) fn rope_part(with_rope: bool, factors: bool, t: &str) -> (String, String, String) {
+    if !with_rope {
+        return (String::new(), ROPE_STUBS.to_string(), "5".to_string());
+    }
+    let (pair, slot) = super::kv_cache::rope_pair_source(factors, 7 + factors as usize);
+    (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t), ("ROPE_PAIR", &pair)]), slot)
+}
 
 /// The matrix-vector kernel's ROPE epilogue (`ops::quant_qkv_rope_to_cache`, checked there):
 /// W's rows are `n_heads` query, `n_kv_heads` key and `n_kv_heads` value heads of `2 half`
@@ -578,14 +588,7 @@ pub(crate) fn matvec(
         ),
         source: Box::new(move || {
             let t = dtype.wgsl();
-            let (fields, part, slot) = if with_rope {
-                {
-                    let (pair, slot) = super::kv_cache::rope_pair_source(factors, 7 + factors as usize);
-                    (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t), ("ROPE_PAIR", &pair)]), slot)
-                }
-            } else {
-                (String::new(), ROPE_STUBS.to_string(), "5".to_string())
-            };
+            let (fields, part, slot) = rope_part(with_rope, factors, t);
             let src = enable.to_string()
                 + &format.common_wgsl()
                 + &render(

@@ -8,7 +8,7 @@
 //! large W when x fits in workgroup memory; `KILN_QUANT_MATVEC=strided|wide` overrides the
 //! choice (A/B timing).
 
-use super::quant::{RopeToCache, ROPE_FIELDS, ROPE_STUBS};
+use super::quant::{rope_part, RopeToCache};
 use super::quant_format::{QuantFormat, QuantFusion};
 use crate::device::Device;
 use crate::exec::{grid, Launch, Params};
@@ -17,7 +17,6 @@ use crate::tensor::Tensor;
 use crate::Result;
 
 const WIDE: &str = include_str!("../../../shaders/quant_matvec_wide.wgsl");
-const MATVEC_ROPE: &str = include_str!("../../../shaders/quant_matvec_rope.wgsl");
 const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
 /// Which matrix-vector kernel decode's `quant_matmul` uses.
@@ -250,14 +249,7 @@ pub(crate) fn run(
         ),
         source: Box::new(move || {
             let t = dtype.wgsl();
-            let (fields, part, slot) = if with_rope {
-                {
-                    let (pair, slot) = super::kv_cache::rope_pair_source(factors, 7 + factors as usize);
-                    (ROPE_FIELDS.to_string(), render(MATVEC_ROPE, &[("T", t), ("ROPE_PAIR", &pair)]), slot)
-                }
-            } else {
-                (String::new(), ROPE_STUBS.to_string(), "5".to_string())
-            };
+            let (fields, part, slot) = rope_part(with_rope, factors, t);
             let src = enable.to_string()
                 + &format.common_wgsl()
                 + &render(
