@@ -10,6 +10,9 @@ HTTP, no client library), and reports what the page left in `window.kilnResult`.
     web-test.py conformance OUT.json   the conformance suite in the page; writes its results
     web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
     web-test.py models-demo PNG        the models demo (web/demo/models.html); saves a screenshot
+    web-test.py unit nogpu demo=PNG    several pages, one after another in one Chromium session
+                                       (SUITE=OUT gives a page its output file): one browser start,
+                                       and a page finds what an earlier one left in Cache Storage
 
 Serves the repository root on 127.0.0.1 (a secure context, as WebGPU needs). Chromium runs with
 --enable-unsafe-webgpu (Linux has WebGPU behind it; without it requestAdapter() gives null) and
@@ -41,8 +44,10 @@ PAGES = {
     "conformance": "web/test/index.html?suite=conformance",
     "demo": "web/demo/index.html",
     # The models demo with the tiny decoder of the page test in the chat box (SmolLM2 is too slow
-    # on SwiftShader): MiniLM search and a streamed answer, screenshot kept.
-    "models-demo": "web/demo/models.html?lm=../../build/web/models-reference/tiny-llama.gguf&tokens=12",
+    # on SwiftShader): MiniLM search and a streamed answer, screenshot kept. MiniLM by the URL
+    # the models page stored in Cache Storage: after it, in one session, no second download.
+    "models-demo": "web/demo/models.html?lm=../../build/web/models-reference/tiny-llama.gguf&tokens=12"
+    "&embedder=../../build/web/models-reference/minilm",
 }
 TIMEOUT_S = {"unit": 300, "nogpu": 60, "models": 600, "smollm2": 600, "conformance": 900, "demo": 300, "models-demo": 400}
 
@@ -88,9 +93,58 @@ def chromium():
     sys.exit("web-test: no chromium on the PATH (apt-get install chromium chromium-driver)")
 
 
+def parse_suites(argv):
+    """[(suite, out)] from `SUITE [OUT]` (one page) or `SUITE[=OUT] SUITE[=OUT] ...`."""
+    if len(argv) == 2 and argv[1] not in PAGES:
+        return [(argv[0], argv[1])]
+    suites = []
+    for a in argv or ["unit"]:
+        suite, _, out = a.partition("=")
+        if suite not in PAGES:
+            sys.exit(f"web-test: unknown suite {suite!r} (one of {', '.join(PAGES)})")
+        suites.append((suite, out or None))
+    return suites
+
+
+def run_page(wd_port, s, http_port, suite, out):
+    """Opens one page in the session `s`, waits for window.kilnResult; True if it reports ok."""
+    t0 = time.time()
+    wd(wd_port, "POST", f"{s}/url", {"url": f"http://127.0.0.1:{http_port}/{PAGES[suite]}"})
+    result = None
+    while time.time() - t0 < TIMEOUT_S[suite]:
+        result = wd(wd_port, "POST", f"{s}/execute/sync", {"script": "return window.kilnResult ?? null;", "args": []})
+        if result is not None:
+            break
+        time.sleep(0.5)
+    took = time.time() - t0
+    log = wd(
+        wd_port,
+        "POST",
+        f"{s}/execute/sync",
+        {"script": "return document.getElementById('log')?.textContent ?? '';", "args": []},
+    )
+    print(log.rstrip())
+    if result is None:
+        print(f"web-test {suite}: the page reported nothing within {TIMEOUT_S[suite]} s")
+        return False
+    if suite == "conformance" and out and "report" in result:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        json.dump(result["report"], open(out, "w"), indent=1)
+        print(f"web-test conformance: results in {out}")
+    if suite in ("demo", "models-demo") and out:
+        png = wd(wd_port, "GET", f"{s}/screenshot")
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        open(out, "wb").write(base64.b64decode(png))
+        print(f"web-test {suite}: screenshot in {out}")
+    adapter = result.get("adapter") or {}
+    # Chromium hides the adapter's name; its type tells SwiftShader ("Cpu") from a GPU.
+    described = adapter.get("name") or adapter.get("deviceType") or "-"
+    print(f"web-test {suite}: {'ok' if result.get('ok') else 'FAILED'} in {took:.1f} s (adapter: {described})", flush=True)
+    return bool(result.get("ok"))
+
+
 def main():
-    suite = sys.argv[1] if len(sys.argv) > 1 else "unit"
-    out = sys.argv[2] if len(sys.argv) > 2 else None
+    suites = parse_suites(sys.argv[1:])
     driver_bin = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver") or sys.exit("web-test: no chromedriver")
     httpd, http_port = serve()
     wd_port = free_port()
@@ -120,41 +174,11 @@ def main():
         session = wd(wd_port, "POST", "/session", caps)["sessionId"]
         s = f"/session/{session}"
         wd(wd_port, "POST", f"{s}/timeouts", {"script": 60000, "pageLoad": 120000})
-        t0 = time.time()
-        wd(wd_port, "POST", f"{s}/url", {"url": f"http://127.0.0.1:{http_port}/{PAGES[suite]}"})
-        result = None
-        while time.time() - t0 < TIMEOUT_S[suite]:
-            result = wd(
-                wd_port, "POST", f"{s}/execute/sync", {"script": "return window.kilnResult ?? null;", "args": []}
-            )
-            if result is not None:
-                break
-            time.sleep(0.5)
-        took = time.time() - t0
-        log = wd(
-            wd_port,
-            "POST",
-            f"{s}/execute/sync",
-            {"script": "return document.getElementById('log')?.textContent ?? '';", "args": []},
-        )
-        print(log.rstrip())
-        if result is None:
-            print(f"web-test {suite}: the page reported nothing within {TIMEOUT_S[suite]} s")
-            return 1
-        if suite == "conformance" and out and "report" in result:
-            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-            json.dump(result["report"], open(out, "w"), indent=1)
-            print(f"web-test conformance: results in {out}")
-        if suite in ("demo", "models-demo") and out:
-            png = wd(wd_port, "GET", f"{s}/screenshot")
-            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-            open(out, "wb").write(base64.b64decode(png))
-            print(f"web-test {suite}: screenshot in {out}")
-        adapter = result.get("adapter") or {}
-        # Chromium hides the adapter's name; its type tells SwiftShader ("Cpu") from a GPU.
-        described = adapter.get("name") or adapter.get("deviceType") or "-"
-        print(f"web-test {suite}: {'ok' if result.get('ok') else 'FAILED'} in {took:.1f} s (adapter: {described})")
-        return 0 if result.get("ok") else 1
+        # Every page runs, a failed one included, so that one run reports them all.
+        failed = [suite for suite, out in suites if not run_page(wd_port, s, http_port, suite, out)]
+        if len(suites) > 1:
+            print(f"web-test: {len(suites) - len(failed)} of {len(suites)} pages ok" + (f"; FAILED: {' '.join(failed)}" if failed else ""))
+        return 1 if failed else 0
     finally:
         if session:
             try:

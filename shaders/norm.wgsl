@@ -28,18 +28,26 @@ fn bs(j: u32) -> f32 {
     {{BS}}
 }
 
+// The arithmetic order below is the one written, on every device: WGSL lets a compiler
+// reassociate and fuse float operations (the spec's "Reassociation and Fusion"), and Mesa's
+// lavapipe did reorder a vec4's ((t0 + t1) + (t2 + t3)) into ((t0 + (t2 + t3)) + t1) where
+// SwiftShader keeps it, so layer_norm / rms_norm on rows of whole vec4s differed in the last bits
+// between them. Every product that an addition takes and every partial sum goes through
+// k_keep (a select no compiler can decide): no fma, no reordering. core/tests/norm.rs checks
+// the bits against a host emulation of this order.
+
 // What a statistic folds: 0 x, 1 (x - a)^2, 2 exp(x - a), 3 x^2.
 fn term(kind: u32, v: f32, a: f32) -> f32 {
     switch kind {
         case 1u: {
             let d = v - a;
-            return d * d;
+            return k_keep(d * d);
         }
         case 2u: {
             return k_exp(v - a);
         }
         case 3u: {
-            return v * v;
+            return k_keep(v * v);
         }
         default: {
             return v;
@@ -83,6 +91,11 @@ fn tree_max(lid: u32, acc: f32) -> f32 {
     return total;
 }
 
+// A vec4's four terms summed as ((x + y) + (z + w)), in that order on every device.
+fn sum4(t: vec4<f32>) -> f32 {
+    return k_keep(k_keep(t.x + t.y) + k_keep(t.z + t.w));
+}
+
 // e^v per lane (softmax's rows kept in registers).
 fn exp4(v: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(k_exp(v.x), k_exp(v.y), k_exp(v.z), k_exp(v.w));
@@ -103,7 +116,7 @@ fn row_max(lid: u32, base: u32) -> f32 {
 fn col_sum(base: u32, stride: u32, kind: u32, a: f32) -> f32 {
     var acc = 0.0;
     for (var j = 0u; j < p.r; j++) {
-        acc += term(kind, ld(base + j * stride), a);
+        acc = k_keep(acc + term(kind, ld(base + j * stride), a));
     }
     return acc;
 }

@@ -132,6 +132,76 @@ fn layer_norm_and_rms_norm_match_reference() {
     }
 }
 
+/// The row kernel's arithmetic in the order norm.wgsl writes it, each operation rounded to f32
+/// (division and sqrt are correctly rounded there, as here): per thread `lid` of 256 the terms of
+/// positions lid, lid + 256, ... (vec4s of them where the row is whole vec4s, summed as
+/// ((x + y) + (z + w))), then the fixed tree over the 256 partial sums.
+fn row_sum_as_written(row: &[f32], term: impl Fn(f32) -> f32) -> f32 {
+    let mut part = [0.0f32; 256];
+    let vec4 = row.len().is_multiple_of(4);
+    let n = if vec4 { row.len() / 4 } else { row.len() };
+    for (lid, acc) in part.iter_mut().enumerate() {
+        for j in (lid..n).step_by(256) {
+            *acc += if vec4 {
+                let t: Vec<f32> = row[4 * j..4 * j + 4].iter().map(|&v| term(v)).collect();
+                (t[0] + t[1]) + (t[2] + t[3])
+            } else {
+                term(row[j])
+            };
+        }
+    }
+    let mut s = 128;
+    while s > 0 {
+        for i in 0..s {
+            part[i] += part[i + s];
+        }
+        s /= 2;
+    }
+    part[0]
+}
+
+/// layer_norm and rms_norm give the bits of their written order on the adapter that runs this
+/// (SwiftShader in the browser and lavapipe natively must agree): rows of 384 (MiniLM's width,
+/// whole vec4s) and 383, values over twelve binades so that any reordering or fused
+/// multiply-add of the sums moves the last bits (lavapipe's compiler reassociated the vec4 sum
+/// until norm.wgsl fenced it: 7 of 64 rows of this kind differed).
+#[test]
+fn layer_norm_and_rms_norm_give_the_bits_of_their_written_order() {
+    let mut rng = Rng::new(27);
+    for r in [384usize, 383] {
+        let rows = 64;
+        let mut xv = vec![0.0f32; rows * r];
+        for v in xv.iter_mut() {
+            let (m, e) = (rng.uniform(-1.0, 1.0), rng.uniform(-6.0, 6.0));
+            *v = (m * e.exp2()) as f32;
+        }
+        let wv: Vec<f32> = (0..r).map(|_| rng.uniform(-2.0, 2.0) as f32).collect();
+        let bv: Vec<f32> = (0..r).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+        let x = Tensor::from_slice(&xv, &[rows, r]).unwrap();
+        let w = Tensor::from_slice(&wv, &[r]).unwrap();
+        let b = Tensor::from_slice(&bv, &[r]).unwrap();
+        let eps = 1e-5f32;
+        let ln = ops::layer_norm(&x, Some(&w), Some(&b), eps).unwrap().to_vec::<f32>().unwrap();
+        let rms = ops::rms_norm(&x, Some(&w), eps).unwrap().to_vec::<f32>().unwrap();
+        for (i, row) in xv.chunks(r).enumerate() {
+            let n = r as f32;
+            let mean = row_sum_as_written(row, |v| v) / n;
+            let inv = 1.0 / (row_sum_as_written(row, |v| (v - mean) * (v - mean)) / n + eps).sqrt();
+            for j in 0..r {
+                let want = (row[j] - mean) * inv * wv[j] + bv[j];
+                let got = ln[i * r + j];
+                assert_eq!(got.to_bits(), want.to_bits(), "layer_norm r={r} row {i} col {j}: {got:e} vs {want:e}");
+            }
+            let inv = 1.0 / (row_sum_as_written(row, |v| v * v) / n + eps).sqrt();
+            for j in 0..r {
+                let want = row[j] * inv * wv[j];
+                let got = rms[i * r + j];
+                assert_eq!(got.to_bits(), want.to_bits(), "rms_norm r={r} row {i} col {j}: {got:e} vs {want:e}");
+            }
+        }
+    }
+}
+
 #[test]
 fn batch_norm_matches_reference() {
     poison();

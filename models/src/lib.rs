@@ -61,6 +61,7 @@ pub use error::{ModelError, Result};
 pub use files::{FileBytes, ModelFiles};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
 pub use sampling::SamplingOptions;
+pub use weights::{SafetensorsStream, UploadedWeights};
 
 use config::{
     read_json, BertConfig, Family, ModuleEntry, PoolingConfig, PoolingMode, SentenceBertConfig, TokenizerConfig,
@@ -235,7 +236,28 @@ impl SentenceEmbedder {
     /// or bytes in memory (the browser fetches them; names as in the folder, such as
     /// "1_Pooling/config.json"). model.safetensors is moved out of `files`, not copied.
     pub fn from_files(
+        files: ModelFiles,
+        options: LoadOptions,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<SentenceEmbedder> {
+        Self::from_parts(files, None, options, progress)
+    }
+
+    /// [`from_files`](Self::from_files) with model.safetensors' tensors already on the GPU, put
+    /// there by a [`SafetensorsStream`] as the file arrived (a page's download); `files` holds
+    /// the rest of the folder.
+    pub fn from_files_uploaded(
+        files: ModelFiles,
+        weights: UploadedWeights,
+        options: LoadOptions,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<SentenceEmbedder> {
+        Self::from_parts(files, Some(weights), options, progress)
+    }
+
+    fn from_parts(
         mut files: ModelFiles,
+        weights: Option<UploadedWeights>,
         options: LoadOptions,
         progress: impl FnMut(usize, usize),
     ) -> Result<SentenceEmbedder> {
@@ -289,7 +311,12 @@ impl SentenceEmbedder {
 
         let ck_path = files.path("model.safetensors");
         let prefix = config.family()?.weight_prefix();
-        let ck = weights::Checkpoint::new(&ck_path, files.take("model.safetensors", "a .safetensors file")?, prefix)?;
+        let ck = match weights {
+            Some(w) => weights::Checkpoint::uploaded(&ck_path, w, prefix),
+            None => {
+                weights::Checkpoint::new(&ck_path, files.take("model.safetensors", "a .safetensors file")?, prefix)?
+            }
+        };
         let bert = Bert::load(config, &ck, options.precision.dtype(), progress)?;
         Ok(SentenceEmbedder {
             bert,

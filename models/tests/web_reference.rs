@@ -5,9 +5,11 @@
 //!                    the tiny decoder's greedy and seeded-sampled tokens and text
 //!   tiny-llama.gguf  fixtures::tiny_llama_gguf, the bytes the page loads
 //!   minilm           a link to the MiniLM folder (the page fetches it over HTTP)
-//! `make web-models-reference` runs it before the page test, on Chromium's own SwiftShader
-//! (the Vulkan ICD in the chromium package), the adapter the page gets in CI: same adapter,
-//! same kernels, so the page must give the same bits.
+//! `make web-models-reference` runs it before the page test, on lavapipe, while the page gets
+//! Chromium's SwiftShader in CI: another adapter, the same kernels, whose arithmetic order is
+//! fixed (no compiler may reassociate or fuse it: shaders/norm.wgsl, elementwise_special.wgsl),
+//! so the page must give the same bits (checked: this test writes the same reference.json,
+//! but for its adapter's name, through SwiftShader's Vulkan ICD and through lavapipe's).
 
 mod fixtures;
 

@@ -100,19 +100,26 @@ export function makeModels(errors) {
     return bytes;
   }
 
-  /** Downloads `urls` (null entries of `optional` 404s), "download" progress over all of them. */
-  async function download(urls, { cache, onProgress, optional = () => false }) {
+  /**
+   * Downloads `urls` (null entries of `optional` 404s), "download" progress over all of them;
+   * `sinks[url]` (a wasm sink) takes that file's chunks as they arrive.
+   */
+  async function download(urls, { cache, onProgress, optional = () => false, sinks = {} }) {
     const opened = await Promise.all(urls.map((u) => open(u, { cache, optional: optional(u) })));
     const total = opened.reduce((t, o) => t + sizeOf(o), 0);
     let loaded = 0;
     report(onProgress, "download", 0, total);
     return Promise.all(
-      opened.map((o) =>
+      opened.map((o, i) =>
         o
-          ? read(o, (n) => {
-              loaded += n;
-              report(onProgress, "download", loaded, total);
-            })
+          ? read(
+              o,
+              (n) => {
+                loaded += n;
+                report(onProgress, "download", loaded, total);
+              },
+              sinks[urls[i]] ?? null,
+            )
           : null,
       ),
     );
@@ -178,31 +185,40 @@ export function makeModels(errors) {
     static async load(source, { dtype = "f32", onProgress, cache = true, warmup = true } = {}) {
       const names = [];
       const contents = [];
+      const upload = (done, total) => report(onProgress, "upload", done, total);
+      let core;
       if (typeof source === "string" || source instanceof URL) {
         const base = folderUrl(source);
+        // model.safetensors streams into the GPU as it downloads (tensor by tensor: wasm
+        // memory holds one tensor's bytes at a time, not the file); the small files are read whole.
+        const weightsUrl = base + "model.safetensors";
         const all = [...EMBEDDER_FILES, ...OPTIONAL_FILES];
         const optional = (u) => OPTIONAL_FILES.some((n) => base + n === u);
-        const got = await download(
-          all.map((n) => base + n),
-          { cache, onProgress, optional },
-        );
-        all.forEach((n, i) => {
-          if (got[i]) {
-            names.push(n);
-            contents.push(got[i]);
-          }
-        });
+        const sink = new wasm.SafetensorsSink();
+        try {
+          const got = await download(
+            all.map((n) => base + n),
+            { cache, onProgress, optional, sinks: { [weightsUrl]: sink } },
+          );
+          all.forEach((n, i) => {
+            if (got[i] && got[i] !== sink) {
+              names.push(n);
+              contents.push(got[i]);
+            }
+          });
+          core = wasm.SentenceEmbedderCore.fromFilesStreamed(names, contents, String(dtype), upload, sink);
+        } finally {
+          sink.free();
+        }
       } else if (source && typeof source === "object") {
         for (const [n, b] of Object.entries(source)) {
           names.push(n);
           contents.push(asBytes(b, `file ${n}`));
         }
+        core = wasm.SentenceEmbedderCore.fromFiles(names, contents, String(dtype), upload);
       } else {
         throw invalid("SentenceEmbedder.load(source): source is a folder URL or an object of {fileName: bytes}");
       }
-      const core = wasm.SentenceEmbedderCore.fromFiles(names, contents, String(dtype), (done, total) =>
-        report(onProgress, "upload", done, total),
-      );
       const model = new SentenceEmbedder(core);
       if (warmup) {
         report(onProgress, "compile", 0, 1);

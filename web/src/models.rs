@@ -4,7 +4,9 @@
 //! cache, async iteration, use-after-free as KilnError); these are its raw halves.
 
 use crate::error::{js_err, JsResult};
-use kiln_models::{EncodeOptions, GenerateOptions, LoadOptions, ModelError, ModelFiles, Precision, SamplingOptions};
+use kiln_models::{
+    EncodeOptions, GenerateOptions, LoadOptions, ModelError, ModelFiles, Precision, SafetensorsStream, SamplingOptions,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -69,6 +71,46 @@ impl ByteSink {
     }
 }
 
+/// model.safetensors as it downloads (js/models.js's `read` pushes each chunk): the header, then
+/// each tensor uploaded to the GPU the moment its last byte arrives (kiln-models'
+/// SafetensorsStream), so wasm memory holds one tensor's bytes at a time, never the file.
+#[wasm_bindgen]
+pub struct SafetensorsSink {
+    inner: Option<SafetensorsStream>,
+}
+
+#[wasm_bindgen]
+impl SafetensorsSink {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> SafetensorsSink {
+        SafetensorsSink { inner: Some(SafetensorsStream::new(Path::new("model.safetensors"))) }
+    }
+
+    /// The next chunk of the file.
+    pub fn push(&mut self, chunk: &[u8]) -> JsResult<()> {
+        match &mut self.inner {
+            Some(s) => s.push(chunk).map_err(model_err),
+            None => Err(js_err(kiln_core::Error::InvalidArgument("this SafetensorsSink was already loaded".into()))),
+        }
+    }
+}
+
+impl Default for SafetensorsSink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn precision(dtype: &str) -> JsResult<Precision> {
+    match dtype {
+        "f32" => Ok(Precision::F32),
+        "f16" => Ok(Precision::F16),
+        other => Err(js_err(kiln_core::Error::InvalidArgument(format!(
+            "dtype {other:?}: a SentenceEmbedder computes in \"f32\" or \"f16\""
+        )))),
+    }
+}
+
 /// The raw half of `kiln.models.SentenceEmbedder`.
 #[wasm_bindgen]
 pub struct SentenceEmbedderCore {
@@ -87,19 +129,38 @@ impl SentenceEmbedderCore {
         dtype: &str,
         progress: Option<js_sys::Function>,
     ) -> JsResult<SentenceEmbedderCore> {
-        let precision = match dtype {
-            "f32" => Precision::F32,
-            "f16" => Precision::F16,
-            other => {
-                return Err(js_err(kiln_core::Error::InvalidArgument(format!(
-                    "dtype {other:?}: a SentenceEmbedder computes in \"f32\" or \"f16\""
-                ))))
-            }
-        };
+        let precision = precision(dtype)?;
         let files: BTreeMap<String, Vec<u8>> = names.into_iter().zip(contents.iter().map(|c| c.to_vec())).collect();
         drop(contents);
         let inner = kiln_models::SentenceEmbedder::from_files(
             ModelFiles::Memory(files),
+            LoadOptions { precision },
+            progress_fn(progress),
+        )
+        .map_err(model_err)?;
+        Ok(SentenceEmbedderCore { inner })
+    }
+
+    /// [`from_files`](Self::from_files) with model.safetensors streamed into `weights` (its
+    /// tensors already on the GPU); the other files as there.
+    #[wasm_bindgen(js_name = fromFilesStreamed)]
+    pub fn from_files_streamed(
+        names: Vec<String>,
+        contents: Vec<js_sys::Uint8Array>,
+        dtype: &str,
+        progress: Option<js_sys::Function>,
+        weights: &mut SafetensorsSink,
+    ) -> JsResult<SentenceEmbedderCore> {
+        let precision = precision(dtype)?;
+        let stream = weights.inner.take().ok_or_else(|| {
+            js_err(kiln_core::Error::InvalidArgument("this SafetensorsSink was already loaded".into()))
+        })?;
+        let uploaded = stream.finish().map_err(model_err)?;
+        let files: BTreeMap<String, Vec<u8>> = names.into_iter().zip(contents.iter().map(|c| c.to_vec())).collect();
+        drop(contents);
+        let inner = kiln_models::SentenceEmbedder::from_files_uploaded(
+            ModelFiles::Memory(files),
+            uploaded,
             LoadOptions { precision },
             progress_fn(progress),
         )

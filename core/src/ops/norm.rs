@@ -55,7 +55,8 @@ impl Kind {
         match self {
             Kind::Softmax => "return k_mul(k_exp(v - s1), s2);",
             Kind::LogSoftmax => "return v - s1 - k_log(s2);",
-            Kind::LayerNorm => "return (v - s1) * s2 * wt(j) + bs(j);",
+            // k_keep: no fma of the product and the bias (GPUs that fuse would round once).
+            Kind::LayerNorm => "return k_keep((v - s1) * s2 * wt(j)) + bs(j);",
             Kind::RmsNorm => "return v * s2 * wt(j);",
         }
     }
@@ -144,7 +145,7 @@ fn run(
     let (ldx, row_sum_loop, row_max_loop, row_final, col_store) = if vec4 {
         (
             "x[k / 4u][k % 4u]",
-            "    for (var j = lid; j < p.r / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        acc += (term(kind, v.x, a) + term(kind, v.y, a)) + (term(kind, v.z, a) + term(kind, v.w, a));\n    }",
+            "    for (var j = lid; j < p.r / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        acc = k_keep(acc + sum4(vec4<f32>(term(kind, v.x, a), term(kind, v.y, a), term(kind, v.z, a), term(kind, v.w, a))));\n    }",
             "    for (var j = lid; j < p.r / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        acc = max(acc, max(max(v.x, v.y), max(v.z, v.w)));\n    }",
             "    for (var j = lid; j < p.r / 4u; j += 256u) {\n        let v = x[base / 4u + j];\n        let c = 4u * j;\n        out[base / 4u + j] = vec4<f32>(final_value(v.x, s1, s2, c), final_value(v.y, s1, s2, c + 1u), final_value(v.z, s1, s2, c + 2u), final_value(v.w, s1, s2, c + 3u));\n    }",
             "out[k / 4u][k % 4u] = final_value(ld(k), s1, s2, j);".to_string(),
@@ -152,7 +153,7 @@ fn run(
     } else {
         (
             "x[k]",
-            "    for (var j = lid; j < p.r; j += 256u) {\n        acc += term(kind, ld(base + j), a);\n    }",
+            "    for (var j = lid; j < p.r; j += 256u) {\n        acc = k_keep(acc + term(kind, ld(base + j), a));\n    }",
             "    for (var j = lid; j < p.r; j += 256u) {\n        acc = max(acc, ld(base + j));\n    }",
             "    for (var j = lid; j < p.r; j += 256u) {\n        out[base + j] = {{O}}(final_value(ld(base + j), s1, s2, j));\n    }",
             format!("out[k] = {}(final_value(ld(k), s1, s2, j));", dt.wgsl()),
@@ -238,7 +239,7 @@ fn softmax_in_registers(kind: Kind, nv: usize) -> (String, String) {
         // softmax overwrites v with e^(v - max), which its stores scale; log_softmax keeps v.
         let keep = if kind == Kind::Softmax { format!("v{i} = e;") } else { String::new() };
         st += &format!(
-            "    if (lid + {o}u < n4) {{\n        let e = exp4(v{i} - vec4<f32>(s1));\n        acc += (e.x + e.y) + (e.z + e.w);\n        {keep}\n    }}\n",
+            "    if (lid + {o}u < n4) {{\n        let e = exp4(v{i} - vec4<f32>(s1));\n        acc = k_keep(acc + sum4(e));\n        {keep}\n    }}\n",
             o = 256 * i
         );
     }
