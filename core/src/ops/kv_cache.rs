@@ -8,7 +8,8 @@ use crate::dtype::DType;
 use crate::exec::{check_f16, check_indexable, check_same_device, enables, groups_1d, Launch, Params};
 use crate::ops::attention::decode_fusion;
 use crate::ops::elementwise::with_special;
-use crate::ops::quant::{check_fused, matvec, matvec_takes, RopeToCache};
+use crate::ops::quant::{check_fused, matvec, matvec_takes};
+use crate::ops::quant_rope::{rope_pair_source, RopeToCache, ROPE_COMMON};
 use crate::ops::{QuantFormat, QuantFusion};
 use crate::pipeline::render;
 use crate::tensor::Tensor;
@@ -17,7 +18,6 @@ use crate::{Error, Result};
 const ROPE_KV_CACHE: &str = include_str!("../../../shaders/rope_kv_cache.wgsl");
 const ROPE_KV_CACHE_ROWS: &str = include_str!("../../../shaders/rope_kv_cache_rows.wgsl");
 /// The rotation angles, the same source as `ops::rope`'s (appended: `enable` comes first).
-const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
 /// Splits `qkv` [L, (H + 2·Hkv)·D] — per position the H query heads, then the Hkv key heads,
 /// then the Hkv value heads, D values each — applies [`crate::ops::rope`]'s rotation (positions
@@ -267,21 +267,6 @@ fn check_caches(
 /// The rope kernels' `rope_pair(pos, i)` (pair i's (cos, sin) at `pos`) and their parameter
 /// block's binding: with frequency factors, the factors are bound at `slot - 1` and divide each
 /// pair's turn, the parameters at `slot`; without, `rope_cos_sin` as `ops::rope` turns.
-/// `rope_pair(pos, i)` for a kernel: with `factors`, the factors' binding at `slot - 1`; and the
-/// params' binding, `slot` (ops/quant.rs's matrix-vector epilogue uses it too).
-pub(crate) fn rope_pair_source(factors: bool, slot: usize) -> (String, String) {
-    let ff = if factors {
-        format!(
-            "@group(0) @binding({}) var<storage, read> ff: array<f32>;\n\
-             fn rope_pair(pos: f32, i: u32) -> vec2<f32> {{ return rope_turn(pos * (rope_freq(i, p.inv_half, p.log2_base) / ff[i])); }}\n",
-            slot - 1
-        )
-    } else {
-        "fn rope_pair(pos: f32, i: u32) -> vec2<f32> { return rope_cos_sin(pos, i, p.inv_half, p.log2_base); }\n".into()
-    };
-    (ff, slot.to_string())
-}
-
 /// RoPE frequency factors: an f32 vector of `d / 2` values. Their values are not read back (a
 /// decode step must not wait on the GPU): a zero or NaN factor gives NaN outputs, as any NaN
 /// operand does; kiln-models checks a model's factors when it loads them.

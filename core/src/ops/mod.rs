@@ -17,6 +17,7 @@ mod quant_format;
 pub(crate) mod quant_kquants;
 pub mod quant_matvec_k;
 pub mod quant_matvec_wide;
+mod quant_rope;
 pub mod random;
 pub mod reduce;
 pub mod sample;

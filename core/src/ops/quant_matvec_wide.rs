@@ -8,8 +8,8 @@
 //! large W when x fits in workgroup memory; `KILN_QUANT_MATVEC=strided|wide` overrides the
 //! choice (A/B timing).
 
-use super::quant::{rope_part, RopeToCache};
 use super::quant_format::{QuantFormat, QuantFusion};
+use super::quant_rope::{rope_part, RopeToCache, ROPE_COMMON};
 use crate::device::Device;
 use crate::exec::{grid, Launch, Params};
 use crate::pipeline::{render, Checks, PipelineKey};
@@ -17,7 +17,6 @@ use crate::tensor::Tensor;
 use crate::Result;
 
 const WIDE: &str = include_str!("../../../shaders/quant_matvec_wide.wgsl");
-const ROPE_COMMON: &str = include_str!("../../../shaders/rope_common.wgsl");
 
 /// Which matrix-vector kernel decode's `quant_matmul` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
