@@ -17,7 +17,6 @@ use crate::{Error, Result};
 
 const ROPE_KV_CACHE: &str = include_str!("../../../shaders/rope_kv_cache.wgsl");
 const ROPE_KV_CACHE_ROWS: &str = include_str!("../../../shaders/rope_kv_cache_rows.wgsl");
-/// The rotation angles, the same source as `ops::rope`'s (appended: `enable` comes first).
 
 /// Splits `qkv` [L, (H + 2·Hkv)·D] — per position the H query heads, then the Hkv key heads,
 /// then the Hkv value heads, D values each — applies [`crate::ops::rope`]'s rotation (positions
