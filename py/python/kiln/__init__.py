@@ -24,6 +24,9 @@ from ._array_api import (
     isdtype,
     result_type,
 )
+from ._dlpack import dlpack as _dlpack
+from ._dlpack import dlpack_device as _dlpack_device
+from ._dlpack import from_dlpack
 from ._errors import (
     CODE_NAMES,
     ComputeLimitError,
@@ -87,6 +90,9 @@ Tensor.__iter__ = _iterate
 # numpy's dispatch protocols (see _numpy_protocol.py for the rule).
 Tensor.__array_function__ = _array_function
 Tensor.__array_ufunc__ = _array_ufunc
+# DLPack, always through a host copy (see _dlpack.py for the rule).
+Tensor.__dlpack__ = _dlpack
+Tensor.__dlpack_device__ = _dlpack_device
 
 
 def _rebuild(data, /):
@@ -187,5 +193,5 @@ __all__ = sorted(
     | {"float32", "float16", "int32", "uint32", "bool", "dtypes", "random", "KilnError", "InvalidArgumentError",
        "ShapeError", "DTypeError", "OutOfMemoryError", "QuotaExceededError", "ComputeLimitError", "ShaderError",
        "DeviceLostError", "NoAdapterError", "TimeoutError", "UnsupportedError", "InternalError",
-       "CODE_NAMES", "__version__", "Profile", "profile"}
+       "CODE_NAMES", "__version__", "Profile", "profile", "from_dlpack"}
 )
