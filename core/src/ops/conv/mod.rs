@@ -254,43 +254,57 @@ pub fn conv2d_on_path(
         }
         _ => {}
     }
-    let params = geo.params(total);
+    let max_steps = crate::loop_budget::steps_per_dispatch(&device, geo.direct_passes_per_channel(), 0);
+    let cranges = crate::loop_budget::chunks(cg, 1, max_steps);
+    if cranges.len() > 1 && dtype == DType::F16 {
+        // Split channels carry the sums in `out`: in f16 they would be rounded between
+        // dispatches, so the conv runs in f32 (the f16 kernel accumulates in f32 too) and is
+        // rounded once at the end, as the f16 kernel does.
+        let f32s = |t: &Tensor| crate::ops::cast(t, DType::F32);
+        let b32 = bias.map(f32s).transpose()?;
+        let y =
+            conv2d_on_path(&f32s(x)?, &f32s(w)?, b32.as_ref(), stride, padding, dilation, groups, ConvPath::Direct)?;
+        return crate::ops::cast(&y, DType::F16);
+    }
     let has_bias = bias.is_some();
     let mut tensors: Vec<&Tensor> = vec![x, w];
     tensors.extend(bias);
     tensors.push(&out);
     let out_slot = tensors.len() - 1;
     let acc = acc_type(dtype);
-    Launch {
-        key: format!("conv2d:{dtype}:{has_bias}"),
-        source: Box::new(move || {
-            let (decl, init) = if has_bias {
-                (
-                    format!("@group(0) @binding(2) var<storage, read> bias: array<{}>;", dtype.wgsl()),
-                    format!("{acc}(bias[oc])"),
-                )
-            } else {
-                (String::new(), format!("{acc}(0)"))
-            };
-            render(
-                CONV,
-                &[
-                    ("ENABLE", enables(&[dtype])),
-                    ("WINDOW_COMMON", WINDOW_COMMON),
-                    ("T", dtype.wgsl()),
-                    ("ACC", acc),
-                    ("BIAS_DECL", &decl),
-                    ("BIAS_INIT", &init),
-                    ("OUT", &out_slot.to_string()),
-                    ("PARAMS", &(out_slot + 1).to_string()),
-                ],
+    let source = move || {
+        let (decl, init) = if has_bias {
+            (
+                format!("@group(0) @binding(2) var<storage, read> bias: array<{}>;", dtype.wgsl()),
+                format!("{acc}(bias[oc])"),
             )
-        }),
-        tensors: &tensors,
-        params: Some(params),
-        groups: groups_1d(&device, total)?,
+        } else {
+            (String::new(), format!("{acc}(0)"))
+        };
+        render(
+            CONV,
+            &[
+                ("ENABLE", enables(&[dtype])),
+                ("WINDOW_COMMON", WINDOW_COMMON),
+                ("T", dtype.wgsl()),
+                ("ACC", acc),
+                ("BIAS_DECL", &decl),
+                ("BIAS_INIT", &init),
+                ("OUT", &out_slot.to_string()),
+                ("PARAMS", &(out_slot + 1).to_string()),
+            ],
+        )
+    };
+    for (cbegin, cend) in cranges {
+        Launch {
+            key: format!("conv2d:{dtype}:{has_bias}"),
+            source: Box::new(source.clone()),
+            tensors: &tensors,
+            params: Some(geo.params_channels(total, cbegin, cend)),
+            groups: groups_1d(&device, total)?,
+        }
+        .run(&device)?;
     }
-    .run(&device)?;
     Ok(out)
 }
 
@@ -341,6 +355,11 @@ impl Geometry {
 
     /// The parameter block of `shaders/window_common.wgsl` for a launch over `total` elements.
     fn params(&self, total: usize) -> Params {
+        self.params_channels(total, 0, self.c / self.groups)
+    }
+
+    /// `params` for a conv dispatch that sums the input channels [cbegin, cend) of each group.
+    fn params_channels(&self, total: usize, cbegin: usize, cend: usize) -> Params {
         Params::new()
             .u32(total)
             .u32(self.c)
@@ -359,6 +378,16 @@ impl Geometry {
             .u32(self.dilation[1])
             .u32(self.c / self.groups)
             .u32(self.o / self.groups)
+            .u32(cbegin)
+            .u32(cend)
+    }
+
+    /// Loop passes (core/src/loop_budget.rs) conv.wgsl's invocation makes per input channel:
+    /// the channel loop's own, the rows' loop and each row's loop over taps (counted with one
+    /// pass to spare each, for the `continue`s).
+    fn direct_passes_per_channel(&self) -> u64 {
+        let (kh, kw) = (self.kh as u64, self.kw as u64);
+        2 + (kh + 2) + kh * (kw + 2)
     }
 }
 

@@ -1,0 +1,130 @@
+//! Long loops inside one invocation on lavapipe: llvmpipe's loop limiter stops an invocation's
+//! loops after 65535 passes in all (core/src/loop_budget.rs), so every op whose per-invocation
+//! loop grows with an input dimension is run here past that, against a CPU reference. Sizes
+//! are big in the one dimension and tiny in the others, to keep the suite fast.
+mod common;
+use common::*;
+use kiln_core::dtype::f64_to_bytes;
+use kiln_core::ops::{self, MatmulKernel, MatmulTiles};
+use kiln_core::{DType, Tensor};
+
+fn f32_tensor(v: &[f32], shape: &[usize]) -> Tensor {
+    Tensor::from_bytes(bytemuck::cast_slice(v), shape, DType::F32).unwrap()
+}
+
+/// `a` [m, k] times `b` [k, n] of random values through `run`, against the f64 reference.
+fn check_long(what: &str, rng: &mut Rng, m: usize, k: usize, n: usize, run: impl Fn(&Tensor, &Tensor) -> Tensor) {
+    let (a, av) = rand_tensor(rng, &[m, k], DType::F32, -1.0, 1.0);
+    let (b, bv) = rand_tensor(rng, &[k, n], DType::F32, -1.0, 1.0);
+    let (want, _) = kiln_core::reference::matmul::matmul(&av, &[m, k], &bv, &[k, n]).unwrap();
+    let got = run(&a, &b).to_f64_vec().unwrap();
+    // f32 rounding of K terms in [-1, 1] drifts ~1e-3 at K = 70000; terms cut off by the
+    // limiter would be off by ~sqrt(K) / 3 (~90).
+    assert_close(&format!("{what} {m}x{k}x{n}"), &got, &want, 1e-5 * k as f64, 0.0);
+}
+
+#[test]
+fn matmul_of_a_long_k_sums_every_term() {
+    // ones(1, K) @ ones(K, 1): lavapipe gave 10689 for K = 70000 and 7169 for K = 65535 before.
+    for k in [65535usize, 70000] {
+        let a = f32_tensor(&vec![1.0; k], &[1, k]);
+        let b = f32_tensor(&vec![1.0; k], &[k, 1]);
+        let c = ops::matmul(&a, &b).unwrap().to_f64_vec().unwrap();
+        assert_eq!(c, vec![k as f64], "ones(1, {k}) @ ones({k}, 1)");
+    }
+    let mut rng = Rng::new(7);
+    // Scalar and vec4 loads of A (K odd, K a multiple of 4); the one-thread, column and row
+    // tilings.
+    for (m, k, n) in [(1, 70001, 1), (2, 70000, 3), (6, 40000, 2), (2, 40000, 6)] {
+        check_long("matmul", &mut rng, m, k, n, |a, b| ops::matmul(a, b).unwrap());
+    }
+    // vector @ vector (rank 0).
+    let k = 70003;
+    let (a, av) = rand_tensor(&mut rng, &[k], DType::F32, -1.0, 1.0);
+    let (b, bv) = rand_tensor(&mut rng, &[k], DType::F32, -1.0, 1.0);
+    let d = ops::matmul(&a, &b).unwrap();
+    assert_eq!(d.shape(), &[] as &[usize]);
+    let want: f64 = av.iter().zip(&bv).map(|(x, y)| x * y).sum();
+    assert_close("vector @ vector", &d.to_f64_vec().unwrap(), &[want], 0.01, 0.0);
+}
+
+#[test]
+fn matmul_long_k_every_staging() {
+    // SMALL's 64 threads with single and double staging, scalar and quad A stores.
+    let mut rng = Rng::new(8);
+    for kernel in MatmulKernel::ALL {
+        check_long(&format!("{kernel:?}"), &mut rng, 1, 100000, 1, |a, b| {
+            ops::matmul_with_kernel(a, b, MatmulTiles::SMALL, kernel).unwrap()
+        });
+    }
+}
+
+#[test]
+fn matmul_split_k_keeps_the_bits() {
+    // What a CPU adapter does past the limiter, forced at a small K on any adapter: every
+    // tiling and staging, K split into dispatches of 1 and 3 steps, against one dispatch.
+    let mut rng = Rng::new(10);
+    for tiles in MatmulTiles::ALL {
+        if !tiles.fits(kiln_core::device().unwrap().limits()) {
+            continue;
+        }
+        for kernel in MatmulKernel::ALL {
+            for (m, k, n) in [(5, 200, 6), (3, 203, 2)] {
+                let (a, _) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
+                let (b, _) = rand_tensor(&mut rng, &[k, n], DType::F32, -1.0, 1.0);
+                let one = ops::matmul_with_kernel(&a, &b, tiles, kernel).unwrap().to_bytes().unwrap();
+                for steps in [1, 3] {
+                    let split = ops::matmul_split_k(&a, &b, tiles, kernel, steps).unwrap().to_bytes().unwrap();
+                    assert!(one == split, "{tiles:?} {kernel:?} {m}x{k}x{n} in dispatches of {steps} steps");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_long_k_integers_and_f16() {
+    let k = 70001;
+    let av: Vec<f64> = (0..k).map(|i| (i % 7) as f64 - 3.0).collect();
+    let bv: Vec<f64> = (0..k).map(|i| (i % 5) as f64 - 2.0).collect();
+    let want: i64 = av.iter().zip(&bv).map(|(x, y)| (*x * *y) as i64).sum();
+    let a = Tensor::from_bytes(&f64_to_bytes(DType::I32, &av), &[1, k], DType::I32).unwrap();
+    let b = Tensor::from_bytes(&f64_to_bytes(DType::I32, &bv), &[k, 1], DType::I32).unwrap();
+    assert_eq!(ops::matmul(&a, &b).unwrap().to_f64_vec().unwrap(), vec![want as f64], "i32");
+    if !has_f16() {
+        eprintln!("adapter has no f16: f16 skipped");
+        return;
+    }
+    // Small integers: exact in f16 inputs and in the f32 accumulator; the sum (< 2048) exact in f16.
+    let k = 70000;
+    let av: Vec<f64> = (0..k).map(|i| if i % 100 == 0 { 1.0 } else { 0.0 }).collect();
+    let a = Tensor::from_bytes(&f64_to_bytes(DType::F16, &av), &[1, k], DType::F16).unwrap();
+    let b = Tensor::from_bytes(&f64_to_bytes(DType::F16, &vec![1.0; k]), &[k, 1], DType::F16).unwrap();
+    let c = ops::matmul(&a, &b).unwrap();
+    assert_eq!(c.dtype(), DType::F16);
+    assert_eq!(c.to_f64_vec().unwrap(), vec![700.0], "f16");
+}
+
+#[test]
+fn conv2d_of_many_channels_sums_every_tap() {
+    use kiln_core::reference::conv as cpu;
+    // A 4096-channel 3x3 window of ones: lavapipe gave 32769, not 36864, before.
+    let ones = |shape: &[usize]| f32_tensor(&vec![1.0; shape.iter().product()], shape);
+    let y = ops::conv2d(&ones(&[1, 4096, 3, 3]), &ones(&[1, 4096, 3, 3]), None, [1, 1], [0, 0], [1, 1], 1).unwrap();
+    assert_eq!(y.to_f64_vec().unwrap(), vec![36864.0]);
+    // Random, with bias and padding (taps skipped), two groups, and i32 (exact).
+    let mut rng = Rng::new(9);
+    for dt in [DType::F32, DType::I32] {
+        let (c, o, g) = (16000, 4, 2);
+        let (xs, ws) = ([1, c, 2, 3], [o, c / g, 3, 3]);
+        let (lo, hi) = if dt == DType::I32 { (-3.0, 3.0) } else { (-1.0, 1.0) };
+        let (x, xv) = rand_tensor(&mut rng, &xs, dt, lo, hi);
+        let (w, wv) = rand_tensor(&mut rng, &ws, dt, lo, hi);
+        let (b, bv) = rand_tensor(&mut rng, &[o], dt, lo, hi);
+        let y = ops::conv2d(&x, &w, Some(&b), [1, 1], [1, 1], [1, 1], g).unwrap();
+        let (want, shape) = cpu::conv2d(&xv, xs, &wv, ws, Some(&bv), [1, 1], [1, 1], [1, 1], g).unwrap();
+        assert_eq!(y.shape(), &shape[..]);
+        let atol = if dt == DType::I32 { 0.0 } else { 1e-3 };
+        assert_close(&format!("conv2d {c} channels {dt}"), &y.to_f64_vec().unwrap(), &want, atol, 1e-5);
+    }
+}
