@@ -18,9 +18,10 @@ struct Params {
     dw: u32,
     cg: u32,   // input channels per group
     og: u32,   // output channels per group
-    // conv.wgsl: the input channels of the group this dispatch sums, [cbegin, cend): all of
-    // them except on CPU adapters, where many are split over dispatches (core/src/loop_budget.rs:
-    // llvmpipe's loop limiter), each after the first going on from the sums stored in out.
+    // conv.wgsl: the input channels of the group this dispatch sums, [cbegin, cend); pool.wgsl:
+    // the window rows it folds. All of them except on CPU adapters, where many are split over
+    // dispatches (core/src/loop_budget.rs: llvmpipe's loop limiter), each after the first going
+    // on from what the previous stored in out.
     cbegin: u32,
     cend: u32,
 }

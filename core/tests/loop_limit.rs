@@ -128,3 +128,69 @@ fn conv2d_of_many_channels_sums_every_tap() {
         assert_close(&format!("conv2d {c} channels {dt}"), &y.to_f64_vec().unwrap(), &want, atol, 1e-5);
     }
 }
+
+#[test]
+fn pools_of_a_big_window_fold_every_tap() {
+    use kiln_core::reference::conv as cpu;
+    // 300 x 300 windows (~250 rows a dispatch on a CPU adapter), negative values (a max that
+    // wrongly restarts from 0 would show), half the window in padding at the edges.
+    let mut rng = Rng::new(11);
+    let xs = [1, 2, 300, 300];
+    let (x, xv) = rand_tensor(&mut rng, &xs, DType::F32, -1.0, -0.5);
+    for (kernel, stride, padding) in [([300, 300], [1, 1], [0, 0]), ([300, 300], [150, 150], [150, 150])] {
+        let what = format!("pool {kernel:?} stride {stride:?} padding {padding:?}");
+        let y = ops::max_pool2d(&x, kernel, stride, padding).unwrap();
+        let (want, shape) = cpu::max_pool2d(&xv, xs, kernel, stride, padding).unwrap();
+        assert_eq!(y.shape(), &shape[..]);
+        assert_eq!(y.to_f64_vec().unwrap(), want, "max {what}");
+        let y = ops::avg_pool2d(&x, kernel, stride, padding).unwrap();
+        let (want, _) = cpu::avg_pool2d(&xv, xs, kernel, stride, padding).unwrap();
+        assert_close(&format!("avg {what}"), &y.to_f64_vec().unwrap(), &want, 1e-5, 1e-4);
+    }
+}
+
+#[test]
+fn softmax_down_a_long_column() {
+    // Axis 0 of [30000, 2]: the column kernel walks the run three times per invocation.
+    let mut rng = Rng::new(12);
+    let s = [30000, 2];
+    let (x, xv) = rand_tensor(&mut rng, &s, DType::F32, -1.0, 1.0);
+    let (want, _) = kiln_core::reference::norm::softmax(&xv, &s, 0, DType::F32).unwrap();
+    assert_close("softmax axis 0", &ops::softmax(&x, 0).unwrap().to_f64_vec().unwrap(), &want, 1e-9, 1e-4);
+}
+
+#[test]
+fn attention_over_many_keys() {
+    use kiln_core::ops::AttentionPath;
+    use kiln_core::reference::attention as cpu;
+    let mut rng = Rng::new(13);
+    let d = 4;
+    // Auto on the flash kernel's shape (past the limiter it takes split-KV on a CPU adapter),
+    // causal and with a mask.
+    for (lq, lk, masked, causal, path) in [
+        (8usize, 70000usize, false, false, AttentionPath::Auto),
+        (8, 70000, false, true, AttentionPath::Auto),
+        (8, 70000, true, false, AttentionPath::Auto),
+    ] {
+        let (q, qv) = rand_tensor(&mut rng, &[1, lq, d], DType::F32, -1.0, 1.0);
+        let (k, kv) = rand_tensor(&mut rng, &[1, lk, d], DType::F32, -1.0, 1.0);
+        let (v, vv) = rand_tensor(&mut rng, &[1, lk, d], DType::F32, -1.0, 1.0);
+        let (m, mv) = rand_tensor(&mut rng, &[lq, lk], DType::F32, -1.0, 1.0);
+        let mask = masked.then_some(&m);
+        let y = ops::attention_on_path(&q, &k, &v, mask, causal, None, path).unwrap();
+        let (want, _) = cpu::attention_with_mask(
+            &qv,
+            &[1, lq, d],
+            &kv,
+            &[1, lk, d],
+            &vv,
+            &[1, lk, d],
+            masked.then_some((&mv[..], &[lq, lk][..])),
+            causal,
+            None,
+        )
+        .unwrap();
+        let what = format!("attention {lq}x{lk} mask {masked} causal {causal} {path:?}");
+        assert_close(&what, &y.to_f64_vec().unwrap(), &want, 1e-4, 1e-3);
+    }
+}

@@ -298,7 +298,7 @@ pub fn conv2d_on_path(
     for (cbegin, cend) in cranges {
         Launch {
             key: format!("conv2d:{dtype}:{has_bias}"),
-            source: Box::new(source.clone()),
+            source: Box::new(source),
             tensors: &tensors,
             params: Some(geo.params_channels(total, cbegin, cend)),
             groups: groups_1d(&device, total)?,
@@ -353,12 +353,9 @@ impl Geometry {
         crate::exec::work_of(&[self.n, self.o, self.oh, self.ow]).saturating_mul(taps)
     }
 
-    /// The parameter block of `shaders/window_common.wgsl` for a launch over `total` elements.
-    fn params(&self, total: usize) -> Params {
-        self.params_channels(total, 0, self.c / self.groups)
-    }
-
-    /// `params` for a conv dispatch that sums the input channels [cbegin, cend) of each group.
+    /// The parameter block of `shaders/window_common.wgsl` for a launch over `total` elements
+    /// that folds the input channels [cbegin, cend) of each group (conv) or the window rows
+    /// [cbegin, cend) (pools).
     fn params_channels(&self, total: usize, cbegin: usize, cend: usize) -> Params {
         Params::new()
             .u32(total)
@@ -455,7 +452,15 @@ fn pool2d(
         groups: c.max(1),
     };
     geo.check(op)?;
-    let params = geo.params(total);
+    // A window row costs its loop over the columns and its own pass (one spare for the
+    // `continue`s); windows of many rows are split over dispatches on CPU adapters.
+    let max_rows = crate::loop_budget::steps_per_dispatch(&device, kernel[1] as u64 + 3, 0);
+    let rranges = crate::loop_budget::chunks(kernel[0], 1, max_rows);
+    if rranges.len() > 1 && dtype == DType::F16 {
+        // f16 partial results would be rounded between dispatches: run in f32, round once.
+        let y = pool2d(op, &crate::ops::cast(x, DType::F32)?, kernel, stride, padding, max)?;
+        return crate::ops::cast(&y, DType::F16);
+    }
     let acc = acc_type(dtype);
     let (combine, finish) = match (max, dtype.is_float()) {
         // NaN propagates, as in PyTorch.
@@ -464,26 +469,29 @@ fn pool2d(
         (false, _) => ("acc += v;", "acc / f32(p.kh * p.kw)"),
     };
     let tensors = [x, &out];
-    Launch {
-        key: format!("{op}:{dtype}"),
-        source: Box::new(move || {
-            render(
-                POOL,
-                &[
-                    ("ENABLE", enables(&[dtype])),
-                    ("WINDOW_COMMON", WINDOW_COMMON),
-                    ("T", dtype.wgsl()),
-                    ("ACC", acc),
-                    ("COMBINE", combine),
-                    ("FINISH", finish),
-                ],
-            )
-        }),
-        tensors: &tensors,
-        params: Some(params),
-        groups: groups_1d(&device, total)?,
+    let source = move || {
+        render(
+            POOL,
+            &[
+                ("ENABLE", enables(&[dtype])),
+                ("WINDOW_COMMON", WINDOW_COMMON),
+                ("T", dtype.wgsl()),
+                ("ACC", acc),
+                ("COMBINE", combine),
+                ("FINISH", finish),
+            ],
+        )
+    };
+    for (rbegin, rend) in rranges {
+        Launch {
+            key: format!("{op}:{dtype}"),
+            source: Box::new(source),
+            tensors: &tensors,
+            params: Some(geo.params_channels(total, rbegin, rend)),
+            groups: groups_1d(&device, total)?,
+        }
+        .run(&device)?;
     }
-    .run(&device)?;
     Ok(out)
 }
 
