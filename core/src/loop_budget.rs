@@ -40,6 +40,11 @@ pub(crate) fn steps_per_dispatch(device: &Device, per_step: u64, fixed: u64) -> 
     Some((PASSES.saturating_sub(RESERVE + fixed + 1) / per_step.max(1)).max(1))
 }
 
+/// Whether an invocation that makes `passes` loop passes in all runs to its end on `device`.
+pub(crate) fn fits(device: &Device, passes: u64) -> bool {
+    !limited(device) || passes + RESERVE <= PASSES
+}
+
 /// Passes of a loop `for (var i = start; i < tasks; i += stride)` in the invocation that runs
 /// the most iterations (start 0): its iterations plus the exit pass.
 pub(crate) fn strided_passes(tasks: u64, stride: u64) -> u64 {

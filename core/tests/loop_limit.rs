@@ -193,4 +193,19 @@ fn attention_over_many_keys() {
         let what = format!("attention {lq}x{lk} mask {masked} causal {causal} {path:?}");
         assert_close(&what, &y.to_f64_vec().unwrap(), &want, 1e-4, 1e-3);
     }
+    // The flash and per-row kernels asked for by name: refused past the limiter on a CPU
+    // adapter (they would stop early), right elsewhere.
+    let cpu = kiln_core::device().unwrap().info().device_type == "Cpu";
+    let (lq, lk) = (2, 70000);
+    let (q, qv) = rand_tensor(&mut rng, &[1, lq, d], DType::F32, -1.0, 1.0);
+    let (k, kv) = rand_tensor(&mut rng, &[1, lk, d], DType::F32, -1.0, 1.0);
+    let (v, vv) = rand_tensor(&mut rng, &[1, lk, d], DType::F32, -1.0, 1.0);
+    let (want, _) = cpu::attention(&qv, &[1, lq, d], &kv, &[1, lk, d], &vv, &[1, lk, d], false, None).unwrap();
+    for path in [AttentionPath::Flash, AttentionPath::Fused] {
+        match ops::attention_on_path(&q, &k, &v, None, false, None, path) {
+            Err(e) if cpu => assert_eq!(e.code(), kiln_core::ErrorCode::InvalidArgument, "{path:?}: {e}"),
+            Ok(y) if !cpu => assert_close(&format!("{path:?}"), &y.to_f64_vec().unwrap(), &want, 1e-4, 1e-3),
+            other => panic!("{path:?} over {lk} keys (CPU adapter: {cpu}): {:?}", other.map(|_| ())),
+        }
+    }
 }

@@ -316,11 +316,17 @@ fn attention_impl(
     // The flash and per-row kernels walk every key in one invocation: past llvmpipe's loop
     // limiter (core/src/loop_budget.rs) they would stop early without an error, so where Auto
     // chose them a CPU adapter takes split-KV, whose splits are bounded there
-    // (`split_keys_cap`). Counted generously: a pass per key and per element of its q·k and p·v.
+    // (`split_keys_cap`), and where a caller chose them it is told.
     let path = match path {
         AttentionPath::Flash | AttentionPath::Fused
-            if auto && crate::loop_budget::limited(&device) && lk.saturating_mul(d + dv + 4) > 60_000 =>
+            if !crate::loop_budget::fits(&device, one_invocation_passes(path, lk, d, dv)) =>
         {
+            if !auto {
+                return Err(Error::InvalidArgument(format!(
+                    "attention: the {path:?} kernel cannot walk {lk} keys (D {d}, Dv {dv}) in one invocation on \
+                     this CPU adapter (llvmpipe's loop limiter); Auto and SplitKv can"
+                )));
+            }
             AttentionPath::SplitKv
         }
         p => p,
@@ -925,6 +931,18 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
 /// workgroups, a multiple of the kernel's `kc` keys per step. A function of the shape alone, so
 /// every device sums in the same order. `KILN_DECODE_CHUNK` overrides it (tuning; at most
 /// `SPLIT_TARGET_GROUPS` splits a row, which the combine kernel's weights array holds).
+/// Loop passes one invocation of the flash (`Flash`) or per-row (`Fused`) kernel makes over `lk`
+/// keys, for core/src/loop_budget.rs: measured on lavapipe (8 queries; the first wrong result
+/// at): Flash 63062 keys at D 4, 64463 at D 64 (a pass a key); Fused 54793 at D 4, 29197 at
+/// D 64 (~290 + 4.5 D a step of 256 keys). Over-counted here, to stay on the safe side.
+fn one_invocation_passes(path: AttentionPath, lk: usize, d: usize, dv: usize) -> u64 {
+    let (lk, d, dv) = (lk as u64, d as u64, dv as u64);
+    match path {
+        AttentionPath::Flash => lk + lk / 8 + 1024,
+        _ => (lk / 256 + 1) * (300 + 5 * (d + dv)),
+    }
+}
+
 /// `cap` (where given) bounds the keys of one split: a multiple of `kc`, from
 /// [`split_keys_cap`].
 fn split_chunk(rows: usize, lk: usize, kc: usize, cap: Option<usize>) -> usize {
