@@ -209,3 +209,25 @@ fn attention_over_many_keys() {
         }
     }
 }
+
+#[test]
+fn sampling_with_a_long_penalty_ring() {
+    use kiln_core::ops::SampleParams;
+    // 8192 recent ids (the most the ring takes), many repeated: each distinct id is penalised
+    // once. lavapipe picked wrong tokens here before (a quadratic search of the ring).
+    let mut rng = Rng::new(14);
+    let v = 49152;
+    let l: Vec<f32> = (0..v).map(|_| rng.uniform(-6.0, 6.0) as f32).collect();
+    let recent: Vec<u32> = (0..8192).map(|_| rng.int(0, v as i64 / 4) as u32).collect();
+    let lt = Tensor::from_slice(&l, &[1, v]).unwrap();
+    let rt = Tensor::from_slice(&recent, &[recent.len()]).unwrap();
+    for (temperature, top_k, top_p, repetition_penalty) in
+        [(0.0, 0, 1.0, 1.1), (0.8, 40, 0.95, 1.3), (0.8, 0, 1.0, 0.7)]
+    {
+        for _ in 0..3 {
+            let p = SampleParams { temperature, top_k, top_p, repetition_penalty, random: rng.next_u64() as u32 };
+            let got = ops::sample_token(&lt, &rt, &p, None).unwrap().to_vec::<i32>().unwrap()[0] as u32;
+            assert_eq!(got, ops::sample_token_host(&l, &recent, &p), "{p:?}");
+        }
+    }
+}
