@@ -231,3 +231,25 @@ fn sampling_with_a_long_penalty_ring() {
         }
     }
 }
+
+#[test]
+fn quantized_product_of_a_long_k() {
+    use kiln_core::ops::QuantFormat;
+    // K = 73728 (2304 blocks; lavapipe summed ~1900 of them before) on the tiled product (9
+    // rows: past the matrix-vector kernels) with a residual, against the host's dequantized
+    // weights in f64.
+    let mut rng = Rng::new(15);
+    let (m, n, k) = (9usize, 3usize, 73728usize);
+    let (x, xv) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
+    let (w, _) = rand_tensor(&mut rng, &[n, k], DType::F32, -1.0, 1.0);
+    let (res, rv) = rand_tensor(&mut rng, &[m, n], DType::F32, -1.0, 1.0);
+    let q = ops::quantize(&w, QuantFormat::Q8_0).unwrap();
+    let mut wd = vec![0f32; n * k];
+    ops::dequantize_host(&q.to_bytes().unwrap(), QuantFormat::Q8_0, &mut wd).unwrap();
+    let want: Vec<f64> = (0..m * n)
+        .map(|e| rv[e] + (0..k).map(|kk| xv[(e / n) * k + kk] * wd[(e % n) * k + kk] as f64).sum::<f64>())
+        .collect();
+    let fusion = ops::QuantFusion { residual: Some(&res), ..Default::default() };
+    let y = ops::quant_matmul_fused(&x, &q, QuantFormat::Q8_0, n, fusion).unwrap();
+    assert_close("quant product + residual", &y.to_f64_vec().unwrap(), &want, 1e-5 * k as f64, 0.0);
+}
