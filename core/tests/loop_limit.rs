@@ -61,22 +61,32 @@ fn matmul_long_k_every_staging() {
 
 #[test]
 fn matmul_split_k_keeps_the_bits() {
-    // What a CPU adapter does past the limiter, forced at a small K on any adapter: every
-    // tiling and staging, K split into dispatches of 1 and 3 steps, against one dispatch.
+    // What a CPU adapter does past the limiter, forced at a small K on any adapter, against one
+    // dispatch: SMALL with every staging (single and double, scalar and quad A stores), a tile
+    // with HUGE's unrolled k steps and 8 x 8 registers, and TINY; K a multiple of 4 and odd (vec4 and
+    // scalar loads of A); dispatches of 1 and 3 K steps. (Every tiling and staging costs
+    // lavapipe ~18 s of compiling without its shader cache.)
     let mut rng = Rng::new(10);
-    for tiles in MatmulTiles::ALL {
+    let mut cases: Vec<(MatmulTiles, MatmulKernel)> =
+        MatmulKernel::ALL.iter().map(|&k| (MatmulTiles::SMALL, k)).collect();
+    // 8 x 8 registers a thread, k steps unrolled, as HUGE, in a small (quick to compile) tile.
+    let unrolled = MatmulTiles { bm: 16, bn: 16, bk: 8, tm: 8, tn: 8 };
+    cases.extend([
+        (unrolled, MatmulKernel { quad_a: true, double_staging: true }),
+        (unrolled, MatmulKernel::default_for(unrolled)),
+    ]);
+    cases.push((MatmulTiles::TINY, MatmulKernel::default_for(MatmulTiles::TINY)));
+    for (tiles, kernel) in cases {
         if !tiles.fits(kiln_core::device().unwrap().limits()) {
             continue;
         }
-        for kernel in MatmulKernel::ALL {
-            for (m, k, n) in [(5, 200, 6), (3, 203, 2)] {
-                let (a, _) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
-                let (b, _) = rand_tensor(&mut rng, &[k, n], DType::F32, -1.0, 1.0);
-                let one = ops::matmul_with_kernel(&a, &b, tiles, kernel).unwrap().to_bytes().unwrap();
-                for steps in [1, 3] {
-                    let split = ops::matmul_split_k(&a, &b, tiles, kernel, steps).unwrap().to_bytes().unwrap();
-                    assert!(one == split, "{tiles:?} {kernel:?} {m}x{k}x{n} in dispatches of {steps} steps");
-                }
+        for (m, k, n) in [(5, 200, 6), (3, 203, 2)] {
+            let (a, _) = rand_tensor(&mut rng, &[m, k], DType::F32, -1.0, 1.0);
+            let (b, _) = rand_tensor(&mut rng, &[k, n], DType::F32, -1.0, 1.0);
+            let one = ops::matmul_with_kernel(&a, &b, tiles, kernel).unwrap().to_bytes().unwrap();
+            for steps in [1, 3] {
+                let split = ops::matmul_split_k(&a, &b, tiles, kernel, steps).unwrap().to_bytes().unwrap();
+                assert!(one == split, "{tiles:?} {kernel:?} {m}x{k}x{n} in dispatches of {steps} steps");
             }
         }
     }
@@ -252,4 +262,23 @@ fn quantized_product_of_a_long_k() {
     let fusion = ops::QuantFusion { residual: Some(&res), ..Default::default() };
     let y = ops::quant_matmul_fused(&x, &q, QuantFormat::Q8_0, n, fusion).unwrap();
     assert_close("quant product + residual", &y.to_f64_vec().unwrap(), &want, 1e-5 * k as f64, 0.0);
+}
+
+#[test]
+fn reductions_and_scans_down_long_axes() {
+    // Right already (reductions move a short-inner axis last onto the workgroup-strided row
+    // kernel; scans are hierarchical): kept here so a kernel that walks these in one
+    // invocation would fail on lavapipe.
+    use kiln_core::reference as cpu;
+    let mut rng = Rng::new(16);
+    let s = [140000, 2];
+    let (x, xv) = rand_tensor(&mut rng, &s, DType::F32, -1.0, 1.0);
+    let (want, _) = cpu::reduce::var(&xv, &s, Some(&[0]), false, 0, DType::F32).unwrap();
+    assert_close("var axis 0", &ops::var(&x, Some(&[0]), false, 0).unwrap().to_f64_vec().unwrap(), &want, 1e-4, 1e-3);
+    let (want, _) = cpu::reduce::argmax(&xv, &s, Some(0), false).unwrap();
+    assert_eq!(ops::argmax(&x, Some(0), false).unwrap().to_f64_vec().unwrap(), want, "argmax axis 0");
+    let s = [100000, 2];
+    let (x, xv) = rand_tensor(&mut rng, &s, DType::I32, -3.0, 3.0);
+    let (want, _) = cpu::scan::cumulative(true, &xv, &s, Some(0), false, DType::I32).unwrap();
+    assert_eq!(ops::cumulative_sum(&x, Some(0), None, false).unwrap().to_f64_vec().unwrap(), want, "cumsum axis 0");
 }
