@@ -46,6 +46,8 @@ fn matmul_of_a_long_k_sums_every_term() {
     assert_eq!(d.shape(), &[] as &[usize]);
     let want: f64 = av.iter().zip(&bv).map(|(x, y)| x * y).sum();
     assert_close("vector @ vector", &d.to_f64_vec().unwrap(), &[want], 0.01, 0.0);
+    let t = ops::tensordot(&a, &b, &ops::TensordotAxes::Count(1)).unwrap();
+    assert_close("tensordot of two vectors", &t.to_f64_vec().unwrap(), &[want], 0.01, 0.0);
 }
 
 #[test]
