@@ -139,6 +139,14 @@ fn conv2d_of_many_channels_sums_every_tap() {
         let atol = if dt == DType::I32 { 0.0 } else { 1e-3 };
         assert_close(&format!("conv2d {c} channels {dt}"), &y.to_f64_vec().unwrap(), &want, atol, 1e-5);
     }
+    // Past the taps Auto trusts the implicit GEMM with on a CPU adapter (the direct kernel,
+    // split, there; the implicit GEMM elsewhere).
+    let (xs, ws) = ([1, 30100, 2, 2], [4, 30100, 3, 3]);
+    let (x, xv) = rand_tensor(&mut rng, &xs, DType::F32, -1.0, 1.0);
+    let (w, wv) = rand_tensor(&mut rng, &ws, DType::F32, -1.0, 1.0);
+    let y = ops::conv2d(&x, &w, None, [1, 1], [1, 1], [1, 1], 1).unwrap();
+    let (want, _) = cpu::conv2d(&xv, xs, &wv, ws, None, [1, 1], [1, 1], [1, 1], 1).unwrap();
+    assert_close("conv2d 270900 taps", &y.to_f64_vec().unwrap(), &want, 2e-3, 1e-5);
 }
 
 #[test]

@@ -48,6 +48,10 @@ const GEMM_MIN_MACS: usize = 1 << 22;
 /// ... and this many output channels per group.
 const GEMM_MIN_OG: usize = 4;
 
+/// The most taps a window (C/groups x KH x KW) the implicit GEMM is trusted with on a CPU
+/// adapter: measured right there on lavapipe (llvmpipe's loop limiter; see `conv2d_on_path`).
+const IMPLICIT_CPU_MAX_TAPS: usize = 270_000;
+
 /// `KILN_CONV_PATH=direct|matmul|implicit|coop`: the path `Auto` takes (for tuning), read once.
 fn env_path() -> Option<ConvPath> {
     static P: std::sync::OnceLock<Option<ConvPath>> = std::sync::OnceLock::new();
@@ -221,6 +225,11 @@ pub fn conv2d_on_path(
         ConvPath::Auto if dtype == DType::F16 && coop::pick(&device, o / groups, n * oh * ow, groups).is_some() => {
             ConvPath::Coop
         }
+        // The implicit GEMM walks all C/groups x KH x KW taps in one invocation (about one loop
+        // pass per 16): right on lavapipe at 270000 taps, not measured past that, where a CPU
+        // adapter takes the direct kernel, which splits its channels over dispatches there
+        // (core/src/loop_budget.rs).
+        ConvPath::Auto if crate::loop_budget::limited(&device) && taps > IMPLICIT_CPU_MAX_TAPS => ConvPath::Direct,
         ConvPath::Auto => ConvPath::Implicit,
         ConvPath::Direct => ConvPath::Direct,
         _ if !float => return refuse("integers run only the direct kernel"),
