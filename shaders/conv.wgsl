@@ -22,9 +22,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let ni = win.plane / p.o;
     let g = oc / p.og;
     var acc = {{BIAS_INIT}};
+    if (p.cbegin > 0u) {
+        acc = {{ACC}}(out[i]);
+    }
     let y0 = win.y0;
     let x0 = win.x0;
-    for (var ci = 0u; ci < p.cg; ci++) {
+    for (var ci = p.cbegin; ci < p.cend; ci++) {
         let xbase = (ni * p.c + g * p.cg + ci) * p.h * p.w;
         let wbase = (oc * p.cg + ci) * p.kh * p.kw;
         for (var ky = 0u; ky < p.kh; ky++) {

@@ -11,6 +11,13 @@ struct Params {
     bshape: array<vec4<u32>, 2>,   // broadcast batch shape
     astride: array<vec4<u32>, 2>,  // element stride of A per batch dimension (0 = broadcast)
     bstride: array<vec4<u32>, 2>,
+    // The k range this dispatch sums, [kbegin, kend): all of K except on CPU adapters, where a
+    // long K is split over dispatches (core/src/loop_budget.rs: llvmpipe's loop limiter), each
+    // after the first starting from the partial sums the previous one stored in C.
+    kbegin: u32,
+    kend: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 // The output tile workgroup g computes (n-tile fastest, then m-tile, then batch) and where its

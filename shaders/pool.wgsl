@@ -20,7 +20,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let x0 = win.x0;
     var acc = {{ACC}}(0);
     var found = false;
-    for (var ky = 0u; ky < p.kh; ky++) {
+    // A window's rows may be split over dispatches on CPU adapters (p.cbegin, p.cend: the rows
+    // [cbegin, cend) here; core/src/loop_budget.rs): a later one goes on from what the previous
+    // stored (avg: the raw sum, divided by the last), found where an earlier row was in the
+    // image (padding is at most half the kernel, so every such row has a column in it too).
+    if (p.cbegin > 0u) {
+        acc = {{ACC}}(out[i]);
+        found = y0 + i32(p.cbegin) > 0 && y0 < i32(p.h);
+    }
+    for (var ky = p.cbegin; ky < p.cend; ky++) {
         let iy = y0 + i32(ky);
         if (iy < 0 || iy >= i32(p.h)) {
             continue;
@@ -35,5 +43,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             found = true;
         }
     }
-    out[i] = {{T}}({{FINISH}});
+    if (p.cend == p.kh) {
+        out[i] = {{T}}({{FINISH}});
+    } else {
+        out[i] = {{T}}(acc);
+    }
 }

@@ -11,8 +11,12 @@ struct Params {
     blocks: u32,
     row_h: u32,
     tiles_n: u32,  // workgroups along n
-    pad0: u32,
-    pad1: u32,
+    // The blocks of K this dispatch sums, [bbegin, bend): all of them except on CPU adapters,
+    // where many are split over dispatches (core/src/loop_budget.rs: llvmpipe's loop limiter),
+    // each after the first going on from the f32 sums the previous one stored in out (and only
+    // the last adding the residual).
+    bbegin: u32,
+    bend: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -48,7 +52,18 @@ fn main(
     for (var i = 0u; i < 16u; i++) {
         acc[i] = 0.0;
     }
-    for (var b = 0u; b < p.blocks; b++) {
+    if (p.bbegin > 0u) {
+        for (var i = 0u; i < 4u; i++) {
+            let m = m0 + ty + 16u * i;
+            for (var j = 0u; j < 4u; j++) {
+                let n = n0 + tx + 16u * j;
+                if (m < p.m && n < p.n) {
+                    acc[i * 4u + j] = f32(out[m * p.n + n]);
+                }
+            }
+        }
+    }
+    for (var b = p.bbegin; b < p.bend; b++) {
         let xm = m0 + sr;
         for (var i = 0u; i < 8u; i++) {
             var v = 0.0;
@@ -91,7 +106,7 @@ fn main(
             let n = n0 + tx + 16u * j;
             if (m < p.m && n < p.n) {
                 let y = {{T}}(acc[i * 4u + j]);
-                if (RES) {
+                if (RES && p.bend == p.blocks) {
                     out[m * p.n + n] = {{T}}(f32(y) + f32(r[m * p.n + n]));
                 } else {
                     out[m * p.n + n] = y;

@@ -273,20 +273,16 @@ fn main(@builtin(local_invocation_index) t: u32) {
     storageBarrier();
     workgroupBarrier();
     if ((p.flags & 2u) != 0u) {
-        // Each distinct recent token once: its first occurrence in the ring applies it.
+        // Each distinct recent token once: every occurrence in the ring writes the same value,
+        // penalised from the logit itself (not from scratch, which another occurrence may have
+        // penalised already). No search of the ring for a first occurrence: that was a loop of
+        // up to n_recent passes per id, O(n_recent^2 / WGS) per thread, past llvmpipe's loop
+        // limiter for long rings (core/src/loop_budget.rs).
         for (var j = t; j < p.n_recent; j += WGS) {
             let id = ring[j];
             if (id < v) {
-                var first = true;
-                for (var k = 0u; k < j; k += 1u) {
-                    if (ring[k] == id) {
-                        first = false;
-                        break;
-                    }
-                }
-                if (first) {
-                    scratch[id] = penalize(scratch[id]);
-                }
+                let u = logits[id];
+                scratch[id] = penalize(select(u, 0u, (u & 0x7f800000u) == 0u));
             }
         }
         storageBarrier();

@@ -18,6 +18,12 @@ struct Params {
     dw: u32,
     cg: u32,   // input channels per group
     og: u32,   // output channels per group
+    // conv.wgsl: the input channels of the group this dispatch sums, [cbegin, cend); pool.wgsl:
+    // the window rows it folds. All of them except on CPU adapters, where many are split over
+    // dispatches (core/src/loop_budget.rs: llvmpipe's loop limiter), each after the first going
+    // on from what the previous stored in out.
+    cbegin: u32,
+    cend: u32,
 }
 
 // Output position i of a window op over [planes, OH, OW]: its column, row and plane, and where

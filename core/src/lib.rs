@@ -19,6 +19,7 @@ pub(crate) mod id_hash;
 pub(crate) mod instance;
 pub mod kernel;
 pub mod kernel_limits;
+pub(crate) mod loop_budget;
 pub mod metrics;
 pub mod native;
 pub mod native_kernels;

@@ -291,6 +291,7 @@ fn attention_impl(
     // Measured on the H100 (BENCHMARKS.md): flash beats the matmul path at D = 64 (8.25 vs 7.77
     // TFLOP/s) but not at D = 128 (3.2 vs 10.6: q and the accumulators no longer fit in
     // registers), where it still beats the per-row kernel for scores too big for the matmuls.
+    let auto = path == AttentionPath::Auto;
     let path = match path {
         AttentionPath::Auto if lq <= DECODE_MAX_LQ => AttentionPath::SplitKv,
         // A KV cache's prefix (a decoder's prefill) on a CPU adapter: split-KV, not flash.
@@ -310,6 +311,24 @@ fn attention_impl(
         AttentionPath::Auto if lk >= MIN_KEYS && scores >= MIN_SCORES && matmul_fits => AttentionPath::Matmul,
         AttentionPath::Auto if flash_tile.is_some() && !matmul_fits => AttentionPath::Flash,
         AttentionPath::Auto => AttentionPath::Fused,
+        p => p,
+    };
+    // The flash and per-row kernels walk every key in one invocation: past llvmpipe's loop
+    // limiter (core/src/loop_budget.rs) they would stop early without an error, so where Auto
+    // chose them a CPU adapter takes split-KV, whose splits are bounded there
+    // (`split_keys_cap`), and where a caller chose them it is told.
+    let path = match path {
+        AttentionPath::Flash | AttentionPath::Fused
+            if !crate::loop_budget::fits(&device, one_invocation_passes(path, lk, d, dv)) =>
+        {
+            if !auto {
+                return Err(Error::InvalidArgument(format!(
+                    "attention: the {path:?} kernel cannot walk {lk} keys (D {d}, Dv {dv}) in one invocation on \
+                     this CPU adapter (llvmpipe's loop limiter); Auto and SplitKv can"
+                )));
+            }
+            AttentionPath::SplitKv
+        }
         p => p,
     };
     if kv_len.is_some() && matches!(path, AttentionPath::Matmul) {
@@ -912,12 +931,41 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
 /// workgroups, a multiple of the kernel's `kc` keys per step. A function of the shape alone, so
 /// every device sums in the same order. `KILN_DECODE_CHUNK` overrides it (tuning; at most
 /// `SPLIT_TARGET_GROUPS` splits a row, which the combine kernel's weights array holds).
-fn split_chunk(rows: usize, lk: usize, kc: usize) -> usize {
-    if let Some(c) = decode_knobs().chunk {
-        return c.max(lk.div_ceil(SPLIT_TARGET_GROUPS)).div_ceil(kc).max(1) * kc;
+/// Loop passes one invocation of the flash (`Flash`) or per-row (`Fused`) kernel makes over `lk`
+/// keys, for core/src/loop_budget.rs: measured on lavapipe (8 queries; the first wrong result
+/// at): Flash 63062 keys at D 4, 64463 at D 64 (a pass a key); Fused 54793 at D 4, 29197 at
+/// D 64 (~290 + 4.5 D a step of 256 keys). Over-counted here, to stay on the safe side.
+fn one_invocation_passes(path: AttentionPath, lk: usize, d: usize, dv: usize) -> u64 {
+    let (lk, d, dv) = (lk as u64, d as u64, dv as u64);
+    match path {
+        AttentionPath::Flash => lk + lk / 8 + 1024,
+        _ => (lk / 256 + 1) * (300 + 5 * (d + dv)),
     }
-    let splits = SPLIT_TARGET_GROUPS.div_ceil(rows).clamp(1, lk.div_ceil(kc).max(1));
-    lk.div_ceil(splits).div_ceil(kc).max(1) * kc
+}
+
+/// `cap` (where given) bounds the keys of one split: a multiple of `kc`, from
+/// [`split_keys_cap`].
+fn split_chunk(rows: usize, lk: usize, kc: usize, cap: Option<usize>) -> usize {
+    let chunk = if let Some(c) = decode_knobs().chunk {
+        c.max(lk.div_ceil(SPLIT_TARGET_GROUPS)).div_ceil(kc).max(1) * kc
+    } else {
+        let splits = SPLIT_TARGET_GROUPS.div_ceil(rows).clamp(1, lk.div_ceil(kc).max(1));
+        lk.div_ceil(splits).div_ceil(kc).max(1) * kc
+    };
+    cap.map_or(chunk, |c| chunk.min(c))
+}
+
+/// The most keys one split-KV workgroup may walk on `device` (None: any): on CPU adapters,
+/// llvmpipe's loop limiter (core/src/loop_budget.rs) counts every loop pass of the split
+/// kernels' invocation, so a split's keys are bounded there (and the splits grow in number).
+/// Counted per step of `kc` keys, generously: the step loop, the K tile's copy, the score's
+/// loop over D (once per key at most), Dv's per-thread loops over the step's keys, the
+/// per-step reductions.
+fn split_keys_cap(device: &crate::device::Device, kc: usize, d: usize, dv: usize) -> Option<usize> {
+    let wg = WG;
+    let per_step = 16 + 2 * kc * (d + 1) / wg.min(kc * 4) + (d * kc).div_ceil(4 * wg) + dv.div_ceil(wg) * (kc + 4);
+    let fixed = 2 * (d.div_ceil(wg) + dv.div_ceil(wg)) + 8;
+    crate::loop_budget::steps_per_dispatch(device, per_step as u64, fixed as u64).map(|s| s as usize * kc)
 }
 
 /// The split-KV path's tuning and timing knobs, read once.
@@ -999,8 +1047,16 @@ fn split_kv(
         .ok_or_else(|| {
             Error::InvalidArgument(format!("attention: D {} is more than workgroup memory holds for a mask", g.d))
         })?;
-    let chunk = split_chunk(g.rows, g.lk, kc);
+    let cap = split_keys_cap(&device, kc, g.d, g.dv);
+    let chunk = split_chunk(g.rows, g.lk, kc, cap);
     let nsplit = g.lk.div_ceil(chunk).max(1);
+    if cap.is_some() && nsplit > SPLIT_TARGET_GROUPS {
+        return Err(Error::InvalidArgument(format!(
+            "attention: {} keys are more than this CPU adapter's split-KV kernel takes ({} splits of {chunk}: \
+             llvmpipe's loop limiter bounds each split)",
+            g.lk, SPLIT_TARGET_GROUPS
+        )));
+    }
     let part_len = crate::shape::mul(g.rows * nsplit, g.dv + 2, "attention partials")?;
     let part = Tensor::empty_on(&device, &[part_len], DType::F32)?;
     let (msq, msk) = mask.map_or((0, 0), |(_, s)| (s[s.len() - 2], s[s.len() - 1]));
@@ -1054,7 +1110,7 @@ fn split_kv(
                     &device,
                     Box::new(move |delta, w| {
                         let lk2 = lk.checked_add(delta).filter(|&l| l <= kv_rows)?;
-                        let chunk2 = split_chunk(rows, lk2, kc);
+                        let chunk2 = split_chunk(rows, lk2, kc, cap);
                         if chunk2 != chunk || lk2.div_ceil(chunk2).max(1) != nsplit {
                             return None;
                         }

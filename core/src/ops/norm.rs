@@ -127,6 +127,15 @@ fn run(
         return Ok(out);
     }
     check_indexable(n)?;
+    // The column kernel walks its run up to four times in one invocation: past llvmpipe's loop
+    // limiter (core/src/loop_budget.rs) it would stop early without an error, so on a CPU
+    // adapter a long run is moved last, run through the row kernel (its workgroup strides the
+    // run; a different summation order: not the column kernel's bits) and moved back.
+    if inner > 1 && w.is_none() && b.is_none() && crate::loop_budget::limited(&device) && r.saturating_mul(4) > 60_000 {
+        let xt = crate::ops::permute(&x.with_shape(vec![outer, r, inner]), &[0, 2, 1])?;
+        let y = run(kind, &xt, outer * inner, r, 1, None, None, eps, in_registers)?;
+        return Ok(crate::ops::permute(&y, &[0, 2, 1])?.with_shape(x.shape().to_vec()));
+    }
     let row = inner == 1 && r >= ROW_MIN;
     let (rows, groups) = if row {
         (outer, grid(outer as u64, device.limits().max_compute_workgroups_per_dimension)?)

@@ -700,22 +700,40 @@ fn product(
         return Ok(out);
     }
     let (blocks, row_h, enable, max_dim) = launch_sizes(x, &out, format, k)?;
+    // Loop passes (core/src/loop_budget.rs) per block of K, generously: lavapipe runs 1024
+    // blocks right and 4096 wrong, so a block makes at most 64 (its loop's own, the k steps').
+    let max_blocks = crate::loop_budget::steps_per_dispatch(&device, 64, 64);
+    let branges = crate::loop_budget::chunks(blocks, 1, max_blocks);
+    if branges.len() > 1 && dtype == DType::F16 {
+        // Split K carries the sums in `out`: in f16 they would be rounded between dispatches,
+        // so the product runs in f32 and is rounded once, the residual added after the
+        // rounding as the fused kernel (and ops::add) does.
+        let y = product(&crate::ops::cast(x, DType::F32)?, w, format, n, kernel, None)?;
+        let y = crate::ops::cast(&y, DType::F16)?;
+        return match residual {
+            Some(r) => crate::ops::add(&y, r),
+            None => Ok(y),
+        };
+    }
     let tiles_n = n.div_ceil(TILE);
     let tiles = (tiles_n as u64) * (m.div_ceil(TILE) as u64);
-    let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(tiles_n).u32(0u32).u32(0u32);
     let res = residual.is_some();
-    Launch {
-        key: PipelineKey::new("quant_tiled", &[format as u32, dtype as u32, res as u32]),
-        source: Box::new(move || {
-            enable.to_string()
-                + &format.common_wgsl()
-                + &render(TILED, &[("T", dtype.wgsl()), ("RES", if res { "true" } else { "false" })])
-        }),
-        // Without a residual x stands in at its slot (the layout stays one).
-        tensors: &[w, x, &out, residual.unwrap_or(x)],
-        params: Some(params),
-        groups: grid(tiles, max_dim)?,
+    let source = move || {
+        enable.to_string()
+            + &format.common_wgsl()
+            + &render(TILED, &[("T", dtype.wgsl()), ("RES", if res { "true" } else { "false" })])
+    };
+    for (bbegin, bend) in branges {
+        let params = Params::new().u32(m).u32(n).u32(k).u32(blocks).u32(row_h).u32(tiles_n).u32(bbegin).u32(bend);
+        Launch {
+            key: PipelineKey::new("quant_tiled", &[format as u32, dtype as u32, res as u32]),
+            source: Box::new(source),
+            // Without a residual x stands in at its slot (the layout stays one).
+            tensors: &[w, x, &out, residual.unwrap_or(x)],
+            params: Some(params),
+            groups: grid(tiles, max_dim)?,
+        }
+        .run_with(&device, Checks::Unchecked)?;
     }
-    .run_with(&device, Checks::Unchecked)?;
     Ok(out)
 }

@@ -284,10 +284,11 @@ pub fn sample_token_host(logits: &[f32], recent: &[u32], p: &SampleParams) -> u3
     idx[keep - 1] as u32
 }
 
-/// The most recent ids [`sample_token`]'s ring may hold. Its kernel applies each distinct id's
-/// penalty once by checking the ring's earlier slots (a pass quadratic in the ring's length:
-/// negligible at llama.cpp's default window of 64, ~2 ms a token on a big GPU at this bound, and
-/// a 100k-id window would cost seconds a token); a longer ring is refused, not run.
+/// The most recent ids [`sample_token`]'s ring may hold; a longer ring is refused, not run. Its
+/// kernel applies each distinct id's penalty once by having every occurrence write the same
+/// value, penalised from the logit (a pass linear in the ring's length). It used to check the
+/// ring's earlier slots instead, a pass quadratic in the length that llvmpipe's loop limiter
+/// cut short on lavapipe past ~5000 ids (core/src/loop_budget.rs).
 pub const SAMPLE_MAX_RECENT: usize = 8192;
 
 /// [`sample_token_host`] on the GPU: `logits` f32 of `vocab` elements (any shape), `recent` a

@@ -48,6 +48,10 @@ const GEMM_MIN_MACS: usize = 1 << 22;
 /// ... and this many output channels per group.
 const GEMM_MIN_OG: usize = 4;
 
+/// The most taps a window (C/groups x KH x KW) the implicit GEMM is trusted with on a CPU
+/// adapter: measured right there on lavapipe (llvmpipe's loop limiter; see `conv2d_on_path`).
+const IMPLICIT_CPU_MAX_TAPS: usize = 270_000;
+
 /// `KILN_CONV_PATH=direct|matmul|implicit|coop`: the path `Auto` takes (for tuning), read once.
 fn env_path() -> Option<ConvPath> {
     static P: std::sync::OnceLock<Option<ConvPath>> = std::sync::OnceLock::new();
@@ -221,6 +225,11 @@ pub fn conv2d_on_path(
         ConvPath::Auto if dtype == DType::F16 && coop::pick(&device, o / groups, n * oh * ow, groups).is_some() => {
             ConvPath::Coop
         }
+        // The implicit GEMM walks all C/groups x KH x KW taps in one invocation (about one loop
+        // pass per 16): right on lavapipe at 270000 taps, not measured past that, where a CPU
+        // adapter takes the direct kernel, which splits its channels over dispatches there
+        // (core/src/loop_budget.rs).
+        ConvPath::Auto if crate::loop_budget::limited(&device) && taps > IMPLICIT_CPU_MAX_TAPS => ConvPath::Direct,
         ConvPath::Auto => ConvPath::Implicit,
         ConvPath::Direct => ConvPath::Direct,
         _ if !float => return refuse("integers run only the direct kernel"),
@@ -254,43 +263,57 @@ pub fn conv2d_on_path(
         }
         _ => {}
     }
-    let params = geo.params(total);
+    let max_steps = crate::loop_budget::steps_per_dispatch(&device, geo.direct_passes_per_channel(), 0);
+    let cranges = crate::loop_budget::chunks(cg, 1, max_steps);
+    if cranges.len() > 1 && dtype == DType::F16 {
+        // Split channels carry the sums in `out`: in f16 they would be rounded between
+        // dispatches, so the conv runs in f32 (the f16 kernel accumulates in f32 too) and is
+        // rounded once at the end, as the f16 kernel does.
+        let f32s = |t: &Tensor| crate::ops::cast(t, DType::F32);
+        let b32 = bias.map(f32s).transpose()?;
+        let y =
+            conv2d_on_path(&f32s(x)?, &f32s(w)?, b32.as_ref(), stride, padding, dilation, groups, ConvPath::Direct)?;
+        return crate::ops::cast(&y, DType::F16);
+    }
     let has_bias = bias.is_some();
     let mut tensors: Vec<&Tensor> = vec![x, w];
     tensors.extend(bias);
     tensors.push(&out);
     let out_slot = tensors.len() - 1;
     let acc = acc_type(dtype);
-    Launch {
-        key: format!("conv2d:{dtype}:{has_bias}"),
-        source: Box::new(move || {
-            let (decl, init) = if has_bias {
-                (
-                    format!("@group(0) @binding(2) var<storage, read> bias: array<{}>;", dtype.wgsl()),
-                    format!("{acc}(bias[oc])"),
-                )
-            } else {
-                (String::new(), format!("{acc}(0)"))
-            };
-            render(
-                CONV,
-                &[
-                    ("ENABLE", enables(&[dtype])),
-                    ("WINDOW_COMMON", WINDOW_COMMON),
-                    ("T", dtype.wgsl()),
-                    ("ACC", acc),
-                    ("BIAS_DECL", &decl),
-                    ("BIAS_INIT", &init),
-                    ("OUT", &out_slot.to_string()),
-                    ("PARAMS", &(out_slot + 1).to_string()),
-                ],
+    let source = move || {
+        let (decl, init) = if has_bias {
+            (
+                format!("@group(0) @binding(2) var<storage, read> bias: array<{}>;", dtype.wgsl()),
+                format!("{acc}(bias[oc])"),
             )
-        }),
-        tensors: &tensors,
-        params: Some(params),
-        groups: groups_1d(&device, total)?,
+        } else {
+            (String::new(), format!("{acc}(0)"))
+        };
+        render(
+            CONV,
+            &[
+                ("ENABLE", enables(&[dtype])),
+                ("WINDOW_COMMON", WINDOW_COMMON),
+                ("T", dtype.wgsl()),
+                ("ACC", acc),
+                ("BIAS_DECL", &decl),
+                ("BIAS_INIT", &init),
+                ("OUT", &out_slot.to_string()),
+                ("PARAMS", &(out_slot + 1).to_string()),
+            ],
+        )
+    };
+    for (cbegin, cend) in cranges {
+        Launch {
+            key: format!("conv2d:{dtype}:{has_bias}"),
+            source: Box::new(source),
+            tensors: &tensors,
+            params: Some(geo.params_channels(total, cbegin, cend)),
+            groups: groups_1d(&device, total)?,
+        }
+        .run(&device)?;
     }
-    .run(&device)?;
     Ok(out)
 }
 
@@ -339,8 +362,10 @@ impl Geometry {
         crate::exec::work_of(&[self.n, self.o, self.oh, self.ow]).saturating_mul(taps)
     }
 
-    /// The parameter block of `shaders/window_common.wgsl` for a launch over `total` elements.
-    fn params(&self, total: usize) -> Params {
+    /// The parameter block of `shaders/window_common.wgsl` for a launch over `total` elements
+    /// that folds the input channels [cbegin, cend) of each group (conv) or the window rows
+    /// [cbegin, cend) (pools).
+    fn params_channels(&self, total: usize, cbegin: usize, cend: usize) -> Params {
         Params::new()
             .u32(total)
             .u32(self.c)
@@ -359,6 +384,16 @@ impl Geometry {
             .u32(self.dilation[1])
             .u32(self.c / self.groups)
             .u32(self.o / self.groups)
+            .u32(cbegin)
+            .u32(cend)
+    }
+
+    /// Loop passes (core/src/loop_budget.rs) conv.wgsl's invocation makes per input channel:
+    /// the channel loop's own, the rows' loop and each row's loop over taps (counted with one
+    /// pass to spare each, for the `continue`s).
+    fn direct_passes_per_channel(&self) -> u64 {
+        let (kh, kw) = (self.kh as u64, self.kw as u64);
+        2 + (kh + 2) + kh * (kw + 2)
     }
 }
 
@@ -426,7 +461,15 @@ fn pool2d(
         groups: c.max(1),
     };
     geo.check(op)?;
-    let params = geo.params(total);
+    // A window row costs its loop over the columns and its own pass (one spare for the
+    // `continue`s); windows of many rows are split over dispatches on CPU adapters.
+    let max_rows = crate::loop_budget::steps_per_dispatch(&device, kernel[1] as u64 + 3, 0);
+    let rranges = crate::loop_budget::chunks(kernel[0], 1, max_rows);
+    if rranges.len() > 1 && dtype == DType::F16 {
+        // f16 partial results would be rounded between dispatches: run in f32, round once.
+        let y = pool2d(op, &crate::ops::cast(x, DType::F32)?, kernel, stride, padding, max)?;
+        return crate::ops::cast(&y, DType::F16);
+    }
     let acc = acc_type(dtype);
     let (combine, finish) = match (max, dtype.is_float()) {
         // NaN propagates, as in PyTorch.
@@ -435,26 +478,29 @@ fn pool2d(
         (false, _) => ("acc += v;", "acc / f32(p.kh * p.kw)"),
     };
     let tensors = [x, &out];
-    Launch {
-        key: format!("{op}:{dtype}"),
-        source: Box::new(move || {
-            render(
-                POOL,
-                &[
-                    ("ENABLE", enables(&[dtype])),
-                    ("WINDOW_COMMON", WINDOW_COMMON),
-                    ("T", dtype.wgsl()),
-                    ("ACC", acc),
-                    ("COMBINE", combine),
-                    ("FINISH", finish),
-                ],
-            )
-        }),
-        tensors: &tensors,
-        params: Some(params),
-        groups: groups_1d(&device, total)?,
+    let source = move || {
+        render(
+            POOL,
+            &[
+                ("ENABLE", enables(&[dtype])),
+                ("WINDOW_COMMON", WINDOW_COMMON),
+                ("T", dtype.wgsl()),
+                ("ACC", acc),
+                ("COMBINE", combine),
+                ("FINISH", finish),
+            ],
+        )
+    };
+    for (rbegin, rend) in rranges {
+        Launch {
+            key: format!("{op}:{dtype}"),
+            source: Box::new(source),
+            tensors: &tensors,
+            params: Some(geo.params_channels(total, rbegin, rend)),
+            groups: groups_1d(&device, total)?,
+        }
+        .run(&device)?;
     }
-    .run(&device)?;
     Ok(out)
 }
 

@@ -86,6 +86,11 @@ impl Problem<'_> {
     /// The parameter block of shaders/matmul_common.wgsl and the dispatch size for output tiles
     /// of `bm` x `bn`.
     fn launch(&self, device: &Device, bm: u32, bn: u32) -> Result<(Params, [u32; 3])> {
+        self.launch_k(device, bm, bn, (0, self.k))
+    }
+
+    /// `launch` for the dispatch that sums k in `krange` (begin, end) only.
+    fn launch_k(&self, device: &Device, bm: u32, bn: u32, krange: (usize, usize)) -> Result<(Params, [u32; 3])> {
         let ntiles = self.n.div_ceil(bn as usize);
         let mtiles = self.m.div_ceil(bm as usize);
         let groups = ntiles as u64 * mtiles as u64 * numel(self.batch_shape) as u64;
@@ -106,7 +111,11 @@ impl Problem<'_> {
             .u32(0u32)
             .dims8(self.batch_shape, 1)
             .dims8(&crate::shape::batch_strides(self.ab, self.batch_shape, self.m * self.k), 0)
-            .dims8(&crate::shape::batch_strides(self.bb, self.batch_shape, self.k * self.n), 0);
+            .dims8(&crate::shape::batch_strides(self.bb, self.batch_shape, self.k * self.n), 0)
+            .u32(krange.0)
+            .u32(krange.1)
+            .u32(0u32)
+            .u32(0u32);
         Ok((params, dims))
     }
 }
@@ -116,7 +125,7 @@ impl Problem<'_> {
 /// dimension is dropped from the result, so vector @ vector is rank 0). f16 accumulates in f32;
 /// i32/u32 wrap.
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    matmul_impl(a, b, None, None, None)
+    matmul_impl(a, b, None, None, None, None)
 }
 
 /// Which tier `matmul` runs an `m` x `k` by `k` x `n` product of `dtype` on, on `device`.
@@ -139,7 +148,7 @@ pub fn matmul_native_with(a: &Tensor, b: &Tensor, tiling: &str) -> Result<Tensor
     if a.dtype() != DType::F16 {
         return Err(Error::DTypeMismatch("the native matmul is f16 only".into()));
     }
-    matmul_impl(a, b, None, None, Some(t))
+    matmul_impl(a, b, None, None, Some(t), None)
 }
 
 /// `matmul` with a given tiling instead of [`pick_tiles`]'s choice (for tuning and tests);
@@ -150,7 +159,7 @@ pub fn matmul_with_tiles(a: &Tensor, b: &Tensor, tiles: MatmulTiles) -> Result<T
             "matmul tiling {tiles:?} is malformed or over this adapter's limits"
         )));
     }
-    matmul_impl(a, b, Some(tiles), None, None)
+    matmul_impl(a, b, Some(tiles), None, None, None)
 }
 
 /// `matmul_with_tiles` with a given staging of the tiled kernel (tests and tuning).
@@ -160,7 +169,20 @@ pub fn matmul_with_kernel(a: &Tensor, b: &Tensor, tiles: MatmulTiles, kernel: Ma
             "matmul tiling {tiles:?} is malformed or over this adapter's limits"
         )));
     }
-    matmul_impl(a, b, Some(tiles), Some(kernel), None)
+    matmul_impl(a, b, Some(tiles), Some(kernel), None, None)
+}
+
+/// `matmul_with_kernel` with K split over dispatches of at most `steps` K steps each, as CPU
+/// adapters split it (core/src/loop_budget.rs), on any adapter: tests check that the split
+/// gives the one-dispatch result bit for bit.
+#[doc(hidden)]
+pub fn matmul_split_k(a: &Tensor, b: &Tensor, tiles: MatmulTiles, kernel: MatmulKernel, steps: u64) -> Result<Tensor> {
+    if !tiles.fits(a.device().limits()) || steps == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "matmul tiling {tiles:?} is malformed or over this adapter's limits, or 0 steps"
+        )));
+    }
+    matmul_impl(a, b, Some(tiles), Some(kernel), None, Some(steps))
 }
 
 fn matmul_impl(
@@ -169,6 +191,7 @@ fn matmul_impl(
     tiles: Option<MatmulTiles>,
     kernel: Option<MatmulKernel>,
     forced_native: Option<native::NativeTiles>,
+    split_steps: Option<u64>,
 ) -> Result<Tensor> {
     let device = check_same_device(&[a, b])?;
     if a.dtype() != b.dtype() {
@@ -220,5 +243,5 @@ fn matmul_impl(
     }
     let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n));
     let kernel = kernel.unwrap_or_else(|| MatmulKernel::default_for(tiles));
-    tiled::run(&device, a, b, out, tiles, kernel, &problem)
+    tiled::run(&device, a, b, out, tiles, kernel, &problem, split_steps)
 }

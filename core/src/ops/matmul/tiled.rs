@@ -53,6 +53,24 @@ fn generate(t: MatmulTiles, dtype: DType) -> (String, String, String) {
         }
         inner += "            }\n";
     }
+    // A dispatch after the first of a split K (core/src/loop_budget.rs) goes on from the partial
+    // sums the previous one stored: exact for f32 and the integers (C holds the accumulator's
+    // own type; f16 is split as f32, see `super::matmul_impl`).
+    decl += "    if (p.kbegin > 0u) {\n";
+    for c in 0..cm {
+        for r in 0..4 {
+            decl += &format!("        {{\n        let row = row0 + ({c}u * WGY + ty) * 4u + {r}u;\n        if (row < p.m) {{\n            let base = coff + row * p.n;\n");
+            for j in 0..cn {
+                for (s, lane) in LANES.iter().enumerate() {
+                    decl += &format!(
+                        "            {{ let col = col0 + ({j}u * WGX + tx) * 4u + {s}u; if (col < p.n) {{ acc_{c}_{r}_{j}.{lane} = {acc_t}(c[base + col]); }} }}\n"
+                    );
+                }
+            }
+            decl += "        }\n        }\n";
+        }
+    }
+    decl += "    }\n";
     let out_t = dtype.wgsl();
     for c in 0..cm {
         for r in 0..4 {
@@ -196,7 +214,7 @@ fn main_loop(acc: &str, t: MatmulTiles, vec_a: bool, vec_b: bool, st: Staging, k
             )
         };
         return format!(
-            "    let ao = 0u;\n    let bo = 0u;\n    for (var k0 = 0u; k0 < p.k; k0 += BK) {{\n        {{\n{}        }}\n        {{\n{}        }}\n        workgroupBarrier();\n{k_steps}\n        workgroupBarrier();\n    }}\n",
+            "    let ao = 0u;\n    let bo = 0u;\n    for (var k0 = p.kbegin; k0 < p.kend; k0 += BK) {{\n        {{\n{}        }}\n        {{\n{}        }}\n        workgroupBarrier();\n{k_steps}\n        workgroupBarrier();\n    }}\n",
             one(&la, "0u"),
             one(&lb, "0u")
         );
@@ -221,12 +239,28 @@ fn main_loop(acc: &str, t: MatmulTiles, vec_a: bool, vec_b: bool, st: Staging, k
         }
     }
     format!(
-        "{decl}    var k0 = 0u;\n{}{}    workgroupBarrier();\n    var cur = 0u;\n    for (; k0 < p.k; k0 += BK) {{\n        let ao = cur * AS_LEN;\n        let bo = cur * BS_LEN;\n        let more = k0 + BK < p.k;\n        if (more) {{\n            let k0 = k0 + BK;\n{}        }}\n{k_steps}\n        if (more) {{\n{}        }}\n        cur = 1u - cur;\n        workgroupBarrier();\n    }}\n",
+        "{decl}    var k0 = p.kbegin;\n{}{}    workgroupBarrier();\n    var cur = 0u;\n    for (; k0 < p.kend; k0 += BK) {{\n        let ao = cur * AS_LEN;\n        let bo = cur * BS_LEN;\n        let more = k0 + BK < p.kend;\n        if (more) {{\n            let k0 = k0 + BK;\n{}        }}\n{k_steps}\n        if (more) {{\n{}        }}\n        cur = 1u - cur;\n        workgroupBarrier();\n    }}\n",
         indent(&fetch, ""),
         stores("0u", "0u", ""),
         indent(&fetch, "    "),
         stores("(AS_LEN - ao)", "(BS_LEN - bo)", "    ")
     )
+}
+
+/// Loop passes (core/src/loop_budget.rs) one invocation makes per K step: the K loop's own,
+/// the tile copies' strided loops (single staging; double staging spells them out) and the
+/// k steps' loop where it is not unrolled.
+fn loop_passes_per_step(t: MatmulTiles, vec_a: bool, vec_b: bool, st: Staging) -> u64 {
+    use crate::loop_budget::strided_passes;
+    let nt = (t.threads_x() * t.threads_y()) as u64;
+    let copies = if st.double {
+        0
+    } else {
+        strided_passes(loader_a("f32", t, vec_a, st.quad_a).tasks as u64, nt)
+            + strided_passes(loader_b("f32", t, vec_b).tasks as u64, nt)
+    };
+    let k_steps = if t.unrolled() { 0 } else { t.bk as u64 + 1 };
+    1 + copies + k_steps
 }
 
 /// `body` for slot `i` of `l` (task lid + i NT), guarded where the slot passes the last task.
@@ -239,7 +273,9 @@ fn indent(s: &str, ind: &str) -> String {
     s.lines().map(|l| format!("{ind}{l}\n")).collect()
 }
 
-/// Runs `a` x `b` into `out` with `tiles`.
+/// Runs `a` x `b` into `out` with `tiles`, K split over dispatches of `split_steps` K steps
+/// where given, else where the adapter's loop limiter needs it.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     device: &Device,
     a: &Tensor,
@@ -248,10 +284,10 @@ pub(super) fn run(
     tiles: MatmulTiles,
     kernel: MatmulKernel,
     problem: &Problem<'_>,
+    split_steps: Option<u64>,
 ) -> Result<Tensor> {
     let dtype = a.dtype();
     let (n, k) = (problem.n, problem.k);
-    let (params, groups) = problem.launch(device, tiles.bm, tiles.bn)?;
     let vec_a = k % 4 == 0 && tiles.bk.is_multiple_of(4);
     let vec_b = n.is_multiple_of(4);
     let quad_a = kernel.quad_a && vec_a;
@@ -262,6 +298,18 @@ pub(super) fn run(
         tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn
     );
     let tensors = [a, b, &out];
+    let per_step = loop_passes_per_step(tiles, vec_a, vec_b, st);
+    let max_steps = split_steps.or_else(|| crate::loop_budget::steps_per_dispatch(device, per_step, 0));
+    let kranges = crate::loop_budget::chunks(k, tiles.bk as usize, max_steps);
+    if kranges.len() > 1 && dtype == DType::F16 {
+        // Split K carries the partial sums in C: in f16 they would be rounded between
+        // dispatches, so the product runs in f32 (the f16 kernel widens on load and
+        // accumulates in f32 too) and is rounded once at the end, as the f16 kernel does.
+        let (a32, b32) = (crate::ops::cast(a, DType::F32)?, crate::ops::cast(b, DType::F32)?);
+        let out32 = Tensor::empty_on(a.device(), out.shape(), DType::F32)?;
+        let c32 = run(device, &a32, &b32, out32, tiles, kernel, problem, split_steps)?;
+        return crate::ops::cast(&c32, DType::F16);
+    }
     let source = move || {
         let (decl, inner, store) = generate(tiles, dtype);
         let acc = if dtype.is_float() { "f32" } else { dtype.wgsl() };
@@ -301,7 +349,10 @@ pub(super) fn run(
     // Every index in the kernel is guarded (rows, columns and k against M, N, K; tile
     // indices by construction), and the test-suite runs every tiling on ragged shapes, so
     // naga's per-access bounds clamping is dropped (it costs the inner loop dearly).
-    Launch { key, source: Box::new(source), tensors: &tensors, params: Some(params), groups }
-        .run_with(device, Checks::Unchecked)?;
+    for krange in kranges {
+        let (params, groups) = problem.launch_k(device, tiles.bm, tiles.bn, krange)?;
+        Launch { key: key.clone(), source: Box::new(source), tensors: &tensors, params: Some(params), groups }
+            .run_with(device, Checks::Unchecked)?;
+    }
     Ok(out)
 }
