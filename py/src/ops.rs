@@ -27,24 +27,28 @@ fn ok(t: Tensor) -> PyTensor {
 // ---------------------------------------------------------------------------------------------
 // creation
 
-/// `device=` of the creation functions (the Array API's keyword): a tensor is made on the current
-/// device, the adapter that `kiln.select_adapter` chose (`kiln.default_device()`). None or that
-/// device is accepted; another device, or anything else, is an InvalidArgumentError rather than
-/// being ignored.
-fn check_device(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    let Some(d) = device.filter(|d| !d.is_none()) else { return Ok(()) };
+/// `device=` of the creation functions (the Array API's keyword): None (or the current device,
+/// `kiln.default_device()`) makes the tensor there; another `kiln.Device` makes it on the
+/// current device and moves it ([`place`]: through host memory, wgpu devices share no buffers),
+/// so its bits are the ones the current device computes; anything else is an
+/// InvalidArgumentError rather than being ignored.
+fn target_device(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::runtime::PyDevice>> {
+    let Some(d) = device.filter(|d| !d.is_none()) else { return Ok(None) };
     let current = crate::runtime::default_device(py)?;
     match d.cast::<crate::runtime::PyDevice>() {
-        Ok(d) if d.get().adapter_index() == current.adapter_index() => Ok(()),
-        Ok(d) => Err(invalid(
-            py,
-            format!(
-                "device={}: tensors are made on the current device ({}); select that adapter first with kiln.select_adapter",
-                d.get().adapter_index(),
-                current.adapter_index()
-            ),
-        )),
-        Err(_) => Err(invalid(py, format!("device= takes a kiln.Device (kiln.default_device()) or None, got {}", d.get_type()))),
+        Ok(d) if d.get().adapter_index() == current.adapter_index() => Ok(None),
+        Ok(d) => Ok(Some(d.get().clone())),
+        Err(_) => {
+            Err(invalid(py, format!("device= takes a kiln.Device (kiln.devices()[i]) or None, got {}", d.get_type())))
+        }
+    }
+}
+
+/// `t` on `target` (see [`target_device`]); as it is for None.
+fn place(py: Python<'_>, t: Tensor, target: Option<crate::runtime::PyDevice>) -> PyT {
+    match target {
+        None => Ok(ok(t)),
+        Some(dev) => gpu(py, || t.to_device(&dev.open()?)).map(ok),
     }
 }
 
@@ -103,9 +107,9 @@ pub fn zeros(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
-    gpu(py, || ops::zeros(&s, d)).map(ok)
+    place(py, gpu(py, || ops::zeros(&s, d))?, target)
 }
 
 /// A tensor of ``shape`` filled with ones.
@@ -117,9 +121,9 @@ pub fn ones(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
-    gpu(py, || ops::ones(&s, d)).map(ok)
+    place(py, gpu(py, || ops::ones(&s, d))?, target)
 }
 
 /// An uninitialised tensor of ``shape`` (its contents are whatever the buffer held).
@@ -131,9 +135,9 @@ pub fn empty(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
-    gpu(py, || Tensor::empty(&s, d)).map(ok)
+    place(py, gpu(py, || Tensor::empty(&s, d))?, target)
 }
 
 fn scalar_default_dtype(v: &Bound<'_, PyAny>) -> DType {
@@ -161,12 +165,12 @@ pub fn full(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let s = parse_shape(py, shape)?;
     let d = dtype_or(py, dtype, scalar_default_dtype(fill_value))?;
     // kiln-core checks the value against the dtype (DType::check_scalar): no truncation here.
     let (v, _) = scalar_arg(py, fill_value)?;
-    gpu(py, || ops::full(&s, d, v)).map(ok)
+    place(py, gpu(py, || ops::full(&s, d, v))?, target)
 }
 
 fn scalar_arg(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<(f64, bool)> {
@@ -191,9 +195,9 @@ pub fn zeros_like(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
-    gpu(py, || ops::zeros(&s, d)).map(ok)
+    place(py, gpu(py, || ops::zeros(&s, d))?, target)
 }
 
 /// Ones with the shape (and by default the dtype) of ``x``.
@@ -205,9 +209,9 @@ pub fn ones_like(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
-    gpu(py, || ops::ones(&s, d)).map(ok)
+    place(py, gpu(py, || ops::ones(&s, d))?, target)
 }
 
 /// ``fill_value`` everywhere, with the shape (and by default the dtype) of ``x``.
@@ -220,10 +224,10 @@ pub fn full_like(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
     let (v, _) = scalar_arg(py, fill_value)?;
-    gpu(py, || ops::full(&s, d, v)).map(ok)
+    place(py, gpu(py, || ops::full(&s, d, v))?, target)
 }
 
 /// An uninitialised tensor with the shape (and by default the dtype) of ``x``.
@@ -235,9 +239,9 @@ pub fn empty_like(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let (s, d) = like_args(py, x, dtype)?;
-    gpu(py, || Tensor::empty(&s, d)).map(ok)
+    place(py, gpu(py, || Tensor::empty(&s, d))?, target)
 }
 
 /// Evenly spaced values in ``[start, stop)`` (numpy's ``arange``; ``arange(n)`` is
@@ -252,7 +256,7 @@ pub fn arange(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyT {
-    check_device(py, device)?;
+    let target = target_device(py, device)?;
     let stop = stop.filter(|s| !s.is_none());
     let step = step.filter(|s| !s.is_none());
     let all_int = start.is_instance_of::<PyInt>()
@@ -269,7 +273,7 @@ pub fn arange(
         Some(s) => f(s)?,
         None => 1.0,
     };
-    gpu(py, || ops::arange(a, b, st, d)).map(ok)
+    place(py, gpu(py, || ops::arange(a, b, st, d))?, target)
 }
 
 /// A GPU-side copy of ``x``.

@@ -233,10 +233,10 @@ def test_device_keyword_is_honoured_or_refused():
         assert f(dev).device == dev
         with pytest.raises(kiln.InvalidArgumentError, match="device="):
             f("cuda:0")
+    # Another adapter: made there (tests/test_two_devices.py, with two real adapters).
     others = [d for d in kiln.devices() if d != dev]
     if others:
-        with pytest.raises(kiln.InvalidArgumentError, match="select that adapter"):
-            kiln.zeros(3, device=others[0])
+        assert kiln.zeros(3, device=others[0]).device == others[0]
 
 
 def test_array_namespace_checks_the_version():

@@ -1,4 +1,5 @@
-"""Tensors on two devices: ``to_device``, ``asarray(device=)``, and ops across devices refused.
+"""Tensors on two devices: ``to_device``, ``asarray(device=)`` and the creation functions'
+``device=``, and ops across devices refused.
 
 Two adapters on a machine without a GPU: Mesa's llvmpipe through Vulkan and through OpenGL
 (``KILN_BACKENDS=vulkan,gl``, read once per process: the checks run in a child interpreter).
@@ -50,6 +51,26 @@ CHILD = textwrap.dedent(
         pass
     else:
         raise AssertionError("stream= was accepted")
+    # The creation functions' device=: made on the current device, then moved (the same values).
+    made = [
+        (kiln.zeros((2, 3), device=d1), np.zeros((2, 3), np.float32)),
+        (kiln.ones((4,), dtype=kiln.int32, device=d1), np.ones(4, np.int32)),
+        (kiln.full((2, 2), -0.0, device=d1), np.full((2, 2), -0.0, np.float32)),
+        (kiln.arange(1, 10, 3, device=d1), np.arange(1, 10, 3, dtype=np.int32)),
+        (kiln.zeros_like(a, device=d1), np.zeros_like(x)),
+        (kiln.full_like(a, 7, device=d1), np.full_like(x, 7)),
+        (kiln.empty((0, 2), device=d1), np.zeros((0, 2), np.float32)),
+    ]
+    for t, want in made:
+        assert t.device == d1, (t, t.device)
+        assert t.numpy().tobytes() == want.tobytes() and t.shape == want.shape, (t.numpy(), want)
+    assert kiln.zeros((2,), device=d0).device == d0
+    try:
+        kiln.ones((2,), device="gpu")
+    except kiln.InvalidArgumentError:
+        pass
+    else:
+        raise AssertionError("device='gpu' was accepted")
     # A pickled tensor loads onto the default device.
     assert pickle.loads(pickle.dumps(b)).device == d0
     print("two devices: ok")
