@@ -252,7 +252,7 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
     // forces the strided kernel (the K formats' kernel before quant_matvec_k), `_m4` / `_m16` take 4 /
     // 16 rows of x (batched decode).
     #[allow(clippy::type_complexity)]
-    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 26] = [
+    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 27] = [
         ("quant_matvec_q4_0_gateup", Q4_0, 8192, 2048, true, true, false),
         ("quant_matvec_q4_0_o", Q4_0, 2048, 2048, false, false, true),
         ("quant_matvec_q4_0_qkv", Q4_0, 3072, 2048, false, true, false),
@@ -270,6 +270,7 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
         ("quant_matvec_q6_k_head", Q6_K, 128256, 2048, false, true, false),
         ("quant_matvec_q4_k_qkv", Q4_K, 3072, 2048, false, true, false),
         ("quant_matvec_q6_k_v", Q6_K, 512, 2048, false, true, false),
+        ("quant_matvec_q4_k_o", Q4_K, 2048, 2048, false, false, true),
         ("quant_matvec_q5_k_gateup", Q5_K, 8192, 2048, true, true, false),
         ("quant_matvec_q4_k_gateup_m4", Q4_K, 8192, 2048, true, true, false),
         ("quant_matvec_q4_k_gateup.strided", Q4_K, 8192, 2048, true, true, false),
