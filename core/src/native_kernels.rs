@@ -27,7 +27,8 @@ macro_rules! module {
     };
 }
 
-/// Every module, as kernels.txt lists them (the tests check the two agree). Threads: WM*WN*32.
+/// Every module, as kernels.txt lists them (the tests check the two agree). Threads: WM*WN*32
+/// (matmul_f16.comp), WG (matmul_f16_cm2.comp).
 /// None in the browser, which has no passthrough shaders (and so no native tier).
 #[cfg(target_arch = "wasm32")]
 pub(crate) const MODULES: &[Module] = &[];
@@ -44,6 +45,10 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_s", 128),
     module!("matmul_f16_l1u_aligned", 128),
     module!("matmul_f16_l1u", 128),
+    module!("matmul_f16_cm2_l", 256),
+    module!("matmul_f16_cm2_lt", 256),
+    module!("matmul_f16_cm2_l32", 256),
+    module!("matmul_f16_cm2_m", 256),
 ];
 
 /// The names of every module (tests compare them with kernels.txt).

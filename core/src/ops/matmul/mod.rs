@@ -13,7 +13,7 @@ mod tiled;
 mod tiles;
 
 pub use coop::{coop_accumulator, coop_source_for_tests, uses_cooperative_matrix};
-pub use native::{native_tilings, uses_native};
+pub use native::{native_tiling_available, native_tiling_for, native_tilings, uses_native};
 pub use tiles::{pick_tiles, MatmulTiles};
 
 use crate::device::Device;
@@ -141,10 +141,7 @@ pub fn matmul_tier(device: &Device, dtype: DType, m: usize, n: usize, k: usize) 
 /// the shape (tests run ragged shapes through every variant); Unsupported without the tier.
 #[doc(hidden)]
 pub fn matmul_native_with(a: &Tensor, b: &Tensor, tiling: &str) -> Result<Tensor> {
-    let t = native::by_name(tiling)?;
-    if !a.device().native.matmul_f16() {
-        return Err(Error::Unsupported("this device has no native f16 matmul".into()));
-    }
+    let t = native::by_name(&a.device(), tiling)?;
     if a.dtype() != DType::F16 {
         return Err(Error::DTypeMismatch("the native matmul is f16 only".into()));
     }
