@@ -70,11 +70,24 @@ struct Flexible {
 /// vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV.
 type GetFlexible = unsafe extern "system" fn(vk::PhysicalDevice, *mut u32, *mut Flexible) -> vk::Result;
 
-/// Whether `KILN_NATIVE_CM2=0` keeps the extension off (read once): the device is then opened
-/// as on any adapter, and the native tier uses KHR cooperative matrices only.
-pub(crate) fn disabled_by_env() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OFF.get_or_init(|| crate::platform::env_var("KILN_NATIVE_CM2").is_some_and(|v| v.trim() == "0"))
+/// `KILN_NATIVE_CM2` (read once): `0` keeps the extension off (the device is then opened as on
+/// any adapter, and the native tier uses KHR cooperative matrices only); `hal` opens every Vulkan
+/// device through wgpu-hal as below, with the extension only where it is usable (tests: proves
+/// the hal-opened device on adapters without the extension, lavapipe included).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Off,
+    Auto,
+    AlwaysHal,
+}
+
+fn mode() -> Mode {
+    static M: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
+    *M.get_or_init(|| match crate::platform::env_var("KILN_NATIVE_CM2").as_deref().map(str::trim) {
+        Some("0") => Mode::Off,
+        Some("hal") => Mode::AlwaysHal,
+        _ => Mode::Auto,
+    })
 }
 
 /// What the physical device behind `hal` offers of the extension; Err(why not) where nothing.
@@ -165,54 +178,72 @@ fn flexible_configurations(
         .collect())
 }
 
+/// A device opened here: wgpu's device and queue, the extension's capabilities where it was
+/// enabled, and the note `NativeCaps::cm2_note` keeps ("on", or "off: <why>" when
+/// `KILN_NATIVE_CM2=hal` opened the device here without it).
+pub(crate) type Opened = (wgpu::Device, wgpu::Queue, Option<Cm2Caps>, String);
+
 /// Opens `adapter` as `request_device(desc)` would, plus VK_NV_cooperative_matrix2 with every
 /// feature of it the driver reports. Err(why not) where the adapter is not Vulkan, lacks the
-/// extension or the features the kernel needs, or opening failed; the caller then opens the
-/// device the ordinary way.
-pub(crate) fn open(
-    adapter: &wgpu::Adapter,
-    desc: &wgpu::DeviceDescriptor<'_>,
-) -> Result<(wgpu::Device, wgpu::Queue, Cm2Caps), String> {
-    if disabled_by_env() {
+/// extension or the features the kernel needs (unless `KILN_NATIVE_CM2=hal`), or opening
+/// failed; the caller then opens the device the ordinary way.
+pub(crate) fn open(adapter: &wgpu::Adapter, desc: &wgpu::DeviceDescriptor<'_>) -> Result<Opened, String> {
+    let mode = mode();
+    if mode == Mode::Off {
         return Err("KILN_NATIVE_CM2=0".into());
-    }
-    // The native tier's kernels need both; without them the extension would be dead weight.
-    let needed = wgpu::Features::PASSTHROUGH_SHADERS | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-    if !desc.required_features.contains(needed) {
-        return Err("no passthrough shaders or KHR cooperative matrices on this device".into());
     }
     let open = {
         // SAFETY: the hal adapter is only read (properties) and asked to open a device; nothing
         // it owns is destroyed, and the guard is dropped before wgpu takes the device over.
         let hal = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }.ok_or("not a Vulkan adapter")?;
-        let caps = probe(&hal)?;
-        if !(caps.workgroup_scope && caps.flexible_dimensions && caps.tensor_addressing) {
-            return Err(format!("VK_NV_cooperative_matrix2 without the features the kernel needs: {caps:?}"));
-        }
+        // The native tier's kernels need passthrough shaders and KHR cooperative matrices, and
+        // the kernel uses these three features: without them the extension is dead weight.
+        let needed = wgpu::Features::PASSTHROUGH_SHADERS | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        let usable = probe(&hal).and_then(|caps| {
+            if !desc.required_features.contains(needed) {
+                Err("no passthrough shaders or KHR cooperative matrices on this device".into())
+            } else if !(caps.workgroup_scope && caps.flexible_dimensions && caps.tensor_addressing) {
+                Err(format!("VK_NV_cooperative_matrix2 without the features the kernel needs: {caps:?}"))
+            } else {
+                Ok(caps)
+            }
+        });
+        let (caps, note) = match usable {
+            Ok(caps) => (Some(caps), "on".to_string()),
+            Err(why) if mode == Mode::AlwaysHal => (None, format!("off: {why} (device opened through wgpu-hal)")),
+            Err(why) => return Err(why),
+        };
         // Exactly what the driver reported, nothing more (a feature it lacks would fail
         // vkCreateDevice).
         let mut features = Features {
             s_type: STYPE_FEATURES,
             p_next: std::ptr::null_mut(),
-            bools: [
-                caps.workgroup_scope,
-                caps.flexible_dimensions,
-                caps.reductions,
-                caps.conversions,
-                caps.per_element_operations,
-                caps.tensor_addressing,
-                caps.block_loads,
-            ]
-            .map(vk::Bool32::from),
+            bools: caps
+                .as_ref()
+                .map(|c| {
+                    [
+                        c.workgroup_scope,
+                        c.flexible_dimensions,
+                        c.reductions,
+                        c.conversions,
+                        c.per_element_operations,
+                        c.tensor_addressing,
+                        c.block_loads,
+                    ]
+                    .map(vk::Bool32::from)
+                })
+                .unwrap_or_default(),
         };
-        let chained = &mut features;
+        let chained = caps.is_some().then_some(&mut features);
         let callback: Box<wgpu::hal::vulkan::CreateDeviceCallback<'_>> =
             Box::new(move |args: wgpu::hal::vulkan::CreateDeviceCallbackArgs<'_, '_, '_>| {
-                if !args.extensions.contains(&EXTENSION) {
-                    args.extensions.push(EXTENSION);
+                if let Some(chained) = chained {
+                    if !args.extensions.contains(&EXTENSION) {
+                        args.extensions.push(EXTENSION);
+                    }
+                    let info = *args.create_info;
+                    *args.create_info = info.push_next(chained);
                 }
-                let info = *args.create_info;
-                *args.create_info = info.push_next(chained);
             });
         // SAFETY: wgpu-hal's contract for open_with_callback: the callback only adds an
         // extension the physical device reports (probe) and a feature structure with features
@@ -221,13 +252,13 @@ pub(crate) fn open(
         let open = unsafe {
             hal.open_with_callback(desc.required_features, &desc.required_limits, &desc.memory_hints, Some(callback))
         }
-        .map_err(|e| format!("vkCreateDevice with VK_NV_cooperative_matrix2: {e}"))?;
-        (open, caps)
+        .map_err(|e| format!("vkCreateDevice through wgpu-hal: {e}"))?;
+        (open, caps, note)
     };
-    let (open, caps) = open;
+    let (open, caps, note) = open;
     // SAFETY: `open` was created from this adapter's hal adapter just above, with exactly
     // `desc.required_features` (so they are a subset of its features).
     let (device, queue) = unsafe { adapter.create_device_from_hal(open, desc) }
-        .map_err(|e| format!("wgpu refused the VK_NV_cooperative_matrix2 device: {e}"))?;
-    Ok((device, queue, caps))
+        .map_err(|e| format!("wgpu refused the device opened through wgpu-hal: {e}"))?;
+    Ok((device, queue, caps, note))
 }
