@@ -51,6 +51,12 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_cm2_m", 256),
 ];
 
+/// Whether the driver refused module `name`'s pipeline on `device` (its ops then choose
+/// another kernel by themselves; a forced choice still reports the error).
+pub(crate) fn refused(device: &Device, name: &str) -> bool {
+    device.native_refused.lock().unwrap_or_else(|p| p.into_inner()).contains(&name)
+}
+
 /// The names of every module (tests compare them with kernels.txt).
 #[doc(hidden)]
 pub fn module_names() -> Vec<&'static str> {
@@ -148,7 +154,8 @@ pub(crate) fn pipeline(device: &Device, key: &str, name: &str) -> Result<Arc<Pip
     let mname = module.name;
     crate::platform::check_scope(scope, move |err| {
         Error::Internal(format!("native kernel {mname} failed to compile: {err}"))
-    })?;
+    })
+    .inspect_err(|_| device.native_refused.lock().unwrap_or_else(|p| p.into_inner()).push(mname))?;
     device.pipelines.record_compile(start.elapsed());
     device.pipelines.note_builtin_compile();
     let op = crate::stats::counters::op_stats(&crate::pipeline::op_label(key));

@@ -98,6 +98,9 @@ pub struct Device {
     phases: PhaseClock,
     /// Zeroed counters for kernels that reset them themselves (`counters`).
     counters: counters::Counters,
+    /// Native modules whose pipeline the driver refused on this device (`native_kernels`): the
+    /// ops' automatic choice skips them from then on instead of failing every call.
+    pub(crate) native_refused: Mutex<Vec<&'static str>>,
 }
 
 /// Every device created and not yet dropped, for the metrics (which must not create one).
@@ -273,6 +276,7 @@ impl Device {
             ring_dispatches: Default::default(),
             phases: Default::default(),
             counters: Default::default(),
+            native_refused: Mutex::new(Vec::new()),
         });
         DEVICES.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&dev));
         Self::start_poller(&dev);

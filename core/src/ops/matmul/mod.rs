@@ -231,8 +231,13 @@ fn matmul_impl(
         return native::run(&device, a, b, out, t, &problem);
     }
     if tiles.is_none() && dtype == DType::F16 {
-        if let Some(t) = native::pick(&device, m, n, k) {
-            return native::run(&device, a, b, out, t, &problem);
+        while let Some(t) = native::pick(&device, m, n, k) {
+            match native::run(&device, a, b, out.clone(), t, &problem) {
+                // The driver refused the module's pipeline (now remembered, so `pick` passes it
+                // over: the loop ends): the next choice runs this product.
+                Err(_) if native::refused(&device, t, &problem) => continue,
+                r => return r,
+            }
         }
         if let Some(coop) = coop::pick(&device, m, n, k) {
             return coop::run(&device, a, b, out, coop, &problem);

@@ -92,18 +92,43 @@ fn runs_on(device: &Device, t: NativeTiles) -> bool {
 /// mostly padding), or one outside the measured class of [`DEFAULT_LARGE`] (or, with NV
 /// cooperative matrix 2, below [`DEFAULT_CM2`]'s 512x512) unless `KILN_NATIVE_TILES` forces a
 /// tiling this device can run.
+/// A cm2 tiling whose module the driver refused here (`native_kernels::refused`) is passed over:
+/// the next choice runs instead.
 pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<NativeTiles> {
     if m < 16 || n < 16 || k < 16 {
         return None;
     }
+    let usable = |t: NativeTiles| {
+        runs_on(device, t) && !crate::native_kernels::refused(device, &module_name(t, k, n))
+    };
     if let Some(t) = env_tiles() {
-        return runs_on(device, t).then_some(t);
+        return usable(t).then_some(t);
     }
     let large = m >= 512 && n >= 512;
-    if large && runs_on(device, DEFAULT_CM2) {
+    if large && usable(DEFAULT_CM2) {
         return Some(DEFAULT_CM2);
     }
-    (large && device.native.matmul_f16() && k.is_multiple_of(8) && n.is_multiple_of(8)).then_some(DEFAULT_LARGE)
+    (large && k.is_multiple_of(8) && n.is_multiple_of(8) && usable(DEFAULT_LARGE)).then_some(DEFAULT_LARGE)
+}
+
+/// Whether the driver refused the module tiling `t` runs `problem` on.
+pub(super) fn refused(device: &Device, t: NativeTiles, problem: &Problem<'_>) -> bool {
+    crate::native_kernels::refused(device, &module_name(t, problem.k, problem.n))
+}
+
+/// The module tiling `t` runs a product with K = `k`, N = `n` on.
+fn module_name(t: NativeTiles, k: usize, n: usize) -> String {
+    match t.kernel {
+        Kernel::Khr => {
+            // 16-byte reads and direct output stores need K and N multiples of 8 (and so every
+            // row and batch offset of A, B and C); otherwise the variant that reads one half at
+            // a time.
+            let aligned = k.is_multiple_of(8) && n.is_multiple_of(8);
+            format!("matmul_f16_{}{}", t.name, if aligned { "_aligned" } else { "" })
+        }
+        // One module for every shape: the tensor layouts clamp whatever is ragged.
+        Kernel::Cm2 { .. } => format!("matmul_f16_{}", t.name),
+    }
 }
 
 /// Whether the native kernel runs `matmul` of f16 `m` x `k` by `k` x `n` on `device`.
@@ -148,17 +173,7 @@ pub(super) fn run(
     problem: &Problem<'_>,
 ) -> Result<Tensor> {
     let (params, groups) = problem.launch(device, t.bm, t.bn)?;
-    let module = match t.kernel {
-        Kernel::Khr => {
-            // 16-byte reads and direct output stores need K and N multiples of 8 (and so every
-            // row and batch offset of A, B and C); otherwise the variant that reads one half at
-            // a time.
-            let aligned = problem.k.is_multiple_of(8) && problem.n.is_multiple_of(8);
-            format!("matmul_f16_{}{}", t.name, if aligned { "_aligned" } else { "" })
-        }
-        // One module for every shape: the tensor layouts clamp whatever is ragged.
-        Kernel::Cm2 { .. } => format!("matmul_f16_{}", t.name),
-    };
+    let module = module_name(t, problem.k, problem.n);
     let key = format!("matmul_native:f16:{module}");
     let pipe = crate::native_kernels::pipeline(device, &key, &module)?;
     let bindings = [
