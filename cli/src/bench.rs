@@ -136,7 +136,10 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         let bm = pair(&[mm, mm], dt, 13)?;
         v.push(Bench {
             name: if dt == DType::F32 { "matmul_f32" } else { "matmul_f16" },
-            size: format!("{mm}x{mm}x{mm}{}", if dt == DType::F16 { f16_path(&a[0], &bm[0], mm, mm, mm)? } else { String::new() }),
+            size: format!(
+                "{mm}x{mm}x{mm}{}",
+                if dt == DType::F16 { f16_path(&a[0], &bm[0], mm, mm, mm)? } else { String::new() }
+            ),
             bytes: 0.0,
             flops: 2.0 * (mm as f64).powi(3),
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),

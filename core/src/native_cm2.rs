@@ -100,10 +100,8 @@ fn probe(hal: &wgpu::hal::vulkan::Adapter) -> Result<Cm2Caps, String> {
     // The kernels are SPIR-V 1.6 (glslang needs it for the NV extension): Vulkan 1.3 on both
     // sides; and vkGetPhysicalDeviceFeatures2 below needs a 1.1 instance.
     // SAFETY: a query of the loader, no state.
-    let instance_version = unsafe { shared.entry().try_enumerate_instance_version() }
-        .ok()
-        .flatten()
-        .unwrap_or(vk::API_VERSION_1_0);
+    let instance_version =
+        unsafe { shared.entry().try_enumerate_instance_version() }.ok().flatten().unwrap_or(vk::API_VERSION_1_0);
     if caps.properties().api_version < vk::API_VERSION_1_3 || instance_version < vk::API_VERSION_1_3 {
         return Err("VK_NV_cooperative_matrix2 without Vulkan 1.3 (SPIR-V 1.6)".into());
     }

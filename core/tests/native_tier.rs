@@ -29,8 +29,10 @@ fn probe_picks_the_tier_it_reports() {
         c.cm2_note,
         c.cm2
     );
-    let cm2_tilings: Vec<&str> =
-        ops::native_tilings().into_iter().filter(|t| t.starts_with("cm2_") && ops::native_tiling_available(&dev, t)).collect();
+    let cm2_tilings: Vec<&str> = ops::native_tilings()
+        .into_iter()
+        .filter(|t| t.starts_with("cm2_") && ops::native_tiling_available(&dev, t))
+        .collect();
     eprintln!("cm2 tilings this device runs: {cm2_tilings:?}");
     let big = ops::matmul_tier(&dev, DType::F16, 4096, 4096, 4096);
     // Native exactly where the probe allows it, for this large aligned product.
@@ -201,7 +203,10 @@ fn cm2_probe_reads_the_feature_structs() {
     let flex = vec![wg(128, 32, 16), wg(256, 32, 32)];
     let caps = Cm2Caps::from_raw([1, 1, 1, 1, 1, 1, 1], [1024, 256, 4096], flex.clone());
     assert!(caps.workgroup_scope && caps.flexible_dimensions && caps.tensor_addressing && caps.block_loads);
-    assert_eq!((caps.workgroup_scope_max_invocations, caps.flexible_max_dimension, caps.reserved_shared_memory), (1024, 256, 4096));
+    assert_eq!(
+        (caps.workgroup_scope_max_invocations, caps.flexible_max_dimension, caps.reserved_shared_memory),
+        (1024, 256, 4096)
+    );
     for (bm, bn, bk) in [(128, 256, 64), (256, 128, 64), (128, 256, 32), (128, 128, 64)] {
         assert!(caps.fits_matmul_f16(bm, bn, bk, 256), "{bm}x{bn} BK {bk}");
     }
@@ -210,7 +215,10 @@ fn cm2_probe_reads_the_feature_structs() {
     for off in [0usize, 1, 5] {
         let mut f = [1u32; 7];
         f[off] = 0;
-        assert!(!Cm2Caps::from_raw(f, [1024, 256, 4096], flex.clone()).fits_matmul_f16(128, 128, 64, 256), "feature {off}");
+        assert!(
+            !Cm2Caps::from_raw(f, [1024, 256, 4096], flex.clone()).fits_matmul_f16(128, 128, 64, 256),
+            "feature {off}"
+        );
     }
     // The others are not.
     assert!(Cm2Caps::from_raw([1, 1, 0, 0, 0, 1, 0], [1024, 256, 0], flex.clone()).fits_matmul_f16(128, 128, 64, 256));

@@ -171,8 +171,10 @@ impl Device {
         #[cfg(all(not(target_arch = "wasm32"), not(target_vendor = "apple")))]
         let cm2 = crate::native_cm2::open(adapter, &desc);
         #[cfg(any(target_arch = "wasm32", target_vendor = "apple"))]
-        let cm2: std::result::Result<(wgpu::Device, wgpu::Queue, Option<crate::native::Cm2Caps>, String), String> =
-            Err("no Vulkan backend on this target".into());
+        let cm2: std::result::Result<
+            (wgpu::Device, wgpu::Queue, Option<crate::native::Cm2Caps>, String),
+            String,
+        > = Err("no Vulkan backend on this target".into());
         let (device, queue, cm2_caps, cm2_note) = match cm2 {
             Ok(opened) => opened,
             Err(why) => {

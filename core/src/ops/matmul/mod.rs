@@ -141,7 +141,7 @@ pub fn matmul_tier(device: &Device, dtype: DType, m: usize, n: usize, k: usize) 
 /// the shape (tests run ragged shapes through every variant); Unsupported without the tier.
 #[doc(hidden)]
 pub fn matmul_native_with(a: &Tensor, b: &Tensor, tiling: &str) -> Result<Tensor> {
-    let t = native::by_name(&a.device(), tiling)?;
+    let t = native::by_name(a.device(), tiling)?;
     if a.dtype() != DType::F16 {
         return Err(Error::DTypeMismatch("the native matmul is f16 only".into()));
     }

@@ -16,7 +16,10 @@ use std::sync::OnceLock;
 enum Kernel {
     Khr,
     /// K steps of `bk`, `invocations` per workgroup (kernels.txt's BK and WG).
-    Cm2 { bk: u32, invocations: u32 },
+    Cm2 {
+        bk: u32,
+        invocations: u32,
+    },
 }
 
 /// One tiling of the native kernels (kernels.txt's variants): its name, output tile BM x BN
@@ -98,9 +101,7 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<Nati
     if m < 16 || n < 16 || k < 16 {
         return None;
     }
-    let usable = |t: NativeTiles| {
-        runs_on(device, t) && !crate::native_kernels::refused(device, &module_name(t, k, n))
-    };
+    let usable = |t: NativeTiles| runs_on(device, t) && !crate::native_kernels::refused(device, &module_name(t, k, n));
     if let Some(t) = env_tiles() {
         return usable(t).then_some(t);
     }
