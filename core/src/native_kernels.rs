@@ -49,6 +49,7 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_cm2_lt", 256),
     module!("matmul_f16_cm2_l32", 256),
     module!("matmul_f16_cm2_m", 256),
+    module!("matmul_f16_cm2_lc", 256),
 ];
 
 /// Whether the driver refused module `name`'s pipeline on `device` (its ops then choose

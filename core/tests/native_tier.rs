@@ -155,6 +155,10 @@ fn native_matmul_ragged_shapes_match_the_reference() {
         // Batched, with broadcast batch dimensions (A [3, 1], B [1, 2]) and a ragged tail.
         exact_case(&mut rng, &[3, 1, 33, 24], &[1, 2, 24, 40], tiling);
         exact_case(&mut rng, &[2, 17, 19], &[2, 19, 23], tiling);
+        // Batched with K a multiple of 64 and N of 8: the cm2 kernels' unclamped interior tiles
+        // (whole tiles inside M x N, at batch offsets) next to clamped edge tiles, broadcast too.
+        exact_case(&mut rng, &[2, 300, 128], &[2, 128, 264], tiling);
+        exact_case(&mut rng, &[3, 1, 260, 64], &[1, 2, 64, 520], tiling);
     }
 }
 

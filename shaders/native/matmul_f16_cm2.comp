@@ -17,13 +17,22 @@
 // must be a multiple of 16, which the batch offsets M*K, K*N, M*N times 2 are not for ragged
 // shapes. This module bypasses naga (wgpu's passthrough shaders); only Kiln's kernels run this way.
 //
-// Variant defines: WG invocations per workgroup, BM x BN output tile, K steps of BK.
+// Interior tiles (FAST=1): a workgroup whose whole tile lies inside M x N, where K is a multiple
+// of BK and K and N of 8 (so every row and batch offset is 16-byte aligned), takes a path with
+// no clamping at all: 2-D layouts in clamp mode Undefined over one matrix at an element offset,
+// strides and offsets masked to multiples of 8 so the compiler can prove that alignment, and
+// the K loop unrolled UNROLL steps at a time so the driver can overlap loads with products
+// (llama.cpp's mul_mm_cm2 does the same). Every access there is inside the operands by the
+// condition that chose the path. The other workgroups (and FAST=0) take the clamped path.
+//
+// Variant defines: WG invocations per workgroup, BM x BN output tile, K steps of BK, FAST.
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
@@ -74,6 +83,52 @@ void main() {
 
     coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+
+#if FAST
+    // Uniform over the workgroup (sizes and the workgroup's tile only).
+    if (row0 + BM <= p.m && col0 + BN <= p.n && p.k > 0u && p.k % BK == 0u && p.k % 8u == 0u && p.n % 8u == 0u) {
+        // Equal to K, N and the offsets under the condition above; the masks tell the compiler
+        // they are multiples of 8 halves. The offsets are whole matrices (M*K, K*N, M*N halves).
+        uint sk = p.k & ~7u;
+        uint sn = p.n & ~7u;
+        uint ao = aoff & ~7u;
+        uint bo = boff & ~7u;
+        uint co = (bi * p.m * p.n) & ~7u;
+        tensorLayoutNV<2> la = createTensorLayoutNV(2);
+        la = setTensorLayoutDimensionNV(la, p.m, sk);
+        la = setTensorLayoutStrideNV(la, sk, 1u);
+        tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+        lb = setTensorLayoutDimensionNV(lb, sk, sn);
+        lb = setTensorLayoutStrideNV(lb, sn, 1u);
+        uint steps = p.k / BK;
+        uint s = 0u;
+        for (; s + UNROLL <= steps; s += UNROLL) {
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                uint k0 = (s + u) * BK;
+                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
+                coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
+                coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));
+                coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
+                acc = coopMatMulAdd(fa, fb, acc);
+            }
+        }
+        for (; s < steps; s++) {
+            uint k0 = s * BK;
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
+            coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));
+            coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
+            acc = coopMatMulAdd(fa, fb, acc);
+        }
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+        tensorLayoutNV<2> lc = createTensorLayoutNV(2);
+        lc = setTensorLayoutDimensionNV(lc, p.m, sn);
+        lc = setTensorLayoutStrideNV(lc, sn, 1u);
+        coopMatStoreTensorNV(h, c, co, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+        return;
+    }
+#endif
 
     // K = 0: no step, and C is written as zeros. Otherwise the batch offsets are whole matrices
     // (core's batch strides are multiples of M*K and K*N), so these are the operands' matrix

@@ -56,7 +56,11 @@ const CM2_L32: NativeTiles =
 /// 128x128 of 256 invocations, K steps of 64 (more workgroups for mid-sized products).
 const CM2_M: NativeTiles =
     NativeTiles { name: "cm2_m", bm: 128, bn: 128, kernel: Kernel::Cm2 { bk: 64, invocations: 256 } };
-const ALL: [NativeTiles; 9] = [L, L1, L1O, L1U, S, CM2_L, CM2_LT, CM2_L32, CM2_M];
+/// `CM2_L` without the unclamped interior path (every tile through clamped layouts): the A/B of
+/// that path.
+const CM2_LC: NativeTiles =
+    NativeTiles { name: "cm2_lc", bm: 128, bn: 256, kernel: Kernel::Cm2 { bk: 64, invocations: 256 } };
+const ALL: [NativeTiles; 10] = [L, L1, L1O, L1U, S, CM2_L, CM2_LT, CM2_L32, CM2_M, CM2_LC];
 
 /// The tiling `matmul` picks by default on adapters with the tier: `L1` for products of at least
 /// 512x512 whose K and N are multiples of 8 (the 16-byte variant), where it was measured ahead
@@ -71,7 +75,7 @@ const DEFAULT_LARGE: NativeTiles = L1;
 /// alignment class). The largest tile, chosen before measuring (llama.cpp's choice).
 const DEFAULT_CM2: NativeTiles = CM2_L;
 
-/// `KILN_NATIVE_TILES=l|l1|l1o|l1u|s|cm2_l|cm2_lt|cm2_l32|cm2_m` (tuning), read once.
+/// `KILN_NATIVE_TILES=l|l1|l1o|l1u|s|cm2_l|cm2_lt|cm2_l32|cm2_m|cm2_lc` (tuning), read once.
 fn env_tiles() -> Option<NativeTiles> {
     static T: OnceLock<Option<NativeTiles>> = OnceLock::new();
     *T.get_or_init(|| {
