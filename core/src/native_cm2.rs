@@ -67,6 +67,14 @@ struct Flexible {
     workgroup_invocations: u32,
 }
 
+// The C sizes on 64-bit targets (header of 16 bytes, then 4-byte members, padded to 8).
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(
+    std::mem::size_of::<Features>() == 48
+        && std::mem::size_of::<Properties>() == 32
+        && std::mem::size_of::<Flexible>() == 56
+);
+
 /// vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV.
 type GetFlexible = unsafe extern "system" fn(vk::PhysicalDevice, *mut u32, *mut Flexible) -> vk::Result;
 
