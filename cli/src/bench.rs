@@ -136,7 +136,10 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         let bm = pair(&[mm, mm], dt, 13)?;
         v.push(Bench {
             name: if dt == DType::F32 { "matmul_f32" } else { "matmul_f16" },
-            size: format!("{mm}x{mm}x{mm}"),
+            size: format!(
+                "{mm}x{mm}x{mm}{}",
+                if dt == DType::F16 { f16_path(&a[0], &bm[0], mm, mm, mm)? } else { String::new() }
+            ),
             bytes: 0.0,
             flops: 2.0 * (mm as f64).powi(3),
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
@@ -159,7 +162,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
             let bm = pair(&[bt, n, n], DType::F16, 17)?;
             v.push(Bench {
                 name: "matmul_batched_f16",
-                size: format!("{bt}x{n}x{n}x{n}"),
+                size: format!("{bt}x{n}x{n}x{n}{}", f16_path(&a[0], &bm[0], n, n, n)?),
                 bytes: 0.0,
                 flops: 2.0 * bt as f64 * (n as f64).powi(3),
                 run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
@@ -209,6 +212,19 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     quant_prefill_benches(quick, &mut v);
     quant_epilogue_benches(quick, &mut v);
     Ok(v)
+}
+
+/// Which tier and tiling `matmul` runs an f16 `m` x `k` by `k` x `n` product with here, as a
+/// suffix of the row's size (" [native cm2_l]", " [wgsl]"): A/B runs with `KILN_NATIVE_TILES`
+/// or `KILN_NATIVE_KERNELS=0` then say what they measured. Read after one product of `a` and `b`:
+/// a native module the driver refuses is passed over from its first product on.
+fn f16_path(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize) -> Result<String> {
+    ops::matmul(a, b)?;
+    let dev = kiln_core::device()?;
+    Ok(match ops::native_tiling_for(&dev, m, n, k) {
+        Some(t) => format!(" [native {t}]"),
+        None => " [wgsl]".into(),
+    })
 }
 
 /// Decode's quantized matrix-vector products at Llama-3.2-1B's shapes (Q4_0, Q8_0, and the
