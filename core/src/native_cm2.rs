@@ -20,8 +20,8 @@ const EXTENSION: &CStr = c"VK_NV_cooperative_matrix2";
 /// VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV (extension number
 /// 594: 1000000000 + 593 * 1000 + n).
 const STYPE_FEATURES: vk::StructureType = vk::StructureType::from_raw(1_000_593_000);
-const STYPE_PROPERTIES: vk::StructureType = vk::StructureType::from_raw(1_000_593_001);
-const STYPE_FLEXIBLE: vk::StructureType = vk::StructureType::from_raw(1_000_593_002);
+const STYPE_PROPERTIES: vk::StructureType = vk::StructureType::from_raw(1_000_593_002);
+const STYPE_FLEXIBLE: vk::StructureType = vk::StructureType::from_raw(1_000_593_001);
 
 /// VkPhysicalDeviceCooperativeMatrix2FeaturesNV: seven VkBool32 after the header
 /// (cooperativeMatrixWorkgroupScope, FlexibleDimensions, Reductions, Conversions,

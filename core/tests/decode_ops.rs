@@ -17,6 +17,19 @@ fn quant_weights(rng: &mut Rng, f: QuantFormat, rows: usize, k: usize) -> (Tenso
     (ops::quant_from_bytes(&kiln_core::device().unwrap(), &bytes, f, rows, k).unwrap(), bytes)
 }
 
+/// How far apart (relative) the fused QKV + RoPE kernels' results may be from the separate ops'
+/// on a driver that contracts multiply-adds differently in two shaders: f32 one ulp; f16 three
+/// spacings (2^-11 relative): the product's f32 sum moves by an ulp, so each of a rotated pair's
+/// f16-rounded inputs may move by a spacing, and the rotation rounds once more. The H200's
+/// driver (2026-11-29): f16 queries 2 spacings apart; lavapipe: equal bytes.
+fn cross_kernel_rel(dt: DType) -> f64 {
+    if dt == DType::F16 {
+        3.0 * 2f64.powi(-11)
+    } else {
+        2f64.powi(-23)
+    }
+}
+
 fn host(dt: DType, v: &[f64], shape: &[usize]) -> Tensor {
     let v: Vec<f64> = v.iter().map(|&a| kiln_core::reference::round_to(dt, a)).collect();
     Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(dt, &v), shape, dt).unwrap()
@@ -482,13 +495,12 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
                     let one = run(true);
                     let two = run(false);
                     let what = format!("{dt} {f} L {l} H {h} Hkv {hkv} D {d} cap {cap} pos {pos} K {k} norm {norm}");
-                    // Equal bytes on lavapipe; within 1 ulp of the dtype where a driver contracts
-                    // the rotation's multiply-adds differently in the two shaders (the H200's
-                    // NVIDIA driver: f16 queries 1 ulp apart).
+                    // Equal bytes on lavapipe; within `cross_kernel_rel` where a driver contracts
+                    // multiply-adds differently in the two shaders.
                     for (part, a, b) in
                         [("queries", &one.3, &two.3), ("k cache", &one.4, &two.4), ("v cache", &one.5, &two.5)]
                     {
-                        let ulp = if dt == DType::F16 { 2f64.powi(-10) } else { 2f64.powi(-23) };
+                        let ulp = cross_kernel_rel(dt);
                         let (x, y) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
                         let bad: Vec<usize> = (0..x.len())
                             .filter(|&i| {
@@ -502,7 +514,7 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
                         let first = bad.first().map(|&i| (i, x[i], y[i]));
                         assert!(
                             bad.is_empty(),
-                            "{what}: {part}: {} of {} past 1 ulp of the two ops', first {first:?}",
+                            "{what}: {part}: {} of {} past cross_kernel_rel of the two ops', first {first:?}",
                             bad.len(),
                             x.len()
                         );
@@ -603,11 +615,11 @@ fn quant_qkv_rope_to_cache_scaled_equals_the_two_ops() {
                 };
                 let (one, two) = (run(true), run(false));
                 let what = format!("{dt} {f} L {l} H {h} Hkv {hkv} D {d} K {k}");
-                let ulp = if dt == DType::F16 { 2f64.powi(-10) } else { 2f64.powi(-23) };
+                let ulp = cross_kernel_rel(dt);
                 // Q4_K runs on its own kernel (quant_matvec_k) in both: the same sums.
                 for (part, (a, b)) in ["queries", "k cache", "v cache"].iter().zip(one.iter().zip(two.iter())) {
                     let bad = a.iter().zip(b).filter(|(p, q)| (*p - *q).abs() > ulp * p.abs().max(q.abs())).count();
-                    assert_eq!(bad, 0, "{what}: {part}: {bad} of {} past 1 ulp of the two ops'", a.len());
+                    assert_eq!(bad, 0, "{what}: {part}: {bad} of {} past cross_kernel_rel of the two ops'", a.len());
                 }
                 let qkv = cpu::quant_matmul_fused(&xv, l, k, &bytes, f, width, Some((&gv[..], 1e-5)), false, None);
                 let (mut kw, mut vw) = (kcv.clone(), vcv.clone());
@@ -649,7 +661,7 @@ fn quant_qkv_rope_to_cache_scaled_equals_the_two_ops() {
 
 /// `quant_qkv_stack_rope_to_cache`: a QKV stack held in tensors of several formats (a Q4_K_M
 /// layer's Q4_K Q and K with its Q6_K V; the wide kernel's Q8_0 and Q4_0; three parts), one
-/// dispatch per part with RoPE and the cache write in each epilogue, gives within 1 ulp the
+/// dispatch per part with RoPE and the cache write in each epilogue, gives within cross_kernel_rel the
 /// products side by side + `rope_qkv_to_cache` (the ops it replaces), and the CPU reference's
 /// values (per-part products, then the rotation); parts that are not whole heads, or that do
 /// not add up to the heads, are refused.
@@ -693,10 +705,10 @@ fn quant_qkv_stack_rope_to_cache_equals_the_ops() {
             };
             let (one, two) = (run(true), run(false));
             let what = format!("{dt} {spec:?} H {h} Hkv {hkv} D {d} K {k} L {l}");
-            let ulp = if dt == DType::F16 { 2f64.powi(-10) } else { 2f64.powi(-23) };
+            let ulp = cross_kernel_rel(dt);
             for (part, (a, b)) in ["queries", "k cache", "v cache"].iter().zip(one.iter().zip(two.iter())) {
                 let bad = a.iter().zip(b).filter(|(p, q)| (*p - *q).abs() > ulp * p.abs().max(q.abs())).count();
-                assert_eq!(bad, 0, "{what}: {part}: {bad} of {} past 1 ulp of the ops'", a.len());
+                assert_eq!(bad, 0, "{what}: {part}: {bad} of {} past cross_kernel_rel of the ops'", a.len());
             }
             // The reference: each part's product, side by side per row of x, then the rotation.
             let width = (h + 2 * hkv) * d;
