@@ -11,6 +11,7 @@ pub mod load;
 pub mod metrics;
 pub mod npy;
 pub mod parse;
+pub mod placement;
 pub mod ready;
 pub mod server;
 pub mod state;
