@@ -261,7 +261,12 @@ async fn create_session(State(st): St, Extension(t): Caller, headers: HeaderMap,
     };
     let slot = st.open_session(&t, req.device)?;
     let l = slot.session.limits();
-    Ok(created(json!({
+    // Location names the new session: a load balancer in front of replicas learns from it which
+    // replica holds the session (deploy/haproxy/haproxy.cfg).
+    let location = HeaderValue::from_str(&format!("/v1/sessions/{}", slot.id)).map_err(|_| {
+        ApiError::new("INTERNAL", "a session id that is no header value")
+    })?;
+    let mut resp = created(json!({
         "id": slot.id,
         "device": slot.device,
         "limits": {
@@ -270,7 +275,9 @@ async fn create_session(State(st): St, Extension(t): Caller, headers: HeaderMap,
             "max_ops_per_dispatch": l.max_ops_per_dispatch,
             "max_loop_iterations": l.loop_budget(),
         }
-    })))
+    }));
+    resp.headers_mut().insert(header::LOCATION, location);
+    Ok(resp)
 }
 
 async fn list_sessions(Extension(t): Caller) -> Json<Value> {

@@ -203,11 +203,24 @@ fn random_id() -> u64 {
     (h.finish() >> 11).max(1)
 }
 
+/// The one answer for a session that is not the caller's here. It says where sessions live,
+/// for a client behind a load balancer whose session's server has stopped (docs/DESIGN.md,
+/// "Replicas").
+fn no_session(id: &str) -> ApiError {
+    ApiError::new(
+        crate::error::NOT_FOUND,
+        format!(
+            "no session {id:?} on this server: a session lives in the memory of the server that opened it \
+             until it is closed or that server stops; open a new one"
+        ),
+    )
+}
+
 impl Tenant {
     pub fn session(&self, id: &str) -> ApiResult<Arc<Slot>> {
         crate::parse::parse_id(id)
             .and_then(|n| lock(&self.sessions).get(&n).cloned())
-            .ok_or_else(|| ApiError::not_found("session", id))
+            .ok_or_else(|| no_session(id))
     }
 
     pub fn sessions(&self) -> Vec<Arc<Slot>> {
@@ -217,7 +230,7 @@ impl Tenant {
     pub fn remove_session(&self, id: &str) -> ApiResult<Arc<Slot>> {
         crate::parse::parse_id(id)
             .and_then(|n| lock(&self.sessions).remove(&n))
-            .ok_or_else(|| ApiError::not_found("session", id))
+            .ok_or_else(|| no_session(id))
     }
 }
 
