@@ -263,9 +263,8 @@ async fn create_session(State(st): St, Extension(t): Caller, headers: HeaderMap,
     let l = slot.session.limits();
     // Location names the new session: a load balancer in front of replicas learns from it which
     // replica holds the session (deploy/haproxy/haproxy.cfg).
-    let location = HeaderValue::from_str(&format!("/v1/sessions/{}", slot.id)).map_err(|_| {
-        ApiError::new("INTERNAL", "a session id that is no header value")
-    })?;
+    let location = HeaderValue::from_str(&format!("/v1/sessions/{}", slot.id))
+        .map_err(|_| ApiError::new("INTERNAL", "a session id that is no header value"))?;
     let mut resp = created(json!({
         "id": slot.id,
         "device": slot.device,

@@ -58,7 +58,8 @@ impl ServiceMetrics {
         let labels = ["device", "adapter"];
         let gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &labels).expect("valid metric");
         let sessions = gauge("kiln_serve_device_sessions", "Sessions open on the device, all tenants.");
-        let bytes = gauge("kiln_serve_device_session_bytes", "Bytes the device's sessions hold (their accounted bytes).");
+        let bytes =
+            gauge("kiln_serve_device_session_bytes", "Bytes the device's sessions hold (their accounted bytes).");
         for (d, l) in loads {
             let v = [d.index.to_string(), d.name.clone()];
             let v = [v[0].as_str(), v[1].as_str()];

@@ -75,7 +75,8 @@ impl Readiness {
                 None => {
                     let (me, at) = (self.clone(), Instant::now());
                     let spawned = std::thread::Builder::new().name("kiln-ready".into()).spawn(move || {
-                        let r = std::panic::catch_unwind(|| probe(&devices)).unwrap_or_else(|_| Err("the probe panicked".into()));
+                        let r = std::panic::catch_unwind(|| probe(&devices))
+                            .unwrap_or_else(|_| Err("the probe panicked".into()));
                         let mut s = crate::state::lock(&me.state);
                         s.last = Some((at, r));
                         s.running = None;

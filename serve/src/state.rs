@@ -218,9 +218,7 @@ fn no_session(id: &str) -> ApiError {
 
 impl Tenant {
     pub fn session(&self, id: &str) -> ApiResult<Arc<Slot>> {
-        crate::parse::parse_id(id)
-            .and_then(|n| lock(&self.sessions).get(&n).cloned())
-            .ok_or_else(|| no_session(id))
+        crate::parse::parse_id(id).and_then(|n| lock(&self.sessions).get(&n).cloned()).ok_or_else(|| no_session(id))
     }
 
     pub fn sessions(&self) -> Vec<Arc<Slot>> {
@@ -228,9 +226,7 @@ impl Tenant {
     }
 
     pub fn remove_session(&self, id: &str) -> ApiResult<Arc<Slot>> {
-        crate::parse::parse_id(id)
-            .and_then(|n| lock(&self.sessions).remove(&n))
-            .ok_or_else(|| no_session(id))
+        crate::parse::parse_id(id).and_then(|n| lock(&self.sessions).remove(&n)).ok_or_else(|| no_session(id))
     }
 }
 

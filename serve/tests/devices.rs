@@ -54,7 +54,12 @@ fn work_in(c: &Client, sid: u64, device: u64) {
                 f32_bytes(v),
             )
             .unwrap();
-        assert_eq!((r.status, r.json()["device"].as_u64()), (201, Some(device)), "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            (r.status, r.json()["device"].as_u64()),
+            (201, Some(device)),
+            "{}",
+            String::from_utf8_lossy(&r.body)
+        );
         r.json()["id"].as_u64().unwrap()
     };
     let (ia, ib) = (up(&a), up(&b));
