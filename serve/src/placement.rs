@@ -28,14 +28,19 @@ pub struct Load {
 }
 
 /// The devices to serve when the config names none: the adapter `KILN_ADAPTER` picks when it is
-/// set, else every adapter of the best kind found (the list is sorted best first), so that a
-/// machine with GPUs does not also serve on a software fallback next to them.
+/// set, else every adapter of the best kind found through the best backend (the list is sorted
+/// best first): a machine with GPUs does not also serve on a software fallback next to them,
+/// and one GPU listed by two backends (Vulkan and DX12, Vulkan and GL) is served once.
 pub fn default_devices(adapters: &[AdapterInfo], pinned_by_env: bool) -> Vec<usize> {
     if pinned_by_env {
         return adapters.iter().filter(|a| a.chosen).map(|a| a.index).collect();
     }
     match adapters.first() {
-        Some(best) => adapters.iter().filter(|a| a.device_type == best.device_type).map(|a| a.index).collect(),
+        Some(best) => adapters
+            .iter()
+            .filter(|a| a.device_type == best.device_type && a.backend == best.backend)
+            .map(|a| a.index)
+            .collect(),
         None => Vec::new(),
     }
 }
@@ -56,6 +61,7 @@ pub fn resolve(wanted: Option<&[usize]>) -> Result<Vec<ServedDevice>, String> {
                 }
             }
             let mut v = w.to_vec();
+            v.sort_unstable();
             v.dedup();
             v
         }
@@ -105,6 +111,47 @@ pub fn device(index: usize) -> ApiResult<Arc<Device>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn adapter(index: usize, device_type: &str, backend: &str, chosen: bool) -> AdapterInfo {
+        AdapterInfo {
+            index,
+            name: format!("gpu {index}"),
+            vendor: 0x10de,
+            device_id: 0x2335,
+            device_type: device_type.into(),
+            backend: backend.into(),
+            driver: String::new(),
+            driver_info: String::new(),
+            max_buffer_size: 1 << 30,
+            max_storage_buffer_binding_size: 1 << 30,
+            max_compute_workgroups_per_dimension: 65535,
+            max_compute_invocations_per_workgroup: 256,
+            max_compute_workgroup_storage_size: 16384,
+            shader_f16: true,
+            timestamp_query: true,
+            subgroups: true,
+            chosen,
+        }
+    }
+
+    #[test]
+    fn by_default_every_gpu_of_the_best_kind_and_backend() {
+        // Two GPUs through Vulkan, one of them again through GL, and lavapipe (sorted best first).
+        let list = [
+            adapter(0, "DiscreteGpu", "vulkan", true),
+            adapter(1, "DiscreteGpu", "vulkan", false),
+            adapter(2, "DiscreteGpu", "gl", false),
+            adapter(3, "Cpu", "vulkan", false),
+        ];
+        assert_eq!(default_devices(&list, false), vec![0, 1]);
+        assert_eq!(default_devices(&list[3..], false), vec![3]);
+        assert_eq!(default_devices(&[], false), Vec::<usize>::new());
+        // KILN_ADAPTER set: only the adapter it chose.
+        let mut picked = list.clone();
+        picked[0].chosen = false;
+        picked[3].chosen = true;
+        assert_eq!(default_devices(&picked, true), vec![3]);
+    }
 
     #[test]
     fn fewest_sessions_then_fewest_bytes_then_lowest_index() {

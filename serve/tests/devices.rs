@@ -123,8 +123,16 @@ fn sessions_spread_over_two_devices_land_where_pinned_and_run_there() {
     assert!(e.contains("device 0"), "{e}");
     assert!(kiln_serve::config::parse(&config_text("devices = []")).is_err());
 
-    // Tenant b may use device 0 only.
-    let s = start_with(&config_text("devices = [0]"));
+    // By default a server serves every adapter of the best kind through the best backend: here
+    // lavapipe only (llvmpipe's GL is the same CPU through another backend).
+    let one = start_with(&config_text(""));
+    let h = one.anon.get("/health").unwrap().json();
+    assert_eq!(h["devices"].as_array().unwrap().len(), 1, "{h}");
+    assert_eq!(h["devices"][0]["backend"], "vulkan", "{h}");
+    drop(one);
+
+    // Both, named in the config; tenant b may use device 0 only.
+    let s = start_with(&format!("devices = [1, 0, 1]\n{}", config_text("devices = [0]")));
     let h = s.anon.get("/health").unwrap().json();
     let listed: Vec<u64> = h["devices"].as_array().unwrap().iter().map(|d| d["index"].as_u64().unwrap()).collect();
     assert_eq!(listed, vec![0, 1], "{h}");
@@ -196,4 +204,14 @@ fn sessions_spread_over_two_devices_land_where_pinned_and_run_there() {
     }
     assert_eq!(metric(&s.metrics(), "kiln_serve_device_sessions", 1), 0.0);
     assert_eq!(placed(&open(c, None)).1, 1);
+
+    // Opens at once are placed one at a time: from none open, ten at once split five and five.
+    for x in c.get("/v1/sessions").unwrap().json()["sessions"].as_array().unwrap() {
+        assert_eq!(c.delete(&format!("/v1/sessions/{}", x["id"])).unwrap().status, 200);
+    }
+    let got: Vec<u64> = std::thread::scope(|sc| {
+        let opens: Vec<_> = (0..10).map(|_| sc.spawn(|| placed(&open(c, None)).1)).collect();
+        opens.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(got.iter().filter(|&&d| d == 0).count(), 5, "{got:?}");
 }
