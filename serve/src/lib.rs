@@ -1,7 +1,8 @@
 #![recursion_limit = "256"]
 //! `kiln serve`: Kiln's sessions, tensors, built-in ops and WGSL kernels over HTTP for many
-//! tenants sharing the machine's GPUs (docs/DESIGN.md, "kiln serve"). A library, so that the CLI runs it
-//! (`kiln serve`), the tests start it in-process and the fuzz target calls its parsers.
+//! tenants sharing the machine's GPUs (docs/DESIGN.md, "kiln serve"). A library, so that the
+//! CLI runs it (`kiln serve`), the tests start it in-process and the fuzz target calls its
+//! parsers.
 
 pub mod api;
 pub mod client;
