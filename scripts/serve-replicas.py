@@ -113,11 +113,12 @@ class Client(threading.Thread):
                 r = self.conn.getresponse()
                 data = r.read()
             except (OSError, http.client.HTTPException) as e:
-                # The balancer closed a keep-alive connection: reconnect once (the request was
-                # not sent to a replica, or HAProxy would have answered it).
+                # No answer at all: HAProxy answers every request it forwarded, so this is a
+                # keep-alive connection it had closed. A GET is sent again once; a POST is not
+                # (it might have been applied), so it counts as a failure.
                 self.conn.close()
                 self.conn = None
-                if attempt == 1:
+                if attempt == 1 or method != "GET":
                     self.unexpected.append(f"{method} {path}: transport error {e!r}")
                     return None
                 continue
