@@ -136,10 +136,21 @@ fn sessions_spread_over_two_devices_land_where_pinned_and_run_there() {
     let h = s.anon.get("/health").unwrap().json();
     let listed: Vec<u64> = h["devices"].as_array().unwrap().iter().map(|d| d["index"].as_u64().unwrap()).collect();
     assert_eq!(listed, vec![0, 1], "{h}");
+    let c = &s.a;
+
+    // The first device this process opens is adapter 1: the metrics label it by its adapter
+    // index, not by the order devices were opened in.
+    let (first, _) = placed(&open(c, Some(json!({"device": 1}))));
+    c.upload_raw(first, "float32", &[4], vec![0; 16]).unwrap();
+    let text = s.metrics();
+    let labelled = |d: &str| {
+        text.lines().any(|l| l.starts_with("kiln_device_allocated_bytes{") && l.contains(&format!("device=\"{d}\"")))
+    };
+    assert!(labelled("1") && !labelled("0"), "{text}");
+    assert_eq!(c.delete(&format!("/v1/sessions/{first}")).unwrap().status, 200);
     assert_eq!(s.anon.get("/ready").unwrap().status, 200);
 
     // Unpinned sessions go to the device with the fewest: 0, 1, 0, 1.
-    let c = &s.a;
     let mut sessions: Vec<(u64, u64)> = (0..4).map(|_| placed(&open(c, None))).collect();
     assert_eq!(sessions.iter().map(|s| s.1).collect::<Vec<_>>(), vec![0, 1, 0, 1]);
     // Pinned by the request: where asked, whatever the load; then the next unpinned one evens out.
