@@ -9,11 +9,11 @@ What is checked (docs/DESIGN.md, "Replicas"):
   (x * x, exact below 2^24) is compared with Python's own product;
 - nothing acknowledged is lost. A request is *acknowledged* when its client has received its 2xx
   answer in full. Every tensor an acknowledged upload or op made, in a session whose replica
-  lives, reads back byte for byte at the end (and at random points during the run). A request
-  that reached a replica is never sent twice (HAProxy retries refused connections only);
-- the killed replica's clients get a clear error (the API's JSON error shape: REPLICA_FAILED
-  for a request in flight at the kill, REPLICA_DOWN after), never a 2xx for a session it held,
-  and then open new sessions on the others, which work;
+  lives, reads back byte for byte at the end (and at random points during the run);
+- the killed replica's clients get a clear error in the API's JSON error shape (REPLICA_DOWN,
+  also for a request in flight at the kill, which HAProxy replays; REPLICA_FAILED for one it
+  cannot replay), never a 2xx for a session it held, and then open new sessions on the others,
+  which work;
 - p99 latency of the 5 s after the kill's first 5 s is within 2x the p99 before the kill.
 
 Only loopback addresses are used; every loop is bounded in time. Python's standard library
@@ -119,7 +119,8 @@ class Client(threading.Thread):
                 self.conn.close()
                 self.conn = None
                 if attempt == 1 or method != "GET":
-                    self.unexpected.append(f"{method} {path}: transport error {e!r}")
+                    on = self.session[1] if self.session else "-"
+                    self.unexpected.append(f"{method} {path} (session on {on}): transport error {e!r}")
                     return None
                 continue
             dt = time.time() - t0
