@@ -19,12 +19,7 @@ const TEMPLATE: &str = include_str!("../../../../shaders/flash_attention_coop.wg
 /// 28) though it leaves room for only 32 keys per tile; 4 where 8 does not fit the device.
 /// `KILN_ATTN_NSG=2|4|8|16` puts one first (tuning).
 fn nsg_choices() -> [usize; 2] {
-    static N: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let wanted = *N.get_or_init(|| match std::env::var("KILN_ATTN_NSG").ok().and_then(|v| v.parse().ok()) {
-        Some(n @ (2 | 4 | 8 | 16)) => Some(n),
-        _ => None,
-    });
-    [wanted.unwrap_or(8), 4]
+    [super::knobs::attn_nsg().unwrap_or(8), 4]
 }
 
 /// Whether the tiles in workgroup memory are arrays of vec4 (one 8- or 16-byte access where the
@@ -32,9 +27,7 @@ fn nsg_choices() -> [usize; 2] {
 /// D = 64 47.1 -> 48.1 and 80.8 -> 84.8 at 4x16x4096; D = 128 64.2 -> 61.7, so vec4 up to 64.
 /// `KILN_ATTN_VEC=0|1` forces one layout (tuning).
 fn vec_layout(d: usize, dv: usize) -> bool {
-    static V: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let forced = *V.get_or_init(|| std::env::var("KILN_ATTN_VEC").ok().map(|v| v != "0"));
-    forced.unwrap_or(d <= 64 && dv <= 64)
+    super::knobs::attn_vec().unwrap_or(d <= 64 && dv <= 64)
 }
 
 /// 64-key tiles with 8 subgroups at D, Dv <= 64 by computing and reading each tile's scores in
@@ -43,8 +36,7 @@ fn vec_layout(d: usize, dv: usize) -> bool {
 /// 8x8x1024x64 47.9 / 47.6 -> 49.7 / 49.0, 4x16x4096x64 83.7 / 84.5 -> 83.8 / 83.7.
 /// `KILN_ATTN_HALVES=0` turns it off (tuning).
 fn halves_wanted() -> bool {
-    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *V.get_or_init(|| std::env::var("KILN_ATTN_HALVES").map(|v| v != "0").unwrap_or(true))
+    super::knobs::attn_halves()
 }
 
 /// One configuration of the kernel: the subgroup size, the keys per tile, the head sizes and the
