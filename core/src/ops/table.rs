@@ -337,7 +337,7 @@ const BIAS: Arg = a("bias", OptTensor, "the shift (None: 0)").or(Dflt::None);
 const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 
 /// The ops with their own signatures (creation, random); the unary and binary ops come from the
-/// tables in elementwise.rs.
+/// tables in elementwise/table.rs.
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
     OpInfo::new("zeros", "creation", "any", &[SHAPE, DTYPE])
         .doc("a tensor of zeros")
