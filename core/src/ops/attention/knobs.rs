@@ -1,9 +1,11 @@
 //! The measurement and tuning knobs of the attention paths (`KILN_FLASH_*`, `KILN_ATTN_*` for
-//! the cooperative-matrix flash kernel, `KILN_DECODE_*`; README.md's settings table) and the `with_*` switches tests and
-//! `kiln bench` turn on one thread: every variable those paths read is read here, once, and
-//! nowhere else. Unset, each accessor gives the production choice, so the paths' own modules
-//! hold no environment reads, and the timing-only variants (`KILN_FLASH_PART`,
-//! `KILN_DECODE_PART`: results wrong) are named in this module alone.
+//! the cooperative-matrix flash kernel, `KILN_DECODE_*`; README.md's settings table) and the
+//! `with_*` switches tests and `kiln bench` turn on one thread: every variable those paths read
+//! is read here, once, on first use, and nowhere else. Unset, each accessor gives the production
+//! choice, so the paths' own modules hold no environment reads, and the timing-only variants
+//! (`KILN_FLASH_PART`, `KILN_DECODE_PART`: results wrong) are named in this module alone. Not a
+//! cargo feature: README.md documents them as runtime settings of every build, and
+//! `KILN_DECODE_FUSE=0` is also the way around a driver that breaks the one-pass merge.
 
 thread_local! {
     /// `with_flash_blocking`'s choice for this thread (None: the default, blocked where it fits).

@@ -32,9 +32,10 @@
 //!   choice for small problems with D or Dv over 64, and for D over `FLASH_MAX_D`.
 //!
 //! The files, one concern each: `choice` (which path runs), `flash` + `flash_wgsl` (prefill),
-//! `coop` + `coop_wgsl` (f16 flash on cooperative matrices), `decode` + `decode_wgsl` (split-KV and its
-//! merge), `fused`, `through_matmul`, `geometry` (the sizes and WGSL every kernel shares) and
-//! `knobs` (every `KILN_*` measurement and tuning knob the paths read, and nothing else does).
+//! `coop` + `coop_wgsl` (f16 flash on cooperative matrices), `decode` + `decode_wgsl` (split-KV
+//! and its merge), `fused`, `through_matmul`, `geometry` (the sizes and WGSL every kernel
+//! shares) and `knobs` (every `KILN_*` measurement and tuning knob the paths read: no other
+//! file of attention reads the environment).
 //! This file is the public op: its entry points, the operands' checks, and the dispatch.
 
 mod choice;
@@ -59,7 +60,7 @@ use choice::{Problem, SCORES_MAX_BYTES};
 pub use coop::coop_layout_probe;
 pub use coop_wgsl::source_for_tests as flash_coop_source_for_tests;
 pub use flash_wgsl::flash_part_sources_for_tests;
-// What `coop` takes from its parent (`super::`), and the checks below.
+// What `coop` and `coop_wgsl` take from their parent (`super::`), and the checks below.
 use geometry::{Geometry, ATTENTION_COMMON, FLASH_MAX_D, FLASH_PARAMS};
 pub(crate) use knobs::decode_fusion;
 pub use knobs::{with_decode_fusion, with_flash_blocking};
