@@ -1,4 +1,4 @@
-// Split-KV attention for few queries against many keys (decode; ops/attention.rs): workgroup
+// Split-KV attention for few queries against many keys (decode; ops/attention/): workgroup
 // (row, split) takes keys [split * CHUNK, split * CHUNK + CHUNK) of one query row and writes its
 // partial result (running max m, sum l, unnormalised output) for flash_attention_combine.wgsl.
 // One workgroup per row would leave most of the GPU idle when rows are few.
