@@ -44,7 +44,7 @@ const L1U: NativeTiles = NativeTiles { name: "l1u", bm: 128, bn: 128, kernel: Ke
 /// 64x64, 4 subgroups of 32x32, K steps of 32 (small products).
 const S: NativeTiles = NativeTiles { name: "s", bm: 64, bn: 64, kernel: Kernel::Khr };
 /// NV cooperative matrix 2: 128x256 output tiles of 256 invocations (8 subgroups), K steps of
-/// 64 (llama.cpp's large cm2 tile for the same driver). Unmeasured when written.
+/// 64 (llama.cpp's large cm2 tile for the same driver).
 const CM2_L: NativeTiles =
     NativeTiles { name: "cm2_l", bm: 128, bn: 256, kernel: Kernel::Cm2 { bk: 64, invocations: 256 } };
 /// `CM2_L` transposed: 256x128.
@@ -72,8 +72,10 @@ const ALL: [NativeTiles; 10] = [L, L1, L1O, L1U, S, CM2_L, CM2_LT, CM2_L32, CM2_
 const DEFAULT_LARGE: NativeTiles = L1;
 /// Where the device has NV cooperative matrix 2 and the probe admits this tile: the default for
 /// products of at least 512x512, any K and N (the tensor layouts clamp ragged edges, so no
-/// alignment class). The largest tile, chosen before measuring (llama.cpp's choice).
-const DEFAULT_CM2: NativeTiles = CM2_L;
+/// alignment class). H200, one run (2026-11-29, TFLOP/s, 4096³ / 32x1024³): cm2_l32 280.3 /
+/// 238.3, cm2_m 230.3 / 216.3, cm2_l 219.1 / 203.7, cm2_lt 124.4 / 114.9, cm2_lc (every tile
+/// clamped) 16.0 / 15.4; l1 266.1 / 208.8, WGSL 256-258 / 197-199.
+const DEFAULT_CM2: NativeTiles = CM2_L32;
 
 /// `KILN_NATIVE_TILES=l|l1|l1o|l1u|s|cm2_l|cm2_lt|cm2_l32|cm2_m|cm2_lc` (tuning), read once.
 fn env_tiles() -> Option<NativeTiles> {
