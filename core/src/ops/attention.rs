@@ -119,6 +119,85 @@ pub fn uses_flash_coop(device: &crate::device::Device, d: usize, dv: usize) -> b
     coop::pick(device, DType::F16, d, dv).is_some()
 }
 
+/// Optional changes to the scores, for Gemma 2/3's attention; the default changes nothing (the
+/// kernels are then exactly those without options: the same source, the same bits).
+/// Taken by the flash (one row per thread) and split-KV kernels only: forcing `Fused`,
+/// `Matmul` or `FlashCoop` with an option set is InvalidArgument, and Auto avoids them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ScoreOptions {
+    /// Logit soft-capping: each scaled score s becomes cap * tanh(s / cap) before the mask is
+    /// added (Gemma 2's `attn_logit_softcapping`, as llama.cpp applies it). Positive, finite.
+    pub softcap: Option<f32>,
+    /// Sliding-window attention: a query sees only the last `window` of the keys it would see
+    /// without it (under `causal`, keys i - window + 1 ..= i of query i; over a KV cache's
+    /// prefix without `causal`, the last `window` of the `len` keys: a decode step's query at
+    /// position len - 1 sees positions len - window ..= len - 1, llama.cpp's standard SWA).
+    /// At least 1.
+    pub window: Option<usize>,
+}
+
+impl ScoreOptions {
+    fn is_off(&self) -> bool {
+        self.softcap.is_none() && self.window.is_none()
+    }
+
+    /// Their part of a pipeline key (the options are constants of the kernel's source).
+    fn key(&self) -> String {
+        if self.is_off() {
+            return String::new();
+        }
+        format!(":{:?}:{:?}", self.softcap.map(f32::to_bits), self.window)
+    }
+
+    /// WGSL replacing score `var` (scaled by `base`: 1, or log2(e) for the base-2 flash kernel)
+    /// by its soft-capped value; empty without soft-capping.
+    fn softcap_wgsl(&self, var: &str, base: f32, indent: &str) -> String {
+        match self.softcap {
+            None => String::new(),
+            Some(cap) => {
+                let c = format!("bitcast<f32>({}u)", (cap * base).to_bits());
+                format!("{indent}{var} = {c} * k_tanh({var} / {c});\n")
+            }
+        }
+    }
+
+    /// WGSL moving `jbeg` up to the row's window start (keys seen: [0, `nk`)); empty without a
+    /// window.
+    fn window_wgsl(&self, jbeg: &str, nk: &str, indent: &str) -> String {
+        match self.window {
+            None => String::new(),
+            Some(w) => format!("{indent}{jbeg} = max({jbeg}, select(0u, {nk} - {w}u, {nk} > {w}u));\n"),
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        if let Some(c) = self.softcap.filter(|c| !(c.is_finite() && *c > 0.0)) {
+            return Err(Error::InvalidArgument(format!("attention: soft-cap {c} must be positive and finite")));
+        }
+        if let Some(w) = self.window.filter(|&w| w == 0 || w > u32::MAX as usize) {
+            return Err(Error::InvalidArgument(format!("attention: window {w} must be 1 to 2^32 - 1 keys")));
+        }
+        Ok(())
+    }
+}
+
+/// [`attention_prefix_on_path`] with [`ScoreOptions`] (`kv_len` None: all of K's and V's rows).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_scored(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    kv_len: Option<usize>,
+    causal: bool,
+    scale: Option<f32>,
+    options: ScoreOptions,
+    path: AttentionPath,
+) -> Result<Tensor> {
+    options.check()?;
+    attention_impl(q, k, v, mask, causal, scale, path, kv_len, options)
+}
+
 /// Flash kernel's query rows per workgroup (one per thread).
 const FLASH_BR: usize = 64;
 /// ... and the largest D and Dv it takes: q and the output accumulators live in registers.
@@ -144,7 +223,7 @@ pub fn attention_prefix(
     causal: bool,
     scale: Option<f32>,
 ) -> Result<Tensor> {
-    attention_impl(q, k, v, None, causal, scale, AttentionPath::Auto, Some(len))
+    attention_impl(q, k, v, None, causal, scale, AttentionPath::Auto, Some(len), ScoreOptions::default())
 }
 
 /// [`attention_prefix`] with an additive mask broadcastable to [..., Lq, len] (as
@@ -160,7 +239,7 @@ pub fn attention_prefix_masked(
     causal: bool,
     scale: Option<f32>,
 ) -> Result<Tensor> {
-    attention_impl(q, k, v, mask, causal, scale, AttentionPath::Auto, Some(len))
+    attention_impl(q, k, v, mask, causal, scale, AttentionPath::Auto, Some(len), ScoreOptions::default())
 }
 
 /// `attention_with_mask` on a chosen path. Forcing `Fused` or `Matmul` with a mask, `Flash`
@@ -175,7 +254,7 @@ pub fn attention_on_path(
     scale: Option<f32>,
     path: AttentionPath,
 ) -> Result<Tensor> {
-    attention_impl(q, k, v, mask, causal, scale, path, None)
+    attention_impl(q, k, v, mask, causal, scale, path, None, ScoreOptions::default())
 }
 
 /// [`attention_prefix_masked`] on a chosen path (tests: Auto takes split-KV for a prefix on a
@@ -191,7 +270,7 @@ pub fn attention_prefix_on_path(
     scale: Option<f32>,
     path: AttentionPath,
 ) -> Result<Tensor> {
-    attention_impl(q, k, v, mask, causal, scale, path, Some(len))
+    attention_impl(q, k, v, mask, causal, scale, path, Some(len), ScoreOptions::default())
 }
 
 /// Every entry point: `kv_len` Some(len) reads only the first `len` of K's and V's rows.
@@ -205,6 +284,7 @@ fn attention_impl(
     scale: Option<f32>,
     path: AttentionPath,
     kv_len: Option<usize>,
+    opts: ScoreOptions,
 ) -> Result<Tensor> {
     let mut all = vec![q, k, v];
     all.extend(mask);
@@ -313,6 +393,22 @@ fn attention_impl(
         AttentionPath::Auto => AttentionPath::Fused,
         p => p,
     };
+    // Score options live in the one-row flash and split-KV kernels only.
+    let path = match path {
+        AttentionPath::Fused | AttentionPath::Matmul | AttentionPath::FlashCoop if !opts.is_off() => {
+            if !auto {
+                return Err(Error::InvalidArgument(format!(
+                    "attention: the {path:?} path takes no soft-cap or window (Flash and SplitKv do)"
+                )));
+            }
+            if flash_tile.is_some() && !(kv_len.is_some() && device.info().device_type == "Cpu") {
+                AttentionPath::Flash
+            } else {
+                AttentionPath::SplitKv
+            }
+        }
+        p => p,
+    };
     // The flash and per-row kernels walk every key in one invocation: past llvmpipe's loop
     // limiter (core/src/loop_budget.rs) they would stop early without an error, so where Auto
     // chose them a CPU adapter takes split-KV, whose splits are bounded there
@@ -339,7 +435,7 @@ fn attention_impl(
         // the one-pass split-KV kernel says how (`split_kv`).
         crate::device::capture::refuse(&device, "attention over a cache prefix off the one-pass split-KV kernel");
     }
-    let geom = Geometry { lq, lk, kv_rows, d, dv, rows, causal, scale, batch_shape: &batch_shape, qb, kb, vb };
+    let geom = Geometry { lq, lk, kv_rows, d, dv, rows, causal, scale, opts, batch_shape: &batch_shape, qb, kb, vb };
     match path {
         AttentionPath::Flash => {
             let bc = flash_tile.ok_or_else(|| {
@@ -401,6 +497,7 @@ struct Geometry<'a> {
     rows: usize,
     causal: bool,
     scale: f32,
+    opts: ScoreOptions,
     batch_shape: &'a [usize],
     qb: &'a [usize],
     kb: &'a [usize],
@@ -471,20 +568,23 @@ fn flash(
     let mut tensors = vec![q, k, v];
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
-    let blocked = flash_blocked_fits(&device, dp, dvp) && flash_blocking_wanted();
+    // Score options are in the one-row kernel only.
+    let blocked = flash_blocked_fits(&device, dp, dvp) && flash_blocking_wanted() && g.opts.is_off();
+    let opts = g.opts;
     let source: Box<dyn FnOnce() -> String> = if blocked {
         let part = flash_part();
         Box::new(move || with_special(timing_part(flash_blocked_source(dtype, dp, dvp, has_mask, vec), part)))
     } else {
-        Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec)))
+        Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec, opts)))
     };
     Launch {
         key: format!(
-            "flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}:{:?}:{}:{}",
+            "flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}:{:?}:{}:{}{}",
             flash_prefetch(),
             flash_exp2_kind(),
             flash_skip_rescale(),
-            flash_part()
+            flash_part(),
+            opts.key()
         ),
         source,
         tensors: &tensors,
@@ -821,7 +921,15 @@ fn flash_loaders(vec: bool) -> String {
 
 /// The flash kernel with its per-row state unrolled into plain variables: q in `q0..`, the
 /// output accumulators in `a0..` (see the shader's header).
-fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, vec: bool) -> String {
+fn flash_source(
+    dtype: DType,
+    dp: usize,
+    dvp: usize,
+    bc: usize,
+    has_mask: bool,
+    vec: bool,
+    opts: ScoreOptions,
+) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
     let loaders = flash_loaders(vec);
@@ -831,6 +939,11 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
     }
     for c in 0..dvp {
         let _ = writeln!(declare, "    var a{c} = vec4<f32>(0.0);");
+    }
+    // The row's window start: keys before it are skipped.
+    if opts.window.is_some() {
+        declare.push_str("    var wbeg = 0u;\n");
+        declare.push_str(&opts.window_wgsl("wbeg", "nk", "    "));
     }
     let mut load_q = String::new();
     for c in 0..dp {
@@ -861,11 +974,17 @@ fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, 
     // against 16-key sub-tiles (scores first, one rescale per sub-tile): 8.25 vs 5.6 TFLOP/s,
     // and far less code for software adapters to compile.
     let per_key = {
-        let mut b = String::from("            let kb = j * DP;\n");
+        let mut b = String::new();
+        if opts.window.is_some() {
+            b.push_str("            if (j0 + j < wbeg) {\n                continue;\n            }\n");
+        }
+        b.push_str("            let kb = j * DP;\n");
         let _ = writeln!(b, "            var sc = dot(q0, kt[kb]);");
         for c in 1..dp {
             let _ = writeln!(b, "            sc += dot(q{c}, kt[kb + {c}u]);");
         }
+        // Scores here are in base 2 (q pre-scaled by scale * log2(e)): so is the cap.
+        b.push_str(&opts.softcap_wgsl("sc", std::f32::consts::LOG2_E, "            "));
         if has_mask {
             let _ = writeln!(b, "            sc += f32(mask[moff + i * p.msq + (j0 + j) * p.msk]) * LOG2E;");
         }
@@ -1093,11 +1212,15 @@ fn split_kv(
         let coalesced = WG.is_multiple_of(dp) && dp <= 32 && knobs.block_loads.unwrap_or(block_default);
         let hoist = knobs.hoist;
         let one_pass = decode_fusion() && knobs.part.is_empty();
-        let key = crate::pipeline::PipelineKey::new(
-            "flash_attention_decode",
-            &[dtype as u32, dp as u32, dvp as u32, has_mask as u32, coalesced as u32, hoist as u32, one_pass as u32],
-        );
-        let source = move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist, one_pass));
+        let mut spec =
+            vec![dtype as u32, dp as u32, dvp as u32, has_mask as u32, coalesced as u32, hoist as u32, one_pass as u32];
+        if !g.opts.is_off() {
+            // 0 is neither a valid cap nor a valid window.
+            spec.extend([g.opts.softcap.map_or(0, f32::to_bits), g.opts.window.map_or(0, |w| w as u32)]);
+        }
+        let key = crate::pipeline::PipelineKey::new("flash_attention_decode", &spec);
+        let opts = g.opts;
+        let source = move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist, one_pass, opts));
         let groups = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
         if crate::device::capture::capturing(&device) {
             if !one_pass || g.causal || has_mask {
@@ -1136,8 +1259,9 @@ fn split_kv(
     }
     crate::device::capture::refuse(&device, "split-KV attention off its one-pass, unmasked kernel");
     let tensors = [q, k, v, mask.map_or(q, |(m, _)| m), &part];
+    let opts = g.opts;
     Launch {
-        key: format!("flash_attention_split:{dtype}:{kc}:{ds}:{dvt}:{has_mask}"),
+        key: format!("flash_attention_split:{dtype}:{kc}:{ds}:{dvt}:{has_mask}{}", opts.key()),
         source: Box::new(move || {
             with_special(render(
                 SPLIT,
@@ -1149,6 +1273,8 @@ fn split_kv(
                     ("DS", &ds.to_string()),
                     ("DVT", &dvt.to_string()),
                     ("HAS_MASK", if has_mask { "true" } else { "false" }),
+                    ("WINDOW", &opts.window_wgsl("jbeg", "nk", "    ")),
+                    ("SOFTCAP", &opts.softcap_wgsl("s", 1.0, "            ")),
                 ],
             ))
         }),
@@ -1173,6 +1299,7 @@ fn decode_source(
     coalesced: bool,
     hoist: bool,
     one_pass: bool,
+    opts: ScoreOptions,
 ) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
@@ -1217,6 +1344,7 @@ fn decode_source(
         }
     }
     score.push_str("            s = sd;\n");
+    score.push_str(&opts.softcap_wgsl("s", 1.0, "            "));
     if has_mask {
         score.push_str("            s += f32(mask[moff + i * p.msq + (j0 + lid) * p.msk]);\n");
     }
@@ -1279,6 +1407,7 @@ fn decode_source(
             ("SCORE_PRE", &score_pre),
             ("SCORE", &score),
             ("PV", &pv),
+            ("WINDOW", &opts.window_wgsl("jbeg", "nk", "    ")),
         ],
     )
 }
