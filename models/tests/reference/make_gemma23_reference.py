@@ -42,8 +42,16 @@ import llama_cpp
 import numpy as np
 from gguf.quants import dequantize
 from make_arch_reference import HERE, llama_cpp_run, render
-from make_spm_arch_reference import (GEMMA_TEMPLATE, PROMPTS, SPEC, SPECIAL_TEXTS, TOKENIZER_TEXTS, quantize,
-                                     train_spm, vocabulary)
+from make_spm_arch_reference import (
+    GEMMA_TEMPLATE,
+    PROMPTS,
+    SPEC,
+    SPECIAL_TEXTS,
+    TOKENIZER_TEXTS,
+    quantize,
+    train_spm,
+    vocabulary,
+)
 
 GEMMA = {k: SPEC["gemma"][k] for k in ("head", "tail", "bos", "eos", "add_bos", "space_prefix")}
 MODELS = {
