@@ -78,9 +78,20 @@ pub(crate) fn rope_head(x: &mut [f32], cos: &[f32], sin: &[f32]) {
     }
 }
 
+/// How attention scores are made: `scale` times q·k, then Gemma 2's soft-cap
+/// (cap * tanh(s / cap)); `window`: a query sees only the last `window` positions up to its own.
+#[derive(Clone, Copy)]
+pub(crate) struct Scores {
+    pub scale: f32,
+    pub softcap: Option<f32>,
+    pub window: Option<usize>,
+}
+
 /// Causal grouped-query attention of `q` [l, n_heads * hd] (positions `pos..pos + l`) over the
 /// cache's `k`, `v` [pos + l, n_kv * hd] (position-major): query head `h` reads KV head
-/// `h / (n_heads / n_kv)` and sees positions up to its own. Returns [l, n_heads * hd].
+/// `h / (n_heads / n_kv)` and sees positions up to its own (the last `scores.window` of them).
+/// Returns [l, n_heads * hd].
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     q: &[f32],
     k: &[f32],
@@ -89,26 +100,27 @@ pub(crate) fn attention(
     n_kv: usize,
     hd: usize,
     pos: usize,
+    scores: Scores,
 ) -> Vec<f32> {
     let width = n_heads * hd;
     let kv_width = n_kv * hd;
     let l = q.len() / width;
     let group = n_heads / n_kv;
-    let scale = 1.0 / (hd as f32).sqrt();
     let mut out = vec![0.0f32; l * width];
     out.par_chunks_mut(hd).enumerate().for_each(|(i, o)| {
         let (t, h) = (i / n_heads, i % n_heads);
         let g = h / group;
         let qh = &q[t * width + h * hd..t * width + (h + 1) * hd];
         let n = pos + t + 1;
+        let first = scores.window.map_or(0, |w| n.saturating_sub(w));
         // The head's keys and values [n, hd] sit at column g * hd of rows kv_width apart.
-        let (k, v) = (&k[g * hd..], &v[g * hd..]);
+        let (k, v) = (&k[first * kv_width + g * hd..], &v[first * kv_width + g * hd..]);
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { attend_avx2(qh, k, v, kv_width, n, scale, o) };
+            return unsafe { attend_avx2(qh, k, v, kv_width, n - first, scores, o) };
         }
-        attend(qh, k, v, kv_width, n, scale, o)
+        attend(qh, k, v, kv_width, n - first, scores, o)
     });
     out
 }
@@ -116,13 +128,16 @@ pub(crate) fn attention(
 /// One query head over `n` keys and values (`stride` apart) into `o` [hd]: softmax of the
 /// scaled scores (max subtracted) times V.
 #[inline(always)]
-fn attend(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32, o: &mut [f32]) {
+fn attend(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scores: Scores, o: &mut [f32]) {
     let hd = qh.len();
     // A plain loop, not an iterator chain: `Map::fold` would be a function of its own, compiled
     // without the caller's AVX2 (measured: 9% of a decode token in the SSE2 build).
     let mut s = vec![0.0f32; n];
     for (j, sj) in s.iter_mut().enumerate() {
-        *sj = dot(qh, &k[j * stride..j * stride + hd]) * scale;
+        *sj = dot(qh, &k[j * stride..j * stride + hd]) * scores.scale;
+    }
+    if let Some(cap) = scores.softcap {
+        s.iter_mut().for_each(|x| *x = cap * (*x / cap).tanh());
     }
     let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
@@ -144,8 +159,8 @@ fn attend(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32,
 /// only SSE2).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn attend_avx2(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32, o: &mut [f32]) {
-    attend(qh, k, v, stride, n, scale, o)
+unsafe fn attend_avx2(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scores: Scores, o: &mut [f32]) {
+    attend(qh, k, v, stride, n, scores, o)
 }
 
 /// `silu(gate) * up` for `gu` [l, 2n] (gate then up per row): [l, n].
