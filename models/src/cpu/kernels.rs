@@ -291,13 +291,22 @@ mod tests {
     #[test]
     fn grouped_attention_matches_the_reference_causally_after_a_prefix() {
         // 6 query heads over 2 KV heads, head size 24 (not a lane multiple); 3 new positions
-        // after 4 cached ones (the mask is by absolute position).
+        // after 4 cached ones (the mask is by absolute position); plain, and with Gemma 2's
+        // soft-cap (0.2: below the scores, so it bites) and a window of 3 positions.
         let (nh, nkv, hd, pos, l) = (6, 2, 24, 4, 3);
+        let plain = Scores { scale: 1.0 / (hd as f32).sqrt(), softcap: None, window: None };
+        let gemma = Scores { scale: 0.3, softcap: Some(0.2), window: Some(3) };
+        for scores in [plain, gemma] {
+            check_grouped_attention(nh, nkv, hd, pos, l, scores);
+        }
+    }
+
+    fn check_grouped_attention(nh: usize, nkv: usize, hd: usize, pos: usize, l: usize, scores: Scores) {
         let n = pos + l;
         let q = values(l * nh * hd, 11);
         let k = values(n * nkv * hd, 12);
         let v = values(n * nkv * hd, 13);
-        let got = attention(&q, &k, &v, nh, nkv, hd, pos);
+        let got = attention(&q, &k, &v, nh, nkv, hd, pos, scores);
         let group = nh / nkv;
         for h in 0..nh {
             let g = h / group;
@@ -311,15 +320,18 @@ mod tests {
             for t in 0..l {
                 // Query t sees keys 0..=pos + t: the reference without a mask over that prefix.
                 let seen = pos + t + 1;
-                let (want, _) = ref_attention::attention(
+                let (want, _) = ref_attention::attention_scored(
                     &qh[t * hd..(t + 1) * hd],
                     &[1, hd],
                     &kh[..seen * hd],
                     &[seen, hd],
                     &vh[..seen * hd],
                     &[seen, hd],
-                    false,
                     None,
+                    false,
+                    Some(scores.scale as f64),
+                    scores.softcap.map(f64::from),
+                    scores.window,
                 )
                 .unwrap();
                 close(&got[(t * nh + h) * hd..(t * nh + h + 1) * hd], &want, 1e-5, &format!("head {h} query {t}"));
@@ -333,17 +345,18 @@ mod tests {
         let (hd, n, stride) = (40, 9, 56);
         let (q, k, v) = (values(hd, 21), values(n * stride, 22), values(n * stride, 23));
         let mut portable = vec![0.0f32; hd];
-        attend(&q, &k, &v, stride, n, 0.3, &mut portable);
+        let s = Scores { scale: 0.3, softcap: Some(0.5), window: None };
+        attend(&q, &k, &v, stride, n, s, &mut portable);
         let mut dispatched = vec![0.0f32; hd];
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: AVX2 detected.
-            unsafe { attend_avx2(&q, &k, &v, stride, n, 0.3, &mut dispatched) };
+            unsafe { attend_avx2(&q, &k, &v, stride, n, s, &mut dispatched) };
         } else {
-            attend(&q, &k, &v, stride, n, 0.3, &mut dispatched);
+            attend(&q, &k, &v, stride, n, s, &mut dispatched);
         }
         #[cfg(not(target_arch = "x86_64"))]
-        attend(&q, &k, &v, stride, n, 0.3, &mut dispatched);
+        attend(&q, &k, &v, stride, n, s, &mut dispatched);
         let want: Vec<f64> = dispatched.iter().map(|&x| x as f64).collect();
         close(&portable, &want, 1e-6, "portable vs avx2 head");
     }
