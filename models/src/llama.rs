@@ -280,8 +280,9 @@ struct Layer {
     down: QMatrix,
     /// Gemma 2/3's post-attention and post-feed-forward RMSNorms ([`crate::gemma`]).
     post_norms: Option<(Tensor, Tensor)>,
-    /// Gemma 3's per-head query and key RMSNorms, before RoPE.
-    qk_norm: Option<(Tensor, Tensor)>,
+    /// Gemma 3's per-head query and key RMSNorms, before RoPE: one weight row per head of the
+    /// QKV product [heads + 2 kv heads, head_dim] (ones on V's heads, which keep their values).
+    qk_norm: Option<Tensor>,
 }
 
 impl Layer {
@@ -397,6 +398,11 @@ struct GpuModel {
     /// layers').
     rope_factors: Option<Tensor>,
     rope_factors_local: Option<Tensor>,
+    /// GeGLU's gate and up column indices of the gate/up product (Gemma): gathered, not sliced,
+    /// since a slice of one row is a buffer copy, which a decode plan cannot record.
+    geglu_halves: Option<(Tensor, Tensor)>,
+    /// Gemma 3's QK-norm: 1 on the QKV product's query and key heads, 0 on V's [heads, 1].
+    qk_heads: Option<Tensor>,
     /// A multi-token pass waits for each layer (a CPU adapter: see `hidden_from`).
     wait_each_layer: bool,
 }
@@ -668,7 +674,12 @@ impl CausalLM {
                 },
                 qk_norm: match c.gemma.as_ref().is_some_and(|g| g.qk_norm) {
                     true => {
-                        Some((ld.vector(&n("attn_q_norm"), c.head_dim)?, ld.vector(&n("attn_k_norm"), c.head_dim)?))
+                        let q = crate::cpu::vector(&f, &n("attn_q_norm"), c.head_dim)?;
+                        let k = crate::cpu::vector(&f, &n("attn_k_norm"), c.head_dim)?;
+                        let mut w = q.repeat(c.n_heads);
+                        w.extend(k.repeat(c.n_kv_heads));
+                        w.extend(vec![1.0; c.n_kv_heads * c.head_dim]);
+                        Some(Tensor::from_slice_on(&device, &w, &[c.n_heads + 2 * c.n_kv_heads, c.head_dim])?)
                     }
                     false => None,
                 },
@@ -683,6 +694,22 @@ impl CausalLM {
         let upload = |ff: Option<&Vec<f32>>| ff.map(|ff| Tensor::from_slice_on(&device, ff, &[ff.len()])).transpose();
         let rope_factors = upload(c.rope_factors.as_ref())?;
         let rope_factors_local = upload(c.gemma.as_ref().and_then(|g| g.rope_factors_local.as_ref()))?;
+        let geglu_halves = match c.arch.gelu_gate() {
+            true => {
+                let n = c.ffn as i32;
+                let half = |from: i32| Tensor::from_slice_on(&device, &(from..from + n).collect::<Vec<_>>(), &[c.ffn]);
+                Some((half(0)?, half(n)?))
+            }
+            false => None,
+        };
+        let qk_heads = match c.gemma.as_ref().is_some_and(|g| g.qk_norm) {
+            true => {
+                let heads = c.n_heads + 2 * c.n_kv_heads;
+                let sel: Vec<f32> = (0..heads).map(|h| if h < c.n_heads + c.n_kv_heads { 1.0 } else { 0.0 }).collect();
+                Some(Tensor::from_slice_on(&device, &sel, &[heads, 1])?)
+            }
+            false => None,
+        };
         static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let gpu = GpuModel {
@@ -694,6 +721,8 @@ impl CausalLM {
             layers,
             rope_factors,
             rope_factors_local,
+            geglu_halves,
+            qk_heads,
             wait_each_layer,
         };
         Ok(CausalLM { config, tokenizer, engine: Engine::Gpu(gpu) })
@@ -1151,18 +1180,15 @@ impl CausalLM {
 
     /// `y` [rows, (nh + 2 nkv) hd] (Q, K, V side by side) with Gemma 3's per-head RMSNorm of
     /// its query and key heads, where the layer has one.
+    /// Every head normed, times its weight row, then V's heads taken back as they were: no
+    /// slices or concatenations (buffer copies), so a decode plan records it.
     fn qk_normed(&self, layer: &Layer, y: Tensor) -> Result<Tensor> {
-        let Some((qn, kn)) = &layer.qk_norm else { return Ok(y) };
+        let (Some(w), Some(sel)) = (&layer.qk_norm, &self.gpu().qk_heads) else { return Ok(y) };
         let c = &self.config;
-        let (rows, hd) = (y.shape()[0] as isize, c.head_dim as isize);
-        let (qw, kw) = (c.q_dim() as isize, (c.n_kv_heads * c.head_dim) as isize);
-        let part = |from: isize, to: isize, w: &Tensor| -> Result<Tensor> {
-            let x = ops::slice(&y, 1, from, to, 1)?.reshape(&[rows, (to - from) / hd, hd])?;
-            Ok(ops::rms_norm(&x, Some(w), c.rms_eps)?.reshape(&[rows, to - from])?)
-        };
-        let (q, k) = (part(0, qw, qn)?, part(qw, qw + kw, kn)?);
-        let v = ops::slice(&y, 1, qw + kw, qw + 2 * kw, 1)?;
-        Ok(ops::concat(&[&q, &k, &v], 1)?)
+        let (rows, width) = (y.shape()[0] as isize, y.shape()[1] as isize);
+        let heads = y.reshape(&[rows, width / c.head_dim as isize, c.head_dim as isize])?;
+        let normed = ops::mul(&ops::rms_norm(&heads, None, c.rms_eps)?, w)?;
+        Ok(ops::where_(sel, &normed, &heads)?.reshape(&[rows, width])?)
     }
 
     /// `h` plus `w`'s product with `x` (the residual folded into the product), or, with Gemma
@@ -1214,9 +1240,9 @@ impl CausalLM {
             return layer.gate_up.matmul_on(h, QuantFusion { swiglu: true, ..norm }, kernel);
         }
         let y = layer.gate_up.matmul_on(h, norm, kernel)?;
-        let (axis, n) = (y.ndim() as isize - 1, self.config.ffn as isize);
-        let gate = ops::slice(&y, axis, 0, n, 1)?;
-        let up = ops::slice(&y, axis, n, 2 * n, 1)?;
+        let axis = y.ndim() as isize - 1;
+        let (gate, up) = self.gpu().geglu_halves.as_ref().expect("GeGLU's halves are made at load");
+        let (gate, up) = (ops::index_select(&y, axis, gate)?, ops::index_select(&y, axis, up)?);
         Ok(ops::mul(&ops::gelu_tanh(&gate)?, &up)?)
     }
 

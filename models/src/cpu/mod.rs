@@ -61,7 +61,7 @@ impl CpuCache {
     }
 }
 
-fn vector(f: &GgufFile, name: &str, n: usize) -> Result<Vec<f32>> {
+pub(crate) fn vector(f: &GgufFile, name: &str, n: usize) -> Result<Vec<f32>> {
     let t = f.expect(name, &[GgmlType::F32], &[n as u64])?;
     Ok(f.data(t).chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
