@@ -490,3 +490,31 @@ fn gemma2_gemma3_errors_are_named() {
     let e = load_patched("pattern.gguf", zero).err().unwrap();
     assert!(matches!(&e, ModelError::Corrupt { message, .. } if message.contains("sliding_window_pattern")), "{e}");
 }
+
+/// A decode plan (recorded once, replayed with the position moved on) gives Gemma 2 the same
+/// logits to the bit as the ops path, over more steps than its window: the window's start
+/// moves with the replays. (Gemma 3's QK-norm takes the QKV product's two-dispatch path, whose
+/// mixed Q4_K_M stack is a concatenation: not planned.)
+#[test]
+fn gemma2_decode_plans_replay_the_window() {
+    let r = gemma23_reference();
+    let m = &r["models"]["gemma2"];
+    let lm = load(m, Backend::Gpu);
+    let prompt = ids(&m["prompts"][0]["ids"]);
+    let run = |planned: bool| {
+        let mut cache = lm.cache_with_capacity(64).unwrap();
+        cache.set_decode_plan(planned);
+        let mut logits = lm.forward(&prompt, &mut cache).unwrap();
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            let t = kiln_models::sampling::argmax(&logits) as u32;
+            logits = lm.forward(&[t], &mut cache).unwrap();
+            out.push(logits.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        }
+        (out, cache.decode_plan_counts())
+    };
+    let (want, _) = run(false);
+    let (got, (captured, replayed)) = run(true);
+    assert!(got == want, "replayed logits differ");
+    assert!(captured >= 1 && replayed >= 8, "{captured} captured, {replayed} replayed");
+}
