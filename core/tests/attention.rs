@@ -993,6 +993,7 @@ fn score_options_errors_and_default() {
         ops::ScoreOptions { softcap: Some(-1.0), window: None },
         ops::ScoreOptions { softcap: Some(f32::INFINITY), window: None },
         ops::ScoreOptions { softcap: None, window: Some(0) },
+        ops::ScoreOptions { softcap: None, window: Some(1 << 33) },
     ] {
         let e = ops::attention_scored(&q, &k, &k, None, None, false, None, bad, AttentionPath::Auto).unwrap_err();
         assert_eq!(e.code(), ErrorCode::InvalidArgument, "{bad:?}: {e}");
