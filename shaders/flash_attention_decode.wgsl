@@ -100,9 +100,9 @@ fn main(
     if (p.causal != 0u) {
         nk = min(p.lk, i + 1u);
     }
-    let jbeg = split * p.chunk;
+    var jbeg = split * p.chunk;
     let jend = min(nk, jbeg + p.chunk);
-    let qb = (qoff + i * p.d) / 4u;
+{{WINDOW}}    let qb = (qoff + i * p.d) / 4u;
 {{LOAD_Q}}
     // This thread's share of p v: dims vec4 c of keys g, g + G, ...
     let c = lid % DVP;

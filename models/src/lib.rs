@@ -40,6 +40,7 @@ mod cpu;
 pub mod decode_loop;
 mod error;
 pub mod files;
+pub mod gemma;
 pub mod gguf;
 pub mod gguf_tokenizer;
 pub mod llama;

@@ -54,6 +54,8 @@ pub(super) struct Problem<'a> {
     pub(super) flash_fits: bool,
     /// The cooperative-matrix flash kernel takes them.
     pub(super) coop_fits: bool,
+    /// A soft-cap or window is set ([`ScoreOptions`](super::ScoreOptions)).
+    pub(super) scored: bool,
 }
 
 /// Whether `scores` f32 scores fit the matmul path on `device`.
@@ -65,7 +67,7 @@ pub(super) fn matmul_fits(device: &Device, scores: usize) -> bool {
 /// adapter replaced (Auto) or refused (named by the caller). The kernels' own limits (head
 /// sizes, mask, prefix) are checked where they run.
 pub(super) fn choose(path: AttentionPath, p: &Problem) -> Result<AttentionPath> {
-    let Problem { device, lq, lk, d, dv, scores, masked, prefix, matmul_fits, flash_fits, coop_fits } = *p;
+    let Problem { device, lq, lk, d, dv, scores, masked, prefix, matmul_fits, flash_fits, coop_fits, scored } = *p;
     // Measured on the H100 (BENCHMARKS.md): flash beats the matmul path at D = 64 (8.25 vs 7.77
     // TFLOP/s) but not at D = 128 (3.2 vs 10.6: q and the accumulators no longer fit in
     // registers), where it still beats the per-row kernel for scores too big for the matmuls.
@@ -89,6 +91,22 @@ pub(super) fn choose(path: AttentionPath, p: &Problem) -> Result<AttentionPath> 
         AttentionPath::Auto if lk >= MIN_KEYS && scores >= MIN_SCORES && matmul_fits => AttentionPath::Matmul,
         AttentionPath::Auto if flash_fits && !matmul_fits => AttentionPath::Flash,
         AttentionPath::Auto => AttentionPath::Fused,
+        p => p,
+    };
+    // Score options live in the one-row flash and split-KV kernels only.
+    let path = match path {
+        AttentionPath::Fused | AttentionPath::Matmul | AttentionPath::FlashCoop if scored => {
+            if !auto {
+                return Err(Error::InvalidArgument(format!(
+                    "attention: the {path:?} path takes no soft-cap or window (Flash and SplitKv do)"
+                )));
+            }
+            if flash_fits && !(prefix && device.info().device_type == "Cpu") {
+                AttentionPath::Flash
+            } else {
+                AttentionPath::SplitKv
+            }
+        }
         p => p,
     };
     // The flash and per-row kernels walk every key in one invocation: past llvmpipe's loop

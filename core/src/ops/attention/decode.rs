@@ -115,11 +115,15 @@ pub(super) fn split_kv(
         let coalesced = WG.is_multiple_of(dp) && dp <= 32 && knobs.block_loads.unwrap_or(block_default);
         let hoist = knobs.hoist;
         let one_pass = decode_fusion() && knobs.part.is_empty();
-        let key = crate::pipeline::PipelineKey::new(
-            "flash_attention_decode",
-            &[dtype as u32, dp as u32, dvp as u32, has_mask as u32, coalesced as u32, hoist as u32, one_pass as u32],
-        );
-        let source = move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist, one_pass));
+        let mut spec =
+            vec![dtype as u32, dp as u32, dvp as u32, has_mask as u32, coalesced as u32, hoist as u32, one_pass as u32];
+        if !g.opts.is_off() {
+            // 0 is neither a valid cap nor a valid window.
+            spec.extend([g.opts.softcap.map_or(0, f32::to_bits), g.opts.window.map_or(0, |w| w as u32)]);
+        }
+        let key = crate::pipeline::PipelineKey::new("flash_attention_decode", &spec);
+        let opts = g.opts;
+        let source = move || with_special(decode_source(dtype, dp, dvp, has_mask, coalesced, hoist, one_pass, opts));
         let groups = grid(groups, device.limits().max_compute_workgroups_per_dimension)?;
         if crate::device::capture::capturing(&device) {
             if !one_pass || g.causal || has_mask {
@@ -158,8 +162,9 @@ pub(super) fn split_kv(
     }
     crate::device::capture::refuse(&device, "split-KV attention off its one-pass, unmasked kernel");
     let tensors = [q, k, v, mask.map_or(q, |(m, _)| m), &part];
+    let opts = g.opts;
     Launch {
-        key: format!("flash_attention_split:{dtype}:{kc}:{ds}:{dvt}:{has_mask}"),
+        key: format!("flash_attention_split:{dtype}:{kc}:{ds}:{dvt}:{has_mask}{}", opts.key()),
         source: Box::new(move || {
             with_special(render(
                 SPLIT,
@@ -171,6 +176,8 @@ pub(super) fn split_kv(
                     ("DS", &ds.to_string()),
                     ("DVT", &dvt.to_string()),
                     ("HAS_MASK", if has_mask { "true" } else { "false" }),
+                    ("WINDOW", &opts.window_wgsl("jbeg", "nk", "    ")),
+                    ("SOFTCAP", &opts.softcap_wgsl("s", 1.0, "            ")),
                 ],
             ))
         }),

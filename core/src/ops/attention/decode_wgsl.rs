@@ -1,7 +1,7 @@
 //! The split-KV (decode) kernels' WGSL: the vec4 kernel's unrolled parts built here, and the
 //! templates of the scalar split kernel, the combine passes and the one-pass merge.
 
-use super::geometry::{ATTENTION_COMMON, SPLIT_TARGET_GROUPS, WG};
+use super::geometry::{ScoreOptions, ATTENTION_COMMON, SPLIT_TARGET_GROUPS, WG};
 use crate::dtype::DType;
 use crate::exec::enables;
 use crate::pipeline::render;
@@ -27,6 +27,7 @@ pub(super) fn decode_source(
     coalesced: bool,
     hoist: bool,
     one_pass: bool,
+    opts: ScoreOptions,
 ) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
@@ -71,6 +72,7 @@ pub(super) fn decode_source(
         }
     }
     score.push_str("            s = sd;\n");
+    score.push_str(&opts.softcap_wgsl("s", 1.0, "            "));
     if has_mask {
         score.push_str("            s += f32(mask[moff + i * p.msq + (j0 + lid) * p.msk]);\n");
     }
@@ -133,6 +135,7 @@ pub(super) fn decode_source(
             ("SCORE_PRE", &score_pre),
             ("SCORE", &score),
             ("PV", &pv),
+            ("WINDOW", &opts.window_wgsl("jbeg", "nk", "    ")),
         ],
     )
 }

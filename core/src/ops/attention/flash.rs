@@ -45,20 +45,23 @@ pub(super) fn flash(
     let mut tensors = vec![q, k, v];
     tensors.extend(mask.map(|(m, _)| m));
     tensors.push(out);
-    let blocked = flash_blocked_fits(&device, dp, dvp) && flash_blocking_wanted();
+    // Score options are in the one-row kernel only.
+    let blocked = flash_blocked_fits(&device, dp, dvp) && flash_blocking_wanted() && g.opts.is_off();
+    let opts = g.opts;
     let source: Box<dyn FnOnce() -> String> = if blocked {
         let part = flash_part();
         Box::new(move || with_special(timing_part(flash_blocked_source(dtype, dp, dvp, has_mask, vec), part)))
     } else {
-        Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec)))
+        Box::new(move || with_special(flash_source(dtype, dp, dvp, bc, has_mask, vec, opts)))
     };
     Launch {
         key: format!(
-            "flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}:{:?}:{}:{}",
+            "flash_attention:{dtype}:{dp}:{dvp}:{bc}:{has_mask}:{vec}:{blocked}:{}:{:?}:{}:{}{}",
             flash_prefetch(),
             flash_exp2_kind(),
             flash_skip_rescale(),
-            flash_part()
+            flash_part(),
+            opts.key()
         ),
         source,
         tensors: &tensors,

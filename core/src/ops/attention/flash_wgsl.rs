@@ -2,7 +2,7 @@
 //! and the one-row-per-thread one (`shaders/flash_attention.wgsl`), their unrolled parts built
 //! here for the padded head sizes, and the softmax's exp2.
 
-use super::geometry::{ATTENTION_COMMON, FLASH_PARAMS};
+use super::geometry::{ScoreOptions, ATTENTION_COMMON, FLASH_PARAMS};
 use super::knobs::{flash_exp2_kind, flash_prefetch, flash_skip_rescale, timing_part, FlashExp2};
 use crate::dtype::DType;
 use crate::exec::enables;
@@ -232,7 +232,15 @@ fn flash_loaders(vec: bool) -> String {
 
 /// The flash kernel with its per-row state unrolled into plain variables: q in `q0..`, the
 /// output accumulators in `a0..` (see the shader's header).
-pub(super) fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_mask: bool, vec: bool) -> String {
+pub(super) fn flash_source(
+    dtype: DType,
+    dp: usize,
+    dvp: usize,
+    bc: usize,
+    has_mask: bool,
+    vec: bool,
+    opts: ScoreOptions,
+) -> String {
     use std::fmt::Write;
     let t = dtype.wgsl();
     let loaders = flash_loaders(vec);
@@ -242,6 +250,11 @@ pub(super) fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_m
     }
     for c in 0..dvp {
         let _ = writeln!(declare, "    var a{c} = vec4<f32>(0.0);");
+    }
+    // The row's window start: keys before it are skipped.
+    if opts.window.is_some() {
+        declare.push_str("    var wbeg = 0u;\n");
+        declare.push_str(&opts.window_wgsl("wbeg", "nk", "    "));
     }
     let mut load_q = String::new();
     for c in 0..dp {
@@ -272,11 +285,17 @@ pub(super) fn flash_source(dtype: DType, dp: usize, dvp: usize, bc: usize, has_m
     // against 16-key sub-tiles (scores first, one rescale per sub-tile): 8.25 vs 5.6 TFLOP/s,
     // and far less code for software adapters to compile.
     let per_key = {
-        let mut b = String::from("            let kb = j * DP;\n");
+        let mut b = String::new();
+        if opts.window.is_some() {
+            b.push_str("            if (j0 + j < wbeg) {\n                continue;\n            }\n");
+        }
+        b.push_str("            let kb = j * DP;\n");
         let _ = writeln!(b, "            var sc = dot(q0, kt[kb]);");
         for c in 1..dp {
             let _ = writeln!(b, "            sc += dot(q{c}, kt[kb + {c}u]);");
         }
+        // Scores here are in base 2 (q pre-scaled by scale * log2(e)): so is the cap.
+        b.push_str(&opts.softcap_wgsl("sc", std::f32::consts::LOG2_E, "            "));
         if has_mask {
             let _ = writeln!(b, "            sc += f32(mask[moff + i * p.msq + (j0 + j) * p.msk]) * LOG2E;");
         }

@@ -1,7 +1,9 @@
 //! The problem's sizes and what every attention kernel shares: the batch part of their
-//! parameter blocks, the shared WGSL pieces, and the limits more than one path reads.
+//! parameter blocks, the shared WGSL pieces, the limits more than one path reads, and the score
+//! options (soft-cap, window) the flash and split-KV kernels render into their source.
 
 use crate::exec::Params;
+use crate::{Error, Result};
 
 /// `batch_offsets`, rendered into every attention kernel after its Params.
 pub(super) const ATTENTION_COMMON: &str = include_str!("../../../../shaders/attention_common.wgsl");
@@ -13,6 +15,68 @@ pub(super) const WG: usize = 64;
 pub(super) const FLASH_MAX_D: usize = 256;
 /// Split-KV: workgroups to aim for (several per SM on a big GPU).
 pub(super) const SPLIT_TARGET_GROUPS: usize = 1024;
+
+/// Optional changes to the scores, for Gemma 2/3's attention; the default changes nothing (the
+/// kernels are then exactly those without options: the same source, the same bits).
+/// Taken by the flash (one row per thread) and split-KV kernels only: forcing `Fused`,
+/// `Matmul` or `FlashCoop` with an option set is InvalidArgument, and Auto avoids them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ScoreOptions {
+    /// Logit soft-capping: each scaled score s becomes cap * tanh(s / cap) before the mask is
+    /// added (Gemma 2's `attn_logit_softcapping`, as llama.cpp applies it). Positive, finite.
+    pub softcap: Option<f32>,
+    /// Sliding-window attention: a query sees only the last `window` of the keys it would see
+    /// without it (under `causal`, keys i - window + 1 ..= i of query i; over a KV cache's
+    /// prefix without `causal`, the last `window` of the `len` keys: a decode step's query at
+    /// position len - 1 sees positions len - window ..= len - 1, llama.cpp's standard SWA).
+    /// At least 1.
+    pub window: Option<usize>,
+}
+
+impl ScoreOptions {
+    pub(super) fn is_off(&self) -> bool {
+        self.softcap.is_none() && self.window.is_none()
+    }
+
+    /// Their part of a pipeline key (the options are constants of the kernel's source).
+    pub(super) fn key(&self) -> String {
+        if self.is_off() {
+            return String::new();
+        }
+        format!(":{:?}:{:?}", self.softcap.map(f32::to_bits), self.window)
+    }
+
+    /// WGSL replacing score `var` (scaled by `base`: 1, or log2(e) for the base-2 flash kernel)
+    /// by its soft-capped value; empty without soft-capping.
+    pub(super) fn softcap_wgsl(&self, var: &str, base: f32, indent: &str) -> String {
+        match self.softcap {
+            None => String::new(),
+            Some(cap) => {
+                let c = format!("bitcast<f32>({}u)", (cap * base).to_bits());
+                format!("{indent}{var} = {c} * k_tanh({var} / {c});\n")
+            }
+        }
+    }
+
+    /// WGSL moving `jbeg` up to the row's window start (keys seen: [0, `nk`)); empty without a
+    /// window.
+    pub(super) fn window_wgsl(&self, jbeg: &str, nk: &str, indent: &str) -> String {
+        match self.window {
+            None => String::new(),
+            Some(w) => format!("{indent}{jbeg} = max({jbeg}, select(0u, {nk} - {w}u, {nk} > {w}u));\n"),
+        }
+    }
+
+    pub(super) fn check(&self) -> Result<()> {
+        if let Some(c) = self.softcap.filter(|c| !(c.is_finite() && *c > 0.0)) {
+            return Err(Error::InvalidArgument(format!("attention: soft-cap {c} must be positive and finite")));
+        }
+        if let Some(w) = self.window.filter(|&w| w == 0 || w > u32::MAX as usize) {
+            return Err(Error::InvalidArgument(format!("attention: window {w} must be 1 to 2^32 - 1 keys")));
+        }
+        Ok(())
+    }
+}
 
 /// The problem's sizes, shared by the kernels' parameter blocks.
 pub(super) struct Geometry<'a> {
@@ -26,6 +90,8 @@ pub(super) struct Geometry<'a> {
     pub(super) rows: usize,
     pub(super) causal: bool,
     pub(super) scale: f32,
+    /// Soft-cap and window (flash and split-KV only).
+    pub(super) opts: ScoreOptions,
     pub(super) batch_shape: &'a [usize],
     pub(super) qb: &'a [usize],
     pub(super) kb: &'a [usize],

@@ -61,6 +61,7 @@ pub use coop::coop_layout_probe;
 pub use coop_wgsl::source_for_tests as flash_coop_source_for_tests;
 pub use flash_wgsl::flash_part_sources_for_tests;
 // What `coop` and `coop_wgsl` take from their parent (`super::`), and the checks below.
+pub use geometry::ScoreOptions;
 use geometry::{Geometry, ATTENTION_COMMON, FLASH_MAX_D, FLASH_PARAMS};
 pub(crate) use knobs::decode_fusion;
 pub use knobs::{with_decode_fusion, with_flash_blocking};
@@ -95,6 +96,23 @@ pub fn uses_flash_coop(device: &crate::device::Device, d: usize, dv: usize) -> b
     coop::pick(device, DType::F16, d, dv).is_some()
 }
 
+/// [`attention_prefix_on_path`] with [`ScoreOptions`] (`kv_len` None: all of K's and V's rows).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_scored(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    kv_len: Option<usize>,
+    causal: bool,
+    scale: Option<f32>,
+    options: ScoreOptions,
+    path: AttentionPath,
+) -> Result<Tensor> {
+    options.check()?;
+    attention_impl(q, k, v, mask, causal, scale, path, kv_len, options)
+}
+
 /// Attention of q [..., Lq, D] over the first `len` rows of k [..., Lmax, D] and v [...,
 /// Lmax, Dv]: what [`attention`] gives on `k[..., :len, :]` and `v[..., :len, :]`, read in
 /// place — a KV cache allocated for Lmax positions and filled up to `len` (see
@@ -108,7 +126,7 @@ pub fn attention_prefix(
     causal: bool,
     scale: Option<f32>,
 ) -> Result<Tensor> {
-    attention_impl(q, k, v, None, causal, scale, AttentionPath::Auto, Some(len))
+    attention_impl(q, k, v, None, causal, scale, AttentionPath::Auto, Some(len), ScoreOptions::default())
 }
 
 /// [`attention_prefix`] with an additive mask broadcastable to [..., Lq, len] (as
@@ -124,7 +142,7 @@ pub fn attention_prefix_masked(
     causal: bool,
     scale: Option<f32>,
 ) -> Result<Tensor> {
-    attention_impl(q, k, v, mask, causal, scale, AttentionPath::Auto, Some(len))
+    attention_impl(q, k, v, mask, causal, scale, AttentionPath::Auto, Some(len), ScoreOptions::default())
 }
 
 /// `attention_with_mask` on a chosen path. Forcing `Fused` or `Matmul` with a mask, `Flash`
@@ -139,7 +157,7 @@ pub fn attention_on_path(
     scale: Option<f32>,
     path: AttentionPath,
 ) -> Result<Tensor> {
-    attention_impl(q, k, v, mask, causal, scale, path, None)
+    attention_impl(q, k, v, mask, causal, scale, path, None, ScoreOptions::default())
 }
 
 /// [`attention_prefix_masked`] on a chosen path (tests: Auto takes split-KV for a prefix on a
@@ -155,7 +173,7 @@ pub fn attention_prefix_on_path(
     scale: Option<f32>,
     path: AttentionPath,
 ) -> Result<Tensor> {
-    attention_impl(q, k, v, mask, causal, scale, path, Some(len))
+    attention_impl(q, k, v, mask, causal, scale, path, Some(len), ScoreOptions::default())
 }
 
 /// Every entry point: `kv_len` Some(len) reads only the first `len` of K's and V's rows.
@@ -169,6 +187,7 @@ fn attention_impl(
     scale: Option<f32>,
     path: AttentionPath,
     kv_len: Option<usize>,
+    opts: ScoreOptions,
 ) -> Result<Tensor> {
     let mut all = vec![q, k, v];
     all.extend(mask);
@@ -264,6 +283,7 @@ fn attention_impl(
         matmul_fits,
         flash_fits: flash_tile.is_some(),
         coop_fits: flash_coop.is_some(),
+        scored: !opts.is_off(),
     };
     let path = choice::choose(path, &problem)?;
     if kv_len.is_some() && matches!(path, AttentionPath::Matmul) {
@@ -274,7 +294,7 @@ fn attention_impl(
         // the one-pass split-KV kernel says how (`split_kv`).
         crate::device::capture::refuse(&device, "attention over a cache prefix off the one-pass split-KV kernel");
     }
-    let geom = Geometry { lq, lk, kv_rows, d, dv, rows, causal, scale, batch_shape: &batch_shape, qb, kb, vb };
+    let geom = Geometry { lq, lk, kv_rows, d, dv, rows, causal, scale, opts, batch_shape: &batch_shape, qb, kb, vb };
     match path {
         AttentionPath::Flash => {
             let bc = flash_tile.ok_or_else(|| {
