@@ -33,6 +33,7 @@ pub mod batch;
 mod bert;
 pub mod chat_template;
 pub mod config;
+mod clip;
 mod cpu;
 /// The pipelined loop reads back without waiting (`PendingRead`): native only; a page awaits
 /// each token ([`Generation::next_async`]).
@@ -57,6 +58,7 @@ pub use backend::Backend;
 pub use batch::{BatchGeneration, BatchOutput, BatchProducts, BatchStats};
 pub use bert::{mpnet_relative_bucket, Bert};
 pub use chat_template::{ChatTemplate, Message};
+pub use clip::{ClipModel, Image, ImageEmbedder};
 pub use error::{ModelError, Result};
 pub use files::{FileBytes, ModelFiles};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
@@ -490,9 +492,7 @@ impl SentenceEmbedder {
         let hidden = if hidden.dtype() == DType::F32 { hidden } else { ops::cast(&hidden, DType::F32)? };
         let mut pooled = pooling::pool(&hidden, &lens, &self.pooling)?;
         if normalize {
-            // torch.nn.functional.normalize: x / max(||x||, 1e-12)
-            let norm = ops::sqrt(&ops::sum(&ops::mul(&pooled, &pooled)?, Some(&[-1]), true)?)?;
-            pooled = ops::div(&pooled, &ops::maximum_scalar(&norm, 1e-12)?)?;
+            pooled = pooling::l2_normalize(&pooled)?;
         }
         mark("pooling + normalize")?;
         Ok(pooled)
