@@ -11,6 +11,10 @@
 //! # Ok::<(), kiln_models::ModelError>(())
 //! ```
 //!
+//! [`ClipModel`] embeds images and texts into one space (transformers' CLIPModel folders; the
+//! images preprocessed on the GPU as CLIPImageProcessor does); [`ImageEmbedder`] is its vision
+//! tower alone.
+//!
 //! [`CausalLM`] runs a Llama-family decoder (llama, qwen2, phi3 and gemma as GGUF's
 //! `general.architecture` names them: SmolLM2, Llama 3.x, Qwen2.5, Phi-3-mini, Gemma, ...) from a GGUF file, its weights kept quantized on
 //! the GPU, streaming text:
