@@ -86,7 +86,7 @@ pub fn main(args: Args) -> Result<()> {
     let texts = if args.texts.is_empty() && args.image.is_empty() {
         std::io::stdin().lock().lines().collect::<std::io::Result<Vec<String>>>().context("reading texts from stdin")?
     } else {
-        args.texts
+        args.texts.clone()
     };
     if is_clip(&args.model) {
         let e = clip(&args, &texts)?;

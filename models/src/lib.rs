@@ -36,8 +36,8 @@ pub mod backend;
 pub mod batch;
 mod bert;
 pub mod chat_template;
-pub mod config;
 mod clip;
+pub mod config;
 mod cpu;
 /// The pipelined loop reads back without waiting (`PendingRead`): native only; a page awaits
 /// each token ([`Generation::next_async`]).

@@ -157,7 +157,12 @@ fn unsupported_configs_are_refused_by_name() {
     let cases: Vec<(&str, &str, Box<dyn FnOnce(&mut Value)>, &str)> = vec![
         ("siglip", "config.json", Box::new(|v| v["model_type"] = "siglip".into()), "model_type"),
         ("act", "config.json", Box::new(|v| v["vision_config"]["hidden_act"] = "relu".into()), "hidden_act \"relu\""),
-        ("heads", "config.json", Box::new(|v| v["text_config"]["num_attention_heads"] = 3.into()), "num_attention_heads 3"),
+        (
+            "heads",
+            "config.json",
+            Box::new(|v| v["text_config"]["num_attention_heads"] = 3.into()),
+            "num_attention_heads 3",
+        ),
         ("patch", "config.json", Box::new(|v| v["vision_config"]["patch_size"] = 30.into()), "patch_size 30"),
         ("eps", "config.json", Box::new(|v| v["text_config"]["layer_norm_eps"] = (-1.0).into()), "layer_norm_eps"),
         ("bilinear", "preprocessor_config.json", Box::new(|v| v["resample"] = 2.into()), "resample 2"),
@@ -173,7 +178,12 @@ fn unsupported_configs_are_refused_by_name() {
             Box::new(|v| v["crop_size"] = serde_json::json!({"height": 32, "width": 32})),
             "vision tower takes 64",
         ),
-        ("std", "preprocessor_config.json", Box::new(|v| v["image_std"] = serde_json::json!([0.2, 0.0, 0.2])), "image_std 0"),
+        (
+            "std",
+            "preprocessor_config.json",
+            Box::new(|v| v["image_std"] = serde_json::json!([0.2, 0.0, 0.2])),
+            "image_std 0",
+        ),
     ];
     for (tag, file, edit, needle) in cases {
         let msg = load_err(&folder_with(tag, file, edit));

@@ -101,7 +101,9 @@ fn images_from(arrays: Vec<PyReadonlyArray3<'_, u8>>) -> PyResult<Images> {
         .map(|(i, a)| {
             let shape = a.shape();
             if shape[2] != 3 {
-                return Err(PyValueError::new_err(format!("images[{i}] has shape {shape:?}; expected (height, width, 3) RGB")));
+                return Err(PyValueError::new_err(format!(
+                    "images[{i}] has shape {shape:?}; expected (height, width, 3) RGB"
+                )));
             }
             let px = a.as_slice().map_err(|_| PyValueError::new_err(format!("images[{i}] is not C-contiguous")))?;
             Ok((px.to_vec(), shape[0], shape[1]))
@@ -150,13 +152,22 @@ impl PyClipModel {
         embeddings_array(py, detached(py, || self.inner.encode_text(&refs, normalize))?)
     }
 
-    fn encode_image<'py>(&self, py: Python<'py>, images: Vec<PyReadonlyArray3<'py, u8>>, normalize: bool) -> PyResult<Bound<'py, PyAny>> {
+    fn encode_image<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<PyReadonlyArray3<'py, u8>>,
+        normalize: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let images = images_from(images)?;
         embeddings_array(py, detached(py, || self.inner.encode_image(&image_views(&images), normalize))?)
     }
 
     /// float32 [N, 3, S, S]: the preprocessing alone (CLIPImageProcessor's pixel_values).
-    fn pixel_values<'py>(&self, py: Python<'py>, images: Vec<PyReadonlyArray3<'py, u8>>) -> PyResult<Bound<'py, PyAny>> {
+    fn pixel_values<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<PyReadonlyArray3<'py, u8>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.inner.image_size();
         let n = images.len();
         let images = images_from(images)?;
@@ -187,12 +198,21 @@ impl PyImageEmbedder {
         self.inner.image_size()
     }
 
-    fn encode_image<'py>(&self, py: Python<'py>, images: Vec<PyReadonlyArray3<'py, u8>>, normalize: bool) -> PyResult<Bound<'py, PyAny>> {
+    fn encode_image<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<PyReadonlyArray3<'py, u8>>,
+        normalize: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let images = images_from(images)?;
         embeddings_array(py, detached(py, || self.inner.encode(&image_views(&images), normalize))?)
     }
 
-    fn pixel_values<'py>(&self, py: Python<'py>, images: Vec<PyReadonlyArray3<'py, u8>>) -> PyResult<Bound<'py, PyAny>> {
+    fn pixel_values<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<PyReadonlyArray3<'py, u8>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.inner.image_size();
         let n = images.len();
         let images = images_from(images)?;

@@ -71,8 +71,7 @@ pub enum Activation {
 impl TowerConfig {
     /// `tower` is "text_config" or "vision_config", for messages.
     pub fn check(&self, path: &Path, tower: &str, vision: bool) -> Result<Activation> {
-        let mut sizes =
-            vec![("hidden_size", self.hidden_size), ("intermediate_size", self.intermediate_size)];
+        let mut sizes = vec![("hidden_size", self.hidden_size), ("intermediate_size", self.intermediate_size)];
         sizes.push(("num_attention_heads", self.num_attention_heads));
         if vision {
             sizes.extend([("image_size", self.image_size), ("patch_size", self.patch_size)]);
@@ -155,7 +154,10 @@ impl ClipConfig {
         if self.projection_dim == 0 {
             return Err(corrupt(path, "projection_dim is 0; it must be at least 1"));
         }
-        Ok((self.text_config.check(path, "text_config", false)?, self.vision_config.check(path, "vision_config", true)?))
+        Ok((
+            self.text_config.check(path, "text_config", false)?,
+            self.vision_config.check(path, "vision_config", true)?,
+        ))
     }
 }
 
@@ -243,17 +245,18 @@ impl PreprocessorConfig {
         }
         let shortest_edge = if self.do_resize {
             if self.resample != 3 {
-                return Err(unsupported(format!("resample {}; kiln resizes with PIL's BICUBIC (3) only", self.resample)));
+                return Err(unsupported(format!(
+                    "resample {}; kiln resizes with PIL's BICUBIC (3) only",
+                    self.resample
+                )));
             }
             match &self.size {
                 Some(SizeDict { shortest_edge: Some(s), longest_edge: None, height: None, width: None }) if *s > 0 => {
                     Some(*s)
                 }
-                other => {
-                    return Err(unsupported(format!(
-                        "size {other:?}; kiln resizes to {{\"shortest_edge\": n}} (CLIP's aspect-preserving resize) only"
-                    )))
-                }
+                other => return Err(unsupported(format!(
+                    "size {other:?}; kiln resizes to {{\"shortest_edge\": n}} (CLIP's aspect-preserving resize) only"
+                ))),
             }
         } else {
             None
@@ -261,9 +264,7 @@ impl PreprocessorConfig {
         let crop = if self.do_center_crop {
             match &self.crop_size {
                 Some(SizeDict { height: Some(h), width: Some(w), .. }) if h == w && *h > 0 => Some(*h),
-                other => {
-                    return Err(unsupported(format!("crop_size {other:?}; kiln center-crops to a square only")))
-                }
+                other => return Err(unsupported(format!("crop_size {other:?}; kiln center-crops to a square only"))),
             }
         } else {
             None

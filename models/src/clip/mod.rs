@@ -209,10 +209,16 @@ impl ClipModel {
             .map(|e| {
                 let ids = e.get_ids().to_vec();
                 if let Some(&id) = ids.iter().find(|&&i| i as usize >= vocab) {
-                    return Err(corrupt(&self.tok_path, format!("gives token id {id}, past config.json's vocab_size {vocab}")));
+                    return Err(corrupt(
+                        &self.tok_path,
+                        format!("gives token id {id}, past config.json's vocab_size {vocab}"),
+                    ));
                 }
                 if ids.is_empty() {
-                    return Err(corrupt(&self.tok_path, "gives no token for a text (no <|startoftext|> / <|endoftext|> post-processor)"));
+                    return Err(corrupt(
+                        &self.tok_path,
+                        "gives no token for a text (no <|startoftext|> / <|endoftext|> post-processor)",
+                    ));
                 }
                 Ok(ids)
             })

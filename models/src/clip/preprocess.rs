@@ -80,7 +80,10 @@ pub fn resized_size(height: usize, width: usize, size: usize) -> (usize, usize) 
 
 /// One pass's rounding: Pillow's `clip8((sum + 2^21) >> 22)`.
 fn round_u8(sum: &Tensor) -> Result<Tensor> {
-    let shifted = ops::bitwise_right_shift_scalar(&ops::add_scalar(sum, (1u32 << (PRECISION_BITS - 1)) as f64)?, PRECISION_BITS as f64)?;
+    let shifted = ops::bitwise_right_shift_scalar(
+        &ops::add_scalar(sum, (1u32 << (PRECISION_BITS - 1)) as f64)?,
+        PRECISION_BITS as f64,
+    )?;
     Ok(ops::clip_scalar(&shifted, 0.0, 255.0)?)
 }
 

@@ -79,7 +79,8 @@ impl Encoder {
             // [N, 3D] -> [B, L, 3, H, dh] -> [3, B, H, L, dh]
             let qkv = ops::add(&ops::matmul(&y, &layer.qkv_w)?, &layer.qkv_b)?;
             let qkv = ops::permute(&qkv.reshape(&[bi, li, 3, hi, dhi])?, &[2, 0, 3, 1, 4])?;
-            let part = |i: isize| -> Result<Tensor> { Ok(ops::slice(&qkv, 0, i, i + 1, 1)?.reshape(&[bi, hi, li, dhi])?) };
+            let part =
+                |i: isize| -> Result<Tensor> { Ok(ops::slice(&qkv, 0, i, i + 1, 1)?.reshape(&[bi, hi, li, dhi])?) };
             let ctx = ops::attention_with_mask(&part(0)?, &part(1)?, &part(2)?, None, causal, Some(scale))?;
             let ctx = ops::permute(&ctx, &[0, 2, 1, 3])?.reshape(&[(b * l) as isize, di])?;
             x = ops::add(&ops::add(&ops::matmul(&ctx, &layer.out_w)?, &layer.out_b)?, &x)?;
@@ -177,7 +178,11 @@ impl TextTower {
     /// last token where the row has no eos.
     pub fn pooled_position(&self, ids: &[u32]) -> usize {
         let first_max = |it: &mut dyn Iterator<Item = (usize, u32)>| {
-            it.fold((0usize, None::<u32>), |(bi, bv), (i, v)| if bv.is_none_or(|b| v > b) { (i, Some(v)) } else { (bi, bv) }).0
+            it.fold(
+                (0usize, None::<u32>),
+                |(bi, bv), (i, v)| if bv.is_none_or(|b| v > b) { (i, Some(v)) } else { (bi, bv) },
+            )
+            .0
         };
         if self.config.eos_token_id == 2 {
             first_max(&mut ids.iter().copied().enumerate())
