@@ -154,7 +154,8 @@ fn load_err(dir: &Path) -> String {
 
 #[test]
 fn unsupported_configs_are_refused_by_name() {
-    let cases: Vec<(&str, &str, Box<dyn FnOnce(&mut Value)>, &str)> = vec![
+    type Edit = Box<dyn FnOnce(&mut Value)>;
+    let cases: Vec<(&str, &str, Edit, &str)> = vec![
         ("siglip", "config.json", Box::new(|v| v["model_type"] = "siglip".into()), "model_type"),
         ("act", "config.json", Box::new(|v| v["vision_config"]["hidden_act"] = "relu".into()), "hidden_act \"relu\""),
         (
@@ -204,10 +205,15 @@ fn bad_images_are_errors_and_the_model_still_works() {
         (Image { pixels: &px, height: usize::MAX, width: 3 }, "too many"),
     ];
     for (img, needle) in bad {
-        let msg = model.encode(&[img], false).err().expect("refused").to_string();
+        let msg = model.encode(&[img], false).expect_err("refused").to_string();
         assert!(msg.contains(needle), "{msg}");
         assert!(matches!(model.encode(&[img], false), Err(ModelError::Unsupported(_))));
     }
+    // An extreme strip would resize to 12.8 M x 64 pixels: refused, not an allocation failure.
+    let long = vec![9u8; 200_000 * 3];
+    let msg =
+        model.encode(&[Image { pixels: &long, height: 1, width: 200_000 }], false).expect_err("refused").to_string();
+    assert!(msg.contains("12800000 x 64, past kiln's limit"), "{msg}");
     // A thin strip (1 x 40) is resized to 64 x 2560 and cropped: it works.
     let strip = vec![200u8; 40 * 3];
     let e = model.encode(&[Image { pixels: &strip, height: 1, width: 40 }], true).unwrap();

@@ -6,10 +6,9 @@ so these tests need neither)."""
 import json
 import pathlib
 
+import kiln
 import numpy as np
 import pytest
-
-import kiln
 from kiln.models import CLIPModel, ImageEmbedder
 
 REF = pathlib.Path(__file__).resolve().parents[2] / "models" / "tests" / "reference" / "clip"

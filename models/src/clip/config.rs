@@ -254,9 +254,11 @@ impl PreprocessorConfig {
                 Some(SizeDict { shortest_edge: Some(s), longest_edge: None, height: None, width: None }) if *s > 0 => {
                     Some(*s)
                 }
-                other => return Err(unsupported(format!(
+                other => {
+                    return Err(unsupported(format!(
                     "size {other:?}; kiln resizes to {{\"shortest_edge\": n}} (CLIP's aspect-preserving resize) only"
-                ))),
+                )))
+                }
             }
         } else {
             None

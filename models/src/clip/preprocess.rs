@@ -22,6 +22,13 @@ use crate::error::{ModelError, Result};
 use kiln_core::{ops, DType, Tensor};
 use std::sync::Arc;
 
+/// The most pixels a resized image may have, and the most taps one axis's matrix may hold
+/// (i32 each: 256 MiB and 1 GiB). A 12000 x 9000 photo resized for CLIP (224) needs 67 K
+/// pixels and 3.6 M taps; only extreme aspect ratios (a 1 x 200000 strip would become
+/// 12.8 M x 64) come near, and they are refused here rather than failing an allocation.
+const MAX_RESIZED_PIXELS: usize = 1 << 26;
+const MAX_TAPS: usize = 1 << 28;
+
 /// Pillow's PRECISION_BITS for 8-bit images: 32 - 8 (the pixel) - 2 (the filter's overshoot).
 const PRECISION_BITS: u32 = 22;
 
@@ -130,9 +137,14 @@ pub fn pixel_values(pre: &Preprocess, pixels: &[u8], height: usize, width: usize
     let (mut h, mut w) = (height, width);
     if let Some(size) = pre.shortest_edge {
         let (oh, ow) = resized_size(h, w, size);
-        if oh == 0 || ow == 0 {
+        let taps = (ow.checked_mul(w), oh.checked_mul(h));
+        if oh.checked_mul(ow).is_none_or(|p| p > MAX_RESIZED_PIXELS)
+            || taps.0.is_none_or(|t| t > MAX_TAPS)
+            || taps.1.is_none_or(|t| t > MAX_TAPS)
+        {
             return Err(ModelError::Unsupported(format!(
-                "a {width} x {height} image resized to a shortest edge of {size} has no pixels on its long side"
+                "a {width} x {height} image resized to a shortest edge of {size} would be {ow} x {oh}, past kiln's \
+                 limit of {MAX_RESIZED_PIXELS} pixels ({MAX_TAPS} filter taps an axis)"
             )));
         }
         // Pillow returns a copy when the size does not change, and skips a pass whose axis
