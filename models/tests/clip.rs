@@ -1,6 +1,6 @@
 //! CLIP on Kiln against transformers: a small randomly initialised CLIPModel with ViT-B/32's
 //! structure (2 layers, width 32, 64-pixel images of 2 x 2 patches of 32), CLIP's BPE tokenizer,
-//! and CLIPImageProcessorPil's preprocessing of five images rendered with numpy, all made by
+//! and CLIPImageProcessorPil's preprocessing of six images rendered with numpy, all made by
 //! tests/reference/make_clip_reference.py with PyTorch and Pillow (the outputs are committed).
 
 use kiln_models::{ClipModel, Image, ImageEmbedder, ModelError};

@@ -4,18 +4,18 @@
 //! The resize is Pillow's own 8-bit resample (libImaging/Resample.c), so that the pixels match
 //! PIL's bit for bit rather than approximately: a separable filter whose taps are the bicubic
 //! kernel (a = -0.5) widened by the scale when shrinking (the antialias), normalised per output
-//! pixel and rounded to 22-bit fixed point; the horizontal pass first, each pass summed in
-//! integers, rounded and clamped to u8 before the next. The taps are computed here on the host
+//! pixel and rounded to 22-bit fixed point; each pass summed in integers, rounded and clamped to
+//! u8 before the next, in Pillow 13's order ([`vertical_first`]). The taps are computed here on the host
 //! (they depend on the sizes only) as an [out, in] i32 matrix per axis, and each pass is one
 //! i32 `matmul` on the GPU (exact: |sum| < 255 * 1.3 * 2^22 < 2^31) followed by `+ 2^21`, `>> 22`
 //! and a clamp: Kiln's core ops, no kernel of its own. The matrix is dense (in x out), which
 //! costs more multiply-adds than the filter's few taps per pixel but keeps to ops every backend
 //! has.
 //!
-//! Newer Pillow (13.0 here; its PR #9549) resamples vertically first on some shapes, which
-//! rounds the u8 intermediate differently: 3 of 150 random aspect-preserving resizes to 224
-//! (tall images) differ from Pillow 13.0, by up to 24/255 at a pixel; the test images here
-//! match it exactly.
+//! The order of the passes changes the rounding of the u8 intermediate (by up to 24/255 at a
+//! pixel): Pillow before 13 always ran the horizontal pass first; Pillow 13 runs the vertical one
+//! first when the height loses more than twice as many pixels as the width (tall photos), and
+//! kiln follows Pillow 13.
 
 use super::config::Preprocess;
 use crate::error::{ModelError, Result};
@@ -85,6 +85,13 @@ pub fn resized_size(height: usize, width: usize, size: usize) -> (usize, usize) 
     }
 }
 
+/// Pillow 13's `ImagingResampleInner`: the vertical pass first when the height shrinks by more
+/// than twice as many pixels as the width (so that the horizontal pass has fewer rows).
+pub fn vertical_first(height: usize, width: usize, out_height: usize, out_width: usize) -> bool {
+    let dy = height as i64 - out_height as i64;
+    dy > 0 && dy > (width as i64 - out_width as i64) * 2
+}
+
 /// One pass's rounding: Pillow's `clip8((sum + 2^21) >> 22)`.
 fn round_u8(sum: &Tensor) -> Result<Tensor> {
     let shifted = ops::bitwise_right_shift_scalar(
@@ -149,13 +156,23 @@ pub fn pixel_values(pre: &Preprocess, pixels: &[u8], height: usize, width: usize
         }
         // Pillow returns a copy when the size does not change, and skips a pass whose axis
         // keeps its size.
-        if ow != w {
+        let horizontal = |x: &Tensor| -> Result<Tensor> {
             let taps = Tensor::from_slice_on(&device, &resize_taps(w, ow), &[ow, w])?;
-            x = round_u8(&ops::matmul(&x, &ops::transpose(&taps, 0, 1)?)?)?; // [3, H, OW]
-        }
-        if oh != h {
+            round_u8(&ops::matmul(x, &ops::transpose(&taps, 0, 1)?)?) // [3, rows, OW]
+        };
+        let vertical = |x: &Tensor| -> Result<Tensor> {
             let taps = Tensor::from_slice_on(&device, &resize_taps(h, oh), &[oh, h])?;
-            x = round_u8(&ops::matmul(&taps, &x)?)?; // [3, OH, OW]
+            round_u8(&ops::matmul(&taps, x)?) // [3, OH, cols]
+        };
+        let first_v = vertical_first(h, w, oh, ow);
+        if oh != h && first_v {
+            x = vertical(&x)?;
+        }
+        if ow != w {
+            x = horizontal(&x)?;
+        }
+        if oh != h && !first_v {
+            x = vertical(&x)?;
         }
         (h, w) = (oh, ow);
     }
@@ -210,6 +227,16 @@ mod tests {
         for (o, row) in t.chunks(5).enumerate() {
             assert_eq!(row.iter().enumerate().map(|(i, &k)| if i == o { k - (1 << 22) } else { k }).max(), Some(0));
         }
+    }
+
+    #[test]
+    fn pass_order_follows_pillow_13() {
+        // Shapes whose order Pillow 13.0 was seen to take (the two orders round differently).
+        assert!(vertical_first(554, 271, 457, 224)); // 97 > 2 * 47
+        assert!(vertical_first(130, 50, 17, 31));
+        assert!(!vertical_first(100, 100, 20, 50)); // 80 > 2 * 50 does not hold
+        assert!(!vertical_first(85, 64, 166, 64)); // growing
+        assert!(!vertical_first(150, 200, 64, 85));
     }
 
     #[test]

@@ -35,4 +35,4 @@ assert got.shape == want.shape and got.dtype == np.float32, (got.shape, got.dtyp
 for i, (g, w) in enumerate(zip(got, want)):
     cos, d = float(g @ w / np.linalg.norm(g) / np.linalg.norm(w)), float(np.abs(g - w).max())
     assert cos >= 0.9999 and d <= 1e-4, (i, cos, d)
-print(f"kiln embed (CLIP): {len(got)} rows (5 images, 3 texts) match transformers")
+print(f"kiln embed (CLIP): {len(got)} rows ({len(ref['images'])} images, 3 texts) match transformers")

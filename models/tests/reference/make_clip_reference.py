@@ -10,7 +10,8 @@ small vocabulary trained here, saved as tokenizer.json; CLIPImageProcessorPil's
 preprocessor_config.json (shortest edge 64, center crop 64, PIL bicubic, OpenAI's mean and std).
 
 Then a few images rendered here with numpy (shapes, gradients, noise; odd sizes such as 97 x 61
-to exercise resize and crop, one already 64 x 64, one smaller than 64 to upscale), preprocessed by
+to exercise resize and crop, one already 64 x 64, one smaller than 64 to upscale, a tall one
+that Pillow 13 resamples vertically first), preprocessed by
 transformers' CLIPImageProcessorPil (PIL's antialiased bicubic on uint8, as the original CLIP
 preprocessing did), and what CLIPModel gives for them and for a few texts:
 
@@ -24,6 +25,9 @@ clip/pixel_values.npy CLIPImageProcessorPil's output, float32 [N, 3, 64, 64]
 clip/image_embeds.npy get_image_features(pixel_values), float32 [N, projection_dim]
 clip/text_embeds.npy  get_text_features(tokenizer(texts, padding, truncation)), [T, projection_dim]
 clip/reference.json   texts, image names, token ids, versions
+
+The BPE trainer breaks ties between equally frequent pairs in hash order, so a rerun may number
+a few tokens differently: the committed folder and references are made together by one run.
 
 Needs torch, transformers, tokenizers and Pillow (CPU; offline). The outputs are committed; the
 Rust test runs without PyTorch.
@@ -137,6 +141,12 @@ def render_images():
     img = np.stack([np.sin(y / 7) * 120 + 128, np.cos(x / 5) * 120 + 128, y / h * 255], -1)
     img[50:80, 10:40] = [255, 255, 255]
     imgs["stripes_50x130"] = img
+
+    h, w = 200, 80  # tall, shrinking: Pillow 13 resamples vertically first (136 > 2 * 16)
+    y, x = grid(h, w)
+    img = np.stack([(x * 3 + y) % 256, np.abs(np.sin(y / 11)) * 255, 255 - y], -1) + rng.normal(0, 10, (h, w, 3))
+    img[(x - 40) ** 2 + (y - 120) ** 2 < 25**2] = [250, 120, 0]
+    imgs["tall_80x200"] = img
 
     h, w = 30, 40  # smaller than 64: upscale
     img = rng.integers(0, 256, (h, w, 3)).astype(np.float64)
