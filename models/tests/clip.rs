@@ -165,6 +165,12 @@ fn unsupported_configs_are_refused_by_name() {
             "num_attention_heads 3",
         ),
         ("patch", "config.json", Box::new(|v| v["vision_config"]["patch_size"] = 30.into()), "patch_size 30"),
+        (
+            "huge",
+            "config.json",
+            Box::new(|v| v["vision_config"]["image_size"] = (1u64 << 40).into()),
+            "past kiln's limits",
+        ),
         ("eps", "config.json", Box::new(|v| v["text_config"]["layer_norm_eps"] = (-1.0).into()), "layer_norm_eps"),
         ("bilinear", "preprocessor_config.json", Box::new(|v| v["resample"] = 2.into()), "resample 2"),
         (

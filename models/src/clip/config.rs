@@ -103,6 +103,17 @@ impl TowerConfig {
                     self.num_channels
                 )));
             }
+            // The class token and grid² patches, and the image's pixels, must be countable.
+            if self.grid().checked_mul(self.grid()).is_none_or(|t| t >= 1 << 24)
+                || self.image_size.checked_mul(self.image_size).is_none_or(|p| p >= 1 << 28)
+            {
+                return Err(ModelError::Unsupported(format!(
+                    "{}: {tower}.image_size {} with patch_size {}: past kiln's limits (2^24 patches, 2^28 pixels)",
+                    path.display(),
+                    self.image_size,
+                    self.patch_size
+                )));
+            }
             if !self.image_size.is_multiple_of(self.patch_size) {
                 return Err(ModelError::Unsupported(format!(
                     "{}: {tower}.image_size {} is not a multiple of patch_size {}",
