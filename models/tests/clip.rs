@@ -174,6 +174,12 @@ fn unsupported_configs_are_refused_by_name() {
         ("eps", "config.json", Box::new(|v| v["text_config"]["layer_norm_eps"] = (-1.0).into()), "layer_norm_eps"),
         ("bilinear", "preprocessor_config.json", Box::new(|v| v["resample"] = 2.into()), "resample 2"),
         (
+            "siglip-processor",
+            "preprocessor_config.json",
+            Box::new(|v| v["image_processor_type"] = "SiglipImageProcessor".into()),
+            "SiglipImageProcessor",
+        ),
+        (
             "square",
             "preprocessor_config.json",
             Box::new(|v| v["size"] = serde_json::json!({"height": 64, "width": 64})),
@@ -196,6 +202,18 @@ fn unsupported_configs_are_refused_by_name() {
         let msg = load_err(&folder_with(tag, file, edit));
         assert!(msg.contains(needle), "{tag}: {msg}");
     }
+    // transformers 4.x's feature-extractor layout (openai/clip-vit-base-patch32's): bare ints.
+    let old = folder_with("fe", "preprocessor_config.json", |v| {
+        let o = v.as_object_mut().unwrap();
+        o.remove("image_processor_type");
+        o.insert("feature_extractor_type".into(), "CLIPFeatureExtractor".into());
+        o.insert("size".into(), 64.into());
+        o.insert("crop_size".into(), 64.into());
+    });
+    let imgs = images();
+    let want = ImageEmbedder::load(model_dir()).unwrap().pixel_values(&views(&imgs)).unwrap();
+    assert_eq!(ImageEmbedder::load(&old).unwrap().pixel_values(&views(&imgs)).unwrap(), want);
+    let _ = std::fs::remove_dir_all(&old);
     // Weights of the wrong shape name the weight.
     let msg = load_err(&folder_with("width", "config.json", |v| v["vision_config"]["hidden_size"] = 64.into()));
     assert!(msg.contains("vision_model.") && msg.contains("expected"), "{msg}");

@@ -172,7 +172,34 @@ impl ClipConfig {
     }
 }
 
-/// `{"shortest_edge": n}` or `{"height": h, "width": w}`, as image processors write sizes.
+/// A size as image processors write it: a dict, or a bare int (the feature extractors of
+/// transformers 4.x, openai/clip-vit-base-patch32's `"size": 224, "crop_size": 224`), which
+/// transformers reads as `{"shortest_edge": n}` for `size` and `{"height": n, "width": n}`
+/// for `crop_size` (CLIP's `default_to_square=False`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    Int(usize),
+    Dict(SizeDict),
+}
+
+impl Size {
+    fn resize(&self) -> SizeDict {
+        match self {
+            Size::Int(n) => SizeDict { shortest_edge: Some(*n), longest_edge: None, height: None, width: None },
+            Size::Dict(d) => d.clone(),
+        }
+    }
+
+    fn crop(&self) -> SizeDict {
+        match self {
+            Size::Int(n) => SizeDict { shortest_edge: None, longest_edge: None, height: Some(*n), width: Some(*n) },
+            Size::Dict(d) => d.clone(),
+        }
+    }
+}
+
+/// `{"shortest_edge": n}` or `{"height": h, "width": w}`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SizeDict {
     #[serde(default)]
@@ -190,15 +217,18 @@ pub struct SizeDict {
 pub struct PreprocessorConfig {
     #[serde(default)]
     pub image_processor_type: Option<String>,
+    /// transformers 4.x folders name a feature extractor instead ("CLIPFeatureExtractor").
+    #[serde(default)]
+    pub feature_extractor_type: Option<String>,
     #[serde(default = "yes")]
     pub do_resize: bool,
-    pub size: Option<SizeDict>,
+    pub size: Option<Size>,
     /// PIL's resampling filter number (3 = BICUBIC).
     #[serde(default = "bicubic")]
     pub resample: u32,
     #[serde(default = "yes")]
     pub do_center_crop: bool,
-    pub crop_size: Option<SizeDict>,
+    pub crop_size: Option<Size>,
     #[serde(default = "yes")]
     pub do_rescale: bool,
     #[serde(default = "rescale")]
@@ -246,9 +276,9 @@ impl PreprocessorConfig {
     /// the first image.
     pub fn steps(&self, path: &Path, image_size: usize) -> Result<Preprocess> {
         let unsupported = |what: String| ModelError::Unsupported(format!("{}: {what}", path.display()));
-        if let Some(t) = &self.image_processor_type {
-            if !t.starts_with("CLIPImageProcessor") {
-                return Err(unsupported(format!("image_processor_type {t:?}; kiln runs CLIPImageProcessor's steps")));
+        for t in [&self.image_processor_type, &self.feature_extractor_type].into_iter().flatten() {
+            if !(t.starts_with("CLIPImageProcessor") || t == "CLIPFeatureExtractor") {
+                return Err(unsupported(format!("image processor {t:?}; kiln runs CLIPImageProcessor's steps")));
             }
         }
         if self.do_pad == Some(true) {
@@ -261,7 +291,7 @@ impl PreprocessorConfig {
                     self.resample
                 )));
             }
-            match &self.size {
+            match &self.size.as_ref().map(Size::resize) {
                 Some(SizeDict { shortest_edge: Some(s), longest_edge: None, height: None, width: None }) if *s > 0 => {
                     Some(*s)
                 }
@@ -275,7 +305,7 @@ impl PreprocessorConfig {
             None
         };
         let crop = if self.do_center_crop {
-            match &self.crop_size {
+            match &self.crop_size.as_ref().map(Size::crop) {
                 Some(SizeDict { height: Some(h), width: Some(w), .. }) if h == w && *h > 0 => Some(*h),
                 other => return Err(unsupported(format!("crop_size {other:?}; kiln center-crops to a square only"))),
             }
