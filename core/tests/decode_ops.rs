@@ -509,41 +509,6 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
                     let one = run(true);
                     let two = run(false);
                     let what = format!("{dt} {f} L {l} H {h} Hkv {hkv} D {d} cap {cap} pos {pos} K {k} norm {norm}");
-                    // Equal bytes on lavapipe; within `cross_kernel_far`'s bound where a driver contracts
-                    // multiply-adds differently in the two shaders.
-                    for (part, a, b) in
-                        [("queries", &one.3, &two.3), ("k cache", &one.4, &two.4), ("v cache", &one.5, &two.5)]
-                    {
-                        let (x, y) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
-                        let bad = cross_kernel_far(dt, &x, &y, d);
-                        let first = bad.first().map(|&i| (i, x[i], y[i]));
-                        // On failure, the f64 reference's query there (which side moved).
-                        let reference = first.filter(|_| part == "queries").map(|(i, _, _)| {
-                            let qkv = cpu::quant_matmul_fused(
-                                &xv,
-                                l,
-                                k,
-                                &bytes,
-                                f,
-                                width,
-                                norm.then_some((&gv[..], 1e-5)),
-                                false,
-                                None,
-                            );
-                            let (mut kw, mut vw) = (kcv.clone(), vcv.clone());
-                            let q = cpu_movement::rope_qkv_to_cache(
-                                &qkv, l, h, &mut kw, &mut vw, hkv, cap, d, pos, 10000.0,
-                            );
-                            q[i]
-                        });
-                        assert!(
-                            bad.is_empty(),
-                            "{what}: {part}: {} of {} past cross_kernel_far's bound of the two ops', first (index, \
-                             fused, separate) {first:?}, reference {reference:?}",
-                            bad.len(),
-                            x.len()
-                        );
-                    }
                     // The reference, on the finite rows: the product, then the rotation.
                     let qkv = cpu::quant_matmul_fused(
                         &xv,
@@ -559,6 +524,24 @@ fn quant_qkv_rope_to_cache_equals_the_two_ops() {
                     let (mut kw, mut vw) = (kcv.clone(), vcv.clone());
                     let want_q =
                         cpu_movement::rope_qkv_to_cache(&qkv, l, h, &mut kw, &mut vw, hkv, cap, d, pos, 10000.0);
+                    // Equal bytes on lavapipe; within `cross_kernel_far`'s bound where a driver
+                    // contracts multiply-adds differently in the two shaders.
+                    for (part, a, b) in
+                        [("queries", &one.3, &two.3), ("k cache", &one.4, &two.4), ("v cache", &one.5, &two.5)]
+                    {
+                        let (x, y) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
+                        let bad = cross_kernel_far(dt, &x, &y, d);
+                        let first = bad.first().map(|&i| (i, x[i], y[i]));
+                        // On failure, the f64 reference's query there (which side moved).
+                        let reference = first.filter(|_| part == "queries").map(|(i, _, _)| want_q[i]);
+                        assert!(
+                            bad.is_empty(),
+                            "{what}: {part}: {} of {} past cross_kernel_far's bound of the two ops', first (index, \
+                             fused, separate) {first:?}, reference {reference:?}",
+                            bad.len(),
+                            x.len()
+                        );
+                    }
                     let scale = error_scale(&xv, l, k, &bytes, f, width, norm.then_some(&gv[..]), false);
                     let max_scale = scale.iter().take(width.min(scale.len())).fold(0.0f64, |a, &b| a.max(b));
                     let rel = if dt == DType::F32 { 4e-5 } else { 2e-3 };
