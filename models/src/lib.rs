@@ -41,6 +41,7 @@ pub mod decode_loop;
 mod error;
 pub mod files;
 pub mod gguf;
+pub mod gguf_stream;
 pub mod gguf_tokenizer;
 pub mod llama;
 mod pooling;
@@ -61,6 +62,7 @@ pub use error::{ModelError, Result};
 pub use files::{FileBytes, ModelFiles};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
 pub use sampling::SamplingOptions;
+pub use gguf_stream::{GgufStream, StreamedGguf};
 pub use weights::{SafetensorsStream, UploadedWeights};
 
 use config::{
