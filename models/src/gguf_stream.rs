@@ -102,7 +102,12 @@ struct Stack {
 enum Dest {
     /// Into `stacks[stack].groups[group].bytes` from `at`; `heads`: (heads, head_dim,
     /// row bytes) of Q or K rows to un-permute once the tensor is whole.
-    Stack { stack: usize, group: usize, at: usize, heads: Option<(usize, usize, usize)> },
+    Stack {
+        stack: usize,
+        group: usize,
+        at: usize,
+        heads: Option<(usize, usize, usize)>,
+    },
     Keep,
     Skip,
 }
@@ -131,7 +136,10 @@ struct Body {
 
 enum Phase {
     /// The file's first bytes, parsed again once `retry_at` of them are in.
-    Header { buf: Vec<u8>, retry_at: usize },
+    Header {
+        buf: Vec<u8>,
+        retry_at: usize,
+    },
     Body(Box<Body>),
     /// An error was returned: the stream takes nothing more.
     Failed,
@@ -256,7 +264,11 @@ impl GgufStream {
             .iter()
             .filter(|t| t.n_bytes > 0)
             .map(|t| {
-                let d = dest.remove(t.name.as_str()).unwrap_or(if t.n_bytes <= keep_limit { Dest::Keep } else { Dest::Skip });
+                let d = dest.remove(t.name.as_str()).unwrap_or(if t.n_bytes <= keep_limit {
+                    Dest::Keep
+                } else {
+                    Dest::Skip
+                });
                 let start = data_offset + t.offset;
                 Slot { start, end: start + t.n_bytes, name: t.name.clone(), dest: d }
             })
@@ -306,7 +318,8 @@ impl GgufStream {
         for s in stacks {
             let mut groups = Vec::new();
             for g in s.groups {
-                let w = g.done.ok_or_else(|| crate::error::corrupt(&self.path, format!("stack {} incomplete", s.key)))?;
+                let w =
+                    g.done.ok_or_else(|| crate::error::corrupt(&self.path, format!("stack {} incomplete", s.key)))?;
                 groups.push((w, g.format, g.rows));
             }
             uploaded.insert(s.key, groups);

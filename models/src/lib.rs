@@ -60,9 +60,9 @@ pub use bert::{mpnet_relative_bucket, Bert};
 pub use chat_template::{ChatTemplate, Message};
 pub use error::{ModelError, Result};
 pub use files::{FileBytes, ModelFiles};
+pub use gguf_stream::{GgufStream, StreamedGguf};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
 pub use sampling::SamplingOptions;
-pub use gguf_stream::{GgufStream, StreamedGguf};
 pub use weights::{SafetensorsStream, UploadedWeights};
 
 use config::{

@@ -167,3 +167,29 @@ fn a_hostile_stream_is_the_whole_files_error_or_refused_early() {
     let e = s.push(b"PK\x03\x04 a zip file").err().unwrap().to_string();
     assert!(e.contains("not a GGUF file"), "{e}");
 }
+
+/// The llama.cpp-converted files of arch_models.rs (models/tests/reference/arch: their tensors in
+/// the converter's order), each architecture's own stacks: Llama 3's RoPE factors, an untied
+/// output head, Phi-3's fused QKV and gate/up, Qwen2's biases, Gemma, and Q4_K_M's stacks of
+/// mixed block formats. Streamed, the same logits as loaded whole, bit for bit.
+#[test]
+fn converted_files_of_every_architecture_stream_to_the_same_bits() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/arch");
+    for name in [
+        "llama2.Q4_0.gguf",
+        "llama3.Q4_K_M.gguf",
+        "llama3_untied.Q4_0.gguf",
+        "phi3.Q4_0.gguf",
+        "qwen2.Q4_K_M.gguf",
+        "gemma.Q4_K_M.gguf",
+    ] {
+        let file = std::fs::read(dir.join(name)).unwrap();
+        let w = whole(&file).unwrap();
+        let ids: Vec<u32> = (1..6u32).map(|i| i * 7 % w.config.vocab as u32).collect();
+        let want: Vec<u32> = w.logits(&ids).unwrap().iter().map(|x| x.to_bits()).collect();
+        drop(w);
+        let s = streamed(&file, 4093).unwrap();
+        let got: Vec<u32> = s.logits(&ids).unwrap().iter().map(|x| x.to_bits()).collect();
+        assert!(got == want, "{name}: streamed logits differ from the whole file's");
+    }
+}

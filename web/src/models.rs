@@ -302,9 +302,10 @@ impl CausalLMCore {
     /// left spent).
     #[wasm_bindgen(js_name = fromSink)]
     pub fn from_sink(sink: &mut GgufSink, progress: Option<js_sys::Function>) -> JsResult<CausalLMCore> {
-        let stream = sink.inner.take().ok_or_else(|| {
-            js_err(kiln_core::Error::InvalidArgument("this GgufSink was already loaded".into()))
-        })?;
+        let stream = sink
+            .inner
+            .take()
+            .ok_or_else(|| js_err(kiln_core::Error::InvalidArgument("this GgufSink was already loaded".into())))?;
         let streamed = stream.finish().map_err(model_err)?;
         let inner = kiln_models::CausalLM::from_streamed(streamed, progress_fn(progress)).map_err(model_err)?;
         Ok(CausalLMCore { inner: Arc::new(inner) })
