@@ -7,10 +7,12 @@
 //! the stacks the GPU loader builds ([`plan`]: token embedding, output head, each layer's
 //! QKV, attention output, gate/up and down matrices, each stack as one buffer per block
 //! format). The tensor data then arrives in file order, whatever order that is: each matrix's
-//! bytes go to their place in their stack's buffer (Q and K rows un-permuted when the tensor is
+//! bytes are gathered as its part of its stack (Q and K rows un-permuted when the tensor is
 //! whole), and a stack is uploaded and its bytes dropped the moment its last tensor is
-//! complete. The small tensors the loader reads from the file (norms, biases, RoPE factors) are
-//! kept on the host; anything larger that no stack takes is skipped (the loader then refuses
+//! complete. A buffer is allocated ahead of its bytes only up to a bound ([`RESERVE_AHEAD`], or
+//! 4x what came so far): a header claiming gigabytes costs what the stream brings. The small
+//! tensors the loader reads from the file (norms, biases, RoPE factors) are kept on the host;
+//! anything larger that no stack takes is skipped (the loader then refuses
 //! it by name, as for a whole file). What wasm memory holds at most: the header, plus the
 //! stacks whose tensors are partly in (a normal file completes one before starting the next:
 //! the largest is the token embedding), never the file.
@@ -30,6 +32,10 @@ use std::path::{Path, PathBuf};
 /// The most bytes a stream gathers for the header (metadata, vocabulary, tensor table) before
 /// the first tensor. A Llama 3 vocabulary (128k tokens and 280k merges) is about 10 MB.
 pub const MAX_HEADER_BYTES: usize = 256 << 20;
+
+/// The most a tensor's buffer is allocated ahead of its bytes (what a header claims, before the
+/// stream has brought it): SmolLM2's largest tensor, the token embedding, is 17.7 MB.
+const RESERVE_AHEAD: u64 = 256 << 20;
 
 /// A stream's uploaded stacks, by [`stack_key`]: one (weights, format, rows) per block format.
 pub(crate) type UploadedStacks = HashMap<String, Vec<(Tensor, QuantFormat, usize)>>;
@@ -85,9 +91,9 @@ impl StreamedGguf {
 struct Group {
     format: QuantFormat,
     rows: usize,
-    size: usize,
-    /// Allocated when its first byte arrives, dropped when uploaded.
-    bytes: Vec<u8>,
+    /// Each part's bytes, in the stack's order, appended as they arrive; joined (where more
+    /// than one), uploaded and dropped when the last part is whole.
+    parts: Vec<Vec<u8>>,
     parts_left: usize,
     done: Option<Tensor>,
 }
@@ -100,12 +106,12 @@ struct Stack {
 
 /// Where a tensor's bytes go.
 enum Dest {
-    /// Into `stacks[stack].groups[group].bytes` from `at`; `heads`: (heads, head_dim,
-    /// row bytes) of Q or K rows to un-permute once the tensor is whole.
+    /// Onto `stacks[stack].groups[group].parts[part]`; `heads`: (heads, head_dim, row bytes)
+    /// of Q or K rows to un-permute once the tensor is whole.
     Stack {
         stack: usize,
         group: usize,
-        at: usize,
+        part: usize,
         heads: Option<(usize, usize, usize)>,
     },
     Keep,
@@ -235,23 +241,22 @@ impl GgufStream {
         for (parts, cols) in &planned {
             let parts = llama::borrowed(parts);
             let mut stack = Stack { key: stack_key(&parts, *cols), cols: *cols, groups: Vec::new() };
-            let mut at = 0;
             for &(name, rows, heads) in &parts {
                 // The loader's own checks, now rather than after the download.
                 let t = file.expect(name, &llama::MATRIX_TYPES, &[*cols as u64, rows as u64])?;
                 let format = llama::quant_format(t)?;
                 let row_bytes = format.row_bytes(*cols)?;
                 if stack.groups.last().is_none_or(|g: &Group| g.format != format) {
-                    stack.groups.push(Group { format, rows: 0, size: 0, bytes: Vec::new(), parts_left: 0, done: None });
-                    at = 0;
+                    stack.groups.push(Group { format, rows: 0, parts: Vec::new(), parts_left: 0, done: None });
                 }
                 let g = stack.groups.last_mut().expect("pushed above");
                 g.rows += rows;
-                g.size += t.n_bytes as usize;
+                g.parts.push(Vec::new());
                 g.parts_left += 1;
                 let heads = heads.map(|(h, d)| (h, d, row_bytes));
-                dest.insert(name, Dest::Stack { stack: stacks.len(), group: stack.groups.len() - 1, at, heads });
-                at += t.n_bytes as usize;
+                let part = g.parts.len() - 1;
+                let group = stack.groups.len() - 1;
+                dest.insert(name, Dest::Stack { stack: stacks.len(), group, part, heads });
             }
             stacks.push(stack);
         }
@@ -343,27 +348,27 @@ impl Body {
                 chunk = &chunk[skip as usize..];
                 continue;
             }
-            let into = (self.pos - slot.start) as usize;
             let n = ((slot.end - self.pos) as usize).min(chunk.len());
-            let bytes = &chunk[..n];
-            match slot.dest {
-                Dest::Stack { stack, group, at, .. } => {
-                    let g = &mut self.stacks[stack].groups[group];
-                    if g.bytes.is_empty() {
-                        g.bytes.try_reserve_exact(g.size).map_err(|_| {
-                            kiln_core::Error::OutOfMemory(format!("{} bytes of {} do not fit", g.size, slot.name))
-                        })?;
-                        g.bytes.resize(g.size, 0);
-                    }
-                    g.bytes[at + into..at + into + n].copy_from_slice(bytes);
+            // A tensor's bytes come in order: appended, the buffer grown with them.
+            let onto = match slot.dest {
+                Dest::Stack { stack, group, part, .. } => Some(&mut self.stacks[stack].groups[group].parts[part]),
+                Dest::Keep => Some(&mut self.keeping),
+                Dest::Skip => None,
+            };
+            if let Some(v) = onto {
+                if v.capacity() == 0 {
+                    // Its claimed size at once (no reallocation copies), where the header's claim
+                    // is plausible: within RESERVE_AHEAD, or 4x the bytes that came so far;
+                    // else it grows as the bytes come.
+                    let ahead = (slot.end - slot.start).min(RESERVE_AHEAD.max(self.pos.saturating_mul(4)));
+                    v.try_reserve_exact(ahead as usize).map_err(|_| {
+                        kiln_core::Error::OutOfMemory(format!("{} ({ahead} bytes) does not fit", slot.name))
+                    })?;
                 }
-                Dest::Keep => {
-                    if into == 0 {
-                        self.keeping = Vec::with_capacity((slot.end - slot.start) as usize);
-                    }
-                    self.keeping.extend_from_slice(bytes);
-                }
-                Dest::Skip => {}
+                v.try_reserve(n).map_err(|_| {
+                    kiln_core::Error::OutOfMemory(format!("{} ({} bytes so far) does not fit", slot.name, v.len()))
+                })?;
+                v.extend_from_slice(&chunk[..n]);
             }
             self.pos += n as u64;
             chunk = &chunk[n..];
@@ -379,19 +384,27 @@ impl Body {
     fn complete(&mut self) -> Result<()> {
         let slot = &self.slots[self.next];
         match slot.dest {
-            Dest::Stack { stack, group, at, heads } => {
+            Dest::Stack { stack, group, part, heads } => {
                 let s = &mut self.stacks[stack];
                 let cols = s.cols;
                 let g = &mut s.groups[group];
                 if let Some((n_heads, head_dim, row_bytes)) = heads {
-                    let range = at..at + (slot.end - slot.start) as usize;
-                    let rows = llama::unpermute_rows(&g.bytes[range.clone()], row_bytes, n_heads, head_dim);
-                    g.bytes[range].copy_from_slice(&rows);
+                    g.parts[part] = llama::unpermute_rows(&g.parts[part], row_bytes, n_heads, head_dim);
                 }
                 g.parts_left -= 1;
                 if g.parts_left == 0 {
-                    g.done = Some(ops::quant_from_bytes(&self.device, &g.bytes, g.format, g.rows, cols)?);
-                    g.bytes = Vec::new();
+                    let parts = std::mem::take(&mut g.parts);
+                    // One buffer for the group's rows (most groups are one tensor: no copy).
+                    let bytes = if parts.len() == 1 {
+                        parts.into_iter().next().expect("one part")
+                    } else {
+                        let mut all = Vec::new();
+                        all.try_reserve_exact(parts.iter().map(Vec::len).sum())
+                            .map_err(|_| kiln_core::Error::OutOfMemory(format!("stack {} does not fit", s.key)))?;
+                        parts.iter().for_each(|p| all.extend_from_slice(p));
+                        all
+                    };
+                    g.done = Some(ops::quant_from_bytes(&self.device, &bytes, g.format, g.rows, cols)?);
                 }
             }
             Dest::Keep => {

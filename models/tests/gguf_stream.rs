@@ -193,3 +193,62 @@ fn converted_files_of_every_architecture_stream_to_the_same_bits() {
         assert!(got == want, "{name}: streamed logits differ from the whole file's");
     }
 }
+
+/// A header whose config and table agree on a token embedding of 2^24 - 1 rows (570 MB of
+/// Q8_0), followed by 1 MB of it: the stream holds what came (its buffer reserved ahead only
+/// to a bound, not to the claim) and ends with the whole file's truncation error.
+#[test]
+fn a_header_claiming_a_huge_embedding_costs_what_the_stream_brings() {
+    const D: u64 = 32;
+    const F: u64 = 64;
+    const V: u64 = (1 << 24) - 1;
+    let mut tensors: Vec<(String, Vec<u64>, u32)> = vec![("token_embd.weight".into(), vec![D, V], 8)];
+    tensors.push(("output_norm.weight".into(), vec![D], 0));
+    let n = |s: &str| format!("blk.0.{s}.weight");
+    for (s, dims, ty) in [
+        ("attn_norm", vec![D], 0),
+        ("attn_q", vec![D, D], 8),
+        ("attn_k", vec![D, D], 8),
+        ("attn_v", vec![D, D], 8),
+        ("attn_output", vec![D, D], 8),
+        ("ffn_norm", vec![D], 0),
+        ("ffn_gate", vec![D, F], 8),
+        ("ffn_up", vec![D, F], 8),
+        ("ffn_down", vec![F, D], 8),
+    ] {
+        tensors.push((n(s), dims, ty));
+    }
+    let mut g = fixtures::Gguf::default();
+    g.header(tensors.len() as u64, 10);
+    g.str("general.architecture").u32(8).str("llama");
+    for (k, v) in [
+        ("llama.block_count", 1),
+        ("llama.embedding_length", D as u32),
+        ("llama.feed_forward_length", F as u32),
+        ("llama.attention.head_count", 2),
+        ("llama.context_length", 64),
+        ("llama.vocab_size", V as u32),
+    ] {
+        g.str(k).u32(4).u32(v);
+    }
+    g.str("llama.attention.layer_norm_rms_epsilon").u32(6).buf.extend_from_slice(&1e-5f32.to_le_bytes());
+    g.str("tokenizer.ggml.model").u32(8).str("gpt2");
+    g.str("tokenizer.ggml.tokens").u32(9).u32(8).u64(2).str("a").str("b");
+    let mut offset = 0u64;
+    for (name, dims, ty) in &tensors {
+        g.str(name).u32(dims.len() as u32);
+        dims.iter().for_each(|&d| {
+            g.u64(d);
+        });
+        g.u32(*ty).u64(offset);
+        let elems: u64 = dims.iter().product();
+        offset += if *ty == 0 { elems * 4 } else { elems / 32 * 34 };
+        offset = offset.div_ceil(32) * 32;
+    }
+    g.pad_to(32);
+    g.buf.extend(std::iter::repeat_n(0u8, 1 << 20));
+    let want = GgufFile::from_bytes(Path::new(PATH), FileBytes::Owned(g.buf.clone())).err().unwrap();
+    let got = stream(&g.buf, 65536).err().unwrap();
+    assert_eq!(got.to_string(), want.to_string());
+    assert!(got.to_string().contains("token_embd.weight data"), "{got}");
+}
