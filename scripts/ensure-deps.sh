@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, on a fresh Debian/Ubuntu machine, the system packages Kiln's build and tests need,
-# and only those that are missing. Usage: scripts/ensure-deps.sh [vulkan] [elixir] [valgrind] [venv]
+# and only those that are missing. Usage: scripts/ensure-deps.sh [vulkan] [elixir] [valgrind] [venv] [haproxy]
 set -euo pipefail
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=(vulkan)
@@ -21,6 +21,9 @@ for w in "${want[@]}"; do
       command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind) ;;
     pkgconfig)
       command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config) ;;
+    haproxy)
+      # The load balancer of the replica test (scripts/serve-replicas.py, make serve-replicas).
+      command -v haproxy >/dev/null 2>&1 || pkgs+=(haproxy) ;;
     venv)
       python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv) ;;
     *) echo "ensure-deps: unknown group $w" >&2; exit 2 ;;

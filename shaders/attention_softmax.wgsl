@@ -1,4 +1,4 @@
-// The softmax step of attention computed through matmuls (ops/attention.rs): each row of the
+// The softmax step of attention computed through matmuls (ops/attention/): each row of the
 // f32 score matrix s = q kᵀ, shape [rows = batch * Lq, Lk], becomes softmax(s * scale) with the
 // causal mask applied (key j > query i gets probability 0, top-left aligned). One 256-thread
 // workgroup per row (workgroups spread over x and y); fixed fold and tree orders, so repeated runs

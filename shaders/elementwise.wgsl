@@ -33,7 +33,7 @@ fn offsets(i: u32) -> vec3<u32> {
 }
 
 {{SPECIAL}}
-// BODY is one of two forms, rendered by ops/elementwise.rs:
+// BODY is one of two forms, rendered by ops/elementwise/kernel.rs:
 // - scalar: i = linear thread index; o = offsets(i) (or i when nothing broadcasts); loads; store.
 // - vec4 (every operand has the output's shape and n % 4 == 0): thread q moves elements
 //   4q..4q+3 with one 16-byte load per input and one store, computing each lane as above.

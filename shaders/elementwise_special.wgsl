@@ -1,4 +1,4 @@
-// Special values for the elementwise kernel (shaders/elementwise.wgsl): ops/elementwise.rs
+// Special values for the elementwise kernel (shaders/elementwise.wgsl): ops/elementwise/kernel.rs
 // inserts into a kernel only the functions its expression calls, and those they call (each
 // top-level `fn` or `var<private>` below, with the comment lines right above it, is one item).
 //

@@ -1,4 +1,4 @@
-// Flash attention (ops/attention.rs), one query row per thread: the flash path's kernel where D or
+// Flash attention (ops/attention/), one query row per thread: the flash path's kernel where D or
 // Dv is over 64 (up to 256) or the register-blocked one (flash_attention_blocked.wgsl) does not
 // fit the workgroup memory. A workgroup takes BR query rows of one batch entry, one row per
 // thread, and walks the keys BC at a time. Each K and V tile is loaded once into workgroup

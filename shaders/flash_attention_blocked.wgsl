@@ -1,4 +1,4 @@
-// Flash attention with register blocking (ops/attention.rs, f32 path for D, Dv <= 64): a
+// Flash attention with register blocking (ops/attention/, f32 path for D, Dv <= 64): a
 // workgroup of 8 x 16 threads takes BR = 64 query rows of one batch entry and walks the keys
 // BC = 32 at a time, as two small matmuls per tile (the way the matmul kernel tiles):
 //  - S = Q K^T: thread (tx, ty) owns rows 4 ty .. 4 ty + 3 and keys tx, tx + 8, tx + 16, tx + 24

@@ -1,4 +1,4 @@
-// Split-KV combine for few splits (below SERIAL_COMBINE_BELOW, ops/attention.rs): every thread walks
+// Split-KV combine for few splits (below SERIAL_COMBINE_BELOW, ops/attention/): every thread walks
 // the splits itself, which costs less setup than flash_attention_combine.wgsl's parallel merge.
 // Second pass of split-KV attention (flash_attention_split.wgsl): one workgroup per query row
 // merges its splits' partials (m_s, l_s, acc_s) into softmax-weighted output:

@@ -1,4 +1,4 @@
-// Split-KV attention with vec4 loads (ops/attention.rs, `decode_source`), for D and Dv multiples
+// Split-KV attention with vec4 loads (ops/attention/, `decode_source`), for D and Dv multiples
 // of 4: workgroup (row, split) as in flash_attention_split.wgsl, and the same partials for
 // flash_attention_combine.wgsl, but with every global load of a step in flight at once. The
 // scalar kernel waited on 32 load round trips per 64 keys (a 64 x D block copied four loads at
@@ -100,9 +100,9 @@ fn main(
     if (p.causal != 0u) {
         nk = min(p.lk, i + 1u);
     }
-    let jbeg = split * p.chunk;
+    var jbeg = split * p.chunk;
     let jend = min(nk, jbeg + p.chunk);
-    let qb = (qoff + i * p.d) / 4u;
+{{WINDOW}}    let qb = (qoff + i * p.d) / 4u;
 {{LOAD_Q}}
     // This thread's share of p v: dims vec4 c of keys g, g + G, ...
     let c = lid % DVP;

@@ -1,4 +1,4 @@
-// The one-pass ending of flash_attention_decode.wgsl (ops/attention.rs, `decode_source`): the
+// The one-pass ending of flash_attention_decode.wgsl (ops/attention/, `decode_source`): the
 // combine pass of split-KV folded into the split kernel, so decode attention is one dispatch.
 // Each workgroup stores its split's partials (m, l, acc) as before, then counts itself done in
 // `cnt[row]`; the last of a row's `nsplit` workgroups to finish merges the row's partials

@@ -1,4 +1,4 @@
-// Split-KV attention for few queries against many keys (decode; ops/attention.rs): workgroup
+// Split-KV attention for few queries against many keys (decode; ops/attention/): workgroup
 // (row, split) takes keys [split * CHUNK, split * CHUNK + CHUNK) of one query row and writes its
 // partial result (running max m, sum l, unnormalised output) for flash_attention_combine.wgsl.
 // One workgroup per row would leave most of the GPU idle when rows are few.
@@ -91,9 +91,9 @@ fn main(
     if (p.causal != 0u) {
         nk = min(p.lk, i + 1u);
     }
-    let jbeg = split * p.chunk;
+    var jbeg = split * p.chunk;
     let jend = min(nk, jbeg + p.chunk);
-    for (var t = lid; t < p.d; t += WG) {
+{{WINDOW}}    for (var t = lid; t < p.d; t += WG) {
         qs[t] = f32(q[qoff + i * p.d + t]) * p.scale;
     }
     var m = LOWEST;
@@ -133,7 +133,7 @@ fn main(
                 dot = fma(qs[t], ks[lid * DS + t], dot);
             }
             s = dot;
-            if (HAS_MASK) {
+{{SOFTCAP}}            if (HAS_MASK) {
                 s += f32(mask[moff + i * p.msq + (j0 + lid) * p.msk]);
             }
         }

@@ -1,5 +1,5 @@
 // The parameter block of the three flash kernels (flash_attention, _blocked, _coop), rendered
-// into each as FLASH_PARAMS; built by `Geometry::flash_params` (core/src/ops/attention.rs).
+// into each as FLASH_PARAMS; built by `Geometry::flash_params` (core/src/ops/attention/geometry.rs).
 struct Params {
     lq: u32,
     lk: u32,

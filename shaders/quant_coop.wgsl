@@ -23,6 +23,10 @@
 // The result goes through a per-subgroup 16x16 f32 scratch (Cs; two under SwiGLU) to y, every
 // element checked against M and N, with the epilogue folded in: SwiGLU (silu(gate) * up, as
 // quant_matvec.wgsl) and the residual (y + r, r of y's dtype).
+// Split K (few tiles: batched decode's 16 rows by a deep W): workgroup tile g of split s sums
+// blocks s KB_PER .. (s + 1) KB_PER only and stores its f32 partial sums at slice s of `out`
+// (then f32 [SPLITS, M, N]); quant_coop_split_sum.wgsl adds the slices in order (and the
+// residual). Without a split: one slice of all the blocks, y itself.
 //
 // Numerics: x and the decoded weights are rounded to f16 (relative 2^-11; past 65504 they become
 // infinities), their products are exact in f32 and summed in f32 by the tensor cores.
@@ -39,14 +43,14 @@ struct Params {
     groups: u32,   // workgroup tiles in all
     last: u32,     // the last word of w
     n_out: u32,    // columns of y: n, or n / 2 under SwiGLU
-    pad0: u32,
-    pad1: u32,
+    kb_per: u32,   // blocks of K per split (a multiple of BPS; `blocks` without a split)
+    splits: u32,   // splits of K (1: none)
     pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<{{T}}>>;
-@group(0) @binding(2) var<storage, read_write> out: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> out: array<{{OUT_T}}>;
 {{RES_AND_PARAMS}}
 
 const BM = {{BM}}u;
@@ -89,11 +93,17 @@ fn main(
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let g = wid.x + wid.y * nwg.x;
+    let gs = wid.x + wid.y * nwg.x;
     // Uniform over the workgroup: every invocation leaves or none does.
-    if (g >= p.groups) {
+    if (gs >= p.groups * p.splits) {
         return;
     }
+    // Tile g of K split s: blocks kb0 .. kb1, stored at slice s of out.
+    let g = gs % p.groups;
+    let s = gs / p.groups;
+    let kb0 = s * p.kb_per;
+    let kb1 = min(p.blocks, kb0 + p.kb_per);
+    let obase = s * p.m * p.n_out;
     let row0 = (g % p.tiles_m) * BM;
     let col0 = (g / p.tiles_m) * {{OUT_BN}}u;  // the tile's first column of y
     let k4 = p.k / 4u;
@@ -104,7 +114,7 @@ fn main(
     let uu = lid % 4u;
 
 {{ACC_DECL}}{{FETCH_DECL}}
-    for (var b0 = 0u; b0 < p.blocks; b0 += BPS) {
+    for (var b0 = kb0; b0 < kb1; b0 += BPS) {
 {{STORE_TILES}}        workgroupBarrier();
 {{FETCH_NEXT}}        for (var kk = 0u; kk < BK; kk += 16u) {
 {{INNER}}

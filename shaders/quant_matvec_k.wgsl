@@ -27,7 +27,7 @@ struct Params {
     eps: f32,     // NORM's epsilon
     pad1: u32,
     pad2: u32,
-}
+{{ROPE_FIELDS}}}
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<{{T}}>>;
@@ -36,7 +36,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> g: array<vec4<{{T}}>>;
 // RES's residual, shaped like out (bound to x when unused).
 @group(0) @binding(4) var<storage, read> r: array<{{T}}>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding({{P_SLOT}}) var<uniform> p: Params;
 
 const WG: u32 = {{WG}}u;
 // Lane groups per slot, lanes per slot, slots per workgroup.
@@ -50,6 +50,11 @@ const NW: u32 = {{NW}}u;
 const NORM: bool = {{NORM}};
 const GLU: bool = {{GLU}};
 const RES: bool = {{RES}};
+// W is (part of) a decoder layer's stacked Q, K and V rows and the epilogue RoPEs and writes the
+// KV caches (quant_matvec_rope.wgsl): slot j takes pair j's two rows (i and i + half of a head).
+const ROPE: bool = {{ROPE}};
+// W rows a workgroup (quant_matvec_rope.wgsl's rope_row, which this kernel does not call).
+const RPW: u32 = 2u * SLOTS;
 
 // Staged x rows (vec4s of row q at q * k / 4).
 var<workgroup> xs: array<vec4<f32>, {{SH}}>;
@@ -97,11 +102,13 @@ fn main(
     let grp = j / 8u;
     let l = j % 8u;
     let slot = (wg.x + wg.y * nwg.x) * SLOTS + li / TPS;
-    // The slot's W rows: outputs 2 slot and 2 slot + 1, or slot's gate and up rows.
-    let r0 = select(2u * slot, slot, GLU);
-    let r1 = select(2u * slot + 1u, slot + p.n, GLU);
+    // The slot's W rows: outputs 2 slot and 2 slot + 1, or slot's gate and up rows, or under
+    // ROPE pair slot's rows of its head.
+    var r0 = select(2u * slot, slot, GLU);
+    var r1 = select(2u * slot + 1u, slot + p.n, GLU);
+{{ROPE_ROWS}}
     let live0 = r0 < p.n;
-    let live1 = select(r1 < p.n, live0, GLU);
+    let live1 = select(r1 < p.n, live0, GLU || ROPE);
     // A row past N reads row r0's words (computed, never stored).
     let h0 = select(0u, r0 * p.row_h, live0);
     let h1 = select(h0, r1 * p.row_h, live1);
@@ -183,7 +190,9 @@ fn main(
             y0 *= inv_rms[q];
             y1 *= inv_rms[q];
         }
-        if (GLU) {
+        if (ROPE) {
+            rope_store(r0, m0 + q, y0, y1);
+        } else if (GLU) {
             let o = (m0 + q) * p.n + slot;
             let y = silu(y0) * y1;
             if (RES) {
@@ -208,3 +217,5 @@ fn main(
         }
     }
 }
+
+{{ROPE_PART}}

@@ -16,10 +16,12 @@ fn rope_row(wgi: u32, slot: u32) -> u32 {
     return (j / p.half) * 2u * p.half + j % p.half + (slot % 2u) * p.half;
 }
 
-// The pair of rows (n, n + half) of x row l finished: their sums x0, x1 (already times the
-// norm's inverse RMS) rounded to T as the separate kernels' stored QKV is, the queries RoPE'd
+// The pair of rows (w_row, w_row + half) of x row l finished: their sums x0, x1 (already times
+// the norm's inverse RMS) rounded to T as the separate kernels' stored QKV is, the queries RoPE'd
 // into out [NH, M, D], the keys RoPE'd and the values copied into the caches at row pos + l.
-fn rope_store(n: u32, l: u32, s0: f32, s1: f32) {
+// W's rows are the stack's from p.row0 on (a stack of parts in several formats: one dispatch each).
+fn rope_store(w_row: u32, l: u32, s0: f32, s1: f32) {
+    let n = w_row + p.row0;
     let d = 2u * p.half;
     let head = n / d;
     let i = n % d;

@@ -136,7 +136,10 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         let bm = pair(&[mm, mm], dt, 13)?;
         v.push(Bench {
             name: if dt == DType::F32 { "matmul_f32" } else { "matmul_f16" },
-            size: format!("{mm}x{mm}x{mm}"),
+            size: format!(
+                "{mm}x{mm}x{mm}{}",
+                if dt == DType::F16 { f16_path(&a[0], &bm[0], mm, mm, mm)? } else { String::new() }
+            ),
             bytes: 0.0,
             flops: 2.0 * (mm as f64).powi(3),
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
@@ -159,7 +162,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
             let bm = pair(&[bt, n, n], DType::F16, 17)?;
             v.push(Bench {
                 name: "matmul_batched_f16",
-                size: format!("{bt}x{n}x{n}x{n}"),
+                size: format!("{bt}x{n}x{n}x{n}{}", f16_path(&a[0], &bm[0], n, n, n)?),
                 bytes: 0.0,
                 flops: 2.0 * bt as f64 * (n as f64).powi(3),
                 run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
@@ -211,6 +214,19 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     Ok(v)
 }
 
+/// Which tier and tiling `matmul` runs an f16 `m` x `k` by `k` x `n` product with here, as a
+/// suffix of the row's size (" [native cm2_l]", " [wgsl]"): A/B runs with `KILN_NATIVE_TILES`
+/// or `KILN_NATIVE_KERNELS=0` then say what they measured. Read after one product of `a` and `b`:
+/// a native module the driver refuses is passed over from its first product on.
+fn f16_path(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize) -> Result<String> {
+    ops::matmul(a, b)?;
+    let dev = kiln_core::device()?;
+    Ok(match ops::native_tiling_for(&dev, m, n, k) {
+        Some(t) => format!(" [native {t}]"),
+        None => " [wgsl]".into(),
+    })
+}
+
 /// Decode's quantized matrix-vector products at Llama-3.2-1B's shapes (Q4_0, Q8_0, and the
 /// Q4_K / Q6_K of a Q4_K_M, Q5_K of a Q5_K_M; `.strided`: the old K kernel) and SmolLM2-135M's
 /// (Q4_1), with the fusions decode uses, in GB/s of
@@ -252,7 +268,7 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
     // forces the strided kernel (the K formats' kernel before quant_matvec_k), `_m4` / `_m16` take 4 /
     // 16 rows of x (batched decode).
     #[allow(clippy::type_complexity)]
-    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 26] = [
+    let rows: [(&'static str, ops::QuantFormat, usize, usize, bool, bool, bool); 27] = [
         ("quant_matvec_q4_0_gateup", Q4_0, 8192, 2048, true, true, false),
         ("quant_matvec_q4_0_o", Q4_0, 2048, 2048, false, false, true),
         ("quant_matvec_q4_0_qkv", Q4_0, 3072, 2048, false, true, false),
@@ -270,6 +286,7 @@ fn quant_matvec_benches(quick: bool, v: &mut Vec<Bench>) {
         ("quant_matvec_q6_k_head", Q6_K, 128256, 2048, false, true, false),
         ("quant_matvec_q4_k_qkv", Q4_K, 3072, 2048, false, true, false),
         ("quant_matvec_q6_k_v", Q6_K, 512, 2048, false, true, false),
+        ("quant_matvec_q4_k_o", Q4_K, 2048, 2048, false, false, true),
         ("quant_matvec_q5_k_gateup", Q5_K, 8192, 2048, true, true, false),
         ("quant_matvec_q4_k_gateup_m4", Q4_K, 8192, 2048, true, true, false),
         ("quant_matvec_q4_k_gateup.strided", Q4_K, 8192, 2048, true, true, false),

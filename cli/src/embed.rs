@@ -1,8 +1,9 @@
-//! `kiln embed`: sentence embeddings from a sentence-transformers model directory (kiln-models).
+//! `kiln embed`: sentence embeddings from a sentence-transformers model directory, or CLIP image
+//! and text embeddings from a transformers CLIPModel folder (kiln-models).
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use kiln_models::{EncodeOptions, LoadOptions, Precision, SentenceEmbedder};
+use kiln_models::{ClipModel, Embeddings, EncodeOptions, Image, LoadOptions, Precision, SentenceEmbedder};
 use std::io::{BufRead, Write};
 
 #[derive(clap::Args)]
@@ -25,8 +26,50 @@ pub struct Args {
     /// array per line).
     #[arg(long)]
     out: Option<String>,
-    /// The texts; when none are given, one per line from stdin.
+    /// An image to embed with a CLIP folder (config.json model_type "clip"): a .npy of uint8
+    /// [height, width, 3] RGB (numpy's `np.save(f, np.asarray(pil_image))`). Repeatable; image
+    /// rows come before text rows.
+    #[arg(long)]
+    image: Vec<String>,
+    /// The texts; when none are given (and no --image), one per line from stdin.
     texts: Vec<String>,
+}
+
+/// Whether `dir` holds a CLIPModel (config.json's model_type "clip").
+fn is_clip(dir: &str) -> bool {
+    let cfg = std::fs::read_to_string(std::path::Path::new(dir).join("config.json")).unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(&cfg).is_ok_and(|v| v["model_type"] == "clip")
+}
+
+/// An RGB image from a .npy of uint8 [H, W, 3].
+fn read_image(path: &str) -> Result<(Vec<u8>, usize, usize)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {path}"))?;
+    let f = npyz::NpyFile::new(&bytes[..]).with_context(|| format!("{path}: not a .npy file"))?;
+    let shape = f.shape().to_vec();
+    let descr = f.dtype().descr();
+    if shape.len() != 3 || shape[2] != 3 {
+        bail!("{path}: a .npy of uint8 [height, width, 3] RGB expected, got {descr} {shape:?}");
+    }
+    let (h, w) = (shape[0] as usize, shape[1] as usize);
+    let px = f.into_vec::<u8>().with_context(|| format!("{path}: uint8 pixels expected, got {descr}"))?;
+    Ok((px, h, w))
+}
+
+/// `kiln embed` for a CLIP folder: images, then texts.
+fn clip(args: &Args, texts: &[String]) -> Result<Embeddings> {
+    if args.f16 || args.batch_size != 32 {
+        bail!("--f16 and --batch-size are for sentence-transformers models; a CLIP folder runs in f32, 32 per pass");
+    }
+    let model = ClipModel::load(&args.model).with_context(|| format!("loading the CLIP model in {}", args.model))?;
+    let images = args.image.iter().map(|p| read_image(p)).collect::<Result<Vec<_>>>()?;
+    let views: Vec<Image> = images.iter().map(|(p, h, w)| Image { pixels: p, height: *h, width: *w }).collect();
+    let normalize = !args.no_normalize;
+    let mut e = model.encode_image(&views, normalize)?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let t = model.encode_text(&refs, normalize)?;
+    e.data.extend(t.data);
+    e.rows += t.rows;
+    Ok(e)
 }
 
 fn bar(len: usize, what: &str) -> ProgressBar {
@@ -40,11 +83,18 @@ pub fn main(args: Args) -> Result<()> {
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
-    let texts = if args.texts.is_empty() {
+    let texts = if args.texts.is_empty() && args.image.is_empty() {
         std::io::stdin().lock().lines().collect::<std::io::Result<Vec<String>>>().context("reading texts from stdin")?
     } else {
-        args.texts
+        args.texts.clone()
     };
+    if is_clip(&args.model) {
+        let e = clip(&args, &texts)?;
+        return write(&args, &e);
+    }
+    if !args.image.is_empty() {
+        bail!("--image needs a CLIP folder (config.json model_type \"clip\"); {} is not one", args.model);
+    }
     // Hidden until the first report brings the real total (a bar of length 0 draws full, "0/0").
     let load_bar = bar(0, "loading");
     load_bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -69,7 +119,11 @@ pub fn main(args: Args) -> Result<()> {
     }
     let e = model.encode_progress(&refs, opts, |done, _| enc_bar.set_position(done as u64))?;
     enc_bar.finish_and_clear();
+    write(&args, &e)
+}
 
+/// The embeddings to `--out` as .npy, or to stdout as one JSON array per line.
+fn write(args: &Args, e: &Embeddings) -> Result<()> {
     match &args.out {
         Some(path) => {
             crate::npy::write_vec(path, &[e.rows as u64, e.dim as u64], &e.data)?;

@@ -49,7 +49,9 @@ enum Command {
     Bench(bench::Args),
     /// Sentence embeddings from a sentence-transformers model directory (BERT family: bert,
     /// roberta, xlm-roberta, mpnet; all-MiniLM-L6-v2, bge, e5, all-mpnet-base-v2, ...):
-    /// `kiln embed --model DIR [--batch-size N] [--out FILE.npy] TEXT...` (stdin when no TEXT).
+    /// `kiln embed --model DIR [--batch-size N] [--out FILE.npy] TEXT...` (stdin when no TEXT);
+    /// or CLIP image and text embeddings from a CLIPModel folder: `kiln embed --model DIR
+    /// [--image IMG.npy]... [TEXT...]`.
     Embed(embed::Args),
     /// Text from a Llama-architecture GGUF model (SmolLM2), streamed as it is produced:
     /// `kiln generate --model FILE.gguf --prompt TEXT [--max-tokens N] [--temperature T] [--seed S] [--chat]`.

@@ -33,6 +33,13 @@ pub fn main(args: Args) -> Result<()> {
     };
     let s = kiln_serve::run_until_signal(cfg, |running| {
         println!("kiln serve: API on http://{}, metrics on http://{}/metrics", running.api_addr, running.metrics_addr);
+        let devices: Vec<String> =
+            running.state.devices.iter().map(|d| format!("{} ({}, {})", d.index, d.name, d.backend)).collect();
+        if devices.is_empty() {
+            println!("kiln serve: no GPU adapter found: sessions cannot open (`kiln devices` says why)");
+        } else {
+            println!("kiln serve: sessions placed on devices {}", devices.join(", "));
+        }
     })
     .context("binding the listeners")?;
     println!(

@@ -22,6 +22,8 @@ pub mod kernel_limits;
 pub(crate) mod loop_budget;
 pub mod metrics;
 pub mod native;
+#[cfg(all(not(target_arch = "wasm32"), not(target_vendor = "apple")))]
+pub(crate) mod native_cm2;
 pub mod native_kernels;
 pub mod numeric;
 pub mod ops;

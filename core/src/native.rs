@@ -41,12 +41,118 @@ pub struct NativeCaps {
     /// Every cooperative-matrix configuration wgpu reports for the adapter (subgroup scope, the
     /// scalar types wgpu knows), as "MxNxK AB->CR" (e.g. "16x16x16 F16->F32").
     pub coop_shapes: Vec<String>,
+    /// NV cooperative matrix 2 (VK_NV_cooperative_matrix2), where the device was opened with it
+    /// (`crate::native_cm2`): None on every other device, lavapipe and the browser included.
+    pub cm2: Option<Cm2Caps>,
+    /// Whether the device was opened with NV cooperative matrix 2, and if not why ("on", or
+    /// "off: <reason>"), for the probe test's line and bug reports.
+    pub cm2_note: String,
+}
+
+/// What VK_NV_cooperative_matrix2 offers on this device: its features (each one enabled at
+/// device creation where the driver reports it), limits and flexible-dimension configurations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cm2Caps {
+    /// VkPhysicalDeviceCooperativeMatrix2FeaturesNV, member by member.
+    pub workgroup_scope: bool,
+    pub flexible_dimensions: bool,
+    pub reductions: bool,
+    pub conversions: bool,
+    pub per_element_operations: bool,
+    pub tensor_addressing: bool,
+    pub block_loads: bool,
+    /// VkPhysicalDeviceCooperativeMatrix2PropertiesNV: the most invocations a workgroup using
+    /// workgroup-scope matrices may have, the largest flexible dimension, and the workgroup
+    /// memory the driver keeps for its own staging (bytes).
+    pub workgroup_scope_max_invocations: u32,
+    pub flexible_max_dimension: u32,
+    pub reserved_shared_memory: u32,
+    /// vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV's configurations.
+    pub flexible: Vec<Cm2Flexible>,
+}
+
+/// One flexible-dimensions configuration: matrices of any multiple of the granularities (up to
+/// `flexible_max_dimension`) with these component types, at this scope, in workgroups of exactly
+/// `invocations` (workgroup scope).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cm2Flexible {
+    pub m_granularity: u32,
+    pub n_granularity: u32,
+    pub k_granularity: u32,
+    /// VkComponentTypeKHR values (0 = f16, 1 = f32, ...), A, B, C, result.
+    pub types: [i32; 4],
+    pub saturating: bool,
+    /// VkScopeKHR (2 = workgroup, 3 = subgroup).
+    pub scope: i32,
+    pub invocations: u32,
+}
+
+/// VkComponentTypeKHR's FLOAT16 and FLOAT32, VkScopeKHR's WORKGROUP.
+const COMPONENT_F16: i32 = 0;
+const COMPONENT_F32: i32 = 1;
+const SCOPE_WORKGROUP: i32 = 2;
+
+impl Cm2Caps {
+    /// From the raw Vulkan structures: the seven VkBool32 features in declaration order, the
+    /// three properties, and the flexible configurations (a pure function, so that tests can
+    /// feed it made-up driver answers).
+    pub fn from_raw(features: [u32; 7], props: [u32; 3], flexible: Vec<Cm2Flexible>) -> Cm2Caps {
+        let [workgroup_scope, flexible_dimensions, reductions, conversions, per_element_operations, tensor_addressing, block_loads] =
+            features.map(|f| f != 0);
+        Cm2Caps {
+            workgroup_scope,
+            flexible_dimensions,
+            reductions,
+            conversions,
+            per_element_operations,
+            tensor_addressing,
+            block_loads,
+            workgroup_scope_max_invocations: props[0],
+            flexible_max_dimension: props[1],
+            reserved_shared_memory: props[2],
+            flexible,
+        }
+    }
+
+    /// Whether shaders/native/matmul_f16_cm2.comp compiled for a `bm` x `bn` output tile, K
+    /// steps of `bk` and `invocations` per workgroup can run: the features it uses (workgroup
+    /// scope, flexible dimensions, tensor addressing), the workgroup-size and dimension limits,
+    /// and a workgroup-scope f16 x f16 -> f32 configuration of exactly that many invocations
+    /// whose granularities divide the tile.
+    pub fn fits_matmul_f16(&self, bm: u32, bn: u32, bk: u32, invocations: u32) -> bool {
+        self.workgroup_scope
+            && self.flexible_dimensions
+            && self.tensor_addressing
+            && invocations <= self.workgroup_scope_max_invocations
+            && bm.max(bn).max(bk) <= self.flexible_max_dimension
+            && self.flexible.iter().any(|f| {
+                f.scope == SCOPE_WORKGROUP
+                    && f.invocations == invocations
+                    && f.types == [COMPONENT_F16, COMPONENT_F16, COMPONENT_F32, COMPONENT_F32]
+                    && !f.saturating
+                    && f.m_granularity > 0
+                    && f.n_granularity > 0
+                    && f.k_granularity > 0
+                    && bm.is_multiple_of(f.m_granularity)
+                    && bn.is_multiple_of(f.n_granularity)
+                    && bk.is_multiple_of(f.k_granularity)
+            })
+    }
 }
 
 impl NativeCaps {
-    /// Whether the native f16 matmul can run.
+    /// Whether the native f16 matmul (KHR cooperative matrices) can run.
     pub fn matmul_f16(&self) -> bool {
         self.passthrough && self.coop_f16_16x16x16_f32
+    }
+
+    /// Whether the NV cooperative matrix 2 f16 matmul with this tile can run (see
+    /// [`Cm2Caps::fits_matmul_f16`]); it also needs the passthrough shaders and the KHR
+    /// cooperative-matrix feature (f16, on which the NV extension builds).
+    pub fn matmul_f16_cm2(&self, bm: u32, bn: u32, bk: u32, invocations: u32) -> bool {
+        self.passthrough
+            && self.coop_f16_16x16x16_f32
+            && self.cm2.as_ref().is_some_and(|c| c.fits_matmul_f16(bm, bn, bk, invocations))
     }
 }
 
@@ -72,6 +178,8 @@ pub(crate) fn probe(
     features: wgpu::Features,
     coop_props: &[wgpu::CooperativeMatrixProperties],
     subgroup_size: Option<u32>,
+    cm2: Option<Cm2Caps>,
+    cm2_note: String,
 ) -> NativeCaps {
     use wgpu::CooperativeScalarType as S;
     let coop_shapes = coop_props
@@ -89,5 +197,7 @@ pub(crate) fn probe(
         passthrough: features.contains(wgpu::Features::PASSTHROUGH_SHADERS) && !disabled_by_env(),
         coop_f16_16x16x16_f32: coop,
         coop_shapes,
+        cm2,
+        cm2_note,
     }
 }

@@ -27,7 +27,8 @@ macro_rules! module {
     };
 }
 
-/// Every module, as kernels.txt lists them (the tests check the two agree). Threads: WM*WN*32.
+/// Every module, as kernels.txt lists them (the tests check the two agree). Threads: WM*WN*32
+/// (matmul_f16.comp), WG (matmul_f16_cm2.comp).
 /// None in the browser, which has no passthrough shaders (and so no native tier).
 #[cfg(target_arch = "wasm32")]
 pub(crate) const MODULES: &[Module] = &[];
@@ -44,7 +45,18 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_s", 128),
     module!("matmul_f16_l1u_aligned", 128),
     module!("matmul_f16_l1u", 128),
+    module!("matmul_f16_cm2_l", 256),
+    module!("matmul_f16_cm2_lt", 256),
+    module!("matmul_f16_cm2_l32", 256),
+    module!("matmul_f16_cm2_m", 256),
+    module!("matmul_f16_cm2_lc", 256),
 ];
+
+/// Whether the driver refused module `name`'s pipeline on `device` (its ops then choose
+/// another kernel by themselves; a forced choice still reports the error).
+pub(crate) fn refused(device: &Device, name: &str) -> bool {
+    device.native_refused.lock().unwrap_or_else(|p| p.into_inner()).contains(&name)
+}
 
 /// The names of every module (tests compare them with kernels.txt).
 #[doc(hidden)]
@@ -143,7 +155,8 @@ pub(crate) fn pipeline(device: &Device, key: &str, name: &str) -> Result<Arc<Pip
     let mname = module.name;
     crate::platform::check_scope(scope, move |err| {
         Error::Internal(format!("native kernel {mname} failed to compile: {err}"))
-    })?;
+    })
+    .inspect_err(|_| device.native_refused.lock().unwrap_or_else(|p| p.into_inner()).push(mname))?;
     device.pipelines.record_compile(start.elapsed());
     device.pipelines.note_builtin_compile();
     let op = crate::stats::counters::op_stats(&crate::pipeline::op_label(key));

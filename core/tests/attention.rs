@@ -877,3 +877,136 @@ fn decode_one_pass_propagates_nan_and_inf_as_two_pass() {
         assert!(!y[2 * 64 + 5].is_finite(), "{dt}: an infinite value reaches its output");
     }
 }
+
+/// `ops::attention_scored` on `path` against the CPU reference with the same soft-cap and window.
+#[allow(clippy::too_many_arguments)]
+fn check_scored(
+    path: AttentionPath,
+    (q, qv, qs): (&Tensor, &[f64], &[usize]),
+    (k, kv, ks): (&Tensor, &[f64], &[usize]),
+    (v, vv, vs): (&Tensor, &[f64], &[usize]),
+    mask: Option<(&Tensor, &[f64], &[usize])>,
+    kv_len: Option<usize>,
+    causal: bool,
+    opts: ops::ScoreOptions,
+) {
+    let dt = q.dtype();
+    let what = format!(
+        "{path:?} q{qs:?} k{ks:?} v{vs:?} len {kv_len:?} mask {} causal={causal} {opts:?} {dt}",
+        mask.is_some()
+    );
+    let y = ops::attention_scored(q, k, v, mask.map(|m| m.0), kv_len, causal, None, opts, path)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    // The reference over the prefix: K and V cut to their first kv_len rows.
+    let cut = |x: &[f64], s: &[usize]| -> (Vec<f64>, Vec<usize>) {
+        let (rows, w) = (s[s.len() - 2], s[s.len() - 1]);
+        let len = kv_len.unwrap_or(rows);
+        let mut shape = s.to_vec();
+        shape[s.len() - 2] = len;
+        (x.chunks(rows * w).flat_map(|b| b[..len * w].to_vec()).collect(), shape)
+    };
+    let ((kc, kcs), (vc, vcs)) = (cut(kv, ks), cut(vv, vs));
+    let (want, shape) = cpu::attention_scored(
+        qv,
+        qs,
+        &kc,
+        &kcs,
+        &vc,
+        &vcs,
+        mask.map(|m| (m.1, m.2)),
+        causal,
+        None,
+        opts.softcap.map(f64::from),
+        opts.window,
+    )
+    .unwrap();
+    assert_eq!(y.shape(), &shape[..], "{what}");
+    let rtol = if dt == DType::F16 { 3e-3 } else { 1e-4 };
+    assert_close(&what, &y.to_f64_vec().unwrap(), &want, atol(dt), rtol);
+}
+
+/// Gemma 2's logit soft-capping and sliding window on the paths that take them (the one-row
+/// flash kernel, split-KV's scalar and vec4 kernels, Auto), causal or not, with a mask and
+/// over a cache's prefix; scores up to ~16 against caps of 1 and 5 (the cap bites), windows
+/// of 5 and 70 keys against 65 to 200 (several split-KV splits and flash tiles, some wholly
+/// before the window, a window start inside a split).
+#[test]
+fn score_options_match_reference() {
+    poison();
+    let mut rng = Rng::new(71);
+    let ninf = f64::NEG_INFINITY;
+    let opts = [
+        ops::ScoreOptions { softcap: Some(1.0), window: None },
+        ops::ScoreOptions { softcap: None, window: Some(70) },
+        ops::ScoreOptions { softcap: Some(5.0), window: Some(5) },
+    ];
+    // f16 on one shape only: each case is a few new kernels for lavapipe to compile.
+    let f16 = *float_dtypes().last().unwrap();
+    {
+        for (lq, lk, d, dt) in [
+            (7usize, 200usize, 16usize, DType::F32),
+            (65, 65, 12, DType::F32),
+            (1, 130, 64, f16),
+            (2, 90, 3, DType::F32),
+        ] {
+            let (qs, ks) = ([2, lq, d], [2, lk, d]);
+            let (q, qv) = rand_tensor(&mut rng, &qs, dt, -2.0, 2.0);
+            let (k, kv) = rand_tensor(&mut rng, &ks, dt, -2.0, 2.0);
+            let (v, vv) = rand_tensor(&mut rng, &ks, dt, -1.0, 1.0);
+            let mv: Vec<f64> = (0..lk).map(|j| if j % 7 == 3 { ninf } else { (j % 5) as f64 / 4.0 }).collect();
+            let (m, ms) = (tensor_of(&mv, &[lk], dt), [lk]);
+            for (i, &o) in opts.iter().enumerate() {
+                for path in [AttentionPath::Flash, AttentionPath::SplitKv, AttentionPath::Auto] {
+                    let mask = (i % 2 == 1).then_some((&m, &mv[..], &ms[..]));
+                    for causal in [false, true] {
+                        let (qa, ka, va) = ((&q, &qv[..], &qs[..]), (&k, &kv[..], &ks[..]), (&v, &vv[..], &ks[..]));
+                        check_scored(path, qa, ka, va, mask, None, causal, o);
+                    }
+                }
+            }
+            // Over a prefix of the keys, as a decoder reads its cache (split-KV; lq queries see
+            // the last `window` of the first lk - 9 keys).
+            for &o in &opts {
+                let (qa, ka, va) = ((&q, &qv[..], &qs[..]), (&k, &kv[..], &ks[..]), (&v, &vv[..], &ks[..]));
+                check_scored(AttentionPath::SplitKv, qa, ka, va, None, Some(lk - 9), lq > 1, o);
+                check_scored(AttentionPath::Auto, qa, ka, va, None, Some(lk - 9), lq > 1, o);
+            }
+        }
+    }
+}
+
+/// The kernels without score options refuse them when forced; bad options are refused; the
+/// default options are the op without them, bit for bit.
+#[test]
+fn score_options_errors_and_default() {
+    let mut rng = Rng::new(72);
+    let (q, _) = rand_tensor(&mut rng, &[2, 5, 16], DType::F32, -1.0, 1.0);
+    let (k, _) = rand_tensor(&mut rng, &[2, 9, 16], DType::F32, -1.0, 1.0);
+    let on = ops::ScoreOptions { softcap: Some(30.0), window: Some(4) };
+    for path in [AttentionPath::Fused, AttentionPath::Matmul, AttentionPath::FlashCoop] {
+        let e = ops::attention_scored(&q, &k, &k, None, None, true, None, on, path).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument, "{path:?}: {e}");
+    }
+    for bad in [
+        ops::ScoreOptions { softcap: Some(0.0), window: None },
+        ops::ScoreOptions { softcap: Some(f32::NAN), window: None },
+        ops::ScoreOptions { softcap: Some(-1.0), window: None },
+        ops::ScoreOptions { softcap: Some(f32::INFINITY), window: None },
+        ops::ScoreOptions { softcap: None, window: Some(0) },
+        ops::ScoreOptions { softcap: None, window: Some(1 << 33) },
+    ] {
+        let e = ops::attention_scored(&q, &k, &k, None, None, false, None, bad, AttentionPath::Auto).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument, "{bad:?}: {e}");
+    }
+    for path in [AttentionPath::Flash, AttentionPath::SplitKv, AttentionPath::Auto] {
+        for kv_len in [None, Some(7)] {
+            let plain = match kv_len {
+                None => ops::attention_on_path(&q, &k, &k, None, true, None, path),
+                Some(len) => ops::attention_prefix_on_path(&q, &k, &k, None, len, true, None, path),
+            }
+            .unwrap();
+            let off = ops::attention_scored(&q, &k, &k, None, kv_len, true, None, Default::default(), path).unwrap();
+            same_bits(&plain, &off, &format!("{path:?} {kv_len:?}"));
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! Replays' outputs are held to the ops path's to the bit. Refusals: an upload in the pass, a
 //! session.
 
-use kiln_core::ops::{self, QuantFormat, QuantFusion};
+use kiln_core::ops::{self, AttentionPath, QuantFormat, QuantFusion, ScoreOptions};
 use kiln_core::plan::Plan;
 use kiln_core::{Result, Tensor};
 
@@ -70,6 +70,17 @@ fn model() -> Model {
 
 /// One decode token at `pos` (ids [1] on the GPU), as `CausalLM::hidden_from` + its head record it.
 fn token(m: &Model, caches: &[(Tensor, Tensor)], ids: &Tensor, pos: usize) -> Result<Tensor> {
+    token_scored(m, caches, ids, pos, ScoreOptions::default())
+}
+
+/// [`token`] with Gemma 2/3's attention score options.
+fn token_scored(
+    m: &Model,
+    caches: &[(Tensor, Tensor)],
+    ids: &Tensor,
+    pos: usize,
+    opts: ScoreOptions,
+) -> Result<Tensor> {
     let f = QuantFormat::Q8_0;
     let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
     let mut h = ops::quant_embedding(&m.embed, f, D, ids)?;
@@ -79,7 +90,8 @@ fn token(m: &Model, caches: &[(Tensor, Tensor)], ids: &Tensor, pos: usize) -> Re
         let qg = q.reshape(&dims(&[KV_HEADS, HEADS / KV_HEADS, 1, HD]))?;
         let kg = k.reshape(&dims(&[KV_HEADS, 1, CONTEXT, HD]))?;
         let vg = v.reshape(&dims(&[KV_HEADS, 1, CONTEXT, HD]))?;
-        let a = ops::attention_prefix(&qg, &kg, &vg, pos + 1, false, None)?.reshape(&dims(&[1, D]))?;
+        let a = ops::attention_scored(&qg, &kg, &vg, None, Some(pos + 1), false, None, opts, AttentionPath::Auto)?
+            .reshape(&dims(&[1, D]))?;
         h = ops::quant_matmul_fused(&a, &l[2], f, D, QuantFusion { residual: Some(&h), ..Default::default() })?;
         let g = ops::quant_matmul_fused(&h, &l[4], f, FFN, QuantFusion { swiglu: true, ..norm(&l[3]) })?;
         h = ops::quant_matmul_fused(&g, &l[5], f, D, QuantFusion { residual: Some(&h), ..Default::default() })?;
@@ -138,13 +150,27 @@ fn a_plans_position_rules_match_the_ops_at_every_position() {
 
 #[test]
 fn replays_give_the_ops_paths_bits() {
+    replays_match(ScoreOptions::default(), 150, 150 - 3);
+}
+
+/// Gemma 2/3's soft-cap and sliding window (9 keys) replayed: the window's start moves with the
+/// position (it is relative to the row's last key), so replays past it still give the ops'
+/// bits; across the split geometry change at 65 keys.
+#[test]
+fn replays_with_a_soft_cap_and_a_window_give_the_ops_paths_bits() {
+    replays_match(ScoreOptions { softcap: Some(0.5), window: Some(9) }, 70, 70 - 2);
+}
+
+/// Tokens 0..`positions` through a plan (captured where none holds) and through the ops,
+/// bit for bit; `want_replays` of them replayed.
+fn replays_match(opts: ScoreOptions, positions: usize, want_replays: usize) {
     let m = model();
     let (planned, plain) = (caches(), caches());
     let (mut t_plan, mut t_ops) = (1u32, 1u32);
     let mut plan: Option<(Plan, usize)> = None;
     let mut replays = 0;
-    for pos in 0..150 {
-        let want = token(&m, &plain, &id(t_ops), pos).unwrap().to_vec::<f32>().unwrap();
+    for pos in 0..positions {
+        let want = token_scored(&m, &plain, &id(t_ops), pos, opts).unwrap().to_vec::<f32>().unwrap();
         let replayed = match &plan {
             Some((p, at)) => p.replay(&id(t_plan), pos - at).unwrap(),
             None => None,
@@ -155,7 +181,7 @@ fn replays_give_the_ops_paths_bits() {
                 l
             }
             None => {
-                let (l, p) = Plan::capture(&id(t_plan), |ids| token(&m, &planned, ids, pos)).unwrap();
+                let (l, p) = Plan::capture(&id(t_plan), |ids| token_scored(&m, &planned, ids, pos, opts)).unwrap();
                 plan = Some((p.unwrap(), pos));
                 l
             }
@@ -164,7 +190,7 @@ fn replays_give_the_ops_paths_bits() {
         assert!(got.iter().map(|x| x.to_bits()).eq(want.iter().map(|x| x.to_bits())), "position {pos}: logits differ");
         (t_plan, t_ops) = (argmax(&got), argmax(&want));
     }
-    assert_eq!(replays, 150 - 3, "captured at 0, 64 and 128");
+    assert_eq!(replays, want_replays, "captured at 0, 64 and 128");
 }
 
 #[test]

@@ -230,6 +230,55 @@ fn fused_swiglu_residual_matches_reference() {
     }
 }
 
+/// Split K (few output tiles over a deep K: batched decode's 16 rows by the 1B shape's down
+/// projection): each split's f32 partial sums, then their sum in order with the residual, against
+/// the f64 reference, on ragged shapes (rows under 16, N not a multiple of the tile, K not a
+/// multiple of the split), every fast-path format, f32 and f16 x. Runs where the device has
+/// cooperative matrices (the GPU machine); lavapipe validates the WGSL only (above).
+#[test]
+fn split_k_products_match_reference() {
+    if !has_coop() {
+        return;
+    }
+    let dev = kiln_core::device().unwrap();
+    let mut rng = Rng::new(305);
+    // (m, n, k): 1 tile x 16 splits; 3 tiles x 4; 33 tiles of a 2,048-wide K; a K of 37 blocks.
+    let shapes: &[(usize, usize, usize)] = &[(16, 64, 8192), (9, 96, 2048), (16, 2100, 2048), (5, 40, 1184)];
+    for f in [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K] {
+        for &(m, n, k) in shapes {
+            let k = if f.block_len() == 256 { k.div_ceil(256) * 256 } else { k };
+            let c = Case { wq: cpu::quantize(&weights(&mut rng, n, k), f), f, m, n, k };
+            let wt = ops::quant_from_bytes(&dev, &c.wq, f, n, k).unwrap();
+            for dt in float_dtypes() {
+                let (x, xv) = rand_tensor(&mut rng, &[m, k], dt, -1.0, 1.0);
+                let y = ops::quant_product(&x, &wt, f, n, ProductKernel::Coop).unwrap();
+                let what = format!("{f} {dt} m={m} n={n} k={k} split");
+                check(&what, &c, &xv, &y.to_f64_vec().unwrap(), dt);
+                // With the residual folded into the split sum (batched decode's o and down).
+                if m >= ops::COOP_MIN_ROWS {
+                    let (r, rv) = rand_tensor(&mut rng, &[m, n], dt, -1.0, 1.0);
+                    let fusion = ops::QuantFusion { residual: Some(&r), ..Default::default() };
+                    let got = ops::quant_matmul_fused(&x, &wt, f, n, fusion).unwrap().to_f64_vec().unwrap();
+                    let less: Vec<f64> = got.iter().zip(&rv).map(|(g, r)| g - r).collect();
+                    // y + r rounds once more than y: the check's tolerance plus an ulp of y + r.
+                    let (want, tols) = reference(&c, &xv);
+                    let ulp = if dt == DType::F16 { 2f64.powi(-10) } else { 2f64.powi(-23) };
+                    for i in 0..m * n {
+                        let tol = 2.0 * tols[i] + ulp * (got[i].abs() + rv[i].abs()) + 1e-6;
+                        assert!(
+                            (less[i] - want[i]).abs() <= tol,
+                            "{what} residual: y[{i}] = {} - {}, reference {}",
+                            got[i],
+                            rv[i],
+                            want[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// NaN, infinities and -0 in x: a NaN makes its row NaN, inf against a zero weight row NaN,
 /// -0 rows give zeros (the tensor cores propagate IEEE specials as the f64 reference does).
 #[test]
@@ -283,6 +332,10 @@ fn coop_product_wgsl_validates() {
                     let src = ops::quant_coop_source_for_tests(f, ty, sg, t, *glu, *res);
                     let what = format!("{f} {ty} subgroup {sg} tiling {t:?} swiglu {glu} residual {res}");
                     assert_wgsl_compiles(&what, &src);
+                    // The split-K forms: f32 partial sums, then their sum (with the residual).
+                    let (product, sum) = ops::quant_coop_split_sources_for_tests(f, ty, sg, t, *res);
+                    assert_wgsl_compiles(&format!("{what} split"), &product);
+                    assert_wgsl_compiles(&format!("{what} split sum"), &sum);
                 }
             }
         }

@@ -2,9 +2,9 @@
 //! `general.architecture` as llama.cpp names them, and what differs between them: the metadata
 //! key prefix, whether the converter permuted the rows of Q and K (llama.cpp's "normal" RoPE,
 //! see [`crate::llama`]), QKV biases, RoPE frequency scaling, fused QKV and gate/up tensors
-//! (Phi-3), the feed-forward activation and the embedding scale (Gemma), and the tensors a file
-//! may hold. Everything else (RMSNorm, grouped-query attention, gated feed-forward, tied or
-//! untied output) they share.
+//! (Phi-3), the feed-forward activation and the embedding scale (Gemma), Gemma 2/3's additions
+//! ([`crate::gemma`]), and the tensors a file may hold. Everything else (RMSNorm, grouped-query
+//! attention, gated feed-forward, tied or untied output) they share.
 
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgmlType, GgufFile, Value};
@@ -26,10 +26,16 @@ pub enum Architecture {
     /// `attention.key_length` (Gemma-7B's 256 is not hidden / heads), tied output, NEOX RoPE;
     /// the norms as the converter wrote them (with Gemma's +1 already added).
     Gemma,
+    /// Gemma 2: Gemma's, plus post-attention and post-feed-forward RMSNorms, attention and final
+    /// logit soft-capping, sliding-window attention on every other layer ([`crate::gemma`]).
+    Gemma2,
+    /// Gemma 3 (text): Gemma 2's without soft-capping (unless the file sets it), plus QK-norm and
+    /// local layers with their own RoPE base, 5 local : 1 global by default ([`crate::gemma`]).
+    Gemma3,
 }
 
 /// The `general.architecture` values accepted, for messages.
-pub const SUPPORTED: &str = "llama, qwen2, phi3, gemma";
+pub const SUPPORTED: &str = "llama, qwen2, phi3, gemma, gemma2, gemma3";
 
 impl Architecture {
     pub fn from_gguf(f: &GgufFile) -> Result<Architecture> {
@@ -38,10 +44,8 @@ impl Architecture {
             "qwen2" => Ok(Architecture::Qwen2),
             "phi3" => Ok(Architecture::Phi3),
             "gemma" => Ok(Architecture::Gemma),
-            g @ ("gemma2" | "gemma3") => Err(ModelError::Unsupported(format!(
-                "architecture {g:?} (general.architecture): Gemma 2/3's logit soft-capping, post-norms and \
-                 sliding-window attention are not implemented; kiln-models runs {SUPPORTED}"
-            ))),
+            "gemma2" => Ok(Architecture::Gemma2),
+            "gemma3" => Ok(Architecture::Gemma3),
             other => Err(ModelError::Unsupported(format!(
                 "architecture {other:?} (general.architecture; kiln-models runs {SUPPORTED})"
             ))),
@@ -55,6 +59,8 @@ impl Architecture {
             Architecture::Qwen2 => "qwen2",
             Architecture::Phi3 => "phi3",
             Architecture::Gemma => "gemma",
+            Architecture::Gemma2 => "gemma2",
+            Architecture::Gemma3 => "gemma3",
         }
     }
 
@@ -66,13 +72,23 @@ impl Architecture {
     /// The feed-forward gate's activation: GELU (tanh approximation, ggml's) for Gemma, SiLU
     /// for the others.
     pub fn gelu_gate(self) -> bool {
-        self == Architecture::Gemma
+        self.is_gemma()
+    }
+
+    /// Gemma 1, 2 or 3: GeGLU, scaled embeddings, heads `attention.key_length` wide.
+    pub fn is_gemma(self) -> bool {
+        matches!(self, Architecture::Gemma | Architecture::Gemma2 | Architecture::Gemma3)
+    }
+
+    /// Gemma 2 or 3: [`crate::gemma`]'s post-norms, window and soft-capping.
+    pub fn is_gemma2_family(self) -> bool {
+        matches!(self, Architecture::Gemma2 | Architecture::Gemma3)
     }
 
     /// What the token embeddings are multiplied by on the way in: sqrt(hidden) for Gemma
     /// (llama.cpp's ggml_scale by sqrtf(n_embd)), else None.
     pub fn embedding_scale(self, hidden: usize) -> Option<f32> {
-        (self == Architecture::Gemma).then(|| (hidden as f32).sqrt())
+        self.is_gemma().then(|| (hidden as f32).sqrt())
     }
 
     /// Whether the converter permuted Q and K rows per head (llama.cpp's LLAMA_ROPE_TYPE_NORM).
@@ -156,6 +172,7 @@ fn layer_tensors(i: usize) -> impl Iterator<Item = String> {
 /// does not run: running without it would give wrong text, not an error), naming it.
 pub(crate) fn check_tensor_names(f: &GgufFile, arch: Architecture, n_layers: usize) -> Result<()> {
     let mut known: std::collections::HashSet<String> = (0..n_layers).flat_map(layer_tensors).collect();
+    known.extend((0..n_layers).flat_map(|i| crate::gemma::layer_tensors(arch, i)));
     for name in ["token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"] {
         known.insert(name.into());
     }

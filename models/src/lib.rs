@@ -11,6 +11,10 @@
 //! # Ok::<(), kiln_models::ModelError>(())
 //! ```
 //!
+//! [`ClipModel`] embeds images and texts into one space (transformers' CLIPModel folders; the
+//! images preprocessed on the GPU as CLIPImageProcessor does); [`ImageEmbedder`] is its vision
+//! tower alone.
+//!
 //! [`CausalLM`] runs a Llama-family decoder (llama, qwen2, phi3 and gemma as GGUF's
 //! `general.architecture` names them: SmolLM2, Llama 3.x, Qwen2.5, Phi-3-mini, Gemma, ...) from a GGUF file, its weights kept quantized on
 //! the GPU, streaming text:
@@ -32,6 +36,7 @@ pub mod backend;
 pub mod batch;
 mod bert;
 pub mod chat_template;
+mod clip;
 pub mod config;
 mod cpu;
 /// The pipelined loop reads back without waiting (`PendingRead`): native only; a page awaits
@@ -40,6 +45,7 @@ mod cpu;
 pub mod decode_loop;
 mod error;
 pub mod files;
+pub mod gemma;
 pub mod gguf;
 pub mod gguf_stream;
 pub mod gguf_tokenizer;
@@ -58,6 +64,7 @@ pub use backend::Backend;
 pub use batch::{BatchGeneration, BatchOutput, BatchProducts, BatchStats};
 pub use bert::{mpnet_relative_bucket, Bert};
 pub use chat_template::{ChatTemplate, Message};
+pub use clip::{ClipModel, Image, ImageEmbedder};
 pub use error::{ModelError, Result};
 pub use files::{FileBytes, ModelFiles};
 pub use gguf_stream::{GgufStream, StreamedGguf};
@@ -492,9 +499,7 @@ impl SentenceEmbedder {
         let hidden = if hidden.dtype() == DType::F32 { hidden } else { ops::cast(&hidden, DType::F32)? };
         let mut pooled = pooling::pool(&hidden, &lens, &self.pooling)?;
         if normalize {
-            // torch.nn.functional.normalize: x / max(||x||, 1e-12)
-            let norm = ops::sqrt(&ops::sum(&ops::mul(&pooled, &pooled)?, Some(&[-1]), true)?)?;
-            pooled = ops::div(&pooled, &ops::maximum_scalar(&norm, 1e-12)?)?;
+            pooled = pooling::l2_normalize(&pooled)?;
         }
         mark("pooling + normalize")?;
         Ok(pooled)

@@ -19,6 +19,7 @@ use crate::cpu::{CpuCache, CpuLlama};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::decode_loop::{Argmax, DecodeLoop, TokenPicker, LOOKAHEAD};
 use crate::error::{ModelError, Result};
+use crate::gemma::GemmaConfig;
 use crate::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::gguf_stream;
 use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
@@ -26,7 +27,7 @@ use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
 use crate::sample_picker::SamplePicker;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::stop_strings::StopStrings;
-use kiln_core::ops::{self, MatvecKernel, QuantFormat, QuantFusion};
+use kiln_core::ops::{self, AttentionPath, MatvecKernel, QuantFormat, QuantFusion, ScoreOptions};
 use kiln_core::plan::Plan;
 use kiln_core::{DType, Device, Tensor};
 #[cfg(not(target_arch = "wasm32"))]
@@ -61,6 +62,8 @@ pub struct LlamaConfig {
     /// linear scaling), head_dim / 2 of them; None: no scaling.
     pub rope_factors: Option<Vec<f32>>,
     pub rms_eps: f32,
+    /// Gemma 2/3's additions ([`crate::gemma`]); None for the other architectures.
+    pub gemma: Option<GemmaConfig>,
 }
 
 impl LlamaConfig {
@@ -88,7 +91,7 @@ impl LlamaConfig {
         // Gemma's heads are `attention.key_length` wide (Gemma-7B: 256 against 3072 / 16); the
         // others' hidden / heads.
         let head_dim = match (arch, arch::key(f, arch, "attention.key_length")) {
-            (Architecture::Gemma, Some(_)) => u("attention.key_length")?,
+            (a, Some(_)) if a.is_gemma() => u("attention.key_length")?,
             _ => hidden / n_heads,
         };
         let cfg = LlamaConfig {
@@ -104,6 +107,7 @@ impl LlamaConfig {
             rope_base: arch::key(f, arch, "rope.freq_base").and_then(|v| v.as_f64()).unwrap_or(10000.0) as f32,
             rope_factors: None,
             rms_eps: f.f64(&format!("{a}.attention.layer_norm_rms_epsilon"))? as f32,
+            gemma: None,
         };
         // rms_norm divides by sqrt(mean(x^2) + eps): eps <= 0 can give inf/NaN logits; a RoPE
         // base <= 0 gives NaN angles.
@@ -115,7 +119,7 @@ impl LlamaConfig {
                 });
             }
         }
-        let own_width = arch == Architecture::Gemma;
+        let own_width = arch.is_gemma();
         if (!own_width && !hidden.is_multiple_of(n_heads))
             || !n_heads.is_multiple_of(n_kv_heads)
             || !cfg.head_dim.is_multiple_of(2)
@@ -138,13 +142,37 @@ impl LlamaConfig {
             }
         }
         let rope_factors = arch::rope_factors(f, arch, head_dim)?;
-        Ok(LlamaConfig { rope_factors, ..cfg })
+        let gemma = if arch.is_gemma2_family() {
+            let dims = (hidden, n_heads, head_dim, cfg.n_layers);
+            Some(GemmaConfig::from_gguf(f, arch, dims, cfg.rope_base, rope_factors.as_deref())?)
+        } else {
+            None
+        };
+        Ok(LlamaConfig { rope_factors, gemma, ..cfg })
     }
 
     /// The rows of Q and K as the converter wrote them: (heads, head_dim) to un-permute, or
     /// None where it did not permute them ([`Architecture::permuted_qk`]).
     pub(crate) fn qk_heads(&self, heads: usize) -> Option<(usize, usize)> {
         self.arch.permuted_qk().then_some((heads, self.head_dim))
+    }
+
+    /// Layer `i`'s RoPE base and frequency factors (Gemma 2/3's local layers have their own).
+    pub(crate) fn layer_rope(&self, i: usize) -> (f32, Option<&[f32]>) {
+        match &self.gemma {
+            Some(g) if g.local[i] => (g.rope_base_local, g.rope_factors_local.as_deref()),
+            _ => (self.rope_base, self.rope_factors.as_deref()),
+        }
+    }
+
+    /// Layer `i`'s attention score options (Gemma 2/3's soft-cap and window; else none).
+    pub(crate) fn score_options(&self, i: usize) -> ScoreOptions {
+        self.gemma.as_ref().map_or_else(ScoreOptions::default, |g| g.score_options(i))
+    }
+
+    /// The attention's query scale (None: 1/sqrt(head_dim)).
+    pub(crate) fn query_scale(&self) -> Option<f32> {
+        self.gemma.as_ref().map(|g| g.query_scale)
     }
 
     /// Width of the attention's queries and output: heads × head_dim (the hidden size, except
@@ -204,9 +232,11 @@ impl QMatrix {
     /// The product kernel `products` picks for `rows` rows of x by this stack.
     #[cfg(not(target_arch = "wasm32"))] // batch.rs is native only
     fn batch_kernel(&self, products: crate::batch::BatchProducts, rows: usize) -> MatvecKernel {
-        // A mixed stack runs a product per part: the smallest part decides (H200: a Q4_K_M's
-        // Q4_K + Q6_K QKV stack was faster on the matrix-vector kernel).
-        let bytes = self.rest.iter().map(|m| m.w.storage_nbytes()).fold(self.w.storage_nbytes(), usize::min);
+        // A mixed stack runs a product per part, judged by the whole stack: with K split on the
+        // cooperative product (H200, B = 16) a Q4_K_M's Q4_K + Q6_K QKV stack runs faster there
+        // than on the matrix-vector kernel (its parts judged alone, the 0.9 MB Q6_K V went to
+        // the matrix-vector kernel: 2,998 tokens/s against 3,477 all cooperative).
+        let bytes = self.rest.iter().map(|m| m.w.storage_nbytes()).sum::<usize>() + self.w.storage_nbytes();
         let coop = ops::quant_product_uses_coop(self.w.device(), self.format, rows, self.rows);
         products.kernel(rows, bytes, coop)
     }
@@ -251,6 +281,11 @@ struct Layer {
     ffn_norm: Tensor,
     gate_up: QMatrix,
     down: QMatrix,
+    /// Gemma 2/3's post-attention and post-feed-forward RMSNorms ([`crate::gemma`]).
+    post_norms: Option<(Tensor, Tensor)>,
+    /// Gemma 3's per-head query and key RMSNorms, before RoPE: one weight row per head of the
+    /// QKV product [heads + 2 kv heads, head_dim] (ones on V's heads, which keep their values).
+    qk_norm: Option<Tensor>,
 }
 
 impl Layer {
@@ -362,8 +397,15 @@ struct GpuModel {
     output: Option<QMatrix>,
     output_norm: Tensor,
     layers: Vec<Layer>,
-    /// The config's RoPE frequency factors on the GPU.
+    /// The config's RoPE frequency factors on the GPU (global layers', then Gemma 2/3's local
+    /// layers').
     rope_factors: Option<Tensor>,
+    rope_factors_local: Option<Tensor>,
+    /// GeGLU's gate and up column indices of the gate/up product (Gemma): gathered, not sliced,
+    /// since a slice of one row is a buffer copy, which a decode plan cannot record.
+    geglu_halves: Option<(Tensor, Tensor)>,
+    /// Gemma 3's QK-norm: 1 on the QKV product's query and key heads, 0 on V's [heads, 1].
+    qk_heads: Option<Tensor>,
     /// A multi-token pass waits for each layer (a CPU adapter: see `hidden_from`).
     wait_each_layer: bool,
 }
@@ -655,6 +697,24 @@ impl CausalLM {
                 ffn_norm: ld.vector(&n("ffn_norm"), c.hidden)?,
                 gate_up: ld.stacked(&borrowed(&c.gate_up_parts(i)), c.hidden)?,
                 down: ld.stacked(&[(&n("ffn_down"), c.hidden, None)], c.ffn)?,
+                post_norms: match c.arch.is_gemma2_family() {
+                    true => Some((
+                        ld.vector(&n("post_attention_norm"), c.hidden)?,
+                        ld.vector(&n("post_ffw_norm"), c.hidden)?,
+                    )),
+                    false => None,
+                },
+                qk_norm: match c.gemma.as_ref().is_some_and(|g| g.qk_norm) {
+                    true => {
+                        let q = crate::cpu::vector(&f, &n("attn_q_norm"), c.head_dim)?;
+                        let k = crate::cpu::vector(&f, &n("attn_k_norm"), c.head_dim)?;
+                        let mut w = q.repeat(c.n_heads);
+                        w.extend(k.repeat(c.n_kv_heads));
+                        w.extend(vec![1.0; c.n_kv_heads * c.head_dim]);
+                        Some(Tensor::from_slice_on(&device, &w, &[c.n_heads + 2 * c.n_kv_heads, c.head_dim])?)
+                    }
+                    false => None,
+                },
             });
             progress(i + 2, total);
         }
@@ -668,11 +728,40 @@ impl CausalLM {
             // GPU memory held for nothing.
             return Err(ModelError::Unsupported(format!("the streamed stack {key} was not used by the loader")));
         }
-        let rope_factors =
-            c.rope_factors.as_ref().map(|ff| Tensor::from_slice_on(&device, ff, &[ff.len()])).transpose()?;
+        let upload = |ff: Option<&Vec<f32>>| ff.map(|ff| Tensor::from_slice_on(&device, ff, &[ff.len()])).transpose();
+        let rope_factors = upload(c.rope_factors.as_ref())?;
+        let rope_factors_local = upload(c.gemma.as_ref().and_then(|g| g.rope_factors_local.as_ref()))?;
+        let geglu_halves = match c.arch.gelu_gate() {
+            true => {
+                let n = c.ffn as i32;
+                let half = |from: i32| Tensor::from_slice_on(&device, &(from..from + n).collect::<Vec<_>>(), &[c.ffn]);
+                Some((half(0)?, half(n)?))
+            }
+            false => None,
+        };
+        let qk_heads = match c.gemma.as_ref().is_some_and(|g| g.qk_norm) {
+            true => {
+                let heads = c.n_heads + 2 * c.n_kv_heads;
+                let sel: Vec<f32> = (0..heads).map(|h| if h < c.n_heads + c.n_kv_heads { 1.0 } else { 0.0 }).collect();
+                Some(Tensor::from_slice_on(&device, &sel, &[heads, 1])?)
+            }
+            false => None,
+        };
         static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let gpu = GpuModel { id, device, embed, output, output_norm, layers, rope_factors, wait_each_layer };
+        let gpu = GpuModel {
+            id,
+            device,
+            embed,
+            output,
+            output_norm,
+            layers,
+            rope_factors,
+            rope_factors_local,
+            geglu_halves,
+            qk_heads,
+            wait_each_layer,
+        };
         Ok(CausalLM { config, tokenizer, engine: Engine::Gpu(gpu) })
     }
 
@@ -970,7 +1059,7 @@ impl CausalLM {
         let mut out = Vec::with_capacity(l * c.vocab);
         for start in (0..l).step_by(8) {
             let rows = ops::slice(&h, 0, start as isize, (start + 8).min(l) as isize, 1)?;
-            out.extend(self.head().matmul(&rows, self.final_norm())?.to_vec::<f32>()?);
+            out.extend(self.capped(self.head().matmul(&rows, self.final_norm())?)?.to_vec::<f32>()?);
         }
         Ok(out)
     }
@@ -1000,7 +1089,7 @@ impl CausalLM {
     fn head_logits(&self, h: Tensor, mark: &mut dyn FnMut(&'static str) -> Result<()>) -> Result<Tensor> {
         let l = h.shape()[0];
         let last = if l == 1 { h } else { ops::slice(&h, 0, l as isize - 1, l as isize, 1)? };
-        let logits = self.head().matmul(&last, self.final_norm())?;
+        let logits = self.capped(self.head().matmul(&last, self.final_norm())?)?;
         mark("rms_norm + output matvec (vocabulary)")?;
         Ok(logits)
     }
@@ -1063,30 +1152,24 @@ impl CausalLM {
         let mut h = self.embedding(ids_t)?; // [L, D]
         mark("embedding")?;
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
-        for (layer, (kc, vc)) in gpu.layers.iter().zip(cache.layers.iter()) {
+        for (i, (layer, (kc, vc))) in gpu.layers.iter().zip(cache.layers.iter()).enumerate() {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
             // The QKV matvec with RoPE and the cache write in its epilogue (one dispatch at
             // decode; prefill runs the matmul and `rope_qkv_to_cache`).
             let (qkv, norm_w) = (&layer.qkv, Some((&layer.attn_norm, c.rms_eps)));
-            let q = if qkv.rest.is_empty() && layer.qkv_bias.is_none() {
-                let factors = gpu.rope_factors.as_ref();
-                ops::quant_qkv_rope_to_cache_scaled(
-                    &h,
-                    &qkv.w,
-                    qkv.format,
-                    norm_w,
-                    kc,
-                    vc,
-                    nh,
-                    pos,
-                    c.rope_base,
-                    factors,
-                )?
+            let (base, factors) = self.layer_rope(i);
+            let q = if layer.qkv_bias.is_none() && layer.qk_norm.is_none() {
+                // One dispatch per format of the stack (a Q4_K_M's Q4_K Q and K, Q6_K V).
+                let parts: Vec<ops::QuantRows> = std::iter::once(qkv)
+                    .chain(&qkv.rest)
+                    .map(|m| ops::QuantRows { w: &m.w, format: m.format, rows: m.rows })
+                    .collect();
+                ops::quant_qkv_stack_rope_to_cache(&h, &parts, norm_w, kc, vc, nh, pos, base, factors)?
             } else {
-                // Q, K and V in more than one format, or biases: their product (plus biases),
-                // then RoPE and the write.
+                // Biases or QK-norm: the product (plus biases, normed), then RoPE and the write.
                 let y = layer.qkv_projection(&h, norm(&layer.attn_norm), MatvecKernel::Auto)?;
-                ops::rope_qkv_to_cache_scaled(&y, kc, vc, nh, pos, c.rope_base, gpu.rope_factors.as_ref())?
+                let y = self.qk_normed(layer, y)?;
+                ops::rope_qkv_to_cache_scaled(&y, kc, vc, nh, pos, base, factors)?
             }; // [nh, L, hd]
             mark("rms_norm + qkv matvec + rope + kv cache write")?;
             // Grouped-query attention: query head g*group + j reads KV head g (llama.cpp's
@@ -1094,18 +1177,19 @@ impl CausalLM {
             let qg = q.reshape(&dims(&[nkv, group, l, hd]))?;
             let kg = kc.reshape(&dims(&[nkv, 1, cap, hd]))?;
             let vg = vc.reshape(&dims(&[nkv, 1, cap, hd]))?;
-            let a = ops::attention_prefix(&qg, &kg, &vg, pos + l, l > 1, None)?; // [nkv, group, L, hd]
+            let (scale, opts) = (c.query_scale(), c.score_options(i));
+            let a = ops::attention_scored(&qg, &kg, &vg, None, Some(pos + l), l > 1, scale, opts, AttentionPath::Auto)?; // [nkv, group, L, hd]
             let a = if l == 1 {
                 a.reshape(&dims(&[1, c.q_dim()]))?
             } else {
                 ops::transpose(&a.reshape(&dims(&[nh, l, hd]))?, 0, 1)?.reshape(&dims(&[l, c.q_dim()]))?
             };
             mark("attention")?;
-            h = layer.o.matmul(&a, QuantFusion { residual: Some(&h), ..Default::default() })?;
+            h = self.branch(&layer.o, &a, &h, layer.post_norms.as_ref().map(|p| &p.0), MatvecKernel::Auto)?;
             mark("o matvec + residual")?;
             let g = self.gated(layer, &h, MatvecKernel::Auto)?;
             mark("rms_norm + gate/up matvec + swiglu")?;
-            h = layer.down.matmul(&g, QuantFusion { residual: Some(&h), ..Default::default() })?;
+            h = self.branch(&layer.down, &g, &h, layer.post_norms.as_ref().map(|p| &p.1), MatvecKernel::Auto)?;
             mark("down matvec + residual")?;
             if l > 1 {
                 if gpu.wait_each_layer {
@@ -1124,6 +1208,58 @@ impl CausalLM {
         }
         cache.len += l;
         Ok(h)
+    }
+
+    /// Layer `i`'s RoPE base and factors on the GPU ([`LlamaConfig::layer_rope`]).
+    fn layer_rope(&self, i: usize) -> (f32, Option<&Tensor>) {
+        let gpu = self.gpu();
+        match &self.config.gemma {
+            Some(g) if g.local[i] => (g.rope_base_local, gpu.rope_factors_local.as_ref()),
+            _ => (self.config.rope_base, gpu.rope_factors.as_ref()),
+        }
+    }
+
+    /// `y` [rows, (nh + 2 nkv) hd] (Q, K, V side by side) with Gemma 3's per-head RMSNorm of
+    /// its query and key heads, where the layer has one.
+    /// Every head normed, times its weight row, then V's heads taken back as they were: no
+    /// slices or concatenations (buffer copies), so a decode plan records it.
+    fn qk_normed(&self, layer: &Layer, y: Tensor) -> Result<Tensor> {
+        let (Some(w), Some(sel)) = (&layer.qk_norm, &self.gpu().qk_heads) else { return Ok(y) };
+        let c = &self.config;
+        let (rows, width) = (y.shape()[0] as isize, y.shape()[1] as isize);
+        let heads = y.reshape(&[rows, width / c.head_dim as isize, c.head_dim as isize])?;
+        let normed = ops::mul(&ops::rms_norm(&heads, None, c.rms_eps)?, w)?;
+        Ok(ops::where_(sel, &normed, &heads)?.reshape(&[rows, width])?)
+    }
+
+    /// `h` plus `w`'s product with `x` (the residual folded into the product), or, with Gemma
+    /// 2/3's post-norm `post`, plus the product's RMSNorm.
+    fn branch(
+        &self,
+        w: &QMatrix,
+        x: &Tensor,
+        h: &Tensor,
+        post: Option<&Tensor>,
+        kernel: MatvecKernel,
+    ) -> Result<Tensor> {
+        match post {
+            None => w.matmul_on(x, QuantFusion { residual: Some(h), ..Default::default() }, kernel),
+            Some(n) => {
+                let y = w.matmul_on(x, QuantFusion::default(), kernel)?;
+                Ok(ops::add(h, &ops::rms_norm(&y, Some(n), self.config.rms_eps)?)?)
+            }
+        }
+    }
+
+    /// `logits` soft-capped as Gemma 2 caps them (cap * tanh(logits / cap)); else as they are.
+    fn capped(&self, logits: Tensor) -> Result<Tensor> {
+        match self.config.gemma.as_ref().and_then(|g| g.final_softcap) {
+            None => Ok(logits),
+            Some(cap) => {
+                let t = ops::tanh(&ops::mul_scalar(&logits, 1.0 / cap as f64)?)?;
+                Ok(ops::mul_scalar(&t, cap as f64)?)
+            }
+        }
     }
 
     /// The embedding rows of `ids` [L, D] (times sqrt(D) for Gemma: [`Architecture::embedding_scale`]).
@@ -1145,9 +1281,9 @@ impl CausalLM {
             return layer.gate_up.matmul_on(h, QuantFusion { swiglu: true, ..norm }, kernel);
         }
         let y = layer.gate_up.matmul_on(h, norm, kernel)?;
-        let (axis, n) = (y.ndim() as isize - 1, self.config.ffn as isize);
-        let gate = ops::slice(&y, axis, 0, n, 1)?;
-        let up = ops::slice(&y, axis, n, 2 * n, 1)?;
+        let axis = y.ndim() as isize - 1;
+        let (gate, up) = self.gpu().geglu_halves.as_ref().expect("GeGLU's halves are made at load");
+        let (gate, up) = (ops::index_select(&y, axis, gate)?, ops::index_select(&y, axis, up)?);
         Ok(ops::mul(&ops::gelu_tanh(&gate)?, &up)?)
     }
 
@@ -1205,28 +1341,41 @@ impl CausalLM {
         let cap = caches[0].0.shape()[2];
         // Keys 0 ..= positions[b] of row b: the longest row's span, the rest masked to -inf.
         let span = positions.iter().max().map_or(0, |&p| p + 1).min(cap);
-        let mut mask = vec![0f32; b * span];
-        for (row, &p) in mask.chunks_mut(span.max(1)).zip(positions) {
-            row.iter_mut().skip(p + 1).for_each(|m| *m = f32::NEG_INFINITY);
-        }
+        // Gemma 2/3's local layers: also the keys before each row's window (positions p - w + 1 ..= p).
+        let masked = |window: Option<usize>| -> Result<Tensor> {
+            let mut mask = vec![0f32; b * span];
+            for (row, &p) in mask.chunks_mut(span.max(1)).zip(positions) {
+                row.iter_mut().skip(p + 1).for_each(|m| *m = f32::NEG_INFINITY);
+                let first = window.map_or(0, |w| (p + 1).saturating_sub(w));
+                row.iter_mut().take(first).for_each(|m| *m = f32::NEG_INFINITY);
+            }
+            Ok(Tensor::from_slice_on(&gpu.device, &mask, &[b, 1, 1, 1, span])?)
+        };
         let dev = &gpu.device;
-        let mask = Tensor::from_slice_on(dev, &mask, &[b, 1, 1, 1, span])?;
+        let mask = masked(None)?;
+        let local_mask = c.gemma.as_ref().and_then(|g| g.window).map(|w| masked(Some(w))).transpose()?;
         let mut h = self.embedding(ids)?; // [B, D]
         let dims = |d: &[usize]| d.iter().map(|&x| x as isize).collect::<Vec<_>>();
-        for (layer, (kc, vc)) in gpu.layers.iter().zip(caches) {
+        for (i, (layer, (kc, vc))) in gpu.layers.iter().zip(caches).enumerate() {
             let norm = |w| QuantFusion { rms_norm: Some((w, c.rms_eps)), ..Default::default() };
             let k = |m: &QMatrix| m.batch_kernel(products, b);
             let qkv = layer.qkv_projection(&h, norm(&layer.attn_norm), k(&layer.qkv))?; // [B, (nh + 2 nkv) hd]
-            let ff = gpu.rope_factors.as_ref();
-            let q = ops::rope_qkv_rows_to_cache_scaled(&qkv, kc, vc, nh, positions, c.rope_base, ff)?; // [B, nh, hd]
+            let qkv = self.qk_normed(layer, qkv)?;
+            let (base, ff) = self.layer_rope(i);
+            let q = ops::rope_qkv_rows_to_cache_scaled(&qkv, kc, vc, nh, positions, base, ff)?; // [B, nh, hd]
             let qg = q.reshape(&dims(&[b, nkv, group, 1, hd]))?;
             let kg = kc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
             let vg = vc.reshape(&dims(&[b, nkv, 1, cap, hd]))?;
-            let a = ops::attention_prefix_masked(&qg, &kg, &vg, Some(&mask), span, false, None)?;
+            // The window as a mask here: each row's keys end at its own position, not at `span`.
+            let opts = ScoreOptions { window: None, ..c.score_options(i) };
+            let m = if c.score_options(i).window.is_some() { local_mask.as_ref() } else { Some(&mask) };
+            let a =
+                ops::attention_scored(&qg, &kg, &vg, m, Some(span), false, c.query_scale(), opts, AttentionPath::Auto)?;
             let a = a.reshape(&dims(&[b, c.q_dim()]))?;
-            h = layer.o.matmul_on(&a, QuantFusion { residual: Some(&h), ..Default::default() }, k(&layer.o))?;
+            let post = layer.post_norms.as_ref();
+            h = self.branch(&layer.o, &a, &h, post.map(|p| &p.0), k(&layer.o))?;
             let g = self.gated(layer, &h, k(&layer.gate_up))?;
-            h = layer.down.matmul_on(&g, QuantFusion { residual: Some(&h), ..Default::default() }, k(&layer.down))?;
+            h = self.branch(&layer.down, &g, &h, post.map(|p| &p.1), k(&layer.down))?;
             if gpu.wait_each_layer {
                 // A CPU adapter (lavapipe) waits for each layer, as a long prefill does: one
                 // SmolLM2 step of 16 rows there is ~1 minute, past KILN_TIMEOUT_MS's default.
@@ -1234,7 +1383,7 @@ impl CausalLM {
             }
         }
         let head = self.head();
-        head.matmul_on(&h, self.final_norm(), head.batch_kernel(products, b))
+        self.capped(head.matmul_on(&h, self.final_norm(), head.batch_kernel(products, b))?)
     }
 
     /// The prompt's last logits [1, vocab], left on the GPU (the decode loop's first step).

@@ -48,3 +48,10 @@ pub fn pool(hidden: &Tensor, lens: &[usize], modes: &[PoolingMode]) -> Result<Te
     }
     Ok(if parts.len() == 1 { parts.pop().unwrap() } else { ops::concat(&parts.iter().collect::<Vec<_>>(), 1)? })
 }
+
+/// torch.nn.functional.normalize over the last axis: x / max(||x||, 1e-12), each row of `x`
+/// [B, D] f32 (sentence embeddings, CLIP's image and text embeddings).
+pub fn l2_normalize(x: &Tensor) -> Result<Tensor> {
+    let norm = ops::sqrt(&ops::sum(&ops::mul(x, x)?, Some(&[-1]), true)?)?;
+    Ok(ops::div(x, &ops::maximum_scalar(&norm, 1e-12)?)?)
+}

@@ -170,8 +170,8 @@ fn a_hostile_stream_is_the_whole_files_error_or_refused_early() {
 
 /// The llama.cpp-converted files of arch_models.rs (models/tests/reference/arch: their tensors in
 /// the converter's order), each architecture's own stacks: Llama 3's RoPE factors, an untied
-/// output head, Phi-3's fused QKV and gate/up, Qwen2's biases, Gemma, and Q4_K_M's stacks of
-/// mixed block formats. Streamed, the same logits as loaded whole, bit for bit.
+/// output head, Phi-3's fused QKV and gate/up, Qwen2's biases, Gemma 1/2/3 (post-norms, QK
+/// norms), and Q4_K_M's stacks of mixed block formats. Streamed, the same logits as loaded whole, bit for bit.
 #[test]
 fn converted_files_of_every_architecture_stream_to_the_same_bits() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/arch");
@@ -182,6 +182,8 @@ fn converted_files_of_every_architecture_stream_to_the_same_bits() {
         "phi3.Q4_0.gguf",
         "qwen2.Q4_K_M.gguf",
         "gemma.Q4_K_M.gguf",
+        "gemma2.Q4_K_M.gguf",
+        "gemma3.Q4_K_M.gguf",
     ] {
         let file = std::fs::read(dir.join(name)).unwrap();
         let w = whole(&file).unwrap();

@@ -25,7 +25,7 @@ defmodule Kiln do
   atoms are accepted wherever a number is.
   """
 
-  # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise.rs)
+  # BEGIN GENERATED (kiln gen): kiln-core's unary and binary tables (core/src/ops/elementwise/table.rs)
   import Kernel, except: [abs: 1, ceil: 1, div: 2, floor: 1, max: 2, min: 2, round: 1, trunc: 1]
 
   # {Elixir name (Nx's where Nx has the op), kiln-core name, dtypes: :float, :numeric,

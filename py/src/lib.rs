@@ -33,6 +33,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::PyKernel>()?;
     m.add_class::<session::PySession>()?;
     m.add_class::<models::PySentenceEmbedder>()?;
+    m.add_class::<models::PyClipModel>()?;
+    m.add_class::<models::PyImageEmbedder>()?;
     m.add_class::<causal_lm::PyCausalLM>()?;
     m.add_class::<causal_lm::PyGeneration>()?;
     add_fns!(

@@ -2,8 +2,8 @@
 //! pure-Python side (python/kiln/models.py) handles str-or-list inputs and keyword defaults.
 
 use crate::errors::to_pyerr;
-use kiln_models::{EncodeOptions, LoadOptions, ModelError, Precision, SentenceEmbedder};
-use numpy::{PyArray1, PyArrayMethods};
+use kiln_models::{ClipModel, EncodeOptions, ImageEmbedder, LoadOptions, ModelError, Precision, SentenceEmbedder};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -87,5 +87,136 @@ impl PySentenceEmbedder {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let e = detached(py, || self.inner.encode_with(&refs, EncodeOptions { batch_size, normalize }))?;
         Ok(PyArray1::from_vec(py, e.data).reshape([e.rows, e.dim])?.into_any())
+    }
+}
+
+/// RGB u8 images from Python: numpy arrays H x W x 3 (models.py makes them C-contiguous
+/// uint8), copied out before the GIL is released: (bytes, height, width) each.
+type Images = Vec<(Vec<u8>, usize, usize)>;
+
+fn images_from(arrays: Vec<PyReadonlyArray3<'_, u8>>) -> PyResult<Images> {
+    arrays
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let shape = a.shape();
+            if shape[2] != 3 {
+                return Err(PyValueError::new_err(format!(
+                    "images[{i}] has shape {shape:?}; expected (height, width, 3) RGB"
+                )));
+            }
+            let px = a.as_slice().map_err(|_| PyValueError::new_err(format!("images[{i}] is not C-contiguous")))?;
+            Ok((px.to_vec(), shape[0], shape[1]))
+        })
+        .collect()
+}
+
+fn image_views(images: &Images) -> Vec<kiln_models::Image<'_>> {
+    images.iter().map(|(p, h, w)| kiln_models::Image { pixels: p, height: *h, width: *w }).collect()
+}
+
+/// float32 [rows, dim] from kiln's embeddings.
+fn embeddings_array(py: Python<'_>, e: kiln_models::Embeddings) -> PyResult<Bound<'_, PyAny>> {
+    Ok(PyArray1::from_vec(py, e.data).reshape([e.rows, e.dim])?.into_any())
+}
+
+#[pyclass(name = "_ClipModel", module = "kiln._kiln", frozen)]
+pub struct PyClipModel {
+    inner: ClipModel,
+}
+
+#[pymethods]
+impl PyClipModel {
+    #[new]
+    fn new(py: Python<'_>, model_dir: std::path::PathBuf) -> PyResult<Self> {
+        Ok(PyClipModel { inner: detached(py, || ClipModel::load(&model_dir))? })
+    }
+
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    #[getter]
+    fn image_size(&self) -> usize {
+        self.inner.image_size()
+    }
+
+    fn tokenize(&self, py: Python<'_>, texts: Vec<String>) -> PyResult<Vec<Vec<u32>>> {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        detached(py, || self.inner.tokenize(&refs))
+    }
+
+    fn encode_text<'py>(&self, py: Python<'py>, texts: Vec<String>, normalize: bool) -> PyResult<Bound<'py, PyAny>> {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        embeddings_array(py, detached(py, || self.inner.encode_text(&refs, normalize))?)
+    }
+
+    fn encode_image<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<PyReadonlyArray3<'py, u8>>,
+        normalize: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let images = images_from(images)?;
+        embeddings_array(py, detached(py, || self.inner.encode_image(&image_views(&images), normalize))?)
+    }
+
+    /// float32 [N, 3, S, S]: the preprocessing alone (CLIPImageProcessor's pixel_values).
+    fn pixel_values<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<PyReadonlyArray3<'py, u8>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.inner.image_size();
+        let n = images.len();
+        let images = images_from(images)?;
+        let v = detached(py, || self.inner.pixel_values(&image_views(&images)))?;
+        Ok(PyArray1::from_vec(py, v).reshape([n, 3, s, s])?.into_any())
+    }
+}
+
+#[pyclass(name = "_ImageEmbedder", module = "kiln._kiln", frozen)]
+pub struct PyImageEmbedder {
+    inner: ImageEmbedder,
+}
+
+#[pymethods]
+impl PyImageEmbedder {
+    #[new]
+    fn new(py: Python<'_>, model_dir: std::path::PathBuf) -> PyResult<Self> {
+        Ok(PyImageEmbedder { inner: detached(py, || ImageEmbedder::load(&model_dir))? })
+    }
+
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    #[getter]
+    fn image_size(&self) -> usize {
+        self.inner.image_size()
+    }
+
+    fn encode_image<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<PyReadonlyArray3<'py, u8>>,
+        normalize: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let images = images_from(images)?;
+        embeddings_array(py, detached(py, || self.inner.encode(&image_views(&images), normalize))?)
+    }
+
+    fn pixel_values<'py>(
+        &self,
+        py: Python<'py>,
+        images: Vec<PyReadonlyArray3<'py, u8>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.inner.image_size();
+        let n = images.len();
+        let images = images_from(images)?;
+        let v = detached(py, || self.inner.pixel_values(&image_views(&images)))?;
+        Ok(PyArray1::from_vec(py, v).reshape([n, 3, s, s])?.into_any())
     }
 }

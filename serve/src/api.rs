@@ -58,11 +58,22 @@ pub fn metrics_router(state: Arc<AppState>) -> Router {
 }
 
 fn probes() -> Router<Arc<AppState>> {
-    Router::new().route("/health", get(|| async { Json(json!({"status": "ok"})) })).route("/ready", get(ready))
+    Router::new().route("/health", get(health)).route("/ready", get(ready))
+}
+
+/// Alive, and the devices sessions are placed on (no load figures: this route is not
+/// authenticated; the metrics port has them).
+async fn health(State(st): St) -> Json<Value> {
+    let devices: Vec<Value> = st
+        .devices
+        .iter()
+        .map(|d| json!({"index": d.index, "name": d.name, "backend": d.backend, "type": d.device_type}))
+        .collect();
+    Json(json!({"status": "ok", "devices": devices}))
 }
 
 async fn metrics(State(st): St) -> Response {
-    let text = tokio::task::spawn_blocking(move || st.metrics.render()).await.unwrap_or_default();
+    let text = tokio::task::spawn_blocking(move || st.metrics.render(&st.device_loads())).await.unwrap_or_default();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -72,7 +83,8 @@ async fn ready(State(st): St) -> Response {
     if *st.grace_over.borrow() {
         return ApiError::new(SHUTTING_DOWN, "the server is shutting down").into_response();
     }
-    match st.readiness.check().await {
+    let devices = st.devices.iter().map(|d| d.index).collect();
+    match st.readiness.check(devices).await {
         Ok(()) => Json(json!({"status": "ready"})).into_response(),
         Err(e) => ApiError::new(NOT_READY, format!("the GPU device is not available: {e}")).into_response(),
     }
@@ -220,7 +232,7 @@ fn created(v: Value) -> Response {
 }
 
 fn tensor_json(id: u64, t: &Tensor) -> Value {
-    json!({"id": id, "dtype": t.dtype().to_string(), "shape": t.shape()})
+    json!({"id": id, "dtype": t.dtype().to_string(), "shape": t.shape(), "device": t.device().info().index})
 }
 
 fn stats_json(slot: &Slot) -> Value {
@@ -228,6 +240,7 @@ fn stats_json(slot: &Slot) -> Value {
     let (tensors, kernels) = slot.counts();
     json!({
         "id": slot.id,
+        "device": slot.device,
         "tensors": tensors,
         "kernels": kernels,
         "bytes_in_use": s.bytes_in_use,
@@ -241,18 +254,29 @@ fn stats_json(slot: &Slot) -> Value {
     })
 }
 
-async fn create_session(State(st): St, Extension(t): Caller) -> ApiResult<Response> {
-    let slot = st.open_session(&t)?;
+async fn create_session(State(st): St, Extension(t): Caller, headers: HeaderMap, body: Body) -> ApiResult<Response> {
+    let req = {
+        let _permit = take_slot(&t).await?;
+        parse::parse_session_request(&read_body(&st, &t, &headers, body).await?.0)?
+    };
+    let slot = st.open_session(&t, req.device)?;
     let l = slot.session.limits();
-    Ok(created(json!({
+    // Location names the new session: a load balancer in front of replicas learns from it which
+    // replica holds the session (deploy/haproxy/haproxy.cfg).
+    let location = HeaderValue::from_str(&format!("/v1/sessions/{}", slot.id))
+        .map_err(|_| ApiError::new("INTERNAL", "a session id that is no header value"))?;
+    let mut resp = created(json!({
         "id": slot.id,
+        "device": slot.device,
         "limits": {
             "max_bytes": l.max_bytes,
             "max_ops_total": l.max_ops_total,
             "max_ops_per_dispatch": l.max_ops_per_dispatch,
             "max_loop_iterations": l.loop_budget(),
         }
-    })))
+    }));
+    resp.headers_mut().insert(header::LOCATION, location);
+    Ok(resp)
 }
 
 async fn list_sessions(Extension(t): Caller) -> Json<Value> {
@@ -290,7 +314,7 @@ async fn upload(
     let v = on_gpu(permit, Some(slot), move || {
         let a = parse::decode_upload(&q, &bytes)?;
         drop((bytes, hold));
-        let tensor = Tensor::from_bytes(&a.bytes, &a.shape, a.dtype)?;
+        let tensor = Tensor::from_bytes_on(&s2.device()?, &a.bytes, &a.shape, a.dtype)?;
         let id = s2.add_tensor(tensor.clone());
         Ok(tensor_json(id, &tensor))
     })
@@ -360,6 +384,9 @@ async fn run_op(
     let s2 = slot.clone();
     let v = on_gpu(permit, Some(slot), move || {
         let y = by_name::run(&op, &by_name::OpCall { params: &req.params, inputs: &inputs })?;
+        // Ops without inputs (zeros, arange, random_*...) make their result on the process's
+        // default device: moved to the session's (a copy through the host, as core's to_device).
+        let y = y.to_device(&s2.device()?)?;
         let id = s2.add_tensor(y.clone());
         Ok(tensor_json(id, &y))
     })
@@ -380,7 +407,7 @@ async fn compile_kernel(
     let s2 = slot.clone();
     // Compiled with the tenant's session current: its loops are bounded and its policy applies.
     let v = on_gpu(permit, Some(slot), move || {
-        let k = Kernel::new(&req.source, &req.entry)?;
+        let k = Kernel::new_on(&s2.device()?, &req.source, &req.entry)?;
         let info = json!({
             "entry": k.entry(),
             "workgroup_size": k.workgroup_size(),

@@ -63,6 +63,11 @@ pub struct Config {
     /// reserve waits (within its time limit).
     #[serde(default = "default_body_in_flight")]
     pub max_body_bytes_in_flight: u64,
+    /// The GPUs sessions are placed on, by adapter index (`kiln devices`); absent: every
+    /// adapter of the best kind this machine has, or the one `KILN_ADAPTER` picks
+    /// (serve/src/placement.rs).
+    #[serde(default)]
+    pub devices: Option<Vec<usize>>,
     pub tenants: Vec<TenantConfig>,
 }
 
@@ -133,6 +138,10 @@ pub struct TenantConfig {
     pub max_body_bytes_in_flight: u64,
     #[serde(default)]
     pub shader: ShaderConfig,
+    /// The devices this tenant's sessions may be placed on (a subset of the server's); absent:
+    /// all of them. One device pins the tenant there.
+    #[serde(default)]
+    pub devices: Option<Vec<usize>>,
 }
 
 fn default_max_bytes() -> u64 {
@@ -244,6 +253,9 @@ fn check(c: &Config) -> Result<(), String> {
     if c.tenants.is_empty() {
         return Err("config: no tenants".into());
     }
+    if c.devices.as_ref().is_some_and(|d| d.is_empty()) {
+        return Err("config: devices must name at least one device (leave it out for every GPU)".into());
+    }
     if c.max_body_bytes == 0 || c.request_timeout_ms == 0 {
         return Err("config: max_body_bytes and request_timeout_ms must be positive".into());
     }
@@ -271,6 +283,14 @@ fn check(c: &Config) -> Result<(), String> {
                 "config: tenant {:?}: max_body_bytes_in_flight must be at least max_body_bytes",
                 t.name
             ));
+        }
+        if t.devices.as_ref().is_some_and(|d| d.is_empty()) {
+            return Err(format!("config: tenant {:?}: devices must name at least one device", t.name));
+        }
+        if let (Some(server), Some(own)) = (&c.devices, &t.devices) {
+            if let Some(d) = own.iter().find(|d| !server.contains(d)) {
+                return Err(format!("config: tenant {:?}: device {d} is not one of the server's devices", t.name));
+            }
         }
         for tok in &t.tokens {
             // Short tokens are guessable; a duplicate would make the tenant ambiguous.

@@ -1,7 +1,8 @@
 #![recursion_limit = "256"]
 //! `kiln serve`: Kiln's sessions, tensors, built-in ops and WGSL kernels over HTTP for many
-//! tenants sharing one device (docs/DESIGN.md, "kiln serve"). A library, so that the CLI runs it
-//! (`kiln serve`), the tests start it in-process and the fuzz target calls its parsers.
+//! tenants sharing the machine's GPUs (docs/DESIGN.md, "kiln serve"). A library, so that the
+//! CLI runs it (`kiln serve`), the tests start it in-process and the fuzz target calls its
+//! parsers.
 
 pub mod api;
 pub mod client;
@@ -11,6 +12,7 @@ pub mod load;
 pub mod metrics;
 pub mod npy;
 pub mod parse;
+pub mod placement;
 pub mod ready;
 pub mod server;
 pub mod state;

@@ -1,8 +1,9 @@
 //! The service's own metrics (requests by route, status and tenant; latency; in flight), merged
 //! at scrape time with the runtime's (`kiln_core::metrics::gather`) and encoded once.
 
+use crate::placement::{Load, ServedDevice};
 use prometheus::core::Collector;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 pub struct ServiceMetrics {
     requests: IntCounterVec,
@@ -46,12 +47,27 @@ impl ServiceMetrics {
         self.in_flight.get()
     }
 
-    /// Prometheus text: the runtime's families, then the service's.
-    pub fn render(&self) -> String {
+    /// Prometheus text: the runtime's families, then the service's, with each served device's
+    /// sessions and their bytes (`loads`, read now) labelled by device and adapter, as the
+    /// runtime's `kiln_device_*` families are.
+    pub fn render(&self, loads: &[(ServedDevice, Load)]) -> String {
         let mut families = kiln_core::metrics::gather();
         families.extend(self.requests.collect());
         families.extend(self.latency.collect());
         families.extend(self.in_flight.collect());
+        let labels = ["device", "adapter"];
+        let gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &labels).expect("valid metric");
+        let sessions = gauge("kiln_serve_device_sessions", "Sessions open on the device, all tenants.");
+        let bytes =
+            gauge("kiln_serve_device_session_bytes", "Bytes the device's sessions hold (their accounted bytes).");
+        for (d, l) in loads {
+            let v = [d.index.to_string(), d.name.clone()];
+            let v = [v[0].as_str(), v[1].as_str()];
+            sessions.with_label_values(&v).set(l.sessions as i64);
+            bytes.with_label_values(&v).set(i64::try_from(l.bytes).unwrap_or(i64::MAX));
+        }
+        families.extend(sessions.collect());
+        families.extend(bytes.collect());
         kiln_core::metrics::encode(&families)
     }
 }

@@ -124,6 +124,31 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("JSON body: {e}")))
 }
 
+/// `POST /v1/sessions`: an optional body; `device` pins the session to that adapter index
+/// (else the server places it, serve/src/placement.rs).
+#[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRequest {
+    pub device: Option<usize>,
+}
+
+/// A session request: an empty body (or only whitespace) asks for nothing.
+pub fn parse_session_request(body: &[u8]) -> ApiResult<SessionRequest> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(SessionRequest::default());
+    }
+    let bad = |e: String| {
+        ApiError::bad_request(format!(
+            "JSON body: {e}; a session request is {{\"device\": N}} (N an adapter index, as GET /health lists) or empty"
+        ))
+    };
+    // An object only: serde would also read `[1]` as the struct's fields in order.
+    match serde_json::from_slice::<Value>(body).map_err(|e| bad(e.to_string()))? {
+        v @ Value::Object(_) => serde_json::from_value(v).map_err(|e| bad(e.to_string())),
+        _ => Err(bad("not an object".into())),
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct NamedInput {

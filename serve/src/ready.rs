@@ -1,4 +1,4 @@
-//! `/ready`: the device answers a tiny round trip (an upload and a read back of 4 bytes) within
+//! `/ready`: every served device answers a tiny round trip (an upload and a read back of 4 bytes) within
 //! `PROBE_WAIT`, checked at most once per `PROBE_CACHE`. A device that is lost, or busy past
 //! the wait (wedged by a long kernel), is not ready: a balancer should send work elsewhere.
 //! The probe runs on a thread of its own, never more than one at once, so a probe stuck behind
@@ -33,13 +33,26 @@ impl Default for Readiness {
     }
 }
 
-/// One round trip through the default device.
-fn probe() -> Result<(), String> {
-    let d = kiln_core::device().map_err(|e| e.message().to_string())?;
+/// One round trip through each of `devices` (adapter indices); the first that fails is named.
+/// Every one must answer: a replica with a broken GPU is better drained and restarted than left
+/// placing sessions on the others while those on the broken one fail.
+fn probe(devices: &[usize]) -> Result<(), String> {
+    if devices.is_empty() {
+        return Err("this server has no device".into());
+    }
+    for &i in devices {
+        probe_one(i).map_err(|e| format!("device {i}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn probe_one(index: usize) -> Result<(), String> {
+    let d = kiln_core::runtime().device_at(index).map_err(|e| e.message().to_string())?;
     if d.is_lost() {
         return Err("the GPU device is lost".into());
     }
-    let t = kiln_core::Tensor::from_bytes(&[1, 2, 3, 4], &[1], kiln_core::DType::U32).map_err(|e| e.to_string())?;
+    let t =
+        kiln_core::Tensor::from_bytes_on(&d, &[1, 2, 3, 4], &[1], kiln_core::DType::U32).map_err(|e| e.to_string())?;
     match t.to_bytes() {
         Ok(b) if b == [1, 2, 3, 4] => Ok(()),
         Ok(_) => Err("the GPU device answered a probe wrongly".into()),
@@ -48,8 +61,8 @@ fn probe() -> Result<(), String> {
 }
 
 impl Readiness {
-    /// Ok when the device answered a probe that started at most `PROBE_CACHE` ago.
-    pub async fn check(self: &std::sync::Arc<Self>) -> Result<(), String> {
+    /// Ok when `devices` answered a probe that started at most `PROBE_CACHE` ago.
+    pub async fn check(self: &std::sync::Arc<Self>, devices: Vec<usize>) -> Result<(), String> {
         let (started, mut rx) = {
             let mut s = crate::state::lock(&self.state);
             if let Some((at, r)) = &s.last {
@@ -62,7 +75,8 @@ impl Readiness {
                 None => {
                     let (me, at) = (self.clone(), Instant::now());
                     let spawned = std::thread::Builder::new().name("kiln-ready".into()).spawn(move || {
-                        let r = std::panic::catch_unwind(probe).unwrap_or_else(|_| Err("the probe panicked".into()));
+                        let r = std::panic::catch_unwind(|| probe(&devices))
+                            .unwrap_or_else(|_| Err("the probe panicked".into()));
                         let mut s = crate::state::lock(&me.state);
                         s.last = Some((at, r));
                         s.running = None;

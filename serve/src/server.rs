@@ -258,7 +258,7 @@ pub async fn start(config: Config) -> std::io::Result<Running> {
     let cfg = ConnConfig { header_read_timeout: Duration::from_millis(config.header_read_timeout_ms) };
     let connections = Connections::new(connection_cap(config.max_connections));
     let metrics_connections = Connections::new(METRICS_CONNECTIONS);
-    let state = Arc::new(AppState::new(config));
+    let state = Arc::new(AppState::new(config).map_err(std::io::Error::other)?);
     let (stop, _) = watch::channel(false);
     let api = tokio::spawn(accept_loop(
         api_listener,

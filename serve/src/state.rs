@@ -5,6 +5,7 @@
 use crate::config::{Config, TenantConfig};
 use crate::error::{ApiError, ApiResult, TOO_MANY_SESSIONS};
 use crate::metrics::ServiceMetrics;
+use crate::placement::{self, Load, ServedDevice};
 use kiln_core::{Kernel, Session, SessionLimits, Tensor};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +24,10 @@ pub struct AppState {
     /// Set when the shutdown grace period is over: requests still running answer SHUTTING_DOWN.
     pub grace_over: watch::Sender<bool>,
     pub readiness: Arc<crate::ready::Readiness>,
+    /// The GPUs sessions are placed on (`placement`).
+    pub devices: Vec<ServedDevice>,
+    /// Held while a session is placed and inserted, so that two opens at once see each other.
+    placing: Mutex<()>,
 }
 
 /// A budget of bytes as semaphore permits of `UNIT` bytes each (tokio counts permits in u32).
@@ -59,12 +64,16 @@ pub struct Tenant {
     pub permits: Arc<Semaphore>,
     /// Bytes of this tenant's request bodies in flight.
     pub body_bytes: BodyBytes,
+    /// The devices this tenant's sessions may be placed on.
+    pub devices: Vec<usize>,
     sessions: Mutex<BTreeMap<u64, Arc<Slot>>>,
 }
 
 /// One open session and what it holds.
 pub struct Slot {
     pub id: u64,
+    /// The adapter index of the device its tensors and kernels live on.
+    pub device: usize,
     pub session: Session,
     objects: Mutex<Objects>,
 }
@@ -83,9 +92,22 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 impl AppState {
-    pub fn new(config: Config) -> AppState {
+    /// The state for `config`, its devices resolved against this machine's adapters (an index
+    /// that is no adapter here is an error).
+    pub fn new(config: Config) -> Result<AppState, String> {
+        let devices = placement::resolve(config.devices.as_deref())?;
+        let served: Vec<usize> = devices.iter().map(|d| d.index).collect();
+        for t in &config.tenants {
+            if let Some(d) = t.devices.iter().flatten().find(|d| !served.contains(d)) {
+                return Err(format!(
+                    "config: tenant {:?}: device {d} is not one this server serves ({served:?})",
+                    t.name
+                ));
+            }
+        }
         let tenants = config.tenants.iter().map(|t: &TenantConfig| {
             Arc::new(Tenant {
+                devices: t.devices.clone().unwrap_or_else(|| served.clone()),
                 name: t.name.clone(),
                 tokens: t.tokens.clone(),
                 limits: t.session_limits(),
@@ -95,14 +117,30 @@ impl AppState {
                 sessions: Mutex::new(BTreeMap::new()),
             })
         });
-        AppState {
+        Ok(AppState {
             tenants: tenants.collect(),
             body_bytes: BodyBytes::new(config.max_body_bytes_in_flight),
             config,
             metrics: ServiceMetrics::default(),
             grace_over: watch::channel(false).0,
             readiness: Arc::new(crate::ready::Readiness::default()),
+            devices,
+            placing: Mutex::new(()),
+        })
+    }
+
+    /// Each served device with its live sessions and the bytes they hold, all tenants.
+    pub fn device_loads(&self) -> Vec<(ServedDevice, Load)> {
+        let mut loads: Vec<(ServedDevice, Load)> = self.devices.iter().map(|d| (d.clone(), Load::default())).collect();
+        for t in &self.tenants {
+            for s in lock(&t.sessions).values() {
+                if let Some((_, l)) = loads.iter_mut().find(|(d, _)| d.index == s.device) {
+                    l.sessions += 1;
+                    l.bytes += s.session.stats().bytes_in_use;
+                }
+            }
         }
+        loads
     }
 
     /// The tenant a bearer token belongs to (every token is compared, in constant time each).
@@ -118,7 +156,14 @@ impl AppState {
         found
     }
 
-    pub fn open_session(&self, tenant: &Tenant) -> ApiResult<Arc<Slot>> {
+    /// Opens a session of `tenant` on `requested` (which must be one of the tenant's devices),
+    /// else on its least loaded device (`placement::place`).
+    pub fn open_session(&self, tenant: &Tenant, requested: Option<usize>) -> ApiResult<Arc<Slot>> {
+        let _placing = lock(&self.placing);
+        let loads = self.device_loads();
+        let device = placement::place(&tenant.devices, requested, |d| {
+            loads.iter().find(|(s, _)| s.index == d).map(|(_, l)| *l).unwrap_or_default()
+        })?;
         let mut sessions = lock(&tenant.sessions);
         if sessions.len() >= tenant.max_sessions {
             return Err(ApiError::new(
@@ -135,6 +180,7 @@ impl AppState {
         };
         let slot = Arc::new(Slot {
             id,
+            device,
             session: Session::new(tenant.limits.clone()),
             objects: Mutex::new(Objects::default()),
         });
@@ -157,11 +203,22 @@ fn random_id() -> u64 {
     (h.finish() >> 11).max(1)
 }
 
+/// The one answer for a session that is not the caller's here. It says where sessions live,
+/// for a client behind a load balancer whose session's server has stopped (docs/DESIGN.md,
+/// "Replicas").
+fn no_session(id: &str) -> ApiError {
+    ApiError::new(
+        crate::error::NOT_FOUND,
+        format!(
+            "no session {id:?} on this server: a session lives in the memory of the server that opened it \
+             until it is closed or that server stops; open a new one"
+        ),
+    )
+}
+
 impl Tenant {
     pub fn session(&self, id: &str) -> ApiResult<Arc<Slot>> {
-        crate::parse::parse_id(id)
-            .and_then(|n| lock(&self.sessions).get(&n).cloned())
-            .ok_or_else(|| ApiError::not_found("session", id))
+        crate::parse::parse_id(id).and_then(|n| lock(&self.sessions).get(&n).cloned()).ok_or_else(|| no_session(id))
     }
 
     pub fn sessions(&self) -> Vec<Arc<Slot>> {
@@ -169,13 +226,16 @@ impl Tenant {
     }
 
     pub fn remove_session(&self, id: &str) -> ApiResult<Arc<Slot>> {
-        crate::parse::parse_id(id)
-            .and_then(|n| lock(&self.sessions).remove(&n))
-            .ok_or_else(|| ApiError::not_found("session", id))
+        crate::parse::parse_id(id).and_then(|n| lock(&self.sessions).remove(&n)).ok_or_else(|| no_session(id))
     }
 }
 
 impl Slot {
+    /// The device of this session (re-created after a loss; its tensors are gone then).
+    pub fn device(&self) -> ApiResult<Arc<kiln_core::Device>> {
+        placement::device(self.device)
+    }
+
     /// `message` (from Kiln) with the runtime's own session number, a process-wide counter,
     /// replaced by this session's id, so that no message tells how many sessions exist.
     pub fn own_message(&self, message: &str) -> String {

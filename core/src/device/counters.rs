@@ -1,5 +1,5 @@
 //! Zeroed u32 counters for kernels that count their own workgroups: the one-pass split-KV
-//! attention (`ops/attention.rs`), where the last workgroup of a row to finish merges the row's
+//! attention (`ops/attention/decode.rs`), where the last workgroup of a row to finish merges the row's
 //! splits. A kernel that uses them sets every counter it incremented back to 0 before it ends,
 //! so one buffer serves every dispatch: dispatches that bind it read-write run one after another
 //! (wgpu orders them), and a dispatch that never finishes takes the device with it. Grown (a new

@@ -98,6 +98,9 @@ pub struct Device {
     phases: PhaseClock,
     /// Zeroed counters for kernels that reset them themselves (`counters`).
     counters: counters::Counters,
+    /// Native modules whose pipeline the driver refused on this device (`native_kernels`): the
+    /// ops' automatic choice skips them from then on instead of failing every call.
+    pub(crate) native_refused: Mutex<Vec<&'static str>>,
 }
 
 /// Every device created and not yet dropped, for the metrics (which must not create one).
@@ -154,17 +157,34 @@ impl Device {
         let ainfo = adapter.get_info();
         let subgroup_size = (ainfo.subgroup_min_size == ainfo.subgroup_max_size).then_some(ainfo.subgroup_min_size);
         let limits = adapter.limits();
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("kiln"),
-                required_features: features,
-                required_limits: limits.clone(),
-                experimental_features: experimental,
-                memory_hints: wgpu::MemoryHints::Performance,
-                trace: wgpu::Trace::Off,
-            })
-            .await
-            .map_err(|e| Error::NoAdapter(format!("cannot open a device on {}: {e}", info.name)))?;
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("kiln"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: experimental,
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        // NV cooperative matrix 2 for the native tier where the Vulkan driver has it (a device
+        // opened through wgpu-hal, crate::native_cm2); any failure there opens the device below,
+        // as on every other adapter.
+        #[cfg(all(not(target_arch = "wasm32"), not(target_vendor = "apple")))]
+        let cm2 = crate::native_cm2::open(adapter, &desc);
+        #[cfg(any(target_arch = "wasm32", target_vendor = "apple"))]
+        let cm2: std::result::Result<
+            (wgpu::Device, wgpu::Queue, Option<crate::native::Cm2Caps>, String),
+            String,
+        > = Err("no Vulkan backend on this target".into());
+        let (device, queue, cm2_caps, cm2_note) = match cm2 {
+            Ok(opened) => opened,
+            Err(why) => {
+                let (device, queue) = adapter
+                    .request_device(&desc)
+                    .await
+                    .map_err(|e| Error::NoAdapter(format!("cannot open a device on {}: {e}", info.name)))?;
+                (device, queue, None, format!("off: {why}"))
+            }
+        };
 
         let lost = Arc::new(AtomicBool::new(false));
         let lost_reason = Arc::new(Mutex::new(String::new()));
@@ -213,7 +233,7 @@ impl Device {
             queue,
             limits,
             features,
-            native: crate::native::probe(features, &coop_props, subgroup_size),
+            native: crate::native::probe(features, &coop_props, subgroup_size, cm2_caps, cm2_note),
             coop_props,
             subgroup_size,
             batch: Mutex::new(Batch {
@@ -258,6 +278,7 @@ impl Device {
             ring_dispatches: Default::default(),
             phases: Default::default(),
             counters: Default::default(),
+            native_refused: Mutex::new(Vec::new()),
         });
         DEVICES.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&dev));
         Self::start_poller(&dev);

@@ -202,8 +202,9 @@ fn device_families() -> Vec<MetricFamily> {
             GAUGE,
         ),
     ];
-    for (i, d) in crate::device::live_devices().iter().enumerate() {
-        let index = i.to_string();
+    for d in crate::device::live_devices().iter() {
+        // The adapter's index (`kiln devices`, `kiln.devices()`), not the order devices opened in.
+        let index = d.info().index.to_string();
         let name = d.info().name.clone();
         let l = [("device", index.as_str()), ("adapter", name.as_str())];
         let p = d.pipeline_stats();

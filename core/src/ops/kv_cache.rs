@@ -331,33 +331,106 @@ pub fn quant_qkv_rope_to_cache_scaled(
     base: f32,
     freq_factors: Option<&Tensor>,
 ) -> Result<Tensor> {
+    let (_, _, d) = check_caches("quant_qkv_rope_to_cache", x.dtype(), k_cache, v_cache, &[x, w], pos, base)?;
+    let rows = (n_heads + 2 * k_cache.shape()[0]) * d;
+    let part = QuantRows { w, format, rows };
+    quant_qkv_stack_rope_to_cache(x, &[part], rms_norm, k_cache, v_cache, n_heads, pos, base, freq_factors)
+}
+
+/// Rows of a stacked matrix held in one quantized tensor: `w` is quantized [rows, K] in `format`.
+#[derive(Clone, Copy, Debug)]
+pub struct QuantRows<'a> {
+    pub w: &'a Tensor,
+    pub format: QuantFormat,
+    pub rows: usize,
+}
+
+/// [`quant_qkv_rope_to_cache_scaled`] for a QKV stack held in several quantized tensors, in
+/// order (e.g. a Q4_K_M layer: Q and K rows in Q4_K, V rows in Q6_K), each whole heads of D
+/// rows: what the products side by side, then [`rope_qkv_to_cache_scaled`], give. For decode
+/// it is one dispatch per part, each RoPE-ing and storing its own heads in its epilogue (no
+/// concatenation, no separate rotation); longer L, and `KILN_DECODE_FUSE=0`, run the products,
+/// their concatenation and the rotation.
+#[allow(clippy::too_many_arguments)]
+pub fn quant_qkv_stack_rope_to_cache(
+    x: &Tensor,
+    parts: &[QuantRows],
+    rms_norm: Option<(&Tensor, f32)>,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    n_heads: usize,
+    pos: usize,
+    base: f32,
+    freq_factors: Option<&Tensor>,
+) -> Result<Tensor> {
+    const WHAT: &str = "quant_qkv_rope_to_cache";
     let dtype = x.dtype();
-    let mut others = vec![x, w];
+    let mut others = vec![x];
+    others.extend(parts.iter().map(|p| p.w));
     others.extend(rms_norm.map(|(g, _)| g));
-    let (nkv, cap, d) = check_caches("quant_qkv_rope_to_cache", dtype, k_cache, v_cache, &others, pos, base)?;
-    check_freq_factors("quant_qkv_rope_to_cache", freq_factors, d)?;
+    let (nkv, cap, d) = check_caches(WHAT, dtype, k_cache, v_cache, &others, pos, base)?;
+    check_freq_factors(WHAT, freq_factors, d)?;
     others.extend([k_cache, v_cache]);
     others.extend(freq_factors);
     check_same_device(&others)?;
     let width = (n_heads + 2 * nkv) * d;
+    if parts.is_empty() || parts.iter().any(|p| p.rows == 0 || !p.rows.is_multiple_of(d)) {
+        return Err(Error::InvalidArgument(format!(
+            "{WHAT}: every part of the stack must be whole heads of {d} rows, got {:?}",
+            parts.iter().map(|p| p.rows).collect::<Vec<_>>()
+        )));
+    }
+    let total: usize = parts.iter().map(|p| p.rows).sum();
+    if total != width {
+        return Err(Error::ShapeMismatch(format!(
+            "{WHAT}: the parts hold {total} rows, {n_heads} + 2 x {nkv} heads of {d} are {width}"
+        )));
+    }
     let fusion = QuantFusion { rms_norm, ..Default::default() };
     if x.ndim() != 2 {
-        return Err(Error::ShapeMismatch(format!("quant_qkv_rope_to_cache: x must be [L, K], got {:?}", x.shape())));
+        return Err(Error::ShapeMismatch(format!("{WHAT}: x must be [L, K], got {:?}", x.shape())));
     }
     let (len, k) = (x.shape()[0], x.shape()[1]);
-    check_rows("quant_qkv_rope_to_cache", pos, len, cap)?;
+    check_rows(WHAT, pos, len, cap)?;
+    for p in parts {
+        check_fused(x, p.w, p.format, p.rows, &fusion)?;
+    }
     if !decode_fusion() || !matvec_takes(len, k) || len == 0 || n_heads == 0 {
-        // The two ops, each checking (and charging a session for) its own work.
-        let qkv = crate::ops::quant_matmul_fused(x, w, format, width, fusion)?;
+        // The ops, each checking (and charging a session for) its own work.
+        let ys = parts
+            .iter()
+            .map(|p| crate::ops::quant_matmul_fused(x, p.w, p.format, p.rows, fusion))
+            .collect::<Result<Vec<_>>>()?;
+        let qkv = if ys.len() == 1 {
+            ys.into_iter().next().expect("one part")
+        } else {
+            crate::ops::concat(&ys.iter().collect::<Vec<_>>(), 1)?
+        };
         return rope_qkv_to_cache_scaled(&qkv, k_cache, v_cache, n_heads, pos, base, freq_factors);
     }
-    check_fused(x, w, format, width, &fusion)?;
     let q = Tensor::empty_on(x.device(), &[n_heads, len, d], dtype)?;
-    let rope =
-        RopeToCache { k_cache, v_cache, n_heads, n_kv_heads: nkv, half: d / 2, cap, pos, base, factors: freq_factors };
     let kernel = crate::ops::MatvecKernel::Auto;
-    if !crate::ops::quant_matvec_wide::run(x, w, &q, format, width, k, len, &fusion, kernel, Some(&rope))? {
-        matvec(x, w, format, width, fusion, &q, Some(&rope))?;
+    let mut row0 = 0;
+    for p in parts {
+        let rope = RopeToCache {
+            k_cache,
+            v_cache,
+            n_heads,
+            n_kv_heads: nkv,
+            half: d / 2,
+            cap,
+            pos,
+            base,
+            factors: freq_factors,
+            row0,
+        };
+        let (w, f, n) = (p.w, p.format, p.rows);
+        if !crate::ops::quant_matvec_k::run(x, w, &q, f, n, k, len, &fusion, kernel, Some(&rope))?
+            && !crate::ops::quant_matvec_wide::run(x, w, &q, f, n, k, len, &fusion, kernel, Some(&rope))?
+        {
+            matvec(x, w, f, n, fusion, &q, Some(&rope))?;
+        }
+        row0 += n;
     }
     Ok(q)
 }

@@ -17,8 +17,8 @@
 //! so the bytes equal ggml's.
 
 pub use super::quant_coop::{
-    quant_coop_decode_for_tests, quant_coop_source_for_tests, quant_coop_tilings, quant_product_uses_coop,
-    EpilogueFusion, ProductKernel, COOP_MIN_ROWS, QUANT_COOP_FORMATS,
+    quant_coop_decode_for_tests, quant_coop_source_for_tests, quant_coop_split_sources_for_tests, quant_coop_tilings,
+    quant_product_uses_coop, EpilogueFusion, ProductKernel, COOP_MIN_ROWS, QUANT_COOP_FORMATS,
 };
 use super::quant_format::MATVEC_MAX_ROWS;
 pub use super::quant_format::{QuantFormat, QuantFusion};
@@ -383,7 +383,7 @@ pub fn quant_matmul_fused_kernel(
         return Ok(out);
     }
     // The K formats' own kernel (Q4_K, Q5_K, Q6_K), then the wide one (Q4_0, Q4_1, Q8_0).
-    if super::quant_matvec_k::run(x, w, &out, format, n, k, m, &fusion, kernel)? {
+    if super::quant_matvec_k::run(x, w, &out, format, n, k, m, &fusion, kernel, None)? {
         return Ok(out);
     }
     if super::quant_matvec_wide::run(x, w, &out, format, n, k, m, &fusion, kernel, None)? {

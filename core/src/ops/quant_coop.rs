@@ -21,6 +21,7 @@ use crate::tensor::Tensor;
 use crate::Result;
 
 const TEMPLATE: &str = include_str!("../../../shaders/quant_coop.wgsl");
+const SPLIT_SUM: &str = include_str!("../../../shaders/quant_coop_split_sum.wgsl");
 
 /// Rows of x from which the product runs on cooperative matrices (where the device has them; the
 /// matrix-vector kernels take up to 8). Measured on the H200 at Llama-3.2-1B's QKV shape (K 2048,
@@ -256,37 +257,58 @@ pub(crate) fn run(
     let n_out = if epi.swiglu { n / 2 } else { n };
     let tiles_m = m.div_ceil(bm);
     let groups = tiles_m as u64 * n_out.div_ceil(out_bn) as u64;
-    if groups > u32::MAX as u64 {
+    let blocks = k / QuantFormat::BLOCK_LEN;
+    // K split where the tiles are few: one-band tilings (batched decode) without SwiGLU.
+    let (splits, kb_per) =
+        if !epi.swiglu && bm == 16 { splits_for(groups as usize, blocks, t.bps() as usize) } else { (1, blocks) };
+    let split = splits > 1;
+    if groups * splits as u64 > u32::MAX as u64 {
         return Ok(false);
     }
+    let dtype = x.dtype();
+    let part =
+        if split { Some(Tensor::empty_on(&device, &[splits, m, n_out], crate::dtype::DType::F32)?) } else { None };
     let params = Params::new()
         .u32(m)
         .u32(n)
         .u32(k)
-        .u32(k / QuantFormat::BLOCK_LEN)
+        .u32(blocks)
         .u32(format.row_bytes(k)? / 2)
         .u32(tiles_m)
         .u32(groups as u32)
         .u32(w.numel() - 1)
         .u32(n_out)
-        .u32(0u32)
-        .u32(0u32)
+        .u32(kb_per)
+        .u32(splits)
         .u32(0u32);
-    let dtype = x.dtype();
     let c = t.coop;
-    let (glu, with_res) = (epi.swiglu, epi.residual.is_some());
+    let (glu, with_res) = (epi.swiglu, epi.residual.is_some() && !split);
     let key = format!(
-        "quant_coop:{format}:{dtype}:{}x{}:{}x{}:{}:{}:{glu}:{with_res}",
+        "quant_coop:{format}:{dtype}:{}x{}:{}x{}:{}:{}:{glu}:{with_res}:{split}",
         c.warps_m, c.warps_n, c.tm, c.tn, c.bk, c.sg
     );
+    let target = part.as_ref().unwrap_or(out);
+    let residual = if with_res { epi.residual } else { None };
     Launch {
         key,
-        source: Box::new(move || source(format, dtype.wgsl(), t, glu, with_res)),
-        tensors: &[&[w, x, out][..], epi.residual.as_slice()].concat(),
+        source: Box::new(move || source(format, dtype.wgsl(), t, glu, with_res, split)),
+        tensors: &[&[w, x, target][..], residual.as_slice()].concat(),
         params: Some(params),
-        groups: grid(groups, device.limits().max_compute_workgroups_per_dimension)?,
+        groups: grid(groups * splits as u64, device.limits().max_compute_workgroups_per_dimension)?,
     }
     .run_with(&device, Checks::Unchecked)?;
+    if let Some(part) = part {
+        let total = m * n_out;
+        let res = epi.residual.is_some();
+        Launch {
+            key: format!("quant_coop_split_sum:{dtype}:{res}"),
+            source: Box::new(move || split_sum_source(dtype.wgsl(), res)),
+            tensors: &[&[&part, out][..], epi.residual.as_slice()].concat(),
+            params: Some(Params::new().u32(total).u32(splits).u32(0u32).u32(0u32)),
+            groups: crate::exec::groups_1d(&device, total)?,
+        }
+        .run_with(&device, Checks::Unchecked)?;
+    }
     Ok(true)
 }
 
@@ -502,7 +524,7 @@ fn fetch(hrow: u32, gb: u32, u: u32, ok: bool) -> Raw {
 }
 
 /// The WGSL of one format, x dtype (`t`: "f32" or "f16"), tiling and epilogue.
-fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bool) -> String {
+fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bool, split: bool) -> String {
     let c = tiling.coop;
     let (nt, bm, bn, bps) = (c.threads(), c.bm(), c.bn(), tiling.bps());
     // x's tile: BM rows of 8 BPS vec4s; W's: BN rows of BPS blocks of 4 units.
@@ -514,7 +536,7 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bo
     let mut store = String::new();
     for i in 0..slots_a {
         decl += &format!("    var ra{i} = vec4<{ty}>(0);\n");
-        for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "b0 + BPS")] {
+        for (dst, kb) in [(&mut fetch0, "kb0"), (&mut fetch, "b0 + BPS")] {
             *dst += &format!(
                 "        {{
             let l = lid + {o}u;
@@ -542,7 +564,7 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bo
     let upr = 4 * bps; // units per W row per step
     for i in 0..slots_w {
         decl += &format!("    var rw{i}: Raw;\n");
-        for (dst, kb) in [(&mut fetch0, "0u"), (&mut fetch, "b0 + BPS")] {
+        for (dst, kb) in [(&mut fetch0, "kb0"), (&mut fetch, "b0 + BPS")] {
             *dst += &format!(
                 "        {{
             let l = lid + {o}u;
@@ -568,7 +590,9 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bo
         );
     }
     let fetch_decl = format!("{decl}    {{\n{fetch0}    }}\n");
-    let (acc_decl, out_store) = store_code(c, ty, glu, with_res);
+    // A split stores f32 partial sums, the epilogue left to the split sum.
+    let (acc_decl, out_store) =
+        if split { store_code(c, "f32", false, false) } else { store_code(c, ty, glu, with_res) };
     let mut inner = String::new();
     for i in 0..c.tm {
         inner += &format!(
@@ -605,6 +629,7 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bo
             ("ENABLE", "enable f16;\nenable wgpu_cooperative_matrix;\n"),
             ("QUANT_COMMON", &format.common_wgsl()),
             ("T", ty),
+            ("OUT_T", if split { "f32" } else { ty }),
             ("BM", &bm.to_string()),
             ("BN", &bn.to_string()),
             ("BPS", &bps.to_string()),
@@ -622,7 +647,7 @@ fn source(format: QuantFormat, ty: &str, tiling: Tiling, glu: bool, with_res: bo
                 "RES_AND_PARAMS",
                 // An unused binding would leave the pipeline's layout: the residual is bound only
                 // where the kernel reads it.
-                &if with_res {
+                &if with_res && !split {
                     format!(
                         "@group(0) @binding(3) var<storage, read> res: array<{ty}>;\n\
                          @group(0) @binding(4) var<uniform> p: Params;"
@@ -686,7 +711,7 @@ fn store_code(c: CoopTiles, ty: &str, glu: bool, with_res: bool) -> (String, Str
                 let v = value.replace("+ e]", &format!("+ e{t}]"));
                 let r = if with_res { format!(" + r{t}") } else { String::new() };
                 body += &format!(
-                    "        if (ok{t}) {{\n            out[yr{t} * p.n_out + yc{t}] = {ty}({v}{r});\n        }}\n"
+                    "        if (ok{t}) {{\n            out[obase + yr{t} * p.n_out + yc{t}] = {ty}({v}{r});\n        }}\n"
                 );
             }
             store += &format!("    workgroupBarrier();\n    {{\n{body}    }}\n    workgroupBarrier();\n");
@@ -707,7 +732,60 @@ pub fn quant_coop_source_for_tests(
     glu: bool,
     res: bool,
 ) -> String {
-    source(format, ty, Tiling::new(tiling, sg), glu, res)
+    source(format, ty, Tiling::new(tiling, sg), glu, res, false)
+}
+
+/// The split-K forms' WGSL (tests validate them with naga): the product storing f32 partial
+/// sums, and the sum of the slices with or without the residual.
+#[doc(hidden)]
+pub fn quant_coop_split_sources_for_tests(
+    format: QuantFormat,
+    ty: &str,
+    sg: u32,
+    tiling: [u32; 5],
+    res: bool,
+) -> (String, String) {
+    (source(format, ty, Tiling::new(tiling, sg), false, false, true), split_sum_source(ty, res))
+}
+
+/// quant_coop_split_sum.wgsl for y's dtype `ty`, with or without the residual.
+fn split_sum_source(ty: &str, with_res: bool) -> String {
+    let (bindings, store) = if with_res {
+        (
+            format!(
+                "@group(0) @binding(2) var<storage, read> res: array<{ty}>;\n@group(0) @binding(3) var<uniform> p: Params;"
+            ),
+            format!("    out[i] = {ty}(y + f32(res[i]));"),
+        )
+    } else {
+        ("@group(0) @binding(2) var<uniform> p: Params;".to_string(), format!("    out[i] = {ty}(y);"))
+    };
+    let enable = if ty == "f16" { "enable f16;\n" } else { "" };
+    enable.to_string() + &render(SPLIT_SUM, &[("T", ty), ("RES_AND_PARAMS", &bindings), ("STORE", &store)])
+}
+
+/// Splits of K for a product of `groups` workgroup tiles over `blocks` blocks of K, `bps` a
+/// step: (splits, blocks per split). Few tiles (batched decode's 16 rows by the 1B shape's
+/// 2,048-row down projection: 32 tiles, each walking K = 8,192 alone) leave most of the GPU idle;
+/// splitting K gives ~TARGET_GROUPS workgroups, each at least SPLIT_MIN_BLOCKS blocks deep (the
+/// partial sums then cost one f32 slice of y each to write and to add).
+fn splits_for(groups: usize, blocks: usize, bps: usize) -> (usize, usize) {
+    let cap = split_cap().unwrap_or(usize::MAX);
+    let want = TARGET_GROUPS.div_ceil(groups.max(1)).min(blocks / SPLIT_MIN_BLOCKS).min(cap).max(1);
+    if want == 1 {
+        return (1, blocks);
+    }
+    let kb_per = blocks.div_ceil(want).next_multiple_of(bps);
+    (blocks.div_ceil(kb_per), kb_per)
+}
+
+/// Blocks of K a split walks at least.
+const SPLIT_MIN_BLOCKS: usize = 16;
+
+/// `KILN_COOP_SPLIT=N` (measurement only): at most N splits of K (1: none) instead of the rule's.
+fn split_cap() -> Option<usize> {
+    static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *ENV.get_or_init(|| crate::platform::env_var("KILN_COOP_SPLIT")?.trim().parse::<usize>().ok().filter(|&n| n >= 1))
 }
 
 /// A whole quantized [rows, cols] matrix decoded to f32 through this kernel's `fetch` and

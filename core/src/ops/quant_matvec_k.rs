@@ -10,13 +10,15 @@
 //! kernel, for A/B timing). Its sums are f32 in another order than the strided kernel's: the
 //! two agree within the matvec bound, (K + 2) 2^-24 Σ|x w|, not bit for bit.
 //!
-//! Not covered yet: the RoPE-to-cache epilogue (`quant_qkv_rope_to_cache`, a layer whose Q, K
-//! and V share one K format) stays on the strided kernel; where x rows do not all fit in
-//! workgroup memory at once (8 rows of a long K), fewer are staged per workgroup and W is read
-//! once per group of them (from L2 after the first).
+//! With the RoPE-to-cache epilogue (`quant_qkv_rope_to_cache` and its stacked form, where a
+//! Q4_K_M's Q4_K Q and K rows and its Q6_K V rows are one dispatch each) slot j takes pair j's two
+//! rows (i and i + half of a head) and `rope_store` (quant_matvec_rope.wgsl) writes them. Where
+//! x rows do not all fit in workgroup memory at once (8 rows of a long K), fewer are staged per
+//! workgroup and W is read once per group of them (from L2 after the first).
 
 use super::quant_format::{QuantFormat, QuantFusion, MATVEC_MAX_ROWS};
 use super::quant_matvec_wide::MatvecKernel;
+use super::quant_rope::{rope_part, RopeToCache, ROPE_COMMON};
 use crate::device::Device;
 use crate::exec::{grid, Launch, Params};
 use crate::pipeline::{render, Checks, PipelineKey};
@@ -30,6 +32,21 @@ const SHADER: &str = include_str!("../../../shaders/quant_matvec_k.wgsl");
 const TARGET_GROUPS: usize = 256;
 /// Rows of x one workgroup stages at most (more take more workgroups along z).
 const MAX_MT: usize = 4;
+/// Lanes the launch aims for before it gives a slot more lane groups (each then fewer
+/// super-blocks in series): a small matrix (a 1B layer's 512 V rows: 256 slots of 16 lanes) is
+/// otherwise a few thousand lanes, each waiting on a chain of loads.
+const TARGET_LANES: usize = 1 << 15;
+
+/// `KILN_KMATVEC_TUNE=g=N` (measurement only): lane groups per slot (1, 2, 4 or 8) instead of
+/// the rule's, for A/B timing on the GPU machine.
+fn tune_g() -> Option<usize> {
+    static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *ENV.get_or_init(|| {
+        let v = crate::platform::env_var("KILN_KMATVEC_TUNE")?;
+        let g = v.trim().strip_prefix("g=")?.parse::<usize>().ok()?;
+        [1, 2, 4, 8].contains(&g).then_some(g)
+    })
+}
 
 /// Whether this kernel decodes `format`.
 pub fn has_k_kernel(format: QuantFormat) -> bool {
@@ -53,8 +70,13 @@ fn lane_words(format: QuantFormat) -> usize {
 /// or None where x does not fit in the device's workgroup memory even one row at a time.
 fn shape(device: &Device, m: usize, k: usize, slots: usize) -> Option<(usize, usize, usize, usize)> {
     let nsb = k / QuantFormat::SUPER_LEN;
-    // Lane groups per slot: each takes about 4 super-blocks of a row (short rows: one group).
-    let g = (nsb / 4).clamp(1, 8).next_power_of_two().min(8);
+    // Lane groups per slot: each takes about 4 super-blocks of a row (short rows: one group),
+    // more (up to one super-block each) where the slots are too few to fill the GPU.
+    let mut g = (nsb / 4).clamp(1, 8).next_power_of_two().min(8);
+    while g < 8 && g < nsb && slots * 8 * g < TARGET_LANES {
+        g *= 2;
+    }
+    let g = tune_g().unwrap_or(g);
     let tps = 8 * g;
     let mut wg = 256;
     while wg > 64 && wg > tps && slots.div_ceil(wg / tps) < TARGET_GROUPS {
@@ -90,7 +112,8 @@ pub fn applies(device: &Device, format: QuantFormat, m: usize, k: usize, n: usiz
 
 /// Runs y = x Wᵀ (with `fusion`) into `out` on this kernel if `kernel` allows it and it applies;
 /// false leaves the work to the caller. Operands are checked by the caller: `m` rows of x with
-/// `k` values, `n` outputs.
+/// `k` values, `n` outputs. With `rope` (`fusion` then holds at most the norm) W's `n` rows are
+/// whole heads of a QKV stack and the epilogue RoPEs and writes the caches.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     x: &Tensor,
@@ -102,6 +125,7 @@ pub(crate) fn run(
     m: usize,
     fusion: &QuantFusion,
     kernel: MatvecKernel,
+    rope: Option<&RopeToCache>,
 ) -> Result<bool> {
     let device = x.device().clone();
     let glu = fusion.swiglu;
@@ -121,10 +145,25 @@ pub(crate) fn run(
     let eps = fusion.rms_norm.map_or(0.0, |(_, e)| e);
     let row_h = format.row_bytes(k)? / 2;
     let nsb = k / QuantFormat::SUPER_LEN;
-    let params = Params::new().u32(m).u32(n).u32(k).u32(nsb).u32(row_h).f32(eps).u32(0u32).u32(0u32);
+    let mut params = Params::new().u32(m).u32(n).u32(k).u32(nsb).u32(row_h).f32(eps).u32(0u32).u32(0u32);
     let (norm, res) = (fusion.rms_norm.is_some(), fusion.residual.is_some());
     let gt = fusion.rms_norm.map_or(x, |(g, _)| g);
     let r = fusion.residual.unwrap_or(x);
+    let mut tensors = vec![w, x, out, gt, r];
+    if let Some(rp) = rope {
+        if glu || res || !n.is_multiple_of(2 * rp.half) {
+            return Err(crate::Error::Internal(
+                "quant K matvec: RoPE takes whole heads and no SwiGLU or residual".into(),
+            ));
+        }
+        let pos_word;
+        (params, pos_word) = rp.push_params(params);
+        tensors.extend([rp.k_cache, rp.v_cache]);
+        tensors.extend(rp.factors);
+        rp.follow_in_plan(&device, pos_word, m, groups);
+    }
+    let with_rope = rope.is_some();
+    let factors = rope.is_some_and(|r| r.factors.is_some());
     Launch {
         key: PipelineKey::new(
             "quant_matvec_k",
@@ -138,10 +177,14 @@ pub(crate) fn run(
                 norm as u32,
                 glu as u32,
                 res as u32,
+                with_rope as u32,
+                factors as u32,
             ],
         ),
-        source: Box::new(move || source(format, dtype.wgsl(), enable, wg, g, mt, sh, norm, glu, res)),
-        tensors: &[w, x, out, gt, r],
+        source: Box::new(move || {
+            source(format, dtype.wgsl(), enable, wg, g, mt, sh, Fuse { norm, glu, res, rope: with_rope, factors })
+        }),
+        tensors: &tensors,
         params: Some(params),
         groups,
     }
@@ -149,20 +192,25 @@ pub(crate) fn run(
     Ok(true)
 }
 
-/// The kernel's WGSL (tests validate it with naga for shapes no test device runs).
-#[allow(clippy::too_many_arguments)]
-fn source(
-    format: QuantFormat,
-    ty: &str,
-    enable: &str,
-    wg: usize,
-    g: usize,
-    mt: usize,
-    sh: usize,
+/// The epilogue a launch folds in: the norm, SwiGLU, the residual, or RoPE and the cache write
+/// (with or without frequency factors).
+#[derive(Clone, Copy, Default)]
+struct Fuse {
     norm: bool,
     glu: bool,
     res: bool,
-) -> String {
+    rope: bool,
+    factors: bool,
+}
+
+/// The kernel's WGSL (tests validate it with naga for shapes no test device runs).
+#[allow(clippy::too_many_arguments)]
+fn source(format: QuantFormat, ty: &str, enable: &str, wg: usize, g: usize, mt: usize, sh: usize, f: Fuse) -> String {
+    let Fuse { norm, glu, res, rope, factors } = f;
+    let (fields, part, slot) = rope_part(rope, factors, ty);
+    // Pair `slot` of the part's (whole) heads: rows i and i + half of head slot / half.
+    let rope_rows =
+        if rope { "    r0 = (slot / p.half) * 2u * p.half + slot % p.half;\n    r1 = r0 + p.half;\n" } else { "" };
     let mut acc_decl = String::new();
     let mut red_store = String::new();
     for a in 0..2 {
@@ -173,7 +221,7 @@ fn source(
             );
         }
     }
-    enable.to_string()
+    let src = enable.to_string()
         + &format.common_wgsl()
         + &render(
             SHADER,
@@ -188,12 +236,22 @@ fn source(
                 ("NORM", &norm.to_string()),
                 ("GLU", &glu.to_string()),
                 ("RES", &res.to_string()),
+                ("ROPE", &rope.to_string()),
+                ("ROPE_FIELDS", &fields),
+                ("P_SLOT", &slot),
+                ("ROPE_ROWS", rope_rows),
+                ("ROPE_PART", &part),
                 ("LOAD", &load_wgsl(format)),
                 ("ACC_DECL", &acc_decl),
                 ("COMPUTE", &compute_wgsl(format, mt)),
                 ("RED_STORE", &red_store),
             ],
-        )
+        );
+    if rope {
+        crate::ops::elementwise::with_special(src + ROPE_COMMON)
+    } else {
+        src
+    }
 }
 
 /// load_sb's body: lane l's words of the super-block at halfword hb (constant indices keep
@@ -327,5 +385,5 @@ pub fn quant_matvec_k_source_for_tests(
     res: bool,
 ) -> String {
     let enable = if ty == "f16" { "enable f16;\n" } else { "" };
-    source(format, ty, enable, wg, g, mt, mt * k / 4, norm, glu, res)
+    source(format, ty, enable, wg, g, mt, mt * k / 4, Fuse { norm, glu, res, ..Fuse::default() })
 }

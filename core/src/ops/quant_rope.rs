@@ -34,7 +34,7 @@ const ROPE_STUBS: &str =
 
 /// The ROPE fields of a matrix-vector kernel's `Params` (after its 8 words).
 const ROPE_FIELDS: &str = "    nh: u32,\n    nkv: u32,\n    cap: u32,\n    pos: u32,\n    log2_base: f32,\n    \
-     inv_half: f32,\n    half: u32,\n    pad3: u32,\n";
+     inv_half: f32,\n    half: u32,\n    row0: u32,\n";
 
 /// A matrix-vector kernel's ROPE template values for dtype `t`: its `Params` fields, the ROPE
 /// part (`quant_matvec_rope.wgsl` with `rope_pair`, or stubs) and the params' binding slot
@@ -48,9 +48,11 @@ pub(crate) fn rope_part(with_rope: bool, factors: bool, t: &str) -> (String, Str
 }
 
 /// The matrix-vector kernel's ROPE epilogue (`ops::quant_qkv_rope_to_cache`, checked there):
-/// W's rows are `n_heads` query, `n_kv_heads` key and `n_kv_heads` value heads of `2 half`
+/// the stack's rows are `n_heads` query, `n_kv_heads` key and `n_kv_heads` value heads of `2 half`
 /// rows; the queries go to `out` [n_heads, M, 2 half], keys and values into the caches
-/// [n_kv_heads, cap, 2 half] at rows pos .. pos + M.
+/// [n_kv_heads, cap, 2 half] at rows pos .. pos + M. A dispatch's W holds the stack's rows from
+/// `row0` on (whole heads): a stack whose parts differ in format (a Q4_K_M's Q4_K Q and K, Q6_K
+/// V) runs one dispatch per part, each storing its own heads.
 pub(crate) struct RopeToCache<'a> {
     pub k_cache: &'a Tensor,
     pub v_cache: &'a Tensor,
@@ -62,6 +64,8 @@ pub(crate) struct RopeToCache<'a> {
     pub base: f32,
     /// RoPE frequency factors (f32 [half], checked by the caller), or None.
     pub factors: Option<&'a Tensor>,
+    /// The stack row of this dispatch's first W row (a multiple of `2 half`).
+    pub row0: usize,
 }
 
 impl RopeToCache<'_> {
@@ -75,7 +79,7 @@ impl RopeToCache<'_> {
             .f32((self.base as f64).log2() as f32)
             .f32((1.0 / self.half as f64) as f32)
             .u32(self.half)
-            .u32(0u32);
+            .u32(self.row0);
         (params, pos_word)
     }
 

@@ -35,6 +35,27 @@ pub fn attention_with_mask(
     causal: bool,
     scale: Option<f64>,
 ) -> Result<(Vec<f64>, Vec<usize>)> {
+    attention_scored(q, q_shape, k, k_shape, v, v_shape, mask, causal, scale, None, None)
+}
+
+/// `attention_with_mask` with Gemma 2's score changes (kiln-core's `ops::ScoreOptions`):
+/// `softcap` replaces each scaled score s by cap * tanh(s / cap) before the mask is added, and
+/// `window` keeps only the last `window` of the keys a query would otherwise see (under
+/// `causal`, keys i - window + 1 ..= i of query i).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_scored(
+    q: &[f64],
+    q_shape: &[usize],
+    k: &[f64],
+    k_shape: &[usize],
+    v: &[f64],
+    v_shape: &[usize],
+    mask: Option<(&[f64], &[usize])>,
+    causal: bool,
+    scale: Option<f64>,
+    softcap: Option<f64>,
+    window: Option<usize>,
+) -> Result<(Vec<f64>, Vec<usize>)> {
     if q_shape.len() < 2 || k_shape.len() < 2 || v_shape.len() < 2 {
         return Err(Error::ShapeMismatch("attention: q, k and v need at least 2 dimensions".into()));
     }
@@ -67,13 +88,21 @@ pub fn attention_with_mask(
         let vo = super::broadcast_index(bi, &batch_shape, vb) * lk * dv;
         for i in 0..lq {
             let nk = if causal { lk.min(i + 1) } else { lk };
+            let first = window.map_or(0, |w| nk.saturating_sub(w));
             let mut mx = f64::NEG_INFINITY;
             for j in 0..nk {
+                if j < first {
+                    scores[j] = f64::NEG_INFINITY;
+                    continue;
+                }
                 let mut s = 0.0;
                 for t in 0..d {
                     s += q[qo + i * d + t] * k[ko + j * d + t];
                 }
                 scores[j] = s * scale;
+                if let Some(cap) = softcap {
+                    scores[j] = cap * (scores[j] / cap).tanh();
+                }
                 if let Some((m, ms)) = mask {
                     scores[j] += m[super::broadcast_index((bi * lq + i) * lk + j, &scores_shape, ms)];
                 }

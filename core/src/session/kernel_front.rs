@@ -1,7 +1,7 @@
 //! The checks every WGSL kernel passes before anything else looks at it: naga's parse and
 //! validation (errors with line:column), the entry point, the shader policy of a session's
 //! kernel, and the workgroup and private memory limits. One function, so that the compile path
-//! (`kernel.rs`) and the sandbox check the fuzz targets drive (`sandbox_check.rs`) cannot drift
+//! (`kernel/compile.rs`) and the sandbox check the fuzz targets drive (`sandbox_check.rs`) cannot drift
 //! apart in what they accept.
 
 use super::{policy, ShaderPolicy};

@@ -2,7 +2,7 @@
 //! with the rewrite's promises checked: for the fuzz targets (core/fuzz/) and their regression
 //! tests, which need the path but not the internals.
 //!
-//! It takes the steps of `CompileJob::run` (kernel.rs) for a sandboxed kernel: the source limit,
+//! It takes the steps of `CompileJob::run` (kernel/compile.rs) for a sandboxed kernel: the source limit,
 //! naga's parse and validation, the entry point, the shader policy, the workgroup and private
 //! memory limits, the loop rewrite (loop_guard.rs), validation of the rewritten module, and
 //! naga's WGSL writer, whose text is what wgpu compiles; that text is parsed and validated again

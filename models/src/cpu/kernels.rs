@@ -78,9 +78,20 @@ pub(crate) fn rope_head(x: &mut [f32], cos: &[f32], sin: &[f32]) {
     }
 }
 
+/// How attention scores are made: `scale` times q·k, then Gemma 2's soft-cap
+/// (cap * tanh(s / cap)); `window`: a query sees only the last `window` positions up to its own.
+#[derive(Clone, Copy)]
+pub(crate) struct Scores {
+    pub scale: f32,
+    pub softcap: Option<f32>,
+    pub window: Option<usize>,
+}
+
 /// Causal grouped-query attention of `q` [l, n_heads * hd] (positions `pos..pos + l`) over the
 /// cache's `k`, `v` [pos + l, n_kv * hd] (position-major): query head `h` reads KV head
-/// `h / (n_heads / n_kv)` and sees positions up to its own. Returns [l, n_heads * hd].
+/// `h / (n_heads / n_kv)` and sees positions up to its own (the last `scores.window` of them).
+/// Returns [l, n_heads * hd].
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     q: &[f32],
     k: &[f32],
@@ -89,26 +100,27 @@ pub(crate) fn attention(
     n_kv: usize,
     hd: usize,
     pos: usize,
+    scores: Scores,
 ) -> Vec<f32> {
     let width = n_heads * hd;
     let kv_width = n_kv * hd;
     let l = q.len() / width;
     let group = n_heads / n_kv;
-    let scale = 1.0 / (hd as f32).sqrt();
     let mut out = vec![0.0f32; l * width];
     out.par_chunks_mut(hd).enumerate().for_each(|(i, o)| {
         let (t, h) = (i / n_heads, i % n_heads);
         let g = h / group;
         let qh = &q[t * width + h * hd..t * width + (h + 1) * hd];
         let n = pos + t + 1;
+        let first = scores.window.map_or(0, |w| n.saturating_sub(w));
         // The head's keys and values [n, hd] sit at column g * hd of rows kv_width apart.
-        let (k, v) = (&k[g * hd..], &v[g * hd..]);
+        let (k, v) = (&k[first * kv_width + g * hd..], &v[first * kv_width + g * hd..]);
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { attend_avx2(qh, k, v, kv_width, n, scale, o) };
+            return unsafe { attend_avx2(qh, k, v, kv_width, n - first, scores, o) };
         }
-        attend(qh, k, v, kv_width, n, scale, o)
+        attend(qh, k, v, kv_width, n - first, scores, o)
     });
     out
 }
@@ -116,13 +128,16 @@ pub(crate) fn attention(
 /// One query head over `n` keys and values (`stride` apart) into `o` [hd]: softmax of the
 /// scaled scores (max subtracted) times V.
 #[inline(always)]
-fn attend(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32, o: &mut [f32]) {
+fn attend(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scores: Scores, o: &mut [f32]) {
     let hd = qh.len();
     // A plain loop, not an iterator chain: `Map::fold` would be a function of its own, compiled
     // without the caller's AVX2 (measured: 9% of a decode token in the SSE2 build).
     let mut s = vec![0.0f32; n];
     for (j, sj) in s.iter_mut().enumerate() {
-        *sj = dot(qh, &k[j * stride..j * stride + hd]) * scale;
+        *sj = dot(qh, &k[j * stride..j * stride + hd]) * scores.scale;
+    }
+    if let Some(cap) = scores.softcap {
+        s.iter_mut().for_each(|x| *x = cap * (*x / cap).tanh());
     }
     let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
@@ -144,8 +159,8 @@ fn attend(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32,
 /// only SSE2).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn attend_avx2(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scale: f32, o: &mut [f32]) {
-    attend(qh, k, v, stride, n, scale, o)
+unsafe fn attend_avx2(qh: &[f32], k: &[f32], v: &[f32], stride: usize, n: usize, scores: Scores, o: &mut [f32]) {
+    attend(qh, k, v, stride, n, scores, o)
 }
 
 /// `silu(gate) * up` for `gu` [l, 2n] (gate then up per row): [l, n].
@@ -276,13 +291,22 @@ mod tests {
     #[test]
     fn grouped_attention_matches_the_reference_causally_after_a_prefix() {
         // 6 query heads over 2 KV heads, head size 24 (not a lane multiple); 3 new positions
-        // after 4 cached ones (the mask is by absolute position).
+        // after 4 cached ones (the mask is by absolute position); plain, and with Gemma 2's
+        // soft-cap (0.2: below the scores, so it bites) and a window of 3 positions.
         let (nh, nkv, hd, pos, l) = (6, 2, 24, 4, 3);
+        let plain = Scores { scale: 1.0 / (hd as f32).sqrt(), softcap: None, window: None };
+        let gemma = Scores { scale: 0.3, softcap: Some(0.2), window: Some(3) };
+        for scores in [plain, gemma] {
+            check_grouped_attention(nh, nkv, hd, pos, l, scores);
+        }
+    }
+
+    fn check_grouped_attention(nh: usize, nkv: usize, hd: usize, pos: usize, l: usize, scores: Scores) {
         let n = pos + l;
         let q = values(l * nh * hd, 11);
         let k = values(n * nkv * hd, 12);
         let v = values(n * nkv * hd, 13);
-        let got = attention(&q, &k, &v, nh, nkv, hd, pos);
+        let got = attention(&q, &k, &v, nh, nkv, hd, pos, scores);
         let group = nh / nkv;
         for h in 0..nh {
             let g = h / group;
@@ -296,15 +320,18 @@ mod tests {
             for t in 0..l {
                 // Query t sees keys 0..=pos + t: the reference without a mask over that prefix.
                 let seen = pos + t + 1;
-                let (want, _) = ref_attention::attention(
+                let (want, _) = ref_attention::attention_scored(
                     &qh[t * hd..(t + 1) * hd],
                     &[1, hd],
                     &kh[..seen * hd],
                     &[seen, hd],
                     &vh[..seen * hd],
                     &[seen, hd],
-                    false,
                     None,
+                    false,
+                    Some(scores.scale as f64),
+                    scores.softcap.map(f64::from),
+                    scores.window,
                 )
                 .unwrap();
                 close(&got[(t * nh + h) * hd..(t * nh + h + 1) * hd], &want, 1e-5, &format!("head {h} query {t}"));
@@ -318,17 +345,18 @@ mod tests {
         let (hd, n, stride) = (40, 9, 56);
         let (q, k, v) = (values(hd, 21), values(n * stride, 22), values(n * stride, 23));
         let mut portable = vec![0.0f32; hd];
-        attend(&q, &k, &v, stride, n, 0.3, &mut portable);
+        let s = Scores { scale: 0.3, softcap: Some(0.5), window: None };
+        attend(&q, &k, &v, stride, n, s, &mut portable);
         let mut dispatched = vec![0.0f32; hd];
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: AVX2 detected.
-            unsafe { attend_avx2(&q, &k, &v, stride, n, 0.3, &mut dispatched) };
+            unsafe { attend_avx2(&q, &k, &v, stride, n, s, &mut dispatched) };
         } else {
-            attend(&q, &k, &v, stride, n, 0.3, &mut dispatched);
+            attend(&q, &k, &v, stride, n, s, &mut dispatched);
         }
         #[cfg(not(target_arch = "x86_64"))]
-        attend(&q, &k, &v, stride, n, 0.3, &mut dispatched);
+        attend(&q, &k, &v, stride, n, s, &mut dispatched);
         let want: Vec<f64> = dispatched.iter().map(|&x| x as f64).collect();
         close(&portable, &want, 1e-6, "portable vs avx2 head");
     }

@@ -5,7 +5,8 @@
 //!
 //! Same model as the GPU path, step for step: the same stacked and un-permuted weight rows
 //! (QKV in one matrix, gate/up in one), RMSNorm, rotate-half RoPE, grouped-query attention
-//! causal by absolute position, SwiGLU (GeGLU for Gemma), the (tied) output head and the greedy
+//! causal by absolute position, SwiGLU (GeGLU for Gemma), Gemma 2/3's post-norms, QK-norm,
+//! soft-capping and sliding window ([`crate::gemma`]), the (tied) output head and the greedy
 //! tie rule. Weights
 //! stay quantized ([`quant`]), activations f32; matrix products and attention heads are spread
 //! over rayon's threads (all cores).
@@ -29,6 +30,10 @@ struct Layer {
     ffn_norm: Vec<f32>,
     gate_up: QuantMatrix,
     down: QuantMatrix,
+    /// Gemma 2/3's post-attention and post-feed-forward RMSNorms ([`crate::gemma`]).
+    post_norms: Option<(Vec<f32>, Vec<f32>)>,
+    /// Gemma 3's per-head query and key RMSNorms, before RoPE.
+    qk_norm: Option<(Vec<f32>, Vec<f32>)>,
 }
 
 pub(crate) struct CpuLlama {
@@ -56,7 +61,7 @@ impl CpuCache {
     }
 }
 
-fn vector(f: &GgufFile, name: &str, n: usize) -> Result<Vec<f32>> {
+pub(crate) fn vector(f: &GgufFile, name: &str, n: usize) -> Result<Vec<f32>> {
     let t = f.expect(name, &[GgmlType::F32], &[n as u64])?;
     Ok(f.data(t).chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
@@ -90,6 +95,19 @@ impl CpuLlama {
                 ffn_norm: vector(f, &n("ffn_norm"), c.hidden)?,
                 gate_up: matrix(&borrowed(&c.gate_up_parts(i)), c.hidden)?,
                 down: matrix(&[(&n("ffn_down"), c.hidden, None)], c.ffn)?,
+                post_norms: match c.arch.is_gemma2_family() {
+                    true => Some((
+                        vector(f, &n("post_attention_norm"), c.hidden)?,
+                        vector(f, &n("post_ffw_norm"), c.hidden)?,
+                    )),
+                    false => None,
+                },
+                qk_norm: match c.gemma.as_ref().is_some_and(|g| g.qk_norm) {
+                    true => {
+                        Some((vector(f, &n("attn_q_norm"), c.head_dim)?, vector(f, &n("attn_k_norm"), c.head_dim)?))
+                    }
+                    false => None,
+                },
             });
             progress(i + 2, total);
         }
@@ -124,14 +142,28 @@ impl CpuLlama {
         if let Some(s) = c.arch.embedding_scale(d) {
             h.iter_mut().for_each(|x| *x *= s);
         }
-        let (cos, sin) = kernels::rope_table(pos, l, hd, c.rope_base, c.rope_factors.as_deref());
+        // RoPE tables: the global layers', and Gemma 2/3's local layers' where there are any.
+        let table = |i: usize| {
+            let (base, factors) = c.layer_rope(i);
+            kernels::rope_table(pos, l, hd, base, factors)
+        };
+        let global = kernels::rope_table(pos, l, hd, c.rope_base, c.rope_factors.as_deref());
+        let local = c.gemma.as_ref().and_then(|g| g.local.iter().position(|&x| x)).map(table);
         let (qw, kvw) = (nh * hd, nkv * hd);
-        for (layer, (kc, vc)) in self.layers.iter().zip(cache.layers.iter_mut()) {
+        for (i, (layer, (kc, vc))) in self.layers.iter().zip(cache.layers.iter_mut()).enumerate() {
+            let is_local = c.gemma.as_ref().is_some_and(|g| g.local[i]);
+            let (cos, sin) = if is_local { local.as_ref().unwrap_or(&global) } else { &global };
             let mut qkv = layer.qkv.matmul(&kernels::rms_norm(&h, &layer.attn_norm, c.rms_eps)); // [L, qw + 2 kvw]
             let mut q = Vec::with_capacity(l * qw);
             for (t, row) in qkv.chunks_exact_mut(qw + 2 * kvw).enumerate() {
                 if let Some(b) = &layer.qkv_bias {
                     row.iter_mut().zip(b).for_each(|(x, b)| *x += b);
+                }
+                if let Some((qn, kn)) = &layer.qk_norm {
+                    let normed = kernels::rms_norm(&row[..qw], qn, c.rms_eps);
+                    row[..qw].copy_from_slice(&normed);
+                    let normed = kernels::rms_norm(&row[qw..qw + kvw], kn, c.rms_eps);
+                    row[qw..qw + kvw].copy_from_slice(&normed);
                 }
                 let (cs, sn) = (&cos[t * hd / 2..(t + 1) * hd / 2], &sin[t * hd / 2..(t + 1) * hd / 2]);
                 for head in row[..qw + kvw].chunks_exact_mut(hd) {
@@ -141,13 +173,24 @@ impl CpuLlama {
                 kc.extend_from_slice(&row[qw..qw + kvw]);
                 vc.extend_from_slice(&row[qw + kvw..]);
             }
-            let a = kernels::attention(&q, kc, vc, nh, nkv, hd, pos);
-            for (x, y) in h.iter_mut().zip(layer.o.matmul(&a)) {
+            let opts = c.score_options(i);
+            let scores = kernels::Scores {
+                scale: c.query_scale().unwrap_or(1.0 / (hd as f32).sqrt()),
+                softcap: opts.softcap,
+                window: opts.window,
+            };
+            let a = kernels::attention(&q, kc, vc, nh, nkv, hd, pos, scores);
+            let post = |y: Vec<f32>, n: Option<&Vec<f32>>| match n {
+                Some(n) => kernels::rms_norm(&y, n, c.rms_eps),
+                None => y,
+            };
+            let posts = layer.post_norms.as_ref();
+            for (x, y) in h.iter_mut().zip(post(layer.o.matmul(&a), posts.map(|p| &p.0))) {
                 *x += y;
             }
             let gu = layer.gate_up.matmul(&kernels::rms_norm(&h, &layer.ffn_norm, c.rms_eps));
             let g = if c.arch.gelu_gate() { kernels::geglu(&gu, c.ffn) } else { kernels::swiglu(&gu, c.ffn) };
-            for (x, y) in h.iter_mut().zip(layer.down.matmul(&g)) {
+            for (x, y) in h.iter_mut().zip(post(layer.down.matmul(&g), posts.map(|p| &p.1))) {
                 *x += y;
             }
         }
@@ -158,6 +201,11 @@ impl CpuLlama {
     /// projection (the embedding table when tied).
     pub fn logits(&self, h: &[f32]) -> Vec<f32> {
         let head = self.output.as_ref().unwrap_or(&self.embed);
-        head.matmul(&kernels::rms_norm(h, &self.output_norm, self.config.rms_eps))
+        let mut logits = head.matmul(&kernels::rms_norm(h, &self.output_norm, self.config.rms_eps));
+        // Gemma 2's final soft-capping, as llama.cpp computes it (a scale by 1/cap, tanh, a scale by cap).
+        if let Some(cap) = self.config.gemma.as_ref().and_then(|g| g.final_softcap) {
+            logits.iter_mut().for_each(|x| *x = (*x * (1.0 / cap)).tanh() * cap);
+        }
+        logits
     }
 }

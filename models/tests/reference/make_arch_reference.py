@@ -321,6 +321,27 @@ def f64_forward(path: Path, ids: list[int], rope_factors: bool = True, every_pos
     return norm(h if every_position else h[-1], W["output_norm.weight"]) @ out.T
 
 
+def llama_cpp_run(llm, text: str, add_bos: bool) -> tuple[list[int], np.ndarray, list[int], list[float]]:
+    """llama.cpp on `text`: its ids (special tokens parsed, BOS as the file says, a doubled BOS
+    dropped: a chat template that writes BOS itself, tokenized as llama.cpp's server does), its
+    logits after them, and a greedy continuation of STEPS tokens with its top-1 minus top-2
+    margins. Shared by this script and its siblings."""
+    ids = llm.tokenize(text.encode(), add_bos=add_bos, special=True)
+    if len(ids) >= 2 and ids[0] == ids[1] == llm.token_bos():
+        ids = ids[1:]
+    llm.reset()
+    llm.eval(ids)
+    logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+    greedy, margins, step = [], [], logits
+    for _ in range(STEPS):
+        order = np.argsort(-step, kind="stable")
+        greedy.append(int(order[0]))
+        margins.append(float(step[order[0]] - step[order[1]]))
+        llm.eval([greedy[-1]])
+        step = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+    return ids, logits, greedy, margins
+
+
 def render(template: str, messages: list[dict], bos: str, eos: str) -> str:
     # transformers' (and llama-cpp-python's) environment for chat templates.
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -342,23 +363,8 @@ def main() -> None:
         prompts = []
         for p in PROMPTS:
             text = render(s["template"], p["chat"], s["bos"], s["eos"]) if "chat" in p else p["text"]
-            # A chat template that writes BOS itself: llama.cpp's server tokenizes the rendered
-            # text with special tokens parsed and BOS added as the vocabulary says, then drops a
-            # doubled BOS; the ids here are that.
-            ids = llm.tokenize(text.encode(), add_bos=s["add_bos"], special=True)
-            if len(ids) >= 2 and ids[0] == ids[1] == llm.token_bos():
-                ids = ids[1:]
-            llm.reset()
-            llm.eval(ids)
-            logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            ids, logits, greedy, margins = llama_cpp_run(llm, text, s["add_bos"])
             ref = f64_forward(path, ids)
-            greedy, margins, step = [], [], logits
-            for _ in range(STEPS):
-                order = np.argsort(-step, kind="stable")
-                greedy.append(int(order[0]))
-                margins.append(float(step[order[0]] - step[order[1]]))
-                llm.eval([greedy[-1]])
-                step = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
             prompts.append({
                 "name": p["name"], "chat": p.get("chat"), "text": text, "ids": ids,
                 "logits_llama_cpp": [float(x) for x in logits.astype(np.float32)],

@@ -44,7 +44,7 @@ import gguf
 import llama_cpp
 import numpy as np
 from gguf.quants import dequantize
-from make_arch_reference import CORPUS, HERE, STEPS, permute, render
+from make_arch_reference import CORPUS, HERE, llama_cpp_run, permute, render
 
 PHI3_TEMPLATE = (
     "{% for message in messages %}{% if message['role'] == 'system' %}"
@@ -348,20 +348,8 @@ def main() -> None:
         prompts = []
         for p in PROMPTS:
             text = render(s["template"], p["chat"], s["bos"], s["eos"]) if "chat" in p else p["text"]
-            ids = llm.tokenize(text.encode(), add_bos=s["add_bos"], special=True)
-            if len(ids) >= 2 and ids[0] == ids[1] == llm.token_bos():
-                ids = ids[1:]
-            llm.reset()
-            llm.eval(ids)
-            logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            ids, logits, greedy, margins = llama_cpp_run(llm, text, s["add_bos"])
             ref = f64_forward(path, ids)
-            greedy, margins, step = [], [], logits
-            for _ in range(STEPS):
-                order = np.argsort(-step, kind="stable")
-                greedy.append(int(order[0]))
-                margins.append(float(step[order[0]] - step[order[1]]))
-                llm.eval([greedy[-1]])
-                step = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
             logp = f64_forward(path, ids, every_position=True)
             top = logp.max(-1, keepdims=True)
             logp = logp - top - np.log(np.exp(logp - top).sum(-1, keepdims=True))

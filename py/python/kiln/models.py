@@ -17,6 +17,16 @@ pooling and normalisation) from its directory, with sentence-transformers' ``enc
     model = SentenceEmbedder("build/models/all-MiniLM-L6-v2")
     emb = model.encode(["Hello world", "GPUs everywhere"])   # numpy float32 (2, 384)
 
+``CLIPModel`` runs a transformers CLIPModel folder (OpenAI's CLIP ViT-B/32 and its kin): images
+and texts into one embedding space, the images preprocessed on the GPU as CLIPImageProcessor does
+(PIL's bicubic resize, center crop, normalise); ``ImageEmbedder`` is its vision tower alone::
+
+    from kiln.models import CLIPModel
+    clip = CLIPModel("build/models/clip-vit-base-patch32")
+    img = clip.encode_image([np.asarray(pil_image)])              # float32 (1, 512), unit rows
+    txt = clip.encode_text(["a photo of a cat", "a diagram"])    # float32 (2, 512)
+    probs = (100 * img @ txt.T)                                   # CLIP's logits
+
 The GPU work runs with the GIL released, so other Python threads carry on meanwhile.
 """
 
@@ -27,9 +37,9 @@ from typing import Iterable, Optional, Union
 
 import numpy as np
 
-from ._kiln import CausalLM, Generation, _SentenceEmbedder
+from ._kiln import CausalLM, Generation, _ClipModel, _ImageEmbedder, _SentenceEmbedder
 
-__all__ = ["CausalLM", "Generation", "SentenceEmbedder"]
+__all__ = ["CLIPModel", "CausalLM", "Generation", "ImageEmbedder", "SentenceEmbedder"]
 
 
 class SentenceEmbedder:
@@ -102,3 +112,87 @@ def _texts(sentences: Iterable[str]) -> list:
         if not isinstance(t, str):
             raise TypeError(f"sentences[{i}] is {type(t).__name__}, not str")
     return texts
+
+
+def _images(images) -> tuple:
+    """One image or a list of them, as C-contiguous uint8 (H, W, 3) arrays; whether it was one.
+    An image is a numpy array (or anything np.asarray takes) of RGB uint8, or a PIL image
+    (converted to RGB, as CLIPImageProcessor's do_convert_rgb does)."""
+
+    def one(im, i):
+        if hasattr(im, "convert") and hasattr(im, "mode"):  # a PIL image, without importing PIL
+            im = im.convert("RGB") if im.mode != "RGB" else im
+        a = np.asarray(im)
+        if a.dtype != np.uint8:
+            raise TypeError(f"images[{i}] has dtype {a.dtype}; expected uint8 RGB (H, W, 3)")
+        if a.ndim != 3 or a.shape[2] != 3:
+            raise ValueError(f"images[{i}] has shape {a.shape}; expected (height, width, 3) RGB")
+        return np.ascontiguousarray(a)
+
+    single = (hasattr(images, "mode") and hasattr(images, "convert")) or (
+        isinstance(images, np.ndarray) and images.ndim == 3
+    )
+    if single:
+        return [one(images, 0)], True
+    return [one(im, i) for i, im in enumerate(images)], False
+
+
+class ImageEmbedder:
+    """CLIP's vision tower alone, from a CLIPModel folder (config.json, model.safetensors,
+    preprocessor_config.json): images to embeddings. Errors as ``SentenceEmbedder``'s; an
+    unsupported configuration (another model type, an activation or preprocessing kiln does not
+    run) raises ``kiln.UnsupportedError`` naming it."""
+
+    _cls = _ImageEmbedder
+
+    def __init__(self, model_dir: Union[str, os.PathLike]):
+        self.model_dir = os.fspath(model_dir)
+        self._m = self._cls(self.model_dir)
+
+    @property
+    def dim(self) -> int:
+        """The embedding width (projection_dim: 512 for ViT-B/32)."""
+        return self._m.dim
+
+    @property
+    def image_size(self) -> int:
+        """The side of the square the preprocessing brings every image to (224 for ViT-B/32)."""
+        return self._m.image_size
+
+    def encode_image(self, images, normalize: bool = True) -> np.ndarray:
+        """Embeddings as float32: ``(len(images), dim)``, or ``(dim,)`` for one image.
+
+        ``images``: an RGB uint8 array (H, W, 3) or a PIL image, or a list of them, any sizes.
+        ``normalize`` L2-normalises each embedding (CLIP compares by cosine); False gives
+        transformers' ``get_image_features``.
+        """
+        ims, single = _images(images)
+        out = self._m.encode_image(ims, bool(normalize))
+        return out[0] if single else out
+
+    def pixel_values(self, images) -> np.ndarray:
+        """The preprocessing alone: float32 (N, 3, S, S), as CLIPImageProcessor's pixel_values."""
+        ims, _ = _images(images)
+        return self._m.pixel_values(ims)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_dir!r})"
+
+
+class CLIPModel(ImageEmbedder):
+    """A transformers CLIPModel folder (config.json, model.safetensors, tokenizer.json,
+    preprocessor_config.json): ``encode_image`` and ``encode_text`` into one space."""
+
+    _cls = _ClipModel
+
+    def tokenize(self, texts: Union[str, Iterable[str]]) -> list:
+        """Token ids per text, with <|startoftext|> and <|endoftext|>, truncated to the
+        position table (77 for CLIP)."""
+        return self._m.tokenize([texts] if isinstance(texts, str) else _texts(texts))
+
+    def encode_text(self, texts: Union[str, Iterable[str]], normalize: bool = True) -> np.ndarray:
+        """Embeddings as float32: ``(len(texts), dim)``, or ``(dim,)`` for one string.
+        ``normalize`` as in ``encode_image``; False gives ``get_text_features``."""
+        single = isinstance(texts, str)
+        out = self._m.encode_text([texts] if single else _texts(texts), bool(normalize))
+        return out[0] if single else out

@@ -1,10 +1,28 @@
 # Type stubs for kiln.models (models.py; CausalLM and Generation come from the Rust extension).
 import os
-from typing import Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-__all__ = ["CausalLM", "Generation", "SentenceEmbedder"]
+__all__ = ["CLIPModel", "CausalLM", "Generation", "ImageEmbedder", "SentenceEmbedder"]
+
+# An RGB uint8 image: a numpy array (height, width, 3) or a PIL image; or a list of them.
+_Image = Any
+_Images = Union[_Image, Sequence[_Image]]
+
+class ImageEmbedder:
+    model_dir: str
+    def __init__(self, model_dir: Union[str, os.PathLike]) -> None: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def image_size(self) -> int: ...
+    def encode_image(self, images: _Images, normalize: bool = True) -> np.ndarray: ...
+    def pixel_values(self, images: _Images) -> np.ndarray: ...
+
+class CLIPModel(ImageEmbedder):
+    def tokenize(self, texts: Union[str, Iterable[str]]) -> List[List[int]]: ...
+    def encode_text(self, texts: Union[str, Iterable[str]], normalize: bool = True) -> np.ndarray: ...
 
 class SentenceEmbedder:
     model_dir: str

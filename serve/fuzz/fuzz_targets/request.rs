@@ -41,6 +41,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = parse::parse_json::<OpRequest>(rest);
             let _ = parse::parse_json::<KernelRequest>(rest);
             let _ = parse::parse_json::<DispatchRequest>(rest);
+            let _ = parse::parse_session_request(rest);
         }
         2 | 3 => {
             // A .npy upload.

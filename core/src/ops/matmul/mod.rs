@@ -13,7 +13,7 @@ mod tiled;
 mod tiles;
 
 pub use coop::{coop_accumulator, coop_source_for_tests, uses_cooperative_matrix};
-pub use native::{native_tilings, uses_native};
+pub use native::{native_tiling_available, native_tiling_for, native_tilings, uses_native};
 pub use tiles::{pick_tiles, MatmulTiles};
 
 use crate::device::Device;
@@ -141,10 +141,7 @@ pub fn matmul_tier(device: &Device, dtype: DType, m: usize, n: usize, k: usize) 
 /// the shape (tests run ragged shapes through every variant); Unsupported without the tier.
 #[doc(hidden)]
 pub fn matmul_native_with(a: &Tensor, b: &Tensor, tiling: &str) -> Result<Tensor> {
-    let t = native::by_name(tiling)?;
-    if !a.device().native.matmul_f16() {
-        return Err(Error::Unsupported("this device has no native f16 matmul".into()));
-    }
+    let t = native::by_name(a.device(), tiling)?;
     if a.dtype() != DType::F16 {
         return Err(Error::DTypeMismatch("the native matmul is f16 only".into()));
     }
@@ -234,8 +231,13 @@ fn matmul_impl(
         return native::run(&device, a, b, out, t, &problem);
     }
     if tiles.is_none() && dtype == DType::F16 {
-        if let Some(t) = native::pick(&device, m, n, k) {
-            return native::run(&device, a, b, out, t, &problem);
+        while let Some(t) = native::pick(&device, m, n, k) {
+            match native::run(&device, a, b, out.clone(), t, &problem) {
+                // The driver refused the module's pipeline (now remembered, so `pick` passes it
+                // over: the loop ends): the next choice runs this product.
+                Err(_) if native::refused(&device, t, &problem) => continue,
+                r => return r,
+            }
         }
         if let Some(coop) = coop::pick(&device, m, n, k) {
             return coop::run(&device, a, b, out, coop, &problem);

@@ -1,0 +1,161 @@
+// Native-tier f16 matmul on NV cooperative matrix 2 (core/src/ops/matmul/native.rs): C[b] =
+// A[b] @ B[b], f16 inputs, f32 accumulation on the tensor cores, f16 output, as
+// shaders/native/matmul_f16.comp computes it; runs only where the device was opened with
+// VK_NV_cooperative_matrix2 and the probe found a flexible-dimensions configuration for this
+// variant's tile and workgroup size (core/src/native_cm2.rs). Compiled by glslang 15
+// (mk/native.mk), once per kernels.txt line.
+//
+// Unlike matmul_f16.comp, there is no staging here: the whole workgroup owns one BM x BN f32
+// accumulator (workgroup scope), and the driver stages the BM x BK and BK x BN operand tiles
+// through its own reserved workgroup memory when coopMatLoadTensorNV reads them.
+//
+// Bounds: no index is computed here. Every global read and write goes through a tensor layout
+// whose dimensions are the problem's (batch, M, K), (batch, K, N) and (batch, M, N), in clamp
+// mode Constant: a load outside them returns 0 (so ragged M, N and K tiles multiply zeros) and a
+// store outside them is dropped (GLSL_NV_cooperative_matrix2, "spanCoordToTensorCoord"). The
+// batch is the layouts' outermost dimension rather than an element offset: the offset's bytes
+// must be a multiple of 16, which the batch offsets M*K, K*N, M*N times 2 are not for ragged
+// shapes. This module bypasses naga (wgpu's passthrough shaders); only Kiln's kernels run this way.
+//
+// Interior tiles (FAST=1): a workgroup whose whole tile lies inside M x N, where K is a multiple
+// of BK and K and N of 8 (so every row and batch offset is 16-byte aligned), takes a path with
+// no clamping at all: 2-D layouts in clamp mode Undefined over one matrix at an element offset,
+// strides and offsets masked to multiples of 8 so the compiler can prove that alignment, and
+// the K loop unrolled UNROLL steps at a time so the driver can overlap loads with products
+// (llama.cpp's mul_mm_cm2 does the same). Every access there is inside the operands by the
+// condition that chose the path. The other workgroups (and FAST=0) take the clamped path.
+//
+// Variant defines: WG invocations per workgroup, BM x BN output tile, K steps of BK, FAST.
+#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+layout(std430, set = 0, binding = 0) readonly buffer A { float16_t a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { float16_t b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float16_t c[]; };
+
+// shaders/matmul_common.wgsl's Params, byte for byte (see matmul_f16.comp).
+layout(std140, set = 0, binding = 3) uniform Params {
+    uint m;
+    uint n;
+    uint k;
+    uint groups;  // ntiles * mtiles * batch
+    uint ntiles;
+    uint mtiles;
+    uint brank;   // broadcast batch dimensions (<= 8)
+    uint pad;
+    uvec4 dims[6];  // bshape[2], astride[2], bstride[2]
+} p;
+
+#define CLAMP gl_CooperativeMatrixClampModeConstantNV
+
+void main() {
+    uint g = gl_WorkGroupID.x + (gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y) * gl_NumWorkGroups.x;
+    // Uniform over the workgroup, as every branch and loop below must be for workgroup-scope
+    // matrices: all invocations leave or none.
+    if (g >= p.groups) {
+        return;
+    }
+    // tile_of (shaders/matmul_common.wgsl): n-tile fastest, then m-tile, then batch.
+    uint per_batch = p.ntiles * p.mtiles;
+    uint t = g % per_batch;
+    uint bi = g / per_batch;
+    uint nt = t % p.ntiles;
+    uint mt = t / p.ntiles;
+    uint aoff = 0u;
+    uint boff = 0u;
+    uint r = bi;
+    for (uint i = 0u; i < p.brank; i++) {
+        uint d = p.brank - 1u - i;
+        uint ci = r % p.dims[d / 4u][d % 4u];
+        r = r / p.dims[d / 4u][d % 4u];
+        aoff += ci * p.dims[2u + d / 4u][d % 4u];
+        boff += ci * p.dims[4u + d / 4u][d % 4u];
+    }
+    uint row0 = mt * BM;
+    uint col0 = nt * BN;
+
+    coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+        coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+
+#if FAST
+    // Uniform over the workgroup (sizes and the workgroup's tile only).
+    if (row0 + BM <= p.m && col0 + BN <= p.n && p.k > 0u && p.k % BK == 0u && p.k % 8u == 0u && p.n % 8u == 0u) {
+        // Equal to K, N and the offsets under the condition above; the masks tell the compiler
+        // they are multiples of 8 halves. The offsets are whole matrices (M*K, K*N, M*N halves).
+        uint sk = p.k & ~7u;
+        uint sn = p.n & ~7u;
+        uint ao = aoff & ~7u;
+        uint bo = boff & ~7u;
+        uint co = (bi * p.m * p.n) & ~7u;
+        tensorLayoutNV<2> la = createTensorLayoutNV(2);
+        la = setTensorLayoutDimensionNV(la, p.m, sk);
+        la = setTensorLayoutStrideNV(la, sk, 1u);
+        tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+        lb = setTensorLayoutDimensionNV(lb, sk, sn);
+        lb = setTensorLayoutStrideNV(lb, sn, 1u);
+        uint steps = p.k / BK;
+        uint s = 0u;
+        for (; s + UNROLL <= steps; s += UNROLL) {
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                uint k0 = (s + u) * BK;
+                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
+                coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
+                coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));
+                coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
+                acc = coopMatMulAdd(fa, fb, acc);
+            }
+        }
+        for (; s < steps; s++) {
+            uint k0 = s * BK;
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
+            coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));
+            coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
+            acc = coopMatMulAdd(fa, fb, acc);
+        }
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+        tensorLayoutNV<2> lc = createTensorLayoutNV(2);
+        lc = setTensorLayoutDimensionNV(lc, p.m, sn);
+        lc = setTensorLayoutStrideNV(lc, sn, 1u);
+        coopMatStoreTensorNV(h, c, co, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+        return;
+    }
+#endif
+
+    // K = 0: no step, and C is written as zeros. Otherwise the batch offsets are whole matrices
+    // (core's batch strides are multiples of M*K and K*N), so these are the operands' matrix
+    // indices; the outermost dimension only has to contain them (it is sliced to one matrix).
+    if (p.k > 0u) {
+        uint ai = aoff / (p.m * p.k);
+        uint bj = boff / (p.k * p.n);
+        tensorLayoutNV<3, CLAMP> la = createTensorLayoutNV(3, CLAMP);
+        la = setTensorLayoutDimensionNV(la, ai + 1u, p.m, p.k);
+        tensorLayoutNV<3, CLAMP> lb = createTensorLayoutNV(3, CLAMP);
+        lb = setTensorLayoutDimensionNV(lb, bj + 1u, p.k, p.n);
+        uint steps = (p.k + BK - 1u) / BK;
+        for (uint s = 0u; s < steps; s++) {
+            uint k0 = s * BK;
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
+            coopMatLoadTensorNV(fa, a, 0u, sliceTensorLayoutNV(la, ai, 1u, row0, BM, k0, BK));
+            coopMatLoadTensorNV(fb, b, 0u, sliceTensorLayoutNV(lb, bj, 1u, k0, BK, col0, BN));
+            acc = coopMatMulAdd(fa, fb, acc);
+        }
+    }
+
+    // The f32 accumulators rounded to f16 (the WGSL tier's f16(acc)); the store drops what lies
+    // outside M x N.
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+    tensorLayoutNV<3, CLAMP> lc = createTensorLayoutNV(3, CLAMP);
+    lc = setTensorLayoutDimensionNV(lc, bi + 1u, p.m, p.n);
+    coopMatStoreTensorNV(h, c, 0u, sliceTensorLayoutNV(lc, bi, 1u, row0, BM, col0, BN));
+}
