@@ -38,7 +38,7 @@ pub enum GgufError {
 }
 
 impl GgufError {
-    fn into_model_error(self, path: &Path) -> ModelError {
+    pub(crate) fn into_model_error(self, path: &Path) -> ModelError {
         match self {
             GgufError::Version(_) | GgufError::BigEndian | GgufError::TensorType { .. } => {
                 ModelError::Unsupported(format!("{}: {self}", path.display()))
@@ -341,6 +341,9 @@ pub struct Header {
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// `buf` is the start of a file still arriving ([`Header::parse_prefix`]): a count the
+    /// bytes so far cannot back is "truncated" (more may come), not "invalid".
+    prefix: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -348,14 +351,14 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
+    /// `n` bytes are needed at the current position and fewer are left.
+    fn short(&self, n: u64, what: &dyn Fn() -> String) -> GgufError {
+        GgufError::Truncated { what: what(), offset: self.pos as u64, needed: n, available: self.left() as u64 }
+    }
+
     fn take(&mut self, n: u64, what: &dyn Fn() -> String) -> GResult<&'a [u8]> {
         if n > self.left() as u64 {
-            return Err(GgufError::Truncated {
-                what: what(),
-                offset: self.pos as u64,
-                needed: n,
-                available: self.left() as u64,
-            });
+            return Err(self.short(n, what));
         }
         let s = &self.buf[self.pos..self.pos + n as usize];
         self.pos += n as usize;
@@ -380,6 +383,9 @@ impl<'a> Reader<'a> {
         let at = self.pos as u64;
         let n = self.u64(what)?;
         if n.saturating_mul(min_size) > self.left() as u64 {
+            if self.prefix {
+                return Err(self.short(n.saturating_mul(min_size), what));
+            }
             return Err(GgufError::Invalid(format!(
                 "{} at byte {at}: count {n} cannot fit in the {} bytes left",
                 what(),
@@ -527,7 +533,20 @@ impl Header {
     /// Parses the header from the start of `buf` (the whole file: offsets and sizes are checked
     /// against its length).
     pub fn parse(buf: &[u8]) -> GResult<Header> {
-        let mut r = Reader { buf, pos: 0 };
+        Self::parse_with(buf, false)
+    }
+
+    /// The header from the first bytes of a file still arriving (a page's download): as
+    /// [`parse`](Self::parse), but with the tensor data not yet checked against the file's
+    /// length (the stream checks it as the bytes come), and a count the bytes so far cannot
+    /// back a [`GgufError::Truncated`] saying how many more are needed (`offset + needed`), not
+    /// an error of the file. Every other error is the one `parse` gives.
+    pub fn parse_prefix(buf: &[u8]) -> GResult<Header> {
+        Self::parse_with(buf, true)
+    }
+
+    fn parse_with(buf: &[u8], prefix: bool) -> GResult<Header> {
+        let mut r = Reader { buf, pos: 0, prefix };
         let magic: [u8; 4] = r.arr(&|| "magic".into())?;
         if &magic != MAGIC {
             return Err(GgufError::BadMagic(magic));
@@ -544,6 +563,9 @@ impl Header {
         let n_tensors = r.u64(&|| "tensor count".into())?;
         let n_kv = r.count(13, &|| "metadata count".into())?;
         if n_tensors.saturating_mul(24) > r.left() as u64 {
+            if prefix {
+                return Err(r.short(n_tensors.saturating_mul(24), &|| "tensor table".into()));
+            }
             return Err(GgufError::Invalid(format!(
                 "tensor count {n_tensors} cannot fit in the {} bytes left",
                 r.left()
@@ -615,8 +637,16 @@ impl Header {
             tensors.push(TensorInfo { name, dims, ty, offset, n_bytes });
         }
         let data_offset = (r.pos as u64).div_ceil(alignment) * alignment;
-        let data_len = (buf.len() as u64).saturating_sub(data_offset);
+        // A stream knows no length yet: only that each tensor's end is a number (so that
+        // `check_disjoint`'s sums cannot overflow); each is checked against the bytes as they come.
+        let data_len = if prefix { u64::MAX / 2 } else { (buf.len() as u64).saturating_sub(data_offset) };
         for t in &tensors {
+            if prefix && t.offset.checked_add(t.n_bytes).is_none_or(|end| end > data_len) {
+                return Err(GgufError::Invalid(format!(
+                    "tensor {}: {} bytes at offset {} of the data section are past any file",
+                    t.name, t.n_bytes, t.offset
+                )));
+            }
             if t.offset.checked_add(t.n_bytes).is_none_or(|end| end > data_len) {
                 return Err(GgufError::Truncated {
                     what: format!("tensor {} data", t.name),
@@ -631,10 +661,20 @@ impl Header {
     }
 }
 
-/// A GGUF file, memory-mapped (or its bytes, in the browser).
+/// Where a [`GgufFile`]'s tensor bytes are.
+enum Data {
+    /// The whole file, memory-mapped (or its bytes, in the browser).
+    File(crate::files::FileBytes),
+    /// A streamed file's ([`crate::gguf_stream`]): only the tensors it kept on the host, by
+    /// name; the others went to the GPU as they arrived, or were skipped.
+    Kept(HashMap<String, Vec<u8>>),
+}
+
+/// A GGUF file, memory-mapped (or its bytes, in the browser; or its header and the few tensors
+/// a stream kept).
 pub struct GgufFile {
     path: PathBuf,
-    map: crate::files::FileBytes,
+    data: Data,
     header: Header,
     index: HashMap<String, usize>,
     keys: HashMap<String, usize>,
@@ -650,9 +690,35 @@ impl GgufFile {
     /// A GGUF file from its bytes (`path` names it in messages).
     pub fn from_bytes(path: &Path, map: crate::files::FileBytes) -> Result<GgufFile> {
         let header = Header::parse(&map).map_err(|e| e.into_model_error(path))?;
+        Ok(Self::with_data(path, header, Data::File(map)))
+    }
+
+    /// A streamed file: its header, and the bytes of the tensors `kept` on the host (the
+    /// others' [`has_data`](Self::has_data) is false).
+    pub(crate) fn streamed(path: &Path, header: Header, kept: HashMap<String, Vec<u8>>) -> GgufFile {
+        Self::with_data(path, header, Data::Kept(kept))
+    }
+
+    fn with_data(path: &Path, header: Header, data: Data) -> GgufFile {
         let index = header.tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         let keys = header.metadata.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
-        Ok(GgufFile { path: path.to_path_buf(), map, header, index, keys })
+        GgufFile { path: path.to_path_buf(), data, header, index, keys }
+    }
+
+    /// Keeps a streamed tensor's bytes on the host (nothing for a whole file, which has them).
+    pub(crate) fn keep(&mut self, name: String, bytes: Vec<u8>) {
+        if let Data::Kept(kept) = &mut self.data {
+            kept.insert(name, bytes);
+        }
+    }
+
+    /// Whether [`data`](Self::data) holds `t`'s bytes: always for a whole file; for a streamed
+    /// one, only for the tensors the stream kept on the host.
+    pub fn has_data(&self, t: &TensorInfo) -> bool {
+        match &self.data {
+            Data::File(_) => true,
+            Data::Kept(kept) => t.n_bytes == 0 || kept.contains_key(&t.name),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -675,10 +741,16 @@ impl GgufFile {
         self.index.get(name).map(|&i| &self.header.tensors[i])
     }
 
-    /// The bytes of a tensor of this file (bounds were checked when the header was parsed).
+    /// The bytes of a tensor of this file (bounds were checked when the header was parsed);
+    /// empty where [`has_data`](Self::has_data) is false (a streamed tensor now on the GPU).
     pub fn data(&self, t: &TensorInfo) -> &[u8] {
-        let start = (self.header.data_offset + t.offset) as usize;
-        &self.map[start..start + t.n_bytes as usize]
+        match &self.data {
+            Data::File(map) => {
+                let start = (self.header.data_offset + t.offset) as usize;
+                &map[start..start + t.n_bytes as usize]
+            }
+            Data::Kept(kept) => kept.get(&t.name).map_or(&[], Vec::as_slice),
+        }
     }
 
     fn corrupt(&self, message: impl std::fmt::Display) -> ModelError {

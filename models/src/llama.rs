@@ -21,6 +21,7 @@ use crate::decode_loop::{Argmax, DecodeLoop, TokenPicker, LOOKAHEAD};
 use crate::error::{ModelError, Result};
 use crate::gemma::GemmaConfig;
 use crate::gguf::{GgmlType, GgufFile, TensorInfo};
+use crate::gguf_stream;
 use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::sample_picker::SamplePicker;
@@ -409,7 +410,7 @@ struct GpuModel {
     wait_each_layer: bool,
 }
 
-fn quant_format(t: &TensorInfo) -> Result<QuantFormat> {
+pub(crate) fn quant_format(t: &TensorInfo) -> Result<QuantFormat> {
     match t.ty {
         GgmlType::Q4_0 => Ok(QuantFormat::Q4_0),
         GgmlType::Q4_1 => Ok(QuantFormat::Q4_1),
@@ -460,7 +461,7 @@ pub(crate) fn borrowed(parts: &[OwnedStackPart]) -> Vec<StackPart<'_>> {
 }
 
 /// The GGUF types a weight matrix may have (those [`quant_format`] maps).
-const MATRIX_TYPES: [GgmlType; 10] = [
+pub(crate) const MATRIX_TYPES: [GgmlType; 10] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q8_0,
@@ -490,6 +491,11 @@ pub(crate) fn stacked_groups(f: &GgufFile, parts: &[StackPart<'_>], cols: usize)
             groups.push((Vec::new(), fmt, 0));
         }
         let g = groups.last_mut().expect("pushed above");
+        if !f.has_data(t) {
+            // A streamed file's matrix went to the GPU in a stack of the stream's plan
+            // (gguf_stream.rs) that is not the one asked for here: the plan is out of step.
+            return Err(ModelError::Unsupported(format!("{name} was streamed to the GPU in another stack")));
+        }
         let data = f.data(t);
         match heads {
             None => g.0.extend_from_slice(data),
@@ -508,6 +514,9 @@ pub(crate) fn stacked_groups(f: &GgufFile, parts: &[StackPart<'_>], cols: usize)
 struct Loader<'a> {
     f: &'a GgufFile,
     device: &'a Arc<Device>,
+    /// The stacks a streamed file already uploaded as it arrived ([`crate::gguf_stream`]), by
+    /// [`gguf_stream::stack_key`]; empty for a whole file.
+    uploaded: std::cell::RefCell<gguf_stream::UploadedStacks>,
 }
 
 impl Loader<'_> {
@@ -520,9 +529,13 @@ impl Loader<'_> {
     /// its `rest`.
     fn stacked(&self, parts: &[StackPart<'_>], cols: usize) -> Result<QMatrix> {
         let mut mats = Vec::new();
-        for (bytes, format, rows) in stacked_groups(self.f, parts, cols)? {
-            let w = ops::quant_from_bytes(self.device, &bytes, format, rows, cols)?;
-            mats.push(QMatrix { w, format, rows, rest: Vec::new() });
+        if let Some(groups) = self.uploaded.borrow_mut().remove(&gguf_stream::stack_key(parts, cols)) {
+            mats.extend(groups.into_iter().map(|(w, format, rows)| QMatrix { w, format, rows, rest: Vec::new() }));
+        } else {
+            for (bytes, format, rows) in stacked_groups(self.f, parts, cols)? {
+                let w = ops::quant_from_bytes(self.device, &bytes, format, rows, cols)?;
+                mats.push(QMatrix { w, format, rows, rest: Vec::new() });
+            }
         }
         let mut first = mats.remove(0);
         first.rest = mats;
@@ -615,7 +628,24 @@ impl CausalLM {
     /// [`load_on`](Self::load_on) from a GGUF file already open (or bytes: the browser's
     /// [`GgufFile::from_bytes`]). In wasm32 `Auto` is the GPU: the host path would run on the
     /// page's one thread, and WebGPU is what a page is for.
-    pub fn from_gguf(f: GgufFile, backend: Backend, mut progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+    pub fn from_gguf(f: GgufFile, backend: Backend, progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+        Self::from_parts(f, Default::default(), backend, progress)
+    }
+
+    /// A model from a GGUF file that streamed in ([`crate::GgufStream`]: a page's download),
+    /// its matrices already on the GPU. GPU only: the host backend reads every tensor's bytes,
+    /// which the stream did not keep.
+    pub fn from_streamed(s: crate::StreamedGguf, progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
+        let (f, uploaded) = s.into_parts();
+        Self::from_parts(f, uploaded, Backend::Gpu, progress)
+    }
+
+    fn from_parts(
+        f: GgufFile,
+        uploaded: gguf_stream::UploadedStacks,
+        backend: Backend,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<CausalLM> {
         #[cfg(target_arch = "wasm32")]
         let backend = if backend == Backend::Auto { Backend::Gpu } else { backend };
         let config = LlamaConfig::from_gguf(&f)?;
@@ -640,7 +670,7 @@ impl CausalLM {
             arch::check_tensor_names(&f, config.arch, config.n_layers)?;
             return Ok(CausalLM { config, tokenizer, engine: Engine::Cpu(cpu) });
         };
-        let ld = Loader { f: &f, device: &device };
+        let ld = Loader { f: &f, device: &device, uploaded: uploaded.into() };
         let c = &config;
         let total = c.n_layers + 1;
         // The real total from the start (a bar made before the file is read knows none).
@@ -693,6 +723,11 @@ impl CausalLM {
         // After loading: a tensor the architecture needs and the file lacks is named as missing
         // first; then anything left over is named as unknown.
         arch::check_tensor_names(&f, c.arch, c.n_layers)?;
+        if let Some(key) = ld.uploaded.borrow().keys().next() {
+            // The stream's plan and this loader are out of step (gguf_stream.rs): loud, not
+            // GPU memory held for nothing.
+            return Err(ModelError::Unsupported(format!("the streamed stack {key} was not used by the loader")));
+        }
         let upload = |ff: Option<&Vec<f32>>| ff.map(|ff| Tensor::from_slice_on(&device, ff, &[ff.len()])).transpose();
         let rope_factors = upload(c.rope_factors.as_ref())?;
         let rope_factors_local = upload(c.gemma.as_ref().and_then(|g| g.rope_factors_local.as_ref()))?;

@@ -70,8 +70,8 @@ export function makeModels(errors) {
   /**
    * The body of an `open`ed response, `onBytes(n)` called as each chunk arrives; stored in the
    * cache once whole (a truncated download is an error and is not stored). With `sink` (a
-   * wasm ByteSink) each chunk goes straight into wasm memory and the sink is returned: no
-   * whole-file array is joined in JavaScript.
+   * wasm GgufSink or SafetensorsSink) each chunk goes straight to the model's stream loader and
+   * the sink is returned: no whole-file array is joined in JavaScript.
    */
   async function read(opened, onBytes, sink = null) {
     const { url, response, store } = opened;
@@ -274,13 +274,15 @@ export function makeModels(errors) {
       const upload = (done, total) => report(onProgress, "upload", done, total);
       let core;
       if (typeof source === "string" || source instanceof URL) {
-        // The file's chunks go into wasm memory as they arrive (one copy of the file, there).
+        // The file streams into GPU buffers as it arrives (kiln-models' GgufStream: the header,
+        // then each weight stack uploaded when its last tensor is in): wasm memory holds the
+        // header and the stack being gathered, never the file.
         const url = new URL(String(source), globalThis.location?.href).href;
         const opened = await open(url, { cache });
         const total = sizeOf(opened);
         report(onProgress, "download", 0, total);
         let loaded = 0;
-        const sink = new wasm.ByteSink(total);
+        const sink = new wasm.GgufSink();
         try {
           await read(opened, (n) => report(onProgress, "download", (loaded += n), total), sink);
           core = wasm.CausalLMCore.fromSink(sink, upload);

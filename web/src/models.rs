@@ -32,44 +32,45 @@ fn progress_fn(f: Option<js_sys::Function>) -> impl FnMut(usize, usize) {
     }
 }
 
-/// A download written into wasm memory chunk by chunk as it arrives (js/models.js's `read`),
-/// so the page never joins the chunks into a second whole-file array before the loader takes it;
-/// the loader then takes the bytes without another copy.
+/// A GGUF file as it downloads (js/models.js's `read` pushes each chunk): kiln-models'
+/// GgufStream, which parses the header first and uploads each weight stack to the GPU as its
+/// last tensor arrives, so wasm memory never holds the file (only the header and the stack
+/// being gathered).
 #[wasm_bindgen]
-pub struct ByteSink {
-    bytes: Vec<u8>,
+pub struct GgufSink {
+    inner: Option<kiln_models::GgufStream>,
 }
 
 #[wasm_bindgen]
-impl ByteSink {
-    /// An empty sink with room for `capacity` bytes (the Content-Length; 0 when unknown). A
-    /// capacity the wasm heap cannot hold is an error here, not an abort later.
+impl GgufSink {
     #[wasm_bindgen(constructor)]
-    pub fn new(capacity: f64) -> JsResult<ByteSink> {
-        let mut bytes = Vec::new();
-        if capacity > 0.0 {
-            let n = capacity as usize;
-            bytes.try_reserve_exact(n).map_err(|_| {
-                js_err(kiln_core::Error::OutOfMemory(format!("{capacity} bytes do not fit in the page's wasm memory")))
-            })?;
-        }
-        Ok(ByteSink { bytes })
+    pub fn new() -> GgufSink {
+        GgufSink { inner: Some(kiln_models::GgufStream::new(Path::new(GGUF_NAME))) }
     }
 
-    /// Appends a chunk (copied from the JavaScript array into wasm memory).
+    /// The next chunk of the file.
     pub fn push(&mut self, chunk: &[u8]) -> JsResult<()> {
-        self.bytes.try_reserve(chunk.len()).map_err(|_| {
-            js_err(kiln_core::Error::OutOfMemory("the download does not fit in the page's wasm memory".into()))
-        })?;
-        self.bytes.extend_from_slice(chunk);
-        Ok(())
+        match &mut self.inner {
+            Some(s) => s.push(chunk).map_err(model_err),
+            None => Err(js_err(kiln_core::Error::InvalidArgument("this GgufSink was already loaded".into()))),
+        }
     }
 
+    /// Bytes pushed so far.
     #[wasm_bindgen(getter)]
     pub fn length(&self) -> f64 {
-        self.bytes.len() as f64
+        self.inner.as_ref().map_or(0.0, |s| s.received() as f64)
     }
 }
+
+impl Default for GgufSink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a GGUF is called in messages (a page has no path).
+const GGUF_NAME: &str = "model.gguf";
 
 /// model.safetensors as it downloads (js/models.js's `read` pushes each chunk): the header, then
 /// each tensor uploaded to the GPU the moment its last byte arrives (kiln-models'
@@ -278,27 +279,35 @@ fn generate_options(o: &JsValue) -> JsResult<GenerateOptions> {
 
 #[wasm_bindgen]
 impl CausalLMCore {
-    /// A Llama-architecture GGUF from its bytes, on the page's WebGPU device. `progress(done,
-    /// total)` is called as the layers upload.
+    /// A Llama-architecture GGUF from its bytes, on the page's WebGPU device: streamed through
+    /// a [`GgufSink`] a piece at a time (never copied into wasm memory whole). `progress(done,
+    /// total)` is called as the layers are put together.
     #[wasm_bindgen(js_name = fromBytes)]
     pub fn from_bytes(bytes: js_sys::Uint8Array, progress: Option<js_sys::Function>) -> JsResult<CausalLMCore> {
-        let owned = bytes.to_vec();
-        drop(bytes);
-        Self::load(owned, progress)
+        const PIECE: u32 = 1 << 20;
+        let mut sink = GgufSink::new();
+        let n = bytes.length();
+        let mut piece = Vec::new();
+        for start in (0..n).step_by(PIECE as usize) {
+            let part = bytes.subarray(start, start.saturating_add(PIECE).min(n));
+            piece.resize(part.length() as usize, 0);
+            part.copy_to(&mut piece);
+            sink.push(&piece)?;
+        }
+        drop(piece);
+        Self::from_sink(&mut sink, progress)
     }
 
-    /// [`from_bytes`](Self::from_bytes) from a [`ByteSink`] the download was written into (its
-    /// bytes taken, not copied; the sink is left empty).
+    /// The model of the file a [`GgufSink`] took in (its stacks already on the GPU; the sink is
+    /// left spent).
     #[wasm_bindgen(js_name = fromSink)]
-    pub fn from_sink(sink: &mut ByteSink, progress: Option<js_sys::Function>) -> JsResult<CausalLMCore> {
-        Self::load(std::mem::take(&mut sink.bytes), progress)
-    }
-
-    fn load(bytes: Vec<u8>, progress: Option<js_sys::Function>) -> JsResult<CausalLMCore> {
-        let owned = kiln_models::FileBytes::Owned(bytes);
-        let f = kiln_models::gguf::GgufFile::from_bytes(Path::new("model.gguf"), owned).map_err(model_err)?;
-        let inner =
-            kiln_models::CausalLM::from_gguf(f, kiln_models::Backend::Gpu, progress_fn(progress)).map_err(model_err)?;
+    pub fn from_sink(sink: &mut GgufSink, progress: Option<js_sys::Function>) -> JsResult<CausalLMCore> {
+        let stream = sink
+            .inner
+            .take()
+            .ok_or_else(|| js_err(kiln_core::Error::InvalidArgument("this GgufSink was already loaded".into())))?;
+        let streamed = stream.finish().map_err(model_err)?;
+        let inner = kiln_models::CausalLM::from_streamed(streamed, progress_fn(progress)).map_err(model_err)?;
         Ok(CausalLMCore { inner: Arc::new(inner) })
     }
 
