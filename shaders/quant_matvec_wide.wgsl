@@ -55,9 +55,6 @@ const XB: u32 = 9u;
 const NORM: bool = {{NORM}};
 const GLU: bool = {{GLU}};
 const RES: bool = {{RES}};
-// x read from global memory (through the caches) where each product needs it, instead of staged
-// in xs: no staging latency or K limit (the same values, so the same sums).
-const XG: bool = {{XG}};
 // W is a decoder layer's stacked Q, K and V rows and the epilogue RoPEs and writes the KV caches
 // (quant_matvec_rope.wgsl): slots 2j and 2j + 1 take a pair of rotated rows (rope_row).
 const ROPE: bool = {{ROPE}};
@@ -74,13 +71,6 @@ fn silu(v: f32) -> f32 {
 
 // Values 4 i .. 4 i + 3 of block b of x (times g under NORM), as staged.
 fn xval(b: u32, i: u32) -> vec4<f32> {
-    if (XG) {
-        let t = b * 8u + i;
-        if (NORM) {
-            return vec4<f32>(x[t]) * vec4<f32>(g[t]);
-        }
-        return vec4<f32>(x[t]);
-    }
     return xs[b * XB + i];
 }
 
@@ -128,7 +118,7 @@ fn main(
     // summed float4s v, v + 256, ...
     let k4 = p.k / 4u;
     var part: array<f32, V>;
-    for (var t0 = 0u; t0 < select(k4, 0u, XG && !NORM); t0 += 256u) {
+    for (var t0 = 0u; t0 < k4; t0 += 256u) {
         for (var i = 0u; i < V; i++) {
             let t = t0 + li + WG * i;
             if (t < k4) {
@@ -136,8 +126,10 @@ fn main(
                 if (NORM) {
                     part[i] += dot(v, v);
                 }
-                if (!XG) {
-                    xs[(t >> 3u) * XB + (t & 7u)] = select(v, v * vec4<f32>(g[t]), NORM);
+                if (NORM) {
+                    xs[(t >> 3u) * XB + (t & 7u)] = v * vec4<f32>(g[t]);
+                } else {
+                    xs[(t >> 3u) * XB + (t & 7u)] = v;
                 }
             }
         }

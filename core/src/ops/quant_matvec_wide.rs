@@ -62,15 +62,15 @@ const TARGET_GROUPS: usize = 256;
 /// threads; with many, each thread's loads must cover more latency.
 const BLOCKS_PER_STEP: usize = 2;
 
-/// Measurement-only overrides of the launch, `KILN_WIDE_TUNE="wg=128,u=4,xg=1"` (any subset):
-/// the workgroup size, the blocks per step, and whether x is read from global memory (through
-/// the caches) instead of staged in workgroup memory. None of them changes a result bit (the
-/// sums are the same in the same order); they exist to measure the kernel's shape on a GPU.
+/// Measurement-only overrides of the launch, `KILN_WIDE_TUNE="wg=128,u=4"` (either): the
+/// workgroup size and the blocks per step. Neither changes a result bit (the sums are the same
+/// in the same order); they exist to measure the kernel's shape on a GPU. (x read through the
+/// caches instead of staged in workgroup memory measured 1.4-5x slower on the H200, 2026-11-28,
+/// and was dropped.)
 #[derive(Clone, Copy, Debug, Default)]
 struct Tune {
     wg: Option<usize>,
     u: Option<usize>,
-    xg: Option<bool>,
 }
 
 impl Tune {
@@ -84,7 +84,6 @@ impl Tune {
                 match k.trim() {
                     "wg" => t.wg = v.filter(|w| [64, 128, 256].contains(w)),
                     "u" => t.u = v.filter(|u| (1..=8).contains(u)),
-                    "xg" => t.xg = v.map(|x| x != 0),
                     _ => {}
                 }
             }
@@ -126,20 +125,15 @@ fn block_words(format: QuantFormat) -> usize {
     }
 }
 
-/// The launch shape: workgroup size, vec4s of workgroup memory for xs (x staged unless `xg`,
-/// then only the partial sums).
-fn shape(blocks: usize, rows: usize, tpb: usize, na: usize, xg: bool) -> (usize, usize) {
+/// The launch shape: workgroup size, vec4s of workgroup memory for xs (x staged, then the
+/// partial sums).
+fn shape(blocks: usize, rows: usize, tpb: usize, na: usize) -> (usize, usize) {
     let mut wg = 256;
     while wg > 64 && blocks * QuantFormat::BLOCK_LEN <= WIDE_BIG_K && rows.div_ceil(wg / tpb) < TARGET_GROUPS {
         wg /= 2;
     }
     let wg = Tune::from_env().wg.filter(|w| *w >= tpb).unwrap_or(wg);
-    (wg, if xg { na * wg } else { (blocks * 9).max(na * wg) })
-}
-
-/// Whether x is read from global memory rather than staged (`KILN_WIDE_TUNE`'s `xg`).
-fn x_global() -> bool {
-    Tune::from_env().xg.unwrap_or(false)
+    (wg, (blocks * 9).max(na * wg))
 }
 
 /// Whether the wide kernel can run `m` rows of x of `k` values against `n` outputs (2n W rows
@@ -150,7 +144,7 @@ pub fn applies(device: &Device, m: usize, k: usize, n: usize, swiglu: bool) -> b
         return false;
     }
     let blocks = k / QuantFormat::BLOCK_LEN;
-    let (wg, sh) = shape(blocks, n, strided_tpr(blocks) / 4, if swiglu { 2 } else { 1 }, x_global());
+    let (wg, sh) = shape(blocks, n, strided_tpr(blocks) / 4, if swiglu { 2 } else { 1 });
     // xs, red (WG f32) and inv_rms.
     sh * 16 + wg * 4 + 4 <= device.limits().max_compute_workgroup_storage_size as usize
 }
@@ -189,8 +183,7 @@ pub(crate) fn run(
     }
     let blocks = k / QuantFormat::BLOCK_LEN;
     let tpb = strided_tpr(blocks) / 4;
-    let xg = x_global();
-    let (wg, sh) = shape(blocks, n, tpb, na, xg);
+    let (wg, sh) = shape(blocks, n, tpb, na);
     let limits = device.limits();
     let dtype = x.dtype();
     let enable = crate::exec::enables(&[dtype]);
@@ -241,7 +234,6 @@ pub(crate) fn run(
                 glu as u32,
                 res as u32,
                 u as u32,
-                xg as u32,
                 with_rope as u32,
                 factors as u32,
             ],
@@ -264,7 +256,6 @@ pub(crate) fn run(
                         ("NORM", &norm.to_string()),
                         ("GLU", &glu.to_string()),
                         ("RES", &res.to_string()),
-                        ("XG", &xg.to_string()),
                         ("ROPE", &with_rope.to_string()),
                         ("ROPE_FIELDS", &fields),
                         ("P_SLOT", &slot),
