@@ -331,8 +331,12 @@ pub fn quant_qkv_rope_to_cache_scaled(
     base: f32,
     freq_factors: Option<&Tensor>,
 ) -> Result<Tensor> {
-    let (_, _, d) = check_caches("quant_qkv_rope_to_cache", x.dtype(), k_cache, v_cache, &[x, w], pos, base)?;
-    let rows = (n_heads + 2 * k_cache.shape()[0]) * d;
+    // W's rows are the whole stack; the stack op checks the caches (a malformed cache is refused
+    // there before the rows are looked at, so 0 stands in for them).
+    let rows = match k_cache.shape() {
+        [nkv, _, d] => (n_heads + 2 * nkv) * d,
+        _ => 0,
+    };
     let part = QuantRows { w, format, rows };
     quant_qkv_stack_rope_to_cache(x, &[part], rms_norm, k_cache, v_cache, n_heads, pos, base, freq_factors)
 }
