@@ -23,3 +23,18 @@ pub struct AdapterInfo {
     /// Whether this is the adapter Kiln uses by default.
     pub chosen: bool,
 }
+
+/// The indices of the adapters of the best one's kind and backend (`adapters` sorted best first,
+/// as `Runtime::adapters` lists them): a machine's GPUs, without a software fallback beside them
+/// or one GPU listed again through a second backend (Vulkan and GL, Vulkan and DX12). What
+/// "every GPU" means for `kiln serve`'s default devices and data parallel work.
+pub fn same_kind_as_best(adapters: &[AdapterInfo]) -> Vec<usize> {
+    match adapters.first() {
+        Some(best) => adapters
+            .iter()
+            .filter(|a| a.device_type == best.device_type && a.backend == best.backend)
+            .map(|a| a.index)
+            .collect(),
+        None => Vec::new(),
+    }
+}

@@ -50,7 +50,8 @@ pub use kernel::Kernel;
 pub use pipeline::PipelineStats;
 pub use profile::{Clock, Profile, ProfileRow};
 pub use runtime::{
-    adapters, device, init_async, reset_devices, runtime, select_adapter, synchronize, synchronize_async, AdapterInfo,
+    adapters, device, init_async, reset_devices, runtime, scoped_device, select_adapter, synchronize,
+    synchronize_async, with_device, AdapterInfo,
 };
 pub use session::{Session, SessionLimits, SessionStats, ShaderPolicy, KERNEL_CHARGE_BYTES, SUGGESTED_MAX_KERNELS};
 pub use tensor::Tensor;

@@ -220,8 +220,12 @@ impl Runtime {
         Ok(self.info(i, Some(i)))
     }
 
-    /// The default device, created on first use, re-created after a loss.
+    /// The default device, created on first use, re-created after a loss; on a thread inside
+    /// [`with_device`], that call's device.
     pub fn device(&self) -> Result<Arc<Device>> {
+        if let Some(d) = scoped_device() {
+            return Ok(d);
+        }
         let i = self.chosen_index()?;
         self.device_at(i)
     }
@@ -288,7 +292,38 @@ pub fn reset_devices() {
     }
 }
 
-/// The default device of the process-wide runtime.
+thread_local! {
+    /// `with_device`'s device for this thread (None: the process's default).
+    static SCOPED: std::cell::RefCell<Option<Arc<Device>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Puts the thread's previous scoped device back, also when `f` panics.
+struct Restore(Option<Arc<Device>>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let before = self.0.take();
+        SCOPED.with(|s| *s.borrow_mut() = before);
+    }
+}
+
+/// Runs `f` with `device` as this thread's default device: every tensor, kernel and model that
+/// `f` creates without naming a device (`Tensor::from_slice`, `ops::full`, a model's load) is
+/// made on `device`. Other threads keep theirs. How one model is loaded and run on each of
+/// several GPUs (kiln-models' `Replicas`): the model code names no device, so a thread scoped
+/// to GPU k loads and runs GPU k's copy. Nests; the previous choice returns when `f` ends.
+pub fn with_device<R>(device: &Arc<Device>, f: impl FnOnce() -> R) -> R {
+    let before = SCOPED.with(|s| s.borrow_mut().replace(device.clone()));
+    let _restore = Restore(before);
+    f()
+}
+
+/// The device [`with_device`] set for this thread, if any.
+pub fn scoped_device() -> Option<Arc<Device>> {
+    SCOPED.with(|s| s.borrow().clone())
+}
+
+/// The default device of the process-wide runtime (this thread's [`with_device`] choice first).
 pub fn device() -> Result<Arc<Device>> {
     runtime().device()
 }

@@ -210,7 +210,9 @@ impl Bert {
         let dh = d / h;
         let eps = c.layer_norm_eps as f32;
         let n = b * l;
-        let device = kiln_core::device()?;
+        // The weights' device: a model loaded on another GPU (`with_device`) runs there from
+        // any thread.
+        let device = self.word.device().clone();
         let mask: Vec<f32> = (0..n).map(|i| if i % l.max(1) < lens[i / l.max(1)] { 1.0 } else { 0.0 }).collect();
 
         let ids_t = Tensor::from_slice_on(&device, ids, &[b, l])?;

@@ -26,6 +26,29 @@ pub enum ModelError {
     /// A kiln-core error (device, memory, op).
     #[error(transparent)]
     Kiln(#[from] kiln_core::Error),
+    /// The error of one device's part of data parallel work ([`crate::Replicas`]): which
+    /// device, and how many other devices' parts failed too (their errors are not kept).
+    #[error("device {device} ({name}): {source}{}", others(*others_failed))]
+    OnDevice { device: usize, name: String, others_failed: usize, source: Box<ModelError> },
+}
+
+fn others(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => " (and 1 other device failed)".into(),
+        n => format!(" (and {n} other devices failed)"),
+    }
+}
+
+impl ModelError {
+    /// The error itself, out of any [`OnDevice`](Self::OnDevice) wrapping (what failed, for a
+    /// caller that maps errors by kind).
+    pub fn root(&self) -> &ModelError {
+        match self {
+            ModelError::OnDevice { source, .. } => source.root(),
+            e => e,
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, ModelError>;

@@ -51,6 +51,7 @@ pub mod gguf_stream;
 pub mod gguf_tokenizer;
 pub mod llama;
 mod pooling;
+pub mod replicas;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sample_picker;
 pub mod sampling;
@@ -69,6 +70,7 @@ pub use error::{ModelError, Result};
 pub use files::{FileBytes, ModelFiles};
 pub use gguf_stream::{GgufStream, StreamedGguf};
 pub use llama::{CausalLM, GenerateOptions, Generation, GenerationStats};
+pub use replicas::Replicas;
 pub use sampling::SamplingOptions;
 pub use weights::{SafetensorsStream, UploadedWeights};
 

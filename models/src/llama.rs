@@ -660,7 +660,11 @@ impl CausalLM {
             Backend::Cpu => None,
             Backend::Gpu => Some(kiln_core::device()?),
             // The adapter kiln-core would pick, read without creating a device on it.
-            Backend::Auto => match kiln_core::adapters().into_iter().find(|a| a.chosen) {
+            // Inside `with_device` (a replica's thread), that device's adapter.
+            Backend::Auto => match kiln_core::scoped_device()
+                .map(|d| d.info().clone())
+                .or_else(|| kiln_core::adapters().into_iter().find(|a| a.chosen))
+            {
                 Some(a) if !backend::is_cpu_adapter(&a.device_type) => Some(kiln_core::device()?),
                 _ => None,
             },

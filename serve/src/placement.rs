@@ -35,14 +35,7 @@ pub fn default_devices(adapters: &[AdapterInfo], pinned_by_env: bool) -> Vec<usi
     if pinned_by_env {
         return adapters.iter().filter(|a| a.chosen).map(|a| a.index).collect();
     }
-    match adapters.first() {
-        Some(best) => adapters
-            .iter()
-            .filter(|a| a.device_type == best.device_type && a.backend == best.backend)
-            .map(|a| a.index)
-            .collect(),
-        None => Vec::new(),
-    }
+    kiln_core::adapter::same_kind_as_best(adapters)
 }
 
 /// The served devices for `wanted` (the config's list, or None for `default_devices`); an index
