@@ -35,6 +35,10 @@ pub struct Args {
     /// The SmolLM2 GGUF file for the llm section (skipped when it is missing).
     #[arg(long, default_value = "build/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")]
     smollm2: std::path::PathBuf,
+    /// The data parallel section's devices (`--filter dp`): adapter indices as `kiln devices`
+    /// lists them, comma-separated; default every GPU.
+    #[arg(long, value_delimiter = ',')]
+    devices: Option<Vec<usize>>,
 }
 
 type OpFn = Box<dyn Fn(usize) -> kiln_core::Result<Tensor>>;
@@ -1025,6 +1029,17 @@ pub fn main(args: Args) -> Result<()> {
         } else {
             println!("llm_batch: skipped, no model at {} (make smollm2)", args.smollm2.display());
         }
+    }
+    // Only when asked for (`--filter dp`): it loads each model once per device count.
+    if args.filter.as_deref().is_some_and(|f| f.starts_with("dp")) {
+        let dp = crate::bench_dp::DpArgs {
+            minilm: &args.minilm,
+            smollm2: &args.smollm2,
+            quick: args.quick,
+            reps: args.reps,
+            devices: args.devices.clone(),
+        };
+        results.extend(crate::bench_dp::run(&dp)?);
     }
     if let Some(path) = args.json {
         let doc = json!({

@@ -12,7 +12,7 @@ use std::path::Path;
 /// Whole-token words of BERT's uncased vocabulary (entries 2000–3000 of vocab.txt that are
 /// lower-case words of 4+ letters): each is one token, so a sentence of n - 2 of them is n
 /// tokens with [CLS] and [SEP]. bench/torch_embed.py has the same list and formula.
-const WORDS: [&str; 48] = [
+pub(crate) const WORDS: [&str; 48] = [
     "with", "that", "from", "were", "this", "they", "which", "have", "first", "also", "their", "been", "when", "after",
     "there", "into", "time", "would", "what", "about", "said", "over", "then", "other", "more", "like", "back", "them",
     "only", "some", "could", "where", "just", "during", "before", "made", "school", "through", "than", "years", "most",
@@ -20,7 +20,7 @@ const WORDS: [&str; 48] = [
 ];
 
 /// Sentence `i` of `tokens` tokens.
-fn sentence(i: usize, tokens: usize) -> String {
+pub(crate) fn sentence(i: usize, tokens: usize) -> String {
     (0..tokens.saturating_sub(2)).map(|j| WORDS[(i * 7 + j) % WORDS.len()]).collect::<Vec<_>>().join(" ")
 }
 

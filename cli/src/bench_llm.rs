@@ -18,7 +18,7 @@ use std::time::Instant;
 /// SmolLM2's vocabulary: the prompt ids are taken modulo it, as in bench/torch_llm.py.
 const VOCAB: usize = 49152;
 
-fn ids(n: usize, salt: usize) -> Vec<u32> {
+pub(crate) fn ids(n: usize, salt: usize) -> Vec<u32> {
     (0..n).map(|i| ((i * 7919 + 13 + salt) % VOCAB) as u32).collect()
 }
 

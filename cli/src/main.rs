@@ -2,6 +2,7 @@
 //! benchmark the op library.
 
 mod bench;
+mod bench_dp;
 mod bench_embed;
 mod bench_llm;
 mod conformance;

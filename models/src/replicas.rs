@@ -20,6 +20,8 @@
 
 use crate::error::{ModelError, Result};
 use kiln_core::device::Device;
+#[cfg(not(target_arch = "wasm32"))]
+use std::borrow::Borrow;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -39,12 +41,10 @@ pub fn devices(indices: &[usize]) -> Result<Vec<Arc<Device>>> {
     let mut seen = Vec::new();
     for &i in indices {
         if i >= n {
-            return Err(ModelError::Unsupported(format!(
-                "device {i}: this machine has {n} adapter(s) (`kiln devices` lists them)"
-            )));
+            return Err(invalid(format!("device {i}: this machine has {n} adapter(s) (`kiln devices` lists them)")));
         }
         if seen.contains(&i) {
-            return Err(ModelError::Unsupported(format!(
+            return Err(invalid(format!(
                 "device {i} named twice (one copy per device: a second copy on one GPU shares its queue)"
             )));
         }
@@ -95,18 +95,18 @@ impl<T: Send + Sync> Replicas<T> {
     /// No device is an error; an error of any load is the call's, naming the device.
     pub fn load(devices: &[Arc<Device>], load: impl Fn() -> Result<T> + Sync) -> Result<Replicas<T>> {
         if devices.is_empty() {
-            return Err(ModelError::Unsupported("no device to load the model on (an empty device list)".into()));
+            return Err(invalid("no device to load the model on (an empty device list)".into()));
         }
         for (i, d) in devices.iter().enumerate() {
             if devices[..i].iter().any(|e| Arc::ptr_eq(d, e)) {
-                return Err(ModelError::Unsupported(format!(
+                return Err(invalid(format!(
                     "device {} ({}) named twice (one copy per device)",
                     d.info().index,
                     d.info().name
                 )));
             }
         }
-        let loaded = on_each(devices, |_| load())?;
+        let loaded = on_each(devices, devices.len() > 1, |_| load())?;
         let equal = vec![1.0 / devices.len() as f64; devices.len()];
         Ok(Replicas { copies: devices.iter().cloned().zip(loaded).collect(), shares: equal })
     }
@@ -116,7 +116,7 @@ impl<T: Send + Sync> Replicas<T> {
     /// positive number, or a count other than the devices', is an error and changes nothing.
     pub fn set_shares(&mut self, shares: &[f64]) -> Result<()> {
         if shares.len() != self.copies.len() || shares.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
-            return Err(ModelError::Unsupported(format!(
+            return Err(invalid(format!(
                 "shares {shares:?}: one finite positive number per device ({} devices)",
                 self.copies.len()
             )));
@@ -170,7 +170,7 @@ impl<T: Send + Sync> Replicas<T> {
         let parts: Vec<(usize, Range<usize>)> =
             self.split(n).into_iter().enumerate().filter(|(_, r)| !r.is_empty()).collect();
         let devices: Vec<Arc<Device>> = parts.iter().map(|(k, _)| self.copies[*k].0.clone()).collect();
-        let out = on_each(&devices, |j| {
+        let out = on_each(&devices, self.len() > 1, |j| {
             let (k, r) = &parts[j];
             f(&self.copies[*k].1, r.clone())
         })?;
@@ -179,8 +179,9 @@ impl<T: Send + Sync> Replicas<T> {
 }
 
 /// `f(j)` for each `devices[j]`, on a thread per device inside `with_device` (inline for one
-/// device); results in order; the first failure (by device order) named, the others counted.
-fn on_each<R: Send>(devices: &[Arc<Device>], f: impl Fn(usize) -> Result<R> + Sync) -> Result<Vec<R>> {
+/// device); results in order; the first failure (by device order) named (`name`: a model of
+/// one device names none, its errors as they were), the others counted.
+fn on_each<R: Send>(devices: &[Arc<Device>], name: bool, f: impl Fn(usize) -> Result<R> + Sync) -> Result<Vec<R>> {
     let results: Vec<Result<R>> = if devices.len() == 1 {
         vec![kiln_core::with_device(&devices[0], || catch(|| f(0)))]
     } else {
@@ -209,6 +210,7 @@ fn on_each<R: Send>(devices: &[Arc<Device>], f: impl Fn(usize) -> Result<R> + Sy
     for (j, r) in results.into_iter().enumerate() {
         match r {
             Ok(v) => out.push(v),
+            Err(e) if !name => return Err(e),
             Err(e) => {
                 let d = devices[j].info();
                 return Err(ModelError::OnDevice {
@@ -221,6 +223,11 @@ fn on_each<R: Send>(devices: &[Arc<Device>], f: impl Fn(usize) -> Result<R> + Sy
         }
     }
     Ok(out)
+}
+
+/// A bad device list or share: kiln-core's InvalidArgument (Python's ValueError).
+fn invalid(message: String) -> ModelError {
+    ModelError::Kiln(kiln_core::Error::InvalidArgument(message))
 }
 
 /// A panic of a part's work as an error, not a torn-down call.
@@ -278,7 +285,7 @@ impl Replicas<crate::SentenceEmbedder> {
         };
         let busy: Vec<usize> = (0..self.len()).filter(|&k| !per_device[k].is_empty()).collect();
         let devices: Vec<Arc<Device>> = busy.iter().map(|&k| self.copies[k].0.clone()).collect();
-        let outs = on_each(&devices, |j| {
+        let outs = on_each(&devices, self.len() > 1, |j| {
             let k = busy[j];
             let model = &self.copies[k].1;
             per_device[k]
@@ -328,7 +335,8 @@ pub fn assign(cost: &[f64], shares: &[f64]) -> Vec<Vec<usize>> {
 #[cfg(not(target_arch = "wasm32"))]
 impl crate::CausalLM {
     /// One copy of the GGUF model at `path` on each of `devices` (the GPU backend on each, also
-    /// on a software adapter: the devices were named), loaded at once.
+    /// on a software adapter: the devices were named), loaded at once. (`Replicas::load(devices,
+    /// || CausalLM::load_on(path, Backend::Gpu, |_, _| {}).map(Arc::new))` shares the copies.)
     pub fn load_replicated(
         path: impl AsRef<std::path::Path>,
         devices: &[Arc<Device>],
@@ -338,8 +346,10 @@ impl crate::CausalLM {
     }
 }
 
+/// For copies held as `CausalLM` or shared as `Arc<CausalLM>` (a binding that also streams
+/// from the first copy).
 #[cfg(not(target_arch = "wasm32"))]
-impl Replicas<crate::CausalLM> {
+impl<M: Borrow<crate::CausalLM> + Send + Sync> Replicas<M> {
     /// [`CausalLM::generate_batch`](crate::CausalLM::generate_batch) and its `run` over the
     /// devices: each device generates its contiguous part of `prompts` as one batch; the outputs
     /// in prompt order. `opts`: one for all, or one per prompt (a sequence samples with its own
@@ -349,7 +359,7 @@ impl Replicas<crate::CausalLM> {
         prompts: &[&str],
         opts: &[crate::GenerateOptions],
     ) -> Result<(Vec<crate::BatchOutput>, crate::BatchStats)> {
-        let tok = self.first().tokenizer();
+        let tok = self.first().borrow().tokenizer();
         let ids = prompts.iter().map(|p| tok.encode(p)).collect::<Result<Vec<_>>>()?;
         self.generate_batch_from_ids(ids, opts, crate::BatchProducts::default())
     }
@@ -372,7 +382,7 @@ impl Replicas<crate::CausalLM> {
         }
         let parts = self.map_parts(prompts.len(), |m, r| {
             let o = if opts.len() == 1 { opts } else { &opts[r.clone()] };
-            m.generate_batch_from_ids(prompts[r].to_vec(), o)?.with_products(products).run()
+            m.borrow().generate_batch_from_ids(prompts[r].to_vec(), o)?.with_products(products).run()
         })?;
         let mut outputs = Vec::with_capacity(prompts.len());
         let mut stats = crate::BatchStats::default();

@@ -146,7 +146,7 @@ fn shares_and_small_calls_give_the_devices_one_device_bits() {
 
     // Shares: nearly all on one device is that device's one-device call, bit for bit.
     for bad in [&[1.0][..], &[1.0, 0.0], &[1.0, f64::NAN], &[1.0, -2.0], &[1.0, f64::INFINITY], &[1.0, 1.0, 1.0]] {
-        assert!(matches!(dp.set_shares(bad), Err(ModelError::Unsupported(_))), "{bad:?}");
+        assert!(matches!(dp.set_shares(bad), Err(ModelError::Kiln(kiln_core::Error::InvalidArgument(_)))), "{bad:?}");
     }
     assert_eq!(dp.shares(), &[0.5, 0.5], "a refused share changes nothing");
     dp.set_shares(&[1.0, 1e-6]).unwrap();

@@ -1,8 +1,8 @@
 //! `kiln.models.CausalLM`: text generation from a Llama-family GGUF file (kiln-models).
 //! The GIL is released while the model loads and while each token is computed.
 
-use crate::models::{detached as detach, model_err};
-use kiln_models::{CausalLM, GenerateOptions, Generation, Message, ModelError, SamplingOptions};
+use crate::models::{detached as detach, model_devices, model_err};
+use kiln_models::{Backend, CausalLM, GenerateOptions, Generation, Message, ModelError, Replicas, SamplingOptions};
 use numpy::PyArrayMethods;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -15,7 +15,11 @@ use std::sync::{Arc, Mutex};
 /// quantized on the GPU.
 #[pyclass(name = "CausalLM", module = "kiln._kiln", frozen)]
 pub struct PyCausalLM {
+    /// The model (with ``devices``: the first device's copy, which ``generate``, ``stream`` and
+    /// the other single-sequence methods run on).
     model: Arc<CausalLM>,
+    /// With ``devices``: a copy per device, over which ``generate_batch`` spreads its prompts.
+    replicas: Option<Replicas<Arc<CausalLM>>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -74,9 +78,24 @@ impl PyCausalLM {
 #[pymethods]
 impl PyCausalLM {
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<PyCausalLM> {
-        let model = detach(py, || CausalLM::load(&path))?;
-        Ok(PyCausalLM { model: Arc::new(model) })
+    #[pyo3(signature = (path, devices = None))]
+    fn new(py: Python<'_>, path: PathBuf, devices: Option<&Bound<'_, PyAny>>) -> PyResult<PyCausalLM> {
+        if devices.is_none() {
+            let model = detach(py, || CausalLM::load(&path))?;
+            return Ok(PyCausalLM { model: Arc::new(model), replicas: None });
+        }
+        let devices = model_devices(py, devices)?;
+        let replicas = detach(py, || {
+            Replicas::load(&devices, || CausalLM::load_on(&path, Backend::Gpu, |_, _| {}).map(Arc::new))
+        })?;
+        Ok(PyCausalLM { model: replicas.first().clone(), replicas: Some(replicas) })
+    }
+
+    /// The adapter index of each copy (``[]`` for a model loaded without ``devices``, on the
+    /// default device or the CPU backend).
+    #[getter]
+    fn devices(&self) -> Vec<usize> {
+        self.replicas.as_ref().map_or(Vec::new(), |r| r.devices().iter().map(|d| d.info().index).collect())
     }
 
     /// The whole continuation of ``prompt`` as a string (``chat=True``: ``prompt`` is a user
@@ -147,7 +166,10 @@ impl PyCausalLM {
         let outs = detach(py, || {
             let texts = prompts.iter().map(|p| self.prompt(p, chat)).collect::<kiln_models::Result<Vec<_>>>()?;
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            Ok(self.model.generate_batch(&refs, &[opts])?.run()?.0)
+            Ok(match &self.replicas {
+                Some(r) => r.generate_batch(&refs, &[opts])?.0,
+                None => self.model.generate_batch(&refs, &[opts])?.run()?.0,
+            })
         })?;
         let mut texts = Vec::with_capacity(outs.len());
         for o in outs {

@@ -2,16 +2,35 @@
 //! pure-Python side (python/kiln/models.py) handles str-or-list inputs and keyword defaults.
 
 use crate::errors::to_pyerr;
-use kiln_models::{ClipModel, EncodeOptions, ImageEmbedder, LoadOptions, ModelError, Precision, SentenceEmbedder};
+use kiln_core::device::Device;
+use kiln_models::{
+    replicas, ClipModel, EncodeOptions, ImageEmbedder, LoadOptions, ModelError, Precision, Replicas, SentenceEmbedder,
+};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 /// ModelError → the exception a Python user expects: a missing file is FileNotFoundError, a
 /// file that is not what it should be is ValueError, a GPU error keeps its KilnError class.
 pub(crate) fn model_err(py: Python<'_>, e: ModelError) -> PyErr {
     let msg = e.to_string();
+    // One device's error of data parallel work: the class of what failed, the message naming
+    // the device.
+    if let ModelError::OnDevice { .. } = e {
+        return match e.root() {
+            ModelError::Kiln(k) => {
+                to_pyerr(py, kiln_core::Error::from_code(k.code(), msg.clone()).unwrap_or_else(|| k.clone()))
+            }
+            ModelError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                PyFileNotFoundError::new_err(msg)
+            }
+            ModelError::Io { .. } => PyOSError::new_err(msg),
+            ModelError::Unsupported(_) => to_pyerr(py, kiln_core::Error::Unsupported(msg)),
+            _ => PyValueError::new_err(msg),
+        };
+    }
     match e {
         ModelError::Kiln(k) => to_pyerr(py, k),
         ModelError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
@@ -31,44 +50,87 @@ pub(crate) fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> kiln_models:
     .map_err(|e| model_err(py, e))
 }
 
+/// The devices a model is loaded on: None, the default device; "all", every GPU
+/// (`replicas::all_devices`); else adapter indices as ``kiln.devices()`` lists them.
+pub(crate) fn model_devices(py: Python<'_>, devices: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Arc<Device>>> {
+    let Some(d) = devices else {
+        return detached(py, || Ok(vec![kiln_core::device()?]));
+    };
+    if let Ok(s) = d.extract::<String>() {
+        if s == "all" {
+            return detached(py, replicas::all_devices);
+        }
+        return Err(PyValueError::new_err(format!("devices={s:?}: \"all\", or a list of device indices")));
+    }
+    let bad = || PyValueError::new_err("devices: \"all\", or a list of kiln.Device or device indices (ints >= 0)");
+    let items: Vec<Bound<'_, PyAny>> = d.extract().map_err(|_| bad())?;
+    let ix = items
+        .iter()
+        .map(|x| match x.cast::<crate::classes::PyDevice>() {
+            Ok(dev) => Ok(dev.get().adapter_index()),
+            Err(_) if x.is_instance_of::<pyo3::types::PyBool>() => Err(bad()),
+            Err(_) => x.extract::<usize>().map_err(|_| bad()),
+        })
+        .collect::<PyResult<Vec<usize>>>()?;
+    detached(py, || replicas::devices(&ix))
+}
+
+/// A sentence embedder on one device or, with ``devices``, a copy on each (data parallel).
 #[pyclass(name = "_SentenceEmbedder", module = "kiln._kiln", frozen)]
 pub struct PySentenceEmbedder {
-    inner: SentenceEmbedder,
+    inner: Replicas<SentenceEmbedder>,
 }
 
 #[pymethods]
 impl PySentenceEmbedder {
     #[new]
-    #[pyo3(signature = (model_dir, f16 = false))]
-    fn new(py: Python<'_>, model_dir: std::path::PathBuf, f16: bool) -> PyResult<Self> {
+    #[pyo3(signature = (model_dir, f16 = false, devices = None, shares = None))]
+    fn new(
+        py: Python<'_>,
+        model_dir: std::path::PathBuf,
+        f16: bool,
+        devices: Option<&Bound<'_, PyAny>>,
+        shares: Option<Vec<f64>>,
+    ) -> PyResult<Self> {
         let precision = if f16 { Precision::F16 } else { Precision::F32 };
-        let inner = detached(py, || SentenceEmbedder::load_with(&model_dir, LoadOptions { precision }, |_, _| {}))?;
+        let devices = model_devices(py, devices)?;
+        let mut inner =
+            detached(py, || SentenceEmbedder::load_replicated(&model_dir, &devices, LoadOptions { precision }))?;
+        if let Some(s) = shares {
+            inner.set_shares(&s).map_err(|e| model_err(py, e))?;
+        }
         Ok(PySentenceEmbedder { inner })
+    }
+
+    /// The adapter index of each copy, in the order inputs are dealt.
+    #[getter]
+    fn devices(&self) -> Vec<usize> {
+        self.inner.devices().iter().map(|d| d.info().index).collect()
     }
 
     #[getter]
     fn dim(&self) -> usize {
-        self.inner.dim()
+        self.inner.first().dim()
     }
 
     #[getter]
     fn max_seq_length(&self) -> usize {
-        self.inner.max_seq_length()
+        self.inner.first().max_seq_length()
     }
 
     #[getter]
     fn normalizes(&self) -> bool {
-        self.inner.normalizes()
+        self.inner.first().normalizes()
     }
 
     #[getter]
     fn f16(&self) -> bool {
-        self.inner.precision() == Precision::F16
+        self.inner.first().precision() == Precision::F16
     }
 
     fn tokenize(&self, py: Python<'_>, texts: Vec<String>) -> PyResult<Vec<Vec<u32>>> {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let tokens = detached(py, || self.inner.tokenize(&refs))?;
+        let tokens = detached(py, || self.inner.first().tokenize(&refs))?;
         Ok(tokens.into_iter().map(|(ids, _)| ids).collect())
     }
 

@@ -16,6 +16,7 @@ pooling and normalisation) from its directory, with sentence-transformers' ``enc
     from kiln.models import SentenceEmbedder
     model = SentenceEmbedder("build/models/all-MiniLM-L6-v2")
     emb = model.encode(["Hello world", "GPUs everywhere"])   # numpy float32 (2, 384)
+    model = SentenceEmbedder("build/models/all-MiniLM-L6-v2", devices="all")  # a copy per GPU
 
 ``CLIPModel`` runs a transformers CLIPModel folder (OpenAI's CLIP ViT-B/32 and its kin): images
 and texts into one embedding space, the images preprocessed on the GPU as CLIPImageProcessor does
@@ -33,7 +34,7 @@ The GPU work runs with the GIL released, so other Python threads carry on meanwh
 from __future__ import annotations
 
 import os
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -46,18 +47,37 @@ class SentenceEmbedder:
     """A sentence-transformers model directory (config.json, model.safetensors, tokenizer.json,
     sentence_bert_config.json, 1_Pooling/config.json, modules.json) loaded onto the GPU.
 
+    ``devices`` spreads ``encode`` over several GPUs (data parallel): ``"all"`` (every GPU of the
+    machine) or a list of ``kiln.Device`` / device indices; one copy of the model per device, a
+    call's batches dealt to them (``shares``: each device's part, equal by default), the rows in
+    input order, each row the bits one device gives it. An error on any device raises one
+    exception of that error's kind, its message naming the device.
+
     ``dtype="float16"`` casts the weights to f16 once at load and computes in f16 (accumulating
     in f32 inside the kernels); it needs an adapter with SHADER_F16 (``kiln.UnsupportedError``
     otherwise). A missing file raises ``FileNotFoundError``; a file that is not what it should be
     (bad JSON, corrupt safetensors, wrong weight shape) raises ``ValueError``.
     """
 
-    def __init__(self, model_dir: Union[str, os.PathLike], dtype: Union[str, np.dtype, type] = "float32"):
+    def __init__(
+        self,
+        model_dir: Union[str, os.PathLike],
+        dtype: Union[str, np.dtype, type] = "float32",
+        devices=None,
+        shares: Optional[Sequence[float]] = None,
+    ):
         dt = np.dtype(dtype)
         if dt not in (np.float32, np.float16):
             raise ValueError(f"dtype must be float32 or float16, got {dt}")
         self.model_dir = os.fspath(model_dir)
-        self._m = _SentenceEmbedder(self.model_dir, f16=dt == np.float16)
+        self._m = _SentenceEmbedder(
+            self.model_dir, f16=dt == np.float16, devices=devices, shares=None if shares is None else list(shares)
+        )
+
+    @property
+    def devices(self) -> list:
+        """The adapter index of each copy of the model (``kiln.devices()``'s order)."""
+        return self._m.devices
 
     @property
     def dtype(self) -> np.dtype:
@@ -103,7 +123,8 @@ class SentenceEmbedder:
         return out[0] if single else out
 
     def __repr__(self) -> str:
-        return f"SentenceEmbedder({self.model_dir!r}, dtype={self.dtype.name})"
+        devices = f", devices={self.devices}" if len(self.devices) > 1 else ""
+        return f"SentenceEmbedder({self.model_dir!r}, dtype={self.dtype.name}{devices})"
 
 
 def _texts(sentences: Iterable[str]) -> list:

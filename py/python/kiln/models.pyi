@@ -9,6 +9,9 @@ __all__ = ["CLIPModel", "CausalLM", "Generation", "ImageEmbedder", "SentenceEmbe
 # An RGB uint8 image: a numpy array (height, width, 3) or a PIL image; or a list of them.
 _Image = Any
 _Images = Union[_Image, Sequence[_Image]]
+# Where a model's copies go: None (the default device), "all" (every GPU), or kiln.Device objects
+# or device indices.
+_Devices = Union[None, str, Sequence[Any]]
 
 class ImageEmbedder:
     model_dir: str
@@ -26,7 +29,15 @@ class CLIPModel(ImageEmbedder):
 
 class SentenceEmbedder:
     model_dir: str
-    def __init__(self, model_dir: Union[str, os.PathLike], dtype: Union[str, np.dtype, type] = "float32") -> None: ...
+    def __init__(
+        self,
+        model_dir: Union[str, os.PathLike],
+        dtype: Union[str, np.dtype, type] = "float32",
+        devices: _Devices = None,
+        shares: Optional[Sequence[float]] = None,
+    ) -> None: ...
+    @property
+    def devices(self) -> List[int]: ...
     @property
     def dtype(self) -> np.dtype: ...
     @property
@@ -46,7 +57,9 @@ class Generation(Iterator[str]):
     def __next__(self) -> str: ...
 
 class CausalLM:
-    def __init__(self, path: Union[str, os.PathLike]) -> None: ...
+    def __init__(self, path: Union[str, os.PathLike], devices: _Devices = None) -> None: ...
+    @property
+    def devices(self) -> List[int]: ...
     def generate(
         self,
         prompt: str,
