@@ -31,6 +31,10 @@ pub struct Args {
     /// rows come before text rows.
     #[arg(long)]
     image: Vec<String>,
+    /// Spread the texts' batches over several GPUs, one copy of the model on each: "all" (every
+    /// GPU of the best kind) or adapter indices as `kiln devices` lists them ("0,1").
+    #[arg(long)]
+    devices: Option<String>,
     /// The texts; when none are given (and no --image), one per line from stdin.
     texts: Vec<String>,
 }
@@ -59,6 +63,9 @@ fn read_image(path: &str) -> Result<(Vec<u8>, usize, usize)> {
 fn clip(args: &Args, texts: &[String]) -> Result<Embeddings> {
     if args.f16 || args.batch_size != 32 {
         bail!("--f16 and --batch-size are for sentence-transformers models; a CLIP folder runs in f32, 32 per pass");
+    }
+    if args.devices.is_some() {
+        bail!("--devices is for sentence-transformers models; a CLIP folder runs on one GPU");
     }
     let model = ClipModel::load(&args.model).with_context(|| format!("loading the CLIP model in {}", args.model))?;
     let images = args.image.iter().map(|p| read_image(p)).collect::<Result<Vec<_>>>()?;
@@ -95,11 +102,28 @@ pub fn main(args: Args) -> Result<()> {
     if !args.image.is_empty() {
         bail!("--image needs a CLIP folder (config.json model_type \"clip\"); {} is not one", args.model);
     }
+    let precision = if args.f16 { Precision::F16 } else { Precision::F32 };
+    let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+    let opts = EncodeOptions { batch_size: args.batch_size, normalize: args.no_normalize.then_some(false) };
+    if let Some(spec) = &args.devices {
+        let devices = if spec.trim() == "all" {
+            kiln_models::replicas::all_devices()?
+        } else {
+            let ix = spec
+                .split(',')
+                .map(|p| p.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("--devices {spec:?}: \"all\" or adapter indices such as 0,1"))?;
+            kiln_models::replicas::devices(&ix)?
+        };
+        let model = SentenceEmbedder::load_replicated(&args.model, &devices, LoadOptions { precision })
+            .with_context(|| format!("loading the model in {}", args.model))?;
+        return write(&args, &model.encode_with(&refs, opts)?);
+    }
     // Hidden until the first report brings the real total (a bar of length 0 draws full, "0/0").
     let load_bar = bar(0, "loading");
     load_bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     let mut shown = false;
-    let precision = if args.f16 { Precision::F16 } else { Precision::F32 };
     let model = SentenceEmbedder::load_with(&args.model, LoadOptions { precision }, |done, total| {
         load_bar.set_length(total as u64);
         load_bar.set_position(done as u64);
@@ -111,8 +135,6 @@ pub fn main(args: Args) -> Result<()> {
     .with_context(|| format!("loading the model in {}", args.model))?;
     load_bar.finish_and_clear();
 
-    let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-    let opts = EncodeOptions { batch_size: args.batch_size, normalize: args.no_normalize.then_some(false) };
     let enc_bar = bar(refs.len(), "embedding");
     if refs.len() <= args.batch_size {
         enc_bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());

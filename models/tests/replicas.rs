@@ -239,7 +239,7 @@ fn device_lists_are_checked_and_a_failing_device_is_named() {
     let before = dp.encode(&texts).unwrap();
     let alone0 = dp.get(0).unwrap().encode(&texts).unwrap();
     d1.destroy();
-    let e = dp.encode(&texts).err().expect("ran on a destroyed device");
+    let e = dp.encode(&texts).expect_err("ran on a destroyed device");
     assert!(e.to_string().starts_with("device 1 ("), "{e}");
     assert!(matches!(e.root(), ModelError::Kiln(k) if k.code() == kiln_core::ErrorCode::DeviceLost), "{e:?}");
     same(&dp.get(0).unwrap().encode(&texts).unwrap().data, &alone0.data).unwrap();
