@@ -33,7 +33,7 @@ models-test: deps minilm smollm2 cli py-install
 	KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) KILN_SMOLLM2_GGUF=$(abspath $(SMOLLM2_GGUF)) $(CARGO) test --release -p kiln-models -- --nocapture --test-threads=1
 	$(PY_PYTHON) models/tests/reference/check_cli.py $(KILN) $(MINILM_DIR) build/models-test
 	$(PY_PYTHON) models/tests/reference/check_clip_cli.py $(KILN) build/models-test/clip
-	KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) KILN_SMOLLM2_GGUF=$(abspath $(SMOLLM2_GGUF)) $(PY_PYTHON) -m pytest -q py/tests/test_models.py
+	KILN_MINILM_DIR=$(abspath $(MINILM_DIR)) KILN_SMOLLM2_GGUF=$(abspath $(SMOLLM2_GGUF)) $(PY_PYTHON) -m pytest -q py/tests/test_models.py py/tests/test_data_parallel.py
 
 minilm-reference: minilm
 	HF_HUB_OFFLINE=1 $(MODELS_REF_PY) models/tests/reference/make_reference.py $(MINILM_DIR)

@@ -1,14 +1,20 @@
 //! Data parallel work over several GPUs (issue 35): one copy of a model per device, loaded from
-//! the same files; a call's inputs split into contiguous parts, in proportion to each device's
-//! share (equal by default); the parts run at once, one thread per device (each device has its
-//! own queue, so the GPUs work side by side); the results joined in input order.
+//! the same files; a call's work dealt to the devices in proportion to each device's share
+//! (equal by default) and run at once, one thread per device (each device has its own queue, so
+//! the GPUs work side by side); the results joined in input order.
 //!
-//! How a copy lands on its device: kiln-models names no device (its tensors are made on kiln-core's
-//! default device), so each copy is loaded and run on a thread inside
-//! [`kiln_core::with_device`] for its device. A row's result is computed by its device alone,
-//! by the same code as on one device: on GPUs of one model and driver a row's bits are those of
-//! a one-device run of the same part (and of the whole input where the kernels do not depend on
-//! the batch's other rows: `models/tests/replicas.rs` checks both).
+//! - [`SentenceEmbedder`](crate::SentenceEmbedder): the one-device call's batches (length-sorted,
+//!   `batch_size` each) dealt whole ([`assign`]), so a row's bits are those the one-device call
+//!   gives it on the device that ran its batch: on GPUs of one model and driver, the one-device
+//!   result bit for bit. Fewer batches than devices: the sorted texts cut into one part per
+//!   device ([`split`]).
+//! - [`CausalLM`](crate::CausalLM) batched generation: the prompts cut into contiguous parts
+//!   ([`split`]), one batch per device; each sequence's tokens are those it gets on one device.
+//!
+//! How a copy lands on its device: kiln-models names no device (its loaders make tensors on
+//! kiln-core's default device), so each copy is loaded on a thread inside
+//! [`kiln_core::with_device`] for its device, and runs where its weights are.
+//! `models/tests/replicas.rs` checks all of this on two adapters.
 //!
 //! ```no_run
 //! use kiln_models::{EncodeOptions, LoadOptions, SentenceEmbedder, replicas};
