@@ -72,6 +72,21 @@ fn ops_on_tensors_of_two_devices_are_refused_and_both_devices_keep_working() {
     assert_eq!(h.to_device(&d0).unwrap().to_vec::<i32>().unwrap(), [i32::MIN, -1, 7]);
     let empty = Tensor::from_slice_on(&d1, &[0f32; 0], &[0, 3]).unwrap();
     assert_eq!(empty.to_device(&d0).unwrap().shape(), &[0, 3]);
+    // A thread's default device: `with_device` scopes it (nested; restored on return and after a
+    // panic); other threads keep the process's.
+    let here = |d: &std::sync::Arc<kiln_core::Device>| {
+        std::sync::Arc::ptr_eq(Tensor::from_slice(&x, &[6]).unwrap().device(), d)
+    };
+    assert!(here(&d0) && kiln_core::scoped_device().is_none());
+    kiln_core::with_device(&d1, || {
+        assert!(here(&d1) && std::sync::Arc::ptr_eq(&kiln_core::device().unwrap(), &d1));
+        kiln_core::with_device(&d0, || assert!(here(&d0)));
+        assert!(here(&d1));
+        std::thread::scope(|s| s.spawn(|| assert!(here(&d0))).join().unwrap());
+    });
+    assert!(here(&d0));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kiln_core::with_device(&d1, || panic!("inside"))));
+    assert!(r.is_err() && here(&d0) && kiln_core::scoped_device().is_none());
     // Both devices still compute.
     let want: Vec<f32> = x.iter().map(|v| v + v).collect();
     assert_eq!(ops::add(&a, &a).unwrap().to_vec::<f32>().unwrap(), want);
