@@ -9,7 +9,9 @@
 #     ANCHORS  the folder bench/anchors/prepare.sh made (smol_meta.pkl, gguf-*.whl; make_gguf.py
 #              is taken from there, else from bench/anchors)
 #   env: OUT (where dp.json goes), REPS (default 5), QUICK=1 (small sizes: a software adapter),
-#        DEVICES=0,1 (adapter indices; default every GPU), PYTHON (default python3, with numpy)
+#        DEVICES=0,1 (adapter indices; default every GPU), PYTHON (default python3, with numpy),
+#        MINILM=DIR (a folder with all-MiniLM-L6-v2's tokenizer.json, 466 KB: the MiniLM-shaped
+#        model then tokenizes as the real one; with model.safetensors too, the real model)
 set -eu
 K=$1; A=$2; W=/tmp/kiln-dp; mkdir -p $W
 PY=${PYTHON:-python3}
@@ -22,4 +24,5 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/nu
 args=(--filter dp --reps "${REPS:-5}" --smollm2 $W/smol.gguf --json "${OUT:-/tmp}/dp.json")
 [ -n "${QUICK:-}" ] && args+=(--quick)
 [ -n "${DEVICES:-}" ] && args+=(--devices "$DEVICES")
+[ -n "${MINILM:-}" ] && args+=(--minilm "$MINILM")
 "$K" bench "${args[@]}"

@@ -11,8 +11,10 @@
 //!
 //! Needs no model files on the GPU machine: without `--minilm DIR` holding model.safetensors, a
 //! MiniLM-shaped model (all-MiniLM-L6-v2's config: 6 layers, hidden 384, 12 heads, FFN 1536,
-//! vocabulary 30,522; random weights, a word-level tokenizer whose words are one token each) is
-//! written to a temp folder; the speed depends on the shapes, not the values. The generation
+//! vocabulary 30,522; random weights) is written to a temp folder, with DIR's tokenizer.json
+//! when it has one (the real one: the host's tokenizing is part of the figure) and otherwise a
+//! word-level tokenizer of the bench's words (cheaper than BERT's); the GPU's speed depends on
+//! the shapes, not the values. The generation
 //! rows need a GGUF (`--smollm2 FILE`: bench/anchors/make_gguf.py writes SmolLM2-135M's shape
 //! with random weights); without one they are skipped.
 
@@ -226,7 +228,16 @@ fn embed(a: &DpArgs, all: &[Arc<Device>], counts: &[usize]) -> Result<Vec<Value>
     } else {
         made = std::env::temp_dir().join(format!("kiln-dp-minilm-{}", std::process::id()));
         minilm_shaped(&made)?;
-        println!("dp_embed: a MiniLM-shaped model with random weights in {}", made.display());
+        // all-MiniLM-L6-v2's own tokenizer.json where `--minilm DIR` has one (466 KB to carry):
+        // its BERT normaliser and WordPiece cost the host more than the word-level stand-in.
+        let real = a.minilm.join("tokenizer.json");
+        let tok = if real.exists() {
+            std::fs::copy(&real, made.join("tokenizer.json"))?;
+            format!("the tokenizer of {}", real.display())
+        } else {
+            "a word-level tokenizer".to_string()
+        };
+        println!("dp_embed: a MiniLM-shaped model with random weights and {tok} in {}", made.display());
         &made
     };
     let (per, seq) = if a.quick { (4, 16) } else { (256, 128) };
