@@ -88,7 +88,8 @@ CHILD = textwrap.dedent(
     print("embedder: ok")
 
     if smollm2:
-        prompts = ["The capital of France is", "One, two,", "Hello"]
+        # Two prompts, one per device, two tokens: SmolLM2 on llvmpipe's GL is slow (~30 s).
+        prompts = ["The capital of France is", "One, two,"]
         lm = CausalLM(smollm2, devices=[0, 1])
         assert lm.devices == [0, 1]
         got = lm.generate_batch(prompts, max_new_tokens=2)
