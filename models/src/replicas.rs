@@ -71,13 +71,18 @@ pub fn all_devices() -> Result<Vec<Arc<Device>>> {
 /// smaller than the number of shares.
 pub fn split(n: usize, shares: &[f64]) -> Vec<Range<usize>> {
     let total: f64 = shares.iter().sum();
+    if shares.is_empty() || !(total.is_finite() && total > 0.0) {
+        // Not shares `set_shares` lets through: equal parts rather than lost items.
+        return split(n, &vec![1.0; shares.len().max(1)])[..shares.len()].to_vec();
+    }
     let exact: Vec<f64> = shares.iter().map(|s| n as f64 * s / total).collect();
     let mut sizes: Vec<usize> = exact.iter().map(|e| e.floor() as usize).collect();
     let mut left = n - sizes.iter().sum::<usize>().min(n);
     let mut by_remainder: Vec<usize> = (0..shares.len()).collect();
     by_remainder
         .sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
-    for &k in by_remainder.iter().cycle().take(shares.len() * 2) {
+    // Fewer than shares.len() items are left (each floor lost less than one).
+    for &k in by_remainder.iter().cycle() {
         if left == 0 {
             break;
         }
@@ -127,8 +132,10 @@ impl<T: Send + Sync> Replicas<T> {
                 self.copies.len()
             )));
         }
-        let total: f64 = shares.iter().sum();
-        self.shares = shares.iter().map(|s| s / total).collect();
+        // Over the largest first: shares near f64::MAX would sum to infinity.
+        let max = shares.iter().copied().fold(0.0, f64::max);
+        let total: f64 = shares.iter().map(|s| s / max).sum();
+        self.shares = shares.iter().map(|s| s / max / total).collect();
         Ok(())
     }
 

@@ -154,7 +154,9 @@ fn shares_and_small_calls_give_the_devices_one_device_bits() {
     same(&dp.encode_with(&refs, opts).unwrap().data, &whole0.data).unwrap();
     dp.set_shares(&[1e-6, 1.0]).unwrap();
     same(&dp.encode_with(&refs, opts).unwrap().data, &whole1.data).unwrap();
-    dp.set_shares(&[1.0, 1.0]).unwrap();
+    dp.set_shares(&[f64::MAX, f64::MAX]).unwrap();
+    assert_eq!(dp.shares(), &[0.5, 0.5], "shares past f64's sum");
+    same(&dp.encode_with(&refs, opts).unwrap().data, &got.data).unwrap();
 
     // Fewer batches than devices (one batch of 64): the texts sorted by length, the longer half
     // to device 0 and the shorter to device 1, each its part's one-device bits.
@@ -186,6 +188,9 @@ fn jobs_are_dealt_by_cost_and_share() {
     assert_eq!(split(1, &[1.0, 1.0, 1.0]), vec![0..1, 1..1, 1..1]);
     assert_eq!(split(0, &[1.0, 1.0]), vec![0..0, 0..0]);
     assert_eq!(split(10, &[1.0, 1.0, 1.0]), vec![0..4, 4..7, 7..10]);
+    assert_eq!(split(1000, &[1e-300, 1.0]), vec![0..0, 0..1000]);
+    assert_eq!(split(5, &[f64::MAX, f64::MAX]), vec![0..3, 3..5], "an infinite sum: equal parts");
+    assert!(split(5, &[]).is_empty());
     // Four equal batches over 1, 2, 4 devices: 4, 2 + 2, 1 each.
     assert_eq!(assign(&[5.0; 4], &[1.0]), vec![vec![0, 1, 2, 3]]);
     assert_eq!(assign(&[5.0; 4], &[1.0, 1.0]), vec![vec![0, 2], vec![1, 3]]);
