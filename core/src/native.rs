@@ -138,6 +138,38 @@ impl Cm2Caps {
                     && bk.is_multiple_of(f.k_granularity)
             })
     }
+
+    /// Whether shaders/native/attention_f16_cm2.comp compiled for `invocations` per workgroup,
+    /// `br` query rows by `bc` keys per tile and head sizes `hd` (q, k), `hdv` (v) can run: the
+    /// matmul's features ([`Cm2Caps::fits_matmul_f16`]) plus row reductions, per-element
+    /// functions and use conversions (the scores' accumulator becomes an A operand), and one
+    /// configuration of that many invocations whose granularities divide the three products'
+    /// dimensions: S = Q Kᵀ (br x bc, K = hd), the row sums P 1 (br x bc, K = bc) and O = P V
+    /// (br x hdv, K = bc).
+    pub fn fits_attention_f16(&self, invocations: u32, br: u32, bc: u32, hd: u32, hdv: u32) -> bool {
+        self.workgroup_scope
+            && self.flexible_dimensions
+            && self.tensor_addressing
+            && self.reductions
+            && self.per_element_operations
+            && self.conversions
+            && invocations <= self.workgroup_scope_max_invocations
+            && br.max(bc).max(hd).max(hdv) <= self.flexible_max_dimension
+            && self.flexible.iter().any(|f| {
+                f.scope == SCOPE_WORKGROUP
+                    && f.invocations == invocations
+                    && f.types == [COMPONENT_F16, COMPONENT_F16, COMPONENT_F32, COMPONENT_F32]
+                    && !f.saturating
+                    && f.m_granularity > 0
+                    && f.n_granularity > 0
+                    && f.k_granularity > 0
+                    && br.is_multiple_of(f.m_granularity)
+                    && bc.is_multiple_of(f.n_granularity)
+                    && hdv.is_multiple_of(f.n_granularity)
+                    && hd.is_multiple_of(f.k_granularity)
+                    && bc.is_multiple_of(f.k_granularity)
+            })
+    }
 }
 
 impl NativeCaps {
@@ -153,6 +185,14 @@ impl NativeCaps {
         self.passthrough
             && self.coop_f16_16x16x16_f32
             && self.cm2.as_ref().is_some_and(|c| c.fits_matmul_f16(bm, bn, bk, invocations))
+    }
+
+    /// Whether the NV cooperative matrix 2 f16 attention variant with these sizes can run (see
+    /// [`Cm2Caps::fits_attention_f16`]).
+    pub fn attention_f16_cm2(&self, invocations: u32, br: u32, bc: u32, hd: u32, hdv: u32) -> bool {
+        self.passthrough
+            && self.coop_f16_16x16x16_f32
+            && self.cm2.as_ref().is_some_and(|c| c.fits_attention_f16(invocations, br, bc, hd, hdv))
     }
 }
 
