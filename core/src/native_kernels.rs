@@ -36,7 +36,7 @@ macro_rules! module {
 
 /// Every module, as kernels.txt lists them (the tests check the two agree). Threads: WM*WN*32
 /// (matmul_f16.comp), WG (matmul_f16_cm2.comp, attention_f16_cm2.comp); inputs: 2 (a, b) unless
-/// given (q, k, v: 3).
+/// given (q, k, v: 3; with a mask 4).
 /// None in the browser, which has no passthrough shaders (and so no native tier).
 #[cfg(target_arch = "wasm32")]
 pub(crate) const MODULES: &[Module] = &[];
@@ -62,6 +62,8 @@ pub(crate) const MODULES: &[Module] = &[
     module!("attention_f16_cm2_d64s", 128, 3),
     module!("attention_f16_cm2_d64y", 256, 3),
     module!("attention_f16_cm2_d128", 128, 3),
+    module!("attention_f16_cm2_d64s_m", 128, 4),
+    module!("attention_f16_cm2_d128_m", 128, 4),
 ];
 
 /// Whether the driver refused module `name`'s pipeline on `device` (its ops then choose

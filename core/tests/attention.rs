@@ -1115,5 +1115,91 @@ fn native_attention_matches_reference() {
             }
         }
     }
+    // Additive masks on the variants compiled with one (d64s, d128): key padding [b, 1, 1, Lk]
+    // (Lk a multiple of 8), a full [b, h, Lq, Lk] mask, rows whose keys are all -inf (zeros), with
+    // and without causal; a mask the kernel's loads cannot read (Lk = 7: rows of 14 bytes) is
+    // refused by the forced path and runs on the WGSL tier under Auto.
+    for (variant, d) in [("d64s", 64usize), ("d128", 128)] {
+        if !ops::attention_native_available(&dev, variant, d, d) {
+            continue;
+        }
+        let (b, h, lq, lk) = (2usize, 3usize, 77usize, 136usize);
+        let qs = [b, h, lq, d];
+        let ks = [b, h, lk, d];
+        let (q, qv) = rand_tensor(&mut rng, &qs, dt, -3.0, 3.0);
+        let (k, kv) = rand_tensor(&mut rng, &ks, dt, -3.0, 3.0);
+        let (v, vv) = rand_tensor(&mut rng, &ks, dt, -1.0, 1.0);
+        let pad_shape = [b, 1, 1, lk];
+        let pad: Vec<f64> =
+            (0..b * lk).map(|e| if e % lk > 40 + 50 * (e / lk) { f64::NEG_INFINITY } else { 0.0 }).collect();
+        let full_shape = [b, h, lq, lk];
+        let full: Vec<f64> = (0..b * h * lq * lk)
+            .map(|e| {
+                let (row, key) = ((e / lk) % lq, e % lk);
+                // Rows 3, 14, ...: every key dropped (zeros); elsewhere every fifth key.
+                if row % 11 == 3 || key % 5 == 1 {
+                    f64::NEG_INFINITY
+                } else {
+                    ((e * 7919) % 13) as f64 * 0.25 - 1.5
+                }
+            })
+            .collect();
+        for (vals, shape) in [(&pad, &pad_shape[..]), (&full, &full_shape[..])] {
+            let m = tensor_of(vals, shape, dt);
+            for causal in [false, true] {
+                ops::with_attention_native(variant, || {
+                    check_path(
+                        AttentionPath::Native,
+                        (&q, &qv, &qs),
+                        (&k, &kv, &ks),
+                        (&v, &vv, &ks),
+                        Some((&m, vals, shape)),
+                        causal,
+                        Some(0.2),
+                        atol(dt),
+                    )
+                });
+                cases += 1;
+            }
+        }
+        // 7 keys: a [1, 1, 7] mask (row stride 0, no batch offset) is read natively; a [1, 9, 7]
+        // one (rows of 14 bytes) is refused by the forced path and runs on the WGSL tier under Auto.
+        let (q7, q7v) = rand_tensor(&mut rng, &[1, 9, d], dt, -1.0, 1.0);
+        let (k7, k7v) = rand_tensor(&mut rng, &[1, 7, d], dt, -1.0, 1.0);
+        let ks7 = [1usize, 7, d];
+        let qs7 = [1usize, 9, d];
+        let row: Vec<f64> = (0..7).map(|j| if j == 4 { f64::NEG_INFINITY } else { 0.5 * j as f64 }).collect();
+        let m1 = tensor_of(&row, &[1, 1, 7], dt);
+        ops::with_attention_native(variant, || {
+            check_path(
+                AttentionPath::Native,
+                (&q7, &q7v, &qs7),
+                (&k7, &k7v, &ks7),
+                (&k7, &k7v, &ks7),
+                Some((&m1, &row, &[1, 1, 7])),
+                false,
+                None,
+                atol(dt),
+            )
+        });
+        let rows: Vec<f64> =
+            (0..9 * 7).map(|e| if e % 8 == 2 { f64::NEG_INFINITY } else { (e % 5) as f64 * 0.3 }).collect();
+        let m9 = tensor_of(&rows, &[1, 9, 7], dt);
+        let forced = ops::with_attention_native(variant, || {
+            ops::attention_on_path(&q7, &k7, &k7, Some(&m9), false, None, AttentionPath::Native)
+        });
+        assert!(forced.is_err(), "native {variant}: a mask of 7-key rows must be refused");
+        check_path(
+            AttentionPath::Auto,
+            (&q7, &q7v, &qs7),
+            (&k7, &k7v, &ks7),
+            (&k7, &k7v, &ks7),
+            Some((&m9, &rows, &[1, 9, 7])),
+            false,
+            None,
+            atol(dt),
+        );
+        cases += 2;
+    }
     eprintln!("native attention: {cases} shaped cases checked");
 }

@@ -20,18 +20,18 @@
 // Bounds: no index is computed for a global access. Q, K, V and the output go through tensor
 // layouts of the problem's dimensions (Lq x D, Lk x D, Lk x DV, Lq x DV) in clamp mode Constant:
 // rows past Lq or Lk load as 0 and stores past Lq are dropped. Score columns past Lk (and, under
-// causal, past each row's diagonal) are set to -FLT_MAX/2 before the row max, so their
-// exponentials are 0; every query row sees key 0 when Lk >= 1, so its running max is finite from
-// the first tile on (Lk = 0: no tile, L = 0, and the row is written as zeros, as the op defines
-// it). The
-// batch offsets are whole matrices (multiples of D or DV elements, which the op requires to be
+// causal, past each row's diagonal) are set to -inf before the row max; the running max starts
+// at a finite value, so their exponentials are 0 (Lk = 0: no tile, L = 0, and the row is written
+// as zeros, as the op defines it). The batch offsets are whole matrices (multiples of D or DV elements, which the op requires to be
 // multiples of 8: 16-byte aligned, as tensor loads need). Every branch and loop bound depends
 // only on the workgroup's tile and the parameters: uniform over the workgroup, as
 // workgroup-scope matrices need. This module bypasses naga (wgpu's passthrough shaders); only
 // Kiln's kernels run this way.
 //
 // Variant defines: WG invocations per workgroup, BR query rows and BC keys per tile, HD = D and
-// HDV = DV (the op picks the variant whose head sizes equal the problem's).
+// HDV = DV (the op picks the variant whose head sizes equal the problem's); MASK=1 adds an
+// additive f16 mask to the scaled scores (a row whose keys are all -inf gets zeros: its running
+// max stays -FLT_MAX/2, its exponentials 0 and its sum 0).
 //
 // Tried on the H200 and dropped (BENCHMARKS.md, "f16 attention on NV cooperative matrix 2"):
 // reading V's tile and the next K tile before the softmax (register pressure: 99 -> 73 TFLOP/s
@@ -48,13 +48,26 @@
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
+#ifndef MASK
+#define MASK 0
+#endif
+
 layout(std430, set = 0, binding = 0) readonly buffer Q { float16_t q[]; };
 layout(std430, set = 0, binding = 1) readonly buffer K { float16_t k[]; };
 layout(std430, set = 0, binding = 2) readonly buffer V { float16_t v[]; };
+#if MASK
+// The additive mask, broadcast to [batch..., Lq, Lk]: contiguous along the keys, its row stride
+// (0: broadcast over the queries) and batch offsets multiples of 8 (the op checks).
+layout(std430, set = 0, binding = 3) readonly buffer Mask { float16_t mask[]; };
+layout(std430, set = 0, binding = 4) writeonly buffer O { float16_t o[]; };
+#define PARAMS_BINDING 5
+#else
 layout(std430, set = 0, binding = 3) writeonly buffer O { float16_t o[]; };
+#define PARAMS_BINDING 4
+#endif
 
 // core/src/ops/attention/native.rs's `params`, word for word.
-layout(std140, set = 0, binding = 4) uniform Params {
+layout(std140, set = 0, binding = PARAMS_BINDING) uniform Params {
     uint lq;
     uint lk;
     uint nqb;       // query blocks of BR rows per batch entry
@@ -62,23 +75,27 @@ layout(std140, set = 0, binding = 4) uniform Params {
     uint causal;
     float scale2;   // scale * log2(e)
     uint brank;     // batch dimensions (<= 8)
-    uint pad;
-    uvec4 dims[8];  // bshape[2], qstride[2], kstride[2], vstride[2] (elements; 0 = broadcast)
+    uint msq;       // the mask's row stride (MASK)
+    uvec4 dims[10]; // bshape[2], qstride[2], kstride[2], vstride[2], mstride[2] (elements; 0 = broadcast)
 } p;
 
 #define CLAMP gl_CooperativeMatrixClampModeConstantNV
 #define SCORES coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>
 #define ACC coopmat<float, gl_ScopeWorkgroup, BR, HDV, gl_MatrixUseAccumulator>
 
-// -FLT_MAX / 2 rather than -inf: differences of two of them stay finite (no inf - inf).
+// The running max starts at -FLT_MAX / 2 rather than -inf, so that it is always finite and
+// neither s - m nor mold - m is ever inf - inf. Dropped scores are -inf (not the same finite
+// value: a row whose every key is masked would then have its dropped scores equal to its max,
+// each weighing exp2(0) = 1); s - m is then -inf and its exponential 0.
 #define NEG uintBitsToFloat(0xFEFFFFFFu)
+#define NEG_INF uintBitsToFloat(0xFF800000u)
 
 // Score (r, c) of the tile at query row q0, key k0: dropped past Lk, and under causal past the
 // row's diagonal.
 float maskScore(const in uint r, const in uint c, const in float e, const in uint q0, const in uint k0) {
     uint key = k0 + c;
     if (key >= p.lk || (p.causal != 0u && key > q0 + r)) {
-        return NEG;
+        return NEG_INF;
     }
     return e;
 }
@@ -111,6 +128,7 @@ void main() {
     uint qo = 0u;
     uint ko = 0u;
     uint vo = 0u;
+    uint mo = 0u;
     uint r = bi;
     for (uint t = 0u; t < p.brank; t++) {
         uint d = p.brank - 1u - t;
@@ -119,6 +137,9 @@ void main() {
         qo += ci * p.dims[2u + d / 4u][d % 4u];
         ko += ci * p.dims[4u + d / 4u][d % 4u];
         vo += ci * p.dims[6u + d / 4u][d % 4u];
+#if MASK
+        mo += ci * p.dims[8u + d / 4u][d % 4u];
+#endif
     }
     uint q0 = qblock * BR;
 
@@ -129,6 +150,11 @@ void main() {
     tensorLayoutNV<2, CLAMP> lvl = createTensorLayoutNV(2, CLAMP);
     lvl = setTensorLayoutDimensionNV(lvl, p.lk, HDV);
     tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+#if MASK
+    tensorLayoutNV<2, CLAMP> lml = createTensorLayoutNV(2, CLAMP);
+    lml = setTensorLayoutDimensionNV(lml, p.lq, p.lk);
+    lml = setTensorLayoutStrideNV(lml, p.msq, 1u);
+#endif
 
     coopmat<float16_t, gl_ScopeWorkgroup, BR, HD, gl_MatrixUseA> qa;
     coopMatLoadTensorNV(qa, q, qo, sliceTensorLayoutNV(lq, q0, BR, 0, HD));
@@ -150,6 +176,12 @@ void main() {
         SCORES s = SCORES(0.0);
         s = coopMatMulAdd(qa, kt, s);
         s *= p.scale2;
+#if MASK
+        // The mask is added to the scaled scores in natural-log units: times log2(e) here.
+        coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator> mv;
+        coopMatLoadTensorNV(mv, mask, mo, sliceTensorLayoutNV(lml, q0, BR, k0, BC));
+        s += SCORES(mv) * 1.4426950408889634;
+#endif
         // A tile reaching past Lk, or (causal) past the first row's diagonal, has dropped scores.
         if (k0 + BC > p.lk || (p.causal != 0u && k0 + BC > q0 + 1u)) {
             coopMatPerElementNV(s, s, maskScore, q0, k0);

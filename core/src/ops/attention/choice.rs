@@ -27,7 +27,8 @@ pub enum AttentionPath {
     FlashCoop,
     /// f16 flash attention on the native tier (shaders/native/attention_f16_cm2.comp, NV
     /// cooperative matrix 2): where the device has it and a variant has the head sizes
-    /// ([`uses_attention_native`](super::uses_attention_native)); no mask, no score options.
+    /// ([`uses_attention_native`](super::uses_attention_native)); a mask contiguous along the
+    /// keys with 16-byte strides; no score options.
     Native,
     /// Split over the key length with a combine pass (`shaders/flash_attention_split.wgsl`):
     /// for few queries against many keys (decode). Any D and Dv.
@@ -58,7 +59,7 @@ pub(super) struct Problem<'a> {
     pub(super) flash_fits: bool,
     /// The cooperative-matrix flash kernel takes them.
     pub(super) coop_fits: bool,
-    /// The native-tier kernel takes them (f16, a variant with these head sizes).
+    /// The native-tier kernel takes them (f16, a variant with these head sizes, a mask it reads).
     pub(super) native_fits: bool,
     /// A soft-cap or window is set ([`ScoreOptions`](super::ScoreOptions)).
     pub(super) scored: bool,
@@ -101,8 +102,9 @@ pub(super) fn choose(path: AttentionPath, p: &Problem) -> Result<AttentionPath> 
         // the page's device is lost. Split-KV runs there; on a CPU the flash kernel's
         // workgroup tiling buys nothing anyway.
         AttentionPath::Auto if prefix && device.info().device_type == "Cpu" => AttentionPath::SplitKv,
-        // The native tier has no mask or score options (the next step takes those).
-        AttentionPath::Auto if native_fits && !masked && !scored => AttentionPath::Native,
+        // The native tier has no score options (the next step takes those); `native_fits`
+        // already says whether it reads this mask.
+        AttentionPath::Auto if native_fits && !scored => AttentionPath::Native,
         AttentionPath::Auto if coop_fits => AttentionPath::FlashCoop,
         // A prefix of K and V is read in place only by the kernels that take batch strides.
         AttentionPath::Auto if prefix && flash_fits => AttentionPath::Flash,

@@ -102,10 +102,11 @@ pub fn uses_flash_coop(device: &crate::device::Device, d: usize, dv: usize) -> b
     coop::pick(device, DType::F16, d, dv).is_some()
 }
 
-/// Whether f16 attention with head sizes `d`, `dv` can take (and Auto takes, without a mask or
-/// score options, for more than `DECODE_MAX_LQ` queries) the native-tier kernel on `device`.
+/// Whether f16 attention with head sizes `d`, `dv` can take (and Auto takes, without score
+/// options, for more than `DECODE_MAX_LQ` queries) the native-tier kernel on `device` (with a
+/// mask: where its strides suit the kernel's loads, see `native::pick`).
 pub fn uses_attention_native(device: &crate::device::Device, d: usize, dv: usize) -> bool {
-    native::pick(device, DType::F16, d, dv).is_some()
+    native::pick(device, DType::F16, d, dv, None).is_some()
 }
 
 /// [`attention_prefix_on_path`] with [`ScoreOptions`] (`kv_len` None: all of K's and V's rows).
@@ -283,7 +284,7 @@ fn attention_impl(
     let matmul_fits = choice::matmul_fits(&device, scores);
     let flash_tile = flash::flash_keys_per_tile(&device, d, dv);
     let flash_coop = coop::pick(&device, dtype, d, dv);
-    let flash_native = native::pick(&device, dtype, d, dv);
+    let flash_native = native::pick(&device, dtype, d, dv, mask_strides.as_deref());
     let problem = Problem {
         device: &device,
         lq,
@@ -334,15 +335,11 @@ fn attention_impl(
             let a = flash_native.ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "attention: the native-tier kernel takes f16 with head sizes it was compiled for (64, 128) on a \
-                     device with NV cooperative matrix 2, got {dtype}, D {d}, Dv {dv}"
+                     device with NV cooperative matrix 2, and a mask only contiguous along the keys with strides of \
+                     whole 16 bytes; got {dtype}, D {d}, Dv {dv}"
                 ))
             })?;
-            if mask.is_some() {
-                return Err(Error::InvalidArgument(
-                    "attention: the Native path takes no mask (Flash and SplitKv do)".into(),
-                ));
-            }
-            native::run(&geom, a, q, k, v, &out)?;
+            native::run(&geom, a, q, k, v, mask.zip(mask_strides.as_deref()), &out)?;
             Ok(out)
         }
         AttentionPath::SplitKv => {

@@ -2,8 +2,9 @@
 //! cooperative matrix 2, through `crate::native_kernels`): the softmax runs on the score
 //! accumulators themselves (row reductions and per-element functions), which WGSL's cooperative
 //! matrices cannot do (the WGSL tier's `coop` kernel round-trips each score tile through
-//! workgroup memory). Taken by Auto for f16 without a mask or score options where the device was
-//! opened with the extension and one of the variants has the problem's head sizes.
+//! workgroup memory). Taken by Auto for f16 without score options where the device was opened
+//! with the extension and one of the variants has the problem's head sizes (with an additive
+//! mask the kernel's tensor loads can read: see `pick`).
 
 use super::Geometry;
 use crate::device::{Binding, Device};
@@ -23,6 +24,8 @@ pub(super) struct NativeAttn {
     bc: u32,
     hd: u32,
     hdv: u32,
+    /// Also compiled with an additive mask (`_m`).
+    masked: bool,
 }
 
 /// 64 query rows x 32 keys of 128 invocations: the default at D = 64. Measured on the H200
@@ -32,34 +35,48 @@ pub(super) struct NativeAttn {
 /// invocations 86.9 / 131, 64 rows of 64 invocations 84.6 / 142, row sums by a reduction 94.0 /
 /// 148, V and the next K read before the softmax 73.4 / 100, the last query blocks first
 /// 100.7 / 167 (no change).
-const D64S: NativeAttn = NativeAttn { name: "d64s", wg: 128, br: 64, bc: 32, hd: 64, hdv: 64 };
+const D64S: NativeAttn = NativeAttn { name: "d64s", wg: 128, br: 64, bc: 32, hd: 64, hdv: 64, masked: true };
 /// 64-key tiles (llama.cpp's cm2 flash tile): for the benchmark's A/B.
-const D64: NativeAttn = NativeAttn { name: "d64", wg: 128, br: 64, bc: 64, hd: 64, hdv: 64 };
+const D64: NativeAttn = NativeAttn { name: "d64", wg: 128, br: 64, bc: 64, hd: 64, hdv: 64, masked: false };
 /// 128 query rows of 256 invocations, 32-key tiles: 93.9-94.4 / 171-172 (ahead only on the long
 /// case); for the benchmark's A/B.
-const D64Y: NativeAttn = NativeAttn { name: "d64y", wg: 256, br: 128, bc: 32, hd: 64, hdv: 64 };
+const D64Y: NativeAttn = NativeAttn { name: "d64y", wg: 256, br: 128, bc: 32, hd: 64, hdv: 64, masked: false };
 /// D = 128: 105-106 TFLOP/s at 8x8x1024x128 (32-key tiles 92-94, V and the next K read early
 /// 36.7; the WGSL tier's cooperative kernel 61.3-61.8).
-const D128: NativeAttn = NativeAttn { name: "d128", wg: 128, br: 64, bc: 64, hd: 128, hdv: 128 };
+const D128: NativeAttn = NativeAttn { name: "d128", wg: 128, br: 64, bc: 64, hd: 128, hdv: 128, masked: true };
 /// Most wanted first: the choice takes the first that has the head sizes and runs here.
 const ALL: [NativeAttn; 4] = [D64S, D64, D64Y, D128];
 
-fn runs_on(device: &Device, a: NativeAttn) -> bool {
+fn runs_on(device: &Device, a: NativeAttn, masked: bool) -> bool {
     device.native.attention_f16_cm2(a.wg, a.br, a.bc, a.hd, a.hdv)
-        && !crate::native_kernels::refused(device, &module_name(a))
+        && !crate::native_kernels::refused(device, &module_name(a, masked))
 }
 
-fn module_name(a: NativeAttn) -> String {
-    format!("attention_f16_cm2_{}", a.name)
+/// The module of variant `a`, with or without the mask (kernels.txt's `_m` lines).
+fn module_name(a: NativeAttn, masked: bool) -> String {
+    format!("attention_f16_cm2_{}{}", a.name, if masked { "_m" } else { "" })
 }
 
 /// The variant for f16 attention with head sizes `d`, `dv` on `device`, or None (the WGSL tier
-/// runs): `KILN_ATTN_NATIVE` names one or turns the kernel off.
-pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option<NativeAttn> {
+/// runs): `KILN_ATTN_NATIVE` names one or turns the kernel off. With a mask (its strides over
+/// the scores' shape, `mask`), only the variants compiled with one (`masked`), and only a mask
+/// the kernel's tensor loads can read: contiguous along the keys, its row stride and batch
+/// strides multiples of 8 elements (16 bytes).
+pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize, mask: Option<&[usize]>) -> Option<NativeAttn> {
     if dtype != DType::F16 {
         return None;
     }
-    let fits = |a: &NativeAttn| a.hd as usize == d && a.hdv as usize == dv && runs_on(device, *a);
+    if let Some(st) = mask {
+        if st[st.len() - 1] != 1 || st[..st.len() - 1].iter().any(|s| !s.is_multiple_of(8)) {
+            return None;
+        }
+    }
+    let fits = |a: &NativeAttn| {
+        a.hd as usize == d
+            && a.hdv as usize == dv
+            && (mask.is_none() || a.masked)
+            && runs_on(device, *a, mask.is_some())
+    };
     match FORCED.with(|c| c.get()).or(super::knobs::attn_native()) {
         Some("0") => None,
         Some(name) => ALL.into_iter().find(|a| a.name == name).filter(fits),
@@ -67,13 +84,22 @@ pub(super) fn pick(device: &Device, dtype: DType, d: usize, dv: usize) -> Option
     }
 }
 
-pub(super) fn run(g: &Geometry, a: NativeAttn, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor) -> Result<()> {
+pub(super) fn run(
+    g: &Geometry,
+    a: NativeAttn,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<(&Tensor, &[usize])>,
+    out: &Tensor,
+) -> Result<()> {
     let device = q.device().clone();
     let br = a.br as usize;
     let nqb = g.lq.div_ceil(br);
     let blocks = numel(g.batch_shape) * nqb;
-    // The kernel's Params: eight words, then the batch shape and the Q, K, V strides
-    // (`Geometry::batch_params` without the mask's).
+    let msq = mask.map_or(0, |(_, s)| s[s.len() - 2]);
+    // The kernel's Params: eight words, then the batch shape and the Q, K, V and mask strides
+    // (`Geometry::batch_params`'s lists; the mask's are zeros without one).
     let params = Params::new()
         .u32(g.lq)
         .u32(g.lk)
@@ -82,23 +108,20 @@ pub(super) fn run(g: &Geometry, a: NativeAttn, q: &Tensor, k: &Tensor, v: &Tenso
         .u32(g.causal as u32)
         .f32(g.scale * std::f32::consts::LOG2_E)
         .u32(g.batch_shape.len())
-        .u32(0);
-    let bs = g.batch_shape;
-    let params = params
-        .dims8(bs, 1)
-        .dims8(&crate::shape::batch_strides(g.qb, bs, g.lq * g.d), 0)
-        .dims8(&crate::shape::batch_strides(g.kb, bs, g.kv_rows * g.d), 0)
-        .dims8(&crate::shape::batch_strides(g.vb, bs, g.kv_rows * g.dv), 0);
-    let module = module_name(a);
+        .u32(msq);
+    let params = g.batch_params(params, mask.map(|(_, s)| s));
+    let module = module_name(a, mask.is_some());
     let pipe = crate::native_kernels::pipeline(&device, &format!("attention_native:f16:{module}"), &module)?;
     let groups = crate::exec::grid(blocks as u64, device.limits().max_compute_workgroups_per_dimension)?;
-    let bindings = [
-        Binding { slot: 0, buffer: q.raw(), size: None },
-        Binding { slot: 1, buffer: k.raw(), size: None },
-        Binding { slot: 2, buffer: v.raw(), size: None },
-        Binding { slot: 3, buffer: out.raw(), size: None },
-    ];
-    device.dispatch(&pipe, &bindings, Some((4, params.bytes())), groups, None)?;
+    let mut tensors = vec![q, k, v];
+    tensors.extend(mask.map(|(m, _)| m));
+    tensors.push(out);
+    let bindings: Vec<Binding> = tensors
+        .iter()
+        .enumerate()
+        .map(|(slot, t)| Binding { slot: slot as u32, buffer: t.raw(), size: None })
+        .collect();
+    device.dispatch(&pipe, &bindings, Some((tensors.len() as u32, params.bytes())), groups, None)?;
     Ok(())
 }
 
@@ -109,7 +132,7 @@ pub fn attention_native_variants() -> Vec<&'static str> {
 
 /// Whether `device` can run the variant named `name` for head sizes `d`, `dv`.
 pub fn attention_native_available(device: &Device, name: &str, d: usize, dv: usize) -> bool {
-    ALL.into_iter().any(|a| a.name == name && a.hd as usize == d && a.hdv as usize == dv && runs_on(device, a))
+    ALL.into_iter().any(|a| a.name == name && a.hd as usize == d && a.hdv as usize == dv && runs_on(device, a, false))
 }
 
 thread_local! {
