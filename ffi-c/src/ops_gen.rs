@@ -4,7 +4,7 @@
 //! by-name forms). Each is a pointer check and a call: the op logic lives in kiln-core.
 
 use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor, tensor_array};
-use crate::ops::{binary, opt_axes, quant_format, scalar, unary};
+use crate::ops::{binary, call_outs, opt_axes, quant_format, scalar, unary};
 use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::ops;
 use std::os::raw::c_char;

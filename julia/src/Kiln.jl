@@ -262,6 +262,14 @@ end
     return wrap(out[])
 end
 
+# An op giving a named tuple (one out-pointer per element, all NULL on error): a NamedTuple of
+# its elements under `names`.
+function _news(f, names::NTuple{N,Symbol}) where {N}
+    outs = ntuple(_ -> Ref{Ptr{KilnTensor}}(C_NULL), N)
+    check(f(outs))
+    return NamedTuple{names}(map(o -> wrap(o[]), outs))
+end
+
 """
     KilnArray(A::AbstractArray)
     KilnArray{T}(A::AbstractArray)

@@ -174,6 +174,9 @@ defmodule Kiln do
 
   defp out(reply), do: reply |> unwrap!() |> wrap()
 
+  # An op giving several tensors (a list from the NIF) as a tuple in their order.
+  defp outs(reply), do: reply |> unwrap!() |> Enum.map(&wrap/1) |> List.to_tuple()
+
   defp ref!(%Tensor{ref: r}), do: r
 
   defp ref!(other),
@@ -790,7 +793,7 @@ defmodule Kiln do
   A tuple with one `{:s, 32}` tensor per dimension of `t`: the coordinates of its non-zero
   elements in row-major order (numpy's `nonzero`). Their number is read back from the GPU.
   """
-  def nonzero(t), do: Native.nonzero(ref!(t)) |> unwrap!() |> Enum.map(&wrap/1) |> List.to_tuple()
+  def nonzero(t), do: outs(Native.nonzero(ref!(t)))
 
   @doc """
   The distinct values of `t` (flattened, sorted) as `%{values:, indices:, inverse_indices:,

@@ -40,6 +40,11 @@ const BIAS: Arg = a("bias", OptTensor, "the shift (None: 0)").or(Dflt::None);
 
 const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 
+/// Why the unique_* tuples stay hand-written although a named tuple of tensors is a plain output:
+/// each binding gives them its language's result record (the Array API's named tuples, an Elixir
+/// map, the browser's one readback shared by the four), and unique_all's core form is a struct.
+const UNIQUE_HAND: &str = "each binding's own result record (Python named tuples, an Elixir map, one browser readback for all four); unique_all's core result is a struct";
+
 /// The ops with their own signatures (creation, random); the unary and binary ops come from the
 /// tables in elementwise/table.rs.
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
@@ -263,12 +268,15 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)")
         .names(["~nonzero", "~nonzero", "~findall"]),
     OpInfo::new("unique_all", "set", "any, bool included", &[X])
+        .hand(UNIQUE_HAND)
         .out(Out::Tuple(&["values", "indices", "inverse_indices", "counts"]))
         .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)"),
     OpInfo::new("unique_counts", "set", "any, bool included", &[X])
+        .hand(UNIQUE_HAND)
         .out(Out::Tuple(&["values", "counts"]))
         .doc("(values, counts) of the distinct values"),
     OpInfo::new("unique_inverse", "set", "any, bool included", &[X])
+        .hand(UNIQUE_HAND)
         .out(Out::Tuple(&["values", "inverse_indices"]))
         .doc("(values, inverse_indices) of the distinct values"),
     OpInfo::new("unique_values", "set", "any, bool included", &[X])

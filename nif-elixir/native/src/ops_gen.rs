@@ -6,7 +6,7 @@
 // conv2d takes eight arguments with the env (the calling process's session).
 #![allow(clippy::too_many_arguments)]
 
-use crate::{opt_get, tensor_reply, Axes, Dt, Flag, Int, List, Opt, Out, Pair, Reply, Scalar, Shape, TRef, Text};
+use crate::{guard, opt_get, tensor_reply, Axes, Dt, Flag, Int, List, Opt, Out, Pair, Reply, Scalar, Shape, TRef, Text};
 use kiln_core::ops::{self, QuantFormat};
 use rustler::Env;
 
