@@ -1270,6 +1270,22 @@ defmodule Kiln do
     do: out(Native.quant_embedding(ref!(w), quant_format!(format), size!(d, "d"), ref!(ids)))
 
   @doc """
+  The k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort) (kiln-core's `topk`; dtypes: any, bool included).
+
+  Options:
+
+    * `axis:` (default `-1`): the axis (negative counts from the end)
+    * `largest:` (default `true`): the largest (else the smallest)
+  """
+  def top_k(x, k, opts \\ []) do
+    kw = opts!(opts, axis: -1, largest: true)
+    outs(Native.topk(ref!(x), size!(k, "k"), int!(kw[:axis], "axis"), kw[:largest] == true))
+  end
+
+  @doc "kiln-core's name for `top_k/3`."
+  def topk(x, k, opts \\ []), do: top_k(x, k, opts)
+
+  @doc """
   The number (i32) of non-zero elements over axes (kiln-core's `count_nonzero`; dtypes: any, bool included).
 
   Options:

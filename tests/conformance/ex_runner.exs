@@ -102,6 +102,7 @@ defmodule Kiln.Conformance do
       "dequantize" -> Kiln.dequantize(get.("w"), String.to_atom(p["format"]), p["rows"], p["cols"])
       "quant_matmul" -> Kiln.quant_matmul(get.("x"), get.("w"), String.to_atom(p["format"]), p["n"])
       "quant_embedding" -> Kiln.quant_embedding(get.("w"), String.to_atom(p["format"]), p["d"], get.("ids"))
+      "topk" -> Kiln.top_k(get.("x"), p["k"], axis: p["axis"], largest: p["largest"]) |> elem(p["output"])
       "count_nonzero" -> Kiln.count_nonzero(get.("x"), axes: p["axes"], keep_axes: p["keepdims"])
       "unique_values" -> Kiln.unique_values(get.("x"))
       "isin" -> Kiln.isin(get.("x1"), get.("x2"), invert: p["invert"])

@@ -209,6 +209,7 @@ function run_table_op(op, p, up, nmax)
     op == "isin" && return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
     op == "diff" && return Kiln.diff(up("x"); dims=jdim(Int(p["axis"]), nmax), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
     op == "vecdot" && return Kiln.vecdot(up("a"), up("b"); dims=jdim(Int(p["axis"]), nmax))
+    op == "topk" && return Kiln._kiln_topk(up("x"), Int(p["k"]), Int(p["axis"]), p["largest"])[Int(p["output"])+1]
     return nothing
 end
 # END GENERATED (kiln gen)

@@ -118,6 +118,10 @@ async function call(op, f, p, ins) {
       return f(get("x"), { axis: p.axis, descending: p.descending });
     case "argsort":
       return f(get("x"), { axis: p.axis, descending: p.descending });
+    case "topk": {
+      const r = f(get("x"), p.k, p.axis, p.largest);
+      return pick([r.values, r.indices], p.output);
+    }
     case "count_nonzero":
       return f(get("x"), p.axes, p.keepdims);
     case "isin":

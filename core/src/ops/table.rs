@@ -255,6 +255,12 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)")
         .c("The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order). `x`, `out`: non-null.")
         .names(["~argsort", "~argsort", "~sortperm"]),
+    OpInfo::new("topk", "sort", "any, bool included", &[X, a("k", Size, "how many (at most the axis' length)"), AXIS_LAST, a("largest", Bool, "the largest (else the smallest)").or(B(true))])
+        .out(Out::Tuple(&["values", "indices"]))
+        .doc("the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort)")
+        .elixir("top_k")
+        .python("``(values, indices)``: the ``k`` largest (``largest=False``: smallest) elements along ``axis`` and their int32 positions, sorted; ties keep the lower index first and NaN counts as the largest value (as ``sort``). ``k`` past the axis' length raises.")
+        .c("The `k` largest (or, with `largest` false, smallest) elements of `x` along `axis` (negative counts from the end) and their i32 positions, sorted, both of x's shape with the axis `k` long: ties keep the lower index first, NaN is the largest value (as kiln_sort). `k` past the axis' length is KILN_ERR_INVALID_ARGUMENT. `x`: non-null."),
     OpInfo::new("searchsorted", "sort", "any, bool included (x1 1-D sorted, x2 of its dtype)", &[X1, X2, a("right", Bool, "after equal elements (numpy's side='right')").or(B(false))])
         .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')")
         .c("numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.")

@@ -164,6 +164,7 @@ defmodule Kiln.Native do
     quant_embedding: 4,
     sort: 3,
     argsort: 3,
+    topk: 4,
     searchsorted: 3,
     count_nonzero: 3,
     unique_values: 1,

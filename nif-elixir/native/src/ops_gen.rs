@@ -405,6 +405,16 @@ fn argsort(env: Env<'_>, x: TRef, axis: Int<isize>, descending: Flag) -> Reply<O
     })
 }
 
+/// the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort)
+#[rustler::nif(schedule = "DirtyIo")]
+fn topk(env: Env<'_>, x: TRef, k: Int<usize>, axis: Int<isize>, largest: Flag) -> Reply<Vec<Out>> {
+    guard(env, || {
+        let x = x.get()?;
+        let (values, indices) = ops::topk(&x, k.0, axis.0, largest.0)?;
+        Ok(vec![Out(values), Out(indices)])
+    })
+}
+
 /// i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')
 #[rustler::nif(schedule = "DirtyIo")]
 fn searchsorted(env: Env<'_>, x1: TRef, x2: TRef, right: Flag) -> Reply<Out> {
