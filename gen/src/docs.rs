@@ -114,7 +114,8 @@ fn c_runner_plain() -> String {
         s += &pre;
         match o.outputs().len() {
             0 => {
-                let _ = writeln!(s, "        *st = kiln_{}({}, out);\n        return 1;\n    }}", o.name, call.join(", "));
+                let _ =
+                    writeln!(s, "        *st = kiln_{}({}, out);\n        return 1;\n    }}", o.name, call.join(", "));
             }
             // A named tuple: the element `output` is checked, the others freed.
             n => {
@@ -126,6 +127,40 @@ fn c_runner_plain() -> String {
         }
     }
     s + "    return 0;\n}\n"
+}
+
+/// The region of tests/conformance/FORMAT.md: the parameters and inputs of every plain op's
+/// cases, from its row (the keys by_name and the runners read; a named tuple adds `output`).
+pub(crate) fn format_table() -> String {
+    let mut s = String::from("| op | params | inputs |\n|---|---|---|\n");
+    for o in op_table().into_iter().filter(|o| o.is_plain() && !crate::core_by_name::is_elementwise(o.name)) {
+        let mut params: Vec<String> = o
+            .params()
+            .filter(|a| a.ty != Ty::OptTensor)
+            .map(|a| match a.ty.rust() {
+                Some(t) => format!("{} (`{}`)", a.key, md_cell(t)),
+                None => a.key.to_string(),
+            })
+            .collect();
+        let outs = o.outputs();
+        if !outs.is_empty() {
+            let which: Vec<String> = outs.iter().enumerate().map(|(i, n)| format!("{i} {n}")).collect();
+            params.push(format!("output ({})", which.join(", ")));
+        }
+        let inputs: Vec<String> = o
+            .args
+            .iter()
+            .filter_map(|a| match a.ty {
+                Ty::Tensor => Some(a.key.to_string()),
+                Ty::OptTensor => Some(format!("[{}]", a.key)),
+                Ty::Tensors => Some("x0, x1, ... (every input, in order)".to_string()),
+                _ => None,
+            })
+            .collect();
+        let cell = |v: Vec<String>| if v.is_empty() { "—".to_string() } else { v.join(", ") };
+        let _ = writeln!(s, "| {} | {} | {} |", o.name, cell(params), cell(inputs));
+    }
+    s
 }
 
 pub(crate) fn docs_table() -> String {
