@@ -1,3 +1,6 @@
+# Written by hand: Julia's idiom (Base's names and methods, column-major `dims`, 1-based
+# positions, broadcasting, finalizers) over the generated `_kiln_<op>` @ccalls (ccall_gen.jl)
+# and elementwise tables (ops_gen.jl); the runtime API besides.
 """
     Kiln
 

@@ -1,4 +1,5 @@
-# Searching, sorting and sets over kiln-core's ops (kiln_sort, kiln_argsort, kiln_topk,
+# Written by hand (Julia's idiom: Base's names, dims, 1-based positions, NamedTuples) over the
+# generated `_kiln_<op>` wrappers. Searching, sorting and sets over kiln-core's ops (kiln_sort, kiln_argsort, kiln_topk,
 # kiln_searchsorted, kiln_count_nonzero, kiln_nonzero, kiln_unique_*, kiln_isin), with Base's names and 1-based
 # indices. Julia dim d of an N-d array is core axis N - d (the column-major rule), and core's
 # row-major flat index over the reversed shape is Julia's linear index.

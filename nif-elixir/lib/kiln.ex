@@ -1,3 +1,6 @@
+# Written by hand where Elixir's idiom is not a plain reading of the op table: Nx's names and
+# options (`axis: 0` for sort and the scans, `direction:`, `side:`, `type:`), numbers where a
+# tensor goes, doctests, the runtime and tensor API. The two marked regions are kiln-gen's.
 defmodule Kiln do
   @moduledoc """
   Kiln for Elixir: GPU tensors and WGSL kernels over kiln-core (WebGPU through wgpu), with Nx's

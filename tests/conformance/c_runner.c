@@ -1,7 +1,8 @@
 /*
  * C runner of the Kiln conformance suite: every case of manifest.txt (the line format that
  * gen.py writes next to manifest.json; see FORMAT.md) through the C ABI (kiln.h, libkiln),
- * never through another language.
+ * never through another language. Written by hand: the manifest reader, the comparison and the
+ * calls of the ops whose C functions are hand-written; every plain op's call is c_ops_gen.h's.
  *
  *   c_runner MANIFEST.txt OUT.json
  *

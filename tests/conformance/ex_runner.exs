@@ -1,6 +1,7 @@
 # Elixir runner of the Kiln conformance suite: every case of manifest.txt (the line format that
 # gen.py writes; see FORMAT.md) through the Elixir binding (Kiln, the Rustler NIF), never
-# through another language. Run inside nif-elixir/ so that the NIF is loaded:
+# through another language. Written by hand where the Elixir form is Nx's own; the calls of
+# the generated `Kiln` functions are the marked region's. Run inside nif-elixir/ so that the NIF is loaded:
 #
 #   cd nif-elixir && KILN_NIF_SKIP_CARGO=1 mix run ../tests/conformance/ex_runner.exs MANIFEST.txt OUT.json
 #

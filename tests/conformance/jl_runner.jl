@@ -1,5 +1,7 @@
 # Julia runner of the Kiln conformance suite: every case of manifest.txt (the line format that
 # gen.py writes; see FORMAT.md) through Kiln.jl (julia/), never through another language.
+# Written by hand where Kiln.jl's method is Julia's idiom (Base names, 1-based indices); the
+# row-form calls and the tuple ops' core-form calls are the marked region's.
 #
 #   KILN_LIB=target/release/libkiln.so scripts/julia tests/conformance/jl_runner.jl MANIFEST.txt OUT.json
 #

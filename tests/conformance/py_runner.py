@@ -6,6 +6,8 @@
 
 Writes {"language": "python", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]}.
 numpy is used only to read the vector files and to compare; every op runs through kiln.
+Written by hand where the Python form is numpy's rather than the row's; the ops with a
+generated wrapper are called from ops.json's `python_args` (and `outputs`).
 """
 
 import hashlib

@@ -1,7 +1,8 @@
 // The browser runner of the conformance suite (tests/conformance/FORMAT.md): every case of
 // manifest.json through kiln.js in this page, never through another language. Resolves to
 // {"language": "javascript", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]};
-// scripts/web-test.py writes it to results/javascript.json for compare.py.
+// scripts/web-test.py writes it to results/javascript.json for compare.py. Written by hand
+// where kiln.js's form is JavaScript's own; the generated functions' calls are the marked region's.
 import * as kiln from "../js/kiln.js";
 
 const BASE = "/tests/conformance/out/";
