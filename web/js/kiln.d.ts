@@ -610,6 +610,14 @@ export function sort(x: Tensor, options?: { axis?: number; descending?: boolean 
  */
 export function argsort(x: Tensor, options?: { axis?: number; descending?: boolean }): Tensor;
 /**
+ * kiln-core's `topk`: the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort) (dtypes: any, bool included).
+ * @param x the input
+ * @param k how many (at most the axis' length)
+ * @param axis the axis (negative counts from the end) (default -1)
+ * @param largest the largest (else the smallest) (default true)
+ */
+export function topk(x: Tensor, k: number, axis?: number, largest?: boolean): { values: Tensor; indices: Tensor };
+/**
  * kiln-core's `count_nonzero`: the number (i32) of non-zero elements over axes (dtypes: any, bool included).
  * @param x the input
  * @param axes the axes to reduce (null: every axis) (default null)
