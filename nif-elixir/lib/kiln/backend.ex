@@ -60,8 +60,10 @@ defmodule Kiln.Backend do
 
   @behaviour Nx.Backend
 
+  # `ref`: the Kiln tensor on the GPU; or, for a type Kiln's GPU types cannot hold (see
+  # "Types"), `ref: nil` and `host`: the tensor's bytes in Nx's layout, on the host.
   @enforce_keys [:ref]
-  defstruct [:ref]
+  defstruct [:ref, :host]
 
   alias Nx.Tensor, as: T
 
@@ -107,8 +109,10 @@ defmodule Kiln.Backend do
   # Wrapping, unwrapping, conversion
 
   defp put(%T{} = out, %Kiln.Tensor{} = k), do: %{out | data: %__MODULE__{ref: k}}
+  defp put_host(%T{} = out, bin) when is_binary(bin), do: %{out | data: %__MODULE__{ref: nil, host: bin}}
 
   # The Kiln tensor of `t` in its storage type (a tensor of another backend is uploaded).
+  defp kt(%T{data: %__MODULE__{ref: nil, host: bin}} = t), do: upload(bin, t.type, t.shape)
   defp kt(%T{data: %__MODULE__{ref: r}}), do: r
   defp kt(%T{} = t), do: upload(Nx.to_binary(t), t.type, t.shape)
 
@@ -242,11 +246,17 @@ defmodule Kiln.Backend do
 
   # Each host call emits the telemetry event [:kiln, :backend, :host] (metadata: callback), so
   # that a user (or a test) can see which calls leave the GPU.
+  # Nx.BinaryBackend runs with itself as the default backend: a function it calls back (reduce's,
+  # window_reduce's) then makes its constants on the host, as that backend expects.
   defp via_binary(name, [out | args]) do
     :telemetry.execute([:kiln, :backend, :host], %{}, %{callback: name})
+    args = Enum.map(args, &to_host/1)
 
-    apply(Nx.BinaryBackend, name, [out | Enum.map(args, &to_host/1)]) |> from_host()
+    Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(Nx.BinaryBackend, name, [out | args]) end)
+    |> from_host()
   end
+
+  defp to_host(%T{data: %__MODULE__{ref: nil, host: bin}} = t), do: %{t | data: %Nx.BinaryBackend{state: bin}}
 
   defp to_host(%T{data: %__MODULE__{}} = t),
     do: %{t | data: %Nx.BinaryBackend{state: to_binary(t, Nx.size(t))}}
@@ -259,8 +269,10 @@ defmodule Kiln.Backend do
   defp to_host(other), do: other
 
   defp from_host(%T{data: %Nx.BinaryBackend{state: bin}} = t) do
-    if supported?(t.type), do: put(t, upload(bin, t.type, t.shape)), else: t
+    if supported?(t.type), do: put(t, upload(bin, t.type, t.shape)), else: put_host(t, bin)
   end
+
+  defp from_host(%Stream{} = stream), do: Stream.map(stream, &from_host/1)
 
   defp from_host(list) when is_list(list), do: Enum.map(list, &from_host/1)
 
@@ -296,10 +308,13 @@ defmodule Kiln.Backend do
   end
 
   @impl true
-  def from_binary(%T{type: type, shape: shape} = out, binary, _opts),
-    do: put(out, upload(binary, type, shape))
+  def from_binary(%T{type: type, shape: shape} = out, binary, _opts) do
+    if supported?(type), do: put(out, upload(binary, type, shape)), else: put_host(out, binary)
+  end
 
   @impl true
+  def to_binary(%T{data: %__MODULE__{ref: nil}} = t, limit), do: Nx.BinaryBackend.to_binary(to_host(t), limit)
+
   def to_binary(%T{type: type} = t, limit) do
     k = kt(t)
     n = Nx.size(t)
@@ -309,12 +324,16 @@ defmodule Kiln.Backend do
   end
 
   @impl true
+  def inspect(%T{data: %__MODULE__{ref: nil}} = t, inspect_opts),
+    do: Nx.BinaryBackend.inspect(to_host(t), inspect_opts)
+
   def inspect(%T{} = t, inspect_opts) do
     limit = if inspect_opts.limit == :infinity, do: Nx.size(t), else: min(Nx.size(t), inspect_opts.limit + 1)
     Nx.Backend.inspect(t, to_binary(t, limit), inspect_opts)
   end
 
   @impl true
+  def backend_copy(%T{data: %__MODULE__{ref: nil}} = t, __MODULE__, _opts), do: t
   def backend_copy(%T{} = t, __MODULE__, _opts), do: put(t, Kiln.copy(kt(t)))
   def backend_copy(%T{} = t, backend, opts), do: backend.from_binary(t, to_binary(t, Nx.size(t)), opts)
 
@@ -329,6 +348,8 @@ defmodule Kiln.Backend do
   end
 
   @impl true
+  def backend_deallocate(%T{data: %__MODULE__{ref: nil}}), do: :ok
+
   def backend_deallocate(%T{data: %__MODULE__{ref: k}}) do
     if Kiln.Native.is_freed(k.ref) do
       :already_deallocated
@@ -970,4 +991,46 @@ defmodule Kiln.Backend do
 
   @doc "The required callbacks that always run on the host (`Nx.BinaryBackend`), as `{name, arity}`."
   def fallbacks, do: @fallbacks
+
+  # Types the GPU cannot hold: every callback that computes (all but creation from bytes,
+  # readback and transfer, which handle host-held data themselves) sends a call with such a
+  # tensor, as output or input, to the host, whatever its own implementation would do.
+  @not_computing [
+    init: 1,
+    from_binary: 3,
+    to_binary: 2,
+    inspect: 2,
+    backend_copy: 3,
+    backend_transfer: 3,
+    backend_deallocate: 1,
+    from_pointer: 5,
+    to_pointer: 2
+  ]
+
+  @computing for {name, arity} <- Nx.Backend.behaviour_info(:callbacks),
+                 Module.defines?(__MODULE__, {name, arity}, :def),
+                 {name, arity} not in @not_computing,
+                 do: {name, arity}
+
+  defoverridable @computing
+
+  for {name, arity} <- @computing do
+    args = Macro.generate_arguments(arity, __MODULE__)
+    @impl true
+    def unquote(name)(unquote_splicing(args)) do
+      if host_only?(unquote(args)),
+        do: via_binary(unquote(name), unquote(args)),
+        else: super(unquote_splicing(args))
+    end
+  end
+
+  # Whether any tensor among the arguments (lists of tensors included) has a type the GPU cannot
+  # hold.
+  defp host_only?(args) do
+    Enum.any?(args, fn
+      %T{type: type} -> not supported?(type)
+      list when is_list(list) -> Enum.any?(list, &match?(%T{}, &1)) and host_only?(list)
+      _ -> false
+    end)
+  end
 end
