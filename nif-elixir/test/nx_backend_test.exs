@@ -461,13 +461,12 @@ defmodule KilnNxBackendTest do
       assert_raise ArgumentError, ~r/4294967296/, fn -> gpu(host([4_294_967_296], type: :u64)) end
     end
 
-    test "f64 is refused unless the user opts in, then held as f32 with a range check" do
-      assert_raise ArgumentError, ~r/no f64/, fn -> Nx.tensor([1.0], type: :f64, backend: Kiln.Backend) end
-
+    test "f64 is held as f32 on the GPU when the user opts in, with a range check" do
       try do
         Application.put_env(:kiln, :f64, :f32)
         t = Nx.tensor([0.1, :nan, :neg_infinity, -0.0], type: :f64, backend: Kiln.Backend)
         assert t.type == {:f, 64}
+        assert %Kiln.Backend{ref: %Kiln.Tensor{type: {:f, 32}}} = t.data
         [a, :nan, :neg_infinity, z] = Nx.to_flat_list(t)
         assert a == Float.round(0.1, 7) or abs(a - 0.1) < 1.0e-8
         assert <<1::1, _::63>> = <<z::float-64>>
@@ -479,15 +478,59 @@ defmodule KilnNxBackendTest do
         Application.delete_env(:kiln, :f64)
       end
     end
+  end
 
-    test "complex and bf16 are refused with an ArgumentError" do
-      assert_raise ArgumentError, ~r/cannot hold/, fn ->
-        Nx.tensor([1.0], type: :c64, backend: Kiln.Backend)
+  describe "types the GPU cannot hold" do
+    setup :watch_host_calls
+
+    # f64 (without the opt-in), complex, bf16, f8 and sub-byte integers stay on the host as
+    # Kiln.Backend tensors (ref: nil); every op that touches one runs on Nx.BinaryBackend, so the
+    # results are that backend's bit for bit, and a result of a GPU type goes back to the GPU.
+    test "f64 stays on the host with its full precision and range" do
+      t = Nx.tensor([0.1, 1.0e300, -0.0, 2.5], type: :f64, backend: Kiln.Backend)
+      assert %Kiln.Backend{ref: nil} = t.data
+      h = host([0.1, 1.0e300, -0.0, 2.5], type: :f64)
+      assert Nx.to_binary(t) == Nx.to_binary(h)
+
+      for f <- [&Nx.exp(Nx.negate(Nx.abs(&1))), &Nx.sqrt(Nx.abs(&1)), &Nx.sum/1, &Nx.cumulative_sum/1] do
+        check(f, [h], exact: true)
+        assert_received {:host, _}
       end
 
-      assert_raise ArgumentError, ~r/cannot hold/, fn ->
-        Nx.tensor([1.0], type: :bf16, backend: Kiln.Backend)
+      # f64 with a GPU f32: Nx's type rules give f64, on the host; a comparison's u8 comes back
+      # to the GPU.
+      x = host([1.5, -2.0, 0.25, 4.0])
+      check(&Nx.add/2, [x, h], exact: true)
+      less = check(&Nx.less/2, [h, x])
+      assert %Kiln.Backend{ref: %Kiln.Tensor{}} = less.data
+      assert Nx.to_binary(Nx.backend_transfer(t, Nx.BinaryBackend)) == Nx.to_binary(h)
+      assert inspect(t) == inspect(h)
+    end
+
+    test "complex, bf16, f8 and sub-byte integers give Nx.BinaryBackend's results" do
+      c = host([Complex.new(1.0, 2.0), Complex.new(-0.5, 0.0)])
+      assert c.type == {:c, 64}
+      r = host([1.5, -2.0])
+
+      for f <- [&Nx.multiply(&1, &1), &Nx.exp/1, &Nx.conjugate/1, &Nx.sum/1, &Nx.real/1] do
+        check(f, [c], exact: true)
       end
+
+      # complex in, a GPU type out: computed on the host, the result back on the GPU.
+      abs = check(&Nx.abs/1, [c], exact: true)
+      assert %Kiln.Backend{ref: %Kiln.Tensor{}} = abs.data
+      check(&Nx.add/2, [c, r], exact: true)
+      check(&Nx.complex/2, [r, r], exact: true)
+
+      for type <- [:bf16, :f8, {:s, 4}, {:u, 2}] do
+        t = host([1, 2, -1, 0], type: type)
+        check(&Nx.add(&1, &1), [t], exact: true)
+        check(&Nx.as_type(&1, :f32), [t], exact: true)
+        # (Nx 0.11 cannot inspect a sub-byte tensor of an odd byte count on any backend.)
+        if type in [:bf16, :f8], do: assert(inspect(gpu(t)) == inspect(t))
+      end
+
+      assert_received {:host, :multiply}
     end
   end
 
@@ -581,10 +624,11 @@ defmodule KilnNxBackendTest do
       assert_received {:host, :window_scatter_max}
       check(&Nx.reduce(&1, 0.0, [axes: [1]], fn a, b -> Nx.add(a, b) end), [x])
 
-      # A result of a type Kiln cannot hold (complex) stays on the host backend.
+      # A result of a type Kiln cannot hold (complex) stays on the host, as a Kiln.Backend tensor.
       f = Nx.fft(gpu(host([1.0, 0.0, 0.0, 0.0])))
       assert f.type == {:c, 64}
-      assert %Nx.BinaryBackend{} = f.data
+      assert %Kiln.Backend{ref: nil} = f.data
+      assert Nx.to_binary(f) == Nx.to_binary(Nx.fft(host([1.0, 0.0, 0.0, 0.0])))
     end
   end
 

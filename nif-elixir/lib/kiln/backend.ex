@@ -23,8 +23,8 @@ defmodule Kiln.Backend do
   | f32, f16, s32, u32 | the same | |
   | s64, u64 | s32, u32 | every value must fit at upload, else `ArgumentError` (never a silent wrap); integer arithmetic then wraps at 32 bits, not 64 |
   | s8, s16, u8, u16 | s32, u32 | results are wrapped to the type's width after each op, as Nx does (predicates give u8 0/1) |
-  | f64 | f32 | only with `config :kiln, f64: :f32` (`Application.put_env(:kiln, :f64, :f32)`): values beyond f32's range raise `ArgumentError` at upload, and the precision is f32's; otherwise f64 raises `ArgumentError` |
-  | bf16, f8, c64, c128 | none | `ArgumentError` at upload; a fallback op that gives one leaves its result on `Nx.BinaryBackend` |
+  | f64 | f32 with `config :kiln, f64: :f32` (`Application.put_env(:kiln, :f64, :f32)`), else none (host) | opted in: values beyond f32's range raise `ArgumentError` at upload, and the precision is f32's; otherwise as the row below, with f64's full precision |
+  | bf16, f8, f8_e4m3fn, c64, c128, s2, s4, u2, u4 | none: held on the host | the tensor is still a `Kiln.Backend` one (`data: %Kiln.Backend{ref: nil, host: bytes}`), and every callback that touches one (as input or output) runs on `Nx.BinaryBackend`, whose results it gives bit for bit; a result of a GPU type (`Nx.abs` of a complex tensor) goes to the GPU |
 
   Float-to-integer `as_type` truncates as Nx does but saturates at the GPU type's limits (Kiln's
   cast, WGSL's rule): NaN, infinities and out-of-range values may differ from
@@ -109,7 +109,7 @@ defmodule Kiln.Backend do
   # Wrapping, unwrapping, conversion
 
   defp put(%T{} = out, %Kiln.Tensor{} = k), do: %{out | data: %__MODULE__{ref: k}}
-  defp put_host(%T{} = out, bin) when is_binary(bin), do: %{out | data: %__MODULE__{ref: nil, host: bin}}
+  defp put_host(%T{} = out, bin) when is_bitstring(bin), do: %{out | data: %__MODULE__{ref: nil, host: bin}}
 
   # The Kiln tensor of `t` in its storage type (a tensor of another backend is uploaded).
   defp kt(%T{data: %__MODULE__{ref: nil, host: bin}} = t), do: upload(bin, t.type, t.shape)
@@ -247,12 +247,18 @@ defmodule Kiln.Backend do
   # Each host call emits the telemetry event [:kiln, :backend, :host] (metadata: callback), so
   # that a user (or a test) can see which calls leave the GPU.
   # Nx.BinaryBackend runs with itself as the default backend: a function it calls back (reduce's,
-  # window_reduce's) then makes its constants on the host, as that backend expects.
+  # window_reduce's) then makes its constants on the host, as that backend expects. An optional
+  # callback that Nx.BinaryBackend lacks (take, cumulative_sum, ...) is the Nx function of that
+  # name on the host tensors: Nx's own implementation from the required callbacks.
   defp via_binary(name, [out | args]) do
     :telemetry.execute([:kiln, :backend, :host], %{}, %{callback: name})
     args = Enum.map(args, &to_host/1)
 
-    Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(Nx.BinaryBackend, name, [out | args]) end)
+    Nx.with_default_backend(Nx.BinaryBackend, fn ->
+      if function_exported?(Nx.BinaryBackend, name, length(args) + 1),
+        do: apply(Nx.BinaryBackend, name, [out | args]),
+        else: apply(Nx, name, args)
+    end)
     |> from_host()
   end
 
