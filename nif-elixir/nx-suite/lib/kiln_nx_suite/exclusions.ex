@@ -27,8 +27,12 @@ defmodule KilnNxSuite.Exclusions do
   @doc "The first entry whose filter matches the test's tags, or nil."
   def match(entries, tags), do: Enum.find(entries, fn {filter, _, _} -> matches?(filter, tags) end)
 
-  # ExUnit.Filters' rules for {key, value} and bare keys (strings compared, "Elixir." dropped).
+  # ExUnit.Filters' rules for {key, value} and bare keys (strings compared, "Elixir." dropped),
+  # and for a location that names the lines tests start at.
   defp matches?(key, tags) when is_atom(key), do: Map.has_key?(tags, key)
+
+  defp matches?({:location, {path, lines}}, tags),
+    do: String.ends_with?(tags[:file] || "", path) and tags[:line] in List.wrap(lines)
 
   defp matches?({key, %Regex{} = re}, tags),
     do: Map.has_key?(tags, key) and to_string(tags[key]) =~ re

@@ -45,13 +45,17 @@ defmodule KilnNxSuite.Formatter do
   defp record({:skipped, _}, _test, s), do: bump(s, :skipped)
 
   defp record({:excluded, _}, test, s) do
-    case KilnNxSuite.Exclusions.match(s.entries, test.tags) do
+    # (ExUnit filters see the test's name and module as the tags :test and :module too.)
+    tags = Map.merge(test.tags, %{test: test.name, module: test.module})
+
+    case KilnNxSuite.Exclusions.match(s.entries, tags) do
       {_, kind, _reason} = entry ->
         s = bump(s, kind)
         %{s | by_entry: Map.update(s.by_entry, entry, 1, &(&1 + 1))}
 
       nil ->
-        # An exclusion not from the list (e.g. --exclude on the command line): a gap, to be safe.
+        # An exclusion not from the list: a gap, to be safe, and named.
+        IO.puts("excluded by no entry of #{KilnNxSuite.Exclusions.path()}: #{short_name(test)}")
         bump(s, :gap)
     end
   end
@@ -91,7 +95,7 @@ defmodule KilnNxSuite.Formatter do
 
     IO.puts("""
 
-    Nx #{Application.spec(:nx, :vsn)} test suite and doctests on Kiln.Backend \
+    Nx #{Application.spec(:nx, :vsn)} test suite and doctests on #{inspect(elem(Nx.default_backend(), 0))} \
     (#{Float.round(Map.get(times, :run, 0) / 1_000_000, 1)} s):
       passed #{c.passed}, failed #{c.failed}, excluded for Kiln gaps #{c.gap}, \
     excluded as not about the backend #{c.not_backend}, skipped by Nx #{c.skipped}
