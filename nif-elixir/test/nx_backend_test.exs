@@ -244,15 +244,20 @@ defmodule KilnNxBackendTest do
       check(&Nx.argmax/1, [t])
       check(&Nx.argmax(&1, axis: 1, tie_break: :high), [t])
       check(&Nx.argmin(&1, axis: 0), [host([[1, 5], [1, -2]], type: :s32)])
-      # NaN is the extreme of both (one NaN in a row here: with several, Nx.BinaryBackend
-      # gives the last one's index, Kiln the first's, numpy's rule).
+      # NaN is the extreme of both; of several NaNs, the last one's index (Nx's rule, which its
+      # own tests state; Kiln's argmax gives the first's, numpy's).
       n = host([[1.0, :nan, 3.0, 2.0], [:neg_infinity, 2.0, :infinity, 0.0]])
 
       for f <- [&Nx.argmax(&1, axis: 1), &Nx.argmin(&1, axis: 1), &Nx.argmax/1, &Nx.argmin(&1, axis: 0)] do
         check(f, [n])
       end
 
-      assert Nx.to_flat_list(Nx.argmax(gpu(host([1.0, :nan, 3.0, :nan])))) == [1]
+      several = host([[:nan, :nan, 1.0], [2.0, :nan, :nan], [:nan, 0.0, :nan], [1.0, 1.0, 0.0]])
+
+      for f <- [&Nx.argmax(&1, axis: 1), &Nx.argmin(&1, axis: 1, keep_axis: true), &Nx.argmax/1] ++
+                 [&Nx.argmin/1, &Nx.argmax(&1, axis: 0), &Nx.argmin(Nx.as_type(&1, :f16), axis: 1)] do
+        check(f, [several])
+      end
 
       for f <- [&Nx.reduce_max(&1, axes: [1]), &Nx.reduce_min(&1, axes: [0]), &Nx.sort(&1, axis: 1)] do
         check(f, [n], exact: true)
@@ -730,6 +735,11 @@ defmodule KilnNxBackendTest do
       assert Nx.to_flat_list(Nx.add(t, 1.0)) |> Enum.take(2) == [2.0, 3.0]
       assert inspect(t) == inspect(h) |> String.replace("Nx.BinaryBackend", "Kiln.Backend")
       assert byte_size(Nx.to_binary(t, limit: 7)) == 28
+      # A vectorized tensor's limit counts all its elements, as Nx.BinaryBackend's does.
+      v = host([[1, 2, 3], [4, 5, 6]], type: :s32) |> Nx.vectorize(:x)
+      assert Nx.to_binary(gpu(v), limit: 4) == Nx.to_binary(v, limit: 4)
+      assert Nx.to_flat_list(gpu(v), limit: 5) == Nx.to_flat_list(v, limit: 5)
+      assert inspect(gpu(v)) == inspect(v)
 
       assert Nx.to_binary(gpu(host([1, -2, 3], type: :s16)), limit: 2) ==
                <<1::16-signed-native, -2::16-signed-native>>

@@ -323,7 +323,8 @@ defmodule Kiln.Backend do
 
   def to_binary(%T{type: type} = t, limit) do
     k = kt(t)
-    n = Nx.size(t)
+    # (The stored elements: a vectorized tensor's Nx.size/1 counts one entry's.)
+    n = Kiln.size(k)
     # Only the first `limit` elements cross the bus (inspect asks for a few of a large tensor).
     k = if limit < n, do: k |> Kiln.reshape({n}) |> Kiln.slice(0, 0, limit), else: k
     k |> Kiln.to_binary() |> from_storage(type)
@@ -334,7 +335,8 @@ defmodule Kiln.Backend do
     do: Nx.BinaryBackend.inspect(to_host(t), inspect_opts)
 
   def inspect(%T{} = t, inspect_opts) do
-    limit = if inspect_opts.limit == :infinity, do: Nx.size(t), else: min(Nx.size(t), inspect_opts.limit + 1)
+    n = Kiln.size(kt(t))
+    limit = if inspect_opts.limit == :infinity, do: n, else: min(n, inspect_opts.limit + 1)
     Nx.Backend.inspect(t, to_binary(t, limit), inspect_opts)
   end
 
@@ -652,10 +654,28 @@ defmodule Kiln.Backend do
         via_binary(unquote(op), [out, t, opts])
       else
         gpu(unquote(op), [out, t, opts], fn ->
-          k = Kiln.unquote(op)(kt(t), axis: opts[:axis], keep_axis: opts[:keep_axis] == true)
-          put(out, k |> Kiln.cast(storage_type(out.type)) |> Kiln.reshape(out.shape))
+          put(out, arg_extreme(unquote(op), kt(t), opts) |> Kiln.cast(storage_type(out.type)) |> Kiln.reshape(out.shape))
         end)
       end
+    end
+  end
+
+  # Kiln's argmax/argmin take NaN as the extreme and, of several, the first (numpy's rule); Nx
+  # takes the last NaN (its tests say so): where a float row holds a NaN, the index of its last
+  # one (the first of the reversed row) replaces Kiln's.
+  defp arg_extreme(op, k, opts) do
+    {k, axis} = if opts[:axis] == nil, do: {Kiln.reshape(k, {Kiln.size(k)}), 0}, else: {k, opts[:axis]}
+    keep = opts[:keep_axis] == true
+    idx = apply(Kiln, op, [k, [axis: axis, keep_axis: keep]])
+
+    if elem(k.type, 0) == :f do
+      nan = k |> Kiln.is_nan() |> Kiln.cast({:s, 32})
+      n = elem(k.shape, axis)
+      last = Kiln.subtract(n - 1, Kiln.argmax(flip(nan, [axis]), axis: axis, keep_axis: keep) |> Kiln.cast({:s, 32}))
+      any = Kiln.any(nan, axes: [axis], keep_axes: keep)
+      Kiln.where(any, last, Kiln.cast(idx, {:s, 32}))
+    else
+      idx
     end
   end
 
