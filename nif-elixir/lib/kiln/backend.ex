@@ -21,7 +21,7 @@ defmodule Kiln.Backend do
   | Nx type | on the GPU | rule |
   |---|---|---|
   | f32, f16, s32, u32 | the same | |
-  | s64, u64 | s32, u32 | every value must fit at upload, else `ArgumentError` (never a silent wrap); integer arithmetic then wraps at 32 bits, not 64 |
+  | s64, u64 | s32, u32 when every value fits, else none (host) | a tensor with a value beyond 32 bits is held on the host (as the types below, exact 64-bit results); on the GPU integer arithmetic wraps at 32 bits, not 64; integer constants wrap to their type's width, as Nx's do |
   | s8, s16, u8, u16 | s32, u32 | results are wrapped to the type's width after each op, as Nx does (predicates give u8 0/1) |
   | f64 | f32 with `config :kiln, f64: :f32` (`Application.put_env(:kiln, :f64, :f32)`), else none (host) | opted in: values beyond f32's range raise `ArgumentError` at upload, and the precision is f32's; otherwise as the row below, with f64's full precision |
   | bf16, f8, f8_e4m3fn, c64, c128, s2, s4, u2, u4 | none: held on the host | the tensor is still a `Kiln.Backend` one (`data: %Kiln.Backend{ref: nil, host: bytes}`), and every callback that touches one (as input or output) runs on `Nx.BinaryBackend`, whose results it gives bit for bit; a result of a GPU type (`Nx.abs` of a complex tensor) goes to the GPU |
@@ -150,23 +150,47 @@ defmodule Kiln.Backend do
 
   # s64/u64: the two 32-bit halves of each element go up; every high half must be the sign
   # (s64) or zero (u64) of its low half, checked on the GPU with one read back of a bool.
+  # (store/2 keeps a tensor whose values do not fit on the host instead; this raises.)
   defp upload(bin, {k, 64} = type, shape) when k in [:s, :u] do
+    case upload64(bin, type, shape) do
+      {:ok, lo} -> lo
+      # The error path only: find the first value that does not fit, for the message.
+      :no_fit -> to_storage(bin, type)
+    end
+  end
+
+  defp upload(bin, type, shape) do
+    Kiln.from_binary(to_storage(bin, type), storage_type(type), shape)
+  end
+
+  defp upload64(bin, {k, 64} = type, shape) do
     n = div(byte_size(bin), 8)
     halves = Kiln.from_binary(bin, storage_type(type), {n, 2})
     lo = Kiln.slice(halves, 1, 0, 1)
     hi = Kiln.slice(halves, 1, 1, 2)
     want_hi = if k == :s, do: Kiln.right_shift(lo, 31), else: 0
 
-    if n > 0 and Kiln.all(Kiln.equal(hi, want_hi)) |> Kiln.to_number() == 0 do
-      # The error path only: find the first value that does not fit, for the message.
-      to_storage(bin, type)
-    end
-
-    Kiln.reshape(lo, shape)
+    if n > 0 and Kiln.all(Kiln.equal(hi, want_hi)) |> Kiln.to_number() == 0,
+      do: :no_fit,
+      else: {:ok, Kiln.reshape(lo, shape)}
   end
 
-  defp upload(bin, type, shape) do
-    Kiln.from_binary(to_storage(bin, type), storage_type(type), shape)
+  # An Nx tensor's bytes as a Kiln.Backend tensor: on the GPU, or on the host for a type the GPU
+  # cannot hold and for s64/u64 values beyond the 32 bits they are held in there.
+  defp store(%T{type: type, shape: shape} = out, bin) do
+    cond do
+      not supported?(type) ->
+        put_host(out, bin)
+
+      type in [{:s, 64}, {:u, 64}] ->
+        case upload64(bin, type, shape) do
+          {:ok, k} -> put(out, k)
+          :no_fit -> put_host(out, bin)
+        end
+
+      true ->
+        put(out, upload(bin, type, shape))
+    end
   end
 
   # Host conversion of an Nx binary (native endianness, as Nx's) to the storage type's bytes.
@@ -181,6 +205,9 @@ defmodule Kiln.Backend do
   defp to_storage(bin, {:u, 8}), do: for(<<x::8 <- bin>>, into: <<>>, do: <<x::32-native>>)
   defp to_storage(bin, {:f, 64}), do: for(<<x::binary-8 <- bin>>, into: <<>>, do: f64_to_f32!(x))
   defp to_storage(bin, _same), do: bin
+
+  defp fits32?(bin, :s), do: Enum.all?(for(<<x::signed-64-native <- bin>>, do: x in -0x80000000..0x7FFFFFFF))
+  defp fits32?(bin, :u), do: Enum.all?(for(<<x::unsigned-64-native <- bin>>, do: x <= 0xFFFFFFFF))
 
   defp fit32!(x, :s, _) when x >= -0x80000000 and x <= 0x7FFFFFFF, do: <<x::signed-32-native>>
   defp fit32!(x, :u, _) when x >= 0 and x <= 0xFFFFFFFF, do: <<x::unsigned-32-native>>
@@ -274,9 +301,7 @@ defmodule Kiln.Backend do
 
   defp to_host(other), do: other
 
-  defp from_host(%T{data: %Nx.BinaryBackend{state: bin}} = t) do
-    if supported?(t.type), do: put(t, upload(bin, t.type, t.shape)), else: put_host(t, bin)
-  end
+  defp from_host(%T{data: %Nx.BinaryBackend{state: bin}} = t), do: store(t, bin)
 
   defp from_host(%Stream{} = stream), do: Stream.map(stream, &from_host/1)
 
@@ -307,6 +332,21 @@ defmodule Kiln.Backend do
   end
 
   @impl true
+  # An integer wraps to the type's width, as Nx's does (Nx.tensor(-1, type: :u32) is 2^32-1); an
+  # s64/u64 one that does not fit in 32 bits then makes a host-held tensor.
+  def constant(%T{type: {k, b} = type} = out, number, opts) when k in [:s, :u] and is_integer(number) do
+    wrapped =
+      if k == :s,
+        do: (<<v::signed-size(b)>> = <<number::size(b)>>; v),
+        else: (<<v::size(b)>> = <<number::size(b)>>; v)
+
+    fits? = if k == :s, do: wrapped in -0x80000000..0x7FFFFFFF, else: wrapped in 0..0xFFFFFFFF
+
+    if fits?,
+      do: put(out, Kiln.full(out.shape, wrapped, type: storage_type(type))),
+      else: via_binary(:constant, [out, number, opts])
+  end
+
   def constant(%T{type: type, shape: shape} = out, number, _opts) do
     st = storage_type(type)
     if is_struct(number, Complex), do: raise(ArgumentError, "Kiln.Backend has no complex numbers")
@@ -314,9 +354,7 @@ defmodule Kiln.Backend do
   end
 
   @impl true
-  def from_binary(%T{type: type, shape: shape} = out, binary, _opts) do
-    if supported?(type), do: put(out, upload(binary, type, shape)), else: put_host(out, binary)
-  end
+  def from_binary(%T{} = out, binary, _opts), do: store(out, binary)
 
   @impl true
   def to_binary(%T{data: %__MODULE__{ref: nil}} = t, limit), do: Nx.BinaryBackend.to_binary(to_host(t), limit)
@@ -620,6 +658,11 @@ defmodule Kiln.Backend do
 
   @impl true
   def as_type(%T{type: type} = out, %T{type: type} = t), do: put(out, kt(t))
+
+  # To a 64-bit integer of the other signedness (s -> u64, u32/u64 -> s64) a value may leave the
+  # 32 bits it is held in (-1 becomes 2^64-1): through the host, whose result store/2 places.
+  def as_type(%T{type: {:u, 64}} = out, %T{type: {:s, _}} = t), do: via_binary(:as_type, [out, t])
+  def as_type(%T{type: {:s, 64}} = out, %T{type: {:u, b}} = t) when b >= 32, do: via_binary(:as_type, [out, t])
   def as_type(%T{type: type} = out, t), do: put(out, kt(t, type) |> fit(type))
 
   # ---------------------------------------------------------------------------------------------
@@ -1018,7 +1061,7 @@ defmodule Kiln.Backend do
   @doc "The required callbacks that always run on the host (`Nx.BinaryBackend`), as `{name, arity}`."
   def fallbacks, do: @fallbacks
 
-  # Types the GPU cannot hold: every callback that computes (all but creation from bytes,
+  # Types the GPU cannot hold (and host-held s64/u64): every callback that computes (all but creation from bytes,
   # readback and transfer, which handle host-held data themselves) sends a call with such a
   # tensor, as output or input, to the host, whatever its own implementation would do.
   @not_computing [
@@ -1054,6 +1097,9 @@ defmodule Kiln.Backend do
   # hold.
   defp host_only?(args) do
     Enum.any?(args, fn
+      %T{data: %__MODULE__{ref: nil}} -> true
+      # A host tensor of another backend with 64-bit values beyond 32 bits (it would not upload).
+      %T{type: {k, 64}, data: %Nx.BinaryBackend{state: bin}} when k in [:s, :u] -> not fits32?(bin, k)
       %T{type: type} -> not supported?(type)
       list when is_list(list) -> Enum.any?(list, &match?(%T{}, &1)) and host_only?(list)
       _ -> false
