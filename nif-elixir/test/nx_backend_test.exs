@@ -67,9 +67,10 @@ defmodule KilnNxBackendTest do
         check(f, [r], exact: true)
       end
 
-      # round: half away from zero as Nx; Kiln keeps the sign of a negative result that rounds
-      # to zero (-0.0, IEEE's and C's round), Nx.BinaryBackend gives 0.0.
-      check(&Nx.round/1, [r], tol: 0.0)
+      # round: half away from zero as Nx, and a result of zero is +0.0 as Nx.BinaryBackend's
+      # (-0.3 and -0.0 give 0.0), bit for bit.
+      check(&Nx.round/1, [r], exact: true)
+      check(&Nx.round/1, [host([-0.3, -0.0, -1.0e-7, 0.2])], exact: true)
 
       sp = gpu(host([:nan, :infinity, :neg_infinity]))
       assert Nx.to_flat_list(Nx.round(sp)) == [:nan, :infinity, :neg_infinity]
@@ -463,6 +464,35 @@ defmodule KilnNxBackendTest do
 
     # Values beyond 32 bits keep the tensor on the host, with Nx.BinaryBackend's 64-bit results;
     # a result that fits goes back to the GPU.
+    # Float to integer: NaN gives 0, the infinities the type's limits (Nx's rule); to s64/u64
+    # the values may need all 64 bits (the host).
+    test "as_type from float to integers: NaN and infinities as Nx" do
+      x = host([:nan, :infinity, :neg_infinity, 1.9, -2.7, 0.0, 100.0])
+
+      for type <- [:u8, :s8, :u16, :s16, :s32, :u32, :s64, :u64] do
+        check(&Nx.as_type(&1, type), [x])
+      end
+
+      check(&Nx.as_type(&1, :s64), [host([1.0e12, -3.5e15])])
+    end
+
+    # Ops whose 64-bit results may leave 32 bits run on the host: exact wherever the result lands.
+    test "s64/u64 arithmetic is exact past 32 bits" do
+      a = host([2_147_483_647, -2_147_483_648, 65_536, 3], type: :s64)
+      assert %Kiln.Backend{ref: %Kiln.Tensor{}} = gpu(a).data
+
+      for f <- [&Nx.add(&1, &1), &Nx.multiply(&1, &1), &Nx.subtract(&1, 2_147_483_647), &Nx.negate/1] ++
+                 [&Nx.abs/1, &Nx.left_shift(&1, 20), &Nx.sum/1, &Nx.product/1, &Nx.cumulative_sum/1] do
+        check(f, [a])
+      end
+
+      u = host([4_294_967_295, 1, 0], type: :u64)
+      for f <- [&Nx.add(&1, 1), &Nx.bitwise_not/1, &Nx.pow(&1, 2), &Nx.dot(&1, &1)], do: check(f, [u])
+      # Ops that stay within their inputs' range stay on the GPU.
+      assert %Kiln.Backend{ref: %Kiln.Tensor{}} = check(&Nx.right_shift(&1, 1), [a]).data
+      check(&Nx.max(&1, 0), [a])
+    end
+
     test "s64 and u64 values beyond 32 bits stay on the host, exact" do
       big = host([0, -2_147_483_649, 5, Bitwise.<<<(1, 40)], type: :s64)
       assert %Kiln.Backend{ref: nil} = gpu(big).data

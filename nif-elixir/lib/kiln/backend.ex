@@ -26,9 +26,10 @@ defmodule Kiln.Backend do
   | f64 | f32 with `config :kiln, f64: :f32` (`Application.put_env(:kiln, :f64, :f32)`), else none (host) | opted in: values beyond f32's range raise `ArgumentError` at upload, and the precision is f32's; otherwise as the row below, with f64's full precision |
   | bf16, f8, f8_e4m3fn, c64, c128, s2, s4, u2, u4 | none: held on the host | the tensor is still a `Kiln.Backend` one (`data: %Kiln.Backend{ref: nil, host: bytes}`), and every callback that touches one (as input or output) runs on `Nx.BinaryBackend`, whose results it gives bit for bit; a result of a GPU type (`Nx.abs` of a complex tensor) goes to the GPU |
 
-  Float-to-integer `as_type` truncates as Nx does but saturates at the GPU type's limits (Kiln's
-  cast, WGSL's rule): NaN, infinities and out-of-range values may differ from
-  `Nx.BinaryBackend`'s (which wraps them).
+  Float-to-integer `as_type` truncates as Nx does, gives 0 for NaN and the type's limits for the
+  infinities, and wraps negative values into unsigned types (Nx's rules); finite values beyond
+  32 bits saturate (Nx.BinaryBackend wraps them). To s64/u64 it runs on the host, and so do the
+  ops whose s64/u64 results may leave 32 bits (add, multiply, sum, shifts left, ...): exact.
 
   ## Callbacks
 
@@ -620,7 +621,8 @@ defmodule Kiln.Backend do
       ax = Kiln.abs(x)
       fl = Kiln.floor(ax)
       r = Kiln.where(Kiln.less(Kiln.subtract(ax, fl), 0.5), fl, up)
-      put(out, Kiln.copysign(r, x))
+      # x's sign, but a result of zero is +0.0 as Nx's (Nx.BinaryBackend rounds to an integer).
+      put(out, Kiln.where(Kiln.equal(r, 0), r, Kiln.copysign(r, x)))
     else
       put(out, kt(t, type))
     end
@@ -663,6 +665,30 @@ defmodule Kiln.Backend do
   # 32 bits it is held in (-1 becomes 2^64-1): through the host, whose result store/2 places.
   def as_type(%T{type: {:u, 64}} = out, %T{type: {:s, _}} = t), do: via_binary(:as_type, [out, t])
   def as_type(%T{type: {:s, 64}} = out, %T{type: {:u, b}} = t) when b >= 32, do: via_binary(:as_type, [out, t])
+  # Float to a 64-bit integer: the values may need the 64 bits (host). Float to a narrower one:
+  # truncation, NaN gives 0 and the infinities the type's limits, as Nx's do (Kiln's cast
+  # saturates at its 32-bit type's limits, which differs for the narrow types, negative values
+  # to unsigned ones and NaN); finite values beyond 32 bits still saturate.
+  def as_type(%T{type: {k, 64}} = out, %T{type: {f, _}} = t) when k in [:s, :u] and f in [:f, :bf],
+    do: via_binary(:as_type, [out, t])
+
+  def as_type(%T{type: {k, b} = type} = out, %T{type: {:f, _}} = t) when k in [:s, :u] do
+    x = kt(t)
+    {lo, hi} = if k == :s, do: {-Bitwise.bsl(1, b - 1), Bitwise.bsl(1, b - 1) - 1}, else: {0, Bitwise.bsl(1, b) - 1}
+    st = storage_type(type)
+    # To an unsigned type a negative value wraps (Nx's -2.7 as u8 is 254): its bits as s32.
+    y =
+      if k == :u,
+        do: Kiln.where(Kiln.less(x, 0), Kiln.Backend.Kernels.bitcast(Kiln.cast(x, {:s, 32}), {:u, 32}), Kiln.cast(x, st)),
+        else: Kiln.cast(x, st)
+
+    y = fit(y, type)
+    inf = Kiln.is_infinity(x)
+    y = Kiln.where(Kiln.logical_and(inf, Kiln.greater(x, 0)), Kiln.full({}, hi, type: st), y)
+    y = Kiln.where(Kiln.logical_and(inf, Kiln.less(x, 0)), Kiln.full({}, lo, type: st), y)
+    put(out, Kiln.where(Kiln.is_nan(x), Kiln.full({}, 0, type: st), y))
+  end
+
   def as_type(%T{type: type} = out, t), do: put(out, kt(t, type) |> fit(type))
 
   # ---------------------------------------------------------------------------------------------
@@ -1087,7 +1113,7 @@ defmodule Kiln.Backend do
     args = Macro.generate_arguments(arity, __MODULE__)
     @impl true
     def unquote(name)(unquote_splicing(args)) do
-      if host_only?(unquote(args)),
+      if host_only?(unquote(name), unquote(args)),
         do: via_binary(unquote(name), unquote(args)),
         else: super(unquote_splicing(args))
     end
@@ -1095,6 +1121,17 @@ defmodule Kiln.Backend do
 
   # Whether any tensor among the arguments (lists of tensors included) has a type the GPU cannot
   # hold.
+  # Ops whose s64/u64 result may leave the 32 bits it would be computed in on the GPU (which
+  # would wrap it silently): on the host, exact, whatever their inputs' values. Movement,
+  # comparisons, min/max, bitwise and/or/xor, right shifts, division and remainder stay within
+  # their inputs' range and run on the GPU.
+  @wide_overflow [:add, :subtract, :multiply, :pow, :left_shift, :negate, :abs, :bitwise_not, :sum] ++
+                   [:product, :cumulative_sum, :cumulative_product, :dot, :conv, :window_sum] ++
+                   [:window_product, :indexed_add]
+
+  defp host_only?(name, [%T{type: {k, 64}} | _]) when k in [:s, :u] and name in @wide_overflow, do: true
+  defp host_only?(_name, args), do: host_only?(args)
+
   defp host_only?(args) do
     Enum.any?(args, fn
       %T{data: %__MODULE__{ref: nil}} -> true
