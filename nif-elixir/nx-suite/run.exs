@@ -36,6 +36,7 @@ files =
   end
 
 # Compiled through KilnNxSuite.Loader: `==` compares tensors by value (see its moduledoc).
+t0 = System.monotonic_time(:millisecond)
 Nx.global_default_backend(Nx.BinaryBackend)
 support = Path.wildcard("test/support/*.ex") |> Enum.map(&KilnNxSuite.Loader.compile_file/1)
 
@@ -44,7 +45,11 @@ rewritten =
   |> Task.async_stream(&KilnNxSuite.Loader.compile_file/1, timeout: :infinity, ordered: false)
   |> Enum.map(fn {:ok, n} -> n end)
 
-IO.puts("#{length(files)} test files; #{Enum.sum(support ++ rewritten)} `==`/`!=` compare tensors by value")
+IO.puts(
+  "#{length(files)} test files compiled in #{System.monotonic_time(:millisecond) - t0} ms; " <>
+    "#{Enum.sum(support ++ rewritten)} `==`/`!=` compare tensors by value"
+)
+
 unless reference?, do: Nx.global_default_backend(Kiln.Backend)
 IO.puts("default backend: #{inspect(Nx.default_backend())}")
 

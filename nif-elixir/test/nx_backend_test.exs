@@ -255,8 +255,9 @@ defmodule KilnNxBackendTest do
 
       several = host([[:nan, :nan, 1.0], [2.0, :nan, :nan], [:nan, 0.0, :nan], [1.0, 1.0, 0.0]])
 
-      for f <- [&Nx.argmax(&1, axis: 1), &Nx.argmin(&1, axis: 1, keep_axis: true), &Nx.argmax/1] ++
-                 [&Nx.argmin/1, &Nx.argmax(&1, axis: 0), &Nx.argmin(Nx.as_type(&1, :f16), axis: 1)] do
+      for f <-
+            [&Nx.argmax(&1, axis: 1), &Nx.argmin(&1, axis: 1, keep_axis: true), &Nx.argmax/1] ++
+              [&Nx.argmin/1, &Nx.argmax(&1, axis: 0), &Nx.argmin(Nx.as_type(&1, :f16), axis: 1)] do
         check(f, [several])
       end
 
@@ -481,8 +482,9 @@ defmodule KilnNxBackendTest do
       a = host([2_147_483_647, -2_147_483_648, 65_536, 3], type: :s64)
       assert %Kiln.Backend{ref: %Kiln.Tensor{}} = gpu(a).data
 
-      for f <- [&Nx.add(&1, &1), &Nx.multiply(&1, &1), &Nx.subtract(&1, 2_147_483_647), &Nx.negate/1] ++
-                 [&Nx.abs/1, &Nx.left_shift(&1, 20), &Nx.sum/1, &Nx.product/1, &Nx.cumulative_sum/1] do
+      for f <-
+            [&Nx.add(&1, &1), &Nx.multiply(&1, &1), &Nx.subtract(&1, 2_147_483_647), &Nx.negate/1] ++
+              [&Nx.abs/1, &Nx.left_shift(&1, 20), &Nx.sum/1, &Nx.product/1, &Nx.cumulative_sum/1] do
         check(f, [a])
       end
 
@@ -506,6 +508,7 @@ defmodule KilnNxBackendTest do
       assert Nx.to_list(Nx.Random.key(999_999_999_999)) == [232, 3_567_587_327]
       # Integer constants wrap to their type's width, as Nx's do.
       assert Nx.to_list(Nx.tensor([-1, 300], type: :u8, backend: Kiln.Backend)) == [255, 44]
+
       assert Nx.to_list(Nx.add(gpu(host([0], type: :u32)), Nx.tensor(-1, type: :u32, backend: Kiln.Backend))) ==
                [4_294_967_295]
     end

@@ -336,11 +336,7 @@ defmodule Kiln.Backend do
   # An integer wraps to the type's width, as Nx's does (Nx.tensor(-1, type: :u32) is 2^32-1); an
   # s64/u64 one that does not fit in 32 bits then makes a host-held tensor.
   def constant(%T{type: {k, b} = type} = out, number, opts) when k in [:s, :u] and is_integer(number) do
-    wrapped =
-      if k == :s,
-        do: (<<v::signed-size(b)>> = <<number::size(b)>>; v),
-        else: (<<v::size(b)>> = <<number::size(b)>>; v)
-
+    wrapped = wrap_int(number, k, b)
     fits? = if k == :s, do: wrapped in -0x80000000..0x7FFFFFFF, else: wrapped in 0..0xFFFFFFFF
 
     if fits?,
@@ -352,6 +348,16 @@ defmodule Kiln.Backend do
     st = storage_type(type)
     if is_struct(number, Complex), do: raise(ArgumentError, "Kiln.Backend has no complex numbers")
     put(out, Kiln.full(shape, number, type: st) |> fit(type))
+  end
+
+  defp wrap_int(number, :s, b) do
+    <<v::signed-size(b)>> = <<number::size(b)>>
+    v
+  end
+
+  defp wrap_int(number, :u, b) do
+    <<v::size(b)>> = <<number::size(b)>>
+    v
   end
 
   @impl true
@@ -664,7 +670,10 @@ defmodule Kiln.Backend do
   # To a 64-bit integer of the other signedness (s -> u64, u32/u64 -> s64) a value may leave the
   # 32 bits it is held in (-1 becomes 2^64-1): through the host, whose result store/2 places.
   def as_type(%T{type: {:u, 64}} = out, %T{type: {:s, _}} = t), do: via_binary(:as_type, [out, t])
-  def as_type(%T{type: {:s, 64}} = out, %T{type: {:u, b}} = t) when b >= 32, do: via_binary(:as_type, [out, t])
+
+  def as_type(%T{type: {:s, 64}} = out, %T{type: {:u, b}} = t) when b >= 32,
+    do: via_binary(:as_type, [out, t])
+
   # Float to a 64-bit integer: the values may need the 64 bits (host). Float to a narrower one:
   # truncation, NaN gives 0 and the infinities the type's limits, as Nx's do (Kiln's cast
   # saturates at its 32-bit type's limits, which differs for the narrow types, negative values
@@ -674,12 +683,20 @@ defmodule Kiln.Backend do
 
   def as_type(%T{type: {k, b} = type} = out, %T{type: {:f, _}} = t) when k in [:s, :u] do
     x = kt(t)
-    {lo, hi} = if k == :s, do: {-Bitwise.bsl(1, b - 1), Bitwise.bsl(1, b - 1) - 1}, else: {0, Bitwise.bsl(1, b) - 1}
+
+    {lo, hi} =
+      if k == :s, do: {-Bitwise.bsl(1, b - 1), Bitwise.bsl(1, b - 1) - 1}, else: {0, Bitwise.bsl(1, b) - 1}
+
     st = storage_type(type)
     # To an unsigned type a negative value wraps (Nx's -2.7 as u8 is 254): its bits as s32.
     y =
       if k == :u,
-        do: Kiln.where(Kiln.less(x, 0), Kiln.Backend.Kernels.bitcast(Kiln.cast(x, {:s, 32}), {:u, 32}), Kiln.cast(x, st)),
+        do:
+          Kiln.where(
+            Kiln.less(x, 0),
+            Kiln.Backend.Kernels.bitcast(Kiln.cast(x, {:s, 32}), {:u, 32}),
+            Kiln.cast(x, st)
+          ),
         else: Kiln.cast(x, st)
 
     y = fit(y, type)
@@ -723,7 +740,12 @@ defmodule Kiln.Backend do
         via_binary(unquote(op), [out, t, opts])
       else
         gpu(unquote(op), [out, t, opts], fn ->
-          put(out, arg_extreme(unquote(op), kt(t), opts) |> Kiln.cast(storage_type(out.type)) |> Kiln.reshape(out.shape))
+          put(
+            out,
+            arg_extreme(unquote(op), kt(t), opts)
+            |> Kiln.cast(storage_type(out.type))
+            |> Kiln.reshape(out.shape)
+          )
         end)
       end
     end
@@ -740,7 +762,13 @@ defmodule Kiln.Backend do
     if elem(k.type, 0) == :f do
       nan = k |> Kiln.is_nan() |> Kiln.cast({:s, 32})
       n = elem(k.shape, axis)
-      last = Kiln.subtract(n - 1, Kiln.argmax(flip(nan, [axis]), axis: axis, keep_axis: keep) |> Kiln.cast({:s, 32}))
+
+      last =
+        Kiln.subtract(
+          n - 1,
+          Kiln.argmax(flip(nan, [axis]), axis: axis, keep_axis: keep) |> Kiln.cast({:s, 32})
+        )
+
       any = Kiln.any(nan, axes: [axis], keep_axes: keep)
       Kiln.where(any, last, Kiln.cast(idx, {:s, 32}))
     else

@@ -125,8 +125,9 @@ defmodule KilnNxSuite.Formatter do
     text =
       failures
       |> Enum.with_index(1)
-      |> Enum.map(fn {{test, {:failed, f}}, i} ->
-        ExUnit.Formatter.format_test_failure(test, f, i, 100, fn _, msg -> msg end)
+      |> Enum.map(fn
+        {{test, {:failed, f}}, i} ->
+          ExUnit.Formatter.format_test_failure(test, f, i, 100, fn _, msg -> msg end)
 
         {{test, {:invalid, m}}, i} ->
           "  #{i}) #{short_name(test)}: invalid (setup_all of #{inspect(m)} failed)\n"
