@@ -25,12 +25,15 @@ defmodule KilnNxSuite.Formatter do
        entries: KilnNxSuite.Exclusions.entries(),
        counts: %{passed: 0, failed: 0, gap: 0, not_backend: 0, skipped: 0},
        failures: [],
-       by_entry: %{}
+       by_entry: %{},
+       # test time per module (µs), for the slowest ones
+       module_us: %{}
      }}
   end
 
   @impl true
   def handle_cast({:test_finished, %ExUnit.Test{state: state} = test}, s) do
+    s = %{s | module_us: Map.update(s.module_us, test.module, test.time, &(&1 + test.time))}
     {:noreply, record(state, test, s)}
   end
 
@@ -92,6 +95,14 @@ defmodule KilnNxSuite.Formatter do
     for {{filter, kind, reason}, n} <- Enum.sort_by(s.by_entry, fn {_, n} -> -n end) do
       IO.puts("  #{String.pad_leading(Integer.to_string(n), 4)}  #{kind}  #{inspect(filter)}: #{reason}")
     end
+
+    slowest =
+      s.module_us
+      |> Enum.sort_by(fn {_, us} -> -us end)
+      |> Enum.take(5)
+      |> Enum.map_join(", ", fn {m, us} -> "#{inspect(m)} #{Float.round(us / 1_000_000, 1)} s" end)
+
+    IO.puts("\nSlowest modules (summed test time, tests run 4 at a time): #{slowest}")
 
     IO.puts("""
 
