@@ -559,6 +559,31 @@ defmodule KilnNxBackendTest do
       assert inspect(t) == inspect(h)
     end
 
+    test "host-held tensors through transfer, batching, vectorization and Nx.Defn" do
+      h = host([[0.5, -1.0], [2.0, 3.5], [1.0e300, 0.0]], type: :f64)
+      t = gpu(h)
+      assert %Kiln.Backend{ref: nil} = t.data
+
+      # batches of a host-held tensor are host-held too, and equal Nx.BinaryBackend's
+      got = t |> Nx.to_batched(2, leftover: :repeat) |> Enum.to_list()
+      want = h |> Nx.to_batched(2, leftover: :repeat) |> Enum.to_list()
+      assert Enum.map(got, &Nx.to_binary/1) == Enum.map(want, &Nx.to_binary/1)
+      assert Enum.all?(got, &match?(%Kiln.Backend{ref: nil}, &1.data))
+
+      check(&Nx.sum(Nx.vectorize(&1, :rows), axes: [0]), [h], exact: true)
+
+      check(Nx.Defn.jit(fn x -> x |> Nx.multiply(2) |> Nx.subtract(1) |> Nx.sum(axes: [1]) end), [h],
+        exact: true
+      )
+
+      c = Nx.backend_copy(t, Kiln.Backend)
+      assert Nx.to_binary(c) == Nx.to_binary(h)
+      moved = Nx.backend_transfer(t, Nx.BinaryBackend)
+      assert %Nx.BinaryBackend{} = moved.data
+      assert Nx.to_binary(moved) == Nx.to_binary(h)
+      assert Nx.backend_deallocate(c) == :ok
+    end
+
     test "complex, bf16, f8 and sub-byte integers give Nx.BinaryBackend's results" do
       c = host([Complex.new(1.0, 2.0), Complex.new(-0.5, 0.0)])
       assert c.type == {:c, 64}
