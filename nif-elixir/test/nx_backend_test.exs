@@ -676,6 +676,23 @@ defmodule KilnNxBackendTest do
   describe "the host path" do
     setup :watch_host_calls
 
+    test "Nx.LinAlg's decompositions and solvers run on the host, Nx.BinaryBackend's bit for bit" do
+      a = host([[4.0, 1.0, 2.0], [1.0, 3.0, 0.5], [2.0, 0.5, 5.0]])
+      b = host([1.0, -2.0, 0.5])
+
+      for f <-
+            [&Nx.LinAlg.qr/1, &Nx.LinAlg.lu/1, &Nx.LinAlg.cholesky/1, &Nx.LinAlg.determinant/1] ++
+              [&Nx.LinAlg.eigh/1, &Nx.LinAlg.svd/1, &Nx.LinAlg.solve(&1, b)] do
+        check(f, [a], exact: true)
+      end
+
+      for name <- [:qr, :lu, :cholesky, :determinant, :eigh, :svd, :solve],
+          do: assert_received({:host, ^name})
+
+      # batched
+      check(&Nx.LinAlg.qr/1, [Nx.stack([a, Nx.multiply(a, 2.0)])], exact: true)
+    end
+
     test "callbacks Kiln has no kernel for run through Nx.BinaryBackend and come back" do
       assert {:window_product, 4} in Kiln.Backend.fallbacks()
       # The module doc's table names every host callback in its host row, and only there.

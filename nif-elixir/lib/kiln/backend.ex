@@ -49,7 +49,8 @@ defmodule Kiln.Backend do
   | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read), `bitcast` between f32, s32 and u32 (a WGSL kernel) | GPU (other bitcasts: host) |
   | `indexed_add`, `indexed_put` (repeated indices add up / the last one wins, as Nx's) | GPU: a WGSL scatter kernel of this module's own, one invocation per column of the update rows, so no atomics |
   | `real`, `imag`, `conjugate`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
-  | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `lu`, `qr`, `svd`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
+  | `lu`, `qr`, `eigh`, `svd`, `cholesky`, `solve`, `determinant` (optional callbacks) | host: Nx's own implementations on `Nx.BinaryBackend` tensors (loops of small ops, far faster there than one GPU dispatch each) |
+  | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
   name in its metadata (`%{callback: :window_sum}`).
@@ -276,16 +277,24 @@ defmodule Kiln.Backend do
   # that a user (or a test) can see which calls leave the GPU.
   # Nx.BinaryBackend runs with itself as the default backend: a function it calls back (reduce's,
   # window_reduce's) then makes its constants on the host, as that backend expects. An optional
-  # callback that Nx.BinaryBackend lacks (take, cumulative_sum, ...) is the Nx function of that
-  # name on the host tensors: Nx's own implementation from the required callbacks.
+  # callback that Nx.BinaryBackend lacks (take, cumulative_sum, ...) is the Nx (or Nx.LinAlg)
+  # function of that name on the host tensors: Nx's own implementation from the required
+  # callbacks.
   defp via_binary(name, [out | args]) do
     :telemetry.execute([:kiln, :backend, :host], %{}, %{callback: name})
     args = Enum.map(args, &to_host/1)
 
     Nx.with_default_backend(Nx.BinaryBackend, fn ->
-      if function_exported?(Nx.BinaryBackend, name, length(args) + 1),
-        do: apply(Nx.BinaryBackend, name, [out | args]),
-        else: apply(Nx, name, args)
+      cond do
+        function_exported?(Nx.BinaryBackend, name, length(args) + 1) ->
+          apply(Nx.BinaryBackend, name, [out | args])
+
+        function_exported?(Nx, name, length(args)) ->
+          apply(Nx, name, args)
+
+        true ->
+          apply(Nx.LinAlg, name, args)
+      end
     end)
     |> from_host()
   end
@@ -1095,6 +1104,17 @@ defmodule Kiln.Backend do
 
   # ---------------------------------------------------------------------------------------------
   # Everything else: on the host.
+
+  # Nx.LinAlg's decompositions and solvers: Nx's own implementations (loops of small ops, which
+  # on the GPU cost one dispatch and often a read back each: Nx.LinAlg.qr of a 4x4 matrix took
+  # seconds on lavapipe) run on the host tensors, as Nx.BinaryBackend runs them.
+  @linalg [lu: 3, qr: 3, eigh: 3, svd: 3, cholesky: 2, solve: 3, determinant: 2]
+
+  for {name, arity} <- @linalg do
+    args = Macro.generate_arguments(arity, __MODULE__)
+    @impl true
+    def unquote(name)(unquote_splicing(args)), do: via_binary(unquote(name), unquote(args))
+  end
 
   @optional Nx.Backend.behaviour_info(:optional_callbacks)
 

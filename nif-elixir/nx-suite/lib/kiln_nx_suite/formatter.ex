@@ -27,13 +27,15 @@ defmodule KilnNxSuite.Formatter do
        failures: [],
        by_entry: %{},
        # test time per module (µs), for the slowest ones
-       module_us: %{}
+       module_us: %{},
+       slow: []
      }}
   end
 
   @impl true
   def handle_cast({:test_finished, %ExUnit.Test{state: state} = test}, s) do
     s = %{s | module_us: Map.update(s.module_us, test.module, test.time, &(&1 + test.time))}
+    s = %{s | slow: Enum.take(Enum.sort_by([{test.time, test} | s.slow], &(-elem(&1, 0))), 5)}
     {:noreply, record(state, test, s)}
   end
 
@@ -103,6 +105,11 @@ defmodule KilnNxSuite.Formatter do
       |> Enum.map_join(", ", fn {m, us} -> "#{inspect(m)} #{Float.round(us / 1_000_000, 1)} s" end)
 
     IO.puts("\nSlowest modules (summed test time, tests run 4 at a time): #{slowest}")
+
+    IO.puts(
+      "Slowest tests: " <>
+        Enum.map_join(s.slow, ", ", fn {us, t} -> "#{short_name(t)} #{Float.round(us / 1_000_000, 1)} s" end)
+    )
 
     IO.puts("""
 
