@@ -40,8 +40,8 @@ TEST_TARGETS += elixir-test
 # (nif-elixir/nx-suite/: run.exs, the exclusion list and the counting formatter stay in the tree).
 # NX_SUITE_FILES=test/nx/lin_alg_test.exs runs only the files named; NX_SUITE_ARGS=--reference runs
 # them on Nx.BinaryBackend (what fails there is not about Kiln).
-# ~57 s on lavapipe with build/nx-suite warm (Nx's tests compile in ~20 s of it); fails below the
-# 90% floor (KilnNxSuite.Formatter).
+# 49-57 s on lavapipe with build/nx-suite warm (Nx's tests compile in ~20 s of it), 78 s on a
+# fresh one (Nx and its deps compile too); fails below the 90% floor (KilnNxSuite.Formatter).
 NX_SUITE_DIR := build/nx-suite
 nx-suite: elixir-deps elixir-nif
 	@if [ "$${KILN_NX:-vendor}" != vendor ]; then \

@@ -3,13 +3,13 @@
 #
 # Not `mix test`, for two reasons. Nx's tests compare tensors with `==`, which holds for equal
 # Nx.BinaryBackend tensors only (their bytes are in the struct; a device tensor holds a
-# reference): the files are compiled through KilnNxSuite.Loader, which makes `==` compare tensors
-# by value and changes nothing else. And some of Nx's test modules build tensors at compile time as module attributes
-# (`@tensor Nx.tensor(...)` in heatmap_test.exs, vectorize_test.exs...), and a Kiln tensor holds a
-# NIF reference, which cannot be a compile-time literal (EXLA's cannot either). So the files are
-# compiled with Nx.BinaryBackend as the default, as Nx's own suite runs, and Kiln.Backend becomes
-# the global default backend only then, before any test runs (`mix test` starts async tests
-# while it is still compiling). Those attribute tensors stay on the host; any op that mixes them
+# reference): the files are compiled through KilnNxSuite.Loader, which makes `==` compare
+# tensors by value and changes nothing else. And some of Nx's test modules build tensors at
+# compile time as module attributes (`@tensor Nx.tensor(...)` in heatmap_test.exs,
+# vectorize_test.exs...), and a Kiln tensor holds a NIF reference, which cannot be a
+# compile-time literal (EXLA's cannot either). So the files are compiled with Nx.BinaryBackend as
+# the default, as Nx's own suite runs, and Kiln.Backend becomes the global default backend only
+# then, before any test runs (`mix test` starts async tests while it is still compiling). Those attribute tensors stay on the host; any op that mixes them
 # with a Kiln tensor runs on Kiln.Backend (Nx picks the non-binary backend).
 #
 # Exit status 1 when the pass rate is below the floor (KilnNxSuite.Formatter.floor/0).
