@@ -676,6 +676,20 @@ defmodule KilnNxBackendTest do
   describe "the host path" do
     setup :watch_host_calls
 
+    # Nx.BinaryBackend calls reduce's function with host tensors; a tensor the function makes
+    # (Nx.tensor/1 here) must be a host one too, even with Kiln.Backend as the default.
+    test "reduce and window_reduce functions that make tensors, with Kiln.Backend the default" do
+      x = host([[1.0, -2.0, 3.5], [0.5, 4.0, -1.0]])
+      f = fn a, b -> Nx.add(a, Nx.multiply(b, Nx.tensor(2.0))) end
+      want = Nx.reduce(x, 0.0, [axes: [1]], f)
+      wwant = Nx.window_reduce(x, 0.0, {1, 2}, f)
+
+      Nx.with_default_backend(Kiln.Backend, fn ->
+        compare(Nx.reduce(gpu(x), 0.0, [axes: [1]], f), want, exact: true)
+        compare(Nx.window_reduce(gpu(x), 0.0, {1, 2}, f), wwant, exact: true)
+      end)
+    end
+
     test "Nx.LinAlg's decompositions and solvers run on the host, Nx.BinaryBackend's bit for bit" do
       a = host([[4.0, 1.0, 2.0], [1.0, 3.0, 0.5], [2.0, 0.5, 5.0]])
       b = host([1.0, -2.0, 0.5])
