@@ -2,9 +2,9 @@ defmodule KilnNxSuite.Exclusions do
   @moduledoc false
   # The exclusion list (nif-elixir/nx-suite/exclusions.exs): entries {filter, kind, reason}.
   # `filter` is an ExUnit filter ({tag, value}, {tag, ~r/regex/} or a bare tag; `test:` matches
-  # the test's name, `module:` its module); `kind` is :gap (Kiln.Backend cannot do what the test
-  # asks: counted against the pass rate) or :not_backend (the test is not about the default
-  # backend: not counted).
+  # the test's name, `module:` its module, `location:` the lines tests start at); `kind` is :gap
+  # (Kiln.Backend cannot do what the test asks) or :device (no device backend can), both counted
+  # against the pass rate, or :not_backend (fails on Nx.BinaryBackend too: not counted).
 
   @path Path.expand("../../exclusions.exs", __DIR__)
   @external_resource @path
@@ -16,7 +16,7 @@ defmodule KilnNxSuite.Exclusions do
 
     for entry <- entries do
       case entry do
-        {_filter, kind, reason} when kind in [:gap, :not_backend] and is_binary(reason) -> entry
+        {_filter, kind, reason} when kind in [:gap, :device, :not_backend] and is_binary(reason) -> entry
         other -> raise ArgumentError, "#{@path}: bad entry #{inspect(other)}"
       end
     end

@@ -1,10 +1,11 @@
 defmodule KilnNxSuite.Formatter do
   @moduledoc false
   # An ExUnit formatter that counts Nx's tests on Kiln.Backend: passed, failed (failures and
-  # tests a failed setup_all made invalid), excluded for a Kiln gap, excluded as not about the
-  # backend, and skipped (by Nx itself), then prints
+  # tests a failed setup_all made invalid), excluded for a Kiln gap, excluded as no device
+  # backend's to pass, excluded as failing on Nx.BinaryBackend too, and skipped (by Nx itself),
+  # then prints
   #
-  #   pass rate = passed / (passed + failed + excluded for Kiln gaps)
+  #   pass rate = passed / (passed + failed + excluded for Kiln gaps + excluded as device-only)
   #
   # with the failures grouped by the first line of their error (the failure classes). The full
   # failure reports go to failures.txt in the project folder (build/nx-suite).
@@ -23,7 +24,7 @@ defmodule KilnNxSuite.Formatter do
      %{
        opts: opts,
        entries: KilnNxSuite.Exclusions.entries(),
-       counts: %{passed: 0, failed: 0, gap: 0, not_backend: 0, skipped: 0},
+       counts: %{passed: 0, failed: 0, gap: 0, device: 0, not_backend: 0, skipped: 0},
        failures: [],
        by_entry: %{},
        # test time per module (µs), for the slowest ones
@@ -74,7 +75,7 @@ defmodule KilnNxSuite.Formatter do
 
   defp report(s, times) do
     c = s.counts
-    counted = c.passed + c.failed + c.gap
+    counted = c.passed + c.failed + c.gap + c.device
     rate = if counted == 0, do: 0.0, else: 100 * c.passed / counted
     :persistent_term.put({__MODULE__, :rate}, rate)
     failures = Enum.reverse(s.failures)
@@ -95,7 +96,9 @@ defmodule KilnNxSuite.Formatter do
     IO.puts("\nExcluded (count, kind, reason):")
 
     for {{filter, kind, reason}, n} <- Enum.sort_by(s.by_entry, fn {_, n} -> -n end) do
-      IO.puts("  #{String.pad_leading(Integer.to_string(n), 4)}  #{kind}  #{inspect(filter)}: #{reason}")
+      IO.puts(
+        "  #{String.pad_leading(Integer.to_string(n), 4)}  #{kind}  #{inspect(filter, charlists: :as_lists)}: #{reason}"
+      )
     end
 
     slowest =
@@ -115,9 +118,11 @@ defmodule KilnNxSuite.Formatter do
 
     Nx #{Application.spec(:nx, :vsn)} test suite and doctests on #{inspect(elem(Nx.default_backend(), 0))} \
     (#{Float.round(Map.get(times, :run, 0) / 1_000_000, 1)} s):
-      passed #{c.passed}, failed #{c.failed}, excluded for Kiln gaps #{c.gap}, \
-    excluded as not about the backend #{c.not_backend}, skipped by Nx #{c.skipped}
-      pass rate #{:erlang.float_to_binary(rate, decimals: 1)}% = passed / (passed + failed + excluded for Kiln gaps) = #{c.passed}/#{counted} (floor #{@floor}%)
+      passed #{c.passed}, failed #{c.failed}, excluded for Kiln gaps #{c.gap}, excluded as no \
+    device backend's to pass #{c.device}, excluded as failing on Nx.BinaryBackend too \
+    #{c.not_backend}, skipped by Nx #{c.skipped}
+      pass rate #{:erlang.float_to_binary(rate, decimals: 1)}% = passed / (passed + failed + \
+    excluded for gaps + excluded as device-only) = #{c.passed}/#{counted} (floor #{@floor}%)
     """)
   end
 
