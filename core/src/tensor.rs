@@ -181,8 +181,7 @@ impl Tensor {
 
     /// Starts reading the tensor back and returns at once: the copy is submitted with the work
     /// queued so far, and the caller collects the bytes later ([`crate::device::PendingRead`]),
-    /// recording more work meanwhile.
-    #[cfg(not(target_arch = "wasm32"))]
+    /// recording more work meanwhile (in the page: awaiting it, `wait_bytes_async`).
     pub fn start_read(&self) -> Result<crate::device::PendingRead> {
         self.buf.check_readable()?;
         let bytes = if self.dtype == DType::Bool { 4 * self.numel() } else { self.nbytes() };
