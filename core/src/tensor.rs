@@ -51,6 +51,12 @@ impl Tensor {
         Ok(Tensor { buf, device: device.clone(), shape: shape.to_vec(), dtype })
     }
 
+    /// An uninitialised tensor whose every byte the host will write (`TensorFill`): as an
+    /// upload's, its buffer is one no GPU command of the open batch may still use.
+    pub(crate) fn for_host_writes_on(device: &Arc<Device>, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Self::alloc_on(device, shape, dtype, false)
+    }
+
     pub fn empty(shape: &[usize], dtype: DType) -> Result<Tensor> {
         Self::empty_on(&runtime::device()?, shape, dtype)
     }

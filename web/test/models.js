@@ -201,7 +201,7 @@ export async function run(log) {
     return `${ticks} timer turns ran meanwhile`;
   });
 
-  await test("pipelined decode (lookahead 8): the tokens of one token at a time, and faster", async () => {
+  await test("pipelined decode (lookahead 8): the tokens of one token at a time (tokens/s of each)", async () => {
     // lookahead 0: each token read back before the next is recorded (the loop the pipelined one
     // replaced); 1 and 3: read windows cut at other places. All must give native's tokens.
     const g = ref.tiny.greedy;
