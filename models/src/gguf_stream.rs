@@ -502,7 +502,11 @@ impl Body {
                         // Unreachable: a part completes after its bytes, the first of which
                         // opened the sink (tensors of no bytes have no slot).
                         GroupSink::Unopened => {
-                            return Err(kiln_core::Error::Internal(format!("stack {}: a group completed unopened", s.key)).into())
+                            return Err(kiln_core::Error::Internal(format!(
+                                "stack {}: a group completed unopened",
+                                s.key
+                            ))
+                            .into())
                         }
                     });
                 }

@@ -1771,7 +1771,8 @@ impl Generation<'_> {
         let before = self.decode_loop().times;
         let dl = self.decode.as_mut().expect("made above");
         let cache = self.cache.as_mut().expect("begin_step made the cache");
-        let t = dl.next_async(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens).await;
+        let t =
+            dl.next_async(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens).await;
         self.book_loop_times(before, prefill);
         t
     }

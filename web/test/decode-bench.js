@@ -24,16 +24,22 @@ async function measure(log, name, url, prompt, tokens, rounds) {
         want ??= got;
         same &&= got === want;
         rates[lookahead].push(lm.lastStats.decodeTokensPerS);
-        log(`${name} round ${r + 1}, lookahead ${lookahead}: ${lm.lastStats.decodeTokensPerS.toFixed(2)} tokens/s decode (${tokens} tokens)`);
+        const st = lm.lastStats;
+        log(`${name} round ${r + 1}, lookahead ${lookahead}: ${st.decodeTokensPerS.toFixed(3)} tokens/s decode (${tokens} tokens), first token ${(st.prefillMs / 1000).toFixed(1)} s`);
       }
     }
   } finally {
     lm.free();
   }
-  const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  // The middle run (of an even count, the mean of the middle two).
+  const median = (a) => {
+    const s = [...a].sort((x, y) => x - y);
+    const m = s.length >> 1;
+    return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+  };
   const serial = median(rates[0]);
   const pipelined = median(rates[8]);
-  log(`${same ? "ok  " : "FAIL"} ${name}: median ${serial.toFixed(2)} tokens/s serial, ${pipelined.toFixed(2)} pipelined (${(pipelined / serial).toFixed(2)}x); the same tokens in every run: ${same}`);
+  log(`${same ? "ok  " : "FAIL"} ${name}: median ${serial.toFixed(3)} tokens/s serial, ${pipelined.toFixed(3)} pipelined (${(pipelined / serial).toFixed(2)}x); the same tokens in every run: ${same}`);
   return { same, serial, pipelined, rates };
 }
 
