@@ -2,7 +2,8 @@
 //! (`queue.write_buffer` at its offset): a file streaming in (a page's download) reaches the GPU
 //! without being gathered whole in host memory first. WebGPU writes whole 4-byte words at
 //! 4-byte offsets; a piece's bytes outside its aligned middle wait on the host (at most 3 on
-//! each side) until the word they share with a neighbouring piece is whole. The tensor is
+//! each side) until the word they share with a neighbouring piece is whole. Small pieces that
+//! follow each other are joined on the host (up to 64 KiB) before they are written. The tensor is
 //! handed out only by [`TensorFill::finish`], so nothing reads it while it is being written.
 
 use crate::device::Device;
@@ -18,7 +19,14 @@ pub struct TensorFill {
     written: u64,
     /// Words some of whose bytes have come: (bytes, which of them have).
     partial: HashMap<u64, ([u8; 4], u8)>,
+    /// Small pieces that follow each other, joined on the host before they are written (a
+    /// stream of tiny chunks would otherwise cost a GPU write a word): (offset, bytes).
+    run: (u64, Vec<u8>),
 }
+
+/// The most bytes `run` joins: small next to a download's chunks (64 KiB and up, written as
+/// they come), large enough that 1-byte pieces cost one write per this many bytes.
+const RUN_BYTES: usize = 64 << 10;
 
 impl TensorFill {
     /// A `shape` tensor of `dtype` on `device`, its `len` bytes (at most the storage's) to be
@@ -31,18 +39,50 @@ impl TensorFill {
                 "a fill of {len} bytes for a tensor of {storage} bytes (it must cover all but the last word's padding)"
             )));
         }
-        Ok(TensorFill { tensor, len, written: 0, partial: HashMap::new() })
+        Ok(TensorFill { tensor, len, written: 0, partial: HashMap::new(), run: (0, Vec::new()) })
     }
 
     /// Bytes `bytes` at byte `offset` of the tensor: the whole words among them written to the
-    /// GPU now, the rest kept until their words are whole.
+    /// GPU now (a small piece: once the pieces after it are), the rest kept until their words
+    /// are whole.
     pub fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
-        let end = offset.checked_add(bytes.len() as u64).filter(|&e| e <= self.len).ok_or_else(|| {
-            Error::InvalidArgument(format!("bytes {offset}+{} written into a fill of {} bytes", bytes.len(), self.len))
-        })?;
+        if offset.checked_add(bytes.len() as u64).is_none_or(|e| e > self.len) {
+            return Err(Error::InvalidArgument(format!(
+                "bytes {offset}+{} written into a fill of {} bytes",
+                bytes.len(),
+                self.len
+            )));
+        }
         if bytes.is_empty() {
             return Ok(());
         }
+        self.written += bytes.len() as u64;
+        let (run_at, run) = &mut self.run;
+        if !run.is_empty() && *run_at + run.len() as u64 == offset && run.len() + bytes.len() <= RUN_BYTES {
+            run.extend_from_slice(bytes);
+            return Ok(());
+        }
+        self.flush_run()?;
+        if bytes.len() >= RUN_BYTES {
+            return self.write_now(offset, bytes);
+        }
+        self.run = (offset, bytes.to_vec());
+        Ok(())
+    }
+
+    /// Writes the joined small pieces.
+    fn flush_run(&mut self) -> Result<()> {
+        let (at, run) = std::mem::take(&mut self.run);
+        if run.is_empty() {
+            return Ok(());
+        }
+        self.write_now(at, &run)
+    }
+
+    /// `bytes` at `offset` (within the fill: checked by `write`) to the GPU, but for the bytes
+    /// of words not whole yet.
+    fn write_now(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let end = offset + bytes.len() as u64;
         // The aligned middle [lo, hi) goes at once; the bytes before lo and from hi on wait.
         let lo = offset.next_multiple_of(4).min(end);
         let hi = (end / 4 * 4).max(lo);
@@ -53,7 +93,6 @@ impl TensorFill {
             let device = self.tensor.device.clone();
             device.upload_at(&self.tensor.buf, lo, &bytes[(lo - offset) as usize..(hi - offset) as usize])?;
         }
-        self.written += bytes.len() as u64;
         Ok(())
     }
 
@@ -80,7 +119,8 @@ impl TensorFill {
     }
 
     /// The tensor, once every byte has been written.
-    pub fn finish(self) -> Result<Tensor> {
+    pub fn finish(mut self) -> Result<Tensor> {
+        self.flush_run()?;
         if self.written != self.len || !self.partial.is_empty() {
             return Err(Error::InvalidArgument(format!(
                 "a fill of {} bytes finished with {} written ({} words partly)",

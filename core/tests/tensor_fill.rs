@@ -59,6 +59,20 @@ fn pieces_at_every_alignment_in_any_order_give_the_hosts_bytes() {
 }
 
 #[test]
+fn pieces_past_the_joining_bound_are_written_as_they_come() {
+    // Pieces of over 64 KiB (written at once) at unaligned offsets, between small ones (joined).
+    let n = 200_003;
+    let data = bytes(n, 11);
+    let mut want = data.clone();
+    want.resize(n.div_ceil(4) * 4, 0);
+    for cuts in [vec![1, 70_001, 140_003], vec![3, 5, 65_541, 65_542, 131_079, 199_999]] {
+        for reverse in [false, true] {
+            assert_eq!(fill(&data, &cuts, reverse), want, "cuts {cuts:?}, reverse {reverse}");
+        }
+    }
+}
+
+#[test]
 fn bad_fills_are_errors() {
     let dev = device().unwrap();
     // A length the tensor cannot hold, or one leaving a whole word unwritten.
