@@ -363,7 +363,7 @@ impl GgufStream {
 /// The row a Q or K row of the file goes back to: the converter's permutation (llama.rs's
 /// `unpermute_rows`: file row h*D + 2j + i holds row h*D + i*D/2 + j) undone one row at a time.
 fn unpermuted_row(file_row: usize, n_heads: usize, head_dim: usize) -> usize {
-    if file_row >= n_heads * head_dim || head_dim % 2 != 0 {
+    if file_row >= n_heads * head_dim || !head_dim.is_multiple_of(2) {
         return file_row;
     }
     let (h, r) = (file_row / head_dim, file_row % head_dim);
@@ -406,7 +406,7 @@ impl Body {
             let n = ((slot.end - self.pos) as usize).min(chunk.len());
             let (piece, end) = (&chunk[..n], slot.end);
             match slot.dest {
-                Dest::Stack { stack, group, part, heads } => self.to_stack(stack, group, part, heads, piece)?,
+                Dest::Stack { stack, group, part, heads } => self.route_to_stack(stack, group, part, heads, piece)?,
                 Dest::Keep => gather(&mut self.keeping, piece, self.pos, slot)?,
                 Dest::Skip => {}
             }
@@ -421,7 +421,7 @@ impl Body {
     }
 
     /// `piece`, the next bytes of `slots[next]`, a stack's part, to its group.
-    fn to_stack(
+    fn route_to_stack(
         &mut self,
         stack: usize,
         group: usize,
