@@ -209,6 +209,11 @@ export interface GenerateOptions {
   seed?: number;
   stop?: string | string[];
   stopAtEos?: boolean;
+  /**
+   * Tokens recorded ahead of the last one read back (default 8, at most 64): the GPU runs token
+   * n while the page records n+1. 0: one token at a time, each read back before the next.
+   */
+  lookahead?: number;
 }
 
 export interface GenerationStats {
