@@ -1312,6 +1312,21 @@ KilnStatus kiln_argsort(const struct KilnTensor *x,
                         struct KilnTensor **out);
 
 /**
+ * The `k` largest (or, with `largest` false, smallest) elements of `x` along `axis` (negative
+ * counts from the end) and their i32 positions, sorted, both of x's shape with the axis `k` long:
+ * ties keep the lower index first, NaN is the largest value (as kiln_sort). `k` past the axis'
+ * length is KILN_ERR_INVALID_ARGUMENT. `x`: non-null. `values`, `indices`: non-null. `*values`,
+ * `*indices` each receive a new tensor owned by the caller (free each with kiln_tensor_free); on
+ * error every one is set to NULL. Thread-safe.
+ */
+KilnStatus kiln_topk(const struct KilnTensor *x,
+                     size_t k,
+                     ptrdiff_t axis,
+                     bool largest,
+                     struct KilnTensor **values,
+                     struct KilnTensor **indices);
+
+/**
  * numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's
  * dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null. `*out`
  * receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on

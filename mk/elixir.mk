@@ -3,6 +3,8 @@
 #                      once into $(KILN_TOOLS_CACHE) by scripts/mix: Nx 0.11 needs Elixir 1.17+)
 #   make elixir-nif    build the Rustler NIF (cargo, release) into nif-elixir/priv/kiln_nif.so
 #   make elixir-test   run the ExUnit suite (MIX_ENV=test) with that toolchain
+#   make nx-suite      Nx 0.11's own tests and doctests with Kiln.Backend as the default backend:
+#                      passed / failed / excluded counts and the pass rate (nif-elixir/nx-suite/)
 # Nx comes from the vendored upstream sources (offline, the default) or, with KILN_NX=hex, from
 # hex.pm by version (`mix deps.get` first): see scripts/mix.
 
@@ -15,7 +17,7 @@ ELIXIR_NIF      := $(ELIXIR_DIR)/priv/kiln_nif.so
 MIX             := $(CURDIR)/scripts/mix
 export MIX
 
-.PHONY: elixir-deps elixir-nif elixir-test
+.PHONY: elixir-deps elixir-nif elixir-test nx-suite
 
 elixir-deps:
 	@scripts/ensure-deps.sh elixir
@@ -32,3 +34,23 @@ elixir-nif:
 elixir-test: elixir-deps elixir-nif
 	cd $(ELIXIR_DIR) && MIX_ENV=test KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) $(MIX) test
 TEST_TARGETS += elixir-test
+
+# Nx's test/ folder, unmodified, from the vendored sources (Nx's hex package has no tests, so with
+# KILN_NX=hex this is skipped, saying so), copied into build/nx-suite with the runner's mix.exs
+# (nif-elixir/nx-suite/: run.exs, the exclusion list and the counting formatter stay in the tree).
+# NX_SUITE_FILES=test/nx/lin_alg_test.exs runs only the files named; NX_SUITE_ARGS=--reference runs
+# them on Nx.BinaryBackend (what fails there is not about Kiln).
+# 49-57 s on lavapipe with build/nx-suite warm (Nx's tests compile in ~20 s of it), 78 s on a
+# fresh one (Nx and its deps compile too); fails below the 90% floor (KilnNxSuite.Formatter).
+NX_SUITE_DIR := build/nx-suite
+nx-suite: elixir-deps elixir-nif
+	@if [ "$${KILN_NX:-vendor}" != vendor ]; then \
+	  echo "nx-suite: skipped: KILN_NX=$${KILN_NX} (Nx's tests come from its vendored sources: KILN_NX=vendor)"; \
+	  exit 0; fi; \
+	eval "$$($(MIX) --env)"; \
+	mkdir -p $(NX_SUITE_DIR) && rm -rf $(NX_SUITE_DIR)/test; \
+	cp -r "$$KILN_NX_VENDOR/nx-0.11.0/test" $(NX_SUITE_DIR)/test; \
+	cp $(ELIXIR_DIR)/nx-suite/mix.exs $(NX_SUITE_DIR)/mix.exs; \
+	cd $(NX_SUITE_DIR) && MIX_ENV=test KILN_NIF_SKIP_CARGO=1 CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) \
+	  $(MIX) run $(CURDIR)/$(ELIXIR_DIR)/nx-suite/run.exs $(NX_SUITE_ARGS) $(NX_SUITE_FILES)
+TEST_TARGETS += nx-suite

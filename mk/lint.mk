@@ -10,13 +10,18 @@
 #   make lint-hakari  workspace-hack/ is what `cargo hakari generate` makes of today's
 #                     dependencies (skipped with a message where cargo-hakari is not installed:
 #                     `cargo install cargo-hakari --locked`, ~7 min, is not worth a CI run)
+#   make lint-binding-lines  the hand-written binding code against issue 33's table
+#                     (scripts/binding-lines.py, under a second; fails when a counted file moved)
 # Generated files are checked by gen-check instead (the Rust ones carry #[rustfmt::skip]).
 
 RUFF_VERSION ?= 0.17.6
 
-.PHONY: lint lint-rust lint-elixir lint-python lint-cycles lint-env lint-hakari
+.PHONY: lint lint-rust lint-elixir lint-python lint-cycles lint-env lint-hakari lint-binding-lines
 
-lint: lint-rust lint-elixir lint-python lint-cycles lint-env lint-hakari lint-k8s
+lint: lint-rust lint-elixir lint-python lint-cycles lint-env lint-hakari lint-k8s lint-binding-lines
+
+lint-binding-lines:
+	python3 scripts/binding-lines.py
 
 # deploy/k8s against the Kubernetes schemas (PyPI's kubernetes-validate, which ships them; a venv
 # per version in the tools cache: ~20 s the first time, under 2 s after), strict: an unknown

@@ -7,6 +7,8 @@ HTTP, no client library), and reports what the page left in `window.kilnResult`.
     web-test.py models                 kiln.models against native (web/test/models.js; needs
                                        build/web/models-reference: make web-models-reference)
     web-test.py smollm2                SmolLM2 greedy against llama.cpp (web/test/smollm2.js; 110-145 s)
+    web-test.py decode-bench           decode tokens/s, pipelined against serial (web/test/decode-bench.js;
+                                       not in make web-test; DECODE_BENCH="tiny=64&smollm2=8&rounds=3")
     web-test.py conformance OUT.json   the conformance suite in the page; writes its results
     web-test.py demo PNG               the demo page (web/demo/); saves a screenshot
     web-test.py models-demo PNG        the models demo (web/demo/models.html); saves a screenshot
@@ -41,6 +43,7 @@ PAGES = {
     "nogpu": "web/test/index.html?suite=nogpu",
     "models": "web/test/index.html?suite=models",
     "smollm2": "web/test/index.html?suite=smollm2",
+    "decode-bench": "web/test/index.html?suite=decode-bench&" + os.environ.get("DECODE_BENCH", ""),
     "conformance": "web/test/index.html?suite=conformance",
     "demo": "web/demo/index.html",
     # The models demo with the tiny decoder of the page test in the chat box (SmolLM2 is too slow
@@ -49,7 +52,7 @@ PAGES = {
     "models-demo": "web/demo/models.html?lm=../../build/web/models-reference/tiny-llama.gguf&tokens=12"
     "&embedder=../../build/web/models-reference/minilm",
 }
-TIMEOUT_S = {"unit": 300, "nogpu": 60, "models": 600, "smollm2": 600, "conformance": 900, "demo": 300, "models-demo": 400}
+TIMEOUT_S = {"unit": 300, "nogpu": 60, "models": 600, "smollm2": 600, "decode-bench": 1800, "conformance": 900, "demo": 300, "models-demo": 400}
 
 
 def free_port():

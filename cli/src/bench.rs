@@ -639,6 +639,26 @@ fn attention_benches(quick: bool, v: &mut Vec<Bench>) -> Result<()> {
                     }),
                 });
             }
+            // `.native_<variant>`: each native-tier variant this device runs at this head size
+            // (the Auto row above takes the first).
+            let dev = kiln_core::device()?;
+            for variant in ops::attention_native_variants() {
+                if dt != DType::F16 || !ops::attention_native_available(&dev, variant, d, d) {
+                    continue;
+                }
+                let (q, k, vv) = (q.clone(), k.clone(), vv.clone());
+                v.push(Bench {
+                    name: Box::leak(format!("{name}{sfx}.native_{variant}").into_boxed_str()),
+                    size: format!("{b}x{h}x{l}x{d}"),
+                    bytes: 0.0,
+                    flops: 4.0 * (b * h * l * l * d) as f64 / 2.0,
+                    run: Box::new(move |i| {
+                        ops::with_attention_native(variant, || {
+                            ops::attention_on_path(&q[i % 2], &k, &vv, None, true, None, P::Native)
+                        })
+                    }),
+                });
+            }
         }
         let (b, h, lk, d) = if quick { (2, 2, 512, 64) } else { (8, 8, 4096, 64) };
         let q = pair(&[b, h, 1, d], dt, 29)?;

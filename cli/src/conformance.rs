@@ -1,7 +1,9 @@
 //! `kiln conformance MANIFEST OUT.json`: the Rust runner of the cross-language conformance suite
 //! (tests/conformance/). Runs every case of the manifest through kiln-core, checks each output
 //! against the expected one within the case's tolerance and writes, per case, pass/fail and the
-//! SHA-256 of the output bytes. The other languages' runners write the same JSON.
+//! SHA-256 of the output bytes. The other languages' runners write the same JSON. Written by
+//! hand: it reads the manifest and compares; every op call goes through `by_name` (generated for
+//! the plain rows).
 
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;

@@ -40,6 +40,7 @@ pub mod session;
 pub mod shape;
 pub(crate) mod stats;
 pub mod tensor;
+pub mod tensor_fill;
 
 pub use device::{BindGroupStats, Device, MemoryStats, BIND_GROUP_CACHE_ENTRIES};
 pub use dtype::{DType, Element};
@@ -55,3 +56,4 @@ pub use runtime::{
 };
 pub use session::{Session, SessionLimits, SessionStats, ShaderPolicy, KERNEL_CHARGE_BYTES, SUGGESTED_MAX_KERNELS};
 pub use tensor::Tensor;
+pub use tensor_fill::TensorFill;

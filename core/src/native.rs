@@ -114,29 +114,46 @@ impl Cm2Caps {
         }
     }
 
-    /// Whether shaders/native/matmul_f16_cm2.comp compiled for a `bm` x `bn` output tile, K
-    /// steps of `bk` and `invocations` per workgroup can run: the features it uses (workgroup
-    /// scope, flexible dimensions, tensor addressing), the workgroup-size and dimension limits,
-    /// and a workgroup-scope f16 x f16 -> f32 configuration of exactly that many invocations
-    /// whose granularities divide the tile.
-    pub fn fits_matmul_f16(&self, bm: u32, bn: u32, bk: u32, invocations: u32) -> bool {
+    /// Whether the features every workgroup-scope kernel uses (workgroup scope, flexible
+    /// dimensions, tensor addressing) are on, workgroups of `invocations` are allowed, and one
+    /// workgroup-scope f16 x f16 -> f32 configuration of exactly that many invocations has
+    /// granularities dividing every M in `ms`, N in `ns` and K in `ks` (each at most the largest
+    /// flexible dimension).
+    fn has_f16_config(&self, invocations: u32, ms: &[u32], ns: &[u32], ks: &[u32]) -> bool {
+        let divides = |xs: &[u32], g: u32| g > 0 && xs.iter().all(|x| x.is_multiple_of(g));
         self.workgroup_scope
             && self.flexible_dimensions
             && self.tensor_addressing
             && invocations <= self.workgroup_scope_max_invocations
-            && bm.max(bn).max(bk) <= self.flexible_max_dimension
+            && ms.iter().chain(ns).chain(ks).all(|&x| x <= self.flexible_max_dimension)
             && self.flexible.iter().any(|f| {
                 f.scope == SCOPE_WORKGROUP
                     && f.invocations == invocations
                     && f.types == [COMPONENT_F16, COMPONENT_F16, COMPONENT_F32, COMPONENT_F32]
                     && !f.saturating
-                    && f.m_granularity > 0
-                    && f.n_granularity > 0
-                    && f.k_granularity > 0
-                    && bm.is_multiple_of(f.m_granularity)
-                    && bn.is_multiple_of(f.n_granularity)
-                    && bk.is_multiple_of(f.k_granularity)
+                    && divides(ms, f.m_granularity)
+                    && divides(ns, f.n_granularity)
+                    && divides(ks, f.k_granularity)
             })
+    }
+
+    /// Whether shaders/native/matmul_f16_cm2.comp compiled for a `bm` x `bn` output tile, K
+    /// steps of `bk` and `invocations` per workgroup can run ([`Self::has_f16_config`] for that
+    /// tile).
+    pub fn fits_matmul_f16(&self, bm: u32, bn: u32, bk: u32, invocations: u32) -> bool {
+        self.has_f16_config(invocations, &[bm], &[bn], &[bk])
+    }
+
+    /// Whether shaders/native/attention_f16_cm2.comp compiled for `invocations` per workgroup,
+    /// `br` query rows by `bc` keys per tile and head sizes `hd` (q, k), `hdv` (v) can run: row
+    /// reductions, per-element functions and use conversions (the scores' accumulator becomes an
+    /// A operand) besides [`Self::has_f16_config`] for the three products: S = Q Kᵀ (br x bc,
+    /// K = hd), the row sums P 1 (br x bc, K = bc) and O = P V (br x hdv, K = bc).
+    pub fn fits_attention_f16(&self, invocations: u32, br: u32, bc: u32, hd: u32, hdv: u32) -> bool {
+        self.reductions
+            && self.per_element_operations
+            && self.conversions
+            && self.has_f16_config(invocations, &[br], &[bc, hdv], &[hd, bc])
     }
 }
 
@@ -153,6 +170,14 @@ impl NativeCaps {
         self.passthrough
             && self.coop_f16_16x16x16_f32
             && self.cm2.as_ref().is_some_and(|c| c.fits_matmul_f16(bm, bn, bk, invocations))
+    }
+
+    /// Whether the NV cooperative matrix 2 f16 attention variant with these sizes can run (see
+    /// [`Cm2Caps::fits_attention_f16`]).
+    pub fn attention_f16_cm2(&self, invocations: u32, br: u32, bc: u32, hd: u32, hdv: u32) -> bool {
+        self.passthrough
+            && self.coop_f16_16x16x16_f32
+            && self.cm2.as_ref().is_some_and(|c| c.fits_attention_f16(invocations, br, bc, hd, hdv))
     }
 }
 

@@ -14,21 +14,29 @@ pub(crate) struct Module {
     pub(crate) spirv: &'static [u8],
     /// Invocations per workgroup (the module's `local_size_x`; y and z are 1).
     pub(crate) threads: u32,
+    /// Read-only storage buffers, bound at 0 .. inputs; the output is bound at `inputs` and the
+    /// uniform parameter block at `inputs + 1`.
+    pub(crate) inputs: u32,
 }
 
 #[cfg_attr(target_arch = "wasm32", allow(unused_macros))]
 macro_rules! module {
     ($name:literal, $threads:expr) => {
+        module!($name, $threads, 2)
+    };
+    ($name:literal, $threads:expr, $inputs:expr) => {
         Module {
             name: $name,
             spirv: include_bytes!(concat!("../../shaders/native/spv/", $name, ".spv")),
             threads: $threads,
+            inputs: $inputs,
         }
     };
 }
 
 /// Every module, as kernels.txt lists them (the tests check the two agree). Threads: WM*WN*32
-/// (matmul_f16.comp), WG (matmul_f16_cm2.comp).
+/// (matmul_f16.comp), WG (matmul_f16_cm2.comp, attention_f16_cm2.comp); inputs: 2 (a, b) unless
+/// given (q, k, v: 3; with a mask 4).
 /// None in the browser, which has no passthrough shaders (and so no native tier).
 #[cfg(target_arch = "wasm32")]
 pub(crate) const MODULES: &[Module] = &[];
@@ -50,6 +58,12 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_cm2_l32", 256),
     module!("matmul_f16_cm2_m", 256),
     module!("matmul_f16_cm2_lc", 256),
+    module!("attention_f16_cm2_d64", 128, 3),
+    module!("attention_f16_cm2_d64s", 128, 3),
+    module!("attention_f16_cm2_d64y", 256, 3),
+    module!("attention_f16_cm2_d128", 128, 3),
+    module!("attention_f16_cm2_d64s_m", 128, 4),
+    module!("attention_f16_cm2_d128_m", 128, 4),
 ];
 
 /// Whether the driver refused module `name`'s pipeline on `device` (its ops then choose
@@ -77,9 +91,9 @@ pub(crate) fn words(bytes: &[u8]) -> Result<Vec<u32>> {
 }
 
 /// The pipeline of module `name`, compiled once per device and cached under `key` (whose
-/// leading segment is the op label its metrics count under). Bindings: 0 and 1 read-only
-/// storage, 2 read-write storage, 3 the uniform parameter block (as `Device::dispatch` binds a
-/// 3-tensor launch).
+/// leading segment is the op label its metrics count under). Bindings: the module's inputs
+/// read-only storage from 0, then the output read-write, then the uniform parameter block (for
+/// two inputs 0, 1 / 2 / 3, as `Device::dispatch` binds a 3-tensor launch).
 pub(crate) fn pipeline(device: &Device, key: &str, name: &str) -> Result<Arc<Pipeline>> {
     device.check_alive()?;
     if let Some(p) = device.pipelines.get_cached(key) {
@@ -106,24 +120,21 @@ pub(crate) fn pipeline(device: &Device, key: &str, name: &str) -> Result<Arc<Pip
         },
         count: None,
     };
-    let layout = dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some(name),
-        entries: &[
-            storage(0, true),
-            storage(1, true),
-            storage(2, false),
-            wgpu::BindGroupLayoutEntry {
-                binding: 3,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            },
-        ],
+    let n = module.inputs;
+    let mut entries: Vec<wgpu::BindGroupLayoutEntry> = (0..n).map(|b| storage(b, true)).collect();
+    entries.push(storage(n, false));
+    entries.push(wgpu::BindGroupLayoutEntry {
+        binding: n + 1,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
     });
+    let layout =
+        dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries });
     let pipeline_layout = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
         label: Some(name),
         bind_group_layouts: &[Some(&layout)],

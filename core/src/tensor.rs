@@ -51,6 +51,12 @@ impl Tensor {
         Ok(Tensor { buf, device: device.clone(), shape: shape.to_vec(), dtype })
     }
 
+    /// An uninitialised tensor whose every byte the host will write (`TensorFill`): as an
+    /// upload's, its buffer is one no GPU command of the open batch may still use.
+    pub(crate) fn for_host_writes_on(device: &Arc<Device>, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Self::alloc_on(device, shape, dtype, false)
+    }
+
     pub fn empty(shape: &[usize], dtype: DType) -> Result<Tensor> {
         Self::empty_on(&runtime::device()?, shape, dtype)
     }
@@ -181,8 +187,7 @@ impl Tensor {
 
     /// Starts reading the tensor back and returns at once: the copy is submitted with the work
     /// queued so far, and the caller collects the bytes later ([`crate::device::PendingRead`]),
-    /// recording more work meanwhile.
-    #[cfg(not(target_arch = "wasm32"))]
+    /// recording more work meanwhile (in the page: awaiting it, `wait_bytes_async`).
     pub fn start_read(&self) -> Result<crate::device::PendingRead> {
         self.buf.check_readable()?;
         let bytes = if self.dtype == DType::Bool { 4 * self.numel() } else { self.nbytes() };

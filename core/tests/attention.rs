@@ -158,6 +158,9 @@ fn paths_for(dt: DType, d: usize, dv: usize) -> Vec<AttentionPath> {
     if dt == DType::F16 && ops::uses_flash_coop(&kiln_core::device().unwrap(), d, dv) {
         paths.push(AttentionPath::FlashCoop);
     }
+    if dt == DType::F16 && ops::uses_attention_native(&kiln_core::device().unwrap(), d, dv) {
+        paths.push(AttentionPath::Native);
+    }
     paths
 }
 
@@ -1009,4 +1012,194 @@ fn score_options_errors_and_default() {
             same_bits(&plain, &off, &format!("{path:?} {kv_len:?}"));
         }
     }
+}
+
+/// The native tier's f16 attention (NV cooperative matrix 2; where the device has it), every
+/// variant forced in turn against the float64 reference: lengths around the 64-row and 32/64-key
+/// tiles, Lq != Lk under causal (top-left), K and V broadcast over a head axis, a prefix of a
+/// longer cache read in place, large scores (the running max moves many times), Lk = 0 (zeros),
+/// NaN in q or k (NaN rows exactly where the reference has them).
+#[test]
+fn native_attention_matches_reference() {
+    let dev = kiln_core::device().unwrap();
+    let variants: Vec<&'static str> = ops::attention_native_variants()
+        .into_iter()
+        .filter(|v| {
+            ops::attention_native_available(&dev, v, 64, 64) || ops::attention_native_available(&dev, v, 128, 128)
+        })
+        .collect();
+    if variants.is_empty() {
+        eprintln!("no native attention kernel on this device ({}): skipped", dev.native_caps().cm2_note);
+        return;
+    }
+    poison();
+    let dt = DType::F16;
+    let mut rng = Rng::new(4801);
+    let mut cases = 0;
+    for variant in variants {
+        for d in [64usize, 128] {
+            if !ops::attention_native_available(&dev, variant, d, d) {
+                continue;
+            }
+            let run = |q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: Option<f32>| {
+                ops::with_attention_native(variant, || {
+                    ops::attention_on_path(q, k, v, None, causal, scale, AttentionPath::Native)
+                })
+            };
+            for (qb, kb, lq, lk) in [
+                (vec![1usize, 2], vec![1usize, 2], 300usize, 300usize),
+                (vec![2, 3], vec![2, 1], 129, 517),
+                (vec![1], vec![1], 1, 65),
+                (vec![2], vec![2], 65, 1),
+                (vec![1, 1], vec![1, 1], 200, 64),
+                (vec![3], vec![1], 33, 31),
+            ] {
+                let qs = [&qb[..], &[lq, d]].concat();
+                let ks = [&kb[..], &[lk, d]].concat();
+                let (q, qv) = rand_tensor(&mut rng, &qs, dt, -3.0, 3.0);
+                let (k, kv) = rand_tensor(&mut rng, &ks, dt, -3.0, 3.0);
+                let (v, vv) = rand_tensor(&mut rng, &ks, dt, -1.0, 1.0);
+                for causal in [false, true] {
+                    let what = format!("native {variant} q{qs:?} k{ks:?} causal={causal}");
+                    let y = run(&q, &k, &v, causal, None).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let (want, shape) = cpu::attention(&qv, &qs, &kv, &ks, &vv, &ks, causal, None).unwrap();
+                    assert_eq!(y.shape(), &shape[..], "{what}");
+                    assert_close(&what, &y.to_f64_vec().unwrap(), &want, atol(dt), 3e-3);
+                    cases += 1;
+                }
+            }
+            // A prefix of a longer cache, read in place (Auto takes the native path for it).
+            let (lq, lmax, len) = (70usize, 300usize, 161usize);
+            let (q, qv) = rand_tensor(&mut rng, &[2, lq, d], dt, -3.0, 3.0);
+            let (k, kv) = rand_tensor(&mut rng, &[2, lmax, d], dt, -3.0, 3.0);
+            let (v, vv) = rand_tensor(&mut rng, &[2, lmax, d], dt, -1.0, 1.0);
+            let y = ops::with_attention_native(variant, || {
+                ops::attention_prefix_on_path(&q, &k, &v, None, len, true, None, AttentionPath::Native)
+            })
+            .unwrap()
+            .to_f64_vec()
+            .unwrap();
+            let kp: Vec<f64> = kv.chunks(lmax * d).flat_map(|c| c[..len * d].to_vec()).collect();
+            let vp: Vec<f64> = vv.chunks(lmax * d).flat_map(|c| c[..len * d].to_vec()).collect();
+            let (want, _) = cpu::attention(&qv, &[2, lq, d], &kp, &[2, len, d], &vp, &[2, len, d], true, None).unwrap();
+            assert_close(&format!("native {variant} prefix {len} of {lmax}"), &y, &want, atol(dt), 3e-3);
+            // Large scores.
+            let (q, qv) = rand_tensor(&mut rng, &[1, 70, d], dt, 2.0, 3.0);
+            let (k, kv) = rand_tensor(&mut rng, &[1, 200, d], dt, -3.0, 3.0);
+            let (v, vv) = rand_tensor(&mut rng, &[1, 200, d], dt, -1.0, 1.0);
+            let y = run(&q, &k, &v, false, Some(1.0)).unwrap().to_f64_vec().unwrap();
+            let (want, _) =
+                cpu::attention(&qv, &[1, 70, d], &kv, &[1, 200, d], &vv, &[1, 200, d], false, Some(1.0)).unwrap();
+            assert_close(&format!("native {variant} large scores"), &y, &want, 2e-2, 3e-3);
+            // No keys: zeros.
+            let (q, _) = rand_tensor(&mut rng, &[1, 5, d], dt, -1.0, 1.0);
+            let (k0, _) = rand_tensor(&mut rng, &[1, 0, d], dt, -1.0, 1.0);
+            let y = run(&q, &k0, &k0, false, None).unwrap().to_f64_vec().unwrap();
+            assert!(y.iter().all(|&x| x == 0.0), "native {variant} Lk = 0: {y:?}");
+            // NaN in a query row and in a key: NaN rows where the reference (with PyTorch's rule
+            // for an all-NaN row) has them, finite elsewhere.
+            let (lq, lk) = (70usize, 90usize);
+            let mut qv: Vec<f64> = (0..lq * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let mut kv: Vec<f64> = (0..lk * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let vv: Vec<f64> = (0..lk * d).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            qv[5 * d + 2] = f64::NAN;
+            kv[40 * d + 7] = f64::NAN;
+            let (q, k, v) =
+                (tensor_of(&qv, &[1, lq, d], dt), tensor_of(&kv, &[1, lk, d], dt), tensor_of(&vv, &[1, lk, d], dt));
+            for causal in [false, true] {
+                let (mut want, _) =
+                    cpu::attention(&qv, &[1, lq, d], &kv, &[1, lk, d], &vv, &[1, lk, d], causal, None).unwrap();
+                want[5 * d..6 * d].fill(f64::NAN);
+                let y = run(&q, &k, &v, causal, None).unwrap().to_f64_vec().unwrap();
+                assert_close(&format!("native {variant} causal={causal} NaN in q and k"), &y, &want, atol(dt), 3e-3);
+            }
+        }
+    }
+    // Additive masks on the variants compiled with one (d64s, d128): key padding [b, 1, 1, Lk]
+    // (Lk a multiple of 8), a full [b, h, Lq, Lk] mask, rows whose keys are all -inf (zeros), with
+    // and without causal; a mask the kernel's loads cannot read (Lk = 7: rows of 14 bytes) is
+    // refused by the forced path and runs on the WGSL tier under Auto.
+    for (variant, d) in [("d64s", 64usize), ("d128", 128)] {
+        if !ops::attention_native_available(&dev, variant, d, d) {
+            continue;
+        }
+        let (b, h, lq, lk) = (2usize, 3usize, 77usize, 136usize);
+        let qs = [b, h, lq, d];
+        let ks = [b, h, lk, d];
+        let (q, qv) = rand_tensor(&mut rng, &qs, dt, -3.0, 3.0);
+        let (k, kv) = rand_tensor(&mut rng, &ks, dt, -3.0, 3.0);
+        let (v, vv) = rand_tensor(&mut rng, &ks, dt, -1.0, 1.0);
+        let pad_shape = [b, 1, 1, lk];
+        let pad: Vec<f64> =
+            (0..b * lk).map(|e| if e % lk > 40 + 50 * (e / lk) { f64::NEG_INFINITY } else { 0.0 }).collect();
+        let full_shape = [b, h, lq, lk];
+        let full: Vec<f64> = (0..b * h * lq * lk)
+            .map(|e| {
+                let (row, key) = ((e / lk) % lq, e % lk);
+                // Rows 3, 14, ...: every key dropped (zeros); elsewhere every fifth key.
+                if row % 11 == 3 || key % 5 == 1 {
+                    f64::NEG_INFINITY
+                } else {
+                    ((e * 7919) % 13) as f64 * 0.25 - 1.5
+                }
+            })
+            .collect();
+        for (vals, shape) in [(&pad, &pad_shape[..]), (&full, &full_shape[..])] {
+            let m = tensor_of(vals, shape, dt);
+            for causal in [false, true] {
+                ops::with_attention_native(variant, || {
+                    check_path(
+                        AttentionPath::Native,
+                        (&q, &qv, &qs),
+                        (&k, &kv, &ks),
+                        (&v, &vv, &ks),
+                        Some((&m, vals, shape)),
+                        causal,
+                        Some(0.2),
+                        atol(dt),
+                    )
+                });
+                cases += 1;
+            }
+        }
+        // 7 keys: a [1, 1, 7] mask (row stride 0, no batch offset) is read natively; a [1, 9, 7]
+        // one (rows of 14 bytes) is refused by the forced path and runs on the WGSL tier under Auto.
+        let (q7, q7v) = rand_tensor(&mut rng, &[1, 9, d], dt, -1.0, 1.0);
+        let (k7, k7v) = rand_tensor(&mut rng, &[1, 7, d], dt, -1.0, 1.0);
+        let ks7 = [1usize, 7, d];
+        let qs7 = [1usize, 9, d];
+        let row: Vec<f64> = (0..7).map(|j| if j == 4 { f64::NEG_INFINITY } else { 0.5 * j as f64 }).collect();
+        let m1 = tensor_of(&row, &[1, 1, 7], dt);
+        ops::with_attention_native(variant, || {
+            check_path(
+                AttentionPath::Native,
+                (&q7, &q7v, &qs7),
+                (&k7, &k7v, &ks7),
+                (&k7, &k7v, &ks7),
+                Some((&m1, &row, &[1, 1, 7])),
+                false,
+                None,
+                atol(dt),
+            )
+        });
+        let rows: Vec<f64> =
+            (0..9 * 7).map(|e| if e % 8 == 2 { f64::NEG_INFINITY } else { (e % 5) as f64 * 0.3 }).collect();
+        let m9 = tensor_of(&rows, &[1, 9, 7], dt);
+        let forced = ops::with_attention_native(variant, || {
+            ops::attention_on_path(&q7, &k7, &k7, Some(&m9), false, None, AttentionPath::Native)
+        });
+        assert!(forced.is_err(), "native {variant}: a mask of 7-key rows must be refused");
+        check_path(
+            AttentionPath::Auto,
+            (&q7, &q7v, &qs7),
+            (&k7, &k7v, &ks7),
+            (&k7, &k7v, &ks7),
+            Some((&m9, &rows, &[1, 9, 7])),
+            false,
+            None,
+            atol(dt),
+        );
+        cases += 2;
+    }
+    eprintln!("native attention: {cases} shaped cases checked");
 }

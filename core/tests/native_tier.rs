@@ -244,6 +244,21 @@ fn cm2_probe_reads_the_feature_structs() {
         assert!(!Cm2Caps::from_raw([1; 7], [1024, 256, 0], vec![bad]).fits_matmul_f16(128, 128, 64, 256), "{bad:?}");
     }
     assert!(!Cm2Caps::default().fits_matmul_f16(128, 128, 64, 256));
+    // The attention kernel: the matmul's features plus reductions (2), conversions (3) and
+    // per-element operations (4); its three products' dimensions divided by one configuration.
+    assert!(caps.fits_attention_f16(128, 64, 32, 64, 64));
+    assert!(caps.fits_attention_f16(128, 64, 64, 128, 128));
+    for off in [0usize, 1, 2, 3, 4, 5] {
+        let mut f = [1u32; 7];
+        f[off] = 0;
+        assert!(!Cm2Caps::from_raw(f, [1024, 256, 0], flex.clone()).fits_attention_f16(128, 64, 32, 64, 64), "{off}");
+    }
+    // M granularity 32 (rows 48: no), N 16 (keys 24 or head size 72: no), K 16 (head size 72: no).
+    assert!(!caps.fits_attention_f16(128, 48, 32, 64, 64));
+    assert!(!caps.fits_attention_f16(128, 64, 24, 64, 64));
+    assert!(!caps.fits_attention_f16(128, 64, 32, 72, 72));
+    assert!(!caps.fits_attention_f16(64, 64, 32, 64, 64));
+    assert!(!Cm2Caps::from_raw([1; 7], [1024, 64, 0], flex.clone()).fits_attention_f16(128, 64, 32, 128, 128));
 }
 
 /// `matmul` itself (whichever tier and tiling it picks here: NV cooperative matrix 2's `cm2_l`

@@ -172,7 +172,7 @@ pub unsafe extern "C" fn kiln_quant_from_bytes(
 
 /// Runs `f` and hands its tensors to the caller through `outs` (each non-null; each set to NULL
 /// first, and left NULL on error).
-fn call_outs(func: &str, outs: &[Out], f: impl FnOnce() -> kiln_core::Result<Vec<Tensor>>) -> KilnStatus {
+pub(crate) fn call_outs(func: &str, outs: &[Out], f: impl FnOnce() -> kiln_core::Result<Vec<Tensor>>) -> KilnStatus {
     call(func, || {
         for (i, &o) in outs.iter().enumerate() {
             *crate::boundary::out_ptr(o, &format!("out {i}"))? = std::ptr::null_mut();

@@ -4,7 +4,7 @@
 //! by-name forms). Each is a pointer check and a call: the op logic lives in kiln-core.
 
 use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor, tensor_array};
-use crate::ops::{binary, opt_axes, quant_format, scalar, unary};
+use crate::ops::{binary, call_outs, opt_axes, quant_format, scalar, unary};
 use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::ops;
 use std::os::raw::c_char;
@@ -366,6 +366,17 @@ pub unsafe extern "C" fn kiln_sort(x: *const KilnTensor, axis: isize, descending
 #[no_mangle]
 pub unsafe extern "C" fn kiln_argsort(x: *const KilnTensor, axis: isize, descending: bool, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_argsort", out, || ops::argsort(&*tensor(x, "x")?, axis, descending))
+}
+
+/// The `k` largest (or, with `largest` false, smallest) elements of `x` along `axis` (negative
+/// counts from the end) and their i32 positions, sorted, both of x's shape with the axis `k` long:
+/// ties keep the lower index first, NaN is the largest value (as kiln_sort). `k` past the axis'
+/// length is KILN_ERR_INVALID_ARGUMENT. `x`: non-null. `values`, `indices`: non-null. `*values`,
+/// `*indices` each receive a new tensor owned by the caller (free each with kiln_tensor_free); on
+/// error every one is set to NULL. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_topk(x: *const KilnTensor, k: usize, axis: isize, largest: bool, values: *mut *mut KilnTensor, indices: *mut *mut KilnTensor) -> KilnStatus {
+    call_outs("kiln_topk", &[values, indices], || ops::topk(&*tensor(x, "x")?, k, axis, largest).map(|(values, indices)| vec![values, indices]))
 }
 
 /// numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's

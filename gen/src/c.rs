@@ -46,7 +46,7 @@ pub(crate) fn c_ops() -> String {
     s += "//! then the elementwise ops of the unary and binary tables, one C function each (plus the\n";
     s += "//! by-name forms). Each is a pointer check and a call: the op logic lives in kiln-core.\n\n";
     s += "use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor, tensor_array};\n";
-    s += "use crate::ops::{binary, opt_axes, quant_format, scalar, unary};\n";
+    s += "use crate::ops::{binary, call_outs, opt_axes, quant_format, scalar, unary};\n";
     s += "use crate::types::{KilnStatus, KilnTensor};\nuse kiln_core::ops;\nuse std::os::raw::c_char;\n";
     s += "// The header shows `KilnDType`; Rust receives the raw value.\nuse std::primitive::u32 as KilnDType;\n";
     s += &plain_ops();
@@ -147,8 +147,19 @@ fn c_arg(a: &Arg) -> (Vec<String>, String) {
     }
 }
 
+/// The ownership sentence of a C function giving the named tuple `names` (one out-pointer each).
+fn tuple_out_doc(names: &[&str]) -> String {
+    let ptrs: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    let outs: Vec<String> = names.iter().map(|n| format!("`*{n}`")).collect();
+    format!(
+        "{}: non-null. {} each receive a new tensor owned by the caller (free each with kiln_tensor_free); on error every one is set to NULL. Thread-safe.",
+        ptrs.join(", "),
+        outs.join(", ")
+    )
+}
+
 /// One C function per op of the table that has a C comment: the comment, then the ownership
-/// sentence every op shares.
+/// sentence every op shares (or its form for a named tuple).
 fn plain_ops() -> String {
     let mut s = String::new();
     for o in op_table().into_iter().filter(|o| !o.c_doc.is_empty()) {
@@ -159,14 +170,32 @@ fn plain_ops() -> String {
             call.push(c);
         }
         s += "\n";
-        s += &doc(&format!("{} {OUT_DOC}", o.c_doc));
-        let _ = writeln!(
-            s,
-            "#[no_mangle]\npub unsafe extern \"C\" fn kiln_{}({}, out: *mut *mut KilnTensor) -> KilnStatus {{",
-            o.name,
-            params.join(", ")
-        );
-        let _ = writeln!(s, "    call_out(\"kiln_{}\", out, || ops::{}({}))\n}}", o.name, o.core, call.join(", "));
+        let call = format!("ops::{}({})", o.core, call.join(", "));
+        match o.outputs() {
+            [] => {
+                s += &doc(&format!("{} {OUT_DOC}", o.c_doc));
+                let _ = writeln!(
+                    s,
+                    "#[no_mangle]\npub unsafe extern \"C\" fn kiln_{}({}, out: *mut *mut KilnTensor) -> KilnStatus {{",
+                    o.name,
+                    params.join(", ")
+                );
+                let _ = writeln!(s, "    call_out(\"kiln_{}\", out, || {call})\n}}", o.name);
+            }
+            // A named tuple: one out-pointer per element, named after it, all set or all NULL.
+            names => {
+                s += &doc(&format!("{} {}", o.c_doc, tuple_out_doc(names)));
+                params.extend(names.iter().map(|n| format!("{n}: *mut *mut KilnTensor")));
+                let _ = writeln!(
+                    s,
+                    "#[no_mangle]\npub unsafe extern \"C\" fn kiln_{}({}) -> KilnStatus {{",
+                    o.name,
+                    params.join(", ")
+                );
+                let t = names.join(", ");
+                let _ = writeln!(s, "    call_outs(\"kiln_{}\", &[{t}], || {call}.map(|({t})| vec![{t}]))\n}}", o.name);
+            }
+        }
     }
     s
 }

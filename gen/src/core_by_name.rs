@@ -1,7 +1,8 @@
 //! kiln-core's by-name dispatch (core/src/ops/by_name_gen.rs): one arm per plain op of the table
 //! (`OpInfo::is_plain`), reading each argument from the JSON parameters or the named inputs by
 //! its type. by_name.rs keeps the ops a plain call cannot express (elementwise, clip's two
-//! forms, concat, tensordot, quant_from_bytes, the tuple ops).
+//! forms, concat, tensordot, quant_from_bytes, the tuple ops written by hand). A plain op giving a
+//! named tuple answers with the element the `output` parameter names.
 
 use crate::text::header;
 use kiln_core::ops::{op_table, Arg, BinaryOp, Ty, UnaryOp};
@@ -44,7 +45,17 @@ pub(crate) fn dispatch() -> String {
     s += "    Some(match op {\n";
     for o in op_table().into_iter().filter(|o| o.is_plain() && !is_elementwise(o.name)) {
         let args: Vec<String> = o.args.iter().map(read).collect();
-        let _ = writeln!(s, "        \"{}\" => (|| ops::{}({}))(),", o.name, o.core, args.join(", "));
+        let call = format!("ops::{}({})", o.core, args.join(", "));
+        match o.outputs() {
+            [] => {
+                let _ = writeln!(s, "        \"{}\" => (|| {call})(),", o.name);
+            }
+            // A tuple: the element the `output` parameter names (the conformance manifest's rule).
+            names => {
+                let t = names.join(", ");
+                let _ = writeln!(s, "        \"{}\" => (|| {call}.and_then(|({t})| c.output([{t}])))(),", o.name);
+            }
+        }
     }
     s += "        _ => return None,\n    })\n}\n";
     s

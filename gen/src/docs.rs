@@ -13,14 +13,15 @@ pub(crate) fn conformance_ops() -> String {
         let sep = if i + 1 < t.len() { "," } else { "" };
         let _ = writeln!(
             s,
-            "  {{\"name\": {}, \"family\": {}, \"arity\": {}, \"python\": {}, \"elixir\": {}, \"julia\": {}{}}}{sep}",
+            "  {{\"name\": {}, \"family\": {}, \"arity\": {}, \"python\": {}, \"elixir\": {}, \"julia\": {}{}{}}}{sep}",
             json_str(o.name),
             json_str(o.family),
             o.arity(),
             json_str(o.py()),
             json_str(o.ex()),
             json_str(o.jl()),
-            python_args(o)
+            python_args(o),
+            outputs(o)
         );
     }
     s + " ]\n}\n"
@@ -111,9 +112,55 @@ fn c_runner_plain() -> String {
         }
         let _ = writeln!(s, "    if (!strcmp(op, \"{}\")) {{", o.name);
         s += &pre;
-        let _ = writeln!(s, "        *st = kiln_{}({}, out);\n        return 1;\n    }}", o.name, call.join(", "));
+        match o.outputs().len() {
+            0 => {
+                let _ =
+                    writeln!(s, "        *st = kiln_{}({}, out);\n        return 1;\n    }}", o.name, call.join(", "));
+            }
+            // A named tuple: the element `output` is checked, the others freed.
+            n => {
+                let outs: Vec<String> = (0..n).map(|i| format!("&o[{i}]")).collect();
+                let _ = writeln!(s, "        KilnTensor *o[{n}] = {{0}};");
+                let _ = writeln!(s, "        *st = kiln_{}({}, {});", o.name, call.join(", "), outs.join(", "));
+                let _ = writeln!(s, "        *out = pick_output(c, o, {n}, st);\n        return 1;\n    }}");
+            }
+        }
     }
     s + "    return 0;\n}\n"
+}
+
+/// The region of tests/conformance/FORMAT.md: the parameters and inputs of every plain op's
+/// cases, from its row (the keys by_name and the runners read; a named tuple adds `output`).
+pub(crate) fn format_table() -> String {
+    let mut s = String::from("| op | params | inputs |\n|---|---|---|\n");
+    for o in op_table().into_iter().filter(|o| o.is_plain() && !crate::core_by_name::is_elementwise(o.name)) {
+        let mut params: Vec<String> = o
+            .params()
+            .filter(|a| a.ty != Ty::OptTensor)
+            .map(|a| match a.ty.rust() {
+                Some(t) => format!("{} (`{}`)", a.key, md_cell(t)),
+                None => a.key.to_string(),
+            })
+            .collect();
+        let outs = o.outputs();
+        if !outs.is_empty() {
+            let which: Vec<String> = outs.iter().enumerate().map(|(i, n)| format!("{i} {n}")).collect();
+            params.push(format!("output ({})", which.join(", ")));
+        }
+        let inputs: Vec<String> = o
+            .args
+            .iter()
+            .filter_map(|a| match a.ty {
+                Ty::Tensor => Some(a.key.to_string()),
+                Ty::OptTensor => Some(format!("[{}]", a.key)),
+                Ty::Tensors => Some("x0, x1, ... (every input, in order)".to_string()),
+                _ => None,
+            })
+            .collect();
+        let cell = |v: Vec<String>| if v.is_empty() { "—".to_string() } else { v.join(", ") };
+        let _ = writeln!(s, "| {} | {} | {} |", o.name, cell(params), cell(inputs));
+    }
+    s
 }
 
 pub(crate) fn docs_table() -> String {
@@ -175,6 +222,16 @@ fn params_cell(o: &OpInfo) -> String {
     } else {
         format!("`{}`", md_cell(&text))
     }
+}
+
+/// For an op giving a named tuple with generated wrappers, its elements' names: the runners check
+/// the case's `output` element of the tuple.
+fn outputs(o: &OpInfo) -> String {
+    if !o.is_plain() || o.outputs().is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = o.outputs().iter().map(|n| json_str(n)).collect();
+    format!(", \"outputs\": [{}]", names.join(", "))
 }
 
 /// For an op whose Python wrapper is generated, its arguments in order as `[manifest key, is a

@@ -138,7 +138,7 @@ pub(crate) fn nif_ops() -> String {
     s += "//! lib.rs's types. lib/kiln/native.ex's list of NIFs has the same names and arities (generated).\n\n";
     s += "// conv2d takes eight arguments with the env (the calling process's session).\n";
     s += "#![allow(clippy::too_many_arguments)]\n\n";
-    s += "use crate::{opt_get, tensor_reply, Axes, Dt, Flag, Int, List, Opt, Out, Pair, Reply, Scalar, Shape, TRef, Text};\n";
+    s += "use crate::{guard, opt_get, tensor_reply, Axes, Dt, Flag, Int, List, Opt, Out, Pair, Reply, Scalar, Shape, TRef, Text};\n";
     s += "use kiln_core::ops::{self, QuantFormat};\nuse rustler::Env;\n\n";
     s += "fn ints(l: &Axes) -> Vec<isize> {\n    l.0.iter().map(|i| i.0).collect()\n}\n";
     for o in nif_plain() {
@@ -151,12 +151,26 @@ pub(crate) fn nif_ops() -> String {
         }
         let _ = write!(s, "\n/// {}\n", o.doc);
         let _ = writeln!(s, "#[rustler::nif(schedule = \"DirtyIo\")]");
-        let _ = writeln!(s, "fn {}(env: Env<'_>, {}) -> Reply<Out> {{", o.core, params.join(", "));
-        s += "    tensor_reply(env, || {\n";
+        let call = format!("ops::{}({})", o.core, call.join(", "));
+        let names = o.outputs();
+        if names.is_empty() {
+            let _ = writeln!(s, "fn {}(env: Env<'_>, {}) -> Reply<Out> {{", o.core, params.join(", "));
+            s += "    tensor_reply(env, || {\n";
+        } else {
+            // A named tuple: a list in its order (lib/kiln.ex's `outs` makes it a tuple).
+            let _ = writeln!(s, "fn {}(env: Env<'_>, {}) -> Reply<Vec<Out>> {{", o.core, params.join(", "));
+            s += "    guard(env, || {\n";
+        }
         for p in pre {
             let _ = writeln!(s, "        {p}");
         }
-        let _ = writeln!(s, "        ops::{}({})\n    }})\n}}", o.core, call.join(", "));
+        if names.is_empty() {
+            let _ = writeln!(s, "        {call}\n    }})\n}}");
+        } else {
+            let t = names.join(", ");
+            let wrapped: Vec<String> = names.iter().map(|n| format!("Out({n})")).collect();
+            let _ = writeln!(s, "        let ({t}) = {call}?;\n        Ok(vec![{}])\n    }})\n}}", wrapped.join(", "));
+        }
     }
     s
 }
@@ -286,10 +300,12 @@ pub(crate) fn elixir_fns() -> String {
                 }
             })
             .collect();
-        let native = format!("out(Native.{}({}))", o.core, call.join(", "));
+        // A named tuple comes back as an Elixir tuple in its order (`outs`).
+        let wrap = if o.outputs().is_empty() { "out" } else { "outs" };
+        let native = format!("{wrap}(Native.{}({}))", o.core, call.join(", "));
         // As `mix format` (line_length 110) writes them, so that lint-elixir passes.
         let broken = |indent: &str| {
-            let mut b = format!("{indent}out(\n{indent}  Native.{}(\n", o.core);
+            let mut b = format!("{indent}{wrap}(\n{indent}  Native.{}(\n", o.core);
             for (i, c) in call.iter().enumerate() {
                 let sep = if i + 1 < call.len() { "," } else { "" };
                 b += &format!("{indent}    {c}{sep}\n");
@@ -360,7 +376,9 @@ pub(crate) fn ex_runner() -> String {
         if !opts.is_empty() {
             args.push(opts.join(", "));
         }
-        let _ = writeln!(s, "      \"{}\" -> Kiln.{}({})", o.name, o.ex(), args.join(", "));
+        // A named tuple: the case's `output` element.
+        let pick = if o.outputs().is_empty() { "" } else { " |> elem(p[\"output\"])" };
+        let _ = writeln!(s, "      \"{}\" -> Kiln.{}({}){pick}", o.name, o.ex(), args.join(", "));
     }
     s
 }

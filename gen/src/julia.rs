@@ -137,7 +137,16 @@ pub(crate) fn julia_ccalls() -> String {
         let args: Vec<JlArg> = o.args.iter().map(jl_arg).collect();
         let params: Vec<&str> = args.iter().map(|a| a.param.as_str()).collect();
         let mut cargs: Vec<String> = args.iter().flat_map(|a| a.c.clone()).collect();
-        cargs.push("out::Ref{Ptr{KilnTensor}}".into());
+        let names = o.outputs();
+        // One tensor: `_new`; a named tuple: `_news` (a NamedTuple of its elements, in its order).
+        let (new, outs) = if names.is_empty() {
+            cargs.push("out::Ref{Ptr{KilnTensor}}".into());
+            ("_new()".to_string(), "out")
+        } else {
+            cargs.extend((1..=names.len()).map(|i| format!("outs[{i}]::Ref{{Ptr{{KilnTensor}}}}")));
+            let syms: Vec<String> = names.iter().map(|n| format!(":{n}")).collect();
+            (format!("_news(({},))", syms.join(", ")), "outs")
+        };
         let keep: Vec<String> = args.iter().flat_map(|a| a.keep.clone()).collect();
         let _ = write!(s, "\n\"`kiln_{}`: {}.\"\n", o.name, o.doc.replace('$', "\\$").replace('"', "\\\""));
         let _ = writeln!(s, "function _kiln_{}({})", o.name, params.join(", "));
@@ -148,11 +157,11 @@ pub(crate) fn julia_ccalls() -> String {
         }
         let call = format!("@ccall libkiln.kiln_{}({})::UInt32", o.name, cargs.join(", "));
         if keep.is_empty() {
-            let _ = writeln!(s, "    return _new() do out\n        {call}\n    end\nend");
+            let _ = writeln!(s, "    return {new} do {outs}\n        {call}\n    end\nend");
         } else {
             let _ = writeln!(
                 s,
-                "    return GC.@preserve {} begin\n        _new() do out\n            {call}\n        end\n    end\nend",
+                "    return GC.@preserve {} begin\n        {new} do {outs}\n            {call}\n        end\n    end\nend",
                 keep.join(" ")
             );
         }
@@ -222,12 +231,20 @@ fn jl_row_form_ty(t: Ty) -> bool {
     )
 }
 
-/// The first (op, type) of [`JL_ROW_FORM`] that the row form cannot translate.
+/// The first (op, type) of [`JL_ROW_FORM`] that the row form cannot translate, or of a plain
+/// tuple op that the runner's core-form call cannot pass.
 pub(crate) fn jl_row_form_unsupported() -> Option<(&'static str, Ty)> {
-    op_table()
-        .into_iter()
-        .filter(|o| JL_ROW_FORM.contains(&o.name))
-        .find_map(|o| o.args.iter().find(|a| !jl_row_form_ty(a.ty)).map(|a| (o.name, a.ty)))
+    let core_form = |t: Ty| jl_row_form_ty(t) && !matches!(t, Ty::OptAxes | Ty::Shape | Ty::Pair);
+    op_table().into_iter().find_map(|o| {
+        let ok: &dyn Fn(Ty) -> bool = if JL_ROW_FORM.contains(&o.name) {
+            &jl_row_form_ty
+        } else if o.is_plain() && !o.outputs().is_empty() {
+            &core_form
+        } else {
+            return None;
+        };
+        o.args.iter().find(|a| !ok(a.ty)).map(|a| (o.name, a.ty))
+    })
 }
 
 /// The region of tests/conformance/jl_runner.jl: `run_table_op`, one line per op of
@@ -282,6 +299,31 @@ pub(crate) fn jl_runner() -> String {
             call += &kw.join(", ");
         }
         let _ = writeln!(s, "    op == \"{}\" && return Kiln.{}({call})", o.name, o.jl());
+    }
+    // The plain ops giving a named tuple: their generated `_kiln_<op>` with kiln-core's own
+    // arguments (row-major axes, 0-based indices), checked on the case's `output` element; their
+    // Kiln.jl methods (Julia's dims and 1-based indices) are the binding's idiom, tested there.
+    for o in op_table().into_iter().filter(|o| o.is_plain() && !o.outputs().is_empty()) {
+        let value = |a: &Arg| -> String {
+            let k = a.key;
+            match a.ty {
+                Ty::Tensor | Ty::OptTensor => format!("up(\"{k}\")"),
+                Ty::Axis | Ty::Int | Ty::Size => format!("Int(p[\"{k}\"])"),
+                Ty::DType => format!("TYPES[p[\"{k}\"]]"),
+                Ty::U64 => format!("UInt64(p[\"{k}\"])"),
+                Ty::Format => format!("String(p[\"{k}\"])"),
+                Ty::F32 | Ty::F64 | Ty::OptF32 | Ty::Bool => format!("p[\"{k}\"]"),
+                t => unreachable!("{}: {t:?} is refused by kiln-gen's table check", o.name),
+            }
+        };
+        let args: Vec<String> = o.args.iter().map(value).collect();
+        let _ = writeln!(
+            s,
+            "    op == \"{}\" && return Kiln._kiln_{}({})[Int(p[\"output\"])+1]",
+            o.name,
+            o.name,
+            args.join(", ")
+        );
     }
     s += "    return nothing\nend\n";
     s

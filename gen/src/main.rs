@@ -75,6 +75,7 @@ const REGIONS: &[(&str, Emit)] = &[
     ("web/js/kiln.d.ts", web::web_dts),
     ("web/test/conformance.js", web::web_runner),
     ("tests/conformance/jl_runner.jl", julia::jl_runner),
+    ("tests/conformance/FORMAT.md", docs::format_table),
 ];
 
 fn main() -> Result<()> {

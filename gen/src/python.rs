@@ -103,9 +103,22 @@ fn plain_fns() -> String {
             }
             call.push(pass);
         }
-        let _ = writeln!(s, "pub fn {}(py: Python<'_>, {}) -> PyT {{", o.py(), params.join(", "));
+        let names = o.outputs();
+        let ret = match names.len() {
+            0 => "PyT".to_string(),
+            n => format!("PyResult<({})>", vec!["PyTensor"; n].join(", ")),
+        };
+        let _ = writeln!(s, "pub fn {}(py: Python<'_>, {}) -> {ret} {{", o.py(), params.join(", "));
         s += &convert;
-        let _ = writeln!(s, "    gpu(py, || ops::{}({})).map(PyTensor::new)\n}}", o.core, call.join(", "));
+        let call = format!("gpu(py, || ops::{}({}))", o.core, call.join(", "));
+        if names.is_empty() {
+            let _ = writeln!(s, "    {call}.map(PyTensor::new)\n}}");
+        } else {
+            // A named tuple: a Python tuple in the row's order.
+            let t = names.join(", ");
+            let wrapped: Vec<String> = names.iter().map(|n| format!("PyTensor::new({n})")).collect();
+            let _ = writeln!(s, "    {call}.map(|({t})| ({}))\n}}", wrapped.join(", "));
+        }
     }
     s
 }
@@ -184,7 +197,11 @@ pub(crate) fn pyi() -> String {
                 None => format!("{}: {}", a.name, pyi_type(a)),
             })
             .collect();
-        let _ = writeln!(s, "def {}({}) -> Tensor: ...", o.py(), params.join(", "));
+        let ret = match o.outputs().len() {
+            0 => "Tensor".to_string(),
+            n => format!("tuple[{}]", vec!["Tensor"; n].join(", ")),
+        };
+        let _ = writeln!(s, "def {}({}) -> {ret}: ...", o.py(), params.join(", "));
     }
     s
 }

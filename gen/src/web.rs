@@ -195,12 +195,26 @@ pub(crate) fn wasm_ops() -> String {
         let _ = write!(s, "\n/// {}\n", o.doc);
         let _ = writeln!(s, "#[wasm_bindgen(js_name = \"{}\")]", wasm_name(&o));
         let kw = if is_async(&o) { "async fn" } else { "fn" };
-        let _ = writeln!(s, "pub {kw} {}({}) -> JsResult<Tensor> {{", o.core, params.join(", "));
+        let names = o.outputs();
+        let ret = if names.is_empty() { "Tensor" } else { "Vec<Tensor>" };
+        let _ = writeln!(s, "pub {kw} {}({}) -> JsResult<{ret}> {{", o.core, params.join(", "));
         for p in pre {
             let _ = writeln!(s, "    {p}");
         }
         let call: Vec<String> = o.args.iter().map(wasm_pass).collect();
-        if is_async(&o) {
+        if !names.is_empty() {
+            // A named tuple: an array in its order (kiln.js's wrapper names the elements).
+            assert!(!is_async(&o), "{}: a promise of a tuple is not generated", o.name);
+            let t = names.join(", ");
+            let wrapped: Vec<String> = names.iter().map(|n| format!("Tensor::from({n})")).collect();
+            let _ = writeln!(
+                s,
+                "    ops::{}({}).map(|({t})| vec![{}]).map_err(crate::error::js_err)\n}}",
+                o.core,
+                call.join(", "),
+                wrapped.join(", ")
+            );
+        } else if is_async(&o) {
             let _ = writeln!(s, "    h::out(ops::{}_async({}).await)\n}}", o.core, call.join(", "));
         } else {
             let _ = writeln!(s, "    h::out(ops::{}({}))\n}}", o.core, call.join(", "));
@@ -367,6 +381,11 @@ pub(crate) fn web_ops() -> String {
         if let Some(p) = ps.iter().find(|p| p.arg.ty == Ty::Tensors) {
             call = format!("withList({}, (list) => {call})", p.name);
         }
+        if !o.outputs().is_empty() {
+            // A named tuple: an object with its elements' names (as uniqueAll's).
+            let t = o.outputs().join(", ");
+            call = format!("{{\n  const [{t}] = {call};\n  return {{ {t} }};\n}}");
+        }
         let name = js_name(&o);
         let _ = write!(s, "\n/** {} */\n", js_doc(&o));
         if reserved(&name) {
@@ -419,7 +438,11 @@ pub(crate) fn web_dts() -> String {
             params.push(format!("options?: {{ {} }}", opts.join("; ")));
         }
         let name = js_name(&o);
-        let ret = if is_async(&o) { "Promise<Tensor>" } else { "Tensor" };
+        let one = match o.outputs() {
+            [] => "Tensor".to_string(),
+            names => format!("{{ {} }}", names.iter().map(|n| format!("{n}: Tensor")).collect::<Vec<_>>().join("; ")),
+        };
+        let ret = if is_async(&o) { format!("Promise<{one}>") } else { one };
         if reserved(&name) {
             let _ =
                 writeln!(s, "declare function {name}_({}): {ret};\nexport {{ {name}_ as {name} }};", params.join(", "));
@@ -450,7 +473,19 @@ pub(crate) fn web_runner() -> String {
         if !opts.is_empty() {
             args.push(format!("{{ {} }}", opts.join(", ")));
         }
-        let _ = writeln!(s, "    case \"{}\":\n      return f({});", o.name, args.join(", "));
+        if o.outputs().is_empty() {
+            let _ = writeln!(s, "    case \"{}\":\n      return f({});", o.name, args.join(", "));
+        } else {
+            // A named tuple: the case's `output` element (the others freed).
+            let els: Vec<String> = o.outputs().iter().map(|n| format!("r.{n}")).collect();
+            let _ = writeln!(
+                s,
+                "    case \"{}\": {{\n      const r = f({});\n      return pick([{}], p.output);\n    }}",
+                o.name,
+                args.join(", "),
+                els.join(", ")
+            );
+        }
     }
     s
 }

@@ -1,3 +1,6 @@
+# Written by hand: Julia's idiom (Base's names and methods, column-major `dims`, 1-based
+# positions, broadcasting, finalizers) over the generated `_kiln_<op>` @ccalls (ccall_gen.jl)
+# and elementwise tables (ops_gen.jl); the runtime API besides.
 """
     Kiln
 
@@ -260,6 +263,14 @@ end
     out = Ref{Ptr{KilnTensor}}(C_NULL)
     check(f(out))
     return wrap(out[])
+end
+
+# An op giving a named tuple (one out-pointer per element, all NULL on error): a NamedTuple of
+# its elements under `names`.
+function _news(f, names::NTuple{N,Symbol}) where {N}
+    outs = ntuple(_ -> Ref{Ptr{KilnTensor}}(C_NULL), N)
+    check(f(outs))
+    return NamedTuple{names}(map(o -> wrap(o[]), outs))
 end
 
 """

@@ -414,6 +414,15 @@ function _kiln_argsort(x::KilnArray, axis::Integer, descending::Bool)
     end
 end
 
+"`kiln_topk`: the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort)."
+function _kiln_topk(x::KilnArray, k::Integer, axis::Integer, largest::Bool)
+    return GC.@preserve x begin
+        _news((:values, :indices,)) do outs
+            @ccall libkiln.kiln_topk(ptr(x)::Ptr{KilnTensor}, k::Csize_t, axis::Cptrdiff_t, largest::Bool, outs[1]::Ref{Ptr{KilnTensor}}, outs[2]::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
 "`kiln_searchsorted`: i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')."
 function _kiln_searchsorted(x1::KilnArray, x2::KilnArray, right::Bool)
     return GC.@preserve x1 x2 begin

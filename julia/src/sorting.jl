@@ -1,5 +1,6 @@
-# Searching, sorting and sets over kiln-core's ops (kiln_sort, kiln_argsort, kiln_searchsorted,
-# kiln_count_nonzero, kiln_nonzero, kiln_unique_*, kiln_isin), with Base's names and 1-based
+# Written by hand (Julia's idiom: Base's names, dims, 1-based positions, NamedTuples) over the
+# generated `_kiln_<op>` wrappers. Searching, sorting and sets over kiln-core's ops (kiln_sort, kiln_argsort, kiln_topk,
+# kiln_searchsorted, kiln_count_nonzero, kiln_nonzero, kiln_unique_*, kiln_isin), with Base's names and 1-based
 # indices. Julia dim d of an N-d array is core axis N - d (the column-major rule), and core's
 # row-major flat index over the reversed shape is Julia's linear index.
 #
@@ -28,6 +29,21 @@ The 1-based `KilnArray{Int32}` positions along `dims` that sort `x` (as `sort`; 
 """
 function Base.sortperm(x::KilnArray; dims=nothing, rev::Bool=false)
     return _binary_scalar("add", _sortop(x, dims, rev, true), 1, false)
+end
+
+"""
+    Kiln.topk(x::KilnArray, k; dims, largest=true)
+
+The `k` largest (`largest=false`: smallest) elements of `x` along `dims` (optional for vectors)
+and their 1-based positions along it (`Int32`), sorted, as `(values=, indices=)` KilnArrays with
+`size(x, dims) == k`: ties keep the lower position first and NaN is the largest value (as
+`sort(x; rev=true)`; Base's `partialsortperm(x, 1:k; rev=true)` for a vector without ties).
+"""
+function topk(x::KilnArray{T,N}, k::Integer; dims=nothing, largest::Bool=true) where {T,N}
+    d = dims === nothing ? (N == 1 ? 1 : throw(ArgumentError("Kiln.topk of a $N-dimensional array needs dims="))) : dims
+    d isa Integer && 1 <= d <= N || throw(ArgumentError("dims=$d out of range for a $N-dimensional array"))
+    r = _kiln_topk(x, k, N - d, largest)
+    return (values=r.values, indices=_binary_scalar("add", r.indices, 1, false))
 end
 
 function _searchsorted(a::KilnArray{T,1}, x::KilnArray{T}, right::Bool) where {T}

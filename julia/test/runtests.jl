@@ -135,6 +135,14 @@ const top = @testset "Kiln.jl" begin
         @test Array(u.values) == Int32[1, 2, 3] && Array(u.counts) == Int32[1, 1, 2]
         @test Array(u.indices) == Int32[3, 4, 1] && Array(u.inverse_indices) == Int32[3 1; 3 2]  # 1-based positions in values
         @test Array(Kiln.isin(KilnArray(Float32[1, NaN, 2]), KilnArray(Float32[2, NaN]))) == Bool[0, 0, 1]
+        # topk: Julia's dims and 1-based positions; NaN the largest, ties in position order.
+        t = Kiln.topk(KilnArray(v), 3)
+        @test isequal(Array(t.values), Float32[NaN, 3, 3]) && Array(t.indices) == Int32[2, 1, 6]
+        @test Array(Kiln.topk(KilnArray(v), 2; largest=false).indices) == Int32[7, 3]
+        t = Kiln.topk(KilnArray(M), 1; dims=2)
+        @test Array(t.values) == reshape(Int32[5, 2], 2, 1) && Array(t.indices) == reshape(Int32[1, 1], 2, 1)
+        @test Array(Kiln.topk(KilnArray(M), 2; dims=1).values) == sort(M; dims=1, rev=true)
+        @test_throws KilnError Kiln.topk(KilnArray(v), 9)
     end
 
     @testset "broadcasting: binary, scalars, comparisons" begin

@@ -5,6 +5,10 @@
 //! the caller still gets one token at a time, as each arrives, and the tokens recorded past a
 //! stop are dropped unread (their KV cache rows are never used).
 //!
+//! The page runs the same loop ([`DecodeLoop::next_async`]): its one step that waits, collecting
+//! the oldest readback, is an `await` of the mapping's promise there, and everything else
+//! ([`DecodeLoop::advance`]'s recording ahead, windows, stops) is shared with the native loop.
+//!
 //! Serially (the loop this replaces, kept as [`Generation`](crate::Generation)'s reference with
 //! a lookahead of 0) the host's recording of a token (~1.2 ms on the H100) and the GPU's run of
 //! it (~2 ms) added up; here they overlap, so a token costs the larger of the two.
@@ -14,7 +18,12 @@ use crate::llama::{CausalLM, KvCache};
 use kiln_core::device::PendingRead;
 use kiln_core::{ops, Tensor};
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(target_arch = "wasm32"))]
+use std::time::Instant;
+// std's Instant panics in wasm32-unknown-unknown; web_time's reads performance.now().
+#[cfg(target_arch = "wasm32")]
+use web_time::Instant;
 
 /// Tokens recorded ahead of the last id the host has read: enough to keep the GPU fed while the
 /// host hands a window of ids to the caller, few enough that a stop wastes little GPU work.
@@ -97,17 +106,75 @@ impl DecodeLoop {
 
     /// The next token of the sequence whose prompt is `prompt` (run at the first call), at most
     /// `max_tokens` of them recorded. Call it no more than `max_tokens` times.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn next(&mut self, model: &CausalLM, cache: &mut KvCache, prompt: &[u32], max_tokens: usize) -> Result<u32> {
         let mut recorded_now = false;
+        loop {
+            match self.advance(model, cache, prompt, max_tokens, &mut recorded_now)? {
+                Advance::Token(t) => return Ok(t),
+                Advance::Collect { wait } => {
+                    let (r, n) = self.reads.pop_front().expect("advance names a read in flight");
+                    let t = Instant::now();
+                    let ids = r.wait_vec::<i32>();
+                    if wait {
+                        self.times.waiting += t.elapsed();
+                    }
+                    self.accept(ids?, n)?;
+                }
+            }
+        }
+    }
+
+    /// [`next`](Self::next) with the readbacks awaited: the page's loop (a wait there is the
+    /// mapping's promise, which resolves only once the page's thread is back in its event loop).
+    /// The same steps as `next` ([`advance`](Self::advance)), so the same tokens.
+    #[cfg(target_arch = "wasm32")]
+    pub async fn next_async(
+        &mut self,
+        model: &CausalLM,
+        cache: &mut KvCache,
+        prompt: &[u32],
+        max_tokens: usize,
+    ) -> Result<u32> {
+        let mut recorded_now = false;
+        loop {
+            match self.advance(model, cache, prompt, max_tokens, &mut recorded_now)? {
+                Advance::Token(t) => return Ok(t),
+                Advance::Collect { wait } => {
+                    let (r, n) = self.reads.pop_front().expect("advance names a read in flight");
+                    let t = Instant::now();
+                    let ids = r.wait_vec_async::<i32>().await;
+                    if wait {
+                        self.times.waiting += t.elapsed();
+                    }
+                    self.accept(ids?, n)?;
+                }
+            }
+        }
+    }
+
+    /// The loop's every step that needs no wait: hands out a token read back, records ahead,
+    /// starts readbacks; else says which readback to collect (the oldest, `reads`' front) and
+    /// whether it has arrived (`wait`: false) or must be waited for. `recorded_now`: whether
+    /// this call of `next` recorded a token already (one per token handed out keeps the GPU fed
+    /// at the rate tokens go out).
+    fn advance(
+        &mut self,
+        model: &CausalLM,
+        cache: &mut KvCache,
+        prompt: &[u32],
+        max_tokens: usize,
+        recorded_now: &mut bool,
+    ) -> Result<Advance> {
         loop {
             if !self.ready.is_empty() {
                 // Keep the GPU fed at the rate tokens go out: one more recorded per token handed
                 // out while the lookahead has room.
-                if !recorded_now && self.can_record(max_tokens) {
+                if !*recorded_now && self.can_record(max_tokens) {
                     self.record(model, cache, prompt, max_tokens)?;
                 }
                 self.taken += 1;
-                return Ok(self.ready.pop_front().expect("not empty"));
+                return Ok(Advance::Token(self.ready.pop_front().expect("not empty")));
             }
             if self.taken == self.recorded {
                 if let Some(e) = self.error.take() {
@@ -116,13 +183,12 @@ impl DecodeLoop {
             }
             if let Some((r, _)) = self.reads.front_mut() {
                 if r.is_ready() {
-                    self.collect()?;
-                    continue;
+                    return Ok(Advance::Collect { wait: false });
                 }
             }
             if self.can_record(max_tokens) {
                 self.record(model, cache, prompt, max_tokens)?;
-                recorded_now = true;
+                *recorded_now = true;
                 continue;
             }
             if !self.open.is_empty() {
@@ -135,9 +201,7 @@ impl DecodeLoop {
                     self.taken + 1
                 )));
             }
-            let t = Instant::now();
-            self.collect()?;
-            self.times.waiting += t.elapsed();
+            return Ok(Advance::Collect { wait: true });
         }
     }
 
@@ -208,10 +272,8 @@ impl DecodeLoop {
         Ok(())
     }
 
-    /// Collects the oldest readback (waiting for it if needed) into `ready`.
-    fn collect(&mut self) -> Result<()> {
-        let (r, n) = self.reads.pop_front().expect("a read in flight");
-        let ids = r.wait_vec::<i32>()?;
+    /// Takes a collected readback's `n` ids into `ready`.
+    fn accept(&mut self, ids: Vec<i32>, n: usize) -> Result<()> {
         if ids.len() != n {
             return Err(ModelError::Unsupported(format!("{} token ids read back for {n}", ids.len())));
         }
@@ -229,8 +291,17 @@ impl DecodeLoop {
     }
 }
 
+/// What [`DecodeLoop::advance`] leaves its caller to do.
+enum Advance {
+    /// The next token.
+    Token(u32),
+    /// Collect the oldest readback: it has arrived (`wait` false) or must be waited for.
+    Collect { wait: bool },
+}
+
 // Bindings keep a generation on another thread (Python: behind a Mutex), so the loop and what
-// it holds (pending readbacks) must stay Send.
+// it holds (pending readbacks) must stay Send. (The page has one thread.)
+#[cfg(not(target_arch = "wasm32"))]
 const _: fn() = || {
     fn send<T: Send>() {}
     send::<crate::Generation<'static>>();

@@ -6,16 +6,17 @@
 //! and checked as [`Header::parse`] checks a whole file. From it come the model's config and
 //! the stacks the GPU loader builds ([`plan`]: token embedding, output head, each layer's
 //! QKV, attention output, gate/up and down matrices, each stack as one buffer per block
-//! format). The tensor data then arrives in file order, whatever order that is: each matrix's
-//! bytes are gathered as its part of its stack (Q and K rows un-permuted when the tensor is
-//! whole), and a stack is uploaded and its bytes dropped the moment its last tensor is
-//! complete. A buffer is allocated ahead of its bytes only up to a bound ([`RESERVE_AHEAD`], or
-//! 4x what came so far): a header claiming gigabytes costs what the stream brings. The small
-//! tensors the loader reads from the file (norms, biases, RoPE factors) are kept on the host;
-//! anything larger that no stack takes is skipped (the loader then refuses
-//! it by name, as for a whole file). What wasm memory holds at most: the header, plus the
-//! stacks whose tensors are partly in (a normal file completes one before starting the next:
-//! the largest is the token embedding), never the file.
+//! format). The tensor data then arrives in file order, whatever order that is: each piece of
+//! a matrix is written straight into its stack's GPU buffer at its offset (kiln-core's
+//! [`TensorFill`]: whole words at once, the few bytes of a word split between pieces kept until
+//! it is whole; Q and K rows gathered one row at a time, each written at the row the
+//! converter's permutation took it from). A buffer is allocated ahead of its bytes only up to a
+//! bound ([`RESERVE_AHEAD`], or 4x what came so far): a stack claiming more is gathered on the
+//! host as its bytes come and uploaded when whole, so a header claiming gigabytes costs what the
+//! stream brings. The small tensors the loader reads from the file (norms, biases, RoPE
+//! factors) are kept on the host; anything larger that no stack takes is skipped (the loader
+//! then refuses it by name, as for a whole file). What wasm memory holds at most: the header
+//! and the piece being written (plus any stack past the bound), never the file nor a stack.
 //!
 //! Errors are the whole file's: a stream cut short gives the error [`Header::parse`] gives for
 //! that prefix of the file; a matrix of the wrong type or shape is refused as soon as the
@@ -25,7 +26,7 @@ use crate::error::{ModelError, Result};
 use crate::gguf::{GgufError, GgufFile, Header};
 use crate::llama::{self, LlamaConfig, OwnedStackPart, StackPart};
 use kiln_core::ops::{self, QuantFormat};
-use kiln_core::Tensor;
+use kiln_core::{DType, Tensor, TensorFill};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -91,11 +92,26 @@ impl StreamedGguf {
 struct Group {
     format: QuantFormat,
     rows: usize,
-    /// Each part's bytes, in the stack's order, appended as they arrive; joined (where more
-    /// than one), uploaded and dropped when the last part is whole.
-    parts: Vec<Vec<u8>>,
+    /// Each part's first byte in the group's buffer, in the stack's order.
+    starts: Vec<u64>,
+    /// The group's bytes.
+    len: u64,
     parts_left: usize,
+    sink: GroupSink,
     done: Option<Tensor>,
+}
+
+/// Where a group's bytes go as they arrive.
+enum GroupSink {
+    /// No byte yet: the buffer is made at the first.
+    Unopened,
+    /// Straight into the group's GPU buffer, each piece at its offset (no host copy of the
+    /// group): what a group within the bound on allocating ahead takes.
+    Gpu(TensorFill),
+    /// Each part gathered on the host, joined and uploaded when the last is whole: a group
+    /// larger than the stream may allocate ahead of its bytes (see `RESERVE_AHEAD`), which then
+    /// costs only what arrives.
+    Host(Vec<Vec<u8>>),
 }
 
 struct Stack {
@@ -137,6 +153,8 @@ struct Body {
     stacks: Vec<Stack>,
     /// The bytes of the tensor being kept.
     keeping: Vec<u8>,
+    /// The Q or K row being gathered (its rows move, so each is written whole at its place).
+    row: Vec<u8>,
     device: std::sync::Arc<kiln_core::Device>,
 }
 
@@ -247,14 +265,23 @@ impl GgufStream {
                 let format = llama::quant_format(t)?;
                 let row_bytes = format.row_bytes(*cols)?;
                 if stack.groups.last().is_none_or(|g: &Group| g.format != format) {
-                    stack.groups.push(Group { format, rows: 0, parts: Vec::new(), parts_left: 0, done: None });
+                    stack.groups.push(Group {
+                        format,
+                        rows: 0,
+                        starts: Vec::new(),
+                        len: 0,
+                        parts_left: 0,
+                        sink: GroupSink::Unopened,
+                        done: None,
+                    });
                 }
                 let g = stack.groups.last_mut().expect("pushed above");
                 g.rows += rows;
-                g.parts.push(Vec::new());
+                g.starts.push(g.len);
+                g.len += t.n_bytes;
                 g.parts_left += 1;
                 let heads = heads.map(|(h, d)| (h, d, row_bytes));
-                let part = g.parts.len() - 1;
+                let part = g.starts.len() - 1;
                 let group = stack.groups.len() - 1;
                 dest.insert(name, Dest::Stack { stack: stacks.len(), group, part, heads });
             }
@@ -279,7 +306,7 @@ impl GgufStream {
             })
             .collect();
         slots.sort_by_key(|s| s.start);
-        let mut body = Body { file, slots, next: 0, pos: 0, stacks, keeping: Vec::new(), device };
+        let mut body = Body { file, slots, next: 0, pos: 0, stacks, keeping: Vec::new(), row: Vec::new(), device };
         body.feed(buf)?;
         self.phase = Phase::Body(Box::new(body));
         Ok(())
@@ -333,6 +360,34 @@ impl GgufStream {
     }
 }
 
+/// The row a Q or K row of the file goes back to: the converter's permutation (llama.rs's
+/// `unpermute_rows`: file row h*D + 2j + i holds row h*D + i*D/2 + j) undone one row at a time.
+fn unpermuted_row(file_row: usize, n_heads: usize, head_dim: usize) -> usize {
+    if file_row >= n_heads * head_dim || !head_dim.is_multiple_of(2) {
+        return file_row;
+    }
+    let (h, r) = (file_row / head_dim, file_row % head_dim);
+    h * head_dim + (r % 2) * (head_dim / 2) + r / 2
+}
+
+/// `piece` appended to `v`, the bytes of `slot`'s tensor gathered on the host (`pos`: the file
+/// position of `piece`).
+fn gather(v: &mut Vec<u8>, piece: &[u8], pos: u64, slot: &Slot) -> Result<()> {
+    let (start, end, name) = (slot.start, slot.end, &slot.name);
+    if v.capacity() == 0 {
+        // Its claimed size at once (no reallocation copies), where the header's claim is
+        // plausible: within RESERVE_AHEAD, or 4x the bytes that came so far; else it grows as
+        // the bytes come.
+        let ahead = (end - start).min(RESERVE_AHEAD.max(pos.saturating_mul(4)));
+        v.try_reserve_exact(ahead as usize)
+            .map_err(|_| kiln_core::Error::OutOfMemory(format!("{name} ({ahead} bytes) does not fit")))?;
+    }
+    v.try_reserve(piece.len())
+        .map_err(|_| kiln_core::Error::OutOfMemory(format!("{name} ({} bytes so far) does not fit", v.len())))?;
+    v.extend_from_slice(piece);
+    Ok(())
+}
+
 impl Body {
     /// Routes the file's bytes from `self.pos` on.
     fn feed(&mut self, mut chunk: &[u8]) -> Result<()> {
@@ -349,33 +404,68 @@ impl Body {
                 continue;
             }
             let n = ((slot.end - self.pos) as usize).min(chunk.len());
-            // A tensor's bytes come in order: appended, the buffer grown with them.
-            let onto = match slot.dest {
-                Dest::Stack { stack, group, part, .. } => Some(&mut self.stacks[stack].groups[group].parts[part]),
-                Dest::Keep => Some(&mut self.keeping),
-                Dest::Skip => None,
-            };
-            if let Some(v) = onto {
-                if v.capacity() == 0 {
-                    // Its claimed size at once (no reallocation copies), where the header's claim
-                    // is plausible: within RESERVE_AHEAD, or 4x the bytes that came so far;
-                    // else it grows as the bytes come.
-                    let ahead = (slot.end - slot.start).min(RESERVE_AHEAD.max(self.pos.saturating_mul(4)));
-                    v.try_reserve_exact(ahead as usize).map_err(|_| {
-                        kiln_core::Error::OutOfMemory(format!("{} ({ahead} bytes) does not fit", slot.name))
-                    })?;
-                }
-                v.try_reserve(n).map_err(|_| {
-                    kiln_core::Error::OutOfMemory(format!("{} ({} bytes so far) does not fit", slot.name, v.len()))
-                })?;
-                v.extend_from_slice(&chunk[..n]);
+            let (piece, end) = (&chunk[..n], slot.end);
+            match slot.dest {
+                Dest::Stack { stack, group, part, heads } => self.route_to_stack(stack, group, part, heads, piece)?,
+                Dest::Keep => gather(&mut self.keeping, piece, self.pos, slot)?,
+                Dest::Skip => {}
             }
             self.pos += n as u64;
             chunk = &chunk[n..];
-            if self.pos == slot.end {
+            if self.pos == end {
                 self.complete()?;
                 self.next += 1;
             }
+        }
+        Ok(())
+    }
+
+    /// `piece`, the next bytes of `slots[next]`, a stack's part, to its group.
+    fn route_to_stack(
+        &mut self,
+        stack: usize,
+        group: usize,
+        part: usize,
+        heads: Option<(usize, usize, usize)>,
+        piece: &[u8],
+    ) -> Result<()> {
+        let slot = &self.slots[self.next];
+        let at = self.pos - slot.start;
+        let s = &mut self.stacks[stack];
+        let g = &mut s.groups[group];
+        if let GroupSink::Unopened = g.sink {
+            // The whole group's buffer at once where the header's claim is plausible: within
+            // RESERVE_AHEAD, or 4x the bytes that came so far; else gathered as the bytes come.
+            g.sink = if g.len <= RESERVE_AHEAD.max(self.pos.saturating_mul(4)) {
+                let words = g.len.div_ceil(4) as usize;
+                GroupSink::Gpu(TensorFill::new_on(&self.device, &[words], DType::U32, g.len)?)
+            } else {
+                GroupSink::Host(vec![Vec::new(); g.starts.len()])
+            };
+        }
+        let start = g.starts[part];
+        match &mut g.sink {
+            GroupSink::Gpu(fill) => match heads {
+                None => fill.write(start + at, piece)?,
+                Some((n_heads, head_dim, row_bytes)) => {
+                    // Whole rows, each written at the row the converter's permutation took it from.
+                    let mut at = at - self.row.len() as u64;
+                    let mut rest = piece;
+                    while !rest.is_empty() {
+                        let take = (row_bytes - self.row.len()).min(rest.len());
+                        self.row.extend_from_slice(&rest[..take]);
+                        rest = &rest[take..];
+                        if self.row.len() == row_bytes {
+                            let dst = unpermuted_row((at / row_bytes as u64) as usize, n_heads, head_dim);
+                            fill.write(start + (dst * row_bytes) as u64, &self.row)?;
+                            self.row.clear();
+                            at += row_bytes as u64;
+                        }
+                    }
+                }
+            },
+            GroupSink::Host(parts) => gather(&mut parts[part], piece, self.pos, slot)?,
+            GroupSink::Unopened => unreachable!("opened above"),
         }
         Ok(())
     }
@@ -388,23 +478,37 @@ impl Body {
                 let s = &mut self.stacks[stack];
                 let cols = s.cols;
                 let g = &mut s.groups[group];
-                if let Some((n_heads, head_dim, row_bytes)) = heads {
-                    g.parts[part] = llama::unpermute_rows(&g.parts[part], row_bytes, n_heads, head_dim);
+                if let (GroupSink::Host(parts), Some((n_heads, head_dim, row_bytes))) = (&mut g.sink, heads) {
+                    parts[part] = llama::unpermute_rows(&parts[part], row_bytes, n_heads, head_dim);
                 }
                 g.parts_left -= 1;
                 if g.parts_left == 0 {
-                    let parts = std::mem::take(&mut g.parts);
-                    // One buffer for the group's rows (most groups are one tensor: no copy).
-                    let bytes = if parts.len() == 1 {
-                        parts.into_iter().next().expect("one part")
-                    } else {
-                        let mut all = Vec::new();
-                        all.try_reserve_exact(parts.iter().map(Vec::len).sum())
-                            .map_err(|_| kiln_core::Error::OutOfMemory(format!("stack {} does not fit", s.key)))?;
-                        parts.iter().for_each(|p| all.extend_from_slice(p));
-                        all
-                    };
-                    g.done = Some(ops::quant_from_bytes(&self.device, &bytes, g.format, g.rows, cols)?);
+                    g.done = Some(match std::mem::replace(&mut g.sink, GroupSink::Unopened) {
+                        GroupSink::Gpu(fill) => fill.finish()?,
+                        GroupSink::Host(parts) => {
+                            // One buffer for the group's rows (most groups are one tensor: no copy).
+                            let bytes = if parts.len() == 1 {
+                                parts.into_iter().next().expect("one part")
+                            } else {
+                                let mut all = Vec::new();
+                                all.try_reserve_exact(parts.iter().map(Vec::len).sum()).map_err(|_| {
+                                    kiln_core::Error::OutOfMemory(format!("stack {} does not fit", s.key))
+                                })?;
+                                parts.iter().for_each(|p| all.extend_from_slice(p));
+                                all
+                            };
+                            ops::quant_from_bytes(&self.device, &bytes, g.format, g.rows, cols)?
+                        }
+                        // Unreachable: a part completes after its bytes, the first of which
+                        // opened the sink (tensors of no bytes have no slot).
+                        GroupSink::Unopened => {
+                            return Err(kiln_core::Error::Internal(format!(
+                                "stack {}: a group completed unopened",
+                                s.key
+                            ))
+                            .into())
+                        }
+                    });
                 }
             }
             Dest::Keep => {

@@ -39,9 +39,8 @@ pub mod chat_template;
 mod clip;
 pub mod config;
 mod cpu;
-/// The pipelined loop reads back without waiting (`PendingRead`): native only; a page awaits
-/// each token ([`Generation::next_async`]).
-#[cfg(not(target_arch = "wasm32"))]
+/// The pipelined loop reads back without waiting (`PendingRead`); the page runs it too, its
+/// waits awaited ([`Generation::next_async`]).
 pub mod decode_loop;
 mod error;
 pub mod files;
@@ -52,7 +51,6 @@ pub mod gguf_tokenizer;
 pub mod llama;
 mod pooling;
 pub mod replicas;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod sample_picker;
 pub mod sampling;
 mod sentencepiece;

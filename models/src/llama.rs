@@ -16,14 +16,12 @@ use crate::arch::{self, Architecture};
 use crate::backend::{self, Backend};
 use crate::chat_template::Message;
 use crate::cpu::{CpuCache, CpuLlama};
-#[cfg(not(target_arch = "wasm32"))]
-use crate::decode_loop::{Argmax, DecodeLoop, TokenPicker, LOOKAHEAD};
+use crate::decode_loop::{Argmax, DecodeLoop, LoopTimes, TokenPicker, LOOKAHEAD};
 use crate::error::{ModelError, Result};
 use crate::gemma::GemmaConfig;
 use crate::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::gguf_stream;
 use crate::gguf_tokenizer::{GgufTokenizer, Utf8Stream};
-#[cfg(not(target_arch = "wasm32"))]
 use crate::sample_picker::SamplePicker;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::stop_strings::StopStrings;
@@ -39,11 +37,6 @@ use std::time::Instant;
 // std's Instant panics in wasm32-unknown-unknown; web_time's reads performance.now().
 #[cfg(target_arch = "wasm32")]
 use web_time::Instant;
-
-/// Tokens the pipelined loop records ahead by default. A page has no pipelined loop (it awaits
-/// each token's readback), so 0 there: the serial loop.
-#[cfg(target_arch = "wasm32")]
-const LOOKAHEAD: usize = 0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlamaConfig {
@@ -1391,7 +1384,6 @@ impl CausalLM {
     }
 
     /// The prompt's last logits [1, vocab], left on the GPU (the decode loop's first step).
-    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn prompt_logits(&self, ids: &[u32], cache: &mut KvCache) -> Result<Tensor> {
         self.step_logits(ids, cache)
     }
@@ -1534,7 +1526,6 @@ impl<'a> Generation<'a> {
             done: false,
             lookahead: LOOKAHEAD,
             decode_plan: decode_plan_default(),
-            #[cfg(not(target_arch = "wasm32"))]
             decode: None,
         }
     }
@@ -1576,7 +1567,6 @@ pub struct Generation<'a> {
     /// Whether the cache's decode plan is on ([`KvCache::set_decode_plan`]).
     decode_plan: bool,
     /// The GPU-resident loop, made at the first step when it runs.
-    #[cfg(not(target_arch = "wasm32"))]
     decode: Option<DecodeLoop>,
 }
 
@@ -1707,56 +1697,94 @@ impl Generation<'_> {
     }
 
     /// [`step`](Self::step) with the GPU's answer awaited, not waited for (the browser's way:
-    /// the page's thread runs other tasks meanwhile). The same GPU work as the serial loop, so
-    /// the same tokens. The host path runs as in `step` (nothing to await).
+    /// the page's thread runs other tasks meanwhile). The same GPU work as `step`, so the same
+    /// tokens: the pipelined loop ([`DecodeLoop::next_async`]) or, with a lookahead of 0, the
+    /// serial one. The host path runs as in `step` (nothing to await).
     pub async fn step_async(&mut self) -> Result<Option<u32>> {
-        if self.model.backend() == Backend::Cpu || self.lookahead > 0 {
+        if self.model.backend() == Backend::Cpu {
             return self.step();
         }
         let Some((prefill, t0)) = self.begin_step()? else { return Ok(None) };
-        let submitted = self.record_serial(prefill, t0)?;
-        let waiting_from = t0.elapsed();
-        let t = match submitted {
-            Serial::Id(id) => read_id_async(&id).await?,
-            Serial::Logits(l) => {
-                let logits = l.to_vec_async::<f32>().await?;
-                self.sampler.sample(&logits, &self.history)
+        let t = if self.lookahead > 0 {
+            self.step_pipelined_async(prefill).await?
+        } else {
+            let submitted = self.record_serial(prefill, t0)?;
+            let waiting_from = t0.elapsed();
+            let t = match submitted {
+                Serial::Id(id) => read_id_async(&id).await?,
+                Serial::Logits(l) => {
+                    let logits = l.to_vec_async::<f32>().await?;
+                    self.sampler.sample(&logits, &self.history)
+                }
+            };
+            if !prefill {
+                self.stats.decode_waiting += t0.elapsed() - waiting_from;
             }
+            t
         };
-        if !prefill {
-            self.stats.decode_waiting += t0.elapsed() - waiting_from;
-        }
         self.end_step(t, prefill, t0);
         Ok(Some(t))
     }
 
-    /// The GPU-resident loop (`decode_loop`): ids stay on the GPU, several tokens in flight;
-    /// sampling there too (`sample_picker`: the host sampler's tokens, picked on the GPU).
-    #[cfg(not(target_arch = "wasm32"))]
-    fn step_pipelined(&mut self, prefill: bool) -> Result<u32> {
+    /// The GPU-resident loop, made at the first step: greedy's [`Argmax`] or, sampling,
+    /// [`SamplePicker`] (the host sampler's tokens, picked on the GPU).
+    fn decode_loop(&mut self) -> &mut DecodeLoop {
         let lookahead = self.lookahead;
         let greedy = self.sampler.is_plain_greedy();
         let (sampler, prompt) = (&self.sampler, &self.history[..self.stats.prompt_tokens]);
         let max_len = prompt.len().saturating_add(self.opts.max_tokens);
-        let dl = self.decode.get_or_insert_with(|| {
+        self.decode.get_or_insert_with(|| {
             let picker: Box<dyn TokenPicker> =
                 if greedy { Box::new(Argmax) } else { Box::new(SamplePicker::new(sampler.clone(), prompt, max_len)) };
             DecodeLoop::new(picker, lookahead)
-        });
-        let before = dl.times;
-        let cache = self.cache.as_mut().expect("begin_step made the cache");
-        let t = dl.next(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens)?;
-        self.stats.decode_recording += dl.times.recording - before.recording;
-        self.stats.decode_submitting += dl.times.submitting - before.submitting;
+        })
+    }
+
+    /// Books the loop's host times since `before` into the stats.
+    fn book_loop_times(&mut self, before: LoopTimes, prefill: bool) {
+        let now = self.decode.as_ref().map_or(before, |dl| dl.times);
+        self.stats.decode_recording += now.recording - before.recording;
+        self.stats.decode_submitting += now.submitting - before.submitting;
         if !prefill {
-            self.stats.decode_waiting += dl.times.waiting - before.waiting;
+            self.stats.decode_waiting += now.waiting - before.waiting;
         }
-        Ok(t)
+    }
+
+    /// The GPU-resident loop (`decode_loop`): ids stay on the GPU, several tokens in flight;
+    /// sampling there too (`sample_picker`).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn step_pipelined(&mut self, prefill: bool) -> Result<u32> {
+        let before = self.decode_loop().times;
+        let dl = self.decode.as_mut().expect("made above");
+        let cache = self.cache.as_mut().expect("begin_step made the cache");
+        let t = dl.next(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens);
+        self.book_loop_times(before, prefill);
+        t
     }
 
     #[cfg(target_arch = "wasm32")]
     fn step_pipelined(&mut self, _prefill: bool) -> Result<u32> {
-        Err(ModelError::Unsupported("the pipelined decode loop is native only (lookahead 0 in a page)".into()))
+        Err(ModelError::Unsupported(
+            "a blocking step in the page (its GPU answers arrive only through the event loop): use next_async".into(),
+        ))
+    }
+
+    /// [`step_pipelined`](Self::step_pipelined) with the readbacks awaited.
+    #[cfg(target_arch = "wasm32")]
+    async fn step_pipelined_async(&mut self, prefill: bool) -> Result<u32> {
+        let before = self.decode_loop().times;
+        let dl = self.decode.as_mut().expect("made above");
+        let cache = self.cache.as_mut().expect("begin_step made the cache");
+        let t =
+            dl.next_async(&self.model, cache, &self.history[..self.stats.prompt_tokens], self.opts.max_tokens).await;
+        self.book_loop_times(before, prefill);
+        t
+    }
+
+    /// Natively the awaited step is the blocking one (`to_bytes_async` natively waits too).
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn step_pipelined_async(&mut self, prefill: bool) -> Result<u32> {
+        self.step_pipelined(prefill)
     }
 
     /// What a step's outcome gives the caller: `None` to step again (no text yet), else a piece

@@ -1,3 +1,6 @@
+# Written by hand where Elixir's idiom is not a plain reading of the op table: Nx's names and
+# options (`axis: 0` for sort and the scans, `direction:`, `side:`, `type:`), numbers where a
+# tensor goes, doctests, the runtime and tensor API. The two marked regions are kiln-gen's.
 defmodule Kiln do
   @moduledoc """
   Kiln for Elixir: GPU tensors and WGSL kernels over kiln-core (WebGPU through wgpu), with Nx's
@@ -173,6 +176,9 @@ defmodule Kiln do
     do: %Tensor{ref: ref, shape: List.to_tuple(shape), type: Map.fetch!(@type_of, dt)}
 
   defp out(reply), do: reply |> unwrap!() |> wrap()
+
+  # An op giving several tensors (a list from the NIF) as a tuple in their order.
+  defp outs(reply), do: reply |> unwrap!() |> Enum.map(&wrap/1) |> List.to_tuple()
 
   defp ref!(%Tensor{ref: r}), do: r
 
@@ -790,7 +796,7 @@ defmodule Kiln do
   A tuple with one `{:s, 32}` tensor per dimension of `t`: the coordinates of its non-zero
   elements in row-major order (numpy's `nonzero`). Their number is read back from the GPU.
   """
-  def nonzero(t), do: Native.nonzero(ref!(t)) |> unwrap!() |> Enum.map(&wrap/1) |> List.to_tuple()
+  def nonzero(t), do: outs(Native.nonzero(ref!(t)))
 
   @doc """
   The distinct values of `t` (flattened, sorted) as `%{values:, indices:, inverse_indices:,
@@ -1265,6 +1271,22 @@ defmodule Kiln do
   """
   def quant_embedding(w, format, d, ids),
     do: out(Native.quant_embedding(ref!(w), quant_format!(format), size!(d, "d"), ref!(ids)))
+
+  @doc """
+  The k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort) (kiln-core's `topk`; dtypes: any, bool included).
+
+  Options:
+
+    * `axis:` (default `-1`): the axis (negative counts from the end)
+    * `largest:` (default `true`): the largest (else the smallest)
+  """
+  def top_k(x, k, opts \\ []) do
+    kw = opts!(opts, axis: -1, largest: true)
+    outs(Native.topk(ref!(x), size!(k, "k"), int!(kw[:axis], "axis"), kw[:largest] == true))
+  end
+
+  @doc "kiln-core's name for `top_k/3`."
+  def topk(x, k, opts \\ []), do: top_k(x, k, opts)
 
   @doc """
   The number (i32) of non-zero elements over axes (kiln-core's `count_nonzero`; dtypes: any, bool included).

@@ -214,6 +214,16 @@ pub fn quant_embedding(py: Python<'_>, w: &Bound<'_, PyAny>, format: &str, d: In
     gpu(py, || ops::quant_embedding(&w, quant_format(format)?, d.0, &ids)).map(PyTensor::new)
 }
 
+/// ``(values, indices)``: the ``k`` largest (``largest=False``: smallest) elements along ``axis``
+/// and their int32 positions, sorted; ties keep the lower index first and NaN counts as the largest
+/// value (as ``sort``). ``k`` past the axis' length raises.
+#[pyfunction]
+#[pyo3(signature = (x, k, axis=Int(-1), largest=true))]
+pub fn topk(py: Python<'_>, x: &Bound<'_, PyAny>, k: Int<usize>, axis: Int<isize>, largest: bool) -> PyResult<(PyTensor, PyTensor)> {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::topk(&x, k.0, axis.0, largest)).map(|(values, indices)| (PyTensor::new(values), PyTensor::new(indices)))
+}
+
 /// Adds every function above to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(negative, m)?)?;
@@ -294,5 +304,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dequantize, m)?)?;
     m.add_function(wrap_pyfunction!(quant_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(quant_embedding, m)?)?;
+    m.add_function(wrap_pyfunction!(topk, m)?)?;
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! The Array API's scans and statistics: `cumulative_sum`, `cumulative_prod`, `sum(dtype=)`,
 //! `prod`, `std`, `diff`, `vecdot`, `tensordot` (numpy 2's names and keywords). Argument conversion around kiln-core calls.
+//! Written by hand because the Array API's keywords are not the rows' (`axis=` for axes,
+//! `correction=` for ddof, keyword-only parameters, `tensordot`'s two forms of axes).
 
 use crate::convert::{correction_of, opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};
 use crate::errors::{gpu, invalid};

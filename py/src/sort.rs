@@ -1,6 +1,8 @@
 //! Searching, sorting and set functions: argument conversion around kiln-core's ops/sort.rs,
 //! search.rs and sets.rs. The Array API's signatures, type promotion of two operands and the
-//! named tuples of unique_* are in kiln/_sorting.py.
+//! named tuples of unique_* are in kiln/_sorting.py. Written by hand because the Array API's
+//! signatures are not the rows' (keyword-only `axis=`, `stable=`, `side=`; a tuple per
+//! dimension); topk, whose Python form is its row's, is generated (ops_gen.rs).
 
 use crate::convert::{parse_axes, tensor_arg, Int};
 use crate::errors::{gpu, invalid};

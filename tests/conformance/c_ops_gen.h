@@ -302,6 +302,12 @@ static int run_plain(const Case *c, KilnTensor **out, KilnStatus *st) {
         *st = kiln_argsort(input(c, "x"), (ptrdiff_t)pi(c, "axis"), pb(c, "descending"), out);
         return 1;
     }
+    if (!strcmp(op, "topk")) {
+        KilnTensor *o[2] = {0};
+        *st = kiln_topk(input(c, "x"), (size_t)pi(c, "k"), (ptrdiff_t)pi(c, "axis"), pb(c, "largest"), &o[0], &o[1]);
+        *out = pick_output(c, o, 2, st);
+        return 1;
+    }
     if (!strcmp(op, "searchsorted")) {
         *st = kiln_searchsorted(input(c, "x1"), input(c, "x2"), pb(c, "right"), out);
         return 1;

@@ -1,6 +1,7 @@
 # Elixir runner of the Kiln conformance suite: every case of manifest.txt (the line format that
 # gen.py writes; see FORMAT.md) through the Elixir binding (Kiln, the Rustler NIF), never
-# through another language. Run inside nif-elixir/ so that the NIF is loaded:
+# through another language. Written by hand where the Elixir form is Nx's own; the calls of
+# the generated `Kiln` functions are the marked region's. Run inside nif-elixir/ so that the NIF is loaded:
 #
 #   cd nif-elixir && KILN_NIF_SKIP_CARGO=1 mix run ../tests/conformance/ex_runner.exs MANIFEST.txt OUT.json
 #
@@ -102,6 +103,7 @@ defmodule Kiln.Conformance do
       "dequantize" -> Kiln.dequantize(get.("w"), String.to_atom(p["format"]), p["rows"], p["cols"])
       "quant_matmul" -> Kiln.quant_matmul(get.("x"), get.("w"), String.to_atom(p["format"]), p["n"])
       "quant_embedding" -> Kiln.quant_embedding(get.("w"), String.to_atom(p["format"]), p["d"], get.("ids"))
+      "topk" -> Kiln.top_k(get.("x"), p["k"], axis: p["axis"], largest: p["largest"]) |> elem(p["output"])
       "count_nonzero" -> Kiln.count_nonzero(get.("x"), axes: p["axes"], keep_axes: p["keepdims"])
       "unique_values" -> Kiln.unique_values(get.("x"))
       "isin" -> Kiln.isin(get.("x1"), get.("x2"), invert: p["invert"])

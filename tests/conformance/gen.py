@@ -801,6 +801,49 @@ def build_added(g, seed):
     # ---- quant in Q5_0 / Q5_1 / the K formats, from ggml's own C output: a stream of its own
     # (seed + 7).
     build_quant_ggml(g, np.random.default_rng(seed + 7))
+    # ---- topk: a stream of its own (seed + 8).
+    build_topk(g, np.random.default_rng(seed + 8))
+
+
+def build_topk(g, rng):
+    """topk: numpy's stable argsort (descending as array-api-strict's: ties in index order, NaNs
+    first) cut to k, both outputs (param `output`: 0 values, 1 indices). Inputs mix NaN, ±inf,
+    ±0 and few distinct values, so ties and the NaN order show; k = 0, 1, n; empty axes and
+    batches; every axis (negative ones too); rows past the sort's 512-pair block."""
+    pools = {"f32": [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0, 3e38],
+             "f16": [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 65504.0, 6e-8],
+             "i32": [0, -1, 1, -2147483648, 2147483647], "u32": [0, 1, 2147483648, 4294967295], "bool": [0, 1]}
+
+    def awkward(shape, dt):
+        pool = np.array(pools[dt], dtype=np.float64 if dt in ("f32", "f16") else np.int64)
+        picked = pool[rng.integers(0, len(pool), size=shape)]
+        if dt in ("f32", "f16"):
+            noise = np.round(rng.uniform(-4, 4, size=shape) * 2) / 2
+            picked = np.where(rng.integers(0, 3, size=shape) == 0, noise, picked)
+        with np.errstate(over="ignore"):
+            return np.asarray(picked).astype(NP[dt])
+
+    def order(x, axis, largest):
+        if not largest:
+            return np.argsort(x, axis=axis, kind="stable")
+        n = x.shape[axis]
+        return n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+
+    shapes = [("typical", [6, 9], -1, 3), ("axis0", [13, 17], 0, 5), ("k_all", [5, 7], 1, 7), ("k0", [4, 6], -1, 0),
+              ("edge_empty", [0], 0, 0), ("edge_empty_rows", [2, 0, 3], 2, 1), ("edge_one", [1], 0, 1),
+              ("mid_axis", [3, 5, 4], -2, 2), ("large_prime", [3, 1031], 1, 10), ("block", [2, 700], -1, 600)]
+    for dt in ("f32", "f16", "i32", "u32", "bool"):
+        for cid, shape, axis, k in shapes:
+            if dt != "f32" and cid not in ("typical", "axis0", "large_prime"):
+                continue
+            x = awkward(shape, dt)
+            for largest in (True, False):
+                idx = np.take(order(x, axis, largest), np.arange(k), axis=axis)
+                outs = [(np.take_along_axis(x, idx, axis=axis), dt), (idx, "i32")]
+                params = {"k": k, "axis": axis, "largest": largest}
+                for out, (arr, odt) in enumerate(outs):
+                    tag = f"{cid}_{dt}{'' if largest else '_smallest'}_{out}"
+                    g.case(f"topk.{tag}", "topk", dict(params, output=out), [("x", x, dt)], arr, odt, (0, 0))
 
 
 def numpy_divmod(f):

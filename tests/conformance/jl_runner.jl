@@ -1,5 +1,7 @@
 # Julia runner of the Kiln conformance suite: every case of manifest.txt (the line format that
 # gen.py writes; see FORMAT.md) through Kiln.jl (julia/), never through another language.
+# Written by hand where Kiln.jl's method is Julia's idiom (Base names, 1-based indices); the
+# row-form calls and the tuple ops' core-form calls are the marked region's.
 #
 #   KILN_LIB=target/release/libkiln.so scripts/julia tests/conformance/jl_runner.jl MANIFEST.txt OUT.json
 #
@@ -209,6 +211,7 @@ function run_table_op(op, p, up, nmax)
     op == "isin" && return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
     op == "diff" && return Kiln.diff(up("x"); dims=jdim(Int(p["axis"]), nmax), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
     op == "vecdot" && return Kiln.vecdot(up("a"), up("b"); dims=jdim(Int(p["axis"]), nmax))
+    op == "topk" && return Kiln._kiln_topk(up("x"), Int(p["k"]), Int(p["axis"]), p["largest"])[Int(p["output"])+1]
     return nothing
 end
 # END GENERATED (kiln gen)

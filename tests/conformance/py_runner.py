@@ -6,6 +6,8 @@
 
 Writes {"language": "python", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]}.
 numpy is used only to read the vector files and to compare; every op runs through kiln.
+Written by hand where the Python form is numpy's rather than the row's; the ops with a
+generated wrapper are called from ops.json's `python_args` (and `outputs`).
 """
 
 import hashlib
@@ -30,6 +32,9 @@ ALIASES["kernel"] = ["Kernel"]
 # The ops whose Python wrapper is generated from their typed row: called with every argument by
 # position, in the row's order ([manifest key, is a tensor]).
 PLAIN = {o["name"]: o["python_args"] for o in _TABLE if "python_args" in o}
+# The plain ops giving a named tuple (their wrappers give a Python tuple in its order): the
+# case's `output` element is checked.
+TUPLES = {o["name"] for o in _TABLE if "outputs" in o}
 
 
 def resolve(op):
@@ -54,7 +59,8 @@ def run(op, f, p, ins, d):
     x = ins[0][1] if ins else None
     get = dict(ins).get
     if op in PLAIN:
-        return f(*[get(k) if tensor else p[k] for k, tensor in PLAIN[op]])
+        y = f(*[get(k) if tensor else p[k] for k, tensor in PLAIN[op]])
+        return y[p["output"]] if op in TUPLES else y
     if op in ("zeros", "ones"):
         return f(p["shape"], dtype=p["dtype"])
     if op == "full":

@@ -209,6 +209,11 @@ export interface GenerateOptions {
   seed?: number;
   stop?: string | string[];
   stopAtEos?: boolean;
+  /**
+   * Tokens recorded ahead of the last one read back (default 8, at most 64): the GPU runs token
+   * n while the page records n+1. 0: one token at a time, each read back before the next.
+   */
+  lookahead?: number;
 }
 
 export interface GenerationStats {
@@ -609,6 +614,14 @@ export function sort(x: Tensor, options?: { axis?: number; descending?: boolean 
  * @param options.descending largest first (default false)
  */
 export function argsort(x: Tensor, options?: { axis?: number; descending?: boolean }): Tensor;
+/**
+ * kiln-core's `topk`: the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort) (dtypes: any, bool included).
+ * @param x the input
+ * @param k how many (at most the axis' length)
+ * @param axis the axis (negative counts from the end) (default -1)
+ * @param largest the largest (else the smallest) (default true)
+ */
+export function topk(x: Tensor, k: number, axis?: number, largest?: boolean): { values: Tensor; indices: Tensor };
 /**
  * kiln-core's `count_nonzero`: the number (i32) of non-zero elements over axes (dtypes: any, bool included).
  * @param x the input

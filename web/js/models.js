@@ -310,7 +310,8 @@ export function makeModels(errors) {
      * Text pieces of the continuation of `prompt`, as they come: an async iterator that yields
      * to the event loop between tokens. Options: `maxNewTokens` (128), `temperature` (0: greedy),
      * `topK`, `topP`, `repetitionPenalty`, `repeatLastN`, `seed`, `stop` (a string or strings),
-     * `stopAtEos` (true).
+     * `stopAtEos` (true), `lookahead` (tokens recorded ahead of the last one read back: 8; 0
+     * reads each token back before recording the next).
      */
     async *stream(prompt, options = {}) {
       if (typeof prompt !== "string") throw invalid(`prompt is ${typeof prompt}, expected a string`);

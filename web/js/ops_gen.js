@@ -138,6 +138,7 @@ export const OPS = [
   { name: "quant_embedding", js: "quantEmbedding", family: "quant" },
   { name: "sort", js: "sort", family: "sort" },
   { name: "argsort", js: "argsort", family: "sort" },
+  { name: "topk", js: "topk", family: "sort" },
   { name: "searchsorted", js: "searchsorted", family: "sort" },
   { name: "count_nonzero", js: "countNonzero", family: "sort" },
   { name: "nonzero", js: "nonzero", family: "sort" },
@@ -485,6 +486,12 @@ export const sort = (x, { axis, descending } = {}) => wasm.sort(x, axis, descend
 
 /** kiln-core's `argsort`: i32 indices that sort `x` along an axis, stable (ties keep index order, descending too) (dtypes: any, bool included). */
 export const argsort = (x, { axis, descending } = {}) => wasm.argsort(x, axis, descending);
+
+/** kiln-core's `topk`: the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort) (dtypes: any, bool included). */
+export const topk = (x, k, axis, largest) => {
+  const [values, indices] = wasm.topk(x, k, axis, largest);
+  return { values, indices };
+};
 
 /** kiln-core's `count_nonzero`: the number (i32) of non-zero elements over axes (dtypes: any, bool included). */
 export const countNonzero = (x, axes, keepdims) => wasm.countNonzero(x, axesOf(axes), keepdims);

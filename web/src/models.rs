@@ -277,6 +277,21 @@ fn generate_options(o: &JsValue) -> JsResult<GenerateOptions> {
     Ok(g)
 }
 
+/// The most tokens `lookahead` may record ahead: recording is the page's own work, done between
+/// two awaits, so a deep lookahead would hold the page's thread that long (and a stop would waste
+/// that many tokens' GPU work).
+const MAX_LOOKAHEAD: f64 = 64.0;
+
+/// Option `lookahead`: tokens the pipelined loop records ahead of the last id read back (default
+/// kiln-models' LOOKAHEAD, 8), 0 for the serial loop (a token recorded, its id awaited, the next
+/// recorded): the reference the page test compares the pipelined loop with, and a way to measure it.
+fn lookahead(o: &JsValue) -> JsResult<Option<usize>> {
+    if o.is_undefined() || o.is_null() {
+        return Ok(None);
+    }
+    Ok(opt_count(o, "lookahead", MAX_LOOKAHEAD)?.map(|n| n as usize))
+}
+
 #[wasm_bindgen]
 impl CausalLMCore {
     /// A Llama-architecture GGUF from its bytes, on the page's WebGPU device: streamed through
@@ -328,10 +343,15 @@ impl CausalLMCore {
         self.inner.chat_prompt(user).map_err(model_err)
     }
 
-    /// A generation of `prompt` with `options` (see `generate_options`), stepped by `next()`.
+    /// A generation of `prompt` with `options` (see `generate_options`; `lookahead` as
+    /// `lookahead`), stepped by `next()`.
     pub fn start(&self, prompt: &str, options: JsValue) -> JsResult<GenerationCore> {
         let opts = generate_options(&options)?;
-        let inner = self.inner.generate_shared(prompt, opts).map_err(model_err)?;
+        let ahead = lookahead(&options)?;
+        let mut inner = self.inner.generate_shared(prompt, opts).map_err(model_err)?;
+        if let Some(n) = ahead {
+            inner = inner.with_lookahead(n);
+        }
         Ok(GenerationCore { inner })
     }
 

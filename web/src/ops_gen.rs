@@ -398,6 +398,16 @@ pub fn argsort(x: &Tensor, axis: Option<i32>, descending: Option<bool>) -> JsRes
     h::out(ops::argsort(x, axis, descending))
 }
 
+/// the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort)
+#[wasm_bindgen(js_name = "topk")]
+pub fn topk(x: &Tensor, k: u32, axis: Option<i32>, largest: Option<bool>) -> JsResult<Vec<Tensor>> {
+    let x = &x.inner;
+    let k = k as usize;
+    let axis = axis.map_or(-1, |v| v as isize);
+    let largest = largest.unwrap_or(true);
+    ops::topk(x, k, axis, largest).map(|(values, indices)| vec![Tensor::from(values), Tensor::from(indices)]).map_err(crate::error::js_err)
+}
+
 /// i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')
 #[wasm_bindgen(js_name = "searchsorted")]
 pub fn searchsorted(x1: &Tensor, x2: &Tensor, right: Option<bool>) -> JsResult<Tensor> {

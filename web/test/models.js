@@ -201,10 +201,36 @@ export async function run(log) {
     return `${ticks} timer turns ran meanwhile`;
   });
 
+  await test("pipelined decode (lookahead 8): the tokens of one token at a time (tokens/s of each)", async () => {
+    // lookahead 0: each token read back before the next is recorded (the loop the pipelined one
+    // replaced); 1 and 3: read windows cut at other places. All must give native's tokens.
+    const g = ref.tiny.greedy;
+    const rate = {};
+    for (const lookahead of [0, 1, 3, undefined]) {
+      await lm.generate(ref.tiny.prompt, { maxNewTokens: g.maxNewTokens, stopAtEos: false, lookahead });
+      sameList(lm.lastTokens, g.tokens, `greedy tokens, lookahead ${lookahead ?? "default"}`);
+      rate[lookahead ?? 8] = lm.lastStats.decodeTokensPerS;
+    }
+    const s = ref.tiny.sampled;
+    const opts = { maxNewTokens: s.maxNewTokens, temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed, stopAtEos: false };
+    await lm.generate(ref.tiny.prompt, { ...opts, lookahead: 0 });
+    sameList(lm.lastTokens, s.tokens, "sampled tokens, lookahead 0");
+    await rejects(() => lm.generate("x", { lookahead: 65 }), "INVALID_ARGUMENT", /lookahead/, "lookahead 65");
+    await rejects(() => lm.generate("x", { lookahead: 1.5 }), "INVALID_ARGUMENT", /lookahead/, "lookahead 1.5");
+    numbers.tinyDecodeTokensPerS = rate;
+    return `decode tokens/s by lookahead ${JSON.stringify(Object.fromEntries(Object.entries(rate).map(([k, v]) => [k, +v.toFixed(1)])))}`;
+  });
+
   await test("stop strings, bad options, no chat template", async () => {
     const t = ref.tiny.greedy.text;
     const cut = await lm.generate(ref.tiny.prompt, { maxNewTokens: 12, stop: t.slice(2, 4), stopAtEos: false });
     if (cut !== t.slice(0, 2)) throw new Error(`stop: ${JSON.stringify(cut)}`);
+    // The pipelined loop recorded tokens past the stop: none of them is handed out or counted.
+    const kept = Array.from(lm.lastTokens);
+    if (!(kept.length < 12 && kept.length === lm.lastStats.generatedTokens)) {
+      throw new Error(`after the stop: ${kept.length} tokens kept, ${lm.lastStats.generatedTokens} counted`);
+    }
+    sameList(kept, ref.tiny.greedy.tokens.slice(0, kept.length), "tokens up to the stop");
     await rejects(() => lm.generate("x", { maxNewTokens: -1 }), "INVALID_ARGUMENT", /maxNewTokens/, "maxNewTokens -1");
     await rejects(() => lm.generate("x", { stop: [1] }), "INVALID_ARGUMENT", /stop/, "stop [1]");
     await rejects(() => lm.chatPrompt("hi"), "UNSUPPORTED", /chat template/, "chatPrompt");

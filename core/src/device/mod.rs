@@ -11,7 +11,6 @@ mod counters;
 mod memory;
 mod op_timing;
 mod param_ring;
-#[cfg(not(target_arch = "wasm32"))]
 mod readback;
 mod timing;
 mod transfer;
@@ -23,7 +22,6 @@ pub use batch::SubmitPhases;
 pub use bind_cache::{BindGroupStats, BIND_GROUP_CACHE_ENTRIES};
 pub use memory::MemoryStats;
 pub(crate) use memory::{GpuBuffer, Verdict};
-#[cfg(not(target_arch = "wasm32"))]
 pub use readback::PendingRead;
 pub use wait::DEFAULT_TIMEOUT_MS;
 

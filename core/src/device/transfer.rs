@@ -54,6 +54,27 @@ impl Device {
         Ok(())
     }
 
+    /// Host bytes into a buffer at byte `offset`: whole words at a word's offset (WebGPU's
+    /// `writeBuffer` rule; `TensorFill` keeps the bytes of words not whole yet). Runs before any
+    /// later-recorded GPU work, as `upload`.
+    pub(crate) fn upload_at(&self, buf: &GpuBuffer, offset: u64, data: &[u8]) -> Result<()> {
+        self.check_alive()?;
+        crate::device::capture::refuse(self, "an upload");
+        let end = offset.checked_add(data.len() as u64);
+        if !offset.is_multiple_of(4) || !data.len().is_multiple_of(4) || end.is_none_or(|e| e > buf.raw().size()) {
+            return Err(crate::Error::Internal(format!(
+                "a write of {} bytes at {offset} into a buffer of {} bytes (whole words within it only)",
+                data.len(),
+                buf.raw().size()
+            )));
+        }
+        const PIECE: usize = 8 << 20;
+        for (i, piece) in data.chunks(PIECE).enumerate() {
+            self.queue.write_buffer(buf.raw(), offset + (i * PIECE) as u64, piece);
+        }
+        Ok(())
+    }
+
     /// Host bool bytes into a buffer of u32 words, 0 or 1 each (any nonzero byte is true). Each
     /// piece is widened on its own and written at once, spread over threads as `upload`: no
     /// word copy of the whole tensor is ever made.

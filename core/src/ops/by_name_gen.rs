@@ -51,6 +51,7 @@ pub(super) fn dispatch(op: &str, c: &OpCall) -> Option<Result<Tensor>> {
         "quant_embedding" => (|| ops::quant_embedding(c.input("w")?, QuantFormat::parse(c.s("format")?)?, c.n("d")?, c.input("ids")?))(),
         "sort" => (|| ops::sort(c.input("x")?, c.i("axis")? as isize, c.b("descending")?))(),
         "argsort" => (|| ops::argsort(c.input("x")?, c.i("axis")? as isize, c.b("descending")?))(),
+        "topk" => (|| ops::topk(c.input("x")?, c.n("k")?, c.i("axis")? as isize, c.b("largest")?).and_then(|(values, indices)| c.output([values, indices])))(),
         "searchsorted" => (|| ops::searchsorted(c.input("x1")?, c.input("x2")?, c.b("right")?))(),
         "count_nonzero" => (|| ops::count_nonzero(c.input("x")?, c.opt_axes("axes")?.as_deref(), c.b("keepdims")?))(),
         "unique_values" => (|| ops::unique_values(c.input("x")?))(),

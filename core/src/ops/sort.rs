@@ -1,5 +1,5 @@
-//! sort and argsort along one axis: a bitonic sorting network over (key, index) pairs
-//! (shaders/sort_*.wgsl).
+//! sort, argsort and topk along one axis: a bitonic sorting network over (key, index) pairs
+//! (shaders/sort_*.wgsl); topk reads the first k pairs of each sorted row (shaders/topk.wgsl).
 //!
 //! Why bitonic rather than radix: the network is data-independent (the same dispatches and
 //! compare-exchanges whatever the values), needs no scans, atomics or per-digit histograms, and
@@ -28,6 +28,7 @@ pub(crate) const KEY_COMMON: &str = include_str!("../../../shaders/sort_key_comm
 const BITONIC: &str = include_str!("../../../shaders/sort_bitonic.wgsl");
 const INDICES: &str = include_str!("../../../shaders/sort_indices.wgsl");
 const SCATTER: &str = include_str!("../../../shaders/sort_scatter.wgsl");
+const TOPK: &str = include_str!("../../../shaders/topk.wgsl");
 
 /// Pairs one workgroup sorts in workgroup memory (the block kernel's tile).
 const BLOCK: usize = 512;
@@ -67,21 +68,88 @@ pub fn sort(x: &Tensor, axis: isize, descending: bool) -> Result<Tensor> {
     crate::ops::gather(x, axis, &idx)
 }
 
-fn argsort_last(x: &Tensor, descending: bool) -> Result<Tensor> {
+/// The `k` largest (or, `largest = false`, smallest) elements of `x` along `axis` and their i32
+/// positions, both of x's shape with the axis `k` long, sorted: the first `k` of
+/// [`argsort`]`(x, axis, descending = largest)` (ties: the lower index first; NaN is the largest
+/// value, as in sort; -0 == +0). The values are gathered, never recomputed (NaN payloads and
+/// zeros' signs kept). `k` past the axis' length is INVALID_ARGUMENT; `k = 0` gives empty tensors.
+pub fn topk(x: &Tensor, k: usize, axis: isize, largest: bool) -> Result<(Tensor, Tensor)> {
+    let ax = normalize_axis(axis, x.ndim())?;
+    let n = x.shape()[ax];
+    if k > n {
+        return Err(Error::InvalidArgument(format!("topk: k = {k} is larger than axis {axis}'s length {n}")));
+    }
+    let last = x.ndim() - 1;
+    if ax != last {
+        let mut perm: Vec<isize> = (0..x.ndim() as isize).collect();
+        perm.swap(ax, last);
+        let (v, i) = topk_last(&crate::ops::permute(x, &perm)?, k, largest)?;
+        return Ok((crate::ops::permute(&v, &perm)?, crate::ops::permute(&i, &perm)?));
+    }
+    topk_last(x, k, largest)
+}
+
+fn topk_last(x: &Tensor, k: usize, largest: bool) -> Result<(Tensor, Tensor)> {
     let device = x.device().clone();
     let dt = x.dtype();
     check_f16(&device, &[dt])?;
-    let n = *x.shape().last().unwrap_or(&1);
-    if n > i32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("argsort: a run of {n} is longer than an i32 index reaches")));
+    let mut shape = x.shape().to_vec();
+    let last = shape.len() - 1;
+    let n = shape[last];
+    shape[last] = k;
+    let values = Tensor::empty_on(&device, &shape, dt)?;
+    let indices = Tensor::empty_on(&device, &shape, DType::I32)?;
+    if values.numel() == 0 {
+        return Ok((values, indices));
     }
+    let (pairs, p2) = sorted_pairs(x, largest, "topk")?;
+    let total = values.numel();
+    Launch {
+        key: crate::pipeline::PipelineKey::new("topk", &[dt as u32]),
+        source: Box::new(move || render(TOPK, &[("ENABLE", enables(&[dt])), ("T", dt.wgsl())])),
+        tensors: &[x, &pairs, &values, &indices],
+        params: Some(Params::new().u32(total).u32(k).u32(n).u32(p2)),
+        groups: groups_1d(&device, total)?,
+    }
+    .run(&device)?;
+    Ok((values, indices))
+}
+
+fn argsort_last(x: &Tensor, descending: bool) -> Result<Tensor> {
+    let device = x.device().clone();
+    check_f16(&device, &[x.dtype()])?;
     if x.numel() == 0 {
         return Tensor::empty_on(&device, x.shape(), DType::I32);
     }
+    let n = *x.shape().last().unwrap_or(&1);
+    let rows = x.numel() / n;
+    let (pairs, p2) = sorted_pairs(x, descending, "argsort")?;
+    let out = Tensor::empty_on(&device, x.shape(), DType::I32)?;
+    Launch {
+        key: crate::pipeline::PipelineKey::new("sort_indices", &[]),
+        source: Box::new(|| INDICES.to_string()),
+        tensors: &[&pairs, &out],
+        params: Some(Params::new().u32(rows * n).u32(n).u32(p2).u32(0)),
+        groups: groups_1d(&device, rows * n)?,
+    }
+    .run(&device)?;
+    Ok(out)
+}
+
+/// The (key, index) pairs of every row of the non-empty `x` along its last axis, each row padded
+/// to the power of two P at or above its length and sorted (stable; `descending` complements the
+/// keys), and P. `op` names the caller in errors.
+fn sorted_pairs(x: &Tensor, descending: bool, op: &str) -> Result<(Tensor, usize)> {
+    let device = x.device().clone();
+    let dt = x.dtype();
+    let n = *x.shape().last().unwrap_or(&1);
+    if n > i32::MAX as usize {
+        return Err(Error::InvalidArgument(format!("{op}: a run of {n} is longer than an i32 index reaches")));
+    }
     let rows = x.numel() / n;
     let p2 = n.next_power_of_two();
-    let total = mul(rows, p2, "argsort: rows padded to a power of two")?;
-    check_indexable(mul(total, 2, "argsort: key/index pairs")?)?;
+    let total = mul(rows, p2, "sort: rows padded to a power of two")?;
+    check_indexable(mul(total, 2, "sort: key/index pairs")?)?;
     let pairs = Tensor::empty_on(&device, &[total * 2], DType::U32)?;
 
     let desc = if descending { u32::MAX } else { 0 };
@@ -127,17 +195,7 @@ fn argsort_last(x: &Tensor, descending: bool) -> Result<Tensor> {
         block(k, k)?;
         k *= 2;
     }
-
-    let out = Tensor::empty_on(&device, x.shape(), DType::I32)?;
-    Launch {
-        key: crate::pipeline::PipelineKey::new("sort_indices", &[]),
-        source: Box::new(|| INDICES.to_string()),
-        tensors: &[&pairs, &out],
-        params: Some(Params::new().u32(rows * n).u32(n).u32(p2).u32(0)),
-        groups: groups_1d(&device, rows * n)?,
-    }
-    .run(&device)?;
-    Ok(out)
+    Ok((pairs, p2))
 }
 
 /// The inverse of the 1-D i32 permutation `perm` of 0..n (an argsort's result): `out[perm[i]] = i`,

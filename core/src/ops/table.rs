@@ -40,6 +40,11 @@ const BIAS: Arg = a("bias", OptTensor, "the shift (None: 0)").or(Dflt::None);
 
 const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 
+/// Why the unique_* tuples stay hand-written although a named tuple of tensors is a plain output:
+/// each binding gives them its language's result record (the Array API's named tuples, an Elixir
+/// map, the browser's one readback shared by the four), and unique_all's core form is a struct.
+const UNIQUE_HAND: &str = "each binding's own result record (Python named tuples, an Elixir map, one browser readback for all four); unique_all's core result is a struct";
+
 /// The ops with their own signatures (creation, random); the unary and binary ops come from the
 /// tables in elementwise/table.rs.
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
@@ -250,6 +255,12 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)")
         .c("The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order). `x`, `out`: non-null.")
         .names(["~argsort", "~argsort", "~sortperm"]),
+    OpInfo::new("topk", "sort", "any, bool included", &[X, a("k", Size, "how many (at most the axis' length)"), AXIS_LAST, a("largest", Bool, "the largest (else the smallest)").or(B(true))])
+        .out(Out::Tuple(&["values", "indices"]))
+        .doc("the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort)")
+        .elixir("top_k")
+        .python("``(values, indices)``: the ``k`` largest (``largest=False``: smallest) elements along ``axis`` and their int32 positions, sorted; ties keep the lower index first and NaN counts as the largest value (as ``sort``). ``k`` past the axis' length raises.")
+        .c("The `k` largest (or, with `largest` false, smallest) elements of `x` along `axis` (negative counts from the end) and their i32 positions, sorted, both of x's shape with the axis `k` long: ties keep the lower index first, NaN is the largest value (as kiln_sort). `k` past the axis' length is KILN_ERR_INVALID_ARGUMENT. `x`: non-null."),
     OpInfo::new("searchsorted", "sort", "any, bool included (x1 1-D sorted, x2 of its dtype)", &[X1, X2, a("right", Bool, "after equal elements (numpy's side='right')").or(B(false))])
         .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')")
         .c("numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.")
@@ -263,12 +274,15 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)")
         .names(["~nonzero", "~nonzero", "~findall"]),
     OpInfo::new("unique_all", "set", "any, bool included", &[X])
+        .hand(UNIQUE_HAND)
         .out(Out::Tuple(&["values", "indices", "inverse_indices", "counts"]))
         .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)"),
     OpInfo::new("unique_counts", "set", "any, bool included", &[X])
+        .hand(UNIQUE_HAND)
         .out(Out::Tuple(&["values", "counts"]))
         .doc("(values, counts) of the distinct values"),
     OpInfo::new("unique_inverse", "set", "any, bool included", &[X])
+        .hand(UNIQUE_HAND)
         .out(Out::Tuple(&["values", "inverse_indices"]))
         .doc("(values, inverse_indices) of the distinct values"),
     OpInfo::new("unique_values", "set", "any, bool included", &[X])

@@ -85,6 +85,18 @@ impl<T> Drop for Sender<T> {
 
 pub(crate) struct Receiver<T>(Slot<T>);
 
+impl<T> Receiver<T> {
+    /// Without waiting: Some(Some(value)) once sent, Some(None) once the sender is gone without
+    /// a value, None while neither (a readback's readiness check: `PendingRead::is_ready`).
+    pub(crate) fn try_take(&self) -> Option<Option<T>> {
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match s.0.take() {
+            Some(v) => Some(Some(v)),
+            None => s.2.then_some(None),
+        }
+    }
+}
+
 impl<T> Future for Receiver<T> {
     /// None when the callback was dropped without an answer.
     type Output = Option<T>;

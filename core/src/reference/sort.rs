@@ -1,4 +1,4 @@
-//! CPU references for sort, argsort, searchsorted, count_nonzero, nonzero, unique_* and isin.
+//! CPU references for sort, argsort, topk, searchsorted, count_nonzero, nonzero, unique_* and isin.
 //! Written from numpy's / the Array API's definitions with the standard library's stable sort
 //! and linear scans, independent of the GPU's sorting network and binary search.
 
@@ -57,6 +57,41 @@ pub fn sort(x: &[f64], shape: &[usize], axis: isize, descending: bool) -> Result
             x[o * n * inner + idx[e] as usize * inner + i]
         })
         .collect())
+}
+
+/// topk along `axis`: (values, f64 indices), the axis `k` long. Each element's place is counted
+/// directly, not sorted: the elements before it are those larger (smaller unless `largest`) in
+/// [`total_cmp`]'s order, and the equal ones at lower indices; an element whose place is below `k`
+/// lands there. `k` past the axis' length is an error, as on the GPU.
+pub fn topk(x: &[f64], shape: &[usize], k: usize, axis: isize, largest: bool) -> Result<(Vec<f64>, Vec<f64>)> {
+    let ax = normalize_axis(axis, shape.len())?;
+    let n = shape[ax];
+    if k > n {
+        return Err(crate::Error::InvalidArgument(format!("topk: k = {k} > {n}")));
+    }
+    let inner: usize = shape[ax + 1..].iter().product();
+    let outer: usize = shape[..ax].iter().product();
+    let (mut values, mut indices) = (vec![0.0; outer * k * inner], vec![0.0; outer * k * inner]);
+    for o in 0..outer {
+        for i in 0..inner {
+            let v = |j: usize| x[o * n * inner + j * inner + i];
+            for j in 0..n {
+                let before = (0..n)
+                    .filter(|&m| {
+                        let c = total_cmp(v(m), v(j));
+                        let ahead = if largest { c == Ordering::Greater } else { c == Ordering::Less };
+                        ahead || (c == Ordering::Equal && m < j)
+                    })
+                    .count();
+                if before < k {
+                    let at = o * k * inner + before * inner + i;
+                    values[at] = v(j);
+                    indices[at] = j as f64;
+                }
+            }
+        }
+    }
+    Ok((values, indices))
 }
 
 /// numpy searchsorted: how many elements of `x1` come before each `v` of `x2` (strictly

@@ -21,14 +21,15 @@ defmodule Kiln.Backend do
   | Nx type | on the GPU | rule |
   |---|---|---|
   | f32, f16, s32, u32 | the same | |
-  | s64, u64 | s32, u32 | every value must fit at upload, else `ArgumentError` (never a silent wrap); integer arithmetic then wraps at 32 bits, not 64 |
+  | s64, u64 | s32, u32 when every value fits, else none (host) | a tensor with a value beyond 32 bits is held on the host (as the types below, exact 64-bit results); on the GPU integer arithmetic wraps at 32 bits, not 64; integer constants wrap to their type's width, as Nx's do |
   | s8, s16, u8, u16 | s32, u32 | results are wrapped to the type's width after each op, as Nx does (predicates give u8 0/1) |
-  | f64 | f32 | only with `config :kiln, f64: :f32` (`Application.put_env(:kiln, :f64, :f32)`): values beyond f32's range raise `ArgumentError` at upload, and the precision is f32's; otherwise f64 raises `ArgumentError` |
-  | bf16, f8, c64, c128 | none | `ArgumentError` at upload; a fallback op that gives one leaves its result on `Nx.BinaryBackend` |
+  | f64 | f32 with `config :kiln, f64: :f32` (`Application.put_env(:kiln, :f64, :f32)`), else none (host) | opted in: values beyond f32's range raise `ArgumentError` at upload, and the precision is f32's; otherwise as the row below, with f64's full precision |
+  | bf16, f8, f8_e4m3fn, c64, c128, s2, s4, u2, u4 | none: held on the host | the tensor is still a `Kiln.Backend` one (`data: %Kiln.Backend{ref: nil, host: bytes}`), and every callback that touches one (as input or output) runs on `Nx.BinaryBackend`, whose results it gives bit for bit; a result of a GPU type (`Nx.abs` of a complex tensor) goes to the GPU |
 
-  Float-to-integer `as_type` truncates as Nx does but saturates at the GPU type's limits (Kiln's
-  cast, WGSL's rule): NaN, infinities and out-of-range values may differ from
-  `Nx.BinaryBackend`'s (which wraps them).
+  Float-to-integer `as_type` truncates as Nx does, gives 0 for NaN and the type's limits for the
+  infinities, and wraps negative values into unsigned types (Nx's rules); finite values beyond
+  32 bits saturate (Nx.BinaryBackend wraps them). To s64/u64 it runs on the host, and so do the
+  ops whose s64/u64 results may leave 32 bits (add, multiply, sum, shifts left, ...): exact.
 
   ## Callbacks
 
@@ -48,7 +49,8 @@ defmodule Kiln.Backend do
   | `gather` (index rows over any `axes:`), `to_batched` (sliced on the GPU as the stream is read), `bitcast` between f32, s32 and u32 (a WGSL kernel) | GPU (other bitcasts: host) |
   | `indexed_add`, `indexed_put` (repeated indices add up / the last one wins, as Nx's) | GPU: a WGSL scatter kernel of this module's own, one invocation per column of the update rows, so no atomics |
   | `real`, `imag`, `conjugate`, `reduce`, `window_product`, `window_reduce`, `window_scatter_max`, `window_scatter_min`, `triangular_solve`, `fft`, `ifft` | host (`Nx.BinaryBackend`): `fallbacks/0` |
-  | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `lu`, `qr`, `svd`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
+  | `lu`, `qr`, `eigh`, `svd`, `cholesky`, `solve`, `determinant` (optional callbacks) | host: Nx's own implementations on `Nx.BinaryBackend` tensors (loops of small ops, far faster there than one GPU dispatch each) |
+  | optional callbacks not listed (`cumulative_min/max`, `top_k`, `all_close`, `fft2`, ...) | Nx's default implementations, built from the callbacks above |
 
   Every host call emits the `:telemetry` event `[:kiln, :backend, :host]` with the callback's
   name in its metadata (`%{callback: :window_sum}`).
@@ -60,8 +62,10 @@ defmodule Kiln.Backend do
 
   @behaviour Nx.Backend
 
+  # `ref`: the Kiln tensor on the GPU; or, for a type Kiln's GPU types cannot hold (see
+  # "Types"), `ref: nil` and `host`: the tensor's bytes in Nx's layout, on the host.
   @enforce_keys [:ref]
-  defstruct [:ref]
+  defstruct [:ref, :host]
 
   alias Nx.Tensor, as: T
 
@@ -107,8 +111,10 @@ defmodule Kiln.Backend do
   # Wrapping, unwrapping, conversion
 
   defp put(%T{} = out, %Kiln.Tensor{} = k), do: %{out | data: %__MODULE__{ref: k}}
+  defp put_host(%T{} = out, bin) when is_bitstring(bin), do: %{out | data: %__MODULE__{ref: nil, host: bin}}
 
   # The Kiln tensor of `t` in its storage type (a tensor of another backend is uploaded).
+  defp kt(%T{data: %__MODULE__{ref: nil, host: bin}} = t), do: upload(bin, t.type, t.shape)
   defp kt(%T{data: %__MODULE__{ref: r}}), do: r
   defp kt(%T{} = t), do: upload(Nx.to_binary(t), t.type, t.shape)
 
@@ -146,23 +152,47 @@ defmodule Kiln.Backend do
 
   # s64/u64: the two 32-bit halves of each element go up; every high half must be the sign
   # (s64) or zero (u64) of its low half, checked on the GPU with one read back of a bool.
+  # (store/2 keeps a tensor whose values do not fit on the host instead; this raises.)
   defp upload(bin, {k, 64} = type, shape) when k in [:s, :u] do
+    case upload64(bin, type, shape) do
+      {:ok, lo} -> lo
+      # The error path only: find the first value that does not fit, for the message.
+      :no_fit -> to_storage(bin, type)
+    end
+  end
+
+  defp upload(bin, type, shape) do
+    Kiln.from_binary(to_storage(bin, type), storage_type(type), shape)
+  end
+
+  defp upload64(bin, {k, 64} = type, shape) do
     n = div(byte_size(bin), 8)
     halves = Kiln.from_binary(bin, storage_type(type), {n, 2})
     lo = Kiln.slice(halves, 1, 0, 1)
     hi = Kiln.slice(halves, 1, 1, 2)
     want_hi = if k == :s, do: Kiln.right_shift(lo, 31), else: 0
 
-    if n > 0 and Kiln.all(Kiln.equal(hi, want_hi)) |> Kiln.to_number() == 0 do
-      # The error path only: find the first value that does not fit, for the message.
-      to_storage(bin, type)
-    end
-
-    Kiln.reshape(lo, shape)
+    if n > 0 and Kiln.all(Kiln.equal(hi, want_hi)) |> Kiln.to_number() == 0,
+      do: :no_fit,
+      else: {:ok, Kiln.reshape(lo, shape)}
   end
 
-  defp upload(bin, type, shape) do
-    Kiln.from_binary(to_storage(bin, type), storage_type(type), shape)
+  # An Nx tensor's bytes as a Kiln.Backend tensor: on the GPU, or on the host for a type the GPU
+  # cannot hold and for s64/u64 values beyond the 32 bits they are held in there.
+  defp store(%T{type: type, shape: shape} = out, bin) do
+    cond do
+      not supported?(type) ->
+        put_host(out, bin)
+
+      type in [{:s, 64}, {:u, 64}] ->
+        case upload64(bin, type, shape) do
+          {:ok, k} -> put(out, k)
+          :no_fit -> put_host(out, bin)
+        end
+
+      true ->
+        put(out, upload(bin, type, shape))
+    end
   end
 
   # Host conversion of an Nx binary (native endianness, as Nx's) to the storage type's bytes.
@@ -177,6 +207,9 @@ defmodule Kiln.Backend do
   defp to_storage(bin, {:u, 8}), do: for(<<x::8 <- bin>>, into: <<>>, do: <<x::32-native>>)
   defp to_storage(bin, {:f, 64}), do: for(<<x::binary-8 <- bin>>, into: <<>>, do: f64_to_f32!(x))
   defp to_storage(bin, _same), do: bin
+
+  defp fits32?(bin, :s), do: Enum.all?(for(<<x::signed-64-native <- bin>>, do: x in -0x80000000..0x7FFFFFFF))
+  defp fits32?(bin, :u), do: Enum.all?(for(<<x::unsigned-64-native <- bin>>, do: x <= 0xFFFFFFFF))
 
   defp fit32!(x, :s, _) when x >= -0x80000000 and x <= 0x7FFFFFFF, do: <<x::signed-32-native>>
   defp fit32!(x, :u, _) when x >= 0 and x <= 0xFFFFFFFF, do: <<x::unsigned-32-native>>
@@ -242,11 +275,31 @@ defmodule Kiln.Backend do
 
   # Each host call emits the telemetry event [:kiln, :backend, :host] (metadata: callback), so
   # that a user (or a test) can see which calls leave the GPU.
+  # Nx.BinaryBackend runs with itself as the default backend: a function it calls back (reduce's,
+  # window_reduce's) then makes its constants on the host, as that backend expects. An optional
+  # callback that Nx.BinaryBackend lacks (take, cumulative_sum, ...) is the Nx (or Nx.LinAlg)
+  # function of that name on the host tensors: Nx's own implementation from the required
+  # callbacks.
   defp via_binary(name, [out | args]) do
     :telemetry.execute([:kiln, :backend, :host], %{}, %{callback: name})
+    args = Enum.map(args, &to_host/1)
 
-    apply(Nx.BinaryBackend, name, [out | Enum.map(args, &to_host/1)]) |> from_host()
+    Nx.with_default_backend(Nx.BinaryBackend, fn ->
+      cond do
+        function_exported?(Nx.BinaryBackend, name, length(args) + 1) ->
+          apply(Nx.BinaryBackend, name, [out | args])
+
+        function_exported?(Nx, name, length(args)) ->
+          apply(Nx, name, args)
+
+        true ->
+          apply(Nx.LinAlg, name, args)
+      end
+    end)
+    |> from_host()
   end
+
+  defp to_host(%T{data: %__MODULE__{ref: nil, host: bin}} = t), do: %{t | data: %Nx.BinaryBackend{state: bin}}
 
   defp to_host(%T{data: %__MODULE__{}} = t),
     do: %{t | data: %Nx.BinaryBackend{state: to_binary(t, Nx.size(t))}}
@@ -258,9 +311,9 @@ defmodule Kiln.Backend do
 
   defp to_host(other), do: other
 
-  defp from_host(%T{data: %Nx.BinaryBackend{state: bin}} = t) do
-    if supported?(t.type), do: put(t, upload(bin, t.type, t.shape)), else: t
-  end
+  defp from_host(%T{data: %Nx.BinaryBackend{state: bin}} = t), do: store(t, bin)
+
+  defp from_host(%Stream{} = stream), do: Stream.map(stream, &from_host/1)
 
   defp from_host(list) when is_list(list), do: Enum.map(list, &from_host/1)
 
@@ -289,32 +342,60 @@ defmodule Kiln.Backend do
   end
 
   @impl true
+  # An integer wraps to the type's width, as Nx's does (Nx.tensor(-1, type: :u32) is 2^32-1); an
+  # s64/u64 one that does not fit in 32 bits then makes a host-held tensor.
+  def constant(%T{type: {k, b} = type} = out, number, opts) when k in [:s, :u] and is_integer(number) do
+    wrapped = wrap_int(number, k, b)
+    fits? = if k == :s, do: wrapped in -0x80000000..0x7FFFFFFF, else: wrapped in 0..0xFFFFFFFF
+
+    if fits?,
+      do: put(out, Kiln.full(out.shape, wrapped, type: storage_type(type))),
+      else: via_binary(:constant, [out, number, opts])
+  end
+
   def constant(%T{type: type, shape: shape} = out, number, _opts) do
     st = storage_type(type)
     if is_struct(number, Complex), do: raise(ArgumentError, "Kiln.Backend has no complex numbers")
     put(out, Kiln.full(shape, number, type: st) |> fit(type))
   end
 
-  @impl true
-  def from_binary(%T{type: type, shape: shape} = out, binary, _opts),
-    do: put(out, upload(binary, type, shape))
+  defp wrap_int(number, :s, b) do
+    <<v::signed-size(b)>> = <<number::size(b)>>
+    v
+  end
+
+  defp wrap_int(number, :u, b) do
+    <<v::size(b)>> = <<number::size(b)>>
+    v
+  end
 
   @impl true
+  def from_binary(%T{} = out, binary, _opts), do: store(out, binary)
+
+  @impl true
+  def to_binary(%T{data: %__MODULE__{ref: nil}} = t, limit), do: Nx.BinaryBackend.to_binary(to_host(t), limit)
+
   def to_binary(%T{type: type} = t, limit) do
     k = kt(t)
-    n = Nx.size(t)
+    # (The stored elements: a vectorized tensor's Nx.size/1 counts one entry's.)
+    n = Kiln.size(k)
     # Only the first `limit` elements cross the bus (inspect asks for a few of a large tensor).
     k = if limit < n, do: k |> Kiln.reshape({n}) |> Kiln.slice(0, 0, limit), else: k
     k |> Kiln.to_binary() |> from_storage(type)
   end
 
   @impl true
+  def inspect(%T{data: %__MODULE__{ref: nil}} = t, inspect_opts),
+    do: Nx.BinaryBackend.inspect(to_host(t), inspect_opts)
+
   def inspect(%T{} = t, inspect_opts) do
-    limit = if inspect_opts.limit == :infinity, do: Nx.size(t), else: min(Nx.size(t), inspect_opts.limit + 1)
+    n = Kiln.size(kt(t))
+    limit = if inspect_opts.limit == :infinity, do: n, else: min(n, inspect_opts.limit + 1)
     Nx.Backend.inspect(t, to_binary(t, limit), inspect_opts)
   end
 
   @impl true
+  def backend_copy(%T{data: %__MODULE__{ref: nil}} = t, __MODULE__, _opts), do: t
   def backend_copy(%T{} = t, __MODULE__, _opts), do: put(t, Kiln.copy(kt(t)))
   def backend_copy(%T{} = t, backend, opts), do: backend.from_binary(t, to_binary(t, Nx.size(t)), opts)
 
@@ -329,6 +410,8 @@ defmodule Kiln.Backend do
   end
 
   @impl true
+  def backend_deallocate(%T{data: %__MODULE__{ref: nil}}), do: :ok
+
   def backend_deallocate(%T{data: %__MODULE__{ref: k}}) do
     if Kiln.Native.is_freed(k.ref) do
       :already_deallocated
@@ -553,7 +636,8 @@ defmodule Kiln.Backend do
       ax = Kiln.abs(x)
       fl = Kiln.floor(ax)
       r = Kiln.where(Kiln.less(Kiln.subtract(ax, fl), 0.5), fl, up)
-      put(out, Kiln.copysign(r, x))
+      # x's sign, but a result of zero is +0.0 as Nx's (Nx.BinaryBackend rounds to an integer).
+      put(out, Kiln.where(Kiln.equal(r, 0), r, Kiln.copysign(r, x)))
     else
       put(out, kt(t, type))
     end
@@ -591,6 +675,46 @@ defmodule Kiln.Backend do
 
   @impl true
   def as_type(%T{type: type} = out, %T{type: type} = t), do: put(out, kt(t))
+
+  # To a 64-bit integer of the other signedness (s -> u64, u32/u64 -> s64) a value may leave the
+  # 32 bits it is held in (-1 becomes 2^64-1): through the host, whose result store/2 places.
+  def as_type(%T{type: {:u, 64}} = out, %T{type: {:s, _}} = t), do: via_binary(:as_type, [out, t])
+
+  def as_type(%T{type: {:s, 64}} = out, %T{type: {:u, b}} = t) when b >= 32,
+    do: via_binary(:as_type, [out, t])
+
+  # Float to a 64-bit integer: the values may need the 64 bits (host). Float to a narrower one:
+  # truncation, NaN gives 0 and the infinities the type's limits, as Nx's do (Kiln's cast
+  # saturates at its 32-bit type's limits, which differs for the narrow types, negative values
+  # to unsigned ones and NaN); finite values beyond 32 bits still saturate.
+  def as_type(%T{type: {k, 64}} = out, %T{type: {f, _}} = t) when k in [:s, :u] and f in [:f, :bf],
+    do: via_binary(:as_type, [out, t])
+
+  def as_type(%T{type: {k, b} = type} = out, %T{type: {:f, _}} = t) when k in [:s, :u] do
+    x = kt(t)
+
+    {lo, hi} =
+      if k == :s, do: {-Bitwise.bsl(1, b - 1), Bitwise.bsl(1, b - 1) - 1}, else: {0, Bitwise.bsl(1, b) - 1}
+
+    st = storage_type(type)
+    # To an unsigned type a negative value wraps (Nx's -2.7 as u8 is 254): its bits as s32.
+    y =
+      if k == :u,
+        do:
+          Kiln.where(
+            Kiln.less(x, 0),
+            Kiln.Backend.Kernels.bitcast(Kiln.cast(x, {:s, 32}), {:u, 32}),
+            Kiln.cast(x, st)
+          ),
+        else: Kiln.cast(x, st)
+
+    y = fit(y, type)
+    inf = Kiln.is_infinity(x)
+    y = Kiln.where(Kiln.logical_and(inf, Kiln.greater(x, 0)), Kiln.full({}, hi, type: st), y)
+    y = Kiln.where(Kiln.logical_and(inf, Kiln.less(x, 0)), Kiln.full({}, lo, type: st), y)
+    put(out, Kiln.where(Kiln.is_nan(x), Kiln.full({}, 0, type: st), y))
+  end
+
   def as_type(%T{type: type} = out, t), do: put(out, kt(t, type) |> fit(type))
 
   # ---------------------------------------------------------------------------------------------
@@ -625,10 +749,39 @@ defmodule Kiln.Backend do
         via_binary(unquote(op), [out, t, opts])
       else
         gpu(unquote(op), [out, t, opts], fn ->
-          k = Kiln.unquote(op)(kt(t), axis: opts[:axis], keep_axis: opts[:keep_axis] == true)
-          put(out, k |> Kiln.cast(storage_type(out.type)) |> Kiln.reshape(out.shape))
+          put(
+            out,
+            arg_extreme(unquote(op), kt(t), opts)
+            |> Kiln.cast(storage_type(out.type))
+            |> Kiln.reshape(out.shape)
+          )
         end)
       end
+    end
+  end
+
+  # Kiln's argmax/argmin take NaN as the extreme and, of several, the first (numpy's rule); Nx
+  # takes the last NaN (its tests say so): where a float row holds a NaN, the index of its last
+  # one (the first of the reversed row) replaces Kiln's.
+  defp arg_extreme(op, k, opts) do
+    {k, axis} = if opts[:axis] == nil, do: {Kiln.reshape(k, {Kiln.size(k)}), 0}, else: {k, opts[:axis]}
+    keep = opts[:keep_axis] == true
+    idx = apply(Kiln, op, [k, [axis: axis, keep_axis: keep]])
+
+    if elem(k.type, 0) == :f do
+      nan = k |> Kiln.is_nan() |> Kiln.cast({:s, 32})
+      n = elem(k.shape, axis)
+
+      last =
+        Kiln.subtract(
+          n - 1,
+          Kiln.argmax(flip(nan, [axis]), axis: axis, keep_axis: keep) |> Kiln.cast({:s, 32})
+        )
+
+      any = Kiln.any(nan, axes: [axis], keep_axes: keep)
+      Kiln.where(any, last, Kiln.cast(idx, {:s, 32}))
+    else
+      idx
     end
   end
 
@@ -952,6 +1105,17 @@ defmodule Kiln.Backend do
   # ---------------------------------------------------------------------------------------------
   # Everything else: on the host.
 
+  # Nx.LinAlg's decompositions and solvers: Nx's own implementations (loops of small ops, which
+  # on the GPU cost one dispatch and often a read back each: Nx.LinAlg.qr of a 4x4 matrix took
+  # seconds on lavapipe) run on the host tensors, as Nx.BinaryBackend runs them.
+  @linalg [lu: 3, qr: 3, eigh: 3, svd: 3, cholesky: 2, solve: 3, determinant: 2]
+
+  for {name, arity} <- @linalg do
+    args = Macro.generate_arguments(arity, __MODULE__)
+    @impl true
+    def unquote(name)(unquote_splicing(args)), do: via_binary(unquote(name), unquote(args))
+  end
+
   @optional Nx.Backend.behaviour_info(:optional_callbacks)
 
   @fallbacks for(
@@ -970,4 +1134,60 @@ defmodule Kiln.Backend do
 
   @doc "The required callbacks that always run on the host (`Nx.BinaryBackend`), as `{name, arity}`."
   def fallbacks, do: @fallbacks
+
+  # Types the GPU cannot hold (and host-held s64/u64): every callback that computes (all but creation from bytes,
+  # readback and transfer, which handle host-held data themselves) sends a call with such a
+  # tensor, as output or input, to the host, whatever its own implementation would do.
+  @not_computing [
+    init: 1,
+    from_binary: 3,
+    to_binary: 2,
+    inspect: 2,
+    backend_copy: 3,
+    backend_transfer: 3,
+    backend_deallocate: 1,
+    from_pointer: 5,
+    to_pointer: 2
+  ]
+
+  @computing for {name, arity} <- Nx.Backend.behaviour_info(:callbacks),
+                 Module.defines?(__MODULE__, {name, arity}, :def),
+                 {name, arity} not in @not_computing,
+                 do: {name, arity}
+
+  defoverridable @computing
+
+  for {name, arity} <- @computing do
+    args = Macro.generate_arguments(arity, __MODULE__)
+    @impl true
+    def unquote(name)(unquote_splicing(args)) do
+      if host_only?(unquote(name), unquote(args)),
+        do: via_binary(unquote(name), unquote(args)),
+        else: super(unquote_splicing(args))
+    end
+  end
+
+  # Whether any tensor among the arguments (lists of tensors included) has a type the GPU cannot
+  # hold.
+  # Ops whose s64/u64 result may leave the 32 bits it would be computed in on the GPU (which
+  # would wrap it silently): on the host, exact, whatever their inputs' values. Movement,
+  # comparisons, min/max, bitwise and/or/xor, right shifts, division and remainder stay within
+  # their inputs' range and run on the GPU.
+  @wide_overflow [:add, :subtract, :multiply, :pow, :left_shift, :negate, :abs, :bitwise_not, :sum] ++
+                   [:product, :cumulative_sum, :cumulative_product, :dot, :conv, :window_sum] ++
+                   [:window_product, :indexed_add]
+
+  defp host_only?(name, [%T{type: {k, 64}} | _]) when k in [:s, :u] and name in @wide_overflow, do: true
+  defp host_only?(_name, args), do: host_only?(args)
+
+  defp host_only?(args) do
+    Enum.any?(args, fn
+      %T{data: %__MODULE__{ref: nil}} -> true
+      # A host tensor of another backend with 64-bit values beyond 32 bits (it would not upload).
+      %T{type: {k, 64}, data: %Nx.BinaryBackend{state: bin}} when k in [:s, :u] -> not fits32?(bin, k)
+      %T{type: type} -> not supported?(type)
+      list when is_list(list) -> Enum.any?(list, &match?(%T{}, &1)) and host_only?(list)
+      _ -> false
+    end)
+  end
 end

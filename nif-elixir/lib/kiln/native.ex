@@ -1,6 +1,7 @@
 defmodule Kiln.Native do
   @moduledoc false
-  # The NIF boundary. Every function here is replaced by the Rust one from priv/kiln_nif.so
+  # Written by hand but for its marked region (the generated NIFs' names and arities): the
+  # loading and the NIFs of native/src's hand-written files. The NIF boundary. Every function here is replaced by the Rust one from priv/kiln_nif.so
   # (nif-elixir/native). Before loading, the library is checked for the hash of the sources this
   # module was compiled against, so a stale build is refused with a clear message instead of
   # being called with the wrong conventions.
@@ -164,6 +165,7 @@ defmodule Kiln.Native do
     quant_embedding: 4,
     sort: 3,
     argsort: 3,
+    topk: 4,
     searchsorted: 3,
     count_nonzero: 3,
     unique_values: 1,

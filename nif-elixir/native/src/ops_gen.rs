@@ -6,7 +6,7 @@
 // conv2d takes eight arguments with the env (the calling process's session).
 #![allow(clippy::too_many_arguments)]
 
-use crate::{opt_get, tensor_reply, Axes, Dt, Flag, Int, List, Opt, Out, Pair, Reply, Scalar, Shape, TRef, Text};
+use crate::{guard, opt_get, tensor_reply, Axes, Dt, Flag, Int, List, Opt, Out, Pair, Reply, Scalar, Shape, TRef, Text};
 use kiln_core::ops::{self, QuantFormat};
 use rustler::Env;
 
@@ -402,6 +402,16 @@ fn argsort(env: Env<'_>, x: TRef, axis: Int<isize>, descending: Flag) -> Reply<O
     tensor_reply(env, || {
         let x = x.get()?;
         ops::argsort(&x, axis.0, descending.0)
+    })
+}
+
+/// the k largest (or smallest) elements along an axis and their i32 indices, sorted (ties: the lower index first; NaN is the largest, as in sort)
+#[rustler::nif(schedule = "DirtyIo")]
+fn topk(env: Env<'_>, x: TRef, k: Int<usize>, axis: Int<isize>, largest: Flag) -> Reply<Vec<Out>> {
+    guard(env, || {
+        let x = x.get()?;
+        let (values, indices) = ops::topk(&x, k.0, axis.0, largest.0)?;
+        Ok(vec![Out(values), Out(indices)])
     })
 }
 

@@ -25,6 +25,11 @@ pub enum AttentionPath {
     /// where the device has them, D and Dv multiples of 16 up to `FLASH_MAX_D`
     /// ([`uses_flash_coop`](super::uses_flash_coop)).
     FlashCoop,
+    /// f16 flash attention on the native tier (shaders/native/attention_f16_cm2.comp, NV
+    /// cooperative matrix 2): where the device has it and a variant has the head sizes
+    /// ([`uses_attention_native`](super::uses_attention_native)); a mask contiguous along the
+    /// keys with 16-byte strides; no score options.
+    Native,
     /// Split over the key length with a combine pass (`shaders/flash_attention_split.wgsl`):
     /// for few queries against many keys (decode). Any D and Dv.
     SplitKv,
@@ -54,6 +59,8 @@ pub(super) struct Problem<'a> {
     pub(super) flash_fits: bool,
     /// The cooperative-matrix flash kernel takes them.
     pub(super) coop_fits: bool,
+    /// The native-tier kernel takes them (f16, a variant with these head sizes, a mask it reads).
+    pub(super) native_fits: bool,
     /// A soft-cap or window is set ([`ScoreOptions`](super::ScoreOptions)).
     pub(super) scored: bool,
 }
@@ -67,7 +74,21 @@ pub(super) fn matmul_fits(device: &Device, scores: usize) -> bool {
 /// adapter replaced (Auto) or refused (named by the caller). The kernels' own limits (head
 /// sizes, mask, prefix) are checked where they run.
 pub(super) fn choose(path: AttentionPath, p: &Problem) -> Result<AttentionPath> {
-    let Problem { device, lq, lk, d, dv, scores, masked, prefix, matmul_fits, flash_fits, coop_fits, scored } = *p;
+    let Problem {
+        device,
+        lq,
+        lk,
+        d,
+        dv,
+        scores,
+        masked,
+        prefix,
+        matmul_fits,
+        flash_fits,
+        coop_fits,
+        native_fits,
+        scored,
+    } = *p;
     // Measured on the H100 (BENCHMARKS.md): flash beats the matmul path at D = 64 (8.25 vs 7.77
     // TFLOP/s) but not at D = 128 (3.2 vs 10.6: q and the accumulators no longer fit in
     // registers), where it still beats the per-row kernel for scores too big for the matmuls.
@@ -81,6 +102,9 @@ pub(super) fn choose(path: AttentionPath, p: &Problem) -> Result<AttentionPath> 
         // the page's device is lost. Split-KV runs there; on a CPU the flash kernel's
         // workgroup tiling buys nothing anyway.
         AttentionPath::Auto if prefix && device.info().device_type == "Cpu" => AttentionPath::SplitKv,
+        // The native tier has no score options (the next step takes those); `native_fits`
+        // already says whether it reads this mask.
+        AttentionPath::Auto if native_fits && !scored => AttentionPath::Native,
         AttentionPath::Auto if coop_fits => AttentionPath::FlashCoop,
         // A prefix of K and V is read in place only by the kernels that take batch strides.
         AttentionPath::Auto if prefix && flash_fits => AttentionPath::Flash,
@@ -95,7 +119,7 @@ pub(super) fn choose(path: AttentionPath, p: &Problem) -> Result<AttentionPath> 
     };
     // Score options live in the one-row flash and split-KV kernels only.
     let path = match path {
-        AttentionPath::Fused | AttentionPath::Matmul | AttentionPath::FlashCoop if scored => {
+        AttentionPath::Fused | AttentionPath::Matmul | AttentionPath::FlashCoop | AttentionPath::Native if scored => {
             if !auto {
                 return Err(Error::InvalidArgument(format!(
                     "attention: the {path:?} path takes no soft-cap or window (Flash and SplitKv do)"

@@ -186,3 +186,11 @@ pub(super) fn attn_halves() -> bool {
     static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *V.get_or_init(|| std::env::var("KILN_ATTN_HALVES").map(|v| v != "0").unwrap_or(true))
 }
+
+/// `KILN_ATTN_NATIVE=d64s|d64|d64y|d128` forces one variant of the native f16 attention kernel
+/// (shaders/native/attention_f16_cm2.comp; where the device can run it and the head sizes
+/// match), `0` turns the kernel off (the WGSL tier runs); unset, the variant the choice picks.
+pub(super) fn attn_native() -> Option<&'static str> {
+    static ENV: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| std::env::var("KILN_ATTN_NATIVE").ok().map(|v| v.trim().to_string())).as_deref()
+}

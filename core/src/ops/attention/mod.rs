@@ -1,4 +1,4 @@
-//! Scaled dot-product attention, four ways (`AttentionPath`; Auto picks by shape):
+//! Scaled dot-product attention, five ways (`AttentionPath`; Auto picks by shape):
 //! - flash: 64 query rows per workgroup, K/V tiles in workgroup memory, online softmax, causal
 //!   tiles skipped, optional additive mask; no score matrix, so any sequence length. Auto's
 //!   choice for more than `DECODE_MAX_LQ` queries with D, Dv <= 64, with a mask, and for scores
@@ -31,8 +31,12 @@
 //! - fused, one workgroup per query row (`shaders/attention.wgsl`): any D, no mask; Auto's
 //!   choice for small problems with D or Dv over 64, and for D over `FLASH_MAX_D`.
 //!
+//! - native (f16, head size 64 or 128, no mask or score options, where the device was opened with
+//!   NV cooperative matrix 2): the flash loop on the native tier, its softmax on the score
+//!   accumulators (shaders/native/attention_f16_cm2.comp); Auto's first choice where it fits.
+//!
 //! The files, one concern each: `choice` (which path runs), `flash` + `flash_wgsl` (prefill),
-//! `coop` + `coop_wgsl` (f16 flash on cooperative matrices), `decode` + `decode_wgsl` (split-KV
+//! `coop` + `coop_wgsl` (f16 flash on cooperative matrices), `native` (the native tier's kernel), `decode` + `decode_wgsl` (split-KV
 //! and its merge), `fused`, `through_matmul`, `geometry` (the sizes and WGSL every kernel
 //! shares) and `knobs` (every `KILN_*` measurement and tuning knob the paths read: no other
 //! file of attention reads the environment).
@@ -48,6 +52,7 @@ mod flash_wgsl;
 mod fused;
 mod geometry;
 mod knobs;
+mod native;
 mod through_matmul;
 
 use crate::dtype::DType;
@@ -65,6 +70,7 @@ pub use geometry::ScoreOptions;
 use geometry::{Geometry, ATTENTION_COMMON, FLASH_MAX_D, FLASH_PARAMS};
 pub(crate) use knobs::decode_fusion;
 pub use knobs::{with_decode_fusion, with_flash_blocking};
+pub use native::{attention_native_available, attention_native_variants, with_attention_native};
 
 /// softmax(q kᵀ · scale) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv] (leading
 /// dimensions broadcast, numpy style), giving [..., Lq, Dv]. `scale` defaults to 1/sqrt(D).
@@ -94,6 +100,13 @@ pub fn attention_with_mask(
 /// `DECODE_MAX_LQ` queries) the cooperative-matrix flash kernel on `device`.
 pub fn uses_flash_coop(device: &crate::device::Device, d: usize, dv: usize) -> bool {
     coop::pick(device, DType::F16, d, dv).is_some()
+}
+
+/// Whether f16 attention with head sizes `d`, `dv` can take (and Auto takes, without score
+/// options, for more than `DECODE_MAX_LQ` queries) the native-tier kernel on `device` (with a
+/// mask: where its strides suit the kernel's loads, see `native::pick`).
+pub fn uses_attention_native(device: &crate::device::Device, d: usize, dv: usize) -> bool {
+    native::pick(device, DType::F16, d, dv, None).is_some()
 }
 
 /// [`attention_prefix_on_path`] with [`ScoreOptions`] (`kv_len` None: all of K's and V's rows).
@@ -271,6 +284,7 @@ fn attention_impl(
     let matmul_fits = choice::matmul_fits(&device, scores);
     let flash_tile = flash::flash_keys_per_tile(&device, d, dv);
     let flash_coop = coop::pick(&device, dtype, d, dv);
+    let flash_native = native::pick(&device, dtype, d, dv, mask_strides.as_deref());
     let problem = Problem {
         device: &device,
         lq,
@@ -283,6 +297,7 @@ fn attention_impl(
         matmul_fits,
         flash_fits: flash_tile.is_some(),
         coop_fits: flash_coop.is_some(),
+        native_fits: flash_native.is_some(),
         scored: !opts.is_off(),
     };
     let path = choice::choose(path, &problem)?;
@@ -314,6 +329,17 @@ fn attention_impl(
                 ))
             })?;
             coop::run(&geom, c, q, k, v, mask.zip(mask_strides.as_deref()), &out)?;
+            Ok(out)
+        }
+        AttentionPath::Native => {
+            let a = flash_native.ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "attention: the native-tier kernel takes f16 with head sizes it was compiled for (64, 128) on a \
+                     device with NV cooperative matrix 2, and a mask only contiguous along the keys with strides of \
+                     whole 16 bytes; got {dtype}, D {d}, Dv {dv}"
+                ))
+            })?;
+            native::run(&geom, a, q, k, v, mask.zip(mask_strides.as_deref()), &out)?;
             Ok(out)
         }
         AttentionPath::SplitKv => {
