@@ -34,7 +34,9 @@ pub(super) struct NativeAttn {
 /// 89.6-90.7 / 134-136, 16 keys 87.6 / 141, 256 invocations 46.5 / 66.4, 32 rows of 64
 /// invocations 86.9 / 131, 64 rows of 64 invocations 84.6 / 142, row sums by a reduction 94.0 /
 /// 148, V and the next K read before the softmax 73.4 / 100, the last query blocks first
-/// 100.7 / 167 (no change).
+/// 100.7 / 167 (no change), the running max moved only when some row's max passed it by 2^8
+/// (FA4's lazy rescale: a whole-tile max reduction decides, uniformly) 76.9 / 111: the extra
+/// reduction costs more than the rescale it skips.
 const D64S: NativeAttn = NativeAttn { name: "d64s", wg: 128, br: 64, bc: 32, hd: 64, hdv: 64, masked: true };
 /// 64-key tiles (llama.cpp's cm2 flash tile): for the benchmark's A/B.
 const D64: NativeAttn = NativeAttn { name: "d64", wg: 128, br: 64, bc: 64, hd: 64, hdv: 64, masked: false };
