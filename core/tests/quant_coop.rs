@@ -193,7 +193,8 @@ fn fused_swiglu_residual_matches_reference() {
     let dev = kiln_core::device().unwrap();
     let mut rng = Rng::new(304);
     let shapes: &[(usize, usize, usize)] =
-        if coop { &[(17, 8, 32), (40, 24, 96), (130, 200, 64), (600, 4096, 64)] } else { &[(17, 8, 32), (40, 24, 96)] };
+        // 12 and 16 rows: batched decode's band products with SwiGLU after them (split K at 2048).
+        if coop { &[(17, 8, 32), (40, 24, 96), (130, 200, 64), (600, 4096, 64), (12, 24, 128), (16, 260, 2048)] } else { &[(17, 8, 32), (40, 24, 96)] };
     for f in [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K, QuantFormat::Q5_K] {
         for &(m, n, k) in shapes {
             let k = if f.block_len() == 256 { k.div_ceil(256) * 256 } else { k };

@@ -202,7 +202,8 @@ pub enum EpilogueFusion {
     /// Folded where measured faster: SwiGLU on tilings of at most 2 x 2 accumulators per
     /// subgroup (H200, GPU ms per 512-token prefill: SmolLM2's gate/up 1.60 -> 1.37, while on
     /// the 128 x 128 tiles Llama-3.2-1B's went 5.40 -> 6.23, measured before the store was
-    /// unrolled), the residual everywhere (SmolLM2 down 1.36 -> 1.27, o 0.78 -> 0.72).
+    /// unrolled) except for x of at most 16 rows (a one-band product with split K, then SwiGLU),
+    /// the residual everywhere (SmolLM2 down 1.36 -> 1.27, o 0.78 -> 0.72).
     #[default]
     Auto,
     /// Folded wherever the kernel takes the product.
@@ -227,8 +228,16 @@ pub(crate) fn fuses(
     {
         return false;
     }
-    let small = pick_for(device, m, n, k, kernel, epi.swiglu).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
-    policy == EpilogueFusion::Fused || !epi.swiglu || small
+    if policy == EpilogueFusion::Fused || !epi.swiglu {
+        return true;
+    }
+    // x of at most one band's rows (batched decode): the product on a one-band tiling (with
+    // split K) and SwiGLU after it beat SwiGLU folded into the 64 x 64 tiles it needs (measured
+    // on the H200, 16 rows by Llama-3.2-1B's gate/up: 52.8 us folded; 36.8 us for the band
+    // product alone before split K).
+    let band = pick_for(device, m, n, k, kernel, false).is_some_and(|t| t.coop.bm() == 16);
+    let small = pick_for(device, m, n, k, kernel, true).is_some_and(|t| t.coop.tm * t.coop.tn <= 4);
+    small && !band
 }
 
 /// Runs the product of x [m, k] by W [n, k] into `out` on cooperative matrices, with `epi`
