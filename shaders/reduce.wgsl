@@ -24,35 +24,9 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> out: array<{{O}}>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-// v: the running value; i: the position of the winner along the reduced run (max/min family).
-struct Acc {
-    v: {{A}},
-    i: u32,
-}
-
+{{ORDER}}
 fn load(k: u32) -> {{A}} {
     return {{A}}({{LOADX}});
-}
-
-fn is_nan(v: {{A}}) -> bool {
-    {{ISNAN}}
-}
-
-// Whether b replaces a in the max/min family: NaN wins (numpy propagates it), then the larger
-// (smaller) value, then the lower position (first occurrence).
-fn takes(a: Acc, b: Acc) -> bool {
-    let an = is_nan(a.v);
-    let bn = is_nan(b.v);
-    if (an || bn) {
-        if (an && bn) {
-            return b.i < a.i;
-        }
-        return bn;
-    }
-    if (b.v != a.v) {
-        return b.v {{CMP}} a.v;
-    }
-    return b.i < a.i;
 }
 
 fn combine(a: Acc, b: Acc) -> Acc {
@@ -123,8 +97,9 @@ fn {{ROW_ENTRY}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let len = min(p.chunk, p.r - start);
     let base = (g / p.nchunks) * p.r + start;
 {{ROW_BODY}}
+    // Positions are within the piece: a split arg reduction's partial is the run's position.
     if (lid == 0u) {
-        out[g] = result(a);
+        out[g] = result(Acc(a.v, a.i + start));
     }
 }
 
@@ -140,5 +115,5 @@ fn {{COL_ENTRY}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     let base = ((q / p.nchunks) * p.r + start) * p.inner + t % p.inner;
     let stride = p.inner;
 {{COL_BODY}}
-    out[t] = result(a);
+    out[t] = result(Acc(a.v, a.i + start));
 }

@@ -150,6 +150,11 @@ fn argmax_argmin_match_reference() {
         (&[5, 600], Some(1)),
         (&[300, 3], Some(0)),
         (&[], None),
+        // Split into pieces (rows and columns): stage 2 picks among the pieces' winners.
+        (&[2, 20011], Some(1)),
+        (&[40009], None),
+        (&[97, 5, 3], Some(0)),
+        (&[70, 8], Some(0)),
     ];
     for dt in dtypes() {
         for &(shape, axis) in cases {
@@ -193,6 +198,40 @@ fn nan_propagates_through_max_and_argmax() {
     assert_eq!(want, vec![1.0, 1.0]);
     assert_eq!(ops::argmax(&x, Some(1), false).unwrap().to_f64_vec().unwrap(), want);
     assert_eq!(ops::argmin(&x, None, false).unwrap().to_vec::<i32>().unwrap(), vec![1]);
+}
+
+/// Split argmax/argmin (runs long enough for pieces): the winner's value appears in several
+/// pieces (the first position must win), NaN only in a late piece or in two (the first NaN),
+/// every value -inf or equal, +0 against -0 (equal: the first), subnormals, f16 too.
+#[test]
+fn split_arg_reductions_keep_the_first_winner() {
+    poison();
+    let n = 3 * 16411;
+    let sub = f32::from_bits(3) as f64;
+    let rows: Vec<(&str, Vec<f64>)> = vec![
+        ("ties across pieces", (0..n).map(|j| if j % 9000 == 8999 { 2.0 } else { (j % 97) as f64 / 97.0 }).collect()),
+        ("nan late", (0..n).map(|j| if j == n - 5 { f64::NAN } else { (j % 13) as f64 }).collect()),
+        ("two nans", (0..n).map(|j| if j == 20000 || j == 9 * n / 10 { f64::NAN } else { -((j % 13) as f64) }).collect()),
+        ("all -inf", vec![f64::NEG_INFINITY; n]),
+        ("all equal", vec![0.25; n]),
+        ("signed zeros", (0..n).map(|j| if j % 2 == 0 { -0.0 } else { 0.0 }).collect()),
+        ("subnormals", (0..n).map(|j| if j % 7000 == 6999 { sub } else { -sub }).collect()),
+    ];
+    for dt in [DType::F32, DType::F16].into_iter().filter(|d| *d != DType::F16 || has_f16()) {
+        for (what, xv) in &rows {
+            for (shape, axis) in [(vec![n], None), (vec![1, n], Some(1)), (vec![n / 3, 3], Some(0))] {
+                let x = Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(dt, xv), &shape, dt).unwrap();
+                let xv = x.to_f64_vec().unwrap();
+                for (name, got, want) in [
+                    ("argmax", ops::argmax(&x, axis, false), cpu::argmax(&xv, &shape, axis, false)),
+                    ("argmin", ops::argmin(&x, axis, false), cpu::argmin(&xv, &shape, axis, false)),
+                ] {
+                    let (want, _) = want.unwrap();
+                    assert_eq!(got.unwrap().to_f64_vec().unwrap(), want, "{name} {what} {dt} {shape:?}");
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -11,6 +11,10 @@ use crate::tensor::Tensor;
 use crate::{exec::grid, Error, Result};
 
 const TEMPLATE: &str = include_str!("../../../shaders/reduce.wgsl");
+/// The max/min family's order (`Acc`, `is_nan`, `takes`), rendered into both kernels below.
+const ORDER: &str = include_str!("../../../shaders/reduce_order.wgsl");
+/// Stage 2 of a split argmax/argmin.
+const ARG_PICK: &str = include_str!("../../../shaders/reduce_arg_pick.wgsl");
 
 /// Runs shorter than this (with inner == 1) use one thread per row instead of a workgroup.
 const ROW_MIN: usize = 32;
@@ -171,6 +175,15 @@ fn reduce_as(
         // Stage 1: each piece of each run folds into an f32 (or integer) partial; stage 2 folds
         // the partials of [outer, pieces, inner] over the middle axis, dividing by the whole run.
         let nchunks = p.r.div_ceil(chunk);
+        if matches!(op, Op::ArgMax | Op::ArgMin) {
+            // Stage 1 writes each piece's winning position along the run; stage 2 reads those
+            // positions' values back and keeps the winner by the same order.
+            let partial = Tensor::empty_on(&device, &[p.outer, nchunks, p.inner], DType::I32)?;
+            launch(op, src, &p, row, chunk, &partial, 1.0)?;
+            let out = Tensor::empty_on(&device, &oshape, odt)?;
+            arg_pick(op, src, &partial, &p, nchunks, &out)?;
+            return Ok(out);
+        }
         let part_dt = if dt.is_float() { DType::F32 } else { dt };
         let partial = Tensor::empty_on(&device, &[p.outer, nchunks, p.inner], part_dt)?;
         let stage1 = if op == Op::Mean { Op::Sum } else { op };
@@ -183,10 +196,13 @@ fn reduce_as(
     Ok(out)
 }
 
-/// Whether to split each run into pieces, and the piece length: only for the ops whose partial
-/// results fold with the same operation, when there are too few outputs to fill the GPU.
+/// Whether to split each run into pieces, and the piece length: for every op but var (two passes
+/// over the run), when there are too few outputs to fill the GPU. Partial sums, products, maxima
+/// and minima fold with the same op; argmax/argmin's partial positions through `arg_pick`.
+/// (H200: greedy decoding's argmax over a 128,256-token vocabulary, 16 rows, took 192 us on one
+/// workgroup a row.)
 fn split(op: Op, p: &Plan, row: bool) -> Option<usize> {
-    if !matches!(op, Op::Sum | Op::Prod | Op::Mean | Op::Max | Op::Min) {
+    if op == Op::Var {
         return None;
     }
     // (outputs, shortest run worth splitting, shortest piece, threads or workgroups to aim for)
@@ -205,8 +221,7 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     let dt = src.dtype();
     let odt = out.dtype();
     let nchunks = p.r.div_ceil(chunk.max(1)).max(1);
-    let acc = if dt.is_float() { "f32" } else { dt.wgsl() };
-    let isnan = if dt.is_float() { "return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;" } else { "return false;" };
+    let (acc, isnan, cmp) = order_vars(op, dt);
     let combine = match op {
         Op::ArgMax | Op::ArgMin => "if (takes(a, b)) {\n        return b;\n    }\n    return a;",
         // Values only: the first NaN wins, else the larger (smaller) value; no position ties.
@@ -251,7 +266,6 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
         (rows, groups_1d(&device, rows)?)
     };
     let params = Params::new().u32(rows).u32(p.r).u32(p.inner).f32(denom).u32(chunk).u32(nchunks).u32(0).u32(0);
-    let cmp = if op.largest() { ">" } else { "<" };
     // Rows of 4-byte values whose runs and pieces are whole vec4s are read 16 bytes at a time
     // (positions stay exact, so max/min ties still resolve in order; argmax/argmin keep the
     // scalar loop).
@@ -293,6 +307,7 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
             render(
                 TEMPLATE,
                 &[
+                    ("ORDER", ORDER),
                     ("ENABLE", enables(&[dt, odt])),
                     ("T", dt.wgsl()),
                     ("O", odt.wgsl()),
@@ -316,6 +331,43 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
         tensors: &[src, out],
         params: Some(params),
         groups,
+    }
+    .run(&device)
+}
+
+/// reduce_order.wgsl's placeholders: the accumulator type (f32 for floats, f16 data included),
+/// the NaN test, and the comparison that wins (max family `>`, min family `<`).
+fn order_vars(op: Op, dt: DType) -> (&'static str, &'static str, &'static str) {
+    let acc = if dt.is_float() { "f32" } else { dt.wgsl() };
+    let isnan = if dt.is_float() { "return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;" } else { "return false;" };
+    (acc, isnan, if op.largest() { ">" } else { "<" })
+}
+
+/// Stage 2 of a split argmax/argmin (shaders/reduce_arg_pick.wgsl): one workgroup per output
+/// keeps the winner among its `pieces` partial positions.
+fn arg_pick(op: Op, src: &Tensor, partial: &Tensor, p: &Plan, pieces: usize, out: &Tensor) -> Result<()> {
+    let device = src.device().clone();
+    let dt = src.dtype();
+    let (acc, isnan, cmp) = order_vars(op, dt);
+    let outputs = p.outer * p.inner;
+    Launch {
+        key: format!("reduce_arg_pick:{}:{dt}", op.name()),
+        source: Box::new(move || {
+            render(
+                ARG_PICK,
+                &[
+                    ("ORDER", ORDER),
+                    ("ENABLE", enables(&[dt])),
+                    ("T", dt.wgsl()),
+                    ("A", acc),
+                    ("ISNAN", isnan),
+                    ("CMP", cmp),
+                ],
+            )
+        }),
+        tensors: &[src, partial, out],
+        params: Some(Params::new().u32(outputs).u32(p.r).u32(p.inner).u32(pieces)),
+        groups: grid(outputs as u64, device.limits().max_compute_workgroups_per_dimension)?,
     }
     .run(&device)
 }
