@@ -223,6 +223,9 @@ def main():
     for dt, name in [(torch.float32, "matmul_f32"), (torch.float16, "matmul_f16")]:
         a, bm = pair([mm, mm], dt, 11), pair([mm, mm], dt, 13)
         benches.append((name, f"{mm}x{mm}x{mm}", 0, 2.0 * mm**3, lambda i, a=a, bm=bm: a[i % 2] @ bm[i % 2]))
+    r = 200 if quick else 4000
+    ar, bmr = pair([r, r], torch.float16, 11), pair([r, r], torch.float16, 13)
+    benches.append(("matmul_f16_ragged", f"{r}x{r}x{r}", 0, 2.0 * r**3, lambda i: ar[i % 2] @ bmr[i % 2]))
     bt, n = (4, 128) if quick else (32, 1024)
     a, bm = pair([bt, n, n], seed=15), pair([bt, n, n], seed=17)
     benches.append(("matmul_batched_f32", f"{bt}x{n}x{n}x{n}", 0, 2.0 * bt * n**3, lambda i: a[i % 2] @ bm[i % 2]))

@@ -9,6 +9,12 @@ fn is_nan(v: {{A}}) -> bool {
     {{ISNAN}}
 }
 
+// A key that orders floats exactly from their bits (an adapter may flush subnormal operands of
+// a float comparison: NVIDIA's does), +0 and -0 equal; integers are their own key.
+fn ord(v: {{A}}) -> {{KEY}} {
+    {{ORD}}
+}
+
 // Whether b replaces a in the max/min family: NaN wins (numpy propagates it), then the larger
 // (smaller) value, then the lower position (first occurrence).
 fn takes(a: Acc, b: Acc) -> bool {
@@ -20,8 +26,10 @@ fn takes(a: Acc, b: Acc) -> bool {
         }
         return bn;
     }
-    if (b.v != a.v) {
-        return b.v {{CMP}} a.v;
+    let ka = ord(a.v);
+    let kb = ord(b.v);
+    if (kb != ka) {
+        return kb {{CMP}} ka;
     }
     return b.i < a.i;
 }

@@ -149,6 +149,19 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
         });
     }
+    // f16 with M and N not multiples of any tile (but of 8): the edge tiles' path (issue 30).
+    if kiln_core::device()?.has_f16() {
+        let r = if quick { 200 } else { 4000 };
+        let a = pair(&[r, r], DType::F16, 11)?;
+        let bm = pair(&[r, r], DType::F16, 13)?;
+        v.push(Bench {
+            name: "matmul_f16_ragged",
+            size: format!("{r}x{r}x{r}{}", f16_path(&a[0], &bm[0], r, r, r)?),
+            bytes: 0.0,
+            flops: 2.0 * (r as f64).powi(3),
+            run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
+        });
+    }
     {
         let (bt, n) = if quick { (4, 128) } else { (32, 1024) };
         let a = pair(&[bt, n, n], DType::F32, 15)?;

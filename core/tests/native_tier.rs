@@ -160,6 +160,8 @@ fn native_matmul_ragged_shapes_match_the_reference() {
         // (whole tiles inside M x N, at batch offsets) next to clamped edge tiles, broadcast too.
         exact_case(&mut rng, &[2, 300, 128], &[2, 128, 264], tiling);
         exact_case(&mut rng, &[3, 1, 260, 64], &[1, 2, 64, 520], tiling);
+        // One A for every batch of B (conv2d 1x1's w @ x[n]), ragged M and N, K below BK.
+        exact_case(&mut rng, &[136, 24], &[3, 24, 200], tiling);
     }
 }
 

@@ -211,7 +211,10 @@ fn split_arg_reductions_keep_the_first_winner() {
     let rows: Vec<(&str, Vec<f64>)> = vec![
         ("ties across pieces", (0..n).map(|j| if j % 9000 == 8999 { 2.0 } else { (j % 97) as f64 / 97.0 }).collect()),
         ("nan late", (0..n).map(|j| if j == n - 5 { f64::NAN } else { (j % 13) as f64 }).collect()),
-        ("two nans", (0..n).map(|j| if j == 20000 || j == 9 * n / 10 { f64::NAN } else { -((j % 13) as f64) }).collect()),
+        (
+            "two nans",
+            (0..n).map(|j| if j == 20000 || j == 9 * n / 10 { f64::NAN } else { -((j % 13) as f64) }).collect(),
+        ),
         ("all -inf", vec![f64::NEG_INFINITY; n]),
         ("all equal", vec![0.25; n]),
         ("signed zeros", (0..n).map(|j| if j % 2 == 0 { -0.0 } else { 0.0 }).collect()),
@@ -228,6 +231,19 @@ fn split_arg_reductions_keep_the_first_winner() {
                 ] {
                     let (want, _) = want.unwrap();
                     assert_eq!(got.unwrap().to_f64_vec().unwrap(), want, "{name} {what} {dt} {shape:?}");
+                }
+                // The values too, bit for bit (the sign of a zero, NaN as NaN).
+                let ax: Option<&[isize]> = axis.as_ref().map(std::slice::from_ref);
+                for (name, got, want) in [
+                    ("max", ops::max(&x, ax, false), cpu::max(&xv, &shape, ax, false)),
+                    ("min", ops::min(&x, ax, false), cpu::min(&xv, &shape, ax, false)),
+                ] {
+                    let (want, _) = want.unwrap();
+                    let got = got.unwrap().to_f64_vec().unwrap();
+                    let bits = |v: &[f64]| {
+                        v.iter().map(|f| if f.is_nan() { u64::MAX } else { f.to_bits() }).collect::<Vec<_>>()
+                    };
+                    assert_eq!(bits(&got), bits(&want), "{name} {what} {dt} {shape:?}: {got:?} vs {want:?}");
                 }
             }
         }

@@ -17,13 +17,14 @@
 // must be a multiple of 16, which the batch offsets M*K, K*N, M*N times 2 are not for ragged
 // shapes. This module bypasses naga (wgpu's passthrough shaders); only Kiln's kernels run this way.
 //
-// Interior tiles (FAST=1): a workgroup whose whole tile lies inside M x N, where K is a multiple
-// of BK and K and N of 8 (so every row and batch offset is 16-byte aligned), takes a path with
-// no clamping at all: 2-D layouts in clamp mode Undefined over one matrix at an element offset,
-// strides and offsets masked to multiples of 8 so the compiler can prove that alignment, and
-// the K loop unrolled UNROLL steps at a time so the driver can overlap loads with products
-// (llama.cpp's mul_mm_cm2 does the same). Every access there is inside the operands by the
-// condition that chose the path. The other workgroups (and FAST=0) take the clamped path.
+// FAST=1, where K and N are multiples of 8 (so every row and batch offset is 16-byte aligned):
+// 2-D layouts over one matrix at an element offset, strides and offsets masked to multiples of
+// 8 so the compiler can prove that alignment, the K loop unrolled UNROLL steps at a time so the
+// driver can overlap loads with products (llama.cpp's mul_mm_cm2 does the same). A workgroup
+// whose whole tile lies inside M x N, with K a multiple of BK, uses clamp mode Undefined (every
+// access is inside the operands by that condition); the others (ragged edges) clamp mode
+// Constant on the same 2-D layouts. FAST=0, and K or N not multiples of 8: the 3-D clamped
+// layouts below.
 //
 // Variant defines: WG invocations per workgroup, BM x BN output tile, K steps of BK, FAST.
 #version 450
@@ -84,45 +85,76 @@ void main() {
     coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
 
+// The K loop over layouts la (M x K) and lb (K x N), unrolled UNROLL steps at a time so the
+// driver can overlap loads with products (llama.cpp's mul_mm_cm2 does the same).
+#define K_LOOP(la, lb, ao, bo, steps)                                                          \
+    {                                                                                          \
+        uint s = 0u;                                                                           \
+        for (; s + UNROLL <= steps; s += UNROLL) {                                             \
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {                                    \
+                uint k0 = (s + u) * BK;                                                        \
+                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;               \
+                coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;               \
+                coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));     \
+                coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));     \
+                acc = coopMatMulAdd(fa, fb, acc);                                              \
+            }                                                                                  \
+        }                                                                                      \
+        for (; s < steps; s++) {                                                               \
+            uint k0 = s * BK;                                                                  \
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;                   \
+            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;                   \
+            coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));         \
+            coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));         \
+            acc = coopMatMulAdd(fa, fb, acc);                                                  \
+        }                                                                                      \
+    }
+
 #if FAST
+    // Where K and N are multiples of 8, every row and batch offset is 16-byte aligned (the
+    // offsets are whole matrices: M*K, K*N, M*N halves), so each operand can be a 2-D layout at
+    // an element offset; the masks tell the compiler the strides and offsets are multiples of 8.
     // Uniform over the workgroup (sizes and the workgroup's tile only).
-    if (row0 + BM <= p.m && col0 + BN <= p.n && p.k > 0u && p.k % BK == 0u && p.k % 8u == 0u && p.n % 8u == 0u) {
-        // Equal to K, N and the offsets under the condition above; the masks tell the compiler
-        // they are multiples of 8 halves. The offsets are whole matrices (M*K, K*N, M*N halves).
+    if (p.k > 0u && p.k % 8u == 0u && p.n % 8u == 0u) {
         uint sk = p.k & ~7u;
         uint sn = p.n & ~7u;
         uint ao = aoff & ~7u;
         uint bo = boff & ~7u;
         uint co = (bi * p.m * p.n) & ~7u;
-        tensorLayoutNV<2> la = createTensorLayoutNV(2);
-        la = setTensorLayoutDimensionNV(la, p.m, sk);
-        la = setTensorLayoutStrideNV(la, sk, 1u);
-        tensorLayoutNV<2> lb = createTensorLayoutNV(2);
-        lb = setTensorLayoutDimensionNV(lb, sk, sn);
-        lb = setTensorLayoutStrideNV(lb, sn, 1u);
-        uint steps = p.k / BK;
-        uint s = 0u;
-        for (; s + UNROLL <= steps; s += UNROLL) {
-            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-                uint k0 = (s + u) * BK;
-                coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
-                coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
-                coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));
-                coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
-                acc = coopMatMulAdd(fa, fb, acc);
-            }
+        uint steps = (p.k + BK - 1u) / BK;
+        if (row0 + BM <= p.m && col0 + BN <= p.n && p.k % BK == 0u) {
+            // Interior tile: clamp mode Undefined (no bounds work at all); every access is
+            // inside the operands by this condition.
+            tensorLayoutNV<2> la = createTensorLayoutNV(2);
+            la = setTensorLayoutDimensionNV(la, p.m, sk);
+            la = setTensorLayoutStrideNV(la, sk, 1u);
+            tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+            lb = setTensorLayoutDimensionNV(lb, sk, sn);
+            lb = setTensorLayoutStrideNV(lb, sn, 1u);
+            K_LOOP(la, lb, ao, bo, steps)
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+                coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+            tensorLayoutNV<2> lc = createTensorLayoutNV(2);
+            lc = setTensorLayoutDimensionNV(lc, p.m, sn);
+            lc = setTensorLayoutStrideNV(lc, sn, 1u);
+            coopMatStoreTensorNV(h, c, co, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+            return;
+        } else {
+            // Edge tile (ragged M, N or K): the same 2-D layouts in clamp mode Constant, which
+            // read 0 past M, N and K and drop stores past M x N (the 3-D layouts below, with
+            // the batch as a dimension, measured 16 TFLOP/s on the H200 against 230 inside).
+            tensorLayoutNV<2, CLAMP> la = createTensorLayoutNV(2, CLAMP);
+            la = setTensorLayoutDimensionNV(la, p.m, sk);
+            la = setTensorLayoutStrideNV(la, sk, 1u);
+            tensorLayoutNV<2, CLAMP> lb = createTensorLayoutNV(2, CLAMP);
+            lb = setTensorLayoutDimensionNV(lb, sk, sn);
+            lb = setTensorLayoutStrideNV(lb, sn, 1u);
+            K_LOOP(la, lb, ao, bo, steps)
         }
-        for (; s < steps; s++) {
-            uint k0 = s * BK;
-            coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
-            coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
-            coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));
-            coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
-            acc = coopMatMulAdd(fa, fb, acc);
-        }
+        // Edge tiles store through the clamped layout.
         coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
             coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
-        tensorLayoutNV<2> lc = createTensorLayoutNV(2);
+        tensorLayoutNV<2, CLAMP> lc = createTensorLayoutNV(2, CLAMP);
         lc = setTensorLayoutDimensionNV(lc, p.m, sn);
         lc = setTensorLayoutStrideNV(lc, sn, 1u);
         coopMatStoreTensorNV(h, c, co, sliceTensorLayoutNV(lc, row0, BM, col0, BN));

@@ -221,13 +221,15 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     let dt = src.dtype();
     let odt = out.dtype();
     let nchunks = p.r.div_ceil(chunk.max(1)).max(1);
-    let (acc, isnan, cmp) = order_vars(op, dt);
+    let order = order_vars(op, dt);
+    let acc = order[0].1;
     let combine = match op {
         Op::ArgMax | Op::ArgMin => "if (takes(a, b)) {\n        return b;\n    }\n    return a;",
-        // Values only: the first NaN wins, else the larger (smaller) value; no position ties.
+        // Values only: the first NaN wins, else the larger (smaller) value by `ord` (exact on
+        // subnormals; of equal values, +0 and -0 included, the first); no position ties.
         // Branch-free (select), so the unrolled fold stays straight-line.
-        Op::Max => "return Acc(select(select(max(a.v, b.v), b.v, is_nan(b.v)), a.v, is_nan(a.v)), 0u);",
-        Op::Min => "return Acc(select(select(min(a.v, b.v), b.v, is_nan(b.v)), a.v, is_nan(a.v)), 0u);",
+        Op::Max => "return Acc(select(select(a.v, b.v, ord(b.v) > ord(a.v) || is_nan(b.v)), a.v, is_nan(a.v)), 0u);",
+        Op::Min => "return Acc(select(select(a.v, b.v, ord(b.v) < ord(a.v) || is_nan(b.v)), a.v, is_nan(a.v)), 0u);",
         Op::Prod => "return Acc(a.v * b.v, 0u);",
         _ => "return Acc(a.v + b.v, 0u);",
     };
@@ -304,29 +306,25 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
     Launch {
         key: format!("reduce:{}:{dt}:{odt}:{}:{vec4}", op.name(), if row { "row" } else { "col" }),
         source: Box::new(move || {
-            render(
-                TEMPLATE,
-                &[
-                    ("ORDER", ORDER),
-                    ("ENABLE", enables(&[dt, odt])),
-                    ("T", dt.wgsl()),
-                    ("O", odt.wgsl()),
-                    ("A", acc),
-                    ("ISNAN", isnan),
-                    ("CMP", cmp),
-                    ("COMBINE", combine),
-                    ("ELEM", elem),
-                    ("INIT", &init),
-                    ("RESULT", &result),
-                    ("ROW_ENTRY", row_entry),
-                    ("ROW_LOOP", &row_loop),
-                    ("XT", &xt),
-                    ("LOADX", loadx),
-                    ("COL_ENTRY", col_entry),
-                    ("ROW_BODY", row_body),
-                    ("COL_BODY", col_body),
-                ],
-            )
+            let mut vars = vec![("ORDER", ORDER)];
+            vars.extend(order);
+            vars.extend([
+                ("ENABLE", &enables(&[dt, odt])[..]),
+                ("T", dt.wgsl()),
+                ("O", odt.wgsl()),
+                ("COMBINE", combine),
+                ("ELEM", elem),
+                ("INIT", &init),
+                ("RESULT", &result),
+                ("ROW_ENTRY", row_entry),
+                ("ROW_LOOP", &row_loop),
+                ("XT", &xt),
+                ("LOADX", loadx),
+                ("COL_ENTRY", col_entry),
+                ("ROW_BODY", row_body),
+                ("COL_BODY", col_body),
+            ]);
+            render(TEMPLATE, &vars)
         }),
         tensors: &[src, out],
         params: Some(params),
@@ -337,10 +335,24 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
 
 /// reduce_order.wgsl's placeholders: the accumulator type (f32 for floats, f16 data included),
 /// the NaN test, and the comparison that wins (max family `>`, min family `<`).
-fn order_vars(op: Op, dt: DType) -> (&'static str, &'static str, &'static str) {
-    let acc = if dt.is_float() { "f32" } else { dt.wgsl() };
-    let isnan = if dt.is_float() { "return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;" } else { "return false;" };
-    (acc, isnan, if op.largest() { ">" } else { "<" })
+fn order_vars(op: Op, dt: DType) -> [(&'static str, &'static str); 5] {
+    let cmp = if op.largest() { ">" } else { "<" };
+    if dt.is_float() {
+        [
+            ("A", "f32"),
+            ("ISNAN", "return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;"),
+            ("CMP", cmp),
+            ("KEY", "i32"),
+            // Positive floats order as their bits; negative ones with the magnitude bits flipped.
+            (
+                "ORD",
+                "let b = bitcast<i32>(v);\n    if ((b & 0x7fffffff) == 0) {\n        return 0;\n    }\n    \
+                 return select(b, b ^ 0x7fffffff, b < 0);",
+            ),
+        ]
+    } else {
+        [("A", dt.wgsl()), ("ISNAN", "return false;"), ("CMP", cmp), ("KEY", dt.wgsl()), ("ORD", "return v;")]
+    }
 }
 
 /// Stage 2 of a split argmax/argmin (shaders/reduce_arg_pick.wgsl): one workgroup per output
@@ -348,22 +360,16 @@ fn order_vars(op: Op, dt: DType) -> (&'static str, &'static str, &'static str) {
 fn arg_pick(op: Op, src: &Tensor, partial: &Tensor, p: &Plan, pieces: usize, out: &Tensor) -> Result<()> {
     let device = src.device().clone();
     let dt = src.dtype();
-    let (acc, isnan, cmp) = order_vars(op, dt);
+    let order = order_vars(op, dt);
     let outputs = p.outer * p.inner;
     Launch {
         key: format!("reduce_arg_pick:{}:{dt}", op.name()),
         source: Box::new(move || {
-            render(
-                ARG_PICK,
-                &[
-                    ("ORDER", ORDER),
-                    ("ENABLE", enables(&[dt])),
-                    ("T", dt.wgsl()),
-                    ("A", acc),
-                    ("ISNAN", isnan),
-                    ("CMP", cmp),
-                ],
-            )
+            let enable = enables(&[dt]);
+            let mut vars = vec![("ORDER", ORDER)];
+            vars.extend(order);
+            vars.extend([("ENABLE", &enable[..]), ("T", dt.wgsl())]);
+            render(ARG_PICK, &vars)
         }),
         tensors: &[src, partial, out],
         params: Some(Params::new().u32(outputs).u32(p.r).u32(p.inner).u32(pieces)),
