@@ -41,8 +41,11 @@ fn probe_picks_the_tier_it_reports() {
     assert_eq!(ops::matmul_tier(&dev, DType::F32, 4096, 4096, 4096), Tier::Wgsl);
     assert_eq!(ops::matmul_tier(&dev, DType::F16, 1, 4096, 4096), Tier::Wgsl);
     if std::env::var("KILN_NATIVE_TILES").is_err() {
-        // Outside the measured class (small, or K / N not multiples of 8): the WGSL tier.
-        assert_eq!(ops::matmul_tier(&dev, DType::F16, 256, 256, 256), Tier::Wgsl);
+        // Outside the measured class (small, or K / N not multiples of 8): the WGSL tier;
+        // from 128x128 NV cooperative matrix 2's 128x128 tiling (cm2_m) where it runs.
+        assert_eq!(ops::matmul_tier(&dev, DType::F16, 100, 256, 256), Tier::Wgsl);
+        let mid = ops::native_tiling_available(&dev, "cm2_m");
+        assert_eq!(ops::native_tiling_for(&dev, 256, 256, 256), mid.then_some("cm2_m"));
         // K not a multiple of 8: only NV cooperative matrix 2's clamped loads take it (its
         // default tile, cm2_l32: the fastest measured on the H200).
         let ragged = ops::matmul_tier(&dev, DType::F16, 4096, 4096, 4095);
@@ -277,6 +280,7 @@ fn matmul_default_tier_is_exact_on_ragged_shapes() {
         (vec![600, 17], vec![17, 515]),
         (vec![2, 512, 24], vec![2, 24, 513]),
         (vec![17, 15], vec![15, 4097]),
+        (vec![136, 24], vec![3, 24, 200]),
     ] {
         let ints = |rng: &mut Rng, n: usize| -> Vec<f64> { (0..n).map(|_| rng.int(-3, 3) as f64).collect() };
         let av = ints(&mut rng, sa.iter().product());

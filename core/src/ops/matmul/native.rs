@@ -76,6 +76,10 @@ const DEFAULT_LARGE: NativeTiles = L1;
 /// 238.3, cm2_m 230.3 / 216.3, cm2_l 219.1 / 203.7, cm2_lt 124.4 / 114.9, cm2_lc (every tile
 /// clamped) 16.0 / 15.4; l1 266.1 / 208.8, WGSL 256-258 / 197-199.
 const DEFAULT_CM2: NativeTiles = CM2_L32;
+/// With NV cooperative matrix 2, products of at least 128x128 below `DEFAULT_CM2`'s class: more
+/// workgroups for mid-sized M or N. H200, one run (2026-11-29): conv2d 1x1 f16 (w [256, 64] @
+/// x [32, 64, 3136]) 37.3 TFLOP/s on the WGSL tier, cm2_l32 46.9, cm2_m 54.4.
+const MID_CM2: NativeTiles = CM2_M;
 
 /// `KILN_NATIVE_TILES=l|l1|l1o|l1u|s|cm2_l|cm2_lt|cm2_l32|cm2_m|cm2_lc` (tuning), read once.
 fn env_tiles() -> Option<NativeTiles> {
@@ -99,7 +103,7 @@ fn runs_on(device: &Device, t: NativeTiles) -> bool {
 /// The native variant for an f16 `m` x `k` by `k` x `n` product on `device`, or None where the
 /// WGSL tier runs it: no native tier, a product below one 16x16x16 step (tensor-core tiles of
 /// mostly padding), or one outside the measured class of [`DEFAULT_LARGE`] (or, with NV
-/// cooperative matrix 2, below [`DEFAULT_CM2`]'s 512x512) unless `KILN_NATIVE_TILES` forces a
+/// cooperative matrix 2, below [`MID_CM2`]'s 128x128) unless `KILN_NATIVE_TILES` forces a
 /// tiling this device can run.
 /// A cm2 tiling whose module the driver refused here (`native_kernels::refused`) is passed over:
 /// the next choice runs instead.
@@ -114,6 +118,9 @@ pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<Nati
     let large = m >= 512 && n >= 512;
     if large && usable(DEFAULT_CM2) {
         return Some(DEFAULT_CM2);
+    }
+    if m >= 128 && n >= 128 && usable(MID_CM2) {
+        return Some(MID_CM2);
     }
     (large && k.is_multiple_of(8) && n.is_multiple_of(8) && usable(DEFAULT_LARGE)).then_some(DEFAULT_LARGE)
 }
