@@ -2,7 +2,7 @@ mod common;
 use common::*;
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use kiln_core::reference::elementwise as cpu;
-use kiln_core::{dtype::f64_to_bytes, DType, ErrorCode, Tensor};
+use kiln_core::{DType, ErrorCode, Tensor};
 
 const BINARY: [BinaryOp; 5] = [
     BinaryOp::BitwiseAnd,
@@ -11,10 +11,6 @@ const BINARY: [BinaryOp; 5] = [
     BinaryOp::BitwiseLeftShift,
     BinaryOp::BitwiseRightShift,
 ];
-
-fn upload(v: &[f64], shape: &[usize], dt: DType) -> Tensor {
-    Tensor::from_bytes(&f64_to_bytes(dt, v), shape, dt).unwrap()
-}
 
 /// Values across the whole range with the extremes, -1 and 0 mixed in.
 fn values(rng: &mut Rng, n: usize, dt: DType) -> Vec<f64> {

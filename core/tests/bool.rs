@@ -25,10 +25,6 @@ fn truthy_values(rng: &mut Rng, n: usize, dt: DType) -> Vec<f64> {
         .collect()
 }
 
-fn upload(v: &[f64], shape: &[usize], dt: DType) -> Tensor {
-    Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(dt, v), shape, dt).unwrap()
-}
-
 /// f64 NaN signs survive `as f32` on the host; the reference reads the sign from the f64.
 fn bits_of(v: f64, dt: DType) -> String {
     match dt {

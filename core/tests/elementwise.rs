@@ -408,10 +408,6 @@ fn specials(dt: DType) -> Vec<f64> {
     v.into_iter().map(|x| kiln_core::reference::round_to(dt, x)).collect()
 }
 
-fn upload(v: &[f64], shape: &[usize], dt: DType) -> Tensor {
-    Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(dt, v), shape, dt).unwrap()
-}
-
 #[test]
 fn unary_ops_on_special_values() {
     poison();

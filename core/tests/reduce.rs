@@ -223,7 +223,7 @@ fn split_arg_reductions_keep_the_first_winner() {
     for dt in [DType::F32, DType::F16].into_iter().filter(|d| *d != DType::F16 || has_f16()) {
         for (what, xv) in &rows {
             for (shape, axis) in [(vec![n], None), (vec![1, n], Some(1)), (vec![n / 3, 3], Some(0))] {
-                let x = Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(dt, xv), &shape, dt).unwrap();
+                let x = upload(xv, &shape, dt);
                 let xv = x.to_f64_vec().unwrap();
                 for (name, got, want) in [
                     ("argmax", ops::argmax(&x, axis, false), cpu::argmax(&xv, &shape, axis, false)),

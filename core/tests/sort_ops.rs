@@ -4,19 +4,13 @@
 //! block, more than 65535 rows) and bad input.
 mod common;
 use common::*;
-use kiln_core::dtype::f64_to_bytes;
 use kiln_core::ops;
 use kiln_core::reference::sort as cpu;
 use kiln_core::{DType, ErrorCode, Tensor};
 
-fn dtypes() -> Vec<DType> {
-    DType::ALL.into_iter().filter(|d| *d != DType::F16 || has_f16()).collect()
-}
-
-/// Values that exercise the order: special values, both zeros, extremes, and few distinct
-/// values so that ties are common (stability shows).
-fn awkward_values(rng: &mut Rng, dt: DType, n: usize) -> Vec<f64> {
-    let special: &[f64] = match dt {
+/// Each dtype's special values (NaN, ±inf, ±0, subnormals, extremes) for `awkward_values`.
+fn specials(dt: DType) -> &'static [f64] {
+    match dt {
         DType::F32 | DType::F16 => &[
             f64::NAN,
             -f64::NAN,
@@ -38,38 +32,11 @@ fn awkward_values(rng: &mut Rng, dt: DType, n: usize) -> Vec<f64> {
         DType::I32 => &[0.0, -1.0, 1.0, -2147483648.0, 2147483647.0, 5.0, -5.0],
         DType::U32 => &[0.0, 1.0, 4294967295.0, 2147483648.0, 2147483647.0, 7.0],
         DType::Bool => &[0.0, 1.0],
-    };
-    (0..n)
-        .map(|_| {
-            let v = match rng.int(0, 2) {
-                0 => special[rng.int(0, special.len() as i64 - 1) as usize],
-                1 => rng.int(-3, 3) as f64,
-                _ => rng.uniform(-100.0, 100.0),
-            };
-            let v = match dt {
-                DType::U32 => v.abs().floor(),
-                DType::I32 => v.floor(),
-                DType::Bool => (v != 0.0) as u8 as f64,
-                _ => v,
-            };
-            kiln_core::reference::round_to(dt, v)
-        })
-        .collect()
-}
-
-fn upload(vals: &[f64], shape: &[usize], dt: DType) -> Tensor {
-    Tensor::from_bytes(&f64_to_bytes(dt, vals), shape, dt).unwrap()
-}
-
-/// Bit-exact equality of values read back as f64 (the sign of zero counts; any NaN matches any
-/// NaN, as f16 and f32 NaNs read back as some f64 NaN).
-#[track_caller]
-fn assert_same(what: &str, got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits();
-        assert!(ok, "{what}: element {i}: got {g:?}, reference {w:?}");
     }
+}
+
+fn awkward(rng: &mut Rng, dt: DType, n: usize) -> Vec<f64> {
+    awkward_values(rng, dt, n, specials(dt))
 }
 
 const SORT_CASES: &[(&[usize], isize)] = &[
@@ -94,10 +61,10 @@ const SORT_CASES: &[(&[usize], isize)] = &[
 #[test]
 fn argsort_and_sort_match_the_reference() {
     let mut rng = Rng::new(5);
-    for dt in dtypes() {
+    for dt in all_dtypes() {
         for &(shape, axis) in SORT_CASES {
             let n: usize = shape.iter().product();
-            let vals = awkward_values(&mut rng, dt, n);
+            let vals = awkward(&mut rng, dt, n);
             let x = upload(&vals, shape, dt);
             for desc in [false, true] {
                 let what = format!("{dt} {shape:?} axis {axis} descending {desc}");
@@ -147,7 +114,7 @@ fn sort_with_many_rows_and_long_rows() {
     // and one row longer than 2^16 (several global merge stages).
     for (shape, axis) in [(vec![70001, 3], 1isize), (vec![3, 70001], 0), (vec![1, 70001], 1)] {
         let n: usize = shape.iter().product();
-        let vals = awkward_values(&mut rng, DType::F32, n);
+        let vals = awkward(&mut rng, DType::F32, n);
         let x = upload(&vals, &shape, DType::F32);
         let got = ops::argsort(&x, axis, false).unwrap().to_f64_vec().unwrap();
         assert_same(&format!("{shape:?}"), &got, &cpu::argsort(&vals, &shape, axis, false).unwrap());
@@ -157,7 +124,7 @@ fn sort_with_many_rows_and_long_rows() {
 #[test]
 fn argsort_is_deterministic() {
     let mut rng = Rng::new(7);
-    let vals = awkward_values(&mut rng, DType::F32, 5000);
+    let vals = awkward(&mut rng, DType::F32, 5000);
     let x = upload(&vals, &[5000], DType::F32);
     let a = ops::argsort(&x, 0, true).unwrap().to_bytes().unwrap();
     let b = ops::argsort(&x, 0, true).unwrap().to_bytes().unwrap();
@@ -167,11 +134,11 @@ fn argsort_is_deterministic() {
 #[test]
 fn searchsorted_matches_the_reference() {
     let mut rng = Rng::new(8);
-    for dt in dtypes() {
+    for dt in all_dtypes() {
         for (m, q) in [(0usize, 5usize), (1, 4), (7, 0), (13, 29), (300, 257), (1031, 3)] {
-            let raw = awkward_values(&mut rng, dt, m);
+            let raw = awkward(&mut rng, dt, m);
             let sorted = cpu::sort(&raw, &[m], 0, false).unwrap();
-            let mut probes = awkward_values(&mut rng, dt, q);
+            let mut probes = awkward(&mut rng, dt, q);
             // Exact hits as well.
             for (i, p) in probes.iter_mut().enumerate() {
                 if i % 3 == 0 && m > 0 {
@@ -211,10 +178,10 @@ fn count_nonzero_and_nonzero_match_the_reference() {
         (&[2, 0, 3], Some(&[1])),
         (&[1031], None),
     ];
-    for dt in dtypes() {
+    for dt in all_dtypes() {
         for &(shape, axes) in cases {
             let n: usize = shape.iter().product();
-            let vals: Vec<f64> = awkward_values(&mut rng, dt, n)
+            let vals: Vec<f64> = awkward(&mut rng, dt, n)
                 .into_iter()
                 .enumerate()
                 .map(|(i, v)| if i % 2 == 0 { 0.0 } else { v })
@@ -241,10 +208,10 @@ fn count_nonzero_and_nonzero_match_the_reference() {
 #[test]
 fn unique_and_isin_match_the_reference() {
     let mut rng = Rng::new(10);
-    for dt in dtypes() {
+    for dt in all_dtypes() {
         for shape in [&[0usize][..], &[1], &[7], &[13, 17], &[3, 1, 257], &[2, 0, 3], &[1031]] {
             let n: usize = shape.iter().product();
-            let vals = awkward_values(&mut rng, dt, n);
+            let vals = awkward(&mut rng, dt, n);
             let x = upload(&vals, shape, dt);
             let what = format!("{dt} {shape:?}");
             let u = ops::unique_all(&x).unwrap();
@@ -257,7 +224,7 @@ fn unique_and_isin_match_the_reference() {
             assert_same(&format!("unique counts {what}"), &u.counts.to_f64_vec().unwrap(), &counts);
 
             let m = rng.int(0, 40) as usize;
-            let pool = awkward_values(&mut rng, dt, m);
+            let pool = awkward(&mut rng, dt, m);
             let x2 = upload(&pool, &[m], dt);
             for invert in [false, true] {
                 let got = ops::isin(&x, &x2, invert).unwrap();
@@ -294,10 +261,10 @@ fn bad_input_is_an_error() {
 #[test]
 fn async_nonzero_and_unique_match_the_blocking_ones() {
     let mut rng = Rng::new(12);
-    for dt in dtypes() {
+    for dt in all_dtypes() {
         for shape in [&[0usize][..], &[1], &[3, 1, 257], &[1031]] {
             let n: usize = shape.iter().product();
-            let x = upload(&awkward_values(&mut rng, dt, n), shape, dt);
+            let x = upload(&awkward(&mut rng, dt, n), shape, dt);
             let what = format!("{dt} {shape:?}");
             let sync = ops::nonzero(&x).unwrap();
             let awaited = pollster::block_on(ops::nonzero_async(&x)).unwrap();

@@ -6,55 +6,24 @@
 //! usable.
 mod common;
 use common::*;
-use kiln_core::dtype::f64_to_bytes;
 use kiln_core::ops;
 use kiln_core::reference::sort as cpu;
-use kiln_core::{DType, ErrorCode, Tensor};
+use kiln_core::{DType, ErrorCode};
 
-fn dtypes() -> Vec<DType> {
-    DType::ALL.into_iter().filter(|d| *d != DType::F16 || has_f16()).collect()
-}
-
-/// Special values and few distinct ones, so that ties are common and their order shows.
-fn awkward_values(rng: &mut Rng, dt: DType, n: usize) -> Vec<f64> {
-    let special: &[f64] = match dt {
+/// Each dtype's special values (NaN, ±inf, ±0, extremes) for `awkward_values`.
+fn specials(dt: DType) -> &'static [f64] {
+    match dt {
         DType::F32 | DType::F16 => {
             &[f64::NAN, -f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, 1.0, -1.0, 6e-8, 65504.0, -65504.0]
         }
         DType::I32 => &[0.0, -1.0, 1.0, -2147483648.0, 2147483647.0],
         DType::U32 => &[0.0, 1.0, 4294967295.0, 2147483648.0],
         DType::Bool => &[0.0, 1.0],
-    };
-    (0..n)
-        .map(|_| {
-            let v = match rng.int(0, 2) {
-                0 => special[rng.int(0, special.len() as i64 - 1) as usize],
-                1 => rng.int(-3, 3) as f64,
-                _ => rng.uniform(-100.0, 100.0),
-            };
-            let v = match dt {
-                DType::U32 => v.abs().floor(),
-                DType::I32 => v.floor(),
-                DType::Bool => (v != 0.0) as u8 as f64,
-                _ => v,
-            };
-            kiln_core::reference::round_to(dt, v)
-        })
-        .collect()
-}
-
-fn upload(vals: &[f64], shape: &[usize], dt: DType) -> Tensor {
-    Tensor::from_bytes(&f64_to_bytes(dt, vals), shape, dt).unwrap()
-}
-
-/// Bit-exact equality read back as f64: the sign of zero counts, any NaN matches any NaN.
-#[track_caller]
-fn assert_same(what: &str, got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits();
-        assert!(ok, "{what}: element {i}: got {g:?}, reference {w:?}");
     }
+}
+
+fn awkward(rng: &mut Rng, dt: DType, n: usize) -> Vec<f64> {
+    awkward_values(rng, dt, n, specials(dt))
 }
 
 /// Checks `ops::topk` against the reference for one input, every k of `ks` (clamped to n).
@@ -100,10 +69,10 @@ const CASES: &[(&[usize], isize)] = &[
 #[test]
 fn topk_matches_the_reference() {
     let mut rng = Rng::new(33);
-    for dt in dtypes() {
+    for dt in all_dtypes() {
         for &(shape, axis) in CASES {
             let n: usize = shape.iter().product();
-            let vals = awkward_values(&mut rng, dt, n);
+            let vals = awkward(&mut rng, dt, n);
             check(&vals, shape, dt, axis, &[0, 1, 3, 256, usize::MAX]);
         }
     }
@@ -132,7 +101,7 @@ fn topk_of_long_rows_and_many_rows() {
     // A row past the 512-pair block (global merge stages), many short rows, and the axis first.
     for (shape, axis) in [(vec![1, 3001], 1isize), (vec![4001, 3], -1), (vec![1031, 2], 0)] {
         let n: usize = shape.iter().product();
-        let vals = awkward_values(&mut rng, DType::F32, n);
+        let vals = awkward(&mut rng, DType::F32, n);
         check(&vals, &shape, DType::F32, axis, &[1, 5, 700]);
     }
 }

@@ -309,7 +309,7 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
             let mut vars = vec![("ORDER", ORDER)];
             vars.extend(order);
             vars.extend([
-                ("ENABLE", &enables(&[dt, odt])[..]),
+                ("ENABLE", enables(&[dt, odt])),
                 ("T", dt.wgsl()),
                 ("O", odt.wgsl()),
                 ("COMBINE", combine),
@@ -365,10 +365,9 @@ fn arg_pick(op: Op, src: &Tensor, partial: &Tensor, p: &Plan, pieces: usize, out
     Launch {
         key: format!("reduce_arg_pick:{}:{dt}", op.name()),
         source: Box::new(move || {
-            let enable = enables(&[dt]);
             let mut vars = vec![("ORDER", ORDER)];
             vars.extend(order);
-            vars.extend([("ENABLE", &enable[..]), ("T", dt.wgsl())]);
+            vars.extend([("ENABLE", enables(&[dt])), ("T", dt.wgsl())]);
             render(ARG_PICK, &vars)
         }),
         tensors: &[src, partial, out],

@@ -120,3 +120,46 @@ pub fn assert_wgsl_compiles(what: &str, src: &str) {
         .unwrap_or_else(|e| panic!("{what}: {e:?}"));
     naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap_or_else(|e| panic!("{what}: {e}"));
 }
+
+/// A tensor of `dt` holding `vals` (rounded to `dt` by `f64_to_bytes`).
+pub fn upload(vals: &[f64], shape: &[usize], dt: DType) -> Tensor {
+    Tensor::from_bytes(&kiln_core::dtype::f64_to_bytes(dt, vals), shape, dt).unwrap()
+}
+
+/// Every dtype this device runs (f16 only where it has it).
+pub fn all_dtypes() -> Vec<DType> {
+    DType::ALL.into_iter().filter(|d| *d != DType::F16 || has_f16()).collect()
+}
+
+/// Values that exercise an order: one of `special` (values of `dt`), a small integer (so ties are
+/// common and their order shows) or a uniform value in [-100, 100), each equally likely, rounded
+/// to `dt` (integers floored, u32 made non-negative, bool 0/1).
+pub fn awkward_values(rng: &mut Rng, dt: DType, n: usize, special: &[f64]) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let v = match rng.int(0, 2) {
+                0 => special[rng.int(0, special.len() as i64 - 1) as usize],
+                1 => rng.int(-3, 3) as f64,
+                _ => rng.uniform(-100.0, 100.0),
+            };
+            let v = match dt {
+                DType::U32 => v.abs().floor(),
+                DType::I32 => v.floor(),
+                DType::Bool => (v != 0.0) as u8 as f64,
+                _ => v,
+            };
+            kiln_core::reference::round_to(dt, v)
+        })
+        .collect()
+}
+
+/// Bit-exact equality of values read back as f64 (the sign of zero counts; any NaN matches any
+/// NaN, as f16 and f32 NaNs read back as some f64 NaN).
+#[track_caller]
+pub fn assert_same(what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits();
+        assert!(ok, "{what}: element {i}: got {g:?}, reference {w:?}");
+    }
+}
