@@ -140,7 +140,10 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         let bm = pair(&[mm, mm], dt, 13)?;
         v.push(Bench {
             name: if dt == DType::F32 { "matmul_f32" } else { "matmul_f16" },
-            size: format!("{mm}x{mm}x{mm}{}", tier_path(&a[0], &bm[0], mm, mm, mm)?),
+            size: format!(
+                "{mm}x{mm}x{mm}{}",
+                if dt == DType::F16 { f16_path(&a[0], &bm[0], mm, mm, mm)? } else { String::new() }
+            ),
             bytes: 0.0,
             flops: 2.0 * (mm as f64).powi(3),
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
@@ -153,7 +156,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         let bm = pair(&[r, r], DType::F16, 13)?;
         v.push(Bench {
             name: "matmul_f16_ragged",
-            size: format!("{r}x{r}x{r}{}", tier_path(&a[0], &bm[0], r, r, r)?),
+            size: format!("{r}x{r}x{r}{}", f16_path(&a[0], &bm[0], r, r, r)?),
             bytes: 0.0,
             flops: 2.0 * (r as f64).powi(3),
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
@@ -165,7 +168,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
         let bm = pair(&[bt, n, n], DType::F32, 17)?;
         v.push(Bench {
             name: "matmul_batched_f32",
-            size: format!("{bt}x{n}x{n}x{n}{}", tier_path(&a[0], &bm[0], n, n, n)?),
+            size: format!("{bt}x{n}x{n}x{n}"),
             bytes: 0.0,
             flops: 2.0 * bt as f64 * (n as f64).powi(3),
             run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
@@ -176,7 +179,7 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
             let bm = pair(&[bt, n, n], DType::F16, 17)?;
             v.push(Bench {
                 name: "matmul_batched_f16",
-                size: format!("{bt}x{n}x{n}x{n}{}", tier_path(&a[0], &bm[0], n, n, n)?),
+                size: format!("{bt}x{n}x{n}x{n}{}", f16_path(&a[0], &bm[0], n, n, n)?),
                 bytes: 0.0,
                 flops: 2.0 * bt as f64 * (n as f64).powi(3),
                 run: Box::new(move |i| ops::matmul(&a[i % 2], &bm[i % 2])),
@@ -228,15 +231,14 @@ fn benches(quick: bool) -> Result<Vec<Bench>> {
     Ok(v)
 }
 
-/// Which tier and tiling `matmul` runs an f16 or f32 `m` x `k` by `k` x `n` product with here, as a
+/// Which tier and tiling `matmul` runs an f16 `m` x `k` by `k` x `n` product with here, as a
 /// suffix of the row's size (" [native cm2_l]", " [wgsl]"): A/B runs with `KILN_NATIVE_TILES`
 /// or `KILN_NATIVE_KERNELS=0` then say what they measured. Read after one product of `a` and `b`:
 /// a native module the driver refuses is passed over from its first product on.
-fn tier_path(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize) -> Result<String> {
+fn f16_path(a: &Tensor, b: &Tensor, m: usize, n: usize, k: usize) -> Result<String> {
     ops::matmul(a, b)?;
     let dev = kiln_core::device()?;
-    let tiling = if a.dtype() == DType::F32 { ops::native_tiling_for_f32 } else { ops::native_tiling_for };
-    Ok(match tiling(&dev, m, n, k) {
+    Ok(match ops::native_tiling_for(&dev, m, n, k) {
         Some(t) => format!(" [native {t}]"),
         None => " [wgsl]".into(),
     })

@@ -35,7 +35,7 @@ macro_rules! module {
 }
 
 /// Every module, as kernels.txt lists them (the tests check the two agree). Threads: WM*WN*32
-/// (matmul_f16.comp), WG (matmul_f16_cm2.comp, attention_f16_cm2.comp), 256 (matmul_f32.comp); inputs: 2 (a, b) unless
+/// (matmul_f16.comp), WG (matmul_f16_cm2.comp, attention_f16_cm2.comp); inputs: 2 (a, b) unless
 /// given (q, k, v: 3; with a mask 4).
 /// None in the browser, which has no passthrough shaders (and so no native tier).
 #[cfg(target_arch = "wasm32")]
@@ -58,9 +58,6 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_cm2_l32", 256),
     module!("matmul_f16_cm2_m", 256),
     module!("matmul_f16_cm2_lc", 256),
-    module!("matmul_f32_l", 256),
-    module!("matmul_f32_l8", 256),
-    module!("matmul_f32_lo", 256),
     module!("attention_f16_cm2_d64", 128, 3),
     module!("attention_f16_cm2_d64s", 128, 3),
     module!("attention_f16_cm2_d64y", 256, 3),

@@ -37,11 +37,8 @@ fn probe_picks_the_tier_it_reports() {
     let big = ops::matmul_tier(&dev, DType::F16, 4096, 4096, 4096);
     // Native exactly where the probe allows it, for this large aligned product.
     assert_eq!(big == Tier::Native, c.matmul_f16(), "tier {big:?} against the probe {c:?}");
-    // Never native: other dtypes, and products below one 16x16x16 step; f32 on GPUs with the
-    // passthrough shaders (matmul_f32.comp).
-    let f32_native = c.passthrough && dev.info().device_type != "Cpu";
-    assert_eq!(ops::matmul_tier(&dev, DType::F32, 4096, 4096, 4096) == Tier::Native, f32_native);
-    assert_eq!(ops::matmul_tier(&dev, DType::I32, 4096, 4096, 4096), Tier::Wgsl);
+    // Never native: other dtypes, and products below one 16x16x16 step.
+    assert_eq!(ops::matmul_tier(&dev, DType::F32, 4096, 4096, 4096), Tier::Wgsl);
     assert_eq!(ops::matmul_tier(&dev, DType::F16, 1, 4096, 4096), Tier::Wgsl);
     if std::env::var("KILN_NATIVE_TILES").is_err() {
         // Outside the measured class (small, or K / N not multiples of 8): the WGSL tier;
@@ -307,63 +304,4 @@ fn matmul_default_tier_is_exact_on_ragged_shapes() {
             }
         }
     }
-}
-
-/// The f32 kernel (shaders/native/matmul_f32.comp) where the device has passthrough shaders
-/// (lavapipe too: its choice stays on the WGSL tier there, so the tests force it): exact on
-/// integer-valued products over ragged shapes (M and the batch anything, K and N multiples of 4,
-/// tiles of 128 and K steps of 8 and 16 cut anywhere), broadcast batches, the same bytes as the
-/// WGSL tier's 128x128 tiling on random floats (each output is the same fma sequence over k),
-/// and a clear error for K or N not multiples of 4.
-#[test]
-fn native_f32_matmul_matches_the_reference_and_the_wgsl_tier() {
-    let dev = kiln_core::device().unwrap();
-    if !dev.native_caps().passthrough {
-        eprintln!("no passthrough shaders on this adapter: skipped");
-        return;
-    }
-    poison();
-    let mut rng = Rng::new(3033);
-    let ints = |rng: &mut Rng, n: usize| -> Vec<f64> { (0..n).map(|_| rng.int(-3, 3) as f64).collect() };
-    let shapes: &[(&[usize], &[usize])] = &[
-        (&[1, 4], &[4, 4]),
-        (&[129, 68], &[68, 132]),
-        (&[130, 20], &[20, 260]),
-        (&[3, 1, 33, 24], &[1, 2, 24, 40]),
-        (&[2, 150, 36], &[2, 36, 136]),
-        (&[136, 24], &[3, 24, 200]),
-        (&[5, 0], &[0, 8]),
-    ];
-    for tiling in ["f32_l", "f32_l8", "f32_lo"] {
-        for &(sa, sb) in shapes {
-            let (av, bv) = (ints(&mut rng, sa.iter().product()), ints(&mut rng, sb.iter().product()));
-            let a = upload(&av, sa, DType::F32);
-            let b = upload(&bv, sb, DType::F32);
-            let c = ops::matmul_native_with(&a, &b, tiling).unwrap_or_else(|e| panic!("{sa:?} x {sb:?} {tiling}: {e}"));
-            let (want, shape) = cpu::matmul(&av, sa, &bv, sb).unwrap();
-            assert_eq!(c.shape(), &shape[..], "{tiling} {sa:?} x {sb:?}");
-            assert_close(
-                &format!("native {tiling} {sa:?} x {sb:?} (exact)"),
-                &c.to_f64_vec().unwrap(),
-                &want,
-                0.0,
-                0.0,
-            );
-        }
-        let (a, _) = rand_tensor(&mut rng, &[200, 96], DType::F32, -1.0, 1.0);
-        let (b, _) = rand_tensor(&mut rng, &[96, 172], DType::F32, -1.0, 1.0);
-        let native = ops::matmul_native_with(&a, &b, tiling).unwrap().to_bytes().unwrap();
-        let wgsl = ops::matmul_with_tiles(&a, &b, ops::MatmulTiles::HUGE).unwrap().to_bytes().unwrap();
-        assert!(native == wgsl, "{tiling}: the native f32 product's bytes differ from the WGSL tier's");
-        let odd = Tensor::from_slice(&[0f32; 6 * 5], &[6, 5]).unwrap();
-        let e = ops::matmul_native_with(&odd, &Tensor::from_slice(&[0f32; 5 * 8], &[5, 8]).unwrap(), tiling);
-        assert!(matches!(e, Err(kiln_core::Error::InvalidArgument(_))), "K = 5 through {tiling}: {e:?}");
-    }
-    let f16 = Tensor::from_bytes(&[0u8; 2 * 16 * 16], &[16, 16], DType::F16).unwrap();
-    assert!(matches!(ops::matmul_native_with(&f16, &f16, "f32_l"), Err(kiln_core::Error::DTypeMismatch(_))));
-    // The automatic choice: GPUs only, from 512x512 with K and N multiples of 4.
-    let gpu = dev.info().device_type != "Cpu";
-    assert_eq!(ops::native_tiling_for_f32(&dev, 4096, 4096, 4096).is_some(), gpu);
-    assert_eq!(ops::native_tiling_for_f32(&dev, 4096, 4096, 4094), None);
-    assert_eq!(ops::native_tiling_for_f32(&dev, 256, 4096, 4096), None);
 }

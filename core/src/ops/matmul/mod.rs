@@ -13,7 +13,7 @@ mod tiled;
 mod tiles;
 
 pub use coop::{coop_accumulator, coop_source_for_tests, uses_cooperative_matrix};
-pub use native::{native_tiling_available, native_tiling_for, native_tiling_for_f32, native_tilings, uses_native};
+pub use native::{native_tiling_available, native_tiling_for, native_tilings, uses_native};
 pub use tiles::{pick_tiles, MatmulTiles};
 
 use crate::device::Device;
@@ -130,21 +130,21 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// Which tier `matmul` runs an `m` x `k` by `k` x `n` product of `dtype` on, on `device`.
 pub fn matmul_tier(device: &Device, dtype: DType, m: usize, n: usize, k: usize) -> crate::native::Tier {
-    if native::uses_native(device, dtype, m, n, k) {
+    if dtype == DType::F16 && native::uses_native(device, m, n, k) {
         crate::native::Tier::Native
     } else {
         crate::native::Tier::Wgsl
     }
 }
 
-/// `matmul` on the native tier with the tiling named `tiling` ([`native_tilings`]), whatever the
-/// shape (tests run ragged shapes through every variant); Unsupported without the tier,
-/// DTypeMismatch for a dtype the tiling does not compute, InvalidArgument for the f32 tilings
-/// where K or N is not a multiple of 4.
+/// f16 `matmul` on the native tier with the tiling named `tiling` ([`native_tilings`]), whatever
+/// the shape (tests run ragged shapes through every variant); Unsupported without the tier.
 #[doc(hidden)]
 pub fn matmul_native_with(a: &Tensor, b: &Tensor, tiling: &str) -> Result<Tensor> {
     let t = native::by_name(a.device(), tiling)?;
-    native::check_takes(t, a, b)?;
+    if a.dtype() != DType::F16 {
+        return Err(Error::DTypeMismatch("the native matmul is f16 only".into()));
+    }
     matmul_impl(a, b, None, None, Some(t), None)
 }
 
@@ -230,8 +230,8 @@ fn matmul_impl(
     if let Some(t) = forced_native {
         return native::run(&device, a, b, out, t, &problem);
     }
-    if tiles.is_none() && matches!(dtype, DType::F16 | DType::F32) && split_steps.is_none() {
-        while let Some(t) = native::pick(&device, dtype, m, n, k) {
+    if tiles.is_none() && dtype == DType::F16 {
+        while let Some(t) = native::pick(&device, m, n, k) {
             match native::run(&device, a, b, out.clone(), t, &problem) {
                 // The driver refused the module's pipeline (now remembered, so `pick` passes it
                 // over: the loop ends): the next choice runs this product.
@@ -239,10 +239,8 @@ fn matmul_impl(
                 r => return r,
             }
         }
-        if dtype == DType::F16 {
-            if let Some(coop) = coop::pick(&device, m, n, k) {
-                return coop::run(&device, a, b, out, coop, &problem);
-            }
+        if let Some(coop) = coop::pick(&device, m, n, k) {
+            return coop::run(&device, a, b, out, coop, &problem);
         }
     }
     let tiles = tiles.unwrap_or_else(|| pick_tiles(&device, m, n));

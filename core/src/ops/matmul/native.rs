@@ -1,12 +1,10 @@
-//! matmul on the native tier (f16: shaders/native/matmul_f16.comp on KHR cooperative matrices, and
-//! shaders/native/matmul_f16_cm2.comp on NV cooperative matrix 2; f32: shaders/native/matmul_f32.comp
-//! on the FMA units; through `crate::native_kernels`): the hook that picks its variant and
-//! launches it. Same parameter block and workgroup numbering as
+//! f16 matmul on the native tier (shaders/native/matmul_f16.comp on KHR cooperative matrices, and
+//! shaders/native/matmul_f16_cm2.comp on NV cooperative matrix 2, through `crate::native_kernels`):
+//! the hook that picks its variant and launches it. Same parameter block and workgroup numbering as
 //! the WGSL kernels (shaders/matmul_common.wgsl), so batched and broadcast products run too.
 
 use super::Problem;
 use crate::device::{Binding, Device};
-use crate::dtype::DType;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use std::sync::OnceLock;
@@ -22,9 +20,6 @@ enum Kernel {
         bk: u32,
         invocations: u32,
     },
-    /// shaders/native/matmul_f32.comp: f32, K and N multiples of 4 (needs only the passthrough
-    /// shaders).
-    F32,
 }
 
 /// One tiling of the native kernels (kernels.txt's variants): its name, output tile BM x BN
@@ -65,17 +60,7 @@ const CM2_M: NativeTiles =
 /// that path.
 const CM2_LC: NativeTiles =
     NativeTiles { name: "cm2_lc", bm: 128, bn: 256, kernel: Kernel::Cm2 { bk: 64, invocations: 256 } };
-/// f32, 128x128 tiles of 256 invocations with 8x8 outputs each (the WGSL tier's `HUGE` tiling),
-/// K steps of 16, the next step's tiles read into registers during this step's products.
-const F32_L: NativeTiles = NativeTiles { name: "f32_l", bm: 128, bn: 128, kernel: Kernel::F32 };
-/// `F32_L` with K steps of 8.
-const F32_L8: NativeTiles = NativeTiles { name: "f32_l8", bm: 128, bn: 128, kernel: Kernel::F32 };
-/// `F32_L` through spirv-opt.
-const F32_LO: NativeTiles = NativeTiles { name: "f32_lo", bm: 128, bn: 128, kernel: Kernel::F32 };
-const ALL: [NativeTiles; 13] = [L, L1, L1O, L1U, S, CM2_L, CM2_LT, CM2_L32, CM2_M, CM2_LC, F32_L, F32_L8, F32_LO];
-/// The f32 tiling `matmul` picks on GPUs for products of at least 512x512 with K and N multiples
-/// of 4 (unmeasured until the H200 run of this change).
-const DEFAULT_F32: NativeTiles = F32_L;
+const ALL: [NativeTiles; 10] = [L, L1, L1O, L1U, S, CM2_L, CM2_LT, CM2_L32, CM2_M, CM2_LC];
 
 /// The tiling `matmul` picks by default on adapters with the tier: `L1` for products of at least
 /// 512x512 whose K and N are multiples of 8 (the 16-byte variant), where it was measured ahead
@@ -112,13 +97,7 @@ fn runs_on(device: &Device, t: NativeTiles) -> bool {
     match t.kernel {
         Kernel::Khr => device.native.matmul_f16(),
         Kernel::Cm2 { bk, invocations } => device.native.matmul_f16_cm2(t.bm, t.bn, bk, invocations),
-        Kernel::F32 => device.native.passthrough,
     }
-}
-
-/// Whether a tiling computes `dtype`.
-fn computes(t: NativeTiles, dtype: DType) -> bool {
-    (t.kernel == Kernel::F32) == (dtype == DType::F32) && matches!(dtype, DType::F32 | DType::F16)
 }
 
 /// The native variant for an f16 `m` x `k` by `k` x `n` product on `device`, or None where the
@@ -128,24 +107,13 @@ fn computes(t: NativeTiles, dtype: DType) -> bool {
 /// tiling this device can run.
 /// A cm2 tiling whose module the driver refused here (`native_kernels::refused`) is passed over:
 /// the next choice runs instead.
-pub(super) fn pick(device: &Device, dtype: DType, m: usize, n: usize, k: usize) -> Option<NativeTiles> {
+pub(super) fn pick(device: &Device, m: usize, n: usize, k: usize) -> Option<NativeTiles> {
     if m < 16 || n < 16 || k < 16 {
         return None;
     }
-    let usable = |t: NativeTiles| {
-        computes(t, dtype)
-            && fits(t, k, n)
-            && runs_on(device, t)
-            && !crate::native_kernels::refused(device, &module_name(t, k, n))
-    };
+    let usable = |t: NativeTiles| runs_on(device, t) && !crate::native_kernels::refused(device, &module_name(t, k, n));
     if let Some(t) = env_tiles() {
         return usable(t).then_some(t);
-    }
-    if dtype == DType::F32 {
-        // GPUs only: on a CPU adapter (lavapipe) the WGSL tier keeps the products (its loop
-        // limiter splits K, which this kernel does not take).
-        let gpu = device.info().device_type != "Cpu";
-        return (gpu && m >= 512 && n >= 512 && usable(DEFAULT_F32)).then_some(DEFAULT_F32);
     }
     let large = m >= 512 && n >= 512;
     if large && usable(DEFAULT_CM2) {
@@ -155,11 +123,6 @@ pub(super) fn pick(device: &Device, dtype: DType, m: usize, n: usize, k: usize) 
         return Some(MID_CM2);
     }
     (large && k.is_multiple_of(8) && n.is_multiple_of(8) && usable(DEFAULT_LARGE)).then_some(DEFAULT_LARGE)
-}
-
-/// Whether tiling `t` takes a product with these K and N: the f32 kernel reads 16 bytes at a time.
-fn fits(t: NativeTiles, k: usize, n: usize) -> bool {
-    t.kernel != Kernel::F32 || (k.is_multiple_of(4) && n.is_multiple_of(4))
 }
 
 /// Whether the driver refused the module tiling `t` runs `problem` on.
@@ -179,24 +142,18 @@ fn module_name(t: NativeTiles, k: usize, n: usize) -> String {
         }
         // One module for every shape: the tensor layouts clamp whatever is ragged.
         Kernel::Cm2 { .. } => format!("matmul_f16_{}", t.name),
-        Kernel::F32 => format!("matmul_{}", t.name),
     }
 }
 
-/// Whether the native kernel runs `matmul` of `dtype` `m` x `k` by `k` x `n` on `device`.
-pub fn uses_native(device: &Device, dtype: DType, m: usize, n: usize, k: usize) -> bool {
-    pick(device, dtype, m, n, k).is_some()
+/// Whether the native kernel runs `matmul` of f16 `m` x `k` by `k` x `n` on `device`.
+pub fn uses_native(device: &Device, m: usize, n: usize, k: usize) -> bool {
+    pick(device, m, n, k).is_some()
 }
 
 /// The name of the native tiling `matmul` runs that product with (None: the WGSL tier), for
 /// the benchmark's rows.
 pub fn native_tiling_for(device: &Device, m: usize, n: usize, k: usize) -> Option<&'static str> {
-    pick(device, DType::F16, m, n, k).map(|t| t.name)
-}
-
-/// `native_tiling_for` for f32 products.
-pub fn native_tiling_for_f32(device: &Device, m: usize, n: usize, k: usize) -> Option<&'static str> {
-    pick(device, DType::F32, m, n, k).map(|t| t.name)
+    pick(device, m, n, k).map(|t| t.name)
 }
 
 /// The tilings' names, for tests that force each one ([`super::matmul_native_with`]).
@@ -219,26 +176,6 @@ pub(super) fn by_name(device: &Device, name: &str) -> Result<NativeTiles> {
         return Err(Error::Unsupported(format!("this device cannot run the native matmul tiling {name}")));
     }
     Ok(t)
-}
-
-/// Whether tiling `t` can compute `a @ b` (dtype, and the f32 kernel's K and N multiples of 4).
-pub(super) fn check_takes(t: NativeTiles, a: &Tensor, b: &Tensor) -> Result<()> {
-    if !computes(t, a.dtype()) {
-        return Err(Error::DTypeMismatch(format!(
-            "the native matmul tiling {} does not compute {}",
-            t.name,
-            a.dtype()
-        )));
-    }
-    let k = a.shape().last().copied().unwrap_or(1);
-    let n = if b.ndim() == 1 { 1 } else { b.shape()[b.ndim() - 1] };
-    if !fits(t, k, n) {
-        return Err(Error::InvalidArgument(format!(
-            "the native matmul tiling {} needs K and N multiples of 4 (K {k}, N {n})",
-            t.name
-        )));
-    }
-    Ok(())
 }
 
 pub(super) fn run(
