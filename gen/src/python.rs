@@ -16,6 +16,12 @@ pub(crate) fn py_plain() -> Vec<OpInfo> {
 fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
     let n = a.name;
     Some(match a.ty {
+        // `axis=` (an int, a sequence of ints or None) in the Array API's form: bound to `axes`.
+        Ty::OptAxes => {
+            ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_axes(py, axis)?;")), format!("{n}.as_deref()"))
+        }
+        Ty::OptAxis => ("Option<Int<isize>>", None, format!("{n}.map(|v| v.0)")),
+        Ty::OptDType => ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_dtype(py, {n})?;")), n.to_string()),
         Ty::Tensor => ("&Bound<'_, PyAny>", Some(format!("let {n} = tensor_arg(py, {n})?;")), format!("&{n}")),
         Ty::OptTensor => {
             ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = opt_tensor_arg(py, {n})?;")), format!("{n}.as_ref()"))
@@ -29,6 +35,15 @@ fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
         Ty::Format => ("&str", None, format!("quant_format({n})?")),
         _ => return None,
     })
+}
+
+/// `a`'s Python name: the row's, but `axis` for a list of axes (the Array API's spelling).
+pub(crate) fn py_name(a: &Arg) -> &'static str {
+    if a.ty == Ty::OptAxes {
+        "axis"
+    } else {
+        a.name
+    }
 }
 
 /// `a`'s default as a PyO3 signature writes it (a Rust expression).
@@ -67,6 +82,9 @@ fn pyi_type(a: &Arg) -> &'static str {
         Ty::Size | Ty::Axis | Ty::Int => "int",
         Ty::Bool => "bool",
         Ty::Format => "str",
+        Ty::OptAxes => "AxisLike",
+        Ty::OptAxis => "Optional[int]",
+        Ty::OptDType => "DTypeLike",
         _ => "object",
     }
 }
@@ -89,15 +107,15 @@ fn plain_fns() -> String {
             .args
             .iter()
             .map(|a| match py_default(a) {
-                Some(d) => format!("{}={d}", a.name),
-                None => a.name.to_string(),
+                Some(d) => format!("{}={d}", py_name(a)),
+                None => py_name(a).to_string(),
             })
             .collect();
-        let _ = writeln!(s, "#[pyfunction]\n#[pyo3(signature = ({}))]", sig.join(", "));
+        let _ = writeln!(s, "#[pyfunction]\n#[pyo3(signature = ({}))]", array_api_marks(&o, sig).join(", "));
         let (mut params, mut convert, mut call) = (Vec::new(), String::new(), Vec::new());
         for a in o.args {
             let (ty, conv, pass) = py_arg(a).expect("checked by py_supported");
-            params.push(format!("{}: {ty}", a.name));
+            params.push(format!("{}: {ty}", py_name(a)));
             if let Some(c) = conv {
                 let _ = writeln!(convert, "    {c}");
             }
@@ -123,6 +141,23 @@ fn plain_fns() -> String {
     s
 }
 
+/// `params` (one per argument of `o`, in its order) with the Array API's marks where the row asks
+/// for its form (`OpInfo::py_array_api`): `/` after the tensor inputs (positional-only), `*`
+/// before the rest (keyword-only).
+fn array_api_marks(o: &OpInfo, params: Vec<String>) -> Vec<String> {
+    if !o.py_array_api {
+        return params;
+    }
+    let inputs = o.args.iter().take_while(|a| a.ty == Ty::Tensor).count();
+    let mut out: Vec<String> = params[..inputs].to_vec();
+    out.push("/".into());
+    if inputs < params.len() {
+        out.push("*".into());
+        out.extend_from_slice(&params[inputs..]);
+    }
+    out
+}
+
 /// The ops whose Python wrapper is generated (the table's name has no `~`).
 pub(crate) fn py_generated() -> (Vec<UnaryOp>, Vec<BinaryOp>) {
     let u = UnaryOp::ALL.into_iter().filter(|o| !o.binding_names()[0].starts_with('~')).collect();
@@ -136,7 +171,7 @@ pub(crate) fn py_ops() -> String {
     s += "//! The Python functions of kiln-core's unary and binary tables (numpy's names), of the plain\n";
     s += "//! ops of the op table whose row gives a Python docstring, and their registration; the\n";
     s += "//! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.\n\n";
-    s += "use crate::convert::{opt_tensor_arg, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
+    s += "use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
     s += "use crate::ops::{binary_fns, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
     s += "use pyo3::prelude::*;\n\n";
     s += "unary_fns! {\n";
@@ -193,10 +228,11 @@ pub(crate) fn pyi() -> String {
             .args
             .iter()
             .map(|a| match pyi_default(a) {
-                Some(d) => format!("{}: {} = {d}", a.name, pyi_type(a)),
-                None => format!("{}: {}", a.name, pyi_type(a)),
+                Some(d) => format!("{}: {} = {d}", py_name(a), pyi_type(a)),
+                None => format!("{}: {}", py_name(a), pyi_type(a)),
             })
             .collect();
+        let params = array_api_marks(&o, params);
         let ret = match o.outputs().len() {
             0 => "Tensor".to_string(),
             n => format!("tuple[{}]", vec!["Tensor"; n].join(", ")),

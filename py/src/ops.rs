@@ -4,15 +4,16 @@
 //! and keywords (`axis=` for `axes`, positional-only and keyword-only parameters, `device=`,
 //! `copy=`), Python scalars and sequences as arguments, dtype defaults. The ops whose Python
 //! signature is the table's own (softmax, log_softmax, layer_norm, rms_norm, batch_norm,
-//! index_select, gather, embedding, rope, attention and the quant ops but quant_from_bytes) are
-//! generated into ops_gen.rs from their rows (`make gen`).
+//! index_select, gather, embedding, rope, attention and the quant ops but quant_from_bytes), or
+//! its Array API form (matmul, mean, max, min, all, any, argmax, argmin, prod, the scans, diff,
+//! vecdot, count_nonzero, unique_values), are generated into ops_gen.rs from their rows (`make gen`).
 
 use crate::convert::{
     dtype_or, operand, opt_tensor_arg, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype,
     tensor_arg, tensor_or_scalar_like, to_tensor, Float, Int, Operand,
 };
 use crate::errors::{gpu, invalid};
-use crate::tensor::{binary_op, floor_divide_op, reduce_with, remainder_op, true_divide_op, PyTensor};
+use crate::tensor::{binary_op, floor_divide_op, remainder_op, true_divide_op, PyTensor};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use kiln_core::{DType, Tensor};
 use pyo3::prelude::*;
@@ -456,40 +457,10 @@ pub fn where_(py: Python<'_>, condition: &Bound<'_, PyAny>, x1: &Bound<'_, PyAny
 }
 
 // ---------------------------------------------------------------------------------------------
-// matmul
-
-/// numpy ``matmul``: 1-D operands are promoted, batch dimensions broadcast.
-#[pyfunction]
-pub fn matmul(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
-    let (a, b) = (tensor_arg(py, x1)?, tensor_arg(py, x2)?);
-    gpu(py, || ops::matmul(&a, &b)).map(ok)
-}
-
-// ---------------------------------------------------------------------------------------------
 // reduce
 
-macro_rules! reduce_fns {
-    ($($name:ident, $doc:literal;)*) => {
-        $(
-            #[doc = $doc]
-            #[pyfunction]
-            #[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-            pub fn $name(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
-                let x = tensor_arg(py, x)?;
-                reduce_with(py, &x, axis, keepdims, ops::$name)
-            }
-        )*
-    };
-}
-
-// `sum` (with the Array API's `dtype=`) is in scan.rs.
-reduce_fns! {
-    mean, "Mean over ``axis`` (None: all axes).";
-    max, "Maximum over ``axis`` (None: all axes).";
-    min, "Minimum over ``axis`` (None: all axes).";
-    all, "Whether every element over ``axis`` is true (non-zero, NaN included), as a bool tensor; True over an empty axis.";
-    any, "Whether some element over ``axis`` is true (non-zero, NaN included), as a bool tensor; False over an empty axis.";
-}
+// `sum` (with the Array API's `dtype=`) is in scan.rs; mean, max, min, all, any, argmax and
+// argmin take their rows' Array API form (ops_gen.rs).
 
 /// Variance over ``axis`` with ``correction`` (numpy's ``ddof``; either keyword) degrees of
 /// freedom removed from the divisor.
@@ -507,24 +478,6 @@ pub fn var(
     let c = crate::convert::correction_of(py, "var", correction, ddof)?;
     let axes = parse_axes(py, axis)?;
     gpu(py, || crate::convert::var_corrected(&x, axes.as_deref(), keepdims, c, false)).map(ok)
-}
-
-/// Index (uint32) of the maximum along ``axis``; None: index into the flattened tensor.
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-pub fn argmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, keepdims: bool) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.map(|a| a.0);
-    gpu(py, || ops::argmax(&x, axis, keepdims)).map(ok)
-}
-
-/// Index (uint32) of the minimum along ``axis``; None: index into the flattened tensor.
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, keepdims: bool) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.map(|a| a.0);
-    gpu(py, || ops::argmin(&x, axis, keepdims)).map(ok)
 }
 
 // ---------------------------------------------------------------------------------------------

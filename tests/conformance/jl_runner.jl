@@ -208,6 +208,7 @@ function run_table_op(op, p, up, nmax)
     op == "attention" && return Kiln.attention(up("q"), up("k"), up("v"); causal=p["causal"], scale=p["scale"])
     op == "quantize" && return Kiln.quantize(up("x"), Symbol(p["format"]))
     op == "quant_matmul" && return Kiln.quant_matmul(up("x"), up("w"), Symbol(p["format"]), Int(p["n"]))
+    op == "unique_values" && return Kiln.unique_values(up("x"))
     op == "isin" && return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
     op == "diff" && return Kiln.diff(up("x"); dims=jdim(Int(p["axis"]), nmax), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
     op == "vecdot" && return Kiln.vecdot(up("a"), up("b"); dims=jdim(Int(p["axis"]), nmax))
@@ -282,8 +283,6 @@ function run_op(op, p, c::Case, dir)
         k = keys(u)[Int(p["output"]) + 1]
         r = Array(getfield(u, k))
         return k in (:indices, :inverse_indices) ? r .- one(eltype(r)) : r
-    elseif op == "unique_values"
-        return Kiln.unique_values(x)   # Kiln.unique is Base's (first-appearance order)
     elseif op == "tensordot"
         a, b = up("a"), up("b")
         p["n"] >= 0 && return Kiln.tensordot(b, a, Int(p["n"]))   # core (a, b) is Julia (b, a)
