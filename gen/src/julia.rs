@@ -449,24 +449,20 @@ pub(crate) fn julia_methods() -> String {
             sig += &kw.join(", ");
         }
         // The docstring's call line: the parameters without their types.
-        let bare: Vec<String> = args
-            .iter()
-            .map(|a| {
-                let p = a.param.as_str();
-                match (p.split_once("::"), p.split_once('=')) {
-                    (Some((name, _)), Some((_, d))) => format!("{name}={d}"),
-                    (Some((name, _)), None) if p.ends_with("...") => format!("{name}..."),
-                    (Some((name, _)), None) => name.to_string(),
-                    (None, _) => p.to_string(),
-                }
-            })
-            .collect();
-        let (bp, bk): (Vec<(usize, &String)>, Vec<(usize, &String)>) =
-            bare.iter().enumerate().partition(|(i, _)| !args[*i].keyword);
-        let mut call_line = bp.iter().map(|(_, b)| b.as_str()).collect::<Vec<_>>().join(", ");
+        let bare = |a: &&JlMethodArg| -> String {
+            let p = a.param.as_str();
+            match (p.split_once("::"), p.split_once('=')) {
+                (Some((name, _)), Some((_, d))) => format!("{name}={d}"),
+                (Some((name, _)), None) if p.ends_with("...") => format!("{name}..."),
+                (Some((name, _)), None) => name.to_string(),
+                (None, _) => p.to_string(),
+            }
+        };
+        let bk: Vec<String> = args.iter().filter(|a| a.keyword).map(bare).collect();
+        let mut call_line = args.iter().filter(|a| !a.keyword).map(bare).collect::<Vec<_>>().join(", ");
         if !bk.is_empty() {
             call_line += "; ";
-            call_line += &bk.iter().map(|(_, b)| b.as_str()).collect::<Vec<_>>().join(", ");
+            call_line += &bk.join(", ");
         }
         let _ = write!(
             s,

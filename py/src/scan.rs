@@ -3,7 +3,7 @@
 //! Written by hand because the Array API's keywords are not the rows' (`axis=` for axes,
 //! `correction=` for ddof, keyword-only parameters, `tensordot`'s two forms of axes).
 
-use crate::convert::{correction_of, opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};
+use crate::convert::{correction_of, parse_axes, parse_dtype, tensor_arg, Float};
 use crate::errors::{gpu, invalid};
 use crate::ops::PyT;
 use crate::tensor::PyTensor;
