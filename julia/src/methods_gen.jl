@@ -178,6 +178,28 @@ function topk(x::KilnArray, k::Integer; dims::Integer=1, largest::Bool=true)
 end
 
 """
+    Kiln.unique_counts(x)
+
+`(values=, counts=)` of `Kiln.unique_all(x)`: the distinct values sorted and how often each occurs
+(`Int32`).
+"""
+function unique_counts(x::KilnArray)
+    r = _kiln_unique_counts(x)
+    return (values=r.values, counts=r.counts)
+end
+
+"""
+    Kiln.unique_inverse(x)
+
+`(values=, inverse_indices=)` of `Kiln.unique_all(x)`: the distinct values sorted and the 1-based
+index into `values` of every element (`x`'s size).
+"""
+function unique_inverse(x::KilnArray)
+    r = _kiln_unique_inverse(x)
+    return (values=r.values, inverse_indices=_binary_scalar("add", r.inverse_indices, 1, false))
+end
+
+"""
     Kiln.unique_values(x)
 
 The distinct values of `x`, sorted (as `Kiln.unique_all`; `unique(x)` is Base's, in order of first

@@ -1,9 +1,10 @@
 # Written by hand (Julia's idiom: Base's names and keywords such as `rev`, Base's return types,
 # 1-based positions) over the generated `_kiln_<op>` wrappers. Searching, sorting and sets over
 # kiln-core's ops (kiln_sort, kiln_argsort, kiln_searchsorted, kiln_count_nonzero, kiln_nonzero,
-# kiln_unique_*), with Base's names and 1-based indices; topk, isin and unique_values take their
-# rows' form (methods_gen.jl). Julia dim d of an N-d array is core axis N - d (the column-major rule), and core's
-# row-major flat index over the reversed shape is Julia's linear index.
+# kiln_unique_all), with Base's names and 1-based indices; topk, isin, unique_counts,
+# unique_inverse and unique_values take their rows' form (methods_gen.jl). Julia dim d of an
+# N-d array is core axis N - d (the column-major rule), and core's row-major flat index over the
+# reversed shape is Julia's linear index.
 #
 # Order: NaN after +Inf (as Base's isless), but -0.0 and 0.0 are equal (Base's isless puts
 # -0.0 first); sorts are stable, and `rev=true` is the exact reverse order with equal elements
@@ -126,22 +127,6 @@ function unique_all(x::KilnArray)
     v, i, inv, c = _unique4(x)
     return (values=v, indices=_binary_scalar("add", i, 1, false), inverse_indices=_binary_scalar("add", inv, 1, false),
             counts=c)
-end
-
-"""`Kiln.unique_counts(x)`: `(values, counts)` of `Kiln.unique_all`."""
-function unique_counts(x::KilnArray)
-    v = Ref{Ptr{KilnTensor}}(C_NULL)
-    c = Ref{Ptr{KilnTensor}}(C_NULL)
-    check(@ccall libkiln.kiln_unique_counts(x::Ptr{KilnTensor}, v::Ref{Ptr{KilnTensor}}, c::Ref{Ptr{KilnTensor}})::UInt32)
-    return (values=wrap(v[]), counts=wrap(c[]))
-end
-
-"""`Kiln.unique_inverse(x)`: `(values, inverse_indices)` of `Kiln.unique_all` (1-based)."""
-function unique_inverse(x::KilnArray)
-    v = Ref{Ptr{KilnTensor}}(C_NULL)
-    i = Ref{Ptr{KilnTensor}}(C_NULL)
-    check(@ccall libkiln.kiln_unique_inverse(x::Ptr{KilnTensor}, v::Ref{Ptr{KilnTensor}}, i::Ref{Ptr{KilnTensor}})::UInt32)
-    return (values=wrap(v[]), inverse_indices=_binary_scalar("add", wrap(i[]), 1, false))
 end
 
 """

@@ -40,10 +40,11 @@ const BIAS: Arg = a("bias", OptTensor, "the shift (None: 0)").or(Dflt::None);
 
 const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 
-/// Why the unique_* tuples stay hand-written although a named tuple of tensors is a plain output:
-/// each binding gives them its language's result record (the Array API's named tuples, an Elixir
-/// map, the browser's one readback shared by the four), and unique_all's core form is a struct.
-const UNIQUE_HAND: &str = "each binding's own result record (Python named tuples, an Elixir map, one browser readback for all four); unique_all's core result is a struct";
+/// Why unique_all stays hand-written although a named tuple of tensors is a plain output: its
+/// core form is a struct, and each binding gives it its language's result record (the Array API's
+/// named tuple, an Elixir map, the browser's one readback that unique_counts and unique_inverse
+/// share there).
+const UNIQUE_HAND: &str = "its core result is a struct; each binding's own result record (a Python named tuple, an Elixir map, one browser readback)";
 
 /// The ops with their own signatures (creation, random); the unary and binary ops come from the
 /// tables in elementwise/table.rs.
@@ -313,13 +314,16 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .out(Out::Tuple(&["values", "indices", "inverse_indices", "counts"]))
         .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)"),
     OpInfo::new("unique_counts", "set", "any, bool included", &[X])
-        .hand(UNIQUE_HAND)
         .out(Out::Tuple(&["values", "counts"]))
-        .doc("(values, counts) of the distinct values"),
+        .doc("(values, counts) of the distinct values")
+        .julia("`(values=, counts=)` of `Kiln.unique_all(x)`: the distinct values sorted and how often each occurs (`Int32`).")
+        .c("kiln_unique_all's values and counts: the distinct values of `x` (flattened, sorted; -0 == +0, each NaN distinct) and the i32 count of each. The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_inverse", "set", "any, bool included", &[X])
-        .hand(UNIQUE_HAND)
         .out(Out::Tuple(&["values", "inverse_indices"]))
-        .doc("(values, inverse_indices) of the distinct values"),
+        .position_outputs(&["inverse_indices"])
+        .doc("(values, inverse_indices) of the distinct values")
+        .julia("`(values=, inverse_indices=)` of `Kiln.unique_all(x)`: the distinct values sorted and the 1-based index into `values` of every element (`x`'s size).")
+        .c("kiln_unique_all's values and inverse indices: the distinct values of `x` (flattened, sorted; -0 == +0, each NaN distinct) and the i32 index into values of every element of `x` (x's shape). The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_values", "set", "any, bool included", &[X])
         .doc("the distinct values, sorted (each NaN kept)")
         .names(["~unique_values", "unique_values", "~unique"])
