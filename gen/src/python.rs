@@ -14,8 +14,23 @@ pub(crate) fn py_plain() -> Vec<OpInfo> {
 /// `a.name`, or None when the parameter is used as is) and how the call passes it. None: a type
 /// the Python emitter does not write yet (kiln-gen refuses such a row).
 fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
-    let n = a.name;
+    let (n, p) = (a.name, py_name(a));
     Some(match a.ty {
+        // An int or an (h, w) pair; left out (None): the row's default, or another argument's value.
+        Ty::Pair => match a.default {
+            Dflt::Required => ("&Bound<'_, PyAny>", Some(format!("let {n} = parse_pair(py, \"{p}\", {p})?;")), n.into()),
+            Dflt::Int(v) => {
+                ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = pair_or(py, \"{p}\", {p}, {v})?;")), n.into())
+            }
+            Dflt::Same(other) => (
+                "Option<&Bound<'_, PyAny>>",
+                Some(format!(
+                    "let {n} = match {p}.filter(|v| !v.is_none()) {{\n        Some(v) => parse_pair(py, \"{p}\", v)?,\n        None => {other},\n    }};"
+                )),
+                n.into(),
+            ),
+            _ => return None,
+        },
         // `axis=` (an int, a sequence of ints or None) in the Array API's form: bound to `axes`.
         Ty::OptAxes => {
             ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_axes(py, axis)?;")), format!("{n}.as_deref()"))
@@ -39,7 +54,9 @@ fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
 
 /// `a`'s Python name: the row's, but `axis` for a list of axes (the Array API's spelling).
 pub(crate) fn py_name(a: &Arg) -> &'static str {
-    if a.ty == Ty::OptAxes {
+    if !a.py.is_empty() {
+        a.py
+    } else if a.ty == Ty::OptAxes {
         "axis"
     } else {
         a.name
@@ -52,6 +69,8 @@ fn py_default(a: &Arg) -> Option<String> {
         Dflt::Required => return None,
         Dflt::None => "None".into(),
         Dflt::Bool(b) => b.to_string(),
+        // A pair's default is applied after the conversion (an int or a pair may be given).
+        Dflt::Int(_) | Dflt::Same(_) if a.ty == Ty::Pair => "None".into(),
         Dflt::Int(i) if matches!(a.ty, Ty::F32 | Ty::F64) => format!("Float({i}.0)"),
         Dflt::Int(i) => format!("Int({i})"),
         Dflt::Float(f) => format!("Float({f:?})"),
@@ -62,6 +81,7 @@ fn py_default(a: &Arg) -> Option<String> {
 /// `a`'s default as the `.pyi` stub writes it.
 fn pyi_default(a: &Arg) -> Option<String> {
     Some(match a.default {
+        Dflt::Same(_) if a.ty == Ty::Pair => "None".into(),
         Dflt::Required | Dflt::Same(_) => return None,
         Dflt::None => "None".into(),
         Dflt::Bool(b) => if b { "True" } else { "False" }.into(),
@@ -82,6 +102,8 @@ fn pyi_type(a: &Arg) -> &'static str {
         Ty::Size | Ty::Axis | Ty::Int => "int",
         Ty::Bool => "bool",
         Ty::Format => "str",
+        Ty::Pair if matches!(a.default, Dflt::Same(_)) => "Optional[Pair]",
+        Ty::Pair => "Pair",
         Ty::OptAxes => "AxisLike",
         Ty::OptAxis => "Optional[int]",
         Ty::OptDType => "DTypeLike",
@@ -112,6 +134,9 @@ fn plain_fns() -> String {
             })
             .collect();
         let _ = writeln!(s, "#[pyfunction]\n#[pyo3(signature = ({}))]", array_api_marks(&o, sig).join(", "));
+        if o.args.len() + 1 > 7 {
+            s += "#[allow(clippy::too_many_arguments)]\n";
+        }
         let (mut params, mut convert, mut call) = (Vec::new(), String::new(), Vec::new());
         for a in o.args {
             let (ty, conv, pass) = py_arg(a).expect("checked by py_supported");
@@ -171,8 +196,8 @@ pub(crate) fn py_ops() -> String {
     s += "//! The Python functions of kiln-core's unary and binary tables (numpy's names), of the plain\n";
     s += "//! ops of the op table whose row gives a Python docstring, and their registration; the\n";
     s += "//! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.\n\n";
-    s += "use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
-    s += "use crate::ops::{binary_fns, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
+    s += "use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
+    s += "use crate::ops::{binary_fns, pair_or, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
     s += "use pyo3::prelude::*;\n\n";
     s += "unary_fns! {\n";
     for op in &us {

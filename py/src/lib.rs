@@ -95,10 +95,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::take_along_axis,
         ops::random_uniform,
         ops::random_normal,
-        // conv, pool, attention
-        ops::conv2d,
-        ops::max_pool2d,
-        ops::avg_pool2d,
         // quant
         ops::quant_from_bytes,
         // scans

@@ -3,9 +3,9 @@
 //! ops of the op table whose row gives a Python docstring, and their registration; the
 //! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.
 
-use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};
+use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};
 use crate::errors::gpu;
-use crate::ops::{binary_fns, quant_format, unary_fns, PyT};
+use crate::ops::{binary_fns, pair_or, quant_format, unary_fns, PyT};
 use crate::tensor::PyTensor;
 use kiln_core::ops;
 use pyo3::prelude::*;
@@ -199,6 +199,52 @@ pub fn batch_norm(py: Python<'_>, x: &Bound<'_, PyAny>, mean: &Bound<'_, PyAny>,
     let weight = opt_tensor_arg(py, weight)?;
     let bias = opt_tensor_arg(py, bias)?;
     gpu(py, || ops::batch_norm(&x, &mean, &var, weight.as_ref(), bias.as_ref(), eps.0 as f32)).map(PyTensor::new)
+}
+
+/// 2-D convolution (cross-correlation, as PyTorch) of ``x`` [N, C, H, W] (or [C, H, W]) with ``w``
+/// [O, C/groups, KH, KW] and optional ``bias`` [O]. ``stride``, ``padding`` and ``dilation`` are
+/// ints or (h, w) pairs.
+#[pyfunction]
+#[pyo3(signature = (x, w, bias=None, stride=None, padding=None, dilation=None, groups=Int(1)))]
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d(py: Python<'_>, x: &Bound<'_, PyAny>, w: &Bound<'_, PyAny>, bias: Option<&Bound<'_, PyAny>>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>, dilation: Option<&Bound<'_, PyAny>>, groups: Int<usize>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let w = tensor_arg(py, w)?;
+    let bias = opt_tensor_arg(py, bias)?;
+    let stride = pair_or(py, "stride", stride, 1)?;
+    let padding = pair_or(py, "padding", padding, 0)?;
+    let dilation = pair_or(py, "dilation", dilation, 1)?;
+    gpu(py, || ops::conv2d(&x, &w, bias.as_ref(), stride, padding, dilation, groups.0)).map(PyTensor::new)
+}
+
+/// Max over each ``kernel_size`` window of ``x`` [N, C, H, W] (or [C, H, W]); ``stride`` defaults
+/// to ``kernel_size`` (PyTorch semantics).
+#[pyfunction]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+pub fn max_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let kernel = parse_pair(py, "kernel_size", kernel_size)?;
+    let stride = match stride.filter(|v| !v.is_none()) {
+        Some(v) => parse_pair(py, "stride", v)?,
+        None => kernel,
+    };
+    let padding = pair_or(py, "padding", padding, 0)?;
+    gpu(py, || ops::max_pool2d(&x, kernel, stride, padding)).map(PyTensor::new)
+}
+
+/// Mean over each ``kernel_size`` window (padding counts in the divisor, as PyTorch's default);
+/// ``stride`` defaults to ``kernel_size``.
+#[pyfunction]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+pub fn avg_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let kernel = parse_pair(py, "kernel_size", kernel_size)?;
+    let stride = match stride.filter(|v| !v.is_none()) {
+        Some(v) => parse_pair(py, "stride", v)?,
+        None => kernel,
+    };
+    let padding = pair_or(py, "padding", padding, 0)?;
+    gpu(py, || ops::avg_pool2d(&x, kernel, stride, padding)).map(PyTensor::new)
 }
 
 /// kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).
@@ -443,6 +489,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(batch_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(conv2d, m)?)?;
+    m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;
+    m.add_function(wrap_pyfunction!(avg_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(index_select, m)?)?;
     m.add_function(wrap_pyfunction!(gather, m)?)?;
     m.add_function(wrap_pyfunction!(embedding, m)?)?;

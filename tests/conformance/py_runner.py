@@ -59,7 +59,8 @@ def run(op, f, p, ins, d):
     x = ins[0][1] if ins else None
     get = dict(ins).get
     if op in PLAIN:
-        arg = lambda k, tensor: get(k) if tensor else p[k]  # noqa: E731
+        # A list parameter (axes, a pair) as a tuple, as Python code writes it.
+        arg = lambda k, tensor: get(k) if tensor else tuple(p[k]) if isinstance(p[k], list) else p[k]  # noqa: E731
         y = f(*[arg(k, t) for k, t, kw in PLAIN[op] if kw is None], **{kw: arg(k, t) for k, t, kw in PLAIN[op] if kw})
         return y[p["output"]] if op in TUPLES else y
     if op in ("zeros", "ones"):
@@ -89,11 +90,6 @@ def run(op, f, p, ins, d):
     if op == "std":
         axes = None if p["axes"] is None else tuple(p["axes"])
         return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
-    if op == "conv2d":
-        return f(x, get("w"), get("bias"), stride=tuple(p["stride"]), padding=tuple(p["padding"]),
-                 dilation=tuple(p["dilation"]), groups=p["groups"])
-    if op in ("max_pool2d", "avg_pool2d"):
-        return f(x, tuple(p["kernel"]), stride=tuple(p["stride"]), padding=tuple(p["padding"]))
     if op == "reshape":
         return f(x, tuple(p["shape"]))
     if op == "permute":

@@ -32,7 +32,7 @@ const INCLUDE_INITIAL: Arg = a("include_initial", Bool, "start with the identity
 /// An axis defaulting to the last one.
 const AXIS_LAST: Arg = a("axis", Axis, "the axis (negative counts from the end)").or(I(-1));
 const DESCENDING: Arg = a("descending", Bool, "largest first").or(B(false));
-const KERNEL: Arg = a("kernel", Pair, "the window (height, width)");
+const KERNEL: Arg = a("kernel", Pair, "the window (height, width)").py("kernel_size");
 const POOL_STRIDE: Arg = a("stride", Pair, "the step (height, width)").or(Dflt::Same("kernel"));
 const PADDING: Arg = a("padding", Pair, "zeros added on each side (height, width)").or(I(0)).c_stem("pad");
 const WEIGHT: Arg = a("weight", OptTensor, "the scale (None: 1)").or(Dflt::None);
@@ -193,16 +193,19 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         &[X, a("w", Tensor, "the filters [O, C/groups, KH, KW]"), a("bias", OptTensor, "added per output channel (None: none)").or(Dflt::None), a("stride", Pair, "the step (height, width)").or(I(1)), PADDING, a("dilation", Pair, "the spacing of the filter taps (height, width)").or(I(1)), a("groups", Size, "the channel groups").or(I(1))],
     )
     .doc("2-D convolution, NCHW")
+    .python("2-D convolution (cross-correlation, as PyTorch) of ``x`` [N, C, H, W] (or [C, H, W]) with ``w`` [O, C/groups, KH, KW] and optional ``bias`` [O]. ``stride``, ``padding`` and ``dilation`` are ints or (h, w) pairs.")
     .julia("2-D cross-correlation (as PyTorch; no kernel flip) of `x` of size `(W, H, C, N)` with `w` of size `(KW, KH, C ÷ groups, O)`; gives `(OW, OH, O, N)`. `stride`, `pad` and `dilation` are integers or `(w, h)` tuples, in the same order as the dimensions.")
     .elixir("conv2d")
     .c("2-D convolution (cross-correlation, as PyTorch) of `x` [N, C, H, W] with `w` [O, C/groups, KH, KW] and optional `bias` [O] (NULL = none); gives [N, O, OH, OW]. Strides and dilations must be >= 1, `groups` must divide C and O. `x`, `w`, `out`: non-null."),
     OpInfo::new("max_pool2d", "conv/pool", "any", &[X, KERNEL, POOL_STRIDE, PADDING])
         .doc("max pooling, NCHW")
+        .python("Max over each ``kernel_size`` window of ``x`` [N, C, H, W] (or [C, H, W]); ``stride`` defaults to ``kernel_size`` (PyTorch semantics).")
         .julia("Max pooling of `x` `(W, H, C, N)` with a `kernel = (kw, kh)` window (also `Kiln.maxpool`).")
         .elixir("max_pool2d")
         .c("Max pooling (padding never wins) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null."),
     OpInfo::new("avg_pool2d", "conv/pool", "any", &[X, KERNEL, POOL_STRIDE, PADDING])
         .doc("average pooling (padding counts), NCHW")
+        .python("Mean over each ``kernel_size`` window (padding counts in the divisor, as PyTorch's default); ``stride`` defaults to ``kernel_size``.")
         .julia("Average pooling (padding counts in the average) of `x` `(W, H, C, N)` with a `kernel = (kw, kh)` window (also `Kiln.meanpool`).")
         .elixir("avg_pool2d")
         .c("Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null."),

@@ -125,6 +125,8 @@ pub struct Arg {
     pub c_stem: &'static str,
     /// A tensor of 0-based positions (ids, indices): a 1-based binding (Julia) takes its own.
     pub positions: bool,
+    /// The Python keyword where it differs from `name` (PyTorch's `kernel_size`); empty: `name`.
+    pub py: &'static str,
 }
 
 impl Arg {
@@ -136,6 +138,11 @@ impl Arg {
     /// Named `key` in the conformance manifest and `by_name`.
     pub const fn key(mut self, key: &'static str) -> Self {
         self.key = key;
+        self
+    }
+    /// Named `name` in Python ([`Arg::py`]).
+    pub const fn py(mut self, name: &'static str) -> Self {
+        self.py = name;
         self
     }
     /// A tensor of positions ([`Arg::positions`]).
@@ -164,7 +171,7 @@ impl Arg {
 
 /// An argument without default: `a(name, type, doc)`.
 pub const fn a(name: &'static str, ty: Ty, doc: &'static str) -> Arg {
-    Arg { name, ty, default: Dflt::Required, doc, key: name, c_stem: name, positions: false }
+    Arg { name, ty, default: Dflt::Required, doc, key: name, c_stem: name, positions: false, py: "" }
 }
 
 /// What an op gives back.
