@@ -820,20 +820,6 @@ KilnStatus kiln_unique_all(const struct KilnTensor *x,
                            struct KilnTensor **counts);
 
 /**
- * kiln_unique_all's values and counts. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
- */
-KilnStatus kiln_unique_counts(const struct KilnTensor *x,
-                              struct KilnTensor **values,
-                              struct KilnTensor **counts);
-
-/**
- * kiln_unique_all's values and inverse indices. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
- */
-KilnStatus kiln_unique_inverse(const struct KilnTensor *x,
-                               struct KilnTensor **values,
-                               struct KilnTensor **inverse_indices);
-
-/**
  * numpy's tensordot: with `n >= 0` the last `n` axes of `x1` are contracted with the first `n`
  * of `x2` (`axes1`, `axes2` unused, may be NULL); with `n < 0` axis `axes1[i]` of `x1` with
  * `axes2[i]` of `x2` for i < `naxes` (negative counts from the end). The result has x1's other
@@ -1347,6 +1333,27 @@ KilnStatus kiln_count_nonzero(const struct KilnTensor *x,
                               size_t naxes,
                               bool keepdims,
                               struct KilnTensor **out);
+
+/**
+ * kiln_unique_all's values and counts: the distinct values of `x` (flattened, sorted; -0 == +0,
+ * each NaN distinct) and the i32 count of each. The count of values is read back to the host. `x`:
+ * non-null. `values`, `counts`: non-null. `*values`, `*counts` each receive a new tensor owned by
+ * the caller (free each with kiln_tensor_free); on error every one is set to NULL. Thread-safe.
+ */
+KilnStatus kiln_unique_counts(const struct KilnTensor *x,
+                              struct KilnTensor **values,
+                              struct KilnTensor **counts);
+
+/**
+ * kiln_unique_all's values and inverse indices: the distinct values of `x` (flattened, sorted; -0
+ * == +0, each NaN distinct) and the i32 index into values of every element of `x` (x's shape). The
+ * count of values is read back to the host. `x`: non-null. `values`, `inverse_indices`: non-null.
+ * `*values`, `*inverse_indices` each receive a new tensor owned by the caller (free each with
+ * kiln_tensor_free); on error every one is set to NULL. Thread-safe.
+ */
+KilnStatus kiln_unique_inverse(const struct KilnTensor *x,
+                               struct KilnTensor **values,
+                               struct KilnTensor **inverse_indices);
 
 /**
  * kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null. `*out`

@@ -1,7 +1,7 @@
 //! The C functions a plain call of the op table cannot express, written by hand: clip's two
 //! forms (one op, two C functions), copy and fill (not ops of the table), quant_from_bytes (host
-//! bytes), tensordot (two forms of axes) and the ops giving several tensors (nonzero,
-//! unique_*). Every other op's C function is generated from its typed
+//! bytes), tensordot (two forms of axes) and the ops giving several tensors whose core form is
+//! not a tuple (nonzero, unique_all). Every other op's C function is generated from its typed
 //! row of kiln-core's op table into ops_gen.rs (`make gen`), with the helpers below. Each is a
 //! pointer check and a call: the op logic lives in kiln-core.
 
@@ -239,32 +239,6 @@ pub unsafe extern "C" fn kiln_unique_all(
     call_outs("kiln_unique_all", &[values, indices, inverse_indices, counts], || {
         let u = ops::unique_all(&*tensor(x, "x")?)?;
         Ok(vec![u.values, u.indices, u.inverse_indices, u.counts])
-    })
-}
-
-/// kiln_unique_all's values and counts. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_unique_counts(
-    x: *const KilnTensor,
-    values: *mut *mut KilnTensor,
-    counts: *mut *mut KilnTensor,
-) -> KilnStatus {
-    call_outs("kiln_unique_counts", &[values, counts], || {
-        let (v, c) = ops::unique_counts(&*tensor(x, "x")?)?;
-        Ok(vec![v, c])
-    })
-}
-
-/// kiln_unique_all's values and inverse indices. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_unique_inverse(
-    x: *const KilnTensor,
-    values: *mut *mut KilnTensor,
-    inverse_indices: *mut *mut KilnTensor,
-) -> KilnStatus {
-    call_outs("kiln_unique_inverse", &[values, inverse_indices], || {
-        let (v, i) = ops::unique_inverse(&*tensor(x, "x")?)?;
-        Ok(vec![v, i])
     })
 }
 

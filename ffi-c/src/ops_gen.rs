@@ -396,6 +396,25 @@ pub unsafe extern "C" fn kiln_count_nonzero(x: *const KilnTensor, axes: *const i
     call_out("kiln_count_nonzero", out, || ops::count_nonzero(&*tensor(x, "x")?, opt_axes(axes, naxes)?, keepdims))
 }
 
+/// kiln_unique_all's values and counts: the distinct values of `x` (flattened, sorted; -0 == +0,
+/// each NaN distinct) and the i32 count of each. The count of values is read back to the host. `x`:
+/// non-null. `values`, `counts`: non-null. `*values`, `*counts` each receive a new tensor owned by
+/// the caller (free each with kiln_tensor_free); on error every one is set to NULL. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unique_counts(x: *const KilnTensor, values: *mut *mut KilnTensor, counts: *mut *mut KilnTensor) -> KilnStatus {
+    call_outs("kiln_unique_counts", &[values, counts], || ops::unique_counts(&*tensor(x, "x")?).map(|(values, counts)| vec![values, counts]))
+}
+
+/// kiln_unique_all's values and inverse indices: the distinct values of `x` (flattened, sorted; -0
+/// == +0, each NaN distinct) and the i32 index into values of every element of `x` (x's shape). The
+/// count of values is read back to the host. `x`: non-null. `values`, `inverse_indices`: non-null.
+/// `*values`, `*inverse_indices` each receive a new tensor owned by the caller (free each with
+/// kiln_tensor_free); on error every one is set to NULL. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unique_inverse(x: *const KilnTensor, values: *mut *mut KilnTensor, inverse_indices: *mut *mut KilnTensor) -> KilnStatus {
+    call_outs("kiln_unique_inverse", &[values, inverse_indices], || ops::unique_inverse(&*tensor(x, "x")?).map(|(values, inverse_indices)| vec![values, inverse_indices]))
+}
+
 /// kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null. `*out`
 /// receives a new tensor owned by the caller (free it with kiln_tensor_free); it is set to NULL on
 /// error. Thread-safe.

@@ -240,10 +240,16 @@ fn python_args(o: &OpInfo) -> String {
     if o.py_doc.is_empty() || crate::core_by_name::is_elementwise(o.name) {
         return String::new();
     }
+    // The Array API's form takes every argument after the tensor inputs by keyword (its name).
+    let inputs = if o.py_array_api { o.args.iter().take_while(|a| a.ty == Ty::Tensor).count() } else { o.args.len() };
     let args: Vec<String> = o
         .args
         .iter()
-        .map(|a| format!("[{}, {}]", json_str(a.key), matches!(a.ty, Ty::Tensor | Ty::OptTensor)))
+        .enumerate()
+        .map(|(i, a)| {
+            let kw = if i < inputs { "null".to_string() } else { json_str(crate::python::py_name(a)) };
+            format!("[{}, {}, {kw}]", json_str(a.key), matches!(a.ty, Ty::Tensor | Ty::OptTensor))
+        })
         .collect();
     format!(", \"python_args\": [{}]", args.join(", "))
 }

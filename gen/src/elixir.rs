@@ -223,7 +223,9 @@ fn ex_default(a: &Arg) -> String {
         Dflt::Int(i) if matches!(a.ty, Ty::F32 | Ty::F64) => ex_float(i as f64),
         Dflt::Int(i) => i.to_string(),
         Dflt::Float(f) => ex_float(f),
-        Dflt::Required | Dflt::Same(_) => unreachable!("checked by ex_supported"),
+        // nil: the other argument's value (`kw[:stride] || kernel`).
+        Dflt::Same(_) => "nil".into(),
+        Dflt::Required => unreachable!("checked by ex_supported"),
     }
 }
 
@@ -255,7 +257,11 @@ pub(crate) fn ex_supported(o: &OpInfo) -> bool {
     o.is_plain()
         && o.args.iter().all(|a| {
             !matches!(a.ty, Ty::Tensors | Ty::NewShape | Ty::U64 | Ty::Bytes | Ty::Other(_))
-                && !matches!(a.default, Dflt::Same(_))
+                // Another argument's value as the default: that argument must be positional.
+                && match a.default {
+                    Dflt::Same(other) => o.args.iter().any(|b| b.name == other && b.default == Dflt::Required),
+                    _ => true,
+                }
         })
 }
 
@@ -284,7 +290,12 @@ pub(crate) fn elixir_fns() -> String {
         if !options.is_empty() {
             s += "\n  Options:\n\n";
             for a in &options {
-                s += &format!("    * `{}:` (default `{}`): {}\n", ex_option(&o, a), ex_default(a), ex_doc_text(a.doc));
+                s += &format!(
+                    "    * `{}:` (default `{}`): {}\n",
+                    ex_option(&o, a),
+                    if let Dflt::Same(other) = a.default { other.to_string() } else { ex_default(a) },
+                    ex_doc_text(a.doc)
+                );
             }
         }
         s += "  \"\"\"\n";
@@ -292,12 +303,10 @@ pub(crate) fn elixir_fns() -> String {
         let call: Vec<String> = o
             .args
             .iter()
-            .map(|a| {
-                if a.default == Dflt::Required {
-                    ex_convert(a, a.name)
-                } else {
-                    ex_convert(a, &format!("kw[:{}]", ex_option(&o, a)))
-                }
+            .map(|a| match a.default {
+                Dflt::Required => ex_convert(a, a.name),
+                Dflt::Same(other) => ex_convert(a, &format!("kw[:{}] || {other}", ex_option(&o, a))),
+                _ => ex_convert(a, &format!("kw[:{}]", ex_option(&o, a))),
             })
             .collect();
         // A named tuple comes back as an Elixir tuple in its order (`outs`).

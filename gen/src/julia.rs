@@ -3,7 +3,7 @@
 //! runner's clauses for the ops whose Kiln.jl method takes the row's form.
 
 use crate::text::*;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
 use std::fmt::Write as _;
 
 pub(crate) fn jl_symbol(name: &str) -> String {
@@ -179,31 +179,15 @@ pub(crate) fn julia_ccalls() -> String {
 /// generated ([`jl_runner`]); its others translate by hand (another name or meaning in Julia:
 /// `mean` is Statistics', `var(x; corrected)`, `sort(x; rev)`, 1-based indices, GGUF's (k, n)
 /// order, a cast before a scan).
-const JL_ROW_FORM: &[&str] = &[
-    "zeros",
-    "ones",
-    "full",
-    "random_uniform",
-    "random_normal",
-    "sum",
-    "max",
-    "min",
-    "softmax",
-    "log_softmax",
-    "layer_norm",
-    "rms_norm",
-    "batch_norm",
-    "conv2d",
-    "max_pool2d",
-    "avg_pool2d",
-    "rope",
-    "attention",
-    "quantize",
-    "quant_matmul",
-    "isin",
-    "diff",
-    "vecdot",
-];
+const JL_ROW_FORM: &[&str] = &["sum", "max", "min", "diff"];
+
+/// The ops the runner calls in the row's form: [`JL_ROW_FORM`]'s and those whose method is
+/// generated ([`jl_plain`]) but for a named tuple (checked through `_kiln_<op>` below) and an op
+/// taking positions (the runner's own 1-based translation of the case's indices).
+fn jl_row_form(o: &OpInfo) -> bool {
+    JL_ROW_FORM.contains(&o.name)
+        || (!o.jl_doc.is_empty() && o.outputs().is_empty() && !o.args.iter().any(|a| a.positions))
+}
 
 /// [`JL_ROW_FORM`], for kiln-gen's check that it names plain ops of the table.
 pub(crate) fn op_lists() -> Vec<(&'static str, Vec<&'static str>)> {
@@ -236,7 +220,7 @@ fn jl_row_form_ty(t: Ty) -> bool {
 pub(crate) fn jl_row_form_unsupported() -> Option<(&'static str, Ty)> {
     let core_form = |t: Ty| jl_row_form_ty(t) && !matches!(t, Ty::OptAxes | Ty::Shape | Ty::Pair);
     op_table().into_iter().find_map(|o| {
-        let ok: &dyn Fn(Ty) -> bool = if JL_ROW_FORM.contains(&o.name) {
+        let ok: &dyn Fn(Ty) -> bool = if jl_row_form(&o) {
             &jl_row_form_ty
         } else if o.is_plain() && !o.outputs().is_empty() {
             &core_form
@@ -252,7 +236,7 @@ pub(crate) fn jl_row_form_unsupported() -> Option<(&'static str, Ty)> {
 /// keys) translated by type (`nmax`: the largest rank among the inputs).
 pub(crate) fn jl_runner() -> String {
     let mut s = String::from("function run_table_op(op, p, up, nmax)\n");
-    for o in op_table().into_iter().filter(|o| JL_ROW_FORM.contains(&o.name)) {
+    for o in op_table().into_iter().filter(jl_row_form) {
         assert!(o.is_plain(), "{}: a row-form Julia call needs a plain row", o.name);
         let value = |a: &Arg| -> String {
             let k = a.key;
@@ -278,9 +262,9 @@ pub(crate) fn jl_runner() -> String {
             }
         };
         let reduction = o.args.iter().any(|a| a.ty == Ty::OptAxes);
-        // Julia's keywords: the arguments with a default, and a seed; a reduction's keepdims is
+        // Julia's keywords: the arguments with a default, an axis and a seed; a reduction's keepdims is
         // Julia's own behaviour (the runner's check ignores the size-1 dims).
-        let is_kw = |a: &&Arg| a.default != Dflt::Required || a.ty == Ty::U64;
+        let is_kw = |a: &&Arg| a.default != Dflt::Required || matches!(a.ty, Ty::U64 | Ty::Axis);
         let dropped = |a: &&Arg| reduction && a.name == "keepdims";
         // Positional: an element type first, a shape last (`zeros(T, dims...)`).
         let rank = |a: &&Arg| match a.ty {
@@ -327,4 +311,206 @@ pub(crate) fn jl_runner() -> String {
     }
     s += "    return nothing\nend\n";
     s
+}
+
+/// An f64 default as a Julia literal of the argument's type (`1f-5`, `10000f0`, `0.5`).
+fn jl_float(f: f64, f32: bool) -> String {
+    let s = if f.fract() == 0.0 && f.abs() < 1e15 { format!("{}", f as i64) } else { format!("{f:e}") };
+    match (f32, s.split_once('e')) {
+        (true, Some((m, e))) => format!("{m}f{e}"),
+        (true, None) => format!("{s}f0"),
+        (false, Some(_)) => s,
+        (false, None) => format!("{s}.0"),
+    }
+}
+
+/// The Julia spelling of `a`'s default in a generated method (None: it has none), or an error
+/// naming what the Julia form cannot express.
+fn jl_default(a: &Arg) -> Result<Option<String>, String> {
+    Ok(Some(match (a.default, a.ty) {
+        (Dflt::Required, _) => return Ok(None),
+        (Dflt::None, _) => "nothing".into(),
+        (Dflt::Bool(b), _) => b.to_string(),
+        // A core axis counted from the end is a Julia dim counted from the start.
+        (Dflt::Int(i), Ty::Axis) if i < 0 => (-i).to_string(),
+        (Dflt::Int(_), Ty::Axis) => return Err("an axis default counted from the start".into()),
+        (Dflt::Int(i), Ty::F32) => jl_float(i as f64, true),
+        (Dflt::Int(i), Ty::F64) => jl_float(i as f64, false),
+        (Dflt::Int(i), _) => i.to_string(),
+        (Dflt::Float(f), Ty::F32) => jl_float(f, true),
+        (Dflt::Float(f), _) => jl_float(f, false),
+        (Dflt::Same(s), _) => s.into(),
+    }))
+}
+
+/// One argument of a generated Kiln.jl method: its Julia parameter (a positional one or a
+/// keyword), and the value passed to `_kiln_<op>` (kiln-core's meaning).
+struct JlMethodArg {
+    param: String,
+    keyword: bool,
+    value: String,
+}
+
+/// `a` of `o` read the Julia way: an axis is the keyword `dims` (a Julia dim: 1-based, the first
+/// the fastest, so core axis N - dims for inputs of up to N dims); a (height, width) pair is
+/// given as (width, height), or one integer, under its C stem; a position tensor holds 1-based
+/// positions (`_ids`: 0-based u32 for core, out-of-range ones past any axis); a GGUF format is a
+/// symbol or a string. The arguments without a default are positional, the others keywords.
+fn jl_method_arg(o: &OpInfo, a: &Arg) -> Result<JlMethodArg, String> {
+    let n = a.name;
+    let dflt = jl_default(a)?;
+    let keyword = dflt.is_some() || a.ty == Ty::Axis;
+    let with_default = |p: String| match &dflt {
+        Some(d) => format!("{p}={d}"),
+        None => p,
+    };
+    // The inputs whose dims an axis counts (positions aside: they may be host arrays).
+    let dims_of: Vec<&str> = o.args.iter().filter(|b| b.ty == Ty::Tensor && !b.positions).map(|b| b.name).collect();
+    Ok(match a.ty {
+        Ty::Tensor if a.positions => JlMethodArg { param: n.into(), keyword, value: format!("_ids({n})") },
+        Ty::Tensor => JlMethodArg { param: format!("{n}::KilnArray"), keyword, value: n.into() },
+        Ty::OptTensor => {
+            JlMethodArg { param: with_default(format!("{n}::Union{{Nothing,KilnArray}}")), keyword, value: n.into() }
+        }
+        Ty::Axis => JlMethodArg {
+            param: with_default("dims::Integer".into()),
+            keyword,
+            value: format!("_dims_axis(dims, {})", dims_of.join(", ")),
+        },
+        Ty::Pair => {
+            let p = if keyword { a.c_stem } else { n };
+            JlMethodArg { param: with_default(p.into()), keyword, value: format!("reverse(_pair({p}))") }
+        }
+        Ty::Size => JlMethodArg { param: with_default(format!("{n}::Integer")), keyword, value: n.into() },
+        Ty::F32 | Ty::F64 => JlMethodArg { param: with_default(format!("{n}::Real")), keyword, value: n.into() },
+        Ty::OptF32 => {
+            JlMethodArg { param: with_default(format!("{n}::Union{{Nothing,Real}}")), keyword, value: n.into() }
+        }
+        Ty::Bool => JlMethodArg { param: with_default(format!("{n}::Bool")), keyword, value: n.into() },
+        Ty::Format => JlMethodArg { param: n.into(), keyword, value: format!("_quant_format({n})") },
+        // Creation: the element type first and the Julia dims last, splatted (`zeros(T, dims...)`),
+        // reversed into core's row-major shape; a seed is a keyword, a fresh one by default.
+        Ty::DType => JlMethodArg { param: format!("{n}::Type"), keyword, value: n.into() },
+        Ty::Shape => JlMethodArg { param: format!("{n}::Integer..."), keyword, value: format!("_cshape({n})") },
+        Ty::U64 => JlMethodArg { param: format!("{n}::Integer=Base.rand(UInt64)"), keyword: true, value: n.into() },
+        t => return Err(format!("{n} of type {t:?}")),
+    })
+}
+
+/// The rows whose Kiln.jl method is generated (a Julia docstring in the row, `.julia(…)`).
+pub(crate) fn jl_plain() -> Vec<OpInfo> {
+    op_table().into_iter().filter(|o| !o.jl_doc.is_empty()).collect()
+}
+
+/// The first row asking for a generated Julia method that the Julia form cannot write, and why.
+pub(crate) fn jl_method_unsupported() -> Option<(&'static str, String)> {
+    jl_plain().into_iter().find_map(|o| {
+        if !o.is_plain() {
+            return Some((o.name, "not a plain row".into()));
+        }
+        if o.args.iter().filter(|a| a.ty == Ty::Axis).count() > 1 {
+            return Some((o.name, "more than one axis (Julia's `dims` is one keyword)".into()));
+        }
+        o.args.iter().find_map(|a| jl_method_arg(&o, a).err()).map(|e| (o.name, e))
+    })
+}
+
+/// julia/src/methods_gen.jl: the Kiln.jl method of every row with a Julia docstring, in Julia's
+/// idiom read from the row ([`jl_method_arg`]); a named tuple comes back as a NamedTuple, its
+/// position outputs (`OpInfo::positions`) 1-based.
+pub(crate) fn julia_methods() -> String {
+    let mut s = header("#");
+    s += "# The Kiln.jl methods of the rows of kiln-core's op table that give a Julia docstring: each\n";
+    s += "# reads its arguments the Julia way (`dims` for an axis, column-major; (width, height) pairs;\n";
+    s += "# 1-based positions in and out) and calls the row's `_kiln_<op>` (ccall_gen.jl).\n";
+    for o in jl_plain() {
+        let args: Vec<JlMethodArg> =
+            o.args.iter().map(|a| jl_method_arg(&o, a).expect("checked by jl_method_unsupported")).collect();
+        // Positional: an element type first, the dims last (`zeros(T, dims...)`).
+        let rank = |i: &usize| match o.args[*i].ty {
+            Ty::DType => 0,
+            Ty::Shape => 2,
+            _ => 1,
+        };
+        let mut order: Vec<usize> = (0..args.len()).filter(|&i| !args[i].keyword).collect();
+        order.sort_by_key(rank);
+        order.extend((0..args.len()).filter(|&i| args[i].keyword));
+        let args: Vec<&JlMethodArg> = order.iter().map(|&i| &args[i]).collect();
+        let values: Vec<&str> = {
+            let mut v: Vec<(usize, &str)> = order.iter().zip(&args).map(|(&i, a)| (i, a.value.as_str())).collect();
+            v.sort_by_key(|(i, _)| *i);
+            v.into_iter().map(|(_, x)| x).collect()
+        };
+        let pos: Vec<&str> = args.iter().filter(|a| !a.keyword).map(|a| a.param.as_str()).collect();
+        let kw: Vec<&str> = args.iter().filter(|a| a.keyword).map(|a| a.param.as_str()).collect();
+        let mut sig = pos.join(", ");
+        if !kw.is_empty() {
+            sig += "; ";
+            sig += &kw.join(", ");
+        }
+        // The docstring's call line: the parameters without their types.
+        let bare = |a: &&JlMethodArg| -> String {
+            let p = a.param.as_str();
+            match (p.split_once("::"), p.split_once('=')) {
+                (Some((name, _)), Some((_, d))) => format!("{name}={d}"),
+                (Some((name, _)), None) if p.ends_with("...") => format!("{name}..."),
+                (Some((name, _)), None) => name.to_string(),
+                (None, _) => p.to_string(),
+            }
+        };
+        let bk: Vec<String> = args.iter().filter(|a| a.keyword).map(bare).collect();
+        let mut call_line = args.iter().filter(|a| !a.keyword).map(bare).collect::<Vec<_>>().join(", ");
+        if !bk.is_empty() {
+            call_line += "; ";
+            call_line += &bk.join(", ");
+        }
+        let _ = write!(
+            s,
+            "\n\"\"\"\n    Kiln.{}({call_line})\n\n{}\"\"\"\n",
+            o.jl(),
+            wrap(&o.jl_doc.replace('$', "\\$"), 100)
+        );
+        let call = format!("_kiln_{}({})", o.name, values.join(", "));
+        let outs = o.outputs();
+        if outs.is_empty() {
+            let _ = writeln!(s, "{}({sig}) = {call}", o.jl());
+            // Only an element type and dims: Float32 when the type is left out (as Base's zeros).
+            if pos.len() == 2 && o.args.iter().any(|a| a.ty == Ty::DType) && o.args.iter().any(|a| a.ty == Ty::Shape) {
+                let shape = o.args.iter().find(|a| a.ty == Ty::Shape).map_or("dims", |a| a.name);
+                let kw = if kw.is_empty() { "" } else { "; kw..." };
+                let _ = writeln!(s, "{}({shape}::Integer...{kw}) = {}(Float32, {shape}...{kw})", o.jl(), o.jl());
+            }
+        } else {
+            let fields: Vec<String> = outs
+                .iter()
+                .map(|n| {
+                    if o.position_outputs.contains(n) {
+                        format!("{n}=_binary_scalar(\"add\", r.{n}, 1, false)")
+                    } else {
+                        format!("{n}=r.{n}")
+                    }
+                })
+                .collect();
+            let _ = writeln!(s, "function {}({sig})\n    r = {call}\n    return ({})\nend", o.jl(), fields.join(", "));
+        }
+    }
+    s
+}
+
+/// `text` in lines of at most `width` columns (a word longer than that on a line of its own).
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out += &line;
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line += word;
+    }
+    out + &line + "\n"
 }

@@ -55,6 +55,7 @@ const FILES: &[(&str, Emit)] = &[
     ("py/src/ops_gen.rs", python::py_ops),
     ("julia/src/ops_gen.jl", julia::julia_ops),
     ("julia/src/ccall_gen.jl", julia::julia_ccalls),
+    ("julia/src/methods_gen.jl", julia::julia_methods),
     ("nif-elixir/native/src/ops_gen.rs", elixir::nif_ops),
     ("nif-elixir/native/src/session_gen.rs", elixir::nif_session),
     ("tests/conformance/ops.json", docs::conformance_ops),
@@ -163,6 +164,9 @@ fn check_table(t: &[OpInfo]) -> Result<()> {
                 Some(_) => {}
             }
         }
+    }
+    if let Some((op, why)) = julia::jl_method_unsupported() {
+        bail!("op table: {op:?} asks for a generated Julia method, which the Julia form cannot write: {why}");
     }
     if let Some((op, ty)) = julia::jl_row_form_unsupported() {
         bail!("gen/src/julia.rs JL_ROW_FORM: {op:?} has an argument of type {ty:?}, which the Julia row form does not translate");

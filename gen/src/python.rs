@@ -14,8 +14,29 @@ pub(crate) fn py_plain() -> Vec<OpInfo> {
 /// `a.name`, or None when the parameter is used as is) and how the call passes it. None: a type
 /// the Python emitter does not write yet (kiln-gen refuses such a row).
 fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
-    let n = a.name;
+    let (n, p) = (a.name, py_name(a));
     Some(match a.ty {
+        // An int or an (h, w) pair; left out (None): the row's default, or another argument's value.
+        Ty::Pair => match a.default {
+            Dflt::Required => ("&Bound<'_, PyAny>", Some(format!("let {n} = parse_pair(py, \"{p}\", {p})?;")), n.into()),
+            Dflt::Int(v) => {
+                ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = pair_or(py, \"{p}\", {p}, {v})?;")), n.into())
+            }
+            Dflt::Same(other) => (
+                "Option<&Bound<'_, PyAny>>",
+                Some(format!(
+                    "let {n} = match {p}.filter(|v| !v.is_none()) {{\n        Some(v) => parse_pair(py, \"{p}\", v)?,\n        None => {other},\n    }};"
+                )),
+                n.into(),
+            ),
+            _ => return None,
+        },
+        // `axis=` (an int, a sequence of ints or None) in the Array API's form: bound to `axes`.
+        Ty::OptAxes => {
+            ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_axes(py, axis)?;")), format!("{n}.as_deref()"))
+        }
+        Ty::OptAxis => ("Option<Int<isize>>", None, format!("{n}.map(|v| v.0)")),
+        Ty::OptDType => ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_dtype(py, {n})?;")), n.to_string()),
         Ty::Tensor => ("&Bound<'_, PyAny>", Some(format!("let {n} = tensor_arg(py, {n})?;")), format!("&{n}")),
         Ty::OptTensor => {
             ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = opt_tensor_arg(py, {n})?;")), format!("{n}.as_ref()"))
@@ -31,12 +52,25 @@ fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
     })
 }
 
+/// `a`'s Python name: the row's, but `axis` for a list of axes (the Array API's spelling).
+pub(crate) fn py_name(a: &Arg) -> &'static str {
+    if !a.py.is_empty() {
+        a.py
+    } else if a.ty == Ty::OptAxes {
+        "axis"
+    } else {
+        a.name
+    }
+}
+
 /// `a`'s default as a PyO3 signature writes it (a Rust expression).
 fn py_default(a: &Arg) -> Option<String> {
     Some(match a.default {
         Dflt::Required => return None,
         Dflt::None => "None".into(),
         Dflt::Bool(b) => b.to_string(),
+        // A pair's default is applied after the conversion (an int or a pair may be given).
+        Dflt::Int(_) | Dflt::Same(_) if a.ty == Ty::Pair => "None".into(),
         Dflt::Int(i) if matches!(a.ty, Ty::F32 | Ty::F64) => format!("Float({i}.0)"),
         Dflt::Int(i) => format!("Int({i})"),
         Dflt::Float(f) => format!("Float({f:?})"),
@@ -47,6 +81,7 @@ fn py_default(a: &Arg) -> Option<String> {
 /// `a`'s default as the `.pyi` stub writes it.
 fn pyi_default(a: &Arg) -> Option<String> {
     Some(match a.default {
+        Dflt::Same(_) if a.ty == Ty::Pair => "None".into(),
         Dflt::Required | Dflt::Same(_) => return None,
         Dflt::None => "None".into(),
         Dflt::Bool(b) => if b { "True" } else { "False" }.into(),
@@ -67,6 +102,11 @@ fn pyi_type(a: &Arg) -> &'static str {
         Ty::Size | Ty::Axis | Ty::Int => "int",
         Ty::Bool => "bool",
         Ty::Format => "str",
+        Ty::Pair if matches!(a.default, Dflt::Same(_)) => "Optional[Pair]",
+        Ty::Pair => "Pair",
+        Ty::OptAxes => "AxisLike",
+        Ty::OptAxis => "Optional[int]",
+        Ty::OptDType => "DTypeLike",
         _ => "object",
     }
 }
@@ -89,15 +129,18 @@ fn plain_fns() -> String {
             .args
             .iter()
             .map(|a| match py_default(a) {
-                Some(d) => format!("{}={d}", a.name),
-                None => a.name.to_string(),
+                Some(d) => format!("{}={d}", py_name(a)),
+                None => py_name(a).to_string(),
             })
             .collect();
-        let _ = writeln!(s, "#[pyfunction]\n#[pyo3(signature = ({}))]", sig.join(", "));
+        let _ = writeln!(s, "#[pyfunction]\n#[pyo3(signature = ({}))]", array_api_marks(&o, sig).join(", "));
+        if o.args.len() + 1 > 7 {
+            s += "#[allow(clippy::too_many_arguments)]\n";
+        }
         let (mut params, mut convert, mut call) = (Vec::new(), String::new(), Vec::new());
         for a in o.args {
             let (ty, conv, pass) = py_arg(a).expect("checked by py_supported");
-            params.push(format!("{}: {ty}", a.name));
+            params.push(format!("{}: {ty}", py_name(a)));
             if let Some(c) = conv {
                 let _ = writeln!(convert, "    {c}");
             }
@@ -123,6 +166,23 @@ fn plain_fns() -> String {
     s
 }
 
+/// `params` (one per argument of `o`, in its order) with the Array API's marks where the row asks
+/// for its form (`OpInfo::py_array_api`): `/` after the tensor inputs (positional-only), `*`
+/// before the rest (keyword-only).
+fn array_api_marks(o: &OpInfo, params: Vec<String>) -> Vec<String> {
+    if !o.py_array_api {
+        return params;
+    }
+    let inputs = o.args.iter().take_while(|a| a.ty == Ty::Tensor).count();
+    let mut out: Vec<String> = params[..inputs].to_vec();
+    out.push("/".into());
+    if inputs < params.len() {
+        out.push("*".into());
+        out.extend_from_slice(&params[inputs..]);
+    }
+    out
+}
+
 /// The ops whose Python wrapper is generated (the table's name has no `~`).
 pub(crate) fn py_generated() -> (Vec<UnaryOp>, Vec<BinaryOp>) {
     let u = UnaryOp::ALL.into_iter().filter(|o| !o.binding_names()[0].starts_with('~')).collect();
@@ -136,8 +196,8 @@ pub(crate) fn py_ops() -> String {
     s += "//! The Python functions of kiln-core's unary and binary tables (numpy's names), of the plain\n";
     s += "//! ops of the op table whose row gives a Python docstring, and their registration; the\n";
     s += "//! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.\n\n";
-    s += "use crate::convert::{opt_tensor_arg, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
-    s += "use crate::ops::{binary_fns, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
+    s += "use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
+    s += "use crate::ops::{binary_fns, pair_or, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
     s += "use pyo3::prelude::*;\n\n";
     s += "unary_fns! {\n";
     for op in &us {
@@ -193,10 +253,11 @@ pub(crate) fn pyi() -> String {
             .args
             .iter()
             .map(|a| match pyi_default(a) {
-                Some(d) => format!("{}: {} = {d}", a.name, pyi_type(a)),
-                None => format!("{}: {}", a.name, pyi_type(a)),
+                Some(d) => format!("{}: {} = {d}", py_name(a), pyi_type(a)),
+                None => format!("{}: {}", py_name(a), pyi_type(a)),
             })
             .collect();
+        let params = array_api_marks(&o, params);
         let ret = match o.outputs().len() {
             0 => "Tensor".to_string(),
             n => format!("tuple[{}]", vec!["Tensor"; n].join(", ")),

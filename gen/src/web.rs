@@ -60,8 +60,9 @@ const JS_DEFAULTS: &[(&str, &str, &str)] = &[("arange", "step", "1"), ("concat",
 
 /// The plain ops whose core form waits for a readback, which the page's one thread must not do:
 /// their export is a promise, from the core's `<op>_async` form. kiln-core has none for
-/// `unique_values`: kiln.js gives it from `uniqueAll`'s promise (no export of its own).
-const BROWSER_ASYNC: &[&str] = &["quantize", "unique_values"];
+/// `unique_values`, `unique_counts` and `unique_inverse`: kiln.js gives them from `uniqueAll`'s
+/// promise (no export of their own).
+const BROWSER_ASYNC: &[&str] = &["quantize", "unique_values", "unique_counts", "unique_inverse"];
 
 /// The ops of [`BROWSER_ASYNC`] whose core has the `<op>_async` form the export awaits.
 const CORE_ASYNC: &[&str] = &["quantize"];

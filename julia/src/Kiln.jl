@@ -387,24 +387,7 @@ end
 fill(v::T, dims::Integer...) where {T<:Real} = full(kiln_eltype(T), v, dims...)
 fill(v::Real, dims::Tuple{Vararg{Integer}}) = fill(v, dims...)
 
-function full(::Type{T}, v::Real, dims::Integer...) where {T<:KilnEltype}
-    shape = _cshape(dims)
-    return _kiln_full(shape, T, v)
-end
-
-"""`Kiln.zeros(T=Float32, dims...)`"""
-function zeros(::Type{T}, dims::Integer...) where {T<:KilnEltype}
-    shape = _cshape(dims)
-    return _kiln_zeros(shape, T)
-end
-zeros(dims::Integer...) = zeros(Float32, dims...)
-
-"""`Kiln.ones(T=Float32, dims...)`"""
-function ones(::Type{T}, dims::Integer...) where {T<:KilnEltype}
-    shape = _cshape(dims)
-    return _kiln_ones(shape, T)
-end
-ones(dims::Integer...) = ones(Float32, dims...)
+# full, zeros and ones (and rand, randn) take their rows' form: methods_gen.jl.
 
 """
     Kiln.arange(start, stop, step=1; T=Float32)
@@ -430,29 +413,6 @@ function Base.fill!(x::KilnArray, v::Real)
     check(@ccall libkiln.kiln_fill(x::Ptr{KilnTensor}, Float64(v)::Cdouble)::UInt32)
     return x
 end
-
-"""
-    Kiln.rand(T=Float32, dims...; seed=rand(UInt64), low=0, high=1)
-
-Uniform random numbers in `[low, high)`. Counter based: the same seed gives the same numbers
-on every device.
-"""
-function rand(::Type{T}, dims::Integer...; seed::Integer=Base.rand(UInt64), low::Real=0, high::Real=1) where {T<:KilnEltype}
-    shape = _cshape(dims)
-    return _kiln_random_uniform(shape, T, seed, low, high)
-end
-rand(dims::Integer...; kw...) = rand(Float32, dims...; kw...)
-
-"""
-    Kiln.randn(T=Float32, dims...; seed=rand(UInt64), mean=0, std=1)
-
-Normal random numbers (counter based, as [`Kiln.rand`](@ref)).
-"""
-function randn(::Type{T}, dims::Integer...; seed::Integer=Base.rand(UInt64), mean::Real=0, std::Real=1) where {T<:KilnEltype}
-    shape = _cshape(dims)
-    return _kiln_random_normal(shape, T, seed, mean, std)
-end
-randn(dims::Integer...; kw...) = randn(Float32, dims...; kw...)
 
 """`Kiln.cast(x, T)`: converts the elements (float to integer truncates toward zero, saturating)."""
 function cast(x::KilnArray{S}, ::Type{T}) where {S,T<:KilnEltype}
@@ -540,6 +500,7 @@ Base.BroadcastStyle(::Type{<:KilnArray}) = KilnStyle()
 # UNARY, FLOAT_ONLY and BINARY: generated from kiln-core's op tables (`make gen`).
 include("ops_gen.jl")
 include("ccall_gen.jl")   # _kiln_<op>: the @ccall of every plain op of the table
+include("methods_gen.jl")   # the Kiln.jl methods that take their rows' form
 
 for (f, name) in UNARY
     if name in FLOAT_ONLY
@@ -801,37 +762,15 @@ Base.argmin(x::KilnArray; dims=:) = _arg(:argmin, x, dims)
 _axis(x::KilnArray{T,N}, d::Integer) where {T,N} =
     1 <= d <= N ? Cptrdiff_t(N - d) : throw(ArgumentError("dims=$d out of range for a $N-dimensional array"))
 
-"""`Kiln.softmax(x; dims=1)`: softmax along `dims` (the first dimension by default, as NNlib)."""
-softmax(x::KilnArray; dims::Integer=1) = _kiln_softmax(x, _axis(x, dims))
+# softmax, log_softmax, layer_norm, rms_norm and batch_norm take their rows' form: methods_gen.jl.
+const logsoftmax = log_softmax
 
-"""`Kiln.logsoftmax(x; dims=1)` (also `Kiln.log_softmax`)."""
-logsoftmax(x::KilnArray; dims::Integer=1) = _kiln_log_softmax(x, _axis(x, dims))
-const log_softmax = logsoftmax
-
-"""
-    Kiln.layer_norm(x; weight=nothing, bias=nothing, eps=1f-5)
-
-Normalizes over the first dimension (features first, as Flux): `(x - mean) / sqrt(var + eps)
-* weight + bias`, with `weight` and `bias` vectors of length `size(x, 1)`.
-"""
-function layer_norm(x::KilnArray; weight::Union{Nothing,KilnArray}=nothing, bias::Union{Nothing,KilnArray}=nothing, eps::Real=1f-5)
-    _kiln_layer_norm(x, weight, bias, eps)
-end
-
-"""`Kiln.rms_norm(x; weight=nothing, eps=1f-6)`: `x / sqrt(mean(x²) + eps) * weight` over the first dimension."""
-function rms_norm(x::KilnArray; weight::Union{Nothing,KilnArray}=nothing, eps::Real=1f-6)
-    _kiln_rms_norm(x, weight, eps)
-end
-
-"""
-    Kiln.batch_norm(x, mean, var; weight=nothing, bias=nothing, eps=1f-5)
-
-Inference batch normalization of `x` of size `(…, C, N)` (channels next to last, as Flux's
-WHCN) with per-channel vectors of length `C`.
-"""
-function batch_norm(x::KilnArray, mean::KilnArray, var::KilnArray; weight::Union{Nothing,KilnArray}=nothing,
-                    bias::Union{Nothing,KilnArray}=nothing, eps::Real=1f-5)
-    _kiln_batch_norm(x, mean, var, weight, bias, eps)
+# An axis as the keyword `dims` (Julia dim d, 1-based, the first the fastest) of inputs of up to N
+# dims: core axis N - d (the generated methods' translation, methods_gen.jl).
+function _dims_axis(d::Integer, xs::KilnArray...)
+    N = maximum(ndims, xs)
+    1 <= d <= N || throw(ArgumentError("dims=$d out of range for a $N-dimensional array"))
+    return Cptrdiff_t(N - d)
 end
 
 # --------------------------------------------------------------------------------------------
@@ -841,37 +780,9 @@ end
 _pair(v::Integer) = (Int(v), Int(v))
 _pair(v::Tuple{Integer,Integer}) = (Int(v[1]), Int(v[2]))
 
-"""
-    Kiln.conv2d(x, w; bias=nothing, stride=1, pad=0, dilation=1, groups=1)
-
-2-D cross-correlation (as PyTorch; no kernel flip) of `x` of size `(W, H, C, N)` with `w` of
-size `(KW, KH, C ÷ groups, O)`; gives `(OW, OH, O, N)`. `stride`, `pad` and `dilation` are
-integers or `(w, h)` tuples, in the same order as the dimensions.
-"""
-function conv2d(x::KilnArray, w::KilnArray; bias::Union{Nothing,KilnArray}=nothing, stride=1, pad=0, dilation=1, groups::Integer=1)
-    sw, sh = _pair(stride)
-    pw, ph = _pair(pad)
-    dw, dh = _pair(dilation)
-    _kiln_conv2d(x, w, bias, (sh, sw), (ph, pw), (dh, dw), groups)
-end
-
-"""`Kiln.maxpool(x, k; stride=k, pad=0)`: max pooling of `x` `(W, H, C, N)` with a `k = (kw, kh)` window."""
-function maxpool(x::KilnArray, k; stride=k, pad=0)
-    kw, kh = _pair(k)
-    sw, sh = _pair(stride)
-    pw, ph = _pair(pad)
-    _kiln_max_pool2d(x, (kh, kw), (sh, sw), (ph, pw))
-end
-
-"""`Kiln.meanpool(x, k; stride=k, pad=0)`: average pooling (padding counts in the average)."""
-function meanpool(x::KilnArray, k; stride=k, pad=0)
-    kw, kh = _pair(k)
-    sw, sh = _pair(stride)
-    pw, ph = _pair(pad)
-    _kiln_avg_pool2d(x, (kh, kw), (sh, sw), (ph, pw))
-end
-const max_pool2d = maxpool
-const avg_pool2d = meanpool
+# conv2d, max_pool2d and avg_pool2d take their rows' form (methods_gen.jl); Flux's names:
+const maxpool = max_pool2d
+const meanpool = avg_pool2d
 
 # --------------------------------------------------------------------------------------------
 # Movement
@@ -983,46 +894,8 @@ _ids(ids::KilnArray{UInt32}) = _binary_scalar("sub", ids, 1, false)
 _ids(ids::KilnArray{Int32}) = _binary_scalar("sub", cast(ids, UInt32), 1, false)
 _ids(ids::AbstractArray{<:Integer}) = KilnArray{UInt32}(map(i -> 1 <= i <= typemax(Int32) ? UInt32(i - 1) : typemax(UInt32), ids))
 
-"""
-    Kiln.gather(x, index; dims)
-
-`out[I] = x[I with dimension dims replaced by index[I]]` (torch.gather in Julia terms);
-`index` holds 1-based positions and has `x`'s number of dimensions; an index outside
-`1:size(x, dims)` (0 and negative ones included: they never count from the end) reads 0.
-"""
-function gather(x::KilnArray, index; dims::Integer)
-    idx = _ids(index)
-    return _kiln_gather(x, _axis(x, dims), idx)
-end
-
-"""
-    Kiln.embedding(weight, ids)
-
-Columns of `weight` (size `(D, V)`, as Flux's `Embedding`) picked by the 1-based `ids` (any
-shape): gives `(D, size(ids)...)`. Out-of-range ids read as 0.
-"""
-function embedding(weight::KilnMatrix, ids)
-    idx = _ids(ids)
-    return _kiln_embedding(weight, idx)
-end
-
-"""
-    Kiln.rope(x; pos_offset=0, base=10000f0)
-
-Rotary position embedding of `x` of size `(D, L, batch...)`: features `i` and `i + D/2` rotate
-by `(pos_offset + l) * base^(-2i/D)` at position `l` (0-based).
-"""
-rope(x::KilnArray; pos_offset::Integer=0, base::Real=10000f0) = _kiln_rope(x, pos_offset, base)
-
-"""
-    Kiln.attention(q, k, v; causal=false, scale=1/sqrt(D))
-
-Scaled dot-product attention with `q` `(D, Lq, batch...)`, `k` `(D, Lk, batch...)`, `v`
-`(Dv, Lk, batch...)`; gives `(Dv, Lq, batch...)`. `causal` masks keys after the query.
-"""
-function attention(q::KilnArray, k::KilnArray, v::KilnArray; causal::Bool=false, scale::Union{Nothing,Real}=nothing)
-    return _kiln_attention(q, k, v, causal, scale)
-end
+# gather, embedding (1-based ids: `_ids` below), rope and attention take their rows' form:
+# methods_gen.jl.
 
 # --------------------------------------------------------------------------------------------
 # Quantized weights: GGUF blocks (:q4_0, :q4_1, :q8_0, :q5_0, :q5_1, and the K formats :q2_k
@@ -1056,39 +929,14 @@ function quant_from_bytes(data::AbstractVector{UInt8}, format, k::Integer, n::In
 end
 
 """
-    Kiln.quantize(x, format)
-
-`x` of size `(k, n)` (Float32/Float16, `k` a multiple of 32) quantized column by column as
-ggml's reference quantizer does: a `KilnVector{UInt32}` of the GGUF bytes.
-"""
-quantize(x::KilnMatrix, format) = _kiln_quantize(x, _quant_format(format))
-
-"""
     Kiln.dequantize(w, format, k, n)
 
 The Float32 `(k, n)` matrix of the quantized `w`.
 """
 dequantize(w::KilnVector, format, k::Integer, n::Integer) = _kiln_dequantize(w, _quant_format(format), n, k)
 
-"""
-    Kiln.quant_matmul(x, w, format, n)
-
-`transpose(W) * x` for `W` the quantized `(k, n)` matrix `w` and `x` of size `(k, batch...)`:
-`(n, batch...)` in `x`'s element type, accumulated in Float32 (ggml_mul_mat's convention).
-"""
-quant_matmul(x::KilnArray, w::KilnVector, format, n::Integer) = _kiln_quant_matmul(x, w, _quant_format(format), n)
-
-"""
-    Kiln.quant_embedding(w, format, d, ids)
-
-Columns of the quantized `(d, V)` table `w` picked by the 1-based `ids` (any shape):
-Float32 `(d, size(ids)...)`. Out-of-range ids give zeros.
-"""
-function quant_embedding(w::KilnVector, format, d::Integer, ids)
-    idx = _ids(ids)
-    f = _quant_format(format)
-    return _kiln_quant_embedding(w, f, d, idx)
-end
+# quantize, quant_matmul and quant_embedding take their rows' form (methods_gen.jl);
+# dequantize and quant_from_bytes name the matrix by ggml's (k, n) instead.
 
 # --------------------------------------------------------------------------------------------
 # Custom kernels
@@ -1295,17 +1143,6 @@ function Base.diff(x::KilnArray{T,N}; dims=nothing, n::Integer=1, prepend=nothin
     1 <= dims <= N || throw(ArgumentError("dims=$dims out of range for a $N-dimensional array"))
     n >= 0 || throw(ArgumentError("n must be >= 0, got $n"))
     return _kiln_diff(x, N - dims, n, prepend, append)
-end
-
-"""
-    Kiln.vecdot(a, b; dims=1)
-
-Dot product of the vectors along `dims` with broadcasting: `sum(a .* b; dims)` without the
-reduced dimension, on the GPU (kiln-core's vecdot).
-"""
-function vecdot(a::KilnArray, b::KilnArray; dims::Integer=1)
-    dims >= 1 || throw(ArgumentError("dims must be >= 1, got $dims"))
-    return _kiln_vecdot(a, b, -dims)   # Julia dim d counts from the other end of kiln's axes
 end
 
 """

@@ -443,6 +443,24 @@ function _kiln_count_nonzero(x::KilnArray, axes::Union{Nothing,AbstractVector{<:
     end
 end
 
+"`kiln_unique_counts`: (values, counts) of the distinct values."
+function _kiln_unique_counts(x::KilnArray)
+    return GC.@preserve x begin
+        _news((:values, :counts,)) do outs
+            @ccall libkiln.kiln_unique_counts(ptr(x)::Ptr{KilnTensor}, outs[1]::Ref{Ptr{KilnTensor}}, outs[2]::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
+"`kiln_unique_inverse`: (values, inverse_indices) of the distinct values."
+function _kiln_unique_inverse(x::KilnArray)
+    return GC.@preserve x begin
+        _news((:values, :inverse_indices,)) do outs
+            @ccall libkiln.kiln_unique_inverse(ptr(x)::Ptr{KilnTensor}, outs[1]::Ref{Ptr{KilnTensor}}, outs[2]::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
 "`kiln_unique_values`: the distinct values, sorted (each NaN kept)."
 function _kiln_unique_values(x::KilnArray)
     return GC.@preserve x begin

@@ -1,8 +1,10 @@
-# Written by hand (Julia's idiom: Base's names, dims, 1-based positions, NamedTuples) over the
-# generated `_kiln_<op>` wrappers. Searching, sorting and sets over kiln-core's ops (kiln_sort, kiln_argsort, kiln_topk,
-# kiln_searchsorted, kiln_count_nonzero, kiln_nonzero, kiln_unique_*, kiln_isin), with Base's names and 1-based
-# indices. Julia dim d of an N-d array is core axis N - d (the column-major rule), and core's
-# row-major flat index over the reversed shape is Julia's linear index.
+# Written by hand (Julia's idiom: Base's names and keywords such as `rev`, Base's return types,
+# 1-based positions) over the generated `_kiln_<op>` wrappers. Searching, sorting and sets over
+# kiln-core's ops (kiln_sort, kiln_argsort, kiln_searchsorted, kiln_count_nonzero, kiln_nonzero,
+# kiln_unique_all), with Base's names and 1-based indices; topk, isin, unique_counts,
+# unique_inverse and unique_values take their rows' form (methods_gen.jl). Julia dim d of an
+# N-d array is core axis N - d (the column-major rule), and core's row-major flat index over the
+# reversed shape is Julia's linear index.
 #
 # Order: NaN after +Inf (as Base's isless), but -0.0 and 0.0 are equal (Base's isless puts
 # -0.0 first); sorts are stable, and `rev=true` is the exact reverse order with equal elements
@@ -29,21 +31,6 @@ The 1-based `KilnArray{Int32}` positions along `dims` that sort `x` (as `sort`; 
 """
 function Base.sortperm(x::KilnArray; dims=nothing, rev::Bool=false)
     return _binary_scalar("add", _sortop(x, dims, rev, true), 1, false)
-end
-
-"""
-    Kiln.topk(x::KilnArray, k; dims, largest=true)
-
-The `k` largest (`largest=false`: smallest) elements of `x` along `dims` (optional for vectors)
-and their 1-based positions along it (`Int32`), sorted, as `(values=, indices=)` KilnArrays with
-`size(x, dims) == k`: ties keep the lower position first and NaN is the largest value (as
-`sort(x; rev=true)`; Base's `partialsortperm(x, 1:k; rev=true)` for a vector without ties).
-"""
-function topk(x::KilnArray{T,N}, k::Integer; dims=nothing, largest::Bool=true) where {T,N}
-    d = dims === nothing ? (N == 1 ? 1 : throw(ArgumentError("Kiln.topk of a $N-dimensional array needs dims="))) : dims
-    d isa Integer && 1 <= d <= N || throw(ArgumentError("dims=$d out of range for a $N-dimensional array"))
-    r = _kiln_topk(x, k, N - d, largest)
-    return (values=r.values, indices=_binary_scalar("add", r.indices, 1, false))
 end
 
 function _searchsorted(a::KilnArray{T,1}, x::KilnArray{T}, right::Bool) where {T}
@@ -142,27 +129,6 @@ function unique_all(x::KilnArray)
             counts=c)
 end
 
-"""`Kiln.unique_counts(x)`: `(values, counts)` of `Kiln.unique_all`."""
-function unique_counts(x::KilnArray)
-    v = Ref{Ptr{KilnTensor}}(C_NULL)
-    c = Ref{Ptr{KilnTensor}}(C_NULL)
-    check(@ccall libkiln.kiln_unique_counts(x::Ptr{KilnTensor}, v::Ref{Ptr{KilnTensor}}, c::Ref{Ptr{KilnTensor}})::UInt32)
-    return (values=wrap(v[]), counts=wrap(c[]))
-end
-
-"""`Kiln.unique_inverse(x)`: `(values, inverse_indices)` of `Kiln.unique_all` (1-based)."""
-function unique_inverse(x::KilnArray)
-    v = Ref{Ptr{KilnTensor}}(C_NULL)
-    i = Ref{Ptr{KilnTensor}}(C_NULL)
-    check(@ccall libkiln.kiln_unique_inverse(x::Ptr{KilnTensor}, v::Ref{Ptr{KilnTensor}}, i::Ref{Ptr{KilnTensor}})::UInt32)
-    return (values=wrap(v[]), inverse_indices=_binary_scalar("add", wrap(i[]), 1, false))
-end
-
-"""`Kiln.unique_values(x)`: the distinct values of `x`, sorted (as `Kiln.unique_all`)."""
-function unique_values(x::KilnArray)
-    return _kiln_unique_values(x)
-end
-
 """
     unique(x::KilnArray)
 
@@ -174,14 +140,4 @@ function Base.unique(x::KilnArray{T}) where {T}
     u = unique_all(x)
     v, i = Array(u.values), Array(u.indices)
     return KilnArray(v[sortperm(i)])
-end
-
-"""
-    Kiln.isin(x::KilnArray, set::KilnArray; invert=false)
-
-Whether each element of `x` equals an element of `set` (a `KilnArray{Bool}` of `x`'s size),
-as `in.(x, Ref(set))` with `==` (NaN is never found); `invert=true` negates.
-"""
-function isin(x::KilnArray{T}, set::KilnArray{T}; invert::Bool=false) where {T}
-    return _kiln_isin(x, set, invert)
 end

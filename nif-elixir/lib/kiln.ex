@@ -673,14 +673,6 @@ defmodule Kiln do
   @doc "Nx's name for `where/3`."
   def select(cond, on_true, on_false), do: where(cond, on_true, on_false)
 
-  @doc """
-  Converts to `type` (float to integer truncates toward zero, saturating as WGSL does; to
-  `{:u, 8}`, bool: 1 where non-zero, NaN included; from it: 0 or 1).
-
-      iex> Kiln.tensor([1.7, -2.7]) |> Kiln.cast({:s, 32}) |> Kiln.to_list()
-      [1, -2]
-  """
-  def cast(t, type), do: out(Native.cast(ref!(t), native_type(type)))
   @doc "Nx's name for `cast/2`."
   def as_type(t, type), do: cast(t, type)
 
@@ -728,17 +720,6 @@ defmodule Kiln do
 
   defp seed!(s),
     do: raise(Error.new(:invalid_argument, "a seed is an integer in 0..2^64-1, got #{inspect(s)}"))
-
-  # ---------------------------------------------------------------------------------------------
-  # Matmul
-
-  @doc """
-  numpy matmul: 1-D operands are promoted, batch dimensions broadcast.
-
-      iex> Kiln.matmul(Kiln.tensor([[1.0, 2.0], [3.0, 4.0]]), Kiln.tensor([[1.0, 2.0], [3.0, 4.0]])) |> Kiln.to_list()
-      [[7.0, 10.0], [15.0, 22.0]]
-  """
-  def matmul(a, b), do: out(Native.matmul(ref!(a), ref!(b)))
 
   # ---------------------------------------------------------------------------------------------
   # Reductions
@@ -870,21 +851,6 @@ defmodule Kiln do
   # Normalisation
 
   # ---------------------------------------------------------------------------------------------
-  # Convolution and pooling (NCHW)
-
-  @doc "2-D max pooling, NCHW: `kernel` and the options `stride:` (default `kernel`), `padding:` (0)."
-  def max_pool2d(x, kernel, opts \\ []), do: pool(:max_pool2d, x, kernel, opts)
-
-  @doc "2-D average pooling, NCHW (padding counts in the average, as PyTorch's default)."
-  def avg_pool2d(x, kernel, opts \\ []), do: pool(:avg_pool2d, x, kernel, opts)
-
-  defp pool(fun, x, kernel, opts) do
-    kw = opts!(opts, stride: nil, padding: 0)
-    k = pair!(kernel, "kernel")
-    out(apply(Native, fun, [ref!(x), k, pair!(kw[:stride] || k, "stride"), pair!(kw[:padding], "padding")]))
-  end
-
-  # ---------------------------------------------------------------------------------------------
   # Movement
 
   @doc """
@@ -988,6 +954,16 @@ defmodule Kiln do
   # defaults; keepdims is `keep_axes:` / `keep_axis:`, an optional dtype `type:`).
 
   # BEGIN GENERATED (kiln gen): the plain ops of kiln-core's op table (core/src/ops/table.rs)
+  @doc """
+  Conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1) (kiln-core's `cast`; dtypes: any, bool included).
+  """
+  def cast(x, dtype), do: out(Native.cast(ref!(x), native_type(dtype)))
+
+  @doc """
+  Numpy matmul (1-D operands promoted, batch dims broadcast) (kiln-core's `matmul`; dtypes: any).
+  """
+  def matmul(a, b), do: out(Native.matmul(ref!(a), ref!(b)))
+
   @doc """
   Sum over axes (kiln-core's `sum`; dtypes: any).
 
@@ -1204,6 +1180,48 @@ defmodule Kiln do
         pair!(kw[:padding], "padding"),
         pair!(kw[:dilation], "dilation"),
         size!(kw[:groups], "groups")
+      )
+    )
+  end
+
+  @doc """
+  Max pooling, NCHW (kiln-core's `max_pool2d`; dtypes: any).
+
+  Options:
+
+    * `stride:` (default `kernel`): the step (height, width)
+    * `padding:` (default `0`): zeros added on each side (height, width)
+  """
+  def max_pool2d(x, kernel, opts \\ []) do
+    kw = opts!(opts, stride: nil, padding: 0)
+
+    out(
+      Native.max_pool2d(
+        ref!(x),
+        pair!(kernel, "kernel"),
+        pair!(kw[:stride] || kernel, "stride"),
+        pair!(kw[:padding], "padding")
+      )
+    )
+  end
+
+  @doc """
+  Average pooling (padding counts), NCHW (kiln-core's `avg_pool2d`; dtypes: any).
+
+  Options:
+
+    * `stride:` (default `kernel`): the step (height, width)
+    * `padding:` (default `0`): zeros added on each side (height, width)
+  """
+  def avg_pool2d(x, kernel, opts \\ []) do
+    kw = opts!(opts, stride: nil, padding: 0)
+
+    out(
+      Native.avg_pool2d(
+        ref!(x),
+        pair!(kernel, "kernel"),
+        pair!(kw[:stride] || kernel, "stride"),
+        pair!(kw[:padding], "padding")
       )
     )
   end

@@ -82,15 +82,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::remainder,
         ops::where_,
         // the ops of the table with their own Python idiom (the plain ones: ops_gen::register)
-        ops::matmul,
-        ops::mean,
-        ops::max,
-        ops::min,
-        ops::all,
-        ops::any,
         ops::var,
-        ops::argmax,
-        ops::argmin,
         // movement, nn, random
         ops::reshape,
         ops::permute_dims,
@@ -103,20 +95,11 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::take_along_axis,
         ops::random_uniform,
         ops::random_normal,
-        // conv, pool, attention
-        ops::conv2d,
-        ops::max_pool2d,
-        ops::avg_pool2d,
         // quant
         ops::quant_from_bytes,
         // scans
-        scan::cumulative_sum,
-        scan::cumulative_prod,
         scan::sum,
-        scan::prod,
         scan::std,
-        scan::diff,
-        scan::vecdot,
         scan::tensordot,
     );
     ops_gen::register(m)?;

@@ -4,15 +4,16 @@
 //! and keywords (`axis=` for `axes`, positional-only and keyword-only parameters, `device=`,
 //! `copy=`), Python scalars and sequences as arguments, dtype defaults. The ops whose Python
 //! signature is the table's own (softmax, log_softmax, layer_norm, rms_norm, batch_norm,
-//! index_select, gather, embedding, rope, attention and the quant ops but quant_from_bytes) are
-//! generated into ops_gen.rs from their rows (`make gen`).
+//! index_select, gather, embedding, rope, attention and the quant ops but quant_from_bytes), or
+//! its Array API form (matmul, mean, max, min, all, any, argmax, argmin, prod, the scans, diff,
+//! vecdot, count_nonzero, unique_values), are generated into ops_gen.rs from their rows (`make gen`).
 
 use crate::convert::{
-    dtype_or, operand, opt_tensor_arg, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype,
-    tensor_arg, tensor_or_scalar_like, to_tensor, Float, Int, Operand,
+    dtype_or, operand, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype, tensor_arg,
+    tensor_or_scalar_like, to_tensor, Float, Int, Operand,
 };
 use crate::errors::{gpu, invalid};
-use crate::tensor::{binary_op, floor_divide_op, reduce_with, remainder_op, true_divide_op, PyTensor};
+use crate::tensor::{binary_op, floor_divide_op, remainder_op, true_divide_op, PyTensor};
 use kiln_core::ops::{self, BinaryOp, UnaryOp};
 use kiln_core::{DType, Tensor};
 use pyo3::prelude::*;
@@ -456,40 +457,10 @@ pub fn where_(py: Python<'_>, condition: &Bound<'_, PyAny>, x1: &Bound<'_, PyAny
 }
 
 // ---------------------------------------------------------------------------------------------
-// matmul
-
-/// numpy ``matmul``: 1-D operands are promoted, batch dimensions broadcast.
-#[pyfunction]
-pub fn matmul(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>) -> PyT {
-    let (a, b) = (tensor_arg(py, x1)?, tensor_arg(py, x2)?);
-    gpu(py, || ops::matmul(&a, &b)).map(ok)
-}
-
-// ---------------------------------------------------------------------------------------------
 // reduce
 
-macro_rules! reduce_fns {
-    ($($name:ident, $doc:literal;)*) => {
-        $(
-            #[doc = $doc]
-            #[pyfunction]
-            #[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-            pub fn $name(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
-                let x = tensor_arg(py, x)?;
-                reduce_with(py, &x, axis, keepdims, ops::$name)
-            }
-        )*
-    };
-}
-
-// `sum` (with the Array API's `dtype=`) is in scan.rs.
-reduce_fns! {
-    mean, "Mean over ``axis`` (None: all axes).";
-    max, "Maximum over ``axis`` (None: all axes).";
-    min, "Minimum over ``axis`` (None: all axes).";
-    all, "Whether every element over ``axis`` is true (non-zero, NaN included), as a bool tensor; True over an empty axis.";
-    any, "Whether some element over ``axis`` is true (non-zero, NaN included), as a bool tensor; False over an empty axis.";
-}
+// `sum` (with the Array API's `dtype=`) is in scan.rs; mean, max, min, all, any, argmax and
+// argmin take their rows' Array API form (ops_gen.rs).
 
 /// Variance over ``axis`` with ``correction`` (numpy's ``ddof``; either keyword) degrees of
 /// freedom removed from the divisor.
@@ -507,24 +478,6 @@ pub fn var(
     let c = crate::convert::correction_of(py, "var", correction, ddof)?;
     let axes = parse_axes(py, axis)?;
     gpu(py, || crate::convert::var_corrected(&x, axes.as_deref(), keepdims, c, false)).map(ok)
-}
-
-/// Index (uint32) of the maximum along ``axis``; None: index into the flattened tensor.
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-pub fn argmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, keepdims: bool) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.map(|a| a.0);
-    gpu(py, || ops::argmax(&x, axis, keepdims)).map(ok)
-}
-
-/// Index (uint32) of the minimum along ``axis``; None: index into the flattened tensor.
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, keepdims: bool) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axis = axis.map(|a| a.0);
-    gpu(py, || ops::argmin(&x, axis, keepdims)).map(ok)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -710,81 +663,18 @@ pub fn random_normal(
 }
 
 // ---------------------------------------------------------------------------------------------
-// conv / pool / attention
+// conv / pool (generated from their rows: ops_gen.rs)
 
-/// 2-D convolution (cross-correlation, as PyTorch) of ``x`` [N, C, H, W] (or [C, H, W]) with
-/// ``w`` [O, C/groups, KH, KW] and optional ``bias`` [O]. ``stride``, ``padding`` and
-/// ``dilation`` are ints or (h, w) pairs.
-#[pyfunction]
-#[pyo3(signature = (x, w, bias=None, stride=None, padding=None, dilation=None, groups=Int(1)))]
-#[allow(clippy::too_many_arguments)]
-pub fn conv2d(
+/// An int or an (h, w) pair; `default` for both when left out (None). The generated conv2d and
+/// pools read their pairs with it.
+pub(crate) fn pair_or(
     py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    w: &Bound<'_, PyAny>,
-    bias: Option<&Bound<'_, PyAny>>,
-    stride: Option<&Bound<'_, PyAny>>,
-    padding: Option<&Bound<'_, PyAny>>,
-    dilation: Option<&Bound<'_, PyAny>>,
-    groups: Int<usize>,
-) -> PyT {
-    let groups = groups.0;
-    let (x, w, b) = (tensor_arg(py, x)?, tensor_arg(py, w)?, opt_tensor_arg(py, bias)?);
-    let s = pair_or(py, "stride", stride, 1)?;
-    let p = pair_or(py, "padding", padding, 0)?;
-    let d = pair_or(py, "dilation", dilation, 1)?;
-    gpu(py, || ops::conv2d(&x, &w, b.as_ref(), s, p, d, groups)).map(ok)
-}
-
-fn pair_or(py: Python<'_>, name: &str, v: Option<&Bound<'_, PyAny>>, default: usize) -> PyResult<[usize; 2]> {
+    name: &str,
+    v: Option<&Bound<'_, PyAny>>,
+    default: usize,
+) -> PyResult<[usize; 2]> {
     match v.filter(|v| !v.is_none()) {
         Some(v) => parse_pair(py, name, v),
         None => Ok([default, default]),
     }
-}
-
-fn pool_args(
-    py: Python<'_>,
-    kernel_size: &Bound<'_, PyAny>,
-    stride: Option<&Bound<'_, PyAny>>,
-    padding: Option<&Bound<'_, PyAny>>,
-) -> PyResult<([usize; 2], [usize; 2], [usize; 2])> {
-    let k = parse_pair(py, "kernel_size", kernel_size)?;
-    let s = match stride.filter(|s| !s.is_none()) {
-        Some(s) => parse_pair(py, "stride", s)?,
-        None => k,
-    };
-    Ok((k, s, pair_or(py, "padding", padding, 0)?))
-}
-
-/// Max over each ``kernel_size`` window of ``x`` [N, C, H, W] (or [C, H, W]); ``stride``
-/// defaults to ``kernel_size`` (PyTorch semantics).
-#[pyfunction]
-#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
-pub fn max_pool2d(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    kernel_size: &Bound<'_, PyAny>,
-    stride: Option<&Bound<'_, PyAny>>,
-    padding: Option<&Bound<'_, PyAny>>,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let (k, s, p) = pool_args(py, kernel_size, stride, padding)?;
-    gpu(py, || ops::max_pool2d(&x, k, s, p)).map(ok)
-}
-
-/// Mean over each ``kernel_size`` window (padding counts in the divisor, as PyTorch's
-/// default); ``stride`` defaults to ``kernel_size``.
-#[pyfunction]
-#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
-pub fn avg_pool2d(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    kernel_size: &Bound<'_, PyAny>,
-    stride: Option<&Bound<'_, PyAny>>,
-    padding: Option<&Bound<'_, PyAny>>,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let (k, s, p) = pool_args(py, kernel_size, stride, padding)?;
-    gpu(py, || ops::avg_pool2d(&x, k, s, p)).map(ok)
 }

@@ -3,9 +3,9 @@
 //! ops of the op table whose row gives a Python docstring, and their registration; the
 //! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.
 
-use crate::convert::{opt_tensor_arg, tensor_arg, Float, Int};
+use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};
 use crate::errors::gpu;
-use crate::ops::{binary_fns, quant_format, unary_fns, PyT};
+use crate::ops::{binary_fns, pair_or, quant_format, unary_fns, PyT};
 use crate::tensor::PyTensor;
 use kiln_core::ops;
 use pyo3::prelude::*;
@@ -80,6 +80,78 @@ binary_fns! {
     bitwise_right_shift => BitwiseRightShift, "Elementwise a shifted right by b bits, arithmetic for i32 (all sign bits for b outside [0, 32)), with numpy broadcasting (dtypes must match; Python scalars take the tensor's dtype).";
 }
 
+/// numpy ``matmul``: 1-D operands are promoted, batch dimensions broadcast.
+#[pyfunction]
+#[pyo3(signature = (a, b, /))]
+pub fn matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyT {
+    let a = tensor_arg(py, a)?;
+    let b = tensor_arg(py, b)?;
+    gpu(py, || ops::matmul(&a, &b)).map(PyTensor::new)
+}
+
+/// Mean over ``axis`` (None: all axes).
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn mean(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::mean(&x, axes.as_deref(), keepdims)).map(PyTensor::new)
+}
+
+/// Maximum over ``axis`` (None: all axes).
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn max(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::max(&x, axes.as_deref(), keepdims)).map(PyTensor::new)
+}
+
+/// Minimum over ``axis`` (None: all axes).
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn min(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::min(&x, axes.as_deref(), keepdims)).map(PyTensor::new)
+}
+
+/// Whether every element over ``axis`` is true (non-zero, NaN included), as a bool tensor; True
+/// over an empty axis.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn all(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::all(&x, axes.as_deref(), keepdims)).map(PyTensor::new)
+}
+
+/// Whether some element over ``axis`` is true (non-zero, NaN included), as a bool tensor; False
+/// over an empty axis.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn any(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::any(&x, axes.as_deref(), keepdims)).map(PyTensor::new)
+}
+
+/// Index (int32) of the maximum along ``axis``; None: index into the flattened tensor.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn argmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::argmax(&x, axis.map(|v| v.0), keepdims)).map(PyTensor::new)
+}
+
+/// Index (int32) of the minimum along ``axis``; None: index into the flattened tensor.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn argmin(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::argmin(&x, axis.map(|v| v.0), keepdims)).map(PyTensor::new)
+}
+
 /// ``exp(x - max) / sum(exp(x - max))`` along ``axis``.
 #[pyfunction]
 #[pyo3(signature = (x, axis=Int(-1)))]
@@ -127,6 +199,52 @@ pub fn batch_norm(py: Python<'_>, x: &Bound<'_, PyAny>, mean: &Bound<'_, PyAny>,
     let weight = opt_tensor_arg(py, weight)?;
     let bias = opt_tensor_arg(py, bias)?;
     gpu(py, || ops::batch_norm(&x, &mean, &var, weight.as_ref(), bias.as_ref(), eps.0 as f32)).map(PyTensor::new)
+}
+
+/// 2-D convolution (cross-correlation, as PyTorch) of ``x`` [N, C, H, W] (or [C, H, W]) with ``w``
+/// [O, C/groups, KH, KW] and optional ``bias`` [O]. ``stride``, ``padding`` and ``dilation`` are
+/// ints or (h, w) pairs.
+#[pyfunction]
+#[pyo3(signature = (x, w, bias=None, stride=None, padding=None, dilation=None, groups=Int(1)))]
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d(py: Python<'_>, x: &Bound<'_, PyAny>, w: &Bound<'_, PyAny>, bias: Option<&Bound<'_, PyAny>>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>, dilation: Option<&Bound<'_, PyAny>>, groups: Int<usize>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let w = tensor_arg(py, w)?;
+    let bias = opt_tensor_arg(py, bias)?;
+    let stride = pair_or(py, "stride", stride, 1)?;
+    let padding = pair_or(py, "padding", padding, 0)?;
+    let dilation = pair_or(py, "dilation", dilation, 1)?;
+    gpu(py, || ops::conv2d(&x, &w, bias.as_ref(), stride, padding, dilation, groups.0)).map(PyTensor::new)
+}
+
+/// Max over each ``kernel_size`` window of ``x`` [N, C, H, W] (or [C, H, W]); ``stride`` defaults
+/// to ``kernel_size`` (PyTorch semantics).
+#[pyfunction]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+pub fn max_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let kernel = parse_pair(py, "kernel_size", kernel_size)?;
+    let stride = match stride.filter(|v| !v.is_none()) {
+        Some(v) => parse_pair(py, "stride", v)?,
+        None => kernel,
+    };
+    let padding = pair_or(py, "padding", padding, 0)?;
+    gpu(py, || ops::max_pool2d(&x, kernel, stride, padding)).map(PyTensor::new)
+}
+
+/// Mean over each ``kernel_size`` window (padding counts in the divisor, as PyTorch's default);
+/// ``stride`` defaults to ``kernel_size``.
+#[pyfunction]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+pub fn avg_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, padding: Option<&Bound<'_, PyAny>>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let kernel = parse_pair(py, "kernel_size", kernel_size)?;
+    let stride = match stride.filter(|v| !v.is_none()) {
+        Some(v) => parse_pair(py, "stride", v)?,
+        None => kernel,
+    };
+    let padding = pair_or(py, "padding", padding, 0)?;
+    gpu(py, || ops::avg_pool2d(&x, kernel, stride, padding)).map(PyTensor::new)
 }
 
 /// kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).
@@ -224,6 +342,74 @@ pub fn topk(py: Python<'_>, x: &Bound<'_, PyAny>, k: Int<usize>, axis: Int<isize
     gpu(py, || ops::topk(&x, k.0, axis.0, largest)).map(|(values, indices)| (PyTensor::new(values), PyTensor::new(indices)))
 }
 
+/// The number (int32) of non-zero elements over ``axis`` (an int, a tuple or None = all).
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
+pub fn count_nonzero(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || ops::count_nonzero(&x, axes.as_deref(), keepdims)).map(PyTensor::new)
+}
+
+/// The distinct values of ``x`` (flattened), sorted; -0 and +0 are one value, each NaN is its own.
+/// Their number is read back to the host.
+#[pyfunction]
+#[pyo3(signature = (x, /))]
+pub fn unique_values(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::unique_values(&x)).map(PyTensor::new)
+}
+
+/// Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted first),
+/// with a leading 0 when ``include_initial``. Integer sums wrap as numpy's do.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, dtype=None, include_initial=false))]
+pub fn cumulative_sum(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, dtype: Option<&Bound<'_, PyAny>>, include_initial: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let dtype = parse_dtype(py, dtype)?;
+    gpu(py, || ops::cumulative_sum(&x, axis.map(|v| v.0), dtype, include_initial)).map(PyTensor::new)
+}
+
+/// Running product along ``axis``, as ``cumulative_sum`` (a leading 1 when ``include_initial``).
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, dtype=None, include_initial=false))]
+pub fn cumulative_prod(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<Int<isize>>, dtype: Option<&Bound<'_, PyAny>>, include_initial: bool) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let dtype = parse_dtype(py, dtype)?;
+    gpu(py, || ops::cumulative_prod(&x, axis.map(|v| v.0), dtype, include_initial)).map(PyTensor::new)
+}
+
+/// Product over ``axis`` in ``dtype`` (None: x's; x is converted first); integer products wrap, an
+/// empty axis gives 1.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, keepdims=false, dtype=None))]
+pub fn prod(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool, dtype: Option<&Bound<'_, PyAny>>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let axes = parse_axes(py, axis)?;
+    let dtype = parse_dtype(py, dtype)?;
+    gpu(py, || ops::prod(&x, axes.as_deref(), keepdims, dtype)).map(PyTensor::new)
+}
+
+/// The ``n``-th forward difference along ``axis`` (``x[1:] - x[:-1]``, ``n`` times), with
+/// ``prepend`` / ``append`` (x's dtype and shape but for the axis) joined at either end first.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=Int(-1), n=Int(1), prepend=None, append=None))]
+pub fn diff(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, n: Int<usize>, prepend: Option<&Bound<'_, PyAny>>, append: Option<&Bound<'_, PyAny>>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let prepend = opt_tensor_arg(py, prepend)?;
+    let append = opt_tensor_arg(py, append)?;
+    gpu(py, || ops::diff(&x, axis.0, n.0, prepend.as_ref(), append.as_ref())).map(PyTensor::new)
+}
+
+/// Dot product of the vectors along ``axis`` with broadcasting: ``sum(x1 * x2, axis)``.
+#[pyfunction]
+#[pyo3(signature = (x1, x2, /, *, axis=Int(-1)))]
+pub fn vecdot(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, axis: Int<isize>) -> PyT {
+    let x1 = tensor_arg(py, x1)?;
+    let x2 = tensor_arg(py, x2)?;
+    gpu(py, || ops::vecdot(&x1, &x2, axis.0)).map(PyTensor::new)
+}
+
 /// Adds every function above to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(negative, m)?)?;
@@ -290,11 +476,22 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bitwise_xor, m)?)?;
     m.add_function(wrap_pyfunction!(bitwise_left_shift, m)?)?;
     m.add_function(wrap_pyfunction!(bitwise_right_shift, m)?)?;
+    m.add_function(wrap_pyfunction!(matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(mean, m)?)?;
+    m.add_function(wrap_pyfunction!(max, m)?)?;
+    m.add_function(wrap_pyfunction!(min, m)?)?;
+    m.add_function(wrap_pyfunction!(all, m)?)?;
+    m.add_function(wrap_pyfunction!(any, m)?)?;
+    m.add_function(wrap_pyfunction!(argmax, m)?)?;
+    m.add_function(wrap_pyfunction!(argmin, m)?)?;
     m.add_function(wrap_pyfunction!(softmax, m)?)?;
     m.add_function(wrap_pyfunction!(log_softmax, m)?)?;
     m.add_function(wrap_pyfunction!(layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(batch_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(conv2d, m)?)?;
+    m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;
+    m.add_function(wrap_pyfunction!(avg_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(index_select, m)?)?;
     m.add_function(wrap_pyfunction!(gather, m)?)?;
     m.add_function(wrap_pyfunction!(embedding, m)?)?;
@@ -305,5 +502,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(quant_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(quant_embedding, m)?)?;
     m.add_function(wrap_pyfunction!(topk, m)?)?;
+    m.add_function(wrap_pyfunction!(count_nonzero, m)?)?;
+    m.add_function(wrap_pyfunction!(unique_values, m)?)?;
+    m.add_function(wrap_pyfunction!(cumulative_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(cumulative_prod, m)?)?;
+    m.add_function(wrap_pyfunction!(prod, m)?)?;
+    m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_function(wrap_pyfunction!(vecdot, m)?)?;
     Ok(())
 }

@@ -1,80 +1,39 @@
-//! The Array API's scans and statistics: `cumulative_sum`, `cumulative_prod`, `sum(dtype=)`,
-//! `prod`, `std`, `diff`, `vecdot`, `tensordot` (numpy 2's names and keywords). Argument conversion around kiln-core calls.
+//! The Array API's statistics: `sum(dtype=)`, `std`, `tensordot` (numpy 2's names and
+//! keywords). Argument conversion around kiln-core calls.
 //! Written by hand because the Array API's keywords are not the rows' (`axis=` for axes,
 //! `correction=` for ddof, keyword-only parameters, `tensordot`'s two forms of axes).
 
-use crate::convert::{correction_of, opt_tensor_arg, parse_axes, parse_dtype, tensor_arg, Float, Int};
+use crate::convert::{correction_of, parse_axes, parse_dtype, tensor_arg, Float};
 use crate::errors::{gpu, invalid};
 use crate::ops::PyT;
 use crate::tensor::PyTensor;
-use kiln_core::{ops, DType, Tensor};
+use kiln_core::ops;
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
-/// The scans: the same keywords (numpy 2's) around one kiln-core call each.
-macro_rules! scan_fns {
-    ($($name:ident, $doc:literal;)*) => {
-        $(
-            #[doc = $doc]
-            #[pyfunction]
-            #[pyo3(signature = (x, /, *, axis=None, dtype=None, include_initial=false))]
-            pub fn $name(
-                py: Python<'_>,
-                x: &Bound<'_, PyAny>,
-                axis: Option<Int<isize>>,
-                dtype: Option<&Bound<'_, PyAny>>,
-                include_initial: bool,
-            ) -> PyT {
-                let x = tensor_arg(py, x)?;
-                let dtype = parse_dtype(py, dtype)?;
-                let axis = axis.map(|a| a.0);
-                gpu(py, || ops::$name(&x, axis, dtype, include_initial)).map(PyTensor::new)
-            }
-        )*
-    };
-}
+// cumulative_sum, cumulative_prod, prod, diff and vecdot take their rows' Array API form
+// (ops_gen.rs).
 
-scan_fns! {
-    cumulative_sum, "Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted\n\
-        first), with a leading 0 when ``include_initial``. Integer sums wrap as numpy's do.";
-    cumulative_prod, "Running product along ``axis``, as ``cumulative_sum`` (a leading 1 when ``include_initial``).";
-}
-
-/// The reductions with the Array API's ``dtype=``: the same keywords around one kiln-core call
-/// each (`ops::prod` takes the dtype itself; `sum_in` casts first).
-macro_rules! dtype_reduce_fns {
-    ($($name:ident => $op:path, $doc:literal;)*) => {
-        $(
-            #[doc = $doc]
-            #[pyfunction]
-            #[pyo3(signature = (x, /, *, axis=None, dtype=None, keepdims=false))]
-            pub fn $name(
-                py: Python<'_>,
-                x: &Bound<'_, PyAny>,
-                axis: Option<&Bound<'_, PyAny>>,
-                dtype: Option<&Bound<'_, PyAny>>,
-                keepdims: bool,
-            ) -> PyT {
-                let x = tensor_arg(py, x)?;
-                let dtype = parse_dtype(py, dtype)?;
-                let axes = parse_axes(py, axis)?;
-                gpu(py, || $op(&x, axes.as_deref(), keepdims, dtype)).map(PyTensor::new)
-            }
-        )*
-    };
-}
-
-fn sum_in(x: &Tensor, axes: Option<&[isize]>, keepdims: bool, dtype: Option<DType>) -> kiln_core::Result<Tensor> {
-    match dtype {
-        Some(d) if d != x.dtype() => ops::sum(&ops::cast(x, d)?, axes, keepdims),
-        _ => ops::sum(x, axes, keepdims),
-    }
-}
-
-dtype_reduce_fns! {
-    sum => sum_in, "Sum over ``axis`` (None: all axes; an int or a tuple) in ``dtype`` (None: x's own, which for\n\
-        int32 and uint32 is the Array API's default integer of that signedness; x is converted first).";
-    prod => ops::prod, "Product over ``axis`` in ``dtype`` (as ``sum``); integer products wrap, an empty axis gives 1.";
+/// Sum over ``axis`` (None: all axes; an int or a tuple) in ``dtype`` (None: x's own, which for
+/// int32 and uint32 is the Array API's default integer of that signedness; x is converted first).
+#[pyfunction]
+#[pyo3(signature = (x, /, *, axis=None, dtype=None, keepdims=false))]
+pub fn sum(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: Option<&Bound<'_, PyAny>>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    keepdims: bool,
+) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let dtype = parse_dtype(py, dtype)?;
+    let axes = parse_axes(py, axis)?;
+    gpu(py, || match dtype {
+        // The core sum has no dtype: x is converted first.
+        Some(d) if d != x.dtype() => ops::sum(&ops::cast(&x, d)?, axes.as_deref(), keepdims),
+        _ => ops::sum(&x, axes.as_deref(), keepdims),
+    })
+    .map(PyTensor::new)
 }
 
 /// Standard deviation over ``axis`` with ``correction`` (numpy's ``ddof``; either keyword).
@@ -92,34 +51,6 @@ pub fn std(
     let c = correction_of(py, "std", correction, ddof)?;
     let axes = parse_axes(py, axis)?;
     gpu(py, || crate::convert::var_corrected(&x, axes.as_deref(), keepdims, c, true)).map(PyTensor::new)
-}
-
-/// The ``n``-th forward difference along ``axis`` (``x[1:] - x[:-1]``, ``n`` times), with
-/// ``prepend`` / ``append`` (x's dtype and shape but for the axis) joined at either end first.
-/// ``axis`` defaults to -1 and ``n`` to 1.
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, n=None, prepend=None, append=None))]
-pub fn diff(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    axis: Option<Int<isize>>,
-    n: Option<Int<usize>>,
-    prepend: Option<&Bound<'_, PyAny>>,
-    append: Option<&Bound<'_, PyAny>>,
-) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let (p, a) = (opt_tensor_arg(py, prepend)?, opt_tensor_arg(py, append)?);
-    let (axis, n) = (axis.map_or(-1, |a| a.0), n.map_or(1, |n| n.0));
-    gpu(py, || ops::diff(&x, axis, n, p.as_ref(), a.as_ref())).map(PyTensor::new)
-}
-
-/// Dot product of the vectors along ``axis`` (default -1) with broadcasting: ``sum(x1 * x2, axis)``.
-#[pyfunction]
-#[pyo3(signature = (x1, x2, /, *, axis=None))]
-pub fn vecdot(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, axis: Option<Int<isize>>) -> PyT {
-    let (a, b) = (tensor_arg(py, x1)?, tensor_arg(py, x2)?);
-    let axis = axis.map_or(-1, |a| a.0);
-    gpu(py, || ops::vecdot(&a, &b, axis)).map(PyTensor::new)
 }
 
 /// numpy's ``tensordot``: ``axes`` an int n (the last n axes of x1 with the first n of x2,

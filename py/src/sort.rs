@@ -2,9 +2,10 @@
 //! search.rs and sets.rs. The Array API's signatures, type promotion of two operands and the
 //! named tuples of unique_* are in kiln/_sorting.py. Written by hand because the Array API's
 //! signatures are not the rows' (keyword-only `axis=`, `stable=`, `side=`; a tuple per
-//! dimension); topk, whose Python form is its row's, is generated (ops_gen.rs).
+//! dimension); topk, count_nonzero and unique_values, whose Python form is their row's, are
+//! generated (ops_gen.rs).
 
-use crate::convert::{parse_axes, tensor_arg, Int};
+use crate::convert::{tensor_arg, Int};
 use crate::errors::{gpu, invalid};
 use crate::tensor::PyTensor;
 use kiln_core::ops;
@@ -41,15 +42,6 @@ pub fn _searchsorted(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny
     gpu(py, || ops::searchsorted(&x1, &x2, right)).map(PyTensor::new)
 }
 
-/// The number (int32) of non-zero elements over ``axis`` (an int, a tuple or None = all).
-#[pyfunction]
-#[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
-pub fn count_nonzero(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let axes = parse_axes(py, axis)?;
-    gpu(py, || ops::count_nonzero(&x, axes.as_deref(), keepdims)).map(PyTensor::new)
-}
-
 /// numpy ``nonzero``: a tuple of int32 index arrays, one per dimension. The count of non-zero
 /// elements is read back to the host (the result's size depends on the data).
 #[pyfunction]
@@ -70,14 +62,6 @@ pub fn _unique_all<'py>(py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Boun
     PyTuple::new(py, [u.values, u.indices, u.inverse_indices, u.counts].into_iter().map(PyTensor::new))
 }
 
-/// The distinct values of ``x`` (flattened), sorted; -0 and +0 are one value, each NaN is its
-/// own. Their number is read back to the host.
-#[pyfunction]
-pub fn unique_values(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    gpu(py, || ops::unique_values(&x)).map(PyTensor::new)
-}
-
 /// isin on operands of one dtype (kiln._sorting.isin promotes them).
 #[pyfunction]
 #[pyo3(signature = (x1, x2, invert))]
@@ -90,10 +74,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(argsort, m)?)?;
     m.add_function(wrap_pyfunction!(_searchsorted, m)?)?;
-    m.add_function(wrap_pyfunction!(count_nonzero, m)?)?;
     m.add_function(wrap_pyfunction!(nonzero, m)?)?;
     m.add_function(wrap_pyfunction!(_unique_all, m)?)?;
-    m.add_function(wrap_pyfunction!(unique_values, m)?)?;
     m.add_function(wrap_pyfunction!(_isin, m)?)?;
     Ok(())
 }

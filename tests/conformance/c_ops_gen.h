@@ -319,6 +319,18 @@ static int run_plain(const Case *c, KilnTensor **out, KilnStatus *st) {
         *st = kiln_count_nonzero(input(c, "x"), p_axes->kind == 'n' ? NULL : v_axes, (size_t)p_axes->nlist, pb(c, "keepdims"), out);
         return 1;
     }
+    if (!strcmp(op, "unique_counts")) {
+        KilnTensor *o[2] = {0};
+        *st = kiln_unique_counts(input(c, "x"), &o[0], &o[1]);
+        *out = pick_output(c, o, 2, st);
+        return 1;
+    }
+    if (!strcmp(op, "unique_inverse")) {
+        KilnTensor *o[2] = {0};
+        *st = kiln_unique_inverse(input(c, "x"), &o[0], &o[1]);
+        *out = pick_output(c, o, 2, st);
+        return 1;
+    }
     if (!strcmp(op, "unique_values")) {
         *st = kiln_unique_values(input(c, "x"), out);
         return 1;

@@ -243,7 +243,7 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         return st;
     }
     /* Searching, sorting and sets; ops giving a tuple are checked on the element `output`. */
-    if (!strcmp(op, "nonzero") || !strcmp(op, "unique_all") || !strcmp(op, "unique_counts") || !strcmp(op, "unique_inverse")) {
+    if (!strcmp(op, "nonzero") || !strcmp(op, "unique_all")) {
         KilnTensor *outs[8] = {0}, **ptrs[8];
         size_t n = 0;
         KilnStatus st;
@@ -251,12 +251,9 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         if (!strcmp(op, "nonzero")) {
             st = kiln_tensor_ndim(x, &n);
             if (st == KILN_OK) st = kiln_nonzero(x, (KilnTensor **const *)ptrs, n);
-        } else if (!strcmp(op, "unique_all")) {
+        } else {
             n = 4;
             st = kiln_unique_all(x, &outs[0], &outs[1], &outs[2], &outs[3]);
-        } else {
-            n = 2;
-            st = (!strcmp(op, "unique_counts") ? kiln_unique_counts : kiln_unique_inverse)(x, &outs[0], &outs[1]);
         }
         *out = pick_output(c, outs, n, &st);
         return st;

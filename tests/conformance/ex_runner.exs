@@ -79,6 +79,8 @@ defmodule Kiln.Conformance do
 
     case op do
       # BEGIN GENERATED (kiln gen): the ops with a generated Kiln function (their rows' arguments)
+      "cast" -> Kiln.cast(get.("x"), t(p, "dtype"))
+      "matmul" -> Kiln.matmul(get.("a"), get.("b"))
       "sum" -> Kiln.sum(get.("x"), axes: p["axes"], keep_axes: p["keepdims"])
       "mean" -> Kiln.mean(get.("x"), axes: p["axes"], keep_axes: p["keepdims"])
       "max" -> Kiln.max(get.("x"), axes: p["axes"], keep_axes: p["keepdims"])
@@ -94,6 +96,8 @@ defmodule Kiln.Conformance do
       "rms_norm" -> Kiln.rms_norm(get.("x"), weight: get.("weight"), eps: p["eps"])
       "batch_norm" -> Kiln.batch_norm(get.("x"), get.("mean"), get.("var"), weight: get.("weight"), bias: get.("bias"), eps: p["eps"])
       "conv2d" -> Kiln.conv2d(get.("x"), get.("w"), bias: get.("bias"), stride: pair(p["stride"]), padding: pair(p["padding"]), dilation: pair(p["dilation"]), groups: p["groups"])
+      "max_pool2d" -> Kiln.max_pool2d(get.("x"), pair(p["kernel"]), stride: pair(p["stride"]), padding: pair(p["padding"]))
+      "avg_pool2d" -> Kiln.avg_pool2d(get.("x"), pair(p["kernel"]), stride: pair(p["stride"]), padding: pair(p["padding"]))
       "index_select" -> Kiln.index_select(get.("x"), p["axis"], get.("indices"))
       "gather" -> Kiln.gather(get.("x"), p["axis"], get.("index"))
       "embedding" -> Kiln.embedding(get.("weight"), get.("ids"))
@@ -119,8 +123,6 @@ defmodule Kiln.Conformance do
       "random_normal" -> Kiln.random_normal(List.to_tuple(p["shape"]), type: t(p, "dtype"), seed: p["seed"], mean: p["mean"], std: p["std"])
       "where" -> Kiln.where(get.("cond"), get.("a"), get.("b"))
       "clip" -> if Map.has_key?(p, "min"), do: Kiln.clip(x, p["min"], p["max"]), else: Kiln.clip(x, get.("min"), get.("max"))
-      "cast" -> Kiln.cast(x, t(p, "dtype"))
-      "matmul" -> Kiln.matmul(get.("a"), get.("b"))
       "tensordot" ->
         if p["n"] >= 0,
           do: Kiln.tensordot(get.("a"), get.("b"), axes: p["n"]),
@@ -129,8 +131,6 @@ defmodule Kiln.Conformance do
         opts = [axis: p["axis"] || 0, include_initial: p["include_initial"]]
         opts = if p["dtype"] == nil, do: opts, else: opts ++ [type: t(p, "dtype")]
         apply(Kiln, String.to_atom(o), [x, opts])
-      o when o in ["max_pool2d", "avg_pool2d"] ->
-        apply(Kiln, String.to_atom(o), [x, pair(p["kernel"]), [stride: pair(p["stride"]), padding: pair(p["padding"])]])
       "reshape" -> Kiln.reshape(x, List.to_tuple(p["shape"]))
       "permute" -> Kiln.permute(x, p["axes"])
       "transpose" -> Kiln.transpose(x, p["axis0"], p["axis1"])

@@ -208,10 +208,13 @@ function run_table_op(op, p, up, nmax)
     op == "attention" && return Kiln.attention(up("q"), up("k"), up("v"); causal=p["causal"], scale=p["scale"])
     op == "quantize" && return Kiln.quantize(up("x"), Symbol(p["format"]))
     op == "quant_matmul" && return Kiln.quant_matmul(up("x"), up("w"), Symbol(p["format"]), Int(p["n"]))
+    op == "unique_values" && return Kiln.unique_values(up("x"))
     op == "isin" && return Kiln.isin(up("x1"), up("x2"); invert=p["invert"])
     op == "diff" && return Kiln.diff(up("x"); dims=jdim(Int(p["axis"]), nmax), n=Int(p["n"]), prepend=up("prepend"), append=up("append"))
     op == "vecdot" && return Kiln.vecdot(up("a"), up("b"); dims=jdim(Int(p["axis"]), nmax))
     op == "topk" && return Kiln._kiln_topk(up("x"), Int(p["k"]), Int(p["axis"]), p["largest"])[Int(p["output"])+1]
+    op == "unique_counts" && return Kiln._kiln_unique_counts(up("x"))[Int(p["output"])+1]
+    op == "unique_inverse" && return Kiln._kiln_unique_inverse(up("x"))[Int(p["output"])+1]
     return nothing
 end
 # END GENERATED (kiln gen)
@@ -277,13 +280,11 @@ function run_op(op, p, c::Case, dir)
     elseif op == "nonzero"
         r = Array(Kiln.nonzero(x)[nx - Int(p["output"])])   # core dim k is Julia dim n - k
         return r .- one(eltype(r))
-    elseif op in ("unique_all", "unique_counts", "unique_inverse")
-        u = op == "unique_all" ? Kiln.unique_all(x) : op == "unique_counts" ? Kiln.unique_counts(x) : Kiln.unique_inverse(x)
+    elseif op == "unique_all"
+        u = Kiln.unique_all(x)
         k = keys(u)[Int(p["output"]) + 1]
         r = Array(getfield(u, k))
         return k in (:indices, :inverse_indices) ? r .- one(eltype(r)) : r
-    elseif op == "unique_values"
-        return Kiln.unique_values(x)   # Kiln.unique is Base's (first-appearance order)
     elseif op == "tensordot"
         a, b = up("a"), up("b")
         p["n"] >= 0 && return Kiln.tensordot(b, a, Int(p["n"]))   # core (a, b) is Julia (b, a)

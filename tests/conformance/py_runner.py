@@ -29,8 +29,8 @@ LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4", "bool": "|b1"}
 _TABLE = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json")))["ops"]
 ALIASES = {o["name"]: [o["python"], o["name"]] for o in _TABLE}
 ALIASES["kernel"] = ["Kernel"]
-# The ops whose Python wrapper is generated from their typed row: called with every argument by
-# position, in the row's order ([manifest key, is a tensor]).
+# The ops whose Python wrapper is generated from their typed row: called with their arguments in
+# the row's order ([manifest key, is a tensor, Python keyword or None: by position]).
 PLAIN = {o["name"]: o["python_args"] for o in _TABLE if "python_args" in o}
 # The plain ops giving a named tuple (their wrappers give a Python tuple in its order): the
 # case's `output` element is checked.
@@ -59,7 +59,9 @@ def run(op, f, p, ins, d):
     x = ins[0][1] if ins else None
     get = dict(ins).get
     if op in PLAIN:
-        y = f(*[get(k) if tensor else p[k] for k, tensor in PLAIN[op]])
+        # A list parameter (axes, a pair) as a tuple, as Python code writes it.
+        arg = lambda k, tensor: get(k) if tensor else tuple(p[k]) if isinstance(p[k], list) else p[k]  # noqa: E731
+        y = f(*[arg(k, t) for k, t, kw in PLAIN[op] if kw is None], **{kw: arg(k, t) for k, t, kw in PLAIN[op] if kw})
         return y[p["output"]] if op in TUPLES else y
     if op in ("zeros", "ones"):
         return f(p["shape"], dtype=p["dtype"])
@@ -77,33 +79,17 @@ def run(op, f, p, ins, d):
         return f(x, get("min"), get("max")) if len(ins) == 3 else f(x, p["min"], p["max"])
     if op == "cast":
         return f(x, p["dtype"])
-    if op in ("sum", "mean", "max", "min", "all", "any"):
+    if op == "sum":
         axes = None if p["axes"] is None else tuple(p["axes"])
         return f(x, axis=axes, keepdims=p["keepdims"])
     if op == "var":
         axes = None if p["axes"] is None else tuple(p["axes"])
         return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
-    if op in ("argmax", "argmin"):
-        return f(x, axis=p["axis"], keepdims=p["keepdims"])
-    if op == "vecdot":
-        return f(get("a"), get("b"), axis=p["axis"])
     if op == "tensordot":
         return f(get("a"), get("b"), axes=p["n"] if p["n"] >= 0 else (p["axes1"], p["axes2"]))
-    if op == "diff":
-        return f(x, axis=p["axis"], n=p["n"], prepend=get("prepend"), append=get("append"))
-    if op == "prod":
-        axes = None if p["axes"] is None else tuple(p["axes"])
-        return f(x, axis=axes, keepdims=p["keepdims"], dtype=p["dtype"])
     if op == "std":
         axes = None if p["axes"] is None else tuple(p["axes"])
         return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
-    if op in ("cumulative_sum", "cumulative_prod"):
-        return f(x, axis=p["axis"], dtype=p["dtype"], include_initial=p["include_initial"])
-    if op == "conv2d":
-        return f(x, get("w"), get("bias"), stride=tuple(p["stride"]), padding=tuple(p["padding"]),
-                 dilation=tuple(p["dilation"]), groups=p["groups"])
-    if op in ("max_pool2d", "avg_pool2d"):
-        return f(x, tuple(p["kernel"]), stride=tuple(p["stride"]), padding=tuple(p["padding"]))
     if op == "reshape":
         return f(x, tuple(p["shape"]))
     if op == "permute":
@@ -121,9 +107,6 @@ def run(op, f, p, ins, d):
         return f(x, axis=p["axis"], descending=p["descending"])
     if op == "searchsorted":
         return f(get("x1"), get("x2"), side="right" if p["right"] else "left")
-    if op == "count_nonzero":
-        axes = None if p["axes"] is None else tuple(p["axes"])
-        return f(x, axis=axes, keepdims=p["keepdims"])
     if op in ("nonzero", "unique_all", "unique_counts", "unique_inverse"):
         return f(x)[p["output"]]
     if op == "isin":

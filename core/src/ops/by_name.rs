@@ -161,22 +161,14 @@ fn dispatch_on_inputs(op: &str, c: &OpCall) -> Option<Result<Tensor>> {
                 ops::quant_from_bytes(data.device(), &bytes, c.format()?, c.n("rows")?, c.n("cols")?)?
             }
             // Searching, sorting and sets; ops giving a tuple name the element with `output`.
-            "nonzero" | "unique_all" | "unique_counts" | "unique_inverse" => {
+            "nonzero" | "unique_all" => {
                 let x = c.input("x")?;
                 let k = c.n("output")?;
                 let outs = match op {
                     "nonzero" => ops::nonzero(x)?,
-                    "unique_all" => {
+                    _ => {
                         let u = ops::unique_all(x)?;
                         vec![u.values, u.indices, u.inverse_indices, u.counts]
-                    }
-                    "unique_counts" => {
-                        let (v, n) = ops::unique_counts(x)?;
-                        vec![v, n]
-                    }
-                    _ => {
-                        let (v, i) = ops::unique_inverse(x)?;
-                        vec![v, i]
                     }
                 };
                 outs.into_iter().nth(k).ok_or_else(|| bad(format!("{op} has no output {k}")))?

@@ -168,6 +168,8 @@ defmodule Kiln.Native do
     topk: 4,
     searchsorted: 3,
     count_nonzero: 3,
+    unique_counts: 1,
+    unique_inverse: 1,
     unique_values: 1,
     isin: 3,
     cumulative_sum: 4,

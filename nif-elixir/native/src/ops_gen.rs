@@ -434,6 +434,26 @@ fn count_nonzero(env: Env<'_>, x: TRef, axes: Opt<Axes>, keepdims: Flag) -> Repl
     })
 }
 
+/// (values, counts) of the distinct values
+#[rustler::nif(schedule = "DirtyIo")]
+fn unique_counts(env: Env<'_>, x: TRef) -> Reply<Vec<Out>> {
+    guard(env, || {
+        let x = x.get()?;
+        let (values, counts) = ops::unique_counts(&x)?;
+        Ok(vec![Out(values), Out(counts)])
+    })
+}
+
+/// (values, inverse_indices) of the distinct values
+#[rustler::nif(schedule = "DirtyIo")]
+fn unique_inverse(env: Env<'_>, x: TRef) -> Reply<Vec<Out>> {
+    guard(env, || {
+        let x = x.get()?;
+        let (values, inverse_indices) = ops::unique_inverse(&x)?;
+        Ok(vec![Out(values), Out(inverse_indices)])
+    })
+}
+
 /// the distinct values, sorted (each NaN kept)
 #[rustler::nif(schedule = "DirtyIo")]
 fn unique_values(env: Env<'_>, x: TRef) -> Reply<Out> {

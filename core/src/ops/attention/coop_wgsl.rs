@@ -1,6 +1,8 @@
 //! The cooperative-matrix flash kernel's WGSL (`shaders/flash_attention_coop.wgsl`): one
 //! configuration (`CoopAttn`) and the code blocks built for it, in the scalar and vec4 workgroup
 //! layouts. Which configuration runs, and its launch: `coop.rs`.
+//!
+//! Over ~500 lines on purpose: one kernel generator, whose code blocks only make sense together.
 
 use super::{ATTENTION_COMMON, FLASH_PARAMS};
 use crate::pipeline::render;

@@ -123,6 +123,10 @@ pub struct Arg {
     pub key: &'static str,
     /// The C parameters' stem where it differs from `name` (conv2d's `padding` is `pad_h`, `pad_w`).
     pub c_stem: &'static str,
+    /// A tensor of 0-based positions (ids, indices): a 1-based binding (Julia) takes its own.
+    pub positions: bool,
+    /// The Python keyword where it differs from `name` (PyTorch's `kernel_size`); empty: `name`.
+    pub py: &'static str,
 }
 
 impl Arg {
@@ -134,6 +138,16 @@ impl Arg {
     /// Named `key` in the conformance manifest and `by_name`.
     pub const fn key(mut self, key: &'static str) -> Self {
         self.key = key;
+        self
+    }
+    /// Named `name` in Python ([`Arg::py`]).
+    pub const fn py(mut self, name: &'static str) -> Self {
+        self.py = name;
+        self
+    }
+    /// A tensor of positions ([`Arg::positions`]).
+    pub const fn positions(mut self) -> Self {
+        self.positions = true;
         self
     }
     /// Its C parameters named after `stem`.
@@ -157,7 +171,7 @@ impl Arg {
 
 /// An argument without default: `a(name, type, doc)`.
 pub const fn a(name: &'static str, ty: Ty, doc: &'static str) -> Arg {
-    Arg { name, ty, default: Dflt::Required, doc, key: name, c_stem: name }
+    Arg { name, ty, default: Dflt::Required, doc, key: name, c_stem: name, positions: false, py: "" }
 }
 
 /// What an op gives back.
@@ -198,6 +212,16 @@ pub struct OpInfo {
     /// The Python docstring of a generated Python wrapper (reST, as the hand-written ones);
     /// empty: Python's wrapper is written by hand (`~` in `names`).
     pub py_doc: &'static str,
+    /// Python takes the Array API's form: the tensor inputs positional-only, every other
+    /// argument keyword-only, `axes` spelled `axis` (numpy's reductions).
+    pub py_array_api: bool,
+    /// The Julia docstring of a generated Kiln.jl method (julia/src/methods_gen.jl: Julia's
+    /// `dims`, (width, height) pairs, 1-based positions); empty: Kiln.jl's method is written by
+    /// hand (`~` in `names`).
+    pub jl_doc: &'static str,
+    /// The outputs of a named tuple that are 0-based positions along the axis (a 1-based
+    /// binding adds 1).
+    pub position_outputs: &'static [&'static str],
     /// `[python, elixir, julia]` names; a leading `~` marks a hand-written wrapper in that
     /// binding (other semantics or extra parameters), which `kiln-gen` lists but does not write
     /// (one `~` only: Julia's `~` written by hand is `~~`); `~` alone is the op's own name,
@@ -270,6 +294,9 @@ impl OpInfo {
             doc: "",
             c_doc: "",
             py_doc: "",
+            py_array_api: false,
+            jl_doc: "",
+            position_outputs: &[],
             names: ["~", "~", "~"],
         }
     }
@@ -285,6 +312,29 @@ impl OpInfo {
     pub(super) const fn python(mut self, doc: &'static str) -> Self {
         self.py_doc = doc;
         self.names[0] = self.name;
+        self
+    }
+    /// Python's wrapper in the Array API's form ([`OpInfo::py_array_api`]), with this docstring.
+    pub(super) const fn array_api(mut self, doc: &'static str) -> Self {
+        self.py_array_api = true;
+        self.python(doc)
+    }
+    /// Kiln.jl's method generated, under the op's name, with this docstring.
+    pub(super) const fn julia(mut self, doc: &'static str) -> Self {
+        self.jl_doc = doc;
+        self.names[2] = self.name;
+        self
+    }
+    /// Kiln.jl's method generated under the Julia name `name` (Base's or Flux's where it
+    /// differs: `rand` for random_uniform), with this docstring.
+    pub(super) const fn julia_named(mut self, name: &'static str, doc: &'static str) -> Self {
+        self.jl_doc = doc;
+        self.names[2] = name;
+        self
+    }
+    /// The outputs that are positions ([`OpInfo::position_outputs`]).
+    pub(super) const fn position_outputs(mut self, names: &'static [&'static str]) -> Self {
+        self.position_outputs = names;
         self
     }
     /// Elixir's `Kiln` function generated under `name` (Nx's form: required arguments
