@@ -55,5 +55,6 @@ pub use runtime::{
     synchronize_async, with_device, AdapterInfo,
 };
 pub use session::{Session, SessionLimits, SessionStats, ShaderPolicy, KERNEL_CHARGE_BYTES, SUGGESTED_MAX_KERNELS};
+pub use stats::startup;
 pub use tensor::Tensor;
 pub use tensor_fill::TensorFill;

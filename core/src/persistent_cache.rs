@@ -214,10 +214,12 @@ impl PersistentCache {
         // adapter's old file instead of leaving it behind (the key in the header tells them apart).
         let adapter = format!("{:?} {} {:#x}:{:#x}", info.backend, info.name, info.vendor, info.device);
         let path = dir.join(format!("pipelines-{:016x}.bin", checksum(&[adapter.as_bytes()])));
-        let (data, rejected) = match read_valid(&path, &key) {
-            Ok(d) => (d, None),
-            Err(why) => (None, Some(why)),
-        };
+        let (data, rejected) =
+            match crate::startup::time("pipeline-cache file read + check", || read_valid(&path, &key)) {
+                Ok(d) => (d, None),
+                Err(why) => (None, Some(why)),
+            };
+        let handing = crate::startup::span("pipeline cache handed to the driver");
         // SAFETY: `data` came from `PipelineCache::get_data` on an adapter with this very key
         // (wgpu's pipeline_cache_key, the driver and versions: checked in `decode` along with the
         // checksum), which is what create_pipeline_cache asks; wgpu validates its own header
@@ -233,6 +235,7 @@ impl PersistentCache {
                 fallback: true,
             })
         };
+        drop(handing);
         let stats = PersistentCacheStats {
             path: path.clone(),
             loaded_bytes: data.as_ref().map_or(0, |d| d.len() as u64),

@@ -271,6 +271,7 @@ impl SentenceEmbedder {
         progress: impl FnMut(usize, usize),
     ) -> Result<SentenceEmbedder> {
         Self::check_precision(options)?;
+        let configs = kiln_core::startup::span("model config files (JSON)");
         let config_path = files.path("config.json");
         let config: BertConfig = read_json(&files, "config.json")?;
         config.validate(&config_path)?;
@@ -300,6 +301,8 @@ impl SentenceEmbedder {
             )));
         }
 
+        drop(configs);
+        let tokenizer_load = kiln_core::startup::span("tokenizer load (tokenizer.json)");
         let tok_path = files.path("tokenizer.json");
         let tok_bytes = files.read("tokenizer.json")?;
         let mut tokenizer = Tokenizer::from_bytes(&tok_bytes)
@@ -317,16 +320,22 @@ impl SentenceEmbedder {
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         tokenizer.with_padding(None);
         check_vocab(&tokenizer, &tok_path, &config_path, config.vocab_size)?;
+        drop(tokenizer_load);
 
         let ck_path = files.path("model.safetensors");
         let prefix = config.family()?.weight_prefix();
         let ck = match weights {
             Some(w) => weights::Checkpoint::uploaded(&ck_path, w, prefix),
             None => {
-                weights::Checkpoint::new(&ck_path, files.take("model.safetensors", "a .safetensors file")?, prefix)?
+                let map = kiln_core::startup::time("weights file map (model.safetensors)", || {
+                    files.take("model.safetensors", "a .safetensors file")
+                })?;
+                weights::Checkpoint::new(&ck_path, map, prefix)?
             }
         };
-        let bert = Bert::load(config, &ck, options.precision.dtype(), progress)?;
+        let bert = kiln_core::startup::time("weights to the GPU (Bert::load)", || {
+            Bert::load(config, &ck, options.precision.dtype(), progress)
+        })?;
         Ok(SentenceEmbedder {
             bert,
             tokenizer,

@@ -615,7 +615,8 @@ impl CausalLM {
     /// CPU when kiln-core's adapter is a CPU one or there is none, else the GPU).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_on(path: impl AsRef<Path>, backend: Backend, progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
-        Self::from_gguf(GgufFile::open(path.as_ref())?, backend, progress)
+        let f = kiln_core::startup::time("GGUF file map + header parse", || GgufFile::open(path.as_ref()))?;
+        Self::from_gguf(f, backend, progress)
     }
 
     /// [`load_on`](Self::load_on) from a GGUF file already open (or bytes: the browser's
@@ -641,14 +642,15 @@ impl CausalLM {
     ) -> Result<CausalLM> {
         #[cfg(target_arch = "wasm32")]
         let backend = if backend == Backend::Auto { Backend::Gpu } else { backend };
-        let config = LlamaConfig::from_gguf(&f)?;
-        let tokenizer = GgufTokenizer::from_gguf(&f)?;
+        let config = kiln_core::startup::time("model config (GGUF metadata)", || LlamaConfig::from_gguf(&f))?;
+        let tokenizer = kiln_core::startup::time("tokenizer load (GGUF vocabulary)", || GgufTokenizer::from_gguf(&f))?;
         if tokenizer.vocab_size() != config.vocab {
             return Err(ModelError::Corrupt {
                 path: f.path().to_path_buf(),
                 message: format!("{} tokens for a vocabulary of {}", tokenizer.vocab_size(), config.vocab),
             });
         }
+        let choice = kiln_core::startup::span("backend choice (adapter, device)");
         let device = match backend {
             Backend::Cpu => None,
             Backend::Gpu => Some(kiln_core::device()?),
@@ -662,6 +664,8 @@ impl CausalLM {
                 _ => None,
             },
         };
+        drop(choice);
+        let _weights = kiln_core::startup::span("weights load (host or GPU)");
         let Some(device) = device else {
             let cpu = CpuLlama::load(&f, &config, &mut progress)?;
             arch::check_tensor_names(&f, config.arch, config.n_layers)?;

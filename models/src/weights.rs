@@ -44,9 +44,11 @@ impl Checkpoint {
     /// The file's table (None for uploaded tensors).
     fn tensors<'a>(&self, source: &'a Source) -> Result<Option<SafeTensors<'a>>> {
         match source {
-            Source::Bytes(map) => SafeTensors::deserialize(map)
-                .map(Some)
-                .map_err(|e| corrupt(&self.path, format!("not a valid safetensors file: {e}"))),
+            Source::Bytes(map) => {
+                kiln_core::startup::time("safetensors header parse", || SafeTensors::deserialize(map))
+                    .map(Some)
+                    .map_err(|e| corrupt(&self.path, format!("not a valid safetensors file: {e}")))
+            }
             Source::Uploaded(_) => Ok(None),
         }
     }

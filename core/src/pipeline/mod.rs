@@ -252,8 +252,9 @@ impl PipelineCache {
         source: impl FnOnce() -> String,
     ) -> Result<Arc<Pipeline>> {
         self.misses.fetch_add(1, Ordering::Relaxed);
+        let _creation = crate::startup::span("pipeline creation (built-in WGSL kernel)");
         let start = crate::platform::Instant::now();
-        let src = source();
+        let src = crate::startup::time("kernel source (WGSL text)", source);
         // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
         // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
         // compile thread changed the timing of every op's first call for no gain.
