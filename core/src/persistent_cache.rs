@@ -21,7 +21,8 @@
 //!   compiles (a model's first forward pass) is written once and off the caller's path; at
 //!   process exit (atexit: a short-lived process, the CLI or a script, ends before any quiet
 //!   period); and before a device is destroyed. A process killed by a signal loses only what it
-//!   compiled since the last save.
+//!   compiled since the last save. Bytes the file already holds are not written again (a
+//!   process whose pipelines all came from the file leaves it as it was).
 //! - Bounded: data over `MAX_BYTES` is not written (the old file is removed, so the next process
 //!   starts a fresh cache holding only what it compiles), and a bigger file is not read.
 //! - Only built-in kernels (WGSL and native) go into it: user kernels are callers' code, and a
@@ -63,6 +64,10 @@ pub(crate) struct PersistentCache {
     key: String,
     /// Compiles since the last save (0: nothing to write).
     dirty: AtomicU64,
+    /// The checksum of the data the file holds as far as this process knows (what it loaded or
+    /// last wrote; 0: none): a save that would write the same bytes again is skipped, so a
+    /// process whose pipelines were all in the cache does not rewrite (and sync) it at exit.
+    on_disk: AtomicU64,
     /// Set when the device is destroyed: nothing is read from the cache after that.
     closed: AtomicBool,
     /// Held while saving: the saver thread, atexit and `destroy` may save at once.
@@ -126,6 +131,11 @@ fn checksum(parts: &[&[u8]]) -> u64 {
     h ^= h >> 27;
     h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
+}
+
+/// The checksum `PersistentCache::on_disk` compares (never 0, which means "none").
+fn data_sum(data: &[u8]) -> u64 {
+    checksum(&[data]).max(1)
 }
 
 /// The file's bytes for `data` under `key` (public for the tests that forge files).
@@ -248,6 +258,7 @@ impl PersistentCache {
             key,
             // A rejected file is rewritten at the next save even if nothing new compiles.
             dirty: AtomicU64::new(stats.rejected.is_some() as u64),
+            on_disk: AtomicU64::new(data.as_deref().map_or(0, data_sum)),
             closed: AtomicBool::new(false),
             save_lock: Mutex::new(()),
             stats: Mutex::new(stats),
@@ -282,12 +293,18 @@ impl PersistentCache {
             return;
         }
         let Some(data) = self.cache.get_data() else { return };
+        let sum = data_sum(&data);
+        if sum == self.on_disk.load(Ordering::SeqCst) {
+            return;
+        }
         if data.len() > MAX_BYTES {
             // Start over next time: the next process's cache holds only what it compiles.
             let _ = std::fs::remove_file(&self.path);
+            self.on_disk.store(0, Ordering::SeqCst);
             return;
         }
         if self.write(&data).is_ok() {
+            self.on_disk.store(sum, Ordering::SeqCst);
             let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
             s.saves += 1;
             s.saved_bytes = data.len() as u64;

@@ -152,6 +152,28 @@ fn a_second_process_loads_what_the_first_wrote() {
 }
 
 #[test]
+fn a_process_with_nothing_new_leaves_the_file_alone() {
+    if !supported() {
+        return;
+    }
+    let dir = scratch("unchanged");
+    let (path, bytes) = warm(&dir);
+    let before = std::fs::metadata(&path).unwrap();
+    // The same ops again: every pipeline is in the file, so the driver's data comes back the same
+    // and is not rewritten (a rewrite renames a new file over it: another inode).
+    let r = run(&dir, &[]).unwrap();
+    assert!(r.loaded > 0);
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(before.ino(), after.ino(), "rewritten although nothing was new");
+    }
+    assert_eq!(before.modified().unwrap(), after.modified().unwrap());
+}
+
+#[test]
 fn the_saver_thread_writes_after_a_quiet_period() {
     if !supported() {
         return;

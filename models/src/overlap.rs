@@ -13,7 +13,8 @@ pub(crate) fn join<A: Send, B>(side: impl FnOnce() -> A + Send, main: impl FnOnc
         let cell = Mutex::new(Some(side));
         let take = || cell.lock().unwrap_or_else(|p| p.into_inner()).take();
         std::thread::scope(|s| {
-            let spawned = std::thread::Builder::new().name("kiln-load-side".into()).spawn_scoped(s, || take().map(|f| f()));
+            let spawned =
+                std::thread::Builder::new().name("kiln-load-side".into()).spawn_scoped(s, || take().map(|f| f()));
             let b = main();
             let a = match spawned.map(|h| h.join()) {
                 Ok(Ok(Some(a))) => a,

@@ -32,8 +32,9 @@ impl Checkpoint {
     pub fn new(path: &Path, map: FileBytes, prefix: &str) -> Result<Checkpoint> {
         // The safetensors crate's own check of the whole file: the header's JSON, every tensor's
         // offsets within the data and back to back, the data ending where the file does.
-        let (header_len, table) = kiln_core::startup::time("safetensors header parse", || SafeTensors::read_metadata(&map))
-            .map_err(|e| corrupt(path, format!("not a valid safetensors file: {e}")))?;
+        let (header_len, table) =
+            kiln_core::startup::time("safetensors header parse", || SafeTensors::read_metadata(&map))
+                .map_err(|e| corrupt(path, format!("not a valid safetensors file: {e}")))?;
         let prefix = if table.offset_keys().iter().any(|n| n.starts_with(prefix)) { prefix } else { "" };
         let data_start = 8 + header_len;
         Ok(Checkpoint {
