@@ -56,6 +56,10 @@ pub struct PersistentCacheStats {
     /// Saves written by this process, and the size of the last.
     pub saves: u64,
     pub saved_bytes: u64,
+    /// Pipelines built ahead from a workload's record (`Device::warm_pipelines`), and how many
+    /// of them a kernel took.
+    pub built_ahead: u64,
+    pub taken_ahead: u64,
 }
 
 pub(crate) struct PersistentCache {
@@ -73,6 +77,9 @@ pub(crate) struct PersistentCache {
     /// Held while saving: the saver thread, atexit and `destroy` may save at once.
     save_lock: Mutex<()>,
     stats: Mutex<PersistentCacheStats>,
+    /// Kiln's record of a workload's pipelines, and those built ahead from it
+    /// (`pipeline::warm`).
+    pub(crate) warm: crate::pipeline::warm::WarmStore,
 }
 
 /// Whether `KILN_CACHE` turns the cache off ("0", "off", "false", "no").
@@ -262,6 +269,7 @@ impl PersistentCache {
             closed: AtomicBool::new(false),
             save_lock: Mutex::new(()),
             stats: Mutex::new(stats),
+            warm: Default::default(),
         });
         saver().register(&me);
         Some(me)
@@ -278,7 +286,18 @@ impl PersistentCache {
     }
 
     pub(crate) fn stats(&self) -> PersistentCacheStats {
-        self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        s.built_ahead = self.warm.built.load(Ordering::Relaxed);
+        s.taken_ahead = self.warm.taken.load(Ordering::Relaxed);
+        s
+    }
+
+    /// Starts recording `workload`'s pipelines (`pipeline::warm`): its record's file is next to
+    /// the driver's cache, under the same key plus the workload's name. The recipes it holds.
+    pub(crate) fn start_warm_record(&self, workload: &str) -> Vec<crate::pipeline::warm::Recipe> {
+        let stem = self.path.file_stem().and_then(|s| s.to_str()).unwrap_or("pipelines");
+        let path = self.path.with_file_name(format!("{stem}-{:016x}.warm", checksum(&[workload.as_bytes()])));
+        self.warm.start(path, format!("{} | workload {workload}", self.key))
     }
 
     /// Writes the cache if anything compiled since the last save (errors are not the caller's:
@@ -292,6 +311,7 @@ impl PersistentCache {
         if dirty == 0 {
             return;
         }
+        self.warm.save(write_file);
         let Some(data) = self.cache.get_data() else { return };
         let sum = data_sum(&data);
         if sum == self.on_disk.load(Ordering::SeqCst) {
@@ -303,7 +323,7 @@ impl PersistentCache {
             self.on_disk.store(0, Ordering::SeqCst);
             return;
         }
-        if self.write(&data).is_ok() {
+        if write_file(&self.path, &encode(&self.key, &data)).is_ok() {
             self.on_disk.store(sum, Ordering::SeqCst);
             let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
             s.saves += 1;
@@ -316,28 +336,30 @@ impl PersistentCache {
         self.save_if_dirty();
         self.closed.store(true, Ordering::SeqCst);
     }
+}
 
-    fn write(&self, data: &[u8]) -> std::io::Result<()> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        make_dir(dir)?;
-        let tmp = dir.join(format!(
-            ".{}.{}.{}.tmp",
-            self.path.file_name().and_then(|n| n.to_str()).unwrap_or("pipelines"),
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let result = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&encode(&self.key, data))?;
-            f.sync_data()?;
-            std::fs::rename(&tmp, &self.path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+/// Writes `bytes` to `path` atomically: a temporary file of this process, synced, then renamed
+/// over the old one (a reader sees the whole old file or the whole new one).
+fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    make_dir(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("pipelines"),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    result
 }
 
 /// The one saver thread of the process and the caches it looks after.

@@ -689,6 +689,10 @@ impl CausalLM {
             arch::check_tensor_names(f, config.arch, config.n_layers)?;
             return Ok(Engine::Cpu(cpu));
         };
+        // This model's pipelines, built ahead on other threads while the weights upload where
+        // an earlier process recorded them (kiln-core's persistent cache).
+        #[cfg(not(target_arch = "wasm32"))]
+        let warmup = device.warm_pipelines(&format!("causal-lm {}", f.path().display()));
         let ld = Loader { f, device: &device, uploaded: uploaded.into() };
         let c = config;
         let total = c.n_layers + 1;
@@ -781,6 +785,8 @@ impl CausalLM {
             qk_heads,
             wait_each_layer,
         };
+        #[cfg(not(target_arch = "wasm32"))]
+        kiln_core::startup::time("pipelines built ahead: waited for", || warmup.wait());
         Ok(Engine::Gpu(gpu))
     }
 

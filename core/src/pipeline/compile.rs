@@ -75,7 +75,7 @@ fn params_layout(module: &naga::Module, entry: &str) -> Option<Vec<wgpu::BindGro
 
 /// Whether a kernel may drop naga's runtime bounds checks. Only built-in kernels whose indexing
 /// the test-suite covers (every index is guarded by an explicit `if (i >= n)`) ask for this.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Checks {
     Bounded,
     Unchecked,

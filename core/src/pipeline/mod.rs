@@ -5,6 +5,8 @@
 
 mod compile;
 mod template;
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod warm;
 
 use crate::{Error, Result};
 pub use compile::Pipeline;
@@ -13,6 +15,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 pub(crate) use template::render;
+#[cfg(not(target_arch = "wasm32"))]
+pub use warm::Warmup;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PipelineStats {
@@ -255,6 +259,29 @@ impl PipelineCache {
         let _creation = crate::startup::span("pipeline creation (built-in WGSL kernel)");
         let start = crate::platform::Instant::now();
         let src = crate::startup::time("kernel source (WGSL text)", source);
+        // Built ahead from the workload's record (`warm`), if it is this very recipe; and
+        // recorded for the next process either way.
+        #[cfg(not(target_arch = "wasm32"))]
+        let recipe = self.persistent.as_ref().map(|p| {
+            let recipe = warm::Recipe {
+                label: label.to_string(),
+                op: op.map(str::to_string),
+                entry: entry.to_string(),
+                checks,
+                source: src.clone(),
+            };
+            (p, recipe)
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some((p, r)) = &recipe {
+            if let Some(built) = p.warm.take(r) {
+                if p.warm.note(r) {
+                    p.note_compile();
+                }
+                self.record_compile(start.elapsed());
+                return Ok(built);
+            }
+        }
         // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
         // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
         // compile thread changed the timing of every op's first call for no gain.
@@ -267,6 +294,11 @@ impl PipelineCache {
             )?;
         self.record_compile(start.elapsed());
         self.note_builtin_compile();
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some((p, r)) = &recipe {
+            // The compile above already scheduled a save.
+            let _ = p.warm.note(r);
+        }
         Ok(Arc::new(p))
     }
 
