@@ -30,6 +30,8 @@ pub mod ops;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod persistent_cache;
 pub mod pipeline;
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod pipeline_record;
 pub mod plan;
 pub(crate) mod platform;
 pub(crate) mod pool;

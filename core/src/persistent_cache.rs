@@ -28,6 +28,7 @@
 //! - Only built-in kernels (WGSL and native) go into it: user kernels are callers' code, and a
 //!   tenant compiling thousands would grow every later process's cache.
 
+use crate::pipeline_record as record;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -77,9 +78,8 @@ pub(crate) struct PersistentCache {
     /// Held while saving: the saver thread, atexit and `destroy` may save at once.
     save_lock: Mutex<()>,
     stats: Mutex<PersistentCacheStats>,
-    /// Kiln's record of a workload's pipelines, and those built ahead from it
-    /// (`pipeline::warm`).
-    pub(crate) warm: crate::pipeline::warm::WarmStore,
+    /// Kiln's record of a workload's pipelines (`pipeline_record`).
+    pub(crate) record: record::Record,
 }
 
 /// Whether `KILN_CACHE` turns the cache off ("0", "off", "false", "no").
@@ -269,7 +269,7 @@ impl PersistentCache {
             closed: AtomicBool::new(false),
             save_lock: Mutex::new(()),
             stats: Mutex::new(stats),
-            warm: Default::default(),
+            record: Default::default(),
         });
         saver().register(&me);
         Some(me)
@@ -287,17 +287,25 @@ impl PersistentCache {
 
     pub(crate) fn stats(&self) -> PersistentCacheStats {
         let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        s.built_ahead = self.warm.built.load(Ordering::Relaxed);
-        s.taken_ahead = self.warm.taken.load(Ordering::Relaxed);
+        s.built_ahead = self.record.built.load(Ordering::Relaxed);
+        s.taken_ahead = self.record.taken.load(Ordering::Relaxed);
         s
     }
 
-    /// Starts recording `workload`'s pipelines (`pipeline::warm`): its record's file is next to
+    /// Starts recording `workload`'s pipelines (`pipeline_record`): its record's file is next to
     /// the driver's cache, under the same key plus the workload's name. The recipes it holds.
-    pub(crate) fn start_warm_record(&self, workload: &str) -> Vec<crate::pipeline::warm::Recipe> {
+    pub(crate) fn start_warm_record(&self, workload: &str) -> Vec<record::Recipe> {
         let stem = self.path.file_stem().and_then(|s| s.to_str()).unwrap_or("pipelines");
         let path = self.path.with_file_name(format!("{stem}-{:016x}.warm", checksum(&[workload.as_bytes()])));
-        self.warm.start(path, format!("{} | workload {workload}", self.key))
+        let key = format!("{} | workload {workload}", self.key);
+        let recipes = std::fs::metadata(&path)
+            .ok()
+            .filter(|m| m.is_file() && m.len() <= (FIXED_HEADER + MAX_KEY + record::MAX_RECORD_BYTES) as u64)
+            .and_then(|_| std::fs::read(&path).ok())
+            .and_then(|bytes| decode(&bytes, &key).ok().and_then(record::decode_recipes))
+            .unwrap_or_default();
+        self.record.start(path, key, recipes.clone());
+        recipes
     }
 
     /// Writes the cache if anything compiled since the last save (errors are not the caller's:
@@ -311,7 +319,7 @@ impl PersistentCache {
         if dirty == 0 {
             return;
         }
-        self.warm.save(write_file);
+        self.record.save(|path, key, data| write_file(path, &encode(key, data)));
         let Some(data) = self.cache.get_data() else { return };
         let sum = data_sum(&data);
         if sum == self.on_disk.load(Ordering::SeqCst) {

@@ -370,6 +370,19 @@ impl Device {
         }
     }
 
+    /// Builds, on other threads, the built-in pipelines `workload` built on this adapter in
+    /// earlier processes (its record in the persistent pipeline cache, `pipeline_record`), and
+    /// records from now on what this process builds, for the next one. Returns at once; a kernel
+    /// that asks for a pipeline built ahead takes it instead of building its own. Nothing where
+    /// the persistent cache is off (`KILN_CACHE=0`) or the adapter has no pipeline cache.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn warm_pipelines(&self, workload: &str) -> crate::pipeline::Warmup {
+        if self.check_alive().is_err() {
+            return Default::default();
+        }
+        self.pipelines.warm_up(&self.device, workload)
+    }
+
     pub fn pipeline_stats(&self) -> PipelineStats {
         self.pipelines.stats()
     }

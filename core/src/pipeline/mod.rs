@@ -1,7 +1,8 @@
 //! Compiled compute pipelines, cached by kernel name and specialization. User kernels' entries
 //! are bounded (least recently used out first, `KILN_PIPELINE_CACHE_ENTRIES`) and dropped by
 //! `Device::empty_cache` when no live `Kernel` holds them; built-in ones stay.
-//! `compile` builds one pipeline, `template` fills the built-in kernels' WGSL templates.
+//! `compile` builds one pipeline, `template` fills the built-in kernels' WGSL templates, `warm`
+//! builds a workload's recorded pipelines ahead (`pipeline_record`).
 
 mod compile;
 mod template;
@@ -180,6 +181,9 @@ pub(crate) struct PipelineCache {
     /// or the adapter has no pipeline cache; `persistent_cache`).
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) persistent: Option<Arc<crate::persistent_cache::PersistentCache>>,
+    /// Pipelines built ahead from a workload's record (`warm`).
+    #[cfg(not(target_arch = "wasm32"))]
+    ready: Arc<warm::Ready>,
 }
 
 impl PipelineCache {
@@ -263,19 +267,19 @@ impl PipelineCache {
         // recorded for the next process either way.
         #[cfg(not(target_arch = "wasm32"))]
         let recipe = self.persistent.as_ref().map(|p| {
-            let recipe = warm::Recipe {
+            let recipe = crate::pipeline_record::Recipe {
                 label: label.to_string(),
                 op: op.map(str::to_string),
                 entry: entry.to_string(),
-                checks,
+                unchecked: checks == Checks::Unchecked,
                 source: src.clone(),
             };
             (p, recipe)
         });
         #[cfg(not(target_arch = "wasm32"))]
         if let Some((p, r)) = &recipe {
-            if let Some(built) = p.warm.take(r) {
-                if p.warm.note(r) {
+            if let Some(built) = self.take_ahead(r) {
+                if p.record.note(r) {
                     p.note_compile();
                 }
                 self.record_compile(start.elapsed());
@@ -297,7 +301,7 @@ impl PipelineCache {
         #[cfg(not(target_arch = "wasm32"))]
         if let Some((p, r)) = &recipe {
             // The compile above already scheduled a save.
-            let _ = p.warm.note(r);
+            let _ = p.record.note(r);
         }
         Ok(Arc::new(p))
     }
