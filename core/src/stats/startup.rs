@@ -159,7 +159,9 @@ pub fn report() -> String {
         }
     }
     // Depth first: each line after its parent, siblings by their first start.
-    let key = |l: &Line| -> Vec<(Duration, u32, &'static str)> {
+    // A line's place: (first start, thread, name) of each phase on its path, outermost first.
+    type Place = Vec<(Duration, u32, &'static str)>;
+    let key = |l: &Line| -> Place {
         (1..=l.path.len())
             .map(|d| {
                 let prefix = &l.path[..d];
@@ -168,7 +170,7 @@ pub fn report() -> String {
             })
             .collect()
     };
-    let mut keyed: Vec<(Vec<(Duration, u32, &'static str)>, &Line)> = lines.iter().map(|l| (key(l), l)).collect();
+    let mut keyed: Vec<(Place, &Line)> = lines.iter().map(|l| (key(l), l)).collect();
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = String::from(
         "timings (wall ms from the process's start; n > 1: a phase run n times, ms their sum; \
