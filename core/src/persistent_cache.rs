@@ -297,7 +297,13 @@ impl PersistentCache {
     pub(crate) fn start_warm_record(&self, workload: &str) -> Vec<record::Recipe> {
         let stem = self.path.file_stem().and_then(|s| s.to_str()).unwrap_or("pipelines");
         let path = self.path.with_file_name(format!("{stem}-{:016x}.warm", checksum(&[workload.as_bytes()])));
-        let key = format!("{} | workload {workload}", self.key);
+        // A long name (a deep model path) is keyed by its checksum: the key must stay under
+        // MAX_KEY for the file to read back.
+        let name = match workload.len() {
+            0..=1024 => workload.to_string(),
+            _ => format!("#{:016x}", checksum(&[workload.as_bytes()])),
+        };
+        let key = format!("{} | workload {name}", self.key);
         let recipes = std::fs::metadata(&path)
             .ok()
             .filter(|m| m.is_file() && m.len() <= (FIXED_HEADER + MAX_KEY + record::MAX_RECORD_BYTES) as u64)
