@@ -25,6 +25,8 @@
 //!   process whose pipelines all came from the file leaves it as it was).
 //! - Bounded: data over `MAX_BYTES` is not written (the old file is removed, so the next process
 //!   starts a fresh cache holding only what it compiles), and a bigger file is not read.
+//! - Next to it, Kiln's records of named workloads' pipelines (`pipeline_record`), at most
+//!   `MAX_RECORDS` per adapter (the least recently used go).
 //! - Only built-in kernels (WGSL and native) go into it: user kernels are callers' code, and a
 //!   tenant compiling thousands would grow every later process's cache.
 
@@ -37,6 +39,8 @@ use std::time::Duration;
 
 /// The most cache data kept on disk for one adapter.
 pub const MAX_BYTES: usize = 256 << 20;
+/// The most workload records (`pipeline_record`) kept per adapter.
+pub const MAX_RECORDS: usize = 32;
 /// How long after the last compile the saver thread writes the cache.
 const QUIET: Duration = Duration::from_millis(1500);
 const MAGIC: &[u8; 8] = b"KILNPLC1";
@@ -310,8 +314,39 @@ impl PersistentCache {
             .and_then(|_| std::fs::read(&path).ok())
             .and_then(|bytes| decode(&bytes, &key).ok().and_then(record::decode_recipes))
             .unwrap_or_default();
+        // A record in use counts as new for `prune_records` (it is rewritten only when it changes).
+        if !recipes.is_empty() {
+            let now = std::time::SystemTime::now();
+            let _ = std::fs::File::options().append(true).open(&path).and_then(|f| f.set_modified(now));
+        }
         self.record.start(path, key, recipes.clone());
         recipes
+    }
+
+    /// Keeps at most `MAX_RECORDS` workload records for this adapter, the most recently used:
+    /// one per model file a user ran, which would otherwise only grow.
+    fn prune_records(&self) {
+        let (Some(dir), Some(stem)) = (self.path.parent(), self.path.file_stem().and_then(|s| s.to_str())) else {
+            return;
+        };
+        let prefix = format!("{stem}-");
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let mut records: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.starts_with(&prefix) && n.ends_with(".warm")
+            })
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        if records.len() <= MAX_RECORDS {
+            return;
+        }
+        records.sort();
+        for (_, p) in &records[..records.len() - MAX_RECORDS] {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     /// Writes the cache if anything compiled since the last save (errors are not the caller's:
@@ -325,7 +360,11 @@ impl PersistentCache {
         if dirty == 0 {
             return;
         }
-        self.record.save(|path, key, data| write_file(path, &encode(key, data)));
+        self.record.save(|path, key, data| {
+            write_file(path, &encode(key, data))?;
+            self.prune_records();
+            Ok(())
+        });
         let Some(data) = self.cache.get_data() else { return };
         let sum = data_sum(&data);
         if sum == self.on_disk.load(Ordering::SeqCst) {

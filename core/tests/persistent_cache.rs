@@ -218,6 +218,36 @@ fn a_recorded_workload_is_built_ahead_next_time() {
 }
 
 #[test]
+fn workload_records_are_bounded_per_adapter() {
+    use kiln_core::persistent_cache::MAX_RECORDS;
+    if !supported() {
+        return;
+    }
+    let dir = scratch("ahead-many");
+    run(&dir, &[("KILN_PC_WARM", "kept workload")]).unwrap();
+    let kept = record_in(&dir);
+    // More stale records than the bound, older than the one in use (as if from other models).
+    let stem = kept.file_name().unwrap().to_str().unwrap().split('-').take(2).collect::<Vec<_>>().join("-");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for i in 0..MAX_RECORDS + 5 {
+        let p = dir.join(format!("{stem}-{i:016x}.warm"));
+        std::fs::write(&p, b"stale").unwrap();
+        std::fs::File::options().append(true).open(&p).unwrap().set_modified(old).unwrap();
+    }
+    // Another workload writes its record: the directory is pruned to the bound, the stale ones
+    // going first; the workload in use and the new one stay.
+    run(&dir, &[("KILN_PC_WARM", "new workload")]).unwrap();
+    let records: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "warm"))
+        .collect();
+    assert_eq!(records.len(), MAX_RECORDS, "{records:?}");
+    assert!(kept.exists(), "the record in use was pruned");
+    assert!(records.iter().filter(|p| std::fs::read(p).unwrap() != b"stale").count() == 2);
+}
+
+#[test]
 fn a_damaged_or_forged_record_builds_nothing_wrong() {
     if !supported() {
         return;
