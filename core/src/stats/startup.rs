@@ -94,7 +94,7 @@ fn since_process_start() -> Option<Duration> {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         // The fields after the command name (which may hold spaces) start after its last ')';
         // starttime is field 22 of the line, the 20th after the name.
-        let rest = &stat[stat.rfind(')')? + 2..];
+        let rest = stat.get(stat.rfind(')')? + 1..)?;
         let start_ticks: f64 = rest.split_whitespace().nth(19)?.parse().ok()?;
         let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
         let up: f64 = uptime.split_whitespace().next()?.parse().ok()?;
