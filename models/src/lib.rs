@@ -331,12 +331,6 @@ impl SentenceEmbedder {
                 Ok::<_, ModelError>(tokenizer)
             },
             || {
-                // This model's pipelines, built ahead on other threads while the weights upload
-                // where an earlier process recorded them (kiln-core's persistent cache); waited
-                // for at the end of the load.
-                #[cfg(not(target_arch = "wasm32"))]
-                let warmup =
-                    kiln_core::device()?.warm_pipelines(&format!("sentence-embedder {} {dtype:?}", ck_path.display()));
                 let ck = match weights {
                     Some(w) => weights::Checkpoint::uploaded(&ck_path, w, prefix),
                     None => {
@@ -346,6 +340,12 @@ impl SentenceEmbedder {
                         weights::Checkpoint::new(&ck_path, map, prefix)?
                     }
                 };
+                // This model's pipelines, built ahead on other threads while the weights upload
+                // where an earlier process recorded them (kiln-core's persistent cache); waited
+                // for at the end of the load. (After the file's checks: their errors come first.)
+                #[cfg(not(target_arch = "wasm32"))]
+                let warmup =
+                    kiln_core::device()?.warm_pipelines(&format!("sentence-embedder {} {dtype:?}", ck_path.display()));
                 let bert = kiln_core::startup::time("weights to the GPU (Bert::load)", || {
                     Bert::load(config, &ck, dtype, progress)
                 });
