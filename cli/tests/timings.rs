@@ -12,6 +12,8 @@ fn kiln(args: &[&str], cache: &std::path::Path) -> Output {
     let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
         .args(args)
         .env("KILN_CACHE_DIR", cache)
+        // Off by default on a CPU adapter (lavapipe); on, so that its lines are checked.
+        .env("KILN_PIPELINE_WARMUP", "1")
         .env_remove("KILN_MODELS_BACKEND")
         .output()
         .expect("kiln runs");

@@ -66,6 +66,8 @@ fn spawn(dir: &Path, env: &[(&str, &str)]) -> std::process::Child {
         .env_remove("KILN_CACHE")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
+    // The warm-up is off by default on a CPU adapter (lavapipe): on, to be tested.
+    c.env("KILN_PIPELINE_WARMUP", "1");
     for (k, v) in env {
         c.env(k, v);
     }

@@ -375,9 +375,14 @@ impl Device {
     /// records from now on what this process builds, for the next one. Returns at once; a kernel
     /// that asks for a pipeline built ahead takes it instead of building its own. Nothing where
     /// the persistent cache is off (`KILN_CACHE=0`) or the adapter has no pipeline cache.
+    ///
+    /// Only with `KILN_PIPELINE_WARMUP=1` (else nothing is recorded or built): on lavapipe it
+    /// measured slower (the first dispatch grew by what the pipelines built ahead had saved),
+    /// and on a GPU it is not measured yet (BENCHMARKS.md, cold start).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn warm_pipelines(&self, workload: &str) -> crate::pipeline::Warmup {
-        if self.check_alive().is_err() {
+        let on = crate::platform::env_var("KILN_PIPELINE_WARMUP").is_some_and(|v| v.trim() == "1");
+        if !on || self.check_alive().is_err() {
             return Default::default();
         }
         self.pipelines.warm_up(&self.device, workload)
