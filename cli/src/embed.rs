@@ -35,6 +35,10 @@ pub struct Args {
     /// GPU of the best kind) or adapter indices as `kiln devices` lists them ("0,1").
     #[arg(long)]
     devices: Option<String>,
+    /// Print how long each phase of this process's start took (instance, device, probes,
+    /// pipeline cache, tokenizer, weights, pipelines, first compute, readback) to stderr.
+    #[arg(long)]
+    timings: bool,
     /// The texts; when none are given (and no --image), one per line from stdin.
     texts: Vec<String>,
 }
@@ -87,6 +91,7 @@ fn bar(len: usize, what: &str) -> ProgressBar {
 }
 
 pub fn main(args: Args) -> Result<()> {
+    crate::timings::start(args.timings);
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
@@ -124,6 +129,7 @@ pub fn main(args: Args) -> Result<()> {
     let load_bar = bar(0, "loading");
     load_bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     let mut shown = false;
+    let loading = kiln_core::startup::span("model load (SentenceEmbedder)");
     let model = SentenceEmbedder::load_with(&args.model, LoadOptions { precision }, |done, total| {
         load_bar.set_length(total as u64);
         load_bar.set_position(done as u64);
@@ -134,14 +140,19 @@ pub fn main(args: Args) -> Result<()> {
     })
     .with_context(|| format!("loading the model in {}", args.model))?;
     load_bar.finish_and_clear();
+    drop(loading);
 
     let enc_bar = bar(refs.len(), "embedding");
     if refs.len() <= args.batch_size {
         enc_bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
+    let embedding = kiln_core::startup::span("embeddings (tokenize, forward, readback)");
     let e = model.encode_progress(&refs, opts, |done, _| enc_bar.set_position(done as u64))?;
     enc_bar.finish_and_clear();
-    write(&args, &e)
+    drop(embedding);
+    kiln_core::startup::time("result written", || write(&args, &e))?;
+    crate::timings::finish(model);
+    Ok(())
 }
 
 /// The embeddings to `--out` as .npy, or to stdout as one JSON array per line.

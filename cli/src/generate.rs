@@ -39,9 +39,14 @@ pub struct Args {
     /// Wrap the prompt in the model's chat template (the GGUF's, or ChatML) as a user message.
     #[arg(long)]
     chat: bool,
+    /// Print how long each phase of this process's start took (instance, device, probes,
+    /// pipeline cache, tokenizer, weights, pipelines, prefill, readback) to stderr.
+    #[arg(long)]
+    timings: bool,
 }
 
 pub fn main(args: Args) -> Result<()> {
+    crate::timings::start(args.timings);
     if !(args.top_p > 0.0 && args.top_p <= 1.0) {
         bail!("--top-p must be in (0, 1], got {}", args.top_p);
     }
@@ -56,6 +61,7 @@ pub fn main(args: Args) -> Result<()> {
     // indicatif's rate limit may have skipped (it was seen stopping at 14/31 before a clear).
     let bar = ProgressBar::hidden();
     let mut shown = false;
+    let loading = kiln_core::startup::span("model load (CausalLM)");
     let model = CausalLM::load_with_progress(&args.model, |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
@@ -68,6 +74,7 @@ pub fn main(args: Args) -> Result<()> {
     })
     .with_context(|| format!("loading {}", args.model))?;
     bar.finish();
+    drop(loading);
 
     let prompt = if args.chat { model.chat_prompt(&args.prompt)? } else { args.prompt.clone() };
     let opts = GenerateOptions {
@@ -83,7 +90,7 @@ pub fn main(args: Args) -> Result<()> {
         stop: args.stop,
         stop_at_eos: true,
     };
-    let mut generation = model.generate(&prompt, opts)?;
+    let mut generation = kiln_core::startup::time("prompt tokenized", || model.generate(&prompt, opts))?;
     let prompt_tokens = generation.stats().prompt_tokens;
     // Prefill (the whole prompt through the model) runs in the first step and takes seconds on
     // a CPU adapter: a spinner says so until the first piece, then goes before any text is
@@ -93,19 +100,23 @@ pub fn main(args: Args) -> Result<()> {
     if args.max_tokens > 0 {
         spinner.enable_steady_tick(std::time::Duration::from_millis(100));
     }
-    let first = generation.next();
+    let first = kiln_core::startup::time("first token (prefill, sampling, readback)", || generation.next());
     spinner.finish_and_clear();
     let mut out = std::io::stdout().lock();
     if !args.chat {
         write!(out, "{}", args.prompt)?;
         out.flush()?;
     }
+    let rest = kiln_core::startup::span("the rest of the text (decode, written)");
     for piece in first.into_iter().chain(generation.by_ref()) {
         out.write_all(piece?.as_bytes())?;
         out.flush()?;
     }
     writeln!(out)?;
+    drop(rest);
     eprintln!("{}", summary(generation.stats()));
+    drop(generation);
+    crate::timings::finish(model);
     Ok(())
 }
 

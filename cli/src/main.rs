@@ -14,6 +14,7 @@ mod npy;
 mod run;
 mod serve;
 mod serve_load;
+mod timings;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -30,6 +30,8 @@ pub mod ops;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod persistent_cache;
 pub mod pipeline;
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod pipeline_record;
 pub mod plan;
 pub(crate) mod platform;
 pub(crate) mod pool;
@@ -55,5 +57,6 @@ pub use runtime::{
     synchronize_async, with_device, AdapterInfo,
 };
 pub use session::{Session, SessionLimits, SessionStats, ShaderPolicy, KERNEL_CHARGE_BYTES, SUGGESTED_MAX_KERNELS};
+pub use stats::startup;
 pub use tensor::Tensor;
 pub use tensor_fill::TensorFill;

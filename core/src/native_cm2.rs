@@ -205,7 +205,7 @@ pub(crate) fn open(adapter: &wgpu::Adapter, desc: &wgpu::DeviceDescriptor<'_>) -
         // The native tier's kernels need passthrough shaders and KHR cooperative matrices, and
         // the kernel uses these three features: without them the extension is dead weight.
         let needed = wgpu::Features::PASSTHROUGH_SHADERS | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-        let usable = probe(&hal).and_then(|caps| {
+        let usable = crate::startup::time("VK_NV_cooperative_matrix2 probe", || probe(&hal)).and_then(|caps| {
             if !desc.required_features.contains(needed) {
                 Err("no passthrough shaders or KHR cooperative matrices on this device".into())
             } else if !(caps.workgroup_scope && caps.flexible_dimensions && caps.tensor_addressing) {

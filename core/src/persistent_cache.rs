@@ -21,12 +21,16 @@
 //!   compiles (a model's first forward pass) is written once and off the caller's path; at
 //!   process exit (atexit: a short-lived process, the CLI or a script, ends before any quiet
 //!   period); and before a device is destroyed. A process killed by a signal loses only what it
-//!   compiled since the last save.
+//!   compiled since the last save. Bytes the file already holds are not written again (a
+//!   process whose pipelines all came from the file leaves it as it was).
 //! - Bounded: data over `MAX_BYTES` is not written (the old file is removed, so the next process
 //!   starts a fresh cache holding only what it compiles), and a bigger file is not read.
+//! - Next to it, Kiln's records of named workloads' pipelines (`pipeline_record`), at most
+//!   `MAX_RECORDS` per adapter (the least recently used go).
 //! - Only built-in kernels (WGSL and native) go into it: user kernels are callers' code, and a
 //!   tenant compiling thousands would grow every later process's cache.
 
+use crate::pipeline_record as record;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,6 +39,8 @@ use std::time::Duration;
 
 /// The most cache data kept on disk for one adapter.
 pub const MAX_BYTES: usize = 256 << 20;
+/// The most workload records (`pipeline_record`) kept per adapter.
+pub const MAX_RECORDS: usize = 32;
 /// How long after the last compile the saver thread writes the cache.
 const QUIET: Duration = Duration::from_millis(1500);
 const MAGIC: &[u8; 8] = b"KILNPLC1";
@@ -55,6 +61,10 @@ pub struct PersistentCacheStats {
     /// Saves written by this process, and the size of the last.
     pub saves: u64,
     pub saved_bytes: u64,
+    /// Pipelines built ahead from a workload's record (`Device::warm_pipelines`), and how many
+    /// of them a kernel took.
+    pub built_ahead: u64,
+    pub taken_ahead: u64,
 }
 
 pub(crate) struct PersistentCache {
@@ -63,11 +73,17 @@ pub(crate) struct PersistentCache {
     key: String,
     /// Compiles since the last save (0: nothing to write).
     dirty: AtomicU64,
+    /// The checksum of the data the file holds as far as this process knows (what it loaded or
+    /// last wrote; 0: none): a save that would write the same bytes again is skipped, so a
+    /// process whose pipelines were all in the cache does not rewrite (and sync) it at exit.
+    on_disk: AtomicU64,
     /// Set when the device is destroyed: nothing is read from the cache after that.
     closed: AtomicBool,
     /// Held while saving: the saver thread, atexit and `destroy` may save at once.
     save_lock: Mutex<()>,
     stats: Mutex<PersistentCacheStats>,
+    /// Kiln's record of a workload's pipelines (`pipeline_record`).
+    pub(crate) record: record::Record,
 }
 
 /// Whether `KILN_CACHE` turns the cache off ("0", "off", "false", "no").
@@ -126,6 +142,11 @@ fn checksum(parts: &[&[u8]]) -> u64 {
     h ^= h >> 27;
     h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
+}
+
+/// The checksum `PersistentCache::on_disk` compares (never 0, which means "none").
+fn data_sum(data: &[u8]) -> u64 {
+    checksum(&[data]).max(1)
 }
 
 /// The file's bytes for `data` under `key` (public for the tests that forge files).
@@ -214,10 +235,12 @@ impl PersistentCache {
         // adapter's old file instead of leaving it behind (the key in the header tells them apart).
         let adapter = format!("{:?} {} {:#x}:{:#x}", info.backend, info.name, info.vendor, info.device);
         let path = dir.join(format!("pipelines-{:016x}.bin", checksum(&[adapter.as_bytes()])));
-        let (data, rejected) = match read_valid(&path, &key) {
-            Ok(d) => (d, None),
-            Err(why) => (None, Some(why)),
-        };
+        let (data, rejected) =
+            match crate::startup::time("pipeline-cache file read + check", || read_valid(&path, &key)) {
+                Ok(d) => (d, None),
+                Err(why) => (None, Some(why)),
+            };
+        let handing = crate::startup::span("pipeline cache handed to the driver");
         // SAFETY: `data` came from `PipelineCache::get_data` on an adapter with this very key
         // (wgpu's pipeline_cache_key, the driver and versions: checked in `decode` along with the
         // checksum), which is what create_pipeline_cache asks; wgpu validates its own header
@@ -233,6 +256,7 @@ impl PersistentCache {
                 fallback: true,
             })
         };
+        drop(handing);
         let stats = PersistentCacheStats {
             path: path.clone(),
             loaded_bytes: data.as_ref().map_or(0, |d| d.len() as u64),
@@ -245,9 +269,11 @@ impl PersistentCache {
             key,
             // A rejected file is rewritten at the next save even if nothing new compiles.
             dirty: AtomicU64::new(stats.rejected.is_some() as u64),
+            on_disk: AtomicU64::new(data.as_deref().map_or(0, data_sum)),
             closed: AtomicBool::new(false),
             save_lock: Mutex::new(()),
             stats: Mutex::new(stats),
+            record: Default::default(),
         });
         saver().register(&me);
         Some(me)
@@ -264,7 +290,63 @@ impl PersistentCache {
     }
 
     pub(crate) fn stats(&self) -> PersistentCacheStats {
-        self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        s.built_ahead = self.record.built.load(Ordering::Relaxed);
+        s.taken_ahead = self.record.taken.load(Ordering::Relaxed);
+        s
+    }
+
+    /// Starts recording `workload`'s pipelines (`pipeline_record`): its record's file is next to
+    /// the driver's cache, under the same key plus the workload's name. The recipes it holds.
+    pub(crate) fn start_warm_record(&self, workload: &str) -> Vec<record::Recipe> {
+        let stem = self.path.file_stem().and_then(|s| s.to_str()).unwrap_or("pipelines");
+        let path = self.path.with_file_name(format!("{stem}-{:016x}.warm", checksum(&[workload.as_bytes()])));
+        // A long name (a deep model path) is keyed by its checksum: the key must stay under
+        // MAX_KEY for the file to read back.
+        let name = match workload.len() {
+            0..=1024 => workload.to_string(),
+            _ => format!("#{:016x}", checksum(&[workload.as_bytes()])),
+        };
+        let key = format!("{} | workload {name}", self.key);
+        let recipes = std::fs::metadata(&path)
+            .ok()
+            .filter(|m| m.is_file() && m.len() <= (FIXED_HEADER + MAX_KEY + record::MAX_RECORD_BYTES) as u64)
+            .and_then(|_| std::fs::read(&path).ok())
+            .and_then(|bytes| decode(&bytes, &key).ok().and_then(record::decode_recipes))
+            .unwrap_or_default();
+        // A record in use counts as new for `prune_records` (it is rewritten only when it changes).
+        if !recipes.is_empty() {
+            let now = std::time::SystemTime::now();
+            let _ = std::fs::File::options().append(true).open(&path).and_then(|f| f.set_modified(now));
+        }
+        self.record.start(path, key, recipes.clone());
+        recipes
+    }
+
+    /// Keeps at most `MAX_RECORDS` workload records for this adapter, the most recently used:
+    /// one per model file a user ran, which would otherwise only grow.
+    fn prune_records(&self) {
+        let (Some(dir), Some(stem)) = (self.path.parent(), self.path.file_stem().and_then(|s| s.to_str())) else {
+            return;
+        };
+        let prefix = format!("{stem}-");
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let mut records: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.starts_with(&prefix) && n.ends_with(".warm")
+            })
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        if records.len() <= MAX_RECORDS {
+            return;
+        }
+        records.sort();
+        for (_, p) in &records[..records.len() - MAX_RECORDS] {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     /// Writes the cache if anything compiled since the last save (errors are not the caller's:
@@ -278,13 +360,24 @@ impl PersistentCache {
         if dirty == 0 {
             return;
         }
+        self.record.save(|path, key, data| {
+            write_file(path, &encode(key, data))?;
+            self.prune_records();
+            Ok(())
+        });
         let Some(data) = self.cache.get_data() else { return };
+        let sum = data_sum(&data);
+        if sum == self.on_disk.load(Ordering::SeqCst) {
+            return;
+        }
         if data.len() > MAX_BYTES {
             // Start over next time: the next process's cache holds only what it compiles.
             let _ = std::fs::remove_file(&self.path);
+            self.on_disk.store(0, Ordering::SeqCst);
             return;
         }
-        if self.write(&data).is_ok() {
+        if write_file(&self.path, &encode(&self.key, &data)).is_ok() {
+            self.on_disk.store(sum, Ordering::SeqCst);
             let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
             s.saves += 1;
             s.saved_bytes = data.len() as u64;
@@ -296,28 +389,30 @@ impl PersistentCache {
         self.save_if_dirty();
         self.closed.store(true, Ordering::SeqCst);
     }
+}
 
-    fn write(&self, data: &[u8]) -> std::io::Result<()> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        make_dir(dir)?;
-        let tmp = dir.join(format!(
-            ".{}.{}.{}.tmp",
-            self.path.file_name().and_then(|n| n.to_str()).unwrap_or("pipelines"),
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let result = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&encode(&self.key, data))?;
-            f.sync_data()?;
-            std::fs::rename(&tmp, &self.path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+/// Writes `bytes` to `path` atomically: a temporary file of this process, synced, then renamed
+/// over the old one (a reader sees the whole old file or the whole new one).
+fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    make_dir(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("pipelines"),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    result
 }
 
 /// The one saver thread of the process and the caches it looks after.

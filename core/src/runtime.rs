@@ -98,7 +98,10 @@ impl Runtime {
         // runtime itself always starts; here it falls back to the primary backends.
         let explicit = crate::platform::env_var("KILN_BACKENDS").and_then(|s| parse_backends(&s).ok());
         // Compute-only instances: no window-system probe (`instance`).
-        let made = crate::instance::compute_instances(explicit.unwrap_or(wgpu::Backends::PRIMARY));
+        let made = crate::startup::time("Vulkan instance", || {
+            crate::instance::compute_instances(explicit.unwrap_or(wgpu::Backends::PRIMARY))
+        });
+        let enumeration = crate::startup::span("adapter enumeration");
         let mut instances = made.instances;
         let mut adapters = Vec::new();
         for instance in &instances {
@@ -116,6 +119,7 @@ impl Runtime {
             let i = a.get_info();
             (type_rank(i.device_type), backend_rank(i.backend))
         });
+        drop(enumeration);
         Runtime {
             _instances: instances,
             vulkan_error: made.vulkan_error,

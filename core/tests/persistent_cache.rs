@@ -15,6 +15,10 @@ use std::process::{Command, Output};
 fn child_process() {
     use kiln_core::{ops, Tensor};
     let dev = kiln_core::device().unwrap();
+    // A named workload: its recorded pipelines built ahead (and waited for), and recorded.
+    if let Ok(workload) = std::env::var("KILN_PC_WARM") {
+        dev.warm_pipelines(&workload).wait();
+    }
     let a: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();
     let b: Vec<f32> = (0..8).map(|i| (i as f32 * 0.61).cos()).collect();
     let ta = Tensor::from_slice(&a, &[3, 4]).unwrap();
@@ -40,8 +44,8 @@ fn child_process() {
     }
     match dev.persistent_cache() {
         None => println!("PCSTATS off"),
-        Some(PersistentCacheStats { path, loaded_bytes, rejected, saves, .. }) => println!(
-            "PCSTATS path={} loaded={loaded_bytes} saves={saves} rejected={}",
+        Some(PersistentCacheStats { path, loaded_bytes, rejected, saves, built_ahead, taken_ahead, .. }) => println!(
+            "PCSTATS path={} loaded={loaded_bytes} saves={saves} built={built_ahead} taken={taken_ahead} rejected={}",
             path.display(),
             rejected.unwrap_or_else(|| "-".into())
         ),
@@ -62,6 +66,8 @@ fn spawn(dir: &Path, env: &[(&str, &str)]) -> std::process::Child {
         .env_remove("KILN_CACHE")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
+    // The warm-up is off by default on a CPU adapter (lavapipe): on, to be tested.
+    c.env("KILN_PIPELINE_WARMUP", "1");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -72,6 +78,9 @@ fn spawn(dir: &Path, env: &[(&str, &str)]) -> std::process::Child {
 struct Report {
     loaded: u64,
     saves: u64,
+    /// Pipelines built ahead from a workload's record, and taken by a kernel.
+    built: u64,
+    taken: u64,
     rejected: Option<String>,
     path: PathBuf,
 }
@@ -99,6 +108,8 @@ fn report(out: Output) -> Option<Report> {
     Some(Report {
         loaded: field("loaded").parse().unwrap(),
         saves: field("saves").parse().unwrap(),
+        built: field("built").parse().unwrap(),
+        taken: field("taken").parse().unwrap(),
         rejected: (rejected != "-").then_some(rejected),
         path: PathBuf::from(field("path")),
     })
@@ -149,6 +160,137 @@ fn a_second_process_loads_what_the_first_wrote() {
     // No temporary files are left behind.
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 1, "{left:?}");
+}
+
+#[test]
+fn a_process_with_nothing_new_leaves_the_file_alone() {
+    if !supported() {
+        return;
+    }
+    let dir = scratch("unchanged");
+    let (path, bytes) = warm(&dir);
+    let before = std::fs::metadata(&path).unwrap();
+    // The same ops again: every pipeline is in the file, so the driver's data comes back the same
+    // and is not rewritten (a rewrite renames a new file over it: another inode).
+    let r = run(&dir, &[]).unwrap();
+    assert!(r.loaded > 0);
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(before.ino(), after.ino(), "rewritten although nothing was new");
+    }
+    assert_eq!(before.modified().unwrap(), after.modified().unwrap());
+}
+
+/// The workload record next to the cache file in `dir`.
+fn record_in(dir: &Path) -> PathBuf {
+    let records: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "warm"))
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    records[0].clone()
+}
+
+#[test]
+fn a_recorded_workload_is_built_ahead_next_time() {
+    if !supported() {
+        return;
+    }
+    let dir = scratch("ahead");
+    let w = [("KILN_PC_WARM", "test workload")];
+    let first = run(&dir, &w).unwrap();
+    assert_eq!((first.built, first.taken), (0, 0), "nothing recorded yet");
+    let record = record_in(&dir);
+    let bytes = std::fs::read(&record).unwrap();
+    // The next process of the workload builds what the first used, and its kernels take it
+    // (the child checks their results against the host).
+    let second = run(&dir, &w).unwrap();
+    assert!(second.built >= 2, "built ahead: {}", second.built);
+    assert_eq!(second.taken, second.built, "built ahead but not used");
+    assert_eq!(std::fs::read(&record).unwrap(), bytes, "the same workload rewrote its record");
+    // Another workload has its own (empty) record; no workload named, nothing is built ahead.
+    let other = run(&dir, &[("KILN_PC_WARM", "another workload")]).unwrap();
+    assert_eq!((other.built, other.taken), (0, 0));
+    let none = run(&dir, &[]).unwrap();
+    assert_eq!((none.built, none.taken), (0, 0));
+}
+
+#[test]
+fn workload_records_are_bounded_per_adapter() {
+    use kiln_core::persistent_cache::MAX_RECORDS;
+    if !supported() {
+        return;
+    }
+    let dir = scratch("ahead-many");
+    run(&dir, &[("KILN_PC_WARM", "kept workload")]).unwrap();
+    let kept = record_in(&dir);
+    // More stale records than the bound, older than the one in use (as if from other models).
+    let stem = kept.file_name().unwrap().to_str().unwrap().split('-').take(2).collect::<Vec<_>>().join("-");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for i in 0..MAX_RECORDS + 5 {
+        let p = dir.join(format!("{stem}-{i:016x}.warm"));
+        std::fs::write(&p, b"stale").unwrap();
+        std::fs::File::options().append(true).open(&p).unwrap().set_modified(old).unwrap();
+    }
+    // Another workload writes its record: the directory is pruned to the bound, the stale ones
+    // going first; the workload in use and the new one stay.
+    run(&dir, &[("KILN_PC_WARM", "new workload")]).unwrap();
+    let records: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "warm"))
+        .collect();
+    assert_eq!(records.len(), MAX_RECORDS, "{records:?}");
+    assert!(kept.exists(), "the record in use was pruned");
+    assert!(records.iter().filter(|p| std::fs::read(p).unwrap() != b"stale").count() == 2);
+}
+
+#[test]
+fn a_damaged_or_forged_record_builds_nothing_wrong() {
+    if !supported() {
+        return;
+    }
+    let dir = scratch("ahead-attack");
+    let w = [("KILN_PC_WARM", "test workload")];
+    run(&dir, &w).unwrap();
+    let record = record_in(&dir);
+    let good = std::fs::read(&record).unwrap();
+    // Damaged: ignored (nothing built ahead), the child still computes right, and the record
+    // is rewritten whole.
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x10;
+    std::fs::write(&record, &flipped).unwrap();
+    let r = run(&dir, &w).unwrap();
+    assert_eq!((r.built, r.taken), (0, 0));
+    assert_eq!(std::fs::read(&record).unwrap(), good, "the damaged record was not rewritten");
+    // Forged under a valid checksum: every kernel's WGSL changed (whitespace moved, so each
+    // still builds). Built ahead, but no kernel takes a pipeline whose source is not its own.
+    let header = 8 + 4 + 8 + 8;
+    let key_len = u32::from_le_bytes(good[8..12].try_into().unwrap()) as usize;
+    let key = std::str::from_utf8(&good[header..header + key_len]).unwrap();
+    let data = &good[header + key_len..];
+    let needle = b"    return;";
+    let mut forged = data.to_vec();
+    let mut changed = 0;
+    let mut i = 0;
+    while i + needle.len() <= forged.len() {
+        if &forged[i..i + needle.len()] == needle {
+            forged[i..i + needle.len()].copy_from_slice(b"return;    ");
+            changed += 1;
+        }
+        i += 1;
+    }
+    assert!(changed > 0, "no kernel source to forge");
+    std::fs::write(&record, encode(key, &forged)).unwrap();
+    let r = run(&dir, &w).unwrap();
+    assert_eq!(r.taken, 0, "a forged recipe was used ({} built ahead)", r.built);
+    // The process recorded the real sources again.
+    assert_eq!(std::fs::read(&record).unwrap(), good);
 }
 
 #[test]

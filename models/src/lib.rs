@@ -49,6 +49,7 @@ pub mod gguf;
 pub mod gguf_stream;
 pub mod gguf_tokenizer;
 pub mod llama;
+mod overlap;
 mod pooling;
 pub mod replicas;
 pub mod sample_picker;
@@ -271,6 +272,7 @@ impl SentenceEmbedder {
         progress: impl FnMut(usize, usize),
     ) -> Result<SentenceEmbedder> {
         Self::check_precision(options)?;
+        let configs = kiln_core::startup::span("model config files (JSON)");
         let config_path = files.path("config.json");
         let config: BertConfig = read_json(&files, "config.json")?;
         config.validate(&config_path)?;
@@ -300,33 +302,61 @@ impl SentenceEmbedder {
             )));
         }
 
+        drop(configs);
+        // The tokenizer parses on a thread of its own while the device opens and the weights
+        // upload here (`overlap`): neither needs the other.
         let tok_path = files.path("tokenizer.json");
         let tok_bytes = files.read("tokenizer.json")?;
-        let mut tokenizer = Tokenizer::from_bytes(&tok_bytes)
-            .map_err(|e| error::corrupt(&tok_path, format!("not a tokenizer: {e}")))?;
-        drop(tok_bytes);
-        // sentence-transformers pads to the longest text of a batch and truncates at
-        // max_seq_length whatever tokenizer.json says; padding is done here.
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_seq_length,
-                strategy: TruncationStrategy::LongestFirst,
-                stride: 0,
-                direction: TruncationDirection::Right,
-            }))
-            .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
-        tokenizer.with_padding(None);
-        check_vocab(&tokenizer, &tok_path, &config_path, config.vocab_size)?;
-
+        let vocab_size = config.vocab_size;
         let ck_path = files.path("model.safetensors");
         let prefix = config.family()?.weight_prefix();
-        let ck = match weights {
-            Some(w) => weights::Checkpoint::uploaded(&ck_path, w, prefix),
-            None => {
-                weights::Checkpoint::new(&ck_path, files.take("model.safetensors", "a .safetensors file")?, prefix)?
-            }
-        };
-        let bert = Bert::load(config, &ck, options.precision.dtype(), progress)?;
+        let dtype = options.precision.dtype();
+        let (tokenizer, bert) = overlap::join(
+            || {
+                let _load = kiln_core::startup::span("tokenizer load (tokenizer.json)");
+                let mut tokenizer = Tokenizer::from_bytes(&tok_bytes)
+                    .map_err(|e| error::corrupt(&tok_path, format!("not a tokenizer: {e}")))?;
+                // sentence-transformers pads to the longest text of a batch and truncates at
+                // max_seq_length whatever tokenizer.json says; padding is done here.
+                tokenizer
+                    .with_truncation(Some(TruncationParams {
+                        max_length: max_seq_length,
+                        strategy: TruncationStrategy::LongestFirst,
+                        stride: 0,
+                        direction: TruncationDirection::Right,
+                    }))
+                    .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+                tokenizer.with_padding(None);
+                check_vocab(&tokenizer, &tok_path, &config_path, vocab_size)?;
+                Ok::<_, ModelError>(tokenizer)
+            },
+            || {
+                let ck = match weights {
+                    Some(w) => weights::Checkpoint::uploaded(&ck_path, w, prefix),
+                    None => {
+                        let map = kiln_core::startup::time("weights file map (model.safetensors)", || {
+                            files.take("model.safetensors", "a .safetensors file")
+                        })?;
+                        weights::Checkpoint::new(&ck_path, map, prefix)?
+                    }
+                };
+                // This model's pipelines, built ahead on other threads while the weights upload
+                // where an earlier process recorded them (kiln-core's persistent cache); waited
+                // for at the end of the load. (After the file's checks: their errors come first.)
+                #[cfg(not(target_arch = "wasm32"))]
+                let warmup =
+                    kiln_core::device()?.warm_pipelines(&format!("sentence-embedder {} {dtype:?}", ck_path.display()));
+                let bert = kiln_core::startup::time("weights to the GPU (Bert::load)", || {
+                    Bert::load(config, &ck, dtype, progress)
+                });
+                #[cfg(not(target_arch = "wasm32"))]
+                kiln_core::startup::time("pipelines built ahead: waited for", || warmup.wait());
+                bert
+            },
+        );
+        // The tokenizer's error first, as when it loaded before the weights.
+        let tokenizer = tokenizer?;
+        let bert = bert?;
         Ok(SentenceEmbedder {
             bert,
             tokenizer,

@@ -615,7 +615,8 @@ impl CausalLM {
     /// CPU when kiln-core's adapter is a CPU one or there is none, else the GPU).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_on(path: impl AsRef<Path>, backend: Backend, progress: impl FnMut(usize, usize)) -> Result<CausalLM> {
-        Self::from_gguf(GgufFile::open(path.as_ref())?, backend, progress)
+        let f = kiln_core::startup::time("GGUF file map + header parse", || GgufFile::open(path.as_ref()))?;
+        Self::from_gguf(f, backend, progress)
     }
 
     /// [`load_on`](Self::load_on) from a GGUF file already open (or bytes: the browser's
@@ -637,18 +638,37 @@ impl CausalLM {
         f: GgufFile,
         uploaded: gguf_stream::UploadedStacks,
         backend: Backend,
-        mut progress: impl FnMut(usize, usize),
+        progress: impl FnMut(usize, usize),
     ) -> Result<CausalLM> {
         #[cfg(target_arch = "wasm32")]
         let backend = if backend == Backend::Auto { Backend::Gpu } else { backend };
-        let config = LlamaConfig::from_gguf(&f)?;
-        let tokenizer = GgufTokenizer::from_gguf(&f)?;
+        let config = kiln_core::startup::time("model config (GGUF metadata)", || LlamaConfig::from_gguf(&f))?;
+        // The vocabulary parses on a thread of its own while the device opens and the weights
+        // load here (`overlap`): neither needs the other.
+        let (tokenizer, engine) = crate::overlap::join(
+            || kiln_core::startup::time("tokenizer load (GGUF vocabulary)", || GgufTokenizer::from_gguf(&f)),
+            || Self::load_engine(&f, &config, uploaded, backend, progress),
+        );
+        // The tokenizer's errors first, as when it loaded before the weights.
+        let tokenizer = tokenizer?;
         if tokenizer.vocab_size() != config.vocab {
             return Err(ModelError::Corrupt {
                 path: f.path().to_path_buf(),
                 message: format!("{} tokens for a vocabulary of {}", tokenizer.vocab_size(), config.vocab),
             });
         }
+        Ok(CausalLM { config, tokenizer, engine: engine? })
+    }
+
+    /// The weights where `backend` says (the host, or the device it opens).
+    fn load_engine(
+        f: &GgufFile,
+        config: &LlamaConfig,
+        uploaded: gguf_stream::UploadedStacks,
+        backend: Backend,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Engine> {
+        let choice = kiln_core::startup::span("backend choice (adapter, device)");
         let device = match backend {
             Backend::Cpu => None,
             Backend::Gpu => Some(kiln_core::device()?),
@@ -662,13 +682,19 @@ impl CausalLM {
                 _ => None,
             },
         };
+        drop(choice);
+        let _weights = kiln_core::startup::span("weights load (host or GPU)");
         let Some(device) = device else {
-            let cpu = CpuLlama::load(&f, &config, &mut progress)?;
-            arch::check_tensor_names(&f, config.arch, config.n_layers)?;
-            return Ok(CausalLM { config, tokenizer, engine: Engine::Cpu(cpu) });
+            let cpu = CpuLlama::load(f, config, &mut progress)?;
+            arch::check_tensor_names(f, config.arch, config.n_layers)?;
+            return Ok(Engine::Cpu(cpu));
         };
-        let ld = Loader { f: &f, device: &device, uploaded: uploaded.into() };
-        let c = &config;
+        // This model's pipelines, built ahead on other threads while the weights upload where
+        // an earlier process recorded them (kiln-core's persistent cache).
+        #[cfg(not(target_arch = "wasm32"))]
+        let warmup = device.warm_pipelines(&format!("causal-lm {}", f.path().display()));
+        let ld = Loader { f, device: &device, uploaded: uploaded.into() };
+        let c = config;
         let total = c.n_layers + 1;
         // The real total from the start (a bar made before the file is read knows none).
         progress(0, total);
@@ -683,12 +709,12 @@ impl CausalLM {
         let mut layers = Vec::with_capacity(c.n_layers);
         for i in 0..c.n_layers {
             let n = |s: &str| format!("blk.{i}.{s}.weight");
-            let qkv_bias = arch::qkv_bias(&f, c.arch, i, (c.n_heads, c.n_kv_heads, c.head_dim))?
+            let qkv_bias = arch::qkv_bias(f, c.arch, i, (c.n_heads, c.n_kv_heads, c.head_dim))?
                 .map(|b| Tensor::from_slice_on(&device, &b, &[b.len()]))
                 .transpose()?;
             layers.push(Layer {
                 attn_norm: ld.vector(&n("attn_norm"), c.hidden)?,
-                qkv: ld.stacked(&borrowed(&c.qkv_parts(&f, i)), c.hidden)?,
+                qkv: ld.stacked(&borrowed(&c.qkv_parts(f, i)), c.hidden)?,
                 qkv_bias,
                 o: ld.stacked(&[(&n("attn_output"), c.hidden, None)], c.q_dim())?,
                 ffn_norm: ld.vector(&n("ffn_norm"), c.hidden)?,
@@ -703,8 +729,8 @@ impl CausalLM {
                 },
                 qk_norm: match c.gemma.as_ref().is_some_and(|g| g.qk_norm) {
                     true => {
-                        let q = crate::cpu::vector(&f, &n("attn_q_norm"), c.head_dim)?;
-                        let k = crate::cpu::vector(&f, &n("attn_k_norm"), c.head_dim)?;
+                        let q = crate::cpu::vector(f, &n("attn_q_norm"), c.head_dim)?;
+                        let k = crate::cpu::vector(f, &n("attn_k_norm"), c.head_dim)?;
                         let mut w = q.repeat(c.n_heads);
                         w.extend(k.repeat(c.n_kv_heads));
                         w.extend(vec![1.0; c.n_kv_heads * c.head_dim]);
@@ -719,7 +745,7 @@ impl CausalLM {
         let wait_each_layer = !cfg!(target_arch = "wasm32") && device.info().device_type.eq_ignore_ascii_case("cpu");
         // After loading: a tensor the architecture needs and the file lacks is named as missing
         // first; then anything left over is named as unknown.
-        arch::check_tensor_names(&f, c.arch, c.n_layers)?;
+        arch::check_tensor_names(f, c.arch, c.n_layers)?;
         if let Some(key) = ld.uploaded.borrow().keys().next() {
             // The stream's plan and this loader are out of step (gguf_stream.rs): loud, not
             // GPU memory held for nothing.
@@ -759,7 +785,9 @@ impl CausalLM {
             qk_heads,
             wait_each_layer,
         };
-        Ok(CausalLM { config, tokenizer, engine: Engine::Gpu(gpu) })
+        #[cfg(not(target_arch = "wasm32"))]
+        kiln_core::startup::time("pipelines built ahead: waited for", || warmup.wait());
+        Ok(Engine::Gpu(gpu))
     }
 
     /// Where this model runs: `Backend::Gpu` or `Backend::Cpu`.

@@ -11,9 +11,10 @@ use safetensors::{Dtype, SafeTensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// Where a checkpoint's tensors are: the file's bytes, or already on the GPU.
+/// Where a checkpoint's tensors are: the file's bytes with its table (parsed once: a model asks
+/// for a hundred tensors), or already on the GPU.
 enum Source {
-    Bytes(FileBytes),
+    Bytes { map: FileBytes, table: Metadata, data_start: usize },
     Uploaded(UploadedWeights),
 }
 
@@ -29,26 +30,24 @@ impl Checkpoint {
     /// `map` holds the file `path` (the path is for messages); `prefix` is used where some
     /// weight's name starts with it.
     pub fn new(path: &Path, map: FileBytes, prefix: &str) -> Result<Checkpoint> {
-        let ck = Checkpoint { path: path.to_path_buf(), source: Source::Bytes(map), prefix: String::new() };
-        let st = ck.tensors(&ck.source)?;
-        let prefix = if st.is_some_and(|st| st.names().iter().any(|n| n.starts_with(prefix))) { prefix } else { "" };
-        Ok(Checkpoint { prefix: prefix.into(), ..ck })
+        // The safetensors crate's own check of the whole file: the header's JSON, every tensor's
+        // offsets within the data and back to back, the data ending where the file does.
+        let (header_len, table) =
+            kiln_core::startup::time("safetensors header parse", || SafeTensors::read_metadata(&map))
+                .map_err(|e| corrupt(path, format!("not a valid safetensors file: {e}")))?;
+        let prefix = if table.offset_keys().iter().any(|n| n.starts_with(prefix)) { prefix } else { "" };
+        let data_start = 8 + header_len;
+        Ok(Checkpoint {
+            path: path.to_path_buf(),
+            source: Source::Bytes { map, table, data_start },
+            prefix: prefix.into(),
+        })
     }
 
     /// The checkpoint of the file `path` whose tensors [`SafetensorsStream`] uploaded.
     pub fn uploaded(path: &Path, weights: UploadedWeights, prefix: &str) -> Checkpoint {
         let prefix = if weights.tensors.keys().any(|n| n.starts_with(prefix)) { prefix } else { "" };
         Checkpoint { path: path.to_path_buf(), source: Source::Uploaded(weights), prefix: prefix.into() }
-    }
-
-    /// The file's table (None for uploaded tensors).
-    fn tensors<'a>(&self, source: &'a Source) -> Result<Option<SafeTensors<'a>>> {
-        match source {
-            Source::Bytes(map) => SafeTensors::deserialize(map)
-                .map(Some)
-                .map_err(|e| corrupt(&self.path, format!("not a valid safetensors file: {e}"))),
-            Source::Uploaded(_) => Ok(None),
-        }
     }
 
     /// The f32 weight `name` uploaded to the GPU, checked against `shape`.
@@ -65,18 +64,19 @@ impl Checkpoint {
             }
             Ok(())
         };
-        match (&self.source, self.tensors(&self.source)?) {
-            (_, Some(st)) => {
-                let view = st.tensor(&full).map_err(|_| missing())?;
-                check(view.dtype(), view.shape())?;
-                Ok(Tensor::from_bytes(view.data(), shape, DType::F32)?)
+        match &self.source {
+            Source::Bytes { map, table, data_start } => {
+                let info = table.info(&full).ok_or_else(missing)?;
+                check(info.dtype, &info.shape)?;
+                // In the file: read_metadata checked every tensor's offsets against its length.
+                let (a, b) = info.data_offsets;
+                Ok(Tensor::from_bytes(&map[data_start + a..data_start + b], shape, DType::F32)?)
             }
-            (Source::Uploaded(w), None) => {
+            Source::Uploaded(w) => {
                 let u = w.tensors.get(&full).ok_or_else(missing)?;
                 check(u.dtype, &u.shape)?;
                 Ok(u.tensor.clone().expect("an f32 tensor is uploaded as it arrives"))
             }
-            (Source::Bytes(_), None) => unreachable!("a file's bytes always have a table"),
         }
     }
 }

@@ -354,6 +354,7 @@ impl Device {
             self.mem.allocated.fetch_sub(destroyed, Ordering::Relaxed);
             return Ok(None);
         };
+        let _submit = crate::startup::span("submit (parameters, encoder finish, queue submit)");
         let t0 = Instant::now();
         if !batch.params.is_empty() {
             self.queue.write_buffer(&self.params_buffer, 0, &batch.params);

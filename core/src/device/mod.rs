@@ -119,6 +119,7 @@ impl Device {
 
     /// Opens a device on `adapter` (awaited in the browser, blocked on natively by `create`).
     pub(crate) async fn create_async(adapter: &wgpu::Adapter, info: AdapterInfo) -> Result<Arc<Device>> {
+        let _creation = crate::startup::span("device creation");
         let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
         // Native only (the web has no such feature): host-written parameter buffers. wgpu logs a
         // warning for it on discrete GPUs (mapped primary buffers live in host-visible memory);
@@ -142,7 +143,11 @@ impl Device {
         // Only the f16 matmul uses it (ops/matmul.rs), behind its own checks and tests.
         let coop = adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
             && crate::platform::env_var("KILN_NO_COOP").is_none();
-        let coop_props = if coop { adapter.cooperative_matrix_properties() } else { Vec::new() };
+        let coop_props = if coop {
+            crate::startup::time("cooperative-matrix properties", || adapter.cooperative_matrix_properties())
+        } else {
+            Vec::new()
+        };
         let experimental = if coop && !coop_props.is_empty() {
             features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
             // SAFETY: opting in to wgpu's experimental cooperative-matrix API, used only by the
@@ -167,7 +172,9 @@ impl Device {
         // opened through wgpu-hal, crate::native_cm2); any failure there opens the device below,
         // as on every other adapter.
         #[cfg(all(not(target_arch = "wasm32"), not(target_vendor = "apple")))]
-        let cm2 = crate::native_cm2::open(adapter, &desc);
+        let cm2 = crate::startup::time("device open through wgpu-hal (VK_NV_cooperative_matrix2)", || {
+            crate::native_cm2::open(adapter, &desc)
+        });
         #[cfg(any(target_arch = "wasm32", target_vendor = "apple"))]
         let cm2: std::result::Result<
             (wgpu::Device, wgpu::Queue, Option<crate::native::Cm2Caps>, String),
@@ -176,6 +183,7 @@ impl Device {
         let (device, queue, cm2_caps, cm2_note) = match cm2 {
             Ok(opened) => opened,
             Err(why) => {
+                let _open = crate::startup::span("request_device");
                 let (device, queue) = adapter
                     .request_device(&desc)
                     .await
@@ -224,6 +232,9 @@ impl Device {
         let pool_cap = (limits.max_buffer_size / 4).clamp(64 << 20, 4 << 30);
         #[cfg(not(target_arch = "wasm32"))]
         let persistent = crate::persistent_cache::PersistentCache::open(&device, &ainfo);
+        let native = crate::startup::time("native tier probe", || {
+            crate::native::probe(features, &coop_props, subgroup_size, cm2_caps, cm2_note)
+        });
         let dev = Arc::new_cyclic(|me| Device {
             me: me.clone(),
             info,
@@ -231,7 +242,7 @@ impl Device {
             queue,
             limits,
             features,
-            native: crate::native::probe(features, &coop_props, subgroup_size, cm2_caps, cm2_note),
+            native,
             coop_props,
             subgroup_size,
             batch: Mutex::new(Batch {
@@ -279,7 +290,7 @@ impl Device {
             native_refused: Mutex::new(Vec::new()),
         });
         DEVICES.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&dev));
-        Self::start_poller(&dev);
+        crate::startup::time("poller start", || Self::start_poller(&dev));
         Ok(dev)
     }
 
@@ -357,6 +368,24 @@ impl Device {
         } else {
             Err(self.fault(errs.join("; ")))
         }
+    }
+
+    /// Builds, on other threads, the built-in pipelines `workload` built on this adapter in
+    /// earlier processes (its record in the persistent pipeline cache, `pipeline_record`), and
+    /// records from now on what this process builds, for the next one. Returns at once; a kernel
+    /// that asks for a pipeline built ahead takes it instead of building its own. Nothing where
+    /// the persistent cache is off (`KILN_CACHE=0`) or the adapter has no pipeline cache.
+    ///
+    /// Only with `KILN_PIPELINE_WARMUP=1` (else nothing is recorded or built): on lavapipe it
+    /// measured slower (the first dispatch grew by what the pipelines built ahead had saved),
+    /// and on a GPU it is not measured yet (BENCHMARKS.md, cold start).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn warm_pipelines(&self, workload: &str) -> crate::pipeline::Warmup {
+        let on = crate::platform::env_var("KILN_PIPELINE_WARMUP").is_some_and(|v| v.trim() == "1");
+        if !on || self.check_alive().is_err() {
+            return Default::default();
+        }
+        self.pipelines.warm_up(&self.device, workload)
     }
 
     pub fn pipeline_stats(&self) -> PipelineStats {

@@ -50,6 +50,7 @@ impl Device {
     /// Records the copy of `bytes` bytes of `src` (submitting the batch) and asks for its
     /// mapping; `dtype` is what the bytes hold (bool: one u32 word per element on the device).
     pub(crate) fn start_read(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, dtype: DType) -> Result<PendingRead> {
+        let _start = crate::startup::span("readback started (copy recorded, submitted)");
         let staging = self.begin_read(src, bytes).map_err(count_error)?;
         let (tx, rx) = map_channel();
         if let Some(s) = &staging {

@@ -24,6 +24,7 @@ impl Device {
         if data.is_empty() {
             return Ok(());
         }
+        let _upload = crate::startup::span("upload (host bytes into wgpu's staging)");
         // In pieces: wgpu stages each write in its own host-visible allocation, and pieces of this
         // size come from its pooled memory blocks instead of a fresh mapping (and page faults)
         // the size of the whole tensor.
@@ -138,6 +139,7 @@ impl Device {
     }
 
     fn read_counted(self: &Arc<Device>, src: &wgpu::Buffer, bytes: u64, take: impl FnOnce(&[u8])) -> Result<()> {
+        let _read = crate::startup::span("readback");
         let Some(staging) = self.begin_read(src, bytes)? else { return Ok(()) };
         let (tx, rx) = mpsc::channel();
         staging.buffer.slice(..staging.padded).map_async(wgpu::MapMode::Read, move |r| {

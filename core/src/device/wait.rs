@@ -119,6 +119,7 @@ impl Device {
     /// Waits for a callback-fed channel through the poller thread.
     #[cfg(not(target_arch = "wasm32"))]
     pub(super) fn wait<T>(&self, rx: mpsc::Receiver<T>) -> Result<T> {
+        let _wait = crate::startup::span("wait for the GPU");
         // A short GPU round trip finishes before the poller and this thread could trade wake-ups:
         // first check without blocking for a while (`poll(Poll)` never waits, and only while no
         // other poll runs: wgpu-core asserts, and panics, when two polls finish the same

@@ -75,7 +75,7 @@ fn params_layout(module: &naga::Module, entry: &str) -> Option<Vec<wgpu::BindGro
 
 /// Whether a kernel may drop naga's runtime bounds checks. Only built-in kernels whose indexing
 /// the test-suite covers (every index is guarded by an explicit `if (i >= n)`) ask for this.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Checks {
     Bounded,
     Unchecked,
@@ -100,6 +100,7 @@ pub(crate) fn compile_with(
 ) -> Result<Pipeline> {
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(src.into()) };
+    let wgpu_module = crate::startup::span("shader module (wgpu: WGSL parse, validate, SPIR-V)");
     let module = match checks {
         Checks::Bounded => device.create_shader_module(desc),
         // SAFETY: only built-in kernels ask for Unchecked, and each guards every index with an
@@ -108,6 +109,8 @@ pub(crate) fn compile_with(
             device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
         },
     };
+    drop(wgpu_module);
+    let reflection = crate::startup::span("layout reflection (naga: WGSL parse, validate again)");
     let parsed = naga::front::wgsl::parse_str(src).ok();
     let explicit = parsed.as_ref().filter(|_| has_bindings).and_then(|m| params_layout(m, entry)).map(|entries| {
         let bgl =
@@ -119,6 +122,8 @@ pub(crate) fn compile_with(
         });
         (bgl, pl)
     });
+    drop(reflection);
+    let driver = crate::startup::span("compute pipeline (driver: compile or cache hit)");
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(label),
         layout: explicit.as_ref().map(|(_, pl)| pl),
@@ -133,6 +138,7 @@ pub(crate) fn compile_with(
         Some((bgl, _)) => Some(bgl),
         None => has_bindings.then(|| pipeline.get_bind_group_layout(0)),
     };
+    drop(driver);
     crate::platform::check_scope(scope, |err| Error::Shader(err.to_string()))
         .map_err(crate::stats::counters::count_error)?;
     let group_invocations = group_invocations.unwrap_or_else(|| group_invocations_of(parsed.as_ref(), entry));

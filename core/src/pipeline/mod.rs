@@ -1,10 +1,13 @@
 //! Compiled compute pipelines, cached by kernel name and specialization. User kernels' entries
 //! are bounded (least recently used out first, `KILN_PIPELINE_CACHE_ENTRIES`) and dropped by
 //! `Device::empty_cache` when no live `Kernel` holds them; built-in ones stay.
-//! `compile` builds one pipeline, `template` fills the built-in kernels' WGSL templates.
+//! `compile` builds one pipeline, `template` fills the built-in kernels' WGSL templates, `warm`
+//! builds a workload's recorded pipelines ahead (`pipeline_record`).
 
 mod compile;
 mod template;
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod warm;
 
 use crate::{Error, Result};
 pub use compile::Pipeline;
@@ -13,6 +16,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 pub(crate) use template::render;
+#[cfg(not(target_arch = "wasm32"))]
+pub use warm::Warmup;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PipelineStats {
@@ -176,6 +181,9 @@ pub(crate) struct PipelineCache {
     /// or the adapter has no pipeline cache; `persistent_cache`).
     #[cfg(not(target_arch = "wasm32"))]
     pub(crate) persistent: Option<Arc<crate::persistent_cache::PersistentCache>>,
+    /// Pipelines built ahead from a workload's record (`warm`).
+    #[cfg(not(target_arch = "wasm32"))]
+    ready: Arc<warm::Ready>,
 }
 
 impl PipelineCache {
@@ -252,8 +260,32 @@ impl PipelineCache {
         source: impl FnOnce() -> String,
     ) -> Result<Arc<Pipeline>> {
         self.misses.fetch_add(1, Ordering::Relaxed);
+        let _creation = crate::startup::span("pipeline creation (built-in WGSL kernel)");
         let start = crate::platform::Instant::now();
-        let src = source();
+        let src = crate::startup::time("kernel source (WGSL text)", source);
+        // Built ahead from the workload's record (`warm`), if it is this very recipe; and
+        // recorded for the next process either way.
+        #[cfg(not(target_arch = "wasm32"))]
+        let recipe = self.persistent.as_ref().map(|p| {
+            let recipe = crate::pipeline_record::Recipe {
+                label: label.to_string(),
+                op: op.map(str::to_string),
+                entry: entry.to_string(),
+                unchecked: checks == Checks::Unchecked,
+                source: src.clone(),
+            };
+            (p, recipe)
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some((p, r)) = &recipe {
+            if let Some(built) = self.take_ahead(r) {
+                if p.record.note(r) {
+                    p.note_compile();
+                }
+                self.record_compile(start.elapsed());
+                return Ok(built);
+            }
+        }
         // Built-in kernels compile on the caller's thread, as they always did: they are trusted,
         // small and shallow (a BEAM dirty scheduler's stack suffices), and moving them to the
         // compile thread changed the timing of every op's first call for no gain.
@@ -266,6 +298,11 @@ impl PipelineCache {
             )?;
         self.record_compile(start.elapsed());
         self.note_builtin_compile();
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some((p, r)) = &recipe {
+            // The compile above already scheduled a save.
+            let _ = p.record.note(r);
+        }
         Ok(Arc::new(p))
     }
 
