@@ -376,12 +376,18 @@ impl Device {
     /// that asks for a pipeline built ahead takes it instead of building its own. Nothing where
     /// the persistent cache is off (`KILN_CACHE=0`) or the adapter has no pipeline cache.
     ///
-    /// Only with `KILN_PIPELINE_WARMUP=1` (else nothing is recorded or built): on lavapipe it
-    /// measured slower (the first dispatch grew by what the pipelines built ahead had saved),
-    /// and on a GPU it is not measured yet (BENCHMARKS.md, cold start).
+    /// On by default on GPUs, off on CPU adapters; `KILN_PIPELINE_WARMUP=1` / `0` forces it
+    /// (off: nothing is recorded or built). Measured (BENCHMARKS.md, cold start): on the H200 a
+    /// warm MiniLM process 0.42-0.46 -> 0.36-0.39 s, SmolLM2's 0.43-0.49 -> 0.41-0.43 s; on
+    /// lavapipe (2 cores that also run the model) slower, the first dispatch growing by what the
+    /// pipelines built ahead had saved.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn warm_pipelines(&self, workload: &str) -> crate::pipeline::Warmup {
-        let on = crate::platform::env_var("KILN_PIPELINE_WARMUP").is_some_and(|v| v.trim() == "1");
+        let on = match crate::platform::env_var("KILN_PIPELINE_WARMUP").as_deref().map(str::trim) {
+            Some("1") => true,
+            Some("0") => false,
+            _ => self.info().device_type != "Cpu",
+        };
         if !on || self.check_alive().is_err() {
             return Default::default();
         }
