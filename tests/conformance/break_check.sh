@@ -2,9 +2,9 @@
 # Shows that the conformance suite catches a broken binding and names the op and the language:
 #   1. C: libkiln with kiln_sub's two arguments swapped (break_shim.c, LD_PRELOAD);
 #   2. Elixir: a copy of nif-elixir whose Kiln.where/3 swaps its two branches;
-#   3. Julia: a copy of Kiln.jl whose Kiln.layer_norm passes bias and weight to _kiln_layer_norm
-#      (the generated @ccall of kiln_layer_norm) in the wrong order (same shapes: wrong numbers,
-#      no error).
+#   3. Julia: a copy of julia/ whose Kiln.layer_norm (generated into methods_gen.jl) passes bias
+#      and weight to _kiln_layer_norm (the generated @ccall of kiln_layer_norm) in the wrong order
+#      (same shapes: wrong numbers, no error).
 # Each broken run goes into a scratch results folder next to a correct Rust run; compare.py
 # must fail and print "C: op `sub`" / "Elixir: op `where`" / "Julia: op `layer_norm`". The working
 # tree is not modified.
@@ -53,7 +53,7 @@ PYEOF
 
 # 3. Julia with _kiln_layer_norm's weight and bias swapped (in a copy of julia/).
 cp -r julia "$SCRATCH/julia"
-"$PY" - "$SCRATCH/julia/src/Kiln.jl" <<'PYEOF'
+"$PY" - "$SCRATCH/julia/src/methods_gen.jl" <<'PYEOF'
 import sys
 p = sys.argv[1]
 s = open(p).read()
