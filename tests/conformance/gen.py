@@ -805,6 +805,27 @@ def build_added(g, seed):
     build_topk(g, np.random.default_rng(seed + 8))
 
 
+def awkward_values(rng, pools, shape, dt, steps):
+    """Values of `dt` drawn from `pools[dt]` (special values, few distinct ones: ties show), a
+    third of the float ones replaced by multiples of 1/`steps` in [-4, 4]."""
+    pool = np.array(pools[dt], dtype=np.float64 if dt in ("f32", "f16") else np.int64)
+    picked = pool[rng.integers(0, len(pool), size=shape)]
+    if dt in ("f32", "f16"):
+        noise = np.round(rng.uniform(-4, 4, size=shape) * steps) / steps
+        picked = np.where(rng.integers(0, 3, size=shape) == 0, noise, picked)
+    with np.errstate(over="ignore"):
+        return np.asarray(picked).astype(NP[dt])
+
+
+def stable_order(x, axis, desc):
+    """numpy's stable argsort; descending as array-api-strict's: the reverse of the ascending sort
+    of the reversed row, so ties keep index order (and NaNs come first)."""
+    if not desc:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    return n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+
+
 def build_topk(g, rng):
     """topk: numpy's stable argsort (descending as array-api-strict's: ties in index order, NaNs
     first) cut to k, both outputs (param `output`: 0 values, 1 indices). Inputs mix NaN, ±inf,
@@ -815,19 +836,7 @@ def build_topk(g, rng):
              "i32": [0, -1, 1, -2147483648, 2147483647], "u32": [0, 1, 2147483648, 4294967295], "bool": [0, 1]}
 
     def awkward(shape, dt):
-        pool = np.array(pools[dt], dtype=np.float64 if dt in ("f32", "f16") else np.int64)
-        picked = pool[rng.integers(0, len(pool), size=shape)]
-        if dt in ("f32", "f16"):
-            noise = np.round(rng.uniform(-4, 4, size=shape) * 2) / 2
-            picked = np.where(rng.integers(0, 3, size=shape) == 0, noise, picked)
-        with np.errstate(over="ignore"):
-            return np.asarray(picked).astype(NP[dt])
-
-    def order(x, axis, largest):
-        if not largest:
-            return np.argsort(x, axis=axis, kind="stable")
-        n = x.shape[axis]
-        return n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+        return awkward_values(rng, pools, shape, dt, 2)
 
     shapes = [("typical", [6, 9], -1, 3), ("axis0", [13, 17], 0, 5), ("k_all", [5, 7], 1, 7), ("k0", [4, 6], -1, 0),
               ("edge_empty", [0], 0, 0), ("edge_empty_rows", [2, 0, 3], 2, 1), ("edge_one", [1], 0, 1),
@@ -838,7 +847,7 @@ def build_topk(g, rng):
                 continue
             x = awkward(shape, dt)
             for largest in (True, False):
-                idx = np.take(order(x, axis, largest), np.arange(k), axis=axis)
+                idx = np.take(stable_order(x, axis, largest), np.arange(k), axis=axis)
                 outs = [(np.take_along_axis(x, idx, axis=axis), dt), (idx, "i32")]
                 params = {"k": k, "axis": axis, "largest": largest}
                 for out, (arr, odt) in enumerate(outs):
@@ -1282,21 +1291,7 @@ def build_sort(g, rng):
     }
 
     def awkward(shape, dt):
-        pool = np.array(pools[dt], dtype=np.float64 if dt in ("f32", "f16") else np.int64)
-        picked = pool[rng.integers(0, len(pool), size=shape)]
-        if dt in ("f32", "f16"):
-            noise = np.round(rng.uniform(-4, 4, size=shape) * 4) / 4
-            picked = np.where(rng.integers(0, 3, size=shape) == 0, noise, picked)
-        with np.errstate(over="ignore"):
-            return np.asarray(picked).astype(NP[dt])
-
-    def argsort_ref(x, axis, desc):
-        if not desc:
-            return np.argsort(x, axis=axis, kind="stable")
-        # array-api-strict's descending order: the reverse of the ascending sort of the reversed
-        # row, so ties keep index order (and NaNs come first).
-        n = x.shape[axis]
-        return n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+        return awkward_values(rng, pools, shape, dt, 4)
 
     sort_shapes = [("typical", [6, 9], -1), ("axis0", [13, 17], 0), ("edge_empty", [0], 0), ("edge_one", [1], 0),
                    ("edge_empty_rows", [2, 0, 3], 1), ("large_prime", [3, 1031], 1), ("block", [2, 700], -1),
@@ -1307,7 +1302,7 @@ def build_sort(g, rng):
                 continue
             x = awkward(shape, dt)
             for desc in (False, True):
-                idx = argsort_ref(x, axis, desc)
+                idx = stable_order(x, axis, desc)
                 tag = f"{cid}_{dt}{'_desc' if desc else ''}"
                 params = {"axis": axis, "descending": desc}
                 g.case(f"argsort.{tag}", "argsort", params, [("x", x, dt)], idx, "i32", (0, 0))
