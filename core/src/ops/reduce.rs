@@ -334,7 +334,8 @@ fn launch(op: Op, src: &Tensor, p: &Plan, row: bool, chunk: usize, out: &Tensor,
 }
 
 /// reduce_order.wgsl's placeholders: the accumulator type (f32 for floats, f16 data included),
-/// the NaN test, and the comparison that wins (max family `>`, min family `<`).
+/// the NaN test, the comparison that wins (max family `>`, min family `<`), and the key values
+/// are compared by (`ord`: for floats an i32 from the bits, for integers the value itself).
 fn order_vars(op: Op, dt: DType) -> [(&'static str, &'static str); 5] {
     let cmp = if op.largest() { ">" } else { "<" };
     if dt.is_float() {
