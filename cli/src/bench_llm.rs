@@ -141,6 +141,15 @@ pub fn run(path: &Path, quick: bool, reps: usize, prefill_only: bool) -> Result<
         let mut cache = model.new_cache()?;
         let steps = gpu_steps(|mark| model.forward_marked(&ids(prefill_n, 5), &mut cache, mark))?;
         print_steps(&format!("GPU time per step of a {prefill_n}-token prefill"), &steps);
+        // And per op (each dispatch in a pass of its own): which kernels the steps spend it in.
+        let mut cache = model.new_cache()?;
+        let (result, profile) = kiln_core::profile::profile(|| model.forward(&ids(prefill_n, 6), &mut cache))?;
+        result?;
+        println!("  GPU time per op of a {prefill_n}-token prefill (each dispatch in a pass of its own):");
+        for r in profile.rows.iter().filter(|r| r.share >= 0.005) {
+            println!("    {:<44} {:>8.3} ms {:>5.1}%  ({} calls)", r.op, r.total_s * 1e3, 100.0 * r.share, r.calls);
+        }
+        println!("    {:<44} {:>8.3} ms", "total", profile.total_s * 1e3);
         return Ok(rows);
     }
     for ctx in [128, long_ctx] {

@@ -58,6 +58,8 @@ pub(crate) const MODULES: &[Module] = &[
     module!("matmul_f16_cm2_l32", 256),
     module!("matmul_f16_cm2_m", 256),
     module!("matmul_f16_cm2_lc", 256),
+    module!("matmul_f16_cm2_qm", 256),
+    module!("matmul_f16_cm2_qm_f32", 256),
     module!("attention_f16_cm2_d64", 128, 3),
     module!("attention_f16_cm2_d64s", 128, 3),
     module!("attention_f16_cm2_d64y", 256, 3),

@@ -134,6 +134,56 @@ fn coop_product_matches_reference_on_ragged_shapes() {
     }
 }
 
+/// The native tier's product (W dequantized to f16, NV cooperative matrix 2, B read through a
+/// transposed view; ops/quant/product.rs) on ragged shapes against the same f64 reference and
+/// tolerance: rows 1, 15, 17, 129, 4097 (no multiple of either tile), N multiples of 8 that are
+/// not of 128 or 256, K of odd block counts (and, for K formats, odd super-block counts), f32 and
+/// f16 x, forced and (from 128 rows of a 2048 x 2048 W) by Auto; N not a multiple of 8 falls back to the cooperative kernel. Runs where the
+/// device has NV cooperative matrix 2 (the GPU machine); elsewhere `Native` is the cooperative
+/// or tiled kernel and the same checks hold.
+#[test]
+fn native_product_matches_reference_on_ragged_shapes() {
+    let dev = kiln_core::device().unwrap();
+    let native = ops::native_tiling_available(&dev, "cm2_m");
+    let mut rng = Rng::new(306);
+    let shapes: &[(usize, usize, usize)] = if native {
+        &[
+            (1, 8, 32),
+            (15, 24, 64),
+            (17, 136, 96),
+            (129, 264, 2080),
+            (300, 520, 544),
+            (4097, 16, 32),
+            (130, 33, 64),
+            (131, 2056, 2080),
+        ]
+    } else {
+        &[(17, 24, 64)]
+    };
+    let formats: &[QuantFormat] = if native { &QuantFormat::ALL } else { &[QuantFormat::Q4_0, QuantFormat::Q4_K] };
+    for &f in formats {
+        for &(m, n, k) in shapes {
+            // K formats: one super-block, or nine (an odd count) where the shape is deeper.
+            let k = match f.block_len() {
+                256 if k > 256 => 2304,
+                256 => 256,
+                _ => k,
+            };
+            let c = Case { wq: cpu::quantize(&weights(&mut rng, n, k), f), f, m, n, k };
+            let wt = ops::quant_from_bytes(&dev, &c.wq, f, n, k).unwrap();
+            for dt in float_dtypes() {
+                let (x, xv) = rand_tensor(&mut rng, &[m, k], dt, -3.0, 3.0);
+                for kern in [ProductKernel::Native, ProductKernel::Auto] {
+                    let y = ops::quant_product(&x, &wt, f, n, kern).unwrap();
+                    assert_eq!((y.shape(), y.dtype()), (&[m, n][..], dt));
+                    let what = format!("{f} {dt} m={m} n={n} k={k} {kern:?} (native device: {native})");
+                    check(&what, &c, &xv, &y.to_f64_vec().unwrap(), dt);
+                }
+            }
+        }
+    }
+}
+
 /// quant_matmul (Auto) takes the cooperative kernel from COOP_MIN_ROWS rows on a device that has
 /// it (else the tiled one): same results as quant_product with Auto, within f16's tolerance of
 /// the reference, through the composed SwiGLU and residual path too.

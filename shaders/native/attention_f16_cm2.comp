@@ -13,8 +13,7 @@
 //
 // One workgroup per (batch entry, BR query rows); the whole workgroup owns BR x BC score tiles
 // and the BR x DV output accumulator (workgroup scope). The softmax state M (row max) and L (row
-// sum) are kept smeared across each row of a BR x BC matrix, so that every operation on them is
-// element-wise between matrices of one type and layout. Base-2 exponentials on scores scaled by
+// sum) are kept smeared across each row of a BR x 16 matrix (STATE below). Base-2 exponentials on scores scaled by
 // scale * log2(e), as the WGSL kernels compute them.
 //
 // Bounds: no index is computed for a global access. Q, K, V and the output go through tensor
@@ -37,7 +36,11 @@
 // reading V's tile and the next K tile before the softmax (register pressure: 99 -> 73 TFLOP/s
 // at 8x8x1024x64), row sums by a row reduction instead of the product with ones (99 -> 94), the
 // last query blocks first (no change), the rescale skipped unless some row's max grew by 2^8
-// (decided by a whole-tile max reduction: 99 -> 77).
+// (decided by a whole-tile max reduction: 99 -> 77). On 2026-11-29 (same page): P V accumulated
+// in f16 as llama.cpp does (no change), one or two subgroups a workgroup (32 invocations of 16-32
+// query rows: 56-66 / 75-111 TFLOP/s; 64 of 64 rows: 84 / 144), and, to find the ceiling, the
+// kernel without its softmax (P = the scores): 189-190 / 341-349, so the softmax's own work is
+// about half of the kernel's time.
 #version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -83,6 +86,14 @@ layout(std140, set = 0, binding = PARAMS_BINDING) uniform Params {
 #define CLAMP gl_CooperativeMatrixClampModeConstantNV
 #define SCORES coopmat<float, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseAccumulator>
 #define ACC coopmat<float, gl_ScopeWorkgroup, BR, HDV, gl_MatrixUseAccumulator>
+// The softmax state (row max M, row sum L, the rescale factors) is one value per row, kept
+// smeared across a BR x 16 matrix (16: the configurations' column granularity), so that every
+// operation on it is element-wise between matrices of one type and layout, 16 columns wide
+// instead of BC: fewer exponentials for the rescale and a narrower row-sum product, for one more
+// smear of M to the scores' width each tile (H200: 99.1-99.4 -> 101.1-101.9 TFLOP/s at 8x8x1024x64, 165-166 -> 169-170 at
+// 4x16x4096x64, BENCHMARKS.md).
+#define SW 16
+#define STATE coopmat<float, gl_ScopeWorkgroup, BR, SW, gl_MatrixUseAccumulator>
 
 // The running max starts at -FLT_MAX / 2 rather than -inf, so that it is always finite and
 // neither s - m nor mold - m is ever inf - inf. Dropped scores are -inf (not the same finite
@@ -161,10 +172,10 @@ void main() {
     coopMatLoadTensorNV(qa, q, qo, sliceTensorLayoutNV(lq, q0, BR, 0, HD));
 
     ACC acc = ACC(0.0);
-    SCORES m = SCORES(NEG);
-    SCORES l = SCORES(0.0);
-    coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB> ones =
-        coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB>(1.0);
+    STATE m = STATE(NEG);
+    STATE l = STATE(0.0);
+    coopmat<float16_t, gl_ScopeWorkgroup, BC, SW, gl_MatrixUseB> ones =
+        coopmat<float16_t, gl_ScopeWorkgroup, BC, SW, gl_MatrixUseB>(1.0);
 
     // Keys past the block's last row are masked for every row under causal: not visited.
     uint nk = p.causal != 0u ? min(p.lk, q0 + BR) : p.lk;
@@ -187,18 +198,20 @@ void main() {
         if (k0 + BC > p.lk || (p.causal != 0u && k0 + BC > q0 + 1u)) {
             coopMatPerElementNV(s, s, maskScore, q0, k0);
         }
-        SCORES rowmax;
+        STATE rowmax;
         coopMatReduceNV(rowmax, s, gl_CooperativeMatrixReduceRowNV, maxReduce);
-        SCORES mold = m;
+        STATE mold = m;
         coopMatPerElementNV(m, rowmax, maxOf, mold);
         SCORES pr;
-        coopMatPerElementNV(pr, s - m, exp2Of);
-        SCORES em;
+        SCORES mw;
+        coopMatReduceNV(mw, m, gl_CooperativeMatrixReduceRowNV, smear);
+        coopMatPerElementNV(pr, s - mw, exp2Of);
+        STATE em;
         coopMatPerElementNV(em, mold - m, exp2Of);
         coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA> pa =
             coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA>(pr);
         // Row sums of the f16 probabilities the product below takes, on the tensor cores.
-        SCORES rowsum = SCORES(0.0);
+        STATE rowsum = STATE(0.0);
         rowsum = coopMatMulAdd(pa, ones, rowsum);
         l = em * l + rowsum;
         ACC emd;

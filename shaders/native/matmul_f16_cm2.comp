@@ -39,7 +39,17 @@ layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer A { float16_t a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { float16_t b[]; };
+#ifndef BT
+#define BT 0
+#endif
+#ifndef OUTF32
+#define OUTF32 0
+#endif
+#if OUTF32
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+#else
 layout(std430, set = 0, binding = 2) writeonly buffer C { float16_t c[]; };
+#endif
 
 // shaders/matmul_common.wgsl's Params, byte for byte (see matmul_f16.comp).
 layout(std140, set = 0, binding = 3) uniform Params {
@@ -85,6 +95,15 @@ void main() {
     coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
         coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
 
+// B's K x BN tile at k0 from layout lb: B itself (K x N), or under BT, the transpose of an
+// N x K matrix (a quantized weight's rows, dequantized: the product x Wᵀ of core's quant
+// product, ops/quant/product.rs) read through a transposed view.
+#if BT
+#define LOAD_B(fb, lb, bo, k0) coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, col0, BN, k0, BK), tv)
+#else
+#define LOAD_B(fb, lb, bo, k0) coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN))
+#endif
+
 // The K loop over layouts la (M x K) and lb (K x N), unrolled UNROLL steps at a time so the
 // driver can overlap loads with products (llama.cpp's mul_mm_cm2 does the same).
 #define K_LOOP(la, lb, ao, bo, steps)                                                          \
@@ -96,7 +115,7 @@ void main() {
                 coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;               \
                 coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;               \
                 coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));     \
-                coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));     \
+                LOAD_B(fb, lb, bo, k0);                                                        \
                 acc = coopMatMulAdd(fa, fb, acc);                                              \
             }                                                                                  \
         }                                                                                      \
@@ -105,10 +124,23 @@ void main() {
             coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;                   \
             coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;                   \
             coopMatLoadTensorNV(fa, a, ao, sliceTensorLayoutNV(la, row0, BM, k0, BK));         \
-            coopMatLoadTensorNV(fb, b, bo, sliceTensorLayoutNV(lb, k0, BK, col0, BN));         \
+            LOAD_B(fb, lb, bo, k0);                                                            \
             acc = coopMatMulAdd(fa, fb, acc);                                                  \
         }                                                                                      \
     }
+
+// The result: the accumulators rounded to f16 (the WGSL tier's f16(acc)) into h, or under
+// OUTF32 the accumulators as they are (the quant product's f32 result); PREP_C makes it, then
+// the store takes OUT_C.
+#if OUTF32
+#define PREP_C
+#define OUT_C acc
+#else
+#define PREP_C                                                                                 \
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =                 \
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+#define OUT_C h
+#endif
 
 #if FAST
     // Where K and N are multiples of 8, every row and batch offset is 16-byte aligned (the
@@ -116,6 +148,14 @@ void main() {
     // an element offset; the masks tell the compiler the strides and offsets are multiples of 8.
     // Uniform over the workgroup (sizes and the workgroup's tile only).
     if (p.k > 0u && p.k % 8u == 0u && p.n % 8u == 0u) {
+#if BT
+        tensorViewNV<2, false, 1, 0> tv = createTensorViewNV(2, false, 1, 0);
+#define B_DIMS sn, sk
+#define B_STRIDE sk
+#else
+#define B_DIMS sk, sn
+#define B_STRIDE sn
+#endif
         uint sk = p.k & ~7u;
         uint sn = p.n & ~7u;
         uint ao = aoff & ~7u;
@@ -129,15 +169,14 @@ void main() {
             la = setTensorLayoutDimensionNV(la, p.m, sk);
             la = setTensorLayoutStrideNV(la, sk, 1u);
             tensorLayoutNV<2> lb = createTensorLayoutNV(2);
-            lb = setTensorLayoutDimensionNV(lb, sk, sn);
-            lb = setTensorLayoutStrideNV(lb, sn, 1u);
+            lb = setTensorLayoutDimensionNV(lb, B_DIMS);
+            lb = setTensorLayoutStrideNV(lb, B_STRIDE, 1u);
             K_LOOP(la, lb, ao, bo, steps)
-            coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
-                coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+            PREP_C
             tensorLayoutNV<2> lc = createTensorLayoutNV(2);
             lc = setTensorLayoutDimensionNV(lc, p.m, sn);
             lc = setTensorLayoutStrideNV(lc, sn, 1u);
-            coopMatStoreTensorNV(h, c, co, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+            coopMatStoreTensorNV(OUT_C, c, co, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
             return;
         } else {
             // Edge tile (ragged M, N or K): the same 2-D layouts in clamp mode Constant, which
@@ -147,21 +186,25 @@ void main() {
             la = setTensorLayoutDimensionNV(la, p.m, sk);
             la = setTensorLayoutStrideNV(la, sk, 1u);
             tensorLayoutNV<2, CLAMP> lb = createTensorLayoutNV(2, CLAMP);
-            lb = setTensorLayoutDimensionNV(lb, sk, sn);
-            lb = setTensorLayoutStrideNV(lb, sn, 1u);
+            lb = setTensorLayoutDimensionNV(lb, B_DIMS);
+            lb = setTensorLayoutStrideNV(lb, B_STRIDE, 1u);
             K_LOOP(la, lb, ao, bo, steps)
         }
         // Edge tiles store through the clamped layout.
-        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
-            coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+        PREP_C
         tensorLayoutNV<2, CLAMP> lc = createTensorLayoutNV(2, CLAMP);
         lc = setTensorLayoutDimensionNV(lc, p.m, sn);
         lc = setTensorLayoutStrideNV(lc, sn, 1u);
-        coopMatStoreTensorNV(h, c, co, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+        coopMatStoreTensorNV(OUT_C, c, co, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
         return;
     }
 #endif
 
+#if BT || OUTF32
+    // These variants (the quant product's) run only where K and N are multiples of 8 and K > 0
+    // (core/src/ops/matmul/native.rs `quant_product`), so always on the path above.
+    return;
+#else
     // K = 0: no step, and C is written as zeros. Otherwise the batch offsets are whole matrices
     // (core's batch strides are multiples of M*K and K*N), so these are the operands' matrix
     // indices; the outermost dimension only has to contain them (it is sliced to one matrix).
@@ -190,4 +233,5 @@ void main() {
     tensorLayoutNV<3, CLAMP> lc = createTensorLayoutNV(3, CLAMP);
     lc = setTensorLayoutDimensionNV(lc, bi + 1u, p.m, p.n);
     coopMatStoreTensorNV(h, c, 0u, sliceTensorLayoutNV(lc, bi, 1u, row0, BM, col0, BN));
+#endif
 }

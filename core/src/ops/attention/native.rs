@@ -36,7 +36,8 @@ pub(super) struct NativeAttn {
 /// 148, V and the next K read before the softmax 73.4 / 100, the last query blocks first
 /// 100.7 / 167 (no change), the running max moved only when some row's max passed it by 2^8
 /// (FA4's lazy rescale: a whole-tile max reduction decides, uniformly) 76.9 / 111: the extra
-/// reduction costs more than the rescale it skips.
+/// reduction costs more than the rescale it skips. With the softmax state 16 columns wide
+/// (2026-11-29): 101.2-101.9 / 168.9-170.0.
 const D64S: NativeAttn = NativeAttn { name: "d64s", wg: 128, br: 64, bc: 32, hd: 64, hdv: 64, masked: true };
 /// 64-key tiles (llama.cpp's cm2 flash tile): for the benchmark's A/B.
 const D64: NativeAttn = NativeAttn { name: "d64", wg: 128, br: 64, bc: 64, hd: 64, hdv: 64, masked: false };

@@ -14,6 +14,7 @@ mod tiles;
 
 pub use coop::{coop_accumulator, coop_source_for_tests, uses_cooperative_matrix};
 pub use native::{native_tiling_available, native_tiling_for, native_tilings, uses_native};
+pub(crate) use native::{quant_pick as native_quant_pick, quant_product as native_quant_product, NativeTiles};
 pub use tiles::{pick_tiles, MatmulTiles};
 
 use crate::device::Device;

@@ -198,3 +198,49 @@ pub(super) fn run(
     device.dispatch(&pipe, &bindings, Some((3, params.bytes())), groups, None)?;
     Ok(out)
 }
+
+/// The quantized product's tiling (kernels.txt's `matmul_f16_cm2_q*` lines): x [m, k] f16 times
+/// Wᵀ for W's rows [n, k] dequantized to f16 (read through a transposed view), the result f16 or
+/// f32 (`_f32`); 128 x 128, K steps of 64. The 128 x 256 tiling of plain products (K steps of
+/// 32), measured on the same prefills (H200, 2026-11-29), was 15-20% slower: 512 rows make too
+/// few of its tiles.
+const QUANT_TILES: NativeTiles =
+    NativeTiles { name: "cm2_qm", bm: 128, bn: 128, kernel: Kernel::Cm2 { bk: 64, invocations: 256 } };
+
+/// The module the quantized product runs with a result of f32 (`out_f32`) or f16.
+fn quant_module(out_f32: bool) -> String {
+    format!("matmul_f16_{}{}", QUANT_TILES.name, if out_f32 { "_f32" } else { "" })
+}
+
+/// The native tiling for the quantized product of x [m, k] by W [n, k] dequantized to f16
+/// (`ops::quant`'s product), the result f32 where `out_f32`, else f16; None where the device
+/// has no NV cooperative matrix 2 configuration for it, the driver refused the module, or K or N
+/// is not a multiple of 8 (the kernel's 2-D layouts need 16-byte rows).
+pub(crate) fn quant_pick(device: &Device, (m, n, k): (usize, usize, usize), out_f32: bool) -> Option<NativeTiles> {
+    let fits = m > 0 && k > 0 && k.is_multiple_of(8) && n.is_multiple_of(8);
+    (fits && runs_on(device, QUANT_TILES) && !crate::native_kernels::refused(device, &quant_module(out_f32)))
+        .then_some(QUANT_TILES)
+}
+
+/// x [m, k] f16 times Wᵀ for `w` [n, k] f16 into `out` [m, n] (f16 or f32, as `quant_pick` was
+/// asked), on tiling `t` from [`quant_pick`]. Operands checked by the caller.
+pub(crate) fn quant_product(
+    x: &Tensor,
+    w: &Tensor,
+    out: &Tensor,
+    t: NativeTiles,
+    (m, n, k): (usize, usize, usize),
+) -> Result<()> {
+    let device = x.device().clone();
+    let problem = Problem { m, n, k, batch_shape: &[], ab: &[], bb: &[] };
+    let (params, groups) = problem.launch(&device, t.bm, t.bn)?;
+    let module = quant_module(out.dtype() == crate::dtype::DType::F32);
+    let pipe = crate::native_kernels::pipeline(&device, &format!("matmul_native:quant:{module}"), &module)?;
+    let bindings = [
+        Binding { slot: 0, buffer: x.raw(), size: None },
+        Binding { slot: 1, buffer: w.raw(), size: None },
+        Binding { slot: 2, buffer: out.raw(), size: None },
+    ];
+    device.dispatch(&pipe, &bindings, Some((3, params.bytes())), groups, None)?;
+    Ok(())
+}

@@ -24,7 +24,7 @@ mod host;
 mod product;
 
 pub use host::{dequantize_host, quantize, quantize_async};
-pub(crate) use product::{check_fused, matvec, matvec_takes};
+pub(crate) use product::{check_fused, matvec, matvec_takes, native_product_takes};
 pub use product::{quant_matmul_fused, quant_matmul_fused_kernel, quant_matmul_fused_product, quant_product};
 
 pub use super::quant_coop::{
@@ -35,7 +35,7 @@ pub use super::quant_format::{QuantFormat, QuantFusion};
 pub use super::quant_matvec_wide::MatvecKernel;
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::exec::{check_indexable, check_same_device, groups_1d, Launch, Params};
+use crate::exec::{check_indexable, check_same_device, enables, groups_1d, Launch, Params};
 use crate::pipeline::{render, PipelineKey};
 use crate::shape::check_rank;
 use crate::tensor::Tensor;
@@ -103,6 +103,15 @@ pub fn dequantize(w: &Tensor, format: QuantFormat, rows: usize, cols: usize) -> 
     check_weight("dequantize", w, format, rows, cols)?;
     check_rank(&[rows, cols])?;
     let out = Tensor::empty_on(w.device(), &[rows, cols], DType::F32)?;
+    rows_kernel(w, format, rows, cols, None, &out)?;
+    Ok(out)
+}
+
+/// [`dequantize`] rounded to f16 (one dispatch): the native tier's quantized product multiplies
+/// these (ops/quant/product.rs), as the cooperative kernel rounds its decoded tiles.
+pub(crate) fn dequantize_f16(w: &Tensor, format: QuantFormat, rows: usize, cols: usize) -> Result<Tensor> {
+    check_rank(&[rows, cols])?;
+    let out = Tensor::empty_on(w.device(), &[rows, cols], DType::F16)?;
     rows_kernel(w, format, rows, cols, None, &out)?;
     Ok(out)
 }
@@ -181,9 +190,14 @@ fn rows_kernel(
     };
     let mut tensors = vec![w, out];
     tensors.extend(ids);
+    let ot = out.dtype();
     Launch {
-        key: PipelineKey::new(op, &[format as u32]),
-        source: Box::new(move || format.common_wgsl() + &render(ROWS, &[("IDS", decl), ("SRC", src)])),
+        key: PipelineKey::new(op, &[format as u32, ot as u32]),
+        source: Box::new(move || {
+            enables(&[ot]).to_string()
+                + &format.common_wgsl()
+                + &render(ROWS, &[("IDS", decl), ("SRC", src), ("OT", ot.wgsl())])
+        }),
         tensors: &tensors,
         params: Some(params),
         groups: groups_1d(&device, units)?,

@@ -257,7 +257,10 @@ fn composed(
     let m = x.numel().checked_div(k).unwrap_or(0);
     let rows = if fusion.swiglu { 2 * n } else { n };
     let epi = quant_coop::Epilogue { swiglu: fusion.swiglu, residual: fusion.residual };
-    if m > 0 && n > 0 && k > 0 && quant_coop::fuses(x.device(), format, (m, rows, k), kernel, epi, epilogue) {
+    // The native tier's product has no epilogue: SwiGLU and the residual follow it.
+    let native = native_product_takes(x.device(), (m, rows, k), kernel, x.dtype() == DType::F32);
+    if !native && m > 0 && n > 0 && k > 0 && quant_coop::fuses(x.device(), format, (m, rows, k), kernel, epi, epilogue)
+    {
         let mut shape = x.shape().to_vec();
         *shape.last_mut().unwrap_or(&mut 0) = n;
         let out = Tensor::empty_on(x.device(), &shape, x.dtype())?;
@@ -307,6 +310,74 @@ pub fn quant_matmul_fused_product(
 pub fn quant_product(x: &Tensor, w: &Tensor, format: QuantFormat, n: usize, kernel: ProductKernel) -> Result<Tensor> {
     check_fused(x, w, format, n, &QuantFusion::default())?;
     product(x, w, format, n, kernel, None)
+}
+
+/// Where `Auto` takes the native tier's product (where the device has it): from one 128-row tile
+/// of x, for W of at least 2048 x 2048. Measured on the H200 (2026-11-29, 512-token prefill,
+/// against the cooperative kernel): Llama-3.2-1B's shapes (K and N of 2048-16384) +15% (Q4_0),
+/// +19% (Q8_0), +34% (Q4_K_M), its 128-token first token 8.2 -> 7.5 ms (Q4_0); SmolLM2-135M's
+/// (K 576 and 1536, N up to 3072) -7.5%: its products are too small for the decode pass and the
+/// 128 x 128 tiles to pay.
+const NATIVE_MIN_ROWS: usize = 128;
+const NATIVE_MIN_W: usize = 2048;
+
+/// The native tier's tiling for the product of x [m, k] by W [n, k] under `kernel`, the result
+/// f32 where `out_f32`: `Auto` (or `KILN_QUANT_PRODUCT`) where [`NATIVE_MIN_ROWS`] and
+/// [`NATIVE_MIN_W`] say, `Native` for any shape.
+fn native_tiling(
+    device: &crate::device::Device,
+    (m, n, k): (usize, usize, usize),
+    kernel: ProductKernel,
+    out_f32: bool,
+) -> Option<crate::ops::matmul::NativeTiles> {
+    let kernel = if kernel == ProductKernel::Auto { ProductKernel::from_env() } else { kernel };
+    let wanted = match kernel {
+        ProductKernel::Auto => m >= NATIVE_MIN_ROWS && n >= NATIVE_MIN_W && k >= NATIVE_MIN_W,
+        ProductKernel::Native => true,
+        _ => false,
+    };
+    if !wanted {
+        return None;
+    }
+    crate::ops::matmul::native_quant_pick(device, (m, n, k), out_f32)
+}
+
+/// Whether the product of x [m, k] by W [n, k] runs on the native tier under `kernel` (f32 x
+/// where `out_f32`).
+pub(crate) fn native_product_takes(
+    device: &crate::device::Device,
+    mnk: (usize, usize, usize),
+    kernel: ProductKernel,
+    out_f32: bool,
+) -> bool {
+    native_tiling(device, mnk, kernel, out_f32).is_some()
+}
+
+/// The product on the native tier where it takes it (else false, nothing run): W's rows
+/// dequantized to f16 (the cooperative kernel's rounding of its decoded tiles), x rounded to f16
+/// (the same), then NV cooperative matrix 2's product with f32 sums, stored in `out`'s dtype.
+/// The whole W is decoded per call (scratch of n * k halves, freed after): for a 512-row
+/// prefill the decode is a few percent of the product (BENCHMARKS.md). A module the driver
+/// refused is passed over (false: the next kernel runs).
+fn native_product(
+    x: &Tensor,
+    w: &Tensor,
+    out: &Tensor,
+    format: QuantFormat,
+    (m, n, k): (usize, usize, usize),
+    kernel: ProductKernel,
+) -> Result<bool> {
+    let device = x.device().clone();
+    let Some(t) = native_tiling(&device, (m, n, k), kernel, out.dtype() == DType::F32) else {
+        return Ok(false);
+    };
+    let x16 = if x.dtype() == DType::F16 { x.clone() } else { crate::ops::cast(x, DType::F16)? };
+    let w16 = super::dequantize_f16(w, format, n, k)?;
+    match crate::ops::matmul::native_quant_product(&x16, &w16, out, t, (m, n, k)) {
+        Ok(()) => Ok(true),
+        Err(_) if native_tiling(&device, (m, n, k), kernel, out.dtype() == DType::F32).is_none() => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// silu(gate) * up of y [..., 2n] (each row's gate values, then its up values), f32: one
@@ -362,6 +433,12 @@ fn product(
     }
     check_indexable(x.numel())?;
     check_indexable(out.numel())?;
+    if native_product(x, w, &out, format, (m, n, k), kernel)? {
+        return match residual {
+            Some(r) => crate::ops::add(&out, r),
+            None => Ok(out),
+        };
+    }
     if quant_coop::run(x, w, &out, format, (m, n, k), kernel, quant_coop::Epilogue { swiglu: false, residual })? {
         return Ok(out);
     }

@@ -3,7 +3,8 @@
 //! as 8 groups of 32 values, each unit's scale decoded once) into f16 tiles in workgroup
 //! memory, rounds x's tile to f16 and multiplies them with f32 accumulation. Taken by
 //! `ops::quant`'s product where the device has wgpu's cooperative-matrix feature with 16x16x16
-//! f16 x f16 -> f32 matrices and x has at least [`COOP_MIN_ROWS`] rows; the tiled kernel
+//! f16 x f16 -> f32 matrices and x has at least [`COOP_MIN_ROWS`] rows (unless the native tier's
+//! product takes it first: ops/quant/product.rs `native_product`); the tiled kernel
 //! (`quant_tiled.wgsl`, f32 products) everywhere else. `KILN_QUANT_PRODUCT=tiled|coop` forces
 //! one (A/B timing).
 //!
@@ -49,15 +50,20 @@ pub enum ProductKernel {
     /// Cooperative matrices with a given tiling `[warps_m, warps_n, tm, tn, blocks per K step]`
     /// (tuning; the tiled kernel where the device lacks them or the tiling does not fit).
     CoopTiles([u32; 5]),
+    /// The native tier (W dequantized to f16, then NV cooperative matrix 2's product:
+    /// ops/quant/product.rs) for any shape; cooperative matrices or the tiled kernel where the
+    /// device lacks it.
+    Native,
 }
 
 impl ProductKernel {
-    /// The `KILN_QUANT_PRODUCT` override: `tiled` or `coop` (anything else: Auto).
-    fn from_env() -> ProductKernel {
+    /// The `KILN_QUANT_PRODUCT` override: `tiled`, `coop` or `native` (anything else: Auto).
+    pub(crate) fn from_env() -> ProductKernel {
         static ENV: std::sync::OnceLock<ProductKernel> = std::sync::OnceLock::new();
         *ENV.get_or_init(|| match crate::platform::env_var("KILN_QUANT_PRODUCT").as_deref().map(str::trim) {
             Some("tiled") => ProductKernel::Tiled,
             Some("coop") => ProductKernel::Coop,
+            Some("native") => ProductKernel::Native,
             _ => ProductKernel::Auto,
         })
     }
@@ -171,10 +177,11 @@ fn pick_for(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel
 
 /// Whether the product of `m` rows of x by a quantized W of `n` rows in `format` runs on
 /// cooperative matrices on `device` (tests: its tolerance is f16's).
+/// The native tier's product counts too (the same f16 roundings, the hardware's summation order).
 pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n: usize) -> bool {
     m > super::quant_format::MATVEC_MAX_ROWS
-        && QUANT_COOP_FORMATS.contains(&format)
-        && pick(device, m, n, 0, ProductKernel::Auto).is_some()
+        && (QUANT_COOP_FORMATS.contains(&format) && pick(device, m, n, 0, ProductKernel::Auto).is_some()
+            || super::quant::native_product_takes(device, (m, n, 32), ProductKernel::Auto, true))
 }
 
 /// The formats this kernel decodes, and `Auto` takes it for: every one. Q4_0, Q4_1, Q8_0, Q4_K,
