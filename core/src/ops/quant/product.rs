@@ -356,8 +356,9 @@ pub(crate) fn native_product_takes(
 /// The product on the native tier where it takes it (else false, nothing run): W's rows
 /// dequantized to f16 (the cooperative kernel's rounding of its decoded tiles), x rounded to f16
 /// (the same), then NV cooperative matrix 2's product with f32 sums, stored in `out`'s dtype.
-/// The whole W is decoded per call (scratch of n * k halves, freed after): for a 512-row
-/// prefill the decode is a few percent of the product (BENCHMARKS.md). A module the driver
+/// The whole W is decoded per call (scratch of n * k halves, freed after): on the H200's 1B
+/// prefills of 512 rows it costs 15-25% of the product's time and still wins (BENCHMARKS.md),
+/// as an in-kernel decode needs buffer references this tier does not enable. A module the driver
 /// refused is passed over (false: the next kernel runs).
 fn native_product(
     x: &Tensor,
