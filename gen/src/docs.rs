@@ -234,21 +234,28 @@ fn outputs(o: &OpInfo) -> String {
     format!(", \"outputs\": [{}]", names.join(", "))
 }
 
-/// For an op whose Python wrapper is generated, its arguments in order as `[manifest key, is a
-/// tensor]` pairs: py_runner.py calls it with them by position, no code of its own.
+/// For a plain op whose Python wrapper (generated or hand-written) takes the row's arguments, by
+/// position or in the Array API's form (`OpInfo::py_own` empty), its arguments in order as
+/// `[manifest key, kind, Python keyword or null: by position]` (kind: "tensor", "tensors" (every
+/// input, as a list) or "value"): py_runner.py calls it with them, no code of its own.
 fn python_args(o: &OpInfo) -> String {
-    if o.py_doc.is_empty() || crate::core_by_name::is_elementwise(o.name) {
+    if !o.is_plain() || !o.py_own.is_empty() || crate::core_by_name::is_elementwise(o.name) {
         return String::new();
     }
     // The Array API's form takes every argument after the tensor inputs by keyword (its name).
-    let inputs = if o.py_array_api { o.args.iter().take_while(|a| a.ty == Ty::Tensor).count() } else { o.args.len() };
+    let inputs = if o.py_array_api { o.args.iter().take_while(|a| a.ty.is_input()).count() } else { o.args.len() };
     let args: Vec<String> = o
         .args
         .iter()
         .enumerate()
         .map(|(i, a)| {
             let kw = if i < inputs { "null".to_string() } else { json_str(crate::python::py_name(a)) };
-            format!("[{}, {}, {kw}]", json_str(a.key), matches!(a.ty, Ty::Tensor | Ty::OptTensor))
+            let kind = match a.ty {
+                Ty::Tensor | Ty::OptTensor => "tensor",
+                Ty::Tensors => "tensors",
+                _ => "value",
+            };
+            format!("[{}, \"{kind}\", {kw}]", json_str(a.key))
         })
         .collect();
     format!(", \"python_args\": [{}]", args.join(", "))

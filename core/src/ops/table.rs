@@ -22,7 +22,7 @@ const SHAPE: Arg = a("shape", Shape, "the shape of the result");
 const DTYPE: Arg = a("dtype", DType, "the dtype of the result");
 const AXES: Arg = a("axes", OptAxes, "the axes to reduce (None: every axis)").or(Dflt::None);
 const KEEPDIMS: Arg = a("keepdims", Bool, "keep the reduced axes with size 1").or(B(false));
-const DDOF: Arg = a("ddof", Size, "delta degrees of freedom (0: population, 1: sample)").or(I(0));
+const DDOF: Arg = a("ddof", Size, "delta degrees of freedom (0: population, 1: sample)").or(I(0)).py("correction");
 const ARG_AXIS: Arg = a("axis", OptAxis, "the axis (None: the flattened tensor)").or(Dflt::None);
 const AXIS: Arg = a("axis", Axis, "the axis (negative counts from the end)");
 const FORMAT: Arg = a("format", Format, "the GGUF block format (\"q4_0\", …)");
@@ -57,8 +57,8 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         .doc("a tensor of ones")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with ones.")
         .c("kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
-    OpInfo::new("full", "creation", "any", &[SHAPE, DTYPE, a("value", F64, "the value of every element")])
-        .doc("a tensor filled with `value`")
+    OpInfo::new("full", "creation", "any", &[SHAPE, DTYPE, a("value", F64, "the value of every element").py("fill_value")])
+        .doc("a tensor filled with `value`").py_keywords()
         .julia("A KilnArray of `dtype` and size `shape` filled with `value` (converted to `dtype`; `Kiln.fill(v, dims...)` takes `v`'s type).")
         .c("A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the dtype). `shape` may be NULL when `ndim` is 0. `out`: non-null."),
     OpInfo::new(
@@ -67,7 +67,7 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         "any",
         &[a("start", F64, "the first value"), a("stop", F64, "the bound, not included"), a("step", F64, "the difference between neighbours (non-zero)"), DTYPE],
     )
-    .doc("`start, start + step, …` below `stop` (numpy's arange)")
+    .doc("`start, start + step, …` below `stop` (numpy's arange)").py_own("numpy's arange(start, /, stop, step, *, dtype)")
     .c("`start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`. `step` must be non-zero and all three finite. `out`: non-null."),
     OpInfo::new(
         "random_uniform",
@@ -75,7 +75,7 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         "float",
         &[SHAPE, DTYPE, a("seed", U64, "the seed (same seed, same numbers)"), a("low", F64, "the lower bound").or(F(0.0)), a("high", F64, "the upper bound, not included").or(F(1.0))],
     )
-    .doc("uniform numbers in [low, high), the same on every device")
+    .doc("uniform numbers in [low, high), the same on every device").py_keywords()
     .c("Uniform random numbers in [low, high) of shape `shape[0..ndim]` (float dtypes). Counter based: the same `seed` gives the same numbers on every device. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
     .names(["~random_uniform", "~random_uniform", "~rand"])
     .julia_named("rand", "Uniform random numbers in `[low, high)` of `dtype` (Float32 when left out) and size `shape`. Counter based: the same seed gives the same numbers on every device."),
@@ -85,7 +85,7 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         "float",
         &[SHAPE, DTYPE, a("seed", U64, "the seed (same seed, same numbers)"), a("mean", F64, "the mean").or(F(0.0)), a("std", F64, "the standard deviation").or(F(1.0))],
     )
-    .doc("normal numbers, the same on every device")
+    .doc("normal numbers, the same on every device").py_keywords()
     .c("Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
     .names(["~random_normal", "~random_normal", "~randn"])
     .julia_named("randn", "Normal random numbers with `mean` and `std` of `dtype` (Float32 when left out) and size `shape` (counter based, as [`Kiln.rand`](@ref))."),
@@ -114,7 +114,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .elixir("matmul")
         .c("Matrix product with numpy `matmul` rules: 1-D operands are promoted, batch dimensions broadcast; [.., M, K] x [.., K, N] gives [.., M, N]. `a`, `b`, `out`: non-null."),
     OpInfo::new("sum", "reduce", "any", REDUCE)
-        .doc("sum over axes")
+        .doc("sum over axes").py_keywords()
         .elixir("sum")
         .c("Sum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("mean", "reduce", "float", REDUCE)
@@ -143,7 +143,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .elixir("any")
         .c("Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("var", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
-        .doc("variance over axes")
+        .doc("variance over axes").py_keywords()
         .elixir("var")
         .c("Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0: population, 1: sample). `x`, `out`: non-null."),
     OpInfo::new("argmax", "reduce", "any, bool included", &[X, ARG_AXIS, KEEPDIMS])
@@ -221,7 +221,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("Swaps axes `axis0` and `axis1`. `x`, `out`: non-null.")
         .names(["~swapaxes", "~transpose", "~swapdims"]),
     OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS])
-        .doc("tensors joined along an axis")
+        .doc("tensors joined along an axis").py_keywords()
         .c("Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`. `tensors`, its entries and `out`: non-null.")
         .names(["~concat", "~concat", "~cat"]),
     OpInfo::new("slice", "movement", "any, bool included", &[X, AXIS, a("start", Int, "the first index"), a("stop", Int, "the bound, not included"), a("step", Int, "the step (>= 1)").or(I(1))])
@@ -285,10 +285,10 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape): f32 [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null."),
     // Searching, sorting and sets (ops/sort.rs, search.rs, sets.rs).
     OpInfo::new("sort", "sort", "any, bool included", &[X, AXIS_LAST, DESCENDING])
-        .doc("`x` sorted along an axis, stable (NaNs last; descending: the reverse order, ties in index order)")
+        .doc("`x` sorted along an axis, stable (NaNs last; descending: the reverse order, ties in index order)").py_keywords()
         .c("`x` sorted along `axis` (negative counts from the end), ascending or `descending`, stable: NaNs last ascending, first descending (the exact reverse order, ties still in index order). `x`, `out`: non-null."),
     OpInfo::new("argsort", "sort", "any, bool included", &[X, AXIS_LAST, DESCENDING])
-        .doc("i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)")
+        .doc("i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)").py_keywords()
         .c("The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order). `x`, `out`: non-null.")
         .names(["~argsort", "~argsort", "~sortperm"]),
     OpInfo::new("topk", "sort", "any, bool included", &[X, a("k", Size, "how many (at most the axis' length)"), AXIS_LAST, a("largest", Bool, "the largest (else the smallest)").or(B(true))])
@@ -300,7 +300,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .python("``(values, indices)``: the ``k`` largest (``largest=False``: smallest) elements along ``axis`` and their int32 positions, sorted; ties keep the lower index first and NaN counts as the largest value (as ``sort``). ``k`` past the axis' length raises.")
         .c("The `k` largest (or, with `largest` false, smallest) elements of `x` along `axis` (negative counts from the end) and their i32 positions, sorted, both of x's shape with the axis `k` long: ties keep the lower index first, NaN is the largest value (as kiln_sort). `k` past the axis' length is KILN_ERR_INVALID_ARGUMENT. `x`: non-null."),
     OpInfo::new("searchsorted", "sort", "any, bool included (x1 1-D sorted, x2 of its dtype)", &[X1, X2, a("right", Bool, "after equal elements (numpy's side='right')").or(B(false))])
-        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')")
+        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')").py_own("numpy's side='left' / 'right' for right")
         .c("numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.")
         .names(["~searchsorted", "~searchsorted", "~searchsortedfirst"]),
     OpInfo::new("count_nonzero", "sort", "any, bool included", REDUCE)
@@ -334,7 +334,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .array_api("The distinct values of ``x`` (flattened), sorted; -0 and +0 are one value, each NaN is its own. Their number is read back to the host.")
         .c("kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null."),
     OpInfo::new("isin", "set", "any, bool included (one dtype)", &[X1, X2, a("invert", Bool, "give the negation").or(B(false))])
-        .doc("whether each element of x1 is in x2 (bool; NaN never is)")
+        .doc("whether each element of x1 is in x2 (bool; NaN never is)").py_keywords()
         .julia("Whether each element of `x1` equals an element of `x2` (a `KilnArray{Bool}` of `x1`'s size, one element type), as `in.(x1, Ref(x2))` with `==` (NaN is never found); `invert=true` negates.")
         .elixir("isin")
         .c("Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is never found); `invert` negates. `x1`, `x2`, `out`: non-null."),
@@ -356,7 +356,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .array_api("Product over ``axis`` in ``dtype`` (None: x's; x is converted first); integer products wrap, an empty axis gives 1.")
         .c("Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0; `dtype` nullable."),
     OpInfo::new("std", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
-        .doc("standard deviation over axes, sqrt(var)")
+        .doc("standard deviation over axes, sqrt(var)").py_keywords()
         .c("Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof` delta degrees of freedom. `x`, `out`: non-null.")
         .names(["~std", "standard_deviation", "~std"]),
     OpInfo::new("diff", "stats", "any", &[X, a("axis", Axis, "the axis (negative counts from the end)").or(I(-1)), a("n", Size, "how many times to difference").or(I(1)), a("prepend", OptTensor, "joined before x along the axis").or(Dflt::None), a("append", OptTensor, "joined after x along the axis").or(Dflt::None)])

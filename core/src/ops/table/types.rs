@@ -213,8 +213,12 @@ pub struct OpInfo {
     /// empty: Python's wrapper is written by hand (`~` in `names`).
     pub py_doc: &'static str,
     /// Python takes the Array API's form: the tensor inputs positional-only, every other
-    /// argument keyword-only, `axes` spelled `axis` (numpy's reductions).
+    /// argument keyword-only, `axes` spelled `axis` (numpy's reductions); said of a hand-written
+    /// wrapper too (the conformance runner calls it so).
     pub py_array_api: bool,
+    /// Why Python's wrapper (hand-written) cannot be called with the row's arguments, by position
+    /// or in the Array API's form (empty: it can; the conformance runner calls it from the row).
+    pub py_own: &'static str,
     /// The Julia docstring of a generated Kiln.jl method (julia/src/methods_gen.jl: Julia's
     /// `dims`, (width, height) pairs, 1-based positions); empty: Kiln.jl's method is written by
     /// hand (`~` in `names`).
@@ -295,6 +299,7 @@ impl OpInfo {
             c_doc: "",
             py_doc: "",
             py_array_api: false,
+            py_own: "",
             jl_doc: "",
             position_outputs: &[],
             names: ["~", "~", "~"],
@@ -318,6 +323,16 @@ impl OpInfo {
     pub(super) const fn array_api(mut self, doc: &'static str) -> Self {
         self.py_array_api = true;
         self.python(doc)
+    }
+    /// Python's hand-written wrapper takes the Array API's form ([`OpInfo::py_array_api`]).
+    pub(super) const fn py_keywords(mut self) -> Self {
+        self.py_array_api = true;
+        self
+    }
+    /// Python's hand-written wrapper is called its own way ([`OpInfo::py_own`]).
+    pub(super) const fn py_own(mut self, why: &'static str) -> Self {
+        self.py_own = why;
+        self
     }
     /// Kiln.jl's method generated, under the op's name, with this docstring.
     pub(super) const fn julia(mut self, doc: &'static str) -> Self {
