@@ -790,18 +790,6 @@ defmodule Kiln do
     %{values: v, indices: i, inverse_indices: inv, counts: c}
   end
 
-  @doc "`{values, counts}` of `unique_all/1`."
-  def unique_counts(t) do
-    u = unique_all(t)
-    {u.values, u.counts}
-  end
-
-  @doc "`{values, inverse_indices}` of `unique_all/1`."
-  def unique_inverse(t) do
-    u = unique_all(t)
-    {u.values, u.inverse_indices}
-  end
-
   # ---------------------------------------------------------------------------------------------
   # Scans
 
@@ -1318,6 +1306,16 @@ defmodule Kiln do
     kw = opts!(opts, axes: nil, keep_axes: false)
     out(Native.count_nonzero(ref!(x), axes!(kw[:axes]), kw[:keep_axes] == true))
   end
+
+  @doc """
+  (values, counts) of the distinct values (kiln-core's `unique_counts`; dtypes: any, bool included).
+  """
+  def unique_counts(x), do: outs(Native.unique_counts(ref!(x)))
+
+  @doc """
+  (values, inverse_indices) of the distinct values (kiln-core's `unique_inverse`; dtypes: any, bool included).
+  """
+  def unique_inverse(x), do: outs(Native.unique_inverse(ref!(x)))
 
   @doc """
   The distinct values, sorted (each NaN kept) (kiln-core's `unique_values`; dtypes: any, bool included).

@@ -318,13 +318,13 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)"),
     OpInfo::new("unique_counts", "set", "any, bool included", &[X])
         .out(Out::Tuple(&["values", "counts"]))
-        .doc("(values, counts) of the distinct values")
+        .doc("(values, counts) of the distinct values").elixir("unique_counts")
         .julia("`(values=, counts=)` of `Kiln.unique_all(x)`: the distinct values sorted and how often each occurs (`Int32`).")
         .c("kiln_unique_all's values and counts: the distinct values of `x` (flattened, sorted; -0 == +0, each NaN distinct) and the i32 count of each. The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_inverse", "set", "any, bool included", &[X])
         .out(Out::Tuple(&["values", "inverse_indices"]))
         .position_outputs(&["inverse_indices"])
-        .doc("(values, inverse_indices) of the distinct values")
+        .doc("(values, inverse_indices) of the distinct values").elixir("unique_inverse")
         .julia("`(values=, inverse_indices=)` of `Kiln.unique_all(x)`: the distinct values sorted and the 1-based index into `values` of every element (`x`'s size).")
         .c("kiln_unique_all's values and inverse indices: the distinct values of `x` (flattened, sorted; -0 == +0, each NaN distinct) and the i32 index into values of every element of `x` (x's shape). The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_values", "set", "any, bool included", &[X])
