@@ -4,7 +4,7 @@
 use crate::text::header;
 use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
 use kiln_core::session::LimitTy;
-use kiln_core::{ErrorCode, SessionLimits};
+use kiln_core::{DType, ErrorCode, SessionLimits};
 use std::fmt::Write as _;
 
 /// Kernel functions that an op of the tables may be named after (Kiln defines its own, so the
@@ -68,6 +68,46 @@ pub(crate) fn elixir_ops() -> String {
     // The blank line before the END marker is mix format's.
     s += "  ]\n\n";
     s
+}
+
+/// A dtype as Nx names it: `{:f, 32}` (the type tuple) and `f32` (its short name).
+fn nx_type(d: DType) -> (String, String) {
+    let kind = match d {
+        DType::F32 | DType::F16 => "f",
+        DType::I32 => "s",
+        DType::U32 | DType::Bool => "u",
+    };
+    let bits = d.size() * 8;
+    (format!("{{:{kind}, {bits}}}"), format!("{kind}{bits}"))
+}
+
+/// `@name %{pairs}` as `mix format` writes it (one line when it fits lib/kiln.ex's 110 columns).
+fn ex_map(name: &str, pairs: &[String]) -> String {
+    let one = format!("  @{name} %{{{}}}\n", pairs.join(", "));
+    if one.len() <= EX_LINE + 1 {
+        return one;
+    }
+    format!("  @{name} %{{\n    {}\n  }}\n", pairs.join(",\n    "))
+}
+
+/// The region of lib/kiln.ex with kiln-core's dtype table in Nx's terms: the type tuple of each
+/// dtype and its core name (what the NIF takes), the atoms `normalize_type/1` accepts (Nx's short
+/// names and the core's) and `type_name/1`.
+pub(crate) fn elixir_dtypes() -> String {
+    let (mut native_of, mut type_of, mut aliases, mut names) = (vec![], vec![], vec![], String::new());
+    for d in DType::ALL {
+        let (t, short) = nx_type(d);
+        native_of.push(format!("{t} => :{}", d.name()));
+        type_of.push(format!("{}: {t}", d.name()));
+        aliases.push(format!("{short}: {t}"));
+        if short != d.name() {
+            aliases.push(format!("{}: {t}", d.name()));
+        }
+        let _ = writeln!(names, "  def type_name({t}), do: \"{short}\"");
+    }
+    let mut s = ex_map("native_of", &native_of) + &ex_map("type_of", &type_of) + &ex_map("aliases", &aliases);
+    s += "\n  @doc false\n";
+    s + &names + "\n"
 }
 
 pub(crate) fn elixir_errors() -> String {

@@ -4,6 +4,7 @@
 
 use crate::text::*;
 use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
+use kiln_core::DType;
 use std::fmt::Write as _;
 
 pub(crate) fn jl_symbol(name: &str) -> String {
@@ -14,8 +15,42 @@ pub(crate) fn jl_symbol(name: &str) -> String {
     }
 }
 
+/// The Julia element type of a dtype (Base's type of the same bits).
+fn jl_eltype(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "Float32",
+        DType::F16 => "Float16",
+        DType::I32 => "Int32",
+        DType::U32 => "UInt32",
+        DType::Bool => "Bool",
+    }
+}
+
+/// The dtype table as Kiln.jl reads it: the element types, their C codes and back.
+fn julia_dtypes() -> String {
+    let names: Vec<&str> = DType::ALL.iter().map(|&d| jl_eltype(d)).collect();
+    let mut s = String::from("# The element types of kiln-core's dtype table (core/src/dtype.rs) and their C codes.\n");
+    let _ = writeln!(s, "const KilnEltype = Union{{{}}}\n", names.join(","));
+    for d in DType::ALL {
+        let _ = writeln!(s, "dtype_code(::Type{{{}}}) = 0x{:08x}", jl_eltype(d), d as u32);
+    }
+    s += "dtype_code(::Type{T}) where {T} =\n";
+    let _ = writeln!(
+        s,
+        "    throw(ArgumentError(\"Kiln has no element type $T (supported: {})\"))\n",
+        names.join(", ")
+    );
+    s += "function eltype_of(code::UInt32)\n";
+    for d in DType::ALL {
+        let _ = writeln!(s, "    code == {} && return {}", d as u32, jl_eltype(d));
+    }
+    s += "    throw(KilnError(13, :INTERNAL, \"unknown dtype code $code\"))\nend\n\n";
+    s
+}
+
 pub(crate) fn julia_ops() -> String {
     let mut s = header("#");
+    s += &julia_dtypes();
     s += "# The elementwise ops of kiln-core's tables as Julia broadcasts them: (Julia function, core op).\n";
     s += "# Ops marked hand-written in the table (`/`, `^`) are defined in Kiln.jl itself.\n\n";
     let unary: Vec<UnaryOp> = UnaryOp::ALL.into_iter().filter(|o| !o.binding_names()[2].starts_with('~')).collect();

@@ -67,6 +67,7 @@ const FILES: &[(&str, Emit)] = &[
 const REGIONS: &[(&str, Emit)] = &[
     ("py/python/kiln/__init__.pyi", python::pyi),
     ("nif-elixir/lib/kiln.ex", elixir::elixir_ops),
+    ("nif-elixir/lib/kiln.ex", elixir::elixir_dtypes),
     ("nif-elixir/lib/kiln.ex", elixir::elixir_fns),
     ("nif-elixir/lib/kiln/native.ex", elixir::native_nifs),
     ("nif-elixir/lib/kiln/session.ex", elixir::session_limits),

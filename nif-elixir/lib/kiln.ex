@@ -122,6 +122,7 @@ defmodule Kiln do
   # ---------------------------------------------------------------------------------------------
   # Types and conversion helpers
 
+  # BEGIN GENERATED (kiln gen): kiln-core's dtype table (core/src/dtype.rs) in Nx's terms
   @native_of %{{:f, 32} => :f32, {:f, 16} => :f16, {:s, 32} => :i32, {:u, 32} => :u32, {:u, 8} => :bool}
   @type_of %{f32: {:f, 32}, f16: {:f, 16}, i32: {:s, 32}, u32: {:u, 32}, bool: {:u, 8}}
   @aliases %{
@@ -133,6 +134,15 @@ defmodule Kiln do
     u8: {:u, 8},
     bool: {:u, 8}
   }
+
+  @doc false
+  def type_name({:f, 32}), do: "f32"
+  def type_name({:f, 16}), do: "f16"
+  def type_name({:s, 32}), do: "s32"
+  def type_name({:u, 32}), do: "u32"
+  def type_name({:u, 8}), do: "u8"
+
+  # END GENERATED (kiln gen)
 
   @specials [:nan, :infinity, :neg_infinity]
   defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity, true, false]
@@ -156,13 +166,6 @@ defmodule Kiln do
           "unknown type #{inspect(type)} (supported: {:f, 32}, {:f, 16}, {:s, 32}, {:u, 32}, {:u, 8})"
         )
       )
-
-  @doc false
-  def type_name({:f, 32}), do: "f32"
-  def type_name({:f, 16}), do: "f16"
-  def type_name({:s, 32}), do: "s32"
-  def type_name({:u, 32}), do: "u32"
-  def type_name({:u, 8}), do: "u8"
 
   defp native_type(type), do: Map.fetch!(@native_of, normalize_type(type))
   defp opt_native_type(nil), do: nil
