@@ -1,7 +1,7 @@
 //! The C functions a plain call of the op table cannot express, written by hand: clip's two
 //! forms (one op, two C functions), copy and fill (not ops of the table), quant_from_bytes (host
-//! bytes), tensordot (two forms of axes) and the ops giving several tensors whose core form is
-//! not a tuple (nonzero, unique_all). Every other op's C function is generated from its typed
+//! bytes), tensordot (two forms of axes) and nonzero, giving one tensor per dimension of
+//! its input. Every other op's C function is generated from its typed
 //! row of kiln-core's op table into ops_gen.rs (`make gen`), with the helpers below. Each is a
 //! pointer check and a call: the op logic lives in kiln-core.
 
@@ -221,24 +221,6 @@ pub unsafe extern "C" fn kiln_nonzero(
             )));
         }
         ops::nonzero(&x)
-    })
-}
-
-/// The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN
-/// distinct), the i32 flat index of each one's first occurrence, the i32 index into values of
-/// every element of x (x's shape) and the i32 counts. The count of values is read back to the
-/// host. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_unique_all(
-    x: *const KilnTensor,
-    values: *mut *mut KilnTensor,
-    indices: *mut *mut KilnTensor,
-    inverse_indices: *mut *mut KilnTensor,
-    counts: *mut *mut KilnTensor,
-) -> KilnStatus {
-    call_outs("kiln_unique_all", &[values, indices, inverse_indices, counts], || {
-        let u = ops::unique_all(&*tensor(x, "x")?)?;
-        Ok(vec![u.values, u.indices, u.inverse_indices, u.counts])
     })
 }
 

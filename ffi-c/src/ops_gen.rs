@@ -396,6 +396,17 @@ pub unsafe extern "C" fn kiln_count_nonzero(x: *const KilnTensor, axes: *const i
     call_out("kiln_count_nonzero", out, || ops::count_nonzero(&*tensor(x, "x")?, opt_axes(axes, naxes)?, keepdims))
 }
 
+/// The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN
+/// distinct), the i32 flat index of each one's first occurrence, the i32 index into values of every
+/// element of x (x's shape) and the i32 counts. The count of values is read back to the host. `x`:
+/// non-null. `values`, `indices`, `inverse_indices`, `counts`: non-null. `*values`, `*indices`,
+/// `*inverse_indices`, `*counts` each receive a new tensor owned by the caller (free each with
+/// kiln_tensor_free); on error every one is set to NULL. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unique_all(x: *const KilnTensor, values: *mut *mut KilnTensor, indices: *mut *mut KilnTensor, inverse_indices: *mut *mut KilnTensor, counts: *mut *mut KilnTensor) -> KilnStatus {
+    call_outs("kiln_unique_all", &[values, indices, inverse_indices, counts], || ops::unique_all(&*tensor(x, "x")?).map(|ops::Unique { values, indices, inverse_indices, counts }| vec![values, indices, inverse_indices, counts]))
+}
+
 /// kiln_unique_all's values and counts: the distinct values of `x` (flattened, sorted; -0 == +0,
 /// each NaN distinct) and the i32 count of each. The count of values is read back to the host. `x`:
 /// non-null. `values`, `counts`: non-null. `*values`, `*counts` each receive a new tensor owned by

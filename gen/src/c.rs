@@ -193,7 +193,7 @@ fn plain_ops() -> String {
                     params.join(", ")
                 );
                 let t = names.join(", ");
-                let _ = writeln!(s, "    call_outs(\"kiln_{}\", &[{t}], || {call}.map(|({t})| vec![{t}]))\n}}", o.name);
+                let _ = writeln!(s, "    call_outs(\"kiln_{}\", &[{t}], || {call}.map(|{}| vec![{t}]))\n}}", o.name, o.out_pattern());
             }
         }
     }

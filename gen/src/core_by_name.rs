@@ -53,7 +53,7 @@ pub(crate) fn dispatch() -> String {
             // A tuple: the element the `output` parameter names (the conformance manifest's rule).
             names => {
                 let t = names.join(", ");
-                let _ = writeln!(s, "        \"{}\" => (|| {call}.and_then(|({t})| c.output([{t}])))(),", o.name);
+                let _ = writeln!(s, "        \"{}\" => (|| {call}.and_then(|{}| c.output([{t}])))(),", o.name, o.out_pattern());
             }
         }
     }

@@ -207,9 +207,8 @@ pub(crate) fn nif_ops() -> String {
         if names.is_empty() {
             let _ = writeln!(s, "        {call}\n    }})\n}}");
         } else {
-            let t = names.join(", ");
             let wrapped: Vec<String> = names.iter().map(|n| format!("Out({n})")).collect();
-            let _ = writeln!(s, "        let ({t}) = {call}?;\n        Ok(vec![{}])\n    }})\n}}", wrapped.join(", "));
+            let _ = writeln!(s, "        let {} = {call}?;\n        Ok(vec![{}])\n    }})\n}}", o.out_pattern(), wrapped.join(", "));
         }
     }
     s

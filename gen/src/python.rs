@@ -158,9 +158,8 @@ fn plain_fns() -> String {
             let _ = writeln!(s, "    {call}.map(PyTensor::new)\n}}");
         } else {
             // A named tuple: a Python tuple in the row's order.
-            let t = names.join(", ");
             let wrapped: Vec<String> = names.iter().map(|n| format!("PyTensor::new({n})")).collect();
-            let _ = writeln!(s, "    {call}.map(|({t})| ({}))\n}}", wrapped.join(", "));
+            let _ = writeln!(s, "    {call}.map(|{}| ({}))\n}}", o.out_pattern(), wrapped.join(", "));
         }
     }
     s

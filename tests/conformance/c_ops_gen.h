@@ -319,6 +319,12 @@ static int run_plain(const Case *c, KilnTensor **out, KilnStatus *st) {
         *st = kiln_count_nonzero(input(c, "x"), p_axes->kind == 'n' ? NULL : v_axes, (size_t)p_axes->nlist, pb(c, "keepdims"), out);
         return 1;
     }
+    if (!strcmp(op, "unique_all")) {
+        KilnTensor *o[4] = {0};
+        *st = kiln_unique_all(input(c, "x"), &o[0], &o[1], &o[2], &o[3]);
+        *out = pick_output(c, o, 4, st);
+        return 1;
+    }
     if (!strcmp(op, "unique_counts")) {
         KilnTensor *o[2] = {0};
         *st = kiln_unique_counts(input(c, "x"), &o[0], &o[1]);

@@ -242,19 +242,13 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         free(buf);
         return st;
     }
-    /* Searching, sorting and sets; ops giving a tuple are checked on the element `output`. */
-    if (!strcmp(op, "nonzero") || !strcmp(op, "unique_all")) {
+    /* nonzero: one tensor per dimension, checked on the element `output`. */
+    if (!strcmp(op, "nonzero")) {
         KilnTensor *outs[8] = {0}, **ptrs[8];
         size_t n = 0;
-        KilnStatus st;
         for (int i = 0; i < 8; i++) ptrs[i] = &outs[i];
-        if (!strcmp(op, "nonzero")) {
-            st = kiln_tensor_ndim(x, &n);
-            if (st == KILN_OK) st = kiln_nonzero(x, (KilnTensor **const *)ptrs, n);
-        } else {
-            n = 4;
-            st = kiln_unique_all(x, &outs[0], &outs[1], &outs[2], &outs[3]);
-        }
+        KilnStatus st = kiln_tensor_ndim(x, &n);
+        if (st == KILN_OK) st = kiln_nonzero(x, (KilnTensor **const *)ptrs, n);
         *out = pick_output(c, outs, n, &st);
         return st;
     }

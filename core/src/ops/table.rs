@@ -40,12 +40,6 @@ const BIAS: Arg = a("bias", OptTensor, "the shift (None: 0)").or(Dflt::None);
 
 const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 
-/// Why unique_all stays hand-written although a named tuple of tensors is a plain output: its
-/// core form is a struct, and each binding gives it its language's result record (the Array API's
-/// named tuple, an Elixir map, the browser's one readback that unique_counts and unique_inverse
-/// share there).
-const UNIQUE_HAND: &str = "its core result is a struct; each binding's own result record (a Python named tuple, an Elixir map, one browser readback)";
-
 /// The ops with their own signatures (creation, random); the unary and binary ops come from the
 /// tables in elementwise/table.rs.
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
@@ -312,10 +306,12 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .out(Out::PerDim)
         .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)")
         .names(["~nonzero", "~nonzero", "~findall"]),
+    // Each binding's result record is its own (a Python named tuple, an Elixir map, the browser's readback).
     OpInfo::new("unique_all", "set", "any, bool included", &[X])
-        .hand(UNIQUE_HAND)
-        .out(Out::Tuple(&["values", "indices", "inverse_indices", "counts"]))
-        .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)"),
+        .out(Out::Tuple(&["values", "indices", "inverse_indices", "counts"])).core_struct("Unique").position_outputs(&["indices", "inverse_indices"])
+        .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)")
+        .julia("The Array API's `unique_all`: `(values=, indices=, inverse_indices=, counts=)`, the distinct values sorted, the 1-based linear index of each one's first occurrence, the 1-based index into `values` of every element (`x`'s size) and the counts (`Int32`). -0.0 and 0.0 are one value; every NaN is distinct (not Base's `isequal`).")
+        .c("The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN distinct), the i32 flat index of each one's first occurrence, the i32 index into values of every element of x (x's shape) and the i32 counts. The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_counts", "set", "any, bool included", &[X])
         .out(Out::Tuple(&["values", "counts"]))
         .doc("(values, counts) of the distinct values").elixir("unique_counts")

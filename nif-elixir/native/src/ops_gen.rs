@@ -434,6 +434,16 @@ fn count_nonzero(env: Env<'_>, x: TRef, axes: Opt<Axes>, keepdims: Flag) -> Repl
     })
 }
 
+/// (values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)
+#[rustler::nif(schedule = "DirtyIo")]
+fn unique_all(env: Env<'_>, x: TRef) -> Reply<Vec<Out>> {
+    guard(env, || {
+        let x = x.get()?;
+        let ops::Unique { values, indices, inverse_indices, counts } = ops::unique_all(&x)?;
+        Ok(vec![Out(values), Out(indices), Out(inverse_indices), Out(counts)])
+    })
+}
+
 /// (values, counts) of the distinct values
 #[rustler::nif(schedule = "DirtyIo")]
 fn unique_counts(env: Env<'_>, x: TRef) -> Reply<Vec<Out>> {

@@ -204,6 +204,9 @@ pub struct OpInfo {
     pub out: Out,
     /// The core function (`kiln_core::ops::…`).
     pub core: &'static str,
+    /// The struct (`kiln_core::ops::…`) the core function gives for a named tuple, its fields
+    /// named as the outputs (empty: a Rust tuple in their order).
+    pub core_struct: &'static str,
     /// One line saying what it computes.
     pub doc: &'static str,
     /// The C header's comment before the ownership sentence (which is the same for every op and
@@ -272,6 +275,16 @@ impl OpInfo {
             && self.out != Out::PerDim
             && self.args.iter().all(|a| !matches!(a.ty, Ty::Other(_) | Ty::Bytes))
     }
+    /// The Rust pattern that takes the core function's named tuple apart into its outputs' names:
+    /// `(values, counts)`, or `ops::Unique { values, … }` for a [`OpInfo::core_struct`].
+    pub fn out_pattern(&self) -> String {
+        let names = self.outputs().join(", ");
+        if self.core_struct.is_empty() {
+            format!("({names})")
+        } else {
+            format!("ops::{} {{ {names} }}", self.core_struct)
+        }
+    }
     /// The names of the tensors it gives when it gives several ([`Out::Tuple`]); empty for one
     /// (and for [`Out::PerDim`], whose count depends on the input).
     pub fn outputs(&self) -> &'static [&'static str] {
@@ -295,6 +308,7 @@ impl OpInfo {
             hand: "",
             out: Out::One,
             core: name,
+            core_struct: "",
             doc: "",
             c_doc: "",
             py_doc: "",
@@ -364,6 +378,11 @@ impl OpInfo {
     }
     pub(super) const fn core(mut self, core: &'static str) -> Self {
         self.core = core;
+        self
+    }
+    /// The core function gives its named tuple as the struct `name` ([`OpInfo::core_struct`]).
+    pub(super) const fn core_struct(mut self, name: &'static str) -> Self {
+        self.core_struct = name;
         self
     }
     pub(super) const fn out(mut self, out: Out) -> Self {
