@@ -193,7 +193,12 @@ fn plain_ops() -> String {
                     params.join(", ")
                 );
                 let t = names.join(", ");
-                let _ = writeln!(s, "    call_outs(\"kiln_{}\", &[{t}], || {call}.map(|{}| vec![{t}]))\n}}", o.name, o.out_pattern());
+                let _ = writeln!(
+                    s,
+                    "    call_outs(\"kiln_{}\", &[{t}], || {call}.map(|{}| vec![{t}]))\n}}",
+                    o.name,
+                    o.out_pattern()
+                );
             }
         }
     }

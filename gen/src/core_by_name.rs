@@ -53,7 +53,12 @@ pub(crate) fn dispatch() -> String {
             // A tuple: the element the `output` parameter names (the conformance manifest's rule).
             names => {
                 let t = names.join(", ");
-                let _ = writeln!(s, "        \"{}\" => (|| {call}.and_then(|{}| c.output([{t}])))(),", o.name, o.out_pattern());
+                let _ = writeln!(
+                    s,
+                    "        \"{}\" => (|| {call}.and_then(|{}| c.output([{t}])))(),",
+                    o.name,
+                    o.out_pattern()
+                );
             }
         }
     }

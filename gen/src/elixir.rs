@@ -208,7 +208,12 @@ pub(crate) fn nif_ops() -> String {
             let _ = writeln!(s, "        {call}\n    }})\n}}");
         } else {
             let wrapped: Vec<String> = names.iter().map(|n| format!("Out({n})")).collect();
-            let _ = writeln!(s, "        let {} = {call}?;\n        Ok(vec![{}])\n    }})\n}}", o.out_pattern(), wrapped.join(", "));
+            let _ = writeln!(
+                s,
+                "        let {} = {call}?;\n        Ok(vec![{}])\n    }})\n}}",
+                o.out_pattern(),
+                wrapped.join(", ")
+            );
         }
     }
     s

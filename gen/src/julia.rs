@@ -35,11 +35,8 @@ fn julia_dtypes() -> String {
         let _ = writeln!(s, "dtype_code(::Type{{{}}}) = 0x{:08x}", jl_eltype(d), d as u32);
     }
     s += "dtype_code(::Type{T}) where {T} =\n";
-    let _ = writeln!(
-        s,
-        "    throw(ArgumentError(\"Kiln has no element type $T (supported: {})\"))\n",
-        names.join(", ")
-    );
+    let _ =
+        writeln!(s, "    throw(ArgumentError(\"Kiln has no element type $T (supported: {})\"))\n", names.join(", "));
     s += "function eltype_of(code::UInt32)\n";
     for d in DType::ALL {
         let _ = writeln!(s, "    code == {} && return {}", d as u32, jl_eltype(d));
