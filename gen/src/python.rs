@@ -11,7 +11,7 @@ pub(crate) fn py_plain() -> Vec<OpInfo> {
 }
 
 /// The PyO3 parameter type of `a`, its conversion to kiln-core's value (a statement binding
-/// `a.name`, or None when the parameter is used as is) and how the call passes it. None: a type
+/// `a.name`, or None when the parameter, named [`py_name`], is used as is) and how the call passes it. None: a type
 /// the Python emitter does not write yet (kiln-gen refuses such a row).
 fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
     let (n, p) = (a.name, py_name(a));
@@ -35,19 +35,21 @@ fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
         Ty::OptAxes => {
             ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_axes(py, axis)?;")), format!("{n}.as_deref()"))
         }
-        Ty::OptAxis => ("Option<Int<isize>>", None, format!("{n}.map(|v| v.0)")),
-        Ty::OptDType => ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_dtype(py, {n})?;")), n.to_string()),
+        Ty::OptAxis => ("Option<Int<isize>>", None, format!("{p}.map(|v| v.0)")),
+        Ty::OptDType => ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_dtype(py, {p})?;")), n.to_string()),
         Ty::Tensor => ("&Bound<'_, PyAny>", Some(format!("let {n} = tensor_arg(py, {n})?;")), format!("&{n}")),
+        // A sequence of ints.
+        Ty::Axes => ("&Bound<'_, PyAny>", Some(format!("let {n} = axes_list(py, {p})?;")), format!("&{n}")),
         Ty::OptTensor => {
             ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = opt_tensor_arg(py, {n})?;")), format!("{n}.as_ref()"))
         }
-        Ty::F32 => ("Float", None, format!("{n}.0 as f32")),
-        Ty::F64 => ("Float", None, format!("{n}.0")),
-        Ty::OptF32 => ("Option<Float>", None, format!("{n}.map(|v| v.0 as f32)")),
-        Ty::Size => ("Int<usize>", None, format!("{n}.0")),
-        Ty::Axis | Ty::Int => ("Int<isize>", None, format!("{n}.0")),
-        Ty::Bool => ("bool", None, n.to_string()),
-        Ty::Format => ("&str", None, format!("quant_format({n})?")),
+        Ty::F32 => ("Float", None, format!("{p}.0 as f32")),
+        Ty::F64 => ("Float", None, format!("{p}.0")),
+        Ty::OptF32 => ("Option<Float>", None, format!("{p}.map(|v| v.0 as f32)")),
+        Ty::Size => ("Int<usize>", None, format!("{p}.0")),
+        Ty::Axis | Ty::Int => ("Int<isize>", None, format!("{p}.0")),
+        Ty::Bool => ("bool", None, p.to_string()),
+        Ty::Format => ("&str", None, format!("quant_format({p})?")),
         _ => return None,
     })
 }
@@ -105,9 +107,20 @@ fn pyi_type(a: &Arg) -> &'static str {
         Ty::Pair if matches!(a.default, Dflt::Same(_)) => "Optional[Pair]",
         Ty::Pair => "Pair",
         Ty::OptAxes => "AxisLike",
+        Ty::Axes => "Sequence[int]",
         Ty::OptAxis => "Optional[int]",
         Ty::OptDType => "DTypeLike",
         _ => "object",
+    }
+}
+
+/// The name of `o`'s generated Python function: the public one, or `_<name>` for a private one
+/// (`OpInfo::py_private`).
+pub(crate) fn py_fn(o: &OpInfo) -> String {
+    if o.py_private {
+        format!("_{}", o.name)
+    } else {
+        o.py().to_string()
     }
 }
 
@@ -151,7 +164,7 @@ fn plain_fns() -> String {
             0 => "PyT".to_string(),
             n => format!("PyResult<({})>", vec!["PyTensor"; n].join(", ")),
         };
-        let _ = writeln!(s, "pub fn {}(py: Python<'_>, {}) -> {ret} {{", o.py(), params.join(", "));
+        let _ = writeln!(s, "pub fn {}(py: Python<'_>, {}) -> {ret} {{", py_fn(&o), params.join(", "));
         s += &convert;
         let call = format!("gpu(py, || ops::{}({}))", o.core, call.join(", "));
         if names.is_empty() {
@@ -196,7 +209,7 @@ pub(crate) fn py_ops() -> String {
     s += "//! ops of the op table whose row gives a Python docstring, and their registration; the\n";
     s += "//! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.\n\n";
     s += "use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
-    s += "use crate::ops::{binary_fns, pair_or, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
+    s += "use crate::ops::{axes_list, binary_fns, pair_or, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
     s += "use pyo3::prelude::*;\n\n";
     s += "unary_fns! {\n";
     for op in &us {
@@ -225,9 +238,9 @@ pub(crate) fn py_ops() -> String {
     let plain = py_plain();
     for name in us
         .iter()
-        .map(|o| o.binding_names()[0])
-        .chain(bs.iter().map(|o| o.binding_names()[0]))
-        .chain(plain.iter().map(|o| o.py()))
+        .map(|o| o.binding_names()[0].to_string())
+        .chain(bs.iter().map(|o| o.binding_names()[0].to_string()))
+        .chain(plain.iter().map(py_fn))
     {
         let _ = writeln!(s, "    m.add_function(wrap_pyfunction!({name}, m)?)?;");
     }
@@ -247,7 +260,7 @@ pub(crate) fn pyi() -> String {
         let _ = writeln!(s, "def {}(x1: Operand, x2: Operand) -> Tensor: ...", op.binding_names()[0]);
     }
     s += "# the plain ops of kiln-core's op table with a generated wrapper\n";
-    for o in py_plain() {
+    for o in py_plain().into_iter().filter(|o| !o.py_private) {
         let params: Vec<String> = o
             .args
             .iter()

@@ -85,9 +85,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::var,
         // movement, nn, random
         ops::reshape,
-        ops::permute_dims,
         ops::transpose,
-        ops::swapaxes,
         ops::matrix_transpose,
         ops::concat,
         ops::slice,

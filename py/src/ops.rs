@@ -499,16 +499,9 @@ pub fn reshape(py: Python<'_>, x: &Bound<'_, PyAny>, shape: &Bound<'_, PyAny>, c
     Ok(ok(r))
 }
 
-fn axes_list(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
+/// A sequence of ints (the generated permute_dims reads its axes with it).
+pub(crate) fn axes_list(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
     parse_axes(py, Some(obj))?.ok_or_else(|| invalid(py, "axes must be a sequence of ints"))
-}
-
-/// Reorders the axes: output axis i is input axis ``axes[i]``.
-#[pyfunction]
-pub fn permute_dims(py: Python<'_>, x: &Bound<'_, PyAny>, axes: &Bound<'_, PyAny>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let a = axes_list(py, axes)?;
-    gpu(py, || ops::permute(&x, &a)).map(ok)
 }
 
 /// numpy ``transpose``: ``transpose(x)`` reverses the axes, ``transpose(x, axes)`` permutes
@@ -529,14 +522,6 @@ pub fn transpose(py: Python<'_>, x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>
         _ => axes_list(py, axes.as_any())?,
     };
     gpu(py, || ops::permute(&x, &a)).map(ok)
-}
-
-/// Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).
-#[pyfunction]
-pub fn swapaxes(py: Python<'_>, x: &Bound<'_, PyAny>, axis1: Int<isize>, axis2: Int<isize>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let (axis1, axis2) = (axis1.0, axis2.0);
-    gpu(py, || ops::transpose(&x, axis1, axis2)).map(ok)
 }
 
 /// Swaps the last two axes.

@@ -207,13 +207,13 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("the same data with another shape (one -1 inferred)")
         .c("The same data with shape `shape[0..ndim]` (no copy; one entry may be -1 and is inferred). The result shares `x`'s buffer but is a separate handle to free. `x`, `out`: non-null; `shape` may be NULL when `ndim` is 0."),
     OpInfo::new("permute", "movement", "any, bool included", &[X, a("axes", Axes, "result axis i is input axis axes[i]")])
-        .doc("axes reordered")
+        .doc("axes reordered").python_named("permute_dims", "Reorders the axes: output axis i is input axis ``axes[i]``.")
         .c("Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank). `x`, `out`: non-null; `axes` may be NULL when `naxes` is 0.")
-        .names(["~permute_dims", "~permute", "~permutedims"]),
-    OpInfo::new("transpose", "movement", "any, bool included", &[X, a("axis0", Axis, "one axis"), a("axis1", Axis, "the other axis")])
-        .doc("two axes swapped (numpy's swapaxes)")
+        .names(["permute_dims", "~permute", "~permutedims"]),
+    OpInfo::new("transpose", "movement", "any, bool included", &[X, a("axis0", Axis, "one axis").py("axis1"), a("axis1", Axis, "the other axis").py("axis2")])
+        .doc("two axes swapped (numpy's swapaxes)").python_named("swapaxes", "Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).")
         .c("Swaps axes `axis0` and `axis1`. `x`, `out`: non-null.")
-        .names(["~swapaxes", "~transpose", "~swapdims"]),
+        .names(["swapaxes", "~transpose", "~swapdims"]),
     OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS])
         .doc("tensors joined along an axis").py_keywords()
         .c("Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`. `tensors`, its entries and `out`: non-null.")
@@ -294,7 +294,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .python("``(values, indices)``: the ``k`` largest (``largest=False``: smallest) elements along ``axis`` and their int32 positions, sorted; ties keep the lower index first and NaN counts as the largest value (as ``sort``). ``k`` past the axis' length raises.")
         .c("The `k` largest (or, with `largest` false, smallest) elements of `x` along `axis` (negative counts from the end) and their i32 positions, sorted, both of x's shape with the axis `k` long: ties keep the lower index first, NaN is the largest value (as kiln_sort). `k` past the axis' length is KILN_ERR_INVALID_ARGUMENT. `x`: non-null."),
     OpInfo::new("searchsorted", "sort", "any, bool included (x1 1-D sorted, x2 of its dtype)", &[X1, X2, a("right", Bool, "after equal elements (numpy's side='right')").or(B(false))])
-        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')").py_own("numpy's side='left' / 'right' for right")
+        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')").py_own("numpy's side='left' / 'right' for right").python_private("searchsorted on operands of one dtype (kiln._sorting.searchsorted promotes them).")
         .c("numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.")
         .names(["~searchsorted", "~searchsorted", "~searchsortedfirst"]),
     OpInfo::new("count_nonzero", "sort", "any, bool included", REDUCE)
@@ -330,7 +330,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .array_api("The distinct values of ``x`` (flattened), sorted; -0 and +0 are one value, each NaN is its own. Their number is read back to the host.")
         .c("kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null."),
     OpInfo::new("isin", "set", "any, bool included (one dtype)", &[X1, X2, a("invert", Bool, "give the negation").or(B(false))])
-        .doc("whether each element of x1 is in x2 (bool; NaN never is)").py_keywords()
+        .doc("whether each element of x1 is in x2 (bool; NaN never is)").py_keywords().python_private("isin on operands of one dtype (kiln._sorting.isin promotes them).")
         .julia("Whether each element of `x1` equals an element of `x2` (a `KilnArray{Bool}` of `x1`'s size, one element type), as `in.(x1, Ref(x2))` with `==` (NaN is never found); `invert=true` negates.")
         .elixir("isin")
         .c("Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is never found); `invert` negates. `x1`, `x2`, `out`: non-null."),

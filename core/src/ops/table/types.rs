@@ -219,6 +219,9 @@ pub struct OpInfo {
     /// argument keyword-only, `axes` spelled `axis` (numpy's reductions); said of a hand-written
     /// wrapper too (the conformance runner calls it so).
     pub py_array_api: bool,
+    /// The generated Python wrapper is the private `_<name>` that kiln's Python code wraps (its
+    /// own idiom: `side=`, the two operands' promotion), not the public function.
+    pub py_private: bool,
     /// Why Python's wrapper (hand-written) cannot be called with the row's arguments, by position
     /// or in the Array API's form (empty: it can; the conformance runner calls it from the row).
     pub py_own: &'static str,
@@ -314,6 +317,7 @@ impl OpInfo {
             py_doc: "",
             py_array_api: false,
             py_own: "",
+            py_private: false,
             jl_doc: "",
             position_outputs: &[],
             names: ["~", "~", "~"],
@@ -337,6 +341,20 @@ impl OpInfo {
     pub(super) const fn array_api(mut self, doc: &'static str) -> Self {
         self.py_array_api = true;
         self.python(doc)
+    }
+    /// Python's wrapper generated under the name `name` (numpy's where it differs: `swapaxes` for
+    /// transpose), with this docstring.
+    pub(super) const fn python_named(mut self, name: &'static str, doc: &'static str) -> Self {
+        self.py_doc = doc;
+        self.names[0] = name;
+        self
+    }
+    /// Python's row-form wrapper generated as the private `_<name>` ([`OpInfo::py_private`]), with
+    /// this docstring; the public function stays hand-written.
+    pub(super) const fn python_private(mut self, doc: &'static str) -> Self {
+        self.py_doc = doc;
+        self.py_private = true;
+        self
     }
     /// Python's hand-written wrapper takes the Array API's form ([`OpInfo::py_array_api`]).
     pub(super) const fn py_keywords(mut self) -> Self {
