@@ -33,7 +33,7 @@ pub(crate) fn elixir_ops() -> String {
     }
     // A generated function with options has two arities (`sum/1`, `sum/2`).
     for o in ex_plain() {
-        let required = o.args.iter().filter(|a| a.default == Dflt::Required).count();
+        let required = o.args.iter().filter(|a| ex_required(a)).count();
         names.push((o.ex(), required));
         if required < o.args.len() {
             names.push((o.ex(), required + 1));
@@ -235,13 +235,19 @@ pub(crate) fn ex_plain() -> Vec<OpInfo> {
     nif_plain().into_iter().filter(|o| !o.hand_written(1)).collect()
 }
 
+/// Whether `a` is a positional argument of the Elixir function: no default in the row, nor an
+/// Elixir one (`Arg::nx`).
+fn ex_required(a: &Arg) -> bool {
+    a.default == Dflt::Required && a.nx.is_empty()
+}
+
 /// The option name of `a` in Elixir: Nx's spelling where it differs from the row's
 /// (`keep_axes:` / `keep_axis:`, `type:`).
 fn ex_option(o: &OpInfo, a: &Arg) -> &'static str {
     match (a.name, a.ty) {
         ("keepdims", _) if o.args.iter().any(|b| b.ty == Ty::OptAxis) => "keep_axis",
         ("keepdims", _) => "keep_axes",
-        (_, Ty::OptDType) => "type",
+        (_, Ty::OptDType | Ty::DType) => "type",
         (n, _) => n,
     }
 }
@@ -259,8 +265,11 @@ fn ex_float(f: f64) -> String {
     }
 }
 
-/// `a`'s default as an Elixir term.
+/// `a`'s default as an Elixir term (Nx's where the row says, `Arg::nx`).
 fn ex_default(a: &Arg) -> String {
+    if !a.nx.is_empty() {
+        return a.nx.into();
+    }
     match a.default {
         Dflt::None => "nil".into(),
         Dflt::Bool(b) => b.to_string(),
@@ -292,7 +301,8 @@ fn ex_convert(a: &Arg, v: &str) -> String {
         Ty::OptF32 => format!("opt_float!({v}, \"{n}\")"),
         Ty::Bool => format!("{v} == true"),
         Ty::Format => format!("quant_format!({v})"),
-        Ty::Tensors | Ty::NewShape | Ty::U64 | Ty::Bytes | Ty::Other(_) => unreachable!("checked by ex_supported"),
+        Ty::U64 => format!("seed!({v})"),
+        Ty::Tensors | Ty::NewShape | Ty::Bytes | Ty::Other(_) => unreachable!("checked by ex_supported"),
     }
 }
 
@@ -300,10 +310,10 @@ fn ex_convert(a: &Arg, v: &str) -> String {
 pub(crate) fn ex_supported(o: &OpInfo) -> bool {
     o.is_plain()
         && o.args.iter().all(|a| {
-            !matches!(a.ty, Ty::Tensors | Ty::NewShape | Ty::U64 | Ty::Bytes | Ty::Other(_))
+            !matches!(a.ty, Ty::Tensors | Ty::NewShape | Ty::Bytes | Ty::Other(_))
                 // Another argument's value as the default: that argument must be positional.
                 && match a.default {
-                    Dflt::Same(other) => o.args.iter().any(|b| b.name == other && b.default == Dflt::Required),
+                    Dflt::Same(other) => o.args.iter().any(|b| b.name == other && ex_required(b)),
                     _ => true,
                 }
         })
@@ -321,8 +331,8 @@ fn ex_doc_text(s: &str) -> String {
 pub(crate) fn elixir_fns() -> String {
     let mut s = String::new();
     for o in ex_plain() {
-        let required: Vec<&Arg> = o.args.iter().filter(|a| a.default == Dflt::Required).collect();
-        let options: Vec<&Arg> = o.args.iter().filter(|a| a.default != Dflt::Required).collect();
+        let required: Vec<&Arg> = o.args.iter().filter(|a| ex_required(a)).collect();
+        let options: Vec<&Arg> = o.args.iter().filter(|a| !ex_required(a)).collect();
         let mut doc = String::new();
         let mut first = o.doc.chars();
         if let Some(c) = first.next() {
@@ -348,7 +358,7 @@ pub(crate) fn elixir_fns() -> String {
             .args
             .iter()
             .map(|a| match a.default {
-                Dflt::Required => ex_convert(a, a.name),
+                _ if ex_required(a) => ex_convert(a, a.name),
                 Dflt::Same(other) => ex_convert(a, &format!("kw[:{}] || {other}", ex_option(&o, a))),
                 _ => ex_convert(a, &format!("kw[:{}]", ex_option(&o, a))),
             })
@@ -419,13 +429,9 @@ pub(crate) fn ex_runner() -> String {
                 _ => format!("p[\"{k}\"]"),
             }
         };
-        let mut args: Vec<String> = o.args.iter().filter(|a| a.default == Dflt::Required).map(value).collect();
-        let opts: Vec<String> = o
-            .args
-            .iter()
-            .filter(|a| a.default != Dflt::Required)
-            .map(|a| format!("{}: {}", ex_option(&o, a), value(a)))
-            .collect();
+        let mut args: Vec<String> = o.args.iter().filter(|a| ex_required(a)).map(value).collect();
+        let opts: Vec<String> =
+            o.args.iter().filter(|a| !ex_required(a)).map(|a| format!("{}: {}", ex_option(&o, a), value(a))).collect();
         if !opts.is_empty() {
             args.push(opts.join(", "));
         }

@@ -517,28 +517,12 @@ defmodule Kiln do
     :ok
   end
 
-  @doc "Zeros of `shape` (`type:` defaults to `{:f, 32}`)."
-  def zeros(shape, opts \\ []), do: creation(:zeros, shape, opts)
-
-  @doc "Ones of `shape` (`type:` defaults to `{:f, 32}`).\n\n    iex> Kiln.ones({2}, type: {:s, 32}) |> Kiln.to_list()\n    [1, 1]\n"
-  def ones(shape, opts \\ []), do: creation(:ones, shape, opts)
   @doc "An uninitialised tensor of `shape` (`type:` defaults to `{:f, 32}`)."
   def empty(shape, opts \\ []), do: creation(:empty, shape, opts)
 
   defp creation(fun, shape, opts) do
     kw = opts!(opts, type: {:f, 32})
     out(apply(Native, fun, [shape_list!(shape), native_type(kw[:type])]))
-  end
-
-  @doc """
-  `shape` filled with `value` (`type:` defaults to `{:f, 32}`).
-
-      iex> Kiln.full({2, 2}, 7, type: {:s, 32}) |> Kiln.to_list()
-      [[7, 7], [7, 7]]
-  """
-  def full(shape, value, opts \\ []) do
-    kw = opts!(opts, type: {:f, 32})
-    out(Native.full(shape_list!(shape), native_type(kw[:type]), float!(value, "the fill value")))
   end
 
   @doc """
@@ -679,46 +663,7 @@ defmodule Kiln do
   @doc "Nx's name for `cast/2`."
   def as_type(t, type), do: cast(t, type)
 
-  # ---------------------------------------------------------------------------------------------
-  # Random
-
-  @doc """
-  Uniform numbers in `[low, high)`, counter-based: the same `seed` gives the same numbers on
-  every device. Options: `type:` (a float type, default `{:f, 32}`), `seed:` (default 0),
-  `low:` (0.0), `high:` (1.0).
-  """
-  def random_uniform(shape, opts \\ []) do
-    kw = opts!(opts, type: {:f, 32}, seed: 0, low: 0.0, high: 1.0)
-
-    out(
-      Native.random_uniform(
-        shape_list!(shape),
-        native_type(kw[:type]),
-        seed!(kw[:seed]),
-        float!(kw[:low], "low"),
-        float!(kw[:high], "high")
-      )
-    )
-  end
-
-  @doc """
-  Normal numbers (counter-based, same numbers on every device). Options: `type:` (a float
-  type, default `{:f, 32}`), `seed:` (0), `mean:` (0.0), `std:` (1.0).
-  """
-  def random_normal(shape, opts \\ []) do
-    kw = opts!(opts, type: {:f, 32}, seed: 0, mean: 0.0, std: 1.0)
-
-    out(
-      Native.random_normal(
-        shape_list!(shape),
-        native_type(kw[:type]),
-        seed!(kw[:seed]),
-        float!(kw[:mean], "mean"),
-        float!(kw[:std], "std")
-      )
-    )
-  end
-
+  # A seed (the generated random functions' `seed:`).
   defp seed!(s) when is_integer(s) and s >= 0 and s < 0x10000000000000000, do: s
 
   defp seed!(s),
@@ -792,27 +737,6 @@ defmodule Kiln do
     [v, i, inv, c] = Native.unique_all(ref!(t)) |> unwrap!() |> Enum.map(&wrap/1)
     %{values: v, indices: i, inverse_indices: inv, counts: c}
   end
-
-  # ---------------------------------------------------------------------------------------------
-  # Scans
-
-  for {op, core} <- [cumulative_sum: :cumulative_sum, cumulative_product: :cumulative_prod] do
-    @doc """
-    Running #{if op == :cumulative_sum, do: "sum", else: "product"} along `axis:` (default 0, as
-    Nx), in `type:` (default the tensor's; it is converted first), with a leading
-    #{if op == :cumulative_sum, do: "0", else: "1"} (the axis one longer) when
-    `include_initial: true`. Integer results wrap.
-    """
-    def unquote(op)(t, opts \\ []) do
-      kw = opts!(opts, axis: 0, type: nil, include_initial: false)
-      type = if kw[:type] == nil, do: nil, else: native_type(kw[:type])
-      args = [ref!(t), int!(kw[:axis], "axis"), type, kw[:include_initial] == true]
-      out(apply(Native, unquote(core), args))
-    end
-  end
-
-  @doc "kiln-core's (and the Array API's) name for `cumulative_product/2`."
-  def cumulative_prod(t, opts \\ []), do: cumulative_product(t, opts)
 
   @doc """
   Nx's `dot/4`: contracts the axes `axes_a` of `a` with `axes_b` of `b` pairwise; the result has
@@ -945,6 +869,90 @@ defmodule Kiln do
   # defaults; keepdims is `keep_axes:` / `keep_axis:`, an optional dtype `type:`).
 
   # BEGIN GENERATED (kiln gen): the plain ops of kiln-core's op table (core/src/ops/table.rs)
+  @doc """
+  A tensor of zeros (kiln-core's `zeros`; dtypes: any).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+  """
+  def zeros(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32})
+    out(Native.zeros(shape_list!(shape), native_type(kw[:type])))
+  end
+
+  @doc """
+  A tensor of ones (kiln-core's `ones`; dtypes: any).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+  """
+  def ones(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32})
+    out(Native.ones(shape_list!(shape), native_type(kw[:type])))
+  end
+
+  @doc """
+  A tensor filled with `value` (kiln-core's `full`; dtypes: any).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+  """
+  def full(shape, value, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32})
+    out(Native.full(shape_list!(shape), native_type(kw[:type]), float!(value, "value")))
+  end
+
+  @doc """
+  Uniform numbers in [low, high), the same on every device (kiln-core's `random_uniform`; dtypes: float).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+    * `seed:` (default `0`): the seed (same seed, same numbers)
+    * `low:` (default `0.0`): the lower bound
+    * `high:` (default `1.0`): the upper bound, not included
+  """
+  def random_uniform(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32}, seed: 0, low: 0.0, high: 1.0)
+
+    out(
+      Native.random_uniform(
+        shape_list!(shape),
+        native_type(kw[:type]),
+        seed!(kw[:seed]),
+        float!(kw[:low], "low"),
+        float!(kw[:high], "high")
+      )
+    )
+  end
+
+  @doc """
+  Normal numbers, the same on every device (kiln-core's `random_normal`; dtypes: float).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+    * `seed:` (default `0`): the seed (same seed, same numbers)
+    * `mean:` (default `0.0`): the mean
+    * `std:` (default `1.0`): the standard deviation
+  """
+  def random_normal(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32}, seed: 0, mean: 0.0, std: 1.0)
+
+    out(
+      Native.random_normal(
+        shape_list!(shape),
+        native_type(kw[:type]),
+        seed!(kw[:seed]),
+        float!(kw[:mean], "mean"),
+        float!(kw[:std], "std")
+      )
+    )
+  end
+
   @doc """
   Conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1) (kiln-core's `cast`; dtypes: any, bool included).
   """
@@ -1336,6 +1344,53 @@ defmodule Kiln do
     kw = opts!(opts, invert: false)
     out(Native.isin(ref!(x1), ref!(x2), kw[:invert] == true))
   end
+
+  @doc """
+  Running sum along an axis (an axis is required past 1-D; integers wrap) (kiln-core's `cumulative_sum`; dtypes: any).
+
+  Options:
+
+    * `axis:` (default `0`): the axis (None only for a 1-D input)
+    * `type:` (default `nil`): the dtype of the result (None: x's)
+    * `include_initial:` (default `false`): start with the identity (the result one longer)
+  """
+  def cumulative_sum(x, opts \\ []) do
+    kw = opts!(opts, axis: 0, type: nil, include_initial: false)
+
+    out(
+      Native.cumulative_sum(
+        ref!(x),
+        opt_int!(kw[:axis], "axis"),
+        opt_native_type(kw[:type]),
+        kw[:include_initial] == true
+      )
+    )
+  end
+
+  @doc """
+  Running product along an axis (an axis is required past 1-D; integers wrap) (kiln-core's `cumulative_prod`; dtypes: any).
+
+  Options:
+
+    * `axis:` (default `0`): the axis (None only for a 1-D input)
+    * `type:` (default `nil`): the dtype of the result (None: x's)
+    * `include_initial:` (default `false`): start with the identity (the result one longer)
+  """
+  def cumulative_product(x, opts \\ []) do
+    kw = opts!(opts, axis: 0, type: nil, include_initial: false)
+
+    out(
+      Native.cumulative_prod(
+        ref!(x),
+        opt_int!(kw[:axis], "axis"),
+        opt_native_type(kw[:type]),
+        kw[:include_initial] == true
+      )
+    )
+  end
+
+  @doc "kiln-core's name for `cumulative_product/2`."
+  def cumulative_prod(x, opts \\ []), do: cumulative_product(x, opts)
 
   @doc """
   Product over axes (integers wrap; 1 over an empty axis) (kiln-core's `prod`; dtypes: any).

@@ -20,13 +20,15 @@ const X1: Arg = a("x1", Tensor, "the first input");
 const X2: Arg = a("x2", Tensor, "the second input");
 const SHAPE: Arg = a("shape", Shape, "the shape of the result");
 const DTYPE: Arg = a("dtype", DType, "the dtype of the result");
+/// A new tensor's dtype, which Nx's creation functions default to f32.
+const NEW_DTYPE: Arg = DTYPE.nx("{:f, 32}");
 const AXES: Arg = a("axes", OptAxes, "the axes to reduce (None: every axis)").or(Dflt::None);
 const KEEPDIMS: Arg = a("keepdims", Bool, "keep the reduced axes with size 1").or(B(false));
 const DDOF: Arg = a("ddof", Size, "delta degrees of freedom (0: population, 1: sample)").or(I(0)).py("correction");
 const ARG_AXIS: Arg = a("axis", OptAxis, "the axis (None: the flattened tensor)").or(Dflt::None);
 const AXIS: Arg = a("axis", Axis, "the axis (negative counts from the end)");
 const FORMAT: Arg = a("format", Format, "the GGUF block format (\"q4_0\", …)");
-const SCAN_AXIS: Arg = a("axis", OptAxis, "the axis (None only for a 1-D input)").or(Dflt::None);
+const SCAN_AXIS: Arg = a("axis", OptAxis, "the axis (None only for a 1-D input)").or(Dflt::None).nx("0");
 const SCAN_DTYPE: Arg = a("dtype", OptDType, "the dtype of the result (None: x's)").or(Dflt::None);
 const INCLUDE_INITIAL: Arg = a("include_initial", Bool, "start with the identity (the result one longer)").or(B(false));
 /// An axis defaulting to the last one.
@@ -43,16 +45,16 @@ const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 /// The ops with their own signatures (creation, random); the unary and binary ops come from the
 /// tables in elementwise/table.rs.
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
-    OpInfo::new("zeros", "creation", "any", &[SHAPE, DTYPE])
-        .doc("a tensor of zeros")
+    OpInfo::new("zeros", "creation", "any", &[SHAPE, NEW_DTYPE])
+        .doc("a tensor of zeros").elixir("zeros")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with zeros.")
         .c("kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
-    OpInfo::new("ones", "creation", "any", &[SHAPE, DTYPE])
-        .doc("a tensor of ones")
+    OpInfo::new("ones", "creation", "any", &[SHAPE, NEW_DTYPE])
+        .doc("a tensor of ones").elixir("ones")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with ones.")
         .c("kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
-    OpInfo::new("full", "creation", "any", &[SHAPE, DTYPE, a("value", F64, "the value of every element").py("fill_value")])
-        .doc("a tensor filled with `value`").py_keywords()
+    OpInfo::new("full", "creation", "any", &[SHAPE, NEW_DTYPE, a("value", F64, "the value of every element").py("fill_value")])
+        .doc("a tensor filled with `value`").py_keywords().elixir("full")
         .julia("A KilnArray of `dtype` and size `shape` filled with `value` (converted to `dtype`; `Kiln.fill(v, dims...)` takes `v`'s type).")
         .c("A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the dtype). `shape` may be NULL when `ndim` is 0. `out`: non-null."),
     OpInfo::new(
@@ -67,21 +69,23 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         "random_uniform",
         "random",
         "float",
-        &[SHAPE, DTYPE, a("seed", U64, "the seed (same seed, same numbers)"), a("low", F64, "the lower bound").or(F(0.0)), a("high", F64, "the upper bound, not included").or(F(1.0))],
+        &[SHAPE, NEW_DTYPE, a("seed", U64, "the seed (same seed, same numbers)").nx("0"), a("low", F64, "the lower bound").or(F(0.0)), a("high", F64, "the upper bound, not included").or(F(1.0))],
     )
     .doc("uniform numbers in [low, high), the same on every device").py_keywords()
     .c("Uniform random numbers in [low, high) of shape `shape[0..ndim]` (float dtypes). Counter based: the same `seed` gives the same numbers on every device. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
     .names(["~random_uniform", "~random_uniform", "~rand"])
+    .elixir("random_uniform")
     .julia_named("rand", "Uniform random numbers in `[low, high)` of `dtype` (Float32 when left out) and size `shape`. Counter based: the same seed gives the same numbers on every device."),
     OpInfo::new(
         "random_normal",
         "random",
         "float",
-        &[SHAPE, DTYPE, a("seed", U64, "the seed (same seed, same numbers)"), a("mean", F64, "the mean").or(F(0.0)), a("std", F64, "the standard deviation").or(F(1.0))],
+        &[SHAPE, NEW_DTYPE, a("seed", U64, "the seed (same seed, same numbers)").nx("0"), a("mean", F64, "the mean").or(F(0.0)), a("std", F64, "the standard deviation").or(F(1.0))],
     )
     .doc("normal numbers, the same on every device").py_keywords()
     .c("Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
     .names(["~random_normal", "~random_normal", "~randn"])
+    .elixir("random_normal")
     .julia_named("randn", "Normal random numbers with `mean` and `std` of `dtype` (Float32 when left out) and size `shape` (counter based, as [`Kiln.rand`](@ref))."),
 ];
 
@@ -337,12 +341,12 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     // Scans (core/src/ops/scan.rs).
     OpInfo::new("cumulative_sum", "scan", "any", &[X, SCAN_AXIS, SCAN_DTYPE, INCLUDE_INITIAL])
         .doc("running sum along an axis (an axis is required past 1-D; integers wrap)")
-        .names(["~cumulative_sum", "~cumulative_sum", "~cumsum"])
+        .names(["~cumulative_sum", "~cumulative_sum", "~cumsum"]).elixir("cumulative_sum")
         .array_api("Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted first), with a leading 0 when ``include_initial``. Integer sums wrap as numpy's do.")
         .c("Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a 1-D `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one longer) when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype` nullable."),
     OpInfo::new("cumulative_prod", "scan", "any", &[X, SCAN_AXIS, SCAN_DTYPE, INCLUDE_INITIAL])
         .doc("running product along an axis (an axis is required past 1-D; integers wrap)")
-        .names(["~cumulative_prod", "~cumulative_product", "~cumprod"])
+        .names(["~cumulative_prod", "~cumulative_product", "~cumprod"]).elixir("cumulative_product")
         .array_api("Running product along ``axis``, as ``cumulative_sum`` (a leading 1 when ``include_initial``).")
         .c("Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`: non-null; `axis`, `dtype` nullable."),
     // Statistics beside the reductions above (core/src/ops/reduce.rs).

@@ -127,6 +127,10 @@ pub struct Arg {
     pub positions: bool,
     /// The Python keyword where it differs from `name` (PyTorch's `kernel_size`); empty: `name`.
     pub py: &'static str,
+    /// Elixir's default, an Elixir term, where Nx's differs from the row's (`0` for a scan's
+    /// axis) or Nx has one where the row has none (`{:f, 32}` for a new tensor's type); empty:
+    /// the row's.
+    pub nx: &'static str,
 }
 
 impl Arg {
@@ -150,6 +154,11 @@ impl Arg {
         self.positions = true;
         self
     }
+    /// Elixir's default ([`Arg::nx`]).
+    pub const fn nx(mut self, term: &'static str) -> Self {
+        self.nx = term;
+        self
+    }
     /// Its C parameters named after `stem`.
     pub const fn c_stem(mut self, stem: &'static str) -> Self {
         self.c_stem = stem;
@@ -171,7 +180,7 @@ impl Arg {
 
 /// An argument without default: `a(name, type, doc)`.
 pub const fn a(name: &'static str, ty: Ty, doc: &'static str) -> Arg {
-    Arg { name, ty, default: Dflt::Required, doc, key: name, c_stem: name, positions: false, py: "" }
+    Arg { name, ty, default: Dflt::Required, doc, key: name, c_stem: name, positions: false, py: "", nx: "" }
 }
 
 /// What an op gives back.
