@@ -302,7 +302,8 @@ fn ex_convert(a: &Arg, v: &str) -> String {
         Ty::Bool => format!("{v} == true"),
         Ty::Format => format!("quant_format!({v})"),
         Ty::U64 => format!("seed!({v})"),
-        Ty::Tensors | Ty::NewShape | Ty::Bytes | Ty::Other(_) => unreachable!("checked by ex_supported"),
+        Ty::Tensors => format!("Enum.map(proper_list!({v}, \"{n}\"), &ref!/1)"),
+        Ty::NewShape | Ty::Bytes | Ty::Other(_) => unreachable!("checked by ex_supported"),
     }
 }
 
@@ -310,7 +311,7 @@ fn ex_convert(a: &Arg, v: &str) -> String {
 pub(crate) fn ex_supported(o: &OpInfo) -> bool {
     o.is_plain()
         && o.args.iter().all(|a| {
-            !matches!(a.ty, Ty::Tensors | Ty::NewShape | Ty::Bytes | Ty::Other(_))
+            !matches!(a.ty, Ty::NewShape | Ty::Bytes | Ty::Other(_))
                 // Another argument's value as the default: that argument must be positional.
                 && match a.default {
                     Dflt::Same(other) => o.args.iter().any(|b| b.name == other && ex_required(b)),
@@ -422,6 +423,7 @@ pub(crate) fn ex_runner() -> String {
             let k = a.key;
             match a.ty {
                 Ty::Tensor | Ty::OptTensor => format!("get.(\"{k}\")"),
+                Ty::Tensors => "Enum.map(ins, &elem(&1, 1))".into(),
                 Ty::Pair => format!("pair(p[\"{k}\"])"),
                 Ty::DType => format!("t(p, \"{k}\")"),
                 Ty::OptDType => format!("opt_t(p, \"{k}\")"),

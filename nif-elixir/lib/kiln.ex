@@ -801,20 +801,6 @@ defmodule Kiln do
   @doc "Swaps axes `a0` and `a1` (defaults: the last two)."
   def transpose(t, a0 \\ -2, a1 \\ -1), do: out(Native.transpose(ref!(t), int!(a0, "axis"), int!(a1, "axis")))
 
-  @doc "Joins tensors along `axis:` (default 0)."
-  def concat(tensors, opts \\ [])
-
-  def concat(tensors, opts) when is_list(tensors) do
-    kw = opts!(opts, axis: 0)
-
-    out(
-      Native.concat(tensors |> proper_list!("concat's tensors") |> Enum.map(&ref!/1), int!(kw[:axis], "axis"))
-    )
-  end
-
-  def concat(other, _opts),
-    do: raise(Error.new(:invalid_argument, "concat takes a list of tensors, got #{inspect(other)}"))
-
   @doc "Nx's name for `concat/2`."
   def concatenate(tensors, opts \\ []), do: concat(tensors, opts)
 
@@ -1223,6 +1209,18 @@ defmodule Kiln do
         pair!(kw[:padding], "padding")
       )
     )
+  end
+
+  @doc """
+  Tensors joined along an axis (kiln-core's `concat`; dtypes: any, bool included).
+
+  Options:
+
+    * `axis:` (default `0`): the axis (negative counts from the end)
+  """
+  def concat(tensors, opts \\ []) do
+    kw = opts!(opts, axis: 0)
+    out(Native.concat(Enum.map(proper_list!(tensors, "tensors"), &ref!/1), int!(kw[:axis], "axis")))
   end
 
   @doc """

@@ -103,6 +103,7 @@ defmodule Kiln.Conformance do
       "conv2d" -> Kiln.conv2d(get.("x"), get.("w"), bias: get.("bias"), stride: pair(p["stride"]), padding: pair(p["padding"]), dilation: pair(p["dilation"]), groups: p["groups"])
       "max_pool2d" -> Kiln.max_pool2d(get.("x"), pair(p["kernel"]), stride: pair(p["stride"]), padding: pair(p["padding"]))
       "avg_pool2d" -> Kiln.avg_pool2d(get.("x"), pair(p["kernel"]), stride: pair(p["stride"]), padding: pair(p["padding"]))
+      "concat" -> Kiln.concat(Enum.map(ins, &elem(&1, 1)), axis: p["axis"])
       "index_select" -> Kiln.index_select(get.("x"), p["axis"], get.("indices"))
       "gather" -> Kiln.gather(get.("x"), p["axis"], get.("index"))
       "embedding" -> Kiln.embedding(get.("weight"), get.("ids"))
@@ -135,7 +136,6 @@ defmodule Kiln.Conformance do
       "reshape" -> Kiln.reshape(x, List.to_tuple(p["shape"]))
       "permute" -> Kiln.permute(x, p["axes"])
       "transpose" -> Kiln.transpose(x, p["axis0"], p["axis1"])
-      "concat" -> Kiln.concat(Enum.map(ins, &elem(&1, 1)), axis: p["axis"])
       "slice" -> Kiln.slice(x, p["axis"], p["start"], p["stop"], p["step"])
       "quant_from_bytes" ->
         data = binary_part(Kiln.to_binary(x), 0, p["nbytes"])

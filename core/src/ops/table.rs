@@ -218,10 +218,10 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("two axes swapped (numpy's swapaxes)").python_named("swapaxes", "Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).")
         .c("Swaps axes `axis0` and `axis1`. `x`, `out`: non-null.")
         .names(["swapaxes", "~transpose", "~swapdims"]),
-    OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS])
+    OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS.nx("0")])
         .doc("tensors joined along an axis").py_keywords()
         .c("Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`. `tensors`, its entries and `out`: non-null.")
-        .names(["~concat", "~concat", "~cat"]),
+        .names(["~concat", "concat", "~cat"]),
     OpInfo::new("slice", "movement", "any, bool included", &[X, AXIS, a("start", Int, "the first index"), a("stop", Int, "the bound, not included"), a("step", Int, "the step (>= 1)").or(I(1))])
         .doc("`x[start:stop:step]` along an axis")
         .c("`x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count from the end, `step` >= 1). `x`, `out`: non-null.")
