@@ -2,7 +2,7 @@
 //! docs/ops-api.md.
 
 use crate::text::*;
-use kiln_core::ops::{op_table, BinaryOp, OpInfo, Ty, UnaryOp};
+use kiln_core::ops::{op_table, BinaryOp, OpInfo, Out, Ty, UnaryOp};
 use kiln_core::{DType, ErrorCode};
 use std::fmt::Write as _;
 
@@ -112,6 +112,20 @@ fn c_runner_plain() -> String {
         }
         let _ = writeln!(s, "    if (!strcmp(op, \"{}\")) {{", o.name);
         s += &pre;
+        if o.out == Out::PerDim {
+            // One tensor per dimension of the input: as many out-pointers as its rank.
+            let _ = writeln!(s, "        KilnTensor *o[8] = {{0}}, **p[8];\n        size_t n = 0;");
+            let _ = writeln!(s, "        for (int j = 0; j < 8; j++) p[j] = &o[j];");
+            let _ = writeln!(s, "        *st = kiln_tensor_ndim({}, &n);", call.join(", "));
+            let _ = writeln!(
+                s,
+                "        if (*st == KILN_OK) *st = kiln_{}({}, (KilnTensor **const *)p, n);",
+                o.name,
+                call.join(", ")
+            );
+            let _ = writeln!(s, "        *out = pick_output(c, o, n, st);\n        return 1;\n    }}");
+            continue;
+        }
         match o.outputs().len() {
             0 => {
                 let _ =
@@ -146,6 +160,8 @@ pub(crate) fn format_table() -> String {
         if !outs.is_empty() {
             let which: Vec<String> = outs.iter().enumerate().map(|(i, n)| format!("{i} {n}")).collect();
             params.push(format!("output ({})", which.join(", ")));
+        } else if o.out == Out::PerDim {
+            params.push("output (the dimension)".into());
         }
         let inputs: Vec<String> = o
             .args
@@ -227,6 +243,9 @@ fn params_cell(o: &OpInfo) -> String {
 /// For an op giving a named tuple with generated wrappers, its elements' names: the runners check
 /// the case's `output` element of the tuple.
 fn outputs(o: &OpInfo) -> String {
+    if o.is_plain() && o.out == Out::PerDim {
+        return ", \"outputs\": \"one per dimension\"".into();
+    }
     if !o.is_plain() || o.outputs().is_empty() {
         return String::new();
     }

@@ -2,7 +2,7 @@
 //! lib/kiln/native.ex, the op lists of nif-elixir/lib/kiln.ex and the codes of lib/kiln/error.ex.
 
 use crate::text::header;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Out, Ty, UnaryOp};
 use kiln_core::session::LimitTy;
 use kiln_core::{DType, ErrorCode, SessionLimits};
 use std::fmt::Write as _;
@@ -193,6 +193,16 @@ pub(crate) fn nif_ops() -> String {
         let _ = writeln!(s, "#[rustler::nif(schedule = \"DirtyIo\")]");
         let call = format!("ops::{}({})", o.core, call.join(", "));
         let names = o.outputs();
+        if o.out == Out::PerDim {
+            // One tensor per dimension of the input: a list (lib/kiln.ex's `outs` makes it a tuple).
+            let _ = writeln!(s, "fn {}(env: Env<'_>, {}) -> Reply<Vec<Out>> {{", o.core, params.join(", "));
+            s += "    guard(env, || {\n";
+            for p in pre {
+                let _ = writeln!(s, "        {p}");
+            }
+            let _ = writeln!(s, "        Ok({call}?.into_iter().map(Out).collect())\n    }})\n}}");
+            continue;
+        }
         if names.is_empty() {
             let _ = writeln!(s, "fn {}(env: Env<'_>, {}) -> Reply<Out> {{", o.core, params.join(", "));
             s += "    tensor_reply(env, || {\n";

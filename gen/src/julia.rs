@@ -3,7 +3,7 @@
 //! runner's clauses for the ops whose Kiln.jl method takes the row's form.
 
 use crate::text::*;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Out, Ty, UnaryOp};
 use kiln_core::DType;
 use std::fmt::Write as _;
 
@@ -165,7 +165,11 @@ pub(crate) fn julia_ccalls() -> String {
     s += "# function `kiln_<op>` with the row's arguments in kiln-core's order and meaning (row-major axes,\n";
     s += "# 0-based; pairs as (height, width)) and wraps the result. Kiln.jl's Julia methods (Base names,\n";
     s += "# column-major `dims`, 1-based positions) translate their arguments and call these.\n";
-    for o in op_table().into_iter().filter(|o| o.is_plain() && !crate::core_by_name::is_elementwise(o.name)) {
+    // nonzero's tensor per dimension: sorting.jl's own @ccall (Julia's dims reversed, 1-based).
+    for o in op_table()
+        .into_iter()
+        .filter(|o| o.is_plain() && o.out != Out::PerDim && !crate::core_by_name::is_elementwise(o.name))
+    {
         let args: Vec<JlArg> = o.args.iter().map(jl_arg).collect();
         let params: Vec<&str> = args.iter().map(|a| a.param.as_str()).collect();
         let mut cargs: Vec<String> = args.iter().flat_map(|a| a.c.clone()).collect();

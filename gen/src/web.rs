@@ -61,9 +61,10 @@ const JS_DEFAULTS: &[(&str, &str, &str)] = &[("arange", "step", "1"), ("concat",
 /// The plain ops whose core form waits for a readback, which the page's one thread must not do:
 /// their export is a promise, from the core's `<op>_async` form. kiln-core has none for
 /// `unique_values`, `unique_counts` and `unique_inverse`: kiln.js gives them from `uniqueAll`'s
-/// promise (no export of their own); `unique_all`'s promise of a named tuple is written by hand
-/// (web/src/ops.rs, kiln.js).
-const BROWSER_ASYNC: &[&str] = &["quantize", "unique_all", "unique_values", "unique_counts", "unique_inverse"];
+/// promise (no export of their own); `unique_all`'s and `nonzero`'s promises of several tensors
+/// are written by hand (web/src/ops.rs, kiln.js).
+const BROWSER_ASYNC: &[&str] =
+    &["quantize", "nonzero", "unique_all", "unique_values", "unique_counts", "unique_inverse"];
 
 /// The ops of [`BROWSER_ASYNC`] whose core has the `<op>_async` form the export awaits.
 const CORE_ASYNC: &[&str] = &["quantize"];

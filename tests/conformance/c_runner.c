@@ -242,16 +242,6 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         free(buf);
         return st;
     }
-    /* nonzero: one tensor per dimension, checked on the element `output`. */
-    if (!strcmp(op, "nonzero")) {
-        KilnTensor *outs[8] = {0}, **ptrs[8];
-        size_t n = 0;
-        for (int i = 0; i < 8; i++) ptrs[i] = &outs[i];
-        KilnStatus st = kiln_tensor_ndim(x, &n);
-        if (st == KILN_OK) st = kiln_nonzero(x, (KilnTensor **const *)ptrs, n);
-        *out = pick_output(c, outs, n, &st);
-        return st;
-    }
     if (!strcmp(op, "kernel")) {
         size_t n;
         char *src = (char *)read_file(need(c, "source")->s, &n);

@@ -79,8 +79,6 @@ def run(op, f, p, ins, d):
         return f(x.tobytes()[: p["nbytes"]], p["format"], p["rows"], p["cols"])
     if op == "searchsorted":
         return f(get("x1"), get("x2"), side="right" if p["right"] else "left")
-    if op == "nonzero":
-        return f(x)[p["output"]]
     if op == "kernel":
         src = open(os.path.join(d, p["source"])).read()
         k = f(src, p["entry"])

@@ -309,6 +309,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
     OpInfo::new("nonzero", "sort", "any, bool included", &[X])
         .out(Out::PerDim)
         .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)")
+        .c("numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero elements (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count is read back to the host (the output size depends on the data). `x`: non-null.")
         .names(["~nonzero", "~nonzero", "~findall"]),
     // Each binding's result record is its own (a Python named tuple, an Elixir map, the browser's readback).
     OpInfo::new("unique_all", "set", "any, bool included", &[X])
