@@ -92,22 +92,58 @@ fn ex_map(name: &str, pairs: &[String]) -> String {
 
 /// The region of lib/kiln.ex with kiln-core's dtype table in Nx's terms: the type tuple of each
 /// dtype and its core name (what the NIF takes), the atoms `normalize_type/1` accepts (Nx's short
-/// names and the core's) and `type_name/1`.
+/// names and the core's), `normalize_type/1` and `type_name/1`.
 pub(crate) fn elixir_dtypes() -> String {
     let (mut native_of, mut type_of, mut aliases, mut names) = (vec![], vec![], vec![], String::new());
+    let (mut tuples, mut atoms) = (vec![], vec![]);
     for d in DType::ALL {
         let (t, short) = nx_type(d);
         native_of.push(format!("{t} => :{}", d.name()));
         type_of.push(format!("{}: {t}", d.name()));
         aliases.push(format!("{short}: {t}"));
+        tuples.push(t.clone());
         if short != d.name() {
             aliases.push(format!("{}: {t}", d.name()));
+            atoms.push(format!("`:{short}` (`:{}`)", d.name()));
+        } else {
+            atoms.push(format!("`:{short}`"));
         }
         let _ = writeln!(names, "  def type_name({t}), do: \"{short}\"");
     }
     let mut s = ex_map("native_of", &native_of) + &ex_map("type_of", &type_of) + &ex_map("aliases", &aliases);
+    let doc = format!(
+        "Normalizes a type: {} or the atoms {}. Anything else raises `Kiln.Error` with code `:invalid_argument`.",
+        tuples.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", "),
+        atoms.join(", ")
+    );
+    let _ = write!(
+        s,
+        "\n  @doc \"\"\"\n{}\n      iex> Kiln.normalize_type(:f16)\n      {{:f, 16}}\n  \"\"\"\n",
+        indent_wrap(&doc)
+    );
+    s += "  def normalize_type(type) when is_map_key(@native_of, type), do: type\n";
+    s += "  def normalize_type(type) when is_map_key(@aliases, type), do: Map.fetch!(@aliases, type)\n\n";
+    s += "  def normalize_type(type),\n    do:\n      raise(\n        Error.new(\n          :invalid_argument,\n";
+    let _ = writeln!(s, "          \"unknown type #{{inspect(type)}} (supported: {})\"", tuples.join(", "));
+    s += "        )\n      )\n";
     s += "\n  @doc false\n";
     s + &names + "\n"
+}
+
+/// `text` as a @doc's lines: two spaces in, at most 100 columns.
+fn indent_wrap(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::from(" ");
+    for word in text.split_whitespace() {
+        if line.len() + 1 + word.len() > 100 {
+            out += &line;
+            out.push('\n');
+            line = String::from(" ");
+        }
+        line.push(' ');
+        line += word;
+    }
+    out + &line + "\n"
 }
 
 pub(crate) fn elixir_errors() -> String {

@@ -135,22 +135,10 @@ defmodule Kiln do
     bool: {:u, 8}
   }
 
-  @doc false
-  def type_name({:f, 32}), do: "f32"
-  def type_name({:f, 16}), do: "f16"
-  def type_name({:s, 32}), do: "s32"
-  def type_name({:u, 32}), do: "u32"
-  def type_name({:u, 8}), do: "u8"
-
-  # END GENERATED (kiln gen)
-
-  @specials [:nan, :infinity, :neg_infinity]
-  defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity, true, false]
-
   @doc """
-  Normalizes a type: `{:f, 32}`, `{:f, 16}`, `{:s, 32}`, `{:u, 32}`, `{:u, 8}` (bool) or the atoms
-  `:f32`, `:f16`, `:s32` (`:i32`), `:u32`, `:u8` (`:bool`). Anything else raises `Kiln.Error` with
-  code `:invalid_argument`.
+  Normalizes a type: `{:f, 32}`, `{:f, 16}`, `{:s, 32}`, `{:u, 32}`, `{:u, 8}` or the atoms `:f32`,
+  `:f16`, `:s32` (`:i32`), `:u32`, `:u8` (`:bool`). Anything else raises `Kiln.Error` with code
+  `:invalid_argument`.
 
       iex> Kiln.normalize_type(:f16)
       {:f, 16}
@@ -166,6 +154,18 @@ defmodule Kiln do
           "unknown type #{inspect(type)} (supported: {:f, 32}, {:f, 16}, {:s, 32}, {:u, 32}, {:u, 8})"
         )
       )
+
+  @doc false
+  def type_name({:f, 32}), do: "f32"
+  def type_name({:f, 16}), do: "f16"
+  def type_name({:s, 32}), do: "s32"
+  def type_name({:u, 32}), do: "u32"
+  def type_name({:u, 8}), do: "u8"
+
+  # END GENERATED (kiln gen)
+
+  @specials [:nan, :infinity, :neg_infinity]
+  defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity, true, false]
 
   defp native_type(type), do: Map.fetch!(@native_of, normalize_type(type))
   defp opt_native_type(nil), do: nil
