@@ -7,7 +7,38 @@ use std::fmt::Write as _;
 /// The ops of the op table (the elementwise tables aside) whose Python wrapper is generated:
 /// a Python name without `~` (the row's `.python(docstring)`).
 pub(crate) fn py_plain() -> Vec<OpInfo> {
-    op_table().into_iter().filter(|o| !o.py_doc.is_empty() && !crate::core_by_name::is_elementwise(o.name)).collect()
+    op_table()
+        .into_iter()
+        .filter(|o| !o.py_doc.is_empty() && !o.py_creation && !crate::core_by_name::is_elementwise(o.name))
+        .collect()
+}
+
+/// The creation ops whose Python function is numpy's (`OpInfo::py_creation`): the function and
+/// its `_like` twin (ops.rs's device helpers place the result).
+fn py_creation() -> Vec<OpInfo> {
+    op_table().into_iter().filter(|o| o.py_creation).collect()
+}
+
+/// numpy's creation function of `o` (a shape and a dtype, float32 by default, made on `device`)
+/// and its `<name>_like` twin (the shape and by default the dtype of `x`).
+fn creation_fns(o: &OpInfo) -> String {
+    assert!(
+        matches!(o.args, [a, b] if a.ty == Ty::Shape && b.ty == Ty::DType),
+        "{}: a Python creation function takes a shape and a dtype",
+        o.name
+    );
+    let (n, opt) = (o.name, "Option<&Bound<'_, PyAny>>");
+    let mut s = format!("\n{}#[pyfunction]\n#[pyo3(signature = (shape, dtype=None, *, device=None))]\n", doc(o.py_doc));
+    let _ = writeln!(s, "pub fn {n}(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: {opt}, device: {opt}) -> PyT {{");
+    s += "    let target = target_device(py, device)?;\n";
+    s += "    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);\n";
+    let _ = writeln!(s, "    place(py, gpu(py, || ops::{}(&s, d))?, target)\n}}\n", o.core);
+    s += &doc(&format!("``{n}`` with the shape (and by default the dtype) of ``x``."));
+    s += "#[pyfunction]\n#[pyo3(signature = (x, /, dtype=None, *, device=None))]\n";
+    let _ = writeln!(s, "pub fn {n}_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: {opt}, device: {opt}) -> PyT {{");
+    s += "    let target = target_device(py, device)?;\n    let (s, d) = like_args(py, x, dtype)?;\n";
+    let _ = writeln!(s, "    place(py, gpu(py, || ops::{}(&s, d))?, target)\n}}", o.core);
+    s
 }
 
 /// The PyO3 parameter type of `a`, its conversion to kiln-core's value (a statement binding
@@ -208,8 +239,8 @@ pub(crate) fn py_ops() -> String {
     s += "//! The Python functions of kiln-core's unary and binary tables (numpy's names), of the plain\n";
     s += "//! ops of the op table whose row gives a Python docstring, and their registration; the\n";
     s += "//! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.\n\n";
-    s += "use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
-    s += "use crate::ops::{axes_list, binary_fns, pair_or, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
+    s += "use crate::convert::{\n    dtype_or, opt_tensor_arg, parse_axes, parse_dtype, parse_pair, parse_shape, tensor_arg, Float, Int,\n};\nuse crate::errors::gpu;\n";
+    s += "use crate::ops::{axes_list, binary_fns, like_args, pair_or, place, quant_format, target_device, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::{ops, DType};\n";
     s += "use pyo3::prelude::*;\n\n";
     s += "unary_fns! {\n";
     for op in &us {
@@ -234,6 +265,9 @@ pub(crate) fn py_ops() -> String {
     }
     s += "}\n";
     s += &plain_fns();
+    for o in py_creation() {
+        s += &creation_fns(&o);
+    }
     s += "\n/// Adds every function above to the module.\npub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {\n";
     let plain = py_plain();
     for name in us
@@ -241,6 +275,7 @@ pub(crate) fn py_ops() -> String {
         .map(|o| o.binding_names()[0].to_string())
         .chain(bs.iter().map(|o| o.binding_names()[0].to_string()))
         .chain(plain.iter().map(py_fn))
+        .chain(py_creation().iter().flat_map(|o| [o.name.to_string(), format!("{}_like", o.name)]))
     {
         let _ = writeln!(s, "    m.add_function(wrap_pyfunction!({name}, m)?)?;");
     }

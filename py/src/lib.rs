@@ -62,12 +62,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         // creation
         ops::asarray,
         ops::from_bytes,
-        ops::zeros,
-        ops::ones,
         ops::empty,
         ops::full,
-        ops::zeros_like,
-        ops::ones_like,
         ops::full_like,
         ops::empty_like,
         ops::arange,

@@ -3,11 +3,13 @@
 //! ops of the op table whose row gives a Python docstring, and their registration; the
 //! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.
 
-use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};
+use crate::convert::{
+    dtype_or, opt_tensor_arg, parse_axes, parse_dtype, parse_pair, parse_shape, tensor_arg, Float, Int,
+};
 use crate::errors::gpu;
-use crate::ops::{axes_list, binary_fns, pair_or, quant_format, unary_fns, PyT};
+use crate::ops::{axes_list, binary_fns, like_args, pair_or, place, quant_format, target_device, unary_fns, PyT};
 use crate::tensor::PyTensor;
-use kiln_core::ops;
+use kiln_core::{ops, DType};
 use pyo3::prelude::*;
 
 unary_fns! {
@@ -445,6 +447,42 @@ pub fn vecdot(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, axis
     gpu(py, || ops::vecdot(&x1, &x2, axis.0)).map(PyTensor::new)
 }
 
+/// A tensor of ``shape`` filled with zeros.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype=None, *, device=None))]
+pub fn zeros(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let target = target_device(py, device)?;
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    place(py, gpu(py, || ops::zeros(&s, d))?, target)
+}
+
+/// ``zeros`` with the shape (and by default the dtype) of ``x``.
+#[pyfunction]
+#[pyo3(signature = (x, /, dtype=None, *, device=None))]
+pub fn zeros_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let target = target_device(py, device)?;
+    let (s, d) = like_args(py, x, dtype)?;
+    place(py, gpu(py, || ops::zeros(&s, d))?, target)
+}
+
+/// A tensor of ``shape`` filled with ones.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype=None, *, device=None))]
+pub fn ones(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let target = target_device(py, device)?;
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    place(py, gpu(py, || ops::ones(&s, d))?, target)
+}
+
+/// ``ones`` with the shape (and by default the dtype) of ``x``.
+#[pyfunction]
+#[pyo3(signature = (x, /, dtype=None, *, device=None))]
+pub fn ones_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let target = target_device(py, device)?;
+    let (s, d) = like_args(py, x, dtype)?;
+    place(py, gpu(py, || ops::ones(&s, d))?, target)
+}
+
 /// Adds every function above to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(negative, m)?)?;
@@ -548,5 +586,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prod, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(vecdot, m)?)?;
+    m.add_function(wrap_pyfunction!(zeros, m)?)?;
+    m.add_function(wrap_pyfunction!(zeros_like, m)?)?;
+    m.add_function(wrap_pyfunction!(ones, m)?)?;
+    m.add_function(wrap_pyfunction!(ones_like, m)?)?;
     Ok(())
 }

@@ -46,11 +46,11 @@ const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 /// tables in elementwise/table.rs.
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
     OpInfo::new("zeros", "creation", "any", &[SHAPE, NEW_DTYPE])
-        .doc("a tensor of zeros").elixir("zeros")
+        .doc("a tensor of zeros").elixir("zeros").python_creation("A tensor of ``shape`` filled with zeros.")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with zeros.")
         .c("kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
     OpInfo::new("ones", "creation", "any", &[SHAPE, NEW_DTYPE])
-        .doc("a tensor of ones").elixir("ones")
+        .doc("a tensor of ones").elixir("ones").python_creation("A tensor of ``shape`` filled with ones.")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with ones.")
         .c("kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
     OpInfo::new("full", "creation", "any", &[SHAPE, NEW_DTYPE, a("value", F64, "the value of every element").py("fill_value")])

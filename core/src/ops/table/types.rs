@@ -228,6 +228,9 @@ pub struct OpInfo {
     /// argument keyword-only, `axes` spelled `axis` (numpy's reductions); said of a hand-written
     /// wrapper too (the conformance runner calls it so).
     pub py_array_api: bool,
+    /// Python's wrapper is numpy's creation function (`shape, dtype=None, *, device=None`, the dtype
+    /// float32 by default, made on `device`) with its `<name>_like` twin, generated.
+    pub py_creation: bool,
     /// The generated Python wrapper is the private `_<name>` that kiln's Python code wraps (its
     /// own idiom: `side=`, the two operands' promotion), not the public function.
     pub py_private: bool,
@@ -326,6 +329,7 @@ impl OpInfo {
             py_array_api: false,
             py_own: "",
             py_private: false,
+            py_creation: false,
             jl_doc: "",
             position_outputs: &[],
             names: ["~", "~", "~"],
@@ -355,6 +359,14 @@ impl OpInfo {
     pub(super) const fn python_named(mut self, name: &'static str, doc: &'static str) -> Self {
         self.py_doc = doc;
         self.names[0] = name;
+        self
+    }
+    /// Python's creation function and its `_like` twin generated ([`OpInfo::py_creation`]), with
+    /// this docstring.
+    pub(super) const fn python_creation(mut self, doc: &'static str) -> Self {
+        self.py_doc = doc;
+        self.py_creation = true;
+        self.names[0] = self.name;
         self
     }
     /// Python's row-form wrapper generated as the private `_<name>` ([`OpInfo::py_private`]), with
