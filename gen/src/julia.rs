@@ -550,3 +550,35 @@ fn wrap(text: &str, width: usize) -> String {
     }
     out + &line + "\n"
 }
+
+/// The region of tests/conformance/jl_runner.jl before `exposed`: for every op of the table but the
+/// elementwise ones (which the runner checks as Kiln.jl broadcasts them), the checks that show
+/// Kiln.jl exposes it: the row's own (`OpInfo::jl_owns`), else its Julia name owning a method on
+/// one Float32 matrix; a generated Kiln.jl method adds its function (`:name`).
+pub(crate) fn jl_exposed() -> String {
+    let mut s = String::from("const EXPOSED = Dict{String,Vector{Any}}(\n");
+    let ops: Vec<OpInfo> = op_table()
+        .into_iter()
+        .filter(|o| !crate::core_by_name::is_elementwise(o.name) && !matches!(o.name, "where" | "clip"))
+        .collect();
+    for o in &ops {
+        let mut checks: Vec<String> = if o.jl_owns.is_empty() && o.jl_doc.is_empty() {
+            vec![format!("(Kiln.{}, Tuple{{KA}})", o.jl())]
+        } else {
+            o.jl_owns
+                .split("; ")
+                .filter(|c| !c.is_empty())
+                .map(|c| match c.split_once('(') {
+                    _ if c.starts_with(':') => c.to_string(),
+                    Some((f, types)) => format!("({f}, Tuple{{{}}})", types.trim_end_matches(')').replace(", ", ",")),
+                    None => panic!("{}: jl_owns check {c:?} is neither `f(T, ...)` nor `:name`", o.name),
+                })
+                .collect()
+        };
+        if !o.jl_doc.is_empty() {
+            checks.push(format!(":{}", o.jl()));
+        }
+        let _ = writeln!(s, "    \"{}\" => [{}],", o.name, checks.join(", "));
+    }
+    s + ")\n"
+}

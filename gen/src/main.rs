@@ -76,6 +76,7 @@ const REGIONS: &[(&str, Emit)] = &[
     ("docs/ops-api.md", docs::docs_table),
     ("web/js/kiln.d.ts", web::web_dts),
     ("web/test/conformance.js", web::web_runner),
+    ("tests/conformance/jl_runner.jl", julia::jl_exposed),
     ("tests/conformance/jl_runner.jl", julia::jl_runner),
     ("tests/conformance/FORMAT.md", docs::format_table),
 ];

@@ -46,15 +46,15 @@ const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 /// tables in elementwise/table.rs.
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
     OpInfo::new("zeros", "creation", "any", &[SHAPE, NEW_DTYPE])
-        .doc("a tensor of zeros").elixir("zeros").python_creation("A tensor of ``shape`` filled with zeros.")
+        .doc("a tensor of zeros").elixir("zeros").python_creation("A tensor of ``shape`` filled with zeros.").jl_owns("Kiln.zeros(Type{Float32}, Int)")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with zeros.")
         .c("kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
     OpInfo::new("ones", "creation", "any", &[SHAPE, NEW_DTYPE])
-        .doc("a tensor of ones").elixir("ones").python_creation("A tensor of ``shape`` filled with ones.")
+        .doc("a tensor of ones").elixir("ones").python_creation("A tensor of ``shape`` filled with ones.").jl_owns("Kiln.ones(Type{Float32}, Int)")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with ones.")
         .c("kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
     OpInfo::new("full", "creation", "any", &[SHAPE, NEW_DTYPE, a("value", F64, "the value of every element").py("fill_value")])
-        .doc("a tensor filled with `value`").py_keywords().elixir("full")
+        .doc("a tensor filled with `value`").py_keywords().elixir("full").jl_owns("Kiln.full(Type{Float32}, Float64, Int)")
         .julia("A KilnArray of `dtype` and size `shape` filled with `value` (converted to `dtype`; `Kiln.fill(v, dims...)` takes `v`'s type).")
         .c("A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the dtype). `shape` may be NULL when `ndim` is 0. `out`: non-null."),
     OpInfo::new(
@@ -63,7 +63,7 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         "any",
         &[a("start", F64, "the first value"), a("stop", F64, "the bound, not included"), a("step", F64, "the difference between neighbours (non-zero)"), DTYPE],
     )
-    .doc("`start, start + step, …` below `stop` (numpy's arange)").py_own("numpy's arange(start, /, stop, step, *, dtype)")
+    .doc("`start, start + step, …` below `stop` (numpy's arange)").py_own("numpy's arange(start, /, stop, step, *, dtype)").jl_owns(":arange")
     .c("`start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`. `step` must be non-zero and all three finite. `out`: non-null."),
     OpInfo::new(
         "random_uniform",
@@ -71,7 +71,7 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         "float",
         &[SHAPE, NEW_DTYPE, a("seed", U64, "the seed (same seed, same numbers)").nx("0"), a("low", F64, "the lower bound").or(F(0.0)), a("high", F64, "the upper bound, not included").or(F(1.0))],
     )
-    .doc("uniform numbers in [low, high), the same on every device").py_keywords()
+    .doc("uniform numbers in [low, high), the same on every device").py_keywords().jl_owns("Kiln.rand(Type{Float32}, Int)")
     .c("Uniform random numbers in [low, high) of shape `shape[0..ndim]` (float dtypes). Counter based: the same `seed` gives the same numbers on every device. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
     .names(["~random_uniform", "~random_uniform", "~rand"])
     .elixir("random_uniform")
@@ -82,7 +82,7 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         "float",
         &[SHAPE, NEW_DTYPE, a("seed", U64, "the seed (same seed, same numbers)").nx("0"), a("mean", F64, "the mean").or(F(0.0)), a("std", F64, "the standard deviation").or(F(1.0))],
     )
-    .doc("normal numbers, the same on every device").py_keywords()
+    .doc("normal numbers, the same on every device").py_keywords().jl_owns("Kiln.randn(Type{Float32}, Int)")
     .c("Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
     .names(["~random_normal", "~random_normal", "~randn"])
     .elixir("random_normal")
@@ -101,12 +101,12 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("`x` limited to [min, max] (NaN in x or a bound gives NaN)")
         .names(["~clip", "~clip", "~clamp"]),
     OpInfo::new("cast", "cast", "any, bool included", &[X, DTYPE])
-        .doc("conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1)")
+        .doc("conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1)").jl_owns(":cast")
         .names(["~astype", "~cast", "~convert"])
         .elixir("cast")
         .c("Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`: non-null."),
     OpInfo::new("matmul", "matmul", "any", &[a("a", Tensor, "the left operand"), a("b", Tensor, "the right operand")])
-        .doc("numpy matmul (1-D operands promoted, batch dims broadcast)")
+        .doc("numpy matmul (1-D operands promoted, batch dims broadcast)").jl_owns(":matmul")
         .names(["~matmul", "~matmul", "~*"])
         .array_api("numpy ``matmul``: 1-D operands are promoted, batch dimensions broadcast.")
         .elixir("matmul")
@@ -116,7 +116,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .elixir("sum")
         .c("Sum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("mean", "reduce", "float", REDUCE)
-        .doc("mean over axes")
+        .doc("mean over axes").jl_owns("Statistics.mean(KA)")
         .array_api("Mean over ``axis`` (None: all axes).")
         .elixir("mean")
         .c("Mean over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
@@ -131,17 +131,17 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .array_api("Minimum over ``axis`` (None: all axes).")
         .c("Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("all", "reduce", "any, bool included (gives bool)", REDUCE)
-        .doc("whether every element over axes is true (non-zero); true over an empty axis")
+        .doc("whether every element over axes is true (non-zero); true over an empty axis").jl_owns("all(KB)")
         .array_api("Whether every element over ``axis`` is true (non-zero, NaN included), as a bool tensor; True over an empty axis.")
         .elixir("all")
         .c("Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("any", "reduce", "any, bool included (gives bool)", REDUCE)
-        .doc("whether some element over axes is true (non-zero); false over an empty axis")
+        .doc("whether some element over axes is true (non-zero); false over an empty axis").jl_owns("any(KB)")
         .array_api("Whether some element over ``axis`` is true (non-zero, NaN included), as a bool tensor; False over an empty axis.")
         .elixir("any")
         .c("Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("var", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
-        .doc("variance over axes").py_keywords()
+        .doc("variance over axes").py_keywords().jl_owns("Statistics.var(KA)")
         .elixir("var")
         .c("Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0: population, 1: sample). `x`, `out`: non-null."),
     OpInfo::new("argmax", "reduce", "any, bool included", &[X, ARG_AXIS, KEEPDIMS])
@@ -208,26 +208,26 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .elixir("avg_pool2d")
         .c("Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null."),
     OpInfo::new("reshape", "movement", "any, bool included", &[X, a("shape", NewShape, "the new shape (one entry may be -1)")])
-        .doc("the same data with another shape (one -1 inferred)")
+        .doc("the same data with another shape (one -1 inferred)").jl_owns("reshape(KA, Dims{2})")
         .c("The same data with shape `shape[0..ndim]` (no copy; one entry may be -1 and is inferred). The result shares `x`'s buffer but is a separate handle to free. `x`, `out`: non-null; `shape` may be NULL when `ndim` is 0."),
     OpInfo::new("permute", "movement", "any, bool included", &[X, a("axes", Axes, "result axis i is input axis axes[i]")])
-        .doc("axes reordered").python_named("permute_dims", "Reorders the axes: output axis i is input axis ``axes[i]``.")
+        .doc("axes reordered").python_named("permute_dims", "Reorders the axes: output axis i is input axis ``axes[i]``.").jl_owns("permutedims(KA, Vector{Int})")
         .c("Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank). `x`, `out`: non-null; `axes` may be NULL when `naxes` is 0.")
         .names(["permute_dims", "~permute", "~permutedims"]),
     OpInfo::new("transpose", "movement", "any, bool included", &[X, a("axis0", Axis, "one axis").py("axis1"), a("axis1", Axis, "the other axis").py("axis2")])
-        .doc("two axes swapped (numpy's swapaxes)").python_named("swapaxes", "Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).")
+        .doc("two axes swapped (numpy's swapaxes)").python_named("swapaxes", "Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).").jl_owns(":swapdims")
         .c("Swaps axes `axis0` and `axis1`. `x`, `out`: non-null.")
         .names(["swapaxes", "~transpose", "~swapdims"]),
     OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS.nx("0")])
-        .doc("tensors joined along an axis").py_keywords()
+        .doc("tensors joined along an axis").py_keywords().jl_owns("cat(KA, KA)")
         .c("Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`. `tensors`, its entries and `out`: non-null.")
         .names(["~concat", "concat", "~cat"]),
     OpInfo::new("slice", "movement", "any, bool included", &[X, AXIS, a("start", Int, "the first index"), a("stop", Int, "the bound, not included"), a("step", Int, "the step (>= 1)").or(I(1))])
-        .doc("`x[start:stop:step]` along an axis")
+        .doc("`x[start:stop:step]` along an axis").jl_owns("getindex(KA, Colon, UnitRange{Int})")
         .c("`x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count from the end, `step` >= 1). `x`, `out`: non-null.")
         .names(["~slice", "~slice", "~getindex"]),
     OpInfo::new("index_select", "movement", "any, bool included", &[X, AXIS, a("indices", Tensor, "1-D i32/u32 indices")])
-        .doc("entries picked by 1-D indices (numpy take; negative i32 indices count from the end)")
+        .doc("entries picked by 1-D indices (numpy take; negative i32 indices count from the end)").jl_owns("getindex(KA, Colon, Vector{Int})")
         .elixir("index_select")
         .python("kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).")
         .c("Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range indices read as 0). `x`, `indices`, `out`: non-null."),
@@ -257,7 +257,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]. `*scale` when `scale` is non-null, else 1/sqrt(D); `causal` masks key j > query i. `q`, `k`, `v`, `out`: non-null."),
     // C's kiln_quant_from_bytes takes a host pointer and a length: hand-written.
     OpInfo::new("quant_from_bytes", "quant", "raw GGUF bytes", &[a("data", Bytes, "the GGUF blocks"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
-        .doc("GGUF blocks (q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k) of a [rows, cols] matrix as a u32 tensor"),
+        .doc("GGUF blocks (q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k) of a [rows, cols] matrix as a u32 tensor").jl_owns(":quant_from_bytes"),
     OpInfo::new("quantize", "quant", "float", &[X, FORMAT])
         .doc("a float [rows, cols] quantized as ggml's reference quantizer does")
         .julia("`x` of size `(k, n)` (Float32/Float16, `k` a multiple of 32) quantized column by column as ggml's reference quantizer does: a `KilnVector{UInt32}` of the GGUF bytes.")
@@ -265,7 +265,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .python("``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32 tensor of the GGUF bytes.")
         .c("`x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null."),
     OpInfo::new("dequantize", "quant", "u32 (quantized)", &[a("w", Tensor, "the quantized matrix (u32)"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
-        .doc("f32 [rows, cols] from a quantized matrix")
+        .doc("f32 [rows, cols] from a quantized matrix").jl_owns(":dequantize")
         .elixir("dequantize")
         .python("float32 [rows, cols] from a quantized matrix.")
         .c("f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`: non-null."),
@@ -298,7 +298,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .python("``(values, indices)``: the ``k`` largest (``largest=False``: smallest) elements along ``axis`` and their int32 positions, sorted; ties keep the lower index first and NaN counts as the largest value (as ``sort``). ``k`` past the axis' length raises.")
         .c("The `k` largest (or, with `largest` false, smallest) elements of `x` along `axis` (negative counts from the end) and their i32 positions, sorted, both of x's shape with the axis `k` long: ties keep the lower index first, NaN is the largest value (as kiln_sort). `k` past the axis' length is KILN_ERR_INVALID_ARGUMENT. `x`: non-null."),
     OpInfo::new("searchsorted", "sort", "any, bool included (x1 1-D sorted, x2 of its dtype)", &[X1, X2, a("right", Bool, "after equal elements (numpy's side='right')").or(B(false))])
-        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')").py_own("numpy's side='left' / 'right' for right").python_private("searchsorted on operands of one dtype (kiln._sorting.searchsorted promotes them).")
+        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')").py_own("numpy's side='left' / 'right' for right").python_private("searchsorted on operands of one dtype (kiln._sorting.searchsorted promotes them).").jl_owns("searchsortedfirst(KilnArray{Float32,1}, KA); searchsortedlast(KilnArray{Float32,1}, KA)")
         .c("numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.")
         .names(["~searchsorted", "~searchsorted", "~searchsortedfirst"]),
     OpInfo::new("count_nonzero", "sort", "any, bool included", REDUCE)
@@ -308,7 +308,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`: non-null."),
     OpInfo::new("nonzero", "sort", "any, bool included", &[X])
         .out(Out::PerDim)
-        .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)")
+        .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)").jl_owns(":nonzero")
         .c("numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero elements (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count is read back to the host (the output size depends on the data). `x`: non-null.")
         .names(["~nonzero", "~nonzero", "~findall"]),
     // Each binding's result record is its own (a Python named tuple, an Elixir map, the browser's readback).
@@ -329,7 +329,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .julia("`(values=, inverse_indices=)` of `Kiln.unique_all(x)`: the distinct values sorted and the 1-based index into `values` of every element (`x`'s size).")
         .c("kiln_unique_all's values and inverse indices: the distinct values of `x` (flattened, sorted; -0 == +0, each NaN distinct) and the i32 index into values of every element of `x` (x's shape). The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_values", "set", "any, bool included", &[X])
-        .doc("the distinct values, sorted (each NaN kept)")
+        .doc("the distinct values, sorted (each NaN kept)").jl_owns("unique(KA)")
         .names(["~unique_values", "unique_values", "~unique"])
         .julia("The distinct values of `x`, sorted (as `Kiln.unique_all`; `unique(x)` is Base's, in order of first occurrence).")
         .array_api("The distinct values of ``x`` (flattened), sorted; -0 and +0 are one value, each NaN is its own. Their number is read back to the host.")
@@ -357,7 +357,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .array_api("Product over ``axis`` in ``dtype`` (None: x's; x is converted first); integer products wrap, an empty axis gives 1.")
         .c("Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0; `dtype` nullable."),
     OpInfo::new("std", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
-        .doc("standard deviation over axes, sqrt(var)").py_keywords()
+        .doc("standard deviation over axes, sqrt(var)").py_keywords().jl_owns("Statistics.std(KA)")
         .c("Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof` delta degrees of freedom. `x`, `out`: non-null.")
         .names(["~std", "standard_deviation", "~std"]),
     OpInfo::new("diff", "stats", "any", &[X, a("axis", Axis, "the axis (negative counts from the end)").or(I(-1)), a("n", Size, "how many times to difference").or(I(1)), a("prepend", OptTensor, "joined before x along the axis").or(Dflt::None), a("append", OptTensor, "joined after x along the axis").or(Dflt::None)])
@@ -373,7 +373,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .elixir("vecdot")
         .c("Dot product of the vectors along `axis` (negative counts from the end of the broadcast shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal. `x1`, `x2`, `out`: non-null."),
     OpInfo::new("tensordot", "linalg", "any", &[X1, X2, a("axes", Other("the last n of x1 with the first n of x2 (n = 2), or two lists of axes"), "which axes to contract")])
-        .doc("tensor contraction over paired axes (numpy's tensordot), one matmul")
+        .doc("tensor contraction over paired axes (numpy's tensordot), one matmul").jl_owns(":tensordot")
         .names(["~tensordot", "~dot", "~tensordot"]),
 ];
 

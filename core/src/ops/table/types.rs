@@ -241,6 +241,11 @@ pub struct OpInfo {
     /// `dims`, (width, height) pairs, 1-based positions); empty: Kiln.jl's method is written by
     /// hand (`~` in `names`).
     pub jl_doc: &'static str,
+    /// How the conformance runner sees that Kiln.jl exposes the op, where its Julia name on one
+    /// Float32 matrix does not show it: `;`-separated checks, each a method Kiln.jl must own,
+    /// `f(T, …)` (`KA` a Float32 matrix, `KB` a Bool one), or `:name`, a function of Kiln's own.
+    /// A generated Kiln.jl method (`jl_doc`) adds its own `:name`.
+    pub jl_owns: &'static str,
     /// The outputs of a named tuple that are 0-based positions along the axis (a 1-based
     /// binding adds 1).
     pub position_outputs: &'static [&'static str],
@@ -332,6 +337,7 @@ impl OpInfo {
             py_creation: false,
             jl_doc: "",
             position_outputs: &[],
+            jl_owns: "",
             names: ["~", "~", "~"],
         }
     }
@@ -397,6 +403,11 @@ impl OpInfo {
     pub(super) const fn julia_named(mut self, name: &'static str, doc: &'static str) -> Self {
         self.jl_doc = doc;
         self.names[2] = name;
+        self
+    }
+    /// How Kiln.jl shows it exposes the op ([`OpInfo::jl_owns`]).
+    pub(super) const fn jl_owns(mut self, checks: &'static str) -> Self {
+        self.jl_owns = checks;
         self
     }
     /// The outputs that are positions ([`OpInfo::position_outputs`]).
