@@ -403,7 +403,7 @@ pub unsafe extern "C" fn kiln_count_nonzero(x: *const KilnTensor, axes: *const i
 /// NULL on error. Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_nonzero(x: *const KilnTensor, outs: *const *mut *mut KilnTensor, nouts: usize) -> KilnStatus {
-    call_per_dim("kiln_nonzero", x, outs, nouts, |x| ops::nonzero(x))
+    call_per_dim("kiln_nonzero", x, outs, nouts, ops::nonzero)
 }
 
 /// The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN

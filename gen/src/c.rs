@@ -185,11 +185,8 @@ fn plain_ops() -> String {
                     o.name,
                     params.join(", ")
                 );
-                let _ = writeln!(
-                    s,
-                    "    call_per_dim(\"kiln_{}\", {}, outs, nouts, |x| ops::{}(x))\n}}",
-                    o.name, x.name, o.core
-                );
+                let _ =
+                    writeln!(s, "    call_per_dim(\"kiln_{}\", {}, outs, nouts, ops::{})\n}}", o.name, x.name, o.core);
             }
             [] => {
                 s += &doc(&format!("{} {OUT_DOC}", o.c_doc));
