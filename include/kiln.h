@@ -798,28 +798,6 @@ KilnStatus kiln_quant_from_bytes(const void *data,
                                  struct KilnTensor **out);
 
 /**
- * numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero
- * elements (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count
- * is read back to the host (the output size depends on the data). `x`, `outs` and each
- * `outs[d]`: non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
- */
-KilnStatus kiln_nonzero(const struct KilnTensor *x,
-                        struct KilnTensor **const *outs,
-                        size_t nouts);
-
-/**
- * The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN
- * distinct), the i32 flat index of each one's first occurrence, the i32 index into values of
- * every element of x (x's shape) and the i32 counts. The count of values is read back to the
- * host. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
- */
-KilnStatus kiln_unique_all(const struct KilnTensor *x,
-                           struct KilnTensor **values,
-                           struct KilnTensor **indices,
-                           struct KilnTensor **inverse_indices,
-                           struct KilnTensor **counts);
-
-/**
  * numpy's tensordot: with `n >= 0` the last `n` axes of `x1` are contracted with the first `n`
  * of `x2` (`axes1`, `axes2` unused, may be NULL); with `n < 0` axis `axes1[i]` of `x1` with
  * `axes2[i]` of `x2` for i < `naxes` (negative counts from the end). The result has x1's other
@@ -1333,6 +1311,29 @@ KilnStatus kiln_count_nonzero(const struct KilnTensor *x,
                               size_t naxes,
                               bool keepdims,
                               struct KilnTensor **out);
+
+/**
+ * numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero elements
+ * (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count is read back
+ * to the host (the output size depends on the data). `x`: non-null. `outs` and each `outs[d]`:
+ * non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free),
+ * NULL on error. Thread-safe.
+ */
+KilnStatus kiln_nonzero(const struct KilnTensor *x, struct KilnTensor **const *outs, size_t nouts);
+
+/**
+ * The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN
+ * distinct), the i32 flat index of each one's first occurrence, the i32 index into values of every
+ * element of x (x's shape) and the i32 counts. The count of values is read back to the host. `x`:
+ * non-null. `values`, `indices`, `inverse_indices`, `counts`: non-null. `*values`, `*indices`,
+ * `*inverse_indices`, `*counts` each receive a new tensor owned by the caller (free each with
+ * kiln_tensor_free); on error every one is set to NULL. Thread-safe.
+ */
+KilnStatus kiln_unique_all(const struct KilnTensor *x,
+                           struct KilnTensor **values,
+                           struct KilnTensor **indices,
+                           struct KilnTensor **inverse_indices,
+                           struct KilnTensor **counts);
 
 /**
  * kiln_unique_all's values and counts: the distinct values of `x` (flattened, sorted; -0 == +0,

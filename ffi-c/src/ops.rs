@@ -1,7 +1,6 @@
 //! The C functions a plain call of the op table cannot express, written by hand: clip's two
 //! forms (one op, two C functions), copy and fill (not ops of the table), quant_from_bytes (host
-//! bytes), tensordot (two forms of axes) and the ops giving several tensors whose core form is
-//! not a tuple (nonzero, unique_all). Every other op's C function is generated from its typed
+//! bytes) and tensordot (two forms of axes). Every other op's C function is generated from its typed
 //! row of kiln-core's op table into ops_gen.rs (`make gen`), with the helpers below. Each is a
 //! pointer check and a call: the op logic lives in kiln-core.
 
@@ -198,21 +197,20 @@ pub(crate) fn call_outs(func: &str, outs: &[Out], f: impl FnOnce() -> kiln_core:
     })
 }
 
-/// numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero
-/// elements (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count
-/// is read back to the host (the output size depends on the data). `x`, `outs` and each
-/// `outs[d]`: non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_nonzero(
+/// Runs `f` on the tensor `x` and hands the caller one tensor per dimension of it through
+/// `outs[0..nouts]` (an op giving one per dimension, nonzero; `nouts` must be x's rank).
+pub(crate) fn call_per_dim(
+    func: &str,
     x: *const KilnTensor,
-    outs: *const *mut *mut KilnTensor,
+    outs: *const Out,
     nouts: usize,
+    f: impl FnOnce(&Tensor) -> kiln_core::Result<Vec<Tensor>>,
 ) -> KilnStatus {
     let outs = match slice(outs, nouts, "outs") {
         Ok(o) => o,
-        Err(e) => return call("kiln_nonzero", || Err(e)),
+        Err(e) => return call(func, || Err(e)),
     };
-    call_outs("kiln_nonzero", outs, || {
+    call_outs(func, outs, || {
         let x = tensor(x, "x")?;
         if nouts != x.ndim() {
             return Err(kiln_core::Error::InvalidArgument(format!(
@@ -220,25 +218,7 @@ pub unsafe extern "C" fn kiln_nonzero(
                 x.ndim()
             )));
         }
-        ops::nonzero(&x)
-    })
-}
-
-/// The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN
-/// distinct), the i32 flat index of each one's first occurrence, the i32 index into values of
-/// every element of x (x's shape) and the i32 counts. The count of values is read back to the
-/// host. Every pointer: non-null; each `*out` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_unique_all(
-    x: *const KilnTensor,
-    values: *mut *mut KilnTensor,
-    indices: *mut *mut KilnTensor,
-    inverse_indices: *mut *mut KilnTensor,
-    counts: *mut *mut KilnTensor,
-) -> KilnStatus {
-    call_outs("kiln_unique_all", &[values, indices, inverse_indices, counts], || {
-        let u = ops::unique_all(&*tensor(x, "x")?)?;
-        Ok(vec![u.values, u.indices, u.inverse_indices, u.counts])
+        f(&x)
     })
 }
 

@@ -4,7 +4,7 @@
 //! by-name forms). Each is a pointer check and a call: the op logic lives in kiln-core.
 
 use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor, tensor_array};
-use crate::ops::{binary, call_outs, opt_axes, quant_format, scalar, unary};
+use crate::ops::{binary, call_outs, call_per_dim, opt_axes, quant_format, scalar, unary};
 use crate::types::{KilnStatus, KilnTensor};
 use kiln_core::ops;
 use std::os::raw::c_char;
@@ -394,6 +394,27 @@ pub unsafe extern "C" fn kiln_searchsorted(x1: *const KilnTensor, x2: *const Kil
 #[no_mangle]
 pub unsafe extern "C" fn kiln_count_nonzero(x: *const KilnTensor, axes: *const isize, naxes: usize, keepdims: bool, out: *mut *mut KilnTensor) -> KilnStatus {
     call_out("kiln_count_nonzero", out, || ops::count_nonzero(&*tensor(x, "x")?, opt_axes(axes, naxes)?, keepdims))
+}
+
+/// numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero elements
+/// (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count is read back
+/// to the host (the output size depends on the data). `x`: non-null. `outs` and each `outs[d]`:
+/// non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free),
+/// NULL on error. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_nonzero(x: *const KilnTensor, outs: *const *mut *mut KilnTensor, nouts: usize) -> KilnStatus {
+    call_per_dim("kiln_nonzero", x, outs, nouts, ops::nonzero)
+}
+
+/// The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN
+/// distinct), the i32 flat index of each one's first occurrence, the i32 index into values of every
+/// element of x (x's shape) and the i32 counts. The count of values is read back to the host. `x`:
+/// non-null. `values`, `indices`, `inverse_indices`, `counts`: non-null. `*values`, `*indices`,
+/// `*inverse_indices`, `*counts` each receive a new tensor owned by the caller (free each with
+/// kiln_tensor_free); on error every one is set to NULL. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_unique_all(x: *const KilnTensor, values: *mut *mut KilnTensor, indices: *mut *mut KilnTensor, inverse_indices: *mut *mut KilnTensor, counts: *mut *mut KilnTensor) -> KilnStatus {
+    call_outs("kiln_unique_all", &[values, indices, inverse_indices, counts], || ops::unique_all(&*tensor(x, "x")?).map(|ops::Unique { values, indices, inverse_indices, counts }| vec![values, indices, inverse_indices, counts]))
 }
 
 /// kiln_unique_all's values and counts: the distinct values of `x` (flattened, sorted; -0 == +0,

@@ -2,7 +2,7 @@
 //! wrappers), whose doc comments cbindgen copies into include/kiln.h.
 
 use crate::text::*;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Out, Ty, UnaryOp};
 use kiln_core::{DType, ErrorCode};
 use std::fmt::Write as _;
 
@@ -46,7 +46,7 @@ pub(crate) fn c_ops() -> String {
     s += "//! then the elementwise ops of the unary and binary tables, one C function each (plus the\n";
     s += "//! by-name forms). Each is a pointer check and a call: the op logic lives in kiln-core.\n\n";
     s += "use crate::boundary::{call_out, opt_tensor, opt_value, slice, tensor, tensor_array};\n";
-    s += "use crate::ops::{binary, call_outs, opt_axes, quant_format, scalar, unary};\n";
+    s += "use crate::ops::{binary, call_outs, call_per_dim, opt_axes, quant_format, scalar, unary};\n";
     s += "use crate::types::{KilnStatus, KilnTensor};\nuse kiln_core::ops;\nuse std::os::raw::c_char;\n";
     s += "// The header shows `KilnDType`; Rust receives the raw value.\nuse std::primitive::u32 as KilnDType;\n";
     s += &plain_ops();
@@ -172,6 +172,22 @@ fn plain_ops() -> String {
         s += "\n";
         let call = format!("ops::{}({})", o.core, call.join(", "));
         match o.outputs() {
+            // One tensor per dimension of its one input: an array of out-pointers and its length.
+            [] if o.out == Out::PerDim => {
+                let [x] = o.args else { panic!("{}: one output per dimension of one input tensor", o.name) };
+                s += &doc(&format!(
+                    "{} `outs` and each `outs[d]`: non-null. Each `*outs[d]` is a new tensor owned by the caller (free it with kiln_tensor_free), NULL on error. Thread-safe.",
+                    o.c_doc
+                ));
+                let _ = writeln!(
+                    s,
+                    "#[no_mangle]\npub unsafe extern \"C\" fn kiln_{}({}, outs: *const *mut *mut KilnTensor, nouts: usize) -> KilnStatus {{",
+                    o.name,
+                    params.join(", ")
+                );
+                let _ =
+                    writeln!(s, "    call_per_dim(\"kiln_{}\", {}, outs, nouts, ops::{})\n}}", o.name, x.name, o.core);
+            }
             [] => {
                 s += &doc(&format!("{} {OUT_DOC}", o.c_doc));
                 let _ = writeln!(
@@ -193,7 +209,12 @@ fn plain_ops() -> String {
                     params.join(", ")
                 );
                 let t = names.join(", ");
-                let _ = writeln!(s, "    call_outs(\"kiln_{}\", &[{t}], || {call}.map(|({t})| vec![{t}]))\n}}", o.name);
+                let _ = writeln!(
+                    s,
+                    "    call_outs(\"kiln_{}\", &[{t}], || {call}.map(|{}| vec![{t}]))\n}}",
+                    o.name,
+                    o.out_pattern()
+                );
             }
         }
     }

@@ -5,7 +5,7 @@
 //! named tuple answers with the element the `output` parameter names.
 
 use crate::text::header;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Out, Ty, UnaryOp};
 use std::fmt::Write as _;
 
 /// The expression reading `a` from an `OpCall` named `c`.
@@ -47,13 +47,22 @@ pub(crate) fn dispatch() -> String {
         let args: Vec<String> = o.args.iter().map(read).collect();
         let call = format!("ops::{}({})", o.core, args.join(", "));
         match o.outputs() {
+            // One tensor per dimension: the one `output` names.
+            [] if o.out == Out::PerDim => {
+                let _ = writeln!(s, "        \"{}\" => (|| {call}.and_then(|outs| c.output(outs)))(),", o.name);
+            }
             [] => {
                 let _ = writeln!(s, "        \"{}\" => (|| {call})(),", o.name);
             }
             // A tuple: the element the `output` parameter names (the conformance manifest's rule).
             names => {
                 let t = names.join(", ");
-                let _ = writeln!(s, "        \"{}\" => (|| {call}.and_then(|({t})| c.output([{t}])))(),", o.name);
+                let _ = writeln!(
+                    s,
+                    "        \"{}\" => (|| {call}.and_then(|{}| c.output([{t}])))(),",
+                    o.name,
+                    o.out_pattern()
+                );
             }
         }
     }

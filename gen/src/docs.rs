@@ -2,7 +2,7 @@
 //! docs/ops-api.md.
 
 use crate::text::*;
-use kiln_core::ops::{op_table, BinaryOp, OpInfo, Ty, UnaryOp};
+use kiln_core::ops::{op_table, BinaryOp, OpInfo, Out, Ty, UnaryOp};
 use kiln_core::{DType, ErrorCode};
 use std::fmt::Write as _;
 
@@ -112,6 +112,20 @@ fn c_runner_plain() -> String {
         }
         let _ = writeln!(s, "    if (!strcmp(op, \"{}\")) {{", o.name);
         s += &pre;
+        if o.out == Out::PerDim {
+            // One tensor per dimension of the input: as many out-pointers as its rank.
+            let _ = writeln!(s, "        KilnTensor *o[8] = {{0}}, **p[8];\n        size_t n = 0;");
+            let _ = writeln!(s, "        for (int j = 0; j < 8; j++) p[j] = &o[j];");
+            let _ = writeln!(s, "        *st = kiln_tensor_ndim({}, &n);", call.join(", "));
+            let _ = writeln!(
+                s,
+                "        if (*st == KILN_OK) *st = kiln_{}({}, (KilnTensor **const *)p, n);",
+                o.name,
+                call.join(", ")
+            );
+            let _ = writeln!(s, "        *out = pick_output(c, o, n, st);\n        return 1;\n    }}");
+            continue;
+        }
         match o.outputs().len() {
             0 => {
                 let _ =
@@ -146,6 +160,8 @@ pub(crate) fn format_table() -> String {
         if !outs.is_empty() {
             let which: Vec<String> = outs.iter().enumerate().map(|(i, n)| format!("{i} {n}")).collect();
             params.push(format!("output ({})", which.join(", ")));
+        } else if o.out == Out::PerDim {
+            params.push("output (the dimension)".into());
         }
         let inputs: Vec<String> = o
             .args
@@ -227,6 +243,9 @@ fn params_cell(o: &OpInfo) -> String {
 /// For an op giving a named tuple with generated wrappers, its elements' names: the runners check
 /// the case's `output` element of the tuple.
 fn outputs(o: &OpInfo) -> String {
+    if o.is_plain() && o.out == Out::PerDim {
+        return ", \"outputs\": \"one per dimension\"".into();
+    }
     if !o.is_plain() || o.outputs().is_empty() {
         return String::new();
     }
@@ -234,21 +253,28 @@ fn outputs(o: &OpInfo) -> String {
     format!(", \"outputs\": [{}]", names.join(", "))
 }
 
-/// For an op whose Python wrapper is generated, its arguments in order as `[manifest key, is a
-/// tensor]` pairs: py_runner.py calls it with them by position, no code of its own.
+/// For a plain op whose Python wrapper (generated or hand-written) takes the row's arguments, by
+/// position or in the Array API's form (`OpInfo::py_own` empty), its arguments in order as
+/// `[manifest key, kind, Python keyword or null: by position]` (kind: "tensor", "tensors" (every
+/// input, as a list) or "value"): py_runner.py calls it with them, no code of its own.
 fn python_args(o: &OpInfo) -> String {
-    if o.py_doc.is_empty() || crate::core_by_name::is_elementwise(o.name) {
+    if !o.is_plain() || !o.py_own.is_empty() || crate::core_by_name::is_elementwise(o.name) {
         return String::new();
     }
     // The Array API's form takes every argument after the tensor inputs by keyword (its name).
-    let inputs = if o.py_array_api { o.args.iter().take_while(|a| a.ty == Ty::Tensor).count() } else { o.args.len() };
+    let inputs = if o.py_array_api { o.args.iter().take_while(|a| a.ty.is_input()).count() } else { o.args.len() };
     let args: Vec<String> = o
         .args
         .iter()
         .enumerate()
         .map(|(i, a)| {
             let kw = if i < inputs { "null".to_string() } else { json_str(crate::python::py_name(a)) };
-            format!("[{}, {}, {kw}]", json_str(a.key), matches!(a.ty, Ty::Tensor | Ty::OptTensor))
+            let kind = match a.ty {
+                Ty::Tensor | Ty::OptTensor => "tensor",
+                Ty::Tensors => "tensors",
+                _ => "value",
+            };
+            format!("[{}, \"{kind}\", {kw}]", json_str(a.key))
         })
         .collect();
     format!(", \"python_args\": [{}]", args.join(", "))

@@ -2,9 +2,9 @@
 //! lib/kiln/native.ex, the op lists of nif-elixir/lib/kiln.ex and the codes of lib/kiln/error.ex.
 
 use crate::text::header;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Out, Ty, UnaryOp};
 use kiln_core::session::LimitTy;
-use kiln_core::{ErrorCode, SessionLimits};
+use kiln_core::{DType, ErrorCode, SessionLimits};
 use std::fmt::Write as _;
 
 /// Kernel functions that an op of the tables may be named after (Kiln defines its own, so the
@@ -33,7 +33,7 @@ pub(crate) fn elixir_ops() -> String {
     }
     // A generated function with options has two arities (`sum/1`, `sum/2`).
     for o in ex_plain() {
-        let required = o.args.iter().filter(|a| a.default == Dflt::Required).count();
+        let required = o.args.iter().filter(|a| ex_required(a)).count();
         names.push((o.ex(), required));
         if required < o.args.len() {
             names.push((o.ex(), required + 1));
@@ -68,6 +68,82 @@ pub(crate) fn elixir_ops() -> String {
     // The blank line before the END marker is mix format's.
     s += "  ]\n\n";
     s
+}
+
+/// A dtype as Nx names it: `{:f, 32}` (the type tuple) and `f32` (its short name).
+fn nx_type(d: DType) -> (String, String) {
+    let kind = match d {
+        DType::F32 | DType::F16 => "f",
+        DType::I32 => "s",
+        DType::U32 | DType::Bool => "u",
+    };
+    let bits = d.size() * 8;
+    (format!("{{:{kind}, {bits}}}"), format!("{kind}{bits}"))
+}
+
+/// `@name %{pairs}` as `mix format` writes it (one line when it fits lib/kiln.ex's 110 columns).
+fn ex_map(name: &str, pairs: &[String]) -> String {
+    let one = format!("  @{name} %{{{}}}\n", pairs.join(", "));
+    if one.len() <= EX_LINE + 1 {
+        return one;
+    }
+    format!("  @{name} %{{\n    {}\n  }}\n", pairs.join(",\n    "))
+}
+
+/// The region of lib/kiln.ex with kiln-core's dtype table in Nx's terms: the type tuple of each
+/// dtype and its core name (what the NIF takes), the atoms `normalize_type/1` accepts (Nx's short
+/// names and the core's), `normalize_type/1` and `type_name/1`.
+pub(crate) fn elixir_dtypes() -> String {
+    let (mut native_of, mut type_of, mut aliases, mut names) = (vec![], vec![], vec![], String::new());
+    let (mut tuples, mut atoms) = (vec![], vec![]);
+    for d in DType::ALL {
+        let (t, short) = nx_type(d);
+        native_of.push(format!("{t} => :{}", d.name()));
+        type_of.push(format!("{}: {t}", d.name()));
+        aliases.push(format!("{short}: {t}"));
+        tuples.push(t.clone());
+        if short != d.name() {
+            aliases.push(format!("{}: {t}", d.name()));
+            atoms.push(format!("`:{short}` (`:{}`)", d.name()));
+        } else {
+            atoms.push(format!("`:{short}`"));
+        }
+        let _ = writeln!(names, "  def type_name({t}), do: \"{short}\"");
+    }
+    let mut s = ex_map("native_of", &native_of) + &ex_map("type_of", &type_of) + &ex_map("aliases", &aliases);
+    let doc = format!(
+        "Normalizes a type: {} or the atoms {}. Anything else raises `Kiln.Error` with code `:invalid_argument`.",
+        tuples.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", "),
+        atoms.join(", ")
+    );
+    let _ = write!(
+        s,
+        "\n  @doc \"\"\"\n{}\n      iex> Kiln.normalize_type(:f16)\n      {{:f, 16}}\n  \"\"\"\n",
+        indent_wrap(&doc)
+    );
+    s += "  def normalize_type(type) when is_map_key(@native_of, type), do: type\n";
+    s += "  def normalize_type(type) when is_map_key(@aliases, type), do: Map.fetch!(@aliases, type)\n\n";
+    s += "  def normalize_type(type),\n    do:\n      raise(\n        Error.new(\n          :invalid_argument,\n";
+    let _ = writeln!(s, "          \"unknown type #{{inspect(type)}} (supported: {})\"", tuples.join(", "));
+    s += "        )\n      )\n";
+    s += "\n  @doc false\n";
+    s + &names + "\n"
+}
+
+/// `text` as a @doc's lines: two spaces in, at most 100 columns.
+fn indent_wrap(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::from(" ");
+    for word in text.split_whitespace() {
+        if line.len() + 1 + word.len() > 100 {
+            out += &line;
+            out.push('\n');
+            line = String::from(" ");
+        }
+        line.push(' ');
+        line += word;
+    }
+    out + &line + "\n"
 }
 
 pub(crate) fn elixir_errors() -> String {
@@ -153,6 +229,16 @@ pub(crate) fn nif_ops() -> String {
         let _ = writeln!(s, "#[rustler::nif(schedule = \"DirtyIo\")]");
         let call = format!("ops::{}({})", o.core, call.join(", "));
         let names = o.outputs();
+        if o.out == Out::PerDim {
+            // One tensor per dimension of the input: a list (lib/kiln.ex's `outs` makes it a tuple).
+            let _ = writeln!(s, "fn {}(env: Env<'_>, {}) -> Reply<Vec<Out>> {{", o.core, params.join(", "));
+            s += "    guard(env, || {\n";
+            for p in pre {
+                let _ = writeln!(s, "        {p}");
+            }
+            let _ = writeln!(s, "        Ok({call}?.into_iter().map(Out).collect())\n    }})\n}}");
+            continue;
+        }
         if names.is_empty() {
             let _ = writeln!(s, "fn {}(env: Env<'_>, {}) -> Reply<Out> {{", o.core, params.join(", "));
             s += "    tensor_reply(env, || {\n";
@@ -167,9 +253,13 @@ pub(crate) fn nif_ops() -> String {
         if names.is_empty() {
             let _ = writeln!(s, "        {call}\n    }})\n}}");
         } else {
-            let t = names.join(", ");
             let wrapped: Vec<String> = names.iter().map(|n| format!("Out({n})")).collect();
-            let _ = writeln!(s, "        let ({t}) = {call}?;\n        Ok(vec![{}])\n    }})\n}}", wrapped.join(", "));
+            let _ = writeln!(
+                s,
+                "        let {} = {call}?;\n        Ok(vec![{}])\n    }})\n}}",
+                o.out_pattern(),
+                wrapped.join(", ")
+            );
         }
     }
     s
@@ -191,13 +281,19 @@ pub(crate) fn ex_plain() -> Vec<OpInfo> {
     nif_plain().into_iter().filter(|o| !o.hand_written(1)).collect()
 }
 
+/// Whether `a` is a positional argument of the Elixir function: no default in the row, nor an
+/// Elixir one (`Arg::nx`).
+fn ex_required(a: &Arg) -> bool {
+    a.default == Dflt::Required && a.nx.is_empty()
+}
+
 /// The option name of `a` in Elixir: Nx's spelling where it differs from the row's
 /// (`keep_axes:` / `keep_axis:`, `type:`).
 fn ex_option(o: &OpInfo, a: &Arg) -> &'static str {
     match (a.name, a.ty) {
         ("keepdims", _) if o.args.iter().any(|b| b.ty == Ty::OptAxis) => "keep_axis",
         ("keepdims", _) => "keep_axes",
-        (_, Ty::OptDType) => "type",
+        (_, Ty::OptDType | Ty::DType) => "type",
         (n, _) => n,
     }
 }
@@ -215,8 +311,11 @@ fn ex_float(f: f64) -> String {
     }
 }
 
-/// `a`'s default as an Elixir term.
+/// `a`'s default as an Elixir term (Nx's where the row says, `Arg::nx`).
 fn ex_default(a: &Arg) -> String {
+    if !a.nx.is_empty() {
+        return a.nx.into();
+    }
     match a.default {
         Dflt::None => "nil".into(),
         Dflt::Bool(b) => b.to_string(),
@@ -248,7 +347,9 @@ fn ex_convert(a: &Arg, v: &str) -> String {
         Ty::OptF32 => format!("opt_float!({v}, \"{n}\")"),
         Ty::Bool => format!("{v} == true"),
         Ty::Format => format!("quant_format!({v})"),
-        Ty::Tensors | Ty::NewShape | Ty::U64 | Ty::Bytes | Ty::Other(_) => unreachable!("checked by ex_supported"),
+        Ty::U64 => format!("seed!({v})"),
+        Ty::Tensors => format!("Enum.map(proper_list!({v}, \"{n}\"), &ref!/1)"),
+        Ty::NewShape | Ty::Bytes | Ty::Other(_) => unreachable!("checked by ex_supported"),
     }
 }
 
@@ -256,10 +357,10 @@ fn ex_convert(a: &Arg, v: &str) -> String {
 pub(crate) fn ex_supported(o: &OpInfo) -> bool {
     o.is_plain()
         && o.args.iter().all(|a| {
-            !matches!(a.ty, Ty::Tensors | Ty::NewShape | Ty::U64 | Ty::Bytes | Ty::Other(_))
+            !matches!(a.ty, Ty::NewShape | Ty::Bytes | Ty::Other(_))
                 // Another argument's value as the default: that argument must be positional.
                 && match a.default {
-                    Dflt::Same(other) => o.args.iter().any(|b| b.name == other && b.default == Dflt::Required),
+                    Dflt::Same(other) => o.args.iter().any(|b| b.name == other && ex_required(b)),
                     _ => true,
                 }
         })
@@ -277,8 +378,8 @@ fn ex_doc_text(s: &str) -> String {
 pub(crate) fn elixir_fns() -> String {
     let mut s = String::new();
     for o in ex_plain() {
-        let required: Vec<&Arg> = o.args.iter().filter(|a| a.default == Dflt::Required).collect();
-        let options: Vec<&Arg> = o.args.iter().filter(|a| a.default != Dflt::Required).collect();
+        let required: Vec<&Arg> = o.args.iter().filter(|a| ex_required(a)).collect();
+        let options: Vec<&Arg> = o.args.iter().filter(|a| !ex_required(a)).collect();
         let mut doc = String::new();
         let mut first = o.doc.chars();
         if let Some(c) = first.next() {
@@ -304,7 +405,7 @@ pub(crate) fn elixir_fns() -> String {
             .args
             .iter()
             .map(|a| match a.default {
-                Dflt::Required => ex_convert(a, a.name),
+                _ if ex_required(a) => ex_convert(a, a.name),
                 Dflt::Same(other) => ex_convert(a, &format!("kw[:{}] || {other}", ex_option(&o, a))),
                 _ => ex_convert(a, &format!("kw[:{}]", ex_option(&o, a))),
             })
@@ -368,6 +469,7 @@ pub(crate) fn ex_runner() -> String {
             let k = a.key;
             match a.ty {
                 Ty::Tensor | Ty::OptTensor => format!("get.(\"{k}\")"),
+                Ty::Tensors => "Enum.map(ins, &elem(&1, 1))".into(),
                 Ty::Pair => format!("pair(p[\"{k}\"])"),
                 Ty::DType => format!("t(p, \"{k}\")"),
                 Ty::OptDType => format!("opt_t(p, \"{k}\")"),
@@ -375,13 +477,9 @@ pub(crate) fn ex_runner() -> String {
                 _ => format!("p[\"{k}\"]"),
             }
         };
-        let mut args: Vec<String> = o.args.iter().filter(|a| a.default == Dflt::Required).map(value).collect();
-        let opts: Vec<String> = o
-            .args
-            .iter()
-            .filter(|a| a.default != Dflt::Required)
-            .map(|a| format!("{}: {}", ex_option(&o, a), value(a)))
-            .collect();
+        let mut args: Vec<String> = o.args.iter().filter(|a| ex_required(a)).map(value).collect();
+        let opts: Vec<String> =
+            o.args.iter().filter(|a| !ex_required(a)).map(|a| format!("{}: {}", ex_option(&o, a), value(a))).collect();
         if !opts.is_empty() {
             args.push(opts.join(", "));
         }

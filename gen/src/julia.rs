@@ -3,7 +3,8 @@
 //! runner's clauses for the ops whose Kiln.jl method takes the row's form.
 
 use crate::text::*;
-use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Ty, UnaryOp};
+use kiln_core::ops::{op_table, Arg, BinaryOp, Dflt, OpInfo, Out, Ty, UnaryOp};
+use kiln_core::DType;
 use std::fmt::Write as _;
 
 pub(crate) fn jl_symbol(name: &str) -> String {
@@ -14,8 +15,39 @@ pub(crate) fn jl_symbol(name: &str) -> String {
     }
 }
 
+/// The Julia element type of a dtype (Base's type of the same bits).
+fn jl_eltype(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "Float32",
+        DType::F16 => "Float16",
+        DType::I32 => "Int32",
+        DType::U32 => "UInt32",
+        DType::Bool => "Bool",
+    }
+}
+
+/// The dtype table as Kiln.jl reads it: the element types, their C codes and back.
+fn julia_dtypes() -> String {
+    let names: Vec<&str> = DType::ALL.iter().map(|&d| jl_eltype(d)).collect();
+    let mut s = String::from("# The element types of kiln-core's dtype table (core/src/dtype.rs) and their C codes.\n");
+    let _ = writeln!(s, "const KilnEltype = Union{{{}}}\n", names.join(","));
+    for d in DType::ALL {
+        let _ = writeln!(s, "dtype_code(::Type{{{}}}) = 0x{:08x}", jl_eltype(d), d as u32);
+    }
+    s += "dtype_code(::Type{T}) where {T} =\n";
+    let _ =
+        writeln!(s, "    throw(ArgumentError(\"Kiln has no element type $T (supported: {})\"))\n", names.join(", "));
+    s += "function eltype_of(code::UInt32)\n";
+    for d in DType::ALL {
+        let _ = writeln!(s, "    code == {} && return {}", d as u32, jl_eltype(d));
+    }
+    s += "    throw(KilnError(13, :INTERNAL, \"unknown dtype code $code\"))\nend\n\n";
+    s
+}
+
 pub(crate) fn julia_ops() -> String {
     let mut s = header("#");
+    s += &julia_dtypes();
     s += "# The elementwise ops of kiln-core's tables as Julia broadcasts them: (Julia function, core op).\n";
     s += "# Ops marked hand-written in the table (`/`, `^`) are defined in Kiln.jl itself.\n\n";
     let unary: Vec<UnaryOp> = UnaryOp::ALL.into_iter().filter(|o| !o.binding_names()[2].starts_with('~')).collect();
@@ -133,7 +165,11 @@ pub(crate) fn julia_ccalls() -> String {
     s += "# function `kiln_<op>` with the row's arguments in kiln-core's order and meaning (row-major axes,\n";
     s += "# 0-based; pairs as (height, width)) and wraps the result. Kiln.jl's Julia methods (Base names,\n";
     s += "# column-major `dims`, 1-based positions) translate their arguments and call these.\n";
-    for o in op_table().into_iter().filter(|o| o.is_plain() && !crate::core_by_name::is_elementwise(o.name)) {
+    // nonzero's tensor per dimension: sorting.jl's own @ccall (Julia's dims reversed, 1-based).
+    for o in op_table()
+        .into_iter()
+        .filter(|o| o.is_plain() && o.out != Out::PerDim && !crate::core_by_name::is_elementwise(o.name))
+    {
         let args: Vec<JlArg> = o.args.iter().map(jl_arg).collect();
         let params: Vec<&str> = args.iter().map(|a| a.param.as_str()).collect();
         let mut cargs: Vec<String> = args.iter().flat_map(|a| a.c.clone()).collect();
@@ -513,4 +549,36 @@ fn wrap(text: &str, width: usize) -> String {
         line += word;
     }
     out + &line + "\n"
+}
+
+/// The region of tests/conformance/jl_runner.jl before `exposed`: for every op of the table but the
+/// elementwise ones (which the runner checks as Kiln.jl broadcasts them), the checks that show
+/// Kiln.jl exposes it: the row's own (`OpInfo::jl_owns`), else its Julia name owning a method on
+/// one Float32 matrix; a generated Kiln.jl method adds its function (`:name`).
+pub(crate) fn jl_exposed() -> String {
+    let mut s = String::from("const EXPOSED = Dict{String,Vector{Any}}(\n");
+    let ops: Vec<OpInfo> = op_table()
+        .into_iter()
+        .filter(|o| !crate::core_by_name::is_elementwise(o.name) && !matches!(o.name, "where" | "clip"))
+        .collect();
+    for o in &ops {
+        let mut checks: Vec<String> = if o.jl_owns.is_empty() && o.jl_doc.is_empty() {
+            vec![format!("(Kiln.{}, Tuple{{KA}})", o.jl())]
+        } else {
+            o.jl_owns
+                .split("; ")
+                .filter(|c| !c.is_empty())
+                .map(|c| match c.split_once('(') {
+                    _ if c.starts_with(':') => c.to_string(),
+                    Some((f, types)) => format!("({f}, Tuple{{{}}})", types.trim_end_matches(')').replace(", ", ",")),
+                    None => panic!("{}: jl_owns check {c:?} is neither `f(T, ...)` nor `:name`", o.name),
+                })
+                .collect()
+        };
+        if !o.jl_doc.is_empty() {
+            checks.push(format!(":{}", o.jl()));
+        }
+        let _ = writeln!(s, "    \"{}\" => [{}],", o.name, checks.join(", "));
+    }
+    s + ")\n"
 }

@@ -67,6 +67,7 @@ const FILES: &[(&str, Emit)] = &[
 const REGIONS: &[(&str, Emit)] = &[
     ("py/python/kiln/__init__.pyi", python::pyi),
     ("nif-elixir/lib/kiln.ex", elixir::elixir_ops),
+    ("nif-elixir/lib/kiln.ex", elixir::elixir_dtypes),
     ("nif-elixir/lib/kiln.ex", elixir::elixir_fns),
     ("nif-elixir/lib/kiln/native.ex", elixir::native_nifs),
     ("nif-elixir/lib/kiln/session.ex", elixir::session_limits),
@@ -75,6 +76,7 @@ const REGIONS: &[(&str, Emit)] = &[
     ("docs/ops-api.md", docs::docs_table),
     ("web/js/kiln.d.ts", web::web_dts),
     ("web/test/conformance.js", web::web_runner),
+    ("tests/conformance/jl_runner.jl", julia::jl_exposed),
     ("tests/conformance/jl_runner.jl", julia::jl_runner),
     ("tests/conformance/FORMAT.md", docs::format_table),
 ];
@@ -141,7 +143,7 @@ fn check_table(t: &[OpInfo]) -> Result<()> {
         if o.name.is_empty() || o.py().is_empty() || o.ex().is_empty() || o.jl().is_empty() {
             bail!("op table: {:?} has an empty name", o.name);
         }
-        if !o.py_doc.is_empty() && !python::py_supported(o) {
+        if !o.py_doc.is_empty() && !o.py_creation && !python::py_supported(o) {
             bail!(
                 "op table: {:?} asks for a generated Python wrapper, which its arguments' types do not have yet",
                 o.name

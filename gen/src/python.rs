@@ -7,11 +7,42 @@ use std::fmt::Write as _;
 /// The ops of the op table (the elementwise tables aside) whose Python wrapper is generated:
 /// a Python name without `~` (the row's `.python(docstring)`).
 pub(crate) fn py_plain() -> Vec<OpInfo> {
-    op_table().into_iter().filter(|o| !o.py_doc.is_empty() && !crate::core_by_name::is_elementwise(o.name)).collect()
+    op_table()
+        .into_iter()
+        .filter(|o| !o.py_doc.is_empty() && !o.py_creation && !crate::core_by_name::is_elementwise(o.name))
+        .collect()
+}
+
+/// The creation ops whose Python function is numpy's (`OpInfo::py_creation`): the function and
+/// its `_like` twin (ops.rs's device helpers place the result).
+fn py_creation() -> Vec<OpInfo> {
+    op_table().into_iter().filter(|o| o.py_creation).collect()
+}
+
+/// numpy's creation function of `o` (a shape and a dtype, float32 by default, made on `device`)
+/// and its `<name>_like` twin (the shape and by default the dtype of `x`).
+fn creation_fns(o: &OpInfo) -> String {
+    assert!(
+        matches!(o.args, [a, b] if a.ty == Ty::Shape && b.ty == Ty::DType),
+        "{}: a Python creation function takes a shape and a dtype",
+        o.name
+    );
+    let (n, opt) = (o.name, "Option<&Bound<'_, PyAny>>");
+    let mut s = format!("\n{}#[pyfunction]\n#[pyo3(signature = (shape, dtype=None, *, device=None))]\n", doc(o.py_doc));
+    let _ = writeln!(s, "pub fn {n}(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: {opt}, device: {opt}) -> PyT {{");
+    s += "    let target = target_device(py, device)?;\n";
+    s += "    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);\n";
+    let _ = writeln!(s, "    place(py, gpu(py, || ops::{}(&s, d))?, target)\n}}\n", o.core);
+    s += &doc(&format!("``{n}`` with the shape (and by default the dtype) of ``x``."));
+    s += "#[pyfunction]\n#[pyo3(signature = (x, /, dtype=None, *, device=None))]\n";
+    let _ = writeln!(s, "pub fn {n}_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: {opt}, device: {opt}) -> PyT {{");
+    s += "    let target = target_device(py, device)?;\n    let (s, d) = like_args(py, x, dtype)?;\n";
+    let _ = writeln!(s, "    place(py, gpu(py, || ops::{}(&s, d))?, target)\n}}", o.core);
+    s
 }
 
 /// The PyO3 parameter type of `a`, its conversion to kiln-core's value (a statement binding
-/// `a.name`, or None when the parameter is used as is) and how the call passes it. None: a type
+/// `a.name`, or None when the parameter, named [`py_name`], is used as is) and how the call passes it. None: a type
 /// the Python emitter does not write yet (kiln-gen refuses such a row).
 fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
     let (n, p) = (a.name, py_name(a));
@@ -35,19 +66,21 @@ fn py_arg(a: &Arg) -> Option<(&'static str, Option<String>, String)> {
         Ty::OptAxes => {
             ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_axes(py, axis)?;")), format!("{n}.as_deref()"))
         }
-        Ty::OptAxis => ("Option<Int<isize>>", None, format!("{n}.map(|v| v.0)")),
-        Ty::OptDType => ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_dtype(py, {n})?;")), n.to_string()),
+        Ty::OptAxis => ("Option<Int<isize>>", None, format!("{p}.map(|v| v.0)")),
+        Ty::OptDType => ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = parse_dtype(py, {p})?;")), n.to_string()),
         Ty::Tensor => ("&Bound<'_, PyAny>", Some(format!("let {n} = tensor_arg(py, {n})?;")), format!("&{n}")),
+        // A sequence of ints.
+        Ty::Axes => ("&Bound<'_, PyAny>", Some(format!("let {n} = axes_list(py, {p})?;")), format!("&{n}")),
         Ty::OptTensor => {
             ("Option<&Bound<'_, PyAny>>", Some(format!("let {n} = opt_tensor_arg(py, {n})?;")), format!("{n}.as_ref()"))
         }
-        Ty::F32 => ("Float", None, format!("{n}.0 as f32")),
-        Ty::F64 => ("Float", None, format!("{n}.0")),
-        Ty::OptF32 => ("Option<Float>", None, format!("{n}.map(|v| v.0 as f32)")),
-        Ty::Size => ("Int<usize>", None, format!("{n}.0")),
-        Ty::Axis | Ty::Int => ("Int<isize>", None, format!("{n}.0")),
-        Ty::Bool => ("bool", None, n.to_string()),
-        Ty::Format => ("&str", None, format!("quant_format({n})?")),
+        Ty::F32 => ("Float", None, format!("{p}.0 as f32")),
+        Ty::F64 => ("Float", None, format!("{p}.0")),
+        Ty::OptF32 => ("Option<Float>", None, format!("{p}.map(|v| v.0 as f32)")),
+        Ty::Size => ("Int<usize>", None, format!("{p}.0")),
+        Ty::Axis | Ty::Int => ("Int<isize>", None, format!("{p}.0")),
+        Ty::Bool => ("bool", None, p.to_string()),
+        Ty::Format => ("&str", None, format!("quant_format({p})?")),
         _ => return None,
     })
 }
@@ -105,9 +138,20 @@ fn pyi_type(a: &Arg) -> &'static str {
         Ty::Pair if matches!(a.default, Dflt::Same(_)) => "Optional[Pair]",
         Ty::Pair => "Pair",
         Ty::OptAxes => "AxisLike",
+        Ty::Axes => "Sequence[int]",
         Ty::OptAxis => "Optional[int]",
         Ty::OptDType => "DTypeLike",
         _ => "object",
+    }
+}
+
+/// The name of `o`'s generated Python function: the public one, or `_<name>` for a private one
+/// (`OpInfo::py_private`).
+pub(crate) fn py_fn(o: &OpInfo) -> String {
+    if o.py_private {
+        format!("_{}", o.name)
+    } else {
+        o.py().to_string()
     }
 }
 
@@ -151,16 +195,15 @@ fn plain_fns() -> String {
             0 => "PyT".to_string(),
             n => format!("PyResult<({})>", vec!["PyTensor"; n].join(", ")),
         };
-        let _ = writeln!(s, "pub fn {}(py: Python<'_>, {}) -> {ret} {{", o.py(), params.join(", "));
+        let _ = writeln!(s, "pub fn {}(py: Python<'_>, {}) -> {ret} {{", py_fn(&o), params.join(", "));
         s += &convert;
         let call = format!("gpu(py, || ops::{}({}))", o.core, call.join(", "));
         if names.is_empty() {
             let _ = writeln!(s, "    {call}.map(PyTensor::new)\n}}");
         } else {
             // A named tuple: a Python tuple in the row's order.
-            let t = names.join(", ");
             let wrapped: Vec<String> = names.iter().map(|n| format!("PyTensor::new({n})")).collect();
-            let _ = writeln!(s, "    {call}.map(|({t})| ({}))\n}}", wrapped.join(", "));
+            let _ = writeln!(s, "    {call}.map(|{}| ({}))\n}}", o.out_pattern(), wrapped.join(", "));
         }
     }
     s
@@ -196,8 +239,8 @@ pub(crate) fn py_ops() -> String {
     s += "//! The Python functions of kiln-core's unary and binary tables (numpy's names), of the plain\n";
     s += "//! ops of the op table whose row gives a Python docstring, and their registration; the\n";
     s += "//! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.\n\n";
-    s += "use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};\nuse crate::errors::gpu;\n";
-    s += "use crate::ops::{binary_fns, pair_or, quant_format, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::ops;\n";
+    s += "use crate::convert::{\n    dtype_or, opt_tensor_arg, parse_axes, parse_dtype, parse_pair, parse_shape, tensor_arg, Float, Int,\n};\nuse crate::errors::gpu;\n";
+    s += "use crate::ops::{axes_list, binary_fns, like_args, pair_or, place, quant_format, target_device, unary_fns, PyT};\nuse crate::tensor::PyTensor;\nuse kiln_core::{ops, DType};\n";
     s += "use pyo3::prelude::*;\n\n";
     s += "unary_fns! {\n";
     for op in &us {
@@ -222,13 +265,17 @@ pub(crate) fn py_ops() -> String {
     }
     s += "}\n";
     s += &plain_fns();
+    for o in py_creation() {
+        s += &creation_fns(&o);
+    }
     s += "\n/// Adds every function above to the module.\npub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {\n";
     let plain = py_plain();
     for name in us
         .iter()
-        .map(|o| o.binding_names()[0])
-        .chain(bs.iter().map(|o| o.binding_names()[0]))
-        .chain(plain.iter().map(|o| o.py()))
+        .map(|o| o.binding_names()[0].to_string())
+        .chain(bs.iter().map(|o| o.binding_names()[0].to_string()))
+        .chain(plain.iter().map(py_fn))
+        .chain(py_creation().iter().flat_map(|o| [o.name.to_string(), format!("{}_like", o.name)]))
     {
         let _ = writeln!(s, "    m.add_function(wrap_pyfunction!({name}, m)?)?;");
     }
@@ -248,7 +295,7 @@ pub(crate) fn pyi() -> String {
         let _ = writeln!(s, "def {}(x1: Operand, x2: Operand) -> Tensor: ...", op.binding_names()[0]);
     }
     s += "# the plain ops of kiln-core's op table with a generated wrapper\n";
-    for o in py_plain() {
+    for o in py_plain().into_iter().filter(|o| !o.py_private) {
         let params: Vec<String> = o
             .args
             .iter()

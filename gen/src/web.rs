@@ -61,8 +61,10 @@ const JS_DEFAULTS: &[(&str, &str, &str)] = &[("arange", "step", "1"), ("concat",
 /// The plain ops whose core form waits for a readback, which the page's one thread must not do:
 /// their export is a promise, from the core's `<op>_async` form. kiln-core has none for
 /// `unique_values`, `unique_counts` and `unique_inverse`: kiln.js gives them from `uniqueAll`'s
-/// promise (no export of their own).
-const BROWSER_ASYNC: &[&str] = &["quantize", "unique_values", "unique_counts", "unique_inverse"];
+/// promise (no export of their own); `unique_all`'s and `nonzero`'s promises of several tensors
+/// are written by hand (web/src/ops.rs, kiln.js).
+const BROWSER_ASYNC: &[&str] =
+    &["quantize", "nonzero", "unique_all", "unique_values", "unique_counts", "unique_inverse"];
 
 /// The ops of [`BROWSER_ASYNC`] whose core has the `<op>_async` form the export awaits.
 const CORE_ASYNC: &[&str] = &["quantize"];
@@ -206,13 +208,13 @@ pub(crate) fn wasm_ops() -> String {
         if !names.is_empty() {
             // A named tuple: an array in its order (kiln.js's wrapper names the elements).
             assert!(!is_async(&o), "{}: a promise of a tuple is not generated", o.name);
-            let t = names.join(", ");
             let wrapped: Vec<String> = names.iter().map(|n| format!("Tensor::from({n})")).collect();
             let _ = writeln!(
                 s,
-                "    ops::{}({}).map(|({t})| vec![{}]).map_err(crate::error::js_err)\n}}",
+                "    ops::{}({}).map(|{}| vec![{}]).map_err(crate::error::js_err)\n}}",
                 o.core,
                 call.join(", "),
+                o.out_pattern(),
                 wrapped.join(", ")
             );
         } else if is_async(&o) {

@@ -145,24 +145,9 @@ end
 # Element types
 # --------------------------------------------------------------------------------------------
 
-const KilnEltype = Union{Float32,Float16,Int32,UInt32,Bool}
-
-dtype_code(::Type{Float32}) = 0x00000000
-dtype_code(::Type{Float16}) = 0x00000001
-dtype_code(::Type{Int32}) = 0x00000002
-dtype_code(::Type{UInt32}) = 0x00000003
-dtype_code(::Type{Bool}) = 0x00000004
-dtype_code(::Type{T}) where {T} =
-    throw(ArgumentError("Kiln has no element type $T (supported: Float32, Float16, Int32, UInt32, Bool)"))
-
-function eltype_of(code::UInt32)
-    code == 0 && return Float32
-    code == 1 && return Float16
-    code == 2 && return Int32
-    code == 3 && return UInt32
-    code == 4 && return Bool
-    throw(KilnError(13, :INTERNAL, "unknown dtype code $code"))
-end
+# KilnEltype, dtype_code and eltype_of (kiln-core's dtype table), UNARY, FLOAT_ONLY and BINARY
+# (its elementwise tables): generated (`make gen`).
+include("ops_gen.jl")
 
 # The Kiln type a host element type is stored as (Float64 has no portable GPU type).
 kiln_eltype(::Type{T}) where {T<:KilnEltype} = T
@@ -497,8 +482,6 @@ struct KilnStyle <: Broadcast.AbstractArrayStyle{Any} end
 KilnStyle(::Val) = KilnStyle()
 Base.BroadcastStyle(::Type{<:KilnArray}) = KilnStyle()
 
-# UNARY, FLOAT_ONLY and BINARY: generated from kiln-core's op tables (`make gen`).
-include("ops_gen.jl")
 include("ccall_gen.jl")   # _kiln_<op>: the @ccall of every plain op of the table
 include("methods_gen.jl")   # the Kiln.jl methods that take their rows' form
 

@@ -443,6 +443,15 @@ function _kiln_count_nonzero(x::KilnArray, axes::Union{Nothing,AbstractVector{<:
     end
 end
 
+"`kiln_unique_all`: (values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)."
+function _kiln_unique_all(x::KilnArray)
+    return GC.@preserve x begin
+        _news((:values, :indices, :inverse_indices, :counts,)) do outs
+            @ccall libkiln.kiln_unique_all(ptr(x)::Ptr{KilnTensor}, outs[1]::Ref{Ptr{KilnTensor}}, outs[2]::Ref{Ptr{KilnTensor}}, outs[3]::Ref{Ptr{KilnTensor}}, outs[4]::Ref{Ptr{KilnTensor}})::UInt32
+        end
+    end
+end
+
 "`kiln_unique_counts`: (values, counts) of the distinct values."
 function _kiln_unique_counts(x::KilnArray)
     return GC.@preserve x begin

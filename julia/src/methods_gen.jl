@@ -178,6 +178,19 @@ function topk(x::KilnArray, k::Integer; dims::Integer=1, largest::Bool=true)
 end
 
 """
+    Kiln.unique_all(x)
+
+The Array API's `unique_all`: `(values=, indices=, inverse_indices=, counts=)`, the distinct values
+sorted, the 1-based linear index of each one's first occurrence, the 1-based index into `values` of
+every element (`x`'s size) and the counts (`Int32`). -0.0 and 0.0 are one value; every NaN is
+distinct (not Base's `isequal`).
+"""
+function unique_all(x::KilnArray)
+    r = _kiln_unique_all(x)
+    return (values=r.values, indices=_binary_scalar("add", r.indices, 1, false), inverse_indices=_binary_scalar("add", r.inverse_indices, 1, false), counts=r.counts)
+end
+
+"""
     Kiln.unique_counts(x)
 
 `(values=, counts=)` of `Kiln.unique_all(x)`: the distinct values sorted and how often each occurs

@@ -1,8 +1,8 @@
 # Written by hand (Julia's idiom: Base's names and keywords such as `rev`, Base's return types,
 # 1-based positions) over the generated `_kiln_<op>` wrappers. Searching, sorting and sets over
 # kiln-core's ops (kiln_sort, kiln_argsort, kiln_searchsorted, kiln_count_nonzero, kiln_nonzero,
-# kiln_unique_all), with Base's names and 1-based indices; topk, isin, unique_counts,
-# unique_inverse and unique_values take their rows' form (methods_gen.jl). Julia dim d of an
+# kiln_unique_all), with Base's names and 1-based indices; topk, isin, unique_all,
+# unique_counts, unique_inverse and unique_values take their rows' form (methods_gen.jl). Julia dim d of an
 # N-d array is core axis N - d (the column-major rule), and core's row-major flat index over the
 # reversed shape is Julia's linear index.
 #
@@ -106,27 +106,6 @@ function Base.findall(x::KilnArray{Bool,N}) where {N}
     cs = [Array(c) for c in nonzero(x)]
     N == 1 && return Int.(cs[1])
     return [CartesianIndex(ntuple(d -> Int(cs[d][i]), N)) for i in 1:length(cs[1])]
-end
-
-function _unique4(x::KilnArray)
-    r = [Ref{Ptr{KilnTensor}}(C_NULL) for _ in 1:4]
-    check(@ccall libkiln.kiln_unique_all(x::Ptr{KilnTensor}, r[1]::Ref{Ptr{KilnTensor}}, r[2]::Ref{Ptr{KilnTensor}},
-                                         r[3]::Ref{Ptr{KilnTensor}}, r[4]::Ref{Ptr{KilnTensor}})::UInt32)
-    return [wrap(h[]) for h in r]
-end
-
-"""
-    Kiln.unique_all(x::KilnArray)
-
-The Array API's `unique_all`: `(values, indices, inverse_indices, counts)`, the distinct values
-sorted, the 1-based linear index of each one's first occurrence, the 1-based index into
-`values` of every element (`x`'s size) and the counts. -0.0 and 0.0 are one value; every NaN
-is distinct (not Base's `isequal`).
-"""
-function unique_all(x::KilnArray)
-    v, i, inv, c = _unique4(x)
-    return (values=v, indices=_binary_scalar("add", i, 1, false), inverse_indices=_binary_scalar("add", inv, 1, false),
-            counts=c)
 end
 
 """

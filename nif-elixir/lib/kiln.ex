@@ -122,6 +122,7 @@ defmodule Kiln do
   # ---------------------------------------------------------------------------------------------
   # Types and conversion helpers
 
+  # BEGIN GENERATED (kiln gen): kiln-core's dtype table (core/src/dtype.rs) in Nx's terms
   @native_of %{{:f, 32} => :f32, {:f, 16} => :f16, {:s, 32} => :i32, {:u, 32} => :u32, {:u, 8} => :bool}
   @type_of %{f32: {:f, 32}, f16: {:f, 16}, i32: {:s, 32}, u32: {:u, 32}, bool: {:u, 8}}
   @aliases %{
@@ -134,13 +135,10 @@ defmodule Kiln do
     bool: {:u, 8}
   }
 
-  @specials [:nan, :infinity, :neg_infinity]
-  defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity, true, false]
-
   @doc """
-  Normalizes a type: `{:f, 32}`, `{:f, 16}`, `{:s, 32}`, `{:u, 32}`, `{:u, 8}` (bool) or the atoms
-  `:f32`, `:f16`, `:s32` (`:i32`), `:u32`, `:u8` (`:bool`). Anything else raises `Kiln.Error` with
-  code `:invalid_argument`.
+  Normalizes a type: `{:f, 32}`, `{:f, 16}`, `{:s, 32}`, `{:u, 32}`, `{:u, 8}` or the atoms `:f32`,
+  `:f16`, `:s32` (`:i32`), `:u32`, `:u8` (`:bool`). Anything else raises `Kiln.Error` with code
+  `:invalid_argument`.
 
       iex> Kiln.normalize_type(:f16)
       {:f, 16}
@@ -163,6 +161,11 @@ defmodule Kiln do
   def type_name({:s, 32}), do: "s32"
   def type_name({:u, 32}), do: "u32"
   def type_name({:u, 8}), do: "u8"
+
+  # END GENERATED (kiln gen)
+
+  @specials [:nan, :infinity, :neg_infinity]
+  defguardp is_scalar(x) when is_number(x) or x in [:nan, :infinity, :neg_infinity, true, false]
 
   defp native_type(type), do: Map.fetch!(@native_of, normalize_type(type))
   defp opt_native_type(nil), do: nil
@@ -514,28 +517,12 @@ defmodule Kiln do
     :ok
   end
 
-  @doc "Zeros of `shape` (`type:` defaults to `{:f, 32}`)."
-  def zeros(shape, opts \\ []), do: creation(:zeros, shape, opts)
-
-  @doc "Ones of `shape` (`type:` defaults to `{:f, 32}`).\n\n    iex> Kiln.ones({2}, type: {:s, 32}) |> Kiln.to_list()\n    [1, 1]\n"
-  def ones(shape, opts \\ []), do: creation(:ones, shape, opts)
   @doc "An uninitialised tensor of `shape` (`type:` defaults to `{:f, 32}`)."
   def empty(shape, opts \\ []), do: creation(:empty, shape, opts)
 
   defp creation(fun, shape, opts) do
     kw = opts!(opts, type: {:f, 32})
     out(apply(Native, fun, [shape_list!(shape), native_type(kw[:type])]))
-  end
-
-  @doc """
-  `shape` filled with `value` (`type:` defaults to `{:f, 32}`).
-
-      iex> Kiln.full({2, 2}, 7, type: {:s, 32}) |> Kiln.to_list()
-      [[7, 7], [7, 7]]
-  """
-  def full(shape, value, opts \\ []) do
-    kw = opts!(opts, type: {:f, 32})
-    out(Native.full(shape_list!(shape), native_type(kw[:type]), float!(value, "the fill value")))
   end
 
   @doc """
@@ -676,46 +663,7 @@ defmodule Kiln do
   @doc "Nx's name for `cast/2`."
   def as_type(t, type), do: cast(t, type)
 
-  # ---------------------------------------------------------------------------------------------
-  # Random
-
-  @doc """
-  Uniform numbers in `[low, high)`, counter-based: the same `seed` gives the same numbers on
-  every device. Options: `type:` (a float type, default `{:f, 32}`), `seed:` (default 0),
-  `low:` (0.0), `high:` (1.0).
-  """
-  def random_uniform(shape, opts \\ []) do
-    kw = opts!(opts, type: {:f, 32}, seed: 0, low: 0.0, high: 1.0)
-
-    out(
-      Native.random_uniform(
-        shape_list!(shape),
-        native_type(kw[:type]),
-        seed!(kw[:seed]),
-        float!(kw[:low], "low"),
-        float!(kw[:high], "high")
-      )
-    )
-  end
-
-  @doc """
-  Normal numbers (counter-based, same numbers on every device). Options: `type:` (a float
-  type, default `{:f, 32}`), `seed:` (0), `mean:` (0.0), `std:` (1.0).
-  """
-  def random_normal(shape, opts \\ []) do
-    kw = opts!(opts, type: {:f, 32}, seed: 0, mean: 0.0, std: 1.0)
-
-    out(
-      Native.random_normal(
-        shape_list!(shape),
-        native_type(kw[:type]),
-        seed!(kw[:seed]),
-        float!(kw[:mean], "mean"),
-        float!(kw[:std], "std")
-      )
-    )
-  end
-
+  # A seed (the generated random functions' `seed:`).
   defp seed!(s) when is_integer(s) and s >= 0 and s < 0x10000000000000000, do: s
 
   defp seed!(s),
@@ -790,39 +738,6 @@ defmodule Kiln do
     %{values: v, indices: i, inverse_indices: inv, counts: c}
   end
 
-  @doc "`{values, counts}` of `unique_all/1`."
-  def unique_counts(t) do
-    u = unique_all(t)
-    {u.values, u.counts}
-  end
-
-  @doc "`{values, inverse_indices}` of `unique_all/1`."
-  def unique_inverse(t) do
-    u = unique_all(t)
-    {u.values, u.inverse_indices}
-  end
-
-  # ---------------------------------------------------------------------------------------------
-  # Scans
-
-  for {op, core} <- [cumulative_sum: :cumulative_sum, cumulative_product: :cumulative_prod] do
-    @doc """
-    Running #{if op == :cumulative_sum, do: "sum", else: "product"} along `axis:` (default 0, as
-    Nx), in `type:` (default the tensor's; it is converted first), with a leading
-    #{if op == :cumulative_sum, do: "0", else: "1"} (the axis one longer) when
-    `include_initial: true`. Integer results wrap.
-    """
-    def unquote(op)(t, opts \\ []) do
-      kw = opts!(opts, axis: 0, type: nil, include_initial: false)
-      type = if kw[:type] == nil, do: nil, else: native_type(kw[:type])
-      args = [ref!(t), int!(kw[:axis], "axis"), type, kw[:include_initial] == true]
-      out(apply(Native, unquote(core), args))
-    end
-  end
-
-  @doc "kiln-core's (and the Array API's) name for `cumulative_product/2`."
-  def cumulative_prod(t, opts \\ []), do: cumulative_product(t, opts)
-
   @doc """
   Nx's `dot/4`: contracts the axes `axes_a` of `a` with `axes_b` of `b` pairwise; the result has
   `a`'s other axes then `b`'s (one matmul on the GPU).
@@ -886,20 +801,6 @@ defmodule Kiln do
   @doc "Swaps axes `a0` and `a1` (defaults: the last two)."
   def transpose(t, a0 \\ -2, a1 \\ -1), do: out(Native.transpose(ref!(t), int!(a0, "axis"), int!(a1, "axis")))
 
-  @doc "Joins tensors along `axis:` (default 0)."
-  def concat(tensors, opts \\ [])
-
-  def concat(tensors, opts) when is_list(tensors) do
-    kw = opts!(opts, axis: 0)
-
-    out(
-      Native.concat(tensors |> proper_list!("concat's tensors") |> Enum.map(&ref!/1), int!(kw[:axis], "axis"))
-    )
-  end
-
-  def concat(other, _opts),
-    do: raise(Error.new(:invalid_argument, "concat takes a list of tensors, got #{inspect(other)}"))
-
   @doc "Nx's name for `concat/2`."
   def concatenate(tensors, opts \\ []), do: concat(tensors, opts)
 
@@ -954,6 +855,90 @@ defmodule Kiln do
   # defaults; keepdims is `keep_axes:` / `keep_axis:`, an optional dtype `type:`).
 
   # BEGIN GENERATED (kiln gen): the plain ops of kiln-core's op table (core/src/ops/table.rs)
+  @doc """
+  A tensor of zeros (kiln-core's `zeros`; dtypes: any).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+  """
+  def zeros(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32})
+    out(Native.zeros(shape_list!(shape), native_type(kw[:type])))
+  end
+
+  @doc """
+  A tensor of ones (kiln-core's `ones`; dtypes: any).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+  """
+  def ones(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32})
+    out(Native.ones(shape_list!(shape), native_type(kw[:type])))
+  end
+
+  @doc """
+  A tensor filled with `value` (kiln-core's `full`; dtypes: any).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+  """
+  def full(shape, value, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32})
+    out(Native.full(shape_list!(shape), native_type(kw[:type]), float!(value, "value")))
+  end
+
+  @doc """
+  Uniform numbers in [low, high), the same on every device (kiln-core's `random_uniform`; dtypes: float).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+    * `seed:` (default `0`): the seed (same seed, same numbers)
+    * `low:` (default `0.0`): the lower bound
+    * `high:` (default `1.0`): the upper bound, not included
+  """
+  def random_uniform(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32}, seed: 0, low: 0.0, high: 1.0)
+
+    out(
+      Native.random_uniform(
+        shape_list!(shape),
+        native_type(kw[:type]),
+        seed!(kw[:seed]),
+        float!(kw[:low], "low"),
+        float!(kw[:high], "high")
+      )
+    )
+  end
+
+  @doc """
+  Normal numbers, the same on every device (kiln-core's `random_normal`; dtypes: float).
+
+  Options:
+
+    * `type:` (default `{:f, 32}`): the dtype of the result
+    * `seed:` (default `0`): the seed (same seed, same numbers)
+    * `mean:` (default `0.0`): the mean
+    * `std:` (default `1.0`): the standard deviation
+  """
+  def random_normal(shape, opts \\ []) do
+    kw = opts!(opts, type: {:f, 32}, seed: 0, mean: 0.0, std: 1.0)
+
+    out(
+      Native.random_normal(
+        shape_list!(shape),
+        native_type(kw[:type]),
+        seed!(kw[:seed]),
+        float!(kw[:mean], "mean"),
+        float!(kw[:std], "std")
+      )
+    )
+  end
+
   @doc """
   Conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1) (kiln-core's `cast`; dtypes: any, bool included).
   """
@@ -1227,6 +1212,18 @@ defmodule Kiln do
   end
 
   @doc """
+  Tensors joined along an axis (kiln-core's `concat`; dtypes: any, bool included).
+
+  Options:
+
+    * `axis:` (default `0`): the axis (negative counts from the end)
+  """
+  def concat(tensors, opts \\ []) do
+    kw = opts!(opts, axis: 0)
+    out(Native.concat(Enum.map(proper_list!(tensors, "tensors"), &ref!/1), int!(kw[:axis], "axis")))
+  end
+
+  @doc """
   Entries picked by 1-D indices (numpy take; negative i32 indices count from the end) (kiln-core's `index_select`; dtypes: any, bool included).
   """
   def index_select(x, axis, indices), do: out(Native.index_select(ref!(x), int!(axis, "axis"), ref!(indices)))
@@ -1320,6 +1317,16 @@ defmodule Kiln do
   end
 
   @doc """
+  (values, counts) of the distinct values (kiln-core's `unique_counts`; dtypes: any, bool included).
+  """
+  def unique_counts(x), do: outs(Native.unique_counts(ref!(x)))
+
+  @doc """
+  (values, inverse_indices) of the distinct values (kiln-core's `unique_inverse`; dtypes: any, bool included).
+  """
+  def unique_inverse(x), do: outs(Native.unique_inverse(ref!(x)))
+
+  @doc """
   The distinct values, sorted (each NaN kept) (kiln-core's `unique_values`; dtypes: any, bool included).
   """
   def unique_values(x), do: out(Native.unique_values(ref!(x)))
@@ -1335,6 +1342,53 @@ defmodule Kiln do
     kw = opts!(opts, invert: false)
     out(Native.isin(ref!(x1), ref!(x2), kw[:invert] == true))
   end
+
+  @doc """
+  Running sum along an axis (an axis is required past 1-D; integers wrap) (kiln-core's `cumulative_sum`; dtypes: any).
+
+  Options:
+
+    * `axis:` (default `0`): the axis (None only for a 1-D input)
+    * `type:` (default `nil`): the dtype of the result (None: x's)
+    * `include_initial:` (default `false`): start with the identity (the result one longer)
+  """
+  def cumulative_sum(x, opts \\ []) do
+    kw = opts!(opts, axis: 0, type: nil, include_initial: false)
+
+    out(
+      Native.cumulative_sum(
+        ref!(x),
+        opt_int!(kw[:axis], "axis"),
+        opt_native_type(kw[:type]),
+        kw[:include_initial] == true
+      )
+    )
+  end
+
+  @doc """
+  Running product along an axis (an axis is required past 1-D; integers wrap) (kiln-core's `cumulative_prod`; dtypes: any).
+
+  Options:
+
+    * `axis:` (default `0`): the axis (None only for a 1-D input)
+    * `type:` (default `nil`): the dtype of the result (None: x's)
+    * `include_initial:` (default `false`): start with the identity (the result one longer)
+  """
+  def cumulative_product(x, opts \\ []) do
+    kw = opts!(opts, axis: 0, type: nil, include_initial: false)
+
+    out(
+      Native.cumulative_prod(
+        ref!(x),
+        opt_int!(kw[:axis], "axis"),
+        opt_native_type(kw[:type]),
+        kw[:include_initial] == true
+      )
+    )
+  end
+
+  @doc "kiln-core's name for `cumulative_product/2`."
+  def cumulative_prod(x, opts \\ []), do: cumulative_product(x, opts)
 
   @doc """
   Product over axes (integers wrap; 1 over an empty axis) (kiln-core's `prod`; dtypes: any).

@@ -62,12 +62,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         // creation
         ops::asarray,
         ops::from_bytes,
-        ops::zeros,
-        ops::ones,
         ops::empty,
         ops::full,
-        ops::zeros_like,
-        ops::ones_like,
         ops::full_like,
         ops::empty_like,
         ops::arange,
@@ -85,9 +81,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ops::var,
         // movement, nn, random
         ops::reshape,
-        ops::permute_dims,
         ops::transpose,
-        ops::swapaxes,
         ops::matrix_transpose,
         ops::concat,
         ops::slice,

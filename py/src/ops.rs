@@ -6,7 +6,9 @@
 //! signature is the table's own (softmax, log_softmax, layer_norm, rms_norm, batch_norm,
 //! index_select, gather, embedding, rope, attention and the quant ops but quant_from_bytes), or
 //! its Array API form (matmul, mean, max, min, all, any, argmax, argmin, prod, the scans, diff,
-//! vecdot, count_nonzero, unique_values), are generated into ops_gen.rs from their rows (`make gen`).
+//! vecdot, count_nonzero, unique_values), numpy's name (permute_dims, swapaxes) or numpy's
+//! creation form (zeros, ones and their `_like` twins, over the device helpers below), are
+//! generated into ops_gen.rs from their rows (`make gen`).
 
 use crate::convert::{
     dtype_or, operand, parse_axes, parse_dtype, parse_ishape, parse_pair, parse_shape, required_dtype, tensor_arg,
@@ -33,7 +35,10 @@ fn ok(t: Tensor) -> PyTensor {
 /// current device and moves it ([`place`]: through host memory, wgpu devices share no buffers),
 /// so its bits are the ones the current device computes; anything else is an
 /// InvalidArgumentError rather than being ignored.
-fn target_device(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::runtime::PyDevice>> {
+pub(crate) fn target_device(
+    py: Python<'_>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<crate::runtime::PyDevice>> {
     let Some(d) = device.filter(|d| !d.is_none()) else { return Ok(None) };
     let current = crate::runtime::default_device(py)?;
     match d.cast::<crate::runtime::PyDevice>() {
@@ -46,7 +51,7 @@ fn target_device(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<
 }
 
 /// `t` on `target` (see [`target_device`]); as it is for None.
-fn place(py: Python<'_>, t: Tensor, target: Option<crate::runtime::PyDevice>) -> PyT {
+pub(crate) fn place(py: Python<'_>, t: Tensor, target: Option<crate::runtime::PyDevice>) -> PyT {
     match target {
         None => Ok(ok(t)),
         Some(dev) => gpu(py, || t.to_device(&dev.open()?)).map(ok),
@@ -97,34 +102,6 @@ pub fn from_bytes(py: Python<'_>, data: &[u8], shape: &Bound<'_, PyAny>, dtype: 
     let s = parse_shape(py, shape)?;
     let d = dtype_or(py, dtype, DType::F32)?;
     gpu(py, || Tensor::from_bytes(data, &s, d)).map(ok)
-}
-
-/// A tensor of ``shape`` filled with zeros.
-#[pyfunction]
-#[pyo3(signature = (shape, dtype=None, *, device=None))]
-pub fn zeros(
-    py: Python<'_>,
-    shape: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    device: Option<&Bound<'_, PyAny>>,
-) -> PyT {
-    let target = target_device(py, device)?;
-    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
-    place(py, gpu(py, || ops::zeros(&s, d))?, target)
-}
-
-/// A tensor of ``shape`` filled with ones.
-#[pyfunction]
-#[pyo3(signature = (shape, dtype=None, *, device=None))]
-pub fn ones(
-    py: Python<'_>,
-    shape: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    device: Option<&Bound<'_, PyAny>>,
-) -> PyT {
-    let target = target_device(py, device)?;
-    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
-    place(py, gpu(py, || ops::ones(&s, d))?, target)
 }
 
 /// An uninitialised tensor of ``shape`` (its contents are whatever the buffer held).
@@ -181,38 +158,14 @@ fn scalar_arg(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<(f64, bool)> {
     }
 }
 
-fn like_args(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<(Vec<usize>, DType)> {
+pub(crate) fn like_args(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Vec<usize>, DType)> {
     let t = tensor_arg(py, x)?;
     let d = dtype_or(py, dtype, t.dtype())?;
     Ok((t.shape().to_vec(), d))
-}
-
-/// Zeros with the shape (and by default the dtype) of ``x``.
-#[pyfunction]
-#[pyo3(signature = (x, /, dtype=None, *, device=None))]
-pub fn zeros_like(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    device: Option<&Bound<'_, PyAny>>,
-) -> PyT {
-    let target = target_device(py, device)?;
-    let (s, d) = like_args(py, x, dtype)?;
-    place(py, gpu(py, || ops::zeros(&s, d))?, target)
-}
-
-/// Ones with the shape (and by default the dtype) of ``x``.
-#[pyfunction]
-#[pyo3(signature = (x, /, dtype=None, *, device=None))]
-pub fn ones_like(
-    py: Python<'_>,
-    x: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    device: Option<&Bound<'_, PyAny>>,
-) -> PyT {
-    let target = target_device(py, device)?;
-    let (s, d) = like_args(py, x, dtype)?;
-    place(py, gpu(py, || ops::ones(&s, d))?, target)
 }
 
 /// ``fill_value`` everywhere, with the shape (and by default the dtype) of ``x``.
@@ -499,16 +452,9 @@ pub fn reshape(py: Python<'_>, x: &Bound<'_, PyAny>, shape: &Bound<'_, PyAny>, c
     Ok(ok(r))
 }
 
-fn axes_list(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
+/// A sequence of ints (the generated permute_dims reads its axes with it).
+pub(crate) fn axes_list(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
     parse_axes(py, Some(obj))?.ok_or_else(|| invalid(py, "axes must be a sequence of ints"))
-}
-
-/// Reorders the axes: output axis i is input axis ``axes[i]``.
-#[pyfunction]
-pub fn permute_dims(py: Python<'_>, x: &Bound<'_, PyAny>, axes: &Bound<'_, PyAny>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let a = axes_list(py, axes)?;
-    gpu(py, || ops::permute(&x, &a)).map(ok)
 }
 
 /// numpy ``transpose``: ``transpose(x)`` reverses the axes, ``transpose(x, axes)`` permutes
@@ -529,14 +475,6 @@ pub fn transpose(py: Python<'_>, x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>
         _ => axes_list(py, axes.as_any())?,
     };
     gpu(py, || ops::permute(&x, &a)).map(ok)
-}
-
-/// Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).
-#[pyfunction]
-pub fn swapaxes(py: Python<'_>, x: &Bound<'_, PyAny>, axis1: Int<isize>, axis2: Int<isize>) -> PyT {
-    let x = tensor_arg(py, x)?;
-    let (axis1, axis2) = (axis1.0, axis2.0);
-    gpu(py, || ops::transpose(&x, axis1, axis2)).map(ok)
 }
 
 /// Swaps the last two axes.

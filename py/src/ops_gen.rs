@@ -3,11 +3,13 @@
 //! ops of the op table whose row gives a Python docstring, and their registration; the
 //! wrappers with their own idiom (gelu's `approximate`, true division, …) are in ops.rs.
 
-use crate::convert::{opt_tensor_arg, parse_axes, parse_dtype, parse_pair, tensor_arg, Float, Int};
+use crate::convert::{
+    dtype_or, opt_tensor_arg, parse_axes, parse_dtype, parse_pair, parse_shape, tensor_arg, Float, Int,
+};
 use crate::errors::gpu;
-use crate::ops::{binary_fns, pair_or, quant_format, unary_fns, PyT};
+use crate::ops::{axes_list, binary_fns, like_args, pair_or, place, quant_format, target_device, unary_fns, PyT};
 use crate::tensor::PyTensor;
-use kiln_core::ops;
+use kiln_core::{ops, DType};
 use pyo3::prelude::*;
 
 unary_fns! {
@@ -247,6 +249,23 @@ pub fn avg_pool2d(py: Python<'_>, x: &Bound<'_, PyAny>, kernel_size: &Bound<'_, 
     gpu(py, || ops::avg_pool2d(&x, kernel, stride, padding)).map(PyTensor::new)
 }
 
+/// Reorders the axes: output axis i is input axis ``axes[i]``.
+#[pyfunction]
+#[pyo3(signature = (x, axes))]
+pub fn permute_dims(py: Python<'_>, x: &Bound<'_, PyAny>, axes: &Bound<'_, PyAny>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    let axes = axes_list(py, axes)?;
+    gpu(py, || ops::permute(&x, &axes)).map(PyTensor::new)
+}
+
+/// Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).
+#[pyfunction]
+#[pyo3(signature = (x, axis1, axis2))]
+pub fn swapaxes(py: Python<'_>, x: &Bound<'_, PyAny>, axis1: Int<isize>, axis2: Int<isize>) -> PyT {
+    let x = tensor_arg(py, x)?;
+    gpu(py, || ops::transpose(&x, axis1.0, axis2.0)).map(PyTensor::new)
+}
+
 /// kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).
 #[pyfunction]
 #[pyo3(signature = (x, axis, indices))]
@@ -342,6 +361,15 @@ pub fn topk(py: Python<'_>, x: &Bound<'_, PyAny>, k: Int<usize>, axis: Int<isize
     gpu(py, || ops::topk(&x, k.0, axis.0, largest)).map(|(values, indices)| (PyTensor::new(values), PyTensor::new(indices)))
 }
 
+/// searchsorted on operands of one dtype (kiln._sorting.searchsorted promotes them).
+#[pyfunction]
+#[pyo3(signature = (x1, x2, right=false))]
+pub fn _searchsorted(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, right: bool) -> PyT {
+    let x1 = tensor_arg(py, x1)?;
+    let x2 = tensor_arg(py, x2)?;
+    gpu(py, || ops::searchsorted(&x1, &x2, right)).map(PyTensor::new)
+}
+
 /// The number (int32) of non-zero elements over ``axis`` (an int, a tuple or None = all).
 #[pyfunction]
 #[pyo3(signature = (x, /, *, axis=None, keepdims=false))]
@@ -358,6 +386,15 @@ pub fn count_nonzero(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'
 pub fn unique_values(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyT {
     let x = tensor_arg(py, x)?;
     gpu(py, || ops::unique_values(&x)).map(PyTensor::new)
+}
+
+/// isin on operands of one dtype (kiln._sorting.isin promotes them).
+#[pyfunction]
+#[pyo3(signature = (x1, x2, /, *, invert=false))]
+pub fn _isin(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, invert: bool) -> PyT {
+    let x1 = tensor_arg(py, x1)?;
+    let x2 = tensor_arg(py, x2)?;
+    gpu(py, || ops::isin(&x1, &x2, invert)).map(PyTensor::new)
 }
 
 /// Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted first),
@@ -408,6 +445,42 @@ pub fn vecdot(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, axis
     let x1 = tensor_arg(py, x1)?;
     let x2 = tensor_arg(py, x2)?;
     gpu(py, || ops::vecdot(&x1, &x2, axis.0)).map(PyTensor::new)
+}
+
+/// A tensor of ``shape`` filled with zeros.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype=None, *, device=None))]
+pub fn zeros(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let target = target_device(py, device)?;
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    place(py, gpu(py, || ops::zeros(&s, d))?, target)
+}
+
+/// ``zeros`` with the shape (and by default the dtype) of ``x``.
+#[pyfunction]
+#[pyo3(signature = (x, /, dtype=None, *, device=None))]
+pub fn zeros_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let target = target_device(py, device)?;
+    let (s, d) = like_args(py, x, dtype)?;
+    place(py, gpu(py, || ops::zeros(&s, d))?, target)
+}
+
+/// A tensor of ``shape`` filled with ones.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype=None, *, device=None))]
+pub fn ones(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let target = target_device(py, device)?;
+    let (s, d) = (parse_shape(py, shape)?, dtype_or(py, dtype, DType::F32)?);
+    place(py, gpu(py, || ops::ones(&s, d))?, target)
+}
+
+/// ``ones`` with the shape (and by default the dtype) of ``x``.
+#[pyfunction]
+#[pyo3(signature = (x, /, dtype=None, *, device=None))]
+pub fn ones_like(py: Python<'_>, x: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyT {
+    let target = target_device(py, device)?;
+    let (s, d) = like_args(py, x, dtype)?;
+    place(py, gpu(py, || ops::ones(&s, d))?, target)
 }
 
 /// Adds every function above to the module.
@@ -492,6 +565,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(avg_pool2d, m)?)?;
+    m.add_function(wrap_pyfunction!(permute_dims, m)?)?;
+    m.add_function(wrap_pyfunction!(swapaxes, m)?)?;
     m.add_function(wrap_pyfunction!(index_select, m)?)?;
     m.add_function(wrap_pyfunction!(gather, m)?)?;
     m.add_function(wrap_pyfunction!(embedding, m)?)?;
@@ -502,12 +577,18 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(quant_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(quant_embedding, m)?)?;
     m.add_function(wrap_pyfunction!(topk, m)?)?;
+    m.add_function(wrap_pyfunction!(_searchsorted, m)?)?;
     m.add_function(wrap_pyfunction!(count_nonzero, m)?)?;
     m.add_function(wrap_pyfunction!(unique_values, m)?)?;
+    m.add_function(wrap_pyfunction!(_isin, m)?)?;
     m.add_function(wrap_pyfunction!(cumulative_sum, m)?)?;
     m.add_function(wrap_pyfunction!(cumulative_prod, m)?)?;
     m.add_function(wrap_pyfunction!(prod, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(vecdot, m)?)?;
+    m.add_function(wrap_pyfunction!(zeros, m)?)?;
+    m.add_function(wrap_pyfunction!(zeros_like, m)?)?;
+    m.add_function(wrap_pyfunction!(ones, m)?)?;
+    m.add_function(wrap_pyfunction!(ones_like, m)?)?;
     Ok(())
 }

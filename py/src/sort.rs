@@ -2,8 +2,8 @@
 //! search.rs and sets.rs. The Array API's signatures, type promotion of two operands and the
 //! named tuples of unique_* are in kiln/_sorting.py. Written by hand because the Array API's
 //! signatures are not the rows' (keyword-only `axis=`, `stable=`, `side=`; a tuple per
-//! dimension); topk, count_nonzero and unique_values, whose Python form is their row's, are
-//! generated (ops_gen.rs).
+//! dimension); topk, count_nonzero and unique_values, whose Python form is their row's, and the
+//! private `_searchsorted` and `_isin` that kiln/_sorting.py wraps are generated (ops_gen.rs).
 
 use crate::convert::{tensor_arg, Int};
 use crate::errors::{gpu, invalid};
@@ -34,14 +34,6 @@ pub fn argsort(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Int<isize>, descendin
     gpu(py, || ops::argsort(&x, axis.0, descending)).map(PyTensor::new)
 }
 
-/// searchsorted on operands of one dtype (kiln._sorting.searchsorted promotes them).
-#[pyfunction]
-#[pyo3(signature = (x1, x2, right))]
-pub fn _searchsorted(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, right: bool) -> PyT {
-    let (x1, x2) = (tensor_arg(py, x1)?, tensor_arg(py, x2)?);
-    gpu(py, || ops::searchsorted(&x1, &x2, right)).map(PyTensor::new)
-}
-
 /// numpy ``nonzero``: a tuple of int32 index arrays, one per dimension. The count of non-zero
 /// elements is read back to the host (the result's size depends on the data).
 #[pyfunction]
@@ -62,20 +54,10 @@ pub fn _unique_all<'py>(py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Boun
     PyTuple::new(py, [u.values, u.indices, u.inverse_indices, u.counts].into_iter().map(PyTensor::new))
 }
 
-/// isin on operands of one dtype (kiln._sorting.isin promotes them).
-#[pyfunction]
-#[pyo3(signature = (x1, x2, invert))]
-pub fn _isin(py: Python<'_>, x1: &Bound<'_, PyAny>, x2: &Bound<'_, PyAny>, invert: bool) -> PyT {
-    let (x1, x2) = (tensor_arg(py, x1)?, tensor_arg(py, x2)?);
-    gpu(py, || ops::isin(&x1, &x2, invert)).map(PyTensor::new)
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(argsort, m)?)?;
-    m.add_function(wrap_pyfunction!(_searchsorted, m)?)?;
     m.add_function(wrap_pyfunction!(nonzero, m)?)?;
     m.add_function(wrap_pyfunction!(_unique_all, m)?)?;
-    m.add_function(wrap_pyfunction!(_isin, m)?)?;
     Ok(())
 }

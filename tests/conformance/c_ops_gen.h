@@ -319,6 +319,21 @@ static int run_plain(const Case *c, KilnTensor **out, KilnStatus *st) {
         *st = kiln_count_nonzero(input(c, "x"), p_axes->kind == 'n' ? NULL : v_axes, (size_t)p_axes->nlist, pb(c, "keepdims"), out);
         return 1;
     }
+    if (!strcmp(op, "nonzero")) {
+        KilnTensor *o[8] = {0}, **p[8];
+        size_t n = 0;
+        for (int j = 0; j < 8; j++) p[j] = &o[j];
+        *st = kiln_tensor_ndim(input(c, "x"), &n);
+        if (*st == KILN_OK) *st = kiln_nonzero(input(c, "x"), (KilnTensor **const *)p, n);
+        *out = pick_output(c, o, n, st);
+        return 1;
+    }
+    if (!strcmp(op, "unique_all")) {
+        KilnTensor *o[4] = {0};
+        *st = kiln_unique_all(input(c, "x"), &o[0], &o[1], &o[2], &o[3]);
+        *out = pick_output(c, o, 4, st);
+        return 1;
+    }
     if (!strcmp(op, "unique_counts")) {
         KilnTensor *o[2] = {0};
         *st = kiln_unique_counts(input(c, "x"), &o[0], &o[1]);

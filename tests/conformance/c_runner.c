@@ -242,22 +242,6 @@ static KilnStatus run_op(const Case *c, KilnTensor **out, KilnTensor **borrowed)
         free(buf);
         return st;
     }
-    /* Searching, sorting and sets; ops giving a tuple are checked on the element `output`. */
-    if (!strcmp(op, "nonzero") || !strcmp(op, "unique_all")) {
-        KilnTensor *outs[8] = {0}, **ptrs[8];
-        size_t n = 0;
-        KilnStatus st;
-        for (int i = 0; i < 8; i++) ptrs[i] = &outs[i];
-        if (!strcmp(op, "nonzero")) {
-            st = kiln_tensor_ndim(x, &n);
-            if (st == KILN_OK) st = kiln_nonzero(x, (KilnTensor **const *)ptrs, n);
-        } else {
-            n = 4;
-            st = kiln_unique_all(x, &outs[0], &outs[1], &outs[2], &outs[3]);
-        }
-        *out = pick_output(c, outs, n, &st);
-        return st;
-    }
     if (!strcmp(op, "kernel")) {
         size_t n;
         char *src = (char *)read_file(need(c, "source")->s, &n);

@@ -79,6 +79,11 @@ defmodule Kiln.Conformance do
 
     case op do
       # BEGIN GENERATED (kiln gen): the ops with a generated Kiln function (their rows' arguments)
+      "zeros" -> Kiln.zeros(p["shape"], type: t(p, "dtype"))
+      "ones" -> Kiln.ones(p["shape"], type: t(p, "dtype"))
+      "full" -> Kiln.full(p["shape"], p["value"], type: t(p, "dtype"))
+      "random_uniform" -> Kiln.random_uniform(p["shape"], type: t(p, "dtype"), seed: p["seed"], low: p["low"], high: p["high"])
+      "random_normal" -> Kiln.random_normal(p["shape"], type: t(p, "dtype"), seed: p["seed"], mean: p["mean"], std: p["std"])
       "cast" -> Kiln.cast(get.("x"), t(p, "dtype"))
       "matmul" -> Kiln.matmul(get.("a"), get.("b"))
       "sum" -> Kiln.sum(get.("x"), axes: p["axes"], keep_axes: p["keepdims"])
@@ -98,6 +103,7 @@ defmodule Kiln.Conformance do
       "conv2d" -> Kiln.conv2d(get.("x"), get.("w"), bias: get.("bias"), stride: pair(p["stride"]), padding: pair(p["padding"]), dilation: pair(p["dilation"]), groups: p["groups"])
       "max_pool2d" -> Kiln.max_pool2d(get.("x"), pair(p["kernel"]), stride: pair(p["stride"]), padding: pair(p["padding"]))
       "avg_pool2d" -> Kiln.avg_pool2d(get.("x"), pair(p["kernel"]), stride: pair(p["stride"]), padding: pair(p["padding"]))
+      "concat" -> Kiln.concat(Enum.map(ins, &elem(&1, 1)), axis: p["axis"])
       "index_select" -> Kiln.index_select(get.("x"), p["axis"], get.("indices"))
       "gather" -> Kiln.gather(get.("x"), p["axis"], get.("index"))
       "embedding" -> Kiln.embedding(get.("weight"), get.("ids"))
@@ -109,32 +115,27 @@ defmodule Kiln.Conformance do
       "quant_embedding" -> Kiln.quant_embedding(get.("w"), String.to_atom(p["format"]), p["d"], get.("ids"))
       "topk" -> Kiln.top_k(get.("x"), p["k"], axis: p["axis"], largest: p["largest"]) |> elem(p["output"])
       "count_nonzero" -> Kiln.count_nonzero(get.("x"), axes: p["axes"], keep_axes: p["keepdims"])
+      "unique_counts" -> Kiln.unique_counts(get.("x")) |> elem(p["output"])
+      "unique_inverse" -> Kiln.unique_inverse(get.("x")) |> elem(p["output"])
       "unique_values" -> Kiln.unique_values(get.("x"))
       "isin" -> Kiln.isin(get.("x1"), get.("x2"), invert: p["invert"])
+      "cumulative_sum" -> Kiln.cumulative_sum(get.("x"), axis: p["axis"], type: opt_t(p, "dtype"), include_initial: p["include_initial"])
+      "cumulative_prod" -> Kiln.cumulative_product(get.("x"), axis: p["axis"], type: opt_t(p, "dtype"), include_initial: p["include_initial"])
       "prod" -> Kiln.product(get.("x"), axes: p["axes"], keep_axes: p["keepdims"], type: opt_t(p, "dtype"))
       "std" -> Kiln.standard_deviation(get.("x"), axes: p["axes"], keep_axes: p["keepdims"], ddof: p["ddof"])
       "diff" -> Kiln.diff(get.("x"), axis: p["axis"], n: p["n"], prepend: get.("prepend"), append: get.("append"))
       "vecdot" -> Kiln.vecdot(get.("a"), get.("b"), axis: p["axis"])
       # END GENERATED (kiln gen)
-      o when o in ["zeros", "ones"] -> apply(Kiln, String.to_atom(o), [List.to_tuple(p["shape"]), [type: t(p, "dtype")]])
-      "full" -> Kiln.full(List.to_tuple(p["shape"]), p["value"], type: t(p, "dtype"))
       "arange" -> Kiln.arange(p["start"], p["stop"], step: p["step"], type: t(p, "dtype"))
-      "random_uniform" -> Kiln.random_uniform(List.to_tuple(p["shape"]), type: t(p, "dtype"), seed: p["seed"], low: p["low"], high: p["high"])
-      "random_normal" -> Kiln.random_normal(List.to_tuple(p["shape"]), type: t(p, "dtype"), seed: p["seed"], mean: p["mean"], std: p["std"])
       "where" -> Kiln.where(get.("cond"), get.("a"), get.("b"))
       "clip" -> if Map.has_key?(p, "min"), do: Kiln.clip(x, p["min"], p["max"]), else: Kiln.clip(x, get.("min"), get.("max"))
       "tensordot" ->
         if p["n"] >= 0,
           do: Kiln.tensordot(get.("a"), get.("b"), axes: p["n"]),
           else: Kiln.dot(get.("a"), p["axes1"], get.("b"), p["axes2"])
-      o when o in ["cumulative_sum", "cumulative_prod"] ->
-        opts = [axis: p["axis"] || 0, include_initial: p["include_initial"]]
-        opts = if p["dtype"] == nil, do: opts, else: opts ++ [type: t(p, "dtype")]
-        apply(Kiln, String.to_atom(o), [x, opts])
       "reshape" -> Kiln.reshape(x, List.to_tuple(p["shape"]))
       "permute" -> Kiln.permute(x, p["axes"])
       "transpose" -> Kiln.transpose(x, p["axis0"], p["axis1"])
-      "concat" -> Kiln.concat(Enum.map(ins, &elem(&1, 1)), axis: p["axis"])
       "slice" -> Kiln.slice(x, p["axis"], p["start"], p["stop"], p["step"])
       "quant_from_bytes" ->
         data = binary_part(Kiln.to_binary(x), 0, p["nbytes"])
@@ -144,7 +145,6 @@ defmodule Kiln.Conformance do
       "searchsorted" -> Kiln.searchsorted(get.("x1"), get.("x2"), side: if(p["right"], do: :right, else: :left))
       "nonzero" -> x |> Kiln.nonzero() |> elem(p["output"])
       "unique_all" -> x |> Kiln.unique_all() |> Map.fetch!(Enum.at([:values, :indices, :inverse_indices, :counts], p["output"]))
-      o when o in ["unique_counts", "unique_inverse"] -> apply(Kiln, String.to_atom(o), [x]) |> elem(p["output"])
       "kernel" ->
         k = Kiln.Kernel.compile!(File.read!(Path.join(dir, p["source"])), p["entry"])
         uni = if p["uniforms"] == nil, do: <<>>, else: Base.decode16!(p["uniforms"], case: :lower)

@@ -6,8 +6,8 @@
 
 Writes {"language": "python", "missing_ops": [...], "cases": [{id, op, status, sha256, message}]}.
 numpy is used only to read the vector files and to compare; every op runs through kiln.
-Written by hand where the Python form is numpy's rather than the row's; the ops with a
-generated wrapper are called from ops.json's `python_args` (and `outputs`).
+Written by hand where the Python form is numpy's rather than the row's; the ops whose wrapper
+takes the row's arguments are called from ops.json's `python_args` (and `outputs`).
 """
 
 import hashlib
@@ -29,8 +29,9 @@ LE = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "u32": "<u4", "bool": "|b1"}
 _TABLE = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json")))["ops"]
 ALIASES = {o["name"]: [o["python"], o["name"]] for o in _TABLE}
 ALIASES["kernel"] = ["Kernel"]
-# The ops whose Python wrapper is generated from their typed row: called with their arguments in
-# the row's order ([manifest key, is a tensor, Python keyword or None: by position]).
+# The ops whose Python wrapper (generated from their typed row, or written by hand in the row's
+# form) is called with their arguments in the row's order ([manifest key, kind, Python keyword or
+# None: by position]; kind "tensors" is every input, as a list).
 PLAIN = {o["name"]: o["python_args"] for o in _TABLE if "python_args" in o}
 # The plain ops giving a named tuple (their wrappers give a Python tuple in its order): the
 # case's `output` element is checked.
@@ -59,58 +60,25 @@ def run(op, f, p, ins, d):
     x = ins[0][1] if ins else None
     get = dict(ins).get
     if op in PLAIN:
-        # A list parameter (axes, a pair) as a tuple, as Python code writes it.
-        arg = lambda k, tensor: get(k) if tensor else tuple(p[k]) if isinstance(p[k], list) else p[k]  # noqa: E731
+        # A list parameter (axes, a pair, a shape) as a tuple, as Python code writes it.
+        def arg(k, kind):
+            if kind == "tensors":
+                return [t for _, t in ins]
+            return get(k) if kind == "tensor" else tuple(p[k]) if isinstance(p[k], list) else p[k]
+
         y = f(*[arg(k, t) for k, t, kw in PLAIN[op] if kw is None], **{kw: arg(k, t) for k, t, kw in PLAIN[op] if kw})
         return y[p["output"]] if op in TUPLES else y
-    if op in ("zeros", "ones"):
-        return f(p["shape"], dtype=p["dtype"])
-    if op == "full":
-        return f(p["shape"], p["value"], dtype=p["dtype"])
+    # Written by hand: the ops whose Python form is not the row's (ops.json gives no python_args).
     if op == "arange":
         return f(float(p["start"]), float(p["stop"]), float(p["step"]), dtype=p["dtype"])
-    if op == "random_uniform":
-        return f(p["shape"], p["seed"], p["low"], p["high"], dtype=p["dtype"])
-    if op == "random_normal":
-        return f(p["shape"], p["seed"], p["mean"], p["std"], dtype=p["dtype"])
-    if op == "where":
-        return f(get("cond"), get("a"), get("b"))
     if op == "clip":
         return f(x, get("min"), get("max")) if len(ins) == 3 else f(x, p["min"], p["max"])
-    if op == "cast":
-        return f(x, p["dtype"])
-    if op == "sum":
-        axes = None if p["axes"] is None else tuple(p["axes"])
-        return f(x, axis=axes, keepdims=p["keepdims"])
-    if op == "var":
-        axes = None if p["axes"] is None else tuple(p["axes"])
-        return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
     if op == "tensordot":
         return f(get("a"), get("b"), axes=p["n"] if p["n"] >= 0 else (p["axes1"], p["axes2"]))
-    if op == "std":
-        axes = None if p["axes"] is None else tuple(p["axes"])
-        return f(x, axis=axes, keepdims=p["keepdims"], correction=p["ddof"])
-    if op == "reshape":
-        return f(x, tuple(p["shape"]))
-    if op == "permute":
-        return f(x, tuple(p["axes"]))
-    if op == "transpose":
-        return f(x, p["axis0"], p["axis1"])
-    if op == "concat":
-        return f([t for _, t in ins], axis=p["axis"])
-    if op == "slice":
-        return f(x, p["axis"], p["start"], p["stop"], p["step"])
     if op == "quant_from_bytes":
         return f(x.tobytes()[: p["nbytes"]], p["format"], p["rows"], p["cols"])
-    # Searching, sorting and sets; ops giving a tuple are checked on the element `output`.
-    if op in ("sort", "argsort"):
-        return f(x, axis=p["axis"], descending=p["descending"])
     if op == "searchsorted":
         return f(get("x1"), get("x2"), side="right" if p["right"] else "left")
-    if op in ("nonzero", "unique_all", "unique_counts", "unique_inverse"):
-        return f(x)[p["output"]]
-    if op == "isin":
-        return f(get("x1"), get("x2"), invert=p["invert"])
     if op == "kernel":
         src = open(os.path.join(d, p["source"])).read()
         k = f(src, p["entry"])

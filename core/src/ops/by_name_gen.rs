@@ -54,6 +54,8 @@ pub(super) fn dispatch(op: &str, c: &OpCall) -> Option<Result<Tensor>> {
         "topk" => (|| ops::topk(c.input("x")?, c.n("k")?, c.i("axis")? as isize, c.b("largest")?).and_then(|(values, indices)| c.output([values, indices])))(),
         "searchsorted" => (|| ops::searchsorted(c.input("x1")?, c.input("x2")?, c.b("right")?))(),
         "count_nonzero" => (|| ops::count_nonzero(c.input("x")?, c.opt_axes("axes")?.as_deref(), c.b("keepdims")?))(),
+        "nonzero" => (|| ops::nonzero(c.input("x")?).and_then(|outs| c.output(outs)))(),
+        "unique_all" => (|| ops::unique_all(c.input("x")?).and_then(|ops::Unique { values, indices, inverse_indices, counts }| c.output([values, indices, inverse_indices, counts])))(),
         "unique_counts" => (|| ops::unique_counts(c.input("x")?).and_then(|(values, counts)| c.output([values, counts])))(),
         "unique_inverse" => (|| ops::unique_inverse(c.input("x")?).and_then(|(values, inverse_indices)| c.output([values, inverse_indices])))(),
         "unique_values" => (|| ops::unique_values(c.input("x")?))(),

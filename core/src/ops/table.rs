@@ -20,13 +20,15 @@ const X1: Arg = a("x1", Tensor, "the first input");
 const X2: Arg = a("x2", Tensor, "the second input");
 const SHAPE: Arg = a("shape", Shape, "the shape of the result");
 const DTYPE: Arg = a("dtype", DType, "the dtype of the result");
+/// A new tensor's dtype, which Nx's creation functions default to f32.
+const NEW_DTYPE: Arg = DTYPE.nx("{:f, 32}");
 const AXES: Arg = a("axes", OptAxes, "the axes to reduce (None: every axis)").or(Dflt::None);
 const KEEPDIMS: Arg = a("keepdims", Bool, "keep the reduced axes with size 1").or(B(false));
-const DDOF: Arg = a("ddof", Size, "delta degrees of freedom (0: population, 1: sample)").or(I(0));
+const DDOF: Arg = a("ddof", Size, "delta degrees of freedom (0: population, 1: sample)").or(I(0)).py("correction");
 const ARG_AXIS: Arg = a("axis", OptAxis, "the axis (None: the flattened tensor)").or(Dflt::None);
 const AXIS: Arg = a("axis", Axis, "the axis (negative counts from the end)");
 const FORMAT: Arg = a("format", Format, "the GGUF block format (\"q4_0\", …)");
-const SCAN_AXIS: Arg = a("axis", OptAxis, "the axis (None only for a 1-D input)").or(Dflt::None);
+const SCAN_AXIS: Arg = a("axis", OptAxis, "the axis (None only for a 1-D input)").or(Dflt::None).nx("0");
 const SCAN_DTYPE: Arg = a("dtype", OptDType, "the dtype of the result (None: x's)").or(Dflt::None);
 const INCLUDE_INITIAL: Arg = a("include_initial", Bool, "start with the identity (the result one longer)").or(B(false));
 /// An axis defaulting to the last one.
@@ -40,25 +42,19 @@ const BIAS: Arg = a("bias", OptTensor, "the shift (None: 0)").or(Dflt::None);
 
 const REDUCE: &[Arg] = &[X, AXES, KEEPDIMS];
 
-/// Why unique_all stays hand-written although a named tuple of tensors is a plain output: its
-/// core form is a struct, and each binding gives it its language's result record (the Array API's
-/// named tuple, an Elixir map, the browser's one readback that unique_counts and unique_inverse
-/// share there).
-const UNIQUE_HAND: &str = "its core result is a struct; each binding's own result record (a Python named tuple, an Elixir map, one browser readback)";
-
 /// The ops with their own signatures (creation, random); the unary and binary ops come from the
 /// tables in elementwise/table.rs.
 const BEFORE_ELEMENTWISE: &[OpInfo] = &[
-    OpInfo::new("zeros", "creation", "any", &[SHAPE, DTYPE])
-        .doc("a tensor of zeros")
+    OpInfo::new("zeros", "creation", "any", &[SHAPE, NEW_DTYPE])
+        .doc("a tensor of zeros").elixir("zeros").python_creation("A tensor of ``shape`` filled with zeros.").jl_owns("Kiln.zeros(Type{Float32}, Int)")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with zeros.")
         .c("kiln_full with 0. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
-    OpInfo::new("ones", "creation", "any", &[SHAPE, DTYPE])
-        .doc("a tensor of ones")
+    OpInfo::new("ones", "creation", "any", &[SHAPE, NEW_DTYPE])
+        .doc("a tensor of ones").elixir("ones").python_creation("A tensor of ``shape`` filled with ones.").jl_owns("Kiln.ones(Type{Float32}, Int)")
         .julia("A KilnArray of `dtype` (Float32 when left out) and size `shape` filled with ones.")
         .c("kiln_full with 1. `shape` may be NULL when `ndim` is 0. `out`: non-null."),
-    OpInfo::new("full", "creation", "any", &[SHAPE, DTYPE, a("value", F64, "the value of every element")])
-        .doc("a tensor filled with `value`")
+    OpInfo::new("full", "creation", "any", &[SHAPE, NEW_DTYPE, a("value", F64, "the value of every element").py("fill_value")])
+        .doc("a tensor filled with `value`").py_keywords().elixir("full").jl_owns("Kiln.full(Type{Float32}, Float64, Int)")
         .julia("A KilnArray of `dtype` and size `shape` filled with `value` (converted to `dtype`; `Kiln.fill(v, dims...)` takes `v`'s type).")
         .c("A tensor of shape `shape[0..ndim]` and `dtype` filled with `value` (converted to the dtype). `shape` may be NULL when `ndim` is 0. `out`: non-null."),
     OpInfo::new(
@@ -67,27 +63,29 @@ const BEFORE_ELEMENTWISE: &[OpInfo] = &[
         "any",
         &[a("start", F64, "the first value"), a("stop", F64, "the bound, not included"), a("step", F64, "the difference between neighbours (non-zero)"), DTYPE],
     )
-    .doc("`start, start + step, …` below `stop` (numpy's arange)")
+    .doc("`start, start + step, …` below `stop` (numpy's arange)").py_own("numpy's arange(start, /, stop, step, *, dtype)").jl_owns(":arange")
     .c("`start, start + step, …` below `stop` (numpy `arange`) as a 1-D tensor of `dtype`. `step` must be non-zero and all three finite. `out`: non-null."),
     OpInfo::new(
         "random_uniform",
         "random",
         "float",
-        &[SHAPE, DTYPE, a("seed", U64, "the seed (same seed, same numbers)"), a("low", F64, "the lower bound").or(F(0.0)), a("high", F64, "the upper bound, not included").or(F(1.0))],
+        &[SHAPE, NEW_DTYPE, a("seed", U64, "the seed (same seed, same numbers)").nx("0"), a("low", F64, "the lower bound").or(F(0.0)), a("high", F64, "the upper bound, not included").or(F(1.0))],
     )
-    .doc("uniform numbers in [low, high), the same on every device")
+    .doc("uniform numbers in [low, high), the same on every device").py_keywords().jl_owns("Kiln.rand(Type{Float32}, Int)")
     .c("Uniform random numbers in [low, high) of shape `shape[0..ndim]` (float dtypes). Counter based: the same `seed` gives the same numbers on every device. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
     .names(["~random_uniform", "~random_uniform", "~rand"])
+    .elixir("random_uniform")
     .julia_named("rand", "Uniform random numbers in `[low, high)` of `dtype` (Float32 when left out) and size `shape`. Counter based: the same seed gives the same numbers on every device."),
     OpInfo::new(
         "random_normal",
         "random",
         "float",
-        &[SHAPE, DTYPE, a("seed", U64, "the seed (same seed, same numbers)"), a("mean", F64, "the mean").or(F(0.0)), a("std", F64, "the standard deviation").or(F(1.0))],
+        &[SHAPE, NEW_DTYPE, a("seed", U64, "the seed (same seed, same numbers)").nx("0"), a("mean", F64, "the mean").or(F(0.0)), a("std", F64, "the standard deviation").or(F(1.0))],
     )
-    .doc("normal numbers, the same on every device")
+    .doc("normal numbers, the same on every device").py_keywords().jl_owns("Kiln.randn(Type{Float32}, Int)")
     .c("Normal random numbers with mean `mean` and standard deviation `std` (float dtypes), as kiln_random_uniform. `shape` may be NULL when `ndim` is 0. `out`: non-null.")
     .names(["~random_normal", "~random_normal", "~randn"])
+    .elixir("random_normal")
     .julia_named("randn", "Normal random numbers with `mean` and `std` of `dtype` (Float32 when left out) and size `shape` (counter based, as [`Kiln.rand`](@ref))."),
 ];
 
@@ -103,22 +101,22 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .doc("`x` limited to [min, max] (NaN in x or a bound gives NaN)")
         .names(["~clip", "~clip", "~clamp"]),
     OpInfo::new("cast", "cast", "any, bool included", &[X, DTYPE])
-        .doc("conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1)")
+        .doc("conversion to `dtype` (float to int truncates, saturating; to bool: non-zero is true; from bool: 0 or 1)").jl_owns(":cast")
         .names(["~astype", "~cast", "~convert"])
         .elixir("cast")
         .c("Converts `x` to `dtype` (float to integer truncates toward zero, saturating). `x`, `out`: non-null."),
     OpInfo::new("matmul", "matmul", "any", &[a("a", Tensor, "the left operand"), a("b", Tensor, "the right operand")])
-        .doc("numpy matmul (1-D operands promoted, batch dims broadcast)")
+        .doc("numpy matmul (1-D operands promoted, batch dims broadcast)").jl_owns(":matmul")
         .names(["~matmul", "~matmul", "~*"])
         .array_api("numpy ``matmul``: 1-D operands are promoted, batch dimensions broadcast.")
         .elixir("matmul")
         .c("Matrix product with numpy `matmul` rules: 1-D operands are promoted, batch dimensions broadcast; [.., M, K] x [.., K, N] gives [.., M, N]. `a`, `b`, `out`: non-null."),
     OpInfo::new("sum", "reduce", "any", REDUCE)
-        .doc("sum over axes")
+        .doc("sum over axes").py_keywords()
         .elixir("sum")
         .c("Sum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("mean", "reduce", "float", REDUCE)
-        .doc("mean over axes")
+        .doc("mean over axes").jl_owns("Statistics.mean(KA)")
         .array_api("Mean over ``axis`` (None: all axes).")
         .elixir("mean")
         .c("Mean over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
@@ -133,17 +131,17 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .array_api("Minimum over ``axis`` (None: all axes).")
         .c("Minimum over the axes `axes[0..naxes]` (negative counts from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("all", "reduce", "any, bool included (gives bool)", REDUCE)
-        .doc("whether every element over axes is true (non-zero); true over an empty axis")
+        .doc("whether every element over axes is true (non-zero); true over an empty axis").jl_owns("all(KB)")
         .array_api("Whether every element over ``axis`` is true (non-zero, NaN included), as a bool tensor; True over an empty axis.")
         .elixir("all")
         .c("Whether every element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; true over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("any", "reduce", "any, bool included (gives bool)", REDUCE)
-        .doc("whether some element over axes is true (non-zero); false over an empty axis")
+        .doc("whether some element over axes is true (non-zero); false over an empty axis").jl_owns("any(KB)")
         .array_api("Whether some element over ``axis`` is true (non-zero, NaN included), as a bool tensor; False over an empty axis.")
         .elixir("any")
         .c("Whether some element over the axes `axes[0..naxes]` is true (non-zero, NaN included) as a KILN_BOOL tensor; false over an empty axis (negative axes count from the end; `axes = NULL, naxes = 0` reduces every axis). With `keepdims` the reduced axes stay with size 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0."),
     OpInfo::new("var", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
-        .doc("variance over axes")
+        .doc("variance over axes").py_keywords().jl_owns("Statistics.var(KA)")
         .elixir("var")
         .c("Variance over `axes[0..naxes]` (as kiln_sum) with `ddof` delta degrees of freedom (0: population, 1: sample). `x`, `out`: non-null."),
     OpInfo::new("argmax", "reduce", "any, bool included", &[X, ARG_AXIS, KEEPDIMS])
@@ -210,26 +208,26 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .elixir("avg_pool2d")
         .c("Average pooling (padding counts in the average, as PyTorch's default) of `x` [N, C, H, W] with a `kernel_h` x `kernel_w` window. `x`, `out`: non-null."),
     OpInfo::new("reshape", "movement", "any, bool included", &[X, a("shape", NewShape, "the new shape (one entry may be -1)")])
-        .doc("the same data with another shape (one -1 inferred)")
+        .doc("the same data with another shape (one -1 inferred)").jl_owns("reshape(KA, Dims{2})")
         .c("The same data with shape `shape[0..ndim]` (no copy; one entry may be -1 and is inferred). The result shares `x`'s buffer but is a separate handle to free. `x`, `out`: non-null; `shape` may be NULL when `ndim` is 0."),
     OpInfo::new("permute", "movement", "any, bool included", &[X, a("axes", Axes, "result axis i is input axis axes[i]")])
-        .doc("axes reordered")
+        .doc("axes reordered").python_named("permute_dims", "Reorders the axes: output axis i is input axis ``axes[i]``.").jl_owns("permutedims(KA, Vector{Int})")
         .c("Permutes the axes: result axis i is `x` axis `axes[i]` (`naxes` must equal the rank). `x`, `out`: non-null; `axes` may be NULL when `naxes` is 0.")
-        .names(["~permute_dims", "~permute", "~permutedims"]),
-    OpInfo::new("transpose", "movement", "any, bool included", &[X, a("axis0", Axis, "one axis"), a("axis1", Axis, "the other axis")])
-        .doc("two axes swapped (numpy's swapaxes)")
+        .names(["permute_dims", "~permute", "~permutedims"]),
+    OpInfo::new("transpose", "movement", "any, bool included", &[X, a("axis0", Axis, "one axis").py("axis1"), a("axis1", Axis, "the other axis").py("axis2")])
+        .doc("two axes swapped (numpy's swapaxes)").python_named("swapaxes", "Swaps two axes (numpy ``swapaxes``; kiln-core's ``transpose``).").jl_owns(":swapdims")
         .c("Swaps axes `axis0` and `axis1`. `x`, `out`: non-null.")
-        .names(["~swapaxes", "~transpose", "~swapdims"]),
-    OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS])
-        .doc("tensors joined along an axis")
+        .names(["swapaxes", "~transpose", "~swapdims"]),
+    OpInfo::new("concat", "movement", "any, bool included", &[a("tensors", Tensors, "the tensors to join"), AXIS.nx("0")])
+        .doc("tensors joined along an axis").py_keywords().jl_owns("cat(KA, KA)")
         .c("Joins `tensors[0..n]` (n >= 1, one dtype, equal shapes except along `axis`) along `axis`. `tensors`, its entries and `out`: non-null.")
-        .names(["~concat", "~concat", "~cat"]),
+        .names(["~concat", "concat", "~cat"]),
     OpInfo::new("slice", "movement", "any, bool included", &[X, AXIS, a("start", Int, "the first index"), a("stop", Int, "the bound, not included"), a("step", Int, "the step (>= 1)").or(I(1))])
-        .doc("`x[start:stop:step]` along an axis")
+        .doc("`x[start:stop:step]` along an axis").jl_owns("getindex(KA, Colon, UnitRange{Int})")
         .c("`x[start:stop:step]` along `axis` (numpy clamping of start/stop, negative values count from the end, `step` >= 1). `x`, `out`: non-null.")
         .names(["~slice", "~slice", "~getindex"]),
     OpInfo::new("index_select", "movement", "any, bool included", &[X, AXIS, a("indices", Tensor, "1-D i32/u32 indices")])
-        .doc("entries picked by 1-D indices (numpy take; negative i32 indices count from the end)")
+        .doc("entries picked by 1-D indices (numpy take; negative i32 indices count from the end)").jl_owns("getindex(KA, Colon, Vector{Int})")
         .elixir("index_select")
         .python("kiln-core's ``index_select(x, axis, indices)`` (``take`` with the axis first).")
         .c("Picks entries along `axis` by the 1-D i32/u32 `indices` (numpy `take`; out-of-range indices read as 0). `x`, `indices`, `out`: non-null."),
@@ -259,7 +257,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v for q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]. `*scale` when `scale` is non-null, else 1/sqrt(D); `causal` masks key j > query i. `q`, `k`, `v`, `out`: non-null."),
     // C's kiln_quant_from_bytes takes a host pointer and a length: hand-written.
     OpInfo::new("quant_from_bytes", "quant", "raw GGUF bytes", &[a("data", Bytes, "the GGUF blocks"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
-        .doc("GGUF blocks (q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k) of a [rows, cols] matrix as a u32 tensor"),
+        .doc("GGUF blocks (q4_0, q4_1, q8_0, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k) of a [rows, cols] matrix as a u32 tensor").jl_owns(":quant_from_bytes"),
     OpInfo::new("quantize", "quant", "float", &[X, FORMAT])
         .doc("a float [rows, cols] quantized as ggml's reference quantizer does")
         .julia("`x` of size `(k, n)` (Float32/Float16, `k` a multiple of 32) quantized column by column as ggml's reference quantizer does: a `KilnVector{UInt32}` of the GGUF bytes.")
@@ -267,7 +265,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .python("``x`` [rows, cols] (float32/float16) quantized as ggml's reference quantizer does: uint32 tensor of the GGUF bytes.")
         .c("`x` [rows, cols] (f32/f16, cols a multiple of 32) quantized in `format` as ggml's reference quantizer does: the u32 tensor of its GGUF bytes. `x`, `format`, `out`: non-null."),
     OpInfo::new("dequantize", "quant", "u32 (quantized)", &[a("w", Tensor, "the quantized matrix (u32)"), FORMAT, a("rows", Size, "the matrix's rows"), a("cols", Size, "the matrix's columns")])
-        .doc("f32 [rows, cols] from a quantized matrix")
+        .doc("f32 [rows, cols] from a quantized matrix").jl_owns(":dequantize")
         .elixir("dequantize")
         .python("float32 [rows, cols] from a quantized matrix.")
         .c("f32 [rows, cols] from the quantized matrix `w` (u32) in `format`. `w`, `format`, `out`: non-null."),
@@ -285,10 +283,10 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("Rows of the quantized table `w` [V, d] in `format` picked by `ids` (i32/u32, any shape): f32 [..ids, d]; ids outside [0, V) give zeros. `w`, `format`, `ids`, `out`: non-null."),
     // Searching, sorting and sets (ops/sort.rs, search.rs, sets.rs).
     OpInfo::new("sort", "sort", "any, bool included", &[X, AXIS_LAST, DESCENDING])
-        .doc("`x` sorted along an axis, stable (NaNs last; descending: the reverse order, ties in index order)")
+        .doc("`x` sorted along an axis, stable (NaNs last; descending: the reverse order, ties in index order)").py_keywords()
         .c("`x` sorted along `axis` (negative counts from the end), ascending or `descending`, stable: NaNs last ascending, first descending (the exact reverse order, ties still in index order). `x`, `out`: non-null."),
     OpInfo::new("argsort", "sort", "any, bool included", &[X, AXIS_LAST, DESCENDING])
-        .doc("i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)")
+        .doc("i32 indices that sort `x` along an axis, stable (ties keep index order, descending too)").py_keywords()
         .c("The i32 indices that sort `x` along `axis` (as kiln_sort; ties keep index order). `x`, `out`: non-null.")
         .names(["~argsort", "~argsort", "~sortperm"]),
     OpInfo::new("topk", "sort", "any, bool included", &[X, a("k", Size, "how many (at most the axis' length)"), AXIS_LAST, a("largest", Bool, "the largest (else the smallest)").or(B(true))])
@@ -300,7 +298,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .python("``(values, indices)``: the ``k`` largest (``largest=False``: smallest) elements along ``axis`` and their int32 positions, sorted; ties keep the lower index first and NaN counts as the largest value (as ``sort``). ``k`` past the axis' length raises.")
         .c("The `k` largest (or, with `largest` false, smallest) elements of `x` along `axis` (negative counts from the end) and their i32 positions, sorted, both of x's shape with the axis `k` long: ties keep the lower index first, NaN is the largest value (as kiln_sort). `k` past the axis' length is KILN_ERR_INVALID_ARGUMENT. `x`: non-null."),
     OpInfo::new("searchsorted", "sort", "any, bool included (x1 1-D sorted, x2 of its dtype)", &[X1, X2, a("right", Bool, "after equal elements (numpy's side='right')").or(B(false))])
-        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')")
+        .doc("i32 insertion points of x2 in x1 (numpy searchsorted; right: side='right')").py_own("numpy's side='left' / 'right' for right").python_private("searchsorted on operands of one dtype (kiln._sorting.searchsorted promotes them).").jl_owns("searchsortedfirst(KilnArray{Float32,1}, KA); searchsortedlast(KilnArray{Float32,1}, KA)")
         .c("numpy searchsorted: i32 insertion points of each element of `x2` in the sorted 1-D `x1` (of x2's dtype), before equal elements or, with `right`, after them. `x1`, `x2`, `out`: non-null.")
         .names(["~searchsorted", "~searchsorted", "~searchsortedfirst"]),
     OpInfo::new("count_nonzero", "sort", "any, bool included", REDUCE)
@@ -310,43 +308,46 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .c("The number (i32) of non-zero elements over `axes[0..naxes]` (as kiln_sum). `x`, `out`: non-null."),
     OpInfo::new("nonzero", "sort", "any, bool included", &[X])
         .out(Out::PerDim)
-        .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)")
+        .doc("a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)").jl_owns(":nonzero")
+        .c("numpy nonzero: `outs[d]` receives the i32 coordinates along dimension d of the non-zero elements (NaN counts), in row-major order; `nouts` must be x's rank (at least 1). The count is read back to the host (the output size depends on the data). `x`: non-null.")
         .names(["~nonzero", "~nonzero", "~findall"]),
+    // Each binding's result record is its own (a Python named tuple, an Elixir map, the browser's readback).
     OpInfo::new("unique_all", "set", "any, bool included", &[X])
-        .hand(UNIQUE_HAND)
-        .out(Out::Tuple(&["values", "indices", "inverse_indices", "counts"]))
-        .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)"),
+        .out(Out::Tuple(&["values", "indices", "inverse_indices", "counts"])).core_struct("Unique").position_outputs(&["indices", "inverse_indices"])
+        .doc("(values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)")
+        .julia("The Array API's `unique_all`: `(values=, indices=, inverse_indices=, counts=)`, the distinct values sorted, the 1-based linear index of each one's first occurrence, the 1-based index into `values` of every element (`x`'s size) and the counts (`Int32`). -0.0 and 0.0 are one value; every NaN is distinct (not Base's `isequal`).")
+        .c("The Array API's unique_all of `x` (flattened): the distinct values sorted (-0 == +0; each NaN distinct), the i32 flat index of each one's first occurrence, the i32 index into values of every element of x (x's shape) and the i32 counts. The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_counts", "set", "any, bool included", &[X])
         .out(Out::Tuple(&["values", "counts"]))
-        .doc("(values, counts) of the distinct values")
+        .doc("(values, counts) of the distinct values").elixir("unique_counts")
         .julia("`(values=, counts=)` of `Kiln.unique_all(x)`: the distinct values sorted and how often each occurs (`Int32`).")
         .c("kiln_unique_all's values and counts: the distinct values of `x` (flattened, sorted; -0 == +0, each NaN distinct) and the i32 count of each. The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_inverse", "set", "any, bool included", &[X])
         .out(Out::Tuple(&["values", "inverse_indices"]))
         .position_outputs(&["inverse_indices"])
-        .doc("(values, inverse_indices) of the distinct values")
+        .doc("(values, inverse_indices) of the distinct values").elixir("unique_inverse")
         .julia("`(values=, inverse_indices=)` of `Kiln.unique_all(x)`: the distinct values sorted and the 1-based index into `values` of every element (`x`'s size).")
         .c("kiln_unique_all's values and inverse indices: the distinct values of `x` (flattened, sorted; -0 == +0, each NaN distinct) and the i32 index into values of every element of `x` (x's shape). The count of values is read back to the host. `x`: non-null."),
     OpInfo::new("unique_values", "set", "any, bool included", &[X])
-        .doc("the distinct values, sorted (each NaN kept)")
+        .doc("the distinct values, sorted (each NaN kept)").jl_owns("unique(KA)")
         .names(["~unique_values", "unique_values", "~unique"])
         .julia("The distinct values of `x`, sorted (as `Kiln.unique_all`; `unique(x)` is Base's, in order of first occurrence).")
         .array_api("The distinct values of ``x`` (flattened), sorted; -0 and +0 are one value, each NaN is its own. Their number is read back to the host.")
         .c("kiln_unique_all's values: the distinct values of `x`, sorted. `x`, `out`: non-null."),
     OpInfo::new("isin", "set", "any, bool included (one dtype)", &[X1, X2, a("invert", Bool, "give the negation").or(B(false))])
-        .doc("whether each element of x1 is in x2 (bool; NaN never is)")
+        .doc("whether each element of x1 is in x2 (bool; NaN never is)").py_keywords().python_private("isin on operands of one dtype (kiln._sorting.isin promotes them).")
         .julia("Whether each element of `x1` equals an element of `x2` (a `KilnArray{Bool}` of `x1`'s size, one element type), as `in.(x1, Ref(x2))` with `==` (NaN is never found); `invert=true` negates.")
         .elixir("isin")
         .c("Whether each element of `x1` equals an element of `x2` (bool, x1's shape; one dtype; NaN is never found); `invert` negates. `x1`, `x2`, `out`: non-null."),
     // Scans (core/src/ops/scan.rs).
     OpInfo::new("cumulative_sum", "scan", "any", &[X, SCAN_AXIS, SCAN_DTYPE, INCLUDE_INITIAL])
         .doc("running sum along an axis (an axis is required past 1-D; integers wrap)")
-        .names(["~cumulative_sum", "~cumulative_sum", "~cumsum"])
+        .names(["~cumulative_sum", "~cumulative_sum", "~cumsum"]).elixir("cumulative_sum")
         .array_api("Running sum along ``axis`` (required past 1-D), in ``dtype`` (None: x's; x is converted first), with a leading 0 when ``include_initial``. Integer sums wrap as numpy's do.")
         .c("Cumulative sum along `*axis` (negative counts from the end; `axis` may be NULL only for a 1-D `x`), in `*dtype` (NULL: x's dtype; x is converted first), with a leading 0 (the run one longer) when `include_initial`. Integer sums wrap. `x`, `out`: non-null; `axis`, `dtype` nullable."),
     OpInfo::new("cumulative_prod", "scan", "any", &[X, SCAN_AXIS, SCAN_DTYPE, INCLUDE_INITIAL])
         .doc("running product along an axis (an axis is required past 1-D; integers wrap)")
-        .names(["~cumulative_prod", "~cumulative_product", "~cumprod"])
+        .names(["~cumulative_prod", "~cumulative_product", "~cumprod"]).elixir("cumulative_product")
         .array_api("Running product along ``axis``, as ``cumulative_sum`` (a leading 1 when ``include_initial``).")
         .c("Cumulative product, as kiln_cumulative_sum (a leading 1 when `include_initial`). `x`, `out`: non-null; `axis`, `dtype` nullable."),
     // Statistics beside the reductions above (core/src/ops/reduce.rs).
@@ -356,7 +357,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .array_api("Product over ``axis`` in ``dtype`` (None: x's; x is converted first); integer products wrap, an empty axis gives 1.")
         .c("Product over the axes `axes[0..naxes]` (as kiln_sum) in `*dtype` (NULL: x's dtype; x is converted first). Integer products wrap; an empty axis gives 1. `x`, `out`: non-null; `axes` may be NULL only when `naxes` is 0; `dtype` nullable."),
     OpInfo::new("std", "reduce", "float", &[X, AXES, KEEPDIMS, DDOF])
-        .doc("standard deviation over axes, sqrt(var)")
+        .doc("standard deviation over axes, sqrt(var)").py_keywords().jl_owns("Statistics.std(KA)")
         .c("Standard deviation over `axes[0..naxes]` (as kiln_var, whose square root it is) with `ddof` delta degrees of freedom. `x`, `out`: non-null.")
         .names(["~std", "standard_deviation", "~std"]),
     OpInfo::new("diff", "stats", "any", &[X, a("axis", Axis, "the axis (negative counts from the end)").or(I(-1)), a("n", Size, "how many times to difference").or(I(1)), a("prepend", OptTensor, "joined before x along the axis").or(Dflt::None), a("append", OptTensor, "joined after x along the axis").or(Dflt::None)])
@@ -372,7 +373,7 @@ const AFTER_ELEMENTWISE: &[OpInfo] = &[
         .elixir("vecdot")
         .c("Dot product of the vectors along `axis` (negative counts from the end of the broadcast shape): `sum(x1 * x2, axis)` with broadcasting; the sizes along the axis must be equal. `x1`, `x2`, `out`: non-null."),
     OpInfo::new("tensordot", "linalg", "any", &[X1, X2, a("axes", Other("the last n of x1 with the first n of x2 (n = 2), or two lists of axes"), "which axes to contract")])
-        .doc("tensor contraction over paired axes (numpy's tensordot), one matmul")
+        .doc("tensor contraction over paired axes (numpy's tensordot), one matmul").jl_owns(":tensordot")
         .names(["~tensordot", "~dot", "~tensordot"]),
 ];
 

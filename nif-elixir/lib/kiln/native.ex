@@ -110,7 +110,7 @@ defmodule Kiln.Native do
     free: 1,
     is_freed: 1,
     # hand-written (native/src): creation beside the table's, elementwise by name, clip's
-    # two bounds, the bytes, tuple and list ops
+    # two bounds, the bytes and tensordot's axes
     empty: 2,
     fill: 2,
     copy: 1,
@@ -119,8 +119,6 @@ defmodule Kiln.Native do
     binary_scalar: 4,
     clip: 3,
     quant_from_bytes: 4,
-    nonzero: 1,
-    unique_all: 1,
     tensordot: 5,
     # BEGIN GENERATED (kiln gen): the plain ops of kiln-core's op table (native/src/ops_gen.rs)
     zeros: 2,
@@ -168,6 +166,8 @@ defmodule Kiln.Native do
     topk: 4,
     searchsorted: 3,
     count_nonzero: 3,
+    nonzero: 1,
+    unique_all: 1,
     unique_counts: 1,
     unique_inverse: 1,
     unique_values: 1,

@@ -1,5 +1,5 @@
-//! Creation beside the op table's (zeros, ones, full and arange are generated in ops_gen.rs):
-//! empty, fill, copy. Fill values reach kiln-core as the f64 they are; core checks them against
+//! Written by hand, not being ops of the table (zeros, ones, full, arange: ops_gen.rs): empty,
+//! fill, copy. Fill values reach kiln-core as the f64 they are; core checks them against
 //! the dtype (DType::check_scalar).
 
 use crate::{guard, tensor_reply, Dt, Out, Reply, Scalar, Shape, TRef};

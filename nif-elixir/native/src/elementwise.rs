@@ -1,5 +1,5 @@
-//! Elementwise by name: unary, binary (broadcasting), the scalar forms, and clip's two bounds
-//! (where and cast are generated in ops_gen.rs). The op names are parsed by kiln-core's own
+//! Written by hand: the elementwise ops by name (one NIF per form, not per op: unary, binary with
+//! broadcasting, the scalar forms) and clip's two bounds (where and cast: ops_gen.rs). The op names are parsed by kiln-core's own
 //! `UnaryOp::parse` / `BinaryOp::parse`.
 
 use crate::{opt_get, tensor_reply, Flag, Opt, Out, Reply, Scalar, TRef, Text};

@@ -434,6 +434,25 @@ fn count_nonzero(env: Env<'_>, x: TRef, axes: Opt<Axes>, keepdims: Flag) -> Repl
     })
 }
 
+/// a tuple of i32 coordinate arrays, one per dimension, of the non-zero elements (the count is read back to the host)
+#[rustler::nif(schedule = "DirtyIo")]
+fn nonzero(env: Env<'_>, x: TRef) -> Reply<Vec<Out>> {
+    guard(env, || {
+        let x = x.get()?;
+        Ok(ops::nonzero(&x)?.into_iter().map(Out).collect())
+    })
+}
+
+/// (values, indices, inverse_indices, counts) of the distinct values (-0 == +0; each NaN distinct; the count is read back)
+#[rustler::nif(schedule = "DirtyIo")]
+fn unique_all(env: Env<'_>, x: TRef) -> Reply<Vec<Out>> {
+    guard(env, || {
+        let x = x.get()?;
+        let ops::Unique { values, indices, inverse_indices, counts } = ops::unique_all(&x)?;
+        Ok(vec![Out(values), Out(indices), Out(inverse_indices), Out(counts)])
+    })
+}
+
 /// (values, counts) of the distinct values
 #[rustler::nif(schedule = "DirtyIo")]
 fn unique_counts(env: Env<'_>, x: TRef) -> Reply<Vec<Out>> {

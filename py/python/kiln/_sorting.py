@@ -69,7 +69,7 @@ def isin(x1, x2, /, *, invert=False):
     with ``invert`` whether it equals none. -0 equals +0; NaN equals nothing, so it is never
     found."""
     x1, x2 = _common(x1, x2, "isin")
-    return _kiln._isin(x1, x2, bool(invert))
+    return _kiln._isin(x1, x2, invert=bool(invert))
 
 
 def unique_all(x, /):
