@@ -254,3 +254,37 @@ fn session_ids_in_messages_do_not_count_other_sessions() {
         s.close();
     }
 }
+
+/// The native tier's quantized product allocates scratch of its own (W and x as f16); a session
+/// whose quota holds the operands and the result but not that scratch still gets the product:
+/// the refusal is counted and the cooperative kernel (no scratch) runs instead. On a device
+/// without the native tier nothing is refused and the same product runs.
+#[test]
+fn quant_product_scratch_over_the_quota_falls_back() {
+    let _g = serial();
+    let mut rng = Rng::new(7);
+    let (m, n, k) = (128usize, 2048usize, 2048usize);
+    let f = ops::QuantFormat::Q4_0;
+    let wv: Vec<f32> = (0..n * k).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+    let wq = kiln_core::reference::quant::quantize(&wv, f);
+    let xv: Vec<f64> = (0..m * k).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let want = kiln_core::reference::quant::quant_matmul(&xv, m, k, &wq, f, n);
+    // f16 roundings of x and W (either kernel), f32 sums: core/tests/quant_coop.rs's bound.
+    let sxw = kiln_core::reference::quant::quant_matmul_abs(&xv, m, k, &wq, f, n);
+    // Size classes are powers of two: W's 2,359,296 bytes take 4 MiB, x and the result 1 MiB
+    // each; W's f16 copy alone needs 8 MiB.
+    let s = Session::new(limits(7 << 20));
+    let dev = kiln_core::device().unwrap();
+    let native = ops::native_tiling_available(&dev, "cm2_m");
+    s.run(|| {
+        let w = ops::quant_from_bytes(&dev, &wq, f, n, k).unwrap();
+        let x = Tensor::from_slice(&xv.iter().map(|&v| v as f32).collect::<Vec<_>>(), &[m, k]).unwrap();
+        let y = ops::quant_matmul(&x, &w, f, n).unwrap().to_f64_vec().unwrap();
+        for (i, (g, w)) in y.iter().zip(&want).enumerate() {
+            let tol = (2f64.powi(-10) + (k as f64 + 2.0) * 2f64.powi(-23)) * sxw[i] + 1e-6;
+            assert!((g - w).abs() <= tol, "y[{i}] = {g}, reference {w} (tolerance {tol})");
+        }
+    });
+    assert_eq!(s.stats().quota_exceeded > 0, native, "native tier here: {native}");
+    s.close();
+}

@@ -24,12 +24,14 @@ mod host;
 mod product;
 
 pub use host::{dequantize_host, quantize, quantize_async};
-pub(crate) use product::{check_fused, matvec, matvec_takes, native_product_takes};
-pub use product::{quant_matmul_fused, quant_matmul_fused_kernel, quant_matmul_fused_product, quant_product};
+pub(crate) use product::{check_fused, matvec, matvec_takes};
+pub use product::{
+    quant_matmul_fused, quant_matmul_fused_kernel, quant_matmul_fused_product, quant_product, quant_product_uses_coop,
+};
 
 pub use super::quant_coop::{
     quant_coop_decode_for_tests, quant_coop_source_for_tests, quant_coop_split_sources_for_tests, quant_coop_tilings,
-    quant_product_uses_coop, EpilogueFusion, ProductKernel, COOP_MIN_ROWS, QUANT_COOP_FORMATS,
+    EpilogueFusion, ProductKernel, COOP_MIN_ROWS, QUANT_COOP_FORMATS,
 };
 pub use super::quant_format::{QuantFormat, QuantFusion};
 pub use super::quant_matvec_wide::MatvecKernel;

@@ -342,9 +342,17 @@ fn native_tiling(
     crate::ops::matmul::native_quant_pick(device, (m, n, k), out_f32)
 }
 
+/// Whether the product of `m` rows of x by a quantized W of `n` rows in `format` runs on
+/// cooperative matrices on `device`, the cooperative kernel's or the native tier's (tests: their
+/// tolerance is f16's; the same roundings, the hardware's summation order).
+pub fn quant_product_uses_coop(device: &crate::device::Device, format: QuantFormat, m: usize, n: usize) -> bool {
+    quant_coop::coop_takes(device, format, m, n)
+        || m > MATVEC_MAX_ROWS && native_product_takes(device, (m, n, 32), ProductKernel::Auto, true)
+}
+
 /// Whether the product of x [m, k] by W [n, k] runs on the native tier under `kernel` (f32 x
 /// where `out_f32`).
-pub(crate) fn native_product_takes(
+fn native_product_takes(
     device: &crate::device::Device,
     mnk: (usize, usize, usize),
     kernel: ProductKernel,
@@ -359,7 +367,8 @@ pub(crate) fn native_product_takes(
 /// The whole W is decoded per call (scratch of n * k halves, freed after): on the H200's 1B
 /// prefills of 512 rows it costs 15-25% of the product's time and still wins (BENCHMARKS.md),
 /// as an in-kernel decode needs buffer references this tier does not enable. A module the driver
-/// refused is passed over (false: the next kernel runs).
+/// refused, or scratch the device or a session's quota refused, is passed over (false: the next
+/// kernel runs).
 fn native_product(
     x: &Tensor,
     w: &Tensor,
@@ -372,8 +381,17 @@ fn native_product(
     let Some(t) = native_tiling(&device, (m, n, k), kernel, out.dtype() == DType::F32) else {
         return Ok(false);
     };
-    let x16 = if x.dtype() == DType::F16 { x.clone() } else { crate::ops::cast(x, DType::F16)? };
-    let w16 = super::dequantize_f16(w, format, n, k)?;
+    // The scratch (W's and x's f16 copies) is this path's own: where the device or the session's
+    // quota refuses it, the cooperative kernel, which needs none, runs instead.
+    let scratch = (|| -> Result<(Tensor, Tensor)> {
+        let x16 = if x.dtype() == DType::F16 { x.clone() } else { crate::ops::cast(x, DType::F16)? };
+        Ok((x16, super::dequantize_f16(w, format, n, k)?))
+    })();
+    let (x16, w16) = match scratch {
+        Ok(s) => s,
+        Err(Error::OutOfMemory(_) | Error::QuotaExceeded(_)) => return Ok(false),
+        Err(e) => return Err(e),
+    };
     match crate::ops::matmul::native_quant_product(&x16, &w16, out, t, (m, n, k)) {
         Ok(()) => Ok(true),
         Err(_) if native_tiling(&device, (m, n, k), kernel, out.dtype() == DType::F32).is_none() => Ok(false),

@@ -176,12 +176,12 @@ fn pick_for(device: &Device, m: usize, n: usize, k: usize, kernel: ProductKernel
 }
 
 /// Whether the product of `m` rows of x by a quantized W of `n` rows in `format` runs on
-/// cooperative matrices on `device` (tests: its tolerance is f16's).
-/// The native tier's product counts too (the same f16 roundings, the hardware's summation order).
-pub fn quant_product_uses_coop(device: &Device, format: QuantFormat, m: usize, n: usize) -> bool {
+/// cooperative matrices on `device` (ops/quant/product.rs's `quant_product_uses_coop` adds the
+/// native tier's product).
+pub(crate) fn coop_takes(device: &Device, format: QuantFormat, m: usize, n: usize) -> bool {
     m > super::quant_format::MATVEC_MAX_ROWS
-        && (QUANT_COOP_FORMATS.contains(&format) && pick(device, m, n, 0, ProductKernel::Auto).is_some()
-            || super::quant::native_product_takes(device, (m, n, 32), ProductKernel::Auto, true))
+        && QUANT_COOP_FORMATS.contains(&format)
+        && pick(device, m, n, 0, ProductKernel::Auto).is_some()
 }
 
 /// The formats this kernel decodes, and `Auto` takes it for: every one. Q4_0, Q4_1, Q8_0, Q4_K,
