@@ -16,7 +16,9 @@
 //! - matmul: a 1x1 kernel with stride 1, no padding and no groups is w [O, C] @ x [N, C, H*W]
 //!   in place, on `ops::matmul` (its vec4 loads beat the gather there). An im2col pass in front
 //!   of the matmul for other shapes measured slower than the implicit GEMM everywhere (H100,
-//!   32x64x56x56 3x3: 10.1 against 20.1 TFLOP/s f32, 13.5 against 38.1 f16), so it is gone.
+//!   32x64x56x56 3x3: 10.1 against 20.1 TFLOP/s f32, 13.5 against 38.1 f16), so it is gone;
+//!   with the product on the native tier (NV cooperative matrix 2) it lost too (H200, 3x3 s2 to
+//!   128 channels f16: 37.9 against the cooperative kernel's 51.2; BENCHMARKS.md).
 //! - depthwise (`depthwise`, `shaders/conv_depthwise.wgsl`): one input channel per group,
 //!   each output tile's input window in workgroup memory; floats. 0.094 ms against the direct
 //!   kernel's 0.195 at 32x128x56x56 3x3 (f16: 0.085 against 0.186).
