@@ -186,17 +186,29 @@ pub(super) fn run(
     t: NativeTiles,
     problem: &Problem<'_>,
 ) -> Result<Tensor> {
-    let (params, groups) = problem.launch(device, t.bm, t.bn)?;
     let module = module_name(t, problem.k, problem.n);
-    let key = format!("matmul_native:f16:{module}");
-    let pipe = crate::native_kernels::pipeline(device, &key, &module)?;
+    dispatch(device, [a, b, &out], t, problem, &format!("matmul_native:f16:{module}"), &module)?;
+    Ok(out)
+}
+
+/// One product of `problem` on module `module` (pipeline key `key`) with tiling `t`'s output
+/// tiles: A, B and C at bindings 0-2, matmul_common's parameter block at 3.
+fn dispatch(
+    device: &Device,
+    [a, b, c]: [&Tensor; 3],
+    t: NativeTiles,
+    problem: &Problem<'_>,
+    key: &str,
+    module: &str,
+) -> Result<()> {
+    let (params, groups) = problem.launch(device, t.bm, t.bn)?;
+    let pipe = crate::native_kernels::pipeline(device, key, module)?;
     let bindings = [
         Binding { slot: 0, buffer: a.raw(), size: None },
         Binding { slot: 1, buffer: b.raw(), size: None },
-        Binding { slot: 2, buffer: out.raw(), size: None },
+        Binding { slot: 2, buffer: c.raw(), size: None },
     ];
-    device.dispatch(&pipe, &bindings, Some((3, params.bytes())), groups, None)?;
-    Ok(out)
+    device.dispatch(&pipe, &bindings, Some((3, params.bytes())), groups, None)
 }
 
 /// The quantized product's tiling (kernels.txt's `matmul_f16_cm2_q*` lines): x [m, k] f16 times
@@ -231,16 +243,7 @@ pub(crate) fn quant_product(
     t: NativeTiles,
     (m, n, k): (usize, usize, usize),
 ) -> Result<()> {
-    let device = x.device().clone();
     let problem = Problem { m, n, k, batch_shape: &[], ab: &[], bb: &[] };
-    let (params, groups) = problem.launch(&device, t.bm, t.bn)?;
     let module = quant_module(out.dtype() == crate::dtype::DType::F32);
-    let pipe = crate::native_kernels::pipeline(&device, &format!("matmul_native:quant:{module}"), &module)?;
-    let bindings = [
-        Binding { slot: 0, buffer: x.raw(), size: None },
-        Binding { slot: 1, buffer: w.raw(), size: None },
-        Binding { slot: 2, buffer: out.raw(), size: None },
-    ];
-    device.dispatch(&pipe, &bindings, Some((3, params.bytes())), groups, None)?;
-    Ok(())
+    dispatch(x.device(), [x, w, out], t, &problem, &format!("matmul_native:quant:{module}"), &module)
 }
